@@ -1,0 +1,100 @@
+"""cairnq: a durable task runtime for Python on SQLite and PostgreSQL.
+
+Example::
+
+    from cairnq import CairnQ, Worker
+
+    worker = Worker.sqlite("tasks.db")
+
+    @worker.task
+    async def add(ctx, payload):
+        return payload["a"] + payload["b"]
+
+    async with CairnQ.sqlite("tasks.db") as cq, worker.background():
+        assert await cq.call("add", {"a": 1, "b": 2}) == 3
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .backends import Backend, SQLiteBackend, open_backend
+from .client import CairnQ, SyncCairnQ
+from .errors import (
+    AlreadyExists,
+    CairnQError,
+    DatabaseBusy,
+    DatabaseError,
+    DatabaseUnavailable,
+    EventLoopBlocked,
+    InvalidArgument,
+    ListenUnavailable,
+    LostLease,
+    ProtocolVersionMismatch,
+    QueueFull,
+    SchemaMismatch,
+    SerializationError,
+    StoreClosed,
+    TaskCanceled,
+    TaskError,
+    TaskFailed,
+    TaskTimeout,
+    UnsupportedBackend,
+    error_envelope,
+)
+from .models import (
+    STATUSES,
+    Conflict,
+    Task,
+    TaskDef,
+    TaskRef,
+    TaskStatus,
+    is_terminal_status,
+)
+from .worker import SyncTaskContext, TaskContext, Worker
+
+try:
+    __version__ = version("cairnq")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    # clients and worker
+    "CairnQ",
+    "SyncCairnQ",
+    "Worker",
+    "TaskContext",
+    "SyncTaskContext",
+    # backends
+    "Backend",
+    "SQLiteBackend",
+    "open_backend",
+    # models
+    "STATUSES",
+    "Conflict",
+    "Task",
+    "TaskDef",
+    "TaskRef",
+    "TaskStatus",
+    "is_terminal_status",
+    # errors
+    "AlreadyExists",
+    "CairnQError",
+    "DatabaseBusy",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "EventLoopBlocked",
+    "InvalidArgument",
+    "ListenUnavailable",
+    "LostLease",
+    "ProtocolVersionMismatch",
+    "QueueFull",
+    "SchemaMismatch",
+    "SerializationError",
+    "StoreClosed",
+    "TaskCanceled",
+    "TaskError",
+    "TaskFailed",
+    "TaskTimeout",
+    "UnsupportedBackend",
+    "error_envelope",
+    "__version__",
+]

@@ -1,0 +1,112 @@
+"""The JSON boundary: what may be stored, and reading back what others stored.
+
+Values are encoded compactly (``separators=(",", ":")``, UTF-8 text) so that
+both backends and the reference SDKs read them identically. Rejected on the way
+in: NaN and infinities, lone surrogates, NUL characters (PostgreSQL ``jsonb``
+cannot hold them), nesting deeper than ``max_depth``, and encodings over
+``max_bytes``. On the way out, text another writer left behind that Python
+cannot represent faithfully raises ``SerializationError`` instead of crashing
+the reader.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SerializationError
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_DEPTH = 64
+
+# An escaped NUL inside a JSON string: `\u0000` preceded by an even number of
+# backslashes (an odd count would make it the literal text "\u0000").
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+@dataclass(frozen=True)
+class JsonCodec:
+    """Encodes and decodes stored JSON under size and depth limits."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+    def encode(self, value: Any, *, what: str = "value") -> str:
+        """Encode ``value`` as compact JSON text, or raise ``SerializationError``."""
+        try:
+            text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        except ValueError as exc:
+            raise SerializationError(f"{what} is not valid JSON: {exc}") from None
+        except TypeError as exc:
+            raise SerializationError(f"{what} is not JSON-serializable: {exc}") from None
+        except RecursionError:
+            raise SerializationError(f"{what} is nested too deeply to encode") from None
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise SerializationError(f"{what} contains a lone surrogate character") from None
+        if size > self.max_bytes:
+            raise SerializationError(
+                f"{what} is {size} bytes encoded, over the limit of {self.max_bytes}"
+            )
+        if "\\u0000" in text and _ESCAPED_NUL.search(text):
+            raise SerializationError(f"{what} contains a NUL character (\\u0000)")
+        if text.count("[") + text.count("{") > self.max_depth:
+            depth = _depth(value)
+            if depth > self.max_depth:
+                raise SerializationError(
+                    f"{what} is nested {depth} levels deep, over the limit of {self.max_depth}"
+                )
+        return text
+
+    def encode_optional(self, value: Any, *, what: str = "value") -> str | None:
+        """Like ``encode``, but ``None`` stays SQL NULL."""
+        return None if value is None else self.encode(value, what=what)
+
+    @staticmethod
+    def decode(text: str | None, *, what: str = "value", task_id: str | None = None) -> Any:
+        """Parse stored JSON text; ``None`` (SQL NULL) reads as ``None``."""
+        if text is None:
+            return None
+        try:
+            return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        except (ValueError, RecursionError) as exc:
+            where = f" of task {task_id}" if task_id else ""
+            raise SerializationError(
+                f"stored {what}{where} is not JSON Python can read: {exc}", task_id=task_id
+            ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return number
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of containers (a scalar is 0, ``[]`` is 1)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        level += 1
+        deepest = max(deepest, level)
+        stack.extend((child, level) for child in children)
+    return deepest
+
+
+DEFAULT_CODEC = JsonCodec()

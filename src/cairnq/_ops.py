@@ -1,0 +1,580 @@
+"""The domain, written once: every protocol operation as a statement-yielding generator.
+
+Nothing here does IO. Each function validates its inputs eagerly (so bad input
+raises before a transaction opens), then returns a generator the backend drives
+(see ``_steps``). The generator decides every branch of the protocol: key
+conflicts, recover-then-claim, cancel wins, ownership checks that turn zero rows
+into ``LostLease``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import _ids
+from ._json import JsonCodec
+from ._steps import NOW, Call, Emit, Op, Row, Script
+from .errors import (
+    AlreadyExists,
+    InvalidArgument,
+    LostLease,
+    ProtocolVersionMismatch,
+    SchemaMismatch,
+)
+from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+
+PROTOCOL_VERSION = 1
+MAX_TEXT_BYTES = 1000
+MAX_INT4 = 2**31 - 1
+MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+MAX_LIST_LIMIT = 10_000
+
+LEASE_EXPIRED_ERROR = (
+    '{"type":"LeaseExpired","code":"lease_expired",'
+    '"message":"task lease expired and max attempts reached","retryable":false,"details":{}}'
+)
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def check_text(value: Any, what: str, *, optional: bool = False) -> str | None:
+    """A name, queue, key or id: a non-empty string of bounded size with no NUL."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a string, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgument(f"{what} must not be empty")
+    if "\x00" in value:
+        raise InvalidArgument(f"{what} must not contain a NUL character")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} contains a lone surrogate character") from None
+    if size > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"{what} is {size} bytes, over the limit of {MAX_TEXT_BYTES}")
+    return value
+
+
+def check_int(value: Any, what: str, *, low: int, high: int = MAX_INT4) -> int:
+    """An integer (not a bool) within ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgument(f"{what} must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_names(values: Iterable[str] | str, what: str) -> list[str]:
+    """A non-string iterable of names (``("a", "b")``), each checked like a name."""
+    if isinstance(values, str):
+        raise InvalidArgument(f"{what} must be a list of strings, not a single string")
+    return [check_text(v, f"{what} entry") or "" for v in values]
+
+
+def check_status(value: Any, *, terminal: bool = False) -> str | None:
+    if value is None:
+        return None
+    allowed = sorted(TERMINAL_STATUSES) if terminal else list(STATUSES)
+    if value not in allowed:
+        raise InvalidArgument(f"status must be one of {', '.join(allowed)}; got {value!r}")
+    return str(value)
+
+
+# --- submit ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A validated, encoded submission, ready for ``insert_task``."""
+
+    id: str
+    name: str
+    queue: str
+    payload: str
+    metadata: str
+    max_attempts: int
+    priority: int
+    delay_ms: int
+    parent_id: str | None
+    root_id: str
+    correlation_id: str | None
+    key: str | None
+    conflict: str
+
+    def insert_params(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "queue": self.queue,
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "max_attempts": self.max_attempts,
+            "priority": self.priority,
+            "delay_ms": self.delay_ms,
+            "parent_id": self.parent_id,
+            "root_id": self.root_id,
+            "correlation_id": self.correlation_id,
+            "now_ms": NOW,
+        }
+
+
+def new_task(
+    codec: JsonCodec,
+    name: Any,
+    payload: Any = None,
+    *,
+    key: Any = None,
+    queue: Any = "default",
+    conflict: Any = "reuse",
+    max_attempts: Any = 3,
+    priority: Any = 0,
+    metadata: Any = None,
+    delay_ms: Any = 0,
+    parent_id: Any = None,
+    root_id: Any = None,
+    correlation_id: Any = None,
+) -> NewTask:
+    """Validate and encode one submission. Raises ``InvalidArgument`` / ``SerializationError``."""
+    if conflict not in CONFLICTS:
+        raise InvalidArgument(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
+    task_id = _ids.task_id()
+    return NewTask(
+        id=task_id,
+        name=check_text(name, "task name") or "",
+        queue=check_text(queue, "queue") or "",
+        payload=codec.encode({} if payload is None else payload, what="payload"),
+        metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
+        max_attempts=check_int(max_attempts, "max_attempts", low=1),
+        priority=check_int(priority, "priority", low=-MAX_INT4 - 1),
+        delay_ms=check_int(delay_ms, "delay_ms", low=0, high=MAX_DELAY_MS),
+        parent_id=check_text(parent_id, "parent_id", optional=True),
+        root_id=check_text(root_id, "root_id", optional=True) or task_id,
+        correlation_id=check_text(correlation_id, "correlation_id", optional=True),
+        key=check_text(key, "key", optional=True),
+        conflict=conflict,
+    )
+
+
+Decision = Literal["return", "insert", "reject", "replace"]
+
+
+def decide_conflict(conflict: str, existing_status: str) -> Decision:
+    """What a keyed submit does given the status of the task its key points at."""
+    live = existing_status in ("queued", "running")
+    if conflict == "reject":
+        return "reject"
+    if conflict == "replace":
+        return "replace" if live else "insert"
+    if live or (conflict == "reuse-succeeded" and existing_status == "succeeded"):
+        return "return"
+    return "insert"
+
+
+def submit(spec: NewTask) -> Op[Task]:
+    if spec.key is None:
+        task = yield from _insert(spec)
+        return task
+    key = spec.key
+    yield Call("lock_key", {"key": key})
+    pointer = yield Call("get_key", {"key": key})
+    if pointer:
+        rows = yield Call("get", {"id": pointer[0]["task_id"]})
+        if rows:
+            decision = decide_conflict(spec.conflict, rows[0]["status"])
+            if decision == "return":
+                return Task.from_row(rows[0])
+            if decision == "reject":
+                raise AlreadyExists(key)
+            if decision == "replace":
+                canceled = yield Call("cancel", {"id": rows[0]["id"], "now_ms": NOW})
+                yield from _emit_for(canceled)
+    task = yield from _insert(spec)
+    yield Call("upsert_key", {"key": key, "task_id": task.id, "now_ms": NOW})
+    return task
+
+
+def _insert(spec: NewTask) -> Op[Task]:
+    rows = yield Call("insert_task", spec.insert_params())
+    task = Task.from_row(rows[0])
+    yield Emit("queued", task.queue)
+    return task
+
+
+def _emit_for(rows: Iterable[Row]) -> Op[None]:
+    """Wake-ups for rows a statement just moved: to ``queued``, or to a terminal status."""
+    for row in rows:
+        status = row["status"]
+        if status == "queued":
+            yield Emit("queued", row["queue"])
+        elif status in TERMINAL_STATUSES:
+            yield Emit("done", row["id"])
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+def get(task_id: str) -> Op[Task | None]:
+    rows = yield Call("get", {"id": task_id})
+    return Task.from_row(rows[0]) if rows else None
+
+
+def get_by_key(key: str) -> Op[Task | None]:
+    rows = yield Call("get_by_key", {"key": key})
+    return Task.from_row(rows[0]) if rows else None
+
+
+def get_status(task_id: str) -> Op[TaskRef | None]:
+    rows = yield Call("get_status", {"id": task_id})
+    return TaskRef(rows[0]["id"], rows[0]["status"]) if rows else None
+
+
+def get_status_by_key(key: str) -> Op[TaskRef | None]:
+    rows = yield Call("get_status_by_key", {"key": key})
+    return TaskRef(rows[0]["id"], rows[0]["status"]) if rows else None
+
+
+def list_tasks(
+    *,
+    status: Any = None,
+    queue: Any = None,
+    name: Any = None,
+    root_id: Any = None,
+    correlation_id: Any = None,
+    limit: Any = 100,
+    offset: Any = 0,
+) -> Op[list[Task]]:
+    params = {
+        "status": check_status(status),
+        "queue": check_text(queue, "queue", optional=True),
+        "name": check_text(name, "name", optional=True),
+        "root_id": check_text(root_id, "root_id", optional=True),
+        "correlation_id": check_text(correlation_id, "correlation_id", optional=True),
+        "limit": check_int(limit, "limit", low=0, high=MAX_LIST_LIMIT),
+        "offset": check_int(offset, "offset", low=0),
+    }
+    return _list(params)
+
+
+def _list(params: dict[str, Any]) -> Op[list[Task]]:
+    rows = yield Call("list", params)
+    return [Task.from_row(r) for r in rows]
+
+
+def stats(queue: Any = None) -> Op[dict[str, dict[str, int]]]:
+    return _stats(check_text(queue, "queue", optional=True))
+
+
+def _stats(queue: str | None) -> Op[dict[str, dict[str, int]]]:
+    rows = yield Call("stats", {"queue": queue})
+    out: dict[str, dict[str, int]] = {}
+    if queue is not None:
+        out[queue] = dict.fromkeys(STATUSES, 0)
+    for row in rows:
+        counts = out.setdefault(row["queue"], dict.fromkeys(STATUSES, 0))
+        counts[row["status"]] = int(row["count"])
+    return out
+
+
+def queue_depth(queue: Any, max_depth: Any) -> Op[int]:
+    return _queue_depth(check_text(queue, "queue") or "", check_int(max_depth, "max_depth", low=0))
+
+
+def _queue_depth(queue: str, max_depth: int) -> Op[int]:
+    rows = yield Call("queue_depth", {"queue": queue, "max_depth": max_depth})
+    return int(rows[0]["headroom"])
+
+
+def protocol_version() -> Op[int]:
+    rows = yield Call("protocol_version", {})
+    return int(rows[0]["value"]) if rows else 0
+
+
+# --- client writes -----------------------------------------------------------------------
+
+
+def cancel(task_id: str) -> Op[Task | None]:
+    rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+    yield from _emit_for(rows)
+    return Task.from_row(rows[0]) if rows else None
+
+
+def retry(task_id: str, reset_attempt: bool = False) -> Op[Task | None]:
+    rows = yield Call("retry", {"id": task_id, "now_ms": NOW, "reset_attempt": reset_attempt})
+    yield from _emit_for(rows)
+    return Task.from_row(rows[0]) if rows else None
+
+
+def cancel_by_key(key: str) -> Op[Task | None]:
+    task_id = yield from _key_target(key)
+    if task_id is None:
+        return None
+    return (yield from cancel(task_id))
+
+
+def retry_by_key(key: str, reset_attempt: bool = False) -> Op[Task | None]:
+    task_id = yield from _key_target(key)
+    if task_id is None:
+        return None
+    return (yield from retry(task_id, reset_attempt))
+
+
+def _key_target(key: str) -> Op[str | None]:
+    yield Call("lock_key", {"key": key})
+    rows = yield Call("get_key", {"key": key})
+    return str(rows[0]["task_id"]) if rows else None
+
+
+def purge(
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    limit: Any = 1000,
+) -> Op[list[str]]:
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "limit": check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+        "now_ms": NOW,
+    }
+    return _purge(params)
+
+
+def _purge(params: dict[str, Any]) -> Op[list[str]]:
+    rows = yield Call("purge", params)
+    return [str(r["id"]) for r in rows]
+
+
+# --- worker ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One claim draw inside a claim transaction: up to ``limit`` tasks of ``names``.
+
+    ``names=None`` means any name; an empty list claims nothing.
+    """
+
+    names: Sequence[str] | None
+    limit: int
+
+
+def probe(queues: Sequence[str], names: Sequence[str] | None) -> Op[bool]:
+    """Whether a claim transaction would find work (due tasks, or an expired lease)."""
+    rows = yield Call(
+        "claimable_probe",
+        {"queues": list(queues), "names": None if names is None else list(names), "now_ms": NOW},
+    )
+    return bool(rows and rows[0]["has_work"])
+
+
+def recover(limit: int) -> Op[list[Row]]:
+    """Move up to ``limit`` expired leases out of ``running`` (any queue, any name)."""
+    rows = yield Call(
+        "recover_leases",
+        {"now_ms": NOW, "lease_expired_error": LEASE_EXPIRED_ERROR, "limit": limit},
+    )
+    yield from _emit_for(rows)
+    return list(rows)
+
+
+def claim(
+    queues: Sequence[str],
+    worker_id: str,
+    lease_ms: int,
+    draws: Sequence[Draw],
+    recover_limit: int,
+) -> Op[list[Row]]:
+    """Recover expired leases, then claim each draw, all in one transaction.
+
+    Returns the claimed rows, undecoded (a row whose JSON cannot be read is the
+    worker's to fail, not a reason to abort the whole claim), in claim order.
+    """
+    yield from recover(recover_limit)
+    claimed: list[Row] = []
+    for draw in draws:
+        if draw.limit <= 0 or (draw.names is not None and not draw.names):
+            continue
+        statement, params = _claim_variant(queues, draw.names)
+        params.update(
+            {"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": draw.limit}
+        )
+        rows = yield Call(statement, params)
+        claimed.extend(sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"])))
+    return claimed
+
+
+def _claim_variant(
+    queues: Sequence[str], names: Sequence[str] | None
+) -> tuple[str, dict[str, Any]]:
+    """The claim statement whose equality predicates let the index serve this draw in order."""
+    one_queue = len(queues) == 1
+    if names is not None and len(names) == 1:
+        if one_queue:
+            return "claim_one_queue_one_name", {"queue": queues[0], "name": names[0]}
+        return "claim_one_name", {"queues": list(queues), "name": names[0]}
+    listed = None if names is None else list(names)
+    if one_queue:
+        return "claim_one_queue", {"queue": queues[0], "names": listed}
+    return "claim", {"queues": list(queues), "names": listed}
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a worker holds: a task id and the attempt it claimed (the fence)."""
+
+    id: str
+    attempt: int
+
+
+def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Task]:
+    rows = yield Call("heartbeat", _owned(lease, worker_id) | {"lease_ms": lease_ms})
+    return _owned_row(lease, rows)
+
+
+def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> Op[dict[str, bool]]:
+    """Renew every lease in one statement; returns ``{task_id: cancel_requested}`` for the held.
+
+    A task absent from the result is lost. On PostgreSQL a row locked by another
+    transaction (a settlement in progress) is skipped rather than waited on; it
+    is looked up without locking and counts as held if it still is.
+    """
+    if not leases:
+        return {}
+    rows = yield Call(
+        "heartbeat_batch",
+        {
+            "ids": [lease.id for lease in leases],
+            "attempts": [lease.attempt for lease in leases],
+            "worker_id": worker_id,
+            "now_ms": NOW,
+            "lease_ms": lease_ms,
+        },
+    )
+    held = {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
+    missing = [lease for lease in leases if lease.id not in held]
+    if missing:
+        states = yield Call("lease_states", {"ids": [lease.id for lease in missing]})
+        by_id = {r["id"]: r for r in states}
+        for lease in missing:
+            row = by_id.get(lease.id)
+            if row and _still_held(row, lease, worker_id):
+                held[lease.id] = row["cancel_requested_at_ms"] is not None
+    return {lease.id: held[lease.id] for lease in leases if lease.id in held}
+
+
+def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
+    return bool(
+        row["status"] == "running"
+        and row["worker_id"] == worker_id
+        and row["attempt"] == lease.attempt
+    )
+
+
+def cancel_requested(task_id: str) -> Op[bool]:
+    """Whether a cancel is pending on the task (a missing row counts as canceled)."""
+    rows = yield Call("lease_states", {"ids": [task_id]})
+    if not rows:
+        return True
+    return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
+
+
+def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Task]:
+    rows = yield Call(
+        "progress", _owned(lease, worker_id) | {"progress": value, "message": message}
+    )
+    return _owned_row(lease, rows)
+
+
+def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Task]:
+    """Settle a returned attempt: succeeded, or canceled when a cancel is pending."""
+    rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
+
+
+def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Task]:
+    """Settle as succeeded whatever cancel is pending (the low-level primitive)."""
+    rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
+
+
+def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms: int) -> Op[Task]:
+    """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending."""
+    rows = yield Call(
+        "fail",
+        _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
+    )
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
+
+
+def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
+    return {"id": lease.id, "attempt": lease.attempt, "worker_id": worker_id, "now_ms": NOW}
+
+
+def _owned_row(lease: Lease, rows: Sequence[Row]) -> Task:
+    if not rows:
+        raise LostLease(lease.id)
+    return Task.from_row(rows[0])
+
+
+# --- migrations --------------------------------------------------------------------------
+
+
+def applied_migrations() -> Op[set[str]]:
+    rows = yield Call("ledger_applied", {})
+    return {str(r["name"]) for r in rows}
+
+
+def apply_migration(name: str, source: str) -> Op[bool]:
+    """Apply one migration unless the ledger has it; run inside its own write transaction."""
+    yield Call("ledger_lock", {})
+    applied = yield from applied_migrations()
+    if name in applied:
+        return False
+    yield Script(name, source)
+    yield Call("ledger_record", {"name": name, "now_ms": NOW})
+    return True
+
+
+def check_protocol_version() -> Op[int]:
+    version = yield from protocol_version()
+    if version != PROTOCOL_VERSION:
+        raise ProtocolVersionMismatch(
+            f"storage protocol_version={version}, cairnq supports {PROTOCOL_VERSION}"
+        )
+    return version
+
+
+def check_installation(schema: str | None) -> Op[None]:
+    """PostgreSQL: refuse to start a second, invisible installation (raises ``SchemaMismatch``).
+
+    With ``schema`` given, the connection's current schema must be it. Without,
+    tables found only in other schemas mean this connection would create a new
+    installation nobody else sees.
+    """
+    rows = yield Call("installations", {})
+    current = rows[0]["current_schema"] if rows else None
+    found = sorted({r["schema"] for r in rows if r["schema"] is not None})
+    if schema is not None:
+        if current != schema:
+            raise SchemaMismatch(
+                f"connection's current schema is {current!r}, not the configured {schema!r}; "
+                "check search_path"
+            )
+        return
+    if current is None or not found or current in found:
+        return
+    raise SchemaMismatch(
+        f"cairnq tables exist in schema(s) {', '.join(found)} but not in the current schema "
+        f"{current!r}; pass schema=... to use one of them"
+    )

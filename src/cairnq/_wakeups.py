@@ -1,0 +1,133 @@
+"""In-process wake-ups: a settle or submit committed here wakes waiters here at once.
+
+Every backend instance for the same database shares one hub (keyed by the
+database's identity), so a client and a worker in one process need not share a
+backend object. Wake-ups are accelerators only: a waiter always re-reads the
+database, and polling remains the fallback.
+
+A ``Subscription`` remembers that a matching event arrived since it was last
+``clear()``-ed, so an event that lands between "look at the database" and
+"start waiting" is not lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+
+from ._steps import Emit
+
+Match = Callable[[Emit], bool]
+
+
+class Subscription:
+    """A latch set by matching events; wait on it from a thread or from a loop."""
+
+    def __init__(self, hub: WakeHub, match: Match) -> None:
+        self._hub = hub
+        self._match = match
+        self._flag = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._async_flag: asyncio.Event | None = None
+
+    def _deliver(self, emit: Emit) -> None:
+        if self._match(emit):
+            self.set()
+
+    def set(self) -> None:
+        """Set the latch directly (other wake sources: LISTEN, a file watcher, a poke)."""
+        self._flag.set()
+        loop, flag = self._loop, self._async_flag
+        if loop is not None and flag is not None:
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(flag.set)
+
+    def clear(self) -> None:
+        self._flag.clear()
+        if self._async_flag is not None:
+            self._async_flag.clear()
+
+    def is_set(self) -> bool:
+        return self._flag.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until an event arrives or ``timeout_s`` passes; True if woken."""
+        return self._flag.wait(timeout_s)
+
+    async def wait_async(self, timeout_s: float) -> bool:
+        """Wait on the running loop until an event arrives or ``timeout_s`` passes."""
+        if self._async_flag is None:
+            self._loop = asyncio.get_running_loop()
+            self._async_flag = asyncio.Event()
+        if self._flag.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._async_flag.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return self._flag.is_set()
+        return True
+
+    def close(self) -> None:
+        self._hub._remove(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WakeHub:
+    """Fans committed events out to this process's subscriptions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subs: tuple[Subscription, ...] = ()
+
+    def subscribe(self, match: Match) -> Subscription:
+        sub = Subscription(self, match)
+        with self._lock:
+            self._subs = (*self._subs, sub)
+        return sub
+
+    def _remove(self, sub: Subscription) -> None:
+        with self._lock:
+            self._subs = tuple(s for s in self._subs if s is not sub)
+
+    def publish(self, emits: Iterable[Emit]) -> None:
+        subs = self._subs
+        if not subs:
+            return
+        for emit in emits:
+            for sub in subs:
+                sub._deliver(emit)
+
+    def poke(self) -> None:
+        """Wake every subscriber: something changed, look again."""
+        for sub in self._subs:
+            sub.set()
+
+
+_HUBS: dict[str, WakeHub] = {}
+_HUBS_LOCK = threading.Lock()
+
+
+def hub_for(identity: str) -> WakeHub:
+    """The process-wide hub for one database."""
+    with _HUBS_LOCK:
+        hub = _HUBS.get(identity)
+        if hub is None:
+            hub = _HUBS[identity] = WakeHub()
+        return hub
+
+
+def wants_queued(queues: Iterable[str]) -> Match:
+    wanted = frozenset(queues)
+    return lambda e: e.channel == "queued" and e.value in wanted
+
+
+def wants_done(task_id: str) -> Match:
+    return lambda e: e.channel == "done" and e.value == task_id

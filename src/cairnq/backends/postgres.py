@@ -1,0 +1,551 @@
+"""The multi-host backend: PostgreSQL through psycopg 3 and its connection pool.
+
+Requires the ``postgres`` extra (``pip install ".[postgres]"``). A write
+operation runs in one transaction on one pooled connection; a read runs in
+autocommit. ``now_ms`` is left to the database clock unless a clock is given,
+so every host shares one timeline. A dedicated LISTEN connection turns the
+protocol's NOTIFY trigger into in-process wake-ups; it is only an accelerator,
+polling stays the fallback.
+
+The backend can also run on the application's own pool or connection, so a
+task can be submitted, or settled, inside the application's transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import secrets
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Literal, TypeVar
+
+try:
+    import psycopg
+    import psycopg_pool
+    from psycopg import sql
+    from psycopg.rows import dict_row
+    from psycopg.types.string import TextLoader
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'PostgreSQL support needs the "postgres" extra: pip install "cairnq[postgres]" '
+        '(from a source checkout: pip install ".[postgres]")'
+    ) from exc
+
+from .. import _ops
+from .._clock import Clock
+from .._protocol import Dialect, statements
+from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive
+from .._wakeups import WakeHub, hub_for
+from ..errors import (
+    CairnQError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    LostLease,
+    StoreClosed,
+    UnsupportedBackend,
+)
+from ..migrate import setup_steps
+from ..models import Task
+from .base import bind
+
+log = logging.getLogger("cairnq.postgres")
+
+T = TypeVar("T")
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+MAX_IDENTIFIER_BYTES = 63
+LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
+
+AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
+SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
+Source = str | AsyncSource | SyncSource
+
+
+def check_schema(schema: str | None) -> str | None:
+    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates)."""
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or not SCHEMA_NAME.match(schema):
+        raise InvalidArgument(
+            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
+            "not starting with a digit"
+        )
+    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    return schema
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Turn a psycopg error into a ``cairnq.errors`` one; anything else passes through."""
+    if isinstance(exc, CairnQError) or not isinstance(
+        exc, (psycopg.Error, psycopg_pool.PoolTimeout)
+    ):
+        return exc
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return DatabaseUnavailable(f"no PostgreSQL connection became available: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
+    if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)):
+        return DatabaseError(f"PostgreSQL aborted the transaction: {exc}", retryable=True)
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return DatabaseError(
+            f"cairnq tables are missing ({exc}); run migrations first (cairnq migrate)"
+        )
+    return DatabaseError(f"PostgreSQL error: {exc}")
+
+
+def _json_as_text(adapters: Any) -> None:
+    """Read json/jsonb as text: the domain parses JSON itself, the same way on every backend."""
+    adapters.register_loader("jsonb", TextLoader)
+    adapters.register_loader("json", TextLoader)
+
+
+class PostgresBackend:
+    """A PostgreSQL database, reached through a DSN, a psycopg pool or a connection.
+
+    Args:
+        source: A DSN (``postgresql://user@host/db``), a psycopg
+            ``AsyncConnectionPool`` / ``ConnectionPool``, or a psycopg connection.
+            Given a pool or connection, cairnq uses it and never closes it.
+        schema: The schema holding cairnq's tables. With a DSN it is created if
+            missing and pinned in ``search_path``; with a pool or connection it is
+            only checked.
+        min_size, max_size: Pool size when cairnq makes the pool.
+        clock: Supply ``now_ms`` from this clock instead of the database's.
+        migrate: Apply pending migrations on open (default); otherwise only check.
+        listen: Open a LISTEN connection for push wake-ups (default, DSN only).
+        application_name: Prefix of ``application_name`` on every connection.
+    """
+
+    dialect: Dialect = "postgres"
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        listen: bool = True,
+        application_name: str = "cairnq",
+    ) -> None:
+        self.schema = check_schema(schema)
+        self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
+        self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
+        self.clock = clock
+        self.migrate = migrate
+        self.application_name = _ops.check_text(application_name, "application_name") or ""
+        self._dsn: str | None = None
+        self._async_source: AsyncSource | None = None
+        self._sync_source: SyncSource | None = None
+        if isinstance(source, str):
+            self._dsn = source
+        elif isinstance(source, (psycopg_pool.AsyncConnectionPool, psycopg.AsyncConnection)):
+            self._async_source = source
+        elif isinstance(source, (psycopg_pool.ConnectionPool, psycopg.Connection)):
+            self._sync_source = source
+        else:
+            raise InvalidArgument(
+                "expected a PostgreSQL DSN, psycopg pool or connection, "
+                f"got {type(source).__name__}"
+            )
+        self._owns_pools = self._dsn is not None
+        self._listen_enabled = listen and self._dsn is not None
+        identity = self._dsn or f"external:{id(source)}"
+        self.hub: WakeHub = hub_for(f"postgres:{identity}|{self.schema or ''}")
+        self._statements = statements("postgres")
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._setup_done = False
+        self._setup_lock = threading.Lock()
+        self._async_setup_lock: asyncio.Lock | None = None
+        self._conn_lock: asyncio.Lock | None = None
+        self._sync_conn_lock = threading.Lock()
+        self._listener: _Listener | None = None
+
+    def __repr__(self) -> str:
+        where = "dsn" if self._dsn else "external"
+        return f"<PostgresBackend {where} schema={self.schema!r} {self._state}>"
+
+    # --- connection parameters ----------------------------------------------------
+
+    def _conninfo(self, role: str) -> str:
+        assert self._dsn is not None
+        return psycopg.conninfo.make_conninfo(
+            self._dsn, application_name=f"{self.application_name}-{role}"
+        )
+
+    def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
+        _json_as_text(conn.adapters)
+        if self.schema is not None:
+            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+
+    async def _configure_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        _json_as_text(conn.adapters)
+        if self.schema is not None:
+            await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+
+    def _create_schema_sql(self) -> sql.Composed:
+        assert self.schema is not None
+        return sql.SQL("create schema if not exists {}").format(sql.Identifier(self.schema))
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def aopen(self) -> None:
+        if self._state == "closed":
+            raise StoreClosed("this PostgreSQL backend was closed")
+        if self._async_setup_lock is None:
+            self._async_setup_lock = asyncio.Lock()
+        async with self._async_setup_lock:
+            if self._async_source is None:
+                if self._dsn is None:
+                    raise UnsupportedBackend(
+                        "this backend wraps a synchronous psycopg pool or connection; "
+                        "use the sync client, or pass an async pool"
+                    )
+                pool = psycopg_pool.AsyncConnectionPool(
+                    self._conninfo("client"),
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    kwargs={"autocommit": True},
+                    configure=self._configure_async,
+                    open=False,
+                    name="cairnq",
+                )
+                try:
+                    if self.schema is not None:
+                        await self._create_schema_async()
+                    await pool.open(wait=True, timeout=30)
+                except BaseException as exc:
+                    await pool.close()
+                    raise _translate(exc) from exc
+                self._async_source = pool
+            if not self._setup_done:
+                for step in setup_steps(
+                    "postgres",
+                    migrate=self.migrate,
+                    installation_check=_ops.check_installation(self.schema),
+                ):
+                    await self._arun_now(step.op, write=step.write)
+                self._setup_done = True
+            self._state = "open"
+            if self._listen_enabled and self._listener is None:
+                self._listener = _Listener(self._conninfo("listen"), self.hub)
+                self._listener.start()
+
+    async def _create_schema_async(self) -> None:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._conninfo("migrate"), autocommit=True
+            ) as conn:
+                await conn.execute(self._create_schema_sql())
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    def open(self) -> None:
+        if self._state == "closed":
+            raise StoreClosed("this PostgreSQL backend was closed")
+        with self._setup_lock:
+            if self._sync_source is None:
+                if self._dsn is None:
+                    raise UnsupportedBackend(
+                        "this backend wraps an async psycopg pool or connection; "
+                        "use the async client, or pass a sync pool"
+                    )
+                pool = psycopg_pool.ConnectionPool(
+                    self._conninfo("client"),
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    kwargs={"autocommit": True},
+                    configure=self._configure_sync,
+                    open=False,
+                    name="cairnq-sync",
+                )
+                try:
+                    if self.schema is not None:
+                        with psycopg.Connection.connect(
+                            self._conninfo("migrate"), autocommit=True
+                        ) as conn:
+                            conn.execute(self._create_schema_sql())
+                    pool.open(wait=True, timeout=30)
+                except BaseException as exc:
+                    pool.close()
+                    raise _translate(exc) from exc
+                self._sync_source = pool
+            if not self._setup_done:
+                for step in setup_steps(
+                    "postgres",
+                    migrate=self.migrate,
+                    installation_check=_ops.check_installation(self.schema),
+                ):
+                    self._run_now(step.op, write=step.write)
+                self._setup_done = True
+            if self._state == "new":
+                self._state = "open"
+
+    async def aclose(self) -> None:
+        self._state = "closed"
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+        if self._owns_pools:
+            if isinstance(self._async_source, psycopg_pool.AsyncConnectionPool):
+                await self._async_source.close()
+            if isinstance(self._sync_source, psycopg_pool.ConnectionPool):
+                await asyncio.get_running_loop().run_in_executor(None, self._sync_source.close)
+
+    def close(self) -> None:
+        self._state = "closed"
+        if self._owns_pools and isinstance(self._sync_source, psycopg_pool.ConnectionPool):
+            self._sync_source.close()
+        if self._listener is not None or (
+            self._owns_pools and isinstance(self._async_source, psycopg_pool.AsyncConnectionPool)
+        ):
+            log.warning(
+                "close() cannot close async connections; use 'await backend.aclose()' "
+                "(or 'await client.close()') from the event loop"
+            )
+
+    # --- running operations -----------------------------------------------------------
+
+    async def arun(self, op: Op[T], *, write: bool) -> T:
+        if self._state != "open" or self._async_source is None:
+            await self.aopen()
+        return await self._arun_now(op, write=write)
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        if self._state != "open" or self._sync_source is None:
+            self.open()
+        return self._run_now(op, write=write)
+
+    async def _arun_now(self, op: Op[T], *, write: bool) -> T:
+        try:
+            async with self._async_connection() as conn:
+                value, emits = await self._adrive_on(conn, op, write=write)
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return value
+
+    def _run_now(self, op: Op[T], *, write: bool) -> T:
+        try:
+            with self._sync_connection() as conn:
+                if write:
+                    with conn.transaction():
+                        value, emits = drive(op, lambda step: self._execute_sync(conn, step))
+                else:
+                    value, emits = drive(op, lambda step: self._execute_sync(conn, step))
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return value
+
+    async def _adrive_on(
+        self, conn: psycopg.AsyncConnection[Any], op: Op[T], *, write: bool
+    ) -> tuple[T, list[Emit]]:
+        async def execute(step: Call | Script) -> Rows:
+            return await self._execute_async(conn, step)
+
+        if write:
+            async with conn.transaction():
+                return await adrive(op, execute)
+        return await adrive(op, execute)
+
+    @contextlib.asynccontextmanager
+    async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        source = self._async_source
+        if isinstance(source, psycopg_pool.AsyncConnectionPool):
+            async with source.connection() as conn:
+                yield conn
+        elif isinstance(source, psycopg.AsyncConnection):
+            if self._conn_lock is None:
+                self._conn_lock = asyncio.Lock()
+            async with self._conn_lock:
+                yield source
+        else:
+            raise StoreClosed("no async PostgreSQL connection is available")
+
+    @contextlib.contextmanager
+    def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        source = self._sync_source
+        if isinstance(source, psycopg_pool.ConnectionPool):
+            with source.connection() as conn:
+                yield conn
+        elif isinstance(source, psycopg.Connection):
+            with self._sync_conn_lock:
+                yield source
+        else:
+            raise StoreClosed("no PostgreSQL connection is available")
+
+    def _params(self, step: Call) -> tuple[str, dict[str, Any]]:
+        statement = self._statements[step.statement]
+        return statement.text, bind(statement, step.params, self._adapt)
+
+    def _adapt(self, name: str, value: Any) -> Any:
+        if value is NOW:
+            return None if self.clock is None else self.clock.now_ms()
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    async def _execute_async(self, conn: psycopg.AsyncConnection[Any], step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            await conn.execute(step.source.encode())
+            return []
+        text, params = self._params(step)
+        cur = conn.cursor(row_factory=dict_row)
+        _json_as_text(cur.adapters)
+        await cur.execute(text.encode(), params)
+        return await cur.fetchall() if cur.description else []
+
+    def _execute_sync(self, conn: psycopg.Connection[Any], step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            conn.execute(step.source.encode())
+            return []
+        text, params = self._params(step)
+        cur = conn.cursor(row_factory=dict_row)
+        _json_as_text(cur.adapters)
+        cur.execute(text.encode(), params)
+        return cur.fetchall() if cur.description else []
+
+    # --- the application's own transaction ----------------------------------------------
+
+    async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+        """Run ``op`` on the caller's connection, inside whatever transaction it has open.
+
+        Nothing is committed here: the work becomes visible when the caller
+        commits and disappears if it rolls back. Wake-ups are left to the NOTIFY
+        trigger, which fires at the caller's commit.
+        """
+        if not self._setup_done:
+            await self.aopen()
+        try:
+            value, _ = await self._adrive_on(conn, op, write=True)
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value
+
+    def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:
+        """The blocking ``arun_on``."""
+        if not self._setup_done:
+            self.open()
+        try:
+            with conn.transaction():
+                value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value
+
+    async def complete_in(
+        self,
+        lease: _ops.Lease,
+        worker_id: str,
+        write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]],
+        encode: Callable[[Any], str | None],
+    ) -> Task:
+        """Run ``write(conn)`` and complete the task with its return value, in one transaction.
+
+        Raises:
+            LostLease: the lease was gone at completion; ``write``'s changes roll back.
+        """
+        try:
+            async with self._async_connection() as conn, conn.transaction():
+                result = await write(conn)
+                task, emits = await self._adrive_on(
+                    conn, _ops.complete(lease, worker_id, encode(result)), write=True
+                )
+        except LostLease:
+            raise
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return task
+
+
+class _Listener:
+    """A dedicated LISTEN connection feeding the hub; reconnects with backoff.
+
+    After every (re)connect it pokes the hub once, so waiters catch up on
+    anything sent while it was away. Behind a transaction-mode pooler, where
+    notifications never arrive, it says so once and stops: polling carries on.
+    """
+
+    def __init__(self, conninfo: str, hub: WakeHub) -> None:
+        self._conninfo = conninfo
+        self._hub = hub
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True
+                ) as conn:
+                    for channel in LISTEN_CHANNELS:
+                        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+                    if not await self._notifications_arrive(conn):
+                        log.warning(
+                            "LISTEN/NOTIFY does not work on this connection (a transaction "
+                            "pooler?); cairnq falls back to polling"
+                        )
+                        return
+                    delay = 1.0
+                    self.connected.set()
+                    self._hub.poke()
+                    await self._pump(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.connected.clear()
+                log.info("LISTEN connection lost (%s); reconnecting in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+
+    async def _notifications_arrive(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        probe = f"cairnq_probe_{secrets.token_hex(6)}"
+        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(probe)))
+        await conn.execute("select pg_notify(%s, '')", (probe,))
+        async for note in conn.notifies(timeout=5.0):
+            if note.channel == probe:
+                await conn.execute(sql.SQL("unlisten {}").format(sql.Identifier(probe)))
+                return True
+        return False
+
+    async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        while True:
+            async for note in conn.notifies(timeout=10.0):
+                if note.channel == "cairnq_queued":
+                    self._hub.publish([Emit("queued", note.payload)])
+                elif note.channel == "cairnq_done":
+                    self._hub.publish([Emit("done", note.payload)])
+            await conn.execute("select 1")
+
+
+@contextlib.contextmanager
+def scratch_schema_backend(dsn: str, *, clock: Clock | None = None) -> Iterator[PostgresBackend]:
+    """A backend in a new, empty schema of ``dsn``'s database, dropped afterwards (tests)."""
+    schema = f"cairnq_scratch_{secrets.token_hex(6)}"
+    backend = PostgresBackend(dsn, schema=schema, clock=clock, listen=False, min_size=1, max_size=2)
+    try:
+        yield backend
+    finally:
+        backend.close()
+        with psycopg.Connection.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))

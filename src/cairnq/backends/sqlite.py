@@ -1,0 +1,425 @@
+"""The embedded backend: one SQLite file, the standard library's ``sqlite3``.
+
+Writes go to one writer thread that owns the only write connection. It takes
+every write operation waiting in its queue and runs them in one ``BEGIN
+IMMEDIATE`` transaction, each inside its own savepoint (group commit): one
+operation's error rolls back only that operation, and every caller learns its
+outcome only after COMMIT. Reads run on separate connections (WAL lets them
+proceed while a write is open), in the calling thread for sync callers and in
+a small thread pool for async ones, so neither a write nor another process's
+lock ever blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import queue
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from .. import _ops
+from .._clock import SYSTEM_CLOCK, Clock
+from .._protocol import Dialect, statements
+from .._steps import NOW, Call, Emit, Op, Rows, Script, drive
+from .._wakeups import WakeHub, hub_for
+from ..errors import (
+    CairnQError,
+    DatabaseBusy,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    StoreClosed,
+)
+from ..migrate import setup_steps
+from .base import bind
+
+T = TypeVar("T")
+
+Synchronous = Literal["full", "normal"]
+MAX_GROUP = 128
+
+
+@dataclass
+class _Job:
+    op: Op[Any]
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+
+_STOP = object()
+
+
+class SQLiteBackend:
+    """A SQLite database file, shared safely by threads, event loops and processes.
+
+    Args:
+        path: The database file (created with mode 0600 if missing), or ``":memory:"``.
+        busy_timeout_ms: How long a write waits for another process's write lock
+            before failing with ``DatabaseBusy``. Waiting happens in the writer
+            thread, never on the event loop.
+        synchronous: ``"full"`` (default) survives power loss; ``"normal"`` is
+            faster and stays consistent, but may lose the last commits on power loss.
+        clock: Where ``now_ms`` comes from (a ``FakeClock`` in tests).
+        migrate: Apply pending migrations on open (default); otherwise only
+            check the protocol version.
+        readers: Threads serving async reads.
+    """
+
+    dialect: Dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        synchronous: Synchronous = "full",
+        clock: Clock | None = None,
+        migrate: bool = True,
+        readers: int = 4,
+    ) -> None:
+        self.path = os.fspath(path)
+        if not self.path:
+            raise InvalidArgument("SQLite path must not be empty")
+        self.busy_timeout_ms = _ops.check_int(busy_timeout_ms, "busy_timeout_ms", low=0)
+        if synchronous not in ("full", "normal"):
+            raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        self.synchronous = synchronous
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self.migrate = migrate
+        self._memory = self.path == ":memory:" or "mode=memory" in self.path
+        identity = f"memory:{id(self)}" if self._memory else os.path.realpath(self.path)
+        self.hub: WakeHub = hub_for("sqlite:" + identity)
+        self._statements = statements("sqlite")
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._open_lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._write_conn: sqlite3.Connection | None = None
+        self._readers = concurrent.futures.ThreadPoolExecutor(
+            max_workers=_ops.check_int(readers, "readers", low=1, high=64),
+            thread_name_prefix="cairnq-sqlite-read",
+        )
+        self._local = threading.local()
+        self._read_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<SQLiteBackend {self.path!r} {self._state}>"
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def open(self) -> None:
+        if self._state == "open":
+            return
+        with self._open_lock:
+            if self._state != "new":
+                if self._state == "closed":
+                    raise StoreClosed("this SQLite backend was closed")
+                return
+            conn = self._connect(writer=True)
+            try:
+                self._migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._write_conn = conn
+            self._writer = threading.Thread(
+                target=self._write_loop, name="cairnq-sqlite-write", daemon=True
+            )
+            self._writer.start()
+            self._state = "open"
+
+    async def aopen(self) -> None:
+        if self._state != "open":
+            await asyncio.get_running_loop().run_in_executor(self._readers, self.open)
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self._state == "closed":
+                return
+            self._state = "closed"
+            if self._writer is not None:
+                self._jobs.put(_STOP)
+        if self._writer is not None:
+            self._writer.join()
+        self._readers.shutdown(wait=True)
+        with self._conns_lock:
+            conns, self._read_conns = self._read_conns, []
+        for conn in conns:
+            conn.close()
+
+    async def aclose(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    # --- running operations -----------------------------------------------------------
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        self._ensure_open()
+        if write or self._memory:
+            result: T = self._submit(op).result()
+            return result
+        return self._read(op)
+
+    async def arun(self, op: Op[T], *, write: bool) -> T:
+        if self._state != "open":
+            await self.aopen()
+            self._ensure_open()
+        if write or self._memory:
+            return await asyncio.wrap_future(self._submit(op))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read, op)
+
+    def _ensure_open(self) -> None:
+        if self._state == "closed":
+            raise StoreClosed("this SQLite backend was closed")
+        if self._state == "new":
+            self.open()
+
+    def _submit(self, op: Op[T]) -> concurrent.futures.Future[T]:
+        job = _Job(op)
+        with self._open_lock:
+            if self._state == "closed":
+                raise StoreClosed("this SQLite backend was closed")
+            self._jobs.put(job)
+        return job.future
+
+    def _read(self, op: Op[T]) -> T:
+        conn = self._reader()
+        try:
+            value, _ = drive(op, lambda step: self._execute(conn, step))
+        except BaseException as exc:
+            raise _translate(exc, self.busy_timeout_ms) from exc
+        return value
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._state == "closed":
+                raise StoreClosed("this SQLite backend was closed")
+            conn = self._connect(writer=False)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._read_conns.append(conn)
+        return conn
+
+    # --- the writer thread ------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        conn = self._write_conn
+        assert conn is not None
+        stopping = False
+        while not stopping:
+            first = self._jobs.get()
+            if first is _STOP:
+                break
+            batch: list[_Job] = [first]
+            while len(batch) < MAX_GROUP:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is _STOP:
+                    stopping = True
+                    break
+                batch.append(job)
+            self._run_group(conn, batch)
+        self._drain_after_stop()
+        conn.close()
+
+    def _drain_after_stop(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not _STOP and job.future.set_running_or_notify_cancel():
+                job.future.set_exception(StoreClosed("this SQLite backend was closed"))
+
+    def _run_group(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        """Run a group of write operations in one transaction; resolve each after COMMIT."""
+        jobs = [job for job in batch if job.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return
+        try:
+            conn.execute("begin immediate")
+        except BaseException as exc:
+            error = _translate(exc, self.busy_timeout_ms)
+            for job in jobs:
+                job.future.set_exception(error)
+            return
+        outcomes: list[tuple[_Job, Any, list[Emit], BaseException | None]] = []
+        aborted: BaseException | None = None
+        for job in jobs:
+            if aborted is not None:
+                outcomes.append((job, None, [], aborted))
+                continue
+            conn.execute("savepoint op")
+            try:
+                value, emits = drive(job.op, lambda step: self._execute(conn, step))
+            except BaseException as exc:
+                error = _translate(exc, self.busy_timeout_ms)
+                if conn.in_transaction:
+                    conn.execute("rollback to op")
+                    conn.execute("release op")
+                    outcomes.append((job, None, [], error))
+                else:
+                    aborted = error
+                    outcomes = [(j, None, [], error) for j, *_ in outcomes]
+                    outcomes.append((job, None, [], error))
+                continue
+            conn.execute("release op")
+            outcomes.append((job, value, emits, None))
+        if aborted is None:
+            try:
+                conn.execute("commit")
+            except BaseException as exc:
+                error = _translate(exc, self.busy_timeout_ms)
+                if conn.in_transaction:
+                    conn.execute("rollback")
+                outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
+        for _, _, emits, err in outcomes:
+            if err is None and emits:
+                self.hub.publish(emits)
+        for job, value, _, err in outcomes:
+            if err is None:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(err)
+
+    # --- statements -------------------------------------------------------------------
+
+    def _execute(self, conn: sqlite3.Connection, step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            for sql in split_script(step.source):
+                conn.execute(sql)
+            return []
+        statement = self._statements[step.statement]
+        params = bind(statement, step.params, self._adapt)
+        return conn.execute(statement.text, params).fetchall()
+
+    def _adapt(self, name: str, value: Any) -> Any:
+        if value is NOW:
+            return self.clock.now_ms()
+        if isinstance(value, (list, tuple)):
+            return json.dumps(value, ensure_ascii=False)
+        return value
+
+    # --- connections and migrations ---------------------------------------------------
+
+    def _connect(self, *, writer: bool) -> sqlite3.Connection:
+        if writer and not self._memory:
+            _create_private_file(self.path)
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=256,
+                uri=self.path.startswith("file:"),
+            )
+        except sqlite3.Error as exc:
+            raise DatabaseUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+            conn.execute("pragma foreign_keys = on")
+            if writer:
+                if not self._memory:
+                    self._enable_wal(conn)
+                conn.execute(f"pragma synchronous = {self.synchronous}")
+            else:
+                conn.execute("pragma query_only = on")
+        except BaseException as exc:
+            conn.close()
+            raise _translate(exc, self.busy_timeout_ms) from exc
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Changing the journal mode bypasses the busy handler, so retry by hand.
+        deadline = time.monotonic() + max(self.busy_timeout_ms, 50) / 1000
+        while True:
+            try:
+                mode = conn.execute("pragma journal_mode = wal").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+                continue
+            if str(mode).lower() != "wal":
+                raise DatabaseError(f"SQLite refused WAL mode for {self.path!r} (got {mode})")
+            return
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        for step in setup_steps("sqlite", migrate=self.migrate):
+            try:
+                if step.write:
+                    conn.execute("begin immediate")
+                drive(step.op, lambda call: self._execute(conn, call))
+                if step.write:
+                    conn.execute("commit")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("rollback")
+                raise _translate(exc, self.busy_timeout_ms) from exc
+
+
+def split_script(source: str) -> list[str]:
+    """Split a migration file into statements (never ``executescript``: it COMMITs)."""
+    out: list[str] = []
+    pending = ""
+    for line in source.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip():
+                out.append(pending)
+            pending = ""
+    if pending.strip() and any(
+        ln.strip() and not ln.strip().startswith("--") for ln in pending.splitlines()
+    ):
+        out.append(pending)
+    return out
+
+
+def _create_private_file(path: str) -> None:
+    """Create the database file with mode 0600 (its -wal and -shm files inherit it)."""
+    if os.path.exists(path):
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise DatabaseUnavailable(f"cannot create SQLite database {path!r}: {exc}") from exc
+    os.close(fd)
+
+
+def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
+    """Turn a ``sqlite3`` error into a ``cairnq.errors`` one; anything else passes through."""
+    if isinstance(exc, CairnQError) or not isinstance(exc, sqlite3.Error):
+        return exc
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    text = str(exc)
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return DatabaseBusy(
+            f"SQLite database is locked: another connection held the write lock for longer "
+            f"than busy_timeout_ms={busy_timeout_ms}"
+        )
+    if name.startswith("SQLITE_FULL") or "database or disk is full" in text:
+        return DatabaseError(f"SQLite database or disk is full: {text}", retryable=True)
+    if name.startswith("SQLITE_READONLY") or "readonly" in text:
+        return DatabaseError(f"SQLite database is read-only: {text}")
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return DatabaseUnavailable(f"cannot open SQLite database: {text}")
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
+        return DatabaseError(f"file is not a usable SQLite database: {text}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return DatabaseError(f"SQLite rejected the write: {text}")
+    return DatabaseError(f"SQLite error: {text}")

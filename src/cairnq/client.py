@@ -1,0 +1,717 @@
+"""The application side: submit tasks, look them up, wait for them, act on them.
+
+``CairnQ`` is the async client; ``SyncCairnQ`` has the same operations for code
+with no event loop (scripts, WSGI views). Both are thin: validation and every
+protocol decision live in ``_ops``; the two classes only run operations and wait.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from . import _ops
+from ._clock import Clock
+from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from ._steps import Op
+from ._wakeups import Subscription, wants_done
+from .backends import Backend, SQLiteBackend, open_backend
+from .backends.sqlite import Synchronous
+from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout
+from .models import Task, TaskDef, TaskRef
+
+__all__ = ["CairnQ", "SyncCairnQ"]
+
+T = TypeVar("T")
+C = TypeVar("C", bound="_ClientCore")
+TaskList = list[Task]
+IdList = list[str]
+
+DEFAULT_WAIT_TIMEOUT_MS = 30_000
+DEFAULT_POLL_MS = 100
+DEFAULT_MAX_POLL_MS = 500
+
+
+@dataclass(frozen=True)
+class _Read:
+    op: Op[Any]
+
+
+@dataclass(frozen=True)
+class _Nap:
+    seconds: float
+
+
+Waiting = Generator["_Read | _Nap", Any, Task]
+
+
+class _ClientCore:
+    """State and op-building shared by both clients; performs no IO."""
+
+    def __init__(
+        self,
+        backend: Backend | str | os.PathLike[str],
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_BYTES,
+        max_json_depth: int = DEFAULT_MAX_DEPTH,
+        **backend_options: Any,
+    ) -> None:
+        if isinstance(backend, (str, os.PathLike)):
+            self.backend: Backend = open_backend(backend, **backend_options)
+            self._owns_backend = True
+        elif isinstance(backend, Backend):
+            if backend_options:
+                raise InvalidArgument(
+                    f"backend options {sorted(backend_options)} only apply when given a URL"
+                )
+            self.backend = backend
+            self._owns_backend = False
+        else:
+            raise InvalidArgument(f"expected a Backend or a database URL, got {backend!r}")
+        self.codec = JsonCodec(
+            max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
+            max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
+        )
+
+    @classmethod
+    def sqlite(
+        cls: type[C],
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        synchronous: Synchronous = "full",
+        clock: Clock | None = None,
+        migrate: bool = True,
+        **options: Any,
+    ) -> C:
+        """A client on a SQLite file, created (mode 0600) and migrated on first use.
+
+        Args:
+            path: The database file.
+            busy_timeout_ms: How long a write waits for another process's lock.
+            synchronous: ``"full"`` (default, survives power loss) or ``"normal"``.
+            clock: A clock for ``now_ms`` (tests pass a ``FakeClock``).
+            migrate: Apply pending migrations when opening (default).
+            **options: Client options (``max_payload_bytes``, ``max_json_depth``).
+        """
+        backend = SQLiteBackend(
+            path,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
+            clock=clock,
+            migrate=migrate,
+        )
+        client = cls(backend, **options)
+        client._owns_backend = True
+        return client
+
+    @classmethod
+    def connect(cls: type[C], url: str | os.PathLike[str], **options: Any) -> C:
+        """A client for a database URL (``sqlite:///tasks.db``, ``postgresql://...``).
+
+        Options other than the client's own go to the backend.
+        """
+        return cls(url, **options)
+
+    def _new_task(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any,
+        *,
+        key: str | None,
+        queue: str | None,
+        conflict: str,
+        max_attempts: int | None,
+        priority: int | None,
+        metadata: Any,
+        delay_ms: int,
+        parent_id: str | None,
+        root_id: str | None,
+        correlation_id: str | None,
+    ) -> _ops.NewTask:
+        if isinstance(task, TaskDef):
+            name: Any = task.name
+            queue = queue if queue is not None else task.queue
+            max_attempts = max_attempts if max_attempts is not None else task.max_attempts
+            priority = priority if priority is not None else task.priority
+        else:
+            name = task
+        return _ops.new_task(
+            self.codec,
+            name,
+            payload,
+            key=key,
+            queue="default" if queue is None else queue,
+            conflict=conflict,
+            max_attempts=3 if max_attempts is None else max_attempts,
+            priority=0 if priority is None else priority,
+            metadata=metadata,
+            delay_ms=delay_ms,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+        )
+
+
+def _waiting(
+    lookup: Callable[[], Op[TaskRef | None]],
+    sub: Subscription,
+    *,
+    task_id: str | None,
+    key: str | None,
+    timeout_ms: int,
+    poll_ms: int,
+    max_poll_ms: int,
+) -> Waiting:
+    """The wait loop, shared by both clients: probe the status, nap, grow the interval.
+
+    A nap ends early when this process settles a task (the subscription), so a
+    waiter in the same process as the worker sees the result at once.
+    """
+    _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
+    interval = _ops.check_int(poll_ms, "poll_ms", low=1)
+    ceiling = max(interval, _ops.check_int(max_poll_ms, "max_poll_ms", low=1))
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        sub.clear()
+        ref: TaskRef | None = yield _Read(lookup())
+        if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
+            task: Task | None = yield _Read(_ops.get(ref.id))
+            if task is not None and task.is_terminal:
+                return task
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            snapshot = None if ref is None else (yield _Read(_ops.get(ref.id)))
+            raise TaskTimeout(
+                task_id or (ref.id if ref else None),
+                timeout_ms=timeout_ms,
+                task=snapshot,
+                key=key,
+                detail=_why_not_done(snapshot, key),
+            )
+        yield _Nap(min(interval / 1000, remaining))
+        interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
+
+
+def _why_not_done(task: Task | None, key: str | None) -> str:
+    if task is None:
+        return f"no task is stored under key {key!r}" if key else "no task with that id exists"
+    if task.is_queued and task.attempt == 0:
+        return (
+            f"still queued and never claimed; is a worker serving queue {task.queue!r} "
+            f"with a handler for {task.name!r} on this database?"
+        )
+    if task.is_queued:
+        wait_ms = max(0, task.run_at_ms - int(time.time() * 1000))
+        return (
+            f"queued for another attempt ({task.attempt}/{task.max_attempts}), "
+            f"next run in ~{wait_ms} ms"
+        )
+    if task.cancel_requested:
+        return "cancel requested; waiting for the handler to stop"
+    return f"still running on {task.worker_id} (attempt {task.attempt}/{task.max_attempts})"
+
+
+def _outcome(task: Task) -> Any:
+    """What ``call`` returns for a finished task, or the error it raises."""
+    if task.is_succeeded:
+        return task.result
+    if task.is_canceled:
+        raise TaskCanceled(task.id)
+    raise TaskFailed(task.error, task_id=task.id)
+
+
+class CairnQ(_ClientCore):
+    """The async client.
+
+    Args:
+        backend: A ``Backend``, a database URL (``sqlite:///tasks.db``,
+            ``postgresql://...``) or a SQLite file path.
+        max_payload_bytes: Largest encoded payload, metadata or result accepted (1 MiB).
+        max_json_depth: Deepest nesting accepted in JSON values (64).
+        **backend_options: Options for a backend made from a URL (``busy_timeout_ms``, ...).
+
+    Example::
+
+        async with CairnQ.sqlite("tasks.db") as cq:
+            task = await cq.submit("email.send", {"to": "a@example.com"}, key="welcome:42")
+            done = await cq.wait(task.id, timeout_ms=10_000)
+    """
+
+    async def open(self) -> CairnQ:
+        """Connect and migrate now rather than on first use."""
+        await self.backend.aopen()
+        return self
+
+    def __await__(self) -> Generator[Any, None, CairnQ]:
+        return self.open().__await__()
+
+    async def close(self) -> None:
+        """Close the backend if this client created it."""
+        if self._owns_backend:
+            await self.backend.aclose()
+
+    async def __aenter__(self) -> CairnQ:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _run(self, op: Op[T], *, write: bool) -> T:
+        return await self.backend.arun(op, write=write)
+
+    async def submit(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        queue: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        metadata: Any = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Task:
+        """Enqueue a task.
+
+        Args:
+            task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
+                priority become the defaults).
+            payload: Any JSON value (``None`` stores ``{}``).
+            key: Idempotency key; ``conflict`` says what happens when it is taken.
+            queue: Queue name (``"default"``).
+            conflict: ``"reuse"`` (return the live task), ``"reuse-succeeded"``
+                (also return a succeeded one), ``"reject"`` (raise ``AlreadyExists``)
+                or ``"replace"`` (cancel the live task, enqueue anew).
+            max_attempts: Runs allowed, counting crashed ones (3).
+            priority: Higher runs first (0).
+            metadata: Any JSON value, opaque to cairnq (``{}``).
+            delay_ms: Earliest start, from now.
+            parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
+
+        Returns:
+            The stored task (for a reused key, the existing one).
+
+        Raises:
+            InvalidArgument: a bad name, queue, key or number; nothing is written.
+            SerializationError: payload or metadata is not portable JSON.
+            AlreadyExists: the key is taken and ``conflict="reject"``.
+        """
+        spec = self._new_task(
+            task,
+            payload,
+            key=key,
+            queue=queue,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            delay_ms=delay_ms,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+        )
+        return await self._run(_ops.submit(spec), write=True)
+
+    async def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+        return await self._run(_ops.get(task_id), write=False)
+
+    async def get_by_key(self, key: str) -> Task | None:
+        """The task a key currently points at, or ``None``."""
+        return await self._run(_ops.get_by_key(key), write=False)
+
+    async def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``: a cheap probe that never reads the payload."""
+        return await self._run(_ops.get_status(task_id), write=False)
+
+    async def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task a key points at, or ``None``."""
+        return await self._run(_ops.get_status_by_key(key), write=False)
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> TaskList:
+        """Tasks matching every given filter, newest first."""
+        op = _ops.list_tasks(
+            status=status,
+            queue=queue,
+            name=name,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            limit=limit,
+            offset=offset,
+        )
+        return await self._run(op, write=False)
+
+    async def cancel(self, task_id: str) -> Task | None:
+        """Cancel a task: a queued one at once, a running one cooperatively (cancel wins).
+
+        Returns:
+            The task after the request, or ``None`` if it is unknown or already finished.
+        """
+        return await self._run(_ops.cancel(task_id), write=True)
+
+    async def cancel_by_key(self, key: str) -> Task | None:
+        """``cancel`` the task a key points at."""
+        return await self._run(_ops.cancel_by_key(key), write=True)
+
+    async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        """Queue a failed or canceled task again (``reset_attempt`` zeroes its attempts).
+
+        Returns:
+            The requeued task, or ``None`` if it is unknown or not failed/canceled.
+        """
+        return await self._run(_ops.retry(task_id, bool(reset_attempt)), write=True)
+
+    async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        """``retry`` the task a key points at."""
+        return await self._run(_ops.retry_by_key(key, bool(reset_attempt)), write=True)
+
+    async def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> IdList:
+        """Delete up to ``limit`` finished tasks completed over ``older_than_ms`` ago.
+
+        Returns:
+            The ids deleted (their keys go with them).
+        """
+        op = _ops.purge(
+            older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+        )
+        return await self._run(op, write=True)
+
+    async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        """Task counts ``{queue: {status: n}}``, every status present (zero-filled)."""
+        return await self._run(_ops.stats(queue), write=False)
+
+    async def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
+        return await self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    async def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Wait until a task is finished (succeeded, failed or canceled) and return it.
+
+        Raises:
+            TaskTimeout: not finished within ``timeout_ms``; the task is unaffected.
+        """
+        with self.backend.hub.subscribe(wants_done(task_id)) as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status(task_id),
+                sub,
+                task_id=task_id,
+                key=None,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+            )
+            return await self._follow(procedure, sub)
+
+    async def wait_by_key(
+        self,
+        key: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Like ``wait``, following the key to whichever task it points at as it changes."""
+        with self.backend.hub.subscribe(lambda e: e.channel == "done") as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status_by_key(key),
+                sub,
+                task_id=None,
+                key=key,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+            )
+            return await self._follow(procedure, sub)
+
+    async def _follow(self, procedure: Waiting, sub: Subscription) -> Task:
+        reply: Any = None
+        try:
+            while True:
+                step = procedure.send(reply)
+                if isinstance(step, _Read):
+                    reply = await self._run(step.op, write=False)
+                else:
+                    reply = await sub.wait_async(step.seconds)
+        except StopIteration as stop:
+            result: Task = stop.value
+            return result
+
+    async def call(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        **submit_options: Any,
+    ) -> Any:
+        """Submit, wait, and return the task's result.
+
+        Raises:
+            TaskFailed: the task ended failed (carries its error envelope).
+            TaskCanceled: the task ended canceled.
+            TaskTimeout: it did not finish within ``timeout_ms``.
+        """
+        submitted = await self.submit(task, payload, **submit_options)
+        done = await self.wait(
+            submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
+        )
+        return _outcome(done)
+
+
+class SyncCairnQ(_ClientCore):
+    """The blocking client: ``CairnQ``'s operations for code without an event loop.
+
+    Example::
+
+        with SyncCairnQ.sqlite("tasks.db") as cq:
+            task = cq.submit("report.build", {"month": "2026-11"})
+            print(cq.wait(task.id).result)
+    """
+
+    def open(self) -> SyncCairnQ:
+        """Connect and migrate now rather than on first use."""
+        self.backend.open()
+        return self
+
+    def close(self) -> None:
+        """Close the backend if this client created it."""
+        if self._owns_backend:
+            self.backend.close()
+
+    def __enter__(self) -> SyncCairnQ:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run(self, op: Op[T], *, write: bool) -> T:
+        return self.backend.run(op, write=write)
+
+    def submit(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        queue: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        metadata: Any = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Task:
+        """Enqueue a task; see ``CairnQ.submit``."""
+        spec = self._new_task(
+            task,
+            payload,
+            key=key,
+            queue=queue,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            delay_ms=delay_ms,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+        )
+        return self._run(_ops.submit(spec), write=True)
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+        return self._run(_ops.get(task_id), write=False)
+
+    def get_by_key(self, key: str) -> Task | None:
+        """The task a key currently points at, or ``None``."""
+        return self._run(_ops.get_by_key(key), write=False)
+
+    def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``."""
+        return self._run(_ops.get_status(task_id), write=False)
+
+    def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task a key points at."""
+        return self._run(_ops.get_status_by_key(key), write=False)
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> TaskList:
+        """Tasks matching every given filter, newest first."""
+        op = _ops.list_tasks(
+            status=status,
+            queue=queue,
+            name=name,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            limit=limit,
+            offset=offset,
+        )
+        return self._run(op, write=False)
+
+    def cancel(self, task_id: str) -> Task | None:
+        """Cancel a task; see ``CairnQ.cancel``."""
+        return self._run(_ops.cancel(task_id), write=True)
+
+    def cancel_by_key(self, key: str) -> Task | None:
+        """``cancel`` the task a key points at."""
+        return self._run(_ops.cancel_by_key(key), write=True)
+
+    def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        """Queue a failed or canceled task again; see ``CairnQ.retry``."""
+        return self._run(_ops.retry(task_id, bool(reset_attempt)), write=True)
+
+    def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        """``retry`` the task a key points at."""
+        return self._run(_ops.retry_by_key(key, bool(reset_attempt)), write=True)
+
+    def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> IdList:
+        """Delete finished tasks; see ``CairnQ.purge``."""
+        op = _ops.purge(
+            older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+        )
+        return self._run(op, write=True)
+
+    def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        """Task counts ``{queue: {status: n}}``."""
+        return self._run(_ops.stats(queue), write=False)
+
+    def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Headroom under ``max_depth`` queued tasks of ``queue``."""
+        return self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Block until the task is finished; see ``CairnQ.wait``."""
+        with self.backend.hub.subscribe(wants_done(task_id)) as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status(task_id),
+                sub,
+                task_id=task_id,
+                key=None,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+            )
+            return self._follow(procedure, sub)
+
+    def wait_by_key(
+        self,
+        key: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Block until the key's task is finished; see ``CairnQ.wait_by_key``."""
+        with self.backend.hub.subscribe(lambda e: e.channel == "done") as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status_by_key(key),
+                sub,
+                task_id=None,
+                key=key,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+            )
+            return self._follow(procedure, sub)
+
+    def _follow(self, procedure: Waiting, sub: Subscription) -> Task:
+        reply: Any = None
+        try:
+            while True:
+                step = procedure.send(reply)
+                if isinstance(step, _Read):
+                    reply = self._run(step.op, write=False)
+                else:
+                    reply = sub.wait(step.seconds)
+        except StopIteration as stop:
+            result: Task = stop.value
+            return result
+
+    def call(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        **submit_options: Any,
+    ) -> Any:
+        """Submit, wait, and return the result; see ``CairnQ.call``."""
+        submitted = self.submit(task, payload, **submit_options)
+        done = self.wait(
+            submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
+        )
+        return _outcome(done)

@@ -1,0 +1,373 @@
+"""The conformance runner: executes protocol scenarios (JSON) against a real database.
+
+A scenario is ``{name, description, steps}``; each step runs one protocol
+operation (``submit``, ``claim``, ``fail``, ...), may ``save`` its result under an
+alias, and may carry expectations. Every scenario runs in a fresh, isolated
+store: a new temporary SQLite file, or a new PostgreSQL schema that is dropped
+afterwards, so an existing database is never touched.
+
+By default time is a ``FakeClock`` and ``sleep`` steps advance it, which keeps
+lease-expiry scenarios exact; ``real_clock=True`` really sleeps instead.
+
+Example::
+
+    results = run_paths(["scenarios/"], "sqlite:///unused.db")
+    assert all(r.passed for r in results)
+
+or ``python -m cairnq conformance scenarios/ --db postgresql://localhost/test``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import _ops
+from ._clock import Clock
+from ._json import DEFAULT_CODEC
+from ._steps import Op
+from .backends import Backend, SQLiteBackend
+from .errors import CairnQError, InvalidArgument
+from .models import Task, TaskRef
+from .testing import FakeClock
+
+__all__ = ["ScenarioResult", "load_scenarios", "run_paths", "run_scenario"]
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """The outcome of one scenario: ``passed``, or the first failing step and why."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    path: str = ""
+
+
+class StepFailed(Exception):
+    """A step did not do what the scenario expected."""
+
+
+def load_scenarios(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, dict[str, Any]]]:
+    """Scenario files from files and directories (every ``*.json`` inside), sorted by name."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.json")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InvalidArgument(f"no scenario file or directory at {str(path)!r}")
+    out = []
+    for file in files:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidArgument(f"cannot read scenario {str(file)!r}: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            raise InvalidArgument(f"{str(file)!r} is not a scenario (no steps list)")
+        out.append((file, data))
+    return out
+
+
+BackendFactory = Callable[[Clock | None], contextlib.AbstractContextManager[Backend]]
+
+
+def factory_for(url: str) -> BackendFactory:
+    """Fresh isolated backends for the database ``url`` names (only its dialect is used
+    for SQLite; PostgreSQL scenarios run in throwaway schemas of that database)."""
+    text = str(url)
+    if text.startswith(("postgresql://", "postgres://")):
+        from .backends.postgres import scratch_schema_backend
+
+        return lambda clock: scratch_schema_backend(text, clock=clock)
+    return _temporary_sqlite
+
+
+@contextlib.contextmanager
+def _temporary_sqlite(clock: Clock | None) -> Iterator[Backend]:
+    with tempfile.TemporaryDirectory(prefix="cairnq-conformance-") as folder:
+        backend = SQLiteBackend(os.path.join(folder, "scenario.db"), clock=clock)
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+def run_paths(
+    paths: Sequence[str | os.PathLike[str]],
+    url: str,
+    *,
+    real_clock: bool = False,
+    out: TextIO | None = None,
+) -> list[ScenarioResult]:
+    """Run every scenario found under ``paths`` against ``url``'s backend.
+
+    Writes one line per scenario and a closing ``N passed, M failed`` line to
+    ``out`` when given.
+    """
+    factory = factory_for(url)
+    results = []
+    for path, scenario in load_scenarios(paths):
+        result = run_scenario(scenario, factory, real_clock=real_clock, path=str(path))
+        results.append(result)
+        if out is not None:
+            mark = "PASS" if result.passed else "FAIL"
+            line = f"{mark} {result.name}"
+            out.write(line + (f": {result.detail}" if result.detail else "") + "\n")
+    if out is not None:
+        failed = sum(not r.passed for r in results)
+        out.write(f"{len(results) - failed} passed, {failed} failed\n")
+    return results
+
+
+def run_scenario(
+    scenario: dict[str, Any],
+    factory: BackendFactory,
+    *,
+    real_clock: bool = False,
+    path: str = "",
+) -> ScenarioResult:
+    """Run one scenario in a fresh store; never raises for a failing step."""
+    name = str(scenario.get("name") or Path(path).stem or "unnamed")
+    clock = None if real_clock else FakeClock()
+    try:
+        with factory(clock) as backend:
+            _Interpreter(backend, clock).run(scenario["steps"])
+    except StepFailed as exc:
+        return ScenarioResult(name, False, str(exc), path)
+    except Exception as exc:
+        return ScenarioResult(name, False, f"{type(exc).__name__}: {exc}", path)
+    return ScenarioResult(name, True, "", path)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Task):
+        return value.to_dict()
+    if isinstance(value, TaskRef):
+        return {"id": value.id, "status": value.status}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _Interpreter:
+    def __init__(self, backend: Backend, clock: FakeClock | None) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.saved: dict[str, Any] = {}
+        self.attempts: dict[str, int] = {}
+
+    # --- references ---------------------------------------------------------------
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("$"):
+            return self.lookup(value)
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        return value
+
+    def lookup(self, ref: str) -> Any:
+        alias, *path = ref[1:].split(".")
+        if alias not in self.saved:
+            raise StepFailed(f"reference {ref} names nothing saved")
+        current = self.saved[alias]
+        for part in path:
+            if current is None:
+                return None
+            if isinstance(current, list):
+                index = int(part)
+                current = current[index] if index < len(current) else None
+            elif isinstance(current, dict):
+                current = current.get(part)
+            else:
+                return None
+        return current
+
+    # --- steps --------------------------------------------------------------------
+
+    def run(self, steps: list[dict[str, Any]]) -> None:
+        for index, step in enumerate(steps, 1):
+            op = step.get("op")
+            try:
+                self.step(step)
+            except StepFailed as exc:
+                raise StepFailed(f"step {index} ({op}): {exc}") from None
+
+    def step(self, step: dict[str, Any]) -> None:
+        op = step["op"]
+        if op == "expect":
+            self.check(self.lookup(step["target"]), step)
+            return
+        args = self.resolve(step.get("args") or {})
+        expected_error = step.get("expectError")
+        try:
+            result = _plain(self.perform(op, args))
+        except CairnQError as exc:
+            if expected_error is None:
+                raise
+            names = {cls.__name__ for cls in type(exc).__mro__}
+            if expected_error not in names:
+                raise StepFailed(f"expected {expected_error}, got {type(exc).__name__}") from None
+            if "save" in step:
+                self.saved[step["save"]] = {
+                    "task_id": getattr(exc, "task_id", None),
+                    "type": type(exc).__name__,
+                }
+            return
+        if expected_error is not None:
+            raise StepFailed(f"expected {expected_error}, but the step succeeded")
+        if "save" in step:
+            self.saved[step["save"]] = result
+        if isinstance(step.get("expect"), dict):
+            self.check(result, step["expect"])
+
+    def check(self, actual: Any, spec: dict[str, Any]) -> None:
+        if "length" in spec:
+            size = len(actual) if isinstance(actual, (list, dict)) else None
+            if size != spec["length"]:
+                raise StepFailed(f"expected length {spec['length']}, got {size}")
+        if "equals" in spec:
+            for key, want in spec["equals"].items():
+                got = actual.get(key) if isinstance(actual, dict) else None
+                if got != want:
+                    raise StepFailed(f"expected {key}={want!r}, got {got!r}")
+        for key in spec.get("notNull", []):
+            if (actual.get(key) if isinstance(actual, dict) else None) is None:
+                raise StepFailed(f"expected {key} to be set, got null")
+        for key in spec.get("isNull", []):
+            got = actual.get(key) if isinstance(actual, dict) else None
+            if got is not None:
+                raise StepFailed(f"expected {key} to be null, got {got!r}")
+        if "equalsRef" in spec:
+            want = self.resolve(spec["equalsRef"])
+            if actual != want:
+                raise StepFailed(f"expected {want!r}, got {actual!r}")
+        if "notEqualsRef" in spec:
+            other = self.resolve(spec["notEqualsRef"])
+            if actual == other:
+                raise StepFailed(f"expected a value other than {other!r}")
+        if "greaterThanRef" in spec:
+            low = self.resolve(spec["greaterThanRef"])
+            if actual is None or low is None or not actual > low:
+                raise StepFailed(f"expected more than {low!r}, got {actual!r}")
+
+    # --- operations ---------------------------------------------------------------
+
+    def _run(self, op: Op[Any], write: bool = True) -> Any:
+        return self.backend.run(op, write=write)
+
+    def _lease(self, task_id: str) -> _ops.Lease:
+        attempt = self.attempts.get(task_id)
+        if attempt is None:
+            task = self._run(_ops.get(task_id), write=False)
+            attempt = task.attempt if task is not None else 0
+        return _ops.Lease(task_id, attempt)
+
+    def perform(self, op: str, a: dict[str, Any]) -> Any:
+        if op == "sleep":
+            if self.clock is not None:
+                self.clock.advance(int(a["ms"]))
+            else:
+                time.sleep(int(a["ms"]) / 1000)
+            return None
+        if op == "submit":
+            delay = a.get("run_at_delay_ms", a.get("delay_ms", 0))
+            spec = _ops.new_task(
+                DEFAULT_CODEC,
+                a["name"],
+                a.get("payload"),
+                key=a.get("key"),
+                queue=a.get("queue", "default"),
+                conflict=a.get("conflict", "reuse"),
+                max_attempts=a.get("max_attempts", 3),
+                priority=a.get("priority", 0),
+                metadata=a.get("metadata"),
+                delay_ms=delay,
+                parent_id=a.get("parent_id"),
+                root_id=a.get("root_id"),
+                correlation_id=a.get("correlation_id"),
+            )
+            return self._run(_ops.submit(spec))
+        reads: dict[str, Callable[[str], Op[Any]]] = {
+            "get": _ops.get,
+            "get_status": _ops.get_status,
+            "get_by_key": _ops.get_by_key,
+            "get_status_by_key": _ops.get_status_by_key,
+        }
+        if op in reads:
+            return self._run(reads[op](a["key"] if "key" in op else a["id"]), write=False)
+        if op == "list":
+            filters = {k: a[k] for k in a if k != "op"}
+            return self._run(_ops.list_tasks(**filters), write=False)
+        if op == "cancel":
+            return self._run(_ops.cancel(a["id"]))
+        if op == "cancel_by_key":
+            return self._run(_ops.cancel_by_key(a["key"]))
+        if op == "retry":
+            return self._run(_ops.retry(a["id"], bool(a.get("reset_attempt", False))))
+        if op == "retry_by_key":
+            return self._run(_ops.retry_by_key(a["key"], bool(a.get("reset_attempt", False))))
+        if op == "purge":
+            return self._run(
+                _ops.purge(
+                    older_than_ms=a.get("older_than_ms", 0),
+                    queue=a.get("queue"),
+                    status=a.get("status"),
+                    name=a.get("name"),
+                    limit=a.get("limit", 1000),
+                )
+            )
+        if op == "stats":
+            return self._run(_ops.stats(a.get("queue")), write=False)
+        if op == "queue_depth":
+            return self._run(_ops.queue_depth(a["queue"], a["max_depth"]), write=False)
+        if op == "claim":
+            return self._claim(a)
+        worker = str(a.get("worker_id"))
+        if op == "heartbeat":
+            return self._run(_ops.heartbeat(self._lease(a["id"]), worker, a.get("lease_ms", 30000)))
+        if op == "heartbeat_batch":
+            leases = [self._lease(i) for i in a["ids"]]
+            held = self._run(_ops.heartbeat_batch(leases, worker, a.get("lease_ms", 30000)))
+            return [{"id": i, "cancel_requested": held[i]} for i in a["ids"] if i in held]
+        if op == "progress":
+            return self._run(
+                _ops.progress(self._lease(a["id"]), worker, a.get("progress"), a.get("message"))
+            )
+        if op in ("succeed", "complete"):
+            settle = _ops.succeed if op == "succeed" else _ops.complete
+            result = DEFAULT_CODEC.encode_optional(a.get("result"), what="result")
+            return self._run(settle(self._lease(a["id"]), worker, result))
+        if op == "fail":
+            error = DEFAULT_CODEC.encode(a.get("error", {}), what="error")
+            return self._run(
+                _ops.fail(
+                    self._lease(a["id"]),
+                    worker,
+                    error,
+                    retryable=bool(a.get("retryable", True)),
+                    delay_ms=int(a.get("delay_ms", 0)),
+                )
+            )
+        raise StepFailed(f"unknown op {op!r}")
+
+    def _claim(self, a: dict[str, Any]) -> list[dict[str, Any]]:
+        names = a.get("names")
+        draw = _ops.Draw(names, int(a.get("limit", 1)))
+        op = _ops.claim(a["queues"], a["worker_id"], int(a.get("lease_ms", 30000)), [draw], 1000)
+        rows = self._run(op)
+        tasks = [Task.from_row(r).to_dict() for r in rows]
+        for task in tasks:
+            self.attempts[task["id"]] = task["attempt"]
+        return tasks

@@ -1,0 +1,281 @@
+"""The exceptions cairnq raises, and the error envelope stored in failed tasks.
+
+::
+
+    CairnQError
+    ├── InvalidArgument (also ValueError)       a bad argument, rejected before any write
+    │   └── SerializationError                  a value that is not portable JSON
+    ├── AlreadyExists                           keyed submit under conflict="reject"
+    ├── QueueFull                               backpressure wait ran out
+    ├── TaskTimeout (also TimeoutError)         wait/call gave up; the task keeps going
+    ├── TaskFailed                              call() on a task that ended failed
+    ├── TaskCanceled                            call() on a task that ended canceled
+    ├── TaskError                               raised by handlers to fail a task on purpose
+    ├── LostLease                               an owned write no longer owns the task
+    ├── EventLoopBlocked                        a handler held the worker's event loop
+    ├── ProtocolVersionMismatch                 the database speaks another protocol
+    ├── SchemaMismatch                          PostgreSQL: another installation is visible
+    ├── UnsupportedBackend                      the backend cannot do this at all
+    ├── StoreClosed                             the client or backend was closed
+    ├── ListenUnavailable                       PostgreSQL LISTEN cannot work here
+    └── DatabaseError                           the database refused; translated driver errors
+        ├── DatabaseBusy                        SQLite: the write lock stayed taken past the budget
+        └── DatabaseUnavailable                 the database cannot be reached or opened
+
+Every driver exception is translated into a ``DatabaseError`` in one place per
+backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlreadyExists",
+    "CairnQError",
+    "DatabaseBusy",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "EventLoopBlocked",
+    "InvalidArgument",
+    "ListenUnavailable",
+    "LostLease",
+    "ProtocolVersionMismatch",
+    "QueueFull",
+    "SchemaMismatch",
+    "SerializationError",
+    "StoreClosed",
+    "TaskCanceled",
+    "TaskError",
+    "TaskFailed",
+    "TaskTimeout",
+    "UnsupportedBackend",
+    "error_envelope",
+]
+
+
+class CairnQError(Exception):
+    """Base class of every error cairnq raises."""
+
+
+class InvalidArgument(CairnQError, ValueError):
+    """An argument was rejected before anything was written."""
+
+
+class SerializationError(InvalidArgument):
+    """A value cannot cross the JSON boundary unchanged.
+
+    Raised for NaN and infinities, lone surrogates, NUL characters, nesting
+    deeper than the configured limit, values JSON cannot represent, and
+    encoded payloads over the configured size. Also raised when a stored row
+    holds JSON that Python cannot read back.
+    """
+
+    def __init__(self, message: str, *, task_id: str | None = None) -> None:
+        super().__init__(message)
+        self.task_id = task_id
+
+
+class AlreadyExists(CairnQError):
+    """A keyed submit with ``conflict="reject"`` found the key taken."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"task with key {key!r} already exists")
+        self.key = key
+
+
+class QueueFull(CairnQError):
+    """A queue stayed at its ``max_queue_depth`` for longer than the wait allowed."""
+
+    def __init__(self, queue: str, max_depth: int, waited_ms: int) -> None:
+        super().__init__(
+            f"queue {queue!r} is full (max_queue_depth={max_depth}); waited {waited_ms} ms"
+        )
+        self.queue = queue
+        self.max_depth = max_depth
+        self.waited_ms = waited_ms
+
+
+class TaskTimeout(CairnQError, TimeoutError):
+    """``wait`` or ``call`` gave up before the task finished.
+
+    The task itself is unaffected and may still finish later. ``task`` holds
+    the last snapshot read, when there was one.
+    """
+
+    def __init__(
+        self,
+        task_id: str | None,
+        *,
+        timeout_ms: int,
+        task: Any = None,
+        key: str | None = None,
+        detail: str = "",
+    ) -> None:
+        what = f"task {task_id}" if task_id else f"key {key!r}"
+        message = f"{what} did not finish within {timeout_ms} ms"
+        if detail:
+            message = f"{message}: {detail}"
+        super().__init__(message)
+        self.task_id = task_id
+        self.timeout_ms = timeout_ms
+        self.task = task
+        self.key = key
+
+
+class TaskFailed(CairnQError):
+    """``call`` waited on a task that ended ``failed``; carries its error envelope."""
+
+    def __init__(self, error: Any, *, task_id: str | None = None) -> None:
+        envelope = error if isinstance(error, dict) else {}
+        self.error = error
+        self.task_id = task_id
+        self.type: str = str(envelope.get("type") or "TaskError")
+        self.code: str = str(envelope.get("code") or "task_error")
+        self.message: str = str(envelope.get("message") or "task failed")
+        self.retryable: bool = bool(envelope.get("retryable", False))
+        details = envelope.get("details")
+        self.details: dict[str, Any] = details if isinstance(details, dict) else {}
+        super().__init__(f"{self.type} [{self.code}]: {self.message}")
+
+
+class TaskCanceled(CairnQError):
+    """``call`` waited on a task that ended ``canceled``."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} was canceled")
+        self.task_id = task_id
+
+
+class TaskError(CairnQError):
+    """Raise from a handler to fail its task with a chosen envelope.
+
+    Unlike any other exception (recorded as a retryable ``handler_error``),
+    a ``TaskError`` is permanent unless ``retryable=True`` is given.
+
+    Example::
+
+        @worker.task
+        async def charge(ctx, payload):
+            if payload["amount"] <= 0:
+                raise TaskError("amount must be positive", code="bad_amount")
+    """
+
+    def __init__(
+        self,
+        message: str = "task failed",
+        *,
+        code: str = "task_error",
+        retryable: bool = False,
+        type: str = "TaskError",
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retryable = retryable
+        self.type = type
+        self.details = dict(details or {})
+
+    def envelope(self) -> dict[str, Any]:
+        """The error envelope this exception records."""
+        return error_envelope(
+            self.type, self.code, self.message, retryable=self.retryable, details=self.details
+        )
+
+
+class LostLease(CairnQError):
+    """The worker no longer owns the task: the write changed nothing."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"lease on task {task_id} was lost")
+        self.task_id = task_id
+
+
+class EventLoopBlocked(CairnQError):
+    """The worker's event loop was held far longer than a heartbeat interval.
+
+    Reported through the worker's ``on_error`` hook, never raised into handlers.
+    A handler that blocks the loop (a sync call inside ``async def``) delays every
+    heartbeat and can cost leases.
+    """
+
+    def __init__(self, gap_ms: int, interval_ms: int) -> None:
+        super().__init__(
+            f"event loop was blocked for ~{gap_ms} ms (heartbeat interval {interval_ms} ms); "
+            "move blocking work out of async handlers or register them as plain def"
+        )
+        self.gap_ms = gap_ms
+        self.interval_ms = interval_ms
+
+
+class ProtocolVersionMismatch(CairnQError):
+    """The database was written by an incompatible protocol version."""
+
+
+class SchemaMismatch(CairnQError):
+    """PostgreSQL: this connection does not see the cairnq installation it should."""
+
+
+class UnsupportedBackend(CairnQError):
+    """The backend cannot do this, whatever the arguments (e.g. ``succeed_in`` on SQLite)."""
+
+
+class StoreClosed(CairnQError):
+    """The client, worker or backend was used after ``close()``."""
+
+
+class ListenUnavailable(CairnQError):
+    """PostgreSQL LISTEN cannot work on this connection (e.g. behind a transaction pooler)."""
+
+
+class DatabaseError(CairnQError):
+    """The database refused an operation. ``retryable`` tells whether trying again may help."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class DatabaseBusy(DatabaseError):
+    """SQLite: another connection held the write lock for longer than ``busy_timeout_ms``."""
+
+    retryable = True
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database could not be reached or opened."""
+
+    retryable = True
+
+
+def error_envelope(
+    type: str,
+    code: str,
+    message: str,
+    *,
+    retryable: bool = False,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the JSON error envelope stored in a task's ``error`` column.
+
+    Args:
+        type: A class-like name, e.g. ``"ValueError"`` or ``"LeaseExpired"``.
+        code: A stable machine code, e.g. ``"handler_error"``.
+        message: Human-readable text.
+        retryable: Whether the failure was considered transient.
+        details: Extra JSON-safe fields.
+
+    Returns:
+        ``{"type", "code", "message", "retryable", "details"}``.
+    """
+    return {
+        "type": type,
+        "code": code,
+        "message": message,
+        "retryable": retryable,
+        "details": dict(details or {}),
+    }

@@ -1,0 +1,170 @@
+"""Tasks as the database stores them, and the names the protocol gives things."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, get_args
+
+from ._json import JsonCodec
+
+__all__ = [
+    "CONFLICTS",
+    "STATUSES",
+    "TERMINAL_STATUSES",
+    "Conflict",
+    "Task",
+    "TaskDef",
+    "TaskRef",
+    "TaskStatus",
+    "is_terminal_status",
+]
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+STATUSES: tuple[TaskStatus, ...] = get_args(TaskStatus)
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "canceled"})
+
+Conflict = Literal["reuse", "reuse-succeeded", "reject", "replace"]
+CONFLICTS: tuple[Conflict, ...] = get_args(Conflict)
+
+Row = Mapping[str, Any]
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def is_terminal_status(status: str) -> bool:
+    """Whether ``status`` is one a task never leaves on its own (succeeded, failed, canceled)."""
+    return status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task id with its status: what ``get_status`` returns."""
+
+    id: str
+    status: TaskStatus
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of ``cairnq_tasks``, with its JSON columns decoded.
+
+    ``repr()`` leaves out payload, result and metadata so logs never carry them.
+    """
+
+    id: str
+    name: str
+    queue: str
+    status: TaskStatus
+    payload: Any = field(repr=False)
+    result: Any = field(repr=False)
+    error: dict[str, Any] | None
+    metadata: Any = field(repr=False)
+    progress: float | None
+    message: str | None
+    attempt: int
+    max_attempts: int
+    priority: int
+    worker_id: str | None
+    lease_until_ms: int | None
+    run_at_ms: int
+    cancel_requested_at_ms: int | None
+    parent_id: str | None
+    root_id: str | None
+    correlation_id: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    completed_at_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Task:
+        """Build a task from a database row, decoding its JSON columns.
+
+        Raises:
+            SerializationError: a JSON column holds text Python cannot read.
+        """
+        task_id = str(row["id"])
+        decode = JsonCodec.decode
+        return cls(
+            id=task_id,
+            name=row["name"],
+            queue=row["queue"],
+            status=row["status"],
+            payload=decode(row["payload"], what="payload", task_id=task_id),
+            result=decode(row["result"], what="result", task_id=task_id),
+            error=decode(row["error"], what="error", task_id=task_id),
+            metadata=decode(row["metadata"], what="metadata", task_id=task_id),
+            progress=None if row["progress"] is None else float(row["progress"]),
+            message=row["message"],
+            attempt=int(row["attempt"]),
+            max_attempts=int(row["max_attempts"]),
+            priority=int(row["priority"]),
+            worker_id=row["worker_id"],
+            lease_until_ms=_opt_int(row["lease_until_ms"]),
+            run_at_ms=int(row["run_at_ms"]),
+            cancel_requested_at_ms=_opt_int(row["cancel_requested_at_ms"]),
+            parent_id=row["parent_id"],
+            root_id=row["root_id"],
+            correlation_id=row["correlation_id"],
+            created_at_ms=int(row["created_at_ms"]),
+            updated_at_ms=int(row["updated_at_ms"]),
+            completed_at_ms=_opt_int(row["completed_at_ms"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column as a plain dict, JSON columns decoded."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @property
+    def is_queued(self) -> bool:
+        return self.status == "queued"
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def is_succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+    @property
+    def is_failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def is_canceled(self) -> bool:
+        return self.status == "canceled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a cancel was asked for while the task was running."""
+        return self.cancel_requested_at_ms is not None
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class TaskDef(Generic[P, R]):
+    """A task name with submit defaults, shared by the code that submits and the worker.
+
+    Example::
+
+        resize = TaskDef[dict, dict]("images.resize", queue="media", max_attempts=5)
+
+        @worker.task(resize)
+        async def do_resize(ctx, payload): ...
+
+        result = await cq.call(resize, {"width": 640})
+    """
+
+    name: str
+    queue: str | None = None
+    max_attempts: int | None = None
+    priority: int | None = None

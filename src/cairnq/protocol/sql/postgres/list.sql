@@ -1,0 +1,12 @@
+-- Lists tasks newest first. A null filter parameter turns that filter off.
+-- Returns task rows, or zero rows when nothing matches.
+-- params: status, queue, name, root_id, correlation_id, limit, offset
+select *
+from cairnq_tasks
+where (:status::text is null or status = :status)
+  and (:queue::text is null or queue = :queue)
+  and (:name::text is null or name = :name)
+  and (:root_id::text is null or root_id = :root_id)
+  and (:correlation_id::text is null or correlation_id = :correlation_id)
+order by created_at_ms desc, id desc
+limit :limit::bigint offset :offset::bigint;

@@ -1,0 +1,4 @@
+-- Serialize migrators. On SQLite the BEGIN IMMEDIATE around the migration already does.
+-- Returns one row.
+-- params: none
+select 1 as locked

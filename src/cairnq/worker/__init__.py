@@ -1,0 +1,6 @@
+"""The worker: claims tasks, runs their handlers, keeps their leases, settles them."""
+
+from ._context import SyncTaskContext, TaskContext
+from ._worker import Worker
+
+__all__ = ["SyncTaskContext", "TaskContext", "Worker"]

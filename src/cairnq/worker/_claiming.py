@@ -1,0 +1,71 @@
+"""Deciding what to claim: free capacity split into draws, one transaction per poll."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from .._ops import Draw
+from ._registry import Registration, Registry
+
+
+def plan_claim(
+    registry: Registry,
+    *,
+    free_calls: int,
+    calls_by_name: Mapping[str, int],
+    claim_batch: int | None,
+    turn: int,
+) -> list[Draw]:
+    """Split ``free_calls`` handler calls into claim draws.
+
+    Names that are batched or have their own concurrency cap get a draw each;
+    all other names share one. The order rotates with ``turn`` so no source is
+    always served last when capacity is short.
+    """
+    solo = [r for r in registry if r.solo]
+    shared = [r.name for r in registry if not r.solo]
+    sources: list[Registration | list[str]] = [*solo]
+    if shared:
+        sources.append(shared)
+    if not sources:
+        return []
+    shift = turn % len(sources)
+    sources = sources[shift:] + sources[:shift]
+    draws: list[Draw] = []
+    for source in sources:
+        if free_calls <= 0:
+            break
+        if isinstance(source, Registration):
+            calls = free_calls
+            if source.concurrency is not None:
+                calls = min(calls, source.concurrency - calls_by_name.get(source.name, 0))
+            rows = calls * source.batch
+            if claim_batch is not None:
+                rows = min(rows, claim_batch)
+            if rows <= 0:
+                continue
+            draws.append(Draw([source.name], rows))
+            free_calls -= -(-rows // source.batch)
+        else:
+            rows = free_calls if claim_batch is None else min(free_calls, claim_batch)
+            draws.append(Draw(source, rows))
+            free_calls -= rows
+    return draws
+
+
+def group_calls(
+    rows: Sequence[Mapping[str, Any]], registry: Registry
+) -> Iterator[tuple[Registration | None, list[Mapping[str, Any]]]]:
+    """Group claimed rows into handler calls: one row per call, or chunks of ``batch``.
+
+    Rows whose name has no handler come back with ``None``, one per call.
+    """
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_name.setdefault(row["name"], []).append(row)
+    for name, group in by_name.items():
+        registration = registry.get(name)
+        size = registration.batch if registration is not None else 1
+        for start in range(0, len(group), size):
+            yield registration, group[start : start + size]

@@ -1,0 +1,364 @@
+"""What a handler sees of its task: ``TaskContext`` (async) and ``SyncTaskContext``."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .. import _ops
+from .._steps import Op
+from ..backoff import retry_delay_ms
+from ..errors import InvalidArgument, LostLease, TaskError, UnsupportedBackend, error_envelope
+from ..models import Task
+
+if TYPE_CHECKING:
+    from ..client import CairnQ
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every context of one worker shares."""
+
+    client: CairnQ
+    worker_id: str
+    lease_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+
+    def delay_after(self, attempt: int) -> int:
+        return retry_delay_ms(
+            attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms
+        )
+
+
+def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any], bool]:
+    """The envelope recorded for ``error`` and whether the failure is retryable.
+
+    A ``TaskError`` carries its own envelope and retryability; a string becomes a
+    ``task_error`` with ``retryable``; a ready envelope dict is used as given; any
+    other exception becomes a ``handler_error`` of its class name.
+    """
+    if isinstance(error, TaskError):
+        return error.envelope(), error.retryable
+    if isinstance(error, BaseException):
+        name = type(error).__name__
+        return error_envelope(name, "handler_error", str(error) or name, retryable=retryable), (
+            retryable
+        )
+    if isinstance(error, dict):
+        return dict(error), bool(error.get("retryable", retryable))
+    return error_envelope("TaskError", "task_error", str(error), retryable=retryable), retryable
+
+
+class TaskContext:
+    """A handler's handle on the task it runs: its data, progress, cancel and settlement.
+
+    Every write is fenced on this attempt: once the lease is lost (another
+    worker may now own the task) or the task is settled, writes raise
+    ``LostLease`` without touching the database.
+
+    Example::
+
+        @worker.task
+        async def transcode(ctx, payload):
+            for i, chunk in enumerate(chunks(payload["url"])):
+                if await ctx.canceled():
+                    return None
+                await ctx.progress((i + 1) / total, f"chunk {i + 1}")
+            return {"ok": True}
+    """
+
+    def __init__(self, runtime: Runtime, task: Task, payload_bytes: int) -> None:
+        self._runtime = runtime
+        self.task = task
+        self.lease = _ops.Lease(task.id, task.attempt)
+        self.payload_bytes = payload_bytes
+        self.lease_lost = asyncio.Event()
+        self._lost_flag = threading.Event()
+        self._settled = False
+        self._cancel_seen = task.cancel_requested_at_ms is not None
+
+    def __repr__(self) -> str:
+        return f"<TaskContext {self.task.id} {self.task.name!r} attempt={self.task.attempt}>"
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    @property
+    def queue(self) -> str:
+        return self.task.queue
+
+    @property
+    def attempt(self) -> int:
+        return self.task.attempt
+
+    @property
+    def max_attempts(self) -> int:
+        return self.task.max_attempts
+
+    @property
+    def worker_id(self) -> str:
+        return self._runtime.worker_id
+
+    @property
+    def payload(self) -> Any:
+        return self.task.payload
+
+    @property
+    def metadata(self) -> Any:
+        return self.task.metadata
+
+    @property
+    def root_id(self) -> str | None:
+        return self.task.root_id
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.task.parent_id
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.task.correlation_id
+
+    @property
+    def settled(self) -> bool:
+        """Whether this attempt has been settled (by the handler or the worker)."""
+        return self._settled
+
+    @property
+    def lost_lease(self) -> bool:
+        """Whether this worker no longer owns the task."""
+        return self._lost_flag.is_set()
+
+    # --- state changes, called by the worker ----------------------------------------------
+
+    def mark_lost(self) -> None:
+        if not self._lost_flag.is_set():
+            self._lost_flag.set()
+            self.lease_lost.set()
+
+    def mark_cancel_requested(self) -> None:
+        self._cancel_seen = True
+
+    def _guard(self) -> None:
+        if self._settled or self._lost_flag.is_set():
+            raise LostLease(self.task.id)
+
+    async def _owned(self, op: Op[T], *, force: bool = False) -> T:
+        """Run an owned write; ``force`` skips the local flag (the database still fences)."""
+        if not force:
+            self._guard()
+        try:
+            return await self._runtime.client.backend.arun(op, write=True)
+        except LostLease:
+            self.mark_lost()
+            raise
+
+    # --- handler API ----------------------------------------------------------------------
+
+    async def progress(self, value: float | None, message: str | None = None) -> None:
+        """Record progress (a fraction) and/or a message; ``None`` keeps the current one.
+
+        Raises:
+            LostLease: this worker no longer owns the task.
+        """
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgument("progress must be a number or None")
+            if not math.isfinite(value):
+                raise InvalidArgument("progress must be finite")
+        if message is not None and (not isinstance(message, str) or "\x00" in message):
+            raise InvalidArgument("message must be a string without NUL characters")
+        task = await self._owned(
+            _ops.progress(
+                self.lease,
+                self.worker_id,
+                None if value is None else float(value),
+                message,
+            )
+        )
+        if task.cancel_requested:
+            self._cancel_seen = True
+
+    async def heartbeat(self) -> Task:
+        """Renew this task's lease now (the worker also does it on its own)."""
+        task = await self._owned(_ops.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms))
+        if task.cancel_requested:
+            self._cancel_seen = True
+        return task
+
+    async def canceled(self) -> bool:
+        """Whether a cancel was requested (a vanished task counts as canceled)."""
+        if self._cancel_seen:
+            return True
+        seen = await self._runtime.client.backend.arun(
+            _ops.cancel_requested(self.task.id), write=False
+        )
+        if seen:
+            self._cancel_seen = True
+        return seen
+
+    async def succeed(self, result: Any = None) -> Task | None:
+        """Settle now with ``result`` (canceled instead if a cancel is pending).
+
+        Settling twice is a no-op returning ``None``.
+
+        Raises:
+            SerializationError: the result is not portable JSON (nothing is written).
+            LostLease: this worker no longer owns the task.
+        """
+        if self._settled:
+            return None
+        encoded = self._runtime.client.codec.encode_optional(result, what="result")
+        return await self.succeed_encoded(encoded)
+
+    complete = succeed
+
+    async def succeed_encoded(self, result: str | None) -> Task:
+        """Settle with a result already encoded as JSON text (the worker's path)."""
+        task = await self._owned(_ops.complete(self.lease, self.worker_id, result))
+        self._settled = True
+        return task
+
+    async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
+        """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).
+
+        Raises:
+            UnsupportedBackend: the backend has no shared transaction (SQLite).
+        """
+        runner = getattr(self._runtime.client.backend, "complete_in", None)
+        if runner is None:
+            raise UnsupportedBackend(
+                f"succeed_in needs a PostgreSQL backend; "
+                f"{self._runtime.client.backend.dialect} has no shared transaction"
+            )
+        self._guard()
+        try:
+            codec = self._runtime.client.codec
+            task: Task | None = await runner(
+                self.lease,
+                self.worker_id,
+                write,
+                lambda result: codec.encode_optional(result, what="result"),
+            )
+        except LostLease:
+            self.mark_lost()
+            raise
+        self._settled = True
+        return task
+
+    async def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
+        """Fail this attempt now; requeued with backoff while attempts remain and retryable.
+
+        ``error`` may be a message, an exception, a ``TaskError`` (its own
+        ``retryable`` wins) or a ready envelope dict. Settling twice is a no-op.
+        """
+        if self._settled:
+            return None
+        envelope, retryable = envelope_for(error, retryable=retryable)
+        return await self._record_failure(envelope, retryable=retryable)
+
+    async def _record_failure(
+        self,
+        envelope: dict[str, Any],
+        *,
+        retryable: bool,
+        force: bool = False,
+        delay_ms: int | None = None,
+    ) -> Task:
+        codec = self._runtime.client.codec
+        try:
+            text = codec.encode(envelope, what="error envelope")
+        except InvalidArgument:
+            fallback = error_envelope(
+                str(envelope.get("type", "TaskError")),
+                str(envelope.get("code", "task_error")),
+                str(envelope.get("message", "task failed")),
+                retryable=retryable,
+            )
+            text = codec.encode(fallback, what="error envelope")
+        if delay_ms is None:
+            delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
+        task = await self._owned(
+            _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
+            force=force,
+        )
+        self._settled = True
+        return task
+
+    async def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
+        """Submit a child task: parent is this task, root and correlation id are inherited.
+
+        Raises:
+            LostLease: this worker no longer owns the task.
+        """
+        if self._lost_flag.is_set():
+            raise LostLease(self.task.id)
+        options.setdefault("parent_id", self.task.id)
+        options.setdefault("root_id", self.task.root_id or self.task.id)
+        options.setdefault("correlation_id", self.task.correlation_id)
+        return await self._runtime.client.submit(task, payload, **options)
+
+    async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
+        """Wait for another task to finish (see ``CairnQ.wait``)."""
+        return await self._runtime.client.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms)
+
+
+class SyncTaskContext:
+    """The context a plain ``def`` handler gets: the same API, with blocking methods.
+
+    The handler runs in a thread; each method runs on the worker's event loop and
+    blocks the handler's thread until it is done.
+    """
+
+    def __init__(self, inner: TaskContext, loop: asyncio.AbstractEventLoop) -> None:
+        self._inner = inner
+        self._loop = loop
+
+    def __repr__(self) -> str:
+        return repr(self._inner).replace("TaskContext", "SyncTaskContext", 1)
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def lease_lost(self) -> threading.Event:
+        """Set when the lease is lost (a ``threading.Event``, usable from the handler thread)."""
+        return self._inner._lost_flag
+
+    def progress(self, value: float | None, message: str | None = None) -> None:
+        self._call(self._inner.progress(value, message))
+
+    def heartbeat(self) -> Task:
+        return self._call(self._inner.heartbeat())
+
+    def canceled(self) -> bool:
+        return self._call(self._inner.canceled())
+
+    def succeed(self, result: Any = None) -> Task | None:
+        return self._call(self._inner.succeed(result))
+
+    complete = succeed
+
+    def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
+        return self._call(self._inner.fail(error, retryable=retryable))
+
+    def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
+        return self._call(self._inner.submit(task, payload, **options))
+
+    def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
+        return self._call(self._inner.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms))

@@ -1,0 +1,173 @@
+"""Runs one handler call and turns its outcome into settlements."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import DatabaseError, LostLease, SerializationError, TaskError, error_envelope
+from ._context import SyncTaskContext, TaskContext, envelope_for
+from ._registry import Registration
+
+log = logging.getLogger("cairnq.worker")
+
+OnError = Callable[[BaseException, dict[str, Any]], None]
+SETTLE_ATTEMPTS = 4
+
+
+class HandlerTimeout(Exception):
+    """The attempt ran past ``max_run_ms``."""
+
+
+def _log_extra(ctx: TaskContext) -> dict[str, Any]:
+    return {
+        "task_id": ctx.task_id,
+        "task_name": ctx.name,
+        "queue": ctx.queue,
+        "attempt": ctx.attempt,
+        "worker_id": ctx.worker_id,
+    }
+
+
+class Executor:
+    """Calls handlers (async on the loop, sync in a thread pool) and settles their tasks."""
+
+    def __init__(
+        self,
+        *,
+        max_run_ms: int | None,
+        threads: concurrent.futures.ThreadPoolExecutor,
+        on_error: OnError,
+    ) -> None:
+        self._max_run_ms = max_run_ms
+        self._threads = threads
+        self._on_error = on_error
+
+    async def run(self, registration: Registration, contexts: Sequence[TaskContext]) -> None:
+        """Run one call to completion: handler, then settle whatever it left unsettled."""
+        for ctx in contexts:
+            log.debug("task started", extra=_log_extra(ctx))
+        try:
+            outcome = await self._invoke(registration, contexts)
+        except asyncio.CancelledError:
+            raise
+        except LostLease:
+            for ctx in contexts:
+                ctx.mark_lost()
+            return
+        except HandlerTimeout:
+            for ctx in contexts:
+                ctx.mark_lost()
+            message = f"handler ran longer than max_run_ms={self._max_run_ms}"
+            envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
+            await self._fail_all(contexts, envelope, retryable=True, fenced=False)
+            return
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                raise
+            envelope, retryable = envelope_for(exc, retryable=True)
+            if not isinstance(exc, TaskError):
+                envelope["details"] = {"traceback": _short_traceback(exc)}
+            await self._fail_all(contexts, envelope, retryable=retryable)
+            return
+        results = outcome if registration.batch > 1 else {contexts[0].task_id: outcome}
+        if registration.batch > 1 and results is not None and not isinstance(results, dict):
+            envelope = error_envelope(
+                "TypeError",
+                "handler_error",
+                f"batch handler returned {type(results).__name__}; expected a dict or None",
+                retryable=False,
+            )
+            await self._fail_all(contexts, envelope, retryable=False)
+            return
+        await asyncio.gather(
+            *(self._succeed(ctx, (results or {}).get(ctx.task_id)) for ctx in contexts)
+        )
+
+    async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
+        call = self._call_async if registration.is_async else self._call_sync
+        if self._max_run_ms is None:
+            return await call(registration, contexts)
+        try:
+            return await asyncio.wait_for(call(registration, contexts), self._max_run_ms / 1000)
+        except asyncio.TimeoutError:
+            raise HandlerTimeout from None
+
+    @staticmethod
+    def _arguments(registration: Registration, contexts: Sequence[Any]) -> tuple[Any, ...]:
+        if registration.batch > 1:
+            return (list(contexts),)
+        ctx = contexts[0]
+        return (ctx, ctx.payload) if registration.takes_payload else (ctx,)
+
+    async def _call_async(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
+        return await registration.fn(*self._arguments(registration, contexts))
+
+    async def _call_sync(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
+        loop = asyncio.get_running_loop()
+        wrapped = [SyncTaskContext(ctx, loop) for ctx in contexts]
+        args = self._arguments(registration, wrapped)
+        result = await loop.run_in_executor(self._threads, lambda: registration.fn(*args))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _succeed(self, ctx: TaskContext, result: Any) -> None:
+        if ctx.settled or ctx.lost_lease:
+            return
+        try:
+            encoded = ctx._runtime.client.codec.encode_optional(result, what="result")
+        except SerializationError as exc:
+            envelope = error_envelope(
+                "SerializationError", "unserializable_result", str(exc), retryable=False
+            )
+            await self._settle(ctx, lambda: ctx._record_failure(envelope, retryable=False))
+            return
+        await self._settle(ctx, lambda: ctx.succeed_encoded(encoded))
+
+    async def _fail_all(
+        self,
+        contexts: Sequence[TaskContext],
+        envelope: dict[str, Any],
+        *,
+        retryable: bool,
+        fenced: bool = True,
+    ) -> None:
+        async def fail(ctx: TaskContext) -> None:
+            if ctx.settled or (fenced and ctx.lost_lease):
+                return
+            await self._settle(
+                ctx,
+                lambda: ctx._record_failure(envelope, retryable=retryable, force=not fenced),
+            )
+
+        await asyncio.gather(*(fail(ctx) for ctx in contexts))
+
+    async def _settle(self, ctx: TaskContext, write: Callable[[], Any]) -> None:
+        """Write a settlement, retrying transient database errors while it may still matter."""
+        for attempt in range(1, SETTLE_ATTEMPTS + 1):
+            try:
+                await write()
+            except LostLease:
+                log.info("lease lost before settling", extra=_log_extra(ctx))
+                return
+            except DatabaseError as exc:
+                if not exc.retryable or attempt == SETTLE_ATTEMPTS:
+                    self._on_error(exc, {"phase": "settle", "task_id": ctx.task_id})
+                    return
+                await asyncio.sleep(0.05 * 2**attempt)
+            except Exception as exc:
+                self._on_error(exc, {"phase": "settle", "task_id": ctx.task_id})
+                return
+            else:
+                return
+
+
+def _short_traceback(exc: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-limit:]

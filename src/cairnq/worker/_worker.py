@@ -1,0 +1,556 @@
+"""The worker's lifecycle: claim, run, heartbeat, drain, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, TypeVar, overload
+
+from .. import _ids, _ops
+from .._wakeups import Subscription, wants_queued
+from ..backends import Backend, SQLiteBackend
+from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
+from ..client import CairnQ
+from ..errors import (
+    EventLoopBlocked,
+    InvalidArgument,
+    SerializationError,
+    error_envelope,
+)
+from ..models import Task, TaskDef
+from ._claiming import group_calls, plan_claim
+from ._context import Runtime, TaskContext
+from ._executor import Executor, OnError
+from ._registry import Handler, Registration, Registry
+
+log = logging.getLogger("cairnq.worker")
+
+F = TypeVar("F", bound=Handler)
+
+RECOVER_LIMIT = 100
+CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+
+
+def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
+    log.error("worker error during %s", context.get("phase", "?"), exc_info=exc, extra=context)
+
+
+class Worker:
+    """Claims tasks from the database and runs their handlers.
+
+    Args:
+        store: A ``CairnQ`` client, a ``Backend``, or a database URL / SQLite path.
+        queues: Queues to serve (``("default",)``).
+        concurrency: Handler calls running at once (a batch call counts once).
+        lease_ms: How long a claim holds a task without a heartbeat (30 s).
+        poll_interval_ms: Longest idle wait between claims when nothing wakes the worker.
+        heartbeat_interval_ms: Lease renewal period (``lease_ms // 3``, at least 50 ms).
+        retry_backoff_ms, retry_backoff_max_ms: Retry delay window (1 s doubling to 30 s).
+        max_run_ms: Abandon an attempt after this long and fail it as ``handler_timeout``.
+        claim_batch: Most tasks taken per claim draw (default: free capacity).
+        max_in_flight_bytes: Stop claiming while this many payload bytes are in flight.
+        drain_timeout_ms: On stop, how long in-flight calls may finish (30 s).
+        on_error: ``on_error(exc, context)`` for errors the worker survives
+            (claims, heartbeats, settlements, ``EventLoopBlocked``).
+
+    Example::
+
+        worker = Worker.sqlite("tasks.db", queues=["default"], concurrency=8)
+
+        @worker.task
+        async def send_email(ctx, payload):
+            await ctx.progress(0.5, "rendering")
+            return {"sent": True}
+
+        worker.serve()   # until SIGINT / SIGTERM
+    """
+
+    def __init__(
+        self,
+        store: CairnQ | Backend | str | os.PathLike[str],
+        *,
+        queues: Iterable[str] = ("default",),
+        concurrency: int = 1,
+        lease_ms: int = 30_000,
+        poll_interval_ms: int = 500,
+        heartbeat_interval_ms: int | None = None,
+        retry_backoff_ms: int = DEFAULT_BASE_MS,
+        retry_backoff_max_ms: int = DEFAULT_MAX_MS,
+        max_run_ms: int | None = None,
+        claim_batch: int | None = None,
+        max_in_flight_bytes: int | None = None,
+        drain_timeout_ms: int = 30_000,
+        on_error: OnError | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        if isinstance(store, CairnQ):
+            self.client = store
+            self._owns_client = False
+        else:
+            self.client = CairnQ(store)
+            self._owns_client = not isinstance(store, Backend)
+        self.queues = _ops.check_names(queues, "queues")
+        if not self.queues:
+            raise InvalidArgument("a worker needs at least one queue")
+        self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+        self.lease_ms = _ops.check_int(lease_ms, "lease_ms", low=10, high=2**40)
+        self.poll_interval_ms = _ops.check_int(poll_interval_ms, "poll_interval_ms", low=1)
+        if heartbeat_interval_ms is None:
+            heartbeat_interval_ms = max(50, self.lease_ms // 3)
+        self.heartbeat_interval_ms = _ops.check_int(
+            heartbeat_interval_ms, "heartbeat_interval_ms", low=1, high=self.lease_ms - 1
+        )
+        self.max_run_ms = (
+            None if max_run_ms is None else _ops.check_int(max_run_ms, "max_run_ms", low=1)
+        )
+        self.claim_batch = (
+            None if claim_batch is None else _ops.check_int(claim_batch, "claim_batch", low=1)
+        )
+        self.max_in_flight_bytes = (
+            None
+            if max_in_flight_bytes is None
+            else _ops.check_int(max_in_flight_bytes, "max_in_flight_bytes", low=1, high=2**62)
+        )
+        self.drain_timeout_ms = _ops.check_int(drain_timeout_ms, "drain_timeout_ms", low=0)
+        self.worker_id = _ops.check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
+        self.on_error: OnError = on_error or _default_on_error
+        self._runtime = Runtime(
+            client=self.client,
+            worker_id=self.worker_id,
+            lease_ms=self.lease_ms,
+            retry_backoff_ms=_ops.check_int(retry_backoff_ms, "retry_backoff_ms", low=0),
+            retry_backoff_max_ms=_ops.check_int(
+                retry_backoff_max_ms, "retry_backoff_max_ms", low=0
+            ),
+        )
+        self.registry = Registry()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._wake: Subscription | None = None
+        self._running = False
+        self._calls: set[asyncio.Task[None]] = set()
+        self._contexts: dict[str, TaskContext] = {}
+        self._calls_by_name: Counter[str] = Counter()
+        self._bytes_in_flight = 0
+        self._turn = 0
+        self._drain_deadline: float | None = None
+        self._started: asyncio.Event | None = None
+
+    @classmethod
+    def sqlite(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        queues: Iterable[str] = ("default",),
+        concurrency: int = 1,
+        lease_ms: int = 30_000,
+        busy_timeout_ms: int = 5000,
+        **options: Any,
+    ) -> Worker:
+        """A worker on a SQLite file (created and migrated on first use)."""
+        backend_keys = {"synchronous", "clock", "migrate"}
+        backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
+        backend = SQLiteBackend(path, busy_timeout_ms=busy_timeout_ms, **backend_kw)
+        worker = cls(backend, queues=queues, concurrency=concurrency, lease_ms=lease_ms, **options)
+        worker._owns_client = True
+        return worker
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency}>"
+
+    # --- registration -----------------------------------------------------------------
+
+    @overload
+    def task(self, fn: F, /) -> F: ...
+
+    @overload
+    def task(
+        self,
+        name: str | TaskDef[Any, Any] | None = None,
+        /,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def task(
+        self,
+        name_or_fn: Any = None,
+        /,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+    ) -> Any:
+        """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
+
+        Args:
+            batch: Deliver up to this many tasks per call as a list of contexts;
+                return ``{task_id: result}`` (missing ids succeed with ``None``).
+            concurrency: At most this many calls of this name at once in this worker.
+
+        A handler taking two positional parameters gets ``(ctx, payload)``, one
+        gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
+        ``def`` handlers run in threads with a blocking ``SyncTaskContext``.
+        """
+        if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
+            self.registry.add(None, name_or_fn, batch=batch, concurrency=concurrency)
+            return name_or_fn
+
+        def decorate(fn: F) -> F:
+            self.registry.add(name_or_fn, fn, batch=batch, concurrency=concurrency)
+            return fn
+
+        return decorate
+
+    def register(
+        self,
+        name: str | TaskDef[Any, Any],
+        fn: Handler,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+    ) -> Registration:
+        """Register ``fn`` as the handler of ``name`` (the imperative ``task``)."""
+        return self.registry.add(name, fn, batch=batch, concurrency=concurrency)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming and drain in-flight work; safe from any thread or a signal handler."""
+        loop, stopping = self._loop, self._stopping
+        if loop is None or stopping is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._begin_stop()
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._begin_stop)
+
+    def _begin_stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def close(self) -> None:
+        """Close the client and backend if this worker created them."""
+        if self._owns_client:
+            await self.client.close()
+
+    def serve(self) -> None:
+        """Run until SIGINT or SIGTERM, drain in-flight work, then return.
+
+        A second signal stops at once: in-flight tasks are released for retry.
+        """
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        main = asyncio.ensure_future(self.run())
+        signals = 0
+
+        def on_signal(signum: int) -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 1:
+                log.info(
+                    "received %s: draining (up to %d ms)",
+                    signal.Signals(signum).name,
+                    self.drain_timeout_ms,
+                    extra={"worker_id": self.worker_id},
+                )
+                self.stop()
+            else:
+                log.warning(
+                    "received a second signal: stopping now", extra={"worker_id": self.worker_id}
+                )
+                self._drain_deadline = 0.0
+
+        installed: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_signal, sig)
+                installed.append(sig)
+        try:
+            await main
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+            await self.close()
+
+    @contextlib.asynccontextmanager
+    async def background(self) -> AsyncIterator[Worker]:
+        """Run the worker in this event loop for the duration of a ``with`` block.
+
+        Example::
+
+            async with worker.background():
+                print(await cq.call("add", {"a": 1, "b": 2}))
+        """
+        self._started = asyncio.Event()
+        main = asyncio.ensure_future(self.run())
+        started = asyncio.ensure_future(self._started.wait())
+        await asyncio.wait({main, started}, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        if main.done():
+            main.result()
+        try:
+            yield self
+        finally:
+            self.stop()
+            await main
+
+    async def run(self, *, concurrency: int | None = None) -> None:
+        """Claim and run tasks until ``stop()``; then drain in-flight calls.
+
+        Raises:
+            InvalidArgument: no handlers are registered.
+            RuntimeError: the worker is already running.
+        """
+        if self._running:
+            raise RuntimeError("this worker is already running")
+        if not len(self.registry):
+            raise InvalidArgument("no task handlers are registered on this worker")
+        if concurrency is not None:
+            self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+        await self.client.open()
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._drain_deadline = None
+        threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
+        )
+        self._executor = Executor(
+            max_run_ms=self.max_run_ms, threads=threads, on_error=self.on_error
+        )
+        self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues))
+        self._running = True
+        if self._started is not None:
+            self._started.set()
+        heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        log.info(
+            "worker started",
+            extra={
+                "worker_id": self.worker_id,
+                "queues": self.queues,
+                "concurrency": self.concurrency,
+            },
+        )
+        try:
+            await self._claim_loop()
+        finally:
+            await self._drain()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            threads.shutdown(wait=False, cancel_futures=True)
+            self._wake.close()
+            self._running = False
+            log.info("worker stopped", extra={"worker_id": self.worker_id})
+
+    # --- claiming ---------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        assert self._stopping is not None
+        assert self._wake is not None
+        wake, stopping = self._wake, self._stopping
+        failures = 0
+        while not stopping.is_set():
+            # Clear first: a slot freed or a task queued from here on sets the latch again.
+            wake.clear()
+            free = self.concurrency - len(self._calls)
+            over_budget = (
+                self.max_in_flight_bytes is not None
+                and bool(self._calls)
+                and self._bytes_in_flight >= self.max_in_flight_bytes
+            )
+            draws = self._plan(free) if free > 0 and not over_budget else []
+            if not draws:
+                await wake.wait_async(self.poll_interval_ms / 1000)
+                continue
+            try:
+                rows = await self._claim(draws)
+            except Exception as exc:
+                failures += 1
+                self.on_error(exc, {"phase": "claim", "worker_id": self.worker_id})
+                low, high = CLAIM_ERROR_BACKOFF_S
+                await wake.wait_async(min(high, low * 2 ** min(failures - 1, 5)))
+                continue
+            failures = 0
+            if rows:
+                self._dispatch(rows)
+            else:
+                await wake.wait_async(self.poll_interval_ms / 1000)
+
+    def _plan(self, free: int) -> list[_ops.Draw]:
+        self._turn += 1
+        return plan_claim(
+            self.registry,
+            free_calls=free,
+            calls_by_name=self._calls_by_name,
+            claim_batch=self.claim_batch,
+            turn=self._turn,
+        )
+
+    async def _claim(self, draws: list[_ops.Draw]) -> list[Mapping[str, Any]]:
+        backend = self.client.backend
+        names = self.registry.names()
+        if not await backend.arun(_ops.probe(self.queues, names), write=False):
+            return []
+        return await backend.arun(
+            _ops.claim(self.queues, self.worker_id, self.lease_ms, draws, RECOVER_LIMIT),
+            write=True,
+        )
+
+    def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
+        for registration, group in group_calls(rows, self.registry):
+            contexts: list[TaskContext] = []
+            for row in group:
+                ctx = self._context_for(row, registration)
+                if ctx is not None:
+                    contexts.append(ctx)
+            if registration is None or not contexts:
+                continue
+            call = asyncio.ensure_future(self._run_call(registration, contexts))
+            self._calls.add(call)
+            self._calls_by_name[registration.name] += 1
+
+    def _context_for(
+        self, row: Mapping[str, Any], registration: Registration | None
+    ) -> TaskContext | None:
+        """A context for a claimed row, or None after failing a row no handler can take."""
+        lease = _ops.Lease(str(row["id"]), int(row["attempt"]))
+        if registration is None:
+            envelope = error_envelope(
+                "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"
+            )
+            self._reject(lease, envelope)
+            return None
+        try:
+            task = Task.from_row(row)
+        except SerializationError as exc:
+            self._reject(lease, error_envelope("SerializationError", "invalid_payload", str(exc)))
+            return None
+        payload = row["payload"]
+        size = len(payload) if isinstance(payload, (str, bytes)) else 0
+        previous = self._contexts.get(task.id)
+        if previous is not None:
+            previous.mark_lost()
+        ctx = TaskContext(self._runtime, task, size)
+        self._contexts[task.id] = ctx
+        self._bytes_in_flight += size
+        return ctx
+
+    def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:
+        text = self.client.codec.encode(envelope, what="error envelope")
+        op = _ops.fail(lease, self.worker_id, text, retryable=False, delay_ms=0)
+        call = asyncio.ensure_future(self.client.backend.arun(op, write=True))
+        call.add_done_callback(self._report_reject)
+
+    def _report_reject(self, call: asyncio.Future[Any]) -> None:
+        if not call.cancelled() and call.exception() is not None:
+            exc = call.exception()
+            assert exc is not None
+            self.on_error(exc, {"phase": "settle", "worker_id": self.worker_id})
+
+    async def _run_call(self, registration: Registration, contexts: list[TaskContext]) -> None:
+        try:
+            await self._executor.run(registration, contexts)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.on_error(exc, {"phase": "execute", "task_id": contexts[0].task_id})
+        finally:
+            self._release(registration, contexts)
+
+    def _release(self, registration: Registration, contexts: list[TaskContext]) -> None:
+        # Bookkeeping happens inside the call's own task, before the claim loop is woken,
+        # so the loop never wakes to find the slot still taken.
+        current = asyncio.current_task()
+        if current is not None:
+            self._calls.discard(current)
+        self._calls_by_name[registration.name] -= 1
+        for ctx in contexts:
+            self._bytes_in_flight -= ctx.payload_bytes
+            if self._contexts.get(ctx.task_id) is ctx:
+                del self._contexts[ctx.task_id]
+        if self._wake is not None:
+            self._wake.set()
+
+    # --- heartbeat --------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.heartbeat_interval_ms / 1000
+        while True:
+            started = time.monotonic()
+            await asyncio.sleep(interval)
+            gap = time.monotonic() - started
+            if gap > 2 * interval:
+                self.on_error(
+                    EventLoopBlocked(int(gap * 1000), self.heartbeat_interval_ms),
+                    {"phase": "heartbeat", "worker_id": self.worker_id},
+                )
+            await self._beat()
+
+    async def _beat(self) -> None:
+        """Renew every held lease in one statement; flag the ones the database says are gone."""
+        live = [c for c in self._contexts.values() if not c.settled and not c.lost_lease]
+        if not live:
+            return
+        try:
+            held = await self.client.backend.arun(
+                _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms),
+                write=True,
+            )
+        except Exception as exc:
+            self.on_error(exc, {"phase": "heartbeat", "worker_id": self.worker_id})
+            return
+        for ctx in live:
+            if ctx.task_id in held:
+                if held[ctx.task_id]:
+                    ctx.mark_cancel_requested()
+            elif not ctx.settled:
+                log.warning(
+                    "lease lost", extra={"task_id": ctx.task_id, "worker_id": self.worker_id}
+                )
+                ctx.mark_lost()
+
+    # --- drain ------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let in-flight calls finish within the drain timeout, then release the rest."""
+        if not self._calls:
+            return
+        deadline = time.monotonic() + self.drain_timeout_ms / 1000
+        while self._calls:
+            limit = deadline if self._drain_deadline is None else self._drain_deadline
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.wait(set(self._calls), timeout=min(remaining, 0.1))
+        leftovers = [c for c in self._contexts.values() if not c.settled]
+        for call in list(self._calls):
+            call.cancel()
+        if self._calls:
+            await asyncio.wait(set(self._calls))
+        envelope = error_envelope(
+            "WorkerShutdown",
+            "worker_shutdown",
+            "worker stopped before the task finished",
+            retryable=True,
+        )
+        for ctx in leftovers:
+            ctx.mark_lost()
+            with contextlib.suppress(Exception):
+                await ctx._record_failure(envelope, retryable=True, force=True, delay_ms=0)
