@@ -1,0 +1,128 @@
+"""The protocol's conformance scenarios, run by cairnq's own runner on every backend."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from cairnq.cli import main
+from cairnq.conformance import load_scenarios, run_paths, run_scenario
+
+from ._db import Database
+
+BUNDLED = Path(__file__).parent / "scenarios"
+
+
+def scenario_dir() -> Path:
+    """The protocol scenarios, kept with the tests."""
+    return BUNDLED
+
+
+def scenario_files() -> list[Path]:
+    return sorted(scenario_dir().glob("*.json"))
+
+
+def test_the_suite_holds_all_36_scenarios() -> None:
+    assert len(scenario_files()) == 36
+
+
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+def test_scenario_passes(db: Database, path: Path) -> None:
+    results = run_paths([path], db.url if db.kind == "postgres" else "sqlite:///unused.db")
+    assert [r.detail for r in results] == [""]
+    assert results[0].passed
+
+
+def test_scenarios_pass_with_real_sleeps(db: Database) -> None:
+    url = db.url if db.kind == "postgres" else "sqlite:///unused.db"
+    timed = [p for p in scenario_files() if '"sleep"' in p.read_text()]
+    results = run_paths(timed, url, real_clock=True)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len(results) == len(timed) > 0
+
+
+def _scenario_factory(db: Database):  # type: ignore[no-untyped-def]
+    from cairnq.conformance import factory_for
+
+    return factory_for(db.url if db.kind == "postgres" else "sqlite:///unused.db")
+
+
+def test_runner_reports_a_wrong_expectation(db: Database) -> None:
+    scenario = {
+        "name": "wrong",
+        "steps": [
+            {"op": "submit", "args": {"name": "job", "payload": {}}, "save": "t"},
+            {"op": "get", "args": {"id": "$t.id"}, "expect": {"equals": {"status": "running"}}},
+        ],
+    }
+    result = run_scenario(scenario, _scenario_factory(db))
+    assert not result.passed
+    assert "step 2 (get)" in result.detail
+    assert "status='running'" in result.detail
+
+
+def test_runner_reports_a_missing_expected_error(db: Database) -> None:
+    scenario = {
+        "name": "no-error",
+        "steps": [
+            {"op": "submit", "args": {"name": "job", "key": "k"}, "expectError": "AlreadyExists"},
+        ],
+    }
+    result = run_scenario(scenario, _scenario_factory(db))
+    assert not result.passed
+    assert "expected AlreadyExists" in result.detail
+
+
+def test_runner_accepts_delay_ms_as_well_as_run_at_delay_ms(db: Database) -> None:
+    steps = []
+    for arg in ("run_at_delay_ms", "delay_ms"):
+        steps += [
+            {"op": "submit", "args": {"name": "later", arg: 60000}, "save": arg},
+            {
+                "op": "claim",
+                "args": {"queues": ["default"], "worker_id": "w"},
+                "expect": {"length": 0},
+            },
+        ]
+    steps.append({"op": "sleep", "args": {"ms": 60000}})
+    steps.append(
+        {
+            "op": "claim",
+            "args": {"queues": ["default"], "worker_id": "w", "limit": 5},
+            "expect": {"length": 2},
+        }
+    )
+    result = run_scenario({"name": "delays", "steps": steps}, _scenario_factory(db))
+    assert result.passed, result.detail
+
+
+def test_cli_prints_one_line_per_scenario_and_a_total(tmp_path: Path) -> None:
+    good = json.loads((scenario_dir() / "basic_submit_get.json").read_text())
+    bad = {
+        "name": "bad",
+        "steps": [{"op": "get", "args": {"id": "nope"}, "expect": {"notNull": ["id"]}}],
+    }
+    (tmp_path / "a.json").write_text(json.dumps(good))
+    (tmp_path / "b.json").write_text(json.dumps(bad))
+    out = io.StringIO()
+    code = main(["conformance", str(tmp_path), "--db", f"sqlite:///{tmp_path / 'x.db'}"], out=out)
+    lines = out.getvalue().splitlines()
+    assert code == 1
+    assert lines[0] == "PASS basic_submit_get"
+    assert lines[1].startswith("FAIL bad: step 1 (get)")
+    assert lines[-1] == "1 passed, 1 failed"
+
+
+def test_cli_exits_zero_when_every_scenario_passes(tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = main(["conformance", str(scenario_dir()), "--db", "sqlite:///x.db"], out=out)
+    assert code == 0, out.getvalue()
+    assert out.getvalue().splitlines()[-1] == "36 passed, 0 failed"
+
+
+def test_loading_a_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no scenario file or directory"):
+        load_scenarios([tmp_path / "missing"])
