@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,5 @@ class Database:
 
     def close_all(self) -> None:
         for backend in self._sync_backends:
-            try:
+            with contextlib.suppress(Exception):
                 backend.close()
-            except Exception:
-                pass

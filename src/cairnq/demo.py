@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from typing import Any, TextIO
@@ -67,7 +66,7 @@ def build_worker(cq: CairnQ) -> Worker:
 
 
 def _bar(fraction: float | None, width: int = 20) -> str:
-    filled = int(round((fraction or 0.0) * width))
+    filled = round((fraction or 0.0) * width)
     return "#" * filled + "." * (width - filled)
 
 
@@ -100,7 +99,7 @@ async def run_demo(path: str = DEMO_DB, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     live = out.isatty() if hasattr(out, "isatty") else False
     run_id = "demo_" + ulid()
-    out.write(f"cairnq demo: database {os.path.abspath(path)}\n")
+    out.write(f"cairnq demo: database {path}\n")
     started = time.monotonic()
     async with CairnQ.sqlite(path) as cq:
         worker = build_worker(cq)
