@@ -434,7 +434,7 @@ class Lease:
     attempt: int
 
 
-def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Task]:
+def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Row]:
     rows = yield Call("heartbeat", _owned(lease, worker_id) | {"lease_ms": lease_ms})
     return _owned_row(lease, rows)
 
@@ -486,28 +486,28 @@ def cancel_requested(task_id: str) -> Op[bool]:
     return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
 
 
-def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Task]:
+def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Row]:
     rows = yield Call(
         "progress", _owned(lease, worker_id) | {"progress": value, "message": message}
     )
     return _owned_row(lease, rows)
 
 
-def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Task]:
+def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     """Settle a returned attempt: succeeded, or canceled when a cancel is pending."""
     rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
     return _owned_row(lease, rows)
 
 
-def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Task]:
+def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     """Settle as succeeded whatever cancel is pending (the low-level primitive)."""
     rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
     yield from _emit_for(rows)
     return _owned_row(lease, rows)
 
 
-def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms: int) -> Op[Task]:
+def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms: int) -> Op[Row]:
     """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending."""
     rows = yield Call(
         "fail",
@@ -521,10 +521,11 @@ def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
     return {"id": lease.id, "attempt": lease.attempt, "worker_id": worker_id, "now_ms": NOW}
 
 
-def _owned_row(lease: Lease, rows: Sequence[Row]) -> Task:
+def _owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
+    """The row an owned write changed, undecoded: settling never depends on reading JSON."""
     if not rows:
         raise LostLease(lease.id)
-    return Task.from_row(rows[0])
+    return rows[0]
 
 
 # --- migrations --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -267,6 +267,9 @@ class _Interpreter:
     def _run(self, op: Op[Any], write: bool = True) -> Any:
         return self.backend.run(op, write=write)
 
+    def _owned_write(self, op: Op[Mapping[str, Any]]) -> dict[str, Any]:
+        return Task.from_row(self._run(op)).to_dict()
+
     def _lease(self, task_id: str) -> _ops.Lease:
         attempt = self.attempts.get(task_id)
         if attempt is None:
@@ -336,22 +339,23 @@ class _Interpreter:
             return self._claim(a)
         worker = str(a.get("worker_id"))
         if op == "heartbeat":
-            return self._run(_ops.heartbeat(self._lease(a["id"]), worker, a.get("lease_ms", 30000)))
+            lease_ms = a.get("lease_ms", 30000)
+            return self._owned_write(_ops.heartbeat(self._lease(a["id"]), worker, lease_ms))
         if op == "heartbeat_batch":
             leases = [self._lease(i) for i in a["ids"]]
             held = self._run(_ops.heartbeat_batch(leases, worker, a.get("lease_ms", 30000)))
             return [{"id": i, "cancel_requested": held[i]} for i in a["ids"] if i in held]
         if op == "progress":
-            return self._run(
+            return self._owned_write(
                 _ops.progress(self._lease(a["id"]), worker, a.get("progress"), a.get("message"))
             )
         if op in ("succeed", "complete"):
             settle = _ops.succeed if op == "succeed" else _ops.complete
             result = DEFAULT_CODEC.encode_optional(a.get("result"), what="result")
-            return self._run(settle(self._lease(a["id"]), worker, result))
+            return self._owned_write(settle(self._lease(a["id"]), worker, result))
         if op == "fail":
             error = DEFAULT_CODEC.encode(a.get("error", {}), what="error")
-            return self._run(
+            return self._owned_write(
                 _ops.fail(
                     self._lease(a["id"]),
                     worker,

@@ -7,7 +7,7 @@ write transaction (recorded by file name), then the protocol version check.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,27 +18,81 @@ from ._steps import Call, Op
 
 @dataclass(frozen=True)
 class SetupStep:
-    """One operation of opening a database; ``write`` runs it in its own write transaction."""
+    """One operation of opening a database; ``write`` runs it in its own write transaction.
+
+    For a migration, ``migration`` is its file name and the op returns whether it applied it.
+    """
 
     op: Op[Any]
     write: bool
+    migration: str | None = None
 
 
 def _ledger_create() -> Op[None]:
+    yield Call("ledger_guard", {})
     yield Call("ledger_create", {})
+
+
+def _unapplied(dialect: Dialect) -> Op[list[str]]:
+    """Migrations the ledger lacks (all of them when there is no ledger yet)."""
+    rows = yield Call("ledger_exists", {})
+    if not rows or not rows[0]["present"]:
+        return [m.name for m in migrations(dialect)]
+    applied = yield from _ops.applied_migrations()
+    return pending(dialect, applied)
+
+
+Setup = Generator[SetupStep, Any, None]
 
 
 def setup_steps(
     dialect: Dialect, *, migrate: bool, installation_check: Op[Any] | None = None
-) -> Iterator[SetupStep]:
-    """What opening a database does, in order."""
+) -> Setup:
+    """What opening a database does, in order; send each step's result back in.
+
+    A database with nothing pending is only read, so opening it takes no write lock.
+    """
     if installation_check is not None:
         yield SetupStep(installation_check, write=False)
     if migrate:
-        yield SetupStep(_ledger_create(), write=False)
-        for migration in migrations(dialect):
-            yield SetupStep(_ops.apply_migration(migration.name, migration.source), write=True)
+        missing = yield SetupStep(_unapplied(dialect), write=False)
+        if missing:
+            yield SetupStep(_ledger_create(), write=True)
+            for migration in migrations(dialect):
+                yield SetupStep(
+                    _ops.apply_migration(migration.name, migration.source),
+                    write=True,
+                    migration=migration.name,
+                )
     yield SetupStep(_ops.check_protocol_version(), write=False)
+
+
+def run_setup(setup: Setup, run: Callable[[SetupStep], Any]) -> list[str]:
+    """Drive ``setup`` with a blocking ``run``; returns the migrations it applied."""
+    applied: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            step = setup.send(result)
+        except StopIteration:
+            return applied
+        result = run(step)
+        if step.migration and result:
+            applied.append(step.migration)
+
+
+async def arun_setup(setup: Setup, run: Callable[[SetupStep], Awaitable[Any]]) -> list[str]:
+    """Drive ``setup`` with an awaitable ``run``; returns the migrations it applied."""
+    applied: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            step = setup.send(result)
+        except StopIteration:
+            return applied
+        result = await run(step)
+        if step.migration and result:
+            applied.append(step.migration)
 
 
 def pending(dialect: Dialect, applied: set[str]) -> list[str]:

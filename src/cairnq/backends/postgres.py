@@ -48,7 +48,7 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..migrate import setup_steps
+from ..migrate import Setup, arun_setup, run_setup, setup_steps
 from ..models import Task
 from .base import bind
 
@@ -167,6 +167,7 @@ class PostgresBackend:
         self._conn_lock: asyncio.Lock | None = None
         self._sync_conn_lock = threading.Lock()
         self._listener: _Listener | None = None
+        self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
         where = "dsn" if self._dsn else "external"
@@ -191,8 +192,20 @@ class PostgresBackend:
             await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
 
     def _create_schema_sql(self) -> sql.Composed:
+        # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog, so
+        # creators take a transaction-scoped advisory lock on the name first.
         assert self.schema is not None
-        return sql.SQL("create schema if not exists {}").format(sql.Identifier(self.schema))
+        return sql.SQL(
+            "begin; select pg_advisory_xact_lock(hashtextextended({}, 0)); "
+            "create schema if not exists {}; commit"
+        ).format(sql.Literal("cairnq_schema:" + self.schema), sql.Identifier(self.schema))
+
+    def _setup(self) -> Setup:
+        return setup_steps(
+            "postgres",
+            migrate=self.migrate,
+            installation_check=_ops.check_installation(self.schema),
+        )
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -226,12 +239,9 @@ class PostgresBackend:
                     raise _translate(exc) from exc
                 self._async_source = pool
             if not self._setup_done:
-                for step in setup_steps(
-                    "postgres",
-                    migrate=self.migrate,
-                    installation_check=_ops.check_installation(self.schema),
-                ):
-                    await self._arun_now(step.op, write=step.write)
+                self.migrations_applied = await arun_setup(
+                    self._setup(), lambda step: self._arun_now(step.op, write=step.write)
+                )
                 self._setup_done = True
             self._state = "open"
             if self._listen_enabled and self._listener is None:
@@ -278,12 +288,9 @@ class PostgresBackend:
                     raise _translate(exc) from exc
                 self._sync_source = pool
             if not self._setup_done:
-                for step in setup_steps(
-                    "postgres",
-                    migrate=self.migrate,
-                    installation_check=_ops.check_installation(self.schema),
-                ):
-                    self._run_now(step.op, write=step.write)
+                self.migrations_applied = run_setup(
+                    self._setup(), lambda step: self._run_now(step.op, write=step.write)
+                )
                 self._setup_done = True
             if self._state == "new":
                 self._state = "open"
@@ -456,7 +463,7 @@ class PostgresBackend:
         try:
             async with self._async_connection() as conn, conn.transaction():
                 result = await write(conn)
-                task, emits = await self._adrive_on(
+                row, emits = await self._adrive_on(
                     conn, _ops.complete(lease, worker_id, encode(result)), write=True
                 )
         except LostLease:
@@ -464,7 +471,7 @@ class PostgresBackend:
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
-        return task
+        return Task.from_row(row)
 
 
 class _Listener:

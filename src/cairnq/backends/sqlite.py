@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgument,
     StoreClosed,
 )
-from ..migrate import setup_steps
+from ..migrate import SetupStep, run_setup, setup_steps
 from .base import bind
 
 T = TypeVar("T")
@@ -107,6 +107,7 @@ class SQLiteBackend:
         self._local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
+        self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
         return f"<SQLiteBackend {self.path!r} {self._state}>"
@@ -356,17 +357,20 @@ class SQLiteBackend:
             return
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        for step in setup_steps("sqlite", migrate=self.migrate):
+        def run(step: SetupStep) -> Any:
             try:
                 if step.write:
                     conn.execute("begin immediate")
-                drive(step.op, lambda call: self._execute(conn, call))
+                value, _ = drive(step.op, lambda call: self._execute(conn, call))
                 if step.write:
                     conn.execute("commit")
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("rollback")
                 raise _translate(exc, self.busy_timeout_ms) from exc
+            return value
+
+        self.migrations_applied = run_setup(setup_steps("sqlite", migrate=self.migrate), run)
 
 
 def split_script(source: str) -> list[str]:

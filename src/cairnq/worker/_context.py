@@ -180,7 +180,7 @@ class TaskContext:
                 raise InvalidArgument("progress must be finite")
         if message is not None and (not isinstance(message, str) or "\x00" in message):
             raise InvalidArgument("message must be a string without NUL characters")
-        task = await self._owned(
+        row = await self._owned(
             _ops.progress(
                 self.lease,
                 self.worker_id,
@@ -188,12 +188,13 @@ class TaskContext:
                 message,
             )
         )
-        if task.cancel_requested:
+        if row["cancel_requested_at_ms"] is not None:
             self._cancel_seen = True
 
     async def heartbeat(self) -> Task:
         """Renew this task's lease now (the worker also does it on its own)."""
-        task = await self._owned(_ops.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms))
+        row = await self._owned(_ops.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms))
+        task = Task.from_row(row)
         if task.cancel_requested:
             self._cancel_seen = True
         return task
@@ -227,9 +228,9 @@ class TaskContext:
 
     async def succeed_encoded(self, result: str | None) -> Task:
         """Settle with a result already encoded as JSON text (the worker's path)."""
-        task = await self._owned(_ops.complete(self.lease, self.worker_id, result))
+        row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
         self._settled = True
-        return task
+        return Task.from_row(row)
 
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).
@@ -290,12 +291,12 @@ class TaskContext:
             text = codec.encode(fallback, what="error envelope")
         if delay_ms is None:
             delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
-        task = await self._owned(
+        row = await self._owned(
             _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
             force=force,
         )
         self._settled = True
-        return task
+        return Task.from_row(row)
 
     async def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
         """Submit a child task: parent is this task, root and correlation id are inherited.

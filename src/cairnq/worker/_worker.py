@@ -139,6 +139,7 @@ class Worker:
         self._contexts: dict[str, TaskContext] = {}
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
+        self._typical_payload = 1024.0
         self._turn = 0
         self._drain_deadline: float | None = None
         self._started: asyncio.Event | None = None
@@ -369,13 +370,8 @@ class Worker:
         while not stopping.is_set():
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
-            free = self.concurrency - len(self._calls)
-            over_budget = (
-                self.max_in_flight_bytes is not None
-                and bool(self._calls)
-                and self._bytes_in_flight >= self.max_in_flight_bytes
-            )
-            draws = self._plan(free) if free > 0 and not over_budget else []
+            free = min(self.concurrency - len(self._calls), self._byte_headroom())
+            draws = self._plan(free) if free > 0 else []
             if not draws:
                 await wake.wait_async(self.poll_interval_ms / 1000)
                 continue
@@ -392,6 +388,21 @@ class Worker:
                 self._dispatch(rows)
             else:
                 await wake.wait_async(self.poll_interval_ms / 1000)
+
+    def _byte_headroom(self) -> int:
+        """How many more tasks fit under ``max_in_flight_bytes``, judged by recent payloads.
+
+        At least one task may always run, so a single oversized payload cannot stall the worker.
+        """
+        if self.max_in_flight_bytes is None:
+            return self.concurrency
+        if not self._calls:
+            room = self.max_in_flight_bytes
+        else:
+            room = self.max_in_flight_bytes - self._bytes_in_flight
+            if room <= 0:
+                return 0
+        return max(1 if not self._calls else 0, room // max(1, int(self._typical_payload)))
 
     def _plan(self, free: int) -> list[_ops.Draw]:
         self._turn += 1
@@ -450,6 +461,7 @@ class Worker:
         ctx = TaskContext(self._runtime, task, size)
         self._contexts[task.id] = ctx
         self._bytes_in_flight += size
+        self._typical_payload = 0.8 * self._typical_payload + 0.2 * size
         return ctx
 
     def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:

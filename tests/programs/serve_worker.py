@@ -1,0 +1,19 @@
+# A worker process served with Worker.serve(): drains on SIGTERM, then exits 0.
+import asyncio
+import sys
+
+from cairnq import Worker
+
+worker = Worker.sqlite(sys.argv[1], poll_interval_ms=50, drain_timeout_ms=10_000)
+
+
+@worker.task
+async def slow(ctx, payload):
+    with open(sys.argv[2], "a") as marker:
+        marker.write(f"started {ctx.task_id}\n")
+    await asyncio.sleep(payload["seconds"])
+    return {"slept": payload["seconds"]}
+
+
+worker.serve()
+print("served")

@@ -1,0 +1,330 @@
+"""The schema cairnq creates is exactly the protocol's (protocol.md section 1), on both dialects.
+
+Two checks: the facts of the protocol written out below (what the reference SDKs
+rely on), and a committed snapshot of the whole schema as the database reports
+it, so any change to a migration shows up in review. Set
+``CAIRNQ_UPDATE_SNAPSHOTS=1`` to rewrite the snapshots.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairnq._protocol import migrations
+
+from ._db import Database, admin_connect
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+# (column, sqlite type, postgres type, not null, default)
+TASK_COLUMNS = [
+    ("id", "TEXT", "text", True, None),
+    ("name", "TEXT", "text", True, None),
+    ("queue", "TEXT", "text", True, "'default'"),
+    ("status", "TEXT", "text", True, None),
+    ("payload", "TEXT", "jsonb", True, None),
+    ("result", "TEXT", "jsonb", False, None),
+    ("error", "TEXT", "jsonb", False, None),
+    ("metadata", "TEXT", "jsonb", True, "'{}'"),
+    ("progress", "REAL", "double precision", False, None),
+    ("message", "TEXT", "text", False, None),
+    ("attempt", "INTEGER", "integer", True, "0"),
+    ("max_attempts", "INTEGER", "integer", True, "3"),
+    ("priority", "INTEGER", "integer", True, "0"),
+    ("worker_id", "TEXT", "text", False, None),
+    ("lease_until_ms", "INTEGER", "bigint", False, None),
+    ("run_at_ms", "INTEGER", "bigint", True, None),
+    ("cancel_requested_at_ms", "INTEGER", "bigint", False, None),
+    ("parent_id", "TEXT", "text", False, None),
+    ("root_id", "TEXT", "text", False, None),
+    ("correlation_id", "TEXT", "text", False, None),
+    ("created_at_ms", "INTEGER", "bigint", True, None),
+    ("updated_at_ms", "INTEGER", "bigint", True, None),
+    ("completed_at_ms", "INTEGER", "bigint", False, None),
+]
+KEY_COLUMNS = [
+    ("key", "TEXT", "text", True, None),
+    ("task_id", "TEXT", "text", True, None),
+    ("created_at_ms", "INTEGER", "bigint", True, None),
+    ("updated_at_ms", "INTEGER", "bigint", True, None),
+]
+META_COLUMNS = [("key", "TEXT", "text", True, None), ("value", "TEXT", "text", True, None)]
+LEDGER_COLUMNS = [
+    ("name", "TEXT", "text", True, None),
+    ("applied_at_ms", "INTEGER", "bigint", True, None),
+]
+
+# index -> (columns with direction, partial predicate)
+INDEXES = {
+    "cairnq_tasks_claim_idx": (
+        ["queue", "status", "priority DESC", "run_at_ms", "id"],
+        None,
+    ),
+    "cairnq_tasks_claim_name_idx": (
+        ["queue", "status", "name", "priority DESC", "run_at_ms", "id"],
+        None,
+    ),
+    "cairnq_tasks_name_idx": (["name"], None),
+    "cairnq_tasks_root_idx": (["root_id"], None),
+    "cairnq_tasks_correlation_idx": (["correlation_id"], None),
+    "cairnq_tasks_completed_idx": (["completed_at_ms"], None),
+    "cairnq_tasks_lease_idx": (
+        ["lease_until_ms"],
+        "status = 'running' and lease_until_ms is not null",
+    ),
+    "cairnq_tasks_status_completed_idx": (["status", "completed_at_ms"], None),
+    "cairnq_tasks_queue_completed_idx": (
+        ["queue", "completed_at_ms"],
+        "status in ('succeeded', 'failed', 'canceled')",
+    ),
+}
+STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
+MIGRATIONS = [
+    "0001_init.sql",
+    "0002_purge_index.sql",
+    "0003_notify.sql",
+    "0004_lease_index.sql",
+    "0005_clear_terminal_lease.sql",
+    "0006_claim_name_index.sql",
+    "0007_purge_status_index.sql",
+    "0008_claim_due_index.sql",
+    "0009_purge_queue_index.sql",
+    "0010_drop_status_index.sql",
+]
+
+
+def _norm(sql: str | None) -> str | None:
+    """A predicate without casts, parentheses, case or spacing differences, for comparison."""
+    if sql is None:
+        return None
+    text = re.sub(r"::[a-z ]+(\[\])?", "", sql.lower())
+    text = text.replace("= any (array[", "in (").replace("])", ")")
+    text = text.replace("(", " ").replace(")", " ")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# --- reading the schema back --------------------------------------------------------------
+
+
+def sqlite_schema(path: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = {}
+        for (table,) in conn.execute(
+            "select name from sqlite_master where type = 'table' and name like 'cairnq%'"
+        ):
+            cols = conn.execute(f"pragma table_info({table})").fetchall()
+            tables[table] = [(c[1], c[2].upper(), bool(c[3]) or bool(c[5]), c[4]) for c in cols]
+        indexes = {}
+        for name, sql in conn.execute(
+            "select name, sql from sqlite_master where type = 'index' and sql is not null"
+        ):
+            cols = [
+                f"{r[2]} DESC" if r[3] else r[2]
+                for r in conn.execute(f"pragma index_xinfo({name})")
+                if r[5]
+            ]
+            where = re.search(r"\bwhere\b(.*)$", sql, re.I | re.S)
+            indexes[name] = (cols, _norm(where.group(1)) if where else None)
+        checks = {
+            table: sorted(re.findall(r"check\s*\((.*?)\)\s*[,\n]", sql, re.I))
+            for table, sql in conn.execute(
+                "select name, sql from sqlite_master where type = 'table' and name like 'cairnq%'"
+            )
+        }
+        fks = conn.execute("pragma foreign_key_list(cairnq_task_keys)").fetchall()
+        meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
+        ledger = [r[0] for r in conn.execute("select name from cairnq_migrations order by name")]
+        return {
+            "tables": tables,
+            "indexes": indexes,
+            "checks": checks,
+            "fks": [(f[2], f[3], f[4], f[6]) for f in fks],
+            "meta": meta,
+            "ledger": ledger,
+        }
+    finally:
+        conn.close()
+
+
+def postgres_schema(dsn: str, schema: str) -> dict[str, Any]:
+    with admin_connect(dsn) as conn:
+        tables: dict[str, list[tuple[Any, ...]]] = {}
+        for table, column, data_type, nullable, default in conn.execute(
+            "select table_name, column_name, data_type, is_nullable, column_default "
+            "from information_schema.columns where table_schema = %s order by table_name, "
+            "ordinal_position",
+            (schema,),
+        ):
+            default = re.sub(r"::[a-z ]+$", "", default) if default else None
+            tables.setdefault(table, []).append((column, data_type, nullable == "NO", default))
+        indexes = {}
+        for name, definition in conn.execute(
+            "select indexname, indexdef from pg_indexes where schemaname = %s", (schema,)
+        ):
+            if name.endswith("_pkey"):
+                continue
+            cols = re.search(r"\((.*?)\)(?: WHERE|$)", definition).group(1)  # type: ignore[union-attr]
+            where = re.search(r" WHERE (.*)$", definition)
+            indexes[name] = (
+                [c.strip() for c in cols.split(",")],
+                _norm(where.group(1)) if where else None,
+            )
+        checks = {}
+        for table, definition in conn.execute(
+            "select c.relname, pg_get_constraintdef(k.oid) from pg_constraint k "
+            "join pg_class c on c.oid = k.conrelid join pg_namespace n on n.oid = c.relnamespace "
+            "where n.nspname = %s and k.contype = 'c'",
+            (schema,),
+        ):
+            checks.setdefault(table, []).append(definition)
+        fks = conn.execute(
+            "select pg_get_constraintdef(k.oid) from pg_constraint k join pg_namespace n "
+            "on n.oid = k.connamespace where n.nspname = %s and k.contype = 'f'",
+            (schema,),
+        ).fetchall()
+        meta = dict(conn.execute(f'select key, value from "{schema}".cairnq_meta').fetchall())
+        ledger = [
+            r[0]
+            for r in conn.execute(f'select name from "{schema}".cairnq_migrations order by name')
+        ]
+        trigger = conn.execute(
+            "select tgname, pg_get_triggerdef(t.oid) from pg_trigger t join pg_class c "
+            "on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace "
+            "where n.nspname = %s and not t.tgisinternal",
+            (schema,),
+        ).fetchall()
+        return {
+            "tables": tables,
+            "indexes": indexes,
+            "checks": {k: sorted(v) for k, v in checks.items()},
+            "fks": [f[0].replace(f"{schema}.", "") for f in fks],
+            "meta": meta,
+            "ledger": ledger,
+            "triggers": trigger,
+        }
+
+
+def read_schema(db: Database) -> dict[str, Any]:
+    with db.sync_client() as client:
+        client.stats()
+    if db.kind == "sqlite":
+        assert db.path is not None
+        return sqlite_schema(db.path)
+    return postgres_schema(db.url, db.schema or "")
+
+
+def snapshot_text(schema: dict[str, Any]) -> str:
+    lines = []
+    for table, columns in sorted(schema["tables"].items()):
+        lines.append(f"table {table}")
+        lines.extend(f"  column {c!r}" for c in columns)
+    for name, (cols, where) in sorted(schema["indexes"].items()):
+        lines.append(f"index {name} ({', '.join(cols)})" + (f" where {where}" if where else ""))
+    for table, checks in sorted(schema["checks"].items()):
+        lines.extend(f"check {table}: {c}" for c in checks)
+    lines.extend(f"foreign key {fk}" for fk in schema["fks"])
+    lines.extend(f"meta {k}={v}" for k, v in sorted(schema["meta"].items()))
+    lines.extend(f"ledger {name}" for name in schema["ledger"])
+    lines.extend(f"trigger {t!r}" for t in schema.get("triggers", []))
+    return re.sub(r'"?t_[0-9a-f]{10}"?\.', "", "\n".join(lines)) + "\n"
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def _columns(db: Database, spec: list[tuple[str, str, str, bool, str | None]]) -> list[Any]:
+    index = 1 if db.kind == "sqlite" else 2
+    return [(c[0], c[index], c[3], c[4]) for c in spec]
+
+
+@pytest.mark.parametrize(
+    ("table", "spec"),
+    [
+        ("cairnq_tasks", TASK_COLUMNS),
+        ("cairnq_task_keys", KEY_COLUMNS),
+        ("cairnq_meta", META_COLUMNS),
+        ("cairnq_migrations", LEDGER_COLUMNS),
+    ],
+)
+def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[Any]) -> None:
+    schema = read_schema(db)
+    assert schema["tables"][table] == _columns(db, spec)
+
+
+def test_only_the_protocol_tables_exist(db: Database) -> None:
+    assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_meta",
+        "cairnq_migrations",
+        "cairnq_task_keys",
+        "cairnq_tasks",
+    ]
+
+
+def test_indexes_match_the_protocol_with_column_order_and_predicates(db: Database) -> None:
+    indexes = read_schema(db)["indexes"]
+    found = {name: value for name, value in indexes.items() if not name.startswith("sqlite_")}
+    expected = {name: (cols, _norm(where)) for name, (cols, where) in INDEXES.items()}
+    assert found == expected
+
+
+def test_status_check_lists_the_five_statuses(db: Database) -> None:
+    checks = " ".join(read_schema(db)["checks"]["cairnq_tasks"])
+    listed = re.findall(r"'(\w+)'", checks.split("status")[1])
+    assert tuple(listed[:5]) == STATUSES
+
+
+def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) -> None:
+    checks = " ".join(read_schema(sqlite_db)["checks"]["cairnq_tasks"])
+    for column in ("payload", "result", "error", "metadata"):
+        assert f"json_valid({column})" in checks
+
+
+def test_key_rows_cascade_from_their_task(db: Database) -> None:
+    fks = read_schema(db)["fks"]
+    if db.kind == "sqlite":
+        assert fks == [("cairnq_tasks", "task_id", "id", "CASCADE")]
+    else:
+        assert fks == ["FOREIGN KEY (task_id) REFERENCES cairnq_tasks(id) ON DELETE CASCADE"]
+
+
+def test_meta_holds_exactly_protocol_and_schema_version(db: Database) -> None:
+    assert read_schema(db)["meta"] == {"protocol_version": "1", "schema_version": "10"}
+
+
+def test_ledger_records_each_migration_by_file_name(db: Database) -> None:
+    expected = [m for m in MIGRATIONS if db.kind == "postgres" or m != "0003_notify.sql"]
+    assert read_schema(db)["ledger"] == expected
+    assert [m.name for m in migrations(db.kind)] == expected  # type: ignore[arg-type]
+
+
+def test_postgres_notify_trigger_skips_running(pg_db: Database) -> None:
+    triggers = read_schema(pg_db)["triggers"]
+    assert [t[0] for t in triggers] == ["cairnq_tasks_notify"]
+    definition = triggers[0][1]
+    assert "AFTER INSERT OR UPDATE OF status" in definition
+    assert "FOR EACH ROW" in definition
+    assert "'running'" in definition and "IS DISTINCT FROM" in definition
+
+
+def test_schema_matches_the_committed_snapshot(db: Database) -> None:
+    text = snapshot_text(read_schema(db))
+    path = SNAPSHOTS / f"schema_{db.kind}.txt"
+    if os.environ.get("CAIRNQ_UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_a_second_open_applies_nothing(db: Database) -> None:
+    with db.sync_client() as client:
+        client.stats()
+    backend = db.backend()
+    backend.open()
+    assert backend.migrations_applied == []  # type: ignore[attr-defined]

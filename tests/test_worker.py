@@ -1,0 +1,669 @@
+"""The worker on every backend: handlers, retries, cancel, leases, batches, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from cairnq import (
+    CairnQ,
+    EventLoopBlocked,
+    InvalidArgument,
+    LostLease,
+    TaskContext,
+    TaskDef,
+    TaskError,
+    TaskFailed,
+    Worker,
+    _ops,
+)
+from cairnq.testing import FakeClock
+
+from ._db import Database
+
+
+async def settled(cq: CairnQ, task_id: str, timeout_ms: int = 10_000) -> Any:
+    return await cq.wait(task_id, timeout_ms=timeout_ms, poll_ms=20, max_poll_ms=50)
+
+
+async def eventually(check: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+# --- handlers and results ---------------------------------------------------------------
+
+
+async def test_async_handler_result_and_progress_are_stored(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    @worker.task
+    async def add(ctx: TaskContext, payload: dict[str, int]) -> int:
+        await ctx.progress(0.5, "adding")
+        return payload["a"] + payload["b"]
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("add", {"a": 2, "b": 3})
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.result, done.progress, done.message) == (
+        "succeeded",
+        5,
+        1.0,
+        "adding",
+    )
+    assert done.worker_id == worker.worker_id
+    assert done.attempt == 1 and done.lease_until_ms is None
+
+
+async def test_sync_handler_runs_in_a_thread_with_a_blocking_context(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+    seen: dict[str, Any] = {}
+
+    @worker.task("reports.build")
+    def build(ctx: Any, payload: dict[str, str]) -> str:
+        seen["thread"] = threading.current_thread() is not threading.main_thread()
+        ctx.progress(0.25, "quarter")
+        seen["canceled"] = ctx.canceled()
+        return payload["month"]
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("reports.build", {"month": "2026-11"})
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert seen == {"thread": True, "canceled": False}
+    assert (done.status, done.result, done.message) == ("succeeded", "2026-11", "quarter")
+
+
+async def test_handler_with_one_parameter_gets_only_the_context(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    @worker.task
+    async def echo(ctx: TaskContext) -> Any:
+        return ctx.payload
+
+    async with db.client() as cq, worker.background():
+        result = await cq.call("echo", ["x", 1], timeout_ms=10_000)
+    await worker.close()
+    assert result == ["x", 1]
+
+
+async def test_task_def_registration_and_call(db: Database) -> None:
+    double = TaskDef[int, int]("math.double", queue="math")
+    worker = db.worker(queues=["math"], poll_interval_ms=50)
+
+    @worker.task(double)
+    async def run(ctx: TaskContext, n: int) -> int:
+        return n * 2
+
+    async with db.client() as cq, worker.background():
+        assert await cq.call(double, 21, timeout_ms=10_000) == 42
+        task = (await cq.list(name="math.double"))[0]
+    await worker.close()
+    assert task.queue == "math"
+
+
+async def test_child_tasks_carry_lineage(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50, concurrency=2)
+
+    @worker.task
+    async def parent(ctx: TaskContext, payload: Any) -> str:
+        child = await ctx.submit("child", {"from": ctx.task_id})
+        done = await ctx.wait(child.id, timeout_ms=10_000)
+        return str(done.result)
+
+    @worker.task
+    async def child(ctx: TaskContext, payload: Any) -> str:
+        return "child-ok"
+
+    async with db.client() as cq, worker.background():
+        top = await cq.submit("parent", {}, correlation_id="req-7")
+        done = await settled(cq, top.id)
+        family = await cq.list(root_id=top.id)
+    await worker.close()
+    assert done.result == "child-ok"
+    kid = next(t for t in family if t.name == "child")
+    assert (kid.parent_id, kid.root_id, kid.correlation_id) == (top.id, top.id, "req-7")
+
+
+async def test_unserializable_result_fails_the_task_for_good(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    @worker.task
+    async def bad(ctx: TaskContext, payload: Any) -> Any:
+        return {1, 2}
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("bad", {}, max_attempts=3)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert done.status == "failed" and done.attempt == 1
+    assert done.error["code"] == "unserializable_result"
+
+
+# --- failures and retries ----------------------------------------------------------------
+
+
+async def test_exception_is_retried_after_backoff_then_succeeds(db: Database) -> None:
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=20)
+    calls: list[int] = []
+
+    @worker.task
+    async def flaky(ctx: TaskContext, payload: Any) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise ConnectionError("upstream down")
+        return "ok"
+
+    async with db.client(clock=clock) as cq, worker.background():
+        task = await cq.submit("flaky", {})
+
+        async def requeued() -> bool:
+            current = await cq.get(task.id)
+            return current is not None and current.status == "queued" and current.attempt == 1
+
+        await eventually(requeued)
+        waiting = await cq.get(task.id)
+        assert waiting is not None and waiting.error is not None
+        assert waiting.error["type"] == "ConnectionError"
+        assert waiting.error["code"] == "handler_error" and waiting.error["retryable"] is True
+        assert 500 <= waiting.run_at_ms - clock.now_ms() < 1000
+        assert calls == [1]
+        clock.advance(1000)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.result, done.attempt, calls) == ("succeeded", "ok", 2, [1, 2])
+
+
+async def test_task_error_fails_at_once_with_its_envelope(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    @worker.task
+    async def charge(ctx: TaskContext, payload: Any) -> None:
+        raise TaskError("card declined", code="card_declined", details={"last4": "4242"})
+
+    async with db.client() as cq, worker.background():
+        with pytest.raises(TaskFailed) as failure:
+            await cq.call("charge", {}, max_attempts=5, timeout_ms=10_000)
+    await worker.close()
+    assert failure.value.code == "card_declined"
+    assert failure.value.message == "card declined"
+    assert failure.value.details == {"last4": "4242"}
+    assert failure.value.retryable is False
+
+
+async def test_retryable_task_error_is_retried(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+
+    @worker.task
+    async def again(ctx: TaskContext, payload: Any) -> int:
+        if ctx.attempt < 3:
+            raise TaskError("not yet", retryable=True)
+        return ctx.attempt
+
+    async with db.client() as cq, worker.background():
+        assert await cq.call("again", {}, timeout_ms=10_000) == 3
+
+
+async def test_attempts_run_out_and_the_task_fails(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+    runs: list[int] = []
+
+    @worker.task
+    async def never(ctx: TaskContext, payload: Any) -> None:
+        runs.append(ctx.attempt)
+        raise ValueError("nope")
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("never", {}, max_attempts=2)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.attempt, runs) == ("failed", 2, [1, 2])
+    assert done.error["type"] == "ValueError" and "traceback" in done.error["details"]
+
+
+async def test_ctx_fail_records_a_task_error(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    @worker.task
+    async def refuse(ctx: TaskContext, payload: Any) -> str:
+        await ctx.fail("bad input", retryable=False)
+        return "ignored"
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("refuse", {})
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert done.status == "failed" and done.result is None
+    assert (done.error["code"], done.error["message"]) == ("task_error", "bad input")
+
+
+async def test_max_run_ms_abandons_the_attempt_as_handler_timeout(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, max_run_ms=100)
+
+    @worker.task
+    async def hang(ctx: TaskContext, payload: Any) -> None:
+        await asyncio.sleep(30)
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("hang", {}, max_attempts=1)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert done.status == "failed"
+    assert (done.error["code"], done.error["type"]) == ("handler_timeout", "HandlerTimeout")
+
+
+# --- cancel --------------------------------------------------------------------------------
+
+
+async def test_cancel_of_a_running_task_is_seen_and_wins(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=50)
+    started = asyncio.Event()
+
+    @worker.task
+    async def long(ctx: TaskContext, payload: Any) -> str:
+        started.set()
+        for _ in range(500):
+            if await ctx.canceled():
+                return "stopped early"
+            await asyncio.sleep(0.01)
+        return "finished"
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("long", {})
+        await asyncio.wait_for(started.wait(), 10)
+        requested = await cq.cancel(task.id)
+        assert requested is not None and requested.status == "running"
+        assert requested.cancel_requested
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.result) == ("canceled", None)
+
+
+async def test_cancel_wins_over_a_retryable_failure(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    @worker.task
+    async def boom(ctx: TaskContext, payload: Any) -> None:
+        started.set()
+        await release.wait()
+        raise RuntimeError("after cancel")
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("boom", {}, max_attempts=5)
+        await asyncio.wait_for(started.wait(), 10)
+        await cq.cancel(task.id)
+        release.set()
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert done.status == "canceled" and done.attempt == 1
+    assert done.error["type"] == "RuntimeError"
+
+
+# --- leases ------------------------------------------------------------------------------
+
+
+async def test_an_old_attempt_cannot_be_settled_after_the_same_worker_reclaims(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", {})
+        backend = cq.backend
+        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        first = (await backend.arun(claim, write=True))[0]
+        clock.advance(1001)
+        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        second = (await backend.arun(claim, write=True))[0]
+        assert (first["attempt"], second["attempt"], second["worker_id"]) == (1, 2, "w")
+        with pytest.raises(LostLease):
+            await backend.arun(_ops.complete(_ops.Lease(task.id, 1), "w", '"stale"'), write=True)
+        current = await cq.get(task.id)
+        assert current is not None and (current.status, current.attempt) == ("running", 2)
+        done = await backend.arun(_ops.complete(_ops.Lease(task.id, 2), "w", '"fresh"'), write=True)
+    assert (done["status"], done["result"]) == ("succeeded", '"fresh"')
+
+
+async def test_expired_lease_is_recovered_and_run_again(db: Database) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", {})
+        claim = _ops.claim(["default"], "dead-worker", 1000, [_ops.Draw(None, 1)], 100)
+        await cq.backend.arun(claim, write=True)
+        clock.advance(1001)
+        worker = db.worker(clock=clock, poll_interval_ms=20)
+
+        @worker.task
+        async def job(ctx: TaskContext, payload: Any) -> int:
+            return ctx.attempt
+
+        async with worker.background():
+            done = await settled(cq, task.id)
+        await worker.close()
+    assert (done.status, done.result, done.worker_id) == ("succeeded", 2, worker.worker_id)
+
+
+async def test_handler_writes_after_a_lost_lease_raise_without_touching_the_row(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=20, lease_ms=1000, heartbeat_interval_ms=50)
+    started = asyncio.Event()
+    proceed = asyncio.Event()
+    outcome: dict[str, Any] = {}
+
+    @worker.task
+    async def slow(ctx: TaskContext, payload: Any) -> str:
+        started.set()
+        await proceed.wait()
+        try:
+            await ctx.progress(0.9, "late")
+        except LostLease:
+            outcome["progress"] = "lost"
+        outcome["flag"] = ctx.lost_lease
+        return "too late"
+
+    async with db.client(clock=clock) as cq, worker.background():
+        task = await cq.submit("slow", {}, max_attempts=3)
+        await asyncio.wait_for(started.wait(), 10)
+        clock.advance(60_000)
+        other = _ops.claim(["default"], "thief", 30_000, [_ops.Draw(None, 1)], 100)
+        stolen = await cq.backend.arun(other, write=True)
+        assert [r["id"] for r in stolen] == [task.id]
+        proceed.set()
+
+        async def flagged() -> bool:
+            return "flag" in outcome
+
+        await eventually(flagged)
+        current = await cq.get(task.id)
+    await worker.close()
+    assert outcome == {"progress": "lost", "flag": True}
+    assert current is not None
+    assert (current.status, current.worker_id, current.attempt) == ("running", "thief", 2)
+    assert current.result is None and current.message is None
+
+
+async def test_one_heartbeat_statement_per_interval_covers_every_running_task(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=5, lease_ms=3000, heartbeat_interval_ms=100)
+    calls: list[tuple[str, int]] = []
+    backend = worker.client.backend
+    original = backend.arun
+
+    async def spy(op: Any, *, write: bool) -> Any:
+        name = getattr(op, "__name__", getattr(getattr(op, "gi_code", None), "co_name", ""))
+        result = await original(op, write=write)
+        if name == "heartbeat_batch":
+            calls.append((name, len(result)))
+        return result
+
+    backend.arun = spy  # type: ignore[method-assign]
+    release = asyncio.Event()
+    running = 0
+
+    @worker.task
+    async def hold(ctx: TaskContext, payload: Any) -> None:
+        nonlocal running
+        running += 1
+        await release.wait()
+
+    async with db.client() as cq, worker.background():
+        tasks = [await cq.submit("hold", {"i": i}) for i in range(5)]
+
+        async def all_running() -> bool:
+            return running == 5
+
+        await eventually(all_running)
+        first = (await cq.get(tasks[0].id)).lease_until_ms  # type: ignore[union-attr]
+        started = time.monotonic()
+        await asyncio.sleep(0.55)
+        elapsed = time.monotonic() - started
+        later = (await cq.get(tasks[0].id)).lease_until_ms  # type: ignore[union-attr]
+        release.set()
+        for task in tasks:
+            await settled(cq, task.id)
+    await worker.close()
+    full = [c for c in calls if c[1] == 5]
+    assert len(full) >= 3
+    assert len(calls) <= elapsed / 0.1 + 3
+    assert later > first
+
+
+async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(
+    db: Database,
+) -> None:
+    reported: list[BaseException] = []
+    worker = db.worker(
+        poll_interval_ms=20,
+        heartbeat_interval_ms=50,
+        on_error=lambda exc, context: reported.append(exc),
+    )
+
+    @worker.task
+    async def blocker(ctx: TaskContext, payload: Any) -> str:
+        time.sleep(0.4)
+        return "done"
+
+    async with db.client() as cq, worker.background():
+        assert await cq.call("blocker", {}, timeout_ms=10_000) == "done"
+        await asyncio.sleep(0.1)
+    await worker.close()
+    blocked = [e for e in reported if isinstance(e, EventLoopBlocked)]
+    assert blocked and blocked[0].gap_ms >= 100
+
+
+# --- delivery shapes and limits ----------------------------------------------------------
+
+
+async def test_batch_handler_gets_lists_and_returns_results_by_id(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    sizes: list[int] = []
+
+    @worker.task("embed", batch=4)
+    async def embed(contexts: list[TaskContext]) -> dict[str, Any]:
+        sizes.append(len(contexts))
+        return {c.task_id: c.payload["text"].upper() for c in contexts[:-1]}
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("embed", {"text": t}) for t in "abcdefgh"]
+        async with worker.background():
+            done = [await settled(cq, t.id) for t in tasks]
+    await worker.close()
+    assert {t.status for t in done} == {"succeeded"}
+    assert sum(sizes) == 8 and max(sizes) <= 4
+    assert sum(t.result is None for t in done) == len(sizes)
+
+
+async def test_per_name_concurrency_caps_calls_of_that_name(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=4)
+    active = peak = 0
+
+    @worker.task("gpu.job", concurrency=1)
+    async def gpu(ctx: TaskContext, payload: Any) -> None:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.03)
+        active -= 1
+
+    @worker.task
+    async def cheap(ctx: TaskContext, payload: Any) -> None:
+        await asyncio.sleep(0.03)
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("gpu.job", {}) for _ in range(6)]
+        tasks += [await cq.submit("cheap", {}) for _ in range(6)]
+        async with worker.background():
+            done = [await settled(cq, t.id) for t in tasks]
+    await worker.close()
+    assert {t.status for t in done} == {"succeeded"}
+    assert peak == 1
+
+
+async def test_max_in_flight_bytes_holds_back_claims(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=4, max_in_flight_bytes=10)
+    active = peak = 0
+
+    @worker.task
+    async def big(ctx: TaskContext, payload: Any) -> None:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.02)
+        active -= 1
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("big", {"blob": "x" * 50}) for _ in range(5)]
+        async with worker.background():
+            done = [await settled(cq, t.id) for t in tasks]
+    await worker.close()
+    assert {t.status for t in done} == {"succeeded"}
+    assert peak == 1
+
+
+async def test_worker_serves_only_its_queues(db: Database) -> None:
+    worker = db.worker(queues=["emails"], poll_interval_ms=20)
+
+    @worker.task
+    async def send(ctx: TaskContext, payload: Any) -> str:
+        return ctx.queue
+
+    async with db.client() as cq, worker.background():
+        mine = await cq.submit("send", {}, queue="emails")
+        other = await cq.submit("send", {}, queue="sms")
+        done = await settled(cq, mine.id)
+        untouched = await cq.get(other.id)
+    await worker.close()
+    assert done.result == "emails"
+    assert untouched is not None and untouched.status == "queued"
+
+
+async def test_wait_in_the_same_process_is_woken_by_the_settle(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def quick(ctx: TaskContext, payload: Any) -> str:
+        return "ok"
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("quick", {})
+        await asyncio.sleep(0.05)
+        later = await cq.submit("quick", {})
+        done = await cq.wait(later.id, timeout_ms=3000, poll_ms=60_000, max_poll_ms=60_000)
+        first = await cq.wait(task.id, timeout_ms=3000)
+    await worker.close()
+    assert done.status == first.status == "succeeded"
+
+
+# --- registration and lifecycle ---------------------------------------------------------
+
+
+def test_registration_forms_name_their_tasks(db: Database) -> None:
+    worker = db.worker()
+
+    @worker.task
+    async def plain(ctx: TaskContext) -> None: ...
+
+    @worker.task("dotted.name")
+    async def dotted(ctx: TaskContext) -> None: ...
+
+    @worker.task(TaskDef("from.def"))
+    def from_def(ctx: Any) -> None: ...
+
+    worker.register("imperative", lambda ctx: None, batch=2)
+    assert worker.registry.names() == ["dotted.name", "from.def", "imperative", "plain"]
+    assert worker.registry.get("imperative").batch == 2  # type: ignore[union-attr]
+    assert worker.registry.get("from.def").is_async is False  # type: ignore[union-attr]
+
+
+def test_registering_a_name_twice_is_refused(db: Database) -> None:
+    worker = db.worker()
+    worker.register("x", lambda ctx: None)
+    with pytest.raises(InvalidArgument, match="already registered"):
+        worker.register("x", lambda ctx: None)
+
+
+def test_a_lambda_needs_an_explicit_name(db: Database) -> None:
+    worker = db.worker()
+    with pytest.raises(InvalidArgument, match="pass a name"):
+        worker.task(lambda ctx: None)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"concurrency": 0},
+        {"lease_ms": 5},
+        {"heartbeat_interval_ms": 40_000},
+        {"queues": []},
+        {"queues": "default"},
+        {"max_run_ms": 0},
+        {"poll_interval_ms": 0},
+    ],
+)
+def test_bad_worker_options_are_rejected(db: Database, options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument):
+        Worker(db.backend(), **options)
+
+
+async def test_running_without_handlers_is_an_error(db: Database) -> None:
+    worker = db.worker()
+    with pytest.raises(InvalidArgument, match="no task handlers"):
+        await worker.run()
+    await worker.close()
+
+
+async def test_stop_drains_in_flight_work_before_returning(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    started = asyncio.Event()
+
+    @worker.task
+    async def slow(ctx: TaskContext, payload: Any) -> str:
+        started.set()
+        await asyncio.sleep(0.2)
+        return "finished"
+
+    async with db.client() as cq:
+        task = await cq.submit("slow", {})
+        runner = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 10)
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert done is not None and (done.status, done.result) == ("succeeded", "finished")
+
+
+async def test_drain_timeout_releases_unfinished_tasks_for_retry(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, drain_timeout_ms=100)
+    started = asyncio.Event()
+
+    @worker.task
+    async def stuck(ctx: TaskContext, payload: Any) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async with db.client() as cq:
+        task = await cq.submit("stuck", {}, max_attempts=3)
+        runner = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 10)
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        released = await cq.get(task.id)
+    await worker.close()
+    assert released is not None
+    assert (released.status, released.attempt) == ("queued", 1)
+    assert released.error["code"] == "worker_shutdown"
