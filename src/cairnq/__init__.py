@@ -17,7 +17,7 @@ Example::
 from importlib.metadata import PackageNotFoundError, version
 
 from .backends import Backend, SQLiteBackend, open_backend
-from .client import CairnQ, SyncCairnQ
+from .client import CairnQ, SyncCairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
     CairnQError,
@@ -40,6 +40,7 @@ from .errors import (
     UnsupportedBackend,
     error_envelope,
 )
+from .migrate import migrate
 from .models import (
     STATUSES,
     Conflict,
@@ -60,6 +61,7 @@ __all__ = [
     # clients and worker
     "CairnQ",
     "SyncCairnQ",
+    "WatchSignal",
     "Worker",
     "TaskContext",
     "SyncTaskContext",
@@ -67,6 +69,7 @@ __all__ = [
     "Backend",
     "SQLiteBackend",
     "open_backend",
+    "migrate",
     # models
     "STATUSES",
     "Conflict",

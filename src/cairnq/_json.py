@@ -15,12 +15,18 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from .errors import SerializationError
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+
+# A number in exponent form (1e+16), matched only outside strings: the alternation
+# consumes each string whole, so group 1 is set only for a bare number.
+_STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?[eE][+-]?\d+)')
+_EXPONENT_HINT = re.compile(r"\d[eE][+-]?\d")
 
 # An escaped NUL inside a JSON string: `\u0000` preceded by an even number of
 # backslashes (an odd count would make it the literal text "\u0000").
@@ -44,6 +50,8 @@ class JsonCodec:
             raise SerializationError(f"{what} is not JSON-serializable: {exc}") from None
         except RecursionError:
             raise SerializationError(f"{what} is nested too deeply to encode") from None
+        if _EXPONENT_HINT.search(text):
+            text = _STRING_OR_EXPONENT.sub(_positional, text)
         try:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError:
@@ -78,6 +86,20 @@ class JsonCodec:
             raise SerializationError(
                 f"stored {what}{where} is not JSON Python can read: {exc}", task_id=task_id
             ) from None
+
+
+def _positional(match: re.Match[str]) -> str:
+    """Write an exponent-form float positionally (``1e+16`` -> ``10000000000000000.0``).
+
+    PostgreSQL's ``jsonb`` keeps numbers as ``numeric`` and prints them without an
+    exponent, so ``1e+16`` would read back as the integer 10000000000000000. A
+    fractional digit keeps it a float on every backend.
+    """
+    number = match.group(1)
+    if number is None:
+        return match.group(0)
+    text = format(Decimal(number), "f")
+    return text if "." in text else text + ".0"
 
 
 def _reject_constant(name: str) -> Any:

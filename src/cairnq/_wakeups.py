@@ -13,6 +13,7 @@ A ``Subscription`` remembers that a matching event arrived since it was last
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
@@ -25,16 +26,30 @@ Match = Callable[[Emit], bool]
 class Subscription:
     """A latch set by matching events; wait on it from a thread or from a loop."""
 
-    def __init__(self, hub: WakeHub, match: Match) -> None:
+    def __init__(self, hub: WakeHub, match: Match, buffer: int = 0) -> None:
         self._hub = hub
         self._match = match
+        self._events: collections.deque[Emit] | None = (
+            collections.deque(maxlen=buffer) if buffer else None
+        )
         self._flag = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_flag: asyncio.Event | None = None
 
     def _deliver(self, emit: Emit) -> None:
         if self._match(emit):
+            if self._events is not None:
+                self._events.append(emit)
             self.set()
+
+    def drain(self) -> list[Emit]:
+        """The buffered events (``buffer=`` subscriptions), oldest first; empties the buffer."""
+        if self._events is None:
+            return []
+        out = []
+        while self._events:
+            out.append(self._events.popleft())
+        return out
 
     def set(self) -> None:
         """Set the latch directly (other wake sources: LISTEN, a file watcher, a poke)."""
@@ -87,8 +102,9 @@ class WakeHub:
         self._lock = threading.Lock()
         self._subs: tuple[Subscription, ...] = ()
 
-    def subscribe(self, match: Match) -> Subscription:
-        sub = Subscription(self, match)
+    def subscribe(self, match: Match, *, buffer: int = 0) -> Subscription:
+        """A latch for events ``match`` accepts; ``buffer`` > 0 also keeps the last events."""
+        sub = Subscription(self, match, buffer)
         with self._lock:
             self._subs = (*self._subs, sub)
         return sub

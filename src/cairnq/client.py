@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _ops
-from ._clock import Clock
+from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
-from ._steps import Op
+from ._steps import Emit, Op
 from ._wakeups import Subscription, wants_done
 from .backends import Backend, SQLiteBackend, open_backend
 from .backends.sqlite import Synchronous
-from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout
+from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
 from .models import Task, TaskDef, TaskRef
 
-__all__ = ["CairnQ", "SyncCairnQ"]
+__all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -34,6 +34,17 @@ IdList = list[str]
 DEFAULT_WAIT_TIMEOUT_MS = 30_000
 DEFAULT_POLL_MS = 100
 DEFAULT_MAX_POLL_MS = 500
+DEFAULT_WATCH_POLL_MS = 2000
+WATCH_BUFFER = 1024
+
+
+@dataclass(frozen=True)
+class WatchSignal:
+    """What ``watch`` yields: ``kind`` is ``"queued"`` (value: the queue),
+    ``"done"`` (value: the task id) or ``"poll"`` (the timer; value empty)."""
+
+    kind: Literal["queued", "done", "poll"]
+    value: str
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,67 @@ class _ClientCore:
         return client
 
     @classmethod
+    def postgres(
+        cls: type[C],
+        source: Any,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        listen: bool = True,
+        **options: Any,
+    ) -> C:
+        """A client on PostgreSQL (needs the ``postgres`` extra).
+
+        Args:
+            source: A DSN, or the application's psycopg pool or connection
+                (async pool/connection for ``CairnQ``, sync for ``SyncCairnQ``).
+                cairnq uses an injected pool and never closes it.
+            schema: Schema of cairnq's tables: created if missing and pinned in
+                ``search_path`` with a DSN; only checked with a pool or connection.
+            min_size, max_size: Size of the pool cairnq makes from a DSN.
+            clock: Supply ``now_ms`` from this clock instead of the database's.
+            migrate: Apply pending migrations on first use (default).
+            listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN is needed).
+            **options: Client options (``max_payload_bytes``, ``max_json_depth``).
+
+        Raises:
+            InvalidArgument: a bad schema name.
+            SchemaMismatch: (on first use) the connection sees another installation.
+        """
+        from .backends.postgres import PostgresBackend
+
+        backend = PostgresBackend(
+            source,
+            schema=schema,
+            min_size=min_size,
+            max_size=max_size,
+            clock=clock,
+            migrate=migrate,
+            listen=listen,
+        )
+        client = cls(backend, **options)
+        client._owns_backend = True
+        return client
+
+    def _clock(self) -> Clock:
+        """The clock task times come from (the host's when the database keeps time)."""
+        clock: Clock | None = getattr(self.backend, "clock", None)
+        return clock or SYSTEM_CLOCK
+
+    def _transactional(self, conn: Any) -> Any:
+        """The backend's way to run an operation on the application's connection."""
+        runner = getattr(self.backend, "arun_on" if isinstance(self, CairnQ) else "run_on", None)
+        if runner is None:
+            raise UnsupportedBackend(
+                f"submitting inside the application's transaction needs PostgreSQL; "
+                f"the {self.backend.dialect} backend has no shared connection"
+            )
+        return runner
+
+    @classmethod
     def connect(cls: type[C], url: str | os.PathLike[str], **options: Any) -> C:
         """A client for a database URL (``sqlite:///tasks.db``, ``postgresql://...``).
 
@@ -166,6 +238,7 @@ def _waiting(
     timeout_ms: int,
     poll_ms: int,
     max_poll_ms: int,
+    clock: Clock,
 ) -> Waiting:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
@@ -191,13 +264,13 @@ def _waiting(
                 timeout_ms=timeout_ms,
                 task=snapshot,
                 key=key,
-                detail=_why_not_done(snapshot, key),
+                detail=_why_not_done(snapshot, key, clock.now_ms()),
             )
         yield _Nap(min(interval / 1000, remaining))
         interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
 
 
-def _why_not_done(task: Task | None, key: str | None) -> str:
+def _why_not_done(task: Task | None, key: str | None, now_ms: int) -> str:
     if task is None:
         return f"no task is stored under key {key!r}" if key else "no task with that id exists"
     if task.is_queued and task.attempt == 0:
@@ -206,7 +279,7 @@ def _why_not_done(task: Task | None, key: str | None) -> str:
             f"with a handler for {task.name!r} on this database?"
         )
     if task.is_queued:
-        wait_ms = max(0, task.run_at_ms - int(time.time() * 1000))
+        wait_ms = max(0, task.run_at_ms - now_ms)
         return (
             f"queued for another attempt ({task.attempt}/{task.max_attempts}), "
             f"next run in ~{wait_ms} ms"
@@ -284,6 +357,7 @@ class CairnQ(_ClientCore):
         parent_id: str | None = None,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        conn: Any = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -301,6 +375,9 @@ class CairnQ(_ClientCore):
             metadata: Any JSON value, opaque to cairnq (``{}``).
             delay_ms: Earliest start, from now.
             parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
+            conn: PostgreSQL only: the application's psycopg connection. The task is
+                written in that connection's transaction: visible when it commits,
+                gone if it rolls back.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -309,6 +386,7 @@ class CairnQ(_ClientCore):
             InvalidArgument: a bad name, queue, key or number; nothing is written.
             SerializationError: payload or metadata is not portable JSON.
             AlreadyExists: the key is taken and ``conflict="reject"``.
+            UnsupportedBackend: ``conn`` given on a backend without shared connections.
         """
         spec = self._new_task(
             task,
@@ -324,6 +402,9 @@ class CairnQ(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        if conn is not None:
+            stored: Task = await self._transactional(conn)(conn, _ops.submit(spec))
+            return stored
         return await self._run(_ops.submit(spec), write=True)
 
     async def get(self, task_id: str) -> Task | None:
@@ -438,6 +519,7 @@ class CairnQ(_ClientCore):
                 timeout_ms=timeout_ms,
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
+                clock=self._clock(),
             )
             return await self._follow(procedure, sub)
 
@@ -459,6 +541,7 @@ class CairnQ(_ClientCore):
                 timeout_ms=timeout_ms,
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
+                clock=self._clock(),
             )
             return await self._follow(procedure, sub)
 
@@ -497,6 +580,40 @@ class CairnQ(_ClientCore):
             submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
         )
         return _outcome(done)
+
+    async def watch(
+        self, queues: Iterable[str] = ("default",), *, poll_ms: int = DEFAULT_WATCH_POLL_MS
+    ) -> AsyncIterator[WatchSignal]:
+        """Signals that something may have changed: push when possible, a timer otherwise.
+
+        Yields ``WatchSignal("queued", queue)`` when a task becomes queued on one of
+        ``queues``, ``WatchSignal("done", task_id)`` when any task finishes, and
+        ``WatchSignal("poll", "")`` after ``poll_ms`` without either. Pushes come
+        from this process's own writes and, on PostgreSQL, from NOTIFY; they are
+        hints, so re-read the database when one arrives.
+
+        Example::
+
+            async for signal in cq.watch(["emails"]):
+                if signal.kind != "done":
+                    print(await cq.stats("emails"))
+        """
+        wanted = frozenset(_ops.check_names(queues, "queues"))
+        interval = _ops.check_int(poll_ms, "poll_ms", low=1) / 1000
+        await self.open()
+
+        def match(emit: Emit) -> bool:
+            return emit.channel == "done" or emit.value in wanted
+
+        with self.backend.hub.subscribe(match, buffer=WATCH_BUFFER) as sub:
+            while True:
+                await sub.wait_async(interval)
+                sub.clear()
+                events = sub.drain()
+                if not events:
+                    yield WatchSignal("poll", "")
+                for event in events:
+                    yield WatchSignal(event.channel, event.value)
 
 
 class SyncCairnQ(_ClientCore):
@@ -548,6 +665,7 @@ class SyncCairnQ(_ClientCore):
         parent_id: str | None = None,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        conn: Any = None,
     ) -> Task:
         """Enqueue a task; see ``CairnQ.submit``."""
         spec = self._new_task(
@@ -564,6 +682,9 @@ class SyncCairnQ(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        if conn is not None:
+            result: Task = self._transactional(conn)(conn, _ops.submit(spec))
+            return result
         return self._run(_ops.submit(spec), write=True)
 
     def get(self, task_id: str) -> Task | None:
@@ -662,6 +783,7 @@ class SyncCairnQ(_ClientCore):
                 timeout_ms=timeout_ms,
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
+                clock=self._clock(),
             )
             return self._follow(procedure, sub)
 
@@ -683,6 +805,7 @@ class SyncCairnQ(_ClientCore):
                 timeout_ms=timeout_ms,
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
+                clock=self._clock(),
             )
             return self._follow(procedure, sub)
 

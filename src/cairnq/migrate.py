@@ -14,6 +14,7 @@ from typing import Any
 from . import _ops
 from ._protocol import Dialect, migrations
 from ._steps import Call, Op
+from .errors import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,33 @@ async def arun_setup(setup: Setup, run: Callable[[SetupStep], Awaitable[Any]]) -
 def pending(dialect: Dialect, applied: set[str]) -> list[str]:
     """Migration file names of ``dialect`` the ledger does not record yet."""
     return [m.name for m in migrations(dialect) if m.name not in applied]
+
+
+def migrate(target: Any, **options: Any) -> list[str]:
+    """Apply pending migrations now and return the file names applied.
+
+    For deployments that open with ``migrate=False`` and upgrade in a window of
+    their choosing.
+
+    Args:
+        target: A ``Backend``, a database URL or a SQLite path.
+        **options: Backend options when ``target`` is a URL (e.g. ``schema=``).
+
+    Example::
+
+        cairnq.migrate("postgresql://db/app", schema="jobs")
+    """
+    from .backends import Backend, open_backend
+
+    if isinstance(target, Backend):
+        backend = target
+        if not getattr(backend, "migrate", True):
+            raise InvalidArgument("this backend was opened with migrate=False; pass a URL")
+        backend.open()
+        return list(getattr(backend, "migrations_applied", []))
+    backend = open_backend(target, **options)
+    try:
+        backend.open()
+        return list(getattr(backend, "migrations_applied", []))
+    finally:
+        backend.close()

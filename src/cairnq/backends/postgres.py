@@ -118,7 +118,10 @@ class PostgresBackend:
         clock: Supply ``now_ms`` from this clock instead of the database's.
         migrate: Apply pending migrations on open (default); otherwise only check.
         listen: Open a LISTEN connection for push wake-ups (default, DSN only).
-        application_name: Prefix of ``application_name`` on every connection.
+        application_name: Prefix of ``application_name`` on every connection; the
+            suffix names the connection's role (``-client``, ``-worker``,
+            ``-heartbeat``, ``-listen``, ``-migrate``).
+        role: The role of this backend's pooled connections (``"client"``).
     """
 
     dialect: Dialect = "postgres"
@@ -134,6 +137,7 @@ class PostgresBackend:
         migrate: bool = True,
         listen: bool = True,
         application_name: str = "cairnq",
+        role: str = "client",
     ) -> None:
         self.schema = check_schema(schema)
         self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
@@ -141,6 +145,7 @@ class PostgresBackend:
         self.clock = clock
         self.migrate = migrate
         self.application_name = _ops.check_text(application_name, "application_name") or ""
+        self.role = _ops.check_text(role, "role") or ""
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None
@@ -167,11 +172,18 @@ class PostgresBackend:
         self._conn_lock: asyncio.Lock | None = None
         self._sync_conn_lock = threading.Lock()
         self._listener: _Listener | None = None
+        self._reserved: psycopg.AsyncConnection[Any] | None = None
+        self._reserved_lock: asyncio.Lock | None = None
         self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
         where = "dsn" if self._dsn else "external"
         return f"<PostgresBackend {where} schema={self.schema!r} {self._state}>"
+
+    @property
+    def listening(self) -> bool:
+        """Whether the LISTEN connection is up (wake-ups are pushed, not only polled)."""
+        return self._listener is not None and self._listener.connected.is_set()
 
     # --- connection parameters ----------------------------------------------------
 
@@ -222,7 +234,7 @@ class PostgresBackend:
                         "use the sync client, or pass an async pool"
                     )
                 pool = psycopg_pool.AsyncConnectionPool(
-                    self._conninfo("client"),
+                    self._conninfo(self.role),
                     min_size=self.min_size,
                     max_size=self.max_size,
                     kwargs={"autocommit": True},
@@ -268,7 +280,7 @@ class PostgresBackend:
                         "use the async client, or pass a sync pool"
                     )
                 pool = psycopg_pool.ConnectionPool(
-                    self._conninfo("client"),
+                    self._conninfo(self.role),
                     min_size=self.min_size,
                     max_size=self.max_size,
                     kwargs={"autocommit": True},
@@ -297,6 +309,10 @@ class PostgresBackend:
 
     async def aclose(self) -> None:
         self._state = "closed"
+        if self._reserved is not None:
+            with contextlib.suppress(psycopg.Error):
+                await self._reserved.close()
+            self._reserved = None
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
@@ -310,9 +326,13 @@ class PostgresBackend:
         self._state = "closed"
         if self._owns_pools and isinstance(self._sync_source, psycopg_pool.ConnectionPool):
             self._sync_source.close()
-        if self._listener is not None or (
-            self._owns_pools and isinstance(self._async_source, psycopg_pool.AsyncConnectionPool)
-        ):
+        pool = self._async_source
+        open_async_pool = (
+            self._owns_pools
+            and isinstance(pool, psycopg_pool.AsyncConnectionPool)
+            and not pool.closed
+        )
+        if self._listener is not None or open_async_pool:
             log.warning(
                 "close() cannot close async connections; use 'await backend.aclose()' "
                 "(or 'await client.close()') from the event loop"
@@ -420,6 +440,35 @@ class PostgresBackend:
         cur.execute(text.encode(), params)
         return cur.fetchall() if cur.description else []
 
+    async def arun_reserved(self, op: Op[T], *, write: bool) -> T:
+        """Run ``op`` on a connection of its own, outside the pool (the worker's heartbeat).
+
+        However busy the pool is with handler work, this never waits for a pooled
+        connection. Falls back to the pool when cairnq does not own the connections.
+        """
+        if self._dsn is None:
+            return await self.arun(op, write=write)
+        if self._state != "open":
+            await self.aopen()
+        if self._reserved_lock is None:
+            self._reserved_lock = asyncio.Lock()
+        async with self._reserved_lock:
+            try:
+                if self._reserved is None or self._reserved.closed:
+                    self._reserved = await psycopg.AsyncConnection.connect(
+                        self._conninfo("heartbeat"), autocommit=True
+                    )
+                    await self._configure_async(self._reserved)
+                value, emits = await self._adrive_on(self._reserved, op, write=write)
+            except BaseException as exc:
+                if isinstance(exc, psycopg.OperationalError) and self._reserved is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        await self._reserved.close()
+                    self._reserved = None
+                raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return value
+
     # --- the application's own transaction ----------------------------------------------
 
     async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
@@ -505,9 +554,7 @@ class _Listener:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    for channel in LISTEN_CHANNELS:
-                        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
-                    if not await self._notifications_arrive(conn):
+                    if not await self._listen(conn):
                         log.warning(
                             "LISTEN/NOTIFY does not work on this connection (a transaction "
                             "pooler?); cairnq falls back to polling"
@@ -525,24 +572,40 @@ class _Listener:
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
 
-    async def _notifications_arrive(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """LISTEN, then prove delivery: another connection notifies a private channel.
+
+        The probe is sent from a second connection because psycopg discards
+        notifications that arrive while this one runs a query.
+        """
         probe = f"cairnq_probe_{secrets.token_hex(6)}"
-        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(probe)))
-        await conn.execute("select pg_notify(%s, '')", (probe,))
+        for channel in (*LISTEN_CHANNELS, probe):
+            await conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+        async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as other:
+            await other.execute("select pg_notify(%s, '')", (probe,))
         async for note in conn.notifies(timeout=5.0):
             if note.channel == probe:
-                await conn.execute(sql.SQL("unlisten {}").format(sql.Identifier(probe)))
                 return True
+            self._dispatch(note)
         return False
 
+    def _dispatch(self, note: psycopg.Notify) -> None:
+        if note.channel == "cairnq_queued":
+            self._hub.publish([Emit("queued", note.payload)])
+        elif note.channel == "cairnq_done":
+            self._hub.publish([Emit("done", note.payload)])
+
     async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Deliver notifications; after each quiet spell, probe the connection's health.
+
+        A notification that lands during the probe query is consumed unseen, so
+        every probe is followed by a poke: waiters look at the database once.
+        """
         while True:
             async for note in conn.notifies(timeout=10.0):
-                if note.channel == "cairnq_queued":
-                    self._hub.publish([Emit("queued", note.payload)])
-                elif note.channel == "cairnq_done":
-                    self._hub.publish([Emit("done", note.payload)])
+                self._dispatch(note)
             await conn.execute("select 1")
+            self._hub.poke()
 
 
 @contextlib.contextmanager

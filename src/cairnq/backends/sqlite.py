@@ -424,6 +424,10 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
         return DatabaseUnavailable(f"cannot open SQLite database: {text}")
     if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
         return DatabaseError(f"file is not a usable SQLite database: {text}")
+    if "no such table: cairnq_" in text:
+        return DatabaseError(
+            f"cairnq tables are missing ({text}); open with migrate=True or run cairnq.migrate()"
+        )
     if isinstance(exc, sqlite3.IntegrityError):
         return DatabaseError(f"SQLite rejected the write: {text}")
     return DatabaseError(f"SQLite error: {text}")

@@ -92,10 +92,10 @@ class Worker:
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
-            self._owns_client = False
         else:
             self.client = CairnQ(store)
-            self._owns_client = not isinstance(store, Backend)
+        # A client made here from a URL owns its backend; closing the worker closes it.
+        self._owns_client = not isinstance(store, (CairnQ, Backend))
         self.queues = _ops.check_names(queues, "queues")
         if not self.queues:
             raise InvalidArgument("a worker needs at least one queue")
@@ -159,9 +159,50 @@ class Worker:
         backend_keys = {"synchronous", "clock", "migrate"}
         backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
         backend = SQLiteBackend(path, busy_timeout_ms=busy_timeout_ms, **backend_kw)
-        worker = cls(backend, queues=queues, concurrency=concurrency, lease_ms=lease_ms, **options)
+        return cls._owning(backend, queues, concurrency, lease_ms, options)
+
+    @classmethod
+    def _owning(
+        cls,
+        backend: Backend,
+        queues: Iterable[str],
+        concurrency: int,
+        lease_ms: int,
+        options: dict[str, Any],
+    ) -> Worker:
+        """A worker that closes ``backend`` when it is closed."""
+        client = CairnQ(backend)
+        client._owns_backend = True
+        worker = cls(client, queues=queues, concurrency=concurrency, lease_ms=lease_ms, **options)
         worker._owns_client = True
         return worker
+
+    @classmethod
+    def postgres(
+        cls,
+        source: Any,
+        *,
+        queues: Iterable[str] = ("default",),
+        concurrency: int = 1,
+        lease_ms: int = 30_000,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str | None = None,
+        **options: Any,
+    ) -> Worker:
+        """A worker on PostgreSQL: a DSN, or the application's psycopg async pool.
+
+        Its connections are named ``cairnq-worker`` (``-heartbeat``, ``-listen``)
+        in ``pg_stat_activity``.
+        """
+        from ..backends.postgres import PostgresBackend
+
+        backend_keys = {"clock", "migrate", "listen", "application_name"}
+        backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
+        backend = PostgresBackend(
+            source, schema=schema, min_size=min_size, max_size=max_size, role="worker", **backend_kw
+        )
+        return cls._owning(backend, queues, concurrency, lease_ms, options)
 
     def __repr__(self) -> str:
         return f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency}>"
@@ -520,8 +561,10 @@ class Worker:
         live = [c for c in self._contexts.values() if not c.settled and not c.lost_lease]
         if not live:
             return
+        backend = self.client.backend
+        run = getattr(backend, "arun_reserved", backend.arun)
         try:
-            held = await self.client.backend.arun(
+            held = await run(
                 _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms),
                 write=True,
             )

@@ -1,0 +1,503 @@
+"""What only PostgreSQL gives: the application's transaction, push wake-ups, schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairnq import (
+    CairnQ,
+    DatabaseError,
+    InvalidArgument,
+    LostLease,
+    SchemaMismatch,
+    SyncCairnQ,
+    TaskContext,
+    UnsupportedBackend,
+    Worker,
+    migrate,
+)
+from cairnq.testing import FakeClock
+
+from ._db import Database, admin_connect, drop_schema
+
+pytestmark = pytest.mark.postgres
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+async def app_conn(pg_db: Database) -> AsyncIterator[Any]:
+    """The application's own psycopg connection, pointed at the test schema."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(pg_db.url)
+    await conn.execute(f'create schema if not exists "{pg_db.schema}"')
+    await conn.execute(f'set search_path to "{pg_db.schema}"')
+    await conn.commit()
+    yield conn
+    await conn.close()
+
+
+async def _effects_table(conn: Any) -> None:
+    await conn.execute("create table if not exists effects (task_id text, attempt int)")
+    await conn.commit()
+
+
+async def _effect_rows(conn: Any) -> list[tuple[str, int]]:
+    cur = await conn.execute("select task_id, attempt from effects order by attempt")
+    rows = await cur.fetchall()
+    await conn.commit()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+# --- enqueue inside the application's transaction -------------------------------------
+
+
+async def test_submit_in_the_application_transaction_appears_at_commit(
+    pg_db: Database, app_conn: Any
+) -> None:
+    async with pg_db.client() as cq:
+        async with app_conn.transaction():
+            task = await cq.submit("job", {"n": 1}, conn=app_conn)
+            assert await cq.get(task.id) is None
+        visible = await cq.get(task.id)
+    assert visible is not None and visible.status == "queued"
+
+
+async def test_submit_in_a_rolled_back_transaction_leaves_nothing(
+    pg_db: Database, app_conn: Any
+) -> None:
+    async with pg_db.client() as cq:
+        submitted: list[str] = []
+
+        async def request() -> None:
+            async with app_conn.transaction():
+                submitted.append((await cq.submit("job", {}, key="k1", conn=app_conn)).id)
+                raise RuntimeError("the request failed")
+
+        with pytest.raises(RuntimeError):
+            await request()
+        assert await cq.get(submitted[0]) is None
+        assert await cq.get_by_key("k1") is None
+        assert await cq.stats() == {}
+
+
+def test_sync_submit_in_the_application_transaction(pg_db: Database) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_db.url, autocommit=True) as conn, pg_db.sync_client() as cq:
+        conn.execute(f'set search_path to "{pg_db.schema}"')
+        with conn.transaction():
+            task = cq.submit("job", {}, conn=conn)
+            assert cq.get(task.id) is None
+        assert cq.get(task.id) is not None
+
+
+async def test_submit_with_a_connection_on_sqlite_is_unsupported(sqlite_db: Database) -> None:
+    async with sqlite_db.client() as cq:
+        with pytest.raises(UnsupportedBackend):
+            await cq.submit("job", {}, conn=object())
+        assert await cq.stats() == {}
+
+
+# --- completion inside the application's transaction ----------------------------------
+
+
+async def test_succeed_in_commits_the_write_and_the_completion_together(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> dict[str, int]:
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, ctx.attempt))
+            return {"rows": 1}
+
+        await ctx.succeed_in(write)
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {})
+        done = await cq.wait(task.id, timeout_ms=10_000)
+    await worker.close()
+    assert (done.status, done.result) == ("succeeded", {"rows": 1})
+    assert await _effect_rows(app_conn) == [(task.id, 1)]
+
+
+async def test_succeed_in_rolls_the_write_back_when_it_raises(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> None:
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, 1))
+            raise ValueError("constraint the application enforces")
+
+        await ctx.succeed_in(write)
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {}, max_attempts=1)
+        done = await cq.wait(task.id, timeout_ms=10_000)
+    await worker.close()
+    assert done.status == "failed"
+    assert done.error["type"] == "ValueError"
+    assert await _effect_rows(app_conn) == []
+
+
+async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effect(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    clock = FakeClock()
+    release = asyncio.Event()
+    started = asyncio.Event()
+    outcomes: list[str] = []
+
+    def make_worker() -> Worker:
+        worker = pg_db.worker(
+            clock=clock, poll_interval_ms=20, lease_ms=60_000, heartbeat_interval_ms=50_000
+        )
+
+        @worker.task
+        async def record(ctx: TaskContext, payload: Any) -> None:
+            if ctx.attempt == 1:
+                started.set()
+                await release.wait()
+
+            async def write(conn: Any) -> int:
+                await conn.execute(
+                    "insert into effects values (%s, %s)", (ctx.task_id, ctx.attempt)
+                )
+                return ctx.attempt
+
+            try:
+                await ctx.succeed_in(write)
+                outcomes.append(f"attempt {ctx.attempt} committed")
+            except LostLease:
+                outcomes.append(f"attempt {ctx.attempt} lost its lease")
+                raise
+
+        return worker
+
+    first, second = make_worker(), make_worker()
+    async with pg_db.client(clock=clock) as cq:
+        task = await cq.submit("record", {})
+        async with first.background():
+            await asyncio.wait_for(started.wait(), 10)
+            clock.advance(60_001)
+            async with second.background():
+                done = await cq.wait(task.id, timeout_ms=10_000)
+            release.set()
+            for _ in range(200):
+                if len(outcomes) == 2:
+                    break
+                await asyncio.sleep(0.02)
+    await first.close()
+    await second.close()
+    assert (done.status, done.result, done.attempt) == ("succeeded", 2, 2)
+    assert outcomes == ["attempt 2 committed", "attempt 1 lost its lease"]
+    assert await _effect_rows(app_conn) == [(task.id, 2)]
+
+
+async def test_succeed_in_on_sqlite_is_unsupported(sqlite_db: Database) -> None:
+    worker = sqlite_db.worker(poll_interval_ms=20)
+    raised: list[BaseException] = []
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> str:
+        try:
+            await ctx.succeed_in(lambda conn: asyncio.sleep(0))
+        except UnsupportedBackend as exc:
+            raised.append(exc)
+        return "fell back"
+
+    async with sqlite_db.client() as cq, worker.background():
+        assert await cq.call("record", {}, timeout_ms=10_000) == "fell back"
+    await worker.close()
+    assert len(raised) == 1
+
+
+# --- push wake-ups ----------------------------------------------------------------------
+
+
+def _submit_from_another_process(db: Database, count: int = 1) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests._child", "submit", db.spec(), str(count), "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+async def _until(check: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
+    pg_db: Database,
+) -> None:
+    worker = pg_db.worker(listen=True, poll_interval_ms=120_000)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        return int(payload["n"])
+
+    async with pg_db.client() as cq, worker.background():
+        await _until(lambda: worker.client.backend.listening)  # type: ignore[attr-defined]
+        await asyncio.sleep(0.2)
+        [task_id] = _submit_from_another_process(pg_db)
+        done = await cq.wait(task_id, timeout_ms=10_000)
+    await worker.close()
+    assert (done.status, done.worker_id) == ("succeeded", worker.worker_id)
+
+
+async def test_a_worker_keeps_polling_when_its_listen_connection_dies_then_listens_again(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    worker = pg_db.worker(listen=True, poll_interval_ms=300)
+    backend = worker.client.backend
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        return int(payload["n"])
+
+    async with pg_db.client() as cq, worker.background():
+        await _until(lambda: backend.listening)  # type: ignore[attr-defined]
+        with admin_connect(pg_db.url) as admin:
+            killed = admin.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity "
+                "where application_name = 'cairnq-listen' and datname = current_database()"
+            ).fetchall()
+        assert killed
+        await _until(lambda: not backend.listening)  # type: ignore[attr-defined]
+        [task_id] = _submit_from_another_process(pg_db)
+        done = await cq.wait(task_id, timeout_ms=10_000)
+        assert done.status == "succeeded"
+        await _until(lambda: backend.listening, timeout=15)  # type: ignore[attr-defined]
+        with backend.hub.subscribe(lambda e: e.channel == "queued" and e.value == "probe-q") as sub:
+            async with await psycopg.AsyncConnection.connect(pg_db.url, autocommit=True) as raw:
+                await raw.execute("select pg_notify('cairnq_queued', 'probe-q')")
+            assert await sub.wait_async(5.0)
+    await worker.close()
+
+
+async def test_watch_yields_queued_done_and_timer_signals(db: Database) -> None:
+    async with db.client() as cq:
+        signals = cq.watch(["default"], poll_ms=50)
+        first = await signals.__anext__()
+        task = await cq.submit("job", {})
+        second = await signals.__anext__()
+        await cq.cancel(task.id)
+        third = await signals.__anext__()
+        await signals.aclose()
+    assert first.kind == "poll"
+    assert (second.kind, second.value) == ("queued", "default")
+    assert (third.kind, third.value) == ("done", task.id)
+
+
+# --- heartbeats --------------------------------------------------------------------------
+
+
+async def test_heartbeats_skip_a_row_an_application_transaction_holds(
+    pg_db: Database, app_conn: Any
+) -> None:
+    worker = pg_db.worker(
+        poll_interval_ms=20, concurrency=2, lease_ms=3000, heartbeat_interval_ms=100
+    )
+    release = asyncio.Event()
+    contexts: list[TaskContext] = []
+
+    @worker.task
+    async def hold(ctx: TaskContext, payload: Any) -> None:
+        contexts.append(ctx)
+        await release.wait()
+
+    async with pg_db.client() as cq, worker.background():
+        locked = await cq.submit("hold", {})
+        free = await cq.submit("hold", {})
+        await _until(lambda: len(contexts) == 2)
+        async with app_conn.transaction():
+            await app_conn.execute(
+                "select 1 from cairnq_tasks where id = %s for update", (locked.id,)
+            )
+            before = (await cq.get(free.id)).lease_until_ms  # type: ignore[union-attr]
+            await asyncio.sleep(0.5)
+            after = (await cq.get(free.id)).lease_until_ms  # type: ignore[union-attr]
+        assert after > before
+        assert not any(c.lost_lease for c in contexts)
+        release.set()
+        results = [await cq.wait(t.id, timeout_ms=10_000) for t in (locked, free)]
+    await worker.close()
+    assert [r.status for r in results] == ["succeeded", "succeeded"]
+
+
+async def test_every_connection_names_cairnq_and_its_role(pg_db: Database) -> None:
+    worker = Worker.postgres(
+        pg_db.url, schema=pg_db.schema, poll_interval_ms=20, heartbeat_interval_ms=50
+    )
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    @worker.task
+    async def hold(ctx: TaskContext, payload: Any) -> None:
+        started.set()
+        await release.wait()
+
+    async with CairnQ.postgres(pg_db.url, schema=pg_db.schema) as cq, worker.background():
+        await cq.submit("hold", {})
+        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.sleep(0.2)
+        with admin_connect(pg_db.url) as admin:
+            names = {
+                r[0]
+                for r in admin.execute(
+                    "select application_name from pg_stat_activity "
+                    "where datname = current_database() and application_name like 'cairnq%'"
+                )
+            }
+        release.set()
+    await worker.close()
+    assert {"cairnq-client", "cairnq-worker", "cairnq-heartbeat", "cairnq-listen"} <= names
+
+
+# --- schemas and migrations ------------------------------------------------------------------
+
+
+@pytest.fixture
+def empty_database(pg_dsn: str) -> Iterator[str]:
+    """A whole database of its own (its public schema is touched)."""
+    from psycopg.conninfo import make_conninfo
+
+    name = f"cairnq_iso_{secrets.token_hex(4)}"
+    with admin_connect(pg_dsn) as admin:
+        admin.execute(f'create database "{name}"')
+    yield make_conninfo(pg_dsn, dbname=name)
+    with admin_connect(pg_dsn) as admin:
+        admin.execute(f'drop database if exists "{name}" with (force)')
+
+
+def test_two_schemas_in_one_database_stay_apart(pg_dsn: str) -> None:
+    a, b = f"a_{secrets.token_hex(4)}", f"b_{secrets.token_hex(4)}"
+    try:
+        with (
+            SyncCairnQ.postgres(pg_dsn, schema=a) as one,
+            SyncCairnQ.postgres(pg_dsn, schema=b) as two,
+        ):
+            task = one.submit("job", {}, key="shared-key")
+            other = two.submit("job", {}, key="shared-key")
+            assert task.id != other.id
+            assert one.get(other.id) is None and two.get(task.id) is None
+            assert one.stats()["default"]["queued"] == 1
+            assert two.stats()["default"]["queued"] == 1
+    finally:
+        drop_schema(pg_dsn, a)
+        drop_schema(pg_dsn, b)
+
+
+def test_tables_only_in_another_schema_raise_schema_mismatch_before_any_write(
+    empty_database: str,
+) -> None:
+    with SyncCairnQ.postgres(empty_database, schema="jobs") as installed:
+        installed.submit("job", {})
+    with pytest.raises(SchemaMismatch, match="jobs"), SyncCairnQ.postgres(empty_database) as stray:
+        stray.stats()
+    with admin_connect(empty_database) as admin:
+        public = admin.execute(
+            "select count(*) from pg_tables "
+            "where schemaname = 'public' and tablename like 'cairnq%'"
+        ).fetchone()
+    assert public == (0,)
+
+
+def test_a_connection_whose_search_path_is_elsewhere_raises_schema_mismatch(
+    empty_database: str,
+) -> None:
+    import psycopg
+
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("create schema other")
+        conn.execute("set search_path to other")
+        with pytest.raises(SchemaMismatch), SyncCairnQ.postgres(conn, schema="jobs") as cq:
+            cq.stats()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    ['we"ird', "semi;colon", "1starts_with_digit", "dot.ted", "x" * 64, "per%cent", "sp ace", ""],
+)
+def test_bad_schema_names_are_rejected(pg_dsn: str, schema: str) -> None:
+    with pytest.raises(InvalidArgument):
+        CairnQ.postgres(pg_dsn, schema=schema)
+
+
+def test_a_63_byte_schema_name_is_accepted(pg_dsn: str) -> None:
+    schema = "s" * 63
+    try:
+        with SyncCairnQ.postgres(pg_dsn, schema=schema) as cq:
+            assert cq.submit("job", {}).status == "queued"
+    finally:
+        drop_schema(pg_dsn, schema)
+
+
+def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
+    schema = f"m_{secrets.token_hex(4)}"
+    try:
+        client = SyncCairnQ.postgres(pg_dsn, schema=schema, migrate=False)
+        with pytest.raises(DatabaseError, match="run migrations"):
+            client.open()
+        client.close()
+        from cairnq.backends.postgres import PostgresBackend
+
+        url = "postgresql:///" + dict(p.split("=") for p in pg_dsn.split())["dbname"]
+        url += "?host=127.0.0.1&port=5432"
+        applied = migrate(url, schema=schema, listen=False)
+        assert applied[0] == "0001_init.sql"
+        assert applied[-1] == "0010_drop_status_index.sql"
+        backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
+        assert migrate(backend) == []
+        backend.close()
+        with SyncCairnQ.postgres(pg_dsn, schema=schema, migrate=False) as cq:
+            assert cq.submit("job", {}).status == "queued"
+    finally:
+        drop_schema(pg_dsn, schema)
+
+
+async def test_the_application_pool_serves_cairnq_without_a_second_pool(pg_db: Database) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    async def configure(conn: Any) -> None:
+        await conn.execute(f'create schema if not exists "{pg_db.schema}"')
+        await conn.execute(f'set search_path to "{pg_db.schema}"')
+        await conn.commit()
+
+    pool = AsyncConnectionPool(pg_db.url, min_size=1, max_size=2, configure=configure, open=False)
+    await pool.open()
+    try:
+        async with CairnQ.postgres(pool, schema=pg_db.schema) as cq:
+            task = await cq.submit("job", {"n": 1})
+            assert (await cq.get(task.id)) is not None
+        assert not pool.closed
+    finally:
+        await pool.close()
