@@ -501,3 +501,33 @@ async def test_the_application_pool_serves_cairnq_without_a_second_pool(pg_db: D
         assert not pool.closed
     finally:
         await pool.close()
+
+
+async def test_listen_that_never_delivers_falls_back_to_polling_with_one_log_line(
+    pg_db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from ._pgproxy import dropping_notifications
+
+    dbname = conninfo_to_dict(pg_db.url)["dbname"]
+    with dropping_notifications() as proxy:
+        dsn = make_conninfo(host="127.0.0.1", port=proxy.port, dbname=dbname, sslmode="disable")
+        worker = Worker.postgres(dsn, schema=pg_db.schema, poll_interval_ms=100)
+
+        @worker.task
+        async def job(ctx: TaskContext, payload: Any) -> int:
+            return int(payload["n"])
+
+        with caplog.at_level("WARNING", logger="cairnq.postgres"):
+            async with pg_db.client() as cq, worker.background():
+                listener = worker.client.backend._listener  # type: ignore[attr-defined]
+                await asyncio.wait_for(listener._task, 15)
+                [task_id] = _submit_from_another_process(pg_db)
+                done = await cq.wait(task_id, timeout_ms=10_000)
+            await worker.close()
+    assert done.status == "succeeded"
+    assert not worker.client.backend.listening  # type: ignore[attr-defined]
+    assert proxy.dropped >= 1
+    fallbacks = [r for r in caplog.records if "falls back to polling" in r.getMessage()]
+    assert len(fallbacks) == 1

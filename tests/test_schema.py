@@ -328,3 +328,25 @@ def test_a_second_open_applies_nothing(db: Database) -> None:
     backend = db.backend()
     backend.open()
     assert backend.migrations_applied == []  # type: ignore[attr-defined]
+
+
+def _set_protocol_version(db: Database, value: str) -> None:
+    if db.kind == "sqlite":
+        conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
+        conn.execute("update cairnq_meta set value = ? where key = 'protocol_version'", (value,))
+        conn.commit()
+        conn.close()
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        conn.execute("update cairnq_meta set value = %s where key = 'protocol_version'", (value,))
+
+
+def test_another_protocol_version_is_refused_at_open(db: Database) -> None:
+    from cairnq import ProtocolVersionMismatch
+
+    with db.sync_client() as client:
+        client.stats()
+    _set_protocol_version(db, "2")
+    with pytest.raises(ProtocolVersionMismatch, match="protocol_version=2"):
+        db.backend().open()

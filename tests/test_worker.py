@@ -663,3 +663,46 @@ async def test_drain_timeout_releases_unfinished_tasks_for_retry(db: Database) -
     assert released is not None
     assert (released.status, released.attempt) == ("queued", 1)
     assert released.error["code"] == "worker_shutdown"
+
+
+async def test_claim_batch_caps_the_tasks_taken_per_draw(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits: list[int] = []
+    original = _ops.claim
+
+    def recorded(queues: Any, worker_id: str, lease_ms: int, draws: Any, limit: int) -> Any:
+        limits.extend(d.limit for d in draws)
+        return original(queues, worker_id, lease_ms, draws, limit)
+
+    monkeypatch.setattr(_ops, "claim", recorded)
+    worker = db.worker(poll_interval_ms=20, concurrency=8, claim_batch=3)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        await asyncio.sleep(0.01)
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("job", {}) for _ in range(12)]
+        async with worker.background():
+            done = [await settled(cq, t.id) for t in tasks]
+    await worker.close()
+    assert {t.status for t in done} == {"succeeded"}
+    assert limits
+    assert max(limits) == 3
+
+
+async def test_a_worker_made_from_a_url_owns_and_closes_its_backend(sqlite_db: Database) -> None:
+    worker = Worker(sqlite_db.url, poll_interval_ms=20)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> str:
+        return "ok"
+
+    async with sqlite_db.client() as cq, worker.background():
+        assert await cq.call("job", {}, timeout_ms=10_000) == "ok"
+    await worker.close()
+    from cairnq import StoreClosed
+
+    with pytest.raises(StoreClosed):
+        await worker.client.get_status("task_x")

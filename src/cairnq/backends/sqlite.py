@@ -136,6 +136,8 @@ class SQLiteBackend:
             self._state = "open"
 
     async def aopen(self) -> None:
+        if self._state == "closed":
+            raise StoreClosed("this SQLite backend was closed")
         if self._state != "open":
             await asyncio.get_running_loop().run_in_executor(self._readers, self.open)
 

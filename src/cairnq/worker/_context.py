@@ -259,6 +259,8 @@ class TaskContext:
         self._settled = True
         return task
 
+    complete_in = succeed_in
+
     async def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
         """Fail this attempt now; requeued with backoff while attempts remain and retryable.
 
