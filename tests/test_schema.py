@@ -60,6 +60,14 @@ LEDGER_COLUMNS = [
     ("applied_at_ms", "INTEGER", "bigint", True, None),
 ]
 
+# The one extension (architecture decision 5): its own table, its own ledger name.
+LOCK_COLUMNS = [
+    ("name", "TEXT", "text", True, None),
+    ("holder", "TEXT", "text", True, None),
+    ("until_ms", "INTEGER", "bigint", True, None),
+]
+EXTENSION_MIGRATIONS = ["x0001_locks.sql"]
+
 # index -> (columns with direction, partial predicate)
 INDEXES = {
     "cairnq_tasks_claim_idx": (
@@ -258,13 +266,18 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
     assert schema["tables"][table] == _columns(db, spec)
 
 
-def test_only_the_protocol_tables_exist(db: Database) -> None:
+def test_only_the_protocol_tables_and_the_extension_table_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_task_keys",
         "cairnq_tasks",
     ]
+
+
+def test_the_extension_table_holds_named_leases(db: Database) -> None:
+    assert read_schema(db)["tables"]["cairnq_locks"] == _columns(db, LOCK_COLUMNS)
 
 
 def test_indexes_match_the_protocol_with_column_order_and_predicates(db: Database) -> None:
@@ -299,7 +312,8 @@ def test_meta_holds_exactly_protocol_and_schema_version(db: Database) -> None:
 
 
 def test_ledger_records_each_migration_by_file_name(db: Database) -> None:
-    expected = [m for m in MIGRATIONS if db.kind == "postgres" or m != "0003_notify.sql"]
+    protocol = [m for m in MIGRATIONS if db.kind == "postgres" or m != "0003_notify.sql"]
+    expected = protocol + EXTENSION_MIGRATIONS
     assert read_schema(db)["ledger"] == expected
     assert [m.name for m in migrations(db.kind)] == expected  # type: ignore[arg-type]
 

@@ -50,7 +50,8 @@ from .models import (
     TaskStatus,
     is_terminal_status,
 )
-from .worker import SyncTaskContext, TaskContext, Worker
+from .retention import Retention, RetentionRule
+from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
 try:
     __version__ = version("cairnq")
@@ -65,6 +66,9 @@ __all__ = [
     "Worker",
     "TaskContext",
     "SyncTaskContext",
+    "TaskEvent",
+    "Retention",
+    "RetentionRule",
     # backends
     "Backend",
     "SQLiteBackend",

@@ -197,6 +197,14 @@ def submit(spec: NewTask) -> Op[Task]:
     return task
 
 
+def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+    """Submit every task in one transaction: all of them are stored, or none."""
+    tasks = []
+    for spec in specs:
+        tasks.append((yield from submit(spec)))
+    return tasks
+
+
 def _insert(spec: NewTask) -> Op[Task]:
     rows = yield Call("insert_task", spec.insert_params())
     task = Task.from_row(rows[0])
@@ -526,6 +534,28 @@ def _owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
     if not rows:
         raise LostLease(lease.id)
     return rows[0]
+
+
+def expired_leases_exist() -> Op[bool]:
+    """Whether some running task's lease has expired (a read; any queue, any name)."""
+    rows = yield Call("expired_lease_probe", {"now_ms": NOW})
+    return bool(rows and rows[0]["has_expired"])
+
+
+# --- named leases (extension) ------------------------------------------------------------
+
+
+def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
+    """Take or renew a named lease; False when another holder has it."""
+    rows = yield Call(
+        "lock_acquire", {"name": name, "holder": holder, "now_ms": NOW, "ttl_ms": ttl_ms}
+    )
+    return bool(rows)
+
+
+def lock_release(name: str, holder: str) -> Op[bool]:
+    rows = yield Call("lock_release", {"name": name, "holder": holder})
+    return bool(rows)
 
 
 # --- migrations --------------------------------------------------------------------------

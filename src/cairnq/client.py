@@ -17,12 +17,15 @@ from typing import Any, Literal, TypeVar
 from . import _ops
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from ._procedure import Nap, Procedure, Run, afollow, follow
 from ._steps import Emit, Op
 from ._wakeups import Subscription, wants_done
 from .backends import Backend, SQLiteBackend, open_backend
 from .backends.sqlite import Synchronous
+from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
 from .models import Task, TaskDef, TaskRef
+from .retention import Retention, RetentionSweeper
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
@@ -35,6 +38,18 @@ DEFAULT_WAIT_TIMEOUT_MS = 30_000
 DEFAULT_POLL_MS = 100
 DEFAULT_MAX_POLL_MS = 500
 DEFAULT_WATCH_POLL_MS = 2000
+_SUBMIT_DEFAULTS: dict[str, Any] = {
+    "key": None,
+    "queue": None,
+    "conflict": "reuse",
+    "max_attempts": None,
+    "priority": None,
+    "metadata": None,
+    "delay_ms": 0,
+    "parent_id": None,
+    "root_id": None,
+    "correlation_id": None,
+}
 WATCH_BUFFER = 1024
 
 
@@ -47,19 +62,6 @@ class WatchSignal:
     value: str
 
 
-@dataclass(frozen=True)
-class _Read:
-    op: Op[Any]
-
-
-@dataclass(frozen=True)
-class _Nap:
-    seconds: float
-
-
-Waiting = Generator["_Read | _Nap", Any, Task]
-
-
 class _ClientCore:
     """State and op-building shared by both clients; performs no IO."""
 
@@ -69,6 +71,8 @@ class _ClientCore:
         *,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         max_json_depth: int = DEFAULT_MAX_DEPTH,
+        max_queue_depth: DepthLimit = None,
+        max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
         **backend_options: Any,
     ) -> None:
         if isinstance(backend, (str, os.PathLike)):
@@ -83,6 +87,7 @@ class _ClientCore:
             self._owns_backend = False
         else:
             raise InvalidArgument(f"expected a Backend or a database URL, got {backend!r}")
+        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
         self.codec = JsonCodec(
             max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
@@ -189,6 +194,24 @@ class _ClientCore:
         """
         return cls(url, **options)
 
+    def _item(self, item: SubmitItem) -> _ops.NewTask:
+        """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
+        if isinstance(item, tuple) and len(item) == 2:
+            return self._new_task(item[0], item[1], **_SUBMIT_DEFAULTS)
+        if isinstance(item, dict):
+            options = dict(item)
+            if "task" not in options:
+                raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
+            task = options.pop("task")
+            payload = options.pop("payload", None)
+            unknown = set(options) - set(_SUBMIT_DEFAULTS)
+            if unknown:
+                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
+            return self._new_task(task, payload, **{**_SUBMIT_DEFAULTS, **options})
+        raise InvalidArgument(
+            "submit_many takes (task, payload) pairs or dicts of submit arguments"
+        )
+
     def _new_task(
         self,
         task: str | TaskDef[Any, Any],
@@ -229,6 +252,9 @@ class _ClientCore:
         )
 
 
+SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
 def _waiting(
     lookup: Callable[[], Op[TaskRef | None]],
     sub: Subscription,
@@ -239,7 +265,7 @@ def _waiting(
     poll_ms: int,
     max_poll_ms: int,
     clock: Clock,
-) -> Waiting:
+) -> Procedure[Task]:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
     A nap ends early when this process settles a task (the subscription), so a
@@ -251,14 +277,14 @@ def _waiting(
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         sub.clear()
-        ref: TaskRef | None = yield _Read(lookup())
+        ref: TaskRef | None = yield Run(lookup())
         if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
-            task: Task | None = yield _Read(_ops.get(ref.id))
+            task: Task | None = yield Run(_ops.get(ref.id))
             if task is not None and task.is_terminal:
                 return task
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            snapshot = None if ref is None else (yield _Read(_ops.get(ref.id)))
+            snapshot = None if ref is None else (yield Run(_ops.get(ref.id)))
             raise TaskTimeout(
                 task_id or (ref.id if ref else None),
                 timeout_ms=timeout_ms,
@@ -266,7 +292,7 @@ def _waiting(
                 key=key,
                 detail=_why_not_done(snapshot, key, clock.now_ms()),
             )
-        yield _Nap(min(interval / 1000, remaining))
+        yield Nap(min(interval / 1000, remaining))
         interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
 
 
@@ -306,6 +332,11 @@ class CairnQ(_ClientCore):
             ``postgresql://...``) or a SQLite file path.
         max_payload_bytes: Largest encoded payload, metadata or result accepted (1 MiB).
         max_json_depth: Deepest nesting accepted in JSON values (64).
+        max_queue_depth: Backpressure: an int for every queue or ``{queue: int}``;
+            a submit to a queue holding that many queued tasks waits, then raises
+            ``QueueFull`` after ``max_queue_wait_ms`` (10 minutes).
+        retention: A ``Retention`` (or an int: milliseconds to keep finished
+            tasks) swept in the background while the client is open.
         **backend_options: Options for a backend made from a URL (``busy_timeout_ms``, ...).
 
     Example::
@@ -315,16 +346,42 @@ class CairnQ(_ClientCore):
             done = await cq.wait(task.id, timeout_ms=10_000)
     """
 
+    def __init__(
+        self,
+        backend: Backend | str | os.PathLike[str],
+        *,
+        retention: Retention | int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(backend, **options)
+        policy = Retention.of(retention)
+        self.sweeper = RetentionSweeper(self.backend, policy) if policy else None
+
     async def open(self) -> CairnQ:
-        """Connect and migrate now rather than on first use."""
+        """Connect and migrate now rather than on first use; start retention if configured."""
         await self.backend.aopen()
+        if self.sweeper is not None and not self.sweeper.running:
+            self.sweeper.start()
         return self
+
+    async def sweep(self) -> int:
+        """Apply the retention policy now, batch by batch; returns the rows deleted.
+
+        Raises:
+            InvalidArgument: this client has no ``retention``.
+        """
+        if self.sweeper is None:
+            raise InvalidArgument("this client has no retention policy; use purge() instead")
+        await self.backend.aopen()
+        return await self.sweeper.sweep()
 
     def __await__(self) -> Generator[Any, None, CairnQ]:
         return self.open().__await__()
 
     async def close(self) -> None:
-        """Close the backend if this client created it."""
+        """Stop retention, then close the backend if this client created it."""
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         if self._owns_backend:
             await self.backend.aclose()
 
@@ -402,10 +459,40 @@ class CairnQ(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        return await self._submit_spec(spec, conn, self.gate)
+
+    async def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+        if gate.limit_for(spec.queue) is not None:
+            await self._follow(gate.admit(spec.queue))
         if conn is not None:
             stored: Task = await self._transactional(conn)(conn, _ops.submit(spec))
             return stored
         return await self._run(_ops.submit(spec), write=True)
+
+    async def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
+        """Submit many tasks in one transaction: all are stored, or none.
+
+        Args:
+            tasks: Each a ``(task, payload)`` pair or a dict of ``submit``'s
+                arguments (``{"task": "email.send", "payload": {...}, "key": ...}``).
+            conn: PostgreSQL only: the application's connection (see ``submit``).
+
+        Returns:
+            The stored tasks, in order (a reused key gives the existing task).
+
+        Raises:
+            InvalidArgument, SerializationError: an item is bad; nothing is written.
+            AlreadyExists: an item's key is taken under ``conflict="reject"``;
+                nothing is written.
+        """
+        specs = [self._item(item) for item in tasks]
+        for spec in specs:
+            if self.gate.limit_for(spec.queue) is not None:
+                await self._follow(self.gate.admit(spec.queue))
+        if conn is not None:
+            stored: TaskList = await self._transactional(conn)(conn, _ops.submit_many(specs))
+            return stored
+        return await self._run(_ops.submit_many(specs), write=True)
 
     async def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -545,18 +632,11 @@ class CairnQ(_ClientCore):
             )
             return await self._follow(procedure, sub)
 
-    async def _follow(self, procedure: Waiting, sub: Subscription) -> Task:
-        reply: Any = None
-        try:
-            while True:
-                step = procedure.send(reply)
-                if isinstance(step, _Read):
-                    reply = await self._run(step.op, write=False)
-                else:
-                    reply = await sub.wait_async(step.seconds)
-        except StopIteration as stop:
-            result: Task = stop.value
-            return result
+    async def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T:
+        return await afollow(procedure, self._run_step, sub)
+
+    async def _run_step(self, op: Op[Any], write: bool) -> Any:
+        return await self.backend.arun(op, write=write)
 
     async def call(
         self,
@@ -682,10 +762,23 @@ class SyncCairnQ(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        if self.gate.limit_for(spec.queue) is not None:
+            self._follow(self.gate.admit(spec.queue))
         if conn is not None:
             result: Task = self._transactional(conn)(conn, _ops.submit(spec))
             return result
         return self._run(_ops.submit(spec), write=True)
+
+    def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
+        """Submit many tasks in one transaction; see ``CairnQ.submit_many``."""
+        specs = [self._item(item) for item in tasks]
+        for spec in specs:
+            if self.gate.limit_for(spec.queue) is not None:
+                self._follow(self.gate.admit(spec.queue))
+        if conn is not None:
+            result: TaskList = self._transactional(conn)(conn, _ops.submit_many(specs))
+            return result
+        return self._run(_ops.submit_many(specs), write=True)
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -809,18 +902,11 @@ class SyncCairnQ(_ClientCore):
             )
             return self._follow(procedure, sub)
 
-    def _follow(self, procedure: Waiting, sub: Subscription) -> Task:
-        reply: Any = None
-        try:
-            while True:
-                step = procedure.send(reply)
-                if isinstance(step, _Read):
-                    reply = self._run(step.op, write=False)
-                else:
-                    reply = sub.wait(step.seconds)
-        except StopIteration as stop:
-            result: Task = stop.value
-            return result
+    def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T:
+        return follow(procedure, self._run_step, sub)
+
+    def _run_step(self, op: Op[Any], write: bool) -> Any:
+        return self.backend.run(op, write=write)
 
     def call(
         self,

@@ -19,7 +19,7 @@ import logging
 import re
 import secrets
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
 try:
@@ -49,7 +49,6 @@ from ..errors import (
     UnsupportedBackend,
 )
 from ..migrate import Setup, arun_setup, run_setup, setup_steps
-from ..models import Task
 from .base import bind
 
 log = logging.getLogger("cairnq.postgres")
@@ -503,8 +502,10 @@ class PostgresBackend:
         worker_id: str,
         write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]],
         encode: Callable[[Any], str | None],
-    ) -> Task:
+    ) -> Mapping[str, Any]:
         """Run ``write(conn)`` and complete the task with its return value, in one transaction.
+
+        Returns the completed row, undecoded.
 
         Raises:
             LostLease: the lease was gone at completion; ``write``'s changes roll back.
@@ -520,7 +521,7 @@ class PostgresBackend:
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
-        return Task.from_row(row)
+        return row
 
 
 class _Listener:

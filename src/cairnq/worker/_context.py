@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .. import _ops
 from .._steps import Op
 from ..backoff import retry_delay_ms
+from ..backpressure import QueueGate
 from ..errors import InvalidArgument, LostLease, TaskError, UnsupportedBackend, error_envelope
 from ..models import Task
+
+log = logging.getLogger("cairnq.worker")
 
 if TYPE_CHECKING:
     from ..client import CairnQ
@@ -21,7 +26,38 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+EventKind = Literal["started", "succeeded", "failed", "retried", "canceled", "lost"]
+SETTLED_AS: dict[str, EventKind] = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "canceled": "canceled",
+    "queued": "retried",
+}
+
+
 @dataclass(frozen=True)
+class TaskEvent:
+    """Something that happened to a task in this worker, for metrics and tracing hooks.
+
+    ``kind`` is ``started``, ``succeeded``, ``failed``, ``retried`` (failed, queued
+    again), ``canceled`` or ``lost`` (the lease was lost; another attempt may run).
+    ``duration_ms`` is the attempt's run time so far; ``error`` the envelope recorded.
+    """
+
+    kind: EventKind
+    task_id: str
+    name: str
+    queue: str
+    attempt: int
+    worker_id: str
+    duration_ms: float | None = None
+    error: dict[str, Any] | None = None
+
+
+Listener = Callable[[TaskEvent], None]
+
+
+@dataclass
 class Runtime:
     """What every context of one worker shares."""
 
@@ -30,11 +66,20 @@ class Runtime:
     lease_ms: int
     retry_backoff_ms: int
     retry_backoff_max_ms: int
+    gate: QueueGate
+    listeners: list[Listener] = field(default_factory=list)
 
     def delay_after(self, attempt: int) -> int:
         return retry_delay_ms(
             attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms
         )
+
+    def emit(self, event: TaskEvent) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("task event listener failed", extra={"task_id": event.task_id})
 
 
 def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any], bool]:
@@ -83,6 +128,7 @@ class TaskContext:
         self._lost_flag = threading.Event()
         self._settled = False
         self._cancel_seen = task.cancel_requested_at_ms is not None
+        self.started = time.monotonic()
 
     def __repr__(self) -> str:
         return f"<TaskContext {self.task.id} {self.task.name!r} attempt={self.task.attempt}>"
@@ -143,10 +189,42 @@ class TaskContext:
 
     # --- state changes, called by the worker ----------------------------------------------
 
-    def mark_lost(self) -> None:
+    def mark_lost(self, *, announce: bool = True) -> None:
+        """Refuse the handler's further writes; ``announce`` tells listeners the lease is gone.
+
+        The worker silences the announcement when it takes the task back itself
+        (``max_run_ms``, shutdown) and settles the attempt right after.
+        """
         if not self._lost_flag.is_set():
             self._lost_flag.set()
             self.lease_lost.set()
+            if announce and not self._settled:
+                self._emit("lost")
+
+    def _emit(self, kind: EventKind, error: dict[str, Any] | None = None) -> None:
+        if self._runtime.listeners:
+            self._runtime.emit(
+                TaskEvent(
+                    kind=kind,
+                    task_id=self.task.id,
+                    name=self.task.name,
+                    queue=self.task.queue,
+                    attempt=self.task.attempt,
+                    worker_id=self._runtime.worker_id,
+                    duration_ms=None
+                    if kind == "started"
+                    else (time.monotonic() - self.started) * 1000,
+                    error=error,
+                )
+            )
+
+    def _settled_as(self, row: Any) -> Task:
+        """Record that this attempt is settled; tell listeners how it ended."""
+        self._settled = True
+        task = Task.from_row(row)
+        error = None if task.status == "succeeded" else task.error
+        self._emit(SETTLED_AS.get(task.status, "failed"), error)
+        return task
 
     def mark_cancel_requested(self) -> None:
         self._cancel_seen = True
@@ -229,8 +307,7 @@ class TaskContext:
     async def succeed_encoded(self, result: str | None) -> Task:
         """Settle with a result already encoded as JSON text (the worker's path)."""
         row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
-        self._settled = True
-        return Task.from_row(row)
+        return self._settled_as(row)
 
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).
@@ -247,7 +324,7 @@ class TaskContext:
         self._guard()
         try:
             codec = self._runtime.client.codec
-            task: Task | None = await runner(
+            row = await runner(
                 self.lease,
                 self.worker_id,
                 write,
@@ -256,8 +333,7 @@ class TaskContext:
         except LostLease:
             self.mark_lost()
             raise
-        self._settled = True
-        return task
+        return self._settled_as(row)
 
     complete_in = succeed_in
 
@@ -297,8 +373,7 @@ class TaskContext:
             _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
             force=force,
         )
-        self._settled = True
-        return Task.from_row(row)
+        return self._settled_as(row)
 
     async def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
         """Submit a child task: parent is this task, root and correlation id are inherited.
@@ -311,7 +386,9 @@ class TaskContext:
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)
         options.setdefault("correlation_id", self.task.correlation_id)
-        return await self._runtime.client.submit(task, payload, **options)
+        client = self._runtime.client
+        spec = client._item({"task": task, "payload": payload, **options})
+        return await client._submit_spec(spec, None, self._runtime.gate)
 
     async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         """Wait for another task to finish (see ``CairnQ.wait``)."""

@@ -52,6 +52,7 @@ class Executor:
         """Run one call to completion: handler, then settle whatever it left unsettled."""
         for ctx in contexts:
             log.debug("task started", extra=_log_extra(ctx))
+            ctx._emit("started")
         try:
             outcome = await self._invoke(registration, contexts)
         except asyncio.CancelledError:
@@ -62,7 +63,7 @@ class Executor:
             return
         except HandlerTimeout:
             for ctx in contexts:
-                ctx.mark_lost()
+                ctx.mark_lost(announce=False)
             message = f"handler ran longer than max_run_ms={self._max_run_ms}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
             await self._fail_all(contexts, envelope, retryable=True, fenced=False)

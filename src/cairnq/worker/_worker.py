@@ -17,6 +17,7 @@ from .. import _ids, _ops
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, SQLiteBackend
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
+from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import (
     EventLoopBlocked,
@@ -25,8 +26,9 @@ from ..errors import (
     error_envelope,
 )
 from ..models import Task, TaskDef
+from ..retention import Retention, RetentionSweeper
 from ._claiming import group_calls, plan_claim
-from ._context import Runtime, TaskContext
+from ._context import Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._registry import Handler, Registration, Registry
 
@@ -35,6 +37,7 @@ log = logging.getLogger("cairnq.worker")
 F = TypeVar("F", bound=Handler)
 
 RECOVER_LIMIT = 100
+RECOVERY_BATCHES = 10
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
 
 
@@ -59,6 +62,14 @@ class Worker:
         drain_timeout_ms: On stop, how long in-flight calls may finish (30 s).
         on_error: ``on_error(exc, context)`` for errors the worker survives
             (claims, heartbeats, settlements, ``EventLoopBlocked``).
+        on_event: ``on_event(TaskEvent)`` when a task starts, succeeds, fails, is
+            retried, canceled or lost here (more listeners: ``subscribe``).
+        max_queue_depth, max_queue_wait_ms: Backpressure for ``ctx.submit`` (see
+            ``CairnQ``).
+        retention: A ``Retention`` this worker sweeps (one process sweeps at a time).
+        recovery_interval_ms: How often this worker moves expired leases out of
+            ``running`` for every queue, even while it is busy (``lease_ms // 2``,
+            at most 30 s).
 
     Example::
 
@@ -88,6 +99,11 @@ class Worker:
         max_in_flight_bytes: int | None = None,
         drain_timeout_ms: int = 30_000,
         on_error: OnError | None = None,
+        on_event: Listener | None = None,
+        max_queue_depth: DepthLimit = None,
+        max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
+        retention: Retention | int | None = None,
+        recovery_interval_ms: int | None = None,
         worker_id: str | None = None,
     ) -> None:
         if isinstance(store, CairnQ):
@@ -121,6 +137,16 @@ class Worker:
         self.drain_timeout_ms = _ops.check_int(drain_timeout_ms, "drain_timeout_ms", low=0)
         self.worker_id = _ops.check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error: OnError = on_error or _default_on_error
+        if recovery_interval_ms is None:
+            recovery_interval_ms = min(30_000, max(100, self.lease_ms // 2))
+        self.recovery_interval_ms = _ops.check_int(
+            recovery_interval_ms, "recovery_interval_ms", low=1, high=2**40
+        )
+        gate = (
+            self.client.gate
+            if max_queue_depth is None
+            else QueueGate(max_queue_depth, max_queue_wait_ms)
+        )
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
@@ -129,7 +155,11 @@ class Worker:
             retry_backoff_max_ms=_ops.check_int(
                 retry_backoff_max_ms, "retry_backoff_max_ms", low=0
             ),
+            gate=gate,
+            listeners=[on_event] if on_event is not None else [],
         )
+        policy = Retention.of(retention)
+        self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
         self.registry = Registry()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -262,6 +292,11 @@ class Worker:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``)."""
         return self.registry.add(name, fn, batch=batch, concurrency=concurrency)
 
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
+        self._runtime.listeners.append(listener)
+        return lambda: self._runtime.listeners.remove(listener)
+
     # --- lifecycle --------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -381,6 +416,9 @@ class Worker:
         if self._started is not None:
             self._started.set()
         heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        maintenance = asyncio.ensure_future(self._recovery_loop())
+        if self.sweeper is not None:
+            self.sweeper.start()
         log.info(
             "worker started",
             extra={
@@ -392,10 +430,14 @@ class Worker:
         try:
             await self._claim_loop()
         finally:
+            if self.sweeper is not None:
+                await self.sweeper.stop()
+            maintenance.cancel()
             await self._drain()
             heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            for loop_task in (heartbeat, maintenance):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop_task
             threads.shutdown(wait=False, cancel_futures=True)
             self._wake.close()
             self._running = False
@@ -541,6 +583,36 @@ class Worker:
         if self._wake is not None:
             self._wake.set()
 
+    # --- maintenance ------------------------------------------------------------------
+
+    async def _recovery_loop(self) -> None:
+        """Move expired leases out of ``running`` on a timer, whatever this worker is doing.
+
+        The claim path recovers too, but only when this worker has room to claim; this
+        keeps a busy worker, or one whose queues are idle, recovering for everyone.
+        """
+        while True:
+            await asyncio.sleep(self.recovery_interval_ms / 1000)
+            try:
+                await self.recover_expired()
+            except Exception as exc:
+                self.on_error(exc, {"phase": "recovery", "worker_id": self.worker_id})
+
+    async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
+        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
+        backend = self.client.backend
+        recovered = 0
+        for _ in range(batches):
+            if not await backend.arun(_ops.expired_leases_exist(), write=False):
+                break
+            rows = await backend.arun(_ops.recover(RECOVER_LIMIT), write=True)
+            recovered += len(rows)
+            if len(rows) < RECOVER_LIMIT:
+                break
+        if recovered:
+            log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
+        return recovered
+
     # --- heartbeat --------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
@@ -606,6 +678,6 @@ class Worker:
             retryable=True,
         )
         for ctx in leftovers:
-            ctx.mark_lost()
+            ctx.mark_lost(announce=False)
             with contextlib.suppress(Exception):
                 await ctx._record_failure(envelope, retryable=True, force=True, delay_ms=0)

@@ -1,0 +1,93 @@
+"""Backpressure: while a queue holds ``max_queue_depth`` queued tasks, producers wait.
+
+A submit to a full queue waits (250 ms, doubling to 5 s between looks) up to
+``max_queue_wait_ms``, then raises ``QueueFull`` with nothing enqueued. Each
+process keeps a small grant per queue (up to 64 submits, from one headroom
+read) so a busy producer does not read the depth before every submit; the limit
+is therefore soft across processes: N producers may overshoot by (N-1) x 64.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+from . import _ops
+from ._procedure import Nap, Procedure, Run
+from .errors import QueueFull
+
+GRANT_MAX = 64
+FIRST_PAUSE_S = 0.25
+LONGEST_PAUSE_S = 5.0
+DEFAULT_MAX_QUEUE_WAIT_MS = 600_000
+
+DepthLimit = int | Mapping[str, int] | None
+
+
+class QueueGate:
+    """Admits submits while their queue is under its depth limit.
+
+    Args:
+        max_queue_depth: One limit for every queue, a ``{queue: limit}`` mapping
+            (other queues are not gated), or ``None`` (no gate).
+        max_queue_wait_ms: How long a submit waits for room before ``QueueFull``.
+    """
+
+    def __init__(
+        self, max_queue_depth: DepthLimit, max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS
+    ) -> None:
+        if isinstance(max_queue_depth, Mapping):
+            self._limits: dict[str, int] | int | None = {
+                _ops.check_text(q, "queue") or "": _ops.check_int(
+                    n, f"max_queue_depth[{q!r}]", low=1
+                )
+                for q, n in max_queue_depth.items()
+            }
+        elif max_queue_depth is None:
+            self._limits = None
+        else:
+            self._limits = _ops.check_int(max_queue_depth, "max_queue_depth", low=1)
+        self.max_queue_wait_ms = _ops.check_int(
+            max_queue_wait_ms, "max_queue_wait_ms", low=0, high=2**40
+        )
+        self._grants: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def limit_for(self, queue: str) -> int | None:
+        if isinstance(self._limits, dict):
+            return self._limits.get(queue)
+        return self._limits
+
+    def _take(self, queue: str) -> bool:
+        with self._lock:
+            left = self._grants.get(queue, 0)
+            if left > 0:
+                self._grants[queue] = left - 1
+                return True
+            return False
+
+    def _grant(self, queue: str, headroom: int) -> bool:
+        with self._lock:
+            if headroom <= 0:
+                return False
+            self._grants[queue] = min(headroom, GRANT_MAX) - 1
+            return True
+
+    def admit(self, queue: str) -> Procedure[None]:
+        """Return once a submit to ``queue`` may go ahead, or raise ``QueueFull``."""
+        limit = self.limit_for(queue)
+        if limit is None or self._take(queue):
+            return
+        started = time.monotonic()
+        pause = FIRST_PAUSE_S
+        while True:
+            headroom = yield Run(_ops.queue_depth(queue, limit))
+            if self._grant(queue, int(headroom)):
+                return
+            waited = time.monotonic() - started
+            remaining = self.max_queue_wait_ms / 1000 - waited
+            if remaining <= 0:
+                raise QueueFull(queue, limit, int(waited * 1000))
+            yield Nap(min(pause, remaining))
+            pause = min(pause * 2, LONGEST_PAUSE_S)

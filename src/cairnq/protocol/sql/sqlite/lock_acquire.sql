@@ -1,0 +1,9 @@
+-- Take or renew the named lease for holder until now + ttl_ms, if it is free, expired or already holder's.
+-- Returns one row (holder) when held by holder afterwards; zero rows means another holder has it.
+-- params: name, holder, now_ms, ttl_ms
+insert into cairnq_locks (name, holder, until_ms)
+values (:name, :holder, :now_ms + :ttl_ms)
+on conflict (name) do update
+set holder = excluded.holder, until_ms = excluded.until_ms
+where cairnq_locks.until_ms <= :now_ms or cairnq_locks.holder = excluded.holder
+returning holder

@@ -1,0 +1,182 @@
+"""Retention: delete finished tasks once they are older than a cutoff, in small batches.
+
+A ``Retention`` on a ``CairnQ`` or a ``Worker`` starts a sweeper: it waits one
+interval, then for each rule purges ``limit`` rows at a time (each batch its own
+short transaction) until a batch comes back short, and waits again. Only one
+process sweeps a database at a time (a named lease in ``cairnq_locks``); the
+others skip their turn. ``stop()`` is prompt whatever the sweeper is doing, and
+a stopped sweeper can be started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from . import _ids, _ops
+from ._steps import Op
+from .backends import Backend
+from .errors import InvalidArgument
+
+log = logging.getLogger("cairnq.retention")
+
+LOCK_NAME = "cairnq.retention"
+DEFAULT_INTERVAL_MS = 3_600_000
+DEFAULT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class RetentionRule:
+    """Delete finished tasks completed more than ``older_than_ms`` ago, optionally
+    only those of one ``queue``, ``status`` (succeeded, failed, canceled) or ``name``."""
+
+    older_than_ms: int
+    queue: str | None = None
+    status: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        _ops.check_int(self.older_than_ms, "older_than_ms", low=0, high=2**62)
+        _ops.check_text(self.queue, "queue", optional=True)
+        _ops.check_status(self.status, terminal=True)
+        _ops.check_text(self.name, "name", optional=True)
+
+
+class Retention:
+    """How long finished tasks are kept.
+
+    Args:
+        older_than_ms: One cutoff for every finished task, a ``{status: ms}``
+            mapping (only the statuses named are swept), or a list of
+            ``RetentionRule``.
+        interval_ms: Time between sweeps (one hour).
+        limit: Rows deleted per batch (1000); each batch is one short transaction.
+        on_error: Called with an exception a sweep survived (default: logged).
+
+    Example::
+
+        CairnQ.sqlite("tasks.db", retention=Retention({"succeeded": 86_400_000,
+                                                       "failed": 7 * 86_400_000}))
+    """
+
+    def __init__(
+        self,
+        older_than_ms: int | Mapping[str, int] | Sequence[RetentionRule],
+        *,
+        interval_ms: int = DEFAULT_INTERVAL_MS,
+        limit: int = DEFAULT_LIMIT,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        if isinstance(older_than_ms, Mapping):
+            rules = [RetentionRule(ms, status=status) for status, ms in older_than_ms.items()]
+        elif isinstance(older_than_ms, Sequence):
+            rules = list(older_than_ms)
+            if not all(isinstance(r, RetentionRule) for r in rules):
+                raise InvalidArgument("retention rules must be RetentionRule objects")
+        else:
+            rules = [RetentionRule(older_than_ms)]
+        if not rules:
+            raise InvalidArgument("retention needs at least one rule")
+        self.rules: tuple[RetentionRule, ...] = tuple(rules)
+        self.interval_ms = _ops.check_int(interval_ms, "interval_ms", low=1, high=2**40)
+        self.limit = _ops.check_int(limit, "limit", low=1, high=_ops.MAX_LIST_LIMIT)
+        self.on_error = on_error
+
+    def __repr__(self) -> str:
+        return f"Retention({list(self.rules)!r}, interval_ms={self.interval_ms})"
+
+    @classmethod
+    def of(cls, value: Retention | int | None) -> Retention | None:
+        """``CairnQ(retention=N)`` is shorthand for ``Retention(older_than_ms=N)``."""
+        if value is None or isinstance(value, Retention):
+            return value
+        return cls(value)
+
+
+class RetentionSweeper:
+    """Runs a ``Retention`` against one backend; see the module docstring."""
+
+    def __init__(self, backend: Backend, retention: Retention) -> None:
+        self.backend = backend
+        self.retention = retention
+        self.holder = "sweeper_" + _ids.ulid()
+        self._stopping = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._loop_task is not None and not self._loop_task.done()
+
+    def start(self) -> None:
+        """Start sweeping every interval (the first sweep after one interval)."""
+        if self.running:
+            return
+        self._stopping = asyncio.Event()
+        self._loop_task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """Stop promptly, including mid-sweep between batches; waits for the batch in flight."""
+        self._stopping.set()
+        task, self._loop_task = self._loop_task, None
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while not await self._pause(self.retention.interval_ms / 1000):
+            await self.sweep()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep unless stopped first; True when stopping."""
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except asyncio.TimeoutError:
+            return self._stopping.is_set()
+        return True
+
+    async def sweep(self) -> int:
+        """Purge everything past the cutoffs now, batch by batch; returns rows deleted.
+
+        Returns 0 without deleting when another process holds the sweep, or when stopped.
+        """
+        deleted = 0
+        ttl_ms = max(60_000, self.retention.interval_ms)
+        try:
+            if not await self.backend.arun(
+                _ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True
+            ):
+                log.debug("another process is sweeping; skipping this turn")
+                return 0
+            for rule in self.retention.rules:
+                while not self._stopping.is_set():
+                    ids = await self.backend.arun(self._purge(rule), write=True)
+                    deleted += len(ids)
+                    if len(ids) < self.retention.limit:
+                        break
+                    await asyncio.sleep(0)
+                    if self._stopping.is_set() or not await self.backend.arun(
+                        _ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True
+                    ):
+                        break
+            await self.backend.arun(_ops.lock_release(LOCK_NAME, self.holder), write=True)
+        except Exception as exc:
+            self._report(exc)
+        if deleted:
+            log.info("retention deleted %d finished tasks", deleted, extra={"deleted": deleted})
+        return deleted
+
+    def _purge(self, rule: RetentionRule) -> Op[list[str]]:
+        return _ops.purge(
+            older_than_ms=rule.older_than_ms,
+            queue=rule.queue,
+            status=rule.status,
+            name=rule.name,
+            limit=self.retention.limit,
+        )
+
+    def _report(self, exc: BaseException) -> None:
+        if self.retention.on_error is not None:
+            self.retention.on_error(exc)
+        else:
+            log.error("retention sweep failed", exc_info=exc)
