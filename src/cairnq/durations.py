@@ -1,0 +1,87 @@
+"""Durations as people type them (``7d``, ``12h``, ``1h30m``, ``500ms``) and as they read them."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import InvalidArgument
+
+__all__ = ["format_duration", "parse_duration"]
+
+UNIT_MS: dict[str, int] = {
+    "d": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1_000,
+    "ms": 1,
+}
+MAX_DURATION_MS = 2**62
+
+_PART = re.compile(r"(\d+)(ms|d|h|m|s)")
+_EXAMPLES = "e.g. 7d, 12h, 30m, 45s, 500ms or 1h30m"
+
+
+def parse_duration(text: str) -> int:
+    """Milliseconds in a duration such as ``7d``, ``12h``, ``30m``, ``45s``, ``500ms``.
+
+    Parts combine largest unit first, each unit at most once: ``1h30m``, ``2d12h``,
+    ``1m30s500ms``. A bare number, a negative or fractional amount, an unknown
+    unit or units out of order are refused.
+
+    Raises:
+        InvalidArgument: ``text`` is not such a duration; the message says why.
+
+    Example::
+
+        parse_duration("1h30m")  # 5_400_000
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument(f"a duration must be a string, not {type(text).__name__}")
+    source = text.strip().lower()
+    if not source:
+        raise InvalidArgument(f"empty duration: give a number and a unit, {_EXAMPLES}")
+    if source.isdigit():
+        raise InvalidArgument(f"duration {text!r} has no unit: {_EXAMPLES}")
+    total = 0
+    position = 0
+    previous_rank = -1
+    ranks = list(UNIT_MS)
+    for match in _PART.finditer(source):
+        if match.start() != position:
+            break
+        amount, unit = int(match.group(1)), match.group(2)
+        rank = ranks.index(unit)
+        if rank <= previous_rank:
+            raise InvalidArgument(
+                f"invalid duration {text!r}: give each unit once, largest first, {_EXAMPLES}"
+            )
+        previous_rank = rank
+        total += amount * UNIT_MS[unit]
+        position = match.end()
+    if position != len(source):
+        raise InvalidArgument(f"invalid duration {text!r}: use a number and a unit, {_EXAMPLES}")
+    if total > MAX_DURATION_MS:
+        raise InvalidArgument(f"duration {text!r} is too long")
+    return total
+
+
+def format_duration(ms: int) -> str:
+    """A duration for people: ``850ms``, ``42s``, ``3m05s``, ``2h07m``, ``3d04h``.
+
+    Negative values (clock skew between hosts) read as ``0s``.
+    """
+    if ms <= 0:
+        return "0s"
+    if ms < 1_000:
+        return f"{ms}ms"
+    seconds = ms // 1_000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
