@@ -1,0 +1,1168 @@
+"""The ``cairnq`` command line, run in-process through ``main(argv, out)``.
+
+Every command on both backends where the backend matters, each error path as
+one line on stderr with its exit code, and the installed console script once
+in a subprocess. Tasks are moved through ``running`` with the low-level
+operations a worker uses, or by a real worker where the command waits on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from cairnq import SyncCairnQ, TaskError, Worker, _ops
+from cairnq._protocol import migrations
+from cairnq.cli import CommandError, Target, main, resolve_target
+from cairnq.durations import format_duration, parse_duration
+from cairnq.errors import InvalidArgument
+from cairnq.models import Task
+
+from ._db import Database
+
+WORKER_ID = "worker_cli_test"
+COMMANDS = ["migrate", "worker", "submit", "get", "ls", "cancel", "retry", "purge", "stats", "top"]
+
+
+# --- running the command line ------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+
+def cli_url(db: Database) -> str:
+    """The test database as the URL the command line takes (libpq key=value is not one)."""
+    if db.kind == "sqlite":
+        return db.url
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(db.url)
+    user = f"{quote(str(params['user']))}@" if params.get("user") else ""
+    host = params.get("host", "127.0.0.1")
+    port = f":{params['port']}" if params.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{quote(str(params['dbname']))}"
+
+
+def db_args(db: Database) -> list[str]:
+    """``--db`` (and ``--schema`` on PostgreSQL) for ``db``."""
+    args = ["--db", cli_url(db)]
+    return args + (["--schema", db.schema] if db.schema else [])
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
+    capsys.readouterr()
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return Result(code, out.getvalue(), capsys.readouterr().err)
+
+
+def run_on(db: Database, capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
+    return run(capsys, *argv, *db_args(db))
+
+
+def one_error_line(result: Result) -> str:
+    """The single ``cairnq: error: ...`` line a failed command printed."""
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("cairnq: error: "), lines[0]
+    return lines[0]
+
+
+# --- the database underneath -------------------------------------------------------------
+
+
+@pytest.fixture
+def cq(db: Database) -> SyncCairnQ:
+    """A client on ``db``, which it creates and migrates."""
+    return db.sync_client().open()
+
+
+def sql(db: Database, statement: str) -> list[tuple[Any, ...]]:
+    """Run raw SQL on the test database (to age rows or edit the ledger)."""
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(str(db.path))) as conn, conn:
+            return conn.execute(statement).fetchall()
+    import psycopg
+
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        cursor = conn.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+def schema_exists(db: Database) -> bool:
+    import psycopg
+
+    with psycopg.connect(db.url) as conn:
+        row = conn.execute(
+            "select count(*) from pg_namespace where nspname = %s", [db.schema]
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def claim(cq: SyncCairnQ, task: Task) -> _ops.Lease:
+    op = _ops.claim([task.queue], WORKER_ID, 60_000, [_ops.Draw([task.name], 1)], 100)
+    rows = cq.backend.run(op, write=True)
+    assert [r["id"] for r in rows] == [task.id]
+    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+
+
+def fail(cq: SyncCairnQ, lease: _ops.Lease) -> None:
+    error = json.dumps({"type": "Boom", "code": "boom", "message": "no", "retryable": False})
+    cq.backend.run(_ops.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
+
+
+def backdate(db: Database, task: Task, ms: int) -> None:
+    """Make ``task`` look ``ms`` older (``ls`` orders by creation time, ties by random id)."""
+    sql(db, f"update cairnq_tasks set created_at_ms = created_at_ms - {ms} where id = '{task.id}'")
+
+
+def reread(cq: SyncCairnQ, task_id: str) -> Task:
+    task = cq.get(task_id)
+    assert task is not None
+    return task
+
+
+@contextlib.contextmanager
+def serving(worker: Worker) -> Iterator[Worker]:
+    """Run ``worker`` on its own event loop in a thread for the duration of the block."""
+    ready, done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    async def serve() -> None:
+        try:
+            async with worker.background():
+                ready.set()
+                await asyncio.get_running_loop().run_in_executor(None, done.wait)
+        finally:
+            await worker.close()
+
+    def target() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    assert ready.wait(60)
+    try:
+        yield worker
+    finally:
+        done.set()
+        thread.join(60)
+    assert not errors, errors
+
+
+# --- choosing the database ---------------------------------------------------------------
+
+
+def test_database_defaults_to_cairnq_db_in_the_current_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CAIRNQ_DATABASE_URL", raising=False)
+    assert resolve_target(None, None) == Target("sqlite", "cairnq.db")
+
+
+def test_database_comes_from_cairnq_database_url_without_db_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CAIRNQ_DATABASE_URL", "sqlite:////var/lib/jobs.db")
+    assert resolve_target(None, None) == Target("sqlite", "/var/lib/jobs.db")
+
+
+def test_db_flag_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRNQ_DATABASE_URL", "sqlite:///env.db")
+    assert resolve_target("flag.db", None) == Target("sqlite", "flag.db")
+
+
+def test_postgresql_url_selects_postgres_with_the_schema_from_cairnq_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CAIRNQ_SCHEMA", "jobs")
+    target = resolve_target("postgres://app@db:5433/app", None)
+    assert (target.dialect, target.schema) == ("postgres", "jobs")
+
+
+def test_schema_flag_wins_over_cairnq_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRNQ_SCHEMA", "jobs")
+    assert resolve_target("postgresql://db/app", "other").schema == "other"
+
+
+def test_postgres_description_leaves_out_the_password() -> None:
+    target = resolve_target("postgresql://app:s3cret@db:5433/app", "jobs")
+    assert target.describe() == "PostgreSQL db:5433/app (schema jobs)"
+
+
+def test_libpq_key_value_string_is_refused_and_creates_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run(capsys, "submit", "x", "--db", "host=127.0.0.1 dbname=app")
+    assert result.code == 1
+    assert "postgresql://" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_schema_flag_with_a_sqlite_database_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "migrate", "--db", str(tmp_path / "a.db"), "--schema", "jobs")
+    assert result.code == 1
+    assert "--schema applies to PostgreSQL only" in one_error_line(result)
+
+
+def test_unknown_url_scheme_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "ls", "--db", "mysql://db/app")
+    assert result.code == 1
+    assert "unsupported database URL scheme 'mysql'" in one_error_line(result)
+
+
+def test_db_may_come_before_the_command(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit("early")
+    result = run(capsys, *db_args(db), "ls", "--jsonl")
+    assert [json.loads(line)["name"] for line in result.lines] == ["early"]
+
+
+# --- durations ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("7d", 7 * 86_400_000),
+        ("12h", 12 * 3_600_000),
+        ("30m", 30 * 60_000),
+        ("45s", 45_000),
+        ("500ms", 500),
+        ("1h30m", 5_400_000),
+        ("2d12h", 216_000_000),
+        ("1m30s500ms", 90_500),
+        ("0s", 0),
+        (" 7D ", 7 * 86_400_000),
+    ],
+)
+def test_duration_is_parsed_to_milliseconds(text: str, ms: int) -> None:
+    assert parse_duration(text) == ms
+
+
+@pytest.mark.parametrize(
+    "text", ["", "7", "7x", "-5m", "1.5h", "30m1h", "1h1h", "h", "5 m", "7dd", "1w"]
+)
+def test_malformed_duration_is_refused(text: str) -> None:
+    with pytest.raises(InvalidArgument, match="duration"):
+        parse_duration(text)
+
+
+def test_absurdly_long_duration_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="too long"):
+        parse_duration("99999999999999999d")
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (-5, "0s"),
+        (850, "850ms"),
+        (42_000, "42s"),
+        (185_000, "3m05s"),
+        (7_620_000, "2h07m"),
+        (273_600_000, "3d04h"),
+    ],
+)
+def test_duration_is_formatted_for_people(ms: int, text: str) -> None:
+    assert format_duration(ms) == text
+
+
+# --- help --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_a_one_line_example(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    code = main([command, "--help"], out=io.StringIO())
+    help_text = capsys.readouterr().out
+    assert code == 0
+    examples = [line for line in help_text.splitlines() if line.startswith("example: ")]
+    assert len(examples) == 1
+    assert examples[0].startswith(f"example: cairnq {command}")
+
+
+def test_usage_error_is_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "ls", "--limit", "many")
+    assert result.code == 2
+    assert "--limit" in one_error_line(result)
+
+
+# --- migrate -----------------------------------------------------------------------------
+
+
+def migration_names(db: Database) -> list[str]:
+    return [m.name for m in migrations(db.kind)]  # type: ignore[arg-type]
+
+
+def test_migrate_creates_the_database_and_prints_each_migration_applied(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "migrate")
+    assert result.code == 0
+    assert result.lines == [f"applied  {name}" for name in migration_names(db)]
+    assert {row[0] for row in sql(db, "select name from cairnq_migrations")} == set(
+        migration_names(db)
+    )
+
+
+def test_migrate_on_an_up_to_date_database_applies_nothing(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_on(db, capsys, "migrate")
+    result = run_on(db, capsys, "migrate")
+    assert result.code == 0
+    assert result.lines == [result.lines[0]]
+    assert result.lines[0].startswith("nothing to apply")
+
+
+def test_migrate_dry_run_prints_what_would_be_applied_and_applies_nothing(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "migrate", "--dry-run")
+    assert result.code == 0
+    assert result.lines == [f"would apply  {name}" for name in migration_names(db)]
+    if db.kind == "sqlite":
+        assert db.path is not None and not db.path.exists()
+    else:
+        assert not schema_exists(db)
+
+
+def test_migrate_dry_run_lists_only_the_pending_migration(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    last = migration_names(db)[-1]
+    sql(db, f"delete from cairnq_migrations where name = '{last}'")
+    result = run_on(db, capsys, "migrate", "--dry-run")
+    assert result.lines == [f"would apply  {last}"]
+
+
+def test_migrate_status_lists_applied_and_pending_migrations_one_per_line(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    *earlier, last = migration_names(db)
+    sql(db, f"delete from cairnq_migrations where name = '{last}'")
+    result = run_on(db, capsys, "migrate", "--status")
+    assert result.code == 0
+    assert [line.split()[:2] for line in result.lines] == [
+        *(["applied", name] for name in earlier),
+        ["pending", last],
+    ]
+
+
+def test_migrate_status_of_a_missing_file_lists_everything_pending_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "new.db"
+    result = run(capsys, "migrate", "--status", "--db", str(path))
+    assert result.code == 0
+    assert {line.split()[0] for line in result.lines} == {"pending"}
+    assert not path.exists()
+
+
+def test_migrate_dry_run_and_status_together_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = run(capsys, "migrate", "--dry-run", "--status")
+    assert result.code == 2
+    one_error_line(result)
+
+
+# --- databases the read commands refuse --------------------------------------------------
+
+READ_COMMANDS = [
+    ["ls"],
+    ["stats"],
+    ["get", "task_x"],
+    ["cancel", "--key", "k"],
+    ["retry", "task_x"],
+    ["purge", "--older-than", "1d"],
+    ["top", "-n", "1"],
+]
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
+def test_commands_other_than_migrate_submit_worker_refuse_a_missing_file_without_creating_it(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "missing.db"
+    result = run(capsys, *argv, "--db", str(path))
+    assert result.code == 1
+    assert f"no database at {path}" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
+def test_commands_other_than_migrate_submit_worker_refuse_a_database_without_cairnq_tables(
+    argv: list[str], db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if db.kind == "sqlite":
+        assert db.path is not None
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            conn.execute("create table unrelated (x integer)")
+    result = run_on(db, capsys, *argv)
+    assert result.code == 1
+    assert "is not a cairnq database; run `cairnq migrate` first" in one_error_line(result)
+    if db.kind == "sqlite":
+        assert sql(db, "select name from sqlite_master where name like 'cairnq%'") == []
+    else:
+        assert not schema_exists(db)
+
+
+def test_a_database_with_pending_migrations_is_refused(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    last = migration_names(db)[-1]
+    sql(db, f"delete from cairnq_migrations where name = '{last}'")
+    result = run_on(db, capsys, "ls")
+    assert result.code == 1
+    assert f"pending migration(s) ({last}); run `cairnq migrate` first" in one_error_line(result)
+
+
+def test_a_file_that_is_not_sqlite_is_not_a_cairnq_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("just some text, long enough to be looked at as a header " * 4)
+    result = run(capsys, "stats", "--db", str(path))
+    assert result.code == 1
+    assert f"{path} is not a cairnq database" in one_error_line(result)
+
+
+def test_unreachable_postgres_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "stats", "--db", "postgresql://127.0.0.1:1/nothing")
+    assert result.code == 1
+    assert "cannot connect to PostgreSQL 127.0.0.1:1/nothing" in one_error_line(result)
+
+
+def test_debug_shows_the_traceback_instead_of_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(CommandError, match="no database at"):
+        main(["--debug", "ls", "--db", str(tmp_path / "missing.db")], out=io.StringIO())
+
+
+def test_debug_after_the_command_shows_the_traceback_too(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no database at"):
+        main(["ls", "--debug", "--db", str(tmp_path / "missing.db")], out=io.StringIO())
+
+
+# --- submit ------------------------------------------------------------------------------
+
+
+def test_submit_prints_the_new_task_id_and_status(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "email.send", '{"to": "ada@example.com"}')
+    assert result.code == 0
+    task_id, status = result.out.split()
+    assert status == "queued"
+    assert reread(cq, task_id).payload == {"to": "ada@example.com"}
+
+
+def test_submit_stores_key_queue_priority_delay_and_max_attempts(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = ["--key", "k1", "--queue", "emails", "--priority", "7"]
+    options += ["--delay-ms", "60000", "--max-attempts", "5"]
+    result = run_on(db, capsys, "submit", "email.send", *options)
+    task = reread(cq, result.out.split()[0])
+    assert (task.queue, task.priority, task.max_attempts) == ("emails", 7, 5)
+    assert task.run_at_ms - task.created_at_ms == 60_000
+    assert cq.get_by_key("k1") == task
+
+
+def test_submit_creates_and_migrates_a_missing_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "fresh.db"
+    assert run(capsys, "submit", "hello", "--db", str(path)).code == 0
+    assert (
+        json.loads(run(capsys, "stats", "--json", "--db", str(path)).out)["default"]["queued"] == 1
+    )
+
+
+def test_submit_reuses_the_task_a_key_points_at(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = run_on(db, capsys, "submit", "a", "--key", "same").out
+    second = run_on(db, capsys, "submit", "a", "--key", "same").out
+    assert first == second
+
+
+def test_submit_with_conflict_reject_on_a_taken_key_is_an_error(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_on(db, capsys, "submit", "a", "--key", "same")
+    result = run_on(db, capsys, "submit", "a", "--key", "same", "--conflict", "reject")
+    assert result.code == 1
+    assert "task with key 'same' already exists" in one_error_line(result)
+
+
+def test_submit_with_an_unknown_conflict_is_a_usage_error(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "a", "--key", "k", "--conflict", "merge")
+    assert result.code == 2
+    assert "--conflict: invalid choice: 'merge'" in one_error_line(result)
+
+
+def test_submit_with_malformed_json_is_an_error_and_touches_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "submit", "a", "{'single': 'quotes'}", "--db", str(tmp_path / "x.db"))
+    assert result.code == 1
+    assert "payload is not valid JSON" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_with_a_payload_that_is_not_portable_json_is_an_error(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "a", '{"x": NaN}')
+    assert result.code == 1
+    one_error_line(result)
+    assert cq.stats() == {}
+
+
+def test_submit_with_an_invalid_queue_name_is_an_error(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "a", "--queue", "")
+    assert result.code == 1
+    assert "queue must not be empty" in one_error_line(result)
+
+
+def test_submit_reads_the_payload_from_stdin_given_a_dash(
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"from": "stdin"}'))
+    result = run_on(db, capsys, "submit", "a", "-")
+    assert reread(cq, result.out.split()[0]).payload == {"from": "stdin"}
+
+
+def test_submit_json_prints_the_whole_task(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "a", "[1, 2]", "--json")
+    printed = json.loads(result.out)
+    assert printed == reread(cq, printed["id"]).to_dict()
+
+
+def test_submit_timeout_without_wait_is_a_usage_error(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "a", "--timeout-ms", "10")
+    assert result.code == 2
+    assert "--timeout-ms only applies with --wait" in one_error_line(result)
+
+
+def test_submit_wait_prints_the_final_status_and_result(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    worker = db.worker()
+
+    @worker.task("double")
+    def double(ctx: Any, payload: dict[str, int]) -> dict[str, int]:
+        return {"doubled": payload["x"] * 2}
+
+    with serving(worker):
+        result = run_on(db, capsys, "submit", "double", '{"x": 21}', "--wait")
+    assert result.code == 0
+    assert result.lines[0].endswith(" succeeded")
+    assert result.lines[1] == 'result: {"doubled":42}'
+
+
+def test_submit_wait_on_a_task_that_fails_exits_1_with_its_error(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    worker = db.worker()
+
+    @worker.task("refuse")
+    def refuse(ctx: Any, payload: Any) -> None:
+        raise TaskError("not today", code="nope")
+
+    with serving(worker):
+        result = run_on(db, capsys, "submit", "refuse", "--wait", "--timeout-ms", "60000")
+    assert result.code == 1
+    assert result.lines[0].endswith(" failed")
+    assert result.lines[1] == "error: TaskError [nope]: not today"
+
+
+def test_submit_wait_that_times_out_is_a_one_line_error(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "nobody.serves", "--wait", "--timeout-ms", "0")
+    assert result.code == 1
+    assert "did not finish within 0 ms" in one_error_line(result)
+
+
+# --- get ---------------------------------------------------------------------------------
+
+
+def test_get_prints_the_task_as_json(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("report", {"month": "2026-11"})
+    result = run_on(db, capsys, "get", task.id)
+    assert result.code == 0
+    assert json.loads(result.out) == task.to_dict()
+
+
+def test_get_by_key_prints_the_task_the_key_points_at(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("report", key="report:2026-11")
+    result = run_on(db, capsys, "get", "--key", "report:2026-11")
+    assert json.loads(result.out)["id"] == task.id
+
+
+def test_get_of_an_unknown_id_exits_1_with_no_task_with_id(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "get", "task_unknown")
+    assert result.code == 1
+    assert one_error_line(result) == "cairnq: error: no task with id task_unknown"
+    assert result.out == ""
+
+
+def test_get_of_an_unknown_key_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "get", "--key", "nobody")
+    assert result.code == 1
+    assert one_error_line(result) == "cairnq: error: no task with key 'nobody'"
+
+
+def test_get_needs_an_id_or_a_key(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "get")
+    assert result.code == 2
+    one_error_line(result)
+
+
+def test_get_with_both_an_id_and_a_key_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = run(capsys, "get", "task_x", "--key", "k")
+    assert result.code == 2
+    assert "not allowed with" in one_error_line(result)
+
+
+# --- ls ----------------------------------------------------------------------------------
+
+
+def test_ls_prints_an_aligned_table_newest_first(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = cq.submit("short")
+    newer = cq.submit("a.much.longer.name", queue="emails")
+    backdate(db, older, 1000)
+    result = run_on(db, capsys, "ls")
+    header, *rows = result.lines
+    assert header.split() == ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "PROGRESS", "AGE"]
+    assert [row.split()[:4] for row in rows] == [
+        [newer.id, "a.much.longer.name", "emails", "queued"],
+        [older.id, "short", "default", "queued"],
+    ]
+    for column in ("NAME", "QUEUE", "STATUS"):
+        start = header.index(column)
+        assert all(row[start - 2 : start] == "  " and row[start] != " " for row in rows)
+
+
+def test_ls_shows_attempt_over_max_and_the_progress_of_a_running_task(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("resize", max_attempts=4)
+    lease = claim(cq, task)
+    cq.backend.run(_ops.progress(lease, WORKER_ID, 0.42, "resizing"), write=True)
+    row = run_on(db, capsys, "ls").lines[1].split()
+    assert row[3:6] == ["running", "1/4", "42%"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--status", "canceled"], ["b"]),
+        (["--queue", "emails"], ["c"]),
+        (["--name", "a"], ["a"]),
+        (["--limit", "2"], ["c", "b"]),
+    ],
+)
+def test_ls_filters_by_status_queue_name_and_limit(
+    flags: list[str],
+    expected: list[str],
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    backdate(db, cq.submit("a"), 2000)
+    b = cq.submit("b")
+    cq.cancel(b.id)
+    backdate(db, b, 1000)
+    cq.submit("c", queue="emails")
+    result = run_on(db, capsys, "ls", "--jsonl", *flags)
+    assert [json.loads(line)["name"] for line in result.lines] == expected
+
+
+def test_ls_json_prints_an_array_of_tasks(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a", {"n": 1})
+    assert json.loads(run_on(db, capsys, "ls", "--json").out) == [task.to_dict()]
+
+
+def test_ls_jsonl_prints_one_task_per_line(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = cq.submit("a")
+    backdate(db, first, 1000)
+    second = cq.submit("b")
+    lines = run_on(db, capsys, "ls", "--jsonl").lines
+    assert [json.loads(line) for line in lines] == [
+        second.to_dict(),
+        reread(cq, first.id).to_dict(),
+    ]
+
+
+def test_ls_of_an_empty_database_says_no_tasks(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "ls")
+    assert (result.code, result.out) == (0, "no tasks\n")
+
+
+def test_ls_with_an_unknown_status_is_a_usage_error(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "ls", "--status", "lost")
+    assert result.code == 2
+    assert "--status: invalid choice: 'lost'" in one_error_line(result)
+
+
+# --- cancel ------------------------------------------------------------------------------
+
+
+def test_cancel_of_a_queued_task_cancels_it(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    result = run_on(db, capsys, "cancel", task.id)
+    assert (result.code, result.out) == (0, f"{task.id} canceled\n")
+    assert reread(cq, task.id).status == "canceled"
+
+
+def test_cancel_by_key_cancels_the_task_the_key_points_at(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a", key="k")
+    assert run_on(db, capsys, "cancel", "--key", "k").code == 0
+    assert reread(cq, task.id).status == "canceled"
+
+
+def test_cancel_of_a_running_task_requests_a_cooperative_cancel(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    claim(cq, task)
+    result = run_on(db, capsys, "cancel", task.id)
+    assert result.out.startswith(f"{task.id} running (cancel requested")
+    assert reread(cq, task.id).cancel_requested
+
+
+def test_cancel_of_a_finished_task_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    cq.cancel(task.id)
+    result = run_on(db, capsys, "cancel", task.id)
+    assert result.code == 1
+    assert f"task {task.id} is already canceled; nothing to cancel" in one_error_line(result)
+
+
+def test_cancel_of_an_unknown_id_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "cancel", "task_unknown")
+    assert result.code == 1
+    assert one_error_line(result) == "cairnq: error: no task with id task_unknown"
+
+
+def test_cancel_of_an_unknown_key_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "cancel", "--key", "nobody")
+    assert result.code == 1
+    assert one_error_line(result) == "cairnq: error: no task with key 'nobody'"
+
+
+# --- retry -------------------------------------------------------------------------------
+
+
+def test_retry_of_a_canceled_task_queues_it_again(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    cq.cancel(task.id)
+    result = run_on(db, capsys, "retry", task.id)
+    assert (result.code, result.out) == (0, f"{task.id} queued (attempt 0/3)\n")
+    assert reread(cq, task.id).status == "queued"
+
+
+def test_retry_keeps_the_attempt_count_of_a_failed_task(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    fail(cq, claim(cq, task))
+    run_on(db, capsys, "retry", task.id)
+    assert reread(cq, task.id).attempt == 1
+
+
+def test_retry_with_reset_attempt_zeroes_the_attempt_count(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    fail(cq, claim(cq, task))
+    result = run_on(db, capsys, "retry", task.id, "--reset-attempt")
+    assert result.out == f"{task.id} queued (attempt 0/3)\n"
+    assert reread(cq, task.id).attempt == 0
+
+
+def test_retry_by_key_retries_the_task_the_key_points_at(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a", key="k")
+    cq.cancel(task.id)
+    assert run_on(db, capsys, "retry", "--key", "k").code == 0
+    assert reread(cq, task.id).status == "queued"
+
+
+def test_retry_of_a_queued_task_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = cq.submit("a")
+    result = run_on(db, capsys, "retry", task.id)
+    assert result.code == 1
+    assert "is queued; only failed or canceled tasks can be retried" in one_error_line(result)
+
+
+def test_retry_of_an_unknown_key_exits_1(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "retry", "--key", "nobody")
+    assert result.code == 1
+    assert one_error_line(result) == "cairnq: error: no task with key 'nobody'"
+
+
+# --- purge -------------------------------------------------------------------------------
+
+
+def finished_days_ago(db: Database, cq: SyncCairnQ, name: str, days: int, **options: Any) -> Task:
+    task = cq.submit(name, **options)
+    cq.cancel(task.id)
+    ms = days * 86_400_000
+    sql(
+        db,
+        f"update cairnq_tasks set completed_at_ms = completed_at_ms - {ms} where id = '{task.id}'",
+    )
+    return task
+
+
+def test_purge_deletes_finished_tasks_older_than_the_duration_in_batches(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = [finished_days_ago(db, cq, "old", 8) for _ in range(5)]
+    recent = finished_days_ago(db, cq, "recent", 1)
+    queued = cq.submit("queued")
+    result = run_on(db, capsys, "purge", "--older-than", "7d", "--batch", "2")
+    assert (result.code, result.out) == (0, "purged 5 tasks\n")
+    assert all(cq.get(t.id) is None for t in old)
+    assert cq.get(recent.id) is not None and cq.get(queued.id) is not None
+
+
+def test_purge_accepts_combined_durations(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finished_days_ago(db, cq, "old", 2)
+    finished_days_ago(db, cq, "recent", 1)
+    assert run_on(db, capsys, "purge", "--older-than", "1d12h").out == "purged 1 task\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "kept"),
+    [
+        (["--status", "failed"], {"canceled-default", "canceled-emails"}),
+        (["--queue", "emails"], {"failed", "canceled-default"}),
+        (["--name", "failed"], {"canceled-default", "canceled-emails"}),
+    ],
+)
+def test_purge_only_deletes_tasks_matching_status_queue_and_name(
+    flags: list[str],
+    kept: set[str],
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    finished_days_ago(db, cq, "canceled-default", 2)
+    finished_days_ago(db, cq, "canceled-emails", 2, queue="emails")
+    task = cq.submit("failed")
+    fail(cq, claim(cq, task))
+    sql(db, f"update cairnq_tasks set completed_at_ms = 0 where id = '{task.id}'")
+    assert run_on(db, capsys, "purge", "--older-than", "1d", *flags).out == "purged 1 task\n"
+    assert {t.name for t in cq.list()} == kept
+
+
+def test_purge_with_an_invalid_duration_is_a_one_line_usage_error(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "purge", "--older-than", "1week")
+    assert result.code == 2
+    assert "invalid duration '1week'" in one_error_line(result)
+
+
+def test_purge_requires_older_than(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "purge")
+    assert result.code == 2
+    assert "--older-than" in one_error_line(result)
+
+
+def test_purge_refuses_a_status_that_is_not_finished(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "purge", "--older-than", "1d", "--status", "running")
+    assert result.code == 2
+    one_error_line(result)
+
+
+# --- stats -------------------------------------------------------------------------------
+
+
+def test_stats_prints_counts_per_queue_and_status(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit("a")
+    cq.cancel(cq.submit("b").id)
+    cq.submit("c", queue="emails")
+    result = run_on(db, capsys, "stats")
+    assert [line.split() for line in result.lines] == [
+        ["QUEUE", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED", "TOTAL"],
+        ["default", "1", "0", "0", "0", "1", "2"],
+        ["emails", "1", "0", "0", "0", "0", "1"],
+    ]
+
+
+def test_stats_json_prints_counts_by_queue_then_status(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit("a", queue="emails")
+    assert json.loads(run_on(db, capsys, "stats", "--json").out) == {
+        "emails": {"queued": 1, "running": 0, "succeeded": 0, "failed": 0, "canceled": 0}
+    }
+
+
+def test_stats_queue_shows_only_that_queue(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit("a")
+    cq.submit("b", queue="emails")
+    result = run_on(db, capsys, "stats", "--queue", "emails")
+    assert [line.split()[0] for line in result.lines] == ["QUEUE", "emails"]
+
+
+def test_stats_of_an_empty_database_says_no_tasks(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_on(db, capsys, "stats").out == "no tasks\n"
+
+
+# --- worker ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty directory to write a worker module in, as the current directory.
+
+    ``sys.path`` and ``sys.modules`` are restored afterwards.
+    """
+    app = tmp_path / "app"
+    app.mkdir()
+    monkeypatch.chdir(app)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield app
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def worker_module(db: Database, module: str) -> str:
+    """Source of a module defining ``worker`` on ``db`` (queue ``default``) with ``echo``."""
+    if db.kind == "sqlite":
+        make = f"Worker.sqlite({str(db.path)!r})"
+    else:
+        make = f"Worker.postgres({db.url!r}, schema={db.schema!r}, listen=False)"
+    return textwrap.dedent(
+        f"""
+        from cairnq import Worker
+
+        worker = {make}
+        not_a_worker = "{module}"
+
+        @worker.task
+        def echo(ctx, payload):
+            return {{"echo": payload, "worker": ctx.worker_id}}
+        """
+    )
+
+
+def test_worker_serves_module_attr_with_queues_and_concurrency_overridden(
+    db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_jobs_a.py").write_text(worker_module(db, "cli_jobs_a"))
+    codes: list[int] = []
+    out = io.StringIO()
+    argv = ["worker", "cli_jobs_a:worker", "--queues", "urgent, other", "--concurrency", "3"]
+    thread = threading.Thread(target=lambda: codes.append(main(argv, out=out)), daemon=True)
+    thread.start()
+    task = cq.submit("echo", {"n": 1}, queue="other")
+    done = cq.wait(task.id, timeout_ms=60_000)
+    worker = sys.modules["cli_jobs_a"].worker
+    worker.stop()
+    thread.join(60)
+    assert done.status == "succeeded"
+    assert done.result == {"echo": {"n": 1}, "worker": worker.worker_id}
+    assert (worker.queues, worker.concurrency) == (["urgent", "other"], 3)
+    assert codes == [0]
+    assert out.getvalue().splitlines()[0] == (
+        f"cairnq worker {worker.worker_id}: queues urgent,other, concurrency 3; Ctrl-C to stop"
+    )
+
+
+def test_worker_attribute_defaults_to_worker(
+    db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_jobs_b.py").write_text(worker_module(db, "cli_jobs_b"))
+    codes: list[int] = []
+    thread = threading.Thread(
+        target=lambda: codes.append(main(["worker", "cli_jobs_b"], out=io.StringIO())),
+        daemon=True,
+    )
+    thread.start()
+    task = cq.submit("echo")
+    assert cq.wait(task.id, timeout_ms=60_000).status == "succeeded"
+    sys.modules["cli_jobs_b"].worker.stop()
+    thread.join(60)
+    assert codes == [0]
+
+
+def test_worker_of_a_module_that_does_not_exist_is_an_error(
+    app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "worker", "cli_no_such_module:worker")
+    assert result.code == 1
+    assert "no module named 'cli_no_such_module'" in one_error_line(result)
+
+
+def test_worker_of_a_module_that_fails_to_import_is_one_line(
+    app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_broken.py").write_text("import cli_missing_dependency\n")
+    result = run(capsys, "worker", "cli_broken:worker")
+    assert result.code == 1
+    assert "importing 'cli_broken' failed" in one_error_line(result)
+    assert "cli_missing_dependency" in result.err
+
+
+def test_worker_attribute_that_is_missing_is_an_error(
+    db: Database, app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_jobs_c.py").write_text(worker_module(db, "cli_jobs_c"))
+    result = run(capsys, "worker", "cli_jobs_c:nothing")
+    assert result.code == 1
+    assert "module 'cli_jobs_c' has no attribute 'nothing'" in one_error_line(result)
+
+
+def test_worker_attribute_that_is_not_a_worker_is_an_error(
+    db: Database, app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_jobs_d.py").write_text(worker_module(db, "cli_jobs_d"))
+    result = run(capsys, "worker", "cli_jobs_d:not_a_worker")
+    assert result.code == 1
+    assert "cli_jobs_d:not_a_worker is a str, not a cairnq Worker" in one_error_line(result)
+
+
+def test_worker_spec_that_is_not_module_attr_is_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = run(capsys, "worker", "my app:worker")
+    assert result.code == 1
+    assert "use MODULE:ATTR" in one_error_line(result)
+
+
+def test_worker_with_zero_concurrency_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "worker", "app:worker", "--concurrency", "0")
+    assert result.code == 2
+    one_error_line(result)
+
+
+# --- the installed script ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_installed_cairnq_script_serves_a_worker_and_exits_0_on_sigint(
+    db: Database, cq: SyncCairnQ, tmp_path: Path
+) -> None:
+    script = Path(sys.executable).parent / "cairnq"
+    (tmp_path / "cli_script_jobs.py").write_text(worker_module(db, "cli_script_jobs"))
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    proc = subprocess.Popen(
+        [str(script), "worker", "cli_script_jobs:worker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        task = cq.submit("echo", {"via": "script"})
+        done = cq.wait(task.id, timeout_ms=60_000)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert done.result["echo"] == {"via": "script"}
+    assert proc.returncode == 0, err
+    assert out.splitlines()[-1].endswith(": stopped")
