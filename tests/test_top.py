@@ -1,0 +1,272 @@
+"""``cairnq top``: frames rendered into a buffer, at times the test chooses.
+
+A task is made ``running`` with a known progress by claiming it through the
+low-level operations a worker uses, so what the frame must show is exact.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from cairnq import SyncCairnQ, _ops
+from cairnq.cli import main
+from cairnq.models import Task
+from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
+
+from ._db import Database
+from .test_cli import db_args
+
+WORKER_ID = "worker_top_test"
+HEADERS = ["QUEUE", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED", "DONE/S"]
+
+
+class Terminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def cq(db: Database) -> SyncCairnQ:
+    return db.sync_client().open()
+
+
+def start(cq: SyncCairnQ, name: str, *, queue: str = "default") -> tuple[Task, _ops.Lease]:
+    """Submit a task and claim it, as a worker would."""
+    task = cq.submit(name, queue=queue)
+    op = _ops.claim([queue], WORKER_ID, 60_000, [_ops.Draw([name], 1)], 100)
+    rows = cq.backend.run(op, write=True)
+    assert [r["id"] for r in rows] == [task.id]
+    return task, _ops.Lease(task.id, rows[0]["attempt"])
+
+
+def report(cq: SyncCairnQ, lease: _ops.Lease, value: float | None, message: str) -> None:
+    cq.backend.run(_ops.progress(lease, WORKER_ID, value, message), write=True)
+
+
+def finish(cq: SyncCairnQ, lease: _ops.Lease) -> None:
+    cq.backend.run(_ops.complete(lease, WORKER_ID, json.dumps({"ok": True})), write=True)
+
+
+def frame(cq: SyncCairnQ, now_ms: int, previous: Frame | None = None, **options: Any) -> str:
+    out = io.StringIO()
+    render_frame(cq, out, previous, now_ms, **options)
+    return out.getvalue()
+
+
+def queue_rows(text: str) -> dict[str, list[str]]:
+    """The queue table of a frame: ``{queue: [counts..., done/s]}``."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split() == HEADERS)
+    rows = {}
+    for line in lines[at + 1 :]:
+        if not line.strip():
+            break
+        queue, *cells = line.split()
+        rows[queue] = cells
+    return rows
+
+
+def running_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    at = next(
+        i for i, line in enumerate(lines) if line.split()[:3] == ["NAME", "QUEUE", "PROGRESS"]
+    )
+    return [line for line in lines[at + 1 :] if line.strip() and not line.startswith("...")]
+
+
+# --- what a frame shows ------------------------------------------------------------------
+
+
+def test_refreshes_into_a_buffer_show_a_running_task_with_its_progress_bar_and_message(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    _, lease = start(cq, "images.resize")
+    report(cq, lease, 0.42, "resizing 2/5")
+    out = io.StringIO()
+    frames = run_top(cq, out, interval=0.5, refreshes=3, sleep=lambda s: None)
+    assert frames == 3
+    last = out.getvalue().split("cairnq top")[-1]
+    [row] = running_rows(last)
+    assert row.split()[:2] == ["images.resize", "default"]
+    assert f"{progress_bar(0.42)}  42%" in row
+    assert progress_bar(0.42) == "[########............]"
+    assert row.endswith("resizing 2/5")
+    assert WORKER_ID in row
+
+
+def test_cairnq_top_command_renders_the_running_task_for_n_refreshes(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, lease = start(cq, "audio.transcribe")
+    report(cq, lease, 0.75, "transcribing")
+    out = io.StringIO()
+    code = main(["top", "-n", "2", "--interval", "0.01", *db_args(db)], out=out)
+    assert code == 0
+    text = out.getvalue()
+    assert text.count("cairnq top") == 2
+    [row] = running_rows(text.split("cairnq top")[-1])
+    assert "75%" in row and "transcribing" in row and progress_bar(0.75) in row
+
+
+def test_running_task_age_is_measured_from_its_creation(db: Database, cq: SyncCairnQ) -> None:
+    task, _ = start(cq, "a")
+    [row] = running_rows(frame(cq, task.created_at_ms + 125_000))
+    assert row.split()[4] == "2m05s"
+
+
+def test_running_task_without_progress_shows_an_empty_bar_and_a_dash(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    task, _ = start(cq, "a")
+    [row] = running_rows(frame(cq, task.created_at_ms))
+    assert f"{progress_bar(None)}    -" in row
+
+
+def test_running_task_with_a_cancel_requested_says_so(db: Database, cq: SyncCairnQ) -> None:
+    task, lease = start(cq, "a")
+    report(cq, lease, 0.1, "working")
+    cq.cancel(task.id)
+    [row] = running_rows(frame(cq, task.created_at_ms))
+    assert row.endswith("working  (cancel requested)")
+
+
+def test_queue_table_counts_tasks_by_status_per_queue(db: Database, cq: SyncCairnQ) -> None:
+    cq.submit("a")
+    cq.cancel(cq.submit("b").id)
+    start(cq, "c", queue="emails")
+    rows = queue_rows(frame(cq, 1_000))
+    assert rows == {
+        "default": ["1", "0", "0", "0", "1", "-"],
+        "emails": ["0", "1", "0", "0", "0", "-"],
+    }
+
+
+def test_first_frame_has_no_throughput_yet(db: Database, cq: SyncCairnQ) -> None:
+    cq.cancel(cq.submit("a").id)
+    assert queue_rows(frame(cq, 1_000))["default"][-1] == "-"
+
+
+def test_throughput_is_tasks_finished_per_second_since_the_previous_frame(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    leases = [start(cq, f"t{i}")[1] for i in range(3)]
+    first = render_frame(cq, io.StringIO(), None, 10_000)
+    for lease in leases:
+        finish(cq, lease)
+    rows = queue_rows(frame(cq, 12_000, first))
+    assert rows["default"] == ["0", "0", "3", "0", "0", "1.5"]
+
+
+def test_throughput_counts_failed_and_canceled_as_finished(db: Database, cq: SyncCairnQ) -> None:
+    queued = cq.submit("a")
+    _, lease = start(cq, "b")
+    first = render_frame(cq, io.StringIO(), None, 0)
+    cq.cancel(queued.id)
+    error = json.dumps({"type": "E", "code": "e", "message": "m", "retryable": False})
+    cq.backend.run(_ops.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
+    assert queue_rows(frame(cq, 1_000, first))["default"][-1] == "2.0"
+
+
+def test_throughput_never_goes_negative_when_finished_tasks_are_purged(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    cq.cancel(cq.submit("a").id)
+    cq.submit("b")
+    first = render_frame(cq, io.StringIO(), None, 0)
+    previous = Frame(first.now_ms, {"default": {**first.stats["default"], "canceled": 5}})
+    assert queue_rows(frame(cq, 1_000, previous))["default"][-1] == "0.0"
+
+
+def test_queue_option_shows_only_that_queue(db: Database, cq: SyncCairnQ) -> None:
+    start(cq, "a")
+    start(cq, "b", queue="emails")
+    text = frame(cq, 1_000, queue="emails")
+    assert list(queue_rows(text)) == ["emails"]
+    assert [row.split()[0] for row in running_rows(text)] == ["b"]
+
+
+def test_more_running_tasks_than_shown_are_summarised(db: Database, cq: SyncCairnQ) -> None:
+    for name in ("a", "b", "c"):
+        start(cq, name)
+    text = frame(cq, 1_000, max_running=1)
+    assert len(running_rows(text)) == 1
+    assert "... and 2 more" in text.splitlines()
+
+
+def test_empty_database_frame_says_no_tasks(db: Database, cq: SyncCairnQ) -> None:
+    lines = frame(cq, 1_000).splitlines()
+    assert "no tasks" in lines
+    assert "running: 0" in lines
+
+
+def test_lines_are_cut_to_the_given_width(db: Database, cq: SyncCairnQ) -> None:
+    _, lease = start(cq, "a")
+    report(cq, lease, 0.5, "x" * 300)
+    assert max(len(line) for line in frame(cq, 1_000, width=60).splitlines()) == 60
+
+
+# --- the stream --------------------------------------------------------------------------
+
+
+def test_frame_on_a_terminal_starts_by_clearing_the_screen(db: Database, cq: SyncCairnQ) -> None:
+    out = Terminal()
+    render_frame(cq, out, None, 1_000)
+    assert out.getvalue().startswith(CLEAR_SCREEN + "cairnq top")
+
+
+def test_frame_on_a_plain_stream_has_no_escape_codes(db: Database, cq: SyncCairnQ) -> None:
+    start(cq, "a")
+    assert "\x1b" not in frame(cq, 1_000)
+
+
+def test_run_top_sleeps_the_interval_between_refreshes_but_not_after_the_last(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    naps: list[float] = []
+    run_top(cq, io.StringIO(), interval=1.5, refreshes=3, sleep=naps.append)
+    assert naps == [1.5, 1.5]
+
+
+def test_run_top_feeds_each_frame_the_previous_one(db: Database, cq: SyncCairnQ) -> None:
+    leases = [start(cq, f"t{i}")[1] for i in range(4)]
+    times = iter([0, 2_000])
+
+    def finish_all(seconds: float) -> None:
+        for lease in leases:
+            finish(cq, lease)
+
+    out = io.StringIO()
+    run_top(cq, out, refreshes=2, sleep=finish_all, clock=lambda: next(times))
+    second = out.getvalue().split("cairnq top")[-1]
+    assert queue_rows(second)["default"][-1] == "2.0"
+
+
+def test_top_interval_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", "--interval", "0"], out=io.StringIO()) == 2
+    assert capsys.readouterr().err.startswith("cairnq: error: argument --interval")
+
+
+# --- progress as text --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fraction", "bar", "text"),
+    [
+        (None, "[" + "." * 20 + "]", "-"),
+        (0.0, "[" + "." * 20 + "]", "0%"),
+        (0.5, "[" + "#" * 10 + "." * 10 + "]", "50%"),
+        (1.0, "[" + "#" * 20 + "]", "100%"),
+        (1.7, "[" + "#" * 20 + "]", "100%"),
+        (-0.2, "[" + "." * 20 + "]", "0%"),
+    ],
+)
+def test_progress_is_drawn_as_a_bar_and_a_percentage(
+    fraction: float | None, bar: str, text: str
+) -> None:
+    assert (progress_bar(fraction), percent(fraction)) == (bar, text)
