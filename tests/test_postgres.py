@@ -531,3 +531,63 @@ async def test_listen_that_never_delivers_falls_back_to_polling_with_one_log_lin
     assert proxy.dropped >= 1
     fallbacks = [r for r in caplog.records if "falls back to polling" in r.getMessage()]
     assert len(fallbacks) == 1
+
+
+async def test_submit_on_a_connection_outside_a_transaction_block_is_rolled_back_with_it(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(pg_db.url)
+    try:
+        await conn.execute(f'create schema if not exists "{pg_db.schema}"')
+        await conn.execute(f'set search_path to "{pg_db.schema}"')
+        await conn.commit()
+        async with pg_db.client() as cq:
+            task = await cq.submit("job", {}, conn=conn)
+            await conn.rollback()
+            assert await cq.get(task.id) is None
+            kept = await cq.submit("job", {}, conn=conn)
+            await conn.commit()
+            assert await cq.get(kept.id) is not None
+    finally:
+        await conn.close()
+
+
+def test_sync_submit_outside_a_transaction_block_is_rolled_back_with_it(pg_db: Database) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_db.url) as conn, pg_db.sync_client() as cq:
+        cq.stats()
+        conn.execute(f'set search_path to "{pg_db.schema}"')
+        conn.commit()
+        task = cq.submit("job", {}, conn=conn)
+        conn.rollback()
+        assert cq.get(task.id) is None
+
+
+async def test_a_connection_given_as_the_backend_must_be_autocommit(pg_db: Database) -> None:
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(pg_db.url)
+    try:
+        with pytest.raises(InvalidArgument, match="autocommit=True"):
+            CairnQ.postgres(conn)
+    finally:
+        await conn.close()
+
+
+async def test_submit_on_a_connection_pointed_at_another_schema_is_refused(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(pg_db.url, autocommit=True)
+    try:
+        async with pg_db.client() as cq:
+            await cq.stats()
+            with pytest.raises(SchemaMismatch):
+                await cq.submit("job", {}, conn=conn)
+            assert await cq.stats() == {}
+    finally:
+        await conn.close()

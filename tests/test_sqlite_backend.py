@@ -33,7 +33,7 @@ def test_wal_and_foreign_keys_are_on(sqlite_db: Database) -> None:
     backend = sqlite_db.backend()
     with SyncCairnQ(backend) as cq:
         cq.submit("job", {})
-    conn = backend._reader()  # type: ignore[attr-defined]
+    conn = backend._take_reader()  # type: ignore[attr-defined]
     assert conn.execute("pragma journal_mode").fetchone()[0] == "wal"
     assert conn.execute("pragma foreign_keys").fetchone()[0] == 1
 
@@ -229,3 +229,68 @@ def test_synchronous_normal_is_an_option(tmp_path: Path) -> None:
     backend.close()
     with pytest.raises(InvalidArgument):
         SQLiteBackend(tmp_path / "q.db", synchronous="off")  # type: ignore[arg-type]
+
+
+def test_reads_from_many_threads_share_a_bounded_set_of_connections(sqlite_db: Database) -> None:
+    backend = sqlite_db.backend()
+    with SyncCairnQ(backend) as cq:
+        task = cq.submit("job", {})
+        seen: list[Any] = []
+        for _ in range(10):
+            threads = [
+                threading.Thread(target=lambda: seen.append(cq.get(task.id))) for _ in range(30)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert len(seen) == 300
+        assert all(t is not None and t.id == task.id for t in seen)
+        assert len(backend._read_conns) <= 8  # type: ignore[attr-defined]
+
+
+def test_a_backend_used_after_fork_says_so_instead_of_hanging(sqlite_db: Database) -> None:
+    backend = sqlite_db.backend()
+    backend.run(_ops.stats(), write=False)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            backend.run(_ops.cancel("task_x"), write=True)
+        except StoreClosed as exc:
+            os._exit(0 if "another process" in str(exc) else 3)
+        except BaseException:
+            os._exit(4)
+        os._exit(5)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+
+
+async def test_a_heartbeat_stuck_behind_a_lock_flags_the_lease_lost_in_time(
+    sqlite_db: Database,
+) -> None:
+    worker = sqlite_db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100)
+    started = asyncio.Event()
+    release = asyncio.Event()
+    seen: list[bool] = []
+
+    @worker.task
+    async def hold(ctx: TaskContext, payload: Any) -> None:
+        started.set()
+        await release.wait()
+        seen.append(ctx.lost_lease)
+
+    async with sqlite_db.client() as cq, worker.background():
+        task = await cq.submit("hold", {})
+        await asyncio.wait_for(started.wait(), 10)
+        ready = threading.Event()
+        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 1.5, ready))
+        holder.start()
+        ready.wait()
+        await asyncio.sleep(1.2)
+        release.set()
+        holder.join()
+        await asyncio.sleep(0.1)
+        current = await cq.get(task.id)
+    await worker.close()
+    assert seen[0] is True
+    assert current is not None

@@ -643,7 +643,9 @@ async def test_stop_drains_in_flight_work_before_returning(db: Database) -> None
     assert done is not None and (done.status, done.result) == ("succeeded", "finished")
 
 
-async def test_drain_timeout_releases_unfinished_tasks_for_retry(db: Database) -> None:
+async def test_drain_timeout_hands_unfinished_tasks_back_with_the_attempt_uncounted(
+    db: Database,
+) -> None:
     worker = db.worker(poll_interval_ms=20, drain_timeout_ms=100)
     started = asyncio.Event()
 
@@ -661,8 +663,8 @@ async def test_drain_timeout_releases_unfinished_tasks_for_retry(db: Database) -
         released = await cq.get(task.id)
     await worker.close()
     assert released is not None
-    assert (released.status, released.attempt) == ("queued", 1)
-    assert released.error["code"] == "worker_shutdown"
+    assert (released.status, released.attempt, released.worker_id) == ("queued", 0, None)
+    assert released.error is None
 
 
 async def test_claim_batch_caps_the_tasks_taken_per_draw(
@@ -706,3 +708,88 @@ async def test_a_worker_made_from_a_url_owns_and_closes_its_backend(sqlite_db: D
 
     with pytest.raises(StoreClosed):
         await worker.client.get_status("task_x")
+
+
+async def test_a_hung_sync_handler_past_max_run_ms_does_not_starve_the_next_task(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=1, max_run_ms=100)
+    release = threading.Event()
+    invoked: list[int] = []
+
+    @worker.task
+    def work(ctx: Any, payload: Any) -> int:
+        invoked.append(payload["n"])
+        if payload["n"] == 0:
+            release.wait(10)
+        return int(payload["n"])
+
+    async with db.client() as cq, worker.background():
+        hung = await cq.submit("work", {"n": 0}, max_attempts=1)
+        first = await settled(cq, hung.id)
+        second = await cq.submit("work", {"n": 1}, max_attempts=1)
+        await asyncio.sleep(0.3)
+        release.set()
+        done = await settled(cq, second.id)
+    await worker.close()
+    assert first.error["code"] == "handler_timeout"
+    assert (done.status, done.result) == ("succeeded", 1)
+    assert invoked == [0, 1]
+
+
+async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) -> None:
+    def broken(exc: BaseException, context: dict[str, Any]) -> None:
+        raise RuntimeError("the hook itself is broken")
+
+    worker = db.worker(
+        poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100, on_error=broken, concurrency=2
+    )
+
+    @worker.task
+    async def blocker(ctx: TaskContext, payload: Any) -> str:
+        time.sleep(0.35)
+        return "blocked"
+
+    @worker.task
+    async def steady(ctx: TaskContext, payload: Any) -> str:
+        await asyncio.sleep(1.5)
+        return "steady"
+
+    async with db.client() as cq, worker.background():
+        long = await cq.submit("steady", {})
+        await asyncio.sleep(0.1)
+        await cq.call("blocker", {}, timeout_ms=10_000)
+        done = await settled(cq, long.id)
+    await worker.close()
+    assert (done.status, done.attempt) == ("succeeded", 1)
+
+
+async def test_a_lost_lease_in_a_batch_fails_the_rest_of_the_batch_at_once(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, lease_ms=30_000)
+
+    @worker.task("pair", batch=2)
+    async def pair(contexts: list[TaskContext]) -> None:
+        await contexts[0].fail("first is bad", retryable=False)
+        for ctx in contexts:
+            await ctx.progress(0.5)
+
+    async with db.client() as cq:
+        one_run = {"task": "pair", "max_attempts": 1}
+        tasks = await cq.submit_many([one_run, one_run])
+        async with worker.background():
+            done = [await settled(cq, t.id) for t in tasks]
+    await worker.close()
+    by_code = sorted((t.error["code"], t.attempt) for t in done)
+    assert by_code[0] == ("handler_error", 1)
+    assert by_code[1] == ("task_error", 1)
+
+
+async def test_an_expired_but_unrecovered_lease_is_not_reported_as_held(db: Database) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", {})
+        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        row = (await cq.backend.arun(claim, write=True))[0]
+        clock.advance(1001)
+        beat = _ops.heartbeat_batch([_ops.Lease(task.id, row["attempt"])], "w", 1000)
+        assert await cq.backend.arun(beat, write=True) == {}

@@ -469,7 +469,7 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
     held = {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
     missing = [lease for lease in leases if lease.id not in held]
     if missing:
-        states = yield Call("lease_states", {"ids": [lease.id for lease in missing]})
+        states = yield Call("lease_states", {"ids": [lease.id for lease in missing], "now_ms": NOW})
         by_id = {r["id"]: r for r in states}
         for lease in missing:
             row = by_id.get(lease.id)
@@ -483,12 +483,13 @@ def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
         row["status"] == "running"
         and row["worker_id"] == worker_id
         and row["attempt"] == lease.attempt
+        and row["lease_live"]
     )
 
 
 def cancel_requested(task_id: str) -> Op[bool]:
     """Whether a cancel is pending on the task (a missing row counts as canceled)."""
-    rows = yield Call("lease_states", {"ids": [task_id]})
+    rows = yield Call("lease_states", {"ids": [task_id], "now_ms": NOW})
     if not rows:
         return True
     return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
@@ -521,6 +522,17 @@ def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms:
         "fail",
         _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
     )
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
+
+
+def release(lease: Lease, worker_id: str) -> Op[Row]:
+    """Hand an attempt back unrun: queued again at once, its attempt not counted.
+
+    For a worker that stops before running a task it claimed. A pending cancel
+    still wins (the task ends canceled).
+    """
+    rows = yield Call("release", _owned(lease, worker_id))
     yield from _emit_for(rows)
     return _owned_row(lease, rows)
 

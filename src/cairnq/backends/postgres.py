@@ -58,6 +58,14 @@ T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 MAX_IDENTIFIER_BYTES = 63
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
+# A dead peer is noticed within about 20 s instead of the kernel's two hours.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 2,
+}
+LISTEN_PROBE_TIMEOUT_S = 10.0
 
 AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
 SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
@@ -95,6 +103,17 @@ def _translate(exc: BaseException) -> BaseException:
             f"cairnq tables are missing ({exc}); run migrations first (cairnq migrate)"
         )
     return DatabaseError(f"PostgreSQL error: {exc}")
+
+
+def _joins_callers_transaction(conn: Any) -> bool:
+    """Whether statements on ``conn`` become part of a transaction the caller will end.
+
+    A non-autocommit connection with no transaction open yet starts one implicitly
+    at the first statement, and the caller commits or rolls it back. Wrapping the
+    work in ``conn.transaction()`` there would commit it on its own.
+    """
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return not conn.autocommit and idle
 
 
 def _json_as_text(adapters: Any) -> None:
@@ -159,6 +178,14 @@ class PostgresBackend:
                 "expected a PostgreSQL DSN, psycopg pool or connection, "
                 f"got {type(source).__name__}"
             )
+        if (
+            isinstance(source, (psycopg.Connection, psycopg.AsyncConnection))
+            and not source.autocommit
+        ):
+            raise InvalidArgument(
+                "a connection given as cairnq's own must have autocommit=True (cairnq commits "
+                "each operation); to write inside your transaction, pass it as submit(conn=...)"
+            )
         self._owns_pools = self._dsn is not None
         self._listen_enabled = listen and self._dsn is not None
         identity = self._dsn or f"external:{id(source)}"
@@ -187,9 +214,12 @@ class PostgresBackend:
     # --- connection parameters ----------------------------------------------------
 
     def _conninfo(self, role: str) -> str:
+        """The DSN with this connection's role, and TCP keepalives unless the DSN sets them."""
         assert self._dsn is not None
+        given = psycopg.conninfo.conninfo_to_dict(self._dsn)
+        extra = {k: v for k, v in KEEPALIVES.items() if k not in given}
         return psycopg.conninfo.make_conninfo(
-            self._dsn, application_name=f"{self.application_name}-{role}"
+            self._dsn, application_name=f"{self.application_name}-{role}", **extra
         )
 
     def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
@@ -471,16 +501,31 @@ class PostgresBackend:
     # --- the application's own transaction ----------------------------------------------
 
     async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
-        """Run ``op`` on the caller's connection, inside whatever transaction it has open.
+        """Run ``op`` on the caller's connection, as part of the caller's transaction.
 
         Nothing is committed here: the work becomes visible when the caller
-        commits and disappears if it rolls back. Wake-ups are left to the NOTIFY
-        trigger, which fires at the caller's commit.
+        commits and disappears if it rolls back. Inside an open transaction the
+        operation runs in a savepoint, so its own failure leaves the caller's
+        transaction usable. On an autocommit connection outside a transaction
+        block it runs in a transaction of its own. Wake-ups come from the NOTIFY
+        trigger at the caller's commit.
+
+        Raises:
+            SchemaMismatch: the connection's current schema is not this backend's.
         """
         if not self._setup_done:
             await self.aopen()
         try:
-            value, _ = await self._adrive_on(conn, op, write=True)
+            if self.schema is not None:
+                await adrive(
+                    _ops.check_installation(self.schema),
+                    lambda step: self._execute_async(conn, step),
+                )
+            if _joins_callers_transaction(conn):
+                value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
+            else:
+                async with conn.transaction():
+                    value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
         except BaseException as exc:
             raise _translate(exc) from exc
         return value
@@ -490,8 +535,13 @@ class PostgresBackend:
         if not self._setup_done:
             self.open()
         try:
-            with conn.transaction():
+            if self.schema is not None:
+                drive(_ops.check_installation(self.schema), lambda s: self._execute_sync(conn, s))
+            if _joins_callers_transaction(conn):
                 value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+            else:
+                with conn.transaction():
+                    value, _ = drive(op, lambda step: self._execute_sync(conn, step))
         except BaseException as exc:
             raise _translate(exc) from exc
         return value
@@ -605,7 +655,7 @@ class _Listener:
         while True:
             async for note in conn.notifies(timeout=10.0):
                 self._dispatch(note)
-            await conn.execute("select 1")
+            await asyncio.wait_for(conn.execute("select 1"), LISTEN_PROBE_TIMEOUT_S)
             self._hub.poke()
 
 

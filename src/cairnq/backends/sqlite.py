@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import queue
@@ -104,9 +105,13 @@ class SQLiteBackend:
             max_workers=_ops.check_int(readers, "readers", low=1, high=64),
             thread_name_prefix="cairnq-sqlite-read",
         )
-        self._local = threading.local()
+        # Read connections are pooled, not per thread: a server that reads from many
+        # short-lived threads must not collect one open connection per thread.
+        self._read_slots = threading.BoundedSemaphore(self._readers._max_workers + 4)
+        self._idle_readers: list[sqlite3.Connection] = []
         self._read_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
+        self._pid = os.getpid()
         self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
@@ -152,7 +157,9 @@ class SQLiteBackend:
             self._writer.join()
         self._readers.shutdown(wait=True)
         with self._conns_lock:
-            conns, self._read_conns = self._read_conns, []
+            conns, self._idle_readers = self._idle_readers, []
+            for conn in conns:
+                self._read_conns.remove(conn)
         for conn in conns:
             conn.close()
 
@@ -178,6 +185,11 @@ class SQLiteBackend:
         return await loop.run_in_executor(self._readers, self._read, op)
 
     def _ensure_open(self) -> None:
+        if os.getpid() != self._pid:
+            raise StoreClosed(
+                "this SQLite backend was created in another process (before a fork); "
+                "open a new one in this process"
+            )
         if self._state == "closed":
             raise StoreClosed("this SQLite backend was closed")
         if self._state == "new":
@@ -185,6 +197,8 @@ class SQLiteBackend:
 
     def _submit(self, op: Op[T]) -> concurrent.futures.Future[T]:
         job = _Job(op)
+        if os.getpid() != self._pid:
+            self._ensure_open()
         with self._open_lock:
             if self._state == "closed":
                 raise StoreClosed("this SQLite backend was closed")
@@ -192,23 +206,35 @@ class SQLiteBackend:
         return job.future
 
     def _read(self, op: Op[T]) -> T:
-        conn = self._reader()
-        try:
-            value, _ = drive(op, lambda step: self._execute(conn, step))
-        except BaseException as exc:
-            raise _translate(exc, self.busy_timeout_ms) from exc
+        with self._read_slots:
+            conn = self._take_reader()
+            try:
+                value, _ = drive(op, lambda step: self._execute(conn, step))
+            except BaseException as exc:
+                raise _translate(exc, self.busy_timeout_ms) from exc
+            finally:
+                self._return_reader(conn)
         return value
 
-    def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+    def _take_reader(self) -> sqlite3.Connection:
+        with self._conns_lock:
             if self._state == "closed":
                 raise StoreClosed("this SQLite backend was closed")
-            conn = self._connect(writer=False)
-            self._local.conn = conn
-            with self._conns_lock:
-                self._read_conns.append(conn)
+            if self._idle_readers:
+                return self._idle_readers.pop()
+        conn = self._connect(writer=False)
+        with self._conns_lock:
+            self._read_conns.append(conn)
         return conn
+
+    def _return_reader(self, conn: sqlite3.Connection) -> None:
+        with self._conns_lock:
+            if self._state != "closed":
+                self._idle_readers.append(conn)
+                return
+            if conn in self._read_conns:
+                self._read_conns.remove(conn)
+        conn.close()
 
     # --- the writer thread ------------------------------------------------------------
 
@@ -230,9 +256,24 @@ class SQLiteBackend:
                     stopping = True
                     break
                 batch.append(job)
-            self._run_group(conn, batch)
+            try:
+                self._run_group(conn, batch)
+            except BaseException as exc:
+                self._fail_stranded(conn, batch, exc)
         self._drain_after_stop()
         conn.close()
+
+    def _fail_stranded(
+        self, conn: sqlite3.Connection, batch: list[_Job], exc: BaseException
+    ) -> None:
+        """The group itself broke (not one operation): fail what it left unresolved, carry on."""
+        error = _translate(exc, self.busy_timeout_ms)
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("rollback")
+        for job in batch:
+            if not job.future.done():
+                job.future.set_exception(error)
 
     def _drain_after_stop(self) -> None:
         while True:

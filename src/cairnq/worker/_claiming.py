@@ -16,12 +16,14 @@ def plan_claim(
     calls_by_name: Mapping[str, int],
     claim_batch: int | None,
     turn: int,
+    row_budget: int | None = None,
 ) -> list[Draw]:
     """Split ``free_calls`` handler calls into claim draws.
 
     Names that are batched or have their own concurrency cap get a draw each;
     all other names share one. The order rotates with ``turn`` so no source is
-    always served last when capacity is short.
+    always served last when capacity is short. ``row_budget`` caps the tasks
+    claimed in all (the byte budget, counted in tasks).
     """
     solo = [r for r in registry if r.solo]
     shared = [r.name for r in registry if not r.solo]
@@ -34,23 +36,27 @@ def plan_claim(
     sources = sources[shift:] + sources[:shift]
     draws: list[Draw] = []
     for source in sources:
-        if free_calls <= 0:
+        if free_calls <= 0 or (row_budget is not None and row_budget <= 0):
             break
         if isinstance(source, Registration):
             calls = free_calls
             if source.concurrency is not None:
                 calls = min(calls, source.concurrency - calls_by_name.get(source.name, 0))
             rows = calls * source.batch
-            if claim_batch is not None:
-                rows = min(rows, claim_batch)
-            if rows <= 0:
-                continue
-            draws.append(Draw([source.name], rows))
-            free_calls -= -(-rows // source.batch)
+            names = [source.name]
         else:
-            rows = free_calls if claim_batch is None else min(free_calls, claim_batch)
-            draws.append(Draw(source, rows))
-            free_calls -= rows
+            rows = free_calls
+            names = source
+        if claim_batch is not None:
+            rows = min(rows, claim_batch)
+        if row_budget is not None:
+            rows = min(rows, row_budget)
+            row_budget -= max(rows, 0)
+        if rows <= 0:
+            continue
+        draws.append(Draw(names, rows))
+        batch = source.batch if isinstance(source, Registration) else 1
+        free_calls -= -(-rows // batch)
     return draws
 
 

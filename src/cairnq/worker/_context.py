@@ -129,6 +129,9 @@ class TaskContext:
         self._settled = False
         self._cancel_seen = task.cancel_requested_at_ms is not None
         self.started = time.monotonic()
+        # When the lease runs out by this host's clock, renewed by each successful beat
+        # (from the moment the beat was sent: never later than the database's expiry).
+        self.lease_deadline = self.started + runtime.lease_ms / 1000
 
     def __repr__(self) -> str:
         return f"<TaskContext {self.task.id} {self.task.name!r} attempt={self.task.attempt}>"
@@ -271,7 +274,9 @@ class TaskContext:
 
     async def heartbeat(self) -> Task:
         """Renew this task's lease now (the worker also does it on its own)."""
+        sent = time.monotonic()
         row = await self._owned(_ops.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms))
+        self.lease_deadline = sent + self._runtime.lease_ms / 1000
         task = Task.from_row(row)
         if task.cancel_requested:
             self._cancel_seen = True

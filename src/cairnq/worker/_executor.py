@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import traceback
@@ -47,6 +48,10 @@ class Executor:
         self._max_run_ms = max_run_ms
         self._threads = threads
         self._on_error = on_error
+        # Threads still running a sync handler whose attempt was abandoned (max_run_ms).
+        # They hold a pool thread, so the worker counts them against its concurrency.
+        self.stuck_threads = 0
+        self.on_thread_freed: Callable[[], None] | None = None
 
     async def run(self, registration: Registration, contexts: Sequence[TaskContext]) -> None:
         """Run one call to completion: handler, then settle whatever it left unsettled."""
@@ -57,9 +62,16 @@ class Executor:
             outcome = await self._invoke(registration, contexts)
         except asyncio.CancelledError:
             raise
-        except LostLease:
+        except LostLease as lost:
+            # Only the context the error names lost its lease; in a batch, the others
+            # are still held and fail like any other handler error.
             for ctx in contexts:
-                ctx.mark_lost()
+                if ctx.task_id == lost.task_id:
+                    ctx.mark_lost()
+            others = [c for c in contexts if c.task_id != lost.task_id]
+            if others:
+                envelope, _ = envelope_for(lost, retryable=True)
+                await self._fail_all(others, envelope, retryable=True)
             return
         except HandlerTimeout:
             for ctx in contexts:
@@ -113,10 +125,22 @@ class Executor:
         loop = asyncio.get_running_loop()
         wrapped = [SyncTaskContext(ctx, loop) for ctx in contexts]
         args = self._arguments(registration, wrapped)
-        result = await loop.run_in_executor(self._threads, lambda: registration.fn(*args))
+        running = self._threads.submit(registration.fn, *args)
+        try:
+            result = await asyncio.wrap_future(running)
+        except asyncio.CancelledError:
+            if not running.done():
+                self.stuck_threads += 1
+                running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_freed))
+            raise
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def _thread_freed(self) -> None:
+        self.stuck_threads -= 1
+        if self.on_thread_freed is not None:
+            self.on_thread_freed()
 
     async def _succeed(self, ctx: TaskContext, result: Any) -> None:
         if ctx.settled or ctx.lost_lease:
@@ -167,6 +191,12 @@ class Executor:
                 return
             else:
                 return
+
+
+def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """Schedule ``callback`` on ``loop`` from another thread; a closed loop is ignored."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
 
 
 def _short_traceback(exc: BaseException, limit: int = 4000) -> str:

@@ -20,6 +20,7 @@ from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import (
+    DatabaseUnavailable,
     EventLoopBlocked,
     InvalidArgument,
     SerializationError,
@@ -38,11 +39,24 @@ F = TypeVar("F", bound=Handler)
 
 RECOVER_LIMIT = 100
 RECOVERY_BATCHES = 10
+SHUTDOWN_WRITE_TIMEOUT_S = 5.0
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
 
 
 def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
     log.error("worker error during %s", context.get("phase", "?"), exc_info=exc, extra=context)
+
+
+def _safe(on_error: OnError) -> OnError:
+    """``on_error``, made unable to take a worker loop down with it."""
+
+    def report(exc: BaseException, context: dict[str, Any]) -> None:
+        try:
+            on_error(exc, context)
+        except Exception:
+            log.exception("on_error hook raised; the worker carries on", extra=context)
+
+    return report
 
 
 class Worker:
@@ -116,10 +130,10 @@ class Worker:
         if not self.queues:
             raise InvalidArgument("a worker needs at least one queue")
         self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
-        self.lease_ms = _ops.check_int(lease_ms, "lease_ms", low=10, high=2**40)
+        self.lease_ms = _ops.check_int(lease_ms, "lease_ms", low=100, high=2**40)
         self.poll_interval_ms = _ops.check_int(poll_interval_ms, "poll_interval_ms", low=1)
         if heartbeat_interval_ms is None:
-            heartbeat_interval_ms = max(50, self.lease_ms // 3)
+            heartbeat_interval_ms = min(max(50, self.lease_ms // 3), self.lease_ms // 2)
         self.heartbeat_interval_ms = _ops.check_int(
             heartbeat_interval_ms, "heartbeat_interval_ms", low=1, high=self.lease_ms - 1
         )
@@ -137,6 +151,7 @@ class Worker:
         self.drain_timeout_ms = _ops.check_int(drain_timeout_ms, "drain_timeout_ms", low=0)
         self.worker_id = _ops.check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error: OnError = on_error or _default_on_error
+        self._report: OnError = _safe(self.on_error)
         if recovery_interval_ms is None:
             recovery_interval_ms = min(30_000, max(100, self.lease_ms // 2))
         self.recovery_interval_ms = _ops.check_int(
@@ -173,6 +188,7 @@ class Worker:
         self._turn = 0
         self._drain_deadline: float | None = None
         self._started: asyncio.Event | None = None
+        self._rejects: set[asyncio.Future[Any]] = set()
 
     @classmethod
     def sqlite(
@@ -401,18 +417,24 @@ class Worker:
             raise InvalidArgument("no task handlers are registered on this worker")
         if concurrency is not None:
             self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
-        await self.client.open()
+        # Stop requests (signals) count from here, even while the database is opening.
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._drain_deadline = None
+        self._running = True
+        try:
+            await self.client.open()
+        except BaseException:
+            self._running = False
+            raise
         threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
         )
         self._executor = Executor(
-            max_run_ms=self.max_run_ms, threads=threads, on_error=self.on_error
+            max_run_ms=self.max_run_ms, threads=threads, on_error=self._report
         )
         self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues))
-        self._running = True
+        self._executor.on_thread_freed = self._wake.set
         if self._started is not None:
             self._started.set()
         heartbeat = asyncio.ensure_future(self._heartbeat_loop())
@@ -453,8 +475,10 @@ class Worker:
         while not stopping.is_set():
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
-            free = min(self.concurrency - len(self._calls), self._byte_headroom())
-            draws = self._plan(free) if free > 0 else []
+            busy = len(self._calls) + self._executor.stuck_threads
+            free = self.concurrency - busy
+            room = self._byte_headroom()
+            draws = self._plan(free, room) if free > 0 and room > 0 else []
             if not draws:
                 await wake.wait_async(self.poll_interval_ms / 1000)
                 continue
@@ -462,7 +486,7 @@ class Worker:
                 rows = await self._claim(draws)
             except Exception as exc:
                 failures += 1
-                self.on_error(exc, {"phase": "claim", "worker_id": self.worker_id})
+                self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
                 low, high = CLAIM_ERROR_BACKOFF_S
                 await wake.wait_async(min(high, low * 2 ** min(failures - 1, 5)))
                 continue
@@ -487,11 +511,12 @@ class Worker:
                 return 0
         return max(1 if not self._calls else 0, room // max(1, int(self._typical_payload)))
 
-    def _plan(self, free: int) -> list[_ops.Draw]:
+    def _plan(self, free: int, rows: int | None = None) -> list[_ops.Draw]:
         self._turn += 1
         return plan_claim(
             self.registry,
             free_calls=free,
+            row_budget=rows if self.max_in_flight_bytes is not None else None,
             calls_by_name=self._calls_by_name,
             claim_batch=self.claim_batch,
             turn=self._turn,
@@ -536,8 +561,7 @@ class Worker:
         except SerializationError as exc:
             self._reject(lease, error_envelope("SerializationError", "invalid_payload", str(exc)))
             return None
-        payload = row["payload"]
-        size = len(payload) if isinstance(payload, (str, bytes)) else 0
+        size = self._payload_bytes(row["payload"])
         previous = self._contexts.get(task.id)
         if previous is not None:
             previous.mark_lost()
@@ -547,17 +571,27 @@ class Worker:
         self._typical_payload = 0.8 * self._typical_payload + 0.2 * size
         return ctx
 
+    def _payload_bytes(self, payload: Any) -> int:
+        """Encoded size of a payload, measured only when a byte budget needs it."""
+        if self.max_in_flight_bytes is None:
+            return 0
+        if isinstance(payload, str):
+            return len(payload.encode("utf-8"))
+        return len(payload) if isinstance(payload, bytes) else 0
+
     def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:
         text = self.client.codec.encode(envelope, what="error envelope")
         op = _ops.fail(lease, self.worker_id, text, retryable=False, delay_ms=0)
         call = asyncio.ensure_future(self.client.backend.arun(op, write=True))
+        self._rejects.add(call)
         call.add_done_callback(self._report_reject)
 
     def _report_reject(self, call: asyncio.Future[Any]) -> None:
+        self._rejects.discard(call)
         if not call.cancelled() and call.exception() is not None:
             exc = call.exception()
             assert exc is not None
-            self.on_error(exc, {"phase": "settle", "worker_id": self.worker_id})
+            self._report(exc, {"phase": "settle", "worker_id": self.worker_id})
 
     async def _run_call(self, registration: Registration, contexts: list[TaskContext]) -> None:
         try:
@@ -565,7 +599,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.on_error(exc, {"phase": "execute", "task_id": contexts[0].task_id})
+            self._report(exc, {"phase": "execute", "task_id": contexts[0].task_id})
         finally:
             self._release(registration, contexts)
 
@@ -596,7 +630,7 @@ class Worker:
             try:
                 await self.recover_expired()
             except Exception as exc:
-                self.on_error(exc, {"phase": "recovery", "worker_id": self.worker_id})
+                self._report(exc, {"phase": "recovery", "worker_id": self.worker_id})
 
     async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
         """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
@@ -622,34 +656,51 @@ class Worker:
             await asyncio.sleep(interval)
             gap = time.monotonic() - started
             if gap > 2 * interval:
-                self.on_error(
+                self._report(
                     EventLoopBlocked(int(gap * 1000), self.heartbeat_interval_ms),
                     {"phase": "heartbeat", "worker_id": self.worker_id},
                 )
             await self._beat()
 
     async def _beat(self) -> None:
-        """Renew every held lease in one statement; flag the ones the database says are gone."""
+        """Renew every held lease in one statement; flag the ones that are gone.
+
+        A lease is gone when the database says so, or when this host's clock passes
+        its deadline without a successful renewal (the database may be unreachable,
+        and another worker may already be running the task).
+        """
+        now = time.monotonic()
+        for ctx in list(self._contexts.values()):
+            if not ctx.settled and not ctx.lost_lease and now >= ctx.lease_deadline:
+                log.warning(
+                    "lease expired without renewal",
+                    extra={"task_id": ctx.task_id, "worker_id": self.worker_id},
+                )
+                ctx.mark_lost()
         live = [c for c in self._contexts.values() if not c.settled and not c.lost_lease]
         if not live:
             return
         backend = self.client.backend
         run = getattr(backend, "arun_reserved", backend.arun)
+        sent = time.monotonic()
+        beat = _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms)
         try:
-            held = await run(
-                _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms),
-                write=True,
-            )
+            held = await asyncio.wait_for(run(beat, write=True), self.lease_ms / 2000)
+        except asyncio.TimeoutError:
+            slow = DatabaseUnavailable(f"heartbeat got no answer within {self.lease_ms // 2} ms")
+            self._report(slow, {"phase": "heartbeat", "worker_id": self.worker_id})
+            return
         except Exception as exc:
-            self.on_error(exc, {"phase": "heartbeat", "worker_id": self.worker_id})
+            self._report(exc, {"phase": "heartbeat", "worker_id": self.worker_id})
             return
         for ctx in live:
             if ctx.task_id in held:
+                ctx.lease_deadline = sent + self.lease_ms / 1000
                 if held[ctx.task_id]:
                     ctx.mark_cancel_requested()
             elif not ctx.settled:
                 log.warning(
-                    "lease lost", extra={"task_id": ctx.task_id, "worker_id": self.worker_id}
+                    "lease lost", extra={"task_id": ctx.task_id, "worker_id": ctx.worker_id}
                 )
                 ctx.mark_lost()
 
@@ -671,13 +722,20 @@ class Worker:
             call.cancel()
         if self._calls:
             await asyncio.wait(set(self._calls))
-        envelope = error_envelope(
-            "WorkerShutdown",
-            "worker_shutdown",
-            "worker stopped before the task finished",
-            retryable=True,
-        )
         for ctx in leftovers:
             ctx.mark_lost(announce=False)
-            with contextlib.suppress(Exception):
-                await ctx._record_failure(envelope, retryable=True, force=True, delay_ms=0)
+        if leftovers:
+            await asyncio.wait(
+                [asyncio.ensure_future(self._release_unfinished(ctx)) for ctx in leftovers],
+                timeout=SHUTDOWN_WRITE_TIMEOUT_S,
+            )
+        if self._rejects:
+            await asyncio.wait(set(self._rejects), timeout=SHUTDOWN_WRITE_TIMEOUT_S)
+
+    async def _release_unfinished(self, ctx: TaskContext) -> None:
+        """Hand a task this worker stopped running back to the queue, its attempt uncounted."""
+        op = _ops.release(ctx.lease, self.worker_id)
+        try:
+            await self.client.backend.arun(op, write=True)
+        except Exception as exc:
+            self._report(exc, {"phase": "shutdown", "task_id": ctx.task_id})

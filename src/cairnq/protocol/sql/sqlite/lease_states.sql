@@ -1,6 +1,7 @@
--- Reads the lease columns of the given tasks, taking no locks.
+-- Reads the lease columns of the given tasks, taking no locks; lease_live says whether the lease is unexpired at now.
 -- Returns one row per existing id. An id left out no longer exists.
--- params: ids
-select id, status, worker_id, attempt, lease_until_ms, cancel_requested_at_ms
+-- params: ids, now_ms
+select id, status, worker_id, attempt, lease_until_ms, cancel_requested_at_ms,
+       (lease_until_ms is not null and lease_until_ms > :now_ms) as lease_live
 from cairnq_tasks
 where id in (select value from json_each(:ids));
