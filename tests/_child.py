@@ -98,7 +98,23 @@ def cmd_submit(spec: dict[str, Any], count: str, start: str) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
+def cmd_doomed(spec: dict[str, Any], marker: str) -> None:
+    """Serve queue ``doomed`` with a short lease; the handler never returns (kill me)."""
+    worker = Worker(
+        CairnQ(open_backend(spec)), queues=["doomed"], lease_ms=1000, poll_interval_ms=50
+    )
+
+    @worker.task
+    async def stuck(ctx: Any, payload: Any) -> None:
+        with open(marker, "w") as f:
+            f.write(ctx.task_id)
+        await asyncio.Event().wait()
+
+    worker.serve()
+
+
 COMMANDS = {
+    "doomed": cmd_doomed,
     "migrate": cmd_migrate,
     "worker": cmd_worker,
     "serve": cmd_serve,

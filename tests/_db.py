@@ -58,14 +58,24 @@ class Database:
 
     def client(self, **options: Any) -> CairnQ:
         """An async client owning its backend (close it, or use ``async with``)."""
-        client_keys = {"max_payload_bytes", "max_json_depth"}
+        client_keys = {
+            "max_payload_bytes",
+            "max_json_depth",
+            "max_queue_depth",
+            "max_queue_wait_ms",
+        }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = CairnQ(self.backend(**options), **client_kw)
         client._owns_backend = True
         return client
 
     def sync_client(self, **options: Any) -> SyncCairnQ:
-        client_keys = {"max_payload_bytes", "max_json_depth"}
+        client_keys = {
+            "max_payload_bytes",
+            "max_json_depth",
+            "max_queue_depth",
+            "max_queue_wait_ms",
+        }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = SyncCairnQ(self.backend(**options), **client_kw)
         client._owns_backend = True

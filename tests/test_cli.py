@@ -444,14 +444,24 @@ def test_commands_other_than_migrate_submit_worker_refuse_a_database_without_cai
         assert not schema_exists(db)
 
 
-def test_a_database_with_pending_migrations_is_refused(
+def test_a_database_with_pending_protocol_migrations_is_refused(
     db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    last = migration_names(db)[-1]
+    last = [name for name in migration_names(db) if not name.startswith("x")][-1]
     sql(db, f"delete from cairnq_migrations where name = '{last}'")
     result = run_on(db, capsys, "ls")
     assert result.code == 1
     assert f"pending migration(s) ({last}); run `cairnq migrate` first" in one_error_line(result)
+
+
+def test_a_database_without_cairnq_extensions_is_still_readable(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit("job", {})
+    sql(db, "delete from cairnq_migrations where name like 'x%'")
+    result = run_on(db, capsys, "stats")
+    assert result.code == 0
+    assert "default" in result.out
 
 
 def test_a_file_that_is_not_sqlite_is_not_a_cairnq_database(

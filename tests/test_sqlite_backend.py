@@ -294,3 +294,12 @@ async def test_a_heartbeat_stuck_behind_a_lock_flags_the_lease_lost_in_time(
     await worker.close()
     assert seen[0] is True
     assert current is not None
+
+
+def test_opening_without_migrations_does_not_create_a_missing_file(tmp_path: Path) -> None:
+    from cairnq import DatabaseUnavailable
+
+    path = tmp_path / "absent.db"
+    with pytest.raises(DatabaseUnavailable, match="no SQLite database"):
+        SyncCairnQ.sqlite(path, migrate=False).open()
+    assert not path.exists()

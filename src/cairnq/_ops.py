@@ -18,6 +18,7 @@ from ._json import JsonCodec
 from ._steps import NOW, Call, Emit, Op, Row, Script
 from .errors import (
     AlreadyExists,
+    DatabaseError,
     InvalidArgument,
     LostLease,
     ProtocolVersionMismatch,
@@ -609,6 +610,11 @@ def check_installation(schema: str | None) -> Op[None]:
     current = rows[0]["current_schema"] if rows else None
     found = sorted({r["schema"] for r in rows if r["schema"] is not None})
     if schema is not None:
+        if current is None:
+            raise DatabaseError(
+                f"schema {schema!r} does not exist yet; run migrations first "
+                "(cairnq migrate, or open with migrate=True)"
+            )
         if current != schema:
             raise SchemaMismatch(
                 f"connection's current schema is {current!r}, not the configured {schema!r}; "

@@ -59,31 +59,36 @@ class QueueGate:
             return self._limits.get(queue)
         return self._limits
 
-    def _take(self, queue: str) -> bool:
+    def _take(self, queue: str, count: int) -> bool:
         with self._lock:
             left = self._grants.get(queue, 0)
-            if left > 0:
-                self._grants[queue] = left - 1
+            if left >= count:
+                self._grants[queue] = left - count
                 return True
             return False
 
-    def _grant(self, queue: str, headroom: int) -> bool:
+    def _grant(self, queue: str, headroom: int, count: int) -> bool:
         with self._lock:
-            if headroom <= 0:
+            if headroom < count:
                 return False
-            self._grants[queue] = min(headroom, GRANT_MAX) - 1
+            self._grants[queue] = min(headroom, max(GRANT_MAX, count)) - count
             return True
 
-    def admit(self, queue: str) -> Procedure[None]:
-        """Return once a submit to ``queue`` may go ahead, or raise ``QueueFull``."""
+    def admit(self, queue: str, count: int = 1) -> Procedure[None]:
+        """Return once ``count`` submits to ``queue`` may go ahead, or raise ``QueueFull``.
+
+        A batch larger than the queue's limit can never fit and fails at once.
+        """
         limit = self.limit_for(queue)
-        if limit is None or self._take(queue):
+        if limit is None or self._take(queue, count):
             return
+        if count > limit:
+            raise QueueFull(queue, limit, 0)
         started = time.monotonic()
         pause = FIRST_PAUSE_S
         while True:
             headroom = yield Run(_ops.queue_depth(queue, limit))
-            if self._grant(queue, int(headroom)):
+            if self._grant(queue, int(headroom), count):
                 return
             waited = time.monotonic() - started
             remaining = self.max_queue_wait_ms / 1000 - waited

@@ -32,7 +32,7 @@ from .backends import open_backend, sqlite_path_from_url
 from .client import SyncCairnQ
 from .durations import format_duration, parse_duration
 from .errors import CairnQError, DatabaseError, DatabaseUnavailable, InvalidArgument
-from .migrate import migrate, pending
+from .migrate import is_extension, migrate, pending
 from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
 from .top import format_table, percent, run_top
 
@@ -208,7 +208,7 @@ def require_cairnq(target: Target) -> None:
     """Refuse, with one clear line, a database that is missing or not fully migrated.
 
     Raises:
-        CommandError: no SQLite file there, no cairnq tables, or migrations pending.
+        CommandError: no SQLite file there, no cairnq tables, or protocol migrations pending.
     """
     found = inspect_database(target)
     if not found.exists:
@@ -225,7 +225,8 @@ def require_cairnq(target: Target) -> None:
         raise CommandError(
             f"{target.describe()} is not a cairnq database; run `cairnq migrate` first{hint}"
         )
-    missing = pending(target.dialect, set(found.applied))
+    # A database another SDK created lacks only cairnq's extensions: still readable.
+    missing = [m for m in pending(target.dialect, set(found.applied)) if not is_extension(m)]
     if missing:
         raise CommandError(
             f"{target.describe()} has {len(missing)} pending migration(s) "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
@@ -486,9 +487,9 @@ class CairnQ(_ClientCore):
                 nothing is written.
         """
         specs = [self._item(item) for item in tasks]
-        for spec in specs:
-            if self.gate.limit_for(spec.queue) is not None:
-                await self._follow(self.gate.admit(spec.queue))
+        for queue, count in Counter(spec.queue for spec in specs).items():
+            if self.gate.limit_for(queue) is not None:
+                await self._follow(self.gate.admit(queue, count))
         if conn is not None:
             stored: TaskList = await self._transactional(conn)(conn, _ops.submit_many(specs))
             return stored
@@ -772,9 +773,9 @@ class SyncCairnQ(_ClientCore):
     def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction; see ``CairnQ.submit_many``."""
         specs = [self._item(item) for item in tasks]
-        for spec in specs:
-            if self.gate.limit_for(spec.queue) is not None:
-                self._follow(self.gate.admit(spec.queue))
+        for queue, count in Counter(spec.queue for spec in specs).items():
+            if self.gate.limit_for(queue) is not None:
+                self._follow(self.gate.admit(queue, count))
         if conn is not None:
             result: TaskList = self._transactional(conn)(conn, _ops.submit_many(specs))
             return result

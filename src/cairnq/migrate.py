@@ -96,6 +96,14 @@ async def arun_setup(setup: Setup, run: Callable[[SetupStep], Awaitable[Any]]) -
             applied.append(step.migration)
 
 
+EXTENSION_PREFIX = "x"
+
+
+def is_extension(name: str) -> bool:
+    """Whether a migration is one of cairnq's additive extensions (not the shared protocol)."""
+    return name.startswith(EXTENSION_PREFIX)
+
+
 def pending(dialect: Dialect, applied: set[str]) -> list[str]:
     """Migration file names of ``dialect`` the ledger does not record yet."""
     return [m.name for m in migrations(dialect) if m.name not in applied]

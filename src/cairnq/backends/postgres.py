@@ -272,7 +272,7 @@ class PostgresBackend:
                     name="cairnq",
                 )
                 try:
-                    if self.schema is not None:
+                    if self.schema is not None and self.migrate:
                         await self._create_schema_async()
                     await pool.open(wait=True, timeout=30)
                 except BaseException as exc:
@@ -318,7 +318,7 @@ class PostgresBackend:
                     name="cairnq-sync",
                 )
                 try:
-                    if self.schema is not None:
+                    if self.schema is not None and self.migrate:
                         with psycopg.Connection.connect(
                             self._conninfo("migrate"), autocommit=True
                         ) as conn:

@@ -357,7 +357,13 @@ class SQLiteBackend:
 
     def _connect(self, *, writer: bool) -> sqlite3.Connection:
         if writer and not self._memory:
-            _create_private_file(self.path)
+            if self.migrate:
+                _create_private_file(self.path)
+            elif not os.path.exists(self.path):
+                raise DatabaseUnavailable(
+                    f"no SQLite database at {self.path!r} (opened with migrate=False, "
+                    "so it is not created)"
+                )
         try:
             conn = sqlite3.connect(
                 self.path,
