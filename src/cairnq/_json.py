@@ -1,7 +1,8 @@
 """The JSON boundary: what may be stored, and reading back what others stored.
 
 Values are encoded compactly (``separators=(",", ":")``, UTF-8 text) so that
-both backends and the reference SDKs read them identically. Rejected on the way
+both backends and the reference SDKs read them identically (a negative zero is
+written as ``0.0``, which is all PostgreSQL's ``jsonb`` could keep of it). Rejected on the way
 in: NaN and infinities, lone surrogates, NUL characters (PostgreSQL ``jsonb``
 cannot hold them), nesting deeper than ``max_depth``, and encodings over
 ``max_bytes``. On the way out, text another writer left behind that Python
@@ -27,6 +28,8 @@ DEFAULT_MAX_DEPTH = 64
 # consumes each string whole, so group 1 is set only for a bare number.
 _STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?[eE][+-]?\d+)')
 _EXPONENT_HINT = re.compile(r"\d[eE][+-]?\d")
+# A negative zero (-0.0), matched only outside strings, as above.
+_STRING_OR_NEGATIVE_ZERO = re.compile(r'"(?:[^"\\]|\\.)*"|(-)0\.0(?![0-9])')
 
 # An escaped NUL inside a JSON string: `\u0000` preceded by an even number of
 # backslashes (an odd count would make it the literal text "\u0000").
@@ -52,6 +55,8 @@ class JsonCodec:
             raise SerializationError(f"{what} is nested too deeply to encode") from None
         if _EXPONENT_HINT.search(text):
             text = _STRING_OR_EXPONENT.sub(_positional, text)
+        if "-0.0" in text:
+            text = _STRING_OR_NEGATIVE_ZERO.sub(_unsigned_zero, text)
         try:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError:
@@ -102,6 +107,12 @@ def _positional(match: re.Match[str]) -> str:
     return text if "." in text else text + ".0"
 
 
+def _unsigned_zero(match: re.Match[str]) -> str:
+    """Write -0.0 as 0.0: PostgreSQL's ``numeric`` has no negative zero, so ``jsonb``
+    would read it back as 0.0 while SQLite kept -0.0. Both now store 0.0."""
+    return match.group(0) if match.group(1) is None else "0.0"
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -109,7 +120,8 @@ def _reject_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     number = float(text)
     if math.isinf(number):
-        raise ValueError(f"number {text[:40]} is out of range")
+        # The number itself is payload content: leave it out of the message.
+        raise ValueError(f"a {len(text)}-character number is out of range for a float")
     return number
 
 

@@ -226,22 +226,47 @@ def _emit_for(rows: Iterable[Row]) -> Op[None]:
 # --- reads -------------------------------------------------------------------------------
 
 
+def _id(task_id: Any) -> str:
+    """A task id as looked up: text that could have been stored (ids are checked like names)."""
+    return check_text(task_id, "task id") or ""
+
+
+def _key(key: Any) -> str:
+    return check_text(key, "key") or ""
+
+
 def get(task_id: str) -> Op[Task | None]:
+    return _get(_id(task_id))
+
+
+def _get(task_id: str) -> Op[Task | None]:
     rows = yield Call("get", {"id": task_id})
     return Task.from_row(rows[0]) if rows else None
 
 
 def get_by_key(key: str) -> Op[Task | None]:
+    return _get_by_key(_key(key))
+
+
+def _get_by_key(key: str) -> Op[Task | None]:
     rows = yield Call("get_by_key", {"key": key})
     return Task.from_row(rows[0]) if rows else None
 
 
 def get_status(task_id: str) -> Op[TaskRef | None]:
+    return _get_status(_id(task_id))
+
+
+def _get_status(task_id: str) -> Op[TaskRef | None]:
     rows = yield Call("get_status", {"id": task_id})
     return TaskRef(rows[0]["id"], rows[0]["status"]) if rows else None
 
 
 def get_status_by_key(key: str) -> Op[TaskRef | None]:
+    return _get_status_by_key(_key(key))
+
+
+def _get_status_by_key(key: str) -> Op[TaskRef | None]:
     rows = yield Call("get_status_by_key", {"key": key})
     return TaskRef(rows[0]["id"], rows[0]["status"]) if rows else None
 
@@ -306,29 +331,45 @@ def protocol_version() -> Op[int]:
 
 
 def cancel(task_id: str) -> Op[Task | None]:
+    return _cancel(_id(task_id))
+
+
+def _cancel(task_id: str) -> Op[Task | None]:
     rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
     yield from _emit_for(rows)
     return Task.from_row(rows[0]) if rows else None
 
 
 def retry(task_id: str, reset_attempt: bool = False) -> Op[Task | None]:
+    return _retry(_id(task_id), reset_attempt)
+
+
+def _retry(task_id: str, reset_attempt: bool) -> Op[Task | None]:
     rows = yield Call("retry", {"id": task_id, "now_ms": NOW, "reset_attempt": reset_attempt})
     yield from _emit_for(rows)
     return Task.from_row(rows[0]) if rows else None
 
 
 def cancel_by_key(key: str) -> Op[Task | None]:
+    return _cancel_by_key(_key(key))
+
+
+def _cancel_by_key(key: str) -> Op[Task | None]:
     task_id = yield from _key_target(key)
     if task_id is None:
         return None
-    return (yield from cancel(task_id))
+    return (yield from _cancel(task_id))
 
 
 def retry_by_key(key: str, reset_attempt: bool = False) -> Op[Task | None]:
+    return _retry_by_key(_key(key), reset_attempt)
+
+
+def _retry_by_key(key: str, reset_attempt: bool) -> Op[Task | None]:
     task_id = yield from _key_target(key)
     if task_id is None:
         return None
-    return (yield from retry(task_id, reset_attempt))
+    return (yield from _retry(task_id, reset_attempt))
 
 
 def _key_target(key: str) -> Op[str | None]:

@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .. import _ops
 from .._clock import Clock
+from .._crashpoints import ARMED, around_commit
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive
 from .._wakeups import WakeHub, hub_for
@@ -76,7 +77,8 @@ def check_schema(schema: str | None) -> str | None:
     """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates)."""
     if schema is None:
         return None
-    if not isinstance(schema, str) or not SCHEMA_NAME.match(schema):
+    # fullmatch: with match, "$" would also accept a name ending in a newline.
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
         raise InvalidArgument(
             f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
             "not starting with a digit"
@@ -409,7 +411,12 @@ class PostgresBackend:
 
         if write:
             async with conn.transaction():
-                return await adrive(op, execute)
+                result = await adrive(op, execute)
+                if ARMED is not None:
+                    around_commit("before_commit", str(getattr(op, "__name__", "")))
+            if ARMED is not None:
+                around_commit("after_commit", str(getattr(op, "__name__", "")))
+            return result
         return await adrive(op, execute)
 
     @contextlib.asynccontextmanager

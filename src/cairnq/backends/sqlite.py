@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from .. import _ops
 from .._clock import SYSTEM_CLOCK, Clock
+from .._crashpoints import ARMED, around_commit
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, drive
 from .._wakeups import WakeHub, hub_for
@@ -72,6 +73,9 @@ class SQLiteBackend:
     """
 
     dialect: Dialect = "sqlite"
+    # Every write transaction takes the write lock up front: a deferred one that reads
+    # first fails with SQLITE_BUSY_SNAPSHOT, without waiting, when another writer commits.
+    begin_write = "begin immediate"
 
     def __init__(
         self,
@@ -290,7 +294,7 @@ class SQLiteBackend:
         if not jobs:
             return
         try:
-            conn.execute("begin immediate")
+            conn.execute(self.begin_write)
         except BaseException as exc:
             error = _translate(exc, self.busy_timeout_ms)
             for job in jobs:
@@ -319,6 +323,9 @@ class SQLiteBackend:
             conn.execute("release op")
             outcomes.append((job, value, emits, None))
         if aborted is None:
+            if ARMED is not None:
+                for job in jobs:
+                    around_commit("before_commit", _op_name(job.op))
             try:
                 conn.execute("commit")
             except BaseException as exc:
@@ -326,6 +333,9 @@ class SQLiteBackend:
                 if conn.in_transaction:
                     conn.execute("rollback")
                 outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
+        if ARMED is not None and aborted is None:
+            for job in jobs:
+                around_commit("after_commit", _op_name(job.op))
         for _, _, emits, err in outcomes:
             if err is None and emits:
                 self.hub.publish(emits)
@@ -420,6 +430,10 @@ class SQLiteBackend:
             return value
 
         self.migrations_applied = run_setup(setup_steps("sqlite", migrate=self.migrate), run)
+
+
+def _op_name(op: Op[Any]) -> str:
+    return str(getattr(op, "__name__", ""))
 
 
 def split_script(source: str) -> list[str]:

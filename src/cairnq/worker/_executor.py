@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._crashpoints import crashpoint
 from ..errors import DatabaseError, LostLease, SerializationError, TaskError, error_envelope
 from ._context import SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
@@ -88,6 +89,7 @@ class Executor:
                 envelope["details"] = {"traceback": _short_traceback(exc)}
             await self._fail_all(contexts, envelope, retryable=retryable)
             return
+        crashpoint("before_settle")
         results = outcome if registration.batch > 1 else {contexts[0].task_id: outcome}
         if registration.batch > 1 and results is not None and not isinstance(results, dict):
             envelope = error_envelope(

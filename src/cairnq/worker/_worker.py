@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from .. import _ids, _ops
+from .._crashpoints import crashpoint
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, SQLiteBackend
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
@@ -541,6 +542,7 @@ class Worker:
                     contexts.append(ctx)
             if registration is None or not contexts:
                 continue
+            crashpoint("after_claim")
             call = asyncio.ensure_future(self._run_call(registration, contexts))
             self._calls.add(call)
             self._calls_by_name[registration.name] += 1

@@ -1,0 +1,187 @@
+"""Test-only database instruments: the transition log, exports, integrity checks.
+
+The transition log is written by triggers in the same transaction as every
+change to ``cairnq_tasks`` and ``cairnq_task_keys``, so it is complete and in
+commit order even when processes are killed mid-write. It is test scaffolding,
+never part of cairnq's schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from .._db import Database, admin_connect
+
+_COLUMNS = (
+    "seq, tbl, op, task_id, key, old_status, new_status, old_attempt, new_attempt, "
+    "old_worker, new_worker, old_lease, new_lease, new_updated, new_cancel, old_completed, "
+    "new_completed, max_attempts, new_error_code, new_result, db_time"
+)
+
+SQLITE_LOG = """
+create table if not exists cairnq_test_transitions (
+    seq integer primary key autoincrement,
+    tbl text not null, op text not null, task_id text, key text,
+    old_status text, new_status text, old_attempt integer, new_attempt integer,
+    old_worker text, new_worker text, old_lease integer, new_lease integer,
+    new_updated integer, new_cancel integer, old_completed integer, new_completed integer,
+    max_attempts integer, new_error_code text, new_result text, db_time real
+);
+create trigger if not exists cairnq_test_tasks_insert after insert on cairnq_tasks begin
+    insert into cairnq_test_transitions (tbl, op, task_id, new_status, new_attempt, new_worker,
+        new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time)
+    values ('task', 'insert', new.id, new.status, new.attempt, new.worker_id, new.lease_until_ms,
+        new.updated_at_ms, new.cancel_requested_at_ms, new.completed_at_ms, new.max_attempts,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_tasks_update after update on cairnq_tasks begin
+    insert into cairnq_test_transitions (tbl, op, task_id, old_status, new_status, old_attempt,
+        new_attempt, old_worker, new_worker, old_lease, new_lease, new_updated, new_cancel,
+        old_completed, new_completed, max_attempts, new_error_code, new_result, db_time)
+    values ('task', 'update', new.id, old.status, new.status, old.attempt, new.attempt,
+        old.worker_id, new.worker_id, old.lease_until_ms, new.lease_until_ms, new.updated_at_ms,
+        new.cancel_requested_at_ms, old.completed_at_ms, new.completed_at_ms, new.max_attempts,
+        json_extract(new.error, '$.code'), new.result,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_tasks_delete after delete on cairnq_tasks begin
+    insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt, old_worker,
+        old_lease, old_completed, max_attempts, db_time)
+    values ('task', 'delete', old.id, old.status, old.attempt, old.worker_id,
+        old.lease_until_ms, old.completed_at_ms, old.max_attempts,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_keys_insert after insert on cairnq_task_keys begin
+    insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
+    values ('key', 'insert', new.task_id, new.key, (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_keys_update after update on cairnq_task_keys begin
+    insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
+    values ('key', 'update', new.task_id, new.key, (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_keys_delete after delete on cairnq_task_keys begin
+    insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
+    values ('key', 'delete', old.task_id, old.key, (julianday('now') - 2440587.5) * 86400000.0);
+end;
+"""
+
+POSTGRES_LOG = """
+create table if not exists cairnq_test_transitions (
+    seq bigserial primary key,
+    tbl text not null, op text not null, task_id text, key text,
+    old_status text, new_status text, old_attempt integer, new_attempt integer,
+    old_worker text, new_worker text, old_lease bigint, new_lease bigint,
+    new_updated bigint, new_cancel bigint, old_completed bigint, new_completed bigint,
+    max_attempts integer, new_error_code text, new_result text, db_time double precision,
+    txid bigint default txid_current()
+);
+create or replace function cairnq_test_log_task() returns trigger language plpgsql as $$
+begin
+    if tg_op = 'INSERT' then
+        insert into cairnq_test_transitions (tbl, op, task_id, new_status, new_attempt,
+            new_worker, new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time)
+        values ('task', 'insert', new.id, new.status, new.attempt, new.worker_id,
+            new.lease_until_ms, new.updated_at_ms, new.cancel_requested_at_ms,
+            new.completed_at_ms, new.max_attempts,
+            extract(epoch from clock_timestamp()) * 1000);
+    elsif tg_op = 'UPDATE' then
+        insert into cairnq_test_transitions (tbl, op, task_id, old_status, new_status,
+            old_attempt, new_attempt, old_worker, new_worker, old_lease, new_lease, new_updated,
+            new_cancel, old_completed, new_completed, max_attempts, new_error_code, new_result,
+            db_time)
+        values ('task', 'update', new.id, old.status, new.status, old.attempt, new.attempt,
+            old.worker_id, new.worker_id, old.lease_until_ms, new.lease_until_ms,
+            new.updated_at_ms, new.cancel_requested_at_ms, old.completed_at_ms,
+            new.completed_at_ms, new.max_attempts, new.error ->> 'code', new.result::text,
+            extract(epoch from clock_timestamp()) * 1000);
+    else
+        insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt,
+            old_worker, old_lease, old_completed, max_attempts, db_time)
+        values ('task', 'delete', old.id, old.status, old.attempt, old.worker_id,
+            old.lease_until_ms, old.completed_at_ms, old.max_attempts,
+            extract(epoch from clock_timestamp()) * 1000);
+    end if;
+    return null;
+end $$;
+create or replace function cairnq_test_log_key() returns trigger language plpgsql as $$
+begin
+    if tg_op = 'DELETE' then
+        insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
+        values ('key', 'delete', old.task_id, old.key, extract(epoch from clock_timestamp()) * 1000);
+    else
+        insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
+        values ('key', lower(tg_op), new.task_id, new.key,
+            extract(epoch from clock_timestamp()) * 1000);
+    end if;
+    return null;
+end $$;
+drop trigger if exists cairnq_test_tasks on cairnq_tasks;
+create trigger cairnq_test_tasks after insert or update or delete on cairnq_tasks
+    for each row execute function cairnq_test_log_task();
+drop trigger if exists cairnq_test_keys on cairnq_task_keys;
+create trigger cairnq_test_keys after insert or update or delete on cairnq_task_keys
+    for each row execute function cairnq_test_log_key();
+"""
+
+
+def install_transition_log(db: Database) -> None:
+    """Migrate ``db`` and add the transition-log triggers."""
+    with db.sync_client() as client:
+        client.stats()
+    if db.kind == "sqlite":
+        conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
+        conn.executescript(SQLITE_LOG)
+        conn.close()
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        conn.execute(POSTGRES_LOG)
+
+
+def _rows(db: Database, query: str) -> list[dict[str, Any]]:
+    if db.kind == "sqlite":
+        conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
+        conn.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in conn.execute(query)]
+        finally:
+            conn.close()
+    from psycopg.rows import dict_row
+
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query)  # type: ignore[arg-type]
+            return list(cur.fetchall())
+
+
+def transitions(db: Database) -> list[dict[str, Any]]:
+    return _rows(db, f"select {_COLUMNS} from cairnq_test_transitions order by seq")
+
+
+def snapshot(db: Database) -> list[dict[str, Any]]:
+    return _rows(
+        db,
+        "select id, status, attempt, max_attempts, worker_id, lease_until_ms, "
+        "cancel_requested_at_ms, completed_at_ms from cairnq_tasks",
+    )
+
+
+def integrity(db: Database) -> str:
+    """``ok`` when the storage checks out (SQLite integrity_check; PostgreSQL amcheck)."""
+    if db.kind == "sqlite":
+        conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
+        try:
+            return str(conn.execute("pragma integrity_check").fetchone()[0])
+        finally:
+            conn.close()
+    with admin_connect(db.url) as conn:
+        conn.execute("create extension if not exists amcheck schema public")
+        conn.execute(f'set search_path to "{db.schema}", public')
+        for (index,) in conn.execute(
+            "select indexrelid::regclass::text from pg_index i join pg_class c "
+            "on c.oid = i.indrelid where c.relname = 'cairnq_tasks'"
+        ).fetchall():
+            conn.execute("select bt_index_check(%s::regclass)", (index,))
+    return "ok"

@@ -1,0 +1,190 @@
+"""Fault tests with real processes, each checked by the history checker (reliability.md 2)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from .._db import Database
+from .harness import Config, Run, run_standard
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+
+def _assert_valid(report: object) -> None:
+    assert report.valid, report.summary()  # type: ignore[attr-defined]
+
+
+def test_random_kill_nine_of_workers_loses_nothing_and_settles_once(
+    db: Database, tmp_path: Path
+) -> None:
+    config = Config(workers=3, clients=2, tasks_per_client=60, seed=11)
+    report = run_standard(
+        db, tmp_path, config, fault=lambda run, s: run.kill_randomly(s), fault_s=5.0
+    )
+    _assert_valid(report)
+    assert report.counters["faults"] >= 3
+    assert report.counters["submitted"] >= 100
+    assert report.counters["final"].get("succeeded", 0) > 0
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after_claim",
+        "before_settle",
+        "before_commit:complete",
+        "after_commit:complete",
+        "before_commit:heartbeat_batch",
+        "before_commit:claim",
+    ],
+)
+def test_a_worker_dying_at_a_fixed_point_leaves_every_task_settled_once(
+    db: Database, tmp_path: Path, point: str
+) -> None:
+    config = Config(
+        workers=0,
+        clients=1,
+        tasks_per_client=8,
+        lease_ms=600,
+        heartbeat_ms=100,
+        seed=3,
+        mix=(1, 0, 0, 0),
+        sleep_ms=(150, 250),
+    )
+    run = Run(db, tmp_path, config)
+    try:
+        run.start_clients()
+        run.wait_clients()
+        doomed = run.start_worker(env={"CAIRNQ_CRASHPOINT": point}, concurrency=8)
+        run.workers[doomed].wait(timeout=60)
+        assert run.workers[doomed].returncode == 137, "the crash point was never reached"
+        quiescent = run.quiesce()
+    finally:
+        run.stop()
+    report = run.check(quiescent=quiescent)
+    _assert_valid(report)
+    assert report.counters["final"] == {"succeeded": 8}
+
+
+def test_sigterm_drains_in_flight_work_and_claims_nothing_new(db: Database, tmp_path: Path) -> None:
+    config = Config(
+        workers=0,
+        clients=1,
+        tasks_per_client=12,
+        mix=(1, 0, 0, 0),
+        sleep_ms=(1500, 1600),
+        concurrency=6,
+        lease_ms=3000,
+    )
+    run = Run(db, tmp_path, config)
+    try:
+        run.start_clients()
+        run.wait_clients()
+        index = run.start_worker(drain_ms=10_000)
+        deadline = time.monotonic() + 30
+        with db.sync_client() as client:
+            while client.stats().get("default", {}).get("running", 0) < 6:
+                assert time.monotonic() < deadline, "the worker never filled its slots"
+                time.sleep(0.05)
+            run.signal_worker(index, signal.SIGTERM)
+            assert run.workers[index].wait(timeout=30) == 0
+            after = client.stats()["default"]
+        assert (after["running"], after["succeeded"], after["queued"]) == (0, 6, 6)
+        quiescent = run.quiesce()
+    finally:
+        run.stop()
+    _assert_valid(run.check(quiescent=quiescent))
+
+
+def test_a_frozen_worker_loses_its_lease_and_its_late_writes_change_nothing(
+    db: Database, tmp_path: Path
+) -> None:
+    """A5 with two processes sharing one worker id: only the attempt fence stops the zombie."""
+    config = Config(
+        workers=0,
+        clients=1,
+        tasks_per_client=6,
+        mix=(1, 0, 0, 0),
+        sleep_ms=(600, 700),
+        lease_ms=400,
+        heartbeat_ms=100,
+        worker_id="shared-worker",
+        seed=5,
+    )
+    report = frozen_worker_run(db, tmp_path, config)
+    _assert_valid(report)
+    assert report.counters["refused_settlements"] + report.counters["recoveries"] >= 1
+
+
+def frozen_worker_run(db: Database, folder: Path, config: Config) -> object:
+    run = Run(db, folder, config)
+    try:
+        run.start_clients()
+        run.wait_clients()
+        zombie = run.start_worker(concurrency=6)
+        with db.sync_client() as client:
+            deadline = time.monotonic() + 30
+            while client.stats().get("default", {}).get("running", 0) < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        run.signal_worker(zombie, signal.SIGSTOP)
+        time.sleep(1.2)
+        rescuer = run.start_worker(concurrency=6)
+        time.sleep(1.5)
+        run.signal_worker(zombie, signal.SIGCONT)
+        time.sleep(1.5)
+        quiescent = run.quiesce()
+        assert run.workers[rescuer].poll() is None
+    finally:
+        run.stop()
+    return run.check(quiescent=quiescent)
+
+
+def test_a_poison_task_that_kills_its_worker_ends_failed_and_healthy_work_finishes(
+    db: Database, tmp_path: Path
+) -> None:
+    config = Config(
+        workers=0,
+        clients=1,
+        tasks_per_client=10,
+        mix=(1, 0, 0, 0),
+        lease_ms=500,
+        heartbeat_ms=100,
+        max_attempts=3,
+    )
+    run = Run(db, tmp_path, config)
+    try:
+        with db.sync_client() as client:
+            poison = client.submit("job", {"mode": "crash"}, max_attempts=3)
+        run.start_clients()
+        run.wait_clients()
+        restarts = 0
+        deadline = time.monotonic() + 60
+        index = run.start_worker(concurrency=1)
+        while time.monotonic() < deadline:
+            if run.workers[index].poll() is not None:
+                restarts += 1
+                index = run.start_worker(concurrency=1)
+            with db.sync_client() as client:
+                current = client.get(poison.id)
+                stats = client.stats()["default"]
+            if (
+                current is not None
+                and current.is_terminal
+                and stats["queued"] + stats["running"] == 0
+            ):
+                break
+            time.sleep(0.1)
+    finally:
+        run.stop()
+    report = run.check()
+    _assert_valid(report)
+    assert current is not None
+    assert (current.status, current.attempt) == ("failed", 3)
+    assert current.error is not None and current.error["code"] == "lease_expired"
+    assert restarts == 3
+    assert report.counters["final"] == {"succeeded": 10, "failed": 1}
