@@ -177,7 +177,7 @@ def inv3_one_terminal_transition_per_generation(
                 for r in generation
                 if r["op"] == "update"
                 and r["new_status"] in TERMINAL
-                and r["old_status"] not in TERMINAL
+                and r["old_status"] != r["new_status"]
             ]
             if len(terminal) > 1:
                 yield Violation("INV-3", task, "settled twice in one generation", terminal)
