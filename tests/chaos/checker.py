@@ -330,14 +330,17 @@ def inv12_result_comes_from_the_settling_attempt(
                 result = json.loads(row["new_result"])
             except ValueError:
                 continue
-            if isinstance(result, dict) and "attempt" in result:
-                if result["attempt"] != row["old_attempt"]:
-                    yield Violation(
-                        "INV-12",
-                        row["task_id"],
-                        f"attempt {row['old_attempt']} stored attempt {result['attempt']}'s result",
-                        [row],
-                    )
+            if (
+                isinstance(result, dict)
+                and "attempt" in result
+                and result["attempt"] != row["old_attempt"]
+            ):
+                yield Violation(
+                    "INV-12",
+                    row["task_id"],
+                    f"attempt {row['old_attempt']} stored attempt {result['attempt']}'s result",
+                    [row],
+                )
 
 
 def inv15_purge_removes_only_settled_rows(

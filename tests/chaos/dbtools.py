@@ -108,7 +108,8 @@ create or replace function cairnq_test_log_key() returns trigger language plpgsq
 begin
     if tg_op = 'DELETE' then
         insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
-        values ('key', 'delete', old.task_id, old.key, extract(epoch from clock_timestamp()) * 1000);
+        values ('key', 'delete', old.task_id, old.key,
+            extract(epoch from clock_timestamp()) * 1000);
     else
         insert into cairnq_test_transitions (tbl, op, task_id, key, db_time)
         values ('key', lower(tg_op), new.task_id, new.key,

@@ -48,6 +48,7 @@ class Config:
     worker_id: str | None = None
     quiescence_s: float = 60.0
     allow_busy_errors: bool = True
+    busy_ms: int | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -67,6 +68,11 @@ class Run:
 
     # --- processes ---------------------------------------------------------------------
 
+    def _spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = json.loads(self.db.spec())
+        spec["busy_ms"] = self.config.busy_ms
+        return spec
+
     def _spawn(
         self, role: str, config: dict[str, Any], env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
@@ -85,7 +91,7 @@ class Run:
         self._next_worker += 1
         c = self.config
         config = {
-            "db": json.loads(self.db.spec()),
+            "db": self._spec(),
             "history": str(self.folder / f"worker-{index}.jsonl"),
             "concurrency": c.concurrency,
             "lease_ms": c.lease_ms,
@@ -104,7 +110,7 @@ class Run:
         c = self.config
         for index in range(c.clients):
             config = {
-                "db": json.loads(self.db.spec()),
+                "db": self._spec(),
                 "history": str(self.folder / f"client-{len(self.clients)}.jsonl"),
                 "count": c.tasks_per_client,
                 "keys": c.keys,

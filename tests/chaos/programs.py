@@ -81,6 +81,9 @@ def apply_mutant(name: str | None, dialect: str) -> None:
 
 def open_backend(spec: dict[str, Any], **options: Any) -> Backend:
     if spec["kind"] == "sqlite":
+        options.pop("listen", None)
+        if spec.get("busy_ms") is not None:
+            options["busy_timeout_ms"] = spec["busy_ms"]
         return SQLiteBackend(spec["url"][len("sqlite:///") :], **options)
     from cairnq.backends.postgres import PostgresBackend
 

@@ -16,7 +16,6 @@ import pytest
 from .._db import Database
 from .checker import Report
 from .harness import Config, Run
-from .test_faults import frozen_worker_run
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 

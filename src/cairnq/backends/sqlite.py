@@ -384,7 +384,9 @@ class SQLiteBackend:
                 uri=self.path.startswith("file:"),
             )
         except sqlite3.Error as exc:
-            raise DatabaseUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            raise DatabaseUnavailable(
+                f"cannot open SQLite database {self.path!r}: {exc}{_access_hint(self.path)}"
+            ) from exc
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
@@ -397,7 +399,10 @@ class SQLiteBackend:
                 conn.execute("pragma query_only = on")
         except BaseException as exc:
             conn.close()
-            raise _translate(exc, self.busy_timeout_ms) from exc
+            error = _translate(exc, self.busy_timeout_ms)
+            if isinstance(error, DatabaseUnavailable) and _access_hint(self.path):
+                error = DatabaseUnavailable(f"{error}{_access_hint(self.path)}")
+            raise error from exc
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
@@ -453,6 +458,14 @@ def split_script(source: str) -> list[str]:
     return out
 
 
+def _access_hint(path: str) -> str:
+    """Why a file may not open: a read-only file system or file (empty when writable)."""
+    target = path if os.path.exists(path) else os.path.dirname(os.path.abspath(path))
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        return " (the file or its directory is read-only)"
+    return ""
+
+
 def _create_private_file(path: str) -> None:
     """Create the database file with mode 0600 (its -wal and -shm files inherit it)."""
     if os.path.exists(path):
@@ -481,6 +494,11 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
         )
     if name.startswith("SQLITE_FULL") or "database or disk is full" in text:
         return DatabaseError(f"SQLite database or disk is full: {text}", retryable=True)
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return DatabaseError(
+            f"SQLite could not read or write the disk ({name or text}); is it full or failing?",
+            retryable=True,
+        )
     if name.startswith("SQLITE_READONLY") or "readonly" in text:
         return DatabaseError(f"SQLite database is read-only: {text}")
     if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
