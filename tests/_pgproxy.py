@@ -26,6 +26,9 @@ class PgProxy:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._writers: set[asyncio.StreamWriter] = set()
+        self._pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self._listening: set[asyncio.StreamWriter] = set()
+        self._holes: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
 
     def _serve(self) -> None:
@@ -59,13 +62,23 @@ class PgProxy:
             writer.close()
             return
         self._writers.add(up_writer)
+        self._pairs.append((writer, up_writer))
         await asyncio.gather(
-            self._pipe(reader, up_writer), self._server_to_client(up_reader, writer)
+            self._pipe(reader, up_writer, writer), self._server_to_client(up_reader, writer)
         )
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client: asyncio.StreamWriter,
+    ) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while data := await reader.read(65536):
+                if b"listen " in data.lower():
+                    self._listening.add(client)
+                if client in self._holes:
+                    continue
                 writer.write(data)
                 await writer.drain()
         writer.close()
@@ -78,12 +91,48 @@ class PgProxy:
                 kind = await reader.readexactly(1)
                 (length,) = struct.unpack("!I", await reader.readexactly(4))
                 body = await reader.readexactly(length - 4)
-                if kind in self.drop:
+                if kind in self.drop or writer in self._holes:
                     self.dropped += 1
                     continue
                 writer.write(kind + struct.pack("!I", length) + body)
                 await writer.drain()
         writer.close()
+
+    def cut_all(self) -> int:
+        """Reset every connection open through the proxy now; returns how many."""
+
+        async def cut() -> int:
+            pairs, self._pairs = self._pairs, []
+            for client, upstream in pairs:
+                for writer in (client, upstream):
+                    transport = writer.transport
+                    if transport is not None and not transport.is_closing():
+                        transport.abort()
+            return len(pairs)
+
+        return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout=10)
+
+    def blackhole(self, *, listening: bool) -> int:
+        """Stop forwarding, both ways, on the open connections that did (or did not) LISTEN.
+
+        The sockets stay open: to both ends the connection looks alive but silent
+        (half-open). Returns how many connections were affected.
+        """
+
+        async def swallow() -> int:
+            chosen = [c for c, _ in self._pairs if (c in self._listening) == listening]
+            self._holes.update(chosen)
+            return len(chosen)
+
+        return asyncio.run_coroutine_threadsafe(swallow(), self._loop).result(timeout=10)
+
+    def heal(self) -> None:
+        """Forward again on every connection (the bytes swallowed meanwhile stay lost)."""
+
+        async def restore() -> None:
+            self._holes.clear()
+
+        asyncio.run_coroutine_threadsafe(restore(), self._loop).result(timeout=10)
 
     def __enter__(self) -> PgProxy:
         self._thread.start()

@@ -49,6 +49,7 @@ class Config:
     quiescence_s: float = 60.0
     allow_busy_errors: bool = True
     busy_ms: int | None = None
+    op_timeout_s: float | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -68,9 +69,10 @@ class Run:
 
     # --- processes ---------------------------------------------------------------------
 
-    def _spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = json.loads(self.db.spec())
+    def _spec(self, through: Database | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = json.loads((through or self.db).spec())
         spec["busy_ms"] = self.config.busy_ms
+        spec["op_timeout_s"] = self.config.op_timeout_s
         return spec
 
     def _spawn(
@@ -86,12 +88,19 @@ class Run:
                 start_new_session=True,
             )
 
-    def start_worker(self, *, env: dict[str, str] | None = None, **overrides: Any) -> int:
+    def start_worker(
+        self,
+        *,
+        env: dict[str, str] | None = None,
+        through: Database | None = None,
+        **overrides: Any,
+    ) -> int:
+        """Start a worker process; ``through`` connects it by another route (a proxy)."""
         index = self._next_worker
         self._next_worker += 1
         c = self.config
         config = {
-            "db": self._spec(),
+            "db": self._spec(through),
             "history": str(self.folder / f"worker-{index}.jsonl"),
             "concurrency": c.concurrency,
             "lease_ms": c.lease_ms,

@@ -87,6 +87,8 @@ def open_backend(spec: dict[str, Any], **options: Any) -> Backend:
         return SQLiteBackend(spec["url"][len("sqlite:///") :], **options)
     from cairnq.backends.postgres import PostgresBackend
 
+    if spec.get("op_timeout_s") is not None:
+        options["op_timeout_s"] = spec["op_timeout_s"]
     return PostgresBackend(spec["url"], schema=spec["schema"], **options)
 
 

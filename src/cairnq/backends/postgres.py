@@ -66,7 +66,7 @@ KEEPALIVES = {
     "keepalives_interval": 5,
     "keepalives_count": 2,
 }
-LISTEN_PROBE_TIMEOUT_S = 10.0
+LISTEN_HEALTH_S = 10.0
 
 AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
 SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
@@ -142,6 +142,12 @@ class PostgresBackend:
             suffix names the connection's role (``-client``, ``-worker``,
             ``-heartbeat``, ``-listen``, ``-migrate``).
         role: The role of this backend's pooled connections (``"client"``).
+        listen_health_s: After this long without a notification, the LISTEN
+            connection is probed; a probe unanswered this long means it is dead
+            (a half-open socket) and it is replaced.
+        op_timeout_s: An async operation still unanswered after this long fails with
+            ``DatabaseUnavailable`` and its connection is discarded (a server or
+            network that went silent); ``None`` waits forever.
     """
 
     dialect: Dialect = "postgres"
@@ -158,6 +164,8 @@ class PostgresBackend:
         listen: bool = True,
         application_name: str = "cairnq",
         role: str = "client",
+        listen_health_s: float = LISTEN_HEALTH_S,
+        op_timeout_s: float | None = 60.0,
     ) -> None:
         self.schema = check_schema(schema)
         self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
@@ -166,6 +174,12 @@ class PostgresBackend:
         self.migrate = migrate
         self.application_name = _ops.check_text(application_name, "application_name") or ""
         self.role = _ops.check_text(role, "role") or ""
+        if not 0 < listen_health_s <= 3600:
+            raise InvalidArgument("listen_health_s must be between 0 and 3600 seconds")
+        self.listen_health_s = float(listen_health_s)
+        if op_timeout_s is not None and not 0 < op_timeout_s <= 86_400:
+            raise InvalidArgument("op_timeout_s must be positive (seconds), or None")
+        self.op_timeout_s = op_timeout_s
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None
@@ -288,7 +302,9 @@ class PostgresBackend:
                 self._setup_done = True
             self._state = "open"
             if self._listen_enabled and self._listener is None:
-                self._listener = _Listener(self._conninfo("listen"), self.hub)
+                self._listener = _Listener(
+                    self._conninfo("listen"), self.hub, health_s=self.listen_health_s
+                )
                 self._listener.start()
 
     async def _create_schema_async(self) -> None:
@@ -382,13 +398,27 @@ class PostgresBackend:
         return self._run_now(op, write=write)
 
     async def _arun_now(self, op: Op[T], *, write: bool) -> T:
-        try:
+        async def attempt() -> tuple[T, list[Emit]]:
             async with self._async_connection() as conn:
-                value, emits = await self._adrive_on(conn, op, write=write)
+                return await self._adrive_on(conn, op, write=write)
+
+        try:
+            value, emits = await self._bounded(attempt())
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
         return value
+
+    async def _bounded(self, work: Awaitable[T]) -> T:
+        """``work`` within ``op_timeout_s``; a silent server becomes ``DatabaseUnavailable``."""
+        if self.op_timeout_s is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, self.op_timeout_s)
+        except asyncio.TimeoutError:
+            raise DatabaseUnavailable(
+                f"PostgreSQL did not answer within {self.op_timeout_s:g} s"
+            ) from None
 
     def _run_now(self, op: Op[T], *, write: bool) -> T:
         try:
@@ -495,9 +525,10 @@ class PostgresBackend:
                         self._conninfo("heartbeat"), autocommit=True
                     )
                     await self._configure_async(self._reserved)
-                value, emits = await self._adrive_on(self._reserved, op, write=write)
+                value, emits = await self._bounded(self._adrive_on(self._reserved, op, write=write))
             except BaseException as exc:
-                if isinstance(exc, psycopg.OperationalError) and self._reserved is not None:
+                broken = isinstance(exc, (psycopg.OperationalError, DatabaseUnavailable))
+                if broken and self._reserved is not None:
                     with contextlib.suppress(psycopg.Error):
                         await self._reserved.close()
                     self._reserved = None
@@ -589,9 +620,10 @@ class _Listener:
     notifications never arrive, it says so once and stops: polling carries on.
     """
 
-    def __init__(self, conninfo: str, hub: WakeHub) -> None:
+    def __init__(self, conninfo: str, hub: WakeHub, *, health_s: float = LISTEN_HEALTH_S) -> None:
         self._conninfo = conninfo
         self._hub = hub
+        self._health_s = health_s
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
@@ -660,9 +692,9 @@ class _Listener:
         every probe is followed by a poke: waiters look at the database once.
         """
         while True:
-            async for note in conn.notifies(timeout=10.0):
+            async for note in conn.notifies(timeout=self._health_s):
                 self._dispatch(note)
-            await asyncio.wait_for(conn.execute("select 1"), LISTEN_PROBE_TIMEOUT_S)
+            await asyncio.wait_for(conn.execute("select 1"), self._health_s)
             self._hub.poke()
 
 

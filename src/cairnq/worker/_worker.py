@@ -190,6 +190,7 @@ class Worker:
         self._drain_deadline: float | None = None
         self._started: asyncio.Event | None = None
         self._rejects: set[asyncio.Future[Any]] = set()
+        self._beat_sent = 0.0
 
     @classmethod
     def sqlite(
@@ -244,7 +245,7 @@ class Worker:
         """
         from ..backends.postgres import PostgresBackend
 
-        backend_keys = {"clock", "migrate", "listen", "application_name"}
+        backend_keys = {"clock", "migrate", "listen", "application_name", "listen_health_s"}
         backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
         backend = PostgresBackend(
             source, schema=schema, min_size=min_size, max_size=max_size, role="worker", **backend_kw
@@ -652,25 +653,38 @@ class Worker:
     # --- heartbeat --------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        interval = self.heartbeat_interval_ms / 1000
-        while True:
-            started = time.monotonic()
-            await asyncio.sleep(interval)
-            gap = time.monotonic() - started
-            if gap > 2 * interval:
-                self._report(
-                    EventLoopBlocked(int(gap * 1000), self.heartbeat_interval_ms),
-                    {"phase": "heartbeat", "worker_id": self.worker_id},
-                )
-            await self._beat()
+        """Every interval: flag leases past their local deadline, then renew the rest.
 
-    async def _beat(self) -> None:
-        """Renew every held lease in one statement; flag the ones that are gone.
-
-        A lease is gone when the database says so, or when this host's clock passes
-        its deadline without a successful renewal (the database may be unreachable,
-        and another worker may already be running the task).
+        The renewal runs as its own task and is never awaited here, so a database
+        that stops answering cannot stop the deadline checks: a handler learns its
+        lease is gone on time even while the renewal is stuck.
         """
+        interval = self.heartbeat_interval_ms / 1000
+        beating: asyncio.Task[None] | None = None
+        try:
+            while True:
+                started = time.monotonic()
+                await asyncio.sleep(interval)
+                gap = time.monotonic() - started
+                if gap > 2 * interval:
+                    self._report(
+                        EventLoopBlocked(int(gap * 1000), self.heartbeat_interval_ms),
+                        {"phase": "heartbeat", "worker_id": self.worker_id},
+                    )
+                self._expire_overdue()
+                if beating is None or beating.done():
+                    beating = asyncio.ensure_future(self._beat())
+                elif time.monotonic() - self._beat_sent > self.lease_ms / 1000:
+                    slow = DatabaseUnavailable(
+                        f"heartbeat got no answer for over {self.lease_ms} ms"
+                    )
+                    self._report(slow, {"phase": "heartbeat", "worker_id": self.worker_id})
+        finally:
+            if beating is not None:
+                beating.cancel()
+
+    def _expire_overdue(self) -> None:
+        """Flag every lease whose local deadline passed without a successful renewal."""
         now = time.monotonic()
         for ctx in list(self._contexts.values()):
             if not ctx.settled and not ctx.lost_lease and now >= ctx.lease_deadline:
@@ -679,25 +693,28 @@ class Worker:
                     extra={"task_id": ctx.task_id, "worker_id": self.worker_id},
                 )
                 ctx.mark_lost()
+
+    async def _beat(self) -> None:
+        """Renew every held lease in one statement; flag the ones the database says are gone.
+
+        A renewal extends the local deadline from the moment it was sent, never later
+        than the database's own expiry.
+        """
         live = [c for c in self._contexts.values() if not c.settled and not c.lost_lease]
         if not live:
             return
         backend = self.client.backend
         run = getattr(backend, "arun_reserved", backend.arun)
-        sent = time.monotonic()
+        self._beat_sent = sent = time.monotonic()
         beat = _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms)
         try:
-            held = await asyncio.wait_for(run(beat, write=True), self.lease_ms / 2000)
-        except asyncio.TimeoutError:
-            slow = DatabaseUnavailable(f"heartbeat got no answer within {self.lease_ms // 2} ms")
-            self._report(slow, {"phase": "heartbeat", "worker_id": self.worker_id})
-            return
+            held = await run(beat, write=True)
         except Exception as exc:
             self._report(exc, {"phase": "heartbeat", "worker_id": self.worker_id})
             return
         for ctx in live:
             if ctx.task_id in held:
-                ctx.lease_deadline = sent + self.lease_ms / 1000
+                ctx.lease_deadline = max(ctx.lease_deadline, sent + self.lease_ms / 1000)
                 if held[ctx.task_id]:
                     ctx.mark_cancel_requested()
             elif not ctx.settled:
