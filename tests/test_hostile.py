@@ -337,7 +337,9 @@ DIGITS_5000 = "1" + "0" * 4999
 INVALID = object()
 RAW_ROWS = [
     pytest.param(
-        '{"a":1,"n":{"b":1,"b":2},"a":2}', {"a": 2, "n": {"b": 2}}, {"a": 2, "n": {"b": 2}},
+        '{"a":1,"n":{"b":1,"b":2},"a":2}',
+        {"a": 2, "n": {"b": 2}},
+        {"a": 2, "n": {"b": 2}},
         id="duplicate-keys-last-wins",
     ),
     pytest.param(
@@ -503,7 +505,7 @@ async def test_hostile_text_is_stored_verbatim_and_matched_exactly_by_every_entr
             assert decoy is not None and decoy.name == d
         assert await cq.get_status_by_key("decoy-queued") is not None
         assert queued_decoy.id in {t["id"] for t in after}
-    assert PROTOCOL_TABLES <= tables(db)
+    assert tables(db) >= PROTOCOL_TABLES
 
 
 REFUSED_TEXT = [
@@ -585,14 +587,14 @@ async def test_text_that_cannot_be_stored_is_refused_by_every_entry_point_and_ch
         after = await snapshot(cq)
     assert outcomes == dict.fromkeys(outcomes, "InvalidArgument")
     assert after == before
-    assert PROTOCOL_TABLES <= tables(db)
+    assert tables(db) >= PROTOCOL_TABLES
 
 
 async def test_a_worker_serves_an_emoji_rtl_queue_and_task_names_with_quotes(
     db: Database,
 ) -> None:
     queue = "📬 طابور\u202e; drop table x"
-    names = ["it's \"quoted\"", "'; DELETE FROM cairnq_tasks; --", "%s{}$1\\"]
+    names = ['it\'s "quoted"', "'; DELETE FROM cairnq_tasks; --", "%s{}$1\\"]
     worker = db.worker(queues=[queue], poll_interval_ms=20)
     for name in names:
         worker.register(name, lambda ctx, payload, name=name: {"ran": name, "got": payload})
@@ -602,12 +604,10 @@ async def test_a_worker_serves_an_emoji_rtl_queue_and_task_names_with_quotes(
         done = [await cq.wait(t.id, **WAIT) for t in tasks]
         stats = await cq.stats(queue)
     await worker.close()
-    assert [(t.status, t.queue, t.name) for t in done] == [
-        ("succeeded", queue, n) for n in names
-    ]
+    assert [(t.status, t.queue, t.name) for t in done] == [("succeeded", queue, n) for n in names]
     assert [t.result for t in done] == [{"ran": n, "got": {"n": n}} for n in names]
     assert stats[queue]["succeeded"] == len(names)
-    assert PROTOCOL_TABLES <= tables(db)
+    assert tables(db) >= PROTOCOL_TABLES
 
 
 # --- PostgreSQL schema names ---------------------------------------------------------------
@@ -691,7 +691,7 @@ def test_a_legal_schema_name_is_created_exactly_as_given(pg_dsn: str, schema: st
         assert schema in pg_schemas(pg_dsn)
         assert schema.lower() not in pg_schemas(pg_dsn) - {schema}
         db = Database.postgres(pg_dsn, schema)
-        assert PROTOCOL_TABLES <= tables(db)
+        assert tables(db) >= PROTOCOL_TABLES
         assert raw(db, "select id from cairnq_tasks") == [(task.id,)]
     finally:
         drop_schema(pg_dsn, schema)

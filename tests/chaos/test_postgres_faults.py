@@ -237,10 +237,10 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
                 )
             )[0]
 
-            def writer(attempt: int) -> object:
+            def writer(task_id: str, attempt: int) -> object:
                 async def write(conn: object) -> int:
                     await conn.execute(  # type: ignore[attr-defined]
-                        "insert into effects values (%s, %s)", (task.id, attempt)
+                        "insert into effects values (%s, %s)", (task_id, attempt)
                     )
                     await asyncio.sleep(0.01)
                     return attempt
@@ -248,10 +248,10 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
                 return write
 
             async def settle(worker: str, row: dict[str, object]) -> str:
-                lease = _ops.Lease(task.id, int(row["attempt"]))  # type: ignore[call-overload]
+                lease = _ops.Lease(str(row["id"]), int(row["attempt"]))  # type: ignore[call-overload]
                 try:
                     await backend.complete_in(  # type: ignore[attr-defined]
-                        lease, worker, writer(lease.attempt), lambda r: str(r)
+                        lease, worker, writer(lease.id, lease.attempt), lambda r: str(r)
                     )
                 except LostLease:
                     return "lost"
