@@ -224,7 +224,7 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
             admin.execute(f'set search_path to "{pg_db.schema}"')
             admin.execute("create table effects (task_id text, attempt int)")
         for _ in range(trials):
-            task = await setup.submit("job", {})
+            await setup.submit("job", {})
             first = (
                 await setup.backend.arun(
                     _ops.claim(["default"], "w1", 1000, [_ops.Draw(None, 1)], 10), write=True
