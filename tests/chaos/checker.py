@@ -9,6 +9,7 @@ database's ``seq`` order, or one process's monotonic clock.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -322,8 +323,6 @@ def inv12_result_comes_from_the_settling_attempt(
     h: History, rows: list[dict[str, Any]]
 ) -> Iterator[Violation]:
     """INV-12 (G4): a success records the result its own attempt produced."""
-    import json
-
     for row in rows:
         if row["op"] == "update" and row["new_status"] == "succeeded" and row["new_result"]:
             try:
@@ -380,10 +379,18 @@ def _counters(h: History, rows: list[dict[str, Any]]) -> dict[str, Any]:
     submitted = sum(e["event"] == "submit_ok" for e in h.events)
     indeterminate = [e for e in h.events if e["event"] == "submit_info"]
     inserted = {r["task_id"] for r in rows if r["op"] == "insert"}
+    stored_requests = set()
+    for row in h.final:
+        payload = row.get("payload")
+        if isinstance(payload, str) and '"req"' in payload:
+            try:
+                stored_requests.add(json.loads(payload).get("req"))
+            except (ValueError, AttributeError):
+                pass
     return {
         "submitted": submitted,
         "indeterminate": len(indeterminate),
-        "recovered": sum(e.get("task") in inserted for e in indeterminate),
+        "indeterminate_found_stored": sum(e.get("req") in stored_requests for e in indeterminate),
         "tasks": len(inserted),
         "executions": sum(starts.values()),
         "tasks_run_more_than_once": sum(1 for n in tasks_started.values() if n > 1),

@@ -165,7 +165,7 @@ def snapshot(db: Database) -> list[dict[str, Any]]:
     return _rows(
         db,
         "select id, status, attempt, max_attempts, worker_id, lease_until_ms, "
-        "cancel_requested_at_ms, completed_at_ms from cairnq_tasks",
+        "cancel_requested_at_ms, completed_at_ms, payload from cairnq_tasks",
     )
 
 

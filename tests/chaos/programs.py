@@ -152,10 +152,15 @@ async def _client(config: dict[str, Any]) -> None:
             mode = rng.choices(
                 ["ok", "fail", "permanent", "watch_cancel"], weights=config.get("mix", [8, 1, 1, 1])
             )[0]
-            payload = {"n": n, "mode": mode, "sleep_ms": config.get("sleep_ms", [5, 50])}
+            request = f"{os.getpid()}-{n}"
+            payload = {
+                "n": n,
+                "mode": mode,
+                "sleep_ms": config.get("sleep_ms", [5, 50]),
+                "req": request,
+            }
             key = f"k{rng.randrange(config.get('keys', 0))}" if config.get("keys") else None
             conflict = rng.choice(["reuse", "replace", "reject"]) if key else "reuse"
-            request = f"{os.getpid()}-{n}"
             record("submit_invoke", req=request, key=key)
             try:
                 task = await cq.submit(
