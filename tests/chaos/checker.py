@@ -9,6 +9,7 @@ database's ``seq`` order, or one process's monotonic clock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -383,10 +384,8 @@ def _counters(h: History, rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in h.final:
         payload = row.get("payload")
         if isinstance(payload, str) and '"req"' in payload:
-            try:
+            with contextlib.suppress(ValueError, AttributeError):
                 stored_requests.add(json.loads(payload).get("req"))
-            except (ValueError, AttributeError):
-                pass
     return {
         "submitted": submitted,
         "indeterminate": len(indeterminate),
