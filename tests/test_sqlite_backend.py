@@ -303,3 +303,32 @@ def test_opening_without_migrations_does_not_create_a_missing_file(tmp_path: Pat
     with pytest.raises(DatabaseUnavailable, match="no SQLite database"):
         SyncCairnQ.sqlite(path, migrate=False).open()
     assert not path.exists()
+
+
+async def test_an_idle_worker_wakes_for_another_processs_submit_without_polling(
+    sqlite_db: Database,
+) -> None:
+    import subprocess
+    import sys
+
+    worker = sqlite_db.worker(poll_interval_ms=120_000)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> str:
+        return "woken"
+
+    root = Path(__file__).resolve().parents[1]
+    async with sqlite_db.client() as cq, worker.background():
+        await asyncio.sleep(0.3)
+        done = subprocess.run(
+            [sys.executable, "-m", "tests._child", "submit", sqlite_db.spec(), "1", "0"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        task_id = json.loads(done.stdout)[0]
+        result = await cq.wait(task_id, timeout_ms=5_000)
+    await worker.close()
+    assert (result.status, result.result) == ("succeeded", "woken")

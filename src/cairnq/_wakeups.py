@@ -26,9 +26,10 @@ Match = Callable[[Emit], bool]
 class Subscription:
     """A latch set by matching events; wait on it from a thread or from a loop."""
 
-    def __init__(self, hub: WakeHub, match: Match, buffer: int = 0) -> None:
+    def __init__(self, hub: WakeHub, match: Match, buffer: int = 0, claims: bool = False) -> None:
         self._hub = hub
         self._match = match
+        self.claims = claims
         self._events: collections.deque[Emit] | None = (
             collections.deque(maxlen=buffer) if buffer else None
         )
@@ -102,9 +103,12 @@ class WakeHub:
         self._lock = threading.Lock()
         self._subs: tuple[Subscription, ...] = ()
 
-    def subscribe(self, match: Match, *, buffer: int = 0) -> Subscription:
-        """A latch for events ``match`` accepts; ``buffer`` > 0 also keeps the last events."""
-        sub = Subscription(self, match, buffer)
+    def subscribe(self, match: Match, *, buffer: int = 0, claims: bool = False) -> Subscription:
+        """A latch for events ``match`` accepts; ``buffer`` > 0 also keeps the last events.
+
+        ``claims`` marks a worker's claim loop, which ``poke(claimers_only=True)`` wakes.
+        """
+        sub = Subscription(self, match, buffer, claims)
         with self._lock:
             self._subs = (*self._subs, sub)
         return sub
@@ -121,10 +125,15 @@ class WakeHub:
             for sub in subs:
                 sub._deliver(emit)
 
-    def poke(self) -> None:
-        """Wake every subscriber: something changed, look again."""
+    def poke(self, *, claimers_only: bool = False) -> None:
+        """Wake subscribers: something changed somewhere, look again.
+
+        A file watcher sees every commit without knowing what it was, so it wakes
+        only claim loops (one cheap probe each); waiters keep their own polling.
+        """
         for sub in self._subs:
-            sub.set()
+            if sub.claims or not claimers_only:
+                sub.set()
 
 
 _HUBS: dict[str, WakeHub] = {}

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 from .. import _ops
 from .._clock import SYSTEM_CLOCK, Clock
 from .._crashpoints import ARMED, around_commit
+from .._filewatch import FileWatcher, watch_database
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, drive
 from .._wakeups import WakeHub, hub_for
@@ -104,6 +105,7 @@ class SQLiteBackend:
         self._open_lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._watcher: FileWatcher | None = None
         self._write_conn: sqlite3.Connection | None = None
         self._readers = concurrent.futures.ThreadPoolExecutor(
             max_workers=_ops.check_int(readers, "readers", low=1, high=64),
@@ -138,6 +140,9 @@ class SQLiteBackend:
                 conn.close()
                 raise
             self._write_conn = conn
+            if not self._memory:
+                hub = self.hub
+                self._watcher = watch_database(self.path, lambda: hub.poke(claimers_only=True))
             self._writer = threading.Thread(
                 target=self._write_loop, name="cairnq-sqlite-write", daemon=True
             )
@@ -159,6 +164,8 @@ class SQLiteBackend:
                 self._jobs.put(_STOP)
         if self._writer is not None:
             self._writer.join()
+        if self._watcher is not None:
+            self._watcher.close()
         self._readers.shutdown(wait=True)
         with self._conns_lock:
             conns, self._idle_readers = self._idle_readers, []

@@ -435,7 +435,7 @@ class Worker:
         self._executor = Executor(
             max_run_ms=self.max_run_ms, threads=threads, on_error=self._report
         )
-        self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues))
+        self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues), claims=True)
         self._executor.on_thread_freed = self._wake.set
         if self._started is not None:
             self._started.set()
