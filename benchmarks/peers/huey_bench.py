@@ -193,7 +193,14 @@ def cli() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers.huey_bench")
     parser.add_argument("--path", required=True, help="SQLite file to create (and remove)")
     parser.add_argument("--tasks", type=int, required=True, help="tasks per throughput workload")
-    parser.add_argument("--samples", type=int, default=100, help="latency samples (default 100)")
+    parser.add_argument(
+        "--samples",
+        "--latency",
+        dest="samples",
+        type=int,
+        default=100,
+        help="latency samples (default 100)",
+    )
     parser.add_argument(
         "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}"
     )

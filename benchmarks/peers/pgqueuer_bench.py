@@ -315,7 +315,14 @@ def cli() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers.pgqueuer_bench")
     parser.add_argument("--dsn", required=True, help="PostgreSQL DSN of a scratch database")
     parser.add_argument("--tasks", type=int, required=True, help="jobs per throughput workload")
-    parser.add_argument("--samples", type=int, default=100, help="latency samples (default 100)")
+    parser.add_argument(
+        "--samples",
+        "--latency",
+        dest="samples",
+        type=int,
+        default=100,
+        help="latency samples (default 100)",
+    )
     parser.add_argument(
         "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}"
     )

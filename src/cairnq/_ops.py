@@ -551,6 +551,28 @@ def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     return _owned_row(lease, rows)
 
 
+def complete_many(
+    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str
+) -> Op[dict[str, Row]]:
+    """``complete`` for many attempts in one statement; returns the settled rows by task id.
+
+    An attempt missing from the result was no longer owned (its lease is lost).
+    Each row carries only ``id``, ``status`` and ``queue``.
+    """
+    rows = yield Call(
+        "complete_many",
+        {
+            "ids": [lease.id for lease in leases],
+            "attempts": [lease.attempt for lease in leases],
+            "results": list(results),
+            "worker_id": worker_id,
+            "now_ms": NOW,
+        },
+    )
+    yield from _emit_for(rows)
+    return {str(row["id"]): row for row in rows}
+
+
 def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     """Settle as succeeded whatever cancel is pending (the low-level primitive)."""
     rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})

@@ -17,6 +17,7 @@ from cairnq import errors
 from cairnq._steps import Op
 
 SETTLE_OPS = {"complete", "succeed", "fail", "release"}
+GROUP_SETTLE_OPS = {"complete_many"}
 
 
 class Recorder:
@@ -86,6 +87,8 @@ class RecordingBackend:
 
     async def _observe(self, op: Op[Any], pending: Any) -> Any:
         name = getattr(op, "__name__", "")
+        if name in GROUP_SETTLE_OPS:
+            return await self._observe_group(op, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
         task_id, attempt, worker_id = _lease_of(op) if name in SETTLE_OPS else (None, None, None)
@@ -122,6 +125,50 @@ class RecordingBackend:
                 status=result["status"],
             )
         return result
+
+    async def _observe_group(self, op: Op[Any], pending: Any) -> Any:
+        """A group settlement: one settle event per attempt in it."""
+        frame = getattr(op, "gi_frame", None)
+        local = frame.f_locals if frame is not None else {}
+        leases = list(local.get("leases", []))
+        worker = local.get("worker_id")
+        for lease in leases:
+            self._record(
+                "settle_invoke", op="complete", task=lease.id, attempt=lease.attempt, worker=worker
+            )
+        try:
+            rows = await pending
+        except BaseException as exc:
+            for lease in leases:
+                self._record(
+                    "settle_info",
+                    op="complete",
+                    task=lease.id,
+                    attempt=lease.attempt,
+                    worker=worker,
+                    error=type(exc).__name__,
+                )
+            raise
+        for lease in leases:
+            row = rows.get(lease.id)
+            if row is None:
+                self._record(
+                    "settle_lost",
+                    op="complete",
+                    task=lease.id,
+                    attempt=lease.attempt,
+                    worker=worker,
+                )
+            else:
+                self._record(
+                    "settle_ok",
+                    op="complete",
+                    task=lease.id,
+                    attempt=lease.attempt,
+                    worker=worker,
+                    status=row["status"],
+                )
+        return rows
 
 
 def load(paths: list[Path]) -> list[dict[str, Any]]:

@@ -36,8 +36,8 @@ def test_random_kill_nine_of_workers_loses_nothing_and_settles_once(
     [
         "after_claim",
         "before_settle",
-        "before_commit:complete",
-        "after_commit:complete",
+        "before_commit:complete_many",
+        "after_commit:complete_many",
         "before_commit:heartbeat_batch",
         "before_commit:claim",
     ],

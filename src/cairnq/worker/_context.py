@@ -22,6 +22,7 @@ log = logging.getLogger("cairnq.worker")
 
 if TYPE_CHECKING:
     from ..client import CairnQ
+    from ._settling import Settler
 
 T = TypeVar("T")
 
@@ -68,6 +69,7 @@ class Runtime:
     retry_backoff_max_ms: int
     gate: QueueGate
     listeners: list[Listener] = field(default_factory=list)
+    settler: Settler | None = None
 
     def delay_after(self, attempt: int) -> int:
         return retry_delay_ms(
@@ -309,10 +311,25 @@ class TaskContext:
 
     complete = succeed
 
-    async def succeed_encoded(self, result: str | None) -> Task:
-        """Settle with a result already encoded as JSON text (the worker's path)."""
-        row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
-        return self._settled_as(row)
+    async def succeed_encoded(self, result: str | None, *, grouped: bool = False) -> Task | None:
+        """Settle with a result already encoded as JSON text.
+
+        ``grouped`` (the worker settling a returned handler) joins the worker's
+        group write and returns ``None`` instead of the re-read task.
+        """
+        settler = self._runtime.settler if grouped else None
+        if settler is None:
+            row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
+            return self._settled_as(row)
+        self._guard()
+        try:
+            row = await settler.complete(self.lease, result)
+        except LostLease:
+            self.mark_lost()
+            raise
+        self._settled = True
+        self._emit(SETTLED_AS.get(row["status"], "failed"))
+        return None
 
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).

@@ -155,7 +155,7 @@ class Executor:
             )
             await self._settle(ctx, lambda: ctx._record_failure(envelope, retryable=False))
             return
-        await self._settle(ctx, lambda: ctx.succeed_encoded(encoded))
+        await self._settle(ctx, lambda: ctx.succeed_encoded(encoded, grouped=True))
 
     async def _fail_all(
         self,

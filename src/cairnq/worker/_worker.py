@@ -33,6 +33,7 @@ from ._claiming import group_calls, plan_claim
 from ._context import Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._registry import Handler, Registration, Registry
+from ._settling import Settler
 
 log = logging.getLogger("cairnq.worker")
 
@@ -437,6 +438,7 @@ class Worker:
         )
         self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues), claims=True)
         self._executor.on_thread_freed = self._wake.set
+        self._runtime.settler = Settler(self.client.backend, self.worker_id)
         if self._started is not None:
             self._started.set()
         heartbeat = asyncio.ensure_future(self._heartbeat_loop())

@@ -1,0 +1,180 @@
+"""cairnq's side of the benchmark: each workload timed, and checked in the database.
+
+Run through ``python -m benchmarks`` (see ``benchmarks/__main__.py``); each
+function returns a dict of figures and raises ``BenchmarkError`` when the work
+it timed did not all happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cairnq import CairnQ, SyncCairnQ, Worker, _ops
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class BenchmarkError(RuntimeError):
+    """A workload did not do the work it claims to have timed."""
+
+
+def _count(url: str, status: str, **options: Any) -> int:
+    with SyncCairnQ.connect(url, **options) as cq:
+        return sum(s[status] for s in cq.stats().values())
+
+
+async def submit_single(url: str, count: int) -> dict[str, Any]:
+    async with CairnQ.connect(url) as cq:
+        await cq.stats()
+        started = time.perf_counter()
+        for i in range(count):
+            await cq.submit("noop", {"i": i})
+        elapsed = time.perf_counter() - started
+    if _count(url, "queued") < count:
+        raise BenchmarkError("single submits missing")
+    return {"submit_single_per_s": count / elapsed}
+
+
+async def submit_concurrent(url: str, count: int, width: int = 100) -> dict[str, Any]:
+    async with CairnQ.connect(url) as cq:
+        await cq.stats()
+        started = time.perf_counter()
+        for start in range(0, count, width):
+            await asyncio.gather(
+                *(cq.submit("noop", {"i": i}) for i in range(start, min(count, start + width)))
+            )
+        elapsed = time.perf_counter() - started
+    return {"submit_concurrent_per_s": count / elapsed}
+
+
+async def submit_bulk(url: str, count: int, chunk: int = 1000) -> dict[str, Any]:
+    async with CairnQ.connect(url) as cq:
+        await cq.stats()
+        items = [
+            {"task": "noop", "payload": {"i": i}, "key": f"bulk-{i}", "priority": i % 3,
+             "delay_ms": 0 if i % 10 else 1}
+            for i in range(count)
+        ]
+        started = time.perf_counter()
+        for start in range(0, count, chunk):
+            await cq.submit_many(items[start : start + chunk])
+        elapsed = time.perf_counter() - started
+    return {"submit_bulk_per_s": count / elapsed}
+
+
+def drain(url: str, count: int, processes: int, concurrency: int = 100) -> dict[str, Any]:
+    """``count`` queued no-op tasks, then ``processes`` worker processes until all succeeded."""
+    with SyncCairnQ.connect(url) as cq:
+        for start in range(0, count, 1000):
+            cq.submit_many([("noop", {}) for _ in range(min(1000, count - start))])
+    started = time.perf_counter()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.worker_main", url, str(concurrency), str(count)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    rss = []
+    for proc in workers:
+        out, _ = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise BenchmarkError(f"a drain worker failed ({proc.returncode})")
+        rss.append(json.loads(out)["max_rss_mb"])
+    elapsed = time.perf_counter() - started
+    done = _count(url, "succeeded")
+    if done != count:
+        raise BenchmarkError(f"drain finished {done} of {count} tasks")
+    return {f"drain_{processes}p_per_s": count / elapsed, f"drain_{processes}p_rss_mb": max(rss)}
+
+
+def latency(url: str, samples: int) -> dict[str, Any]:
+    """Submit here, handler start in an idle worker process: p50/p95/p99 in ms."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.latency_worker", url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    if worker.stdout.readline().strip() != "ready":
+        raise BenchmarkError("latency worker did not start")
+    gaps = []
+    with SyncCairnQ.connect(url) as cq:
+        for _ in range(samples):
+            time.sleep(0.02)
+            sent = time.time()
+            task = cq.submit("stamp", {"sent": sent})
+            done = cq.wait(task.id, timeout_ms=10_000, poll_ms=5, max_poll_ms=20)
+            if done.status != "succeeded":
+                raise BenchmarkError("a latency task did not succeed")
+            gaps.append((done.result - sent) * 1000)
+    worker.terminate()
+    worker.wait(timeout=30)
+    gaps.sort()
+    return {
+        "latency_p50_ms": statistics.median(gaps),
+        "latency_p95_ms": gaps[int(len(gaps) * 0.95) - 1],
+        "latency_p99_ms": gaps[int(len(gaps) * 0.99) - 1],
+    }
+
+
+def backlog(url: str, due: int, not_due: int) -> dict[str, Any]:
+    """Draining ``due`` tasks behind ``not_due`` delayed ones, against the same with no backlog."""
+    empty = drain(url, due, 1)["drain_1p_per_s"]
+    with SyncCairnQ.connect(url) as cq:
+        for start in range(0, not_due, 1000):
+            cq.submit_many(
+                [{"task": "noop", "payload": {}, "delay_ms": 3_600_000} for _ in range(1000)]
+            )
+        cq.purge(older_than_ms=0, status="succeeded", limit=10_000)
+    behind = drain(url, due, 1)["drain_1p_per_s"]
+    return {"backlog_drain_ratio": behind / empty}
+
+
+def probe_cost(url: str, retries: int, rounds: int = 200) -> dict[str, Any]:
+    """Cost of an idle worker's probe with ``retries`` tasks backing off (none due)."""
+    with SyncCairnQ.connect(url) as cq:
+        for start in range(0, retries, 1000):
+            cq.submit_many(
+                [{"task": "noop", "payload": {}, "delay_ms": 3_600_000} for _ in range(1000)]
+            )
+        started = time.perf_counter()
+        for _ in range(rounds):
+            if cq.backend.run(_ops.probe(["default"], ["noop"]), write=False):
+                raise BenchmarkError("the probe found work where none is due")
+        elapsed = time.perf_counter() - started
+    return {"idle_probe_us": elapsed / rounds * 1e6}
+
+
+def max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fresh_url(backend: str, folder: Path, name: str) -> str:
+    if backend == "sqlite":
+        path = folder / f"{name}.db"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{suffix}")
+        return f"sqlite:///{path}"
+    import psycopg
+
+    admin = os.environ.get("CAIRNQ_BENCH_POSTGRES_URL", "postgresql://127.0.0.1:5432/postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "bench_{name}" with (force)')
+        conn.execute(f'create database "bench_{name}"')
+    base = admin.rsplit("/", 1)[0]
+    return f"{base}/bench_{name}"

@@ -1,0 +1,22 @@
+-- Settles many owned attempts at once, as complete does each: succeeded with its result, or canceled (result kept) when a cancel was requested.
+-- Returns (id, status, queue) per settled row; an id left out was not owned any more (lost lease).
+-- params: ids, attempts, results, worker_id, now_ms
+update cairnq_tasks
+set status = case when cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
+    result = case when cancel_requested_at_ms is null then settled.new_result else result end,
+    progress = case when cancel_requested_at_ms is null then 1.0 else progress end,
+    lease_until_ms = null,
+    completed_at_ms = :now_ms,
+    updated_at_ms = :now_ms
+from (
+    select i.value as settled_id, a.value as settled_attempt, r.value as new_result
+    from json_each(:ids) as i
+    join json_each(:attempts) as a on a.key = i.key
+    join json_each(:results) as r on r.key = i.key
+) as settled
+where cairnq_tasks.id = settled.settled_id
+  and cairnq_tasks.attempt = settled.settled_attempt
+  and cairnq_tasks.status = 'running'
+  and cairnq_tasks.worker_id = :worker_id
+  and cairnq_tasks.lease_until_ms > :now_ms
+returning id, status, queue;

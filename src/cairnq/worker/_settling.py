@@ -1,0 +1,70 @@
+"""Group settlement: completions from many handler calls written in one statement.
+
+Completions that arrive while a write is in flight wait for the next one, so a
+busy worker writes one ``complete_many`` per round trip instead of one
+statement per task; an idle one writes each completion at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from .. import _ops
+from ..backends import Backend
+from ..errors import LostLease
+
+MAX_GROUP = 256
+Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]
+
+
+class Settler:
+    """Collects ``complete`` requests and writes them in groups."""
+
+    def __init__(self, backend: Backend, worker_id: str) -> None:
+        self._backend = backend
+        self._worker_id = worker_id
+        self._pending: list[Pending] = []
+        self._flushing = False
+        self._task: asyncio.Future[None] | None = None
+
+    async def complete(self, lease: _ops.Lease, result: str | None) -> Mapping[str, Any]:
+        """Settle ``lease`` as ``complete`` would; returns its row (id, status, queue).
+
+        Raises:
+            LostLease: the attempt was no longer owned when the group was written.
+        """
+        future: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending.append((lease, result, future))
+        if not self._flushing:
+            self._flushing = True
+            self._task = asyncio.ensure_future(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
+                op = _ops.complete_many(
+                    [lease for lease, _, _ in group],
+                    [result for _, result, _ in group],
+                    self._worker_id,
+                )
+                try:
+                    rows = await self._backend.arun(op, write=True)
+                except Exception as exc:
+                    for _, _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for lease, _, future in group:
+                    if future.done():
+                        continue
+                    row = rows.get(lease.id)
+                    if row is None:
+                        future.set_exception(LostLease(lease.id))
+                    else:
+                        future.set_result(row)
+        finally:
+            self._flushing = False
