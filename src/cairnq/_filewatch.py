@@ -28,6 +28,7 @@ IN_MOVED_TO = 0x00000080
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
+TRAILING_MS = (2, 10, 40)
 
 
 class FileWatcher:
@@ -52,11 +53,19 @@ class FileWatcher:
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
         poller.register(self._stop_read, select.POLLIN)
+        pending: list[int] = []
         while True:
-            ready = {fd for fd, _ in poller.poll()}
+            # A commit writes its WAL frames, syncs them, and only then becomes visible
+            # to readers, so a waiter woken by the write may look too early. After a
+            # burst of writes, a few more wake-ups follow as the file stays quiet.
+            ready = {fd for fd, _ in poller.poll(pending[0] if pending else None)}
             if self._stop_read in ready:
                 return
-            if self._fd in ready and self._drain():
+            if not ready:
+                pending.pop(0)
+                self._on_change()
+            elif self._fd in ready and self._drain():
+                pending = list(TRAILING_MS)
                 self._on_change()
 
     def _drain(self) -> bool:
