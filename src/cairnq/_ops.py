@@ -9,13 +9,14 @@ into ``LostLease``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import _ids
 from ._json import JsonCodec
-from ._steps import NOW, Call, Emit, Op, Row, Script
+from ._steps import NOW, Call, Emit, Op, Row, Script, single_statement
 from .errors import (
     AlreadyExists,
     DatabaseError,
@@ -105,6 +106,8 @@ class NewTask:
     correlation_id: str | None
     key: str | None
     conflict: str
+    payload_value: Any = None
+    metadata_value: Any = None
 
     def insert_params(self) -> dict[str, Any]:
         return {
@@ -149,6 +152,8 @@ def new_task(
         queue=check_text(queue, "queue") or "",
         payload=codec.encode({} if payload is None else payload, what="payload"),
         metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
+        payload_value={} if payload is None else payload,
+        metadata_value={} if metadata is None else metadata,
         max_attempts=check_int(max_attempts, "max_attempts", low=1),
         priority=check_int(priority, "priority", low=-MAX_INT4 - 1),
         delay_ms=check_int(delay_ms, "delay_ms", low=0, high=MAX_DELAY_MS),
@@ -198,12 +203,116 @@ def submit(spec: NewTask) -> Op[Task]:
     return task
 
 
+@single_statement
+def insert(spec: NewTask) -> Op[Task]:
+    """Submit a task without a key: one statement."""
+    task = yield from _insert(spec)
+    return task
+
+
 def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
-    """Submit every task in one transaction: all of them are stored, or none."""
-    tasks = []
-    for spec in specs:
-        tasks.append((yield from submit(spec)))
-    return tasks
+    """Submit every task in one transaction, with a handful of statements for the lot.
+
+    Key conflicts are decided as ``submit`` decides them, in order, so a key used
+    twice in one batch sees the first use. All tasks are stored, or none.
+    """
+    pointers: dict[str, tuple[str, str]] = {}
+    keys = sorted({spec.key for spec in specs if spec.key is not None})
+    if keys:
+        yield Call("lock_keys", {"keys": keys})
+        rows = yield Call("key_pointers", {"keys": keys})
+        pointers = {r["key"]: (r["task_id"], r["status"]) for r in rows if r["status"]}
+    inserts: list[NewTask] = []
+    existing: dict[int, str] = {}
+    cancels: list[str] = []
+    key_rows: list[tuple[str, str]] = []
+    for index, spec in enumerate(specs):
+        if spec.key is not None and spec.key in pointers:
+            current, status = pointers[spec.key]
+            decision = decide_conflict(spec.conflict, status)
+            if decision == "return":
+                existing[index] = current
+                continue
+            if decision == "reject":
+                raise AlreadyExists(spec.key)
+            if decision == "replace":
+                cancels.append(current)
+        inserts.append(spec)
+        if spec.key is not None:
+            pointers[spec.key] = (spec.id, "queued")
+            key_rows.append((spec.key, spec.id))
+    stored: dict[str, Task] = {}
+    if inserts:
+        rows = yield Call("insert_many", {"rows": _rows_json(inserts), "now_ms": NOW})
+        times = {r["id"]: (int(r["run_at_ms"]), int(r["created_at_ms"])) for r in rows}
+        stored = {spec.id: _as_inserted(spec, *times[spec.id]) for spec in inserts}
+        for queue in sorted({spec.queue for spec in inserts}):
+            yield Emit("queued", queue)
+    for task_id in cancels:
+        rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+        yield from _emit_for(rows)
+        if rows and task_id in stored:
+            stored[task_id] = Task.from_row(rows[0])
+    if key_rows:
+        yield Call("upsert_keys", {"rows": json.dumps(key_rows), "now_ms": NOW})
+    wanted = sorted(set(existing.values()) - stored.keys())
+    if wanted:
+        rows = yield Call("get_many", {"ids": wanted})
+        stored.update({r["id"]: Task.from_row(r) for r in rows})
+    return [stored[existing.get(i, spec.id)] for i, spec in enumerate(specs)]
+
+
+def _rows_json(specs: Sequence[NewTask]) -> str:
+    """The ``insert_many`` rows, as one JSON array (payloads travel as their JSON text)."""
+    return json.dumps(
+        [
+            [
+                s.id,
+                s.name,
+                s.queue,
+                s.payload,
+                s.metadata,
+                s.max_attempts,
+                s.priority,
+                s.delay_ms,
+                s.parent_id,
+                s.root_id,
+                s.correlation_id,
+            ]
+            for s in specs
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _as_inserted(spec: NewTask, run_at_ms: int, created_at_ms: int) -> Task:
+    """The task ``insert_many`` stored, built from the submission (no payload re-read)."""
+    return Task(
+        id=spec.id,
+        name=spec.name,
+        queue=spec.queue,
+        status="queued",
+        payload=spec.payload_value,
+        result=None,
+        error=None,
+        metadata=spec.metadata_value,
+        progress=None,
+        message=None,
+        attempt=0,
+        max_attempts=spec.max_attempts,
+        priority=spec.priority,
+        worker_id=None,
+        lease_until_ms=None,
+        run_at_ms=run_at_ms,
+        cancel_requested_at_ms=None,
+        parent_id=spec.parent_id,
+        root_id=spec.root_id,
+        correlation_id=spec.correlation_id,
+        created_at_ms=created_at_ms,
+        updated_at_ms=created_at_ms,
+        completed_at_ms=None,
+    )
 
 
 def _insert(spec: NewTask) -> Op[Task]:
@@ -330,6 +439,7 @@ def protocol_version() -> Op[int]:
 # --- client writes -----------------------------------------------------------------------
 
 
+@single_statement
 def cancel(task_id: str) -> Op[Task | None]:
     return _cancel(_id(task_id))
 
@@ -340,6 +450,7 @@ def _cancel(task_id: str) -> Op[Task | None]:
     return Task.from_row(rows[0]) if rows else None
 
 
+@single_statement
 def retry(task_id: str, reset_attempt: bool = False) -> Op[Task | None]:
     return _retry(_id(task_id), reset_attempt)
 
@@ -397,6 +508,7 @@ def purge(
     return _purge(params)
 
 
+@single_statement
 def _purge(params: dict[str, Any]) -> Op[list[str]]:
     rows = yield Call("purge", params)
     return [str(r["id"]) for r in rows]
@@ -425,6 +537,7 @@ def probe(queues: Sequence[str], names: Sequence[str] | None) -> Op[bool]:
     return bool(rows and rows[0]["has_work"])
 
 
+@single_statement
 def recover(limit: int) -> Op[list[Row]]:
     """Move up to ``limit`` expired leases out of ``running`` (any queue, any name)."""
     rows = yield Call(
@@ -484,6 +597,7 @@ class Lease:
     attempt: int
 
 
+@single_statement
 def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Row]:
     rows = yield Call("heartbeat", _owned(lease, worker_id) | {"lease_ms": lease_ms})
     return _owned_row(lease, rows)
@@ -537,6 +651,7 @@ def cancel_requested(task_id: str) -> Op[bool]:
     return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
 
 
+@single_statement
 def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Row]:
     rows = yield Call(
         "progress", _owned(lease, worker_id) | {"progress": value, "message": message}
@@ -544,6 +659,7 @@ def progress(lease: Lease, worker_id: str, value: float | None, message: str | N
     return _owned_row(lease, rows)
 
 
+@single_statement
 def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     """Settle a returned attempt: succeeded, or canceled when a cancel is pending."""
     rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
@@ -551,6 +667,7 @@ def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     return _owned_row(lease, rows)
 
 
+@single_statement
 def complete_many(
     leases: Sequence[Lease], results: Sequence[str | None], worker_id: str
 ) -> Op[dict[str, Row]]:
@@ -573,6 +690,7 @@ def complete_many(
     return {str(row["id"]): row for row in rows}
 
 
+@single_statement
 def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     """Settle as succeeded whatever cancel is pending (the low-level primitive)."""
     rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
@@ -580,6 +698,7 @@ def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     return _owned_row(lease, rows)
 
 
+@single_statement
 def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms: int) -> Op[Row]:
     """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending."""
     rows = yield Call(
@@ -590,6 +709,7 @@ def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms:
     return _owned_row(lease, rows)
 
 
+@single_statement
 def release(lease: Lease, worker_id: str) -> Op[Row]:
     """Hand an attempt back unrun: queued again at once, its attempt not counted.
 
@@ -621,6 +741,7 @@ def expired_leases_exist() -> Op[bool]:
 # --- named leases (extension) ------------------------------------------------------------
 
 
+@single_statement
 def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
     """Take or renew a named lease; False when another holder has it."""
     rows = yield Call(
@@ -629,6 +750,7 @@ def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
     return bool(rows)
 
 
+@single_statement
 def lock_release(name: str, holder: str) -> Op[bool]:
     rows = yield Call("lock_release", {"name": name, "holder": holder})
     return bool(rows)

@@ -56,6 +56,27 @@ class Emit:
 
 
 Step = Call | Script | Emit
+
+_SINGLE: set[Any] = set()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def single_statement(function: F) -> F:
+    """Mark an operation that writes with exactly one statement and reads nothing after.
+
+    Such an operation needs no transaction of its own (PostgreSQL autocommits it)
+    and no savepoint inside a group (a failed statement rolls back by itself).
+    """
+    _SINGLE.add(function.__code__)
+    return function
+
+
+def is_single_statement(op: Any) -> bool:
+    return getattr(op, "gi_code", None) in _SINGLE
+
+
 Op = Generator[Step, Any, T]
 
 

@@ -465,10 +465,11 @@ class CairnQ(_ClientCore):
     async def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
         if gate.limit_for(spec.queue) is not None:
             await self._follow(gate.admit(spec.queue))
+        op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
         if conn is not None:
-            stored: Task = await self._transactional(conn)(conn, _ops.submit(spec))
+            stored: Task = await self._transactional(conn)(conn, op)
             return stored
-        return await self._run(_ops.submit(spec), write=True)
+        return await self._run(op, write=True)
 
     async def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction: all are stored, or none.
@@ -765,10 +766,11 @@ class SyncCairnQ(_ClientCore):
         )
         if self.gate.limit_for(spec.queue) is not None:
             self._follow(self.gate.admit(spec.queue))
+        op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
         if conn is not None:
-            result: Task = self._transactional(conn)(conn, _ops.submit(spec))
+            result: Task = self._transactional(conn)(conn, op)
             return result
-        return self._run(_ops.submit(spec), write=True)
+        return self._run(op, write=True)
 
     def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction; see ``CairnQ.submit_many``."""

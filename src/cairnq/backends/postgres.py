@@ -38,7 +38,7 @@ from .. import _ops
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from .._protocol import Dialect, statements
-from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive
+from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
     CairnQError,
@@ -423,7 +423,7 @@ class PostgresBackend:
     def _run_now(self, op: Op[T], *, write: bool) -> T:
         try:
             with self._sync_connection() as conn:
-                if write:
+                if write and not (is_single_statement(op) and conn.autocommit):
                     with conn.transaction():
                         value, emits = drive(op, lambda step: self._execute_sync(conn, step))
                 else:
@@ -439,6 +439,12 @@ class PostgresBackend:
         async def execute(step: Call | Script) -> Rows:
             return await self._execute_async(conn, step)
 
+        if write and is_single_statement(op) and conn.autocommit:
+            result = await adrive(op, execute)
+            if ARMED is not None:
+                around_commit("before_commit", str(getattr(op, "__name__", "")))
+                around_commit("after_commit", str(getattr(op, "__name__", "")))
+            return result
         if write:
             async with conn.transaction():
                 result = await adrive(op, execute)

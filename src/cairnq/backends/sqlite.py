@@ -29,7 +29,7 @@ from .._clock import SYSTEM_CLOCK, Clock
 from .._crashpoints import ARMED, around_commit
 from .._filewatch import FileWatcher, watch_database
 from .._protocol import Dialect, statements
-from .._steps import NOW, Call, Emit, Op, Rows, Script, drive
+from .._steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
     CairnQError,
@@ -313,21 +313,26 @@ class SQLiteBackend:
             if aborted is not None:
                 outcomes.append((job, None, [], aborted))
                 continue
-            conn.execute("savepoint op")
+            # A single statement that fails undoes itself; anything longer gets a savepoint.
+            guarded = not is_single_statement(job.op)
+            if guarded:
+                conn.execute("savepoint op")
             try:
                 value, emits = drive(job.op, lambda step: self._execute(conn, step))
             except BaseException as exc:
                 error = _translate(exc, self.busy_timeout_ms)
                 if conn.in_transaction:
-                    conn.execute("rollback to op")
-                    conn.execute("release op")
+                    if guarded:
+                        conn.execute("rollback to op")
+                        conn.execute("release op")
                     outcomes.append((job, None, [], error))
                 else:
                     aborted = error
                     outcomes = [(j, None, [], error) for j, *_ in outcomes]
                     outcomes.append((job, None, [], error))
                 continue
-            conn.execute("release op")
+            if guarded:
+                conn.execute("release op")
             outcomes.append((job, value, emits, None))
         if aborted is None:
             if ARMED is not None:
@@ -474,11 +479,15 @@ def _access_hint(path: str) -> str:
 
 
 def _create_private_file(path: str) -> None:
-    """Create the database file with mode 0600 (its -wal and -shm files inherit it)."""
+    """Create the database file with mode 0600 (its -wal and -shm files inherit it).
+
+    A directory created for it is private too (0700): others cannot plant files or
+    links next to the database.
+    """
     if os.path.exists(path):
         return
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
+    os.makedirs(parent, mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:

@@ -1,0 +1,4 @@
+-- Serializes submits of these keys until commit: BEGIN IMMEDIATE already does on SQLite.
+-- Returns one row.
+-- params: keys
+select json_array_length(:keys) as locked;
