@@ -93,7 +93,9 @@ def _format(value: Any) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--peers", action="store_true", help="also measure PgQueuer and huey")
     parser.add_argument("--runs", type=int, default=3)
@@ -121,15 +123,27 @@ def main() -> int:
             peers["PgQueuer postgres"] = lambda: _peer(
                 "pgqueuer_bench",
                 python,
-                ["--dsn", bench.fresh_url("postgres", folder, "pgqueuer"), "--tasks",
-                 str(sizes["drain"]), "--latency", str(min(100, sizes["latency"]))],
+                [
+                    "--dsn",
+                    bench.fresh_url("postgres", folder, "pgqueuer"),
+                    "--tasks",
+                    str(sizes["drain"]),
+                    "--latency",
+                    str(min(100, sizes["latency"])),
+                ],
             )
         if "sqlite" in backends:
             peers["huey sqlite"] = lambda: _peer(
                 "huey_bench",
                 python,
-                ["--path", str(folder / "huey.db"), "--tasks", str(sizes["drain"]),
-                 "--latency", str(min(100, sizes["latency"]))],
+                [
+                    "--path",
+                    str(folder / "huey.db"),
+                    "--tasks",
+                    str(sizes["drain"]),
+                    "--latency",
+                    str(min(100, sizes["latency"])),
+                ],
             )
         for name, measure in peers.items():
             columns[name] = _median([measure() for _ in range(runs)])

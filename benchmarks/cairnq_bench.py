@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairnq import CairnQ, SyncCairnQ, Worker, _ops
+from cairnq import CairnQ, SyncCairnQ, _ops
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,8 +61,13 @@ async def submit_bulk(url: str, count: int, chunk: int = 1000) -> dict[str, Any]
     async with CairnQ.connect(url) as cq:
         await cq.stats()
         items = [
-            {"task": "noop", "payload": {"i": i}, "key": f"bulk-{i}", "priority": i % 3,
-             "delay_ms": 0 if i % 10 else 1}
+            {
+                "task": "noop",
+                "payload": {"i": i},
+                "key": f"bulk-{i}",
+                "priority": i % 3,
+                "delay_ms": 0 if i % 10 else 1,
+            }
             for i in range(count)
         ]
         started = time.perf_counter()
@@ -145,7 +150,7 @@ def backlog(url: str, due: int, not_due: int) -> dict[str, Any]:
     """Draining ``due`` tasks behind ``not_due`` delayed ones, against the same with no backlog."""
     empty = drain(url, due, 1)["drain_1p_per_s"]
     with SyncCairnQ.connect(url) as cq:
-        for start in range(0, not_due, 1000):
+        for _start in range(0, not_due, 1000):
             cq.submit_many(
                 [{"task": "noop", "payload": {}, "delay_ms": 3_600_000} for _ in range(1000)]
             )
@@ -157,7 +162,7 @@ def backlog(url: str, due: int, not_due: int) -> dict[str, Any]:
 def probe_cost(url: str, retries: int, rounds: int = 200) -> dict[str, Any]:
     """Cost of an idle worker's probe with ``retries`` tasks backing off (none due)."""
     with SyncCairnQ.connect(url) as cq:
-        for start in range(0, retries, 1000):
+        for _start in range(0, retries, 1000):
             cq.submit_many(
                 [{"task": "noop", "payload": {}, "delay_ms": 3_600_000} for _ in range(1000)]
             )

@@ -43,7 +43,7 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
             "and cairnq_tasks.attempt = settled.settled_attempt",
             "and settled.settled_attempt is not null",
         ),
-        ("complete_many", "and s.attempt = t.attempt", "and s.attempt is not null"),
+        ("complete_many", "and t.attempt = s.attempt", "and s.attempt is not null"),
     ],
     # Recovery that requeues (or fails) a task whose cancel was requested.
     "recover_ignores_cancel": [

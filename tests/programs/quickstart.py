@@ -25,7 +25,10 @@ async def main():
             print("call:", result)
 
             task = await cq.submit("reports.monthly", {"month": "2026-11"}, key="report:2026-11")
-            again = await cq.submit("reports.monthly", {"month": "2026-11"}, key="report:2026-11")
+            again = await cq.submit(
+                "reports.monthly", {"month": "2026-11"}, key="report:2026-11",
+                conflict="reuse-succeeded",
+            )
             assert again.id == task.id
             done = await cq.wait(task.id, timeout_ms=10_000)
             print("wait:", done.status, done.result)

@@ -53,6 +53,8 @@ class Executor:
         # They hold a pool thread, so the worker counts them against its concurrency.
         self.stuck_threads = 0
         self.on_thread_freed: Callable[[], None] | None = None
+        # Called when a handler has returned and only its settlement is left to write.
+        self.on_handler_done: Callable[[], None] | None = None
 
     async def run(self, registration: Registration, contexts: Sequence[TaskContext]) -> None:
         """Run one call to completion: handler, then settle whatever it left unsettled."""
@@ -89,6 +91,8 @@ class Executor:
                 envelope["details"] = {"traceback": _short_traceback(exc)}
             await self._fail_all(contexts, envelope, retryable=retryable)
             return
+        if self.on_handler_done is not None:
+            self.on_handler_done()
         crashpoint("before_settle")
         results = outcome if registration.batch > 1 else {contexts[0].task_id: outcome}
         if registration.batch > 1 and results is not None and not isinstance(results, dict):
@@ -99,6 +103,9 @@ class Executor:
                 retryable=False,
             )
             await self._fail_all(contexts, envelope, retryable=False)
+            return
+        if len(contexts) == 1:
+            await self._succeed(contexts[0], (results or {}).get(contexts[0].task_id))
             return
         await asyncio.gather(
             *(self._succeed(ctx, (results or {}).get(ctx.task_id)) for ctx in contexts)

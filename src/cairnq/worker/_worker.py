@@ -183,6 +183,8 @@ class Worker:
         self._wake: Subscription | None = None
         self._running = False
         self._calls: set[asyncio.Task[None]] = set()
+        self._settling: set[asyncio.Task[Any]] = set()
+        self._backlog = False
         self._contexts: dict[str, TaskContext] = {}
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
@@ -438,6 +440,7 @@ class Worker:
         )
         self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues), claims=True)
         self._executor.on_thread_freed = self._wake.set
+        self._executor.on_handler_done = self._handler_done
         self._runtime.settler = Settler(self.client.backend, self.worker_id)
         if self._started is not None:
             self._started.set()
@@ -479,7 +482,9 @@ class Worker:
         while not stopping.is_set():
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
-            busy = len(self._calls) + self._executor.stuck_threads
+            # A call whose handler returned holds its slot only until its settlement
+            # is written; claiming for it now lets claim and settlement share a commit.
+            busy = len(self._calls) - len(self._settling) + self._executor.stuck_threads
             free = self.concurrency - busy
             room = self._byte_headroom()
             draws = self._plan(free, room) if free > 0 and room > 0 else []
@@ -527,14 +532,22 @@ class Worker:
         )
 
     async def _claim(self, draws: list[_ops.Draw]) -> list[Mapping[str, Any]]:
+        """Claim for ``draws``; a cheap read first, unless the last claim came back full.
+
+        The read keeps an idle worker from opening write transactions; a worker
+        that just took all it asked for has work waiting, and goes straight on.
+        """
         backend = self.client.backend
-        names = self.registry.names()
-        if not await backend.arun(_ops.probe(self.queues, names), write=False):
-            return []
-        return await backend.arun(
+        if not self._backlog:
+            names = self.registry.names()
+            if not await backend.arun(_ops.probe(self.queues, names), write=False):
+                return []
+        rows = await backend.arun(
             _ops.claim(self.queues, self.worker_id, self.lease_ms, draws, RECOVER_LIMIT),
             write=True,
         )
+        self._backlog = len(rows) >= sum(draw.limit for draw in draws)
+        return rows
 
     def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
         for registration, group in group_calls(rows, self.registry):
@@ -608,12 +621,20 @@ class Worker:
         finally:
             self._release(registration, contexts)
 
+    def _handler_done(self) -> None:
+        current = asyncio.current_task()
+        if current is not None and current in self._calls:
+            self._settling.add(current)
+            if self._wake is not None:
+                self._wake.set()
+
     def _release(self, registration: Registration, contexts: list[TaskContext]) -> None:
         # Bookkeeping happens inside the call's own task, before the claim loop is woken,
         # so the loop never wakes to find the slot still taken.
         current = asyncio.current_task()
         if current is not None:
             self._calls.discard(current)
+            self._settling.discard(current)
         self._calls_by_name[registration.name] -= 1
         for ctx in contexts:
             self._bytes_in_flight -= ctx.payload_bytes

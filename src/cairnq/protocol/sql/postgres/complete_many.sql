@@ -3,26 +3,19 @@
 -- params: ids, attempts, results, worker_id, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-),
-owned as materialized (
-    select t.id, s.new_result
-    from cairnq_tasks as t
-    join unnest(:ids::text[], :attempts::integer[], :results::text[]) as s (id, attempt, new_result)
-      on s.id = t.id and s.attempt = t.attempt
-    where t.status = 'running'
-      and t.worker_id = :worker_id::text
-      and t.lease_until_ms > (select now_ms from clock)
-    order by t.id
-    for update of t
 )
 update cairnq_tasks as t
 set status = case when t.cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
-    result = case when t.cancel_requested_at_ms is null then o.new_result::jsonb else t.result end,
+    result = case when t.cancel_requested_at_ms is null then s.new_result::jsonb else t.result end,
     progress = case when t.cancel_requested_at_ms is null then 1.0 else t.progress end,
     lease_until_ms = null,
-    completed_at_ms = (select now_ms from clock),
-    updated_at_ms = (select now_ms from clock)
-from owned as o
-where t.id = o.id
+    completed_at_ms = clock.now_ms,
+    updated_at_ms = clock.now_ms
+from unnest(:ids::text[], :attempts::integer[], :results::text[]) as s (id, attempt, new_result),
+     clock
+where t.id = s.id
+  and t.attempt = s.attempt
   and t.status = 'running'
+  and t.worker_id = :worker_id::text
+  and t.lease_until_ms > clock.now_ms
 returning t.id, t.status, t.queue;
