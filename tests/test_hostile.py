@@ -248,18 +248,18 @@ async def test_values_json_cannot_carry_are_refused_by_every_submit_path(
     db: Database, payload: Any
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError, match="^payload "):
+        with pytest.raises(SerializationError, match=r"^payload "):
             await cq.submit("echo", payload)
-        with pytest.raises(SerializationError, match="^payload "):
+        with pytest.raises(SerializationError, match=r"^payload "):
             await cq.submit("echo", payload, key="k", conflict="replace")
-        with pytest.raises(SerializationError, match="^payload "):
+        with pytest.raises(SerializationError, match=r"^payload "):
             await cq.submit_many([("echo", {"fine": 1}), ("echo", payload)])
-        with pytest.raises(SerializationError, match="^metadata "):
+        with pytest.raises(SerializationError, match=r"^metadata "):
             await cq.submit("echo", {}, metadata={"m": payload})
         assert await cq.stats() == {}
         assert await cq.get_by_key("k") is None
     with db.sync_client() as sync_cq:
-        with pytest.raises(SerializationError, match="^payload "):
+        with pytest.raises(SerializationError, match=r"^payload "):
             sync_cq.submit("echo", payload)
         assert sync_cq.stats() == {}
 
@@ -573,6 +573,7 @@ async def test_text_that_cannot_be_stored_is_refused_by_every_entry_point_and_ch
         clock.advance(1_000)
         before = await snapshot(cq)
         outcomes: dict[str, str] = {}
+        messages: dict[str, str] = {}
         for name, call in entry_points(cq, value).items():
             try:
                 result = call()
@@ -580,12 +581,13 @@ async def test_text_that_cannot_be_stored_is_refused_by_every_entry_point_and_ch
                     await result
             except Exception as exc:
                 outcomes[name] = type(exc).__name__
-                # The message names the problem without echoing a huge value back.
-                assert len(str(exc)) < 200, (name, str(exc)[:300])
+                messages[name] = str(exc)
             else:
                 outcomes[name] = "accepted"
         after = await snapshot(cq)
     assert outcomes == dict.fromkeys(outcomes, "InvalidArgument")
+    # Each message names the problem without echoing a huge value back.
+    assert {name: m[:300] for name, m in messages.items() if len(m) >= 200} == {}
     assert after == before
     assert tables(db) >= PROTOCOL_TABLES
 
@@ -667,10 +669,15 @@ def test_schema_names_that_try_to_escape_quoting_are_refused_and_create_nothing(
         "Worker.postgres": lambda: Worker.postgres(pg_dsn, schema=schema),
         "migrate": lambda: migrate(as_url(pg_dsn), schema=schema),
     }
+    outcomes: dict[str, str] = {}
     for where, attempt in attempts.items():
-        with pytest.raises(InvalidArgument, match="schema"):
+        try:
             attempt()
-            pytest.fail(f"{where} accepted schema {schema!r}")
+        except InvalidArgument as exc:
+            outcomes[where] = "rejected" if "schema" in str(exc) else str(exc)
+        else:
+            outcomes[where] = "accepted"
+    assert outcomes == dict.fromkeys(attempts, "rejected")
     assert pg_schemas(pg_dsn) == before
 
 
