@@ -640,6 +640,33 @@ def machine_for(
             else:
                 self.do_fail(held, False, True, 0)
 
+        @rule(route=st.sampled_from(["fail", "expiry"]), worker_id=st.sampled_from(WORKERS))
+        def zombie_writes_after_the_same_worker_reclaims(self, route: str, worker_id: str) -> None:
+            """The worker that ran attempt 1 claims attempt 2 (after a retryable failure,
+            or after its lease ran out and recovery requeued the task). Every owned write
+            still carrying attempt 1 must be refused: only the attempt fence stops it."""
+            self.do_submit(None, "reuse", 3, 0, 0, priority=TOP_PRIORITY + self.serial)
+            task_id = self.submitted[-1]
+            self.do_claim(worker_id, 1, LEASES_MS[0])
+            [first] = self.held_now([task_id])
+            self.do_progress(first, False, 0.5)
+            if route == "fail":
+                self.do_fail(first, False, True, 0)
+            else:
+                clock.advance(LEASES_MS[0])
+                self.do_heartbeat(first, False, LEASES_MS[0])  # expired, not yet recovered
+            self.do_claim(worker_id, 1, LEASES_MS[1])  # recovers first when the lease ran out
+            [second] = self.held_now([task_id])
+            assert (second.attempt, second.worker_id) == (2, worker_id)
+            self.do_heartbeat(first, False, LEASES_MS[1])
+            self.do_progress(first, False, 0.25)
+            self.do_complete(first, False, '"r"')
+            self.do_succeed(first, False)
+            self.do_fail(first, False, False, 0)
+            got = self.run(_ops.heartbeat_batch([first.lease()], worker_id, LEASES_MS[1]))
+            assert got == {}
+            assert self.model[task_id].status == "running"
+
         @rule(
             key=st.sampled_from(KEYS),
             status=st.sampled_from(["queued", "running", "succeeded", "failed", "canceled"]),
