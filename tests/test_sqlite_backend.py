@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -332,3 +333,42 @@ async def test_an_idle_worker_wakes_for_another_processs_submit_without_polling(
         result = await cq.wait(task_id, timeout_ms=5_000)
     await worker.close()
     assert (result.status, result.result) == ("succeeded", "woken")
+
+
+def _watch_threads() -> int:
+    return sum(t.name == "cairnq-sqlite-watch" for t in threading.enumerate())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the file watcher uses inotify")
+async def test_the_file_watcher_runs_only_while_a_worker_claims_in_the_process(
+    sqlite_db: Database,
+) -> None:
+    before = _watch_threads()
+    worker = sqlite_db.worker()
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        return None
+
+    async with sqlite_db.client() as cq:
+        await cq.submit("job", {})
+        only_submitting = _watch_threads()
+        async with worker.background():
+            claiming = _watch_threads()
+        await worker.close()
+    closed = _watch_threads()
+    assert (only_submitting, claiming, closed) == (before, before + 1, before)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_with_fresh_wake_hubs_of_its_own() -> None:
+    from cairnq._wakeups import hub_for
+
+    parents = hub_for("sqlite:/fork-test")
+    release = parents.share_watcher(lambda: None)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        os._exit(0 if hub_for("sqlite:/fork-test") is not parents else 1)
+    _, status = os.waitpid(pid, 0)
+    release()
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -15,12 +15,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from ._steps import Emit
 
 Match = Callable[[Emit], bool]
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
 class Subscription:
@@ -102,6 +108,9 @@ class WakeHub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subs: tuple[Subscription, ...] = ()
+        self._watch_users = 0
+        self._watch_start: Callable[[], Closable | None] | None = None
+        self._watcher: Closable | None = None
 
     def subscribe(self, match: Match, *, buffer: int = 0, claims: bool = False) -> Subscription:
         """A latch for events ``match`` accepts; ``buffer`` > 0 also keeps the last events.
@@ -111,7 +120,40 @@ class WakeHub:
         sub = Subscription(self, match, buffer, claims)
         with self._lock:
             self._subs = (*self._subs, sub)
+            if claims and self._watcher is None and self._watch_users:
+                assert self._watch_start is not None
+                self._watcher = self._watch_start()
         return sub
+
+    def share_watcher(self, start: Callable[[], Closable | None]) -> Callable[[], None]:
+        """Use one cross-process watcher, started by ``start``, while claim loops exist.
+
+        Every open backend on this hub calls this once and calls the returned
+        function when it closes; the watcher runs from the first claim loop's
+        subscription until the last backend leaves, so a process that only
+        submits never pays for one, and one process never runs two.
+        """
+        with self._lock:
+            self._watch_start = start
+            self._watch_users += 1
+            if self._watcher is None and any(sub.claims for sub in self._subs):
+                self._watcher = start()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                self._watch_users -= 1
+                watcher = self._watcher if self._watch_users == 0 else None
+                if watcher is not None:
+                    self._watcher = None
+            if watcher is not None:
+                watcher.close()
+
+        return release
 
     def _remove(self, sub: Subscription) -> None:
         with self._lock:
@@ -138,6 +180,17 @@ class WakeHub:
 
 _HUBS: dict[str, WakeHub] = {}
 _HUBS_LOCK = threading.Lock()
+
+
+def _forget_hubs_in_child() -> None:
+    # A forked child has none of its parent's threads: no watcher, no subscriber.
+    global _HUBS_LOCK
+    _HUBS.clear()
+    _HUBS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_hubs_in_child)
 
 
 def hub_for(identity: str) -> WakeHub:

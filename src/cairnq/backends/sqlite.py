@@ -21,13 +21,14 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from .. import _ops
 from .._clock import SYSTEM_CLOCK, Clock
 from .._crashpoints import ARMED, around_commit
-from .._filewatch import FileWatcher, watch_database
+from .._filewatch import watch_database
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
@@ -105,7 +106,7 @@ class SQLiteBackend:
         self._open_lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._watcher: FileWatcher | None = None
+        self._stop_watching: Callable[[], None] | None = None
         self._write_conn: sqlite3.Connection | None = None
         self._readers = concurrent.futures.ThreadPoolExecutor(
             max_workers=_ops.check_int(readers, "readers", low=1, high=64),
@@ -140,14 +141,17 @@ class SQLiteBackend:
                 conn.close()
                 raise
             self._write_conn = conn
-            if not self._memory:
-                hub = self.hub
-                self._watcher = watch_database(self.path, lambda: hub.poke(claimers_only=True))
             self._writer = threading.Thread(
                 target=self._write_loop, name="cairnq-sqlite-write", daemon=True
             )
             self._writer.start()
             self._state = "open"
+        if not self._memory:
+            # Commits of other processes reach this process's claim loops through the file.
+            hub, path = self.hub, self.path
+            self._stop_watching = hub.share_watcher(
+                lambda: watch_database(path, lambda: hub.poke(claimers_only=True))
+            )
 
     async def aopen(self) -> None:
         if self._state == "closed":
@@ -164,8 +168,8 @@ class SQLiteBackend:
                 self._jobs.put(_STOP)
         if self._writer is not None:
             self._writer.join()
-        if self._watcher is not None:
-            self._watcher.close()
+        if self._stop_watching is not None:
+            self._stop_watching()
         self._readers.shutdown(wait=True)
         with self._conns_lock:
             conns, self._idle_readers = self._idle_readers, []
