@@ -7,8 +7,10 @@ Tasks are moved through ``running`` with the low-level operations a worker uses
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,10 +27,11 @@ from cairnq import (
     _ops,
     error_envelope,
 )
+from cairnq._protocol import statements
 from cairnq.models import Task
 from cairnq.testing import FakeClock
 
-from ._db import Database
+from ._db import Database, admin_connect
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 TASK_ID = re.compile(r"^task_[0-9A-HJKMNP-TV-Z]{26}$")
@@ -260,6 +263,70 @@ async def test_delayed_task_is_not_claimable_until_the_delay_has_passed(db: Data
         due = await cq.backend.arun(claim_any(), write=True)
     assert early == []
     assert [r["id"] for r in due] == [task.id]
+
+
+@pytest.mark.parametrize("tiers", [3, 40])
+async def test_the_idle_probe_finds_a_due_task_below_every_tier_of_delayed_ones(
+    db: Database, tiers: int
+) -> None:
+    # 40 tiers is past the probe's skip-scan depth, so its fallback range is checked too.
+    clock = FakeClock(START_MS)
+    async with db.client(clock=clock) as cq:
+        await cq.submit_many(
+            [{"task": "job", "priority": p, "delay_ms": 60_000} for p in range(tiers)]
+        )
+        await cq.submit("other", priority=-1)
+        await cq.submit("job", queue="elsewhere", priority=-1)
+        quiet = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+        await cq.submit("job", priority=-1, delay_ms=1_000)
+        early = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+        clock.advance(1_000)
+        due = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+    assert (quiet, early, due) == (False, False, True)
+
+
+def probe_work(db: Database) -> int:
+    """What one idle probe reads: SQLite VM steps, or PostgreSQL buffers touched."""
+    statement = statements("sqlite" if db.kind == "sqlite" else "postgres")["claimable_probe"]
+    if db.kind == "sqlite":
+        assert db.path is not None
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            conn.set_progress_handler(count, 1)
+            params = {"queues": '["default"]', "names": '["job"]', "now_ms": START_MS}
+            assert conn.execute(statement.text, params).fetchone() == (0,)
+        return steps
+    from psycopg import sql as psql
+
+    with admin_connect(db.url) as conn:
+        conn.execute(psql.SQL("set search_path to {}").format(psql.Identifier(db.schema or "")))
+        conn.execute("analyze cairnq_tasks")
+        params = {"queues": ["default"], "names": ["job"], "now_ms": START_MS}
+        [[plan]] = conn.execute(
+            "explain (analyze, buffers, format json) " + statement.text, params
+        ).fetchone()
+    top = plan["Plan"]
+    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+
+
+async def test_the_idle_probe_reads_no_more_with_a_deep_backlog_of_delayed_tasks(
+    db: Database,
+) -> None:
+    clock = FakeClock(START_MS)
+    work = []
+    async with db.client(clock=clock) as cq:
+        for size in (200, 10_000):
+            await cq.submit_many(
+                [{"task": "job", "priority": i % 3, "delay_ms": 60_000} for i in range(size)]
+            )
+            work.append(probe_work(db))
+    assert work[1] < 2 * work[0], f"probe work with 200 and 10,200 delayed tasks: {work}"
 
 
 async def test_submit_overrides_queue_attempts_and_priority(db: Database) -> None:

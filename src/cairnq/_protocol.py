@@ -30,7 +30,6 @@ class Statement:
     source: str
     text: str
     params: frozenset[str]
-    is_read: bool
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,6 @@ def _load_statement(dialect: Dialect, name: str, source: str) -> Statement:
         source=source,
         text=_to_driver(dialect, code).strip().rstrip(";"),
         params=frozenset(_PARAM.findall(code)),
-        is_read=code.lstrip().lower().startswith("select"),
     )
 
 
