@@ -438,6 +438,39 @@ async def test_one_heartbeat_statement_per_interval_covers_every_running_task(
     assert later > first
 
 
+async def test_a_worker_woken_by_a_task_queued_in_its_queues_claims_without_probing_first(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL: the queued event is the only wake-up here. On SQLite the file
+    # watcher's poke may come first, and a poke says nothing, so a probe follows.
+    worker = pg_db.worker(poll_interval_ms=60_000)
+    probes: list[bool] = []
+    original = _ops.probe
+
+    def recorded(queues: Any, names: Any) -> Any:
+        found = yield from original(queues, names)
+        probes.append(found)
+        return found
+
+    monkeypatch.setattr(_ops, "probe", recorded)
+    probes_when_started: list[list[bool]] = []
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        probes_when_started.append(list(probes))
+
+    async with pg_db.client() as cq, worker.background():
+
+        async def idle() -> bool:
+            return probes == [False]
+
+        await eventually(idle)
+        task = await cq.submit("job")
+        await settled(cq, task.id)
+    await worker.close()
+    assert probes_when_started == [[False]]
+
+
 async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(
     db: Database,
 ) -> None:

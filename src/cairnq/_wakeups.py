@@ -40,6 +40,7 @@ class Subscription:
             collections.deque(maxlen=buffer) if buffer else None
         )
         self._flag = threading.Event()
+        self._matched = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_flag: asyncio.Event | None = None
 
@@ -47,6 +48,7 @@ class Subscription:
         if self._match(emit):
             if self._events is not None:
                 self._events.append(emit)
+            self._matched = True
             self.set()
 
     def drain(self) -> list[Emit]:
@@ -68,12 +70,21 @@ class Subscription:
                 loop.call_soon_threadsafe(flag.set)
 
     def clear(self) -> None:
+        self._matched = False
         self._flag.clear()
         if self._async_flag is not None:
             self._async_flag.clear()
 
     def is_set(self) -> bool:
         return self._flag.is_set()
+
+    def matched(self) -> bool:
+        """Whether an event this subscription matches arrived since the last ``clear``.
+
+        Unlike a poke or a timeout, a matching event says what happened (for a claim
+        loop: a task was queued in one of its queues).
+        """
+        return self._matched
 
     def wait(self, timeout_s: float) -> bool:
         """Block until an event arrives or ``timeout_s`` passes; True if woken."""

@@ -480,6 +480,7 @@ class Worker:
         wake, stopping = self._wake, self._stopping
         failures = 0
         while not stopping.is_set():
+            queued = wake.matched()
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
             # A call whose handler returned holds its slot only until its settlement
@@ -492,7 +493,7 @@ class Worker:
                 await wake.wait_async(self.poll_interval_ms / 1000)
                 continue
             try:
-                rows = await self._claim(draws)
+                rows = await self._claim(draws, probe=not queued)
             except Exception as exc:
                 failures += 1
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
@@ -531,14 +532,16 @@ class Worker:
             turn=self._turn,
         )
 
-    async def _claim(self, draws: list[_ops.Draw]) -> list[Mapping[str, Any]]:
-        """Claim for ``draws``; a cheap read first, unless the last claim came back full.
+    async def _claim(self, draws: list[_ops.Draw], *, probe: bool) -> list[Mapping[str, Any]]:
+        """Claim for ``draws``; a cheap read first, unless there is reason to expect work.
 
-        The read keeps an idle worker from opening write transactions; a worker
-        that just took all it asked for has work waiting, and goes straight on.
+        The read keeps an idle worker from opening write transactions. A worker
+        that just took all it asked for has work waiting, and one woken because a
+        task was queued in its queues (``probe=False``) has news of some: both go
+        straight on.
         """
         backend = self.client.backend
-        if not self._backlog:
+        if probe and not self._backlog:
             names = self.registry.names()
             if not await backend.arun(_ops.probe(self.queues, names), write=False):
                 return []
