@@ -124,6 +124,12 @@ def _json_as_text(adapters: Any) -> None:
     adapters.register_loader("json", TextLoader)
 
 
+def _has_columns(cur: Any) -> bool:
+    """Whether the statement returned a row set (cheaper than ``cur.description``)."""
+    result = cur.pgresult
+    return result is not None and result.nfields > 0
+
+
 class PostgresBackend:
     """A PostgreSQL database, reached through a DSN, a psycopg pool or a connection.
 
@@ -500,7 +506,7 @@ class PostgresBackend:
         cur = conn.cursor(row_factory=dict_row)
         _json_as_text(cur.adapters)
         await cur.execute(text.encode(), params)
-        return await cur.fetchall() if cur.description else []
+        return await cur.fetchall() if _has_columns(cur) else []
 
     def _execute_sync(self, conn: psycopg.Connection[Any], step: Call | Script) -> Rows:
         if isinstance(step, Script):
@@ -510,7 +516,7 @@ class PostgresBackend:
         cur = conn.cursor(row_factory=dict_row)
         _json_as_text(cur.adapters)
         cur.execute(text.encode(), params)
-        return cur.fetchall() if cur.description else []
+        return cur.fetchall() if _has_columns(cur) else []
 
     async def arun_reserved(self, op: Op[T], *, write: bool) -> T:
         """Run ``op`` on a connection of its own, outside the pool (the worker's heartbeat).
