@@ -65,6 +65,9 @@ class Subscription:
         self._flag.set()
         loop, flag = self._loop, self._async_flag
         if loop is not None and flag is not None:
+            if asyncio._get_running_loop() is loop:
+                flag.set()  # on the waiter's own loop: no self-pipe write, no extra turn
+                return
             # A closed loop raises RuntimeError: nobody is waiting there any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(flag.set)
