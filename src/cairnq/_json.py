@@ -84,7 +84,11 @@ class JsonCodec:
         """Parse stored JSON text; ``None`` (SQL NULL) reads as ``None``."""
         if text is None:
             return None
+        if text == "{}":
+            return {}  # the default payload and metadata, read for every task
         try:
+            if isinstance(text, str):
+                return _DECODER.decode(text)
             return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             where = f" of task {task_id}" if task_id else ""
@@ -123,6 +127,10 @@ def _finite_float(text: str) -> float:
         # The number itself is payload content: leave it out of the message.
         raise ValueError(f"a {len(text)}-character number is out of range for a float")
     return number
+
+
+# One decoder for every read: json.loads with options builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _depth(value: Any) -> int:
