@@ -1082,6 +1082,19 @@ def test_worker_serves_module_attr_with_queues_and_concurrency_overridden(
     )
 
 
+def test_worker_until_idle_exits_once_the_queue_is_empty(
+    db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app_dir / "cli_jobs_idle.py").write_text(worker_module(db, "cli_jobs_idle"))
+    tasks = [cq.submit("echo", {"n": n}) for n in range(3)]
+    out = io.StringIO()
+    code = main(["worker", "cli_jobs_idle:worker", "--until-idle"], out=out)
+    done = [cq.get(task.id) for task in tasks]
+    assert code == 0
+    assert [t.status for t in done if t is not None] == ["succeeded"] * 3
+    assert out.getvalue().splitlines()[-1].endswith(": stopped")
+
+
 def test_worker_attribute_defaults_to_worker(
     db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -676,6 +676,44 @@ async def test_stop_drains_in_flight_work_before_returning(db: Database) -> None
     assert done is not None and (done.status, done.result) == ("succeeded", "finished")
 
 
+async def test_until_idle_runs_every_due_task_then_returns_leaving_delayed_ones(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=60_000, concurrency=2)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        await asyncio.sleep(0.01)
+        return int(payload["n"])
+
+    async with db.client() as cq:
+        due = [await cq.submit("job", {"n": n}) for n in range(5)]
+        later = await cq.submit("job", {"n": 9}, delay_ms=3_600_000)
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        finished = [await cq.get(task.id) for task in due]
+        delayed = await cq.get(later.id)
+    await worker.close()
+    assert [(t.status, t.result) for t in finished if t is not None] == [
+        ("succeeded", n) for n in range(5)
+    ]
+    assert delayed is not None and delayed.status == "queued"
+
+
+async def test_until_idle_with_nothing_due_returns_at_once(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = db.worker(poll_interval_ms=60_000)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        return None
+
+    with caplog.at_level("INFO", logger="cairnq"):
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+    await worker.close()
+    assert "nothing is due; stopping (until_idle)" in caplog.messages
+
+
 async def test_drain_timeout_hands_unfinished_tasks_back_with_the_attempt_uncounted(
     db: Database,
 ) -> None:

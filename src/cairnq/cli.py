@@ -557,7 +557,7 @@ def _cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         f"concurrency {worker.concurrency}; Ctrl-C to stop\n"
     )
     out.flush()
-    worker.serve()
+    worker.serve(until_idle=args.until_idle)
     out.write(f"cairnq worker {worker.worker_id}: stopped\n")
     return 0
 
@@ -692,6 +692,11 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("target", metavar="MODULE:ATTR", help="where the Worker is")
     worker.add_argument("--queues", help="comma-separated queues, instead of the Worker's")
     worker.add_argument("--concurrency", type=_count(1), help="handler calls at once")
+    worker.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="exit once no task is due and none runs (a batch run; delayed tasks stay queued)",
+    )
     worker.add_argument(
         "--log-level",
         default="info",

@@ -185,6 +185,7 @@ class Worker:
         self._calls: set[asyncio.Task[None]] = set()
         self._settling: set[asyncio.Task[Any]] = set()
         self._backlog = False
+        self._until_idle = False
         self._contexts: dict[str, TaskContext] = {}
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
@@ -346,16 +347,19 @@ class Worker:
         if self._owns_client:
             await self.client.close()
 
-    def serve(self) -> None:
+    def serve(self, *, until_idle: bool = False) -> None:
         """Run until SIGINT or SIGTERM, drain in-flight work, then return.
 
         A second signal stops at once: in-flight tasks are released for retry.
-        """
-        asyncio.run(self._serve())
 
-    async def _serve(self) -> None:
+        Args:
+            until_idle: Also return once nothing is due and nothing runs (see ``run``).
+        """
+        asyncio.run(self._serve(until_idle))
+
+    async def _serve(self, until_idle: bool) -> None:
         loop = asyncio.get_running_loop()
-        main = asyncio.ensure_future(self.run())
+        main = asyncio.ensure_future(self.run(until_idle=until_idle))
         signals = 0
 
         def on_signal(signum: int) -> None:
@@ -409,8 +413,15 @@ class Worker:
             self.stop()
             await main
 
-    async def run(self, *, concurrency: int | None = None) -> None:
+    async def run(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Claim and run tasks until ``stop()``; then drain in-flight calls.
+
+        Args:
+            concurrency: Override the worker's handler calls at once.
+            until_idle: Also stop once no task of the worker's queues is due and
+                none is running: a batch run that empties the queues and returns.
+                Tasks delayed into the future (including retries in backoff)
+                are left queued.
 
         Raises:
             InvalidArgument: no handlers are registered.
@@ -426,6 +437,7 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._drain_deadline = None
+        self._until_idle = until_idle
         self._running = True
         try:
             await self.client.open()
@@ -503,6 +515,11 @@ class Worker:
             failures = 0
             if rows:
                 self._dispatch(rows)
+            elif self._until_idle and not self._calls:
+                log.info(
+                    "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
+                )
+                self.stop()
             else:
                 await wake.wait_async(self.poll_interval_ms / 1000)
 
