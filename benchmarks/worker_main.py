@@ -1,4 +1,4 @@
-"""A drain worker process: no-op tasks until a line arrives on stdin; prints its peak RSS."""
+"""A drain worker process: runs no-op tasks until none is due, then prints its peak RSS."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ async def main(url: str, concurrency: int) -> None:
         async def noop(ctx: Any, payload: Any) -> None:
             return None
 
-        async with worker.background():
-            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        await worker.run(until_idle=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"max_rss_mb": rss}))
 
