@@ -24,6 +24,7 @@ from cairnq import (
     TaskFailed,
     TaskRef,
     TaskTimeout,
+    _ids,
     _ops,
     error_envelope,
 )
@@ -201,6 +202,13 @@ async def test_task_id_encodes_the_wall_clock_time_it_was_made(db: Database) -> 
         task = await cq.submit("job")
         after = time.time_ns() // 1_000_000
     assert before <= ulid_ms(task.id) <= after
+
+
+@pytest.mark.parametrize("ms", [0, 1, 1_764_000_000_000, 2**48 - 1])
+def test_ulid_puts_the_milliseconds_in_its_first_ten_characters(ms: int) -> None:
+    made = _ids.task_id(ms)
+    assert TASK_ID.match(made)
+    assert ulid_ms(made) == ms
 
 
 async def test_top_level_task_is_its_own_root_with_no_parent_or_correlation(

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# base64's RFC 4648 base32 alphabet, mapped onto Crockford's: the same 5-bit groups.
+_FROM_RFC4648 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD)
 
 
 def ulid(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of epoch milliseconds then 80 random bits, 26 uppercase chars."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     value = (ms & ((1 << 48) - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    # 26 characters carry 130 bits: the 128-bit value under 2 zero bits, placed at the
+    # top of 17 bytes so base32's first 26 characters are exactly those groups.
+    packed = (value << 6).to_bytes(17, "big")
+    return base64.b32encode(packed)[:26].decode("ascii").translate(_FROM_RFC4648)
 
 
 def task_id(now_ms: int | None = None) -> str:
