@@ -62,7 +62,8 @@ class Subscription:
 
     def set(self) -> None:
         """Set the latch directly (other wake sources: LISTEN, a file watcher, a poke)."""
-        self._flag.set()
+        if not self._flag.is_set():  # Event.set takes a lock and notifies even when set
+            self._flag.set()
         loop, flag = self._loop, self._async_flag
         if loop is not None and flag is not None:
             if asyncio._get_running_loop() is loop:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from ._settling import Settler
 
 T = TypeVar("T")
+# Guards the lazily made threading.Event of every context (rarely taken: lease loss,
+# or a sync handler asking for the event).
+_LOST_EVENT_LOCK = threading.Lock()
 
 
 EventKind = Literal["started", "succeeded", "failed", "retried", "canceled", "lost"]
@@ -127,7 +130,8 @@ class TaskContext:
         self.lease = _ops.Lease(task.id, task.attempt)
         self.payload_bytes = payload_bytes
         self.lease_lost = asyncio.Event()
-        self._lost_flag = threading.Event()
+        self._lost = False
+        self._lost_event: threading.Event | None = None  # made when a sync handler asks
         self._settled = False
         self._cancel_seen = task.cancel_requested_at_ms is not None
         self.started = time.monotonic()
@@ -190,7 +194,16 @@ class TaskContext:
     @property
     def lost_lease(self) -> bool:
         """Whether this worker no longer owns the task."""
-        return self._lost_flag.is_set()
+        return self._lost
+
+    def _thread_lost_event(self) -> threading.Event:
+        """The lease-lost flag as a ``threading.Event``, for a handler in a thread."""
+        with _LOST_EVENT_LOCK:
+            if self._lost_event is None:
+                self._lost_event = threading.Event()
+                if self._lost:
+                    self._lost_event.set()
+            return self._lost_event
 
     # --- state changes, called by the worker ----------------------------------------------
 
@@ -200,11 +213,16 @@ class TaskContext:
         The worker silences the announcement when it takes the task back itself
         (``max_run_ms``, shutdown) and settles the attempt right after.
         """
-        if not self._lost_flag.is_set():
-            self._lost_flag.set()
-            self.lease_lost.set()
-            if announce and not self._settled:
-                self._emit("lost")
+        with _LOST_EVENT_LOCK:
+            if self._lost:
+                return
+            self._lost = True
+            event = self._lost_event
+        if event is not None:
+            event.set()
+        self.lease_lost.set()
+        if announce and not self._settled:
+            self._emit("lost")
 
     def _emit(self, kind: EventKind, error: dict[str, Any] | None = None) -> None:
         if self._runtime.listeners:
@@ -235,7 +253,7 @@ class TaskContext:
         self._cancel_seen = True
 
     def _guard(self) -> None:
-        if self._settled or self._lost_flag.is_set():
+        if self._settled or self._lost:
             raise LostLease(self.task.id)
 
     async def _owned(self, op: Op[T], *, force: bool = False) -> T:
@@ -403,7 +421,7 @@ class TaskContext:
         Raises:
             LostLease: this worker no longer owns the task.
         """
-        if self._lost_flag.is_set():
+        if self._lost:
             raise LostLease(self.task.id)
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)
@@ -440,7 +458,7 @@ class SyncTaskContext:
     @property
     def lease_lost(self) -> threading.Event:
         """Set when the lease is lost (a ``threading.Event``, usable from the handler thread)."""
-        return self._inner._lost_flag
+        return self._inner._thread_lost_event()
 
     def progress(self, value: float | None, message: str | None = None) -> None:
         self._call(self._inner.progress(value, message))
