@@ -60,13 +60,22 @@ LEDGER_COLUMNS = [
     ("applied_at_ms", "INTEGER", "bigint", True, None),
 ]
 
-# The one extension (architecture decision 5): its own table, its own ledger name.
+# The extensions (architecture decision 5): their own tables, their own ledger names.
 LOCK_COLUMNS = [
     ("name", "TEXT", "text", True, None),
     ("holder", "TEXT", "text", True, None),
     ("until_ms", "INTEGER", "bigint", True, None),
 ]
-EXTENSION_MIGRATIONS = ["x0001_locks.sql"]
+WORKER_COLUMNS = [
+    ("worker_id", "TEXT", "text", True, None),
+    ("queues", "TEXT", "jsonb", True, "'[]'"),
+    ("host", "TEXT", "text", False, None),
+    ("pid", "INTEGER", "integer", False, None),
+    ("concurrency", "INTEGER", "integer", False, None),
+    ("started_at_ms", "INTEGER", "bigint", True, None),
+    ("last_seen_ms", "INTEGER", "bigint", True, None),
+]
+EXTENSION_MIGRATIONS = ["x0001_locks.sql", "x0002_workers.sql"]
 
 # index -> (columns with direction, partial predicate)
 INDEXES = {
@@ -266,18 +275,23 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
     assert schema["tables"][table] == _columns(db, spec)
 
 
-def test_only_the_protocol_tables_and_the_extension_table_exist(db: Database) -> None:
+def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_task_keys",
         "cairnq_tasks",
+        "cairnq_workers",
     ]
 
 
 def test_the_extension_table_holds_named_leases(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_locks"] == _columns(db, LOCK_COLUMNS)
+
+
+def test_the_workers_extension_table_holds_one_row_per_worker(db: Database) -> None:
+    assert read_schema(db)["tables"]["cairnq_workers"] == _columns(db, WORKER_COLUMNS)
 
 
 def test_indexes_match_the_protocol_with_column_order_and_predicates(db: Database) -> None:

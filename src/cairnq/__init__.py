@@ -44,10 +44,14 @@ from .migrate import migrate
 from .models import (
     STATUSES,
     Conflict,
+    QueueActivity,
+    QueueSummary,
     Task,
     TaskDef,
+    TaskPage,
     TaskRef,
     TaskStatus,
+    WorkerInfo,
     is_terminal_status,
 )
 from .retention import Retention, RetentionRule
@@ -82,6 +86,10 @@ __all__ = [
     "TaskRef",
     "TaskStatus",
     "is_terminal_status",
+    "QueueActivity",
+    "QueueSummary",
+    "TaskPage",
+    "WorkerInfo",
     # errors
     "AlreadyExists",
     "CairnQError",

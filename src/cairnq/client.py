@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from . import _ops
+from . import _ops, _reads
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from ._procedure import Nap, Procedure, Run, afollow, follow
@@ -25,7 +25,8 @@ from .backends import Backend, SQLiteBackend, open_backend
 from .backends.sqlite import Synchronous
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
-from .models import Task, TaskDef, TaskRef
+from .hooks import SubmitHook, after_submit, before_submit
+from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskPage, TaskRef, WorkerInfo
 from .retention import Retention, RetentionSweeper
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
@@ -34,6 +35,9 @@ T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
 TaskList = list[Task]
 IdList = list[str]
+SummaryList = list[QueueSummary]
+ActivityList = list[QueueActivity]
+WorkerList = list[WorkerInfo]
 
 DEFAULT_WAIT_TIMEOUT_MS = 30_000
 DEFAULT_POLL_MS = 100
@@ -89,6 +93,8 @@ class _ClientCore:
         else:
             raise InvalidArgument(f"expected a Backend or a database URL, got {backend!r}")
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        # Checked once per submit: with no hooks a submit does nothing more.
+        self.submit_hooks: list[SubmitHook] = []
         self.codec = JsonCodec(
             max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
@@ -171,6 +177,36 @@ class _ClientCore:
         client = cls(backend, **options)
         client._owns_backend = True
         return client
+
+    def add_submit_hook(self, hook: SubmitHook) -> Callable[[], None]:
+        """Call ``hook(pending)`` for every task this client submits (see ``cairnq.hooks``).
+
+        Hooks see ``submit``, ``submit_many`` and handlers' ``ctx.submit`` on a
+        worker's client; they run in the order added and may add metadata keys.
+        Metrics and tracing (``cairnq.telemetry``) attach themselves this way.
+
+        Args:
+            hook: ``hook(PendingSubmit) -> done | None``.
+
+        Returns:
+            A function that removes the hook again.
+
+        Raises:
+            InvalidArgument: ``hook`` is not callable.
+
+        Example::
+
+            remove = cq.add_submit_hook(lambda pending: print(pending.name) or None)
+        """
+        if not callable(hook):
+            raise InvalidArgument(f"a submit hook must be callable, got {hook!r}")
+        self.submit_hooks.append(hook)
+
+        def remove() -> None:
+            if hook in self.submit_hooks:
+                self.submit_hooks.remove(hook)
+
+        return remove
 
     def _clock(self) -> Clock:
         """The clock task times come from (the host's when the database keeps time)."""
@@ -463,6 +499,18 @@ class CairnQ(_ClientCore):
         return await self._submit_spec(spec, conn, self.gate)
 
     async def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+        if not self.submit_hooks:
+            return await self._store_spec(spec, conn, gate)
+        (spec,), finishers = before_submit(self.submit_hooks, [spec], self.codec)
+        try:
+            stored = await self._store_spec(spec, conn, gate)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, [stored], None)
+        return stored
+
+    async def _store_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
         if gate.limit_for(spec.queue) is not None:
             await self._follow(gate.admit(spec.queue))
         op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
@@ -488,6 +536,18 @@ class CairnQ(_ClientCore):
                 nothing is written.
         """
         specs = [self._item(item) for item in tasks]
+        if not self.submit_hooks:
+            return await self._store_many(specs, conn)
+        specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
+        try:
+            stored = await self._store_many(specs, conn)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, stored, None)
+        return stored
+
+    async def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
         for queue, count in Counter(spec.queue for spec in specs).items():
             if self.gate.limit_for(queue) is not None:
                 await self._follow(self.gate.admit(queue, count))
@@ -585,6 +645,126 @@ class CairnQ(_ClientCore):
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
         return await self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    async def overview(self) -> SummaryList:
+        """Every queue holding a task: counts per status and how late its oldest due task is.
+
+        Returns:
+            One ``QueueSummary`` per queue, sorted by queue name; ``counts`` has an
+            entry for every status, and ``oldest_queued_age_ms`` is now minus the
+            ``run_at_ms`` of the oldest queued task that is due (``None`` if none is).
+
+        Raises:
+            DatabaseError: the database could not be read.
+
+        Example::
+
+            for summary in await cq.overview():
+                print(summary.queue, summary.counts["queued"], summary.oldest_queued_age_ms)
+        """
+        return await self._run(_reads.overview(), write=False)
+
+    async def list_page(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        key: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        id_prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> TaskPage:
+        """One page of tasks matching every given filter, newest first (keyset pagination).
+
+        Unlike ``list``'s offset, a cursor stays correct while tasks are added and
+        costs the same on the thousandth page as on the first. Listed tasks leave
+        out payload, result and metadata (``None``); ``get`` reads one whole.
+
+        Args:
+            status, queue, name, root_id, correlation_id: Exact matches.
+            key: Only the task this idempotency key points at.
+            id_prefix: Ids starting with this text (matched as text, never a pattern).
+            cursor: ``next_cursor`` of the previous page; ``None`` for the first.
+            limit: Tasks per page, 1 to 1000 (50).
+
+        Returns:
+            A ``TaskPage``: the tasks and the cursor of the next page (``None`` at the end).
+
+        Raises:
+            InvalidArgument: a bad filter, limit or cursor.
+
+        Example::
+
+            page = await cq.list_page(status="failed", limit=100)
+            while page.next_cursor:
+                page = await cq.list_page(status="failed", limit=100, cursor=page.next_cursor)
+        """
+        op = _reads.list_page(
+            status=status,
+            queue=queue,
+            name=name,
+            key=key,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            id_prefix=id_prefix,
+            cursor=cursor,
+            limit=limit,
+        )
+        return await self._run(op, write=False)
+
+    async def activity(
+        self, *, window_ms: int = 3_600_000, bucket_ms: int = 300_000, queue: str | None = None
+    ) -> ActivityList:
+        """Tasks finished per queue and time bucket over the last ``window_ms``.
+
+        Counts come from ``completed_at_ms``, split by outcome (succeeded, failed,
+        canceled). Only queues that finished something appear, unless ``queue``
+        names one. Purged tasks no longer count.
+
+        Args:
+            window_ms: How far back (an hour); the buckets end now.
+            bucket_ms: Width of a bucket (5 minutes); at most 1000 buckets.
+            queue: Only this queue.
+
+        Returns:
+            One ``QueueActivity`` per queue, sorted by name.
+
+        Raises:
+            InvalidArgument: a bad window, bucket or queue.
+
+        Example::
+
+            for series in await cq.activity(window_ms=3_600_000, bucket_ms=60_000):
+                print(series.queue, series.finished, series.failure_rate)
+        """
+        op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
+        return await self._run(op, write=False)
+
+    async def workers(self, *, within_ms: int = 60_000) -> WorkerList:
+        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
+
+        A cairnq worker records itself on its heartbeat timer and removes itself
+        when it stops cleanly; workers of other SDKs appear through the running
+        tasks they hold a live lease on.
+
+        Args:
+            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
+
+        Returns:
+            ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
+
+        Raises:
+            InvalidArgument: a bad window.
+
+        Example::
+
+            for info in await cq.workers():
+                print(info.worker_id, info.queues, [t.name for t in info.running])
+        """
+        return await self._run(_reads.workers(within_ms=within_ms), write=False)
 
     async def wait(
         self,
@@ -764,6 +944,18 @@ class SyncCairnQ(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        if not self.submit_hooks:
+            return self._store_spec(spec, conn)
+        (spec,), finishers = before_submit(self.submit_hooks, [spec], self.codec)
+        try:
+            stored = self._store_spec(spec, conn)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, [stored], None)
+        return stored
+
+    def _store_spec(self, spec: _ops.NewTask, conn: Any) -> Task:
         if self.gate.limit_for(spec.queue) is not None:
             self._follow(self.gate.admit(spec.queue))
         op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
@@ -775,6 +967,18 @@ class SyncCairnQ(_ClientCore):
     def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction; see ``CairnQ.submit_many``."""
         specs = [self._item(item) for item in tasks]
+        if not self.submit_hooks:
+            return self._store_many(specs, conn)
+        specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
+        try:
+            stored = self._store_many(specs, conn)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, stored, None)
+        return stored
+
+    def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
         for queue, count in Counter(spec.queue for spec in specs).items():
             if self.gate.limit_for(queue) is not None:
                 self._follow(self.gate.admit(queue, count))
@@ -860,6 +1064,48 @@ class SyncCairnQ(_ClientCore):
     def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue``."""
         return self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    def overview(self) -> SummaryList:
+        """Every queue with its counts and oldest due queued age; see ``CairnQ.overview``."""
+        return self._run(_reads.overview(), write=False)
+
+    def list_page(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        key: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        id_prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> TaskPage:
+        """One keyset page of tasks, newest first; see ``CairnQ.list_page``."""
+        op = _reads.list_page(
+            status=status,
+            queue=queue,
+            name=name,
+            key=key,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            id_prefix=id_prefix,
+            cursor=cursor,
+            limit=limit,
+        )
+        return self._run(op, write=False)
+
+    def activity(
+        self, *, window_ms: int = 3_600_000, bucket_ms: int = 300_000, queue: str | None = None
+    ) -> ActivityList:
+        """Tasks finished per queue and time bucket; see ``CairnQ.activity``."""
+        op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
+        return self._run(op, write=False)
+
+    def workers(self, *, within_ms: int = 60_000) -> WorkerList:
+        """Workers alive now and what they run; see ``CairnQ.workers``."""
+        return self._run(_reads.workers(within_ms=within_ms), write=False)
 
     def wait(
         self,

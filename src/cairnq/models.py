@@ -18,6 +18,10 @@ __all__ = [
     "TaskRef",
     "TaskStatus",
     "is_terminal_status",
+    "QueueActivity",
+    "QueueSummary",
+    "TaskPage",
+    "WorkerInfo",
 ]
 
 TaskStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
@@ -168,3 +172,89 @@ class TaskDef(Generic[P, R]):
     queue: str | None = None
     max_attempts: int | None = None
     priority: int | None = None
+
+
+# --- read models for dashboards and metrics -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One queue at a glance: what ``CairnQ.overview()`` returns, one per queue.
+
+    Attributes:
+        queue: The queue name.
+        counts: Tasks per status, one entry for every status in ``STATUSES`` (0 when none).
+        oldest_queued_age_ms: How long the oldest *due* queued task has been waiting
+            (now minus its ``run_at_ms``); ``None`` when no queued task is due.
+            Tasks delayed into the future do not count: they are not late.
+    """
+
+    queue: str
+    counts: dict[str, int]
+    oldest_queued_age_ms: int | None
+
+    @property
+    def total(self) -> int:
+        """Every task of the queue, whatever its status."""
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of a keyset-paginated task listing (``CairnQ.list_page``), newest first.
+
+    The tasks leave out ``payload``, ``result`` and ``metadata`` (they read as
+    ``None``): a listing never loads large values; ``get`` reads one task whole.
+    ``next_cursor`` is an opaque string to pass back as ``cursor`` for the next
+    (older) page, ``None`` on the last page.
+    """
+
+    tasks: list[Task]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class QueueActivity:
+    """Tasks of one queue finished per time bucket (``CairnQ.activity``), oldest bucket first.
+
+    Bucket ``i`` covers ``[start_ms + i * bucket_ms, start_ms + (i + 1) * bucket_ms)``
+    by ``completed_at_ms``; each tuple has one count per bucket.
+    """
+
+    queue: str
+    start_ms: int
+    bucket_ms: int
+    succeeded: tuple[int, ...]
+    failed: tuple[int, ...]
+    canceled: tuple[int, ...]
+
+    @property
+    def finished(self) -> int:
+        """Tasks finished over the whole window, any terminal status."""
+        return sum(self.succeeded) + sum(self.failed) + sum(self.canceled)
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failed over succeeded plus failed in the window; ``None`` when neither happened."""
+        ended = sum(self.succeeded) + sum(self.failed)
+        return None if ended == 0 else sum(self.failed) / ended
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker as the database sees it (``CairnQ.workers``).
+
+    cairnq workers record themselves (``last_seen_ms`` and the fields after it
+    are set); workers of other SDKs are known only from the tasks they hold, so
+    those fields are ``None`` for them. ``running`` lists the tasks it holds a
+    live lease on, without payload, result or metadata.
+    """
+
+    worker_id: str
+    running: tuple[Task, ...]
+    queues: tuple[str, ...] | None = None
+    host: str | None = None
+    pid: int | None = None
+    concurrency: int | None = None
+    started_at_ms: int | None = None
+    last_seen_ms: int | None = None

@@ -7,7 +7,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -30,7 +31,7 @@ T = TypeVar("T")
 _LOST_EVENT_LOCK = threading.Lock()
 
 
-EventKind = Literal["started", "succeeded", "failed", "retried", "canceled", "lost"]
+EventKind = Literal["started", "succeeded", "failed", "retried", "canceled", "lost", "recovered"]
 SETTLED_AS: dict[str, EventKind] = {
     "succeeded": "succeeded",
     "failed": "failed",
@@ -44,8 +45,13 @@ class TaskEvent:
     """Something that happened to a task in this worker, for metrics and tracing hooks.
 
     ``kind`` is ``started``, ``succeeded``, ``failed``, ``retried`` (failed, queued
-    again), ``canceled`` or ``lost`` (the lease was lost; another attempt may run).
+    again), ``canceled``, ``lost`` (the lease was lost; another attempt may run) or
+    ``recovered`` (this worker's maintenance moved the task, whose lease had
+    expired elsewhere, out of ``running``: ``task.status`` says to what).
     ``duration_ms`` is the attempt's run time so far; ``error`` the envelope recorded.
+    ``task`` is the task as this attempt claimed it (status ``running``; its
+    ``run_at_ms``, ``updated_at_ms`` (the claim instant, by the database clock)
+    and ``metadata``), or as recovered; ``None`` when the row could not be read.
     """
 
     kind: EventKind
@@ -56,9 +62,12 @@ class TaskEvent:
     worker_id: str
     duration_ms: float | None = None
     error: dict[str, Any] | None = None
+    task: Task | None = field(default=None, repr=False)
 
 
 Listener = Callable[[TaskEvent], None]
+CallScope = Callable[[Sequence["TaskContext"]], AbstractContextManager[object]]
+"""``scope(contexts)``: a context manager a worker enters around each handler call."""
 
 
 @dataclass
@@ -72,6 +81,7 @@ class Runtime:
     retry_backoff_max_ms: int
     gate: QueueGate
     listeners: list[Listener] = field(default_factory=list)
+    scopes: list[CallScope] = field(default_factory=list)
     settler: Settler | None = None
 
     def delay_after(self, attempt: int) -> int:
@@ -238,6 +248,7 @@ class TaskContext:
                     if kind == "started"
                     else (time.monotonic() - self.started) * 1000,
                     error=error,
+                    task=self.task,
                 )
             )
 

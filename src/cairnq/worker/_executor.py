@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import inspect
 import logging
 import traceback
@@ -13,7 +14,7 @@ from typing import Any
 
 from .._crashpoints import crashpoint
 from ..errors import DatabaseError, LostLease, SerializationError, TaskError, error_envelope
-from ._context import SyncTaskContext, TaskContext, envelope_for
+from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
 
 log = logging.getLogger("cairnq.worker")
@@ -45,10 +46,13 @@ class Executor:
         max_run_ms: int | None,
         threads: concurrent.futures.ThreadPoolExecutor,
         on_error: OnError,
+        scopes: list[CallScope] | None = None,
     ) -> None:
         self._max_run_ms = max_run_ms
         self._threads = threads
         self._on_error = on_error
+        # Shared with the worker, so scopes added while it runs apply to later calls.
+        self._scopes: list[CallScope] = [] if scopes is None else scopes
         # Threads still running a sync handler whose attempt was abandoned (max_run_ms).
         # They hold a pool thread, so the worker counts them against its concurrency.
         self.stuck_threads = 0
@@ -56,8 +60,23 @@ class Executor:
         # Called when a handler has returned and only its settlement is left to write.
         self.on_handler_done: Callable[[], None] | None = None
 
-    async def run(self, registration: Registration, contexts: Sequence[TaskContext]) -> None:
-        """Run one call to completion: handler, then settle whatever it left unsettled."""
+    async def run(
+        self, registration: Registration, contexts: Sequence[TaskContext], *, scoped: bool = False
+    ) -> None:
+        """Run one call to completion: handler, then settle whatever it left unsettled.
+
+        With call scopes, the call runs again inside them (``scoped``); without,
+        it costs nothing more than the check.
+        """
+        if self._scopes and not scoped:
+            with contextlib.ExitStack() as stack:
+                for scope in list(self._scopes):
+                    try:
+                        stack.enter_context(scope(contexts))
+                    except Exception as exc:
+                        self._on_error(exc, {"phase": "scope", "task_id": contexts[0].task_id})
+                await self.run(registration, contexts, scoped=True)
+            return
         for ctx in contexts:
             log.debug("task started", extra=_log_extra(ctx))
             ctx._emit("started")
@@ -134,7 +153,11 @@ class Executor:
         loop = asyncio.get_running_loop()
         wrapped = [SyncTaskContext(ctx, loop) for ctx in contexts]
         args = self._arguments(registration, wrapped)
-        running = self._threads.submit(registration.fn, *args)
+        if self._scopes:
+            # The thread sees the context the scopes set up (the current span, say).
+            running = self._threads.submit(contextvars.copy_context().run, registration.fn, *args)
+        else:
+            running = self._threads.submit(registration.fn, *args)
         try:
             result = await asyncio.wrap_future(running)
         except asyncio.CancelledError:

@@ -30,8 +30,9 @@ from ..errors import (
 from ..models import Task, TaskDef
 from ..retention import Retention, RetentionSweeper
 from ._claiming import group_calls, plan_claim
-from ._context import Listener, Runtime, TaskContext
+from ._context import CallScope, Listener, Runtime, TaskContext, TaskEvent
 from ._executor import Executor, OnError
+from ._presence import Presence
 from ._registry import Handler, Registration, Registry
 from ._settling import Settler
 
@@ -79,7 +80,8 @@ class Worker:
         on_error: ``on_error(exc, context)`` for errors the worker survives
             (claims, heartbeats, settlements, ``EventLoopBlocked``).
         on_event: ``on_event(TaskEvent)`` when a task starts, succeeds, fails, is
-            retried, canceled or lost here (more listeners: ``subscribe``).
+            retried, canceled or lost here, or its expired lease is recovered
+            here (more listeners: ``subscribe``).
         max_queue_depth, max_queue_wait_ms: Backpressure for ``ctx.submit`` (see
             ``CairnQ``).
         retention: A ``Retention`` this worker sweeps (one process sweeps at a time).
@@ -195,6 +197,7 @@ class Worker:
         self._started: asyncio.Event | None = None
         self._rejects: set[asyncio.Future[Any]] = set()
         self._beat_sent = 0.0
+        self._presence: Presence | None = None
 
     @classmethod
     def sqlite(
@@ -318,6 +321,48 @@ class Worker:
         """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
         self._runtime.listeners.append(listener)
         return lambda: self._runtime.listeners.remove(listener)
+
+    def add_call_scope(self, scope: CallScope) -> Callable[[], None]:
+        """Run every handler call inside ``scope(contexts)``, a context manager.
+
+        The scope is entered on the worker's event loop before the call's
+        ``started`` events and exited once its settlements are written (or the
+        call was abandoned), so every task event of the call arrives while it
+        is open.
+        Context variables it sets are visible to the handler, plain ``def``
+        handlers in their threads included. Tracing uses it to make each
+        attempt's span current. A scope that fails to enter goes to ``on_error``
+        and the call runs without it.
+
+        Args:
+            scope: ``scope(list of TaskContext) -> context manager``.
+
+        Returns:
+            A function that removes the scope again.
+
+        Raises:
+            InvalidArgument: ``scope`` is not callable.
+
+        Example::
+
+            @contextlib.contextmanager
+            def timed(contexts):
+                started = time.monotonic()
+                yield
+                print(contexts[0].name, time.monotonic() - started)
+
+            worker.add_call_scope(timed)
+        """
+        if not callable(scope):
+            raise InvalidArgument(f"a call scope must be callable, got {scope!r}")
+        scopes = self._runtime.scopes
+        scopes.append(scope)
+
+        def remove() -> None:
+            if scope in scopes:
+                scopes.remove(scope)
+
+        return remove
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -448,7 +493,10 @@ class Worker:
             max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
         )
         self._executor = Executor(
-            max_run_ms=self.max_run_ms, threads=threads, on_error=self._report
+            max_run_ms=self.max_run_ms,
+            threads=threads,
+            on_error=self._report,
+            scopes=self._runtime.scopes,
         )
         self._wake = self.client.backend.hub.subscribe(wants_queued(self.queues), claims=True)
         self._executor.on_thread_freed = self._wake.set
@@ -456,6 +504,10 @@ class Worker:
         self._runtime.settler = Settler(self.client.backend, self.worker_id)
         if self._started is not None:
             self._started.set()
+        self._presence = Presence(
+            self.client.backend, self.worker_id, self.queues, self.concurrency, self._report
+        )
+        self._presence.start()
         heartbeat = asyncio.ensure_future(self._heartbeat_loop())
         maintenance = asyncio.ensure_future(self._recovery_loop())
         if self.sweeper is not None:
@@ -479,6 +531,7 @@ class Worker:
             for loop_task in (heartbeat, maintenance):
                 with contextlib.suppress(asyncio.CancelledError):
                     await loop_task
+            await self._presence.stop()
             threads.shutdown(wait=False, cancel_futures=True)
             self._wake.close()
             self._running = False
@@ -687,11 +740,32 @@ class Worker:
                 break
             rows = await backend.arun(_ops.recover(RECOVER_LIMIT), write=True)
             recovered += len(rows)
+            if self._runtime.listeners:
+                self._announce_recovered(rows)
             if len(rows) < RECOVER_LIMIT:
                 break
         if recovered:
             log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
         return recovered
+
+    def _announce_recovered(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            try:
+                task: Task | None = Task.from_row(row)
+            except SerializationError:
+                task = None
+            self._runtime.emit(
+                TaskEvent(
+                    kind="recovered",
+                    task_id=str(row["id"]),
+                    name=row["name"],
+                    queue=row["queue"],
+                    attempt=int(row["attempt"]),
+                    worker_id=self.worker_id,
+                    error=task.error if task is not None and task.is_failed else None,
+                    task=task,
+                )
+            )
 
     # --- heartbeat --------------------------------------------------------------------
 
@@ -715,6 +789,8 @@ class Worker:
                         {"phase": "heartbeat", "worker_id": self.worker_id},
                     )
                 self._expire_overdue()
+                if self._presence is not None:
+                    self._presence.tick()
                 if beating is None or beating.done():
                     beating = asyncio.ensure_future(self._beat())
                 elif time.monotonic() - self._beat_sent > self.lease_ms / 1000:

@@ -1,0 +1,339 @@
+"""Reads for dashboards and metrics: queue overview, keyset pages, activity, workers.
+
+Like ``_ops``, every function validates eagerly and returns a statement-yielding
+generator. None of these reads loads a payload, result or metadata column except
+``get`` (in ``_ops``): a page of a listing stays small whatever tasks carry.
+Each read takes the clock once (``clock_now``) and passes that instant to every
+statement, so ages and windows in one answer agree with each other.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from ._ops import MAX_INT4, applied_migrations, check_int, check_status, check_text
+from ._steps import NOW, Call, Op, Row, single_statement
+from .errors import InvalidArgument, SerializationError
+from .models import STATUSES, QueueActivity, QueueSummary, Task, TaskPage, WorkerInfo
+
+MAX_PAGE = 1000
+MAX_WINDOW_MS = 31 * 86_400_000
+MAX_BUCKETS = 1000
+MAX_RUNNING = 10_000
+MAX_CHILDREN = 1000
+WORKER_ROW_TTL_MS = 86_400_000
+WORKERS_MIGRATION = "x0002_workers.sql"
+_MAX_CODE_POINT = sys.maxunicode
+
+
+def _now() -> Op[int]:
+    rows = yield Call("clock_now", {"now_ms": NOW})
+    return int(rows[0]["now_ms"])
+
+
+# --- overview --------------------------------------------------------------------------------
+
+
+def overview() -> Op[list[QueueSummary]]:
+    """Every queue that holds a task: counts per status and the oldest due queued age."""
+    now = yield from _now()
+    counted = yield Call("stats", {"queue": None})
+    heads = yield Call("queue_heads", {"now_ms": now})
+    counts: dict[str, dict[str, int]] = {}
+    for row in counted:
+        counts.setdefault(row["queue"], dict.fromkeys(STATUSES, 0))[row["status"]] = int(
+            row["count"]
+        )
+    oldest = {row["queue"]: max(0, now - int(row["oldest_run_at_ms"])) for row in heads}
+    return [
+        QueueSummary(queue=queue, counts=counts[queue], oldest_queued_age_ms=oldest.get(queue))
+        for queue in sorted(counts)
+    ]
+
+
+# --- keyset pages ----------------------------------------------------------------------------
+
+
+def encode_cursor(created_at_ms: int, task_id: str) -> str:
+    """The opaque cursor for the page after the task ``(created_at_ms, task_id)``."""
+    return f"{created_at_ms}.{task_id}"
+
+
+def decode_cursor(cursor: Any) -> tuple[int, str]:
+    """``(created_at_ms, task_id)`` from a cursor ``encode_cursor`` made.
+
+    Raises:
+        InvalidArgument: not a cursor this library produced.
+    """
+    if not isinstance(cursor, str):
+        raise InvalidArgument(f"cursor must be a string, not {type(cursor).__name__}")
+    ms, dot, task_id = cursor.partition(".")
+    if not dot or not ms.isascii() or not ms.isdigit() or len(ms) > 18 or not task_id:
+        raise InvalidArgument(f"malformed cursor {cursor[:60]!r}")
+    return int(ms), check_text(task_id, "cursor task id") or ""
+
+
+def prefix_range(prefix: str) -> tuple[str, str | None]:
+    """``[low, high)`` holding exactly the strings that start with ``prefix``, in code point order.
+
+    ``high`` is ``None`` when no string bounds the range (a prefix of only the
+    highest code point). A range lets an index serve the lookup, and the prefix
+    is never a pattern: ``%`` and ``_`` match themselves.
+    """
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < _MAX_CODE_POINT:
+            following = last + 1
+            if 0xD800 <= following <= 0xDFFF:
+                following = 0xE000
+            return prefix, "".join(chars) + chr(following)
+    return prefix, None
+
+
+def list_page(
+    *,
+    status: Any = None,
+    queue: Any = None,
+    name: Any = None,
+    key: Any = None,
+    root_id: Any = None,
+    correlation_id: Any = None,
+    id_prefix: Any = None,
+    cursor: Any = None,
+    limit: Any = 50,
+) -> Op[TaskPage]:
+    """Validate a listing's filters; the op reads one page newest first."""
+    prefix = check_text(id_prefix, "id_prefix", optional=True)
+    low, high = prefix_range(prefix) if prefix is not None else (None, None)
+    before_ms, before_id = decode_cursor(cursor) if cursor is not None else (None, None)
+    size = check_int(limit, "limit", low=1, high=MAX_PAGE)
+    params = {
+        "status": check_status(status),
+        "queue": check_text(queue, "queue", optional=True),
+        "name": check_text(name, "name", optional=True),
+        "root_id": check_text(root_id, "root_id", optional=True),
+        "correlation_id": check_text(correlation_id, "correlation_id", optional=True),
+        "id_low": low,
+        "id_high": high,
+        "before_ms": before_ms,
+        "before_id": before_id,
+        # One row more than asked says whether another page follows.
+        "limit": size + 1,
+    }
+    return _list_page(params, size, check_text(key, "key", optional=True))
+
+
+# Which statement serves a listing: the first filter given, in this order, is the one
+# an index answers; the others are checked on the rows it finds.
+_ANCHORS = (
+    ("id_low", "list_page_ids"),
+    ("root_id", "list_page_root"),
+    ("correlation_id", "list_page_correlation"),
+    ("name", "list_page_name"),
+    ("status", "list_page_status"),
+    ("queue", "list_page_queue"),
+)
+
+
+def _list_page(params: dict[str, Any], size: int, key: str | None) -> Op[TaskPage]:
+    exact: str | None = None
+    if key is not None:
+        # A key names at most one task: list within that id only.
+        pointer = yield Call("get_key", {"key": key})
+        if not pointer:
+            return TaskPage(tasks=[], next_cursor=None)
+        exact = str(pointer[0]["task_id"])
+        low, high = params["id_low"], params["id_high"]
+        if (low is not None and exact < low) or (high is not None and exact >= high):
+            return TaskPage(tasks=[], next_cursor=None)
+        params = params | dict(zip(("id_low", "id_high"), prefix_range(exact), strict=True))
+    statement = next((name for field, name in _ANCHORS if params[field] is not None), "list_page")
+    if statement == "list_page_ids" and params["id_high"] is None:
+        statement = "list_page"  # an unbounded range: the index would not narrow it
+    rows = yield Call(statement, params)
+    if exact is not None:
+        rows = [row for row in rows if row["id"] == exact]
+    tasks = [light_task(row) for row in rows[:size]]
+    more = len(rows) > size
+    cursor = encode_cursor(tasks[-1].created_at_ms, tasks[-1].id) if more and tasks else None
+    return TaskPage(tasks=tasks, next_cursor=cursor)
+
+
+def children(task: Task, *, limit: Any = 100) -> Op[list[Task]]:
+    """Tasks submitted with ``task`` as their parent, oldest first (through the root index)."""
+    size = check_int(limit, "limit", low=1, high=MAX_CHILDREN)
+    return _children(task.root_id or task.id, task.id, size)
+
+
+def _children(root_id: str, parent_id: str, size: int) -> Op[list[Task]]:
+    rows = yield Call("task_children", {"root_id": root_id, "parent_id": parent_id, "limit": size})
+    return [light_task(row) for row in rows]
+
+
+def light_task(row: Row) -> Task:
+    """A listing row as a ``Task`` (no payload, result or metadata).
+
+    A stored error envelope Python cannot read becomes a ``SerializationError``
+    envelope, so one damaged row never hides a whole page.
+    """
+    try:
+        return Task.from_row(row)
+    except SerializationError as exc:
+        envelope = {
+            "type": "SerializationError",
+            "code": "invalid_error",
+            "message": str(exc),
+            "retryable": False,
+            "details": {},
+        }
+        return Task.from_row({**row, "error": json.dumps(envelope)})
+
+
+# --- activity --------------------------------------------------------------------------------
+
+
+def activity(
+    *, window_ms: Any = 3_600_000, bucket_ms: Any = 300_000, queue: Any = None
+) -> Op[list[QueueActivity]]:
+    """Validate a window and bucket width; the op counts finished tasks per queue and bucket."""
+    window = check_int(window_ms, "window_ms", low=1, high=MAX_WINDOW_MS)
+    bucket = check_int(bucket_ms, "bucket_ms", low=1, high=window)
+    buckets = -(-window // bucket)
+    if buckets > MAX_BUCKETS:
+        raise InvalidArgument(
+            f"window_ms / bucket_ms makes {buckets} buckets, over the limit of {MAX_BUCKETS}"
+        )
+    return _activity(window, bucket, buckets, check_text(queue, "queue", optional=True))
+
+
+def _activity(window: int, bucket: int, buckets: int, only: str | None) -> Op[list[QueueActivity]]:
+    now = yield from _now()
+    # Buckets end at now: the last one is the most recent bucket_ms.
+    start = now - buckets * bucket
+    rows = yield Call("queue_activity", {"since_ms": start, "bucket_ms": bucket})
+    series: dict[str, dict[str, list[int]]] = {}
+    for row in rows:
+        if only is not None and row["queue"] != only:
+            continue
+        per_status = series.setdefault(
+            row["queue"], {s: [0] * buckets for s in ("succeeded", "failed", "canceled")}
+        )
+        index = int(row["bucket"])
+        if 0 <= index < buckets:
+            per_status[row["status"]][index] += int(row["count"])
+    if only is not None and only not in series:
+        series[only] = {s: [0] * buckets for s in ("succeeded", "failed", "canceled")}
+    return [
+        QueueActivity(
+            queue=name,
+            start_ms=start,
+            bucket_ms=bucket,
+            succeeded=tuple(counts["succeeded"]),
+            failed=tuple(counts["failed"]),
+            canceled=tuple(counts["canceled"]),
+        )
+        for name, counts in sorted(series.items())
+    ]
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+
+def workers(*, within_ms: Any = 60_000, max_running: Any = 1000) -> Op[list[WorkerInfo]]:
+    """Validate the window; the op lists workers seen within it and every live lease holder."""
+    window = check_int(within_ms, "within_ms", low=1, high=MAX_WINDOW_MS)
+    most = check_int(max_running, "max_running", low=1, high=MAX_RUNNING)
+    return _workers(window, most)
+
+
+def _workers(window: int, most: int) -> Op[list[WorkerInfo]]:
+    now = yield from _now()
+    # A database migrated without cairnq's extensions (another SDK's, or opened with
+    # migrate=False before x0002 existed) has no workers table: lease holders only.
+    applied = yield from applied_migrations()
+    seen: list[Row] = []
+    if WORKERS_MIGRATION in applied:
+        seen = yield Call("workers_seen", {"since_ms": now - window})
+    leases = yield Call("running_leases", {"now_ms": now, "limit": most})
+    running: dict[str, list[Task]] = {}
+    for row in leases:
+        running.setdefault(str(row["worker_id"]), []).append(light_task(row))
+    out: dict[str, WorkerInfo] = {}
+    for row in seen:
+        worker_id = str(row["worker_id"])
+        out[worker_id] = WorkerInfo(
+            worker_id=worker_id,
+            running=tuple(running.get(worker_id, ())),
+            queues=_queues(row["queues"]),
+            host=row["host"],
+            pid=None if row["pid"] is None else int(row["pid"]),
+            concurrency=None if row["concurrency"] is None else int(row["concurrency"]),
+            started_at_ms=int(row["started_at_ms"]),
+            last_seen_ms=int(row["last_seen_ms"]),
+        )
+    for worker_id, tasks in running.items():
+        if worker_id not in out:
+            out[worker_id] = WorkerInfo(worker_id=worker_id, running=tuple(tasks))
+    return [out[worker_id] for worker_id in sorted(out)]
+
+
+def _queues(text: Any) -> tuple[str, ...] | None:
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return None
+    if not isinstance(value, list):
+        return None
+    return tuple(str(v) for v in value)
+
+
+@single_statement
+def worker_beat(
+    worker_id: str, queues: list[str], host: str | None, pid: int | None, concurrency: int
+) -> Op[None]:
+    """Record that this worker is alive (the extension table ``cairnq_workers``)."""
+    yield Call(
+        "worker_beat",
+        {
+            "worker_id": worker_id,
+            "queues": json.dumps(queues, ensure_ascii=False),
+            "host": host,
+            "pid": pid,
+            "concurrency": min(concurrency, MAX_INT4),
+            "now_ms": NOW,
+        },
+    )
+
+
+def worker_start(
+    worker_id: str, queues: list[str], host: str | None, pid: int | None, concurrency: int
+) -> Op[None]:
+    """The first beat of a worker, after deleting rows of workers gone for a day."""
+    now = yield from _now()
+    yield Call("workers_prune", {"before_ms": now - WORKER_ROW_TTL_MS})
+    yield from worker_beat(worker_id, queues, host, pid, concurrency)
+
+
+@single_statement
+def worker_gone(worker_id: str) -> Op[None]:
+    """Delete this worker's row: it stopped cleanly."""
+    yield Call("worker_gone", {"worker_id": worker_id})
+
+
+def task_key(task_id: str) -> Op[str | None]:
+    """The idempotency key pointing at a task, or ``None``."""
+    rows = yield Call("task_key", {"task_id": check_text(task_id, "task id")})
+    return str(rows[0]["key"]) if rows else None
+
+
+def get_light(task_id: Any) -> Op[Task | None]:
+    """One task without payload, result and metadata, or ``None``."""
+    return _get_light(check_text(task_id, "task id") or "")
+
+
+def _get_light(task_id: str) -> Op[Task | None]:
+    rows = yield Call("get_light", {"id": task_id})
+    return light_task(rows[0]) if rows else None

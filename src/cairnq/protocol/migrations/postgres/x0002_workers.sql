@@ -1,0 +1,12 @@
+-- cairnq extension (not part of the reference protocol): one row per live cairnq worker,
+-- upserted on its heartbeat timer and deleted on a clean stop, read by the dashboard.
+-- Reference SDKs ignore it; their workers show through their running tasks.
+create table if not exists cairnq_workers (
+    worker_id text primary key,
+    queues jsonb not null default '[]'::jsonb,
+    host text,
+    pid integer,
+    concurrency integer,
+    started_at_ms bigint not null,
+    last_seen_ms bigint not null
+);

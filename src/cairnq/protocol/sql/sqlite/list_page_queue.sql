@@ -1,0 +1,19 @@
+-- One page of tasks newest first after the keyset cursor (before_ms, before_id); queue is required (the claim index serves it); null filters are off.
+-- Returns task rows without payload, result and metadata (null), at most limit of them.
+-- params: status, queue, name, root_id, correlation_id, id_low, id_high, before_ms, before_id, limit
+select id, name, queue, status, null as payload, null as result, error, null as metadata,
+       progress, message, attempt, max_attempts, priority, worker_id, lease_until_ms, run_at_ms,
+       cancel_requested_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms,
+       completed_at_ms
+from cairnq_tasks
+where (:status is null or status = :status)
+  and queue = :queue
+  and (:name is null or name = :name)
+  and (:root_id is null or root_id = :root_id)
+  and (:correlation_id is null or correlation_id = :correlation_id)
+  and (:id_low is null or id >= :id_low)
+  and (:id_high is null or id < :id_high)
+  and (:before_ms is null or created_at_ms < :before_ms
+       or (created_at_ms = :before_ms and id < :before_id))
+order by created_at_ms desc, id desc
+limit :limit;

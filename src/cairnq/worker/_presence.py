@@ -1,0 +1,106 @@
+"""A worker's row in ``cairnq_workers``: written on the heartbeat timer, deleted on a clean stop.
+
+The row is what the dashboard's workers view reads (``CairnQ.workers``). It is an
+extension table: a write that fails (a database migrated without it, a busy
+lock) never touches task work; it is reported once and tried again next time.
+Writes are at most one per ``MIN_INTERVAL_S`` and never per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Sequence
+
+from .. import _reads
+from .._steps import Op
+from ..backends import Backend
+from ._executor import OnError
+
+MIN_INTERVAL_S = 5.0
+STOP_TIMEOUT_S = 2.0
+
+
+class Presence:
+    """Keeps one worker's row fresh while it runs."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        worker_id: str,
+        queues: Sequence[str],
+        concurrency: int,
+        report: OnError,
+        *,
+        interval_s: float = MIN_INTERVAL_S,
+    ) -> None:
+        self.backend = backend
+        self.worker_id = worker_id
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.interval_s = interval_s
+        self._report = report
+        self._host = _hostname()
+        self._pid = os.getpid()
+        self._pending: asyncio.Task[None] | None = None
+        self._last = 0.0
+        self._failing = False
+
+    def start(self) -> None:
+        """Write the row now (and clear rows of workers long gone)."""
+        op = _reads.worker_start(
+            self.worker_id, self.queues, self._host, self._pid, self.concurrency
+        )
+        self._spawn(op)
+
+    def tick(self) -> None:
+        """Called on every heartbeat: refresh the row if the last write is old enough."""
+        if self._pending is not None and not self._pending.done():
+            return
+        if time.monotonic() - self._last < self.interval_s:
+            return
+        op = _reads.worker_beat(
+            self.worker_id, self.queues, self._host, self._pid, self.concurrency
+        )
+        self._spawn(op)
+
+    def _spawn(self, op: Op[None]) -> None:
+        self._last = time.monotonic()
+        self._pending = asyncio.ensure_future(self._write(op))
+
+    async def _write(self, op: Op[None]) -> None:
+        try:
+            await self.backend.arun(op, write=True)
+        except Exception as exc:
+            if not self._failing:
+                self._failing = True
+                self._report(exc, {"phase": "presence", "worker_id": self.worker_id})
+            return
+        self._failing = False
+
+    async def stop(self) -> None:
+        """Delete the row: this worker stopped cleanly and no longer serves its queues."""
+        # One budget for both writes: a database that stopped answering delays a stop
+        # by at most STOP_TIMEOUT_S here.
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        # A refresh still in flight must land before the delete, or it would recreate the row.
+        if self._pending is not None and not self._pending.done():
+            await asyncio.wait({self._pending}, timeout=STOP_TIMEOUT_S)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self.backend.arun(_reads.worker_gone(self.worker_id), write=True),
+                timeout=remaining,
+            )
+
+
+def _hostname() -> str | None:
+    try:
+        return socket.gethostname()[:255] or None
+    except OSError:
+        return None
