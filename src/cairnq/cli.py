@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import ipaddress
 import json
 import logging
 import os
@@ -498,6 +499,61 @@ def _cmd_top(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+DASHBOARD_PORT = 8181
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps a server reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
+    token = args.token or os.environ.get("CAIRNQ_DASHBOARD_TOKEN") or None
+    if token is None and not is_loopback(args.host):
+        raise CommandError(
+            f"refusing to serve the dashboard on {args.host} without a token: "
+            "give --token or CAIRNQ_DASHBOARD_TOKEN, or bind to 127.0.0.1"
+        )
+    try:
+        import uvicorn
+    except ImportError:
+        raise CommandError(
+            'the dashboard needs uvicorn: pip install ".[dashboard]" (or pip install uvicorn)'
+        ) from None
+    from .client import CairnQ
+    from .dashboard import create_app
+
+    target = _target(args)
+    require_cairnq(target)
+    options = target.backend_options(migrate=False)
+    if target.dialect == "postgres":
+        options.update(max_size=4, application_name="cairnq-dashboard")
+    client = CairnQ(open_backend(target.location, **options))
+    client._owns_backend = True
+    app = create_app(client, read_only=args.read_only, token=token)
+    # The command made the client, so the app closes it when the server stops.
+    app.owns_client = True
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    notes = [target.describe()]
+    if args.read_only:
+        notes.append("read-only")
+    if token:
+        notes.append("token required: open /?token=... once")
+    out.write(
+        f"cairnq dashboard on http://{host}:{args.port}/ ({'; '.join(notes)}); Ctrl-C to stop\n"
+    )
+    out.flush()
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="on"
+    )
+    return 0
+
+
 def load_worker(spec: str) -> Worker:
     """Import ``MODULE:ATTR`` (``ATTR`` defaults to ``worker``) and return that ``Worker``.
 
@@ -599,6 +655,13 @@ def _count(low: int) -> Any:
         return value
 
     return parse
+
+
+def _port(text: str) -> int:
+    value: int = _count(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return value
 
 
 def _interval(text: str) -> float:
@@ -801,6 +864,27 @@ def _parser() -> argparse.ArgumentParser:
     top.add_argument("--queue", help="show only this queue")
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=_cmd_top)
+
+    dashboard = command(
+        "dashboard",
+        "serve the web dashboard: queues, tasks, workers, actions",
+        "cairnq dashboard --db postgresql://app@db/app --host 0.0.0.0 --token $TOKEN",
+        "Serve the dashboard (needs the dashboard extra: uvicorn). It binds to "
+        "127.0.0.1 unless told otherwise; any other address needs a token "
+        "(--token or CAIRNQ_DASHBOARD_TOKEN), which every request must then carry: "
+        "open the page once with ?token=..., or send Authorization: Bearer.",
+    )
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    dashboard.add_argument(
+        "--port", type=_port, default=DASHBOARD_PORT, help=f"port ({DASHBOARD_PORT})"
+    )
+    dashboard.add_argument(
+        "--read-only", action="store_true", help="hide and refuse cancel, retry and purge"
+    )
+    dashboard.add_argument(
+        "--token", help="access token required on every request (default: $CAIRNQ_DASHBOARD_TOKEN)"
+    )
+    dashboard.set_defaults(run=_cmd_dashboard)
 
     demo = commands.add_parser(
         "demo",

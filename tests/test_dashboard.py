@@ -1,0 +1,610 @@
+"""The dashboard over HTTP: pages, escaping, actions, CSRF, read-only mode, tokens, mounting.
+
+Requests go through ``httpx.ASGITransport`` straight into the ASGI app, on both
+backends. Tasks reach ``running`` and ``failed`` through the operations a worker
+uses, so every page shows a state the test set up exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task, _ops
+from cairnq.cli import main
+from cairnq.dashboard import create_app, default_redact, mount
+from cairnq.dashboard._app import DashboardApp
+
+from ._db import Database
+from .test_cli import db_args, one_error_line, run
+
+WORKER = "worker_dashboard_test"
+TOKEN = "t0ken-for-tests"
+BASE = "http://dash.test"
+
+
+@pytest.fixture
+async def cq(db: Database) -> AsyncIterator[CairnQ]:
+    async with db.client() as client:
+        yield client
+
+
+def http(app: Any, base_url: str = BASE) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
+
+
+async def start(cq: CairnQ, name: str, queue: str = "default") -> _ops.Lease:
+    op = _ops.claim([queue], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
+    rows = await cq.backend.arun(op, write=True)
+    assert len(rows) == 1
+    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+
+
+async def fail(cq: CairnQ, name: str, message: str = "it broke") -> Task:
+    """Submit a task of ``name`` and fail it for good, as a worker would."""
+    await cq.submit(name)
+    lease = await start(cq, name)
+    envelope = {
+        "type": "ValueError",
+        "code": "handler_error",
+        "message": message,
+        "retryable": False,
+        "details": {"hint": "check input"},
+    }
+    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=False, delay_ms=0)
+    await cq.backend.arun(op, write=True)
+    task = await cq.get(lease.id)
+    assert task is not None and task.is_failed
+    return task
+
+
+def csrf_from(page: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert match, "no CSRF field on the page"
+    return match.group(1)
+
+
+def task_ids(page: str) -> list[str]:
+    return re.findall(r'data-task="([^"]+)"', page)
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+async def test_the_overview_shows_each_queues_counts(cq: CairnQ) -> None:
+    await cq.submit("a", queue="emails")
+    await cq.submit("a", queue="emails")
+    await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/")).text
+    emails = re.search(r"<tr><th scope=\"row\"><a[^>]*>emails</a></th>(.*?)</tr>", page)
+    assert emails is not None
+    assert 'href="/tasks?queue=emails&amp;status=queued">2</a>' in emails.group(1)
+    assert 'href="/tasks?queue=default&amp;status=failed">1</a>' in page
+
+
+async def test_the_overview_charts_the_last_hour(cq: CairnQ) -> None:
+    await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/")).text
+    assert '<svg class="chart"' in page
+    assert '<rect class="bad"' in page
+
+
+async def test_the_task_list_filters_by_status(cq: CairnQ) -> None:
+    queued = await cq.submit("a")
+    failed = await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/tasks", params={"status": "failed"})).text
+    assert task_ids(page) == [failed.id]
+    assert queued.id not in page
+
+
+async def test_the_task_list_filters_by_id_prefix(cq: CairnQ) -> None:
+    tasks = [await cq.submit("a") for _ in range(3)]
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/tasks", params={"id_prefix": tasks[1].id})).text
+    assert task_ids(page) == [tasks[1].id]
+
+
+async def test_the_task_list_pages_through_an_older_link(cq: CairnQ) -> None:
+    ids = [(await cq.submit("a")).id for _ in range(5)]
+    async with http(create_app(cq, page_size=2)) as client:
+        seen: list[str] = []
+        url: str | None = "/tasks"
+        while url:
+            page = (await client.get(url)).text
+            seen += task_ids(page)
+            older = re.search(r'rel="next" href="([^"]+)"', page)
+            url = older.group(1).replace("&amp;", "&") if older else None
+    assert sorted(seen) == sorted(ids)
+    assert len(seen) == 5
+
+
+async def test_a_bad_filter_is_a_400_with_the_reason(cq: CairnQ) -> None:
+    async with http(create_app(cq)) as client:
+        response = await client.get("/tasks", params={"status": "bogus"})
+    assert response.status_code == 400
+    assert "status must be one of" in response.text
+
+
+async def test_a_list_row_shows_attempts_progress_and_message(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    lease = await start(cq, "a")
+    await cq.backend.arun(_ops.progress(lease, WORKER, 0.4, "halfway-ish"), write=True)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/tasks")).text
+    row = re.search(rf'<tr data-task="{task.id}".*?</tr>', page)
+    assert row is not None
+    assert 'value="0.4000"' in row.group(0)
+    assert "halfway-ish" in row.group(0)
+    assert ">1/3<" in row.group(0)
+
+
+async def test_the_task_page_shows_payload_result_key_and_timeline(cq: CairnQ) -> None:
+    task = await cq.submit("a", {"to": "ada@example.com"}, key="welcome:ada")
+    lease = await start(cq, "a")
+    await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps({"sent": 42})), write=True)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert "ada@example.com" in page
+    assert "&quot;sent&quot;: 42" in page
+    assert "welcome:ada" in page
+    assert 'class="timeline"' in page and ">succeeded<" in page
+
+
+async def test_the_task_page_shows_the_error_envelope(cq: CairnQ) -> None:
+    task = await fail(cq, "b", "disk on fire")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert "disk on fire" in page
+    assert "ValueError [handler_error]" in page
+    assert "check input" in page
+
+
+async def test_the_task_page_links_parent_children_and_root(cq: CairnQ) -> None:
+    parent = await cq.submit("parent")
+    child = await cq.submit("child", parent_id=parent.id, root_id=parent.id)
+    async with http(create_app(cq)) as client:
+        parent_page = (await client.get("/task", params={"id": parent.id})).text
+        child_page = (await client.get("/task", params={"id": child.id})).text
+    assert f'href="/task?id={child.id}"' in parent_page
+    assert f'<dt>parent</dt><dd><a class="mono" href="/task?id={parent.id}"' in child_page
+    assert f'href="/tasks?root_id={parent.id}"' in child_page
+
+
+async def test_an_unknown_task_is_a_404(cq: CairnQ) -> None:
+    async with http(create_app(cq)) as client:
+        response = await client.get("/task", params={"id": "task_nope"})
+    assert response.status_code == 404
+
+
+async def test_the_workers_page_lists_lease_holders_and_their_tasks(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    await start(cq, "a")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/workers")).text
+    assert f'data-worker="{WORKER}"' in page
+    assert task.id in page
+
+
+async def test_the_live_fragment_is_only_the_refreshed_region(cq: CairnQ) -> None:
+    await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        response = await client.get("/tasks", headers={"X-Cairnq-Live": "1"})
+    assert response.status_code == 200
+    assert "<html" not in response.text and "data-task=" in response.text
+
+
+async def test_a_refresh_of_a_running_task_leaves_out_the_payload(cq: CairnQ) -> None:
+    task = await cq.submit("a", {"marker": "payload-marker"})
+    lease = await start(cq, "a")
+    await cq.backend.arun(_ops.progress(lease, WORKER, 0.5, "half"), write=True)
+    live = {"X-Cairnq-Live": "1"}
+    async with http(create_app(cq)) as client:
+        running = (await client.get("/task", params={"id": task.id}, headers=live)).text
+        await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps("result-marker")), write=True)
+        finished = (await client.get("/task", params={"id": task.id}, headers=live)).text
+    assert 'value="0.5000"' in running and "payload-marker" not in running
+    assert "data-final" not in running
+    assert "result-marker" in finished and "data-final" in finished
+
+
+async def test_static_files_are_served_with_their_types(cq: CairnQ) -> None:
+    async with http(create_app(cq)) as client:
+        css = await client.get("/static/dashboard.css")
+        js = await client.get("/static/dashboard.js")
+        missing = await client.get("/static/../_app.py")
+    assert css.headers["content-type"].startswith("text/css")
+    assert js.headers["content-type"].startswith("text/javascript")
+    assert missing.status_code == 404
+
+
+async def test_pages_forbid_inline_scripts_and_framing(cq: CairnQ) -> None:
+    async with http(create_app(cq)) as client:
+        response = await client.get("/")
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "<script>" not in response.text
+
+
+# --- escaping and redaction ------------------------------------------------------------------
+
+
+async def test_task_text_is_escaped_everywhere(cq: CairnQ) -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    task = await cq.submit(evil, {"k": evil}, queue=evil, correlation_id=evil)
+    async with http(create_app(cq)) as client:
+        pages = [
+            (await client.get(path, params=params)).text
+            for path, params in (
+                ("/", {}),
+                ("/tasks", {}),
+                ("/tasks", {"queue": evil}),
+                ("/task", {"id": task.id}),
+            )
+        ]
+    for page in pages:
+        assert "<img" not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in pages[3]
+
+
+async def test_secret_looking_keys_are_masked_by_default(cq: CairnQ) -> None:
+    task = await cq.submit("a", {"user": "ada", "password": "hunter2", "nested": {"api_key": "k"}})
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert "ada" in page
+    assert "hunter2" not in page and "&quot;k&quot;" not in page
+
+
+def test_default_redact_masks_keys_at_any_depth() -> None:
+    value = {"a": [{"Authorization": "Bearer x"}], "b": 1}
+    assert default_redact("payload", value, None) == {"a": [{"Authorization": "••••••"}], "b": 1}  # type: ignore[arg-type]
+
+
+async def test_a_redact_hook_decides_what_is_shown(cq: CairnQ) -> None:
+    task = await cq.submit("a", {"card": "4111"}, metadata={"tenant": 7})
+    calls: list[str] = []
+
+    def redact(field: str, value: Any, shown: Task) -> Any:
+        calls.append(field)
+        return "[hidden]" if field == "payload" else value
+
+    async with http(create_app(cq, redact=redact)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert "4111" not in page and "[hidden]" in page
+    assert "&quot;tenant&quot;: 7" in page
+    assert set(calls) == {"payload", "metadata"}
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+async def test_cancel_goes_through_a_confirmation_then_cancels(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        confirm = await client.get("/task/cancel", params={"id": task.id})
+        assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+        response = await client.post(
+            f"/task/cancel?id={task.id}", data={"csrf": csrf_from(confirm.text)}
+        )
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/task?id={task.id}&done=canceled"
+    assert (await cq.get_status(task.id)).status == "canceled"  # type: ignore[union-attr]
+
+
+async def test_retry_requeues_a_failed_task_resetting_attempts(cq: CairnQ) -> None:
+    task = await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        confirm = await client.get("/task/retry", params={"id": task.id})
+        await client.post(
+            f"/task/retry?id={task.id}",
+            data={"csrf": csrf_from(confirm.text), "reset_attempt": "1"},
+        )
+    again = await cq.get(task.id)
+    assert again is not None and again.is_queued and again.attempt == 0
+
+
+async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> None:
+    doomed = await fail(cq, "b")
+    kept_queued = await cq.submit("b")
+    other = await cq.submit("c", queue="other")
+    await cq.cancel(other.id)
+    async with http(create_app(cq)) as client:
+        confirm = await client.get("/purge", params={"status": "failed"})
+        response = await client.post(
+            "/purge",
+            data={"csrf": csrf_from(confirm.text), "status": "failed", "older_than": "0s"},
+        )
+    assert response.headers["location"] == "/tasks?purged=1"
+    assert await cq.get(doomed.id) is None
+    assert await cq.get(kept_queued.id) is not None and await cq.get(other.id) is not None
+
+
+async def test_a_bad_purge_duration_is_refused_with_nothing_deleted(cq: CairnQ) -> None:
+    doomed = await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        confirm = await client.get("/purge")
+        response = await client.post(
+            "/purge", data={"csrf": csrf_from(confirm.text), "older_than": "soon"}
+        )
+    assert response.status_code == 400
+    assert await cq.get(doomed.id) is not None
+
+
+async def test_an_action_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        response = await client.post(f"/task/cancel?id={task.id}", data={})
+    assert response.status_code == 403
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_csrf_token_from_another_secret_is_refused(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    foreign = create_app(cq, secret="another-secret").csrf_token()
+    async with http(create_app(cq, secret="this-secret")) as client:
+        response = await client.post(f"/task/cancel?id={task.id}", data={"csrf": foreign})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ],
+)
+async def test_a_cross_site_action_is_refused(cq: CairnQ, headers: dict[str, str]) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq)
+    async with http(app) as client:
+        response = await client.post(
+            f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()}, headers=headers
+        )
+    assert response.status_code == 403
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_same_origin_action_passes_the_origin_check(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq)
+    headers = {"Origin": BASE, "Sec-Fetch-Site": "same-origin"}
+    async with http(app) as client:
+        response = await client.post(
+            f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()}, headers=headers
+        )
+    assert response.status_code == 303
+
+
+async def test_actions_are_post_only(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq)
+    async with http(app) as client:
+        await client.get(f"/task/cancel?id={task.id}&csrf={app.csrf_token()}")
+        put = await client.put(f"/task/cancel?id={task.id}")
+    assert put.status_code == 405
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+# --- read-only -------------------------------------------------------------------------------
+
+
+async def test_read_only_pages_offer_no_actions(cq: CairnQ) -> None:
+    failed = await fail(cq, "b")
+    queued = await cq.submit("a")
+    async with http(create_app(cq, read_only=True)) as client:
+        pages = [
+            (await client.get("/task", params={"id": failed.id})).text,
+            (await client.get("/task", params={"id": queued.id})).text,
+            (await client.get("/tasks")).text,
+        ]
+    for page in pages:
+        assert "/task/cancel" not in page and "/task/retry" not in page
+        assert "/purge" not in page
+    assert "read-only" in pages[0]
+
+
+async def test_read_only_refuses_actions_and_their_confirmations(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq, read_only=True)
+    async with http(app) as client:
+        confirm = await client.get("/task/cancel", params={"id": task.id})
+        post = await client.post(f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()})
+        purge = await client.post("/purge", data={"csrf": app.csrf_token()})
+    assert (confirm.status_code, post.status_code, purge.status_code) == (403, 403, 403)
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+
+async def test_a_request_without_the_token_is_refused(cq: CairnQ) -> None:
+    async with http(create_app(cq, token=TOKEN)) as client:
+        response = await client.get("/")
+        static = await client.get("/static/dashboard.js")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert static.status_code == 401
+
+
+async def test_a_wrong_token_is_refused(cq: CairnQ) -> None:
+    async with http(create_app(cq, token=TOKEN)) as client:
+        header = await client.get("/", headers={"Authorization": "Bearer wrong-token"})
+        query = await client.get("/", params={"token": "wrong-token"})
+    assert (header.status_code, query.status_code) == (401, 401)
+
+
+async def test_a_bearer_token_is_accepted(cq: CairnQ) -> None:
+    async with http(create_app(cq, token=TOKEN)) as client:
+        response = await client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+
+
+async def test_a_query_token_sets_a_strict_cookie_and_leaves_the_url(cq: CairnQ) -> None:
+    async with http(create_app(cq, token=TOKEN)) as client:
+        first = await client.get("/tasks", params={"token": TOKEN, "status": "queued"})
+        cookie = first.headers["set-cookie"]
+        later = await client.get("/workers")
+    assert first.status_code == 303
+    assert first.headers["location"] == "/tasks?status=queued"
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert TOKEN not in cookie
+    assert later.status_code == 200
+
+
+def test_a_short_token_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="token"):
+        create_app("sqlite:///unused.db", token="short")
+
+
+def test_a_sync_client_is_refused(tmp_path: Any) -> None:
+    with pytest.raises(InvalidArgument, match="async"):
+        create_app(SyncCairnQ.sqlite(tmp_path / "t.db"))
+
+
+async def test_an_app_made_from_a_url_opens_and_closes_its_own_client(
+    sqlite_db: Database,
+) -> None:
+    sqlite_db.sync_client().open().stats()
+    app = create_app(sqlite_db.url)
+    assert isinstance(app, DashboardApp)
+    async with http(app) as client:
+        response = await client.get("/")
+    await app.aclose()
+    assert response.status_code == 200
+
+
+# --- mounting --------------------------------------------------------------------------------
+
+
+async def test_mounted_in_starlette_every_link_and_form_keeps_the_prefix(cq: CairnQ) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    async def home(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("host app")
+
+    task = await cq.submit("a")
+    host = Starlette(routes=[Route("/", home), Mount("/ops/cairnq", app=create_app(cq))])
+    async with http(host) as client:
+        listing = (await client.get("/ops/cairnq/tasks")).text
+        confirm = (await client.get("/ops/cairnq/task/cancel", params={"id": task.id})).text
+        action = re.search(r'<form method="post" action="([^"]+)"', confirm)
+        assert action is not None
+        posted = await client.post(
+            action.group(1).replace("&amp;", "&"), data={"csrf": csrf_from(confirm)}
+        )
+        home_page = (await client.get("/")).text
+    links = re.findall(r'(?:href|src|action)="([^"]+)"', listing + confirm)
+    assert links and all(link.startswith("/ops/cairnq/") for link in links)
+    assert posted.headers["location"] == f"/ops/cairnq/task?id={task.id}&done=canceled"
+    assert (await cq.get_status(task.id)).status == "canceled"  # type: ignore[union-attr]
+    assert home_page == "host app"
+
+
+async def test_mount_sends_the_prefix_to_the_dashboard_and_the_rest_elsewhere(
+    cq: CairnQ,
+) -> None:
+    async def fallback(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"django"})
+
+    app = mount("/cairnq", create_app(cq), fallback)
+    async with http(app) as client:
+        dashboard = await client.get("/cairnq/workers")
+        other = await client.get("/admin/")
+        lookalike = await client.get("/cairnqx")
+    assert 'href="/cairnq/tasks"' in dashboard.text
+    assert (other.text, lookalike.text) == ("django", "django")
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def test_the_command_refuses_a_public_bind_without_a_token(
+    db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAIRNQ_DASHBOARD_TOKEN", raising=False)
+    result = run(capsys, "dashboard", "--host", "0.0.0.0", *db_args(db))
+    assert result.code == 1
+    assert "without a token" in one_error_line(result)
+
+
+def test_the_command_says_how_to_install_uvicorn_when_it_is_missing(
+    db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    result = run(capsys, "dashboard", *db_args(db))
+    assert result.code == 1
+    assert 'pip install ".[dashboard]"' in one_error_line(result)
+
+
+def test_the_command_serves_with_the_token_from_the_environment(
+    db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    db.sync_client().open().stats()
+    served: dict[str, Any] = {}
+
+    def fake_run(app: Any, **options: Any) -> None:
+        served.update(options, app=app)
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    monkeypatch.setenv("CAIRNQ_DASHBOARD_TOKEN", TOKEN)
+    result = run(
+        capsys, "dashboard", "--host", "0.0.0.0", "--port", "9999", "--read-only", *db_args(db)
+    )
+    assert result.code == 0, result.err
+    assert (served["host"], served["port"]) == ("0.0.0.0", 9999)
+    assert served["app"].token == TOKEN and served["app"].read_only
+    assert TOKEN not in result.out
+    asyncio.run(served["app"].aclose())
+
+
+def test_the_command_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["dashboard", "--help"])
+    assert code == 0
+    assert "example: cairnq dashboard" in capsys.readouterr().out
+
+
+async def test_an_app_made_from_a_url_never_creates_a_database(tmp_path: Any) -> None:
+    path = tmp_path / "missing.db"
+    app = create_app(f"sqlite:///{path}")
+    async with http(app) as client:
+        response = await client.get("/")
+    await app.aclose()
+    assert response.status_code == 503
+    assert not path.exists()
+
+
+async def test_an_error_stored_by_another_writer_in_another_shape_still_renders(
+    sqlite_db: Database,
+) -> None:
+    import sqlite3
+
+    async with sqlite_db.client() as cq:
+        task = await cq.submit("a")
+        assert sqlite_db.path is not None
+        with sqlite3.connect(sqlite_db.path) as conn:
+            conn.execute(
+                "update cairnq_tasks set status = 'failed', error = '\"plain words\"', "
+                "completed_at_ms = created_at_ms where id = ?",
+                (task.id,),
+            )
+        async with http(create_app(cq)) as client:
+            detail = await client.get("/task", params={"id": task.id})
+            listing = await client.get("/tasks")
+    assert detail.status_code == listing.status_code == 200
+    assert "plain words" in detail.text and "plain words" in listing.text
