@@ -282,3 +282,60 @@ def test_a_sync_client_counts_its_submits(db: Database) -> None:
     found = samples(metrics.exposition().decode())
     assert value(found, "cairnq_tasks_submitted_total", queue="sync", name="job") == 1.0
     assert value(found, "cairnq_tasks", queue="sync", status="queued") == 1.0
+
+
+# --- on the dashboard ------------------------------------------------------------------------
+
+
+async def dashboard_scrape(app: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        return await http.get("/metrics", headers=headers or {})
+
+
+async def test_the_dashboard_serves_the_database_gauges_at_metrics(db: Database) -> None:
+    from cairnq.dashboard import create_app
+
+    async with db.client() as cq:
+        await cq.submit("ok", {}, queue="mail")
+        await cq.submit("ok", {}, queue="mail")
+        response = await dashboard_scrape(create_app(cq))
+    assert response.status_code == 200
+    assert value(samples(response.text), "cairnq_tasks", queue="mail", status="queued") == 2.0
+
+
+async def test_the_dashboard_serves_the_counters_of_a_metrics_it_is_given(db: Database) -> None:
+    from cairnq.dashboard import create_app
+
+    metrics = Metrics()
+    async with db.client() as cq:
+        metrics.instrument(cq)
+        await cq.submit("ok", {})
+        response = await dashboard_scrape(create_app(cq, metrics=metrics))
+    found = samples(response.text)
+    assert value(found, "cairnq_tasks_submitted_total", queue="default", name="ok") == 1.0
+
+
+async def test_the_dashboard_metrics_need_the_token_when_one_is_set(db: Database) -> None:
+    from cairnq.dashboard import create_app
+
+    async with db.client() as cq:
+        app = create_app(cq, token="scrape-token-1")
+        refused = await dashboard_scrape(app)
+        allowed = await dashboard_scrape(app, {"authorization": "Bearer scrape-token-1"})
+    assert (refused.status_code, allowed.status_code) == (401, 200)
+
+
+async def test_the_dashboard_serves_no_metrics_when_told_not_to(db: Database) -> None:
+    from cairnq.dashboard import create_app
+
+    async with db.client() as cq:
+        response = await dashboard_scrape(create_app(cq, metrics=False))
+    assert response.status_code == 404
+
+
+def test_the_dashboard_refuses_a_metrics_option_of_the_wrong_kind(db: Database) -> None:
+    from cairnq.dashboard import create_app
+
+    with pytest.raises(InvalidArgument, match="metrics must be"):
+        create_app(db.url, metrics="yes")  # type: ignore[arg-type]

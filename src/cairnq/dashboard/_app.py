@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import _ops, _reads
@@ -40,6 +40,9 @@ from ..errors import DatabaseError, InvalidArgument
 from ..models import TERMINAL_STATUSES, Task
 from . import _html
 from ._html import Redact, View
+
+if TYPE_CHECKING:
+    from ..telemetry.metrics import Metrics
 
 log = logging.getLogger("cairnq.dashboard")
 
@@ -169,8 +172,11 @@ class DashboardApp:
         worker_window_ms: int,
         page_size: int,
         trusted_origins: tuple[str, ...],
+        metrics: Any = True,
     ) -> None:
         self.client = client
+        # True: a Metrics of the dashboard's own, made on the first scrape; False: no /metrics.
+        self.metrics: Any = metrics
         self.owns_client = owns_client
         self.read_only = read_only
         self.token = token
@@ -428,6 +434,8 @@ class DashboardApp:
         if request.method == "POST":
             return await self._action(request, path)
         await self._ensure_open()
+        if path == "/metrics":
+            return await self._metrics()
         pages: dict[str, Callable[[Request], Awaitable[Response]]] = {
             "/": self._overview,
             "/tasks": self._tasks,
@@ -441,6 +449,19 @@ class DashboardApp:
         if handler is None:
             return self._html(404, _html.error_page(self._view(request), "Not found", path))
         return await handler(request)
+
+    async def _metrics(self) -> Response:
+        if self.metrics is False:
+            return Response(404, b"not found", "text/plain")
+        if self.metrics is True:
+            try:
+                from ..telemetry.metrics import Metrics
+            except ImportError as exc:
+                return Response(404, f"{exc}\n".encode(), "text/plain")
+            self.metrics = Metrics()
+        await self.metrics.refresh(self.client)
+        body = self.metrics.exposition()
+        return Response(200, body, "text/plain; version=0.0.4; charset=utf-8")
 
     def _static_file(self, name: str) -> Response:
         suffix = os.path.splitext(name)[1]
@@ -705,6 +726,7 @@ def create_app(
     worker_window_ms: int = 60_000,
     page_size: int = 50,
     trusted_origins: tuple[str, ...] = (),
+    metrics: Metrics | bool = True,
 ) -> DashboardApp:
     """The dashboard as an ASGI application, to serve or mount inside another app.
 
@@ -728,6 +750,11 @@ def create_app(
         page_size: Tasks per page of the task list (50).
         trusted_origins: Extra origins (``https://admin.example.com``) allowed to
             post actions, e.g. behind a proxy that rewrites ``Host``.
+        metrics: Serve a Prometheus exposition at ``/metrics`` (behind the same
+            token): ``True`` (default) with the database gauges only, needing the
+            ``metrics`` extra (without it, ``/metrics`` answers 404 naming it); a
+            ``cairnq.telemetry.Metrics`` that also instruments this process's
+            clients and workers, to serve their counters too; ``False`` for none.
 
     Returns:
         The ASGI application.
@@ -777,7 +804,18 @@ def create_app(
         worker_window_ms=_ops.check_int(worker_window_ms, "worker_window_ms", low=1000, high=2**40),
         page_size=_ops.check_int(page_size, "page_size", low=1, high=_reads.MAX_PAGE),
         trusted_origins=tuple(trusted_origins),
+        metrics=_check_metrics(metrics),
     )
+
+
+def _check_metrics(metrics: Any) -> Any:
+    if isinstance(metrics, bool):
+        return metrics
+    if callable(getattr(metrics, "refresh", None)) and callable(
+        getattr(metrics, "exposition", None)
+    ):
+        return metrics
+    raise InvalidArgument("metrics must be True, False or a cairnq.telemetry.Metrics")
 
 
 def mount(prefix: str, dashboard: ASGIApp, fallback: ASGIApp) -> ASGIApp:
