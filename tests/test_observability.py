@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import TaskContext, TaskError, TaskEvent
+from cairnq import TaskContext, TaskError, TaskEvent, _ops
+from cairnq.testing import FakeClock
 
 from ._db import Database
 
@@ -108,3 +109,29 @@ async def test_logs_name_the_task_but_never_its_payload_or_result(
         "cairnq.postgres",
         "cairnq.retention",
     }
+
+
+async def test_a_lease_recovered_by_a_workers_claim_is_reported_as_recovered(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    events: list[TaskEvent] = []
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", {})
+        claim = _ops.claim(["default"], "crashed", 1000, [_ops.Draw(None, 1)], 100)
+        await cq.backend.arun(claim, write=True)
+        clock.advance(1001)
+        # The maintenance timer never fires in this test: only the claim path recovers.
+        worker = db.worker(
+            clock=clock, poll_interval_ms=20, recovery_interval_ms=3_600_000, on_event=events.append
+        )
+
+        @worker.task
+        async def job(ctx: TaskContext) -> None: ...
+
+        async with worker.background():
+            await cq.wait(task.id, timeout_ms=10_000)
+        await worker.close()
+    kinds = [(e.kind, e.attempt) for e in events if e.task_id == task.id]
+    assert kinds[0] == ("recovered", 1)
+    assert ("succeeded", 2) in kinds

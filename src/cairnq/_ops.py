@@ -554,13 +554,18 @@ def claim(
     lease_ms: int,
     draws: Sequence[Draw],
     recover_limit: int,
+    recovered: list[Row] | None = None,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
     Returns the claimed rows, undecoded (a row whose JSON cannot be read is the
     worker's to fail, not a reason to abort the whole claim), in claim order.
+    ``recovered``, when given, receives the rows the recovery moved out of
+    ``running``, from the attempt that committed (a retried transaction starts it over).
     """
-    yield from recover(recover_limit)
+    rows = yield from recover(recover_limit)
+    if recovered is not None:
+        recovered[:] = rows
     claimed: list[Row] = []
     for draw in draws:
         if draw.limit <= 0 or (draw.names is not None and not draw.names):

@@ -311,9 +311,14 @@ def worker_beat(
 def worker_start(
     worker_id: str, queues: list[str], host: str | None, pid: int | None, concurrency: int
 ) -> Op[None]:
-    """The first beat of a worker, after deleting rows of workers gone for a day."""
+    """The first beat of a worker, after deleting rows of workers gone for a day.
+
+    A row left under the same id by an earlier run (one that crashed) is replaced,
+    so ``started_at_ms`` is this run's start.
+    """
     now = yield from _now()
     yield Call("workers_prune", {"before_ms": now - WORKER_ROW_TTL_MS})
+    yield Call("worker_gone", {"worker_id": worker_id})
     yield from worker_beat(worker_id, queues, host, pid, concurrency)
 
 

@@ -3,7 +3,9 @@
 The row is what the dashboard's workers view reads (``CairnQ.workers``). It is an
 extension table: a write that fails (a database migrated without it, a busy
 lock) never touches task work; it is reported once and tried again next time.
-Writes are at most one per ``MIN_INTERVAL_S`` and never per task.
+The row is refreshed every ``INTERVAL_S`` on a timer of its own, whatever the
+heartbeat interval, so a worker stays within the dashboard's alive window; never
+per task.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from .._steps import Op
 from ..backends import Backend
 from ._executor import OnError
 
-MIN_INTERVAL_S = 5.0
+INTERVAL_S = 15.0
 STOP_TIMEOUT_S = 2.0
+DELETE_TIMEOUT_S = 1.0
 
 
 class Presence:
@@ -35,7 +38,7 @@ class Presence:
         concurrency: int,
         report: OnError,
         *,
-        interval_s: float = MIN_INTERVAL_S,
+        interval_s: float = INTERVAL_S,
     ) -> None:
         self.backend = backend
         self.worker_id = worker_id
@@ -46,7 +49,6 @@ class Presence:
         self._host = _hostname()
         self._pid = os.getpid()
         self._pending: asyncio.Task[None] | None = None
-        self._last = 0.0
         self._failing = False
 
     def start(self) -> None:
@@ -56,19 +58,18 @@ class Presence:
         )
         self._spawn(op)
 
-    def tick(self) -> None:
-        """Called on every heartbeat: refresh the row if the last write is old enough."""
-        if self._pending is not None and not self._pending.done():
-            return
-        if time.monotonic() - self._last < self.interval_s:
-            return
-        op = _reads.worker_beat(
-            self.worker_id, self.queues, self._host, self._pid, self.concurrency
-        )
-        self._spawn(op)
+    async def run(self) -> None:
+        """Refresh the row every ``interval_s`` until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval_s)
+            if self._pending is not None and not self._pending.done():
+                continue
+            op = _reads.worker_beat(
+                self.worker_id, self.queues, self._host, self._pid, self.concurrency
+            )
+            self._spawn(op)
 
     def _spawn(self, op: Op[None]) -> None:
-        self._last = time.monotonic()
         self._pending = asyncio.ensure_future(self._write(op))
 
     async def _write(self, op: Op[None]) -> None:
@@ -89,9 +90,9 @@ class Presence:
         # A refresh still in flight must land before the delete, or it would recreate the row.
         if self._pending is not None and not self._pending.done():
             await asyncio.wait({self._pending}, timeout=STOP_TIMEOUT_S)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
+        # The delete is tried even when the refresh used the budget up: a row left
+        # behind would show a stopped worker as alive for a whole window.
+        remaining = max(deadline - time.monotonic(), DELETE_TIMEOUT_S)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
                 self.backend.arun(_reads.worker_gone(self.worker_id), write=True),

@@ -510,6 +510,7 @@ class Worker:
         self._presence.start()
         heartbeat = asyncio.ensure_future(self._heartbeat_loop())
         maintenance = asyncio.ensure_future(self._recovery_loop())
+        presence = asyncio.ensure_future(self._presence.run())
         if self.sweeper is not None:
             self.sweeper.start()
         log.info(
@@ -528,7 +529,8 @@ class Worker:
             maintenance.cancel()
             await self._drain()
             heartbeat.cancel()
-            for loop_task in (heartbeat, maintenance):
+            presence.cancel()
+            for loop_task in (heartbeat, maintenance, presence):
                 with contextlib.suppress(asyncio.CancelledError):
                     await loop_task
             await self._presence.stop()
@@ -615,10 +617,13 @@ class Worker:
             names = self.registry.names()
             if not await backend.arun(_ops.probe(self.queues, names), write=False):
                 return []
+        recovered: list[Mapping[str, Any]] = []
         rows = await backend.arun(
-            _ops.claim(self.queues, self.worker_id, self.lease_ms, draws, RECOVER_LIMIT),
+            _ops.claim(self.queues, self.worker_id, self.lease_ms, draws, RECOVER_LIMIT, recovered),
             write=True,
         )
+        if recovered and self._runtime.listeners:
+            self._announce_recovered(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
         return rows
 
@@ -789,8 +794,6 @@ class Worker:
                         {"phase": "heartbeat", "worker_id": self.worker_id},
                     )
                 self._expire_overdue()
-                if self._presence is not None:
-                    self._presence.tick()
                 if beating is None or beating.done():
                     beating = asyncio.ensure_future(self._beat())
                 elif time.monotonic() - self._beat_sent > self.lease_ms / 1000:
