@@ -127,6 +127,23 @@ async def test_a_traceparent_the_user_set_is_never_overwritten(
     assert stored is not None and stored.metadata == {"traceparent": mine}
 
 
+async def test_a_caller_set_traceparent_gets_no_baggage_from_this_process(
+    db: Database, traces: Traces
+) -> None:
+    from opentelemetry import baggage, context
+
+    mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        async with db.client() as cq:
+            traces.tracing.instrument(cq)
+            task = await cq.submit("job", {}, metadata={"traceparent": mine})
+            stored = await cq.get(task.id)
+    finally:
+        context.detach(token)
+    assert stored is not None and stored.metadata == {"traceparent": mine}
+
+
 @pytest.mark.parametrize("metadata", [[1, 2], "plain text", 42])
 async def test_metadata_that_is_not_an_object_is_stored_untouched(
     db: Database, traces: Traces, metadata: Any

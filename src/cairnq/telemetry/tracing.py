@@ -136,10 +136,15 @@ class Tracing:
         )
         if pending.key is not None:
             span.set_attribute("cairnq.task.key", pending.key)
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
-        for key, value in carrier.items():
-            pending.add_metadata(key, value)
+        # All of the context or none of it: a caller that set any propagation key
+        # keeps exactly what it set, never a mix of its trace and this one's baggage.
+        metadata = pending.metadata
+        fields = propagate.get_global_textmap().fields
+        if isinstance(metadata, dict) and not any(f in metadata for f in fields):
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier, context=trace.set_span_in_context(span))
+            for key, value in carrier.items():
+                pending.add_metadata(key, value)
         inserted_id = pending.id
 
         def done(task: Task | None, error: BaseException | None) -> None:
