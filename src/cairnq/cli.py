@@ -535,7 +535,10 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         options.update(max_size=4, application_name="cairnq-dashboard")
     client = CairnQ(open_backend(target.location, **options))
     client._owns_backend = True
-    app = create_app(client, read_only=args.read_only, token=token)
+    # Without a token, only loopback names may reach it: a site rebinding its own
+    # name to 127.0.0.1 would otherwise be same-origin with the dashboard.
+    hosts = None if token is not None else ("localhost", "127.0.0.1", "::1", args.host.strip("[]"))
+    app = create_app(client, read_only=args.read_only, token=token, allowed_hosts=hosts)
     # The command made the client, so the app closes it when the server stops.
     app.owns_client = True
     host = f"[{args.host}]" if ":" in args.host else args.host

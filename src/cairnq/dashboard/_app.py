@@ -25,12 +25,11 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from http.cookies import CookieError, SimpleCookie
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from .. import _ops, _reads
 from ..backends import Backend
@@ -115,16 +114,13 @@ class Request:
     form: dict[str, str] = field(default_factory=dict)
 
     def cookie(self, name: str) -> str | None:
-        raw = self.headers.get("cookie")
-        if not raw:
-            return None
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(raw)
-        except CookieError:
-            return None
-        morsel = jar.get(name)
-        return morsel.value if morsel is not None else None
+        # Split by hand: SimpleCookie stops at the first cookie it dislikes, and a
+        # host application's cookies may come first in the header.
+        for part in self.headers.get("cookie", "").split(";"):
+            key, sep, value = part.partition("=")
+            if sep and key.strip() == name:
+                return value.strip().strip('"')
+        return None
 
 
 @dataclass
@@ -173,6 +169,7 @@ class DashboardApp:
         page_size: int,
         trusted_origins: tuple[str, ...],
         metrics: Any = True,
+        allowed_hosts: tuple[str, ...] | None = None,
     ) -> None:
         self.client = client
         # True: a Metrics of the dashboard's own, made on the first scrape; False: no /metrics.
@@ -194,6 +191,9 @@ class DashboardApp:
         self.page_size = page_size
         self.trusted_hosts = frozenset(
             urlsplit(o).netloc.lower() for o in trusted_origins if urlsplit(o).netloc
+        )
+        self.allowed_hosts = (
+            None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         )
         self.label = _label(client.backend)
         self._opened = False
@@ -238,9 +238,14 @@ class DashboardApp:
         try:
             response = await self._handle(request)
         except DatabaseError as exc:
-            log.warning("dashboard: database error: %s", type(exc).__name__)
+            log.warning("dashboard: database error: %s: %s", type(exc).__name__, exc)
             response = self._html(
-                503, _html.error_page(self._view(request), "Database unavailable", str(exc))
+                503,
+                _html.error_page(
+                    self._view(request),
+                    "Database unavailable",
+                    f"{type(exc).__name__}; the details were logged.",
+                ),
             )
         except Exception:
             log.exception("dashboard: request failed")
@@ -382,15 +387,27 @@ class DashboardApp:
             self.token.encode(), b"cairnq-dashboard-session", hashlib.sha256
         ).hexdigest()
 
+    def _host_allowed(self, request: Request) -> bool:
+        if self.allowed_hosts is None:
+            return True
+        host = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+        return host.lower() in self.allowed_hosts
+
     def _authenticate(self, request: Request) -> Response | None:
         """``None`` when the request may proceed, else the response that refuses or redirects."""
+        if not self._host_allowed(request):
+            # A page on another name resolving to this address (DNS rebinding) is
+            # refused before it can read anything or fetch a CSRF token.
+            return Response(421, b"unknown host name for this dashboard\n", "text/plain")
         if self.token is None:
             return None
         given = request.query.get("token")
         if given is not None:
             if hmac.compare_digest(given.encode(), self.token.encode()):
                 query = {k: v for k, v in request.query.items() if k != "token"}
-                response = self._redirect(request, request.path, query)
+                # The path came decoded from the client: keep it one local, encoded path.
+                local = "/" + quote(request.path.lstrip("/\\"), safe="/")
+                response = self._redirect(request, local, query)
                 secure = "; Secure" if request.scheme == "https" else ""
                 cookie_path = request.root or "/"
                 response.headers.append(
@@ -727,6 +744,7 @@ def create_app(
     page_size: int = 50,
     trusted_origins: tuple[str, ...] = (),
     metrics: Metrics | bool = True,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> DashboardApp:
     """The dashboard as an ASGI application, to serve or mount inside another app.
 
@@ -755,6 +773,11 @@ def create_app(
             ``metrics`` extra (without it, ``/metrics`` answers 404 naming it); a
             ``cairnq.telemetry.Metrics`` that also instruments this process's
             clients and workers, to serve their counters too; ``False`` for none.
+        allowed_hosts: Host names (no port) the ``Host`` header may carry; others
+            get 421. ``cairnq dashboard`` on a loopback address without a token
+            sets it to the loopback names, so a site that rebinds its own name to
+            127.0.0.1 cannot read the dashboard. ``None`` (default) checks nothing:
+            a host application checks its own hosts.
 
     Returns:
         The ASGI application.
@@ -805,6 +828,7 @@ def create_app(
         page_size=_ops.check_int(page_size, "page_size", low=1, high=_reads.MAX_PAGE),
         trusted_origins=tuple(trusted_origins),
         metrics=_check_metrics(metrics),
+        allowed_hosts=None if allowed_hosts is None else tuple(str(h) for h in allowed_hosts),
     )
 
 
