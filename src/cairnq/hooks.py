@@ -4,7 +4,10 @@ A submit hook is ``hook(pending) -> done | None``, called once per task, before
 the write, for ``submit``, ``submit_many`` and a handler's ``ctx.submit``. It
 may add keys to the task's metadata (``pending.add_metadata``). ``done``, when
 returned, is called once after the write with ``(task, None)`` (the stored
-task; for a reused key, the existing one) or ``(None, error)``.
+task; for a reused key, the existing one) or ``(None, error)``. With
+``submit(..., conn=...)`` "after the write" means after the statement, inside
+the application's transaction: a rollback after it still leaves the hook's
+``done`` called with the task.
 
 A client with no hooks pays one attribute check per submit. A hook that raises
 is logged and skipped: instrumentation never fails a submit.
