@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -103,15 +104,9 @@ async def test_async_overview_matches_the_sync_one(db: Database, clock: FakeCloc
 # --- keyset pages ----------------------------------------------------------------------------
 
 
-def test_pages_walk_every_task_newest_first_without_overlap(
-    cq: SyncCairnQ, clock: FakeClock
-) -> None:
-    ids = []
-    for i in range(7):
-        ids.append(cq.submit("t", {"i": i}).id)
-        if i % 3 == 0:
-            clock.advance(1)  # some tasks share a created_at_ms: the id breaks the tie
-    expected = [t.id for t in cq.list(limit=100)]
+def test_pages_walk_every_task_newest_first_by_id_without_overlap(cq: SyncCairnQ) -> None:
+    ids = [cq.submit("t", {"i": i}).id for i in range(7)]
+    expected = sorted(ids, reverse=True)
     seen: list[str] = []
     page = cq.list_page(limit=3)
     seen += [t.id for t in page.tasks]
@@ -119,7 +114,6 @@ def test_pages_walk_every_task_newest_first_without_overlap(
         page = cq.list_page(limit=3, cursor=page.next_cursor)
         seen += [t.id for t in page.tasks]
     assert seen == expected
-    assert sorted(seen) == sorted(ids)
 
 
 def test_the_last_page_has_no_cursor(cq: SyncCairnQ) -> None:
@@ -128,14 +122,14 @@ def test_the_last_page_has_no_cursor(cq: SyncCairnQ) -> None:
     assert cq.list_page(limit=2).next_cursor is None
 
 
-def test_a_cursor_stays_correct_while_new_tasks_arrive(cq: SyncCairnQ, clock: FakeClock) -> None:
+def test_a_cursor_stays_correct_while_new_tasks_arrive(cq: SyncCairnQ) -> None:
     for _ in range(4):
         cq.submit("old")
-        clock.advance(1)
     first = cq.list_page(limit=2)
+    # Ids carry the wall-clock millisecond of submission: a later one sorts after.
+    time.sleep(0.002)
     for _ in range(3):
         cq.submit("new")
-        clock.advance(1)
     second = cq.list_page(limit=2, cursor=first.next_cursor)
     assert [t.name for t in second.tasks] == ["old", "old"]
     assert {t.id for t in first.tasks}.isdisjoint(t.id for t in second.tasks)
@@ -196,7 +190,13 @@ def test_a_page_size_over_the_limit_is_refused(cq: SyncCairnQ) -> None:
 
 
 def test_cursors_round_trip() -> None:
-    assert decode_cursor(encode_cursor(123, "task_A.B")) == (123, "task_A.B")
+    assert decode_cursor(encode_cursor("task_A.B")) == "task_A.B"
+
+
+def test_a_cursor_of_another_form_is_refused(cq: SyncCairnQ) -> None:
+    task = cq.submit("t")
+    with pytest.raises(InvalidArgument, match="cursor"):
+        cq.list_page(cursor=f"1800000000000.{task.id}")
 
 
 def test_prefix_range_bounds_exactly_the_strings_with_the_prefix() -> None:
@@ -357,7 +357,10 @@ def test_a_filtered_page_reads_through_an_index(
     from cairnq._protocol import statements
 
     sqlite_db.sync_client().open().stats()
-    step = next(_reads.list_page(**filters))
+    op = _reads.list_page(**filters)
+    step = next(op)
+    if step.statement.startswith("list_count_"):
+        step = op.send([{"n": 0}])  # a rare value: its index serves the page
     assert sqlite_db.path is not None
     with sqlite3.connect(sqlite_db.path) as conn:
         text = statements("sqlite")[step.statement].text
@@ -366,8 +369,95 @@ def test_a_filtered_page_reads_through_an_index(
     assert "SCAN cairnq_tasks" not in plan
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [{}, {"id_prefix": "task_01"}, {"status": "succeeded"}, {"queue": "q", "name": "n"}],
+)
+def test_a_page_in_id_order_walks_the_primary_key_without_sorting(
+    sqlite_db: Database, filters: dict[str, str]
+) -> None:
+    import sqlite3
+
+    from cairnq import _reads
+    from cairnq._protocol import statements
+
+    sqlite_db.sync_client().open().stats()
+    op = _reads.list_page(cursor=_reads.encode_cursor("task_01"), **filters)
+    step = next(op)
+    if step.statement.startswith("list_count_"):
+        step = op.send([{"n": _reads.INDEX_SORT_MAX}])  # a common value: walk the key
+    assert sqlite_db.path is not None
+    with sqlite3.connect(sqlite_db.path) as conn:
+        text = statements("sqlite")[step.statement].text
+        plan = " | ".join(r[3] for r in conn.execute("explain query plan " + text, step.params))
+    assert "USING INDEX sqlite_autoindex_cairnq_tasks_1 (id>? AND id<?)" in plan or (
+        "USING INDEX sqlite_autoindex_cairnq_tasks_1 (id<?)" in plan
+    )
+    assert "TEMP B-TREE" not in plan
+
+
+@pytest.mark.parametrize(
+    ("filters", "common"),
+    [({"status": "queued"}, "queued"), ({"queue": "q"}, "q"), ({"name": "n"}, "n")],
+)
+def test_a_filter_on_a_common_value_is_served_by_the_key_walk(
+    filters: dict[str, str], common: str
+) -> None:
+    from cairnq import _reads
+
+    op = _reads.list_page(**filters)
+    probe = next(op)
+    assert common in probe.params.values()
+    assert op.send([{"n": _reads.INDEX_SORT_MAX}]).statement == "list_page"
+
+
+@pytest.mark.parametrize("cap", [1, 100], ids=["key walk", "index and sort"])
+def test_pages_by_queue_are_the_same_whichever_statement_serves_them(
+    cq: SyncCairnQ, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    from cairnq import _reads
+
+    monkeypatch.setattr(_reads, "INDEX_SORT_MAX", cap)
+    ids = [cq.submit("t", queue="a" if i % 2 else "b").id for i in range(7)]
+    expected = sorted(ids[1::2], reverse=True)
+    seen: list[str] = []
+    page = cq.list_page(queue="a", limit=2)
+    seen += [t.id for t in page.tasks]
+    while page.next_cursor:
+        page = cq.list_page(queue="a", limit=2, cursor=page.next_cursor)
+        seen += [t.id for t in page.tasks]
+    assert seen == expected
+
+
 def test_a_key_outside_the_id_prefix_lists_nothing(cq: SyncCairnQ) -> None:
     task = cq.submit("t", key="k")
     assert cq.list_page(key="k", id_prefix="task_").tasks[0].id == task.id
     assert cq.list_page(key="k", id_prefix="nope").tasks == []
     assert cq.list_page(key="missing").tasks == []
+
+
+@pytest.mark.parametrize(
+    ("field", "index"),
+    [
+        ("name", "cairnq_tasks_name_idx"),
+        ("status", "cairnq_tasks_status_completed_idx"),
+        ("queue", "cairnq_tasks_claim"),
+    ],
+)
+def test_the_count_before_a_filtered_page_reads_only_its_index(
+    sqlite_db: Database, field: str, index: str
+) -> None:
+    import sqlite3
+
+    from cairnq import _reads
+    from cairnq._protocol import statements
+
+    sqlite_db.sync_client().open().stats()
+    probe = next(_reads.list_page(**{field: "queued"}))
+    assert probe.statement == f"list_count_{field}"
+    assert probe.params["cap"] == _reads.INDEX_SORT_MAX
+    assert sqlite_db.path is not None
+    with sqlite3.connect(sqlite_db.path) as conn:
+        text = statements("sqlite")[probe.statement].text
+        plan = " | ".join(r[3] for r in conn.execute("explain query plan " + text, probe.params))
+    assert f"USING COVERING INDEX {index}" in plan

@@ -56,23 +56,26 @@ def overview() -> Op[list[QueueSummary]]:
 # --- keyset pages ----------------------------------------------------------------------------
 
 
-def encode_cursor(created_at_ms: int, task_id: str) -> str:
-    """The opaque cursor for the page after the task ``(created_at_ms, task_id)``."""
-    return f"{created_at_ms}.{task_id}"
+_CURSOR_TAG = "id"
 
 
-def decode_cursor(cursor: Any) -> tuple[int, str]:
-    """``(created_at_ms, task_id)`` from a cursor ``encode_cursor`` made.
+def encode_cursor(task_id: str) -> str:
+    """The opaque cursor for the page after (older than) the task ``task_id``."""
+    return f"{_CURSOR_TAG}.{task_id}"
+
+
+def decode_cursor(cursor: Any) -> str:
+    """The task id a cursor from ``encode_cursor`` names: the next page lists older ids.
 
     Raises:
         InvalidArgument: not a cursor this library produced.
     """
     if not isinstance(cursor, str):
         raise InvalidArgument(f"cursor must be a string, not {type(cursor).__name__}")
-    ms, dot, task_id = cursor.partition(".")
-    if not dot or not ms.isascii() or not ms.isdigit() or len(ms) > 18 or not task_id:
+    tag, dot, task_id = cursor.partition(".")
+    if not dot or not task_id or tag != _CURSOR_TAG:
         raise InvalidArgument(f"malformed cursor {cursor[:60]!r}")
-    return int(ms), check_text(task_id, "cursor task id") or ""
+    return check_text(task_id, "cursor task id") or ""
 
 
 def prefix_range(prefix: str) -> tuple[str, str | None]:
@@ -105,10 +108,10 @@ def list_page(
     cursor: Any = None,
     limit: Any = 50,
 ) -> Op[TaskPage]:
-    """Validate a listing's filters; the op reads one page newest first."""
+    """Validate a listing's filters; the op reads one page newest first (by id)."""
     prefix = check_text(id_prefix, "id_prefix", optional=True)
     low, high = prefix_range(prefix) if prefix is not None else (None, None)
-    before_ms, before_id = decode_cursor(cursor) if cursor is not None else (None, None)
+    before_id = decode_cursor(cursor) if cursor is not None else None
     size = check_int(limit, "limit", low=1, high=MAX_PAGE)
     params = {
         "status": check_status(status),
@@ -118,7 +121,6 @@ def list_page(
         "correlation_id": check_text(correlation_id, "correlation_id", optional=True),
         "id_low": low,
         "id_high": high,
-        "before_ms": before_ms,
         "before_id": before_id,
         # One row more than asked says whether another page follows.
         "limit": size + 1,
@@ -127,7 +129,9 @@ def list_page(
 
 
 # Which statement serves a listing: the first filter given, in this order, is the one
-# an index answers; the others are checked on the rows it finds.
+# an index answers; the others are checked on the rows it finds. Ids order the pages
+# (``task_`` + ULID: newest first to the millisecond), so the primary key serves the
+# order: "list_page" walks it down from the cursor and stops after a page of matches.
 _ANCHORS = (
     ("id_low", "list_page_ids"),
     ("root_id", "list_page_root"),
@@ -136,6 +140,13 @@ _ANCHORS = (
     ("status", "list_page_status"),
     ("queue", "list_page_queue"),
 )
+# A name, status or queue index finds the matching rows but not in id order: reading
+# them all and sorting is cheap for a rare value and a full sort for a common one,
+# while walking the primary key and checking each row is the reverse. A capped count on
+# the index (``list_count_*``) tells which: under this many matches the index serves the
+# page, otherwise the walk does, finding a page after about limit / share rows.
+INDEX_SORT_MAX = 1000
+_COUNTED = {"name": "list_count_name", "status": "list_count_status", "queue": "list_count_queue"}
 
 
 def _list_page(params: dict[str, Any], size: int, key: str | None) -> Op[TaskPage]:
@@ -150,15 +161,22 @@ def _list_page(params: dict[str, Any], size: int, key: str | None) -> Op[TaskPag
         if (low is not None and exact < low) or (high is not None and exact >= high):
             return TaskPage(tasks=[], next_cursor=None)
         params = params | dict(zip(("id_low", "id_high"), prefix_range(exact), strict=True))
-    statement = next((name for field, name in _ANCHORS if params[field] is not None), "list_page")
+    anchor, statement = next(
+        ((field, name) for field, name in _ANCHORS if params[field] is not None),
+        (None, "list_page"),
+    )
     if statement == "list_page_ids" and params["id_high"] is None:
         statement = "list_page"  # an unbounded range: the index would not narrow it
+    elif anchor in _COUNTED:
+        counted = yield Call(_COUNTED[anchor], {anchor: params[anchor], "cap": INDEX_SORT_MAX})
+        if int(counted[0]["n"]) >= INDEX_SORT_MAX:
+            statement = "list_page"
     rows = yield Call(statement, params)
     if exact is not None:
         rows = [row for row in rows if row["id"] == exact]
     tasks = [light_task(row) for row in rows[:size]]
     more = len(rows) > size
-    cursor = encode_cursor(tasks[-1].created_at_ms, tasks[-1].id) if more and tasks else None
+    cursor = encode_cursor(tasks[-1].id) if more and tasks else None
     return TaskPage(tasks=tasks, next_cursor=cursor)
 
 

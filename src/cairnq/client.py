@@ -679,15 +679,24 @@ class CairnQ(_ClientCore):
     ) -> TaskPage:
         """One page of tasks matching every given filter, newest first (keyset pagination).
 
-        Unlike ``list``'s offset, a cursor stays correct while tasks are added and
-        costs the same on the thousandth page as on the first. Listed tasks leave
-        out payload, result and metadata (``None``); ``get`` reads one whole.
+        Tasks are ordered by id, descending: an id starts with the millisecond its
+        task was submitted (``task_`` + ULID), so this is newest first to the
+        millisecond, by the submitting process's clock (tasks of one millisecond
+        come in no particular order). The primary key serves that order, so a
+        page reads about ``limit`` rows however large the table is, unfiltered or
+        filtered by ``id_prefix``; ``status``, ``queue`` and ``name`` filters use
+        their index when few tasks match and otherwise walk the key, checking each
+        row. Unlike ``list``'s offset, a cursor stays correct while tasks are
+        added and costs the same on the thousandth page as on the first. Listed
+        tasks leave out payload, result and metadata (``None``); ``get`` reads
+        one whole.
 
         Args:
             status, queue, name, root_id, correlation_id: Exact matches.
             key: Only the task this idempotency key points at.
             id_prefix: Ids starting with this text (matched as text, never a pattern).
-            cursor: ``next_cursor`` of the previous page; ``None`` for the first.
+            cursor: ``next_cursor`` of the previous page (an opaque string); ``None``
+                for the first.
             limit: Tasks per page, 1 to 1000 (50).
 
         Returns:

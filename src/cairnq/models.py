@@ -201,7 +201,7 @@ class QueueSummary:
 
 @dataclass(frozen=True)
 class TaskPage:
-    """One page of a keyset-paginated task listing (``CairnQ.list_page``), newest first.
+    """One page of a keyset-paginated task listing (``CairnQ.list_page``), newest first by id.
 
     The tasks leave out ``payload``, ``result`` and ``metadata`` (they read as
     ``None``): a listing never loads large values; ``get`` reads one task whole.

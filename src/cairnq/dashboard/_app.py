@@ -36,9 +36,10 @@ from ..backends import Backend
 from ..client import CairnQ, SyncCairnQ
 from ..durations import parse_duration
 from ..errors import DatabaseError, InvalidArgument
-from ..models import TERMINAL_STATUSES, Task
+from ..models import TERMINAL_STATUSES, Task, TaskPage
 from . import _html
 from ._html import Redact, View
+from ._throttle import ListThrottle
 
 if TYPE_CHECKING:
     from ..telemetry.metrics import Metrics
@@ -199,6 +200,9 @@ class DashboardApp:
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._static: dict[str, bytes] = {}
+        # Task listings, the costliest poll: one at a time, equal ones within a refresh
+        # interval answered once (reliability: rate-limit list queries).
+        self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
 
     # --- ASGI ----------------------------------------------------------------------------
 
@@ -540,8 +544,9 @@ class DashboardApp:
             count = int(request.query["purged"])
             more = " More remain: purge again." if request.query.get("more") == "1" else ""
             notice = _html.notice(f"Purged {count} task{'' if count == 1 else 's'}.{more}")
-        try:
-            page = await self.client.list_page(
+
+        def load() -> Awaitable[TaskPage]:
+            return self.client.list_page(
                 status=filters.get("status"),
                 queue=filters.get("queue"),
                 name=filters.get("name"),
@@ -552,6 +557,9 @@ class DashboardApp:
                 cursor=cursor,
                 limit=self.page_size,
             )
+
+        try:
+            page = await self._lists.get((tuple(sorted(filters.items())), cursor), load)
         except InvalidArgument as exc:
             body = notice + _html.filters_form(view, filters)
             live = _html.notice(str(exc), "error")
@@ -662,7 +670,9 @@ class DashboardApp:
             )
         await self._ensure_open()
         if path == "/purge":
-            return await self._purge(request)
+            response = await self._purge(request)
+            self._lists.clear()
+            return response
         task_id = request.query.get("id") or request.form.get("id", "")
         if path == "/task/cancel":
             task = await self._call(request, self.client.cancel, task_id)
@@ -678,6 +688,7 @@ class DashboardApp:
             if isinstance(task, Response):
                 return task
             done = "retried" if task is not None else "not_retryable"
+        self._lists.clear()
         log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
         return self._redirect(request, "/task", {"id": task_id, "done": done})
 

@@ -1,6 +1,6 @@
--- One page of tasks newest first after the keyset cursor (before_ms, before_id); name is required (the name index serves it); null filters are off.
+-- One page of tasks newest first (by id) before the keyset cursor before_id; name is required (the name index serves it, then the matching rows are sorted); null filters are off.
 -- Returns task rows without payload, result and metadata (null), at most limit of them.
--- params: status, queue, name, root_id, correlation_id, id_low, id_high, before_ms, before_id, limit
+-- params: status, queue, name, root_id, correlation_id, id_low, id_high, before_id, limit
 select id, name, queue, status, null as payload, null as result, error, null as metadata,
        progress, message, attempt, max_attempts, priority, worker_id, lease_until_ms, run_at_ms,
        cancel_requested_at_ms, parent_id, root_id, correlation_id, created_at_ms, updated_at_ms,
@@ -13,7 +13,6 @@ where (:status is null or status = :status)
   and (:correlation_id is null or correlation_id = :correlation_id)
   and (:id_low is null or id >= :id_low)
   and (:id_high is null or id < :id_high)
-  and (:before_ms is null or created_at_ms < :before_ms
-       or (created_at_ms = :before_ms and id < :before_id))
-order by created_at_ms desc, id desc
+  and (:before_id is null or id < :before_id)
+order by id desc
 limit :limit;
