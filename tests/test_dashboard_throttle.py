@@ -30,7 +30,7 @@ async def cq(db: Database) -> AsyncIterator[CairnQ]:
 
 def with_fake_clock(app: DashboardApp) -> FakeClock:
     clock = FakeClock(0)
-    app._lists.clock = lambda: clock.now_ms() / 1000
+    app._lists.clock = app._reads.clock = lambda: clock.now_ms() / 1000
     return clock
 
 
@@ -88,6 +88,20 @@ async def test_an_action_makes_the_next_listing_run_again(cq: CairnQ) -> None:
         await client.post(f"/task/cancel?id={task.id}", data={"csrf": csrf_from(confirm.text)})
         page = (await client.get("/tasks", params={"status": "queued"})).text
     assert task_ids(page) == []
+
+
+async def test_the_overview_within_the_refresh_interval_is_read_once(cq: CairnQ) -> None:
+    await cq.submit("a", queue="first")
+    app = create_app(cq, refresh_ms=2000)
+    clock = with_fake_clock(app)
+    async with http(app) as client:
+        await client.get("/")
+        await cq.submit("a", queue="second")
+        clock.advance(1999)
+        cached = (await client.get("/")).text
+        clock.advance(1)
+        fresh = (await client.get("/")).text
+    assert ("second" in cached, "second" in fresh) == (False, True)
 
 
 # --- the throttle itself ---------------------------------------------------------------------

@@ -203,6 +203,8 @@ class DashboardApp:
         # Task listings, the costliest poll: one at a time, equal ones within a refresh
         # interval answered once (reliability: rate-limit list queries).
         self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
+        # The overview's and workers' reads scan by queue and status: shared the same way.
+        self._reads: ListThrottle[Any] = ListThrottle(refresh_ms)
 
     # --- ASGI ----------------------------------------------------------------------------
 
@@ -523,11 +525,15 @@ class DashboardApp:
 
     async def _overview(self, request: Request) -> Response:
         view = self._view(request)
-        summaries = await self.client.overview()
-        activity = await self.client.activity(
-            window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
-        )
-        workers = await self.client.workers(within_ms=self.worker_window_ms)
+
+        async def load() -> Any:
+            summaries = await self.client.overview()
+            activity = await self.client.activity(
+                window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
+            )
+            return summaries, activity, await self._load_workers()
+
+        summaries, activity, workers = await self._reads.get("overview", load)
         live = _html.overview_live(view, summaries, activity, len(workers))
         return self._render(request, title="Overview", active="overview", body="", live=live)
 
@@ -648,9 +654,12 @@ class DashboardApp:
 
     async def _workers(self, request: Request) -> Response:
         view = self._view(request)
-        workers = await self.client.workers(within_ms=self.worker_window_ms)
+        workers = await self._reads.get("workers", self._load_workers)
         live = _html.workers_live(view, workers, self.worker_window_ms)
         return self._render(request, title="Workers", active="workers", body="", live=live)
+
+    async def _load_workers(self) -> Any:
+        return await self.client.workers(within_ms=self.worker_window_ms)
 
     def _forbidden(self, request: Request, message: str) -> Response:
         return self._html(403, _html.error_page(self._view(request), "Forbidden", message))
@@ -672,6 +681,7 @@ class DashboardApp:
         if path == "/purge":
             response = await self._purge(request)
             self._lists.clear()
+            self._reads.clear()
             return response
         task_id = request.query.get("id") or request.form.get("id", "")
         if path == "/task/cancel":
@@ -689,6 +699,7 @@ class DashboardApp:
                 return task
             done = "retried" if task is not None else "not_retryable"
         self._lists.clear()
+        self._reads.clear()
         log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
         return self._redirect(request, "/task", {"id": task_id, "done": done})
 
