@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,41 @@ def admin_connect(url: str) -> Any:
     import psycopg
 
     return psycopg.connect(url, autocommit=True, connect_timeout=5)
+
+
+def statement_work(db: Database, name: str, params: dict[str, Any]) -> tuple[int, int]:
+    """(work, rows) of one run of protocol statement ``name``, outside cairnq.
+
+    Work is what the database did, repeatable run to run: SQLite VM steps (a
+    progress handler called on every step), or PostgreSQL shared buffers touched
+    (``EXPLAIN (ANALYZE, BUFFERS)``, after ``ANALYZE``).
+    """
+    from cairnq._protocol import statements
+
+    statement = statements("sqlite" if db.kind == "sqlite" else "postgres")[name]
+    if db.kind == "sqlite":
+        assert db.path is not None
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            conn.set_progress_handler(count, 1)
+            rows = conn.execute(statement.text, params).fetchall()
+        return steps, len(rows)
+    from psycopg import sql
+
+    with admin_connect(db.url) as conn:
+        conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
+        conn.execute("analyze cairnq_tasks")
+        [[plan]] = conn.execute(
+            "explain (analyze, buffers, format json) " + statement.text, params
+        ).fetchone()
+    top = plan["Plan"]
+    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"]), int(top["Actual Rows"])
 
 
 def drop_schema(dsn: str, schema: str) -> None:

@@ -7,10 +7,8 @@ Tasks are moved through ``running`` with the low-level operations a worker uses
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,11 +26,10 @@ from cairnq import (
     _ops,
     error_envelope,
 )
-from cairnq._protocol import statements
 from cairnq.models import Task
 from cairnq.testing import FakeClock
 
-from ._db import Database, admin_connect
+from ._db import Database, statement_work
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 TASK_ID = re.compile(r"^task_[0-9A-HJKMNP-TV-Z]{26}$")
@@ -295,32 +292,14 @@ async def test_the_idle_probe_finds_a_due_task_below_every_tier_of_delayed_ones(
 
 def probe_work(db: Database) -> int:
     """What one idle probe reads: SQLite VM steps, or PostgreSQL buffers touched."""
-    statement = statements("sqlite" if db.kind == "sqlite" else "postgres")["claimable_probe"]
+    queues, names = (["default"], ["job"])
     if db.kind == "sqlite":
-        assert db.path is not None
-        steps = 0
-
-        def count() -> int:
-            nonlocal steps
-            steps += 1
-            return 0
-
-        with contextlib.closing(sqlite3.connect(db.path)) as conn:
-            conn.set_progress_handler(count, 1)
-            params = {"queues": '["default"]', "names": '["job"]', "now_ms": START_MS}
-            assert conn.execute(statement.text, params).fetchone() == (0,)
-        return steps
-    from psycopg import sql as psql
-
-    with admin_connect(db.url) as conn:
-        conn.execute(psql.SQL("set search_path to {}").format(psql.Identifier(db.schema or "")))
-        conn.execute("analyze cairnq_tasks")
-        params = {"queues": ["default"], "names": ["job"], "now_ms": START_MS}
-        [[plan]] = conn.execute(
-            "explain (analyze, buffers, format json) " + statement.text, params
-        ).fetchone()
-    top = plan["Plan"]
-    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+        params = {"queues": json.dumps(queues), "names": json.dumps(names), "now_ms": START_MS}
+    else:
+        params = {"queues": queues, "names": names, "now_ms": START_MS}
+    work, rows = statement_work(db, "claimable_probe", params)
+    assert rows == 1
+    return work
 
 
 async def test_the_idle_probe_reads_no_more_with_a_deep_backlog_of_delayed_tasks(
@@ -334,6 +313,7 @@ async def test_the_idle_probe_reads_no_more_with_a_deep_backlog_of_delayed_tasks
                 [{"task": "job", "priority": i % 3, "delay_ms": 60_000} for i in range(size)]
             )
             work.append(probe_work(db))
+            assert not await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
     assert work[1] < 2 * work[0], f"probe work with 200 and 10,200 delayed tasks: {work}"
 
 

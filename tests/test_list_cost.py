@@ -8,16 +8,14 @@ the read op chooses, on a small table and then on one a hundred times larger.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sqlite3
 from typing import Any
 
 from cairnq import SyncCairnQ, _ops, _reads
 from cairnq._protocol import statements
 from cairnq._steps import Call
 
-from ._db import Database, admin_connect
+from ._db import Database, admin_connect, statement_work
 
 SMALL, LARGE = 100, 20_000
 WORKER = "worker_list_cost_test"
@@ -43,38 +41,22 @@ def page_work(db: Database, call: Call, *, generic: bool = False) -> tuple[int, 
     dialect = "sqlite" if db.kind == "sqlite" else "postgres"
     statement = statements(dialect)[call.statement]
     params = {name: call.params[name] for name in statement.params}
-    if db.kind == "sqlite":
-        assert db.path is not None
-        steps = 0
-
-        def count() -> int:
-            nonlocal steps
-            steps += 1
-            return 0
-
-        with contextlib.closing(sqlite3.connect(db.path)) as conn:
-            conn.set_progress_handler(count, 1)
-            rows = conn.execute(statement.text, params).fetchall()
-        return steps, len(rows)
+    if not generic:
+        return statement_work(db, call.statement, params)
     import psycopg
     from psycopg import sql as psql
 
     with admin_connect(db.url) as conn:
         conn.execute(psql.SQL("set search_path to {}").format(psql.Identifier(db.schema or "")))
         conn.execute("analyze cairnq_tasks")
-        if generic:
-            names = sorted(params)
-            text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", statement.text)
-            conn.execute("set plan_cache_mode = force_generic_plan")
-            conn.execute(f"prepare page as {text}")
-            cursor = psycopg.ClientCursor(conn)
-            slots = ", ".join(["%s"] * len(names))
-            explain = f"explain (analyze, buffers, format json) execute page({slots})"
-            [[plan]] = cursor.execute(explain, [params[name] for name in names]).fetchone()
-        else:
-            [[plan]] = conn.execute(
-                "explain (analyze, buffers, format json) " + statement.text, params
-            ).fetchone()
+        names = sorted(params)
+        text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", statement.text)
+        conn.execute("set plan_cache_mode = force_generic_plan")
+        conn.execute(f"prepare page as {text}")
+        cursor = psycopg.ClientCursor(conn)
+        slots = ", ".join(["%s"] * len(names))
+        explain = f"explain (analyze, buffers, format json) execute page({slots})"
+        [[plan]] = cursor.execute(explain, [params[name] for name in names]).fetchone()
     top = plan["Plan"]
     return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"]), int(top["Actual Rows"])
 
