@@ -22,6 +22,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
 
+from .._extras import missing_extra
+
 try:
     import psycopg
     import psycopg_pool
@@ -29,10 +31,7 @@ try:
     from psycopg.rows import dict_row
     from psycopg.types.string import TextLoader
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'PostgreSQL support needs the "postgres" extra: pip install "cairnq[postgres]" '
-        '(from a source checkout: pip install ".[postgres]")'
-    ) from exc
+    raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
 from .. import _ops
 from .._clock import Clock

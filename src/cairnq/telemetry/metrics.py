@@ -34,16 +34,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing_extra
+
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram
     from prometheus_client.core import GaugeMetricFamily, Metric
     from prometheus_client.exposition import choose_encoder, generate_latest
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'cairnq metrics need the "metrics" extra (prometheus-client): '
-        'pip install "cairnq[metrics]" (from a source checkout: pip install ".[metrics]")'
-    ) from exc
+    raise missing_extra("cairnq metrics", "metrics", "prometheus-client") from exc
 
 from ..errors import InvalidArgument
 from ..hooks import PendingSubmit, SubmitDone

@@ -29,16 +29,15 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing_extra
+
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'cairnq tracing needs the "otel" extra (opentelemetry-api): '
-        'pip install "cairnq[otel]" (from a source checkout: pip install ".[otel]")'
-    ) from exc
+    raise missing_extra("cairnq tracing", "otel", "opentelemetry-api") from exc
 
 from .. import __version__
 from ..hooks import PendingSubmit, SubmitDone
