@@ -476,15 +476,14 @@ class DashboardApp:
     async def _metrics(self) -> Response:
         if self.metrics is False:
             return Response(404, b"not found", "text/plain")
+        try:
+            from ..telemetry.metrics import CONTENT_TYPE, Metrics
+        except ImportError as exc:
+            return Response(404, f"{exc}\n".encode(), "text/plain")
         if self.metrics is True:
-            try:
-                from ..telemetry.metrics import Metrics
-            except ImportError as exc:
-                return Response(404, f"{exc}\n".encode(), "text/plain")
             self.metrics = Metrics()
         await self.metrics.refresh(self.client)
-        body = self.metrics.exposition()
-        return Response(200, body, "text/plain; version=0.0.4; charset=utf-8")
+        return Response(200, self.metrics.exposition(), CONTENT_TYPE)
 
     def _static_file(self, name: str) -> Response:
         suffix = os.path.splitext(name)[1]
