@@ -33,7 +33,7 @@ HOUR_MS = 3_600_000
 def _claim(cq: SyncCairnQ, queue: str, name: str, worker: str, lease_ms: int = 60_000) -> Any:
     op = _ops.claim([queue], worker, lease_ms, [_ops.Draw([name], 1)], 100)
     (row,) = cq.backend.run(op, write=True)
-    return _ops.Lease(row["id"], row["attempt"])
+    return _ops.Lease.of(row)
 
 
 def _error(kind: str, code: str, message: str, **details: Any) -> str:

@@ -128,7 +128,7 @@ def claim(cq: SyncCairnQ, task: Task) -> _ops.Lease:
     op = _ops.claim([task.queue], WORKER_ID, 60_000, [_ops.Draw([task.name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
 def fail(cq: SyncCairnQ, lease: _ops.Lease) -> None:

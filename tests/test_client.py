@@ -50,7 +50,7 @@ async def claim(cq: CairnQ, task: Task) -> _ops.Lease:
     op = _ops.claim([task.queue], WORKER, 30_000, [_ops.Draw([task.name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
 async def fail(
@@ -115,7 +115,7 @@ async def settle_when_submitted(
             _ops.claim(["default"], WORKER, 30_000, op_draws, 100), write=True
         )
         if rows:
-            await settle(_ops.Lease(rows[0]["id"], rows[0]["attempt"]))
+            await settle(_ops.Lease.of(rows[0]))
             return
         await asyncio.sleep(0.005)
     raise AssertionError(f"task {name!r} was never submitted")
@@ -1091,7 +1091,7 @@ async def test_call_with_a_taskdef_uses_its_queue(db: Database) -> None:
                 op = _ops.claim(["media"], WORKER, 30_000, [_ops.Draw(None, 1)], 100)
                 rows = await cq.backend.arun(op, write=True)
                 if rows:
-                    await succeed(_ops.Lease(rows[0]["id"], rows[0]["attempt"]))
+                    await succeed(_ops.Lease.of(rows[0]))
                     return
                 await asyncio.sleep(0.005)
 

@@ -44,7 +44,7 @@ async def start(cq: CairnQ, name: str, queue: str = "default") -> _ops.Lease:
     op = _ops.claim([queue], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert len(rows) == 1
-    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
 async def fail(cq: CairnQ, name: str, message: str = "it broke") -> Task:

@@ -122,7 +122,7 @@ def fail(cq: SyncCairnQ, name: str) -> str:
     envelope = json.dumps(
         {"type": "Boom", "code": "boom", "message": "it broke", "retryable": False, "details": {}}
     )
-    lease = _ops.Lease(row["id"], row["attempt"])
+    lease = _ops.Lease.of(row)
     cq.backend.run(_ops.fail(lease, WORKER, envelope, retryable=False, delay_ms=0), write=True)
     return str(row["id"])
 

@@ -55,7 +55,7 @@ async def claim(cq: CairnQ, task: Task) -> _ops.Lease:
     op = _ops.claim([task.queue], WORKER, 30_000, [_ops.Draw([task.name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
 async def reread(cq: CairnQ, task_id: str) -> Task:

@@ -14,13 +14,15 @@ from cairnq.backends.sqlite import split_script
 from ._db import Database
 
 POSTGRES_ONLY = {"installations"}
+# PostgreSQL's claim statements hand out lease tokens themselves (a data-modifying CTE).
+SQLITE_ONLY = {"claim_tokens"}
 
 
 def test_both_dialects_ship_the_same_statements() -> None:
-    assert set(statements("sqlite")) == set(statements("postgres")) - POSTGRES_ONLY
+    assert set(statements("sqlite")) - SQLITE_ONLY == set(statements("postgres")) - POSTGRES_ONLY
 
 
-@pytest.mark.parametrize("name", sorted(statements("sqlite")))
+@pytest.mark.parametrize("name", sorted(set(statements("sqlite")) - SQLITE_ONLY))
 def test_a_statement_takes_the_same_parameters_in_both_dialects(name: str) -> None:
     assert statements("sqlite")[name].params == statements("postgres")[name].params
 

@@ -35,7 +35,7 @@ def claim(cq: SyncCairnQ, name: str, queue: str = "default", worker: str = WORKE
     op = _ops.claim([queue], worker, 60_000, [_ops.Draw([name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert len(rows) == 1
-    return _ops.Lease(rows[0]["id"], rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
 def succeed(cq: SyncCairnQ, lease: _ops.Lease, worker: str = WORKER) -> None:

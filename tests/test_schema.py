@@ -75,7 +75,7 @@ WORKER_COLUMNS = [
     ("started_at_ms", "INTEGER", "bigint", True, None),
     ("last_seen_ms", "INTEGER", "bigint", True, None),
 ]
-EXTENSION_MIGRATIONS = ["x0001_locks.sql", "x0002_workers.sql"]
+EXTENSION_MIGRATIONS = ["x0001_locks.sql", "x0002_workers.sql", "x0003_leases.sql"]
 
 # index -> (columns with direction, partial predicate)
 INDEXES = {
@@ -155,14 +155,18 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
                 "select name, sql from sqlite_master where type = 'table' and name like 'cairnq%'"
             )
         }
-        fks = conn.execute("pragma foreign_key_list(cairnq_task_keys)").fetchall()
+        fks = [
+            (table, *fk)
+            for table in ("cairnq_task_keys", "cairnq_leases")
+            for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
+        ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
         ledger = [r[0] for r in conn.execute("select name from cairnq_migrations order by name")]
         return {
             "tables": tables,
             "indexes": indexes,
             "checks": checks,
-            "fks": [(f[2], f[3], f[4], f[6]) for f in fks],
+            "fks": [(f[0], f[3], f[4], f[5], f[7]) for f in fks],
             "meta": meta,
             "ledger": ledger,
         }
@@ -202,8 +206,10 @@ def postgres_schema(dsn: str, schema: str) -> dict[str, Any]:
         ):
             checks.setdefault(table, []).append(definition)
         fks = conn.execute(
-            "select pg_get_constraintdef(k.oid) from pg_constraint k join pg_namespace n "
-            "on n.oid = k.connamespace where n.nspname = %s and k.contype = 'f'",
+            "select c.relname, pg_get_constraintdef(k.oid) from pg_constraint k "
+            "join pg_class c on c.oid = k.conrelid join pg_namespace n "
+            "on n.oid = k.connamespace where n.nspname = %s and k.contype = 'f' "
+            "order by c.relname",
             (schema,),
         ).fetchall()
         meta = dict(conn.execute(f'select key, value from "{schema}".cairnq_meta').fetchall())
@@ -221,7 +227,7 @@ def postgres_schema(dsn: str, schema: str) -> dict[str, Any]:
             "tables": tables,
             "indexes": indexes,
             "checks": {k: sorted(v) for k, v in checks.items()},
-            "fks": [f[0].replace(f"{schema}.", "") for f in fks],
+            "fks": [(f[0], f[1].replace(f"{schema}.", "")) for f in fks],
             "meta": meta,
             "ledger": ledger,
             "triggers": trigger,
@@ -313,12 +319,14 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
         assert f"json_valid({column})" in checks
 
 
-def test_key_rows_cascade_from_their_task(db: Database) -> None:
+def test_key_rows_and_lease_tokens_cascade_from_their_task(db: Database) -> None:
     fks = read_schema(db)["fks"]
+    children = ("cairnq_task_keys", "cairnq_leases")
     if db.kind == "sqlite":
-        assert fks == [("cairnq_tasks", "task_id", "id", "CASCADE")]
+        assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
     else:
-        assert fks == ["FOREIGN KEY (task_id) REFERENCES cairnq_tasks(id) ON DELETE CASCADE"]
+        cascade = "FOREIGN KEY (task_id) REFERENCES cairnq_tasks(id) ON DELETE CASCADE"
+        assert fks == [(t, cascade) for t in sorted(children)]
 
 
 def test_meta_holds_exactly_protocol_and_schema_version(db: Database) -> None:

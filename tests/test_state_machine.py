@@ -12,8 +12,10 @@ Invariants checked on the database itself after every step:
 
 - ``lease_until_ms`` is set iff the task is running;
 - ``attempt <= max_attempts + retries without reset`` (since the last reset);
-- an owned write with a stale attempt, another worker's id or an expired lease
-  raises ``LostLease`` and changes nothing (each settle rule checks this);
+- an owned write with a stale attempt or lease token, another worker's id or an
+  expired lease raises ``LostLease`` and changes nothing (each settle rule checks
+  this), including the write of a claim made before a ``retry(reset_attempt=True)``
+  when the same worker claims the task again at the same attempt number;
 - cancel wins: a running task with a cancel pending never ends anything but
   canceled (the model encodes it, the comparison enforces it).
 
@@ -69,6 +71,7 @@ STEPS = 80
 MUST_SEE = {
     "claimed",
     "stale_write_refused",
+    "stale_token_refused",
     "impostor_write_refused",
     "expired_write_refused",
     "cancel_won_on_complete",
@@ -114,6 +117,7 @@ class Model:
     result: Any = None
     completed_at: int | None = None
     bonus: int = 0  # retries without reset since the last reset
+    claims: int = 0  # the lease token: claims so far, never reset
 
     def owned_by(self, held: Held, worker_id: str, now: int) -> bool:
         """The ownership predicate every worker write carries (the fence)."""
@@ -121,6 +125,7 @@ class Model:
             self.status == "running"
             and self.worker_id == worker_id
             and self.attempt == held.attempt
+            and self.claims == held.token
             and self.lease_until is not None
             and self.lease_until > now
         )
@@ -167,9 +172,10 @@ class Held:
     task_id: str
     attempt: int
     worker_id: str
+    token: int
 
     def lease(self) -> _ops.Lease:
-        return _ops.Lease(self.task_id, self.attempt)
+        return _ops.Lease(self.task_id, self.attempt, self.token)
 
 
 def expected_decision(conflict: str, status: str) -> str:
@@ -221,7 +227,8 @@ def machine_for(
             return (
                 task is not None
                 and task.status == "running"
-                and (task.attempt, task.worker_id) == (held.attempt, held.worker_id)
+                and (task.attempt, task.worker_id, task.claims)
+                == (held.attempt, held.worker_id, held.token)
             )
 
         def held_now(self, among: Collection[str] | None = None) -> list[Held]:
@@ -237,9 +244,9 @@ def machine_for(
         def fenced_only(self, held: Held) -> bool:
             """An older attempt whose worker holds the task again, its lease live."""
             task = self.model.get(held.task_id)
-            if task is None or task.attempt == held.attempt:
+            if task is None or task.claims == held.token:
                 return False
-            current = Held(held.task_id, task.attempt, held.worker_id)
+            current = Held(held.task_id, task.attempt, held.worker_id, task.claims)
             return task.owned_by(current, held.worker_id, self.now)
 
         def exhausted(self) -> list[str]:
@@ -345,14 +352,16 @@ def machine_for(
                 key=lambda t: (-t.priority, t.run_at, t.id),
             )[:limit]
             assert [r["id"] for r in rows] == [t.id for t in ready]
-            for task in ready:
+            for task, row in zip(ready, rows, strict=True):
+                task.claims += 1
+                assert row["lease_token"] == task.claims
                 task.status = "running"
                 task.attempt += 1
                 task.worker_id = worker_id
                 task.lease_until = now + lease_ms
                 if task.attempt > task.max_attempts:
                     seen["ran_past_max_attempts"] += 1
-                self.issued.append(Held(task.id, task.attempt, worker_id))
+                self.issued.append(Held(task.id, task.attempt, worker_id, task.claims))
                 seen["claimed"] += 1
 
         def recover_model(self) -> set[str]:
@@ -393,9 +402,14 @@ def machine_for(
                 if task is not None and task.status == "running":
                     if task.worker_id != worker_id:
                         seen["impostor_write_refused"] += 1
-                    elif task.attempt != held.attempt:
+                    elif task.claims != held.token:
                         if task.lease_until is not None and task.lease_until > self.now:
-                            seen["stale_write_refused"] += 1  # only the fence said no
+                            # Only the fence said no: by the attempt, or by the token alone.
+                            seen[
+                                "stale_write_refused"
+                                if task.attempt != held.attempt
+                                else "stale_token_refused"
+                            ] += 1
                     else:
                         seen["expired_write_refused"] += 1
                 return None
@@ -658,14 +672,44 @@ def machine_for(
             self.do_claim(worker_id, 1, LEASES_MS[1])  # recovers first when the lease ran out
             [second] = self.held_now([task_id])
             assert (second.attempt, second.worker_id) == (2, worker_id)
-            self.do_heartbeat(first, False, LEASES_MS[1])
-            self.do_progress(first, False, 0.25)
-            self.do_complete(first, False, '"r"')
-            self.do_succeed(first, False)
-            self.do_fail(first, False, False, 0)
-            got = self.run(_ops.heartbeat_batch([first.lease()], worker_id, LEASES_MS[1]))
+            self.assert_every_write_refused(first, worker_id)
+
+        def assert_every_write_refused(self, stale: Held, worker_id: str) -> None:
+            """Each owned write with ``stale`` is refused; the task stays in its new attempt."""
+            self.do_heartbeat(stale, False, LEASES_MS[1])
+            self.do_progress(stale, False, 0.25)
+            self.do_complete(stale, False, '"r"')
+            self.do_succeed(stale, False)
+            self.do_fail(stale, False, False, 0)
+            got = self.run(_ops.heartbeat_batch([stale.lease()], worker_id, LEASES_MS[1]))
             assert got == {}
-            assert self.model[task_id].status == "running"
+            assert self.model[stale.task_id].status == "running"
+
+        @rule(route=st.sampled_from(["fail", "expiry"]), worker_id=st.sampled_from(WORKERS))
+        def zombie_writes_after_a_reset_retry_and_the_same_attempt_again(
+            self, route: str, worker_id: str
+        ) -> None:
+            """Attempt 1 ends for good (a failure, or its lease running out), the task is
+            retried with ``reset_attempt=True`` and the same worker claims it again: attempt
+            1 once more, by the same worker id. The first claim's writes must be refused:
+            only the lease token tells the two claims apart."""
+            self.do_submit(None, "reuse", 1, 0, 0, priority=TOP_PRIORITY + self.serial)
+            task_id = self.submitted[-1]
+            self.do_claim(worker_id, 1, LEASES_MS[0])
+            [first] = self.held_now([task_id])
+            if route == "fail":
+                self.do_fail(first, False, True, 0)
+            else:
+                clock.advance(LEASES_MS[0])
+                assert self.run(_ops.recover(RECOVER_LIMIT))
+                self.recover_model()
+            assert self.model[task_id].status == "failed"
+            self.do_retry(task_id, True)
+            self.do_claim(worker_id, 1, LEASES_MS[1])
+            [second] = self.held_now([task_id])
+            assert (second.attempt, second.worker_id) == (first.attempt, first.worker_id)
+            assert second.token == first.token + 1
+            self.assert_every_write_refused(first, worker_id)
 
         @rule(
             key=st.sampled_from(KEYS),

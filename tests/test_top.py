@@ -42,7 +42,7 @@ def start(cq: SyncCairnQ, name: str, *, queue: str = "default") -> tuple[Task, _
     op = _ops.claim([queue], WORKER_ID, 60_000, [_ops.Draw([name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return task, _ops.Lease(task.id, rows[0]["attempt"])
+    return task, _ops.Lease.of(rows[0])
 
 
 def report(cq: SyncCairnQ, lease: _ops.Lease, value: float | None, message: str) -> None:

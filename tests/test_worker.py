@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 
 from cairnq import (
     CairnQ,
+    DatabaseError,
     EventLoopBlocked,
     InvalidArgument,
     LostLease,
@@ -23,7 +26,7 @@ from cairnq import (
 )
 from cairnq.testing import FakeClock
 
-from ._db import Database
+from ._db import Database, admin_connect
 
 
 async def settled(cq: CairnQ, task_id: str, timeout_ms: int = 10_000) -> Any:
@@ -328,11 +331,39 @@ async def test_an_old_attempt_cannot_be_settled_after_the_same_worker_reclaims(
         second = (await backend.arun(claim, write=True))[0]
         assert (first["attempt"], second["attempt"], second["worker_id"]) == (1, 2, "w")
         with pytest.raises(LostLease):
-            await backend.arun(_ops.complete(_ops.Lease(task.id, 1), "w", '"stale"'), write=True)
+            await backend.arun(_ops.complete(_ops.Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)
         assert current is not None and (current.status, current.attempt) == ("running", 2)
-        done = await backend.arun(_ops.complete(_ops.Lease(task.id, 2), "w", '"fresh"'), write=True)
+        done = await backend.arun(_ops.complete(_ops.Lease.of(second), "w", '"fresh"'), write=True)
     assert (done["status"], done["result"]) == ("succeeded", '"fresh"')
+
+
+async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_claimed_again(
+    db: Database,
+) -> None:
+    """Worker id and attempt repeat (attempt 1 ends failed, ``retry(reset_attempt=True)``,
+    the same worker claims attempt 1 again): the first claim's lease token does not."""
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", {}, max_attempts=1)
+        backend = cq.backend
+
+        async def claim() -> Any:
+            op = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+            return (await backend.arun(op, write=True))[0]
+
+        first = await claim()
+        clock.advance(1001)
+        assert [r["status"] for r in await backend.arun(_ops.recover(100), write=True)] == [
+            "failed"
+        ]
+        await cq.retry(task.id, reset_attempt=True)
+        second = await claim()
+        assert (first["attempt"], first["worker_id"]) == (second["attempt"], second["worker_id"])
+        with pytest.raises(LostLease):
+            await backend.arun(_ops.complete(_ops.Lease.of(first), "w", '"stale"'), write=True)
+        current = await cq.get(task.id)
+        assert current is not None and (current.status, current.result) == ("running", None)
 
 
 async def test_expired_lease_is_recovered_and_run_again(db: Database) -> None:
@@ -858,9 +889,46 @@ async def test_a_lost_lease_in_a_batch_fails_the_rest_of_the_batch_at_once(db: D
 async def test_an_expired_but_unrecovered_lease_is_not_reported_as_held(db: Database) -> None:
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
-        task = await cq.submit("job", {})
+        await cq.submit("job", {})
         claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
         row = (await cq.backend.arun(claim, write=True))[0]
         clock.advance(1001)
-        beat = _ops.heartbeat_batch([_ops.Lease(task.id, row["attempt"])], "w", 1000)
+        beat = _ops.heartbeat_batch([_ops.Lease.of(row)], "w", 1000)
         assert await cq.backend.arun(beat, write=True) == {}
+
+
+def _forget_lease_tokens(db: Database) -> None:
+    """Make ``db`` look migrated without cairnq's lease-token extension."""
+    statements = ("drop table cairnq_leases", "delete from cairnq_migrations where name = '{}'")
+    if db.kind == "sqlite":
+        assert db.path is not None
+        with contextlib.closing(sqlite3.connect(db.path)) as conn, conn:
+            for text in statements:
+                conn.execute(text.format(_ops.LEASES_MIGRATION))
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        for text in statements:
+            conn.execute(text.format(_ops.LEASES_MIGRATION))  # type: ignore[arg-type]
+
+
+async def test_a_worker_refuses_a_database_without_lease_tokens_and_clients_still_work(
+    db: Database,
+) -> None:
+    with db.sync_client() as cq:
+        task = cq.submit("job", {})
+    _forget_lease_tokens(db)
+    client = CairnQ(db.backend(migrate=False))
+    client._owns_backend = True
+    worker = Worker(client)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        return None
+
+    with pytest.raises(DatabaseError, match=r"x0003_leases\.sql.*cairnq migrate"):
+        await worker.run()
+    await worker.close()
+    async with CairnQ(db.backend(migrate=False)) as cq:
+        assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+        assert (await cq.submit("job", {})).status == "queued"

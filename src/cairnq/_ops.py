@@ -33,6 +33,8 @@ MAX_INT4 = 2**31 - 1
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 MAX_LIST_LIMIT = 10_000
 
+LEASES_MIGRATION = "x0003_leases.sql"
+
 LEASE_EXPIRED_ERROR = (
     '{"type":"LeaseExpired","code":"lease_expired",'
     '"message":"task lease expired and max attempts reached","retryable":false,"details":{}}'
@@ -575,8 +577,21 @@ def claim(
             {"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": draw.limit}
         )
         rows = yield Call(statement, params)
+        if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+            rows = yield from _hand_out_tokens(rows)
         claimed.extend(sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"])))
     return claimed
+
+
+def _hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
+    """A new lease token for each claimed row, in the claim's transaction.
+
+    PostgreSQL's claim statements raise the tokens themselves; SQLite has no
+    data-modifying subqueries, so its claims are followed by ``claim_tokens``.
+    """
+    tokens = yield Call("claim_tokens", {"ids": [row["id"] for row in rows]})
+    by_id = {t["task_id"]: t["token"] for t in tokens}
+    return [{**dict(row), "lease_token": by_id[row["id"]]} for row in rows]
 
 
 def _claim_variant(
@@ -596,10 +611,21 @@ def _claim_variant(
 
 @dataclass(frozen=True)
 class Lease:
-    """What a worker holds: a task id and the attempt it claimed (the fence)."""
+    """What a worker holds: a task id, the attempt it claimed and the claim's lease token.
+
+    Every owned write is fenced on all three (and on the worker id and a live
+    lease). The token is the one value no other claim of the task ever had: a
+    worker id can be shared and an attempt repeats after ``retry(reset_attempt=True)``.
+    """
 
     id: str
     attempt: int
+    token: int
+
+    @classmethod
+    def of(cls, row: Row) -> Lease:
+        """The lease a claimed row stands for."""
+        return cls(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
 
 
 @single_statement
@@ -622,6 +648,7 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
         {
             "ids": [lease.id for lease in leases],
             "attempts": [lease.attempt for lease in leases],
+            "lease_tokens": [lease.token for lease in leases],
             "worker_id": worker_id,
             "now_ms": NOW,
             "lease_ms": lease_ms,
@@ -644,6 +671,7 @@ def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
         row["status"] == "running"
         and row["worker_id"] == worker_id
         and row["attempt"] == lease.attempt
+        and row["lease_token"] == lease.token
         and row["lease_live"]
     )
 
@@ -686,6 +714,7 @@ def complete_many(
         {
             "ids": [lease.id for lease in leases],
             "attempts": [lease.attempt for lease in leases],
+            "lease_tokens": [lease.token for lease in leases],
             "results": list(results),
             "worker_id": worker_id,
             "now_ms": NOW,
@@ -727,7 +756,13 @@ def release(lease: Lease, worker_id: str) -> Op[Row]:
 
 
 def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
-    return {"id": lease.id, "attempt": lease.attempt, "worker_id": worker_id, "now_ms": NOW}
+    return {
+        "id": lease.id,
+        "attempt": lease.attempt,
+        "lease_token": lease.token,
+        "worker_id": worker_id,
+        "now_ms": NOW,
+    }
 
 
 def _owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
@@ -767,6 +802,21 @@ def lock_release(name: str, holder: str) -> Op[bool]:
 def applied_migrations() -> Op[set[str]]:
     rows = yield Call("ledger_applied", {})
     return {str(r["name"]) for r in rows}
+
+
+def check_lease_tokens() -> Op[None]:
+    """Refuse to claim on a database without cairnq's lease tokens (opened with ``migrate=False``).
+
+    Raises:
+        DatabaseError: the ledger lacks ``x0003_leases.sql``.
+    """
+    applied = yield from applied_migrations()
+    if LEASES_MIGRATION not in applied:
+        raise DatabaseError(
+            f"this database lacks cairnq's lease tokens (migration {LEASES_MIGRATION}), "
+            "which a worker fences its writes on; run `cairnq migrate` first "
+            "(or open the worker with migrate=True)"
+        )
 
 
 def apply_migration(name: str, source: str) -> Op[bool]:

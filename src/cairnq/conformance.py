@@ -164,7 +164,7 @@ class _Interpreter:
         self.backend = backend
         self.clock = clock
         self.saved: dict[str, Any] = {}
-        self.attempts: dict[str, int] = {}
+        self.leases: dict[str, _ops.Lease] = {}
 
     # --- references ---------------------------------------------------------------
 
@@ -271,11 +271,15 @@ class _Interpreter:
         return Task.from_row(self._run(op)).to_dict()
 
     def _lease(self, task_id: str) -> _ops.Lease:
-        attempt = self.attempts.get(task_id)
-        if attempt is None:
+        """The lease of the scenario's latest claim of the task (a never-claimed one holds none).
+
+        Token 0 is never handed out, so a write with it is refused as a stranger's.
+        """
+        lease = self.leases.get(task_id)
+        if lease is None:
             task = self._run(_ops.get(task_id), write=False)
-            attempt = task.attempt if task is not None else 0
-        return _ops.Lease(task_id, attempt)
+            return _ops.Lease(task_id, task.attempt if task is not None else 0, 0)
+        return lease
 
     def perform(self, op: str, a: dict[str, Any]) -> Any:
         if op == "sleep":
@@ -371,7 +375,6 @@ class _Interpreter:
         draw = _ops.Draw(names, int(a.get("limit", 1)))
         op = _ops.claim(a["queues"], a["worker_id"], int(a.get("lease_ms", 30000)), [draw], 1000)
         rows = self._run(op)
-        tasks = [Task.from_row(r).to_dict() for r in rows]
-        for task in tasks:
-            self.attempts[task["id"]] = task["attempt"]
-        return tasks
+        for row in rows:
+            self.leases[row["id"]] = _ops.Lease.of(row)
+        return [Task.from_row(r).to_dict() for r in rows]

@@ -248,7 +248,7 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
                 return write
 
             async def settle(worker: str, row: dict[str, object]) -> str:
-                lease = _ops.Lease(str(row["id"]), int(row["attempt"]))  # type: ignore[call-overload]
+                lease = _ops.Lease.of(row)  # type: ignore[arg-type]
                 try:
                     await backend.complete_in(  # type: ignore[attr-defined]
                         lease, worker, writer(lease.id, lease.attempt), lambda r: str(r)

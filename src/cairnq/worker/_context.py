@@ -134,10 +134,10 @@ class TaskContext:
             return {"ok": True}
     """
 
-    def __init__(self, runtime: Runtime, task: Task, payload_bytes: int) -> None:
+    def __init__(self, runtime: Runtime, task: Task, lease: _ops.Lease, payload_bytes: int) -> None:
         self._runtime = runtime
         self.task = task
-        self.lease = _ops.Lease(task.id, task.attempt)
+        self.lease = lease
         self.payload_bytes = payload_bytes
         self.lease_lost = asyncio.Event()
         self._lost = False

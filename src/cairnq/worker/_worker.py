@@ -486,6 +486,7 @@ class Worker:
         self._running = True
         try:
             await self.client.open()
+            await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
         except BaseException:
             self._running = False
             raise
@@ -645,7 +646,7 @@ class Worker:
         self, row: Mapping[str, Any], registration: Registration | None
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
-        lease = _ops.Lease(str(row["id"]), int(row["attempt"]))
+        lease = _ops.Lease.of(row)
         if registration is None:
             envelope = error_envelope(
                 "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"
@@ -661,7 +662,7 @@ class Worker:
         previous = self._contexts.get(task.id)
         if previous is not None:
             previous.mark_lost()
-        ctx = TaskContext(self._runtime, task, size)
+        ctx = TaskContext(self._runtime, task, lease, size)
         self._contexts[task.id] = ctx
         self._bytes_in_flight += size
         self._typical_payload = 0.8 * self._typical_payload + 0.2 * size

@@ -1,6 +1,6 @@
 -- Settles many owned attempts at once, as complete does each: succeeded with its result, or canceled (result kept) when a cancel was requested.
 -- Returns (id, status, queue) per settled row; an id left out was not owned any more (lost lease).
--- params: ids, attempts, results, worker_id, now_ms
+-- params: ids, attempts, lease_tokens, results, worker_id, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 )
@@ -11,11 +11,13 @@ set status = case when t.cancel_requested_at_ms is null then 'succeeded' else 'c
     lease_until_ms = null,
     completed_at_ms = clock.now_ms,
     updated_at_ms = clock.now_ms
-from unnest(:ids::text[], :attempts::integer[], :results::text[]) as s (id, attempt, new_result),
+from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[], :results::text[])
+         as s (id, attempt, token, new_result),
      clock
 where t.id = s.id
   and t.attempt = s.attempt
   and t.status = 'running'
   and t.worker_id = :worker_id::text
   and t.lease_until_ms > clock.now_ms
+  and exists (select 1 from cairnq_leases as l where l.task_id = s.id and l.token = s.token)
 returning t.id, t.status, t.queue;

@@ -1,6 +1,6 @@
 -- Records error on an owned attempt: canceled if cancel was asked, queued after delay_ms if retryable with attempts left, else failed.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, worker_id, now_ms, error, retryable, delay_ms
+-- params: id, attempt, lease_token, worker_id, now_ms, error, retryable, delay_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
@@ -14,6 +14,7 @@ decided as materialized (
     from cairnq_tasks
     where id = :id::text and status = 'running' and worker_id = :worker_id::text
       and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
+      and exists (select 1 from cairnq_leases where task_id = :id::text and token = :lease_token::bigint)
     for update
 )
 update cairnq_tasks as t

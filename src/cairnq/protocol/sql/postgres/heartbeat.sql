@@ -1,6 +1,6 @@
 -- Extends an owned lease to now + lease_ms.
 -- Returns the updated row (carrying the cancel flag), or zero rows when the lease is lost.
--- params: id, attempt, worker_id, now_ms, lease_ms
+-- params: id, attempt, lease_token, worker_id, now_ms, lease_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 )
@@ -9,4 +9,5 @@ set lease_until_ms = (select now_ms from clock) + :lease_ms::bigint,
     updated_at_ms = (select now_ms from clock)
 where id = :id::text and status = 'running' and worker_id = :worker_id::text
   and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
+  and exists (select 1 from cairnq_leases where task_id = :id::text and token = :lease_token::bigint)
 returning *;

@@ -1,17 +1,18 @@
--- Extends many owned leases to now + lease_ms, where ids[i] is held at attempts[i]. Skips rows locked elsewhere.
+-- Extends many owned leases to now + lease_ms, where ids[i] is held at attempts[i] with lease_tokens[i]. Skips rows locked elsewhere.
 -- Returns (id, cancel_requested_at_ms) per renewed row. An id left out was not renewed.
--- params: ids, attempts, worker_id, now_ms, lease_ms
+-- params: ids, attempts, lease_tokens, worker_id, now_ms, lease_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
 held as materialized (
     select t.id
     from cairnq_tasks as t
-    join unnest(:ids::text[], :attempts::integer[]) as p (id, attempt)
+    join unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[]) as p (id, attempt, token)
       on p.id = t.id and p.attempt = t.attempt
     where t.status = 'running'
       and t.worker_id = :worker_id::text
       and t.lease_until_ms > (select now_ms from clock)
+      and exists (select 1 from cairnq_leases as l where l.task_id = p.id and l.token = p.token)
     for update of t skip locked
 )
 update cairnq_tasks

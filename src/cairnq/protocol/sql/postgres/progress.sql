@@ -1,6 +1,6 @@
 -- Records progress and message on an owned attempt. A null argument keeps the stored value.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, worker_id, now_ms, progress, message
+-- params: id, attempt, lease_token, worker_id, now_ms, progress, message
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 )
@@ -10,4 +10,5 @@ set progress = coalesce(:progress::double precision, progress),
     updated_at_ms = (select now_ms from clock)
 where id = :id::text and status = 'running' and worker_id = :worker_id::text
   and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
+  and exists (select 1 from cairnq_leases where task_id = :id::text and token = :lease_token::bigint)
 returning *;

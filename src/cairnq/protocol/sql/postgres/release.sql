@@ -1,6 +1,6 @@
 -- Hands an owned attempt back unrun (graceful shutdown): queued again at once with the claim's attempt undone; canceled if a cancel is pending.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, worker_id, now_ms
+-- params: id, attempt, lease_token, worker_id, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 )
@@ -16,4 +16,5 @@ set status = case when cancel_requested_at_ms is not null then 'canceled' else '
     updated_at_ms = (select now_ms from clock)
 where id = :id::text and status = 'running' and worker_id = :worker_id::text
   and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
+  and exists (select 1 from cairnq_leases where task_id = :id::text and token = :lease_token::bigint)
 returning *;
