@@ -37,6 +37,11 @@ async def test_events_follow_a_task_through_start_retry_and_success(db: Database
     assert all(e.duration_ms is not None for e in events if e.kind != "started")
 
 
+async def _seen(events: list[TaskEvent], task_id: str, kind: str) -> None:
+    while not any(e.task_id == task_id and e.kind == kind for e in events):
+        await asyncio.sleep(0.01)
+
+
 async def test_events_report_failed_and_canceled(db: Database) -> None:
     events: list[TaskEvent] = []
     worker = db.worker(poll_interval_ms=20)
@@ -60,6 +65,8 @@ async def test_events_report_failed_and_canceled(db: Database) -> None:
         await asyncio.wait_for(started.wait(), 10)
         await cq.cancel(canceled.id)
         await cq.wait(canceled.id, timeout_ms=10_000)
+        # The database says canceled before the worker's write returns to it and emits.
+        await asyncio.wait_for(_seen(events, canceled.id, "canceled"), 10)
         unsubscribe()
         quiet = await cq.submit("bad", {})
         await cq.wait(quiet.id, timeout_ms=10_000)
