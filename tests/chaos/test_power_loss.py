@@ -149,7 +149,6 @@ def test_the_shared_memory_file_is_not_in_the_crash_image(written: Disk, tmp_pat
         (1, "random"),
         (2, "random"),
         (3, "random"),
-        (4, "random"),
         (5, "checkpoint"),
         (6, "checkpoint"),
         (7, "checkpoint"),
