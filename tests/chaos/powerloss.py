@@ -111,7 +111,7 @@ def read_log(path: Path) -> list[Record]:
         kind, _, offset, length = _RECORD.unpack_from(raw, at)
         at += _RECORD.size
         if at + length > len(raw):
-            break  # a record cut short by the kill: its write never returned
+            break  # a record cut short by the kill: the shim's call never returned
         out.append(Record(kind, offset, raw[at : at + length]))
         at += length
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -69,10 +70,12 @@ def show(capsys: pytest.CaptureFixture[str]) -> Show:
 
 # Synced: "A" over [0, 4096) by pwrite + fsync, "D" over [4096, 4196) by write +
 # fdatasync. Then, never synced: "B" over [0, 4096) by pwrite, "C" at 8192 by write.
-# The "-shm" file is written and synced too: it never reaches the image.
+# The "-shm" file is written and synced too: it never reaches the image. The
+# directory is fsynced as SQLite does after creating a file: that passes through.
 WRITER = """
 import os, sys, time
 path = sys.argv[1]
+folder = os.open(os.path.dirname(path), os.O_RDONLY)
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 os.pwrite(fd, b"A" * 4096, 0)
 os.fsync(fd)
@@ -85,6 +88,7 @@ os.write(fd, b"C" * 100)
 shm = os.open(path + "-shm", os.O_RDWR | os.O_CREAT, 0o600)
 os.pwrite(shm, b"S" * 10, 0)
 os.fsync(shm)
+os.fsync(folder)
 print("ready", flush=True)
 time.sleep(60)
 """
@@ -132,6 +136,18 @@ def test_a_torn_write_lands_in_whole_512_byte_sectors_some_old_some_new(
     head = (tmp_path / "f").read_bytes()[:4096]
     sectors = {head[i : i + SECTOR] for i in range(0, 4096, SECTOR)}
     assert sectors == {b"A" * SECTOR, b"B" * SECTOR}
+
+
+def test_a_cut_inside_an_fsync_finishes_that_fsync(written: Disk, tmp_path: Path) -> None:
+    disk = Disk(tmp_path / "disk", tmp_path / "cache", written.shim)
+    shutil.copytree(written.root, disk.root)
+    shutil.copytree(written.cache, disk.cache)
+    (disk.cache / "f.replay").touch()  # what a kill between its two steps leaves
+    files = crash_image(disk, tmp_path / "image", random.Random(1), keep=0.0)
+    assert files["f"].completed_sync and files["f"].kept == 2
+    assert (tmp_path / "image" / "f").read_bytes() == (
+        b"B" * 4096 + b"D" * 100 + bytes(8192 - 4196) + b"C" * 100
+    )
 
 
 def test_the_shared_memory_file_is_not_in_the_crash_image(written: Disk, tmp_path: Path) -> None:
