@@ -199,7 +199,8 @@ def render(summaries: dict[str, dict[str, Any]]) -> str:
         _wrap(
             f"The duplicate window is the lease ({' and '.join(leases)} s in the soak) plus "
             "the time to notice and reclaim; the overlaps are workers that lost their lease "
-            "(frozen by SIGSTOP, or their heartbeats held up) while their handlers ran on "
+            "(frozen by SIGSTOP, or cut off from the database by a lock, a crash or a "
+            "terminated session) while their handlers ran on "
             "after another worker had taken the task over: the fence refuses such a "
             "settlement."
         ),
