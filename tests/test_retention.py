@@ -153,9 +153,9 @@ async def test_a_client_with_retention_sweeps_in_the_background(db: Database) ->
     async with db.client(clock=clock) as setup:
         old = await setup.submit("job", {})
         await setup.cancel(old.id)
+        clock.advance(10)
         fresh = await setup.submit("job", {})
         await setup.cancel(fresh.id)
-    clock.advance(10)
     from cairnq import CairnQ
 
     cq = CairnQ(db.backend(clock=clock), retention=Retention(5, interval_ms=20))
@@ -165,7 +165,9 @@ async def test_a_client_with_retention_sweeps_in_the_background(db: Database) ->
                 break
             await asyncio.sleep(0.01)
         gone = await cq.get(old.id)
+        kept = await cq.get(fresh.id)
     assert gone is None
+    assert kept is not None and kept.status == "canceled"
     await cq.backend.aclose()
 
 

@@ -840,7 +840,10 @@ async def test_a_hung_sync_handler_past_max_run_ms_does_not_starve_the_next_task
 
 
 async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) -> None:
+    called: list[tuple[str, str]] = []
+
     def broken(exc: BaseException, context: dict[str, Any]) -> None:
+        called.append((context["phase"], type(exc).__name__))
         raise RuntimeError("the hook itself is broken")
 
     worker = db.worker(
@@ -863,6 +866,8 @@ async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) ->
         await cq.call("blocker", {}, timeout_ms=10_000)
         done = await settled(cq, long.id)
     await worker.close()
+    # The blocked loop was reported to the hook, which raised; the heartbeats went on.
+    assert ("heartbeat", "EventLoopBlocked") in called
     assert (done.status, done.attempt) == ("succeeded", 1)
 
 

@@ -5,7 +5,10 @@ Read once at import; with the variable unset every check is one comparison.
 Names: ``after_claim`` (claim committed, handler not started), ``before_settle``
 (handler returned, settlement not sent), ``before_commit:<op>`` and
 ``after_commit:<op>`` around the commit of a write operation (``claim``,
-``complete``, ``fail``, ``heartbeat_batch``, ...).
+``complete``, ``fail``, ``heartbeat_batch``, ...). ``before_commit`` is always
+reached with the write still uncommitted: on PostgreSQL an operation of one
+statement, which otherwise autocommits, runs in a transaction of its own while
+its ``before_commit`` point is armed.
 """
 
 from __future__ import annotations

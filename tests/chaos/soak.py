@@ -8,16 +8,25 @@ Run from the repository root (not part of CI)::
 SQLite faults: kill -9 and SIGSTOP/SIGCONT of workers, a foreign process holding
 the write lock past the busy budget. PostgreSQL (a private cluster started with
 initdb): kill -9 and SIGSTOP of workers, sessions terminated, and the server
-crashed (``pg_ctl stop -m immediate``) and restarted. Prints one line of figures.
+crashed (``pg_ctl stop -m immediate``) and restarted.
+
+Writes a summary (JSON) to ``--out`` (default ``docs/soak/<backend>.json``): the
+commit and machine it ran on, the faults that took effect, the outcomes and the
+checker's verdict; ``python -m tests.chaos.soak_table`` renders the README's
+table from the summaries. Prints one line of figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
+import os
+import platform
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -27,9 +36,20 @@ from pathlib import Path
 from typing import Any
 
 from .._db import Database, admin_connect
-from .harness import Config, Run
-from .pgcluster import Cluster
+from . import dbtools
+from .checker import LIVE
+from .harness import ROOT, Config, Run
+from .history import load
+from .pgcluster import Cluster, _bin
 from .test_sqlite_faults import HOLD_LOCK
+
+# Seconds: between faults, a worker stays stopped, a foreign lock is held, the server stays down.
+FAULT_GAP_S = (1.0, 3.0)
+PAUSE_S = (0.5, 3.0)
+LOCK_S = (0.5, 2.5)
+CRASH_DOWN_S = (1.0, 3.0)
+STUCK_ROWS_KEPT = 50
+VIOLATIONS_KEPT = 200
 
 
 def _redeliveries(events: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
@@ -62,9 +82,91 @@ def _redeliveries(events: list[dict[str, Any]]) -> tuple[list[float], list[float
     return windows, overlaps
 
 
+# --- faults: each returns whether it took effect on a live process -------------------------
+
+
+def _kill(run: Run, index: int) -> bool:
+    """SIGKILL a worker; it took effect when the worker died of that very signal."""
+    proc = run.workers[index]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return proc.returncode == -signal.SIGKILL
+
+
+def _state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (``T`` stopped, ``Z`` exited), ``""`` if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _pause(run: Run, index: int, seconds: float) -> bool:
+    """SIGSTOP a worker for ``seconds``, then SIGCONT; it took effect if the worker stopped."""
+    proc = run.workers[index]
+    try:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + 1.0
+    stopped = False
+    while time.monotonic() < deadline:
+        stopped = _state(proc.pid) == "T"
+        if stopped or proc.poll() is not None:
+            break
+        time.sleep(0.005)
+    time.sleep(seconds)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGCONT)
+    return stopped
+
+
+def _hold_lock(db: Database, seconds: float) -> bool:
+    """A foreign process holds the SQLite write lock; it took effect if it got the lock."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD_LOCK, str(db.path), str(seconds)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0 and done.stdout.startswith("locked")
+
+
+def _terminate_sessions(db: Database) -> int:
+    """Terminate every cairnq session; how many were terminated (0: no effect)."""
+    import psycopg
+
+    try:
+        with admin_connect(db.url) as admin:
+            rows = admin.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity where "
+                "application_name like 'cairnq-%' and pid <> pg_backend_pid()"
+            ).fetchall()
+    except psycopg.Error:
+        return 0
+    return sum(1 for (terminated,) in rows if terminated)
+
+
+def _crash(cluster: Cluster, rng: random.Random) -> bool:
+    """Crash the server, keep it down a while, restart it; it took effect if it was running."""
+    try:
+        cluster.crash()
+    except subprocess.CalledProcessError:
+        return False
+    time.sleep(rng.uniform(*CRASH_DOWN_S))
+    cluster.start()
+    return True
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
 def soak(
     db: Database, folder: Path, minutes: float, seed: int, cluster: Cluster | None
 ) -> dict[str, Any]:
+    """Run the soak on ``db``; returns its summary (see the module docstring)."""
     rng = random.Random(seed)
     config = Config(
         workers=3,
@@ -81,43 +183,47 @@ def soak(
         quiescence_s=180,
         op_timeout_s=10.0,
     )
+    kinds = ["kill", "pause"] + (["lock"] if db.kind == "sqlite" else ["sessions", "crash"])
+    started_at = datetime.datetime.now(datetime.timezone.utc)
+    began = time.monotonic()
     run = Run(db, folder, config)
-    faults: Counter[str] = Counter()
+    chosen: Counter[str] = Counter()
+    effective: Counter[str] = Counter()
+    sessions_terminated = 0
+    killed: set[int] = set()
     try:
         for _ in range(config.workers):
             run.start_worker()
         run.start_clients(gap_ms=40)
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
-            time.sleep(rng.uniform(1.0, 3.0))
-            kinds = ["kill", "pause"] + (["lock"] if db.kind == "sqlite" else ["sessions", "crash"])
+            time.sleep(rng.uniform(*FAULT_GAP_S))
             kind = rng.choice(kinds)
+            chosen[kind] += 1
             alive = run.live_workers()
+            took = False
             if kind == "kill" and alive:
-                run.kill_worker(rng.choice(alive))
+                victim = rng.choice(alive)
+                took = _kill(run, victim)
+                killed.add(victim)
                 run.start_worker()
             elif kind == "pause" and alive:
-                victim = rng.choice(alive)
-                run.signal_worker(victim, signal.SIGSTOP)
-                time.sleep(rng.uniform(0.5, 3.0))
-                run.signal_worker(victim, signal.SIGCONT)
+                took = _pause(run, rng.choice(alive), rng.uniform(*PAUSE_S))
             elif kind == "lock":
-                subprocess.run(
-                    [sys.executable, "-c", HOLD_LOCK, str(db.path), str(rng.uniform(0.5, 2.5))],
-                    stdout=subprocess.DEVNULL,
-                    check=False,
-                )
+                took = _hold_lock(db, rng.uniform(*LOCK_S))
             elif kind == "sessions":
-                with admin_connect(db.url) as admin:
-                    admin.execute(
-                        "select pg_terminate_backend(pid) from pg_stat_activity where "
-                        "application_name like 'cairnq-%' and pid <> pg_backend_pid()"
-                    )
+                terminated = _terminate_sessions(db)
+                sessions_terminated += terminated
+                took = terminated > 0
             elif kind == "crash" and cluster is not None:
-                cluster.crash()
-                time.sleep(rng.uniform(1.0, 3.0))
-                cluster.start()
-            faults[kind] += 1
+                took = _crash(cluster, rng)
+            effective[kind] += took
+        faults_s = time.monotonic() - began
+        exited = {
+            str(i): p.returncode
+            for i, p in run.workers.items()
+            if i not in killed and p.poll() is not None
+        }
         for proc in run.clients:
             proc.send_signal(signal.SIGTERM)
         for proc in run.clients:
@@ -127,46 +233,164 @@ def soak(
     finally:
         run.stop()
     report = run.check(quiescent=quiescent)
-    from .history import load
-
-    windows, overlaps = _redeliveries(load(sorted(folder.glob("*.jsonl"))))
-    figures = {
+    events = load(sorted(folder.glob("*.jsonl")))
+    windows, overlaps = _redeliveries(events)
+    stuck = [
+        {k: v for k, v in row.items() if k != "payload"}
+        for row in dbtools.snapshot(db)
+        if row["status"] in LIVE
+    ]
+    typed_errors = Counter(e.get("error") for e in events if e["event"] == "submit_info")
+    counters = {k: v for k, v in report.counters.items() if k != "faults"}
+    overlapping = [o for o in overlaps if o > 0]
+    return {
+        "commit": _commit(),
         "backend": db.kind,
-        "minutes": minutes,
         "seed": seed,
-        "valid": report.valid,
-        "violations": len(report.violations),
-        "faults": dict(faults),
-        **{k: v for k, v in report.counters.items() if k != "faults"},
-        "redeliveries": len(windows),
-        "redelivery_window_s_max": round(max(windows), 2) if windows else 0,
-        "redelivery_window_s_median": round(sorted(windows)[len(windows) // 2], 2)
-        if windows
-        else 0,
-        "overlapping_runs": sum(o > 0 for o in overlaps),
-        "overlap_s_max": round(max(overlaps), 3) if overlaps else 0,
+        "minutes": minutes,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "seconds": {"faults": round(faults_s, 1), "total": round(time.monotonic() - began, 1)},
+        "machine": _machine(),
+        "config": {
+            "workers": config.workers,
+            "concurrency": config.concurrency,
+            "clients": config.clients,
+            "lease_ms": config.lease_ms,
+            "heartbeat_ms": config.heartbeat_ms,
+            "busy_ms": config.busy_ms if db.kind == "sqlite" else None,
+            "op_timeout_s": config.op_timeout_s if db.kind == "postgres" else None,
+            "fault_gap_s": list(FAULT_GAP_S),
+            "pause_s": list(PAUSE_S),
+            "lock_s": list(LOCK_S) if db.kind == "sqlite" else None,
+            "crash_down_s": list(CRASH_DOWN_S) if db.kind == "postgres" else None,
+        },
+        "faults": {
+            "took_effect": sum(effective.values()),
+            "by_kind": {kind: effective[kind] for kind in kinds},
+            "chosen_by_kind": {kind: chosen[kind] for kind in kinds},
+            "sessions_terminated": sessions_terminated if db.kind == "postgres" else None,
+        },
+        "workers_exited_unkilled": exited,
+        "tasks": counters["tasks"],
+        "outcomes": counters["final"],
+        "submits_failed_typed": {
+            "count": counters["indeterminate"],
+            "found_stored": counters["indeterminate_found_stored"],
+            "by_error": dict(sorted(typed_errors.items(), key=lambda item: str(item[0]))),
+        },
+        "refused_settlements": counters["refused_settlements"],
+        "leases_recovered": counters["recoveries"],
+        "duplicates": {
+            "count": len(windows),
+            "window_s_median": round(sorted(windows)[len(windows) // 2], 2) if windows else 0,
+            "window_s_max": round(max(windows), 2) if windows else 0,
+        },
+        "overlapping_runs": {
+            "count": len(overlapping),
+            "overlap_s_max": round(max(overlapping), 3) if overlapping else 0,
+        },
+        "quiescence": {
+            "quiescent": quiescent,
+            "all_terminal": not stuck,
+            "stuck": stuck[:STUCK_ROWS_KEPT],
+            "stuck_count": len(stuck),
+        },
+        "checker": {
+            "valid": report.valid,
+            "counters": counters,
+            "violation_count": len(report.violations),
+            "violations": [
+                {"invariant": v.invariant, "task": v.task, "message": v.message}
+                for v in report.violations[:VIOLATIONS_KEPT]
+            ],
+        },
     }
-    if not report.valid:
-        figures["first_violations"] = [str(v) for v in report.violations[:5]]
-    return figures
+
+
+# --- where it ran ----------------------------------------------------------------------------
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout
+
+
+def _commit() -> dict[str, Any]:
+    """HEAD, and the changed paths it does not hold (the summaries themselves aside)."""
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)docs/soak")
+    changed = [line[3:] for line in (status or "").splitlines()]
+    sha = _git("rev-parse", "HEAD")
+    return {"sha": sha and sha.strip(), "dirty": bool(changed), "changed": changed}
+
+
+def _first(path: str, prefix: str, separator: str = ":") -> str | None:
+    """The value of the first line of ``path`` starting with ``prefix``."""
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(prefix) and separator in line:
+                return line.split(separator, 1)[1].strip().strip('"')
+    return None
+
+
+def _postgres_version() -> str | None:
+    """The version of the PostgreSQL binaries the private cluster runs."""
+    try:
+        done = subprocess.run(
+            [_bin("postgres"), "--version"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.replace("postgres (PostgreSQL)", "").strip()
+
+
+def _machine() -> dict[str, Any]:
+    memory_kb = _first("/proc/meminfo", "MemTotal")
+    return {
+        "cpu": _first("/proc/cpuinfo", "model name") or platform.processor() or None,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(int(memory_kb.split()[0]) / 2**20, 1) if memory_kb else None,
+        "os": f"{_first('/etc/os-release', 'PRETTY_NAME', '=') or platform.system()}, "
+        f"kernel {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "sqlite": sqlite3.sqlite_version,
+        "postgresql": _postgres_version(),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--out", type=Path, help="where the summary goes (default docs/soak/<backend>.json)"
+    )
     args = parser.parse_args()
+    out: Path = args.out or ROOT / "docs" / "soak" / f"{args.backend}.json"
     folder = Path(tempfile.mkdtemp(prefix="cairnq-soak-"))
     if args.backend == "sqlite":
-        figures = soak(Database.sqlite(folder / "soak.db"), folder, args.minutes, args.seed, None)
+        summary = soak(Database.sqlite(folder / "soak.db"), folder, args.minutes, args.seed, None)
     else:
         with Cluster() as cluster:
             db = Database.postgres(cluster.dsn, "soak")
-            figures = soak(db, folder, args.minutes, args.seed, cluster)
-    figures["histories"] = str(folder)
-    print(json.dumps(figures))
-    return 0 if figures["valid"] else 1
+            summary = soak(db, folder, args.minutes, args.seed, cluster)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    checker = summary["checker"]
+    print(
+        f"soak {args.backend}: valid={checker['valid']} "
+        f"violations={checker['violation_count']} tasks={summary['tasks']} "
+        f"faults={summary['faults']['by_kind']} outcomes={summary['outcomes']} "
+        f"summary={out} histories={folder}"
+    )
+    return 0 if checker["valid"] else 1
 
 
 if __name__ == "__main__":

@@ -48,9 +48,13 @@ def test_a_process_holding_the_write_lock_past_the_budget_gives_typed_errors_and
         assert blocker.stdout.readline().strip() == b"locked"
         blocker.stdout.close()
         with SyncCairnQ.sqlite(sqlite_db.path, busy_timeout_ms=300) as client:  # type: ignore[arg-type]
-            assert client.stats()["default"]["queued"] >= 0
+            # Reads answer under the foreign lock; no write, the refused submit included,
+            # gets through while it is held.
+            held = client.stats()
             with pytest.raises(DatabaseBusy):
                 client.submit("job", {"n": -1})
+            assert client.stats() == held
+            assert blocker.poll() is None, "the lock was released before the checks ended"
         assert blocker.wait(timeout=10) == 0
         run.wait_clients()
         quiescent = run.quiesce()

@@ -117,6 +117,21 @@ def _joins_callers_transaction(conn: Any) -> bool:
     return not conn.autocommit and idle
 
 
+def _op_name(op: Op[Any]) -> str:
+    return str(getattr(op, "__name__", ""))
+
+
+def _autocommits(op: Op[Any], conn: Any) -> bool:
+    """Whether write ``op`` runs as one statement that commits as it runs (no transaction).
+
+    Not when its ``before_commit`` crash point is armed: that point needs a commit
+    still to come, so the armed operation runs in a transaction of its own.
+    """
+    if not (is_single_statement(op) and conn.autocommit):
+        return False
+    return ARMED is None or f"before_commit:{_op_name(op)}" != ARMED
+
+
 def _json_as_text(adapters: Any) -> None:
     """Read json/jsonb as text: the domain parses JSON itself, the same way on every backend."""
     adapters.register_loader("jsonb", TextLoader)
@@ -428,37 +443,57 @@ class PostgresBackend:
     def _run_now(self, op: Op[T], *, write: bool) -> T:
         try:
             with self._sync_connection() as conn:
-                if write and not (is_single_statement(op) and conn.autocommit):
+                if not write:
+                    value, emits = drive(op, lambda step: self._execute_sync(conn, step))
+                elif _autocommits(op, conn):
+                    value, emits = drive(op, lambda step: self._execute_sync(conn, step))
+                    if ARMED is not None:
+                        around_commit("after_commit", _op_name(op))
+                else:
                     with conn.transaction():
                         value, emits = drive(op, lambda step: self._execute_sync(conn, step))
-                else:
-                    value, emits = drive(op, lambda step: self._execute_sync(conn, step))
+                        if ARMED is not None:
+                            around_commit("before_commit", _op_name(op))
+                    if ARMED is not None:
+                        around_commit("after_commit", _op_name(op))
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
         return value
 
     async def _adrive_on(
-        self, conn: psycopg.AsyncConnection[Any], op: Op[T], *, write: bool
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        op: Op[T],
+        *,
+        write: bool,
+        commits: bool = True,
     ) -> tuple[T, list[Emit]]:
+        """Run ``op`` on ``conn``; a write commits here unless ``commits`` is false.
+
+        With ``commits=False`` the caller's open transaction holds the commit, and
+        the caller passes the ``before_commit``/``after_commit`` crash points.
+        """
+
         async def execute(step: Call | Script) -> Rows:
             return await self._execute_async(conn, step)
 
-        if write and is_single_statement(op) and conn.autocommit:
+        if not write:
+            return await adrive(op, execute)
+        # Inside the caller's transaction a single statement needs no savepoint.
+        alone = _autocommits(op, conn) if commits else is_single_statement(op) and conn.autocommit
+        if alone:
             result = await adrive(op, execute)
-            if ARMED is not None:
-                around_commit("before_commit", str(getattr(op, "__name__", "")))
-                around_commit("after_commit", str(getattr(op, "__name__", "")))
+            if ARMED is not None and commits:
+                around_commit("after_commit", _op_name(op))
             return result
-        if write:
-            async with conn.transaction():
-                result = await adrive(op, execute)
-                if ARMED is not None:
-                    around_commit("before_commit", str(getattr(op, "__name__", "")))
-            if ARMED is not None:
-                around_commit("after_commit", str(getattr(op, "__name__", "")))
-            return result
-        return await adrive(op, execute)
+        async with conn.transaction():
+            result = await adrive(op, execute)
+            if ARMED is not None and commits:
+                around_commit("before_commit", _op_name(op))
+        if ARMED is not None and commits:
+            around_commit("after_commit", _op_name(op))
+        return result
 
     @contextlib.asynccontextmanager
     async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -610,11 +645,19 @@ class PostgresBackend:
             LostLease: the lease was gone at completion; ``write``'s changes roll back.
         """
         try:
-            async with self._async_connection() as conn, conn.transaction():
-                result = await write(conn)
-                row, emits = await self._adrive_on(
-                    conn, _ops.complete(lease, worker_id, encode(result)), write=True
-                )
+            async with self._async_connection() as conn:
+                async with conn.transaction():
+                    result = await write(conn)
+                    row, emits = await self._adrive_on(
+                        conn,
+                        _ops.complete(lease, worker_id, encode(result)),
+                        write=True,
+                        commits=False,
+                    )
+                    if ARMED is not None:
+                        around_commit("before_commit", "complete")
+                if ARMED is not None:
+                    around_commit("after_commit", "complete")
         except LostLease:
             raise
         except BaseException as exc:

@@ -1,0 +1,101 @@
+"""A process killed at ``before_commit:<op>`` leaves the write uncommitted; at
+``after_commit:<op>`` it leaves it committed: on every backend and every way a
+write reaches the database (sync, async, PostgreSQL's ``complete_in``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cairnq import _ops
+
+from .._db import Database, admin_connect
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# argv: database spec, task id, attempt, worker id, runner. Completes the attempt;
+# the armed crash point ends the process with 137 before it can print.
+COMPLETE = """
+import asyncio, json, sys
+from cairnq import _ops
+from tests.chaos.programs import open_backend
+
+spec, task_id, attempt, worker_id, runner = json.loads(sys.argv[1]), *sys.argv[2:]
+lease = _ops.Lease(task_id, int(attempt))
+backend = open_backend(spec, listen=False)
+if runner == "sync":
+    backend.run(_ops.complete(lease, worker_id, '{"done": 1}'), write=True)
+else:
+    async def main():
+        if runner == "async":
+            await backend.arun(_ops.complete(lease, worker_id, '{"done": 1}'), write=True)
+        else:
+            async def write(conn):
+                await conn.execute("insert into effects values (%s)", (task_id,))
+                return {"done": 1}
+
+            await backend.aopen()
+            await backend.complete_in(lease, worker_id, write, json.dumps)
+
+    asyncio.run(main())
+print("survived", flush=True)
+"""
+
+
+def _claimed(db: Database) -> tuple[str, int]:
+    """Submit one task and claim it as worker ``w1``; its (id, attempt)."""
+    with db.sync_client() as client:
+        task = client.submit("job", {})
+    rows = db.backend().run(
+        _ops.claim(["default"], "w1", 60_000, [_ops.Draw(None, 1)], 100), write=True
+    )
+    assert [row["id"] for row in rows] == [task.id]
+    return task.id, int(rows[0]["attempt"])
+
+
+def _complete_and_die(db: Database, point: str, task_id: str, attempt: int, runner: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COMPLETE, db.spec(), task_id, str(attempt), "w1", runner],
+        cwd=ROOT,
+        env={**os.environ, "CAIRNQ_CRASHPOINT": point},
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 137, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("runner", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("phase", "status"), [("before_commit", "running"), ("after_commit", "succeeded")]
+)
+def test_dying_around_the_commit_of_a_completion_leaves_it_uncommitted_before_and_committed_after(
+    db: Database, runner: str, phase: str, status: str
+) -> None:
+    task_id, attempt = _claimed(db)
+    _complete_and_die(db, f"{phase}:complete", task_id, attempt, runner)
+    with db.sync_client() as client:
+        assert client.get(task_id).status == status  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("phase", "committed"), [("before_commit", False), ("after_commit", True)])
+def test_dying_around_the_commit_of_complete_in_leaves_write_and_completion_together(
+    pg_db: Database, phase: str, committed: bool
+) -> None:
+    with admin_connect(pg_db.url) as conn:
+        conn.execute(f'create schema if not exists "{pg_db.schema}"')
+        conn.execute(f'create table "{pg_db.schema}".effects (task_id text primary key)')
+    task_id, attempt = _claimed(pg_db)
+    _complete_and_die(pg_db, f"{phase}:complete", task_id, attempt, "complete_in")
+    with admin_connect(pg_db.url) as conn:
+        effects = conn.execute(f'select task_id from "{pg_db.schema}".effects').fetchall()
+    with pg_db.sync_client() as client:
+        status = client.get(task_id).status  # type: ignore[union-attr]
+    assert (effects, status) == (([(task_id,)], "succeeded") if committed else ([], "running"))
