@@ -9,13 +9,22 @@ Names: ``after_claim`` (claim committed, handler not started), ``before_settle``
 reached with the write still uncommitted: on PostgreSQL an operation of one
 statement, which otherwise autocommits, runs in a transaction of its own while
 its ``before_commit`` point is armed.
+
+``CAIRNQ_PAUSEPOINT=name`` instead freezes the whole process (it sends itself
+SIGSTOP) the first time execution reaches ``name``, for a test to resume with
+SIGCONT: ``before_write:<op>`` is a write operation about to start, after every
+check the process makes on its own and before anything of it reaches the
+database, with no transaction open (so a frozen process holds no lock).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 
 ARMED: str | None = os.environ.get("CAIRNQ_CRASHPOINT") or None
+PAUSE_ARMED: str | None = os.environ.get("CAIRNQ_PAUSEPOINT") or None
+_paused = False
 
 
 def crashpoint(name: str) -> None:
@@ -28,3 +37,11 @@ def around_commit(phase: str, op_name: str) -> None:
     """``before_commit:<op>`` / ``after_commit:<op>``; cheap when nothing is armed."""
     if ARMED is not None and f"{phase}:{op_name}" == ARMED:
         os._exit(137)
+
+
+def pausepoint(name: str) -> None:
+    """Stop this process (SIGSTOP to itself) the first time the armed pause point is reached."""
+    global _paused
+    if PAUSE_ARMED is not None and name == PAUSE_ARMED and not _paused:
+        _paused = True
+        os.kill(os.getpid(), signal.SIGSTOP)

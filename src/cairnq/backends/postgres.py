@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .. import _ops
 from .._clock import Clock
-from .._crashpoints import ARMED, around_commit
+from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
@@ -418,6 +418,9 @@ class PostgresBackend:
         return self._run_now(op, write=write)
 
     async def _arun_now(self, op: Op[T], *, write: bool) -> T:
+        if PAUSE_ARMED is not None and write:
+            pausepoint(f"before_write:{_op_name(op)}")
+
         async def attempt() -> tuple[T, list[Emit]]:
             async with self._async_connection() as conn:
                 return await self._adrive_on(conn, op, write=write)
@@ -441,6 +444,8 @@ class PostgresBackend:
             ) from None
 
     def _run_now(self, op: Op[T], *, write: bool) -> T:
+        if PAUSE_ARMED is not None and write:
+            pausepoint(f"before_write:{_op_name(op)}")
         try:
             with self._sync_connection() as conn:
                 if not write:

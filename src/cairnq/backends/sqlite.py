@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 from .. import _ops
 from .._clock import SYSTEM_CLOCK, Clock
-from .._crashpoints import ARMED, around_commit
+from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from .._filewatch import watch_database
 from .._protocol import Dialect, statements
 from .._steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
@@ -304,6 +304,9 @@ class SQLiteBackend:
         jobs = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not jobs:
             return
+        if PAUSE_ARMED is not None:
+            for job in jobs:
+                pausepoint(f"before_write:{_op_name(job.op)}")
         try:
             conn.execute(self.begin_write)
         except BaseException as exc:
