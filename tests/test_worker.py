@@ -812,10 +812,10 @@ async def test_a_worker_made_from_a_url_owns_and_closes_its_backend(sqlite_db: D
         await worker.client.get_status("task_x")
 
 
-async def test_a_hung_sync_handler_past_max_run_ms_does_not_starve_the_next_task(
+async def test_a_sync_handler_past_max_run_ms_keeps_its_slot_and_lease_until_it_returns(
     db: Database,
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, concurrency=1, max_run_ms=100)
+    worker = db.worker(poll_interval_ms=20, concurrency=1, max_run_ms=100, lease_ms=600)
     release = threading.Event()
     invoked: list[int] = []
 
@@ -828,15 +828,55 @@ async def test_a_hung_sync_handler_past_max_run_ms_does_not_starve_the_next_task
 
     async with db.client() as cq, worker.background():
         hung = await cq.submit("work", {"n": 0}, max_attempts=1)
-        first = await settled(cq, hung.id)
         second = await cq.submit("work", {"n": 1}, max_attempts=1)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(1.5)  # past max_run_ms, and past two leases of 600 ms
+        held = await cq.get(hung.id)
+        waiting = await cq.get_status(second.id)
         release.set()
+        first = await settled(cq, hung.id)
         done = await settled(cq, second.id)
     await worker.close()
-    assert first.error["code"] == "handler_timeout"
+    assert held is not None and (held.status, held.attempt) == ("running", 1)
+    assert waiting is not None and waiting.status == "queued"
+    assert (first.status, first.error["code"]) == ("failed", "handler_timeout")
     assert (done.status, done.result) == ("succeeded", 1)
     assert invoked == [0, 1]
+
+
+async def test_a_sync_handler_past_max_run_ms_is_never_run_again_while_its_thread_runs(
+    db: Database,
+) -> None:
+    worker = db.worker(
+        poll_interval_ms=20, concurrency=3, lease_ms=30_000, max_run_ms=300, retry_backoff_ms=0
+    )
+    spans: list[tuple[int, float, float]] = []
+    refused: list[bool] = []
+
+    @worker.task
+    def slow(ctx: Any, payload: Any) -> int:
+        started = time.monotonic()
+        if ctx.attempt == 1:
+            time.sleep(1.0)
+            try:
+                ctx.progress(0.5, "too late")
+                refused.append(False)
+            except LostLease:
+                refused.append(True)
+        spans.append((ctx.attempt, started, time.monotonic()))
+        return int(ctx.attempt)
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("slow", {}, max_attempts=3)
+        done = await settled(cq, task.id)
+        for _ in range(300):  # both runs' spans, whichever order they ended in
+            if len(spans) == 2:
+                break
+            await asyncio.sleep(0.01)
+    await worker.close()
+    assert (done.status, done.result, done.attempt) == ("succeeded", 2, 2)
+    (_, _, first_end), (_, second_start, _) = sorted(spans)
+    assert second_start >= first_end
+    assert refused == [True]
 
 
 async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) -> None:

@@ -141,6 +141,7 @@ class TaskContext:
         self.payload_bytes = payload_bytes
         self.lease_lost = asyncio.Event()
         self._lost = False
+        self._abandoned = False
         self._lost_event: threading.Event | None = None  # made when a sync handler asks
         self._settled = False
         self._cancel_seen = task.cancel_requested_at_ms is not None
@@ -203,15 +204,20 @@ class TaskContext:
 
     @property
     def lost_lease(self) -> bool:
-        """Whether this worker no longer owns the task."""
-        return self._lost
+        """Whether the handler's writes are refused: the lease is lost, or the attempt abandoned."""
+        return self._lost or self._abandoned
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether the worker still renews this attempt's lease (an abandoned one included)."""
+        return not self._settled and not self._lost
 
     def _thread_lost_event(self) -> threading.Event:
         """The lease-lost flag as a ``threading.Event``, for a handler in a thread."""
         with _LOST_EVENT_LOCK:
             if self._lost_event is None:
                 self._lost_event = threading.Event()
-                if self._lost:
+                if self._lost or self._abandoned:
                     self._lost_event.set()
             return self._lost_event
 
@@ -233,6 +239,18 @@ class TaskContext:
         self.lease_lost.set()
         if announce and not self._settled:
             self._emit("lost")
+
+    def abandon(self) -> None:
+        """Refuse the handler's further writes and tell it to stop, while the worker keeps
+        renewing the lease: a handler thread past ``max_run_ms`` cannot be stopped, so the
+        attempt stays this worker's until the thread returns and the worker settles it.
+        """
+        with _LOST_EVENT_LOCK:
+            self._abandoned = True
+            event = self._lost_event
+        if event is not None:
+            event.set()
+        self.lease_lost.set()
 
     def _emit(self, kind: EventKind, error: dict[str, Any] | None = None) -> None:
         if self._runtime.listeners:
@@ -264,7 +282,7 @@ class TaskContext:
         self._cancel_seen = True
 
     def _guard(self) -> None:
-        if self._settled or self._lost:
+        if self._settled or self._lost or self._abandoned:
             raise LostLease(self.task.id)
 
     async def _owned(self, op: Op[T], *, force: bool = False) -> T:
@@ -432,7 +450,7 @@ class TaskContext:
         Raises:
             LostLease: this worker no longer owns the task.
         """
-        if self._lost:
+        if self._lost or self._abandoned:
             raise LostLease(self.task.id)
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)

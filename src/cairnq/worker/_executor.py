@@ -53,9 +53,12 @@ class Executor:
         self._on_error = on_error
         # Shared with the worker, so scopes added while it runs apply to later calls.
         self._scopes: list[CallScope] = [] if scopes is None else scopes
-        # Threads still running a sync handler whose attempt was abandoned (max_run_ms).
+        # Threads still running a sync handler whose call was cancelled (shutdown).
         # They hold a pool thread, so the worker counts them against its concurrency.
         self.stuck_threads = 0
+        # Contexts whose handler runs in a thread right now: a thread cannot be stopped,
+        # so a worker stopping never hands these tasks back while the thread may still run.
+        self.in_threads: set[TaskContext] = set()
         self.on_thread_freed: Callable[[], None] | None = None
         # Called when a handler has returned and only its settlement is left to write.
         self.on_handler_done: Callable[[], None] | None = None
@@ -98,6 +101,10 @@ class Executor:
         except HandlerTimeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
+            log.warning(
+                "handler ran past max_run_ms; failing the attempt for retry",
+                extra=_log_extra(contexts[0]),
+            )
             message = f"handler ran longer than max_run_ms={self._max_run_ms}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
             await self._fail_all(contexts, envelope, retryable=True, fenced=False)
@@ -131,13 +138,38 @@ class Executor:
         )
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
-        call = self._call_async if registration.is_async else self._call_sync
         if self._max_run_ms is None:
-            return await call(registration, contexts)
+            if registration.is_async:
+                return await self._call_async(registration, contexts)
+            return await self._call_sync(registration, contexts)
+        limit = self._max_run_ms / 1000
+        if registration.is_async:
+            # wait_for returns only once the cancelled handler has finished.
+            try:
+                return await asyncio.wait_for(self._call_async(registration, contexts), limit)
+            except asyncio.TimeoutError:
+                raise HandlerTimeout from None
+        # A thread cannot be stopped. Past max_run_ms its writes are refused and it is
+        # told to stop, but the attempt keeps its lease (renewed) and its slot until the
+        # thread returns: no other run of the task starts while this one still runs.
+        call = asyncio.ensure_future(self._call_sync(registration, contexts))
         try:
-            return await asyncio.wait_for(call(registration, contexts), self._max_run_ms / 1000)
-        except asyncio.TimeoutError:
-            raise HandlerTimeout from None
+            done, _ = await asyncio.wait({call}, timeout=limit)
+            if call in done:
+                return call.result()
+            for ctx in contexts:
+                ctx.abandon()
+            log.warning(
+                "handler thread ran past max_run_ms; its writes are refused, and the attempt "
+                "keeps its lease until the thread returns",
+                extra=_log_extra(contexts[0]),
+            )
+            with contextlib.suppress(Exception):
+                await call
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        raise HandlerTimeout
 
     @staticmethod
     def _arguments(registration: Registration, contexts: Sequence[Any]) -> tuple[Any, ...]:
@@ -158,12 +190,16 @@ class Executor:
             running = self._threads.submit(contextvars.copy_context().run, registration.fn, *args)
         else:
             running = self._threads.submit(registration.fn, *args)
+        self.in_threads.update(contexts)
+        running.add_done_callback(
+            lambda _: _soon(loop, lambda: self.in_threads.difference_update(contexts))
+        )
         try:
             result = await asyncio.wrap_future(running)
         except asyncio.CancelledError:
             if not running.done():
                 self.stuck_threads += 1
-                running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_freed))
+                running.add_done_callback(lambda _: _soon(loop, self._thread_freed))
             raise
         if inspect.isawaitable(result):
             result = await result

@@ -810,7 +810,7 @@ class Worker:
         """Flag every lease whose local deadline passed without a successful renewal."""
         now = time.monotonic()
         for ctx in list(self._contexts.values()):
-            if not ctx.settled and not ctx.lost_lease and now >= ctx.lease_deadline:
+            if ctx.holds_lease and now >= ctx.lease_deadline:
                 log.warning(
                     "lease expired without renewal",
                     extra={"task_id": ctx.task_id, "worker_id": self.worker_id},
@@ -823,7 +823,7 @@ class Worker:
         A renewal extends the local deadline from the moment it was sent, never later
         than the database's own expiry.
         """
-        live = [c for c in self._contexts.values() if not c.settled and not c.lost_lease]
+        live = [c for c in self._contexts.values() if c.holds_lease]
         if not live:
             return
         backend = self.client.backend
@@ -866,6 +866,16 @@ class Worker:
             await asyncio.wait(set(self._calls))
         for ctx in leftovers:
             ctx.mark_lost(announce=False)
+        # A handler thread that is still running cannot be stopped: its task is not handed
+        # back (another run would overlap it); its lease runs out instead.
+        running = [c for c in leftovers if c in self._executor.in_threads]
+        if running:
+            log.warning(
+                "%d handler threads still running at shutdown; their leases will expire",
+                len(running),
+                extra={"worker_id": self.worker_id},
+            )
+        leftovers = [c for c in leftovers if c not in self._executor.in_threads]
         if leftovers:
             await asyncio.wait(
                 [asyncio.ensure_future(self._release_unfinished(ctx)) for ctx in leftovers],
