@@ -157,6 +157,66 @@ async def test_succeed_in_rolls_the_write_back_when_it_raises(
     assert await _effect_rows(app_conn) == []
 
 
+async def test_succeed_in_after_a_cancel_skips_the_write_and_ends_canceled(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20, heartbeat_interval_ms=50, lease_ms=600)
+    started = asyncio.Event()
+    writes: list[str] = []
+    settled_as: list[str] = []
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> None:
+            writes.append(ctx.task_id)
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, 1))
+
+        started.set()
+        while not await ctx.canceled():  # a handler that settles whatever it is told
+            await asyncio.sleep(0.01)
+        task = await ctx.succeed_in(write)
+        settled_as.append(task.status if task is not None else "none")
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {})
+        await asyncio.wait_for(started.wait(), 10)
+        await cq.cancel(task.id)
+        done = await cq.wait(task.id, timeout_ms=10_000)
+    await worker.close()
+    assert done.status == "canceled"
+    assert (writes, settled_as) == ([], ["canceled"])
+    assert await _effect_rows(app_conn) == []
+
+
+async def test_a_cancel_during_succeed_in_waits_and_the_task_ends_succeeded(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20)
+    cancel_now = asyncio.Event()
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> dict[str, int]:
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, 1))
+            cancel_now.set()
+            await asyncio.sleep(0.3)  # the cancel is sent, and waits on the row lock
+            return {"rows": 1}
+
+        await ctx.succeed_in(write)
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {})
+        await asyncio.wait_for(cancel_now.wait(), 10)
+        canceled = await cq.cancel(task.id)
+        done = await cq.wait(task.id, timeout_ms=10_000)
+    await worker.close()
+    assert canceled is None  # it landed after the success: nothing left to cancel
+    assert (done.status, done.cancel_requested_at_ms) == ("succeeded", None)
+    assert await _effect_rows(app_conn) == [(task.id, 1)]
+
+
 async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effect(
     pg_db: Database, app_conn: Any
 ) -> None:
@@ -474,10 +534,11 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-3:] == [
+        assert applied[-4:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
+            "x0003_leases.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

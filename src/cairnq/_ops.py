@@ -743,6 +743,19 @@ def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms:
     return _owned_row(lease, rows)
 
 
+def hold(lease: Lease, worker_id: str) -> Op[bool]:
+    """Lock an owned attempt for a settlement later in the same transaction (PostgreSQL).
+
+    Returns whether a cancel is pending. A cancel requested after this waits for
+    the transaction, so the settlement that follows sees every cancel it must.
+
+    Raises:
+        LostLease: the attempt is no longer owned.
+    """
+    rows = yield Call("hold", _owned(lease, worker_id))
+    return _owned_row(lease, rows)["cancel_requested_at_ms"] is not None
+
+
 @single_statement
 def release(lease: Lease, worker_id: str) -> Op[Row]:
     """Hand an attempt back unrun: queued again at once, its attempt not counted.

@@ -644,18 +644,26 @@ class PostgresBackend:
     ) -> Mapping[str, Any]:
         """Run ``write(conn)`` and complete the task with its return value, in one transaction.
 
+        The attempt's row is locked first: with a cancel already pending, ``write`` is
+        not called and the task ends canceled; a cancel requested later waits for this
+        transaction. So ``write``'s changes commit exactly when the task succeeds.
+
         Returns the completed row, undecoded.
 
         Raises:
-            LostLease: the lease was gone at completion; ``write``'s changes roll back.
+            LostLease: the lease was gone; nothing was written, or ``write``'s changes
+                rolled back.
         """
         try:
             async with self._async_connection() as conn:
                 async with conn.transaction():
-                    result = await write(conn)
+                    canceled, _ = await self._adrive_on(
+                        conn, _ops.hold(lease, worker_id), write=False
+                    )
+                    result = None if canceled else encode(await write(conn))
                     row, emits = await self._adrive_on(
                         conn,
-                        _ops.complete(lease, worker_id, encode(result)),
+                        _ops.complete(lease, worker_id, result),
                         write=True,
                         commits=False,
                     )

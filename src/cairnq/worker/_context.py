@@ -381,7 +381,19 @@ class TaskContext:
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).
 
+        ``write``'s changes commit exactly when the task succeeds. If a cancel is
+        pending, ``write`` is not called and the task ends canceled (check the
+        returned task's ``status``); a cancel requested meanwhile waits for the commit.
+
+        Args:
+            write: ``async def write(conn)``, run on the settling transaction's
+                connection; its return value is the task's result.
+
+        Returns:
+            The settled task (``succeeded``, or ``canceled``).
+
         Raises:
+            LostLease: this worker no longer owns the task; nothing of ``write`` is kept.
             UnsupportedBackend: the backend has no shared transaction (SQLite).
         """
         runner = getattr(self._runtime.client.backend, "complete_in", None)
