@@ -1,10 +1,23 @@
 """The history checker: proves cairnq's guarantees held in a run, from what actually happened.
 
-Inputs: the database's transition log (authoritative order: ``seq``), the client
-and worker histories (JSONL), and the final rows. Each invariant names the
-guarantee it proves (reliability.md section 3.3) and yields violations with the
-events that show them. Times are compared only inside one clock domain: the
-database's ``seq`` order, or one process's monotonic clock.
+Inputs: the database's transition log (``dbtools``: a row per change to a task, a
+key pointer or a lease token, written by triggers in the changing transaction),
+the client and worker histories (JSONL, ``history``), the final rows, and, when
+the run wrote any, the effect rows handlers committed with ``succeed_in``. Each
+invariant is numbered as in ``docs/guarantees.md``, which says which README
+guarantee it checks and which mutant (a deliberately broken build) it catches.
+
+Order and time. The log's ``seq`` is commit order per row (an update holds the
+row's lock until commit) and agrees with every dependency between transactions
+(a transaction that read another's write logs after it); SQLite, with one writer
+at a time, logs in commit order outright. Times are compared only inside one
+clock domain: the database's (``db_time``, ``*_ms`` columns), or the host's
+monotonic clock that every process of a run shares (event ``t``).
+
+Claims. A claim is identified by its lease token (``cairnq_leases``, logged as
+``tbl = 'lease'`` rows in the claim's transaction). A claim with no token (a
+database without the extension, a reference SDK's worker) is identified by
+(attempt, worker id) instead.
 """
 
 from __future__ import annotations
@@ -12,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +45,11 @@ EDGES = {
     ("failed", "queued"),
     ("canceled", "queued"),
 }
+# A settlement that could not be written because of its own content, not the database.
+UNWRITABLE = {"SerializationError", "InvalidArgument"}
+# SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
+CLOCK_SLACK_MS = 2.0
+DEFAULT_MAX_CLAIM_ERRORS_PER_S = 20
 
 
 @dataclass
@@ -59,7 +77,9 @@ class Report:
 
     def summary(self) -> str:
         lines = [f"valid={self.valid} " + " ".join(f"{k}={v}" for k, v in self.counters.items())]
-        lines += [f"  {v}" for v in self.violations[:20]]
+        for violation in self.violations[:20]:
+            lines.append(f"  {violation}")
+            lines.extend(f"      {item}" for item in violation.evidence[:3])
         if len(self.violations) > 20:
             lines.append(f"  ... and {len(self.violations) - 20} more")
         return "\n".join(lines)
@@ -67,92 +87,240 @@ class Report:
     def has(self, invariant: str) -> bool:
         return any(v.invariant == invariant for v in self.violations)
 
+    def invariants(self) -> set[str]:
+        return {v.invariant for v in self.violations}
+
 
 @dataclass
 class History:
+    """Everything a run left behind.
+
+    ``liveness`` says the run ended with a quiescence phase (healthy workers, faults
+    over, a lease passed), so every task must have ended (INV-2); runs without
+    workers (claim storms) have none to promise.
+    """
+
     transitions: list[dict[str, Any]]
     events: list[dict[str, Any]]
     final: list[dict[str, Any]]
     integrity: str = "ok"
-    quiescent: bool = True
+    liveness: bool = True
     allow_busy_errors: bool = True
-    purge_cutoffs: dict[str, int] = field(default_factory=dict)
+    effects: list[dict[str, Any]] | None = None
+    max_claim_errors_per_s: float = DEFAULT_MAX_CLAIM_ERRORS_PER_S
 
 
-def _is_settle(row: dict[str, Any]) -> bool:
-    """A transition out of ``running`` made by the owner (lease still valid at that instant)."""
+# --- claims -----------------------------------------------------------------------------------
+
+
+def claim_ident(task: Any, token: Any, attempt: Any, worker: Any) -> tuple[Any, ...]:
+    """What tells one claim of a task from every other: its token, else (attempt, worker)."""
+    if token is not None:
+        return (task, "token", token)
+    return (task, "attempt", attempt, worker)
+
+
+def event_ident(event: dict[str, Any]) -> tuple[Any, ...]:
+    return claim_ident(
+        event.get("task"), event.get("token"), event.get("attempt"), event.get("worker")
+    )
+
+
+@dataclass
+class Claim:
+    """One claim of a task, from the log: where it began and the transition that ended it."""
+
+    task: str
+    seq: int
+    attempt: int
+    worker: str | None
+    token: int | None
+    end: dict[str, Any] | None = None
+
+    @property
+    def ident(self) -> tuple[Any, ...]:
+        return claim_ident(self.task, self.token, self.attempt, self.worker)
+
+    @property
+    def ended_by_holder(self) -> bool:
+        """Left ``running`` while its lease was live: only its holder may do that."""
+        return self.end is not None and _lease_live(self.end)
+
+    @property
+    def ended_by_expiry(self) -> bool:
+        return self.end is not None and not _lease_live(self.end)
+
+
+def _lease_live(row: dict[str, Any]) -> bool:
+    """Whether the lease was still live at the instant of this change (``new_updated``)."""
     return (
-        row["op"] == "update"
-        and row["old_status"] == "running"
-        and row["new_status"] != "running"
-        and row["old_lease"] is not None
+        row["old_lease"] is not None
         and row["new_updated"] is not None
         and row["old_lease"] > row["new_updated"]
     )
 
 
-def _is_recovery(row: dict[str, Any]) -> bool:
-    """A transition out of ``running`` after the lease had expired (recover_leases)."""
-    return (
-        row["op"] == "update"
-        and row["old_status"] == "running"
-        and row["new_status"] != "running"
-        and not _is_settle(row)
-    )
-
-
 def _is_claim(row: dict[str, Any]) -> bool:
     return (
-        row["op"] == "update" and row["old_status"] == "queued" and row["new_status"] == "running"
+        row["tbl"] == "task"
+        and row["op"] == "update"
+        and row["old_status"] == "queued"
+        and row["new_status"] == "running"
     )
+
+
+def _leaves_running(row: dict[str, Any]) -> bool:
+    return (
+        row["tbl"] == "task"
+        and row["op"] == "update"
+        and row["old_status"] == "running"
+        and row["new_status"] != "running"
+    )
+
+
+def _same_transaction(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    txa, txb = a.get("txid"), b.get("txid")
+    return txa is None or txb is None or txa == txb
+
+
+@dataclass
+class Replay:
+    """The log, regrouped: each task's rows in order, and every claim with its end."""
+
+    rows_of: dict[str, list[dict[str, Any]]]
+    claims: list[Claim]
+    claims_of: dict[str, list[Claim]]
+    by_ident: dict[tuple[Any, ...], list[Claim]]
+
+    @classmethod
+    def of(cls, transitions: Iterable[dict[str, Any]]) -> Replay:
+        rows_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in transitions:
+            if row["tbl"] in ("task", "lease"):
+                rows_of[row["task_id"]].append(row)
+        claims: list[Claim] = []
+        claims_of: dict[str, list[Claim]] = defaultdict(list)
+        for task, rows in rows_of.items():
+            rows.sort(key=lambda r: r["seq"])
+            current: Claim | None = None
+            for i, row in enumerate(rows):
+                if _is_claim(row):
+                    current = Claim(
+                        task, row["seq"], row["new_attempt"], row["new_worker"], _token(rows, i)
+                    )
+                    claims.append(current)
+                    claims_of[task].append(current)
+                elif _leaves_running(row) and current is not None:
+                    current.end = row
+                    current = None
+        by_ident: dict[tuple[Any, ...], list[Claim]] = defaultdict(list)
+        for claim in claims:
+            by_ident[claim.ident].append(claim)
+        return cls(rows_of, claims, claims_of, by_ident)
+
+    def task_rows(self) -> list[dict[str, Any]]:
+        return sorted(
+            (r for rows in self.rows_of.values() for r in rows if r["tbl"] == "task"),
+            key=lambda r: r["seq"],
+        )
+
+
+def _token(rows: list[dict[str, Any]], i: int) -> int | None:
+    """The token the claim at ``rows[i]`` handed out: a lease row next to it, same transaction.
+
+    SQLite logs it right after the claim (``claim_tokens``); PostgreSQL's claim
+    statement writes both rows, in either order. A claim with no lease row beside
+    it handed out no token.
+    """
+    for j in (i + 1, i - 1):
+        if 0 <= j < len(rows) and rows[j]["tbl"] == "lease" and _same_transaction(rows[i], rows[j]):
+            return int(rows[j]["token"])
+    return None
 
 
 def check(history: History) -> Report:
     """Run every invariant over ``history``."""
-    task_rows = [r for r in history.transitions if r["tbl"] == "task"]
+    replay = Replay.of(history.transitions)
     violations: list[Violation] = []
     for invariant in (
         inv1_accepted_tasks_are_never_lost,
+        inv1b_refused_submits_wrote_nothing,
         inv2_every_task_ends_terminal,
         inv3_one_terminal_transition_per_generation,
-        inv4_every_settlement_was_made_by_the_lease_holder,
-        inv5_refused_settlements_change_nothing,
-        inv6_only_protocol_edges_and_bounded_attempts,
+        inv4_only_the_holder_ends_a_live_claim,
+        inv5_a_reported_settlement_is_exactly_one_change,
+        inv6_only_protocol_edges,
+        inv7_runs_overlap_only_after_the_lease_expired,
         inv8_cancel_wins,
         inv9_one_live_task_per_key,
-        inv12_result_comes_from_the_settling_attempt,
-        inv15_purge_removes_only_settled_rows,
+        inv10_attempts_stay_within_max_attempts_and_retries,
+        inv11_a_transactional_effect_exists_exactly_when_its_claim_succeeded,
+        inv12_result_comes_from_the_settling_claim,
+        inv14_error_loops_back_off,
+        inv15_purge_removes_only_finished_rows_past_the_cutoff,
         inv16_storage_integrity,
+        inv17_every_settlement_can_be_written,
         inv_no_busy_errors_escaped,
     ):
-        violations.extend(invariant(history, task_rows))
-    return Report(violations, _counters(history, task_rows))
+        violations.extend(invariant(history, replay))
+    return Report(violations, _counters(history, replay))
 
 
 # --- invariants -------------------------------------------------------------------------------
 
 
-def inv1_accepted_tasks_are_never_lost(
-    h: History, rows: list[dict[str, Any]]
-) -> Iterator[Violation]:
-    """INV-1 (G1, G6): every accepted submit was stored; only purges of finished rows delete."""
-    inserted = {r["task_id"] for r in rows if r["op"] == "insert"}
+def inv1_accepted_tasks_are_never_lost(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-1: every accepted submit was stored."""
+    inserted = {row["task_id"] for row in r.task_rows() if row["op"] == "insert"}
     for event in h.events:
         if event["event"] == "submit_ok" and event["task"] not in inserted:
             yield Violation("INV-1", event["task"], "accepted submit never stored", [event])
 
 
-def inv2_every_task_ends_terminal(h: History, rows: list[dict[str, Any]]) -> Iterator[Violation]:
-    """INV-2 (G3): after quiescence nothing is left queued or running."""
-    if not h.quiescent:
+def _payload(row: dict[str, Any]) -> dict[str, Any]:
+    """A final row's payload as a dict (SQLite gives JSON text, PostgreSQL's jsonb a dict)."""
+    payload = row.get("payload")
+    if isinstance(payload, str):
+        with contextlib.suppress(ValueError):
+            payload = json.loads(payload)
+    return payload if isinstance(payload, dict) else {}
+
+
+def _stored_requests(h: History) -> set[Any]:
+    return {_payload(row).get("req") for row in h.final} - {None}
+
+
+def inv1b_refused_submits_wrote_nothing(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-1b: a submit refused with an error that says nothing was written wrote nothing."""
+    stored = _stored_requests(h)
+    for event in h.events:
+        if event["event"] == "submit_fail" and event.get("req") in stored:
+            yield Violation(
+                "INV-1b",
+                None,
+                f"submit {event.get('req')} was refused ({event.get('error')}) but stored",
+                [event],
+            )
+
+
+def inv2_every_task_ends_terminal(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-2: once faults stopped and healthy workers ran past a lease, nothing is live."""
+    if not h.liveness:
         return
     for row in h.final:
         if row["status"] in LIVE:
-            yield Violation("INV-2", row["id"], f"still {row['status']} after quiescence", [row])
+            last = r.rows_of.get(row["id"], [{}])[-1]
+            yield Violation(
+                "INV-2",
+                row["id"],
+                f"still {row['status']} after quiescence (attempt {row.get('attempt')}, "
+                f"worker {row.get('worker_id')}, lease until {row.get('lease_until_ms')})",
+                [row, last],
+            )
 
 
 def _generations(rows: list[dict[str, Any]]) -> dict[str, list[list[dict[str, Any]]]]:
-    """Per task, its transitions split into generations (a new one at each retry)."""
+    """Per task, its task transitions split into generations (a new one at each retry)."""
     out: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for row in rows:
         task = row["task_id"]
@@ -168,89 +336,88 @@ def _generations(rows: list[dict[str, Any]]) -> dict[str, list[list[dict[str, An
     return out
 
 
-def inv3_one_terminal_transition_per_generation(
-    h: History, rows: list[dict[str, Any]]
-) -> Iterator[Violation]:
-    """INV-3 (G4): within a generation a task enters a terminal status at most once."""
-    for task, generations in _generations(rows).items():
+def inv3_one_terminal_transition_per_generation(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-3: within a generation a task enters a terminal status at most once."""
+    for task, generations in _generations(r.task_rows()).items():
         for generation in generations:
             terminal = [
-                r
-                for r in generation
-                if r["op"] == "update"
-                and r["new_status"] in TERMINAL
-                and r["old_status"] != r["new_status"]
+                row
+                for row in generation
+                if row["op"] == "update"
+                and row["new_status"] in TERMINAL
+                and row["old_status"] != row["new_status"]
             ]
             if len(terminal) > 1:
                 yield Violation("INV-3", task, "settled twice in one generation", terminal)
 
 
-def _settle_events(h: History) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
-    found: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+def _settle_events(h: History) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for event in h.events:
         if event["event"] in ("settle_invoke", "settle_ok", "settle_info", "settle_lost"):
-            found[(event["task"], event["attempt"], event["worker"])].append(event)
+            found[event_ident(event)].append(event)
     return found
 
 
-def inv4_every_settlement_was_made_by_the_lease_holder(
-    h: History, rows: list[dict[str, Any]]
-) -> Iterator[Violation]:
-    """INV-4 (G4, fencing): each owner settlement matches a worker that held that very attempt.
+def _holder_settled(events: list[dict[str, Any]]) -> bool:
+    """The claim's holder sent a settlement that may have committed.
 
-    The database row says which attempt and worker it settled; some worker must
-    have sent a settlement for exactly that (task, attempt, worker) and seen it
-    succeed, or not have learned the outcome (an error, or the process died after
-    sending it). A stale writer settling a newer attempt shows up here.
+    ``ok``, or an outcome it never learned: an error after sending, or no answer at
+    all (the process died with the statement sent).
+    """
+    kinds = [e["event"] for e in events]
+    if "settle_ok" in kinds or "settle_info" in kinds:
+        return True
+    return kinds.count("settle_invoke") > kinds.count("settle_lost")
+
+
+def inv4_only_the_holder_ends_a_live_claim(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-4 (fencing): a claim that left ``running`` with its lease live was settled by its holder.
+
+    The database row says which claim it ended; the process holding exactly that
+    claim (same lease token) must have sent a settlement. A writer holding an
+    older claim, or recovery taking a live lease, shows up here.
     """
     events = _settle_events(h)
-    for row in rows:
-        if not _is_settle(row):
+    for claim in r.claims:
+        if not claim.ended_by_holder or _holder_settled(events.get(claim.ident, [])):
             continue
-        key = (row["task_id"], row["old_attempt"], row["old_worker"])
-        kinds = {e["event"] for e in events.get(key, [])}
-        unknown = "settle_invoke" in kinds and "settle_lost" not in kinds
-        if not (kinds & {"settle_ok", "settle_info"} or unknown):
-            stale = [
-                e
-                for (task, attempt, _), group in events.items()
-                if task == row["task_id"] and attempt != row["old_attempt"]
-                for e in group
-            ]
-            yield Violation(
-                "INV-4",
-                row["task_id"],
-                f"attempt {row['old_attempt']} of {row['old_worker']} was settled by no worker "
-                "holding it (a stale writer?)",
-                [row, *stale[:5]],
-            )
+        others = [
+            e
+            for ident, group in events.items()
+            if ident[0] == claim.task and ident != claim.ident
+            for e in group
+            if e["event"] == "settle_ok"
+        ]
+        assert claim.end is not None
+        yield Violation(
+            "INV-4",
+            claim.task,
+            f"claim {claim.ident[1:]} left running ({claim.end['new_status']}) with its lease "
+            f"live, but its holder sent no settlement"
+            + (" (a writer of another claim reported ok)" if others else ""),
+            [claim.end, *others[:4]],
+        )
 
 
-def inv5_refused_settlements_change_nothing(
-    h: History, rows: list[dict[str, Any]]
-) -> Iterator[Violation]:
-    """INV-5 (G4): a settlement the worker saw succeed maps to exactly one database change."""
-    settled: Counter[tuple[str, int, str]] = Counter(
-        (r["task_id"], r["old_attempt"], r["old_worker"]) for r in rows if _is_settle(r)
-    )
+def inv5_a_reported_settlement_is_exactly_one_change(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-5: a settlement its worker saw succeed is exactly one change: its own claim's end."""
     for event in h.events:
         if event["event"] != "settle_ok":
             continue
-        key = (event["task"], event["attempt"], event["worker"])
-        if settled[key] != 1:
+        ends = [c for c in r.by_ident.get(event_ident(event), []) if c.ended_by_holder]
+        if len(ends) != 1:
             yield Violation(
                 "INV-5",
                 event["task"],
-                f"a settlement reported ok matches {settled[key]} database changes",
+                f"a settlement reported ok matches {len(ends)} endings of its claim",
                 [event],
             )
 
 
-def inv6_only_protocol_edges_and_bounded_attempts(
-    h: History, rows: list[dict[str, Any]]
-) -> Iterator[Violation]:
-    """INV-6 (G9): allowed edges only; a claim adds exactly one attempt; lease set iff running."""
-    for row in rows:
+def inv6_only_protocol_edges(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-6: allowed edges only; a claim adds exactly one attempt; lease set iff running."""
+    for row in r.task_rows():
         if row["op"] == "delete":
             continue
         old = row["old_status"] if row["op"] == "update" else None
@@ -273,9 +440,47 @@ def inv6_only_protocol_edges_and_bounded_attempts(
             yield Violation("INV-6", row["task_id"], "running task changed owner", [row])
 
 
-def inv8_cancel_wins(h: History, rows: list[dict[str, Any]]) -> Iterator[Violation]:
-    """INV-8 (G7): once a cancel is recorded on a running attempt, that attempt ends canceled."""
-    for task, generations in _generations(rows).items():
+def _runs(h: History) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
+    starts: dict[tuple[Any, ...], float] = {}
+    ends: dict[tuple[Any, ...], float] = {}
+    for event in h.events:
+        if event["event"] == "handler_start":
+            starts.setdefault(event_ident(event), event["t"])
+        elif event["event"] == "handler_end":
+            ends[event_ident(event)] = event["t"]
+    return starts, ends
+
+
+def inv7_runs_overlap_only_after_the_lease_expired(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-7 (bounded duplicates): a run still going when a later claim's run starts had lost
+    its lease by expiry, as the database recorded it.
+
+    If a claim's handler ended after a later claim's handler started (one host's
+    monotonic clock), the earlier claim must have left ``running`` through its
+    lease running out, never by a settlement while its handler still ran.
+    """
+    starts, ends = _runs(h)
+    for claims in r.claims_of.values():
+        for i, earlier in enumerate(claims):
+            ended = ends.get(earlier.ident)
+            if ended is None or earlier.ended_by_expiry:
+                continue
+            for later in claims[i + 1 :]:
+                started = starts.get(later.ident)
+                if started is not None and started < ended:
+                    yield Violation(
+                        "INV-7",
+                        earlier.task,
+                        f"claim {earlier.ident[1:]} was still running {ended - started:.3f} s "
+                        f"into claim {later.ident[1:]}'s run, though its lease never expired",
+                        [earlier.end],
+                    )
+                    break
+
+
+def inv8_cancel_wins(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-8: once a cancel is recorded on a running attempt, that attempt ends canceled."""
+    for task, generations in _generations(r.task_rows()).items():
         for generation in generations:
             requested = False
             for row in generation:
@@ -296,72 +501,216 @@ def inv8_cancel_wins(h: History, rows: list[dict[str, Any]]) -> Iterator[Violati
                     yield Violation("INV-8", task, "claimed again after a cancel request", [row])
 
 
-def inv9_one_live_task_per_key(h: History, rows: list[dict[str, Any]]) -> Iterator[Violation]:
-    """INV-9 (G8): at every point, a key's tasks include at most one live, uncanceled one."""
+def inv9_one_live_task_per_key(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-9: a key never has two live tasks that are not being canceled.
+
+    A task is under a key from the moment the key points at it until it stops
+    being live while the key points elsewhere: a task the key moved away from
+    that is later retried runs again without the key (a key names one live task
+    at a time, not every task it ever pointed at).
+    """
     status: dict[str, str] = {}
     canceling: set[str] = set()
-    tasks_of: dict[str, set[str]] = defaultdict(set)
+    pointee: dict[str, str] = {}
+    under: dict[str, set[str]] = defaultdict(set)
+    keys_of: dict[str, set[str]] = defaultdict(set)
     for row in h.transitions:
-        if row["tbl"] == "task":
+        task = row["task_id"]
+        if row["tbl"] == "key":
+            key = row["key"]
             if row["op"] == "delete":
-                status.pop(row["task_id"], None)
+                if pointee.get(key) == task:
+                    del pointee[key]
                 continue
-            status[row["task_id"]] = row["new_status"]
-            if row["new_cancel"] is not None:
-                canceling.add(row["task_id"])
-            elif row["new_status"] != "running":
-                canceling.discard(row["task_id"])
-        elif row["op"] in ("insert", "update"):
-            tasks_of[row["key"]].add(row["task_id"])
-        for key, tasks in tasks_of.items():
-            live = [t for t in tasks if status.get(t) in LIVE and t not in canceling]
+            pointee[key] = task
+            for other in [t for t in under[key] if status.get(t) not in LIVE]:
+                under[key].discard(other)
+                keys_of[other].discard(key)
+            under[key].add(task)
+            keys_of[task].add(key)
+            touched = {key}
+        elif row["tbl"] == "task":
+            if row["op"] == "delete":
+                status.pop(task, None)
+            else:
+                status[task] = row["new_status"]
+                if row["new_cancel"] is not None:
+                    canceling.add(task)
+                elif row["new_status"] != "running":
+                    canceling.discard(task)
+            if status.get(task) not in LIVE:
+                for key in [k for k in keys_of[task] if pointee.get(k) != task]:
+                    under[key].discard(task)
+                    keys_of[task].discard(key)
+            touched = set(keys_of[task])
+        else:
+            continue
+        for key in touched:
+            live = sorted(t for t in under[key] if status.get(t) in LIVE and t not in canceling)
             if len(live) > 1:
                 yield Violation("INV-9", None, f"key {key!r} has {len(live)} live tasks", live)
-                tasks_of[key] = set()
+                for other in live:
+                    if other != pointee.get(key):
+                        under[key].discard(other)
+                        keys_of[other].discard(key)
 
 
-def inv12_result_comes_from_the_settling_attempt(
-    h: History, rows: list[dict[str, Any]]
+def inv10_attempts_stay_within_max_attempts_and_retries(
+    h: History, r: Replay
 ) -> Iterator[Violation]:
-    """INV-12 (G4): a success records the result its own attempt produced."""
-    for row in rows:
-        if row["op"] == "update" and row["new_status"] == "succeeded" and row["new_result"]:
-            try:
-                result = json.loads(row["new_result"])
-            except ValueError:
+    """INV-10 (bounded retries): a claim's attempt <= max_attempts + retries without reset.
+
+    Retries count since the task's last ``retry(reset_attempt=True)``; crashes count
+    like any other attempt.
+    """
+    for task, rows in r.rows_of.items():
+        bonus = 0
+        for row in rows:
+            if row["tbl"] != "task" or row["op"] != "update":
                 continue
-            if (
-                isinstance(result, dict)
-                and "attempt" in result
-                and result["attempt"] != row["old_attempt"]
-            ):
+            if row["old_status"] in TERMINAL and row["new_status"] == "queued":
+                bonus = 0 if row["new_attempt"] == 0 else bonus + 1
+            elif _is_claim(row) and row["new_attempt"] > row["max_attempts"] + bonus:
                 yield Violation(
-                    "INV-12",
-                    row["task_id"],
-                    f"attempt {row['old_attempt']} stored attempt {result['attempt']}'s result",
+                    "INV-10",
+                    task,
+                    f"attempt {row['new_attempt']} claimed with max_attempts "
+                    f"{row['max_attempts']} and {bonus} retries without reset",
                     [row],
                 )
 
 
-def inv15_purge_removes_only_settled_rows(
-    h: History, rows: list[dict[str, Any]]
+def inv11_a_transactional_effect_exists_exactly_when_its_claim_succeeded(
+    h: History, r: Replay
 ) -> Iterator[Violation]:
-    """INV-15 (G12): purges delete finished rows only."""
-    for row in rows:
-        if row["op"] == "delete" and (
-            row["old_status"] not in TERMINAL or row["old_completed"] is None
-        ):
+    """INV-11 (``succeed_in``): a handler's own write is committed exactly when its claim
+    succeeded: one effect row for each such claim that ended succeeded, none for any other."""
+    if h.effects is None:
+        return
+    effects = Counter(claim_ident(e["task_id"], e["token"], None, None) for e in h.effects)
+    for claim in r.claims:
+        count = effects.pop(claim.ident, 0)
+        succeeded = claim.ended_by_holder and claim.end is not None
+        succeeded = succeeded and claim.end["new_status"] == "succeeded"  # type: ignore[index]
+        expected = 1 if succeeded and _uses_effects(h, claim.task) else 0
+        if count > 1 or (count == 1 and not succeeded) or count < expected:
+            ended = claim.end["new_status"] if claim.end else "running"
+            yield Violation(
+                "INV-11",
+                claim.task,
+                f"claim {claim.ident[1:]} ended {ended} with {count} effect rows",
+                [claim.end],
+            )
+    for ident, count in effects.items():
+        yield Violation("INV-11", ident[0], f"{count} effect rows of no claim {ident[1:]}")
+
+
+def _uses_effects(h: History, task: str) -> bool:
+    return any(row["id"] == task and _payload(row).get("mode") == "effect" for row in h.final)
+
+
+def inv12_result_comes_from_the_settling_claim(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-12: a success records the result its own claim's run produced."""
+    for claim in r.claims:
+        end = claim.end
+        if end is None or end["new_status"] != "succeeded" or not end["new_result"]:
+            continue
+        try:
+            result = json.loads(end["new_result"])
+        except ValueError:
+            continue
+        if not isinstance(result, dict):
+            continue
+        if "token" in result and claim.token is not None and result["token"] != claim.token:
+            yield Violation(
+                "INV-12", claim.task, f"claim {claim.token} stored claim {result['token']}'s result"
+            )
+        elif "attempt" in result and result["attempt"] != claim.attempt:
+            yield Violation(
+                "INV-12",
+                claim.task,
+                f"attempt {claim.attempt} stored attempt {result['attempt']}'s result",
+                [end],
+            )
+
+
+def inv14_error_loops_back_off(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-14: a worker whose claims keep failing backs off: few failed claims a second."""
+    times: dict[Any, list[float]] = defaultdict(list)
+    for event in h.events:
+        if event["event"] == "claim_error":
+            times[event["pid"]].append(event["t"])
+    for pid, stamps in times.items():
+        stamps.sort()
+        start = 0
+        for end, stamp in enumerate(stamps):
+            while stamp - stamps[start] > 1.0:
+                start += 1
+            if end - start + 1 > h.max_claim_errors_per_s:
+                yield Violation(
+                    "INV-14",
+                    None,
+                    f"process {pid} failed {end - start + 1} claims within one second",
+                )
+                break
+
+
+def inv15_purge_removes_only_finished_rows_past_the_cutoff(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """INV-15 (retention): a delete removes a finished row completed before a purge's cutoff.
+
+    The cutoff is ``now - older_than_ms`` at the purge; the log's time of the delete
+    is at or after that ``now``, so ``completed_at < db_time - older_than_ms`` must
+    hold for some purge the run made (its status and queue filters matching).
+    """
+    purges = [e for e in h.events if e["event"] == "purge_invoke"]
+    for row in r.task_rows():
+        if row["op"] != "delete":
+            continue
+        if row["old_status"] not in TERMINAL or row["old_completed"] is None:
             yield Violation("INV-15", row["task_id"], f"deleted a {row['old_status']} row", [row])
+            continue
+        if not any(_admits(p, row) for p in purges):
+            yield Violation(
+                "INV-15",
+                row["task_id"],
+                f"deleted a {row['old_status']} row completed at {row['old_completed']}, "
+                f"{row['db_time'] - row['old_completed']:.0f} ms before the delete: "
+                "past no purge's cutoff",
+                [row, *purges[:2]],
+            )
 
 
-def inv16_storage_integrity(h: History, rows: list[dict[str, Any]]) -> Iterator[Violation]:
-    """INV-16 (G1): the storage's own consistency check passes."""
+def _admits(purge: dict[str, Any], row: dict[str, Any]) -> bool:
+    cutoff = row["db_time"] - purge["older_than_ms"] + CLOCK_SLACK_MS
+    return (
+        row["old_completed"] < cutoff
+        and purge.get("status") in (None, row["old_status"])
+        and purge.get("queue") in (None, row.get("old_queue"), row.get("queue"))
+    )
+
+
+def inv16_storage_integrity(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-16: the storage's own consistency check passes."""
     if h.integrity != "ok":
         yield Violation("INV-16", None, f"integrity check: {h.integrity}")
 
 
-def inv_no_busy_errors_escaped(h: History, rows: list[dict[str, Any]]) -> Iterator[Violation]:
-    """E2/E3: within the busy budget, lock contention never reaches callers as an error."""
+def inv17_every_settlement_can_be_written(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-17: a worker's settlement never fails for its own content (an error it cannot store)."""
+    for event in h.events:
+        if event["event"] == "settle_info" and event.get("error") in UNWRITABLE:
+            yield Violation(
+                "INV-17",
+                event.get("task"),
+                f"a {event.get('op')} could not be written: {event.get('error')}",
+                [event],
+            )
+
+
+def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
+    """E2: within the busy budget, lock contention never reaches callers as an error."""
     if h.allow_busy_errors:
         return
     for event in h.events:
@@ -372,29 +721,22 @@ def inv_no_busy_errors_escaped(h: History, rows: list[dict[str, Any]]) -> Iterat
 # --- counters ---------------------------------------------------------------------------------
 
 
-def _counters(h: History, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    starts: Counter[tuple[str, int]] = Counter(
-        (e["task"], e["attempt"]) for e in h.events if e["event"] == "handler_start"
-    )
-    tasks_started: Counter[str] = Counter(task for task, _ in starts)
-    submitted = sum(e["event"] == "submit_ok" for e in h.events)
+def _counters(h: History, r: Replay) -> dict[str, Any]:
+    starts: Counter[str] = Counter(e["task"] for e in h.events if e["event"] == "handler_start")
     indeterminate = [e for e in h.events if e["event"] == "submit_info"]
-    inserted = {r["task_id"] for r in rows if r["op"] == "insert"}
-    stored_requests = set()
-    for row in h.final:
-        payload = row.get("payload")
-        if isinstance(payload, str) and '"req"' in payload:
-            with contextlib.suppress(ValueError, AttributeError):
-                stored_requests.add(json.loads(payload).get("req"))
+    stored = _stored_requests(h)
     return {
-        "submitted": submitted,
+        "submitted": sum(e["event"] == "submit_ok" for e in h.events),
+        "refused_submits": sum(e["event"] == "submit_fail" for e in h.events),
         "indeterminate": len(indeterminate),
-        "indeterminate_found_stored": sum(e.get("req") in stored_requests for e in indeterminate),
-        "tasks": len(inserted),
+        "indeterminate_found_stored": sum(e.get("req") in stored for e in indeterminate),
+        "tasks": sum(1 for row in r.task_rows() if row["op"] == "insert"),
+        "claims": len(r.claims),
         "executions": sum(starts.values()),
-        "tasks_run_more_than_once": sum(1 for n in tasks_started.values() if n > 1),
-        "settlements": sum(_is_settle(r) for r in rows),
-        "recoveries": sum(_is_recovery(r) for r in rows),
+        "tasks_run_more_than_once": sum(1 for n in starts.values() if n > 1),
+        "settlements": sum(_leaves_running(row) and _lease_live(row) for row in r.task_rows()),
+        "recoveries": sum(_leaves_running(row) and not _lease_live(row) for row in r.task_rows()),
         "refused_settlements": sum(e["event"] == "settle_lost" for e in h.events),
-        "final": dict(Counter(r["status"] for r in h.final)),
+        "claim_errors": sum(e["event"] == "claim_error" for e in h.events),
+        "final": dict(Counter(row["status"] for row in h.final)),
     }

@@ -1,9 +1,12 @@
 """Test-only database instruments: the transition log, exports, integrity checks.
 
 The transition log is written by triggers in the same transaction as every
-change to ``cairnq_tasks`` and ``cairnq_task_keys``, so it is complete and in
-commit order even when processes are killed mid-write. It is test scaffolding,
-never part of cairnq's schema.
+change to ``cairnq_tasks``, ``cairnq_task_keys`` and ``cairnq_leases``, so it
+is complete even when processes are killed mid-write. Its ``seq`` follows
+commit order per row and every dependency between transactions (see
+``checker``); on SQLite, one writer at a time, it is commit order outright.
+The effects table receives the rows handlers write with ``succeed_in``. Both
+are test scaffolding, never part of cairnq's schema.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from .._db import Database, admin_connect
 _COLUMNS = (
     "seq, tbl, op, task_id, key, old_status, new_status, old_attempt, new_attempt, "
     "old_worker, new_worker, old_lease, new_lease, new_updated, new_cancel, old_completed, "
-    "new_completed, max_attempts, new_error_code, new_result, db_time"
+    "new_completed, max_attempts, new_error_code, new_result, old_queue, token, db_time, txid"
 )
 
 SQLITE_LOG = """
@@ -26,7 +29,8 @@ create table if not exists cairnq_test_transitions (
     old_status text, new_status text, old_attempt integer, new_attempt integer,
     old_worker text, new_worker text, old_lease integer, new_lease integer,
     new_updated integer, new_cancel integer, old_completed integer, new_completed integer,
-    max_attempts integer, new_error_code text, new_result text, db_time real
+    max_attempts integer, new_error_code text, new_result text, old_queue text, token integer,
+    db_time real, txid integer
 );
 create trigger if not exists cairnq_test_tasks_insert after insert on cairnq_tasks begin
     insert into cairnq_test_transitions (tbl, op, task_id, new_status, new_attempt, new_worker,
@@ -47,9 +51,9 @@ create trigger if not exists cairnq_test_tasks_update after update on cairnq_tas
 end;
 create trigger if not exists cairnq_test_tasks_delete after delete on cairnq_tasks begin
     insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt, old_worker,
-        old_lease, old_completed, max_attempts, db_time)
+        old_lease, old_completed, max_attempts, old_queue, db_time)
     values ('task', 'delete', old.id, old.status, old.attempt, old.worker_id,
-        old.lease_until_ms, old.completed_at_ms, old.max_attempts,
+        old.lease_until_ms, old.completed_at_ms, old.max_attempts, old.queue,
         (julianday('now') - 2440587.5) * 86400000.0);
 end;
 create trigger if not exists cairnq_test_keys_insert after insert on cairnq_task_keys begin
@@ -66,6 +70,19 @@ create trigger if not exists cairnq_test_keys_delete after delete on cairnq_task
 end;
 """
 
+SQLITE_LEASE_LOG = """
+create trigger if not exists cairnq_test_leases_insert after insert on cairnq_leases begin
+    insert into cairnq_test_transitions (tbl, op, task_id, token, db_time)
+    values ('lease', 'insert', new.task_id, new.token,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_leases_update after update on cairnq_leases begin
+    insert into cairnq_test_transitions (tbl, op, task_id, token, db_time)
+    values ('lease', 'update', new.task_id, new.token,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+"""
+
 POSTGRES_LOG = """
 create table if not exists cairnq_test_transitions (
     seq bigserial primary key,
@@ -73,8 +90,8 @@ create table if not exists cairnq_test_transitions (
     old_status text, new_status text, old_attempt integer, new_attempt integer,
     old_worker text, new_worker text, old_lease bigint, new_lease bigint,
     new_updated bigint, new_cancel bigint, old_completed bigint, new_completed bigint,
-    max_attempts integer, new_error_code text, new_result text, db_time double precision,
-    txid bigint default txid_current()
+    max_attempts integer, new_error_code text, new_result text, old_queue text, token bigint,
+    db_time double precision, txid bigint default txid_current()
 );
 create or replace function cairnq_test_log_task() returns trigger language plpgsql as $$
 begin
@@ -97,9 +114,9 @@ begin
             extract(epoch from clock_timestamp()) * 1000);
     else
         insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt,
-            old_worker, old_lease, old_completed, max_attempts, db_time)
+            old_worker, old_lease, old_completed, max_attempts, old_queue, db_time)
         values ('task', 'delete', old.id, old.status, old.attempt, old.worker_id,
-            old.lease_until_ms, old.completed_at_ms, old.max_attempts,
+            old.lease_until_ms, old.completed_at_ms, old.max_attempts, old.queue,
             extract(epoch from clock_timestamp()) * 1000);
     end if;
     return null;
@@ -125,19 +142,55 @@ create trigger cairnq_test_keys after insert or update or delete on cairnq_task_
     for each row execute function cairnq_test_log_key();
 """
 
+POSTGRES_LEASE_LOG = """
+create or replace function cairnq_test_log_lease() returns trigger language plpgsql as $$
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, token, db_time)
+    values ('lease', lower(tg_op), new.task_id, new.token,
+        extract(epoch from clock_timestamp()) * 1000);
+    return null;
+end $$;
+drop trigger if exists cairnq_test_leases on cairnq_leases;
+create trigger cairnq_test_leases after insert or update on cairnq_leases
+    for each row execute function cairnq_test_log_lease();
+"""
+
+# The rows handlers write inside succeed_in, with the claim (lease token) that wrote them.
+EFFECTS_TABLE = """
+create table if not exists cairnq_test_effects (task_id text not null, token bigint not null)
+"""
+
 
 def install_transition_log(db: Database) -> None:
-    """Migrate ``db`` and add the transition-log triggers."""
+    """Migrate ``db`` and add the transition-log triggers (lease tokens too, when it has them)."""
     with db.sync_client() as client:
         client.stats()
     if db.kind == "sqlite":
         conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
         conn.executescript(SQLITE_LOG)
+        if _has_leases(conn.execute("select name from sqlite_master where type = 'table'")):
+            conn.executescript(SQLITE_LEASE_LOG)
         conn.close()
         return
     with admin_connect(db.url) as conn:
         conn.execute(f'set search_path to "{db.schema}"')
         conn.execute(POSTGRES_LOG)
+        conn.execute(EFFECTS_TABLE)
+        tables = conn.execute(
+            "select table_name from information_schema.tables where table_schema = %s",
+            (db.schema,),
+        )
+        if _has_leases(tables):
+            conn.execute(POSTGRES_LEASE_LOG)
+
+
+def _has_leases(tables: Any) -> bool:
+    return "cairnq_leases" in {row[0] for row in tables}
+
+
+def effects(db: Database) -> list[dict[str, Any]]:
+    """The rows handlers committed with ``succeed_in`` (PostgreSQL)."""
+    return _rows(db, "select task_id, token from cairnq_test_effects")
 
 
 def _rows(db: Database, query: str) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@
 A run: install the transition log; start worker and client processes (each
 writing a history); apply faults while clients submit; then quiescence (healthy
 workers until every task is finished, or a bound); collect everything and run
-the checker.
+the checker. A run that went through quiescence promises every task ended
+(INV-2): if the bound passes first, the check fails and names the stuck rows.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Config:
     clients: int = 2
     tasks_per_client: int = 50
     keys: int = 0
-    mix: tuple[int, int, int, int] = (8, 1, 1, 1)
+    mix: tuple[int, ...] = (8, 1, 1, 1)
     sleep_ms: tuple[int, int] = (5, 50)
     max_attempts: int = 3
     seed: int = 1
@@ -65,6 +66,7 @@ class Run:
         self.clients: list[subprocess.Popen[bytes]] = []
         self.faults: list[str] = []
         self._next_worker = 0
+        self.quiesced: bool | None = None
         dbtools.install_transition_log(db)
 
     # --- processes ---------------------------------------------------------------------
@@ -127,15 +129,22 @@ class Run:
                 "sleep_ms": list(c.sleep_ms),
                 "max_attempts": c.max_attempts,
                 "seed": c.seed + index,
+                "mutant": c.mutant,
                 **overrides,
             }
             self.clients.append(self._spawn("client", config))
 
-    def signal_worker(self, index: int, sig: int) -> None:
+    def signal_worker(self, index: int, sig: int) -> bool:
+        """Signal a live worker's process group; whether it was alive to receive it."""
         proc = self.workers[index]
-        if proc.poll() is None:
+        if proc.poll() is not None:
+            return False
+        try:
             os.killpg(proc.pid, sig)
-            self.faults.append(f"{signal.Signals(sig).name} worker {index}")
+        except ProcessLookupError:
+            return False
+        self.faults.append(f"{signal.Signals(sig).name} worker {index}")
+        return True
 
     def kill_worker(self, index: int) -> None:
         self.signal_worker(index, signal.SIGKILL)
@@ -164,18 +173,24 @@ class Run:
     # --- ending ------------------------------------------------------------------------
 
     def quiesce(self, *, keep_workers: int = 1) -> bool:
-        """Faults over: keep ``keep_workers`` healthy workers until nothing is live."""
+        """Faults over: keep ``keep_workers`` healthy workers until nothing is live.
+
+        From here on the run promises liveness: ``check`` fails on any task still
+        live, whether or not it got there within ``quiescence_s``.
+        """
         while len(self.live_workers()) < keep_workers:
-            self.start_worker(env={"CAIRNQ_CRASHPOINT": ""}, mutant=None)
+            self.start_worker(env={"CAIRNQ_CRASHPOINT": "", "CAIRNQ_PAUSEPOINT": ""}, mutant=None)
         deadline = time.monotonic() + self.config.quiescence_s
+        self.quiesced = False
         with self.db.sync_client() as client:
             while time.monotonic() < deadline:
                 stats = client.stats()
                 live = sum(s["queued"] + s["running"] for s in stats.values())
                 if live == 0:
-                    return True
+                    self.quiesced = True
+                    break
                 time.sleep(0.2)
-        return False
+        return self.quiesced
 
     def stop(self) -> None:
         for index in self.live_workers():
@@ -191,17 +206,20 @@ class Run:
                 proc.kill()
                 proc.wait()
 
-    def check(self, *, quiescent: bool = True) -> Report:
+    def check(self) -> Report:
+        """Collect the run's histories and check them; liveness if the run quiesced."""
         history = History(
             transitions=dbtools.transitions(self.db),
             events=load(sorted(self.folder.glob("*.jsonl"))),
             final=dbtools.snapshot(self.db),
             integrity=dbtools.integrity(self.db),
-            quiescent=quiescent,
+            liveness=self.quiesced is not None,
             allow_busy_errors=self.config.allow_busy_errors,
+            effects=dbtools.effects(self.db) if self.db.kind == "postgres" else None,
         )
         report = check(history)
         report.counters["faults"] = len(self.faults)
+        report.counters["quiescent"] = self.quiesced
         (self.folder / "report.txt").write_text(report.summary() + "\n")
         return report
 
@@ -218,10 +236,10 @@ def run_standard(
         if fault is not None:
             fault(run, fault_s)
         run.wait_clients()
-        quiescent = run.quiesce()
+        run.quiesce()
     finally:
         run.stop()
-    return run.check(quiescent=quiescent)
+    return run.check()
 
 
 def submit_plain(db: Database, count: int, **options: Any) -> list[str]:

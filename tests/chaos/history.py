@@ -28,6 +28,9 @@ class Recorder:
         self._lock = threading.Lock()
         self.pid = os.getpid()
 
+    def close(self) -> None:
+        self._file.close()
+
     def __call__(self, event: str, **fields: Any) -> None:
         line = json.dumps({"event": event, "pid": self.pid, "t": time.monotonic(), **fields})
         with self._lock:
@@ -35,15 +38,20 @@ class Recorder:
             self._file.flush()
 
 
-def _lease_of(op: Op[Any]) -> tuple[str | None, int | None, str | None]:
+def _claim_of(lease: Any, worker: Any) -> dict[str, Any]:
+    """The fields naming the claim a settlement writes for (a lease token when it has one)."""
+    return {
+        "task": getattr(lease, "id", None),
+        "attempt": getattr(lease, "attempt", None),
+        "token": getattr(lease, "token", None),
+        "worker": worker,
+    }
+
+
+def _lease_of(op: Op[Any]) -> dict[str, Any]:
     frame = getattr(op, "gi_frame", None)
     local = frame.f_locals if frame is not None else {}
-    lease = local.get("lease")
-    return (
-        getattr(lease, "id", None),
-        getattr(lease, "attempt", None),
-        local.get("worker_id"),
-    )
+    return _claim_of(local.get("lease"), local.get("worker_id"))
 
 
 class RecordingBackend:
@@ -51,7 +59,7 @@ class RecordingBackend:
 
     ``settle_ok`` means committed; ``settle_lost`` means the database refused it
     (``LostLease``); ``settle_info`` means the outcome is unknown (an error that
-    may have happened after commit).
+    may have happened after commit). A failed claim is ``claim_error``.
     """
 
     def __init__(self, inner: Any, record: Recorder) -> None:
@@ -59,6 +67,8 @@ class RecordingBackend:
         self._record = record
         self.dialect = inner.dialect
         self.hub = inner.hub
+        if hasattr(inner, "complete_in"):
+            self.complete_in = self._complete_in
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -82,6 +92,21 @@ class RecordingBackend:
         runner = getattr(self._inner, "arun_reserved", self._inner.arun)
         return await self._observe(op, runner(op, write=write))
 
+    async def _complete_in(self, lease: Any, worker_id: str, write: Any, encode: Any) -> Any:
+        """``succeed_in``'s settlement (PostgreSQL), recorded like any other."""
+        claim = _claim_of(lease, worker_id)
+        self._record("settle_invoke", op="complete_in", **claim)
+        try:
+            row = await self._inner.complete_in(lease, worker_id, write, encode)
+        except errors.LostLease:
+            self._record("settle_lost", op="complete_in", **claim)
+            raise
+        except BaseException as exc:
+            self._record("settle_info", op="complete_in", error=type(exc).__name__, **claim)
+            raise
+        self._record("settle_ok", op="complete_in", status=row["status"], **claim)
+        return row
+
     async def arun(self, op: Op[Any], *, write: bool) -> Any:
         return await self._observe(op, self._inner.arun(op, write=write))
 
@@ -91,39 +116,31 @@ class RecordingBackend:
             return await self._observe_group(op, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
-        task_id, attempt, worker_id = _lease_of(op) if name in SETTLE_OPS else (None, None, None)
+        claim = _lease_of(op) if name in SETTLE_OPS else {}
         if name in SETTLE_OPS:
-            self._record("settle_invoke", op=name, task=task_id, attempt=attempt, worker=worker_id)
+            self._record("settle_invoke", op=name, **claim)
         try:
             result = await pending
         except errors.LostLease:
-            self._record("settle_lost", op=name, task=task_id, attempt=attempt, worker=worker_id)
+            self._record("settle_lost", op=name, **claim)
             raise
         except BaseException as exc:
             if name in SETTLE_OPS:
-                self._record(
-                    "settle_info",
-                    op=name,
-                    task=task_id,
-                    attempt=attempt,
-                    worker=worker_id,
-                    error=type(exc).__name__,
-                )
+                self._record("settle_info", op=name, error=type(exc).__name__, **claim)
+            else:
+                self._record("claim_error", error=type(exc).__name__)
             raise
         if name == "claim":
             for row in result:
                 self._record(
-                    "claim_ok", task=row["id"], attempt=row["attempt"], worker=row["worker_id"]
+                    "claim_ok",
+                    task=row["id"],
+                    attempt=row["attempt"],
+                    token=row.get("lease_token") if isinstance(row, dict) else None,
+                    worker=row["worker_id"],
                 )
         else:
-            self._record(
-                "settle_ok",
-                op=name,
-                task=task_id,
-                attempt=attempt,
-                worker=worker_id,
-                status=result["status"],
-            )
+            self._record("settle_ok", op=name, status=result["status"], **claim)
         return result
 
     async def _observe_group(self, op: Op[Any], pending: Any) -> Any:
@@ -133,9 +150,7 @@ class RecordingBackend:
         leases = list(local.get("leases", []))
         worker = local.get("worker_id")
         for lease in leases:
-            self._record(
-                "settle_invoke", op="complete", task=lease.id, attempt=lease.attempt, worker=worker
-            )
+            self._record("settle_invoke", op="complete", **_claim_of(lease, worker))
         try:
             rows = await pending
         except BaseException as exc:
@@ -143,30 +158,17 @@ class RecordingBackend:
                 self._record(
                     "settle_info",
                     op="complete",
-                    task=lease.id,
-                    attempt=lease.attempt,
-                    worker=worker,
                     error=type(exc).__name__,
+                    **_claim_of(lease, worker),
                 )
             raise
         for lease in leases:
             row = rows.get(lease.id)
             if row is None:
-                self._record(
-                    "settle_lost",
-                    op="complete",
-                    task=lease.id,
-                    attempt=lease.attempt,
-                    worker=worker,
-                )
+                self._record("settle_lost", op="complete", **_claim_of(lease, worker))
             else:
                 self._record(
-                    "settle_ok",
-                    op="complete",
-                    task=lease.id,
-                    attempt=lease.attempt,
-                    worker=worker,
-                    status=row["status"],
+                    "settle_ok", op="complete", status=row["status"], **_claim_of(lease, worker)
                 )
         return rows
 

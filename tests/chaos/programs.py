@@ -3,6 +3,11 @@
 ``python -m tests.chaos.programs worker CONFIG`` / ``... client CONFIG`` where
 CONFIG is JSON. Handlers record ``handler_start`` / ``handler_end``; the backend
 wrapper records claims and settlements (``history.RecordingBackend``).
+
+A worker or client may run a mutant: a deliberately broken build the checker
+must catch (``MUTANTS``). Each substitution of a mutant must apply to the
+statement text it names, or the process refuses to start: a mutant that only
+partly applies would test less than it claims.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from cairnq import CairnQ, TaskContext, Worker, _ops, _protocol, errors
@@ -20,69 +27,318 @@ from cairnq.backends import Backend, SQLiteBackend
 
 from .history import Recorder, RecordingBackend
 
-# Mutants: deliberately broken builds the checker must catch. Each is a list of
-# (statement, old text, new text) substitutions applied to this process's statements.
+Substitution = tuple[str, str, str]  # (statement, old text, new text)
+
 _OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "release")
 _CLAIMS = ("claim", "claim_one_queue", "claim_one_name", "claim_one_queue_one_name")
-MUTANTS: dict[str, list[tuple[str, str, str]]] = {
-    # Owned writes fenced on the worker id alone, as the reference does.
-    "no_fence": [
-        *[
-            (n, "and attempt = :attempt::integer", "and :attempt::integer is not null")
-            for n in _OWNED
-        ],
-        *[(n, "and attempt = :attempt", "and :attempt is not null") for n in _OWNED],
+
+
+def _token_fence(dialect: str) -> list[Substitution]:
+    """Every owned write stops checking the lease token."""
+    if dialect == "sqlite":
+        owned = "exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)"
+        return [
+            *[(n, owned, ":lease_token is not null") for n in _OWNED],
+            (
+                "heartbeat_batch",
+                "exists (select 1 from cairnq_leases as l\n"
+                "              where l.task_id = held.held_id and l.token = held.held_token)",
+                "held.held_token is not null",
+            ),
+            (
+                "complete_many",
+                "exists (select 1 from cairnq_leases as l\n"
+                "              where l.task_id = settled.settled_id"
+                " and l.token = settled.settled_token)",
+                "settled.settled_token is not null",
+            ),
+        ]
+    owned = (
+        "exists (select 1 from cairnq_leases"
+        " where task_id = :id::text and token = :lease_token::bigint)"
+    )
+    return [
+        *[(n, owned, ":lease_token::bigint is not null") for n in (*_OWNED, "hold")],
         (
             "heartbeat_batch",
-            "and cairnq_tasks.attempt = held.held_attempt",
-            "and held.held_attempt is not null",
+            "exists (select 1 from cairnq_leases as l"
+            " where l.task_id = p.id and l.token = p.token)",
+            "p.token is not null",
         ),
-        ("heartbeat_batch", "and p.attempt = t.attempt", "and p.attempt is not null"),
         (
             "complete_many",
-            "and cairnq_tasks.attempt = settled.settled_attempt",
-            "and settled.settled_attempt is not null",
+            "exists (select 1 from cairnq_leases as l"
+            " where l.task_id = s.id and l.token = s.token)",
+            "s.token is not null",
         ),
+    ]
+
+
+def _attempt_fence(dialect: str) -> list[Substitution]:
+    """Every owned write stops checking the attempt."""
+    if dialect == "sqlite":
+        return [
+            *[(n, "attempt = :attempt and ", ":attempt is not null and ") for n in _OWNED],
+            (
+                "heartbeat_batch",
+                "cairnq_tasks.attempt = held.held_attempt",
+                "held.held_attempt is not null",
+            ),
+            (
+                "complete_many",
+                "cairnq_tasks.attempt = settled.settled_attempt",
+                "settled.settled_attempt is not null",
+            ),
+        ]
+    return [
+        *[
+            (n, "attempt = :attempt::integer and ", ":attempt::integer is not null and ")
+            for n in (*_OWNED, "hold")
+        ],
+        ("heartbeat_batch", "on p.id = t.id and p.attempt = t.attempt", "on p.id = t.id"),
         ("complete_many", "and t.attempt = s.attempt", "and s.attempt is not null"),
-    ],
+    ]
+
+
+def _both(substitutions: Callable[[str], list[Substitution]]) -> dict[str, list[Substitution]]:
+    return {dialect: substitutions(dialect) for dialect in ("sqlite", "postgres")}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A broken build: statement substitutions per dialect, and/or a patch of cairnq's code."""
+
+    sql: dict[str, list[Substitution]] = field(default_factory=dict)
+    patch: Callable[[], None] | None = None
+    dialects: tuple[str, ...] = ("sqlite", "postgres")
+
+
+def _deferred_writes() -> None:
+    SQLiteBackend.begin_write = "begin deferred"
+
+
+def _thread_outlives_timeout() -> None:
+    """A handler past max_run_ms is failed (and requeued) at once, its thread running on."""
+    from cairnq.worker import _executor
+
+    async def invoke(self: Any, registration: Any, contexts: Any) -> Any:
+        call = self._call_async if registration.is_async else self._call_sync
+        if self._max_run_ms is None:
+            return await call(registration, contexts)
+        try:
+            return await asyncio.wait_for(call(registration, contexts), self._max_run_ms / 1000)
+        except asyncio.TimeoutError:
+            raise _executor.HandlerTimeout from None
+
+    _executor.Executor._invoke = invoke  # type: ignore[method-assign]
+
+
+def _leaves_one_running() -> None:
+    """The worker forgets to settle the first task it runs and keeps renewing its lease."""
+    from cairnq.worker import _executor, _worker
+
+    forgotten: set[str] = set()
+    succeed = _executor.Executor._succeed
+    release = _worker.Worker._release
+
+    async def skip_first(self: Any, ctx: Any, result: Any) -> None:
+        if not forgotten:
+            forgotten.add(ctx.task_id)
+            return
+        await succeed(self, ctx, result)
+
+    def keep_renewing(self: Any, registration: Any, contexts: Any) -> None:
+        kept = {c.task_id: c for c in contexts if c.task_id in forgotten}
+        release(self, registration, contexts)
+        self._contexts.update(kept)
+
+    _executor.Executor._succeed = skip_first  # type: ignore[method-assign]
+    _worker.Worker._release = keep_renewing  # type: ignore[method-assign]
+
+
+def _acks_without_writing() -> None:
+    """Every fifth keyless submit is acknowledged and never written."""
+    from cairnq import client
+
+    submit = client.CairnQ._submit_spec
+    count = [0]
+
+    async def sometimes(self: Any, spec: Any, conn: Any, gate: Any) -> Any:
+        count[0] += 1
+        if count[0] % 5 == 0 and spec.key is None:
+            return _ops._as_inserted(spec, 0, 0)
+        return await submit(self, spec, conn, gate)
+
+    client.CairnQ._submit_spec = sometimes  # type: ignore[method-assign]
+
+
+def _refuses_after_writing() -> None:
+    """Every fifth keyless submit is written, then reported as refused (DatabaseBusy)."""
+    from cairnq import client
+
+    submit = client.CairnQ._submit_spec
+    count = [0]
+
+    async def sometimes(self: Any, spec: Any, conn: Any, gate: Any) -> Any:
+        task = await submit(self, spec, conn, gate)
+        count[0] += 1
+        if count[0] % 5 == 0 and spec.key is None:
+            raise errors.DatabaseBusy("the write lock was held past the busy budget")
+        return task
+
+    client.CairnQ._submit_spec = sometimes  # type: ignore[method-assign]
+
+
+MUTANTS: dict[str, Mutant] = {
+    # Owned writes fenced on the worker id alone, as the reference does.
+    "no_fence": Mutant(
+        sql={d: _token_fence(d) + _attempt_fence(d) for d in ("sqlite", "postgres")}
+    ),
+    # Owned writes fenced on worker id and attempt, not the lease token.
+    "no_token_fence": Mutant(sql=_both(_token_fence)),
     # Recovery that requeues (or fails) a task whose cancel was requested.
-    "recover_ignores_cancel": [
-        ("recover_leases", "when cancel_requested_at_ms is not null then", "when 1 = 0 then"),
-    ],
+    "recover_ignores_cancel": Mutant(
+        sql=_both(
+            lambda d: [
+                (
+                    "recover_leases",
+                    "when cancel_requested_at_ms is not null then",
+                    "when 1 = 0 then",
+                )
+            ]
+        )
+    ),
+    # Recovery that takes leases up to a minute before they expire.
+    "recover_live_leases": Mutant(
+        sql={
+            "sqlite": [
+                (
+                    "recover_leases",
+                    "lease_until_ms <= :now_ms",
+                    "lease_until_ms <= :now_ms + 60000",
+                ),
+                (
+                    "expired_lease_probe",
+                    "lease_until_ms <= :now_ms",
+                    "lease_until_ms <= :now_ms + 60000",
+                ),
+            ],
+            "postgres": [
+                (
+                    "recover_leases",
+                    "and lease_until_ms <= (select now_ms from clock)",
+                    "and lease_until_ms <= (select now_ms from clock) + 60000",
+                ),
+                (
+                    "recover_leases",
+                    "and t.lease_until_ms <= (select now_ms from clock)",
+                    "and t.lease_until_ms <= (select now_ms from clock) + 60000",
+                ),
+                ("expired_lease_probe", "lease_until_ms <=", "lease_until_ms - 60000 <="),
+            ],
+        }
+    ),
+    # A retryable failure requeues the task whatever its attempts.
+    "retries_unbounded": Mutant(
+        sql={
+            "sqlite": [("fail", ":retryable and attempt < max_attempts", ":retryable")],
+            "postgres": [("fail", ":retryable::boolean and attempt < max_attempts", ":retryable")],
+        }
+    ),
+    # Purge deletes finished rows however recently they finished.
+    "purge_ignores_cutoff": Mutant(
+        sql={
+            "sqlite": [("purge", ":now_ms - :older_than_ms", ":now_ms + :older_than_ms")],
+            "postgres": [
+                (
+                    "purge",
+                    "(select now_ms from clock) - :older_than_ms::bigint",
+                    "(select now_ms from clock) + :older_than_ms::bigint",
+                )
+            ],
+        }
+    ),
+    # A keyed submit never sees the task its key points at.
+    "keys_unseen": Mutant(
+        sql={
+            "sqlite": [
+                ("get_key", "where key = :key", "where key = :key and 1 = 0"),
+                ("key_pointers", "where k.key in", "where 1 = 0 and k.key in"),
+            ],
+            "postgres": [
+                ("get_key", "where key = :key::text", "where key = :key::text and 1 = 0"),
+                ("key_pointers", "where k.key = any", "where 1 = 0 and k.key = any"),
+            ],
+        }
+    ),
+    # succeed_in runs the application's write although a cancel is pending.
+    "succeed_in_ignores_cancel": Mutant(
+        sql={
+            "postgres": [
+                (
+                    "hold",
+                    "select cancel_requested_at_ms",
+                    "select null::bigint as cancel_requested_at_ms",
+                )
+            ]
+        },
+        dialects=("postgres",),
+    ),
     # Claims that neither skip locked rows nor re-check the row once they hold it.
-    "claim_without_fence": [
-        *[(n, "for update skip locked", "") for n in _CLAIMS],
-        *[(n, "  and status = 'queued'\nreturning", "returning") for n in _CLAIMS],
-    ],
+    "claim_without_fence": Mutant(
+        sql={
+            "postgres": [
+                *[(n, "for update skip locked", "") for n in _CLAIMS],
+                *[
+                    (n, "      and status = 'queued'\n    returning", "    returning")
+                    for n in _CLAIMS
+                ],
+            ]
+        },
+        dialects=("postgres",),
+    ),
+    # SQLite write transactions opened deferred instead of immediate.
+    "deferred": Mutant(patch=_deferred_writes, dialects=("sqlite",)),
+    "thread_outlives_timeout": Mutant(patch=_thread_outlives_timeout),
+    "leaves_one_running": Mutant(patch=_leaves_one_running),
+    "acks_without_writing": Mutant(patch=_acks_without_writing),
+    "refuses_after_writing": Mutant(patch=_refuses_after_writing),
 }
 
 
+def mutated(name: str, dialect: str, statements: dict[str, Any]) -> dict[str, Any]:
+    """``statements`` with mutant ``name``'s substitutions made; every one must apply once.
+
+    Raises:
+        SystemExit: the mutant has no build for ``dialect``, or a substitution's text
+            is not found exactly once (the mutant would test less than it claims).
+    """
+    mutant = MUTANTS[name]
+    if dialect not in mutant.dialects:
+        raise SystemExit(f"mutant {name} has no {dialect} build")
+    out = dict(statements)
+    for statement, old, new in mutant.sql.get(dialect, []):
+        current = out[statement]
+        found = current.source.count(old)
+        if found != 1:
+            raise SystemExit(
+                f"mutant {name}: {old!r} appears {found} times in the {dialect} "
+                f"{statement} statement, not once"
+            )
+        source = current.source.replace(old, new)
+        out[statement] = _protocol._load_statement(current.dialect, statement, source)
+    return out
+
+
 def apply_mutant(name: str | None, dialect: str) -> None:
-    """Swap statement text in this process; refuses a mutant that changes nothing."""
+    """Break this process as mutant ``name`` says; refuses one that does not fully apply."""
     if not name:
         return
-    if name == "deferred":
-        # SQLite write transactions opened deferred instead of immediate.
-        SQLiteBackend.begin_write = "begin deferred"
-        return
-    if name == "no_fence":
-        # ... and the worker trusts a lease until the database says otherwise (no local
-        # deadline), as an implementation fenced on the worker id alone does.
-        from cairnq.worker import _context
-
-        _context.TaskContext.lease_deadline = property(  # type: ignore[assignment]
-            lambda self: float("inf"), lambda self, value: None
-        )
     loaded = _protocol.statements(dialect)  # type: ignore[arg-type]
-    changed = 0
-    for statement, old, new in MUTANTS[name]:
-        current = loaded[statement]
-        if old in current.source:
-            source = current.source.replace(old, new)
-            loaded[statement] = _protocol._load_statement(current.dialect, statement, source)
-            changed += 1
-    if not changed:
-        raise SystemExit(f"mutant {name} matched nothing in the {dialect} statements")
+    loaded.update(mutated(name, dialect, loaded))
+    patch = MUTANTS[name].patch
+    if patch is not None:
+        patch()
 
 
 def open_backend(spec: dict[str, Any], **options: Any) -> Backend:
@@ -96,6 +352,10 @@ def open_backend(spec: dict[str, Any], **options: Any) -> Backend:
     if spec.get("op_timeout_s") is not None:
         options["op_timeout_s"] = spec["op_timeout_s"]
     return PostgresBackend(spec["url"], schema=spec["schema"], **options)
+
+
+# Messages a handler raises with in ``nasty_error`` mode: none can be stored as given.
+NASTY_MESSAGES = ("bad\x00byte", "lone \ud800 surrogate", "\x00")
 
 
 def run_worker(config: dict[str, Any]) -> None:
@@ -116,54 +376,113 @@ def run_worker(config: dict[str, Any]) -> None:
         recovery_interval_ms=config.get("recovery_ms", 200),
         worker_id=config.get("worker_id"),
         drain_timeout_ms=config.get("drain_ms", 2000),
+        max_run_ms=config.get("max_run_ms"),
     )
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
 
+    def claim_of(ctx: TaskContext) -> dict[str, Any]:
+        lease = ctx.lease
+        return {
+            "task": ctx.task_id,
+            "attempt": ctx.attempt,
+            "token": getattr(lease, "token", None),
+            "worker": ctx.worker_id,
+        }
+
     @worker.task
-    async def job(ctx: TaskContext, payload: dict[str, Any]) -> dict[str, Any]:
-        record("handler_start", task=ctx.task_id, attempt=ctx.attempt, worker=ctx.worker_id)
-        mode = payload.get("mode", "ok")
-        low, high = payload.get("sleep_ms", [5, 50])
-        if mode == "block":
-            time.sleep(payload.get("block_s", 2.0))
-        else:
-            await asyncio.sleep(rng.uniform(low, high) / 1000)
-        if mode == "crash":
-            os._exit(137)
-        if mode == "fail" and ctx.attempt < payload.get("fail_until", 2):
-            record("handler_end", task=ctx.task_id, attempt=ctx.attempt, outcome="raise")
-            raise ConnectionError("scripted failure")
-        if mode == "permanent":
-            record("handler_end", task=ctx.task_id, attempt=ctx.attempt, outcome="raise")
-            raise errors.TaskError("scripted permanent failure")
-        if mode == "watch_cancel":
-            for _ in range(200):
-                if await ctx.canceled():
-                    break
-                await asyncio.sleep(0.01)
-        record("handler_end", task=ctx.task_id, attempt=ctx.attempt, outcome="return")
-        return {"n": payload.get("n"), "attempt": ctx.attempt}
+    async def job(ctx: TaskContext, payload: dict[str, Any]) -> Any:
+        record("handler_start", **claim_of(ctx))
+        outcome = "cancelled"
+        try:
+            result = await _run(ctx, payload, rng)
+            outcome = "return"
+            return result
+        except BaseException:
+            outcome = "raise"
+            raise
+        finally:
+            record("handler_end", outcome=outcome, **claim_of(ctx))
+
+    @worker.task("sync_job")
+    def sync_job(ctx: Any, payload: dict[str, Any]) -> Any:
+        record("handler_start", **claim_of(ctx))
+        outcome = "raise"
+        try:
+            time.sleep(payload.get("sleep_s", 0.05))
+            outcome = "return"
+            return {"n": payload.get("n"), "attempt": ctx.attempt, "token": ctx.lease.token}
+        finally:
+            record("handler_end", outcome=outcome, **claim_of(ctx))
 
     worker.serve()
 
 
+async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:
+    """What a ``job`` does, by its payload's ``mode``."""
+    mode = payload.get("mode", "ok")
+    low, high = payload.get("sleep_ms", [5, 50])
+    if mode == "block":
+        time.sleep(payload.get("block_s", 2.0))
+    else:
+        await asyncio.sleep(rng.uniform(low, high) / 1000)
+    if mode == "crash":
+        os._exit(137)
+    if mode == "fail" and ctx.attempt < payload.get("fail_until", 2):
+        raise ConnectionError("scripted failure")
+    if mode == "fail_always":
+        raise ConnectionError("scripted failure, every attempt")
+    if mode == "permanent":
+        raise errors.TaskError("scripted permanent failure")
+    if mode == "nasty_error":
+        raise ValueError(NASTY_MESSAGES[ctx.attempt % len(NASTY_MESSAGES)])
+    if mode == "watch_cancel":
+        for _ in range(200):
+            if await ctx.canceled():
+                break
+            await asyncio.sleep(0.01)
+    result = {"n": payload.get("n"), "attempt": ctx.attempt, "token": ctx.lease.token}
+    if mode == "effect":
+        for _ in range(payload.get("wait_cancel_polls", 0)):
+            if await ctx.canceled():
+                break
+            await asyncio.sleep(0.01)
+        token = ctx.lease.token
+
+        async def write(conn: Any) -> dict[str, Any]:
+            await conn.execute(
+                "insert into cairnq_test_effects (task_id, token) values (%s, %s)",
+                (ctx.task_id, token),
+            )
+            return result
+
+        await ctx.succeed_in(write)
+    return result
+
+
+MODES = ["ok", "fail", "permanent", "watch_cancel", "fail_always", "nasty_error", "effect"]
+# Errors that say the submit wrote nothing: the checker holds them to it (INV-1b).
+REFUSED = (errors.AlreadyExists, errors.DatabaseBusy, errors.InvalidArgument)
+
+
 async def _client(config: dict[str, Any]) -> None:
     spec = config["db"]
+    apply_mutant(config.get("mutant"), spec["kind"])
     record = Recorder(config["history"])
     rng = random.Random(config.get("seed", 0) * 7919 + os.getpid())
+    weights = list(config.get("mix", [8, 1, 1, 1]))
+    weights += [0] * (len(MODES) - len(weights))
+    purge_every = config.get("purge_every", 0)
     async with CairnQ(open_backend(spec)) as cq:
         cq._owns_backend = True
-        submitted: list[str] = []
         for n in range(config["count"]):
-            mode = rng.choices(
-                ["ok", "fail", "permanent", "watch_cancel"], weights=config.get("mix", [8, 1, 1, 1])
-            )[0]
+            mode = rng.choices(MODES, weights=weights)[0]
             request = f"{os.getpid()}-{n}"
             payload = {
                 "n": n,
                 "mode": mode,
                 "sleep_ms": config.get("sleep_ms", [5, 50]),
                 "req": request,
+                "wait_cancel_polls": config.get("wait_cancel_polls", 0),
             }
             key = f"k{rng.randrange(config.get('keys', 0))}" if config.get("keys") else None
             conflict = rng.choice(["reuse", "replace", "reject"]) if key else "reuse"
@@ -176,22 +495,33 @@ async def _client(config: dict[str, Any]) -> None:
                     conflict=conflict,
                     max_attempts=config.get("max_attempts", 3),
                 )
-            except errors.AlreadyExists:
-                record("submit_fail", req=request, error="AlreadyExists")
+            except REFUSED as exc:
+                record("submit_fail", req=request, error=type(exc).__name__)
                 continue
             except errors.CairnQError as exc:
                 record("submit_info", req=request, error=type(exc).__name__)
                 continue
             record("submit_ok", req=request, task=task.id, key=key)
-            submitted.append(task.id)
-            if mode == "watch_cancel" and rng.random() < 0.7:
-                await asyncio.sleep(rng.uniform(0, 0.05))
+            if mode in ("watch_cancel", "effect") and rng.random() < config.get("cancel_p", 0.7):
+                await asyncio.sleep(rng.uniform(0, config.get("cancel_after_s", 0.05)))
                 try:
                     await cq.cancel(task.id)
                     record("cancel_ok", task=task.id)
                 except errors.CairnQError as exc:
                     record("cancel_info", task=task.id, error=type(exc).__name__)
+            if purge_every and n % purge_every == purge_every - 1:
+                await _purge(cq, record, config.get("purge_older_than_ms", 1000))
             await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+
+
+async def _purge(cq: CairnQ, record: Recorder, older_than_ms: int) -> None:
+    record("purge_invoke", older_than_ms=older_than_ms, status=None, queue=None)
+    try:
+        deleted = await cq.purge(older_than_ms=older_than_ms)
+    except errors.CairnQError as exc:
+        record("purge_info", error=type(exc).__name__)
+        return
+    record("purge_ok", deleted=len(deleted))
 
 
 def run_client(config: dict[str, Any]) -> None:
@@ -246,8 +576,8 @@ async def _keyed(config: dict[str, Any]) -> None:
             record("submit_invoke", req=request, key=key)
             try:
                 task = await cq.submit("job", {"i": i}, key=key, conflict=config["conflict"])
-            except errors.AlreadyExists:
-                record("submit_fail", req=request, key=key, error="AlreadyExists")
+            except REFUSED as exc:
+                record("submit_fail", req=request, key=key, error=type(exc).__name__)
                 return
             except errors.CairnQError as exc:
                 record("submit_info", req=request, key=key, error=type(exc).__name__)

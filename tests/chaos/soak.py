@@ -229,10 +229,10 @@ def soak(
         for proc in run.clients:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
-        quiescent = run.quiesce(keep_workers=3)
+        run.quiesce(keep_workers=3)
     finally:
         run.stop()
-    report = run.check(quiescent=quiescent)
+    report = run.check()
     events = load(sorted(folder.glob("*.jsonl")))
     windows, overlaps = _redeliveries(events)
     stuck = [
@@ -240,7 +240,9 @@ def soak(
         for row in dbtools.snapshot(db)
         if row["status"] in LIVE
     ]
-    typed_errors = Counter(e.get("error") for e in events if e["event"] == "submit_info")
+    typed_errors = Counter(
+        e.get("error") for e in events if e["event"] in ("submit_info", "submit_fail")
+    )
     counters = {k: v for k, v in report.counters.items() if k != "faults"}
     overlapping = [o for o in overlaps if o > 0]
     return {
@@ -274,7 +276,7 @@ def soak(
         "tasks": counters["tasks"],
         "outcomes": counters["final"],
         "submits_failed_typed": {
-            "count": counters["indeterminate"],
+            "count": counters["indeterminate"] + counters["refused_submits"],
             "found_stored": counters["indeterminate_found_stored"],
             "by_error": dict(sorted(typed_errors.items(), key=lambda item: str(item[0]))),
         },
@@ -290,7 +292,7 @@ def soak(
             "overlap_s_max": round(max(overlapping), 3) if overlapping else 0,
         },
         "quiescence": {
-            "quiescent": quiescent,
+            "quiescent": run.quiesced,
             "all_terminal": not stuck,
             "stuck": stuck[:STUCK_ROWS_KEPT],
             "stuck_count": len(stuck),

@@ -20,15 +20,15 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# argv: database spec, task id, attempt, worker id, runner. Completes the attempt;
+# argv: database spec, task id, attempt, lease token, worker id, runner. Completes the attempt;
 # the armed crash point ends the process with 137 before it can print.
 COMPLETE = """
 import asyncio, json, sys
 from cairnq import _ops
 from tests.chaos.programs import open_backend
 
-spec, task_id, attempt, worker_id, runner = json.loads(sys.argv[1]), *sys.argv[2:]
-lease = _ops.Lease(task_id, int(attempt))
+spec, task_id, attempt, token, worker_id, runner = json.loads(sys.argv[1]), *sys.argv[2:]
+lease = _ops.Lease(task_id, int(attempt), int(token))
 backend = open_backend(spec, listen=False)
 if runner == "sync":
     backend.run(_ops.complete(lease, worker_id, '{"done": 1}'), write=True)
@@ -49,20 +49,23 @@ print("survived", flush=True)
 """
 
 
-def _claimed(db: Database) -> tuple[str, int]:
-    """Submit one task and claim it as worker ``w1``; its (id, attempt)."""
+def _claimed(db: Database) -> _ops.Lease:
+    """Submit one task and claim it as worker ``w1``; the claim's lease."""
     with db.sync_client() as client:
         task = client.submit("job", {})
     rows = db.backend().run(
         _ops.claim(["default"], "w1", 60_000, [_ops.Draw(None, 1)], 100), write=True
     )
     assert [row["id"] for row in rows] == [task.id]
-    return task.id, int(rows[0]["attempt"])
+    return _ops.Lease.of(rows[0])
 
 
-def _complete_and_die(db: Database, point: str, task_id: str, attempt: int, runner: str) -> None:
+def _complete_and_die(db: Database, point: str, lease: _ops.Lease, runner: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", COMPLETE, db.spec(), task_id, str(attempt), "w1", runner],
+        [
+            *(sys.executable, "-c", COMPLETE, db.spec(), lease.id),
+            *(str(lease.attempt), str(lease.token), "w1", runner),
+        ],
         cwd=ROOT,
         env={**os.environ, "CAIRNQ_CRASHPOINT": point},
         capture_output=True,
@@ -78,8 +81,9 @@ def _complete_and_die(db: Database, point: str, task_id: str, attempt: int, runn
 def test_dying_around_the_commit_of_a_completion_leaves_it_uncommitted_before_and_committed_after(
     db: Database, runner: str, phase: str, status: str
 ) -> None:
-    task_id, attempt = _claimed(db)
-    _complete_and_die(db, f"{phase}:complete", task_id, attempt, runner)
+    lease = _claimed(db)
+    task_id = lease.id
+    _complete_and_die(db, f"{phase}:complete", lease, runner)
     with db.sync_client() as client:
         assert client.get(task_id).status == status  # type: ignore[union-attr]
 
@@ -92,8 +96,9 @@ def test_dying_around_the_commit_of_complete_in_leaves_write_and_completion_toge
     with admin_connect(pg_db.url) as conn:
         conn.execute(f'create schema if not exists "{pg_db.schema}"')
         conn.execute(f'create table "{pg_db.schema}".effects (task_id text primary key)')
-    task_id, attempt = _claimed(pg_db)
-    _complete_and_die(pg_db, f"{phase}:complete", task_id, attempt, "complete_in")
+    lease = _claimed(pg_db)
+    task_id = lease.id
+    _complete_and_die(pg_db, f"{phase}:complete", lease, "complete_in")
     with admin_connect(pg_db.url) as conn:
         effects = conn.execute(f'select task_id from "{pg_db.schema}".effects').fetchall()
     with pg_db.sync_client() as client:

@@ -62,10 +62,10 @@ def test_a_worker_dying_at_a_fixed_point_leaves_every_task_settled_once(
         doomed = run.start_worker(env={"CAIRNQ_CRASHPOINT": point}, concurrency=8)
         run.workers[doomed].wait(timeout=60)
         assert run.workers[doomed].returncode == 137, "the crash point was never reached"
-        quiescent = run.quiesce()
+        run.quiesce()
     finally:
         run.stop()
-    report = run.check(quiescent=quiescent)
+    report = run.check()
     _assert_valid(report)
     assert report.counters["final"] == {"succeeded": 8}
 
@@ -94,10 +94,10 @@ def test_sigterm_drains_in_flight_work_and_claims_nothing_new(db: Database, tmp_
             assert run.workers[index].wait(timeout=30) == 0
             after = client.stats()["default"]
         assert (after["running"], after["succeeded"], after["queued"]) == (0, 6, 6)
-        quiescent = run.quiesce()
+        run.quiesce()
     finally:
         run.stop()
-    _assert_valid(run.check(quiescent=quiescent))
+    _assert_valid(run.check())
 
 
 def test_a_frozen_worker_loses_its_lease_and_its_late_writes_change_nothing(
@@ -137,11 +137,11 @@ def frozen_worker_run(db: Database, folder: Path, config: Config) -> object:
         time.sleep(1.5)
         run.signal_worker(zombie, signal.SIGCONT)
         time.sleep(1.5)
-        quiescent = run.quiesce()
+        run.quiesce()
         assert run.workers[rescuer].poll() is None
     finally:
         run.stop()
-    return run.check(quiescent=quiescent)
+    return run.check()
 
 
 def test_a_poison_task_that_kills_its_worker_ends_failed_and_healthy_work_finishes(

@@ -43,11 +43,11 @@ def test_postgres_crashing_and_restarting_under_load_loses_no_accepted_task(
             time.sleep(2.0)
             cluster.start()
         run.wait_clients(timeout=180)
-        quiescent = run.quiesce()
+        run.quiesce()
         alive = run.live_workers()
     finally:
         run.stop()
-    report = run.check(quiescent=quiescent)
+    report = run.check()
     assert report.valid, report.summary()
     assert len(alive) >= config.workers
     assert report.counters["submitted"] > 0
@@ -71,11 +71,11 @@ def test_killed_sessions_reconnect_and_work_continues(pg_db: Database, tmp_path:
                 ).fetchall()
             run.faults.append(f"terminated {len(killed)} sessions")
         run.wait_clients()
-        quiescent = run.quiesce()
+        run.quiesce()
         alive = run.live_workers()
     finally:
         run.stop()
-    report = run.check(quiescent=quiescent)
+    report = run.check()
     assert report.valid, report.summary()
     assert len(alive) == config.workers
 
@@ -103,10 +103,10 @@ def test_cut_connections_between_worker_and_server_lose_nothing(
                 cuts += proxy.cut_all()
                 run.faults.append("cut")
             run.wait_clients()
-            quiescent = run.quiesce()
+            run.quiesce()
         finally:
             run.stop()
-        report = run.check(quiescent=quiescent)
+        report = run.check()
     assert report.valid, report.summary()
     assert cuts >= 6
 
@@ -194,11 +194,11 @@ def test_a_worker_whose_connections_go_silent_loses_its_leases_and_changes_nothi
             run.start_worker(concurrency=8)
             time.sleep(3 * config.lease_ms / 1000 + 1.0)
             proxy.heal()
-            quiescent = run.quiesce()
+            run.quiesce()
             silent_alive = run.workers[silent].poll() is None
         finally:
             run.stop()
-        report = run.check(quiescent=quiescent)
+        report = run.check()
     assert report.valid, report.summary()
     assert report.counters["recoveries"] >= 1
     assert silent_alive

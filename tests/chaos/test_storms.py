@@ -14,7 +14,7 @@ from cairnq import _ops
 
 from .._db import Database
 from .harness import Config, Run
-from .history import load
+from .history import Recorder, load
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -60,7 +60,7 @@ def test_fifty_claimers_on_one_task_make_exactly_one_claim(db: Database, tmp_pat
     )
     assert len(claims) == rounds
     assert not [e for e in load(sorted(tmp_path.glob("*.jsonl"))) if e["event"] == "claim_error"]
-    report = run.check(quiescent=False)
+    report = run.check()
     assert report.valid, report.summary()
 
 
@@ -88,7 +88,7 @@ def test_fifty_claimers_on_one_expired_lease_recover_and_claim_it_once(
     claims = [e for e in load(sorted(tmp_path.glob("*.jsonl"))) if e["event"] == "claim_ok"]
     assert len(claims) == rounds
     assert {e["attempt"] for e in claims} == {2}
-    report = run.check(quiescent=False)
+    report = run.check()
     assert report.valid, report.summary()
     assert report.counters["recoveries"] == rounds
 
@@ -100,7 +100,7 @@ def test_fifty_concurrent_keyed_submits_keep_one_live_task_per_key(
     run = _storm(db, tmp_path, "keyed", 5, keys=5, per_key=10, conflict=conflict)
     events = load(sorted(tmp_path.glob("*.jsonl")))
     oks = [e for e in events if e["event"] == "submit_ok"]
-    report = run.check(quiescent=False)
+    report = run.check()
     assert report.valid, report.summary()
     assert not [e for e in events if e["event"] == "submit_info"]
     per_key = {key: {e["task"] for e in oks if e["key"] == key} for key in {e["key"] for e in oks}}
@@ -136,9 +136,12 @@ def test_purge_racing_retry_and_recovery_deletes_only_settled_rows(
     run = Run(db, tmp_path, config)
     stop = threading.Event()
 
+    record = Recorder(tmp_path / "churn.jsonl")
+
     def churn() -> None:
         with db.sync_client() as client:
             while not stop.is_set():
+                record("purge_invoke", older_than_ms=0, status=None, queue=None)
                 client.purge(older_than_ms=0, limit=5)
                 for task in client.list(status="failed", limit=5):
                     client.retry(task.id)
@@ -155,11 +158,12 @@ def test_purge_racing_retry_and_recovery_deletes_only_settled_rows(
         time.sleep(1.0)
         stop.set()
         churner.join()
-        quiescent = run.quiesce()
+        run.quiesce()
     finally:
         stop.set()
         run.stop()
-    report = run.check(quiescent=quiescent)
+        record.close()
+    report = run.check()
     assert report.valid, report.summary()
     deletes = [
         r
