@@ -8,6 +8,13 @@ outcome only after COMMIT. Reads run on separate connections (WAL lets them
 proceed while a write is open), in the calling thread for sync callers and in
 a small thread pool for async ones, so neither a write nor another process's
 lock ever blocks the event loop.
+
+Two file-level hazards are handled in the writer thread. Space: the WAL gives
+disk space back only through a checkpoint, and SQLite's automatic one runs
+after a commit that pushed the WAL past 1000 pages, so on a nearly full disk
+the WAL can swallow the last free bytes and every later commit fails for good.
+While the file system is short of space, or a write just failed for lack of
+it, the writer checkpoints (``TRUNCATE``) before each transaction.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import queue
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -45,8 +54,14 @@ from .base import bind
 
 T = TypeVar("T")
 
+log = logging.getLogger("cairnq.sqlite")
+
 Synchronous = Literal["full", "normal"]
 MAX_GROUP = 128
+# Below this much free space the WAL, which grows by up to 1000 pages (4 MiB) between
+# automatic checkpoints, could take what is left; the writer then checkpoints eagerly.
+LOW_SPACE_BYTES = 16 * 1024 * 1024
+SPACE_CHECK_S = 1.0
 
 
 @dataclass
@@ -99,6 +114,11 @@ class SQLiteBackend:
         self.clock: Clock = clock or SYSTEM_CLOCK
         self.migrate = migrate
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
+        # Where the file is on disk, absolute so a later chdir changes nothing.
+        self._file = None if self._memory else os.path.abspath(_file_path(self.path))
+        self._short_of_space = False
+        self._ran_out = False
+        self._space_checked_at = 0.0
         identity = f"memory:{id(self)}" if self._memory else os.path.realpath(self.path)
         self.hub: WakeHub = hub_for("sqlite:" + identity)
         self._statements = statements("sqlite")
@@ -272,17 +292,51 @@ class SQLiteBackend:
                     break
                 batch.append(job)
             try:
+                self._before_group(conn)
                 self._run_group(conn, batch)
             except BaseException as exc:
                 self._fail_stranded(conn, batch, exc)
         self._drain_after_stop()
         conn.close()
 
+    def _before_group(self, conn: sqlite3.Connection) -> None:
+        """Make room in the WAL when the disk is short of space."""
+        if self._file is None:
+            return
+        now = time.monotonic()
+        if now - self._space_checked_at >= SPACE_CHECK_S:
+            self._space_checked_at = now
+            self._short_of_space = self._ran_out or _free_bytes(self._file) < LOW_SPACE_BYTES
+            self._ran_out = False
+        if self._short_of_space:
+            self._checkpoint(conn)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Copy the WAL into the database and truncate it, without waiting for anyone.
+
+        Best effort: a reader or another process's writer in the way, or a database
+        that cannot grow yet, leaves it for the next transaction.
+        """
+        try:
+            conn.execute("pragma busy_timeout = 0")
+            try:
+                conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+            finally:
+                conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+        except sqlite3.Error as exc:
+            log.debug("checkpoint on a disk short of space failed: %s", exc)
+
+    def _write_error(self, exc: BaseException) -> BaseException:
+        """``_translate`` for the writer, which also notes a write that found no room."""
+        if _out_of_space(exc):
+            self._ran_out = self._short_of_space = True
+        return _translate(exc, self.busy_timeout_ms)
+
     def _fail_stranded(
         self, conn: sqlite3.Connection, batch: list[_Job], exc: BaseException
     ) -> None:
         """The group itself broke (not one operation): fail what it left unresolved, carry on."""
-        error = _translate(exc, self.busy_timeout_ms)
+        error = self._write_error(exc)
         with contextlib.suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("rollback")
@@ -307,7 +361,7 @@ class SQLiteBackend:
         try:
             conn.execute(self.begin_write)
         except BaseException as exc:
-            error = _translate(exc, self.busy_timeout_ms)
+            error = self._write_error(exc)
             for job in jobs:
                 job.future.set_exception(error)
             return
@@ -324,7 +378,7 @@ class SQLiteBackend:
             try:
                 value, emits = drive(job.op, lambda step: self._execute(conn, step))
             except BaseException as exc:
-                error = _translate(exc, self.busy_timeout_ms)
+                error = self._write_error(exc)
                 if conn.in_transaction:
                     if guarded:
                         conn.execute("rollback to op")
@@ -345,7 +399,7 @@ class SQLiteBackend:
             try:
                 conn.execute("commit")
             except BaseException as exc:
-                error = _translate(exc, self.busy_timeout_ms)
+                error = self._write_error(exc)
                 if conn.in_transaction:
                     conn.execute("rollback")
                 outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
@@ -472,6 +526,35 @@ def split_script(source: str) -> list[str]:
     ):
         out.append(pending)
     return out
+
+
+def _file_path(path: str) -> str:
+    """The file system path of a database named by a path or a ``file:`` URI."""
+    if not path.startswith("file:"):
+        return path
+    return urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+
+
+def _free_bytes(path: str) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s file system."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except (OSError, AttributeError):
+        return LOW_SPACE_BYTES
+    return st.f_bavail * st.f_frsize
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """A ``sqlite3`` error that may mean the disk is full (``SQLITE_FULL``, an I/O error)."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    text = str(exc)
+    return (
+        name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+        or "database or disk is full" in text
+        or "disk I/O error" in text
+    )
 
 
 def _access_hint(path: str) -> str:
