@@ -566,7 +566,7 @@ class Worker:
                 failures += 1
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
                 low, high = CLAIM_ERROR_BACKOFF_S
-                await wake.wait_async(min(high, low * 2 ** min(failures - 1, 5)))
+                await self._pause_after_error(min(high, low * 2 ** min(failures - 1, 5)))
                 continue
             failures = 0
             if rows:
@@ -578,6 +578,18 @@ class Worker:
                 self.stop()
             else:
                 await wake.wait_async(self.poll_interval_ms / 1000)
+
+    async def _pause_after_error(self, seconds: float) -> None:
+        """Wait out an error backoff: only ``stop()`` ends it early.
+
+        Wake-ups (a commit the file watcher saw, a NOTIFY, a freed slot) keep
+        arriving while the database fails, and a failed SQLite write is itself
+        a change the watcher reports: the backoff is a floor, so none of them
+        may cut it short. They stay latched for the claim that follows.
+        """
+        assert self._stopping is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _byte_headroom(self) -> int:
         """How many more tasks fit under ``max_in_flight_bytes``, judged by recent payloads.
