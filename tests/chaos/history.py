@@ -49,9 +49,10 @@ def _lease_of(op: Op[Any]) -> tuple[str | None, int | None, str | None]:
 class RecordingBackend:
     """Wraps a backend; records claims and settlements with their outcome.
 
-    ``settle_ok`` means committed; ``settle_lost`` means the database refused it
-    (``LostLease``); ``settle_info`` means the outcome is unknown (an error that
-    may have happened after commit).
+    ``claim_ok`` is one row claimed; ``claim_error`` (with the error's type) is
+    one claim transaction that failed. ``settle_ok`` means committed;
+    ``settle_lost`` means the database refused it (``LostLease``); ``settle_info``
+    means the outcome is unknown (an error that may have happened after commit).
     """
 
     def __init__(self, inner: Any, record: Recorder) -> None:
@@ -91,7 +92,7 @@ class RecordingBackend:
             return await self._observe_group(op, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
-        task_id, attempt, worker_id = _lease_of(op) if name in SETTLE_OPS else (None, None, None)
+        task_id, attempt, worker_id = _lease_of(op)
         if name in SETTLE_OPS:
             self._record("settle_invoke", op=name, task=task_id, attempt=attempt, worker=worker_id)
         try:
@@ -109,6 +110,9 @@ class RecordingBackend:
                     worker=worker_id,
                     error=type(exc).__name__,
                 )
+            elif isinstance(exc, Exception):
+                # One claim transaction that failed: the events that bound error loops.
+                self._record("claim_error", worker=worker_id, error=type(exc).__name__)
             raise
         if name == "claim":
             for row in result:
