@@ -14,7 +14,11 @@ disk space back only through a checkpoint, and SQLite's automatic one runs
 after a commit that pushed the WAL past 1000 pages, so on a nearly full disk
 the WAL can swallow the last free bytes and every later commit fails for good.
 While the file system is short of space, or a write just failed for lack of
-it, the writer checkpoints (``TRUNCATE``) before each transaction.
+it, the writer checkpoints (``TRUNCATE``) before each transaction. Identity:
+a file deleted, renamed or replaced under an open connection keeps working for
+that connection alone, so each write transaction first checks that the path
+still names the file it opened, and a backend that finds it gone refuses
+every operation from then on.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ MAX_GROUP = 128
 # automatic checkpoints, could take what is left; the writer then checkpoints eagerly.
 LOW_SPACE_BYTES = 16 * 1024 * 1024
 SPACE_CHECK_S = 1.0
+# Reads look at the file's identity at most this often (every write transaction does).
+FILE_CHECK_S = 1.0
 
 
 @dataclass
@@ -116,6 +122,9 @@ class SQLiteBackend:
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
         # Where the file is on disk, absolute so a later chdir changes nothing.
         self._file = None if self._memory else os.path.abspath(_file_path(self.path))
+        self._file_id: tuple[int, int] | None = None
+        self._file_checked_at = 0.0
+        self._lost: DatabaseUnavailable | None = None
         self._short_of_space = False
         self._ran_out = False
         self._space_checked_at = 0.0
@@ -157,6 +166,7 @@ class SQLiteBackend:
             conn = self._connect(writer=True)
             try:
                 self._migrate(conn)
+                self._file_id = None if self._file is None else self._identity()
             except BaseException:
                 conn.close()
                 raise
@@ -203,6 +213,55 @@ class SQLiteBackend:
 
     # --- running operations -----------------------------------------------------------
 
+    def check_file(self) -> None:
+        """Check that the path still names the database file this backend opened.
+
+        A SQLite file deleted, renamed or replaced while open keeps working for
+        the connections that have it open, and for them alone: what they write
+        is invisible to every other process and gone when they close. Each write
+        transaction and each new read connection runs this check first, other
+        reads at most once a second, and a worker on its poll timer. Once it
+        fails, every operation on this backend raises the same error; open a new
+        backend to use the file now at the path. One ``stat`` call; a no-op for
+        in-memory databases.
+
+        Raises:
+            DatabaseUnavailable: the file was deleted, renamed or replaced
+                (``retryable`` is false: this backend can never reach it again).
+            StoreClosed: the backend was closed.
+        """
+        if self._state == "closed":
+            raise StoreClosed("this SQLite backend was closed")
+        self._verify_file()
+
+    def _verify_file(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self._file_id is None:
+            return
+        self._file_checked_at = time.monotonic()
+        if self._identity() != self._file_id:
+            self._lost = DatabaseUnavailable(
+                f"SQLite database {self.path!r} was deleted, renamed or replaced while open; "
+                "this process stops using the file it still holds (anything written to it "
+                "would be seen by no other process and lost). Open a new client or worker "
+                "to use the file now at that path",
+                retryable=False,
+            )
+            raise self._lost
+
+    def _identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the file at the path; None when nothing is there."""
+        assert self._file is not None
+        try:
+            st = os.stat(self._file)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            # Cannot look (a permission change): no evidence the file went away.
+            return self._file_id
+        return (st.st_dev, st.st_ino)
+
     def run(self, op: Op[T], *, write: bool) -> T:
         self._ensure_open()
         if write or self._memory:
@@ -211,6 +270,8 @@ class SQLiteBackend:
         return self._read(op)
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
+        if self._lost is not None:
+            raise self._lost
         if self._state != "open":
             await self.aopen()
             self._ensure_open()
@@ -220,6 +281,8 @@ class SQLiteBackend:
         return await loop.run_in_executor(self._readers, self._read, op)
 
     def _ensure_open(self) -> None:
+        if self._lost is not None:
+            raise self._lost
         if os.getpid() != self._pid:
             raise StoreClosed(
                 "this SQLite backend was created in another process (before a fork); "
@@ -241,6 +304,8 @@ class SQLiteBackend:
         return job.future
 
     def _read(self, op: Op[T]) -> T:
+        if time.monotonic() - self._file_checked_at >= FILE_CHECK_S:
+            self._verify_file()
         with self._read_slots:
             conn = self._take_reader()
             try:
@@ -257,7 +322,14 @@ class SQLiteBackend:
                 raise StoreClosed("this SQLite backend was closed")
             if self._idle_readers:
                 return self._idle_readers.pop()
+        # A new connection opens whatever the path names now: never another file.
+        self._verify_file()
         conn = self._connect(writer=False)
+        try:
+            self._verify_file()
+        except DatabaseUnavailable:
+            conn.close()
+            raise
         with self._conns_lock:
             self._read_conns.append(conn)
         return conn
@@ -300,9 +372,10 @@ class SQLiteBackend:
         conn.close()
 
     def _before_group(self, conn: sqlite3.Connection) -> None:
-        """Make room in the WAL when the disk is short of space."""
+        """Refuse to write into a file that left its path; make room in the WAL when short."""
         if self._file is None:
             return
+        self._verify_file()
         now = time.monotonic()
         if now - self._space_checked_at >= SPACE_CHECK_S:
             self._space_checked_at = now
