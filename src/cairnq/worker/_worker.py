@@ -473,9 +473,8 @@ class Worker:
             InvalidArgument: no handlers are registered.
             RuntimeError: the worker is already running.
             DatabaseUnavailable: the worker stopped because its SQLite file was
-                deleted, renamed or replaced while it ran (logged once as an error;
-                in-flight calls are abandoned, their tasks recovered after the
-                lease wherever the file is restored).
+                deleted, renamed or replaced while it ran (logged once as an
+                error). In-flight calls are abandoned: nothing can settle them.
         """
         if self._running:
             raise RuntimeError("this worker is already running")
