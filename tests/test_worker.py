@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from cairnq import (
     _ops,
 )
 from cairnq.testing import FakeClock
+from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from ._db import Database, admin_connect
 
@@ -500,6 +503,58 @@ async def test_a_worker_woken_by_a_task_queued_in_its_queues_claims_without_prob
         await settled(cq, task.id)
     await worker.close()
     assert probes_when_started == [[False]]
+
+
+@contextlib.contextmanager
+def tasks_table_away(db: Database) -> Iterator[None]:
+    """Rename ``cairnq_tasks`` for a while, so every probe and claim fails."""
+
+    def rename(old: str, new: str) -> None:
+        if db.kind == "sqlite":
+            with contextlib.closing(sqlite3.connect(str(db.path), isolation_level=None)) as conn:
+                conn.execute(f"alter table {old} rename to {new}")
+            return
+        from psycopg import sql
+
+        with admin_connect(db.url) as conn:
+            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
+            conn.execute(f"alter table {old} rename to {new}")
+
+    rename("cairnq_tasks", "cairnq_tasks_away")
+    try:
+        yield
+    finally:
+        rename("cairnq_tasks_away", "cairnq_tasks")
+
+
+async def test_failed_claims_wait_out_the_backoff_however_often_the_worker_is_woken(
+    db: Database,
+) -> None:
+    failed: list[float] = []
+
+    def on_error(exc: BaseException, context: dict[str, Any]) -> None:
+        if context.get("phase") == "claim":
+            failed.append(time.monotonic())
+
+    worker = db.worker(poll_interval_ms=20, on_error=on_error)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        pass
+
+    async with db.client() as cq, worker.background():
+        with tasks_table_away(db):
+            until = time.monotonic() + 1.2
+            while time.monotonic() < until:
+                worker.client.backend.hub.poke()
+                await asyncio.sleep(0.002)
+        task = await cq.submit("job")
+        assert (await settled(cq, task.id)).status == "succeeded"
+    await worker.close()
+    assert len(failed) >= 2
+    floor = CLAIM_ERROR_BACKOFF_S[0]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(failed)]
+    assert min(gaps) >= floor * 0.99, f"claims failed {min(gaps):.4f} s apart"
 
 
 async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(

@@ -48,6 +48,11 @@ def _claim_of(lease: Any, worker: Any) -> dict[str, Any]:
     }
 
 
+def _worker_of(op: Op[Any]) -> Any:
+    frame = getattr(op, "gi_frame", None)
+    return frame.f_locals.get("worker_id") if frame is not None else None
+
+
 def _lease_of(op: Op[Any]) -> dict[str, Any]:
     frame = getattr(op, "gi_frame", None)
     local = frame.f_locals if frame is not None else {}
@@ -57,9 +62,10 @@ def _lease_of(op: Op[Any]) -> dict[str, Any]:
 class RecordingBackend:
     """Wraps a backend; records claims and settlements with their outcome.
 
-    ``settle_ok`` means committed; ``settle_lost`` means the database refused it
-    (``LostLease``); ``settle_info`` means the outcome is unknown (an error that
-    may have happened after commit). A failed claim is ``claim_error``.
+    ``claim_ok`` is one row claimed; ``claim_error`` (with the error's type) is
+    one claim transaction that failed. ``settle_ok`` means committed;
+    ``settle_lost`` means the database refused it (``LostLease``); ``settle_info``
+    means the outcome is unknown (an error that may have happened after commit).
     """
 
     def __init__(self, inner: Any, record: Recorder) -> None:
@@ -127,8 +133,9 @@ class RecordingBackend:
         except BaseException as exc:
             if name in SETTLE_OPS:
                 self._record("settle_info", op=name, error=type(exc).__name__, **claim)
-            else:
-                self._record("claim_error", error=type(exc).__name__)
+            elif isinstance(exc, Exception):
+                # One claim transaction that failed: the events that bound error loops.
+                self._record("claim_error", worker=_worker_of(op), error=type(exc).__name__)
             raise
         if name == "claim":
             for row in result:

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cairnq import DatabaseBusy, DatabaseError, SyncCairnQ
+from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from .._db import Database
+from .checker import Report
 from .harness import Config, Run
 from .history import load
 
@@ -115,6 +122,116 @@ def test_a_full_disk_is_a_typed_error_and_everything_drains_once_space_returns(
         report = run.check()
         assert report.valid, report.summary()
         db.close_all()
+
+
+def fill(path: Path) -> None:
+    """Write ``path`` until its file system has no byte left."""
+    with path.open("ab", buffering=0) as f:
+        for chunk in (64 * 1024, 4096, 512):
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * chunk)
+    with pytest.raises(OSError, match="No space") as full:
+        path.with_name("probe").write_bytes(b"\0" * 4096)
+    assert full.value.errno == errno.ENOSPC
+
+
+OUTAGE_S = 3.0
+BLOB_TASKS = 20
+FREED_BYTES = 512 * 1024
+POLL_MS = 100
+# Space is back: the claim backoff in progress ends (at most its cap), then a few
+# poll intervals for the claims and settlements of 20 short tasks.
+DRAIN_BOUND_S = CLAIM_ERROR_BACKOFF_S[1] + 30 * POLL_MS / 1000
+
+
+@dataclass
+class DiskOutage:
+    outage: tuple[float, float]
+    claim_errors: list[dict[str, Any]]
+    drained_after_s: float | None
+    statuses: dict[str, int]
+    workers_started: int
+    report: Report
+
+
+@pytest.fixture(scope="module")
+def disk_outage(tmp_path_factory: pytest.TempPathFactory) -> DiskOutage:
+    """One worker, 20 queued tasks of 20 KB, a disk full for 3 s, then 512 KiB freed.
+
+    The worker is paused (SIGSTOP) while the tasks go in and the disk fills, so
+    every one of them is still queued when its claims start failing.
+    """
+    folder = tmp_path_factory.mktemp("outage")
+    with tmpfs(folder / "small", "3m") as disk:
+        db = Database.sqlite(disk / "q.db")
+        run = Run(db, folder, Config(workers=1, clients=0, poll_ms=POLL_MS))
+        drained_after: float | None = None
+        try:
+            with db.sync_client() as client:
+                run.start_worker()
+                first = client.submit("job", {"n": -1})
+                assert client.wait(first.id, timeout_ms=30_000).status == "succeeded"
+                run.signal_worker(0, signal.SIGSTOP)
+                for i in range(BLOB_TASKS):
+                    client.submit("job", {"n": i, "blob": "x" * 20_000})
+                freed = disk / "freed"
+                freed.write_bytes(b"\0" * FREED_BYTES)
+                fill(disk / "ballast")
+                run.signal_worker(0, signal.SIGCONT)
+                started = time.monotonic()
+                time.sleep(OUTAGE_S)
+                ended = time.monotonic()
+                freed.unlink()
+                while time.monotonic() - ended < DRAIN_BOUND_S:
+                    stats = client.stats()["default"]
+                    if stats["queued"] + stats["running"] == 0:
+                        drained_after = time.monotonic() - ended
+                        break
+                    time.sleep(0.05)
+                statuses = client.stats()["default"]
+        finally:
+            run.stop()
+        # The same worker's drain is this run's quiescence: a task still live fails INV-2.
+        run.quiesced = drained_after is not None
+        report = run.check()
+        db.close_all()
+    errors = [e for e in load(sorted(folder.glob("*.jsonl"))) if e["event"] == "claim_error"]
+    return DiskOutage(
+        outage=(started, ended),
+        claim_errors=errors,
+        drained_after_s=drained_after,
+        statuses=statuses,
+        workers_started=len(run.workers),
+        report=report,
+    )
+
+
+def test_claims_on_a_full_disk_wait_out_the_error_backoff_whatever_wakes_the_worker(
+    disk_outage: DiskOutage,
+) -> None:
+    started, ended = disk_outage.outage
+    during = [e for e in disk_outage.claim_errors if started <= e["t"] <= ended]
+    assert len(during) >= 2, "the claims never failed: the disk did not fill"
+    assert {e["error"] for e in during} == {"DatabaseError"}
+    floor = CLAIM_ERROR_BACKOFF_S[0]
+    assert len(during) <= OUTAGE_S / floor + 1, (
+        f"{len(during)} failed claim transactions in {OUTAGE_S} s"
+    )
+    times = [e["t"] for e in disk_outage.claim_errors]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= floor * 0.99, f"failed claims {min(gaps):.4f} s apart"
+
+
+def test_the_same_worker_drains_every_task_once_space_returns_after_a_full_disk(
+    disk_outage: DiskOutage,
+) -> None:
+    assert disk_outage.drained_after_s is not None, (
+        f"not drained {DRAIN_BOUND_S} s after space returned: {disk_outage.statuses}"
+    )
+    assert disk_outage.workers_started == 1
+    assert disk_outage.statuses["succeeded"] == BLOB_TASKS + 1
+    assert disk_outage.report.valid, disk_outage.report.summary()
 
 
 def test_a_read_only_database_refuses_writes_with_a_typed_error(tmp_path: Path) -> None:

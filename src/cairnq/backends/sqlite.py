@@ -8,6 +8,17 @@ outcome only after COMMIT. Reads run on separate connections (WAL lets them
 proceed while a write is open), in the calling thread for sync callers and in
 a small thread pool for async ones, so neither a write nor another process's
 lock ever blocks the event loop.
+
+Two file-level hazards are handled in the writer thread. Space: the WAL gives
+disk space back only through a checkpoint, and SQLite's automatic one runs
+after a commit that pushed the WAL past 1000 pages, so on a nearly full disk
+the WAL can swallow the last free bytes and every later commit fails for good.
+While the file system is short of space, or a write just failed for lack of
+it, the writer checkpoints (``TRUNCATE``) before each transaction. Identity:
+a file deleted, renamed or replaced under an open connection keeps working for
+that connection alone, so each write transaction first checks that the path
+still names the file it opened, and a backend that finds it gone refuses
+every operation from then on.
 """
 
 from __future__ import annotations
@@ -16,11 +27,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import queue
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -45,8 +58,16 @@ from .base import bind
 
 T = TypeVar("T")
 
+log = logging.getLogger("cairnq.sqlite")
+
 Synchronous = Literal["full", "normal"]
 MAX_GROUP = 128
+# Below this much free space the WAL, which grows by up to 1000 pages (4 MiB) between
+# automatic checkpoints, could take what is left; the writer then checkpoints eagerly.
+LOW_SPACE_BYTES = 16 * 1024 * 1024
+SPACE_CHECK_S = 1.0
+# Reads look at the file's identity at most this often (every write transaction does).
+FILE_CHECK_S = 1.0
 
 
 @dataclass
@@ -99,6 +120,14 @@ class SQLiteBackend:
         self.clock: Clock = clock or SYSTEM_CLOCK
         self.migrate = migrate
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
+        # Where the file is on disk, absolute so a later chdir changes nothing.
+        self._file = None if self._memory else os.path.abspath(_file_path(self.path))
+        self._file_id: tuple[int, int] | None = None
+        self._file_checked_at = 0.0
+        self._lost: DatabaseUnavailable | None = None
+        self._short_of_space = False
+        self._ran_out = False
+        self._space_checked_at = 0.0
         identity = f"memory:{id(self)}" if self._memory else os.path.realpath(self.path)
         self.hub: WakeHub = hub_for("sqlite:" + identity)
         self._statements = statements("sqlite")
@@ -137,6 +166,7 @@ class SQLiteBackend:
             conn = self._connect(writer=True)
             try:
                 self._migrate(conn)
+                self._file_id = None if self._file is None else self._identity()
             except BaseException:
                 conn.close()
                 raise
@@ -183,6 +213,55 @@ class SQLiteBackend:
 
     # --- running operations -----------------------------------------------------------
 
+    def check_file(self) -> None:
+        """Check that the path still names the database file this backend opened.
+
+        A SQLite file deleted, renamed or replaced while open keeps working for
+        the connections that have it open, and for them alone: what they write
+        is invisible to every other process and gone when they close. Each write
+        transaction and each new read connection runs this check first, other
+        reads at most once a second, and a worker on its poll timer. Once it
+        fails, every operation on this backend raises the same error; open a new
+        backend to use the file now at the path. One ``stat`` call; a no-op for
+        in-memory databases.
+
+        Raises:
+            DatabaseUnavailable: the file was deleted, renamed or replaced
+                (``retryable`` is false: this backend can never reach it again).
+            StoreClosed: the backend was closed.
+        """
+        if self._state == "closed":
+            raise StoreClosed("this SQLite backend was closed")
+        self._verify_file()
+
+    def _verify_file(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self._file_id is None:
+            return
+        self._file_checked_at = time.monotonic()
+        if self._identity() != self._file_id:
+            self._lost = DatabaseUnavailable(
+                f"SQLite database {self.path!r} was deleted, renamed or replaced while open; "
+                "this process stops using the file it still holds (anything written to it "
+                "would be seen by no other process and lost). Open a new client or worker "
+                "to use the file now at that path",
+                retryable=False,
+            )
+            raise self._lost
+
+    def _identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the file at the path; None when nothing is there."""
+        assert self._file is not None
+        try:
+            st = os.stat(self._file)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            # Cannot look (a permission change): no evidence the file went away.
+            return self._file_id
+        return (st.st_dev, st.st_ino)
+
     def run(self, op: Op[T], *, write: bool) -> T:
         self._ensure_open()
         if write or self._memory:
@@ -191,6 +270,8 @@ class SQLiteBackend:
         return self._read(op)
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
+        if self._lost is not None:
+            raise self._lost
         if self._state != "open":
             await self.aopen()
             self._ensure_open()
@@ -200,6 +281,8 @@ class SQLiteBackend:
         return await loop.run_in_executor(self._readers, self._read, op)
 
     def _ensure_open(self) -> None:
+        if self._lost is not None:
+            raise self._lost
         if os.getpid() != self._pid:
             raise StoreClosed(
                 "this SQLite backend was created in another process (before a fork); "
@@ -221,6 +304,8 @@ class SQLiteBackend:
         return job.future
 
     def _read(self, op: Op[T]) -> T:
+        if time.monotonic() - self._file_checked_at >= FILE_CHECK_S:
+            self._verify_file()
         with self._read_slots:
             conn = self._take_reader()
             try:
@@ -237,7 +322,14 @@ class SQLiteBackend:
                 raise StoreClosed("this SQLite backend was closed")
             if self._idle_readers:
                 return self._idle_readers.pop()
+        # A new connection opens whatever the path names now: never another file.
+        self._verify_file()
         conn = self._connect(writer=False)
+        try:
+            self._verify_file()
+        except DatabaseUnavailable:
+            conn.close()
+            raise
         with self._conns_lock:
             self._read_conns.append(conn)
         return conn
@@ -272,17 +364,52 @@ class SQLiteBackend:
                     break
                 batch.append(job)
             try:
+                self._before_group(conn)
                 self._run_group(conn, batch)
             except BaseException as exc:
                 self._fail_stranded(conn, batch, exc)
         self._drain_after_stop()
         conn.close()
 
+    def _before_group(self, conn: sqlite3.Connection) -> None:
+        """Refuse to write into a file that left its path; make room in the WAL when short."""
+        if self._file is None:
+            return
+        self._verify_file()
+        now = time.monotonic()
+        if now - self._space_checked_at >= SPACE_CHECK_S:
+            self._space_checked_at = now
+            self._short_of_space = self._ran_out or _free_bytes(self._file) < LOW_SPACE_BYTES
+            self._ran_out = False
+        if self._short_of_space:
+            self._checkpoint(conn)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Copy the WAL into the database and truncate it, without waiting for anyone.
+
+        Best effort: a reader or another process's writer in the way, or a database
+        that cannot grow yet, leaves it for the next transaction.
+        """
+        try:
+            conn.execute("pragma busy_timeout = 0")
+            try:
+                conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+            finally:
+                conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+        except sqlite3.Error as exc:
+            log.debug("checkpoint on a disk short of space failed: %s", exc)
+
+    def _write_error(self, exc: BaseException) -> BaseException:
+        """``_translate`` for the writer, which also notes a write that found no room."""
+        if _out_of_space(exc):
+            self._ran_out = self._short_of_space = True
+        return _translate(exc, self.busy_timeout_ms)
+
     def _fail_stranded(
         self, conn: sqlite3.Connection, batch: list[_Job], exc: BaseException
     ) -> None:
         """The group itself broke (not one operation): fail what it left unresolved, carry on."""
-        error = _translate(exc, self.busy_timeout_ms)
+        error = self._write_error(exc)
         with contextlib.suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("rollback")
@@ -310,7 +437,7 @@ class SQLiteBackend:
         try:
             conn.execute(self.begin_write)
         except BaseException as exc:
-            error = _translate(exc, self.busy_timeout_ms)
+            error = self._write_error(exc)
             for job in jobs:
                 job.future.set_exception(error)
             return
@@ -327,7 +454,7 @@ class SQLiteBackend:
             try:
                 value, emits = drive(job.op, lambda step: self._execute(conn, step))
             except BaseException as exc:
-                error = _translate(exc, self.busy_timeout_ms)
+                error = self._write_error(exc)
                 if conn.in_transaction:
                     if guarded:
                         conn.execute("rollback to op")
@@ -348,7 +475,7 @@ class SQLiteBackend:
             try:
                 conn.execute("commit")
             except BaseException as exc:
-                error = _translate(exc, self.busy_timeout_ms)
+                error = self._write_error(exc)
                 if conn.in_transaction:
                     conn.execute("rollback")
                 outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
@@ -475,6 +602,35 @@ def split_script(source: str) -> list[str]:
     ):
         out.append(pending)
     return out
+
+
+def _file_path(path: str) -> str:
+    """The file system path of a database named by a path or a ``file:`` URI."""
+    if not path.startswith("file:"):
+        return path
+    return urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+
+
+def _free_bytes(path: str) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s file system."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except (OSError, AttributeError):
+        return LOW_SPACE_BYTES
+    return st.f_bavail * st.f_frsize
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """A ``sqlite3`` error that may mean the disk is full (``SQLITE_FULL``, an I/O error)."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    text = str(exc)
+    return (
+        name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+        or "database or disk is full" in text
+        or "disk I/O error" in text
+    )
 
 
 def _access_hint(path: str) -> str:

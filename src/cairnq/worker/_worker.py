@@ -198,6 +198,7 @@ class Worker:
         self._rejects: set[asyncio.Future[Any]] = set()
         self._beat_sent = 0.0
         self._presence: Presence | None = None
+        self._fatal: DatabaseUnavailable | None = None
 
     @classmethod
     def sqlite(
@@ -471,6 +472,9 @@ class Worker:
         Raises:
             InvalidArgument: no handlers are registered.
             RuntimeError: the worker is already running.
+            DatabaseUnavailable: the worker stopped because its SQLite file was
+                deleted, renamed or replaced while it ran (logged once as an
+                error). In-flight calls are abandoned: nothing can settle them.
         """
         if self._running:
             raise RuntimeError("this worker is already running")
@@ -482,6 +486,7 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._drain_deadline = None
+        self._fatal = None
         self._until_idle = until_idle
         self._running = True
         try:
@@ -539,6 +544,8 @@ class Worker:
             self._wake.close()
             self._running = False
             log.info("worker stopped", extra={"worker_id": self.worker_id})
+        if self._fatal is not None:
+            raise self._fatal
 
     # --- claiming ---------------------------------------------------------------------
 
@@ -547,7 +554,13 @@ class Worker:
         assert self._wake is not None
         wake, stopping = self._wake, self._stopping
         failures = 0
+        check_file = getattr(self.client.backend, "check_file", None)
+        next_check = 0.0
         while not stopping.is_set():
+            if check_file is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.poll_interval_ms / 1000
+                if not self._store_still_there(check_file):
+                    return
             queued = wake.matched()
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
@@ -563,10 +576,12 @@ class Worker:
             try:
                 rows = await self._claim(draws, probe=not queued)
             except Exception as exc:
+                if check_file is not None and not self._store_still_there(check_file):
+                    return
                 failures += 1
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
                 low, high = CLAIM_ERROR_BACKOFF_S
-                await wake.wait_async(min(high, low * 2 ** min(failures - 1, 5)))
+                await self._pause_after_error(min(high, low * 2 ** min(failures - 1, 5)))
                 continue
             failures = 0
             if rows:
@@ -578,6 +593,33 @@ class Worker:
                 self.stop()
             else:
                 await wake.wait_async(self.poll_interval_ms / 1000)
+
+    async def _pause_after_error(self, seconds: float) -> None:
+        """Wait out an error backoff: only ``stop()`` ends it early.
+
+        Wake-ups (a commit the file watcher saw, a NOTIFY, a freed slot) keep
+        arriving while the database fails, and a failed SQLite write is itself
+        a change the watcher reports: the backoff is a floor, so none of them
+        may cut it short. They stay latched for the claim that follows.
+        """
+        assert self._stopping is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _store_still_there(self, check_file: Callable[[], None]) -> bool:
+        """False, after logging once and stopping, when the backend's file is gone for good."""
+        try:
+            check_file()
+        except Exception as exc:
+            if not isinstance(exc, DatabaseUnavailable) or exc.retryable:
+                return True  # not a lost file; a claim reports it if it persists
+            log.error("worker stopping: %s", exc, extra={"worker_id": self.worker_id})
+            self._fatal = exc
+            # Nothing in flight can be settled any more: abandon it rather than drain.
+            self._drain_deadline = 0.0
+            self.stop()
+            return False
+        return True
 
     def _byte_headroom(self) -> int:
         """How many more tasks fit under ``max_in_flight_bytes``, judged by recent payloads.
@@ -876,7 +918,7 @@ class Worker:
                 extra={"worker_id": self.worker_id},
             )
         leftovers = [c for c in leftovers if c not in self._executor.in_threads]
-        if leftovers:
+        if leftovers and self._fatal is None:
             await asyncio.wait(
                 [asyncio.ensure_future(self._release_unfinished(ctx)) for ctx in leftovers],
                 timeout=SHUTDOWN_WRITE_TIMEOUT_S,
