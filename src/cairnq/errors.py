@@ -262,6 +262,9 @@ def error_envelope(
 ) -> dict[str, Any]:
     """Build the JSON error envelope stored in a task's ``error`` column.
 
+    ``type``, ``code`` and ``message`` are made strings (``safe_str``); what no
+    store can hold in them is escaped when the worker records the envelope.
+
     Args:
         type: A class-like name, e.g. ``"ValueError"`` or ``"LeaseExpired"``.
         code: A stable machine code, e.g. ``"handler_error"``.
@@ -273,9 +276,23 @@ def error_envelope(
         ``{"type", "code", "message", "retryable", "details"}``.
     """
     return {
-        "type": type,
-        "code": code,
-        "message": message,
+        "type": safe_str(type),
+        "code": safe_str(code),
+        "message": safe_str(message),
         "retryable": retryable,
         "details": dict(details or {}),
     }
+
+
+def safe_str(value: Any) -> str:
+    """``str(value)``, or a stand-in naming its type when ``str()`` itself raises.
+
+    A failure is recorded whatever the failing object does: an exception whose
+    ``__str__`` raises still leaves a readable envelope.
+    """
+    if type(value) is str:
+        return value
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<unprintable {type(value).__name__}: str() raised {type(exc).__name__}>"
