@@ -146,3 +146,12 @@ async def test_an_error_message_too_large_to_store_is_capped(db: Database) -> No
     done = await failed_task(db, handler_of("async", lambda ctx: raise_(ValueError(huge))))
     assert (done.status, done.error["type"], done.error["details"]) == ("failed", "ValueError", {})
     assert done.error["message"] == "x" * 4000 + "... (1996000 more characters)"
+
+
+async def test_error_details_whose_keys_would_be_written_twice_leave_the_stripped_envelope(
+    db: Database,
+) -> None:
+    error = TaskError("declined", code="card", details={"1": "b", 1: "c"})
+    done = await failed_task(db, handler_of("async", lambda ctx: raise_(error)))
+    assert done.status == "failed"
+    assert (done.error["message"], done.error["details"]) == ("declined", {})

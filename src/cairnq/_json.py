@@ -4,10 +4,11 @@ Values are encoded compactly (``separators=(",", ":")``, UTF-8 text) so that
 both backends and the reference SDKs read them identically (a negative zero is
 written as ``0.0``, which is all PostgreSQL's ``jsonb`` could keep of it). Rejected on the way
 in: NaN and infinities, lone surrogates, NUL characters (PostgreSQL ``jsonb``
-cannot hold them), nesting deeper than ``max_depth``, and encodings over
-``max_bytes``. On the way out, text another writer left behind that Python
-cannot represent faithfully raises ``SerializationError`` instead of crashing
-the reader.
+cannot hold them), an object whose keys would be written twice (``{"1": 0, 1: 0}``:
+JSON keys are strings, so ``1`` becomes ``"1"``), nesting deeper than
+``max_depth``, and encodings over ``max_bytes``. On the way out, text another
+writer left behind that Python cannot represent faithfully raises
+``SerializationError`` instead of crashing the reader.
 
 Error envelopes are the exception: a failure must always be recordable, so
 ``encode_error`` escapes what the other values would be refused for, and falls
@@ -40,6 +41,18 @@ _STRING_OR_NEGATIVE_ZERO = re.compile(r'"(?:[^"\\]|\\.)*"|(-)0\.0(?![0-9])')
 # backslashes (an odd count would make it the literal text "\u0000").
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
+# An object key that a non-string key (1, 1.5, True, None) could have been encoded
+# as. Every such key is written right after "{" or ","; a match only means "look".
+_NON_STRING_KEY_HINT = re.compile(r'[{,]"(?:-?\d[\d.e+-]*|true|false|null)":')
+
+# Either hint above, in one scan of the text: every branch starts with a literal,
+# so the regex engine skips ahead to the next candidate character instead of
+# trying each position.
+_KEY_TEXT = r'"(?:-?\d[\d.e+-]*|true|false|null)":'
+_ANY_HINT = re.compile(
+    "|".join([r"\{" + _KEY_TEXT, "," + _KEY_TEXT, *(rf"{d}[eE][+-]?\d" for d in "0123456789")])
+)
+
 # Longest type, code and message kept in a stripped error envelope (characters).
 ERROR_TEXT_LIMITS = {"type": 200, "code": 200, "message": 4000}
 
@@ -61,8 +74,11 @@ class JsonCodec:
             raise SerializationError(f"{what} is not JSON-serializable: {exc}") from None
         except RecursionError:
             raise SerializationError(f"{what} is nested too deeply to encode") from None
-        if _EXPONENT_HINT.search(text):
-            text = _STRING_OR_EXPONENT.sub(_positional, text)
+        if _ANY_HINT.search(text):
+            if _NON_STRING_KEY_HINT.search(text):
+                _refuse_duplicate_keys(value, what)
+            if _EXPONENT_HINT.search(text):
+                text = _STRING_OR_EXPONENT.sub(_positional, text)
         if "-0.0" in text:
             text = _STRING_OR_NEGATIVE_ZERO.sub(_unsigned_zero, text)
         try:
@@ -131,6 +147,49 @@ class JsonCodec:
             raise SerializationError(
                 f"stored {what}{where} is not JSON Python can read: {exc}", task_id=task_id
             ) from None
+
+
+_ONLY_STR = frozenset((str,))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _refuse_duplicate_keys(value: Any, what: str) -> None:
+    """Raise ``SerializationError`` for a dict in ``value`` two of whose keys encode alike.
+
+    Only a dict with a key that is not a string can hold such a pair.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not _ONLY_STR.issuperset(map(type, item)):
+                seen: dict[str, Any] = {}
+                for key in item:
+                    text = _key_text(key)
+                    if text in seen:
+                        raise SerializationError(
+                            f"{what} has the key {text!r} twice: {seen[text]!r} and {key!r} "
+                            "are both written as it in JSON"
+                        )
+                    seen[text] = key
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if not _SCALARS.issuperset(map(type, children)):
+            stack.extend(children)
+
+
+def _key_text(key: Any) -> str:
+    """The text ``json`` writes for a dict key (after it accepted the key)."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return float.__repr__(key)
 
 
 def storable_text(text: str) -> str:

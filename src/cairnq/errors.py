@@ -65,10 +65,11 @@ class InvalidArgument(CairnQError, ValueError):
 class SerializationError(InvalidArgument):
     """A value cannot cross the JSON boundary unchanged.
 
-    Raised for NaN and infinities, lone surrogates, NUL characters, nesting
-    deeper than the configured limit, values JSON cannot represent, and
-    encoded payloads over the configured size. Also raised when a stored row
-    holds JSON that Python cannot read back.
+    Raised for NaN and infinities, lone surrogates, NUL characters, an object
+    whose keys would be written twice (``{"1": 0, 1: 0}``), nesting deeper than
+    the configured limit, values JSON cannot represent, and encoded payloads
+    over the configured size. Also raised when a stored row holds JSON that
+    Python cannot read back.
     """
 
     def __init__(self, message: str, *, task_id: str | None = None) -> None:
