@@ -73,7 +73,8 @@ Source = str | AsyncSource | SyncSource
 
 
 def check_schema(schema: str | None) -> str | None:
-    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates)."""
+    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates),
+    not one of PostgreSQL's own (``information_schema``, ``pg_*``)."""
     if schema is None:
         return None
     # fullmatch: with match, "$" would also accept a name ending in a newline.
@@ -84,6 +85,8 @@ def check_schema(schema: str | None) -> str | None:
         )
     if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
         raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if _ops.system_schema(schema):
+        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
     return schema
 
 
