@@ -13,6 +13,7 @@
     ├── TaskError                               raised by handlers to fail a task on purpose
     ├── LostLease                               an owned write no longer owns the task
     ├── EventLoopBlocked                        a handler held the worker's event loop
+    ├── EventLoopMismatch (also RuntimeError)   a client or worker called from a loop not its own
     ├── ProtocolVersionMismatch                 the database speaks another protocol
     ├── SchemaMismatch                          PostgreSQL: another installation is visible
     ├── UnsupportedBackend                      the backend cannot do this at all
@@ -37,6 +38,7 @@ __all__ = [
     "DatabaseError",
     "DatabaseUnavailable",
     "EventLoopBlocked",
+    "EventLoopMismatch",
     "InvalidArgument",
     "ListenUnavailable",
     "LostLease",
@@ -208,6 +210,17 @@ class EventLoopBlocked(CairnQError):
         )
         self.gap_ms = gap_ms
         self.interval_ms = interval_ms
+
+
+class EventLoopMismatch(CairnQError, RuntimeError):
+    """An async client, worker or backend was called from an event loop not its own.
+
+    Its connections, locks and background tasks belong to the event loop that
+    first used it; from any other loop they would wait on futures that loop
+    never wakes. Create one ``CairnQ`` (or ``Worker``) per event loop, or use
+    ``SyncCairnQ`` from threads. Closing is also accepted from another loop
+    once the owning loop is closed.
+    """
 
 
 class ProtocolVersionMismatch(CairnQError):
