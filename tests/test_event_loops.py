@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from cairnq import EventLoopMismatch, TaskContext, Worker
+from cairnq import CairnQ, EventLoopMismatch, TaskContext, Worker
 
 from ._db import Database
 
@@ -141,3 +141,20 @@ def test_a_client_can_be_closed_from_a_new_event_loop_once_its_own_has_finished(
         second.close()
     with db.sync_client() as sync:
         assert len(sync.list()) == 1
+
+
+def test_a_client_sweeping_retention_can_be_closed_from_a_new_event_loop_once_its_own_has_finished(
+    db: Database,
+) -> None:
+    cq = CairnQ(db.backend(), retention=60_000)
+
+    async def use() -> None:
+        await cq.open()
+        await cq.submit("job", {})
+
+    asyncio.run(use())
+    second = LoopThread()
+    try:
+        second.run(cq.close())
+    finally:
+        second.close()

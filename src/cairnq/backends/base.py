@@ -50,6 +50,15 @@ class Backend(Protocol):
         """``close`` without blocking the event loop."""
 
 
+def event_loop_mismatch() -> EventLoopMismatch:
+    """The error for a call from an event loop other than the one a client belongs to."""
+    return EventLoopMismatch(
+        "a CairnQ client, Worker or backend belongs to the event loop that first used "
+        "it, and this call came from another event loop; create one per event loop "
+        "(each thread running asyncio.run needs its own), or use SyncCairnQ from threads"
+    )
+
+
 class LoopBinding:
     """The one event loop a backend's async side belongs to: the first that used it.
 
@@ -72,11 +81,7 @@ class LoopBinding:
             if self._loop is None:
                 self._loop = loop
                 return
-        raise EventLoopMismatch(
-            "a CairnQ client, Worker or backend belongs to the event loop that first used "
-            "it, and this call came from another event loop; create one per event loop "
-            "(each thread running asyncio.run needs its own), or use SyncCairnQ from threads"
-        )
+        raise event_loop_mismatch()
 
     def check_close(self) -> bool:
         """Whether closing runs on the owning loop; ``False`` when that loop is closed.
