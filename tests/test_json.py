@@ -68,6 +68,30 @@ def test_non_string_dict_keys_become_strings() -> None:
     assert CODEC.encode({1: "a", 2.5: "b", None: "c"}) == '{"1":"a","2.5":"b","null":"c"}'
 
 
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ({"1": "b", 1: "c"}, "'1'"),
+        ({"true": 0, True: 1}, "'true'"),
+        ({None: 0, "null": 1}, "'null'"),
+        ({2.5: 0, "2.5": 1}, "'2.5'"),
+        ({"rows": [{"x": {"-7": 0, -7: 1}}]}, "'-7'"),
+    ],
+    ids=["int", "bool", "none", "float", "nested-in-a-list"],
+)
+def test_encode_refuses_keys_that_would_be_written_twice_naming_the_key(
+    value: Any, key: str
+) -> None:
+    with pytest.raises(SerializationError, match=f"has the key {key} twice"):
+        CODEC.encode(value, what="payload")
+
+
+def test_string_keys_that_look_like_numbers_are_not_duplicates() -> None:
+    assert CODEC.encode({"1": "a", "true": "b", "x": ["1", "2"]}) == (
+        '{"1":"a","true":"b","x":["1","2"]}'
+    )
+
+
 def test_encode_optional_of_none_is_none_not_the_text_null() -> None:
     assert CODEC.encode_optional(None) is None
 
@@ -297,3 +321,38 @@ async def test_floats_written_with_an_exponent_read_back_unchanged(db: Database)
         stored = await cq.get(task.id)
     assert stored is not None
     assert [repr(v) for v in stored.payload] == [repr(v) for v in payload]
+
+
+# --- keys written twice, refused on every way in ---------------------------------------------
+
+
+async def test_a_payload_whose_keys_would_be_written_twice_is_refused_before_any_write(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        with pytest.raises(SerializationError, match="payload has the key '1' twice"):
+            await cq.submit("job", {"1": "b", 1: "c"})
+        assert await cq.list() == []
+
+
+async def test_metadata_whose_keys_would_be_written_twice_is_refused_before_any_write(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        with pytest.raises(SerializationError, match="metadata has the key 'true' twice"):
+            await cq.submit("job", {}, metadata={"tags": {"true": 1, True: 2}})
+        assert await cq.list() == []
+
+
+async def test_a_result_whose_keys_would_be_written_twice_fails_the_task_naming_the_key(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    worker.register("job", lambda ctx: {"1": "b", 1: "c"})
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("job", {}, max_attempts=3)
+        done = await cq.wait(task.id, timeout_ms=10_000, poll_ms=20)
+    await worker.close()
+    assert (done.status, done.attempt, done.result) == ("failed", 1, None)
+    assert done.error["code"] == "unserializable_result"
+    assert "result has the key '1' twice" in done.error["message"]

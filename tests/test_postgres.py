@@ -512,6 +512,91 @@ def test_bad_schema_names_are_rejected(pg_dsn: str, schema: str) -> None:
         CairnQ.postgres(pg_dsn, schema=schema)
 
 
+SYSTEM_SCHEMA = "belong to PostgreSQL itself"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "information_schema",
+        "pg_catalog",
+        "pg_toast",
+        "pg_temp",
+        "pg_temp_3",
+        "pg_jobs",
+        "PG_Catalog",
+    ],
+)
+def test_a_system_schema_name_is_refused_saying_why(pg_dsn: str, schema: str) -> None:
+    with pytest.raises(InvalidArgument, match=SYSTEM_SCHEMA):
+        CairnQ.postgres(pg_dsn, schema=schema)
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from cairnq.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv, out=io.StringIO())
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["client", "sync-client", "worker", "backend", "migrate", "cli-option", "cli-environment"],
+)
+def test_every_way_a_schema_name_enters_refuses_information_schema(
+    pg_dsn: str, entry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairnq.backends.postgres import PostgresBackend
+
+    from .test_cli import cli_url
+
+    url = cli_url(Database.postgres(pg_dsn, "unused"))
+    schema = "information_schema"
+    if entry.startswith("cli"):
+        argv = ["migrate", "--db", url]
+        if entry == "cli-option":
+            argv += ["--schema", schema]
+        else:
+            monkeypatch.setenv("CAIRNQ_SCHEMA", schema)
+        code, err = _cli(argv)
+        assert code != 0 and SYSTEM_SCHEMA in err
+    else:
+        make = {
+            "client": lambda: CairnQ.postgres(pg_dsn, schema=schema),
+            "sync-client": lambda: SyncCairnQ.postgres(pg_dsn, schema=schema),
+            "worker": lambda: Worker.postgres(pg_dsn, schema=schema),
+            "backend": lambda: PostgresBackend(pg_dsn, schema=schema),
+            "migrate": lambda: migrate(url, schema=schema, listen=False),
+        }[entry]
+        with pytest.raises(InvalidArgument, match=SYSTEM_SCHEMA):
+            make()
+    with admin_connect(pg_dsn) as conn:
+        assert conn.execute(
+            "select count(*) from pg_tables "
+            "where schemaname = 'information_schema' and tablename like 'cairnq%'"
+        ).fetchone() == (0,)
+
+
+def test_a_dsn_whose_search_path_is_a_system_schema_is_refused_before_any_write(
+    pg_dsn: str,
+) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    dsn = make_conninfo(pg_dsn, options="-c search_path=information_schema")
+    with pytest.raises(InvalidArgument, match=SYSTEM_SCHEMA), SyncCairnQ.postgres(dsn) as cq:
+        cq.stats()
+    with admin_connect(pg_dsn) as conn:
+        assert conn.execute(
+            "select count(*) from pg_tables "
+            "where schemaname = 'information_schema' and tablename like 'cairnq%'"
+        ).fetchone() == (0,)
+
+
 def test_a_63_byte_schema_name_is_accepted(pg_dsn: str) -> None:
     schema = "s" * 63
     try:

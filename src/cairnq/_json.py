@@ -4,10 +4,15 @@ Values are encoded compactly (``separators=(",", ":")``, UTF-8 text) so that
 both backends and the reference SDKs read them identically (a negative zero is
 written as ``0.0``, which is all PostgreSQL's ``jsonb`` could keep of it). Rejected on the way
 in: NaN and infinities, lone surrogates, NUL characters (PostgreSQL ``jsonb``
-cannot hold them), nesting deeper than ``max_depth``, and encodings over
-``max_bytes``. On the way out, text another writer left behind that Python
-cannot represent faithfully raises ``SerializationError`` instead of crashing
-the reader.
+cannot hold them), an object whose keys would be written twice (``{"1": 0, 1: 0}``:
+JSON keys are strings, so ``1`` becomes ``"1"``), nesting deeper than
+``max_depth``, and encodings over ``max_bytes``. On the way out, text another
+writer left behind that Python cannot represent faithfully raises
+``SerializationError`` instead of crashing the reader.
+
+Error envelopes are the exception: a failure must always be recordable, so
+``encode_error`` escapes what the other values would be refused for, and falls
+back to a stripped envelope when the details cannot be stored.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from .errors import SerializationError
+from .errors import SerializationError, safe_str
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
@@ -34,6 +40,21 @@ _STRING_OR_NEGATIVE_ZERO = re.compile(r'"(?:[^"\\]|\\.)*"|(-)0\.0(?![0-9])')
 # An escaped NUL inside a JSON string: `\u0000` preceded by an even number of
 # backslashes (an odd count would make it the literal text "\u0000").
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+# An object key that a non-string key (1, 1.5, True, None) could have been encoded
+# as. Every such key is written right after "{" or ","; a match only means "look".
+_NON_STRING_KEY_HINT = re.compile(r'[{,]"(?:-?\d[\d.e+-]*|true|false|null)":')
+
+# Either hint above, in one scan of the text: every branch starts with a literal,
+# so the regex engine skips ahead to the next candidate character instead of
+# trying each position.
+_KEY_TEXT = r'"(?:-?\d[\d.e+-]*|true|false|null)":'
+_ANY_HINT = re.compile(
+    "|".join([r"\{" + _KEY_TEXT, "," + _KEY_TEXT, *(rf"{d}[eE][+-]?\d" for d in "0123456789")])
+)
+
+# Longest type, code and message kept in a stripped error envelope (characters).
+ERROR_TEXT_LIMITS = {"type": 200, "code": 200, "message": 4000}
 
 
 @dataclass(frozen=True)
@@ -53,8 +74,11 @@ class JsonCodec:
             raise SerializationError(f"{what} is not JSON-serializable: {exc}") from None
         except RecursionError:
             raise SerializationError(f"{what} is nested too deeply to encode") from None
-        if _EXPONENT_HINT.search(text):
-            text = _STRING_OR_EXPONENT.sub(_positional, text)
+        if _ANY_HINT.search(text):
+            if _NON_STRING_KEY_HINT.search(text):
+                _refuse_duplicate_keys(value, what)
+            if _EXPONENT_HINT.search(text):
+                text = _STRING_OR_EXPONENT.sub(_positional, text)
         if "-0.0" in text:
             text = _STRING_OR_NEGATIVE_ZERO.sub(_unsigned_zero, text)
         try:
@@ -74,6 +98,34 @@ class JsonCodec:
                     f"{what} is nested {depth} levels deep, over the limit of {self.max_depth}"
                 )
         return text
+
+    def encode_error(self, envelope: Mapping[str, Any], *, retryable: bool) -> str:
+        """Encode a failed attempt's error envelope; never raises.
+
+        Tried in turn: the envelope as given; the envelope with NUL characters
+        and lone surrogates in its strings and keys written as visible backslash
+        escapes (``storable_text``); and, when it still cannot be stored (details
+        that are not JSON, nested too deeply, too large), the stripped envelope:
+        type, code and message (escaped, capped by ``ERROR_TEXT_LIMITS``),
+        ``retryable`` and empty details.
+        """
+        try:
+            return self.encode(envelope, what="error envelope")
+        except Exception:
+            pass
+        try:
+            return self.encode(_storable(envelope, self.max_depth + 1), what="error envelope")
+        except Exception:
+            pass
+        source: Mapping[str, Any] = envelope if isinstance(envelope, Mapping) else {}
+        defaults = {"type": "TaskError", "code": "task_error", "message": "task failed"}
+        stripped: dict[str, Any] = {
+            field: _capped(source.get(field), default, ERROR_TEXT_LIMITS[field])
+            for field, default in defaults.items()
+        }
+        stripped.update(retryable=bool(retryable), details={})
+        # Bounded by the caps, so it fits the default limits whatever this codec's are.
+        return DEFAULT_CODEC.encode(stripped, what="error envelope")
 
     def encode_optional(self, value: Any, *, what: str = "value") -> str | None:
         """Like ``encode``, but ``None`` stays SQL NULL."""
@@ -95,6 +147,93 @@ class JsonCodec:
             raise SerializationError(
                 f"stored {what}{where} is not JSON Python can read: {exc}", task_id=task_id
             ) from None
+
+
+_ONLY_STR = frozenset((str,))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _refuse_duplicate_keys(value: Any, what: str) -> None:
+    """Raise ``SerializationError`` for a dict in ``value`` two of whose keys encode alike.
+
+    Only a dict with a key that is not a string can hold such a pair.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not _ONLY_STR.issuperset(map(type, item)):
+                seen: dict[str, Any] = {}
+                for key in item:
+                    text = _key_text(key)
+                    if text in seen:
+                        raise SerializationError(
+                            f"{what} has the key {text!r} twice: {seen[text]!r} and {key!r} "
+                            "are both written as it in JSON"
+                        )
+                    seen[text] = key
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if not _SCALARS.issuperset(map(type, children)):
+            stack.extend(children)
+
+
+def _key_text(key: Any) -> str:
+    """The text ``json`` writes for a dict key (after it accepted the key)."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return float.__repr__(key)
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what no store holds written visibly: NUL as ``\\x00``, a lone
+    surrogate as ``\\udXXX``. Every other character, backslashes included, is kept."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _storable(value: Any, depth: int) -> Any:
+    """A copy of ``value`` with every string and string key passed through ``storable_text``.
+
+    Below ``depth`` levels, and for anything not a JSON container or string, the
+    value is kept as it is (the encoder then judges it). Two keys that escape to
+    the same text raise ``SerializationError`` rather than one silently replacing the other.
+    """
+    if isinstance(value, str):
+        return storable_text(value)
+    if depth <= 0:
+        return value
+    if isinstance(value, dict):
+        copy = {
+            storable_text(key) if isinstance(key, str) else key: _storable(item, depth - 1)
+            for key, item in value.items()
+        }
+        if len(copy) != len(value):
+            raise SerializationError("two keys escape to the same text")
+        return copy
+    if isinstance(value, (list, tuple)):
+        return [_storable(item, depth - 1) for item in value]
+    return value
+
+
+def _capped(value: Any, default: str, limit: int) -> str:
+    """``value`` as storable text of at most ``limit`` characters, saying how much was cut."""
+    text = storable_text(default if value is None else safe_str(value))
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text
 
 
 def _positional(match: re.Match[str]) -> str:

@@ -852,12 +852,29 @@ def check_protocol_version() -> Op[int]:
     return version
 
 
+def system_schema(name: str) -> bool:
+    """Whether ``name`` is a PostgreSQL system schema's: ``information_schema`` or ``pg_*``.
+
+    Compared without case: unquoted SQL folds ``PG_Catalog`` to ``pg_catalog``, so a
+    quoted look-alike would confuse anyone reading the database by hand.
+    """
+    folded = name.lower()
+    return folded == "information_schema" or folded.startswith("pg_")
+
+
+SYSTEM_SCHEMA_REASON = (
+    "information_schema and pg_* (pg_catalog, pg_toast, pg_temp, ...) belong to PostgreSQL "
+    "itself, so cairnq's tables never go there; name a schema of your own"
+)
+
+
 def check_installation(schema: str | None) -> Op[None]:
     """PostgreSQL: refuse to start a second, invisible installation (raises ``SchemaMismatch``).
 
     With ``schema`` given, the connection's current schema must be it. Without,
     tables found only in other schemas mean this connection would create a new
-    installation nobody else sees.
+    installation nobody else sees, and a current schema of PostgreSQL's own
+    (``search_path`` set so in the DSN) raises ``InvalidArgument``.
     """
     rows = yield Call("installations", {})
     current = rows[0]["current_schema"] if rows else None
@@ -874,6 +891,11 @@ def check_installation(schema: str | None) -> Op[None]:
                 "check search_path"
             )
         return
+    if current is not None and system_schema(current):
+        raise InvalidArgument(
+            f"the connection's current schema is {current!r} (check search_path): "
+            f"{SYSTEM_SCHEMA_REASON}"
+        )
     if current is None or not found or current in found:
         return
     raise SchemaMismatch(

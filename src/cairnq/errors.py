@@ -13,6 +13,7 @@
     ├── TaskError                               raised by handlers to fail a task on purpose
     ├── LostLease                               an owned write no longer owns the task
     ├── EventLoopBlocked                        a handler held the worker's event loop
+    ├── EventLoopMismatch (also RuntimeError)   a client or worker called from a loop not its own
     ├── ProtocolVersionMismatch                 the database speaks another protocol
     ├── SchemaMismatch                          PostgreSQL: another installation is visible
     ├── UnsupportedBackend                      the backend cannot do this at all
@@ -37,6 +38,7 @@ __all__ = [
     "DatabaseError",
     "DatabaseUnavailable",
     "EventLoopBlocked",
+    "EventLoopMismatch",
     "InvalidArgument",
     "ListenUnavailable",
     "LostLease",
@@ -65,10 +67,11 @@ class InvalidArgument(CairnQError, ValueError):
 class SerializationError(InvalidArgument):
     """A value cannot cross the JSON boundary unchanged.
 
-    Raised for NaN and infinities, lone surrogates, NUL characters, nesting
-    deeper than the configured limit, values JSON cannot represent, and
-    encoded payloads over the configured size. Also raised when a stored row
-    holds JSON that Python cannot read back.
+    Raised for NaN and infinities, lone surrogates, NUL characters, an object
+    whose keys would be written twice (``{"1": 0, 1: 0}``), nesting deeper than
+    the configured limit, values JSON cannot represent, and encoded payloads
+    over the configured size. Also raised when a stored row holds JSON that
+    Python cannot read back.
     """
 
     def __init__(self, message: str, *, task_id: str | None = None) -> None:
@@ -209,6 +212,17 @@ class EventLoopBlocked(CairnQError):
         self.interval_ms = interval_ms
 
 
+class EventLoopMismatch(CairnQError, RuntimeError):
+    """An async client, worker or backend was called from an event loop not its own.
+
+    Its connections, locks and background tasks belong to the event loop that
+    first used it; from any other loop they would wait on futures that loop
+    never wakes. Create one ``CairnQ`` (or ``Worker``) per event loop, or use
+    ``SyncCairnQ`` from threads. Closing is also accepted from another loop
+    once the owning loop is closed.
+    """
+
+
 class ProtocolVersionMismatch(CairnQError):
     """The database was written by an incompatible protocol version."""
 
@@ -262,6 +276,9 @@ def error_envelope(
 ) -> dict[str, Any]:
     """Build the JSON error envelope stored in a task's ``error`` column.
 
+    ``type``, ``code`` and ``message`` are made strings (``safe_str``); what no
+    store can hold in them is escaped when the worker records the envelope.
+
     Args:
         type: A class-like name, e.g. ``"ValueError"`` or ``"LeaseExpired"``.
         code: A stable machine code, e.g. ``"handler_error"``.
@@ -273,9 +290,23 @@ def error_envelope(
         ``{"type", "code", "message", "retryable", "details"}``.
     """
     return {
-        "type": type,
-        "code": code,
-        "message": message,
+        "type": safe_str(type),
+        "code": safe_str(code),
+        "message": safe_str(message),
         "retryable": retryable,
         "details": dict(details or {}),
     }
+
+
+def safe_str(value: Any) -> str:
+    """``str(value)``, or a stand-in naming its type when ``str()`` itself raises.
+
+    A failure is recorded whatever the failing object does: an exception whose
+    ``__str__`` raises still leaves a readable envelope.
+    """
+    if type(value) is str:
+        return value
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<unprintable {type(value).__name__}: str() raised {type(exc).__name__}>"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from . import _ids, _ops
 from ._steps import Op
 from .backends import Backend
+from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
 
 log = logging.getLogger("cairnq.retention")
@@ -117,7 +118,20 @@ class RetentionSweeper:
         self._loop_task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        """Stop promptly, including mid-sweep between batches; waits for the batch in flight."""
+        """Stop promptly, including mid-sweep between batches; waits for the batch in flight.
+
+        From another event loop than the one it started on, only once that loop
+        is closed (its task ended with it).
+
+        Raises:
+            EventLoopMismatch: called from another loop while its own still runs.
+        """
+        task = self._loop_task
+        if task is not None and task.get_loop() is not asyncio.get_running_loop():
+            if not task.get_loop().is_closed():
+                raise event_loop_mismatch()
+            self._loop_task = None
+            return
         self._stopping.set()
         task, self._loop_task = self._loop_task, None
         if task is not None:

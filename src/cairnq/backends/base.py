@@ -11,12 +11,15 @@ hub after commit. Everything protocol-shaped lives above this line.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._protocol import Dialect, Statement
 from .._steps import Op
 from .._wakeups import WakeHub
+from ..errors import EventLoopMismatch
 
 T = TypeVar("T")
 
@@ -45,6 +48,54 @@ class Backend(Protocol):
 
     async def aclose(self) -> None:
         """``close`` without blocking the event loop."""
+
+
+def event_loop_mismatch() -> EventLoopMismatch:
+    """The error for a call from an event loop other than the one a client belongs to."""
+    return EventLoopMismatch(
+        "a CairnQ client, Worker or backend belongs to the event loop that first used "
+        "it, and this call came from another event loop; create one per event loop "
+        "(each thread running asyncio.run needs its own), or use SyncCairnQ from threads"
+    )
+
+
+class LoopBinding:
+    """The one event loop a backend's async side belongs to: the first that used it.
+
+    Connections, locks and tasks made on a loop wake only that loop's waiters, so
+    a call from any other loop raises ``EventLoopMismatch`` at once rather than
+    waiting forever. The same rule holds on every backend, so a program that
+    runs on SQLite behaves alike on PostgreSQL.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Bind to the running loop on first use; raise ``EventLoopMismatch`` on any other."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        with self._lock:
+            if self._loop is None:
+                self._loop = loop
+                return
+        raise event_loop_mismatch()
+
+    def check_close(self) -> bool:
+        """Whether closing runs on the owning loop; ``False`` when that loop is closed.
+
+        Raises:
+            EventLoopMismatch: the owning loop is still open and this is another one.
+        """
+        owner = self._loop
+        if owner is None or owner is asyncio.get_running_loop():
+            return True
+        if owner.is_closed():
+            return False
+        self.check()
+        return True
 
 
 def bind(

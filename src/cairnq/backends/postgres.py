@@ -49,7 +49,7 @@ from ..errors import (
     UnsupportedBackend,
 )
 from ..migrate import Setup, arun_setup, run_setup, setup_steps
-from .base import bind
+from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
 
@@ -73,7 +73,8 @@ Source = str | AsyncSource | SyncSource
 
 
 def check_schema(schema: str | None) -> str | None:
-    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates)."""
+    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates),
+    not one of PostgreSQL's own (``information_schema``, ``pg_*``)."""
     if schema is None:
         return None
     # fullmatch: with match, "$" would also accept a name ending in a newline.
@@ -84,6 +85,8 @@ def check_schema(schema: str | None) -> str | None:
         )
     if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
         raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if _ops.system_schema(schema):
+        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
     return schema
 
 
@@ -236,6 +239,8 @@ class PostgresBackend:
         self._listener: _Listener | None = None
         self._reserved: psycopg.AsyncConnection[Any] | None = None
         self._reserved_lock: asyncio.Lock | None = None
+        # The pools, locks and LISTEN task above belong to one event loop.
+        self._loops = LoopBinding()
         self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
@@ -287,6 +292,7 @@ class PostgresBackend:
     # --- lifecycle ------------------------------------------------------------------
 
     async def aopen(self) -> None:
+        self._loops.check()
         if self._state == "closed":
             raise StoreClosed("this PostgreSQL backend was closed")
         if self._async_setup_lock is None:
@@ -375,7 +381,20 @@ class PostgresBackend:
                 self._state = "open"
 
     async def aclose(self) -> None:
+        own_loop = self._loops.check_close()
         self._state = "closed"
+        if not own_loop:
+            # The loop these async connections belong to is closed: nothing can await
+            # them any more. The sync pool is closed; the rest is left as close() does.
+            self._reserved = self._listener = None
+            if self._owns_pools and isinstance(self._sync_source, psycopg_pool.ConnectionPool):
+                await asyncio.get_running_loop().run_in_executor(None, self._sync_source.close)
+            if self._owns_pools and self._async_source is not None:
+                log.warning(
+                    "the event loop this backend was opened on is closed, so its async "
+                    "connections cannot be closed; close it on that loop before it ends"
+                )
+            return
         if self._reserved is not None:
             with contextlib.suppress(psycopg.Error):
                 await self._reserved.close()
@@ -408,6 +427,7 @@ class PostgresBackend:
     # --- running operations -----------------------------------------------------------
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
+        self._loops.check()
         if self._state != "open" or self._async_source is None:
             await self.aopen()
         return await self._arun_now(op, write=write)
@@ -565,6 +585,7 @@ class PostgresBackend:
         """
         if self._dsn is None:
             return await self.arun(op, write=write)
+        self._loops.check()
         if self._state != "open":
             await self.aopen()
         if self._reserved_lock is None:
@@ -601,7 +622,9 @@ class PostgresBackend:
 
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
+            EventLoopMismatch: called from an event loop other than this backend's.
         """
+        self._loops.check()
         if not self._setup_done:
             await self.aopen()
         try:
@@ -654,6 +677,7 @@ class PostgresBackend:
             LostLease: the lease was gone; nothing was written, or ``write``'s changes
                 rolled back.
         """
+        self._loops.check()
         try:
             async with self._async_connection() as conn:
                 async with conn.transaction():

@@ -54,7 +54,7 @@ from ..errors import (
     StoreClosed,
 )
 from ..migrate import SetupStep, run_setup, setup_steps
-from .base import bind
+from .base import LoopBinding, bind
 
 T = TypeVar("T")
 
@@ -80,7 +80,10 @@ _STOP = object()
 
 
 class SQLiteBackend:
-    """A SQLite database file, shared safely by threads, event loops and processes.
+    """A SQLite database file, shared safely by threads and processes.
+
+    Its async side belongs to the event loop that first used it, as on every
+    backend: from another loop, calls raise ``EventLoopMismatch``.
 
     Args:
         path: The database file (created with mode 0600 if missing), or ``":memory:"``.
@@ -148,6 +151,7 @@ class SQLiteBackend:
         self._read_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._pid = os.getpid()
+        self._loops = LoopBinding()
         self.migrations_applied: list[str] = []
 
     def __repr__(self) -> str:
@@ -184,6 +188,7 @@ class SQLiteBackend:
             )
 
     async def aopen(self) -> None:
+        self._loops.check()
         if self._state == "closed":
             raise StoreClosed("this SQLite backend was closed")
         if self._state != "open":
@@ -209,6 +214,7 @@ class SQLiteBackend:
             conn.close()
 
     async def aclose(self) -> None:
+        self._loops.check_close()  # nothing here needs the owning loop, once it is closed
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     # --- running operations -----------------------------------------------------------
@@ -270,6 +276,7 @@ class SQLiteBackend:
         return self._read(op)
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
+        self._loops.check()
         if self._lost is not None:
             raise self._lost
         if self._state != "open":

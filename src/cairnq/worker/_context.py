@@ -16,7 +16,14 @@ from .. import _ops
 from .._steps import Op
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
-from ..errors import InvalidArgument, LostLease, TaskError, UnsupportedBackend, error_envelope
+from ..errors import (
+    InvalidArgument,
+    LostLease,
+    TaskError,
+    UnsupportedBackend,
+    error_envelope,
+    safe_str,
+)
 from ..models import Task
 
 log = logging.getLogger("cairnq.worker")
@@ -102,18 +109,20 @@ def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any],
 
     A ``TaskError`` carries its own envelope and retryability; a string becomes a
     ``task_error`` with ``retryable``; a ready envelope dict is used as given; any
-    other exception becomes a ``handler_error`` of its class name.
+    other exception becomes a ``handler_error`` of its class name. Whatever it
+    holds, the envelope can be recorded (``JsonCodec.encode_error``).
     """
     if isinstance(error, TaskError):
         return error.envelope(), error.retryable
     if isinstance(error, BaseException):
         name = type(error).__name__
-        return error_envelope(name, "handler_error", str(error) or name, retryable=retryable), (
-            retryable
-        )
+        message = safe_str(error) or name
+        return error_envelope(name, "handler_error", message, retryable=retryable), retryable
     if isinstance(error, dict):
         return dict(error), bool(error.get("retryable", retryable))
-    return error_envelope("TaskError", "task_error", str(error), retryable=retryable), retryable
+    return error_envelope(
+        "TaskError", "task_error", safe_str(error), retryable=retryable
+    ), retryable
 
 
 class TaskContext:
@@ -437,17 +446,7 @@ class TaskContext:
         force: bool = False,
         delay_ms: int | None = None,
     ) -> Task:
-        codec = self._runtime.client.codec
-        try:
-            text = codec.encode(envelope, what="error envelope")
-        except InvalidArgument:
-            fallback = error_envelope(
-                str(envelope.get("type", "TaskError")),
-                str(envelope.get("code", "task_error")),
-                str(envelope.get("message", "task failed")),
-                retryable=retryable,
-            )
-            text = codec.encode(fallback, what="error envelope")
+        text = self._runtime.client.codec.encode_error(envelope, retryable=retryable)
         if delay_ms is None:
             delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
         row = await self._owned(

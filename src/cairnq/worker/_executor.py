@@ -268,5 +268,8 @@ def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None
 
 
 def _short_traceback(exc: BaseException, limit: int = 4000) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception as failure:
+        return f"<traceback unavailable: formatting it raised {type(failure).__name__}>"
     return text[-limit:]

@@ -719,7 +719,7 @@ class Worker:
         return len(payload) if isinstance(payload, bytes) else 0
 
     def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:
-        text = self.client.codec.encode(envelope, what="error envelope")
+        text = self.client.codec.encode_error(envelope, retryable=False)
         op = _ops.fail(lease, self.worker_id, text, retryable=False, delay_ms=0)
         call = asyncio.ensure_future(self.client.backend.arun(op, write=True))
         self._rejects.add(call)
