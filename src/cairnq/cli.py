@@ -527,7 +527,9 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         ) from None
     from .client import CairnQ
     from .dashboard import create_app
+    from .dashboard._app import parse_forwarded_allow_ips
 
+    parse_forwarded_allow_ips(args.forwarded_allow_ips)
     target = _target(args)
     require_cairnq(target)
     options = target.backend_options(migrate=False)
@@ -538,7 +540,13 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     # Without a token, only loopback names may reach it: a site rebinding its own
     # name to 127.0.0.1 would otherwise be same-origin with the dashboard.
     hosts = None if token is not None else ("localhost", "127.0.0.1", "::1", args.host.strip("[]"))
-    app = create_app(client, read_only=args.read_only, token=token, allowed_hosts=hosts)
+    app = create_app(
+        client,
+        read_only=args.read_only,
+        token=token,
+        allowed_hosts=hosts,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+    )
     # The command made the client, so the app closes it when the server stops.
     app.owns_client = True
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -551,8 +559,16 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         f"cairnq dashboard on http://{host}:{args.port}/ ({'; '.join(notes)}); Ctrl-C to stop\n"
     )
     out.flush()
+    # The app believes forwarded headers only from --forwarded-allow-ips; uvicorn's own
+    # handling would trust 127.0.0.1 by default and replace the peer address it checks.
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        proxy_headers=False,
     )
     return 0
 
@@ -886,6 +902,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument(
         "--token", help="access token required on every request (default: $CAIRNQ_DASHBOARD_TOKEN)"
+    )
+    dashboard.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="comma-separated addresses or networks of reverse proxies whose X-Forwarded-Host "
+        "and X-Forwarded-Proto to believe, or '*' (default: none)",
     )
     dashboard.set_defaults(run=_cmd_dashboard)
 
