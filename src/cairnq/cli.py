@@ -28,11 +28,18 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from urllib.parse import quote, urlsplit
 
 from . import _ops
+from ._json import parse_input
 from ._protocol import Dialect, statements
 from .backends import open_backend, sqlite_path_from_url
 from .client import SyncCairnQ
 from .durations import format_duration, parse_duration
-from .errors import CairnQError, DatabaseError, DatabaseUnavailable, InvalidArgument
+from .errors import (
+    CairnQError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    SerializationError,
+)
 from .migrate import is_extension, migrate, pending
 from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
 from .top import format_table, percent, run_top
@@ -337,11 +344,13 @@ def _read_payload(text: str | None) -> Any:
     if text is None:
         return None
     if text == "-":
-        text = sys.stdin.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"payload is not valid JSON: {exc}") from exc
+        # JSON is UTF-8 whatever the locale: read bytes where stdin has them.
+        raw = getattr(sys.stdin, "buffer", None)
+        try:
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+        except UnicodeDecodeError:
+            raise SerializationError("payload on stdin is not valid UTF-8") from None
+    return parse_input(text, what="payload")
 
 
 def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
