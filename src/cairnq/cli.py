@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 
 from . import _ops
 from ._json import parse_input
-from ._protocol import Dialect, statements
+from ._protocol import Dialect, migrations, statements
 from .backends import open_backend, sqlite_path_from_url
 from .client import SyncCairnQ
 from .durations import format_duration, parse_duration
@@ -40,7 +40,16 @@ from .errors import (
     InvalidArgument,
     SerializationError,
 )
-from .migrate import is_extension, migrate, pending
+from .migrate import (
+    Damage,
+    SchemaObject,
+    damage_error,
+    describe_missing,
+    find_damage,
+    is_extension,
+    migrate,
+    pending,
+)
 from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
 from .top import format_table, percent, run_top
 
@@ -135,12 +144,18 @@ class Inspection:
     """What a database holds: ``applied`` maps migration file names to when they were applied.
 
     ``exists`` is false for a SQLite file that is not there; ``other_schemas``
-    lists PostgreSQL schemas holding cairnq tables other than the target's.
+    lists PostgreSQL schemas holding cairnq tables other than the target's;
+    ``objects`` the cairnq_* tables, indexes, triggers and functions present.
     """
 
     exists: bool
     applied: dict[str, int] = field(default_factory=dict)
     other_schemas: tuple[str, ...] = ()
+    objects: frozenset[SchemaObject] = frozenset()
+
+    def damage(self, dialect: Dialect) -> list[Damage]:
+        """Applied migrations whose tables, indexes or triggers are missing."""
+        return find_damage(dialect, set(self.applied), self.objects) if self.applied else []
 
 
 def inspect_database(target: Target) -> Inspection:
@@ -166,11 +181,16 @@ def _inspect_sqlite(path: str) -> Inspection:
             if not present:
                 return Inspection(exists=True)
             rows = conn.execute(_ledger_sql("sqlite", "ledger_applied")).fetchall()
+            objects = conn.execute(_ledger_sql("sqlite", "schema_objects")).fetchall()
     except sqlite3.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot read SQLite database {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise CommandError(f"{path} is not a cairnq database ({exc})") from exc
-    return Inspection(exists=True, applied={str(name): int(at) for name, at in rows})
+    return Inspection(
+        exists=True,
+        applied={str(name): int(at) for name, at in rows},
+        objects=frozenset((str(kind), str(name)) for kind, name in objects),
+    )
 
 
 def _inspect_postgres(target: Target) -> Inspection:
@@ -201,10 +221,14 @@ def _inspect_postgres(target: Target) -> Inspection:
             if not present or not present[0]:
                 return Inspection(exists=True, other_schemas=others)
             rows = conn.execute(_ledger_sql("postgres", "ledger_applied")).fetchall()
+            objects = conn.execute(_ledger_sql("postgres", "schema_objects")).fetchall()
     except psycopg.Error as exc:
         raise DatabaseError(f"reading {target.describe()} failed: {_one_line(exc)}") from exc
     return Inspection(
-        exists=True, applied={str(name): int(at) for name, at in rows}, other_schemas=others
+        exists=True,
+        applied={str(name): int(at) for name, at in rows},
+        other_schemas=others,
+        objects=frozenset((str(kind), str(name)) for kind, name in objects),
     )
 
 
@@ -217,6 +241,7 @@ def require_cairnq(target: Target) -> None:
 
     Raises:
         CommandError: no SQLite file there, no cairnq tables, or protocol migrations pending.
+        SchemaIncomplete: objects the ledger records as created are missing.
     """
     found = inspect_database(target)
     if not found.exists:
@@ -240,6 +265,9 @@ def require_cairnq(target: Target) -> None:
             f"{target.describe()} has {len(missing)} pending migration(s) "
             f"({', '.join(missing)}); run `cairnq migrate` first"
         )
+    damage = found.damage(target.dialect)
+    if damage:
+        raise damage_error(damage)
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -321,23 +349,61 @@ def _cmd_conformance(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
     target = _target(args)
-    if args.status or args.dry_run:
-        found = inspect_database(target)
-        missing = pending(target.dialect, set(found.applied))
-        if args.status:
-            lines = [f"applied  {name}  {_iso(at)}" for name, at in sorted(found.applied.items())]
-            _write_lines(out, lines + [f"pending  {name}" for name in missing])
-        elif missing:
-            _write_lines(out, [f"would apply  {name}" for name in missing])
-        else:
-            out.write(f"nothing to apply: {target.describe()} is up to date\n")
+    if args.status:
+        _write_lines(out, _migration_status(target))
         return 0
-    applied = migrate(target.location, **target.backend_options(migrate=True))
+    found = inspect_database(target)
+    damage = found.damage(target.dialect)
+    if damage and not args.repair:
+        raise damage_error(damage)
+    if args.dry_run:
+        start = damage[0].migration if damage else None
+        again = False
+        lines = []
+        for name in (m.name for m in migrations(target.dialect)):
+            again = again or name == start
+            if name not in found.applied:
+                lines.append(f"would apply  {name}")
+            elif again:
+                lines.append(f"would apply again  {name}")
+        if not lines:
+            lines = [f"nothing to apply: {target.describe()} is up to date"]
+        _write_lines(out, lines)
+        return 0
+    options = target.backend_options(migrate=True)
+    applied = migrate(target.location, repair=args.repair, **options)
     if applied:
-        _write_lines(out, [f"applied  {name}" for name in applied])
+        _write_lines(
+            out,
+            [f"applied again  {n}" if n in found.applied else f"applied  {n}" for n in applied],
+        )
     else:
         out.write(f"nothing to apply: {target.describe()} is up to date\n")
     return 0
+
+
+def _migration_status(target: Target) -> list[str]:
+    """``applied``, ``damaged`` (with what is missing) or ``pending``, one line per migration;
+    a last line says how to repair when something is damaged."""
+    found = inspect_database(target)
+    damage = {d.migration: d for d in found.damage(target.dialect)}
+    lines = []
+    # File-name order is migration order; the ledger may also name files this version lacks.
+    for name in sorted({m.name for m in migrations(target.dialect)} | set(found.applied)):
+        if name not in found.applied:
+            lines.append(f"pending  {name}")
+        elif name in damage:
+            missing = describe_missing(damage[name].missing)
+            lines.append(f"damaged  {name}  {_iso(found.applied[name])}  missing {missing}")
+        else:
+            lines.append(f"applied  {name}  {_iso(found.applied[name])}")
+    if damage:
+        first = next(iter(damage))
+        lines.append(
+            f"the ledger records objects that are missing: `cairnq migrate --repair` applies "
+            f"{first} and every migration after it again"
+        )
+    return lines
 
 
 def _read_payload(text: str | None) -> Any:
@@ -764,12 +830,21 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         "create the database or bring it to the current schema",
         "cairnq migrate --db postgresql://app@db/app --schema jobs",
-        "Apply pending migrations (creating a SQLite file if needed). --dry-run and "
-        "--status only read.",
+        "Apply pending migrations (creating a SQLite file if needed). A database whose "
+        "ledger records migrations whose objects are missing is refused unless --repair "
+        "is given. --dry-run and --status only read.",
     )
     mode = migrate_cmd.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print what would be applied")
-    mode.add_argument("--status", action="store_true", help="list applied and pending migrations")
+    mode.add_argument(
+        "--status", action="store_true", help="list applied, damaged and pending migrations"
+    )
+    migrate_cmd.add_argument(
+        "--repair",
+        action="store_true",
+        help="when the ledger records migrations whose tables, indexes or triggers are "
+        "missing, apply the earliest of them and every later one again",
+    )
     migrate_cmd.set_defaults(run=_cmd_migrate)
 
     worker = command(

@@ -24,6 +24,7 @@ from ..errors import (
     DatabaseUnavailable,
     EventLoopBlocked,
     InvalidArgument,
+    SchemaIncomplete,
     SerializationError,
     error_envelope,
 )
@@ -188,6 +189,8 @@ class Worker:
         self._settling: set[asyncio.Task[Any]] = set()
         self._backlog = False
         self._until_idle = False
+        # An error no retry can cure (tables gone): the worker stops and run() raises it.
+        self._fatal: SchemaIncomplete | None = None
         self._contexts: dict[str, TaskContext] = {}
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
@@ -471,6 +474,9 @@ class Worker:
         Raises:
             InvalidArgument: no handlers are registered.
             RuntimeError: the worker is already running.
+            SchemaIncomplete: cairnq's tables are missing (at start, or met by a
+                claim or a lease recovery later); the worker drains and stops
+                instead of retrying, since only a migration can fix it.
         """
         if self._running:
             raise RuntimeError("this worker is already running")
@@ -483,6 +489,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._drain_deadline = None
         self._until_idle = until_idle
+        self._fatal = None
         self._running = True
         try:
             await self.client.open()
@@ -538,6 +545,8 @@ class Worker:
             self._wake.close()
             self._running = False
             log.info("worker stopped", extra={"worker_id": self.worker_id})
+        if self._fatal is not None:
+            raise self._fatal
 
     # --- claiming ---------------------------------------------------------------------
 
@@ -564,6 +573,9 @@ class Worker:
             except Exception as exc:
                 failures += 1
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
+                if isinstance(exc, SchemaIncomplete):
+                    self._give_up(exc)
+                    break
                 low, high = CLAIM_ERROR_BACKOFF_S
                 await wake.wait_async(min(high, low * 2 ** min(failures - 1, 5)))
                 continue
@@ -735,6 +747,15 @@ class Worker:
                 await self.recover_expired()
             except Exception as exc:
                 self._report(exc, {"phase": "recovery", "worker_id": self.worker_id})
+                if isinstance(exc, SchemaIncomplete):
+                    self._give_up(exc)
+                    return
+
+    def _give_up(self, exc: SchemaIncomplete) -> None:
+        if self._fatal is None:
+            self._fatal = exc
+            log.error("stopping: %s", exc, extra={"worker_id": self.worker_id, "phase": "stop"})
+        self.stop()
 
     async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
         """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
