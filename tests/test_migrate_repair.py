@@ -143,6 +143,30 @@ def test_a_dropped_index_alone_is_named_and_repair_keeps_the_rows(
     assert exists(db, "cairnq_tasks_lease_idx")
 
 
+def test_after_a_newer_sdks_migration_a_missing_index_is_not_damage_but_a_table_is(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    # A migration this version does not ship may have dropped the index on purpose.
+    outside(db, "insert into cairnq_migrations (name, applied_at_ms) values ('0011_future.sql', 1)")
+    outside(db, "drop index cairnq_tasks_name_idx")
+    db.backend().open()
+    drop_task_table(db)
+    with pytest.raises(SchemaIncomplete, match="table cairnq_tasks"):
+        db.backend().open()
+
+
+def test_repair_refuses_a_ledger_naming_a_migration_this_version_does_not_ship(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    outside(db, "insert into cairnq_migrations (name, applied_at_ms) values ('0011_future.sql', 1)")
+    drop_task_table(db)
+    with pytest.raises(
+        SchemaIncomplete, match=r"cannot repair it: the ledger also records 0011_future\.sql"
+    ):
+        db.backend(repair=True).open()
+    assert not task_table_exists(db)
+
+
 def test_a_healthy_database_opens_without_applying_anything_even_with_repair(
     db: Database, cq: SyncCairnQ
 ) -> None:

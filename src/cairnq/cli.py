@@ -48,6 +48,7 @@ from .migrate import (
     find_damage,
     is_extension,
     migrate,
+    newer_migrations,
     pending,
 )
 from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
@@ -267,7 +268,7 @@ def require_cairnq(target: Target) -> None:
         )
     damage = found.damage(target.dialect)
     if damage:
-        raise damage_error(damage)
+        raise damage_error(damage, newer_migrations(target.dialect, found.applied))
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -354,8 +355,9 @@ def _cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     found = inspect_database(target)
     damage = found.damage(target.dialect)
-    if damage and not args.repair:
-        raise damage_error(damage)
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and (newer or not args.repair):
+        raise damage_error(damage, newer)
     if args.dry_run:
         start = damage[0].migration if damage else None
         again = False

@@ -77,17 +77,28 @@ def expected_objects(dialect: Dialect, applied: Collection[str]) -> dict[SchemaO
 def find_damage(
     dialect: Dialect, applied: Collection[str], present: Iterable[SchemaObject]
 ) -> list[Damage]:
-    """The applied migrations whose objects are not all ``present``, in migration order."""
+    """The applied migrations whose objects are not all ``present``, in migration order.
+
+    When the ledger also names migrations this version does not ship (a newer SDK
+    upgraded the database), any of them may have dropped an index or a trigger, so
+    only missing tables count: protocol_version 1 keeps every table.
+    """
     have = {(kind, name.lower()) for kind, name in present}
+    newer = bool(newer_migrations(dialect, applied))
     missing: dict[str, list[SchemaObject]] = {}
     for key, migration in expected_objects(dialect, applied).items():
-        if key not in have:
+        if key not in have and not (newer and key[0] != "table"):
             missing.setdefault(migration, []).append(key)
     return [
         Damage(m.name, tuple(sorted(missing[m.name], key=_object_order)))
         for m in migrations(dialect)
         if m.name in missing
     ]
+
+
+def newer_migrations(dialect: Dialect, applied: Collection[str]) -> list[str]:
+    """Migrations the ledger records that this version does not ship."""
+    return sorted(set(applied) - {m.name for m in migrations(dialect)})
 
 
 def _object_order(item: SchemaObject) -> tuple[int, str]:
@@ -112,16 +123,25 @@ def describe_missing(objects: Iterable[SchemaObject]) -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
-def damage_error(damage: Sequence[Damage]) -> SchemaIncomplete:
-    """The one-line refusal for ``damage``, naming what is missing and how to repair it."""
+def damage_error(damage: Sequence[Damage], newer: Sequence[str] = ()) -> SchemaIncomplete:
+    """The one-line refusal for ``damage``, naming what is missing and how to repair it;
+    ``newer``: migrations the ledger records that this version lacks, so cannot repair."""
     first = damage[0].migration
     recorded = first if len(damage) == 1 else f"{first} and {len(damage) - 1} later migrations"
     objects = [obj for d in damage for obj in d.missing]
     verb = "is" if len(objects) == 1 else "are"
+    remedy = (
+        f"`cairnq migrate --repair` (migrate(..., repair=True)) applies {first} and every "
+        "migration after it again (rows lost with a table stay lost)"
+    )
+    if newer:
+        remedy = (
+            f"this version cannot repair it: the ledger also records {', '.join(newer)}, "
+            "which it does not ship; repair with the version that does"
+        )
     return SchemaIncomplete(
         f"the migration ledger records {recorded} as applied, but {describe_missing(objects)} "
-        f"{verb} missing; `cairnq migrate --repair` (migrate(..., repair=True)) applies "
-        f"{first} and every migration after it again (rows lost with a table stay lost)",
+        f"{verb} missing; {remedy}",
         missing=tuple(f"{kind} {name}" for kind, name in objects),
     )
 
@@ -185,8 +205,11 @@ def _confirm_damage(dialect: Dialect, *, repair: bool) -> Op[str | None]:
     damage = find_damage(dialect, applied, present)
     if not damage:
         return None
-    if not repair:
-        raise damage_error(damage)
+    newer = newer_migrations(dialect, applied)
+    if not repair or newer:
+        # Re-running this version's files over a newer schema would undo the newer
+        # migrations' work (schema_version, reshaped indexes).
+        raise damage_error(damage, newer)
     return damage[0].migration
 
 
