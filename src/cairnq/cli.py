@@ -399,7 +399,13 @@ def _migration_status(target: Target) -> list[str]:
             lines.append(f"damaged  {name}  {_iso(found.applied[name])}  missing {missing}")
         else:
             lines.append(f"applied  {name}  {_iso(found.applied[name])}")
-    if damage:
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and newer:
+        lines.append(
+            "the ledger records objects that are missing: repair them with the cairnq "
+            f"version that ships {', '.join(newer)}"
+        )
+    elif damage:
         first = next(iter(damage))
         lines.append(
             f"the ledger records objects that are missing: `cairnq migrate --repair` applies "
