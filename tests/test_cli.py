@@ -31,7 +31,7 @@ from cairnq import SyncCairnQ, TaskError, Worker, _ops
 from cairnq._protocol import migrations
 from cairnq.cli import CommandError, Target, main, resolve_target
 from cairnq.durations import format_duration, parse_duration
-from cairnq.errors import InvalidArgument
+from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Task
 
 from ._db import Database
@@ -587,6 +587,85 @@ def test_submit_reads_the_payload_from_stdin_given_a_dash(
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"from": "stdin"}'))
     result = run_on(db, capsys, "submit", "a", "-")
     assert reread(cq, result.out.split()[0]).payload == {"from": "stdin"}
+
+
+UNREADABLE_PAYLOADS = [
+    pytest.param("[" * 200_000 + "]" * 200_000, "is nested too deeply to read", id="200000-deep"),
+    pytest.param('{"n": ' + "7" * 5000 + "}", "holds an integer of 5000 digits", id="5000-digits"),
+]
+
+
+def give_payload(text: str | bytes, how: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The PAYLOAD_JSON argument for ``text``: itself, or ``-`` with ``text`` on stdin."""
+    if how == "argument":
+        assert isinstance(text, str)
+        return text
+    data = text if isinstance(text, bytes) else text.encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    return "-"
+
+
+@pytest.mark.parametrize("how", ["argument", "stdin"])
+@pytest.mark.parametrize(("payload", "message"), UNREADABLE_PAYLOADS)
+def test_submit_of_an_unreadable_payload_is_one_typed_line_and_submits_nothing(
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    payload: str,
+    message: str,
+    how: str,
+) -> None:
+    result = run_on(db, capsys, "submit", "a", give_payload(payload, how, monkeypatch))
+    assert result.code == 1
+    assert one_error_line(result).startswith(f"cairnq: error: payload {message}")
+    assert "7777" not in result.err
+    assert cq.stats() == {}
+
+
+@pytest.mark.parametrize(("payload", "message"), UNREADABLE_PAYLOADS)
+def test_submit_of_an_unreadable_payload_raises_a_serialization_error_under_debug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str, message: str
+) -> None:
+    with pytest.raises(SerializationError, match=message):
+        main(["--debug", "submit", "a", payload, "--db", str(tmp_path / "x.db")], out=io.StringIO())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_of_stdin_that_is_not_utf_8_is_one_line_and_submits_nothing(
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result = run_on(db, capsys, "submit", "a", give_payload(b'{"a": "\xff"}', "stdin", monkeypatch))
+    assert result.code == 1
+    assert "payload on stdin is not valid UTF-8" in one_error_line(result)
+    assert cq.stats() == {}
+
+
+def test_submit_reads_utf_8_from_stdin_whatever_the_locale(
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = '{"word": "naïve"}'.encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"))
+    result = run_on(db, capsys, "submit", "a", "-")
+    assert reread(cq, result.out.split()[0]).payload == {"word": "naïve"}
+
+
+@pytest.mark.parametrize(("payload", "message"), UNREADABLE_PAYLOADS)
+def test_conformance_of_an_unreadable_scenario_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payload: str, message: str
+) -> None:
+    scenario = tmp_path / "deep.json"
+    scenario.write_text(payload)
+    result = run(capsys, "conformance", str(scenario), "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert result.code == 1
+    line = one_error_line(result)
+    assert f"cannot read scenario {str(scenario)!r}: the file {message}" in line
 
 
 def test_submit_json_prints_the_whole_task(

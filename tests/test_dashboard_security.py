@@ -1,4 +1,5 @@
-"""Dashboard hardening: host names, the redirect after a token, cookies beside a host app's."""
+"""Dashboard hardening: host names, the redirect after a token, cookies beside a host app's,
+malformed queries and forms, and forwarded headers from proxies."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from cairnq import CairnQ
+from cairnq import CairnQ, InvalidArgument
 from cairnq.dashboard import create_app
 
 from ._db import Database
-from .test_cli import db_args, run
+from .test_cli import db_args, one_error_line, run
 
 TOKEN = "t0ken-for-tests"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -84,3 +85,201 @@ async def test_the_session_cookie_is_found_after_a_cookie_simplecookie_rejects(
             "/", headers={"cookie": f'prefs={{"a":1}}; other=a b; cairnq_dashboard={session}'}
         )
     assert page.status_code == 200
+
+
+# --- malformed and oversized requests --------------------------------------------------------
+
+MANY_FIELDS = "&".join(f"f{i}=1" for i in range(100))
+MALFORMED_QUERIES = [
+    pytest.param(MANY_FIELDS, 400, id="too-many-fields"),
+    pytest.param("key=" + "k" * 3000, 400, id="over-long-value"),
+    pytest.param("name=%ff%fe%fd", 400, id="not-utf-8"),
+    pytest.param("status=queued&status=failed", 400, id="repeated-field"),
+    pytest.param("key=" + "%41" * 6000, 414, id="over-long-query"),
+]
+
+
+def assert_no_internals(response: httpx.Response, caplog: pytest.LogCaptureFixture) -> None:
+    """A plain answer: no traceback, exception class or source path, and none logged."""
+    for leak in ("Traceback", "Error", ".py", "max_num_fields"):
+        assert leak not in response.text
+    assert [r for r in caplog.records if r.exc_info] == []
+
+
+@pytest.mark.parametrize(("query", "status"), MALFORMED_QUERIES)
+async def test_a_malformed_query_is_a_plain_4xx_without_a_traceback(
+    cq: CairnQ, caplog: pytest.LogCaptureFixture, query: str, status: int
+) -> None:
+    async with http(create_app(cq), "http://dash.test") as client:
+        response = await client.get(f"/tasks?{query}")
+    assert response.status_code == status
+    assert response.text.startswith("bad request: ")
+    assert_no_internals(response, caplog)
+
+
+async def test_the_answer_to_too_many_query_fields_names_the_limit(cq: CairnQ) -> None:
+    async with http(create_app(cq), "http://dash.test") as client:
+        response = await client.get(f"/tasks?{MANY_FIELDS}")
+    assert response.text == "bad request: the query string has 100 fields, over the limit of 32\n"
+
+
+@pytest.mark.parametrize(("query", "status"), MALFORMED_QUERIES)
+@pytest.mark.parametrize(
+    "auth",
+    [{}, {"Authorization": "Bearer wrong-token"}],
+    ids=["no-token", "wrong-token"],
+)
+async def test_a_malformed_query_without_the_token_is_refused_as_unauthenticated(
+    cq: CairnQ,
+    caplog: pytest.LogCaptureFixture,
+    query: str,
+    status: int,
+    auth: dict[str, str],
+) -> None:
+    async with http(create_app(cq, token=TOKEN), "http://dash.test") as client:
+        response = await client.get(f"/tasks?{query}&token=wrong-token", headers=auth)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert_no_internals(response, caplog)
+
+
+@pytest.mark.parametrize(("query", "status"), MALFORMED_QUERIES)
+async def test_a_malformed_query_with_the_token_is_a_plain_4xx(
+    cq: CairnQ, caplog: pytest.LogCaptureFixture, query: str, status: int
+) -> None:
+    app = create_app(cq, token=TOKEN)
+    async with http(app, "http://dash.test") as client:
+        response = await client.get(f"/tasks?{query}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == status
+    assert_no_internals(response, caplog)
+
+
+async def test_a_form_of_too_many_fields_is_a_400_and_changes_nothing(
+    cq: CairnQ, caplog: pytest.LogCaptureFixture
+) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq)
+    form = {f"f{i}": "1" for i in range(100)} | {"csrf": app.csrf_token()}
+    async with http(app, "http://dash.test") as client:
+        response = await client.post(f"/task/cancel?id={task.id}", data=form)
+    assert response.status_code == 400
+    assert_no_internals(response, caplog)
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_malformed_form_without_the_token_is_refused_as_unauthenticated(
+    cq: CairnQ, caplog: pytest.LogCaptureFixture
+) -> None:
+    form = {f"f{i}": "1" for i in range(100)}
+    async with http(create_app(cq, token=TOKEN), "http://dash.test") as client:
+        response = await client.post("/purge", data=form)
+    assert response.status_code == 401
+    assert_no_internals(response, caplog)
+
+
+async def test_an_oversized_body_is_refused_only_after_the_token_check(cq: CairnQ) -> None:
+    body = b"x=" + b"y" * (70 * 1024)
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    async with http(create_app(cq, token=TOKEN), "http://dash.test") as client:
+        anonymous = await client.post("/purge", content=body, headers=headers)
+        signed_in = await client.post(
+            "/purge", content=body, headers=headers | {"Authorization": f"Bearer {TOKEN}"}
+        )
+    assert (anonymous.status_code, signed_in.status_code) == (401, 413)
+
+
+async def test_a_query_at_the_limits_is_still_served(cq: CairnQ) -> None:
+    fields = "&".join(f"f{i}=" for i in range(31))
+    async with http(create_app(cq), "http://dash.test") as client:
+        response = await client.get(f"/tasks?{fields}&queue=" + "%C3%A9" * 500)
+    assert response.status_code == 200
+
+
+# --- forwarded headers -----------------------------------------------------------------------
+
+FORGED = {"Origin": "https://evil.example", "X-Forwarded-Host": "evil.example"}
+
+
+async def post_cancel(app: Any, cq: CairnQ, headers: dict[str, str]) -> tuple[int, str]:
+    """POST a cancel with a valid CSRF token; the status code and the task's status after."""
+    task = await cq.submit("a")
+    async with http(app, "http://dash.test") as client:
+        response = await client.post(
+            f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()}, headers=headers
+        )
+    after = await cq.get_status(task.id)
+    assert after is not None
+    return response.status_code, after.status
+
+
+async def test_a_forged_forwarded_host_matching_the_origin_is_refused_by_default(
+    cq: CairnQ,
+) -> None:
+    assert await post_cancel(create_app(cq), cq, FORGED) == (403, "queued")
+
+
+@pytest.mark.parametrize("allow", ["127.0.0.1", ["10.0.0.1", "127.0.0.0/8"], "*"])
+async def test_a_forwarded_host_from_a_proxy_in_forwarded_allow_ips_passes_the_origin_check(
+    cq: CairnQ, allow: Any
+) -> None:
+    # httpx's ASGI transport reports the peer as 127.0.0.1.
+    app = create_app(cq, forwarded_allow_ips=allow)
+    assert await post_cancel(app, cq, FORGED) == (303, "canceled")
+
+
+async def test_a_forwarded_host_from_a_peer_outside_forwarded_allow_ips_is_ignored(
+    cq: CairnQ,
+) -> None:
+    app = create_app(cq, forwarded_allow_ips="10.0.0.0/8")
+    assert await post_cancel(app, cq, FORGED) == (403, "queued")
+
+
+@pytest.mark.parametrize(("allow", "secure"), [(None, False), ("127.0.0.1", True)])
+async def test_forwarded_proto_decides_the_secure_cookie_only_from_a_trusted_proxy(
+    cq: CairnQ, allow: str | None, secure: bool
+) -> None:
+    app = create_app(cq, token=TOKEN, forwarded_allow_ips=allow)
+    async with http(app, "http://dash.test") as client:
+        response = await client.get(
+            "/", params={"token": TOKEN}, headers={"X-Forwarded-Proto": "https"}
+        )
+    assert ("; Secure" in response.headers["set-cookie"]) is secure
+
+
+@pytest.mark.parametrize("allow", ["proxy.example", "10.0.0.1,", "", []])
+def test_a_forwarded_allow_ips_entry_that_is_no_address_is_refused(allow: Any) -> None:
+    with pytest.raises(InvalidArgument, match="forwarded_allow_ips"):
+        create_app("sqlite:///unused.db", forwarded_allow_ips=allow)
+
+
+def test_the_command_believes_forwarded_headers_only_from_forwarded_allow_ips(
+    db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    db.sync_client().open().stats()
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        uvicorn, "run", lambda app, **options: served.append(options | {"app": app})
+    )
+    monkeypatch.delenv("CAIRNQ_DASHBOARD_TOKEN", raising=False)
+    plain = run(capsys, "dashboard", *db_args(db))
+    proxied = run(
+        capsys, "dashboard", "--forwarded-allow-ips", "10.0.0.1,10.1.0.0/16", *db_args(db)
+    )
+    assert (plain.code, proxied.code) == (0, 0), plain.err + proxied.err
+    assert served[0]["app"].forwarded_allow_ips is None
+    assert served[1]["app"].forwarded_allow_ips.trusts({"client": ("10.1.2.3", 5)})
+    assert not served[1]["app"].forwarded_allow_ips.trusts({"client": ("127.0.0.1", 5)})
+    # uvicorn's own handling would believe 127.0.0.1 and rewrite the peer address.
+    assert [options["proxy_headers"] for options in served] == [False, False]
+    for options in served:
+        asyncio.run(options["app"].aclose())
+
+
+def test_the_command_refuses_a_forwarded_allow_ips_entry_that_is_no_address(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "dashboard", "--forwarded-allow-ips", "proxy.example", *db_args(db))
+    assert result.code == 1
+    assert "forwarded_allow_ips entry 'proxy.example'" in one_error_line(result)

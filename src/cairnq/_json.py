@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -29,6 +30,8 @@ from .errors import SerializationError, safe_str
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+# Python's own default for int(str): longer digit strings take quadratic time to convert.
+MAX_INT_DIGITS = 4300
 
 # A number in exponent form (1e+16), matched only outside strings: the alternation
 # consumes each string whole, so group 1 is set only for a bare number.
@@ -270,6 +273,51 @@ def _finite_float(text: str) -> float:
 
 # One decoder for every read: json.loads with options builds a new one per call.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _int_digits_limit() -> int:
+    get = getattr(sys, "get_int_max_str_digits", None)
+    limit = get() if get is not None else 0
+    return min(limit, MAX_INT_DIGITS) if limit else MAX_INT_DIGITS
+
+
+class _TooManyDigits(ValueError):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    limit = _int_digits_limit()
+    if digits > limit:
+        # The digits themselves are input content: only their count is reported.
+        raise _TooManyDigits(f"an integer of {digits} digits, over the limit of {limit}")
+    return int(text)
+
+
+_INPUT_DECODER = json.JSONDecoder(parse_int=_bounded_int)
+
+
+def parse_input(text: str, *, what: str) -> Any:
+    """Parse JSON a person gave (a command-line payload, a scenario file).
+
+    Every way it can be unreadable is one ``SerializationError`` line: malformed
+    text, an integer of more digits than Python converts (4300), or nesting deep
+    enough to exhaust the parser's recursion. Whether the value is portable
+    (NaN, depth over 64, size) is the client's check, as for any payload.
+
+    Raises:
+        SerializationError: the text cannot be read as JSON.
+    """
+    try:
+        return _INPUT_DECODER.decode(text)
+    except _TooManyDigits as exc:
+        raise SerializationError(f"{what} holds {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SerializationError(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise SerializationError(
+            f"{what} is nested too deeply to read (the limit is {DEFAULT_MAX_DEPTH} levels)"
+        ) from None
 
 
 def _depth(value: Any) -> int:

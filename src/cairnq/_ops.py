@@ -832,14 +832,16 @@ def check_lease_tokens() -> Op[None]:
         )
 
 
-def apply_migration(name: str, source: str) -> Op[bool]:
-    """Apply one migration unless the ledger has it; run inside its own write transaction."""
+def apply_migration(name: str, source: str, *, again: bool = False) -> Op[bool]:
+    """Apply one migration unless the ledger has it (``again``: even then, recording it
+    once); run inside its own write transaction."""
     yield Call("ledger_lock", {})
     applied = yield from applied_migrations()
-    if name in applied:
+    if name in applied and not again:
         return False
     yield Script(name, source)
-    yield Call("ledger_record", {"name": name, "now_ms": NOW})
+    if name not in applied:
+        yield Call("ledger_record", {"name": name, "now_ms": NOW})
     return True
 
 

@@ -28,12 +28,29 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from urllib.parse import quote, urlsplit
 
 from . import _ops
-from ._protocol import Dialect, statements
+from ._json import parse_input
+from ._protocol import Dialect, migrations, statements
 from .backends import open_backend, sqlite_path_from_url
 from .client import SyncCairnQ
 from .durations import format_duration, parse_duration
-from .errors import CairnQError, DatabaseError, DatabaseUnavailable, InvalidArgument
-from .migrate import is_extension, migrate, pending
+from .errors import (
+    CairnQError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    SerializationError,
+)
+from .migrate import (
+    Damage,
+    SchemaObject,
+    damage_error,
+    describe_missing,
+    find_damage,
+    is_extension,
+    migrate,
+    newer_migrations,
+    pending,
+)
 from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
 from .top import format_table, percent, run_top
 
@@ -128,12 +145,18 @@ class Inspection:
     """What a database holds: ``applied`` maps migration file names to when they were applied.
 
     ``exists`` is false for a SQLite file that is not there; ``other_schemas``
-    lists PostgreSQL schemas holding cairnq tables other than the target's.
+    lists PostgreSQL schemas holding cairnq tables other than the target's;
+    ``objects`` the cairnq_* tables, indexes, triggers and functions present.
     """
 
     exists: bool
     applied: dict[str, int] = field(default_factory=dict)
     other_schemas: tuple[str, ...] = ()
+    objects: frozenset[SchemaObject] = frozenset()
+
+    def damage(self, dialect: Dialect) -> list[Damage]:
+        """Applied migrations whose tables, indexes or triggers are missing."""
+        return find_damage(dialect, set(self.applied), self.objects) if self.applied else []
 
 
 def inspect_database(target: Target) -> Inspection:
@@ -159,11 +182,16 @@ def _inspect_sqlite(path: str) -> Inspection:
             if not present:
                 return Inspection(exists=True)
             rows = conn.execute(_ledger_sql("sqlite", "ledger_applied")).fetchall()
+            objects = conn.execute(_ledger_sql("sqlite", "schema_objects")).fetchall()
     except sqlite3.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot read SQLite database {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise CommandError(f"{path} is not a cairnq database ({exc})") from exc
-    return Inspection(exists=True, applied={str(name): int(at) for name, at in rows})
+    return Inspection(
+        exists=True,
+        applied={str(name): int(at) for name, at in rows},
+        objects=frozenset((str(kind), str(name)) for kind, name in objects),
+    )
 
 
 def _inspect_postgres(target: Target) -> Inspection:
@@ -194,10 +222,14 @@ def _inspect_postgres(target: Target) -> Inspection:
             if not present or not present[0]:
                 return Inspection(exists=True, other_schemas=others)
             rows = conn.execute(_ledger_sql("postgres", "ledger_applied")).fetchall()
+            objects = conn.execute(_ledger_sql("postgres", "schema_objects")).fetchall()
     except psycopg.Error as exc:
         raise DatabaseError(f"reading {target.describe()} failed: {_one_line(exc)}") from exc
     return Inspection(
-        exists=True, applied={str(name): int(at) for name, at in rows}, other_schemas=others
+        exists=True,
+        applied={str(name): int(at) for name, at in rows},
+        other_schemas=others,
+        objects=frozenset((str(kind), str(name)) for kind, name in objects),
     )
 
 
@@ -210,6 +242,7 @@ def require_cairnq(target: Target) -> None:
 
     Raises:
         CommandError: no SQLite file there, no cairnq tables, or protocol migrations pending.
+        SchemaIncomplete: objects the ledger records as created are missing.
     """
     found = inspect_database(target)
     if not found.exists:
@@ -233,6 +266,9 @@ def require_cairnq(target: Target) -> None:
             f"{target.describe()} has {len(missing)} pending migration(s) "
             f"({', '.join(missing)}); run `cairnq migrate` first"
         )
+    damage = found.damage(target.dialect)
+    if damage:
+        raise damage_error(damage, newer_migrations(target.dialect, found.applied))
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -314,34 +350,81 @@ def _cmd_conformance(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
     target = _target(args)
-    if args.status or args.dry_run:
-        found = inspect_database(target)
-        missing = pending(target.dialect, set(found.applied))
-        if args.status:
-            lines = [f"applied  {name}  {_iso(at)}" for name, at in sorted(found.applied.items())]
-            _write_lines(out, lines + [f"pending  {name}" for name in missing])
-        elif missing:
-            _write_lines(out, [f"would apply  {name}" for name in missing])
-        else:
-            out.write(f"nothing to apply: {target.describe()} is up to date\n")
+    if args.status:
+        _write_lines(out, _migration_status(target))
         return 0
-    applied = migrate(target.location, **target.backend_options(migrate=True))
+    found = inspect_database(target)
+    damage = found.damage(target.dialect)
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and (newer or not args.repair):
+        raise damage_error(damage, newer)
+    if args.dry_run:
+        start = damage[0].migration if damage else None
+        again = False
+        lines = []
+        for name in (m.name for m in migrations(target.dialect)):
+            again = again or name == start
+            if name not in found.applied:
+                lines.append(f"would apply  {name}")
+            elif again:
+                lines.append(f"would apply again  {name}")
+        if not lines:
+            lines = [f"nothing to apply: {target.describe()} is up to date"]
+        _write_lines(out, lines)
+        return 0
+    options = target.backend_options(migrate=True)
+    applied = migrate(target.location, repair=args.repair, **options)
     if applied:
-        _write_lines(out, [f"applied  {name}" for name in applied])
+        _write_lines(
+            out,
+            [f"applied again  {n}" if n in found.applied else f"applied  {n}" for n in applied],
+        )
     else:
         out.write(f"nothing to apply: {target.describe()} is up to date\n")
     return 0
+
+
+def _migration_status(target: Target) -> list[str]:
+    """``applied``, ``damaged`` (with what is missing) or ``pending``, one line per migration;
+    a last line says how to repair when something is damaged."""
+    found = inspect_database(target)
+    damage = {d.migration: d for d in found.damage(target.dialect)}
+    lines = []
+    # File-name order is migration order; the ledger may also name files this version lacks.
+    for name in sorted({m.name for m in migrations(target.dialect)} | set(found.applied)):
+        if name not in found.applied:
+            lines.append(f"pending  {name}")
+        elif name in damage:
+            missing = describe_missing(damage[name].missing)
+            lines.append(f"damaged  {name}  {_iso(found.applied[name])}  missing {missing}")
+        else:
+            lines.append(f"applied  {name}  {_iso(found.applied[name])}")
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and newer:
+        lines.append(
+            "the ledger records objects that are missing: repair them with the cairnq "
+            f"version that ships {', '.join(newer)}"
+        )
+    elif damage:
+        first = next(iter(damage))
+        lines.append(
+            f"the ledger records objects that are missing: `cairnq migrate --repair` applies "
+            f"{first} and every migration after it again"
+        )
+    return lines
 
 
 def _read_payload(text: str | None) -> Any:
     if text is None:
         return None
     if text == "-":
-        text = sys.stdin.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"payload is not valid JSON: {exc}") from exc
+        # JSON is UTF-8 whatever the locale: read bytes where stdin has them.
+        raw = getattr(sys.stdin, "buffer", None)
+        try:
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+        except UnicodeDecodeError:
+            raise SerializationError("payload on stdin is not valid UTF-8") from None
+    return parse_input(text, what="payload")
 
 
 def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
@@ -527,7 +610,9 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         ) from None
     from .client import CairnQ
     from .dashboard import create_app
+    from .dashboard._app import parse_forwarded_allow_ips
 
+    parse_forwarded_allow_ips(args.forwarded_allow_ips)
     target = _target(args)
     require_cairnq(target)
     options = target.backend_options(migrate=False)
@@ -538,7 +623,13 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     # Without a token, only loopback names may reach it: a site rebinding its own
     # name to 127.0.0.1 would otherwise be same-origin with the dashboard.
     hosts = None if token is not None else ("localhost", "127.0.0.1", "::1", args.host.strip("[]"))
-    app = create_app(client, read_only=args.read_only, token=token, allowed_hosts=hosts)
+    app = create_app(
+        client,
+        read_only=args.read_only,
+        token=token,
+        allowed_hosts=hosts,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+    )
     # The command made the client, so the app closes it when the server stops.
     app.owns_client = True
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -551,8 +642,16 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         f"cairnq dashboard on http://{host}:{args.port}/ ({'; '.join(notes)}); Ctrl-C to stop\n"
     )
     out.flush()
+    # The app believes forwarded headers only from --forwarded-allow-ips; uvicorn's own
+    # handling would trust 127.0.0.1 by default and replace the peer address it checks.
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        proxy_headers=False,
     )
     return 0
 
@@ -739,12 +838,21 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         "create the database or bring it to the current schema",
         "cairnq migrate --db postgresql://app@db/app --schema jobs",
-        "Apply pending migrations (creating a SQLite file if needed). --dry-run and "
-        "--status only read.",
+        "Apply pending migrations (creating a SQLite file if needed). A database whose "
+        "ledger records migrations whose objects are missing is refused unless --repair "
+        "is given. --dry-run and --status only read.",
     )
     mode = migrate_cmd.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print what would be applied")
-    mode.add_argument("--status", action="store_true", help="list applied and pending migrations")
+    mode.add_argument(
+        "--status", action="store_true", help="list applied, damaged and pending migrations"
+    )
+    migrate_cmd.add_argument(
+        "--repair",
+        action="store_true",
+        help="when the ledger records migrations whose tables, indexes or triggers are "
+        "missing, apply the earliest of them and every later one again",
+    )
     migrate_cmd.set_defaults(run=_cmd_migrate)
 
     worker = command(
@@ -886,6 +994,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument(
         "--token", help="access token required on every request (default: $CAIRNQ_DASHBOARD_TOKEN)"
+    )
+    dashboard.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="comma-separated addresses or networks of reverse proxies whose X-Forwarded-Host "
+        "and X-Forwarded-Proto to believe, or '*' (default: none)",
     )
     dashboard.set_defaults(run=_cmd_dashboard)
 

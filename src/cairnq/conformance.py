@@ -20,7 +20,6 @@ or ``python -m cairnq conformance scenarios/ --db postgresql://localhost/test``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 import time
@@ -31,7 +30,7 @@ from typing import Any, TextIO
 
 from . import _ops
 from ._clock import Clock
-from ._json import DEFAULT_CODEC
+from ._json import DEFAULT_CODEC, parse_input
 from ._steps import Op
 from .backends import Backend, SQLiteBackend
 from .errors import CairnQError, InvalidArgument
@@ -69,7 +68,7 @@ def load_scenarios(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, 
     out = []
     for file in files:
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = parse_input(file.read_text(encoding="utf-8"), what="the file")
         except (OSError, ValueError) as exc:
             raise InvalidArgument(f"cannot read scenario {str(file)!r}: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):

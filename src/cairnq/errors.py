@@ -21,7 +21,8 @@
     ├── ListenUnavailable                       PostgreSQL LISTEN cannot work here
     └── DatabaseError                           the database refused; translated driver errors
         ├── DatabaseBusy                        SQLite: the write lock stayed taken past the budget
-        └── DatabaseUnavailable                 the database cannot be reached or opened
+        ├── DatabaseUnavailable                 the database cannot be reached or opened
+        └── SchemaIncomplete                    cairnq's tables (or indexes...) are missing
 
 Every driver exception is translated into a ``DatabaseError`` in one place per
 backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one.
@@ -44,6 +45,7 @@ __all__ = [
     "LostLease",
     "ProtocolVersionMismatch",
     "QueueFull",
+    "SchemaIncomplete",
     "SchemaMismatch",
     "SerializationError",
     "StoreClosed",
@@ -264,6 +266,27 @@ class DatabaseUnavailable(DatabaseError):
     """The database could not be reached or opened."""
 
     retryable = True
+
+
+class SchemaIncomplete(DatabaseError):
+    """Tables, indexes or triggers cairnq needs are missing; never retryable.
+
+    Raised when a statement meets a missing cairnq table (a database never
+    migrated, or tables dropped from outside), and when opening or migrating
+    finds objects missing that the migration ledger records as created.
+    Trying again cannot help: ``cairnq migrate`` says what is missing, and
+    ``cairnq migrate --repair`` (``migrate(..., repair=True)``) re-creates it.
+    A worker that meets it stops and raises it from ``run``.
+
+    Attributes:
+        missing: What is missing, e.g. ``("table cairnq_tasks",)``, when known.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 def error_envelope(

@@ -48,7 +48,7 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..migrate import Setup, arun_setup, run_setup, setup_steps
+from ..migrate import Setup, arun_setup, check_repair, missing_table, run_setup, setup_steps
 from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
@@ -56,6 +56,7 @@ log = logging.getLogger("cairnq.postgres")
 T = TypeVar("T")
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+_UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
 MAX_IDENTIFIER_BYTES = 63
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
 # A dead peer is noticed within about 20 s instead of the kernel's two hours.
@@ -103,9 +104,12 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)):
         return DatabaseError(f"PostgreSQL aborted the transaction: {exc}", retryable=True)
     if isinstance(exc, psycopg.errors.UndefinedTable):
-        return DatabaseError(
-            f"cairnq tables are missing ({exc}); run migrations first (cairnq migrate)"
-        )
+        # SQLSTATE 42P01. Only cairnq's own relations: a table a handler's own
+        # statements name (succeed_in) is the application's business.
+        relation = _UNDEFINED_RELATION.search(exc.diag.message_primary or "")
+        if relation and relation.group(1).startswith("cairnq_"):
+            return missing_table(relation.group(1))
+        return DatabaseError(f"PostgreSQL error: {exc}")
     return DatabaseError(f"PostgreSQL error: {exc}")
 
 
@@ -160,6 +164,9 @@ class PostgresBackend:
         min_size, max_size: Pool size when cairnq makes the pool.
         clock: Supply ``now_ms`` from this clock instead of the database's.
         migrate: Apply pending migrations on open (default); otherwise only check.
+        repair: With ``migrate``, apply again the recorded migrations whose
+            tables, indexes or triggers are missing, instead of refusing to
+            open with ``SchemaIncomplete`` (see ``cairnq.migrate``).
         listen: Open a LISTEN connection for push wake-ups (default, DSN only).
         application_name: Prefix of ``application_name`` on every connection; the
             suffix names the connection's role (``-client``, ``-worker``,
@@ -184,6 +191,7 @@ class PostgresBackend:
         max_size: int = 10,
         clock: Clock | None = None,
         migrate: bool = True,
+        repair: bool = False,
         listen: bool = True,
         application_name: str = "cairnq",
         role: str = "client",
@@ -195,6 +203,7 @@ class PostgresBackend:
         self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
         self.clock = clock
         self.migrate = migrate
+        self.repair = check_repair(repair, migrate)
         self.application_name = _ops.check_text(application_name, "application_name") or ""
         self.role = _ops.check_text(role, "role") or ""
         if not 0 < listen_health_s <= 3600:
@@ -286,6 +295,7 @@ class PostgresBackend:
         return setup_steps(
             "postgres",
             migrate=self.migrate,
+            repair=self.repair,
             installation_check=_ops.check_installation(self.schema),
         )
 

@@ -53,7 +53,7 @@ from ..errors import (
     InvalidArgument,
     StoreClosed,
 )
-from ..migrate import SetupStep, run_setup, setup_steps
+from ..migrate import SetupStep, check_repair, missing_table, run_setup, setup_steps
 from .base import LoopBinding, bind
 
 T = TypeVar("T")
@@ -95,6 +95,9 @@ class SQLiteBackend:
         clock: Where ``now_ms`` comes from (a ``FakeClock`` in tests).
         migrate: Apply pending migrations on open (default); otherwise only
             check the protocol version.
+        repair: With ``migrate``, apply again the recorded migrations whose
+            tables, indexes or triggers are missing, instead of refusing to
+            open with ``SchemaIncomplete`` (see ``cairnq.migrate``).
         readers: Threads serving async reads.
     """
 
@@ -111,6 +114,7 @@ class SQLiteBackend:
         synchronous: Synchronous = "full",
         clock: Clock | None = None,
         migrate: bool = True,
+        repair: bool = False,
         readers: int = 4,
     ) -> None:
         self.path = os.fspath(path)
@@ -122,6 +126,7 @@ class SQLiteBackend:
         self.synchronous = synchronous
         self.clock: Clock = clock or SYSTEM_CLOCK
         self.migrate = migrate
+        self.repair = check_repair(repair, migrate)
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
         # Where the file is on disk, absolute so a later chdir changes nothing.
         self._file = None if self._memory else os.path.abspath(_file_path(self.path))
@@ -587,7 +592,8 @@ class SQLiteBackend:
                 raise _translate(exc, self.busy_timeout_ms) from exc
             return value
 
-        self.migrations_applied = run_setup(setup_steps("sqlite", migrate=self.migrate), run)
+        setup = setup_steps("sqlite", migrate=self.migrate, repair=self.repair)
+        self.migrations_applied = run_setup(setup, run)
 
 
 def _op_name(op: Op[Any]) -> str:
@@ -692,9 +698,7 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
     if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
         return DatabaseError(f"file is not a usable SQLite database: {text}")
     if "no such table: cairnq_" in text:
-        return DatabaseError(
-            f"cairnq tables are missing ({text}); open with migrate=True or run cairnq.migrate()"
-        )
+        return missing_table(text.rsplit(":", 1)[-1].strip())
     if isinstance(exc, sqlite3.IntegrityError):
         return DatabaseError(f"SQLite rejected the write: {text}")
     return DatabaseError(f"SQLite error: {text}")

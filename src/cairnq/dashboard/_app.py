@@ -7,8 +7,12 @@ Security model:
   SameSite=Strict) before redirecting to the same page without the token.
 - Actions (cancel, retry, purge) are POST only, carry a CSRF token signed with the
   app's secret, and are refused when the browser says the request is cross-site
-  (``Sec-Fetch-Site``) or its ``Origin`` is not this host. In read-only mode
-  they are hidden and refused with 403.
+  (``Sec-Fetch-Site``) or its ``Origin`` is not this host. ``X-Forwarded-Host``
+  and ``X-Forwarded-Proto`` count only from the proxies named in
+  ``forwarded_allow_ips``. In read-only mode they are hidden and refused with 403.
+- A query string or form no page sends (too many fields, a field given twice or
+  too long, percent-escapes that are not UTF-8) is answered 400 (414 for a query
+  over ``MAX_QUERY_BYTES``), after the token check, like any other request.
 - Every page is sent with a Content-Security-Policy that allows only this app's
   own script and stylesheet, and forbids framing.
 - Payloads, results and metadata are shown through the ``redact`` hook and never
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import re
@@ -29,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 from .. import _ops, _reads
 from ..backends import Backend
@@ -56,6 +61,11 @@ COOKIE = "cairnq_dashboard"
 LIVE_HEADER = "x-cairnq-live"
 CSRF_MAX_AGE_S = 12 * 3600
 MAX_BODY = 64 * 1024
+# Query strings and forms: far above what any page or form of the dashboard sends (a
+# filter value is at most 1,000 bytes, a page sends at most 10 fields).
+MAX_QUERY_BYTES = 16 * 1024
+MAX_FIELDS = 32
+MAX_FIELD_BYTES = 2048
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
 ACTIVITY_WINDOW_MS = 3_600_000
@@ -113,6 +123,11 @@ class Request:
     headers: dict[str, str]
     scheme: str
     form: dict[str, str] = field(default_factory=dict)
+    # Set only when a trusted proxy (``forwarded_allow_ips``) sent it.
+    forwarded_host: str | None = None
+    # The answer to a query or body the dashboard refuses to read; sent after the
+    # token check, so an unauthenticated client learns nothing from it.
+    refusal: Response | None = None
 
     def cookie(self, name: str) -> str | None:
         # Split by hand: SimpleCookie stops at the first cookie it dislikes, and a
@@ -144,12 +159,99 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-def _parse_form(body: bytes) -> dict[str, str]:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return {}
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64))
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+def parse_fields(raw: bytes, what: str) -> dict[str, str]:
+    """``a=1&b=x+y`` (a query string or a form body) as a dict of text.
+
+    Percent-escapes are decoded as UTF-8 and ``+`` as a space; a field without
+    ``=`` has the value ``""``. Messages never repeat the input, only a short
+    plain field name.
+
+    Raises:
+        InvalidArgument: more than ``MAX_FIELDS`` fields, a name or value over
+            ``MAX_FIELD_BYTES`` decoded, a field given twice, or escapes that do not
+            decode as UTF-8.
+    """
+    parts = [part for part in raw.split(b"&") if part]
+    if len(parts) > MAX_FIELDS:
+        raise InvalidArgument(f"the {what} has {len(parts)} fields, over the limit of {MAX_FIELDS}")
+    fields: dict[str, str] = {}
+    for part in parts:
+        name_raw, _, value_raw = part.partition(b"=")
+        name_bytes = unquote_to_bytes(name_raw.replace(b"+", b" "))
+        value_bytes = unquote_to_bytes(value_raw.replace(b"+", b" "))
+        if max(len(name_bytes), len(value_bytes)) > MAX_FIELD_BYTES:
+            raise InvalidArgument(
+                f"a field of the {what} is over the limit of {MAX_FIELD_BYTES} bytes"
+            )
+        try:
+            name = name_bytes.decode("utf-8")
+            value = value_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"the {what} is not valid UTF-8 once decoded") from None
+        if name in fields:
+            shown = f" {name!r}" if _FIELD_NAME.fullmatch(name) else ""
+            raise InvalidArgument(f"the {what} gives the field{shown} more than once")
+        fields[name] = value
+    return fields
+
+
+def _bad_request(message: str, status: int = 400) -> Response:
+    return Response(status, f"bad request: {message}\n".encode(), "text/plain; charset=utf-8")
+
+
+@dataclass(frozen=True)
+class Proxies:
+    """The peers whose forwarded headers the dashboard believes (``forwarded_allow_ips``)."""
+
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    any_peer: bool = False
+
+    def trusts(self, scope: Scope) -> bool:
+        """Whether the peer the server reports (``scope["client"]``) is one of them."""
+        if self.any_peer:
+            return True
+        client = scope.get("client")
+        if not client:
+            return False
+        try:
+            address = ipaddress.ip_address(str(client[0]))
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.networks)
+
+
+def parse_forwarded_allow_ips(value: str | Sequence[str] | None) -> Proxies | None:
+    """``forwarded_allow_ips`` as ``Proxies``; ``None`` believes no forwarded header.
+
+    Takes what uvicorn's ``--forwarded-allow-ips`` takes: a comma-separated string
+    or a list of IP addresses, networks (``10.0.0.0/8``) and ``*`` (any peer).
+    Unlike uvicorn, an entry that is none of these is refused rather than kept as
+    a literal that never matches.
+
+    Raises:
+        InvalidArgument: an entry that is not an address, a network or ``*``, or none at all.
+    """
+    if value is None:
+        return None
+    entries = [str(e).strip() for e in (value.split(",") if isinstance(value, str) else value)]
+    networks = []
+    for entry in entries:
+        if entry == "*":
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+        except ValueError:
+            raise InvalidArgument(
+                f"forwarded_allow_ips entry {entry!r} is not an IP address, a network or '*'"
+            ) from None
+    if not entries:
+        raise InvalidArgument("forwarded_allow_ips names no proxy; leave it unset to trust none")
+    return Proxies(tuple(networks), any_peer="*" in entries)
 
 
 class DashboardApp:
@@ -171,6 +273,7 @@ class DashboardApp:
         trusted_origins: tuple[str, ...],
         metrics: Any = True,
         allowed_hosts: tuple[str, ...] | None = None,
+        forwarded_allow_ips: Proxies | None = None,
     ) -> None:
         self.client = client
         # True: a Metrics of the dashboard's own, made on the first scrape; False: no /metrics.
@@ -196,6 +299,7 @@ class DashboardApp:
         self.allowed_hosts = (
             None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         )
+        self.forwarded_allow_ips = forwarded_allow_ips
         self.label = _label(client.backend)
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
@@ -215,32 +319,18 @@ class DashboardApp:
             return
         if kind != "http":
             return
-        request = Request(
-            method=str(scope.get("method", "GET")).upper(),
-            path=route_path(scope),
-            root=str(scope.get("root_path") or "").rstrip("/"),
-            query=dict(
-                parse_qsl(
-                    bytes(scope.get("query_string") or b"").decode("latin-1"),
-                    keep_blank_values=True,
-                    max_num_fields=64,
-                )
-            ),
-            headers={
-                k.decode("latin-1").lower(): v.decode("latin-1")
-                for k, v in scope.get("headers") or []
-            },
-            scheme=str(scope.get("scheme") or "http"),
-        )
+        request = self._request(scope)
         if request.method == "POST":
             body = await self._read_body(receive)
             if body is None:
-                await self._send(send, request, Response(413, b"request body too large"))
-                return
-            if request.headers.get("content-type", "").startswith(
+                request.refusal = request.refusal or Response(413, b"request body too large")
+            elif request.headers.get("content-type", "").startswith(
                 "application/x-www-form-urlencoded"
             ):
-                request.form = _parse_form(body)
+                try:
+                    request.form = parse_fields(body, "form")
+                except InvalidArgument as exc:
+                    request.refusal = request.refusal or _bad_request(str(exc))
         try:
             response = await self._handle(request)
         except DatabaseError as exc:
@@ -262,6 +352,36 @@ class DashboardApp:
                 ),
             )
         await self._send(send, request, response)
+
+    def _request(self, scope: Scope) -> Request:
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
+        }
+        request = Request(
+            method=str(scope.get("method", "GET")).upper(),
+            path=route_path(scope),
+            root=str(scope.get("root_path") or "").rstrip("/"),
+            query={},
+            headers=headers,
+            scheme=str(scope.get("scheme") or "http"),
+        )
+        if self.forwarded_allow_ips is not None and self.forwarded_allow_ips.trusts(scope):
+            host = headers.get("x-forwarded-host", "").split(",")[0].strip()
+            request.forwarded_host = host or None
+            proto = headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+            if proto in ("http", "https"):
+                request.scheme = proto
+        raw = bytes(scope.get("query_string") or b"")
+        if len(raw) > MAX_QUERY_BYTES:
+            request.refusal = _bad_request(
+                f"the query string is over the limit of {MAX_QUERY_BYTES} bytes", 414
+            )
+            return request
+        try:
+            request.query = parse_fields(raw, "query string")
+        except InvalidArgument as exc:
+            request.refusal = _bad_request(str(exc))
+        return request
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -382,9 +502,8 @@ class DashboardApp:
             return False
         netloc = urlsplit(origin).netloc.lower()
         hosts = {request.headers.get("host", "").lower()}
-        forwarded = request.headers.get("x-forwarded-host")
-        if forwarded:
-            hosts.add(forwarded.split(",")[0].strip().lower())
+        if request.forwarded_host:
+            hosts.add(request.forwarded_host.lower())
         return netloc in hosts or netloc in self.trusted_hosts
 
     def _session_value(self) -> str:
@@ -448,7 +567,7 @@ class DashboardApp:
     async def _handle(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD", "POST"):
             return Response(405, b"method not allowed", "text/plain", [("allow", "GET, POST")])
-        refused = self._authenticate(request)
+        refused = self._authenticate(request) or request.refusal
         if refused is not None:
             return refused
         path = request.path.rstrip("/") or "/"
@@ -766,6 +885,7 @@ def create_app(
     trusted_origins: tuple[str, ...] = (),
     metrics: Metrics | bool = True,
     allowed_hosts: Sequence[str] | None = None,
+    forwarded_allow_ips: str | Sequence[str] | None = None,
 ) -> DashboardApp:
     """The dashboard as an ASGI application, to serve or mount inside another app.
 
@@ -799,6 +919,12 @@ def create_app(
             sets it to the loopback names, so a site that rebinds its own name to
             127.0.0.1 cannot read the dashboard. ``None`` (default) checks nothing:
             a host application checks its own hosts.
+        forwarded_allow_ips: The reverse proxies whose ``X-Forwarded-Host`` (for
+            the cross-site check) and ``X-Forwarded-Proto`` (for the cookie's
+            ``Secure``) are believed, as uvicorn's ``--forwarded-allow-ips``: IP
+            addresses or networks, a list or a comma-separated string, ``"*"`` for
+            any peer. Matched against the peer the ASGI server reports
+            (``scope["client"]``). ``None`` (default) believes no forwarded header.
 
     Returns:
         The ASGI application.
@@ -850,6 +976,7 @@ def create_app(
         trusted_origins=tuple(trusted_origins),
         metrics=_check_metrics(metrics),
         allowed_hosts=None if allowed_hosts is None else tuple(str(h) for h in allowed_hosts),
+        forwarded_allow_ips=parse_forwarded_allow_ips(forwarded_allow_ips),
     )
 
 

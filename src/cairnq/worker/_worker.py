@@ -21,9 +21,11 @@ from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import (
+    DatabaseError,
     DatabaseUnavailable,
     EventLoopBlocked,
     InvalidArgument,
+    SchemaIncomplete,
     SerializationError,
     error_envelope,
 )
@@ -188,6 +190,9 @@ class Worker:
         self._settling: set[asyncio.Task[Any]] = set()
         self._backlog = False
         self._until_idle = False
+        # An error no retry can cure (tables gone, the SQLite file gone): the worker
+        # stops and run() raises it.
+        self._fatal: DatabaseError | None = None
         self._contexts: dict[str, TaskContext] = {}
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
@@ -198,7 +203,6 @@ class Worker:
         self._rejects: set[asyncio.Future[Any]] = set()
         self._beat_sent = 0.0
         self._presence: Presence | None = None
-        self._fatal: DatabaseUnavailable | None = None
 
     @classmethod
     def sqlite(
@@ -475,6 +479,9 @@ class Worker:
             DatabaseUnavailable: the worker stopped because its SQLite file was
                 deleted, renamed or replaced while it ran (logged once as an
                 error). In-flight calls are abandoned: nothing can settle them.
+            SchemaIncomplete: cairnq's tables are missing (at start, or met by a
+                claim or a lease recovery later); the worker drains and stops
+                instead of retrying, since only a migration can fix it.
         """
         if self._running:
             raise RuntimeError("this worker is already running")
@@ -486,8 +493,8 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._drain_deadline = None
-        self._fatal = None
         self._until_idle = until_idle
+        self._fatal = None
         self._running = True
         try:
             await self.client.open()
@@ -580,6 +587,9 @@ class Worker:
                     return
                 failures += 1
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
+                if isinstance(exc, SchemaIncomplete):
+                    self._give_up(exc)
+                    break
                 low, high = CLAIM_ERROR_BACKOFF_S
                 await self._pause_after_error(min(high, low * 2 ** min(failures - 1, 5)))
                 continue
@@ -778,6 +788,15 @@ class Worker:
                 await self.recover_expired()
             except Exception as exc:
                 self._report(exc, {"phase": "recovery", "worker_id": self.worker_id})
+                if isinstance(exc, SchemaIncomplete):
+                    self._give_up(exc)
+                    return
+
+    def _give_up(self, exc: SchemaIncomplete) -> None:
+        if self._fatal is None:
+            self._fatal = exc
+            log.error("stopping: %s", exc, extra={"worker_id": self.worker_id, "phase": "stop"})
+        self.stop()
 
     async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
         """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
