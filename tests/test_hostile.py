@@ -1,4 +1,4 @@
-"""Hostile input, end to end, on both backends (reliability.md 2.H).
+"""Hostile input, end to end, on both backends.
 
 Every value either is rejected at the SDK boundary with a typed error
 (``SerializationError`` for JSON, ``InvalidArgument`` for text) and writes

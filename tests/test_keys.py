@@ -1,4 +1,4 @@
-"""Idempotency keys: the conflict table of protocol.md section 4, on every backend."""
+"""Idempotency keys: the conflict table (PROTOCOL.md, "Keys"), on every backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema cairnq creates is exactly the protocol's (protocol.md section 1), on both dialects.
+"""The schema cairnq creates is exactly the protocol's (PROTOCOL.md, "Tables"), on both dialects.
 
 Two checks: the facts of the protocol written out below (what the reference SDKs
 rely on), and a committed snapshot of the whole schema as the database reports
@@ -60,11 +60,15 @@ LEDGER_COLUMNS = [
     ("applied_at_ms", "INTEGER", "bigint", True, None),
 ]
 
-# The extensions (architecture decision 5): their own tables, their own ledger names.
+# cairnq's extensions: their own tables, their own ledger names (x-numbered migrations).
 LOCK_COLUMNS = [
     ("name", "TEXT", "text", True, None),
     ("holder", "TEXT", "text", True, None),
     ("until_ms", "INTEGER", "bigint", True, None),
+]
+LEASE_TOKEN_COLUMNS = [
+    ("task_id", "TEXT", "text", True, None),
+    ("token", "INTEGER", "bigint", True, None),
 ]
 WORKER_COLUMNS = [
     ("worker_id", "TEXT", "text", True, None),
@@ -283,6 +287,7 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_leases",
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
@@ -294,6 +299,10 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
 
 def test_the_extension_table_holds_named_leases(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_locks"] == _columns(db, LOCK_COLUMNS)
+
+
+def test_the_lease_token_extension_table_holds_one_token_per_claimed_task(db: Database) -> None:
+    assert read_schema(db)["tables"]["cairnq_leases"] == _columns(db, LEASE_TOKEN_COLUMNS)
 
 
 def test_the_workers_extension_table_holds_one_row_per_worker(db: Database) -> None:

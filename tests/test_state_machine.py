@@ -2,11 +2,11 @@
 
 A hypothesis ``RuleBasedStateMachine`` runs the protocol's operations on a real
 database (a SQLite file; a PostgreSQL schema) and on a small pure-Python model
-of protocol.md section 3 (transitions, attempts, leases, cancel) and section 4
-(keys). Time is a ``FakeClock`` handed to the backend, so leases expire only
-when a rule advances it. After every step every task's status, attempt,
-worker, lease, cancel flag, error, progress, result, run_at and completed_at,
-and every key's target, must equal the model's.
+of the protocol's state machine (``src/cairnq/protocol/PROTOCOL.md``: statuses,
+attempts, ownership, cancel) and its keys. Time is a ``FakeClock`` handed to the
+backend, so leases expire only when a rule advances it. After every step every
+task's status, attempt, worker, lease, cancel flag, error, progress, result,
+run_at and completed_at, and every key's target, must equal the model's.
 
 Invariants checked on the database itself after every step:
 
@@ -101,7 +101,7 @@ MUST_SEE = {
 
 @dataclass
 class Model:
-    """One task as protocol.md says it must be."""
+    """One task as the protocol says it must be."""
 
     id: str
     priority: int
@@ -179,7 +179,7 @@ class Held:
 
 
 def expected_decision(conflict: str, status: str) -> str:
-    """protocol.md section 4, written out as the table reads."""
+    """The key conflict table (PROTOCOL.md, "Keys"), written out as it reads."""
     live = status in ("queued", "running")
     table = {
         "reuse": "return" if live else "insert",

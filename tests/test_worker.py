@@ -506,25 +506,37 @@ async def test_a_worker_woken_by_a_task_queued_in_its_queues_claims_without_prob
 
 
 @contextlib.contextmanager
-def tasks_table_away(db: Database) -> Iterator[None]:
-    """Rename ``cairnq_tasks`` for a while, so every probe and claim fails."""
-
-    def rename(old: str, new: str) -> None:
-        if db.kind == "sqlite":
+def claims_refused(db: Database) -> Iterator[None]:
+    """A trigger fails every claim for a while (probes and reads still work)."""
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(str(db.path), isolation_level=None)) as conn:
+            conn.execute(
+                "create trigger refuse_claims before update of status on cairnq_tasks "
+                "when new.status = 'running' begin select raise(abort, 'claims refused'); end"
+            )
+        try:
+            yield
+        finally:
             with contextlib.closing(sqlite3.connect(str(db.path), isolation_level=None)) as conn:
-                conn.execute(f"alter table {old} rename to {new}")
-            return
-        from psycopg import sql
-
-        with admin_connect(db.url) as conn:
-            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
-            conn.execute(f"alter table {old} rename to {new}")
-
-    rename("cairnq_tasks", "cairnq_tasks_away")
+                conn.execute("drop trigger refuse_claims")
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        conn.execute(
+            "create function refuse_claims() returns trigger language plpgsql as "
+            "$$ begin raise exception 'claims refused'; end $$"
+        )
+        conn.execute(
+            "create trigger refuse_claims before update of status on cairnq_tasks for each row "
+            "when (new.status = 'running') execute function refuse_claims()"
+        )
     try:
         yield
     finally:
-        rename("cairnq_tasks_away", "cairnq_tasks")
+        with admin_connect(db.url) as conn:
+            conn.execute(f'set search_path to "{db.schema}"')
+            conn.execute("drop trigger refuse_claims on cairnq_tasks")
+            conn.execute("drop function refuse_claims()")
 
 
 async def test_failed_claims_wait_out_the_backoff_however_often_the_worker_is_woken(
@@ -543,12 +555,12 @@ async def test_failed_claims_wait_out_the_backoff_however_often_the_worker_is_wo
         pass
 
     async with db.client() as cq, worker.background():
-        with tasks_table_away(db):
+        with claims_refused(db):
+            task = await cq.submit("job")
             until = time.monotonic() + 1.2
             while time.monotonic() < until:
                 worker.client.backend.hub.poke()
                 await asyncio.sleep(0.002)
-        task = await cq.submit("job")
         assert (await settled(cq, task.id)).status == "succeeded"
     await worker.close()
     assert len(failed) >= 2

@@ -50,6 +50,8 @@ UNWRITABLE = {"SerializationError", "InvalidArgument"}
 # SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
 CLOCK_SLACK_MS = 2.0
 DEFAULT_MAX_CLAIM_ERRORS_PER_S = 20
+# How long a live worker may take to send the settlement of a run that ended.
+SETTLE_GRACE_S = 2.0
 
 
 @dataclass
@@ -259,7 +261,7 @@ def check(history: History) -> Report:
         inv14_error_loops_back_off,
         inv15_purge_removes_only_finished_rows_past_the_cutoff,
         inv16_storage_integrity,
-        inv17_every_settlement_can_be_written,
+        inv17_every_ended_run_is_settled_by_its_worker,
         inv_no_busy_errors_escaped,
     ):
         violations.extend(invariant(history, replay))
@@ -697,14 +699,41 @@ def inv16_storage_integrity(h: History, r: Replay) -> Iterator[Violation]:
         yield Violation("INV-16", None, f"integrity check: {h.integrity}")
 
 
-def inv17_every_settlement_can_be_written(h: History, r: Replay) -> Iterator[Violation]:
-    """INV-17: a worker's settlement never fails for its own content (an error it cannot store)."""
+def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-17 (failures are recorded): a worker settles every run its handler finished.
+
+    A run whose handler ended (returned, raised or was cancelled) in a worker that
+    went on working must be followed by a settlement of that claim from the same
+    process, unless the worker had noticed the lease was gone. A settlement that
+    fails for its own content (an error it cannot store) counts as none.
+    """
+    invoked: set[tuple[Any, ...]] = set()
+    lost: set[tuple[Any, ...]] = set()
+    last_seen: dict[Any, float] = {}
     for event in h.events:
-        if event["event"] == "settle_info" and event.get("error") in UNWRITABLE:
+        last_seen[event["pid"]] = max(last_seen.get(event["pid"], event["t"]), event["t"])
+        if event["event"] == "settle_invoke":
+            invoked.add((event["pid"], *event_ident(event)))
+        elif event["event"] == "lease_lost":
+            lost.add((event["pid"], *event_ident(event)))
+        elif event["event"] == "settle_info" and event.get("error") in UNWRITABLE:
             yield Violation(
                 "INV-17",
                 event.get("task"),
                 f"a {event.get('op')} could not be written: {event.get('error')}",
+                [event],
+            )
+    for event in h.events:
+        if event["event"] != "handler_end":
+            continue
+        run = (event["pid"], *event_ident(event))
+        went_on = last_seen.get(event["pid"], 0.0) > event["t"] + SETTLE_GRACE_S
+        if went_on and run not in invoked and run not in lost:
+            yield Violation(
+                "INV-17",
+                event["task"],
+                f"the worker went on working but never settled claim {run[2:]}, whose "
+                f"handler ended ({event.get('outcome')})",
                 [event],
             )
 

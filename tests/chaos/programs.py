@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairnq import CairnQ, TaskContext, Worker, _ops, _protocol, errors
+from cairnq import CairnQ, TaskContext, TaskEvent, Worker, _ops, _protocol, errors
 from cairnq.backends import Backend, SQLiteBackend
 
 from .history import Recorder, RecordingBackend
@@ -189,6 +189,20 @@ def _refuses_after_writing() -> None:
     client.CairnQ._submit_spec = sometimes  # type: ignore[method-assign]
 
 
+def _unwritable_errors() -> None:
+    """An error holding NUL or a lone surrogate is written as it is, and cannot be stored."""
+    from cairnq import _json
+
+    _json.storable_text = lambda text: text  # type: ignore[assignment]
+
+
+def _no_error_backoff() -> None:
+    """A failed claim waits on the wake-up latch, which any change cuts short."""
+    from cairnq.worker._worker import Worker as Claimer
+
+    Claimer._pause_after_error = lambda self, s: self._wake.wait_async(s)  # type: ignore[method-assign, assignment]
+
+
 MUTANTS: dict[str, Mutant] = {
     # Owned writes fenced on the worker id alone, as the reference does.
     "no_fence": Mutant(
@@ -303,6 +317,8 @@ MUTANTS: dict[str, Mutant] = {
     "leaves_one_running": Mutant(patch=_leaves_one_running),
     "acks_without_writing": Mutant(patch=_acks_without_writing),
     "refuses_after_writing": Mutant(patch=_refuses_after_writing),
+    "unwritable_errors": Mutant(patch=_unwritable_errors),
+    "no_error_backoff": Mutant(patch=_no_error_backoff, dialects=("sqlite",)),
 }
 
 
@@ -379,8 +395,23 @@ def run_worker(config: dict[str, Any]) -> None:
         max_run_ms=config.get("max_run_ms"),
     )
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
+    tokens: dict[tuple[str, int], Any] = {}
+
+    def noticed(event: TaskEvent) -> None:
+        if event.kind == "lost":
+            token = tokens.get((event.task_id, event.attempt))
+            record(
+                "lease_lost",
+                task=event.task_id,
+                attempt=event.attempt,
+                token=token,
+                worker=event.worker_id,
+            )
+
+    worker.subscribe(noticed)
 
     def claim_of(ctx: TaskContext) -> dict[str, Any]:
+        tokens[(ctx.task_id, ctx.attempt)] = getattr(ctx.lease, "token", None)
         lease = ctx.lease
         return {
             "task": ctx.task_id,

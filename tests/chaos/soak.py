@@ -41,6 +41,7 @@ from .checker import LIVE
 from .harness import ROOT, Config, Run
 from .history import load
 from .pgcluster import Cluster, _bin
+from .programs import MODES
 from .test_sqlite_faults import HOLD_LOCK
 
 # Seconds: between faults, a worker stays stopped, a foreign lock is held, the server stays down.
@@ -160,6 +161,10 @@ def _crash(cluster: Cluster, rng: random.Random) -> bool:
     return True
 
 
+# Each client purges finished tasks older than this every 25 submits (INV-15 checks the cutoff).
+PURGE_OLDER_THAN_MS = 5000
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -176,7 +181,9 @@ def soak(
         clients=2,
         tasks_per_client=10**6,
         keys=50,
-        mix=(12, 2, 1, 2),
+        # ok, retried once, permanent failure, canceled while running, retried until it
+        # fails, an error the database cannot store as it is, succeed_in (PostgreSQL)
+        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0),
         sleep_ms=(5, 200),
         seed=seed,
         busy_ms=1000,
@@ -194,7 +201,7 @@ def soak(
     try:
         for _ in range(config.workers):
             run.start_worker()
-        run.start_clients(gap_ms=40)
+        run.start_clients(gap_ms=40, purge_every=25, purge_older_than_ms=PURGE_OLDER_THAN_MS)
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(*FAULT_GAP_S))
@@ -265,6 +272,8 @@ def soak(
             "pause_s": list(PAUSE_S),
             "lock_s": list(LOCK_S) if db.kind == "sqlite" else None,
             "crash_down_s": list(CRASH_DOWN_S) if db.kind == "postgres" else None,
+            "mix": dict(zip(MODES, config.mix, strict=True)),
+            "purge_older_than_ms": PURGE_OLDER_THAN_MS,
         },
         "faults": {
             "took_effect": sum(effective.values()),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -538,3 +540,18 @@ def test_a_mutant_whose_text_is_not_found_refuses_to_run() -> None:
     )
     with pytest.raises(SystemExit, match="appears 0 times in the sqlite complete statement"):
         mutated("no_fence", "sqlite", statements)
+
+
+def test_docs_guarantees_lists_every_mutant_and_every_invariant() -> None:
+    from . import checker, test_mutants
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guarantees.md").read_text()
+    named = set(re.findall(r"`([a-z_]+)`: ", text))
+    assert named == set(test_mutants.MUTANTS) | {"synchronous_off"}
+    checked = {
+        re.match(r"(INV-\w+|E\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
+        for name, fn in vars(checker).items()
+        if name.startswith("inv")
+    }
+    listed = set(re.findall(r"\b(INV-\w+|E2)\b", text))
+    assert checked == listed

@@ -1,4 +1,4 @@
-"""Fault tests with real processes, each checked by the history checker (reliability.md 2)."""
+"""Fault tests with real processes, each checked by the history checker (docs/guarantees.md)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,11 @@ def test_sigterm_drains_in_flight_work_and_claims_nothing_new(db: Database, tmp_
 def test_a_frozen_worker_loses_its_lease_and_its_late_writes_change_nothing(
     db: Database, tmp_path: Path
 ) -> None:
-    """A5 with two processes sharing one worker id: only the attempt fence stops the zombie."""
+    """A worker frozen at a random point past its lease, another process sharing its worker id:
+    the tasks are recovered and run again, and nothing the frozen one does after resuming
+    counts. Where it freezes is left to chance here; the scenario whose zombie is frozen
+    just before its settlement statement, so the write reaches the database, is
+    ``test_mutants``' stale-writer run."""
     config = Config(
         workers=0,
         clients=1,

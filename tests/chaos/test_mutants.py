@@ -22,6 +22,7 @@ from cairnq import SyncCairnQ
 from .._db import Database
 from .checker import Report
 from .harness import Config, Run
+from .test_sqlite_faults import fill, tmpfs
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -254,6 +255,50 @@ def _effects_run(db: Database, folder: Path, mutant: str | None) -> Report:
     )
 
 
+def _nasty_errors_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Handlers raise errors holding NUL and lone surrogates among ordinary tasks."""
+    config = Config(
+        workers=1,
+        clients=1,
+        tasks_per_client=20,
+        mix=(1, 0, 0, 0, 0, 1),
+        max_attempts=2,
+        mutant=mutant,
+        quiescence_s=10,
+    )
+    return _standard(db, folder, config)
+
+
+def _full_disk_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """The disk fills under a worker with queued work for 3 s, then space returns.
+
+    Its own database on a small tmpfs (``db`` only says the backend).
+    """
+    with tmpfs(folder / "small", "3m") as disk:
+        small = Database.sqlite(disk / "q.db")
+        run = Run(small, folder, Config(workers=0, clients=0, poll_ms=100, mutant=mutant))
+        try:
+            index = run.start_worker()
+            with small.sync_client() as client:
+                first = client.submit("job", {"n": -1})
+                assert client.wait(first.id, timeout_ms=30_000).status == "succeeded"
+                run.signal_worker(index, signal.SIGSTOP)
+                for i in range(10):
+                    client.submit("job", {"n": i, "blob": "x" * 20_000})
+            freed = disk / "freed"
+            freed.write_bytes(b"\0" * 512 * 1024)
+            fill(disk / "ballast")
+            run.signal_worker(index, signal.SIGCONT)
+            time.sleep(3.0)
+            freed.unlink()
+            run.quiesce()
+        finally:
+            run.stop()
+        report = run.check()
+        small.close_all()
+    return report
+
+
 def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Fifty claimers (5 processes x 10) fire at one queued task, round after round."""
     run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
@@ -322,6 +367,8 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "leaves_one_running": (_mixed_run, {"INV-2"}, ("postgres",)),
     "acks_without_writing": (_mixed_run, {"INV-1"}, ("sqlite",)),
     "refuses_after_writing": (_mixed_run, {"INV-1b"}, ("postgres",)),
+    "unwritable_errors": (_nasty_errors_run, {"INV-17"}, ("postgres",)),
+    "no_error_backoff": (_full_disk_run, {"INV-14"}, ("sqlite",)),
     "succeed_in_ignores_cancel": (_effects_run, {"INV-11"}, ("postgres",)),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's)
@@ -337,6 +384,8 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _sync_timeout_run: ("sqlite", "postgres"),
     _mixed_run: ("sqlite", "postgres"),
     _effects_run: ("postgres",),
+    _nasty_errors_run: ("sqlite", "postgres"),
+    _full_disk_run: ("sqlite",),
 }
 
 

@@ -1,4 +1,4 @@
-"""PostgreSQL crashes, killed sessions and broken networks (reliability.md 2.B, 2.C)."""
+"""PostgreSQL crashes, killed sessions and broken networks, checked by the history checker."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def test_a_worker_whose_connections_go_silent_loses_its_leases_and_changes_nothi
 async def test_racing_transactional_completions_commit_exactly_one_effect(
     pg_db: Database,
 ) -> None:
-    """K3: a stale attempt and the current one both complete inside their own transaction."""
+    """A stale attempt and the current one both complete inside their own transaction."""
     import asyncio
 
     from cairnq import LostLease, _ops

@@ -1,4 +1,4 @@
-"""SQLite under a foreign lock, a full disk and a read-only file (reliability.md 2.E, 2.F)."""
+"""SQLite under a foreign lock, a full disk and a read-only file, checked by the history checker."""
 
 from __future__ import annotations
 

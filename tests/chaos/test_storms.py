@@ -1,4 +1,4 @@
-"""Concurrency storms (reliability.md 2.I): many processes at one row, one key, one lease."""
+"""Concurrency storms: many processes at one row, one key, one lease (docs/guarantees.md)."""
 
 from __future__ import annotations
 

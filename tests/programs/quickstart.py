@@ -1,4 +1,4 @@
-# The reference SDK's quick start, as its users write it (protocol.md section 5):
+# The reference SDK's quick start, as its users write it:
 # a worker with @worker.task, a client that submits, calls and looks up by key.
 import asyncio
 

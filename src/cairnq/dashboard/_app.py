@@ -305,7 +305,7 @@ class DashboardApp:
         self._open_lock: asyncio.Lock | None = None
         self._static: dict[str, bytes] = {}
         # Task listings, the costliest poll: one at a time, equal ones within a refresh
-        # interval answered once (reliability: rate-limit list queries).
+        # interval answered once.
         self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
         # The overview's and workers' reads scan by queue and status: shared the same way.
         self._reads: ListThrottle[Any] = ListThrottle(refresh_ms)
