@@ -50,8 +50,6 @@ UNWRITABLE = {"SerializationError", "InvalidArgument"}
 # SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
 CLOCK_SLACK_MS = 2.0
 DEFAULT_MAX_CLAIM_ERRORS_PER_S = 20
-# How long a live worker may take to send the settlement of a run that ended.
-SETTLE_GRACE_S = 2.0
 
 
 @dataclass
@@ -702,20 +700,21 @@ def inv16_storage_integrity(h: History, r: Replay) -> Iterator[Violation]:
 def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Iterator[Violation]:
     """INV-17 (failures are recorded): a worker settles every run its handler finished.
 
-    A run whose handler ended (returned, raised or was cancelled) in a worker that
-    went on working must be followed by a settlement of that claim from the same
-    process, unless the worker had noticed the lease was gone. A settlement that
-    fails for its own content (an error it cannot store) counts as none.
+    A worker that stopped cleanly (its drain done: ``worker_stopped``) must have
+    sent a settlement for every run whose handler ended before that, unless it had
+    noticed the claim's lease was gone. A settlement that fails for its own
+    content (an error it cannot store) counts as none.
     """
     invoked: set[tuple[Any, ...]] = set()
     lost: set[tuple[Any, ...]] = set()
-    last_seen: dict[Any, float] = {}
+    stopped: dict[Any, float] = {}
     for event in h.events:
-        last_seen[event["pid"]] = max(last_seen.get(event["pid"], event["t"]), event["t"])
         if event["event"] == "settle_invoke":
-            invoked.add((event["pid"], *event_ident(event)))
+            invoked.add((event.get("pid"), *event_ident(event)))
         elif event["event"] == "lease_lost":
-            lost.add((event["pid"], *event_ident(event)))
+            lost.add((event.get("pid"), *event_ident(event)))
+        elif event["event"] == "worker_stopped":
+            stopped[event["pid"]] = event["t"]
         elif event["event"] == "settle_info" and event.get("error") in UNWRITABLE:
             yield Violation(
                 "INV-17",
@@ -724,15 +723,14 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
                 [event],
             )
     for event in h.events:
-        if event["event"] != "handler_end":
+        if event["event"] != "handler_end" or event["t"] >= stopped.get(event.get("pid"), 0.0):
             continue
-        run = (event["pid"], *event_ident(event))
-        went_on = last_seen.get(event["pid"], 0.0) > event["t"] + SETTLE_GRACE_S
-        if went_on and run not in invoked and run not in lost:
+        run = (event.get("pid"), *event_ident(event))
+        if run not in invoked and run not in lost:
             yield Violation(
                 "INV-17",
                 event["task"],
-                f"the worker went on working but never settled claim {run[2:]}, whose "
+                f"the worker stopped cleanly without settling claim {run[2:]}, whose "
                 f"handler ended ({event.get('outcome')})",
                 [event],
             )

@@ -445,7 +445,11 @@ def run_worker(config: dict[str, Any]) -> None:
         finally:
             record("handler_end", outcome=outcome, **claim_of(ctx))
 
-    worker.serve()
+    try:
+        worker.serve()
+    finally:
+        # A clean stop: every call drained or handed back (INV-17 holds it to that).
+        record("worker_stopped")
 
 
 async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:

@@ -476,6 +476,30 @@ def test_a_delete_of_a_row_finished_before_the_cutoff_is_valid() -> None:
     assert invariants(purge_history(completed=5_000, deleted_at=6_500.0)) == set()
 
 
+def ended_run_history(*, settled: bool, lost: bool = False) -> History:
+    history = clean()
+    history.events = [
+        {"event": "submit_ok", "task": T},
+        event("handler_start", 1, "w1", None, pid=7, t=1.0),
+        event("handler_end", 1, "w1", None, pid=7, t=2.0, outcome="raise"),
+        {"event": "worker_stopped", "pid": 7, "t": 9.0},
+    ]
+    if settled:
+        history.events += [event("settle_invoke", 1, "w1", pid=7), ok(1, "w1")]
+    if lost:
+        history.events.append(event("lease_lost", 1, "w1", pid=7))
+    return history
+
+
+def test_a_run_its_cleanly_stopped_worker_never_settled_is_caught() -> None:
+    assert "INV-17" in invariants(ended_run_history(settled=False))
+
+
+@pytest.mark.parametrize(("settled", "lost"), [(True, False), (False, True)])
+def test_a_run_settled_or_known_lost_by_its_worker_is_valid(settled: bool, lost: bool) -> None:
+    assert "INV-17" not in invariants(ended_run_history(settled=settled, lost=lost))
+
+
 def test_a_settlement_that_cannot_be_encoded_is_caught() -> None:
     history = clean()
     history.events.append(event("settle_info", 1, "w1", op="fail", error="SerializationError"))
