@@ -24,6 +24,7 @@ from cairnq import (
     TaskContext,
     UnsupportedBackend,
     Worker,
+    _ops,
     migrate,
 )
 from cairnq.testing import FakeClock
@@ -215,6 +216,32 @@ async def test_a_cancel_during_succeed_in_waits_and_the_task_ends_succeeded(
     assert canceled is None  # it landed after the success: nothing left to cancel
     assert (done.status, done.cancel_requested_at_ms) == ("succeeded", None)
     assert await _effect_rows(app_conn) == [(task.id, 1)]
+
+
+async def test_succeed_in_with_a_write_longer_than_the_lease_still_succeeds_once(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100)
+    events: list[str] = []
+    worker.subscribe(lambda event: events.append(event.kind))
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> dict[str, int]:
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, ctx.attempt))
+            await asyncio.sleep(1.5)  # past two leases: the row lock is the ownership
+            return {"rows": 1}
+
+        await ctx.succeed_in(write)
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {}, max_attempts=1)
+        done = await cq.wait(task.id, timeout_ms=10_000)
+    await worker.close()
+    assert (done.status, done.result, done.attempt) == ("succeeded", {"rows": 1}, 1)
+    assert await _effect_rows(app_conn) == [(task.id, 1)]
+    assert events == ["started", "succeeded"]
 
 
 async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effect(
@@ -741,3 +768,56 @@ async def test_submit_on_a_connection_pointed_at_another_schema_is_refused(
             assert await cq.stats() == {}
     finally:
         await conn.close()
+
+
+async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refused(
+    pg_db: Database, app_conn: Any
+) -> None:
+    """A stale write that sees the old claim's row, then waits on the lock of a transaction
+    that leaves the row as a new claim of the same attempt by the same worker id (what
+    recovery, a reset retry and a claim leave, here in one transaction), is checked against
+    the rows that transaction committed: not against the lease token it read before."""
+    clock = FakeClock()
+    async with pg_db.client(clock=clock) as cq:
+        task = await cq.submit("job", {}, max_attempts=1)
+        claim = _ops.claim(["default"], "w", 60_000, [_ops.Draw(None, 1)], 100)
+        stale = _ops.Lease.of((await cq.backend.arun(claim, write=True))[0])
+        async with app_conn.transaction():
+            await app_conn.execute(
+                "update cairnq_tasks set lease_until_ms = lease_until_ms + 1 where id = %s",
+                (task.id,),
+            )
+            await app_conn.execute(
+                "update cairnq_leases set token = token + 1 where task_id = %s", (task.id,)
+            )
+            write = asyncio.ensure_future(
+                cq.backend.arun(_ops.complete(stale, "w", '"stale"'), write=True)
+            )
+            await asyncio.sleep(0.5)
+            assert not write.done(), "the stale write should wait for the new claim's row lock"
+        with pytest.raises(LostLease):
+            await write
+        current = await cq.get(task.id)
+    assert current is not None and (current.status, current.result) == ("running", None)
+
+
+async def test_a_keyed_submit_waits_for_a_retry_of_its_keys_task_and_reuses_it(
+    pg_db: Database, app_conn: Any
+) -> None:
+    """A retry making the key's finished task live again, committing while a keyed submit
+    decides: the submit sees the retried task and returns it, never a second live task."""
+    async with pg_db.client() as cq:
+        first = await cq.submit("job", {}, key="k")
+        await cq.cancel(first.id)
+        async with app_conn.transaction():  # a retry in progress (cairnq's retry statement)
+            await app_conn.execute(
+                "update cairnq_tasks set status = 'queued', completed_at_ms = null where id = %s",
+                (first.id,),
+            )
+            submit = asyncio.ensure_future(cq.submit("job", {}, key="k", conflict="reuse"))
+            await asyncio.sleep(0.5)
+            assert not submit.done(), "the keyed submit should wait for the retried row"
+        again = await submit
+        live = [t for t in await cq.list(limit=10) if t.status in ("queued", "running")]
+    assert again.id == first.id
+    assert [t.id for t in live] == [first.id]

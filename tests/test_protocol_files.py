@@ -13,7 +13,7 @@ from cairnq.backends.sqlite import split_script
 
 from ._db import Database
 
-POSTGRES_ONLY = {"installations", "hold"}
+POSTGRES_ONLY = {"installations", "hold", "complete_held"}
 # PostgreSQL's claim statements hand out lease tokens themselves (a data-modifying CTE).
 SQLITE_ONLY = {"claim_tokens"}
 

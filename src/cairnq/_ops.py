@@ -190,7 +190,8 @@ def submit(spec: NewTask) -> Op[Task]:
     yield Call("lock_key", {"key": key})
     pointer = yield Call("get_key", {"key": key})
     if pointer:
-        rows = yield Call("get", {"id": pointer[0]["task_id"]})
+        # Locked, so a retry of that task cannot make it live again while this decides.
+        rows = yield Call("get_for_update", {"id": pointer[0]["task_id"]})
         if rows:
             decision = decide_conflict(spec.conflict, rows[0]["status"])
             if decision == "return":
@@ -223,7 +224,18 @@ def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     if keys:
         yield Call("lock_keys", {"keys": keys})
         rows = yield Call("key_pointers", {"keys": keys})
-        pointers = {r["key"]: (r["task_id"], r["status"]) for r in rows if r["status"]}
+        # The statuses the decisions use are read under the tasks' row locks, so a retry
+        # cannot make a finished task live again while this decides.
+        ids = sorted({r["task_id"] for r in rows if r["status"]})
+        locked_status: dict[str, str] = {}
+        if ids:
+            locked = yield Call("lock_tasks", {"ids": ids})
+            locked_status = {t["id"]: t["status"] for t in locked}
+        pointers = {
+            r["key"]: (r["task_id"], locked_status[r["task_id"]])
+            for r in rows
+            if r["task_id"] in locked_status
+        }
     inserts: list[NewTask] = []
     existing: dict[int, str] = {}
     cancels: list[str] = []
@@ -634,15 +646,25 @@ def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Row]:
     return _owned_row(lease, rows)
 
 
-def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> Op[dict[str, bool]]:
-    """Renew every lease in one statement; returns ``{task_id: cancel_requested}`` for the held.
+class Beat(dict[str, bool]):
+    """``heartbeat_batch``'s answer: ``{task_id: cancel_requested}`` for every lease still held.
 
-    A task absent from the result is lost. On PostgreSQL a row locked by another
-    transaction (a settlement in progress) is skipped rather than waited on; it
-    is looked up without locking and counts as held if it still is.
+    ``renewed`` names the leases it extended. On PostgreSQL a row locked by another
+    transaction (a settlement in progress, ``succeed_in``) is skipped rather than
+    waited on: still held, but not renewed.
+    """
+
+    renewed: frozenset[str] = frozenset()
+
+
+def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> Op[Beat]:
+    """Renew every lease in one statement; returns what is held and what was renewed.
+
+    A task absent from the result is lost. A row the statement skipped (locked
+    elsewhere) is looked up without locking and counts as held if it still is.
     """
     if not leases:
-        return {}
+        return Beat()
     rows = yield Call(
         "heartbeat_batch",
         {
@@ -655,6 +677,7 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
         },
     )
     held = {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
+    renewed = frozenset(held)
     missing = [lease for lease in leases if lease.id not in held]
     if missing:
         states = yield Call("lease_states", {"ids": [lease.id for lease in missing], "now_ms": NOW})
@@ -663,7 +686,9 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
             row = by_id.get(lease.id)
             if row and _still_held(row, lease, worker_id):
                 held[lease.id] = row["cancel_requested_at_ms"] is not None
-    return {lease.id: held[lease.id] for lease in leases if lease.id in held}
+    beat = Beat({lease.id: held[lease.id] for lease in leases if lease.id in held})
+    beat.renewed = renewed
+    return beat
 
 
 def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
@@ -746,14 +771,23 @@ def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms:
 def hold(lease: Lease, worker_id: str) -> Op[bool]:
     """Lock an owned attempt for a settlement later in the same transaction (PostgreSQL).
 
-    Returns whether a cancel is pending. A cancel requested after this waits for
-    the transaction, so the settlement that follows sees every cancel it must.
+    Returns whether a cancel is pending. From here to the end of the transaction
+    the lock is the ownership: recovery and heartbeats skip the row, and a cancel
+    requested meanwhile waits, so the settlement that follows (``complete_held``)
+    sees every cancel it must and needs no live lease.
 
     Raises:
         LostLease: the attempt is no longer owned.
     """
     rows = yield Call("hold", _owned(lease, worker_id))
     return _owned_row(lease, rows)["cancel_requested_at_ms"] is not None
+
+
+def complete_held(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
+    """``complete`` for an attempt this transaction holds (``hold`` ran first)."""
+    rows = yield Call("complete_held", _owned(lease, worker_id) | {"result": result})
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
 
 
 @single_statement

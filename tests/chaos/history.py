@@ -98,12 +98,14 @@ class RecordingBackend:
         runner = getattr(self._inner, "arun_reserved", self._inner.arun)
         return await self._observe(op, runner(op, write=write))
 
-    async def _complete_in(self, lease: Any, worker_id: str, write: Any, encode: Any) -> Any:
+    async def _complete_in(
+        self, lease: Any, worker_id: str, write: Any, encode: Any, **options: Any
+    ) -> Any:
         """``succeed_in``'s settlement (PostgreSQL), recorded like any other."""
         claim = _claim_of(lease, worker_id)
         self._record("settle_invoke", op="complete_in", **claim)
         try:
-            row = await self._inner.complete_in(lease, worker_id, write, encode)
+            row = await self._inner.complete_in(lease, worker_id, write, encode, **options)
         except errors.LostLease:
             self._record("settle_lost", op="complete_in", **claim)
             raise

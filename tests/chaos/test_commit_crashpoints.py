@@ -98,7 +98,7 @@ def test_dying_around_the_commit_of_complete_in_leaves_write_and_completion_toge
         conn.execute(f'create table "{pg_db.schema}".effects (task_id text primary key)')
     lease = _claimed(pg_db)
     task_id = lease.id
-    _complete_and_die(pg_db, f"{phase}:complete", lease, "complete_in")
+    _complete_and_die(pg_db, f"{phase}:complete_held", lease, "complete_in")
     with admin_connect(pg_db.url) as conn:
         effects = conn.execute(f'select task_id from "{pg_db.schema}".effects').fetchall()
     with pg_db.sync_client() as client:

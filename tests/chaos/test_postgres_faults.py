@@ -251,7 +251,10 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
                 lease = _ops.Lease.of(row)  # type: ignore[arg-type]
                 try:
                     await backend.complete_in(  # type: ignore[attr-defined]
-                        lease, worker, writer(lease.id, lease.attempt), lambda r: str(r)
+                        lease,
+                        worker,
+                        writer(lease.id, lease.attempt),
+                        lambda r: str(r),
                     )
                 except LostLease:
                     return "lost"

@@ -677,9 +677,11 @@ class PostgresBackend:
     ) -> Mapping[str, Any]:
         """Run ``write(conn)`` and complete the task with its return value, in one transaction.
 
-        The attempt's row is locked first: with a cancel already pending, ``write`` is
-        not called and the task ends canceled; a cancel requested later waits for this
-        transaction. So ``write``'s changes commit exactly when the task succeeds.
+        The attempt's row is locked first, and the lock is the ownership until the
+        commit (recovery skips the row, however long ``write`` takes): with a cancel
+        already pending, ``write`` is not called and the task ends canceled; a cancel
+        requested later waits for this transaction. So ``write``'s changes commit
+        exactly when the task succeeds.
 
         Returns the completed row, undecoded.
 
@@ -697,14 +699,14 @@ class PostgresBackend:
                     result = None if canceled else encode(await write(conn))
                     row, emits = await self._adrive_on(
                         conn,
-                        _ops.complete(lease, worker_id, result),
+                        _ops.complete_held(lease, worker_id, result),
                         write=True,
                         commits=False,
                     )
                     if ARMED is not None:
-                        around_commit("before_commit", "complete")
+                        around_commit("before_commit", "complete_held")
                 if ARMED is not None:
-                    around_commit("after_commit", "complete")
+                    around_commit("after_commit", "complete_held")
         except LostLease:
             raise
         except BaseException as exc:

@@ -151,6 +151,9 @@ class TaskContext:
         self.lease_lost = asyncio.Event()
         self._lost = False
         self._abandoned = False
+        # Inside succeed_in's transaction, which holds the task's row: the lock is the
+        # ownership, so the worker neither renews nor expires the lease meanwhile.
+        self.in_transaction = False
         self._lost_event: threading.Event | None = None  # made when a sync handler asks
         self._settled = False
         self._cancel_seen = task.cancel_requested_at_ms is not None
@@ -393,6 +396,8 @@ class TaskContext:
         ``write``'s changes commit exactly when the task succeeds. If a cancel is
         pending, ``write`` is not called and the task ends canceled (check the
         returned task's ``status``); a cancel requested meanwhile waits for the commit.
+        The transaction holds the task's row from its start: however long ``write``
+        takes, the attempt is this worker's until the commit.
 
         Args:
             write: ``async def write(conn)``, run on the settling transaction's
@@ -412,6 +417,7 @@ class TaskContext:
                 f"{self._runtime.client.backend.dialect} has no shared transaction"
             )
         self._guard()
+        self.in_transaction = True
         try:
             codec = self._runtime.client.codec
             row = await runner(
@@ -423,6 +429,8 @@ class TaskContext:
         except LostLease:
             self.mark_lost()
             raise
+        finally:
+            self.in_transaction = False
         return self._settled_as(row)
 
     complete_in = succeed_in

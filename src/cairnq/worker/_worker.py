@@ -871,7 +871,7 @@ class Worker:
         """Flag every lease whose local deadline passed without a successful renewal."""
         now = time.monotonic()
         for ctx in list(self._contexts.values()):
-            if ctx.holds_lease and now >= ctx.lease_deadline:
+            if ctx.holds_lease and not ctx.in_transaction and now >= ctx.lease_deadline:
                 log.warning(
                     "lease expired without renewal",
                     extra={"task_id": ctx.task_id, "worker_id": self.worker_id},
@@ -884,7 +884,7 @@ class Worker:
         A renewal extends the local deadline from the moment it was sent, never later
         than the database's own expiry.
         """
-        live = [c for c in self._contexts.values() if c.holds_lease]
+        live = [c for c in self._contexts.values() if c.holds_lease and not c.in_transaction]
         if not live:
             return
         backend = self.client.backend
@@ -898,7 +898,10 @@ class Worker:
             return
         for ctx in live:
             if ctx.task_id in held:
-                ctx.lease_deadline = max(ctx.lease_deadline, sent + self.lease_ms / 1000)
+                # A lease held but not renewed (its row locked by a settlement in progress)
+                # keeps the deadline it had: the database's expiry did not move.
+                if ctx.task_id in held.renewed:
+                    ctx.lease_deadline = max(ctx.lease_deadline, sent + self.lease_ms / 1000)
                 if held[ctx.task_id]:
                     ctx.mark_cancel_requested()
             elif not ctx.settled:
@@ -925,11 +928,12 @@ class Worker:
             call.cancel()
         if self._calls:
             await asyncio.wait(set(self._calls))
-        for ctx in leftovers:
-            ctx.mark_lost(announce=False)
         # A handler thread that is still running cannot be stopped: its task is not handed
-        # back (another run would overlap it); its lease runs out instead.
+        # back at once (a run started now would overlap it); its lease runs out instead,
+        # and the task is lost to this worker (announced: another attempt will run).
         running = [c for c in leftovers if c in self._executor.in_threads]
+        for ctx in running:
+            ctx.mark_lost()
         if running:
             log.warning(
                 "%d handler threads still running at shutdown; their leases will expire",
@@ -937,6 +941,8 @@ class Worker:
                 extra={"worker_id": self.worker_id},
             )
         leftovers = [c for c in leftovers if c not in self._executor.in_threads]
+        for ctx in leftovers:
+            ctx.mark_lost(announce=False)
         if leftovers and self._fatal is None:
             await asyncio.wait(
                 [asyncio.ensure_future(self._release_unfinished(ctx)) for ctx in leftovers],

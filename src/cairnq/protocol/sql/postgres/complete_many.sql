@@ -3,6 +3,24 @@
 -- params: ids, attempts, lease_tokens, results, worker_id, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
+),
+owned as materialized (
+    select t.id
+    from cairnq_tasks as t
+    join unnest(:ids::text[], :attempts::integer[]) as s (id, attempt)
+      on s.id = t.id and s.attempt = t.attempt
+    where t.status = 'running'
+      and t.worker_id = :worker_id::text
+      and t.lease_until_ms > (select now_ms from clock)
+    for update of t
+),
+fenced as materialized (
+    select l.task_id
+    from cairnq_leases as l
+    join unnest(:ids::text[], :lease_tokens::bigint[]) as k (id, token)
+      on k.id = l.task_id and k.token = l.token
+    where l.task_id in (select id from owned)
+    for share of l
 )
 update cairnq_tasks as t
 set status = case when t.cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
@@ -11,13 +29,8 @@ set status = case when t.cancel_requested_at_ms is null then 'succeeded' else 'c
     lease_until_ms = null,
     completed_at_ms = clock.now_ms,
     updated_at_ms = clock.now_ms
-from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[], :results::text[])
-         as s (id, attempt, token, new_result),
+from unnest(:ids::text[], :results::text[]) as s (id, new_result),
      clock
 where t.id = s.id
-  and t.attempt = s.attempt
-  and t.status = 'running'
-  and t.worker_id = :worker_id::text
-  and t.lease_until_ms > clock.now_ms
-  and exists (select 1 from cairnq_leases as l where l.task_id = s.id and l.token = s.token)
+  and t.id in (select task_id from fenced)
 returning t.id, t.status, t.queue;

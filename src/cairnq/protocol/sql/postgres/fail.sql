@@ -14,8 +14,13 @@ decided as materialized (
     from cairnq_tasks
     where id = :id::text and status = 'running' and worker_id = :worker_id::text
       and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
-      and exists (select 1 from cairnq_leases where task_id = :id::text and token = :lease_token::bigint)
     for update
+),
+fenced as materialized (
+    select task_id
+    from cairnq_leases
+    where task_id in (select id from decided) and token = :lease_token::bigint
+    for share
 )
 update cairnq_tasks as t
 set status = d.next_status,
@@ -28,5 +33,5 @@ set status = d.next_status,
     lease_until_ms = null,
     updated_at_ms = (select now_ms from clock)
 from decided as d
-where t.id = d.id
+where t.id = d.id and t.id in (select task_id from fenced)
 returning t.*;

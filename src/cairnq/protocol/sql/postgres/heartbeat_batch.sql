@@ -7,18 +7,23 @@ with clock as materialized (
 held as materialized (
     select t.id
     from cairnq_tasks as t
-    join unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[]) as p (id, attempt, token)
+    join unnest(:ids::text[], :attempts::integer[]) as p (id, attempt)
       on p.id = t.id and p.attempt = t.attempt
     where t.status = 'running'
       and t.worker_id = :worker_id::text
       and t.lease_until_ms > (select now_ms from clock)
-      and exists (select 1 from cairnq_leases as l where l.task_id = p.id and l.token = p.token)
     for update of t skip locked
+),
+fenced as materialized (
+    select l.task_id
+    from cairnq_leases as l
+    join unnest(:ids::text[], :lease_tokens::bigint[]) as k (id, token)
+      on k.id = l.task_id and k.token = l.token
+    where l.task_id in (select id from held)
+    for share of l
 )
 update cairnq_tasks
 set lease_until_ms = (select now_ms from clock) + :lease_ms::bigint,
     updated_at_ms = (select now_ms from clock)
-where id in (select id from held)
-  and status = 'running'
-  and worker_id = :worker_id::text
+where id in (select task_id from fenced)
 returning id, cancel_requested_at_ms;
