@@ -635,10 +635,14 @@ def inv12_result_comes_from_the_settling_claim(h: History, r: Replay) -> Iterato
 
 
 def inv14_error_loops_back_off(h: History, r: Replay) -> Iterator[Violation]:
-    """INV-14: a worker whose claims keep failing backs off: few failed claims a second."""
+    """INV-14: a worker whose claims keep failing backs off: few failed claims a second.
+
+    Only worker processes count: the storms' claimers fire claims with no backoff.
+    """
+    workers = {e["pid"] for e in h.events if e["event"] == "worker_started"}
     times: dict[Any, list[float]] = defaultdict(list)
     for event in h.events:
-        if event["event"] == "claim_error":
+        if event["event"] == "claim_error" and event["pid"] in workers:
             times[event["pid"]].append(event["t"])
     for pid, stamps in times.items():
         stamps.sort()
@@ -703,7 +707,8 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
     A worker that stopped cleanly (its drain done: ``worker_stopped``) must have
     sent a settlement for every run whose handler ended before that, unless it had
     noticed the claim's lease was gone. A settlement that fails for its own
-    content (an error it cannot store) counts as none.
+    content (an error it cannot store) counts as none, and a run that raised and
+    was settled by its worker must have its error recorded.
     """
     invoked: set[tuple[Any, ...]] = set()
     lost: set[tuple[Any, ...]] = set()
@@ -721,6 +726,22 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
                 event.get("task"),
                 f"a {event.get('op')} could not be written: {event.get('error')}",
                 [event],
+            )
+    raised = {
+        event_ident(e)
+        for e in h.events
+        if e["event"] == "handler_end" and e.get("outcome") == "raise"
+    }
+    for claim in r.claims:
+        end = claim.end
+        if claim.ident not in raised or not claim.ended_by_holder or end is None:
+            continue
+        if end["new_status"] != "succeeded" and not end["new_error_code"]:
+            yield Violation(
+                "INV-17",
+                claim.task,
+                f"claim {claim.ident[1:]} raised, and its settlement recorded no error",
+                [end],
             )
     for event in h.events:
         if event["event"] != "handler_end" or event["t"] >= stopped.get(event.get("pid"), 0.0):

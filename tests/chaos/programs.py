@@ -53,24 +53,15 @@ def _token_fence(dialect: str) -> list[Substitution]:
                 "settled.settled_token is not null",
             ),
         ]
-    owned = (
-        "exists (select 1 from cairnq_leases"
-        " where task_id = :id::text and token = :lease_token::bigint)"
-    )
+    owned = "and token = :lease_token::bigint"
+    batch = "on k.id = l.task_id and k.token = l.token"
     return [
-        *[(n, owned, ":lease_token::bigint is not null") for n in (*_OWNED, "hold")],
-        (
-            "heartbeat_batch",
-            "exists (select 1 from cairnq_leases as l"
-            " where l.task_id = p.id and l.token = p.token)",
-            "p.token is not null",
-        ),
-        (
-            "complete_many",
-            "exists (select 1 from cairnq_leases as l"
-            " where l.task_id = s.id and l.token = s.token)",
-            "s.token is not null",
-        ),
+        *[
+            (n, owned, "and :lease_token::bigint is not null")
+            for n in (*_OWNED, "hold", "complete_held")
+        ],
+        ("heartbeat_batch", batch, "on k.id = l.task_id"),
+        ("complete_many", batch, "on k.id = l.task_id"),
     ]
 
 
@@ -95,8 +86,13 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
             (n, "attempt = :attempt::integer and ", ":attempt::integer is not null and ")
             for n in (*_OWNED, "hold")
         ],
+        (
+            "complete_held",
+            "and attempt = :attempt::integer\n",
+            "and :attempt::integer is not null\n",
+        ),
         ("heartbeat_batch", "on p.id = t.id and p.attempt = t.attempt", "on p.id = t.id"),
-        ("complete_many", "and t.attempt = s.attempt", "and s.attempt is not null"),
+        ("complete_many", "on s.id = t.id and s.attempt = t.attempt", "on s.id = t.id"),
     ]
 
 
@@ -291,7 +287,7 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 (
                     "hold",
-                    "select cancel_requested_at_ms",
+                    "select o.cancel_requested_at_ms",
                     "select null::bigint as cancel_requested_at_ms",
                 )
             ]
@@ -428,6 +424,8 @@ def run_worker(config: dict[str, Any]) -> None:
             result = await _run(ctx, payload, rng)
             outcome = "return"
             return result
+        except asyncio.CancelledError:
+            raise
         except BaseException:
             outcome = "raise"
             raise
@@ -445,11 +443,10 @@ def run_worker(config: dict[str, Any]) -> None:
         finally:
             record("handler_end", outcome=outcome, **claim_of(ctx))
 
-    try:
-        worker.serve()
-    finally:
-        # A clean stop: every call drained or handed back (INV-17 holds it to that).
-        record("worker_stopped")
+    record("worker_started")
+    worker.serve()
+    # A clean stop: every call drained or handed back (INV-17 holds it to that).
+    record("worker_stopped")
 
 
 async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:
@@ -544,9 +541,25 @@ async def _client(config: dict[str, Any]) -> None:
                     record("cancel_ok", task=task.id)
                 except errors.CairnQError as exc:
                     record("cancel_info", task=task.id, error=type(exc).__name__)
+                if key and rng.random() < config.get("retry_p", 0.0):
+                    await _retry_later(cq, record, task.id)
             if purge_every and n % purge_every == purge_every - 1:
                 await _purge(cq, record, config.get("purge_older_than_ms", 1000))
             await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+
+
+async def _retry_later(cq: CairnQ, record: Recorder, task_id: str) -> None:
+    """Retry a keyed task once it has ended (canceled), racing keyed submits of its key."""
+    for _ in range(50):
+        try:
+            retried = await cq.retry(task_id)
+        except errors.CairnQError as exc:
+            record("retry_info", task=task_id, error=type(exc).__name__)
+            return
+        if retried is not None:
+            record("retry_ok", task=task_id)
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _purge(cq: CairnQ, record: Recorder, older_than_ms: int) -> None:

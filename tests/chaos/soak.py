@@ -201,7 +201,9 @@ def soak(
     try:
         for _ in range(config.workers):
             run.start_worker()
-        run.start_clients(gap_ms=40, purge_every=25, purge_older_than_ms=PURGE_OLDER_THAN_MS)
+        run.start_clients(
+            gap_ms=40, purge_every=25, purge_older_than_ms=PURGE_OLDER_THAN_MS, retry_p=0.3
+        )
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(*FAULT_GAP_S))

@@ -435,15 +435,26 @@ def test_an_effect_exactly_when_its_claim_succeeded_is_valid(status: str, effect
     assert invariants(effect_history(status, effects)) == set()
 
 
+def claim_errors(pid: int, gap_s: float, *, worker: bool = True) -> list[dict[str, Any]]:
+    started = [{"event": "worker_started", "pid": pid, "t": 0.5}] if worker else []
+    return started + [{"event": "claim_error", "pid": pid, "t": 1.0 + i * gap_s} for i in range(30)]
+
+
 def test_a_burst_of_failed_claims_is_an_error_loop() -> None:
     history = clean()
-    history.events += [{"event": "claim_error", "pid": 7, "t": 1.0 + i / 100} for i in range(30)]
+    history.events += claim_errors(7, 0.01)
     assert invariants(history) == {"INV-14"}
 
 
 def test_failed_claims_that_back_off_are_no_error_loop() -> None:
     history = clean()
-    history.events += [{"event": "claim_error", "pid": 7, "t": 1.0 + i / 4} for i in range(30)]
+    history.events += claim_errors(7, 0.25)
+    assert invariants(history) == set()
+
+
+def test_failed_claims_of_a_process_that_is_no_worker_are_no_error_loop() -> None:
+    history = clean()
+    history.events += claim_errors(7, 0.01, worker=False)
     assert invariants(history) == set()
 
 
@@ -489,6 +500,14 @@ def ended_run_history(*, settled: bool, lost: bool = False) -> History:
     if lost:
         history.events.append(event("lease_lost", 1, "w1", pid=7))
     return history
+
+
+def test_a_raised_run_settled_without_its_error_is_caught() -> None:
+    history = clean()
+    history.transitions[-1] = settle(3, 1, "w1", new="failed", new_error_code=None)
+    history.events += [event("handler_end", 1, "w1", outcome="raise", pid=7, t=2.0)]
+    history.final = [{"id": T, "status": "failed"}]
+    assert invariants(history) == {"INV-17"}
 
 
 def test_a_run_its_cleanly_stopped_worker_never_settled_is_caught() -> None:
