@@ -787,4 +787,15 @@ def _counters(h: History, r: Replay) -> dict[str, Any]:
         "refused_settlements": sum(e["event"] == "settle_lost" for e in h.events),
         "claim_errors": sum(e["event"] == "claim_error" for e in h.events),
         "final": dict(Counter(row["status"] for row in h.final)),
+        "ended": dict(Counter(_last_status(r).values())),
+        "purged": sum(row["op"] == "delete" for row in r.task_rows()),
     }
+
+
+def _last_status(r: Replay) -> dict[str, str]:
+    """Each task's last status, purged tasks included (their status before the purge)."""
+    last: dict[str, str] = {}
+    for row in r.task_rows():
+        if row["op"] != "delete":
+            last[row["task_id"]] = row["new_status"]
+    return last

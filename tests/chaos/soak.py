@@ -250,8 +250,11 @@ def soak(
         if row["status"] in LIVE
     ]
     typed_errors = Counter(
-        e.get("error") for e in events if e["event"] in ("submit_info", "submit_fail")
+        e.get("error")
+        for e in events
+        if e["event"] in ("submit_info", "submit_fail") and e.get("error") != "AlreadyExists"
     )
+    key_conflicts = sum(e.get("error") == "AlreadyExists" for e in events)
     counters = {k: v for k, v in report.counters.items() if k != "faults"}
     overlapping = [o for o in overlaps if o > 0]
     return {
@@ -285,9 +288,12 @@ def soak(
         },
         "workers_exited_unkilled": exited,
         "tasks": counters["tasks"],
-        "outcomes": counters["final"],
+        "outcomes": counters["ended"],
+        "purged": counters["purged"],
+        "retried": sum(e["event"] == "retry_ok" for e in events),
+        "key_conflicts": key_conflicts,
         "submits_failed_typed": {
-            "count": counters["indeterminate"] + counters["refused_submits"],
+            "count": sum(typed_errors.values()),
             "found_stored": counters["indeterminate_found_stored"],
             "by_error": dict(sorted(typed_errors.items(), key=lambda item: str(item[0]))),
         },

@@ -164,7 +164,13 @@ def _final(summary: dict[str, Any]) -> str:
         parts.append("nothing left running")
     else:
         parts.append(f"**{_n(quiescence['stuck_count'])} never finished**")
+    if summary.get("purged"):
+        parts.append(f"{_n(summary['purged'])} purged once finished")
     return ", ".join(parts)
+
+
+def _keys(summary: dict[str, Any]) -> str:
+    return f"{_n(summary.get('key_conflicts', 0))} refused, {_n(summary.get('retried', 0))} retried"
 
 
 ROWS = [
@@ -175,7 +181,8 @@ ROWS = [
     ("leases recovered after expiry", lambda s: _n(s["leases_recovered"])),
     ("tasks run again after an unsettled run (duplicates)", _duplicates),
     ("of which ran at the same time as the previous run", _overlaps),
-    ("final", _final),
+    ("keyed submits refused by `reject` / canceled keyed tasks retried", _keys),
+    ("how each task ended", _final),
 ]
 
 
