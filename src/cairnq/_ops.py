@@ -703,7 +703,7 @@ def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
 
 def cancel_requested(task_id: str) -> Op[bool]:
     """Whether a cancel is pending on the task (a missing row counts as canceled)."""
-    rows = yield Call("lease_states", {"ids": [task_id], "now_ms": NOW})
+    rows = yield Call("cancel_state", {"id": task_id})
     if not rows:
         return True
     return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
