@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairnq import CairnQ, SyncCairnQ, _ops
+from cairnq import CairnQ, SyncCairnQ
+from cairnq.protocol import ops as _ops
 
 ROOT = Path(__file__).resolve().parents[1]
 

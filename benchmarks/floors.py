@@ -31,7 +31,7 @@ from typing import Any
 
 from cairnq import CairnQ, SyncCairnQ
 from cairnq._ids import task_id
-from cairnq._protocol import statements
+from cairnq.protocol.statements import statements
 
 from .cairnq_bench import ROOT, BenchmarkError, fresh_url
 

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairnq import SyncCairnQ, _ops, _reads
+from cairnq import SyncCairnQ
+from cairnq.protocol import ops as _ops, reads as _reads
 from cairnq.dashboard import create_app
 from cairnq.testing import FakeClock
 

@@ -26,7 +26,7 @@ def statement_work(db: Database, name: str, params: dict[str, Any]) -> tuple[int
     progress handler called on every step), or PostgreSQL shared buffers touched
     (``EXPLAIN (ANALYZE, BUFFERS)``, after ``ANALYZE``).
     """
-    from cairnq._protocol import statements
+    from cairnq.protocol.statements import statements
 
     statement = statements("sqlite" if db.kind == "sqlite" else "postgres")[name]
     if db.kind == "sqlite":

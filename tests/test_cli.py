@@ -27,12 +27,13 @@ from urllib.parse import quote
 
 import pytest
 
-from cairnq import SyncCairnQ, TaskError, Worker, _ops
-from cairnq._protocol import migrations
+from cairnq import SyncCairnQ, TaskError, Worker
 from cairnq.cli import CommandError, Target, main, resolve_target
 from cairnq.durations import format_duration, parse_duration
 from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Task
+from cairnq.protocol import ops as _ops
+from cairnq.protocol.statements import migrations
 
 from ._db import Database
 

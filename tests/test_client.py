@@ -1,7 +1,7 @@
 """The async client end to end on every backend, and the same happy path through SyncCairnQ.
 
 Tasks are moved through ``running`` with the low-level operations a worker uses
-(``cairnq._ops.claim`` / ``fail`` / ``complete``), so no worker is involved.
+(``cairnq.protocol.ops.claim`` / ``fail`` / ``complete``), so no worker is involved.
 """
 
 from __future__ import annotations

@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task, _ops
+from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task
 from cairnq.cli import main
 from cairnq.dashboard import create_app, default_redact, mount
 from cairnq.dashboard._app import DashboardApp
+from cairnq.protocol import ops as _ops
 
 from ._db import Database
 from .test_cli import db_args, one_error_line, run

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import SyncCairnQ, Worker, _ops
+from cairnq import SyncCairnQ, Worker
 from cairnq.dashboard import create_app
+from cairnq.protocol import ops as _ops
 
 CHROMIUM = "/usr/bin/chromium"
 REQUIRE = os.environ.get("CAIRNQ_REQUIRE_BROWSER") == "1"

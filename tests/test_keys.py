@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import AlreadyExists, CairnQ, SyncCairnQ, TaskRef, TaskTimeout, _ops, error_envelope
+from cairnq import AlreadyExists, CairnQ, SyncCairnQ, TaskRef, TaskTimeout, error_envelope
 from cairnq.models import Task
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database

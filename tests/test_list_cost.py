@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cairnq import SyncCairnQ, _ops, _reads
-from cairnq._protocol import statements
-from cairnq._steps import Call
+from cairnq import SyncCairnQ
+from cairnq.protocol import ops as _ops
+from cairnq.protocol import reads as _reads
+from cairnq.protocol.statements import statements
+from cairnq.protocol.steps import Call
 
 from ._db import Database, admin_connect, statement_work
 

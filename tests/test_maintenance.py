@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import TaskContext, _ops
+from cairnq import TaskContext
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database

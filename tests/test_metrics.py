@@ -9,7 +9,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cairnq import InvalidArgument, TaskContext, TaskError, _ops
+from cairnq import InvalidArgument, TaskContext, TaskError
+from cairnq.protocol import ops as _ops
 from cairnq.telemetry.metrics import CONTENT_TYPE, Metrics
 from cairnq.testing import FakeClock
 

@@ -18,7 +18,7 @@ import pytest
 
 import cairnq
 from cairnq import InvalidArgument, SchemaIncomplete, SyncCairnQ
-from cairnq._protocol import migrations
+from cairnq.protocol.statements import migrations
 
 from ._db import Database, admin_connect
 from .test_cli import cli_url, one_error_line, run_on

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import TaskContext, TaskError, TaskEvent, _ops
+from cairnq import TaskContext, TaskError, TaskEvent
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cairnq import SyncCairnQ
-from cairnq._protocol import migrations
+from cairnq.protocol.statements import migrations
 
 from ._db import Database
 

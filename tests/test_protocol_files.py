@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cairnq._protocol import migrations, statements
 from cairnq.backends.sqlite import split_script
+from cairnq.protocol.statements import migrations, statements
 
 from ._db import Database
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext, _ops
+from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext
+from cairnq.protocol import ops as _ops
 from cairnq.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
 

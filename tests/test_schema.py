@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cairnq._protocol import migrations
+from cairnq.protocol.statements import migrations
 
 from ._db import Database, admin_connect
 

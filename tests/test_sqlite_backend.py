@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from cairnq import DatabaseBusy, SerializationError, SyncCairnQ, TaskContext, _ops
+from cairnq import DatabaseBusy, SerializationError, SyncCairnQ, TaskContext
 from cairnq.backends import SQLiteBackend, open_backend, sqlite_path_from_url
 from cairnq.errors import AlreadyExists, InvalidArgument, StoreClosed
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database

@@ -44,10 +44,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from cairnq import AlreadyExists, LostLease, _ops
+from cairnq import AlreadyExists, LostLease
 from cairnq._json import DEFAULT_CODEC
 from cairnq.backends import Backend
 from cairnq.models import CONFLICTS, TERMINAL_STATUSES, Task
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from cairnq import SyncCairnQ, _ops
+from cairnq import SyncCairnQ
 from cairnq.cli import main
 from cairnq.models import Task
+from cairnq.protocol import ops as _ops
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
 
 from ._db import Database

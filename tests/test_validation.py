@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, CairnQError, InvalidArgument, SerializationError
-from cairnq._ops import MAX_DELAY_MS
+from cairnq.protocol.ops import MAX_DELAY_MS
 from cairnq.testing import FakeClock
 
 from ._db import Database

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from ._steps import Emit
+from .protocol.steps import Emit
 
 Match = Callable[[Emit], bool]
 

@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Mapping
 
-from . import _ops
-from ._procedure import Nap, Procedure, Run
 from .errors import QueueFull
+from .protocol import ops as _ops
+from .protocol.procedures import Nap, Procedure, Run
 
 GRANT_MAX = 64
 FIRST_PAUSE_S = 0.25

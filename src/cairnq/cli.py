@@ -27,9 +27,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from urllib.parse import quote, urlsplit
 
-from . import _ops
 from ._json import parse_input
-from ._protocol import Dialect, migrations, statements
 from .backends import open_backend, sqlite_path_from_url
 from .client import SyncCairnQ
 from .durations import format_duration, parse_duration
@@ -40,18 +38,20 @@ from .errors import (
     InvalidArgument,
     SerializationError,
 )
-from .migrate import (
+from .migrate import migrate
+from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
+from .protocol import ops as _ops
+from .protocol.setup import (
     Damage,
     SchemaObject,
     damage_error,
     describe_missing,
     find_damage,
     is_extension,
-    migrate,
     newer_migrations,
     pending,
 )
-from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task
+from .protocol.statements import Dialect, migrations, statements
 from .top import format_table, percent, run_top
 
 if TYPE_CHECKING:

@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from . import _ops, _reads
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
-from ._procedure import Nap, Procedure, Run, afollow, follow
-from ._steps import Emit, Op
 from ._wakeups import Subscription, wants_done
 from .backends import Backend, SQLiteBackend, open_backend
 from .backends.sqlite import Synchronous
@@ -27,6 +24,10 @@ from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
 from .hooks import SubmitHook, after_submit, before_submit
 from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskPage, TaskRef, WorkerInfo
+from .protocol import ops as _ops
+from .protocol import reads as _reads
+from .protocol.procedures import Nap, Procedure, Run, afollow, follow
+from .protocol.steps import Emit, Op
 from .retention import Retention, RetentionSweeper
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]

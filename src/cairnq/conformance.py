@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import _ops
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
-from ._steps import Op
 from .backends import Backend, SQLiteBackend
 from .errors import CairnQError, InvalidArgument
 from .models import Task, TaskRef
+from .protocol import ops as _ops
+from .protocol.steps import Op
 from .testing import FakeClock
 
 __all__ = ["ScenarioResult", "load_scenarios", "run_paths", "run_scenario"]

@@ -35,7 +35,7 @@ from .models import Task
 
 if TYPE_CHECKING:
     from ._json import JsonCodec
-    from ._ops import NewTask
+    from .protocol.ops import NewTask
 
 __all__ = ["PendingSubmit", "SubmitDone", "SubmitHook"]
 

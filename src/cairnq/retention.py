@@ -15,11 +15,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from . import _ids, _ops
-from ._steps import Op
+from . import _ids
 from .backends import Backend
 from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
+from .protocol import ops as _ops
+from .protocol.steps import Op
 
 log = logging.getLogger("cairnq.retention")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import errors
-from cairnq._steps import Op
+from cairnq.protocol.steps import Op
 
 SETTLE_OPS = {"complete", "succeed", "fail", "release"}
 GROUP_SETTLE_OPS = {"complete_many"}

@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairnq import CairnQ, TaskContext, TaskEvent, Worker, _ops, _protocol, errors
+from cairnq import CairnQ, TaskContext, TaskEvent, Worker, errors
 from cairnq.backends import Backend, SQLiteBackend
+from cairnq.protocol import ops as _ops
+from cairnq.protocol import statements as _protocol
 
 from .history import Recorder, RecordingBackend
 

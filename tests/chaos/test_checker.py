@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import _protocol
+from cairnq.protocol import statements as _protocol
 
 from .checker import History, check
 from .programs import MUTANTS, mutated

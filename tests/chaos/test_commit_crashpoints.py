@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cairnq import _ops
+from cairnq.protocol import ops as _ops
 
 from .._db import Database, admin_connect
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # the armed crash point ends the process with 137 before it can print.
 COMPLETE = """
 import asyncio, json, sys
-from cairnq import _ops
+from cairnq.protocol import ops as _ops
 from tests.chaos.programs import open_backend
 
 spec, task_id, attempt, token, worker_id, runner = json.loads(sys.argv[1]), *sys.argv[2:]

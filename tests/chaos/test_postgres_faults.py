@@ -210,7 +210,8 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
     """A stale attempt and the current one both complete inside their own transaction."""
     import asyncio
 
-    from cairnq import LostLease, _ops
+    from cairnq import LostLease
+    from cairnq.protocol import ops as _ops
     from cairnq.testing import FakeClock
 
     clock = FakeClock()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import _ops
+from cairnq.protocol import ops as _ops
 
 from .._db import Database
 from .harness import Config, Run

@@ -16,10 +16,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from .._protocol import Dialect, Statement
-from .._steps import Op
 from .._wakeups import WakeHub
 from ..errors import EventLoopMismatch
+from ..protocol.statements import Dialect, Statement
+from ..protocol.steps import Op
 
 T = TypeVar("T")
 

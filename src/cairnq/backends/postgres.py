@@ -33,11 +33,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
-from .. import _ops
 from .._clock import Clock
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
-from .._protocol import Dialect, statements
-from .._steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
     CairnQError,
@@ -48,7 +45,10 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..migrate import Setup, arun_setup, check_repair, missing_table, run_setup, setup_steps
+from ..protocol import ops as _ops
+from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, run_setup, setup_steps
+from ..protocol.statements import Dialect, statements
+from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive, is_single_statement
 from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")

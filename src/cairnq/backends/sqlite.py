@@ -38,12 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from .. import _ops
 from .._clock import SYSTEM_CLOCK, Clock
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from .._filewatch import watch_database
-from .._protocol import Dialect, statements
-from .._steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
     CairnQError,
@@ -53,7 +50,10 @@ from ..errors import (
     InvalidArgument,
     StoreClosed,
 )
-from ..migrate import SetupStep, check_repair, missing_table, run_setup, setup_steps
+from ..protocol import ops as _ops
+from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
+from ..protocol.statements import Dialect, statements
+from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
 from .base import LoopBinding, bind
 
 T = TypeVar("T")

@@ -36,12 +36,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
-from .. import _ops, _reads
 from ..backends import Backend
 from ..client import CairnQ, SyncCairnQ
 from ..durations import parse_duration
 from ..errors import DatabaseError, InvalidArgument
 from ..models import TERMINAL_STATUSES, Task, TaskPage
+from ..protocol import ops as _ops
+from ..protocol import reads as _reads
 from . import _html
 from ._html import Redact, View
 from ._throttle import ListThrottle

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .._ops import Draw
+from ..protocol.ops import Draw
 from ._registry import Registration, Registry
 
 

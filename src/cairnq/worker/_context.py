@@ -12,8 +12,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .. import _ops
-from .._steps import Op
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
 from ..errors import (
@@ -25,6 +23,8 @@ from ..errors import (
     safe_str,
 )
 from ..models import Task
+from ..protocol import ops as _ops
+from ..protocol.steps import Op
 
 log = logging.getLogger("cairnq.worker")
 

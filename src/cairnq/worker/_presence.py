@@ -17,9 +17,9 @@ import socket
 import time
 from collections.abc import Sequence
 
-from .. import _reads
-from .._steps import Op
 from ..backends import Backend
+from ..protocol import reads as _reads
+from ..protocol.steps import Op
 from ._executor import OnError
 
 INTERVAL_S = 15.0

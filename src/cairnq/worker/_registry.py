@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._ops import check_int, check_text
 from ..errors import InvalidArgument
 from ..models import TaskDef
+from ..protocol.ops import check_int, check_text
 
 Handler = Callable[..., Any]
 

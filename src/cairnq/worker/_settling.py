@@ -11,9 +11,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _ops
 from ..backends import Backend
 from ..errors import LostLease
+from ..protocol import ops as _ops
 
 MAX_GROUP = 256
 Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
-from .. import _ids, _ops
+from .. import _ids
 from .._crashpoints import crashpoint
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, SQLiteBackend
@@ -30,6 +30,7 @@ from ..errors import (
     error_envelope,
 )
 from ..models import Task, TaskDef
+from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
 from ._claiming import group_calls, plan_claim
 from ._context import CallScope, Listener, Runtime, TaskContext, TaskEvent

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._steps import Op
-from ._wakeups import Subscription
+from .._wakeups import Subscription
+from .steps import Op
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 Nothing here does IO. Each function validates its inputs eagerly (so bad input
 raises before a transaction opens), then returns a generator the backend drives
-(see ``_steps``). The generator decides every branch of the protocol: key
+(see ``steps``). The generator decides every branch of the protocol: key
 conflicts, recover-then-claim, cancel wins, ownership checks that turn zero rows
 into ``LostLease``.
 """
@@ -14,10 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import _ids
-from ._json import JsonCodec
-from ._steps import NOW, Call, Emit, Op, Row, Script, single_statement
-from .errors import (
+from .. import _ids
+from .._json import JsonCodec
+from ..errors import (
     AlreadyExists,
     DatabaseError,
     InvalidArgument,
@@ -25,7 +24,8 @@ from .errors import (
     ProtocolVersionMismatch,
     SchemaMismatch,
 )
-from .models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+from .steps import NOW, Call, Emit, Op, Row, Script, single_statement
 
 PROTOCOL_VERSION = 1
 MAX_TEXT_BYTES = 1000

@@ -13,10 +13,10 @@ import json
 import sys
 from typing import Any
 
-from ._ops import MAX_INT4, applied_migrations, check_int, check_status, check_text
-from ._steps import NOW, Call, Op, Row, single_statement
-from .errors import InvalidArgument, SerializationError
-from .models import STATUSES, QueueActivity, QueueSummary, Task, TaskPage, WorkerInfo
+from ..errors import InvalidArgument, SerializationError
+from ..models import STATUSES, QueueActivity, QueueSummary, Task, TaskPage, WorkerInfo
+from .ops import MAX_INT4, applied_migrations, check_int, check_status, check_text
+from .steps import NOW, Call, Op, Row, single_statement
 
 MAX_PAGE = 1000
 MAX_WINDOW_MS = 31 * 86_400_000

@@ -8,11 +8,13 @@ written once this way; a backend only needs an ``execute`` for each step.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 Row = Mapping[str, Any]
 Rows = Sequence[Row]
@@ -57,27 +59,56 @@ class Emit:
 
 Step = Call | Script | Emit
 
-_SINGLE: set[Any] = set()
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def single_statement(function: F) -> F:
-    """Mark an operation that writes with exactly one statement and reads nothing after.
-
-    Such an operation needs no transaction of its own (PostgreSQL autocommits it)
-    and no savepoint inside a group (a failed statement rolls back by itself).
-    """
-    _SINGLE.add(function.__code__)
-    return function
-
-
-def is_single_statement(op: Any) -> bool:
-    return getattr(op, "gi_code", None) in _SINGLE
-
-
 Op = Generator[Step, Any, T]
+
+
+class SingleStatement(Generator[Step, Any, T]):
+    """An operation that writes with exactly one statement and reads nothing after.
+
+    It runs as the generator it wraps; ``single_statement`` is the metadata a
+    backend reads: such an operation needs no transaction of its own
+    (PostgreSQL autocommits it) and no savepoint inside a group (a failed
+    statement rolls back by itself).
+    """
+
+    __slots__ = ("_op",)
+    single_statement = True
+
+    def __init__(self, op: Op[T]) -> None:
+        self._op = op
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self._op, "__name__", ""))
+
+    @property
+    def gi_frame(self) -> Any:
+        """The wrapped generator's frame, as a generator's own ``gi_frame``."""
+        return getattr(self._op, "gi_frame", None)
+
+    def send(self, value: Any, /) -> Step:
+        return self._op.send(value)
+
+    def throw(self, *args: Any) -> Step:
+        return self._op.throw(*args)
+
+    def close(self) -> None:
+        self._op.close()
+
+
+def single_statement(function: Callable[P, Op[T]]) -> Callable[P, Op[T]]:
+    """Declare that ``function`` builds a ``SingleStatement`` operation."""
+
+    @functools.wraps(function)
+    def build(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
+        return SingleStatement(function(*args, **kwargs))
+
+    return build
+
+
+def is_single_statement(op: Op[Any]) -> bool:
+    """Whether ``op`` declared itself one statement (see ``SingleStatement``)."""
+    return getattr(op, "single_statement", False) is True
 
 
 def drive(op: Op[T], execute: Callable[[Call | Script], Rows]) -> tuple[T, list[Emit]]:
