@@ -5,6 +5,7 @@ Examples::
     python -m benchmarks                       # cairnq on SQLite and PostgreSQL
     python -m benchmarks --peers               # ... and PgQueuer + huey (own venv)
     python -m benchmarks --quick               # small sizes, to check it runs
+    python -m benchmarks --baseline ../old     # an older checkout, run for run alongside
 
 Every figure comes from work verified in the database afterwards; a workload
 that did not finish its tasks aborts the run instead of printing a number.
@@ -92,6 +93,38 @@ def _format(value: Any) -> str:
     return f"{value:.0f}" if isinstance(value, float) else str(value)
 
 
+def _commit(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return done.stdout.strip() + ("+changes" if dirty else "")
+
+
+def _baseline(checkout: Path, backend: str, *, quick: bool) -> dict[str, Any]:
+    """One run of the older checkout's own ``python -m benchmarks``, its figures as a dict."""
+    command = [sys.executable, "-m", "benchmarks", "--backend", backend, "--runs", "1", "--json"]
+    if quick:
+        command.append("--quick")
+    env = {**os.environ, "PYTHONPATH": str(checkout.resolve() / "src")}
+    done = subprocess.run(
+        command, cwd=checkout, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the baseline run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    text = done.stdout[done.stdout.index("\n{") + 1 :]
+    columns: dict[str, dict[str, Any]] = json.loads(text)
+    return columns[f"cairnq {backend}"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -101,6 +134,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small sizes, one run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of an older commit (its src/ is imported): each run measures it "
+        "first, then this tree, so both columns see the same machine state",
+    )
     args = parser.parse_args()
     sizes = {"single": 1000, "drain": 10_000, "latency": 200, "due": 1000, "backlog": 20_000}
     runs = args.runs
@@ -111,9 +150,18 @@ def main() -> int:
     columns: dict[str, dict[str, Any]] = {}
     folder = Path(tempfile.mkdtemp(prefix="cairnq-bench-"))
     for backend in backends:
-        columns[f"cairnq {backend}"] = _median(
-            [_cairnq(backend, folder, sizes) for _ in range(runs)]
-        )
+        if args.baseline is not None:
+            label = f"cairnq {backend} at {_commit(args.baseline)}"
+            old, new = [], []
+            for _ in range(runs):
+                old.append(_baseline(args.baseline, backend, quick=args.quick))
+                new.append(_cairnq(backend, folder, sizes))
+            columns[label] = _median(old)
+            columns[f"cairnq {backend} at {_commit(ROOT)}"] = _median(new)
+        else:
+            columns[f"cairnq {backend}"] = _median(
+                [_cairnq(backend, folder, sizes) for _ in range(runs)]
+            )
     if args.peers:
         from .peers.setup import ensure_venv
 
