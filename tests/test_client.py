@@ -23,10 +23,10 @@ from cairnq import (
     TaskRef,
     TaskTimeout,
     _ids,
-    _ops,
     error_envelope,
 )
 from cairnq.models import Task
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database, statement_work

@@ -20,8 +20,8 @@ from cairnq import (
     QueueSummary,
     SyncCairnQ,
     WorkerInfo,
-    _ops,
 )
+from cairnq.protocol import ops as _ops
 from cairnq.protocol.reads import decode_cursor, encode_cursor, prefix_range
 from cairnq.testing import FakeClock
 
