@@ -32,6 +32,19 @@ def tool_options(tool: str) -> dict[str, Any]:
     }
 
 
+def _conninfo_place(dsn: str) -> str:
+    """``host:port/dbname`` of a libpq ``key=value`` string."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(a malformed DSN)"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"{parts.get('host') or 'localhost'}{port}/{parts.get('dbname') or ''}"
+
+
 class PostgresDescription:
     """Label, description and ``inspect`` for a backend with ``_dsn`` and ``schema``."""
 
@@ -48,11 +61,13 @@ class PostgresDescription:
         """Host, port, database and schema; never the user or password."""
         if self._dsn is None:
             where = "PostgreSQL (the application's pool or connection)"
-        else:
+        elif "://" in self._dsn:
             parts = urlsplit(self._dsn)
             host = parts.hostname or "localhost"
             port = f":{parts.port}" if parts.port else ""
             where = f"PostgreSQL {host}{port}{parts.path or '/'}"
+        else:
+            where = "PostgreSQL " + _conninfo_place(self._dsn)
         return f"{where} (schema {self.schema})" if self.schema else where
 
     def inspect(self) -> Inspection:
