@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..backends import Backend, Registration, open_backend, registration, url_scheme
@@ -24,13 +24,15 @@ _CONNINFO = re.compile(r"^\s*[A-Za-z_]+\s*=")
 class Target:
     """The database a command works on: where it is and, where the backend has them, a schema.
 
-    ``location`` is what opens it again: a SQLite file's path, a PostgreSQL URL.
+    ``location`` is what opens it again: a SQLite file's path, a PostgreSQL URL;
+    ``description`` the backend's words for it, once ``resolve_target`` has asked.
     """
 
     dialect: Dialect
     location: str
     schema: str | None = None
     registration: Registration | None = field(default=None, compare=False, repr=False)
+    description: str | None = field(default=None, compare=False, repr=False)
 
     def _entry(self) -> Registration:
         entry = self.registration or registration(url_scheme(self.location))
@@ -50,6 +52,8 @@ class Target:
 
     def describe(self) -> str:
         """The database in words, without any password."""
+        if self.description is not None:
+            return self.description
         with closing(self.backend(migrate=False)) as backend:
             return backend.description
 
@@ -80,9 +84,8 @@ def resolve_target(db: str | None, schema: str | None) -> Target:
     elif schema:
         raise InvalidArgument("--schema applies to PostgreSQL only")
     target = Target(entry.dialect, entry.location(text), schema, entry)
-    # The backend checks its options (a schema's name) as it is made.
-    target.describe()
-    return target
+    # Making the backend checks its options (a schema's name) before any command runs.
+    return replace(target, description=target.describe())
 
 
 def target_of(args: argparse.Namespace) -> Target:
