@@ -31,18 +31,18 @@ class Target:
     dialect: Dialect
     location: str
     schema: str | None = None
-    registration: Registration | None = field(default=None, compare=False, repr=False)
+    entry: Registration | None = field(default=None, compare=False, repr=False)
     description: str | None = field(default=None, compare=False, repr=False)
 
-    def _entry(self) -> Registration:
-        entry = self.registration or registration(url_scheme(self.location))
+    def _registration(self) -> Registration:
+        entry = self.entry or registration(url_scheme(self.location))
         if entry is None:
             raise InvalidArgument(f"no backend opens {self.location!r}")
         return entry
 
     def backend_options(self, *, migrate: bool, tool: str = "cli") -> dict[str, Any]:
         """Options for ``open_backend``: sized for a short-lived tool (``cli``, ``dashboard``)."""
-        entry = self._entry()
+        entry = self._registration()
         options: dict[str, Any] = {"schema": self.schema} if entry.has_schemas else {}
         return {**options, "migrate": migrate, **entry.tool_options(tool)}
 
