@@ -175,7 +175,7 @@ COMPOSITIONS_ALLOWED = Counter(
         ): 1,
         ("backends/postgres.py", "listen {}"): 1,
         ("backends/postgres.py", "drop schema if exists {} cascade"): 1,
-        ("cli.py", "set search_path to {}"): 1,
+        ("backends/_postgres_inspect.py", "set search_path to {}"): 1,
     }
 )
 
@@ -188,7 +188,7 @@ INDIRECT_ALLOWED = {
     ("backends/postgres.py", "text.encode()"),  # a protocol statement (_params)
     ("backends/postgres.py", "step.source.encode()"),  # a migration file
     ("backends/postgres.py", "self._create_schema_sql()"),  # composition above
-    ("cli.py", "_ledger_sql()"),  # a protocol statement by name
+    ("backends/_postgres_inspect.py", "statement.text"),  # a protocol statement by name
 }
 
 EXECUTE_METHODS = {"execute", "executemany", "executescript"}

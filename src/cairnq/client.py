@@ -18,8 +18,7 @@ from typing import Any, Literal, TypeVar
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from ._wakeups import Subscription, wants_done
-from .backends import Backend, SQLiteBackend, open_backend
-from .backends.sqlite import Synchronous
+from .backends import Backend, SQLiteBackend, Synchronous, TransactionalRunner, open_backend
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
 from .hooks import SubmitHook, after_submit, before_submit
@@ -164,7 +163,7 @@ class _ClientCore:
             InvalidArgument: a bad schema name.
             SchemaMismatch: (on first use) the connection sees another installation.
         """
-        from .backends.postgres import PostgresBackend
+        from .backends import PostgresBackend
 
         backend = PostgresBackend(
             source,
@@ -211,18 +210,17 @@ class _ClientCore:
 
     def _clock(self) -> Clock:
         """The clock task times come from (the host's when the database keeps time)."""
-        clock: Clock | None = getattr(self.backend, "clock", None)
-        return clock or SYSTEM_CLOCK
+        return self.backend.clock or SYSTEM_CLOCK
 
     def _transactional(self, conn: Any) -> Any:
         """The backend's way to run an operation on the application's connection."""
-        runner = getattr(self.backend, "arun_on" if isinstance(self, CairnQ) else "run_on", None)
-        if runner is None:
+        backend = self.backend
+        if not isinstance(backend, TransactionalRunner):
             raise UnsupportedBackend(
                 f"submitting inside the application's transaction needs PostgreSQL; "
                 f"the {self.backend.dialect} backend has no shared connection"
             )
-        return runner
+        return backend.arun_on if isinstance(self, CairnQ) else backend.run_on
 
     @classmethod
     def connect(cls: type[C], url: str | os.PathLike[str], **options: Any) -> C:

@@ -85,7 +85,7 @@ def factory_for(url: str) -> BackendFactory:
     for SQLite; PostgreSQL scenarios run in throwaway schemas of that database)."""
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
-        from .backends.postgres import scratch_schema_backend
+        from .backends import scratch_schema_backend
 
         return lambda clock: scratch_schema_backend(text, clock=clock)
     return _temporary_sqlite

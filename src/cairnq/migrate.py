@@ -38,15 +38,15 @@ def migrate(target: Any, *, repair: bool = False, **options: Any) -> list[str]:
 
     if isinstance(target, Backend):
         backend = target
-        if not getattr(backend, "migrate", True):
+        if not backend.migrate:
             raise InvalidArgument("this backend was opened with migrate=False; pass a URL")
-        if repair and not getattr(backend, "repair", False):
+        if repair and not backend.repair:
             raise InvalidArgument("this backend was opened without repair=True; pass a URL")
         backend.open()
-        return list(getattr(backend, "migrations_applied", []))
+        return list(backend.migrations_applied)
     backend = open_backend(target, repair=bool(repair), **options)
     try:
         backend.open()
-        return list(getattr(backend, "migrations_applied", []))
+        return list(backend.migrations_applied)
     finally:
         backend.close()

@@ -1,51 +1,70 @@
-"""Database backends behind one seam (see ``base``), chosen by URL."""
+"""Database backends behind one seam (see ``base``), opened by URL scheme.
+
+SQLite registers ``sqlite://`` and plain file paths; PostgreSQL registers
+``postgresql://`` and ``postgres://`` here, importing its driver only when
+such a URL is opened.
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgument
-from .base import Backend
-from .sqlite import SQLiteBackend
+from ._postgres_inspect import tool_options as _postgres_tool_options
+from ._registry import Registration, open_backend, register_backend, registration, url_scheme
+from .base import (
+    Backend,
+    FileBound,
+    Inspection,
+    Inspector,
+    InTransactionCompleter,
+    ReservedRunner,
+    TransactionalRunner,
+)
+from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
 
-__all__ = ["Backend", "SQLiteBackend", "open_backend", "sqlite_path_from_url"]
+if TYPE_CHECKING:
+    from .postgres import PostgresBackend, scratch_schema_backend
+
+__all__ = [
+    "Backend",
+    "FileBound",
+    "InTransactionCompleter",
+    "Inspection",
+    "Inspector",
+    "PostgresBackend",
+    "Registration",
+    "ReservedRunner",
+    "SQLiteBackend",
+    "Synchronous",
+    "TransactionalRunner",
+    "open_backend",
+    "register_backend",
+    "registration",
+    "scratch_schema_backend",
+    "sqlite_path_from_url",
+    "url_scheme",
+]
 
 
-def sqlite_path_from_url(url: str) -> str:
-    """``sqlite:///relative.db`` -> ``relative.db``; ``sqlite:////abs/x.db`` -> ``/abs/x.db``."""
-    rest = url[len("sqlite://") :]
-    if not rest.startswith("/"):
-        raise InvalidArgument(
-            f"malformed SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
-        )
-    path = unquote(rest[1:].split("?", 1)[0])
-    if not path:
-        raise InvalidArgument(f"SQLite URL {url!r} names no file")
-    return path
+def __getattr__(name: str) -> Any:
+    # PostgreSQL's names load psycopg, an optional extra: only when asked for.
+    if name in ("PostgresBackend", "scratch_schema_backend"):
+        from . import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_backend(url: str | os.PathLike[str], **options: Any) -> Backend:
-    """Make a backend from a URL: ``sqlite:///path.db``, ``postgresql://...``, or a file path.
+def _open_postgres(url: str, **options: Any) -> Backend:
+    from .postgres import PostgresBackend
 
-    Args:
-        url: The database. A string without a scheme is a SQLite file path.
-        **options: Passed to the backend's constructor (e.g. ``busy_timeout_ms``).
+    return PostgresBackend(url, **options)
 
-    Raises:
-        InvalidArgument: the URL's scheme is not one cairnq knows.
-    """
-    text = os.fspath(url)
-    scheme = urlsplit(text).scheme.lower() if "://" in text else ""
-    if scheme == "sqlite":
-        return SQLiteBackend(sqlite_path_from_url(text), **options)
-    if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresBackend
 
-        return PostgresBackend(text, **options)
-    if scheme:
-        raise InvalidArgument(
-            f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or postgresql://..."
-        )
-    return SQLiteBackend(text, **options)
+register_backend(
+    ["postgresql", "postgres"],
+    _open_postgres,
+    dialect="postgres",
+    has_schemas=True,
+    tool_options=_postgres_tool_options,
+)

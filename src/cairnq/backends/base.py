@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from .._clock import Clock
 from .._wakeups import WakeHub
 from ..errors import EventLoopMismatch
+from ..protocol.setup import Damage, SchemaObject, find_damage
 from ..protocol.statements import Dialect, Statement
 from ..protocol.steps import Op
 
@@ -26,10 +29,38 @@ T = TypeVar("T")
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the clients and the worker need from a database."""
+    """What the clients, the worker, the command line and the dashboard need from a database.
+
+    Capabilities only some databases have are the small protocols below; callers
+    check them with ``isinstance`` and raise ``UnsupportedBackend`` when missing.
+    """
 
     dialect: Dialect
     hub: WakeHub
+
+    @property
+    def clock(self) -> Clock | None:
+        """Where ``now_ms`` comes from; ``None`` when the database keeps time."""
+
+    @property
+    def migrate(self) -> bool:
+        """Whether ``open`` applies pending migrations (else it only verifies)."""
+
+    @property
+    def repair(self) -> bool:
+        """Whether ``open`` applies damaged migrations again (see ``cairnq.migrate``)."""
+
+    @property
+    def migrations_applied(self) -> list[str]:
+        """The migration files the last ``open`` applied, in order."""
+
+    @property
+    def label(self) -> str:
+        """The database in a few words for the dashboard (``SQLite tasks.db``); no password."""
+
+    @property
+    def description(self) -> str:
+        """The database in words for banners and errors (a path, a host); no password."""
 
     def open(self) -> None:
         """Connect and migrate (or verify); idempotent. Blocking."""
@@ -48,6 +79,92 @@ class Backend(Protocol):
 
     async def aclose(self) -> None:
         """``close`` without blocking the event loop."""
+
+
+@runtime_checkable
+class TransactionalRunner(Protocol):
+    """Runs an operation on the application's own connection, inside its transaction.
+
+    Used by the clients for ``submit(conn=...)`` and ``submit_many(conn=...)``:
+    ``arun_on`` by ``CairnQ``, ``run_on`` by ``SyncCairnQ``.
+    """
+
+    async def arun_on(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's async connection; the application commits."""
+
+    def run_on(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's connection; the application commits."""
+
+
+@runtime_checkable
+class ReservedRunner(Protocol):
+    """Runs an operation on a connection kept apart from the pool.
+
+    Used by the worker for heartbeats, so they go through when the pool is busy.
+    """
+
+    async def arun_reserved(self, op: Op[T], *, write: bool) -> T:
+        """Like ``arun``, on the reserved connection."""
+
+
+@runtime_checkable
+class InTransactionCompleter(Protocol):
+    """Settles a task inside the handler's own database transaction.
+
+    Used by the worker context for ``ctx.succeed_in``.
+    """
+
+    async def complete_in(
+        self, lease: Any, worker_id: str, write: Any, encode: Any, **options: Any
+    ) -> Any:
+        """Run ``write(conn)`` and the task's completion in one transaction."""
+
+
+@runtime_checkable
+class FileBound(Protocol):
+    """A database that is one file, which can be deleted or replaced underneath.
+
+    Used by the worker before each claim, so it stops rather than writing to a lost file.
+    """
+
+    def check_file(self) -> None:
+        """Raise ``DatabaseUnavailable`` when the path no longer names the opened file."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What a database holds: ``applied`` maps migration file names to when they were applied.
+
+    ``exists`` is false for a database file that is not there; ``other_schemas``
+    lists schemas holding cairnq tables other than the backend's; ``objects``
+    the cairnq_* tables, indexes, triggers and functions present.
+    """
+
+    exists: bool
+    applied: dict[str, int] = field(default_factory=dict)
+    other_schemas: tuple[str, ...] = ()
+    objects: frozenset[SchemaObject] = frozenset()
+
+    def damage(self, dialect: Dialect) -> list[Damage]:
+        """Applied migrations whose tables, indexes or triggers are missing."""
+        return find_damage(dialect, set(self.applied), self.objects) if self.applied else []
+
+
+@runtime_checkable
+class Inspector(Protocol):
+    """Reads the migration ledger and the objects present without opening the backend.
+
+    Used by the command line (``migrate --status``, ``--dry-run`` and the check that
+    a database exists before any other command): nothing is created, locked or migrated.
+    """
+
+    def inspect(self) -> Inspection:
+        """What the database holds now.
+
+        Raises:
+            DatabaseUnavailable: it cannot be reached.
+            DatabaseError: it cannot be read, or is no cairnq database.
+        """
 
 
 def event_loop_mismatch() -> EventLoopMismatch:

@@ -49,6 +49,7 @@ from ..protocol import ops as _ops
 from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, run_setup, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, drive, is_single_statement
+from ._postgres_inspect import PostgresDescription
 from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
@@ -151,7 +152,7 @@ def _has_columns(cur: Any) -> bool:
     return result is not None and result.nfields > 0
 
 
-class PostgresBackend:
+class PostgresBackend(PostgresDescription):
     """A PostgreSQL database, reached through a DSN, a psycopg pool or a connection.
 
     Args:

@@ -54,7 +54,8 @@ from ..protocol import ops as _ops
 from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
-from .base import LoopBinding, bind
+from ._registry import register_backend
+from .base import Inspection, LoopBinding, bind
 
 T = TypeVar("T")
 
@@ -161,6 +162,50 @@ class SQLiteBackend:
 
     def __repr__(self) -> str:
         return f"<SQLiteBackend {self.path!r} {self._state}>"
+
+    @property
+    def label(self) -> str:
+        """``SQLite`` and the file's name."""
+        return f"SQLite {os.path.basename(self.path)}" if self.path else "SQLite"
+
+    @property
+    def description(self) -> str:
+        """The database file's path as given."""
+        return self.path
+
+    def inspect(self) -> Inspection:
+        """Read the migration ledger through a read-only connection; creates no file.
+
+        Raises:
+            DatabaseUnavailable: the file cannot be read.
+            DatabaseError: the path is a directory, or the file is no SQLite database.
+        """
+        path = self.path
+        if not os.path.exists(path):
+            return Inspection(exists=False)
+        if os.path.isdir(path):
+            raise DatabaseError(f"{path} is a directory, not a database file")
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+
+                def read(name: str) -> list[Any]:
+                    statement = self._statements[name]
+                    return conn.execute(statement.text).fetchall()
+
+                if not read("ledger_exists")[0][0]:
+                    return Inspection(exists=True)
+                rows = read("ledger_applied")
+                objects = read("schema_objects")
+        except sqlite3.OperationalError as exc:
+            raise DatabaseUnavailable(f"cannot read SQLite database {path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseError(f"{path} is not a cairnq database ({exc})") from exc
+        return Inspection(
+            exists=True,
+            applied={str(name): int(at) for name, at in rows},
+            objects=frozenset((str(kind), str(name)) for kind, name in objects),
+        )
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -702,3 +747,27 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
     if isinstance(exc, sqlite3.IntegrityError):
         return DatabaseError(f"SQLite rejected the write: {text}")
     return DatabaseError(f"SQLite error: {text}")
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """``sqlite:///relative.db`` -> ``relative.db``; ``sqlite:////abs/x.db`` -> ``/abs/x.db``."""
+    rest = url[len("sqlite://") :]
+    if not rest.startswith("/"):
+        raise InvalidArgument(
+            f"malformed SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
+        )
+    path = urllib.parse.unquote(rest[1:].split("?", 1)[0])
+    if not path:
+        raise InvalidArgument(f"SQLite URL {url!r} names no file")
+    return path
+
+
+def _path(url: str) -> str:
+    return sqlite_path_from_url(url) if "://" in url else url
+
+
+def _open(url: str, **options: Any) -> SQLiteBackend:
+    return SQLiteBackend(_path(url), **options)
+
+
+register_backend(["sqlite", ""], _open, dialect="sqlite", location=_path)

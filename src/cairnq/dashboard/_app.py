@@ -865,11 +865,7 @@ class DashboardApp:
 
 def _label(backend: Backend) -> str:
     """The database in a few words, never with a password."""
-    if backend.dialect == "sqlite":
-        path = str(getattr(backend, "path", "") or "")
-        return f"SQLite {os.path.basename(path)}" if path else "SQLite"
-    schema = getattr(backend, "schema", None)
-    return "PostgreSQL" + (f" · {schema}" if schema else "")
+    return backend.label
 
 
 def create_app(

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ..backends import InTransactionCompleter
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
 from ..errors import (
@@ -410,8 +411,8 @@ class TaskContext:
             LostLease: this worker no longer owns the task; nothing of ``write`` is kept.
             UnsupportedBackend: the backend has no shared transaction (SQLite).
         """
-        runner = getattr(self._runtime.client.backend, "complete_in", None)
-        if runner is None:
+        backend = self._runtime.client.backend
+        if not isinstance(backend, InTransactionCompleter):
             raise UnsupportedBackend(
                 f"succeed_in needs a PostgreSQL backend; "
                 f"{self._runtime.client.backend.dialect} has no shared transaction"
@@ -420,7 +421,7 @@ class TaskContext:
         self.in_transaction = True
         try:
             codec = self._runtime.client.codec
-            row = await runner(
+            row = await backend.complete_in(
                 self.lease,
                 self.worker_id,
                 write,

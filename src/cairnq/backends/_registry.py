@@ -1,0 +1,127 @@
+"""Backends by URL scheme: each backend registers the schemes it opens."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import InvalidArgument
+from ..protocol.statements import Dialect
+from .base import Backend
+
+Opener = Callable[..., Backend]
+ToolOptions = Callable[[str], dict[str, Any]]
+
+
+def _no_tool_options(tool: str) -> dict[str, Any]:
+    return {}
+
+
+def _as_given(url: str) -> str:
+    return url
+
+
+@dataclass(frozen=True)
+class Registration:
+    """How to open one kind of database.
+
+    ``opener(url, **options)`` makes a backend (not yet opened); ``has_schemas``
+    says whether it takes a ``schema=`` option; ``tool_options(tool)`` gives the
+    options for a short-lived tool such as ``"cli"`` or ``"dashboard"`` (a small
+    pool, no LISTEN connection, the tool's name in the database's activity list);
+    ``location(url)`` the shortest text that opens the same database (a path).
+    """
+
+    dialect: Dialect
+    opener: Opener
+    has_schemas: bool = False
+    tool_options: ToolOptions = _no_tool_options
+    location: Callable[[str], str] = _as_given
+
+
+_REGISTRY: dict[str, Registration] = {}
+_LOCK = threading.Lock()
+
+
+def register_backend(
+    schemes: Iterable[str],
+    opener: Opener,
+    *,
+    dialect: Dialect,
+    has_schemas: bool = False,
+    tool_options: ToolOptions | None = None,
+    location: Callable[[str], str] | None = None,
+) -> None:
+    """Make ``open_backend`` (and every URL-taking API) open ``schemes`` with ``opener``.
+
+    Args:
+        schemes: URL schemes, lower case (``"sqlite"``); ``""`` is a URL without
+            a scheme, i.e. a file path.
+        opener: ``opener(url, **options) -> Backend``, called with the whole URL
+            and the caller's backend options; it should not connect yet (``open``
+            does). Import an optional driver inside it, so that registering costs
+            nothing when the driver is not installed.
+        dialect: The backend's ``dialect``.
+        has_schemas: Whether the backend takes a ``schema=`` option.
+        tool_options: ``tool_options(tool)`` -> extra options for a short-lived
+            tool (``"cli"``, ``"dashboard"``); none by default.
+        location: ``location(url)`` -> the shortest text ``opener`` takes for the
+            same database (a SQLite URL's path); the URL itself by default.
+
+    Raises:
+        InvalidArgument: a scheme is not lower case, or ``opener`` is not callable.
+
+    Example::
+
+        register_backend(["mydb"], lambda url, **options: MyBackend(url, **options),
+                         dialect="mydb")
+    """
+    if not callable(opener):
+        raise InvalidArgument(f"a backend opener must be callable, got {opener!r}")
+    names = list(schemes)
+    for scheme in names:
+        if not isinstance(scheme, str) or scheme != scheme.lower() or "://" in scheme:
+            raise InvalidArgument(f"a URL scheme must be a lower-case name, got {scheme!r}")
+    entry = Registration(
+        dialect, opener, has_schemas, tool_options or _no_tool_options, location or _as_given
+    )
+    with _LOCK:
+        for scheme in names:
+            _REGISTRY[scheme] = entry
+
+
+def url_scheme(url: str) -> str:
+    """The lower-case scheme of ``url``; ``""`` for a plain file path."""
+    return urlsplit(url).scheme.lower() if "://" in url else ""
+
+
+def registration(scheme: str) -> Registration | None:
+    """The backend registered for ``scheme``, if any."""
+    with _LOCK:
+        return _REGISTRY.get(scheme)
+
+
+def open_backend(url: str | os.PathLike[str], **options: Any) -> Backend:
+    """Make a backend from a URL: ``sqlite:///path.db``, ``postgresql://...``, or a file path.
+
+    The backend is not connected yet: its ``open`` (or the first call) connects.
+
+    Args:
+        url: The database. A string without a scheme is a SQLite file path.
+        **options: Passed to the backend's constructor (e.g. ``busy_timeout_ms``).
+
+    Raises:
+        InvalidArgument: the URL's scheme is not one cairnq knows.
+    """
+    text = os.fspath(url)
+    entry = registration(url_scheme(text))
+    if entry is None:
+        raise InvalidArgument(
+            f"unsupported database URL scheme {url_scheme(text)!r}: "
+            "use sqlite:///path.db or postgresql://..."
+        )
+    return entry.opener(text, **options)

@@ -1,0 +1,83 @@
+"""``cairnq dashboard``: the web dashboard on uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+from typing import TextIO
+
+from ._errors import CommandError
+from ._inspect import require_cairnq
+from ._target import target_of
+
+DASHBOARD_PORT = 8181
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps a server reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq dashboard``: serve the app with uvicorn until Ctrl-C."""
+    token = args.token or os.environ.get("CAIRNQ_DASHBOARD_TOKEN") or None
+    if token is None and not is_loopback(args.host):
+        raise CommandError(
+            f"refusing to serve the dashboard on {args.host} without a token: "
+            "give --token or CAIRNQ_DASHBOARD_TOKEN, or bind to 127.0.0.1"
+        )
+    try:
+        import uvicorn
+    except ImportError:
+        raise CommandError(
+            'the dashboard needs uvicorn: pip install ".[dashboard]" (or pip install uvicorn)'
+        ) from None
+    from ..client import CairnQ
+    from ..dashboard import create_app
+    from ..dashboard._app import parse_forwarded_allow_ips
+
+    parse_forwarded_allow_ips(args.forwarded_allow_ips)
+    target = target_of(args)
+    require_cairnq(target)
+    client = CairnQ(target.backend(migrate=False, tool="dashboard"))
+    client._owns_backend = True
+    # Without a token, only loopback names may reach it: a site rebinding its own
+    # name to 127.0.0.1 would otherwise be same-origin with the dashboard.
+    hosts = None if token is not None else ("localhost", "127.0.0.1", "::1", args.host.strip("[]"))
+    app = create_app(
+        client,
+        read_only=args.read_only,
+        token=token,
+        allowed_hosts=hosts,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+    )
+    # The command made the client, so the app closes it when the server stops.
+    app.owns_client = True
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    notes = [target.describe()]
+    if args.read_only:
+        notes.append("read-only")
+    if token:
+        notes.append("token required: open /?token=... once")
+    out.write(
+        f"cairnq dashboard on http://{host}:{args.port}/ ({'; '.join(notes)}); Ctrl-C to stop\n"
+    )
+    out.flush()
+    # The app believes forwarded headers only from --forwarded-allow-ips; uvicorn's own
+    # handling would trust 127.0.0.1 by default and replace the peer address it checks.
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        proxy_headers=False,
+    )
+    return 0

@@ -1,0 +1,80 @@
+"""``cairnq migrate``: apply, preview (``--dry-run``) or list (``--status``) migrations."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from ..migrate import migrate
+from ..protocol.setup import damage_error, describe_missing, newer_migrations
+from ..protocol.statements import migrations
+from ._inspect import inspect_database
+from ._render import iso, write_lines
+from ._target import Target, target_of
+
+
+def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq migrate``."""
+    target = target_of(args)
+    if args.status:
+        write_lines(out, migration_status(target))
+        return 0
+    found = inspect_database(target)
+    damage = found.damage(target.dialect)
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and (newer or not args.repair):
+        raise damage_error(damage, newer)
+    if args.dry_run:
+        start = damage[0].migration if damage else None
+        again = False
+        lines = []
+        for name in (m.name for m in migrations(target.dialect)):
+            again = again or name == start
+            if name not in found.applied:
+                lines.append(f"would apply  {name}")
+            elif again:
+                lines.append(f"would apply again  {name}")
+        if not lines:
+            lines = [f"nothing to apply: {target.describe()} is up to date"]
+        write_lines(out, lines)
+        return 0
+    options = target.backend_options(migrate=True)
+    applied = migrate(target.location, repair=args.repair, **options)
+    if applied:
+        write_lines(
+            out,
+            [f"applied again  {n}" if n in found.applied else f"applied  {n}" for n in applied],
+        )
+    else:
+        out.write(f"nothing to apply: {target.describe()} is up to date\n")
+    return 0
+
+
+def migration_status(target: Target) -> list[str]:
+    """``applied``, ``damaged`` (with what is missing) or ``pending``, one line per migration;
+    a last line says how to repair when something is damaged."""
+    found = inspect_database(target)
+    damage = {d.migration: d for d in found.damage(target.dialect)}
+    lines = []
+    # File-name order is migration order; the ledger may also name files this version lacks.
+    for name in sorted({m.name for m in migrations(target.dialect)} | set(found.applied)):
+        if name not in found.applied:
+            lines.append(f"pending  {name}")
+        elif name in damage:
+            missing = describe_missing(damage[name].missing)
+            lines.append(f"damaged  {name}  {iso(found.applied[name])}  missing {missing}")
+        else:
+            lines.append(f"applied  {name}  {iso(found.applied[name])}")
+    newer = newer_migrations(target.dialect, found.applied)
+    if damage and newer:
+        lines.append(
+            "the ledger records objects that are missing: repair them with the cairnq "
+            f"version that ships {', '.join(newer)}"
+        )
+    elif damage:
+        first = next(iter(damage))
+        lines.append(
+            f"the ledger records objects that are missing: `cairnq migrate --repair` applies "
+            f"{first} and every migration after it again"
+        )
+    return lines
