@@ -25,7 +25,7 @@ import hmac
 import ipaddress
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -241,10 +241,12 @@ class Guard:
     """ASGI middleware in front of the pages: security headers on every answer, then
     the method, host, token and input checks, in that order."""
 
-    def __init__(self, app: ASGIApp, security: Security, refused: Any) -> None:
+    def __init__(
+        self, app: ASGIApp, security: Security, refused: Callable[[str, str], str]
+    ) -> None:
         self.app = app
         self.security = security
-        # ``refused(title, message) -> str``: the page for a request without the token.
+        # ``refused(title, message)``: the page for a request without the token.
         self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -252,13 +254,12 @@ class Guard:
             await self.app(scope, receive, send)
             return
         send = _with_headers(send, head=str(scope.get("method", "")).upper() == "HEAD")
-        scope = _normalized(scope)
-        request = Request(scope, receive)
-        answer = await self._check(request)
+        scope = dict(scope)
+        answer = await self._check(Request(scope, receive))
         if answer is not None:
             await answer(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(_normalized(scope), receive, send)
 
     async def _check(self, request: Request) -> Response | None:
         """``None`` when the request may go on to the pages, else the answer."""

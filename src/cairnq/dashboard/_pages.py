@@ -261,70 +261,47 @@ class Pages:
     def _html(self, status: int, text: str) -> Response:
         return HTMLResponse(text, status)
 
-    def _framed(
-        self,
-        request: Request,
-        title: str,
-        active: str,
-        body: str,
-        status: int,
-        live: bool,
-        final: bool,
-    ) -> Response:
-        text = render(
-            "page.html",
-            self.view(request),
-            title=title,
-            active=active,
-            body=Markup(body),
-            region=None,
-            live=live,
-            final=final,
-        )
-        return self._html(status, text)
-
-    def _error(self, request: Request, status: int, title: str, message: str) -> Response:
-        text = render(
-            "error.html",
-            self.view(request),
-            title=title,
-            message=message,
-            active="",
-            live=False,
-            final=False,
-        )
-        return self._html(status, text)
-
-    def _forbidden(self, request: Request, message: str) -> Response:
-        return self._error(request, 403, "Forbidden", message)
-
-    def _live(self, request: Request) -> bool:
-        return request.headers.get(LIVE_HEADER) == "1"
-
-    def _render(
+    def _page(
         self,
         request: Request,
         *,
         title: str,
         active: str,
         body: str,
-        live: str,
         status: int = 200,
+        region: str | None = None,
+        live: bool = False,
+        final: bool = False,
     ) -> Response:
-        """``body`` then the live region ``live``; a refresh gets only the region."""
-        if self._live(request):
-            return self._html(status, f'<div data-live-part="main">{live}</div>')
+        """A whole page: ``body`` (template output), then the live ``region`` if any.
+
+        With a region or ``live``, the script refreshes the page's live parts in place
+        until ``final`` (nothing shown will change by itself); a refresh of a page with
+        a region gets the region alone.
+        """
+        if region is not None and self._live(request):
+            return self._html(status, render("region.html", region=Markup(region)))
         text = render(
             "page.html",
             self.view(request),
             title=title,
             active=active,
             body=Markup(body),
-            region=Markup(live),
-            live=True,
-            final=False,
+            region=None if region is None else Markup(region),
+            live=live or region is not None,
+            final=final,
         )
         return self._html(status, text)
+
+    def _error(self, request: Request, status: int, title: str, message: str) -> Response:
+        body = render("error.html", self.view(request), title=title, message=message)
+        return self._page(request, title=title, active="", body=body, status=status)
+
+    def _forbidden(self, request: Request, message: str) -> Response:
+        return self._error(request, 403, "Forbidden", message)
+
+    def _live(self, request: Request) -> bool:
+        return request.headers.get(LIVE_HEADER) == "1"
 
     async def not_found(self, request: Request) -> Response:
         return self._error(request, 404, "Not found", route_path(request.scope))
@@ -358,7 +335,7 @@ class Pages:
             statuses=STATUSES,
             rows=_queue_rows(summaries, activity),
         )
-        return self._render(request, title="Overview", active="overview", body="", live=live)
+        return self._page(request, title="Overview", active="overview", body="", region=live)
 
     async def tasks(self, request: Request) -> Response:
         view = self.view(request)
@@ -397,11 +374,11 @@ class Pages:
             page = await self.dash._lists.get((tuple(sorted(filters.items())), cursor), load)
         except InvalidArgument as exc:
             live = render("tasks.html", view, error=str(exc))
-            return self._render(
-                request, title="Tasks", active="tasks", body=body, live=live, status=400
+            return self._page(
+                request, title="Tasks", active="tasks", body=body, region=live, status=400
             )
         live = render("tasks.html", view, error="", page=page, filters=filters, cursor=cursor)
-        return self._render(request, title="Tasks", active="tasks", body=body, live=live)
+        return self._page(request, title="Tasks", active="tasks", body=body, region=live)
 
     async def _load_task(self, request: Request, *, light: bool = False) -> Task | Response:
         """The task named by ``?id=``, or the error page; ``light`` leaves out payload,
@@ -450,17 +427,10 @@ class Pages:
         body = render(
             "task.html", view, parts_only=False, key=key, done=NOTICES.get(done, ""), **values
         )
-        text = render(
-            "page.html",
-            view,
-            title=f"{task.name} {task.id}",
-            active="tasks",
-            body=Markup(body),
-            region=None,
-            live=True,
-            final=task.is_terminal,
+        title = f"{task.name} {task.id}"
+        return self._page(
+            request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
-        return self._html(200, text)
 
     async def confirm_cancel(self, request: Request) -> Response:
         return await self._confirm_task(request, "cancel")
@@ -475,7 +445,7 @@ class Pages:
         if isinstance(found, Response):
             return found
         body = render("confirm_task.html", self.view(request), task=found, action=action)
-        return self._framed(request, f"{action} task", "tasks", body, 200, False, False)
+        return self._page(request, title=f"{action} task", active="tasks", body=body)
 
     async def confirm_purge(self, request: Request) -> Response:
         if self.dash.read_only:
@@ -490,13 +460,13 @@ class Pages:
         self, request: Request, filters: Mapping[str, str], error: str | None, status: int
     ) -> Response:
         body = render("confirm_purge.html", self.view(request), filters=filters, error=error)
-        return self._framed(request, "Purge", "tasks", body, status, False, False)
+        return self._page(request, title="Purge", active="tasks", body=body, status=status)
 
     async def workers(self, request: Request) -> Response:
         view = self.view(request)
         workers = await self.dash._reads.get("workers", self.load_workers)
         live = render("workers.html", view, workers=workers, window_ms=self.dash.worker_window_ms)
-        return self._render(request, title="Workers", active="workers", body="", live=live)
+        return self._page(request, title="Workers", active="workers", body="", region=live)
 
     async def load_workers(self) -> Any:
         return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
