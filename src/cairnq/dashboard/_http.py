@@ -250,8 +250,10 @@ class Guard:
         self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
             return
         send = _with_headers(send, head=str(scope.get("method", "")).upper() == "HEAD")
         scope = dict(scope)
