@@ -19,10 +19,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route, Router
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..backends import Backend
@@ -31,7 +27,7 @@ from ..errors import InvalidArgument
 from ..models import Task, TaskPage
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
-from ._http import Guard, Proxies, Security, parse_forwarded_allow_ips, route_path
+from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
 from ._pages import Pages, Redact, bare_page
 from ._throttle import ListThrottle
 
@@ -84,15 +80,6 @@ def _mask(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask(v) for v in value]
     return value
-
-
-class _Static(StaticFiles):
-    """The packaged stylesheet and script, cacheable for a few minutes."""
-
-    def file_response(self, *args: Any, **kwargs: Any) -> Response:
-        response = super().file_response(*args, **kwargs)
-        response.headers["cache-control"] = "public, max-age=300"
-        return response
 
 
 class DashboardApp:
@@ -156,34 +143,14 @@ class DashboardApp:
         self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
         # The overview's and workers' reads scan by queue and status: shared the same way.
         self._reads: ListThrottle[Any] = ListThrottle(refresh_ms)
-        self._asgi = self._build()
-
-    def _build(self) -> ASGIApp:
         pages = Pages(self)
-        page = pages.endpoint
-        methods = ["GET", "HEAD", "POST"]
-        routes: list[BaseRoute] = [
-            Route(path, page(handler), methods=methods)
-            for path, handler in (
-                ("/", pages.overview),
-                ("/tasks", pages.tasks),
-                ("/task", pages.task),
-                ("/task/cancel", pages.confirm_cancel),
-                ("/task/retry", pages.confirm_retry),
-                ("/purge", pages.confirm_purge),
-                ("/workers", pages.workers),
-                ("/metrics", pages.metrics),
-            )
-        ]
-        routes.append(Mount("/static", app=_Static(packages=[("cairnq.dashboard", "static")])))
-        not_found = page(pages.not_found)
-
-        async def default(scope: Scope, receive: Receive, send: Send) -> None:
-            response = await not_found(Request(scope, receive))
-            await response(scope, receive, send)
-
-        router = Router(routes, redirect_slashes=False, default=default, lifespan=self._lifespan)
-        return Guard(router, self.security, bare_page)
+        self._asgi = build_app(
+            pages.routes(),
+            pages.endpoint(pages.not_found),
+            self.security,
+            bare_page,
+            self._lifespan,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._asgi(scope, receive, send)

@@ -25,7 +25,7 @@ import hmac
 import ipaddress
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -33,7 +33,9 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
 
 from ..errors import InvalidArgument
 
@@ -359,6 +361,43 @@ class Guard:
             except InvalidArgument as exc:
                 return bad_request(str(exc))
         return None
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _Static(StaticFiles):
+    """The packaged stylesheet and script, cacheable for a few minutes."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["cache-control"] = "public, max-age=300"
+        return response
+
+
+def build_app(
+    routes: Sequence[tuple[str, Handler]],
+    not_found: Handler,
+    security: Security,
+    refused: Callable[[str, str], str],
+    lifespan: Lifespan[Any],
+) -> ASGIApp:
+    """The dashboard as one ASGI app: the guard, then the pages and ``/static``.
+
+    Every page answers GET, HEAD and POST (its handler sends a POST to the actions);
+    any other path gets ``not_found``.
+    """
+    table: list[BaseRoute] = [
+        Route(path, handler, methods=["GET", "HEAD", "POST"]) for path, handler in routes
+    ]
+    table.append(Mount("/static", app=_Static(packages=[("cairnq.dashboard", "static")])))
+
+    async def default(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await not_found(Request(scope, receive))
+        await response(scope, receive, send)
+
+    router = Router(table, redirect_slashes=False, default=default, lifespan=lifespan)
+    return Guard(router, security, refused)
 
 
 def route_path(scope: Scope) -> str:

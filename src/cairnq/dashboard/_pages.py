@@ -27,7 +27,7 @@ from ..errors import DatabaseError, InvalidArgument
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import reads as _reads
 from ._charts import activity_chart, sparkline
-from ._http import Incoming, incoming, redirect, route_path
+from ._http import Handler, Incoming, incoming, redirect, route_path
 
 if TYPE_CHECKING:
     from ._app import DashboardApp
@@ -75,6 +75,11 @@ class View:
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         """A link under the mount point; empty query values are left out."""
         return self.at.url(path, query)
+
+    def relative(self, ms: int) -> str:
+        """``ms`` as an age (``3s ago``) or, in the future, a wait (``in 3s``)."""
+        delta = self.now_ms - ms
+        return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
 
 
 def now_ms() -> int:
@@ -163,16 +168,9 @@ TEMPLATES.globals.update(
 
 
 def render(name: str, view: View | None = None, **values: Any) -> str:
-    """The template ``name`` filled in; ``view`` also gives relative times."""
+    """The template ``name`` filled in with ``values`` (and ``view``, for pages)."""
     if view is not None:
-
-        def relative(ms: int) -> str:
-            delta = view.now_ms - ms
-            return (
-                f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
-            )
-
-        values.update(view=view, relative=relative)
+        values["view"] = view
     return TEMPLATES.get_template(name).render(**values)
 
 
@@ -212,9 +210,6 @@ def _queue_rows(
     return rows
 
 
-Handler = Callable[[Request], Awaitable[Response]]
-
-
 class Pages:
     """The controllers, reading through the dashboard's client and throttles."""
 
@@ -245,6 +240,22 @@ class Pages:
                 return self._error(request, 500, "Something went wrong", "The error was logged.")
 
         return handle
+
+    def routes(self) -> list[tuple[str, Handler]]:
+        """Every page by path, ready to route; each also takes the POST of its action."""
+        return [
+            (path, self.endpoint(handler))
+            for path, handler in (
+                ("/", self.overview),
+                ("/tasks", self.tasks),
+                ("/task", self.task),
+                ("/task/cancel", self.confirm_cancel),
+                ("/task/retry", self.confirm_retry),
+                ("/purge", self.confirm_purge),
+                ("/workers", self.workers),
+                ("/metrics", self.metrics),
+            )
+        ]
 
     def view(self, request: Request) -> View:
         dash = self.dash
