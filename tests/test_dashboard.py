@@ -257,6 +257,19 @@ async def test_task_text_is_escaped_everywhere(cq: CairnQ) -> None:
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in pages[3]
 
 
+async def test_template_syntax_in_task_text_is_shown_as_text(cq: CairnQ) -> None:
+    text = "{{ 'evaluated' ~ '-marker' }}{% if true %}x{% endif %}"
+    task = await cq.submit(text, {"k": text}, queue=text, correlation_id=text)
+    async with http(create_app(cq)) as client:
+        pages = [
+            (await client.get(path, params=params)).text
+            for path, params in (("/", {}), ("/tasks", {"queue": text}), ("/task", {"id": task.id}))
+        ]
+    for page in pages:
+        assert "{{ &#x27;evaluated&#x27; ~ &#x27;-marker&#x27; }}{% if true %}x{% endif %}" in page
+        assert "evaluated-marker" not in page
+
+
 async def test_secret_looking_keys_are_masked_by_default(cq: CairnQ) -> None:
     task = await cq.submit("a", {"user": "ada", "password": "hunter2", "nested": {"api_key": "k"}})
     async with http(create_app(cq)) as client:

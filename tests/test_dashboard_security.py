@@ -87,6 +87,75 @@ async def test_the_session_cookie_is_found_after_a_cookie_simplecookie_rejects(
     assert page.status_code == 200
 
 
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("GET", "/", {"Authorization": f"Bearer {TOKEN}"}, 200),
+        ("GET", "/static/dashboard.css", {"Authorization": f"Bearer {TOKEN}"}, 200),
+        ("GET", "/static/dashboard.css", {}, 401),
+        ("GET", "/tasks", {"Authorization": f"Bearer {TOKEN}", "Host": "other.example"}, 421),
+        ("DELETE", "/tasks", {"Authorization": f"Bearer {TOKEN}"}, 405),
+        ("GET", "/no-such-page", {"Authorization": f"Bearer {TOKEN}"}, 404),
+        ("GET", f"/tasks?{'&'.join(f'f{i}=1' for i in range(40))}", {}, 401),
+    ],
+    ids=["page", "static", "static-no-token", "wrong-host", "method", "not-found", "bad-query"],
+)
+async def test_every_answer_carries_the_security_headers(
+    cq: CairnQ, method: str, path: str, headers: dict[str, str], status: int
+) -> None:
+    app = create_app(cq, token=TOKEN, allowed_hosts=["dash.test"])
+    async with http(app, "http://dash.test") as client:
+        response = await client.request(method, path, headers=headers)
+    assert response.status_code == status
+    assert {k: response.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+async def test_a_method_other_than_get_head_and_post_is_refused_before_the_token_check(
+    cq: CairnQ,
+) -> None:
+    async with http(create_app(cq, token=TOKEN), "http://dash.test") as client:
+        response = await client.request("PUT", "/tasks")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST"
+
+
+async def test_a_head_request_gets_the_headers_and_no_body(cq: CairnQ) -> None:
+    async with http(create_app(cq), "http://dash.test") as client:
+        head = await client.head("/workers")
+        get = await client.get("/workers")
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
+async def test_a_post_to_a_page_that_is_no_action_is_not_found_and_changes_nothing(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("a")
+    app = create_app(cq)
+    async with http(app, "http://dash.test") as client:
+        response = await client.post(
+            "/tasks", params={"id": task.id}, data={"csrf": app.csrf_token()}
+        )
+    assert response.status_code == 404
+    assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_page_with_a_trailing_slash_is_the_same_page(cq: CairnQ) -> None:
+    async with http(create_app(cq), "http://dash.test") as client:
+        plain = await client.get("/workers")
+        slashed = await client.get("/workers/")
+    assert (plain.status_code, slashed.status_code) == (200, 200)
+    assert "aria-current=page>Workers</a>" in slashed.text
+
+
 # --- malformed and oversized requests --------------------------------------------------------
 
 MANY_FIELDS = "&".join(f"f{i}=1" for i in range(100))

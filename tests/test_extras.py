@@ -9,6 +9,7 @@ import pytest
 
 BLOCKED = {
     "cairnq.backends.postgres": ("psycopg", "postgres"),
+    "cairnq.dashboard": ("starlette", "dashboard"),
     "cairnq.telemetry.metrics": ("prometheus_client", "metrics"),
     "cairnq.telemetry.tracing": ("opentelemetry", "otel"),
 }

@@ -33,14 +33,17 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
             "give --token or CAIRNQ_DASHBOARD_TOKEN, or bind to 127.0.0.1"
         )
     try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
         import uvicorn
-    except ImportError:
+    except ImportError as exc:
         raise CommandError(
-            'the dashboard needs uvicorn: pip install ".[dashboard]" (or pip install uvicorn)'
+            f"the dashboard needs the dashboard extra (uvicorn, starlette, jinja2; "
+            f'{exc.name} is missing): pip install ".[dashboard]" from the cairnq source'
         ) from None
     from ..client import CairnQ
     from ..dashboard import create_app
-    from ..dashboard._app import parse_forwarded_allow_ips
+    from ..dashboard._http import parse_forwarded_allow_ips
 
     parse_forwarded_allow_ips(args.forwarded_allow_ips)
     target = target_of(args)

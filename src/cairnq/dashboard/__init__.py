@@ -1,9 +1,9 @@
 """The cairnq web dashboard: queues, tasks and workers in a browser.
 
-A plain ASGI application with server-rendered pages, a stylesheet and a small
-script shipped with the package; nothing is fetched from the internet. Serve it
-with ``cairnq dashboard`` (needs the ``dashboard`` extra, i.e. uvicorn), or
-mount it in your own ASGI app:
+An ASGI application on Starlette with server-rendered Jinja2 pages, a stylesheet
+and a small script shipped with the package; nothing is fetched from the
+internet. It needs the ``dashboard`` extra (Starlette, Jinja2, uvicorn). Serve it
+with ``cairnq dashboard``, or mount it in your own ASGI app:
 
 Example::
 
@@ -15,6 +15,14 @@ Example::
     cq = CairnQ.postgres("postgresql://app@db/app")
     app = Starlette(routes=[Mount("/cairnq", app=create_app(cq, token="s3cret-token"))])
 """
+
+from .._extras import missing_extra
+
+try:
+    import jinja2  # noqa: F401
+    import starlette  # noqa: F401
+except ImportError as exc:
+    raise missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn") from exc
 
 from ._app import DashboardApp, create_app, default_redact, mount
 

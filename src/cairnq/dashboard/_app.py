@@ -1,22 +1,8 @@
-"""The dashboard as a plain ASGI application: routing, authentication, CSRF, actions.
+"""The dashboard application: its options, its state, and how it is mounted.
 
-Security model:
-
-- With a ``token``, every request must carry it: ``Authorization: Bearer <token>``,
-  or the session cookie that ``?token=<token>`` sets once (HttpOnly,
-  SameSite=Strict) before redirecting to the same page without the token.
-- Actions (cancel, retry, purge) are POST only, carry a CSRF token signed with the
-  app's secret, and are refused when the browser says the request is cross-site
-  (``Sec-Fetch-Site``) or its ``Origin`` is not this host. ``X-Forwarded-Host``
-  and ``X-Forwarded-Proto`` count only from the proxies named in
-  ``forwarded_allow_ips``. In read-only mode they are hidden and refused with 403.
-- A query string or form no page sends (too many fields, a field given twice or
-  too long, percent-escapes that are not UTF-8) is answered 400 (414 for a query
-  over ``MAX_QUERY_BYTES``), after the token check, like any other request.
-- Every page is sent with a Content-Security-Policy that allows only this app's
-  own script and stylesheet, and forbids framing.
-- Payloads, results and metadata are shown through the ``redact`` hook and never
-  logged.
+The HTTP and security layer is ``_http`` (Starlette), the pages ``_pages`` and
+``templates/`` (Jinja2). Payloads, results and metadata are shown through the
+``redact`` hook and never logged.
 """
 
 from __future__ import annotations
@@ -24,58 +10,40 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import logging
 import os
 import re
 import secrets
-import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote_to_bytes, urlsplit
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..backends import Backend
 from ..client import CairnQ, SyncCairnQ
-from ..durations import parse_duration
-from ..errors import DatabaseError, InvalidArgument
-from ..models import TERMINAL_STATUSES, Task, TaskPage
+from ..errors import InvalidArgument
+from ..models import Task, TaskPage
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
-from . import _html
-from ._html import Redact, View
+from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
+from ._pages import Pages, Redact, bare_page
 from ._throttle import ListThrottle
 
 if TYPE_CHECKING:
     from ..telemetry.metrics import Metrics
 
+__all__ = [
+    "DashboardApp",
+    "create_app",
+    "database_label",
+    "default_redact",
+    "mount",
+]
+
 log = logging.getLogger("cairnq.dashboard")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-COOKIE = "cairnq_dashboard"
-LIVE_HEADER = "x-cairnq-live"
-CSRF_MAX_AGE_S = 12 * 3600
-MAX_BODY = 64 * 1024
-# Query strings and forms: far above what any page or form of the dashboard sends (a
-# filter value is at most 1,000 bytes, a page sends at most 10 fields).
-MAX_QUERY_BYTES = 16 * 1024
-MAX_FIELDS = 32
-MAX_FIELD_BYTES = 2048
-PURGE_BATCH = 1000
-PURGE_MAX_BATCHES = 100
-ACTIVITY_WINDOW_MS = 3_600_000
-ACTIVITY_BUCKET_MS = 120_000
-STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 SECRET_KEYS = re.compile(
     r"pass(word|wd)?|secret|token|api[-_]?key|auth|credential|private[-_]?key|cookie|session"
     r"|signature|ssn|card[-_]?number|cvv",
@@ -111,148 +79,6 @@ def _mask(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask(v) for v in value]
     return value
-
-
-@dataclass
-class Request:
-    """The parts of an ASGI HTTP request the dashboard reads."""
-
-    method: str
-    path: str
-    root: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    scheme: str
-    form: dict[str, str] = field(default_factory=dict)
-    # Set only when a trusted proxy (``forwarded_allow_ips``) sent it.
-    forwarded_host: str | None = None
-    # The answer to a query or body the dashboard refuses to read; sent after the
-    # token check, so an unauthenticated client learns nothing from it.
-    refusal: Response | None = None
-
-    def cookie(self, name: str) -> str | None:
-        # Split by hand: SimpleCookie stops at the first cookie it dislikes, and a
-        # host application's cookies may come first in the header.
-        for part in self.headers.get("cookie", "").split(";"):
-            key, sep, value = part.partition("=")
-            if sep and key.strip() == name:
-                return value.strip().strip('"')
-        return None
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes = b""
-    content_type: str = "text/html; charset=utf-8"
-    headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-def route_path(scope: Scope) -> str:
-    """The request path below the mount point (``root_path``), as Starlette computes it."""
-    path = str(scope.get("path") or "/")
-    root = str(scope.get("root_path") or "")
-    if root and path.startswith(root):
-        if path == root:
-            return "/"
-        if path[len(root)] == "/":
-            return path[len(root) :]
-    return path
-
-
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-
-
-def parse_fields(raw: bytes, what: str) -> dict[str, str]:
-    """``a=1&b=x+y`` (a query string or a form body) as a dict of text.
-
-    Percent-escapes are decoded as UTF-8 and ``+`` as a space; a field without
-    ``=`` has the value ``""``. Messages never repeat the input, only a short
-    plain field name.
-
-    Raises:
-        InvalidArgument: more than ``MAX_FIELDS`` fields, a name or value over
-            ``MAX_FIELD_BYTES`` decoded, a field given twice, or escapes that do not
-            decode as UTF-8.
-    """
-    parts = [part for part in raw.split(b"&") if part]
-    if len(parts) > MAX_FIELDS:
-        raise InvalidArgument(f"the {what} has {len(parts)} fields, over the limit of {MAX_FIELDS}")
-    fields: dict[str, str] = {}
-    for part in parts:
-        name_raw, _, value_raw = part.partition(b"=")
-        name_bytes = unquote_to_bytes(name_raw.replace(b"+", b" "))
-        value_bytes = unquote_to_bytes(value_raw.replace(b"+", b" "))
-        if max(len(name_bytes), len(value_bytes)) > MAX_FIELD_BYTES:
-            raise InvalidArgument(
-                f"a field of the {what} is over the limit of {MAX_FIELD_BYTES} bytes"
-            )
-        try:
-            name = name_bytes.decode("utf-8")
-            value = value_bytes.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidArgument(f"the {what} is not valid UTF-8 once decoded") from None
-        if name in fields:
-            shown = f" {name!r}" if _FIELD_NAME.fullmatch(name) else ""
-            raise InvalidArgument(f"the {what} gives the field{shown} more than once")
-        fields[name] = value
-    return fields
-
-
-def _bad_request(message: str, status: int = 400) -> Response:
-    return Response(status, f"bad request: {message}\n".encode(), "text/plain; charset=utf-8")
-
-
-@dataclass(frozen=True)
-class Proxies:
-    """The peers whose forwarded headers the dashboard believes (``forwarded_allow_ips``)."""
-
-    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    any_peer: bool = False
-
-    def trusts(self, scope: Scope) -> bool:
-        """Whether the peer the server reports (``scope["client"]``) is one of them."""
-        if self.any_peer:
-            return True
-        client = scope.get("client")
-        if not client:
-            return False
-        try:
-            address = ipaddress.ip_address(str(client[0]))
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return any(address in network for network in self.networks)
-
-
-def parse_forwarded_allow_ips(value: str | Sequence[str] | None) -> Proxies | None:
-    """``forwarded_allow_ips`` as ``Proxies``; ``None`` believes no forwarded header.
-
-    Takes what uvicorn's ``--forwarded-allow-ips`` takes: a comma-separated string
-    or a list of IP addresses, networks (``10.0.0.0/8``) and ``*`` (any peer).
-    Unlike uvicorn, an entry that is none of these is refused rather than kept as
-    a literal that never matches.
-
-    Raises:
-        InvalidArgument: an entry that is not an address, a network or ``*``, or none at all.
-    """
-    if value is None:
-        return None
-    entries = [str(e).strip() for e in (value.split(",") if isinstance(value, str) else value)]
-    networks = []
-    for entry in entries:
-        if entry == "*":
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
-        except ValueError:
-            raise InvalidArgument(
-                f"forwarded_allow_ips entry {entry!r} is not an IP address, a network or '*'"
-            ) from None
-    if not entries:
-        raise InvalidArgument("forwarded_allow_ips names no proxy; leave it unset to trust none")
-    return Proxies(tuple(networks), any_peer="*" in entries)
 
 
 class DashboardApp:
@@ -301,168 +127,57 @@ class DashboardApp:
             None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
         )
         self.forwarded_allow_ips = forwarded_allow_ips
-        self.label = _label(client.backend)
+        self.security = Security(
+            token=token,
+            secret=self.secret,
+            allowed_hosts=self.allowed_hosts,
+            trusted_hosts=self.trusted_hosts,
+            proxies=forwarded_allow_ips,
+        )
+        self.label = database_label(client.backend)
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
-        self._static: dict[str, bytes] = {}
         # Task listings, the costliest poll: one at a time, equal ones within a refresh
         # interval answered once.
         self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
         # The overview's and workers' reads scan by queue and status: shared the same way.
         self._reads: ListThrottle[Any] = ListThrottle(refresh_ms)
-
-    # --- ASGI ----------------------------------------------------------------------------
+        pages = Pages(self)
+        self._asgi = build_app(
+            pages.routes(),
+            pages.endpoint(pages.not_found),
+            self.security,
+            bare_page,
+            self._lifespan,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope.get("type")
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if kind != "http":
-            return
-        request = self._request(scope)
-        if request.method == "POST":
-            body = await self._read_body(receive)
-            if body is None:
-                request.refusal = request.refusal or Response(413, b"request body too large")
-            elif request.headers.get("content-type", "").startswith(
-                "application/x-www-form-urlencoded"
-            ):
-                try:
-                    request.form = parse_fields(body, "form")
-                except InvalidArgument as exc:
-                    request.refusal = request.refusal or _bad_request(str(exc))
-        try:
-            response = await self._handle(request)
-        except DatabaseError as exc:
-            log.warning("dashboard: database error: %s: %s", type(exc).__name__, exc)
-            response = self._html(
-                503,
-                _html.error_page(
-                    self._view(request),
-                    "Database unavailable",
-                    f"{type(exc).__name__}; the details were logged.",
-                ),
-            )
-        except Exception:
-            log.exception("dashboard: request failed")
-            response = self._html(
-                500,
-                _html.error_page(
-                    self._view(request), "Something went wrong", "The error was logged."
-                ),
-            )
-        await self._send(send, request, response)
+        await self._asgi(scope, receive, send)
 
-    def _request(self, scope: Scope) -> Request:
-        headers = {
-            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
-        }
-        request = Request(
-            method=str(scope.get("method", "GET")).upper(),
-            path=route_path(scope),
-            root=str(scope.get("root_path") or "").rstrip("/"),
-            query={},
-            headers=headers,
-            scheme=str(scope.get("scheme") or "http"),
-        )
-        if self.forwarded_allow_ips is not None and self.forwarded_allow_ips.trusts(scope):
-            host = headers.get("x-forwarded-host", "").split(",")[0].strip()
-            request.forwarded_host = host or None
-            proto = headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
-            if proto in ("http", "https"):
-                request.scheme = proto
-        raw = bytes(scope.get("query_string") or b"")
-        if len(raw) > MAX_QUERY_BYTES:
-            request.refusal = _bad_request(
-                f"the query string is over the limit of {MAX_QUERY_BYTES} bytes", 414
-            )
-            return request
-        try:
-            request.query = parse_fields(raw, "query string")
-        except InvalidArgument as exc:
-            request.refusal = _bad_request(str(exc))
-        return request
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.aclose()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    @asynccontextmanager
+    async def _lifespan(self, app: object) -> AsyncIterator[None]:
+        yield
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the client if this app created it (from a URL)."""
         if self.owns_client:
             await self.client.close()
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return b"".join(chunks)
-            chunk = bytes(message.get("body") or b"")
-            size += len(chunk)
-            if size > MAX_BODY:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return b"".join(chunks)
+    def csrf_token(self) -> str:
+        """A token for forms: a timestamp signed with the app's secret."""
+        return self.security.csrf_token()
 
-    async def _send(self, send: Send, request: Request, response: Response) -> None:
-        headers = [
-            (b"content-type", response.content_type.encode()),
-            (b"content-length", str(len(response.body)).encode()),
-            (b"x-content-type-options", b"nosniff"),
-            # Not no-referrer: under it browsers send "Origin: null" on same-origin form
-            # posts, which the cross-site check must refuse.
-            (b"referrer-policy", b"same-origin"),
-            (b"x-frame-options", b"DENY"),
-            (b"content-security-policy", CSP.encode()),
-        ]
-        if not any(k.lower() == "cache-control" for k, _ in response.headers):
-            headers.append((b"cache-control", b"no-store"))
-        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        body = b"" if request.method == "HEAD" else response.body
-        await send({"type": "http.response.body", "body": body})
-
-    # --- helpers -------------------------------------------------------------------------
-
-    def _html(self, status: int, text: str) -> Response:
-        return Response(status, text.encode("utf-8"))
-
-    def _view(self, request: Request) -> View:
-        return View(
-            root=request.root,
-            read_only=self.read_only,
-            csrf=self.csrf_token(),
-            refresh_ms=self.refresh_ms,
-            title=self.title,
-            label=self.label,
-            now_ms=_html.now_ms(),
-            redact=self._safe_redact,
-        )
-
-    def _safe_redact(self, field_name: str, value: Any, task: Task) -> Any:
+    def safe_redact(self, field_name: str, value: Any, task: Task) -> Any:
+        """The ``redact`` hook's answer; the mask when the hook raises."""
         try:
             return self.redact(field_name, value, task)
         except Exception:
             log.exception("dashboard: the redact hook raised; hiding the value")
             return MASK
 
-    def _redirect(
-        self, request: Request, path: str, query: Mapping[str, Any] | None = None
-    ) -> Response:
-        location = self._view(request).url(path, query)
-        return Response(303, b"", headers=[("location", location)])
-
-    async def _ensure_open(self) -> None:
+    async def ensure_open(self) -> None:
+        """Open the client on the first request that reads (once, whoever asks first)."""
         if self._opened:
             return
         if self._open_lock is None:
@@ -472,399 +187,9 @@ class DashboardApp:
                 await self.client.open()
                 self._opened = True
 
-    # --- security ------------------------------------------------------------------------
 
-    def csrf_token(self) -> str:
-        """A token for forms: a timestamp signed with the app's secret."""
-        stamp = str(int(time.time()))
-        mac = hmac.new(self.secret, b"csrf:" + stamp.encode(), hashlib.sha256).hexdigest()
-        return f"{stamp}.{mac}"
-
-    def _csrf_ok(self, value: str | None) -> bool:
-        if not value or "." not in value:
-            return False
-        stamp, mac = value.split(".", 1)
-        if not stamp.isdigit():
-            return False
-        expected = hmac.new(self.secret, b"csrf:" + stamp.encode(), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(mac, expected):
-            return False
-        age = time.time() - int(stamp)
-        return -60 <= age <= CSRF_MAX_AGE_S
-
-    def _same_origin(self, request: Request) -> bool:
-        site = request.headers.get("sec-fetch-site")
-        if site is not None and site not in ("same-origin", "none"):
-            return False
-        origin = request.headers.get("origin")
-        if origin is None:
-            return True
-        if origin == "null":
-            return False
-        netloc = urlsplit(origin).netloc.lower()
-        hosts = {request.headers.get("host", "").lower()}
-        if request.forwarded_host:
-            hosts.add(request.forwarded_host.lower())
-        return netloc in hosts or netloc in self.trusted_hosts
-
-    def _session_value(self) -> str:
-        assert self.token is not None
-        return hmac.new(
-            self.token.encode(), b"cairnq-dashboard-session", hashlib.sha256
-        ).hexdigest()
-
-    def _host_allowed(self, request: Request) -> bool:
-        if self.allowed_hosts is None:
-            return True
-        host = urlsplit("//" + request.headers.get("host", "")).hostname or ""
-        return host.lower() in self.allowed_hosts
-
-    def _authenticate(self, request: Request) -> Response | None:
-        """``None`` when the request may proceed, else the response that refuses or redirects."""
-        if not self._host_allowed(request):
-            # A page on another name resolving to this address (DNS rebinding) is
-            # refused before it can read anything or fetch a CSRF token.
-            return Response(421, b"unknown host name for this dashboard\n", "text/plain")
-        if self.token is None:
-            return None
-        given = request.query.get("token")
-        if given is not None:
-            if hmac.compare_digest(given.encode(), self.token.encode()):
-                query = {k: v for k, v in request.query.items() if k != "token"}
-                # The path came decoded from the client: keep it one local, encoded path.
-                local = "/" + quote(request.path.lstrip("/\\"), safe="/")
-                response = self._redirect(request, local, query)
-                secure = "; Secure" if request.scheme == "https" else ""
-                cookie_path = request.root or "/"
-                response.headers.append(
-                    (
-                        "set-cookie",
-                        f"{COOKIE}={self._session_value()}; Path={cookie_path}; HttpOnly; "
-                        f"SameSite=Strict{secure}",
-                    )
-                )
-                return response
-            return self._refuse()
-        auth = request.headers.get("authorization", "")
-        if auth[:7].lower() == "bearer " and hmac.compare_digest(
-            auth[7:].strip().encode(), self.token.encode()
-        ):
-            return None
-        cookie = request.cookie(COOKIE)
-        if cookie and hmac.compare_digest(cookie.encode(), self._session_value().encode()):
-            return None
-        return self._refuse()
-
-    def _refuse(self) -> Response:
-        text = _html.bare_page(
-            "Token required",
-            "This dashboard needs its access token: open it once with ?token=..., "
-            "or send Authorization: Bearer <token>.",
-        )
-        return Response(401, text.encode(), headers=[("www-authenticate", "Bearer")])
-
-    # --- routing -------------------------------------------------------------------------
-
-    async def _handle(self, request: Request) -> Response:
-        if request.method not in ("GET", "HEAD", "POST"):
-            return Response(405, b"method not allowed", "text/plain", [("allow", "GET, POST")])
-        refused = self._authenticate(request) or request.refusal
-        if refused is not None:
-            return refused
-        path = request.path.rstrip("/") or "/"
-        if path.startswith("/static/"):
-            return self._static_file(path[len("/static/") :])
-        if request.method == "POST":
-            return await self._action(request, path)
-        await self._ensure_open()
-        if path == "/metrics":
-            return await self._metrics()
-        pages: dict[str, Callable[[Request], Awaitable[Response]]] = {
-            "/": self._overview,
-            "/tasks": self._tasks,
-            "/task": self._task,
-            "/task/cancel": self._confirm_cancel,
-            "/task/retry": self._confirm_retry,
-            "/purge": self._confirm_purge,
-            "/workers": self._workers,
-        }
-        handler = pages.get(path)
-        if handler is None:
-            return self._html(404, _html.error_page(self._view(request), "Not found", path))
-        return await handler(request)
-
-    async def _metrics(self) -> Response:
-        if self.metrics is False:
-            return Response(404, b"not found", "text/plain")
-        try:
-            from ..telemetry.metrics import CONTENT_TYPE, Metrics
-        except ImportError as exc:
-            return Response(404, f"{exc}\n".encode(), "text/plain")
-        if self.metrics is True:
-            self.metrics = Metrics()
-        await self.metrics.refresh(self.client)
-        return Response(200, self.metrics.exposition(), CONTENT_TYPE)
-
-    def _static_file(self, name: str) -> Response:
-        suffix = os.path.splitext(name)[1]
-        if name not in ("dashboard.css", "dashboard.js") or suffix not in STATIC_TYPES:
-            return Response(404, b"not found", "text/plain")
-        if name not in self._static:
-            folder = resources.files("cairnq.dashboard") / "static"
-            self._static[name] = (folder / name).read_bytes()
-        return Response(
-            200,
-            self._static[name],
-            STATIC_TYPES[suffix],
-            [("cache-control", "public, max-age=300")],
-        )
-
-    def _live(self, request: Request) -> bool:
-        return request.headers.get(LIVE_HEADER) == "1"
-
-    def _render(
-        self,
-        request: Request,
-        *,
-        title: str,
-        active: str,
-        body: str,
-        live: str,
-        status: int = 200,
-    ) -> Response:
-        """``body`` then the live region ``live``; a refresh gets only the region."""
-        region = _html.part("main", live)
-        if self._live(request):
-            return self._html(status, region)
-        view = self._view(request)
-        page = _html.page(view, title=title, active=active, body=body + region, live=True)
-        return self._html(status, page)
-
-    # --- pages ---------------------------------------------------------------------------
-
-    async def _overview(self, request: Request) -> Response:
-        view = self._view(request)
-
-        async def load() -> Any:
-            summaries = await self.client.overview()
-            activity = await self.client.activity(
-                window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
-            )
-            return summaries, activity, await self._load_workers()
-
-        summaries, activity, workers = await self._reads.get("overview", load)
-        live = _html.overview_live(view, summaries, activity, len(workers))
-        return self._render(request, title="Overview", active="overview", body="", live=live)
-
-    async def _tasks(self, request: Request) -> Response:
-        view = self._view(request)
-        filters = {
-            k: request.query[k].strip()
-            for k in _html.TASK_FILTERS
-            if request.query.get(k, "").strip()
-        }
-        cursor = request.query.get("cursor") or None
-        notice = ""
-        if "purged" in request.query and request.query["purged"].isdigit():
-            count = int(request.query["purged"])
-            more = " More remain: purge again." if request.query.get("more") == "1" else ""
-            notice = _html.notice(f"Purged {count} task{'' if count == 1 else 's'}.{more}")
-
-        def load() -> Awaitable[TaskPage]:
-            return self.client.list_page(
-                status=filters.get("status"),
-                queue=filters.get("queue"),
-                name=filters.get("name"),
-                key=filters.get("key"),
-                root_id=filters.get("root_id"),
-                correlation_id=filters.get("correlation_id"),
-                id_prefix=filters.get("id_prefix"),
-                cursor=cursor,
-                limit=self.page_size,
-            )
-
-        try:
-            page = await self._lists.get((tuple(sorted(filters.items())), cursor), load)
-        except InvalidArgument as exc:
-            body = notice + _html.filters_form(view, filters)
-            live = _html.notice(str(exc), "error")
-            return self._render(
-                request, title="Tasks", active="tasks", body=body, live=live, status=400
-            )
-        body = notice + _html.filters_form(view, filters)
-        live = _html.tasks_live(view, page, filters, cursor)
-        return self._render(request, title="Tasks", active="tasks", body=body, live=live)
-
-    async def _load_task(self, request: Request, *, light: bool = False) -> Task | Response:
-        """The task named by ``?id=``, or the error page; ``light`` leaves out payload,
-        result and metadata unless the task has finished (its result is then shown)."""
-        task_id = request.query.get("id", "")
-        view = self._view(request)
-        try:
-            if light:
-                task = await self.client._run(_reads.get_light(task_id), write=False)
-                if task is not None and task.is_terminal:
-                    task = await self.client.get(task_id)
-            else:
-                task = await self.client.get(task_id)
-        except InvalidArgument as exc:
-            return self._html(400, _html.error_page(view, "Bad task id", str(exc)))
-        if task is None:
-            return self._html(
-                404, _html.error_page(view, "No such task", f"No task has the id {task_id!r}.")
-            )
-        return task
-
-    async def _task(self, request: Request) -> Response:
-        # A refresh reads no payload: a running task is polled every refresh_ms.
-        found = await self._load_task(request, light=self._live(request))
-        if isinstance(found, Response):
-            return found
-        task = found
-        view = self._view(request)
-        run = self.client._run
-        kids = await run(_reads.children(task), write=False)
-        done = request.query.get("done", "")
-        notice = _html.notice(_html.NOTICES[done]) if done in _html.NOTICES else ""
-        if self._live(request):
-            # A finished task carries a mark that stops the refreshing: it will not change
-            # by itself.
-            return self._html(200, _html.task_parts(view, task, kids))
-        key = await run(_reads.task_key(task.id), write=False)
-        page = _html.page(
-            view,
-            title=f"{task.name} {task.id}",
-            active="tasks",
-            body=notice + _html.task_page_body(view, task, key, kids),
-            live=True,
-            final=task.is_terminal,
-        )
-        return self._html(200, page)
-
-    async def _confirm_cancel(self, request: Request) -> Response:
-        return await self._confirm_task(request, "cancel")
-
-    async def _confirm_retry(self, request: Request) -> Response:
-        return await self._confirm_task(request, "retry")
-
-    async def _confirm_task(self, request: Request, action: str) -> Response:
-        if self.read_only:
-            return self._forbidden(request, "This dashboard is read-only.")
-        found = await self._load_task(request)
-        if isinstance(found, Response):
-            return found
-        view = self._view(request)
-        body = _html.confirm_task(view, found, action)
-        return self._html(200, _html.page(view, title=f"{action} task", active="tasks", body=body))
-
-    async def _confirm_purge(self, request: Request) -> Response:
-        if self.read_only:
-            return self._forbidden(request, "This dashboard is read-only.")
-        view = self._view(request)
-        filters = {
-            k: request.query[k]
-            for k in ("status", "queue", "name", "older_than")
-            if request.query.get(k)
-        }
-        if filters.get("status") not in TERMINAL_STATUSES:
-            filters.pop("status", None)
-        body = _html.confirm_purge(view, filters)
-        return self._html(200, _html.page(view, title="Purge", active="tasks", body=body))
-
-    async def _workers(self, request: Request) -> Response:
-        view = self._view(request)
-        workers = await self._reads.get("workers", self._load_workers)
-        live = _html.workers_live(view, workers, self.worker_window_ms)
-        return self._render(request, title="Workers", active="workers", body="", live=live)
-
-    async def _load_workers(self) -> Any:
-        return await self.client.workers(within_ms=self.worker_window_ms)
-
-    def _forbidden(self, request: Request, message: str) -> Response:
-        return self._html(403, _html.error_page(self._view(request), "Forbidden", message))
-
-    # --- actions -------------------------------------------------------------------------
-
-    async def _action(self, request: Request, path: str) -> Response:
-        if self.read_only:
-            return self._forbidden(request, "This dashboard is read-only: actions are disabled.")
-        if path not in ("/task/cancel", "/task/retry", "/purge"):
-            return self._html(404, _html.error_page(self._view(request), "Not found", path))
-        if not self._same_origin(request):
-            return self._forbidden(request, "Cross-site request refused.")
-        if not self._csrf_ok(request.form.get("csrf")):
-            return self._forbidden(
-                request, "The form expired or did not come from this dashboard; reload and retry."
-            )
-        await self._ensure_open()
-        if path == "/purge":
-            response = await self._purge(request)
-            self._lists.clear()
-            self._reads.clear()
-            return response
-        task_id = request.query.get("id") or request.form.get("id", "")
-        if path == "/task/cancel":
-            task = await self._call(request, self.client.cancel, task_id)
-            if isinstance(task, Response):
-                return task
-            if task is None:
-                done = "not_cancelable"
-            else:
-                done = "canceled" if task.is_canceled else "cancel_requested"
-        else:
-            reset = request.form.get("reset_attempt") == "1"
-            task = await self._call(request, self.client.retry, task_id, reset_attempt=reset)
-            if isinstance(task, Response):
-                return task
-            done = "retried" if task is not None else "not_retryable"
-        self._lists.clear()
-        self._reads.clear()
-        log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
-        return self._redirect(request, "/task", {"id": task_id, "done": done})
-
-    async def _call(
-        self, request: Request, method: Callable[..., Awaitable[Task | None]], *args: Any, **kw: Any
-    ) -> Task | Response | None:
-        try:
-            return await method(*args, **kw)
-        except InvalidArgument as exc:
-            return self._html(400, _html.error_page(self._view(request), "Bad request", str(exc)))
-
-    async def _purge(self, request: Request) -> Response:
-        form = request.form
-        filters = {k: form.get(k, "").strip() for k in ("status", "queue", "name", "older_than")}
-        view = self._view(request)
-        try:
-            older = parse_duration(filters["older_than"] or "0s")
-            status = filters["status"] or None
-            if status is not None and status not in TERMINAL_STATUSES:
-                raise InvalidArgument("status must be succeeded, failed or canceled")
-            total = 0
-            more = False
-            for batch in range(PURGE_MAX_BATCHES):
-                ids = await self.client.purge(
-                    older_than_ms=older,
-                    status=status,
-                    queue=filters["queue"] or None,
-                    name=filters["name"] or None,
-                    limit=PURGE_BATCH,
-                )
-                total += len(ids)
-                if len(ids) < PURGE_BATCH:
-                    break
-                more = batch == PURGE_MAX_BATCHES - 1
-        except InvalidArgument as exc:
-            body = _html.confirm_purge(view, {k: v for k, v in filters.items() if v}, str(exc))
-            return self._html(400, _html.page(view, title="Purge", active="tasks", body=body))
-        log.info("dashboard: purged %d tasks", total)
-        query: dict[str, Any] = {"purged": total}
-        if more:
-            query["more"] = 1
-        return self._redirect(request, "/tasks", query)
-
-
-def _label(backend: Backend) -> str:
-    """The database in a few words, never with a password."""
+def database_label(backend: Backend) -> str:
+    """The database in a few words, as the header shows it; never with a password."""
     return backend.label
 
 
