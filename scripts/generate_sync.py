@@ -35,7 +35,7 @@ SYNC_DIR = ROOT / "src" / "cairnq" / "_sync"
 # Module name -> docstring of its generated twin.
 MODULES = {
     "client.py": "The client's operations, blocking: ``SyncCairnQ`` is built on them.",
-    # "postgres.py": "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
+    "postgres.py": "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
 }
 
 # unasync's own table already maps __aenter__, __aexit__, __aiter__, __anext__,
@@ -60,8 +60,8 @@ REPLACEMENTS = {
     "_configure_async": "_configure_sync",
     "_create_schema_async": "_create_schema_sync",
     "_async_source": "_sync_source",
-    "_async_setup_lock": "_sync_setup_lock",
-    "_async_conn_lock": "_sync_conn_lock",
+    "_async_setup_guard": "_sync_setup_guard",
+    "_async_conn_guard": "_sync_conn_guard",
     "_acheck_loop": "_check_loop",
     "_astart_listening": "_start_listening",
     "ASYNC_POOL_NAME": "SYNC_POOL_NAME",
@@ -70,7 +70,6 @@ REPLACEMENTS = {
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
     "RetentionSweeper": "SyncRetentionSweeper",
-    "Awaitable": "Callable",
 }
 
 # Prose in docstrings and comments, which unasync leaves alone.
