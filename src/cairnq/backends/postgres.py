@@ -9,6 +9,11 @@ polling stays the fallback.
 
 The backend can also run on the application's own pool or connection, so a
 task can be submitted, or settled, inside the application's transaction.
+
+The async paths are written in ``cairnq/_async/postgres.py`` and the blocking
+ones generated from them (``cairnq/_sync/postgres.py``); ``PostgresBackend``
+mixes both in and adds what only one half has: closing, the heartbeat's
+reserved connection and completing inside a handler's transaction.
 """
 
 from __future__ import annotations
