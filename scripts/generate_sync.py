@@ -77,6 +77,8 @@ PROSE = (
     (re.compile(r"\bawait "), ""),
     (re.compile(r"\basync (with|for) "), r"\1 "),
     (re.compile(r"(?<![\w.])CairnQ\b"), "SyncCairnQ"),
+    # The blocking half belongs to no event loop.
+    (re.compile(r"\n *EventLoopMismatch: .*"), ""),
 )
 
 MODULE_DOCSTRING = re.compile(r'\A"""(?:.|\n)*?"""\n')

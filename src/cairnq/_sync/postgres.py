@@ -175,7 +175,6 @@ class SyncPostgresPaths(PostgresCore):
 
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
-            EventLoopMismatch: called from an event loop other than this backend's.
         """
         self._check_loop()
         if not self._setup_done:
