@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import _ids
 from .backends import Backend
 from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
 from .protocol import ops as _ops
+from .protocol.procedures import Nap, Procedure, Run, afollow, follow
 from .protocol.steps import Op
 
 log = logging.getLogger("cairnq.retention")
@@ -97,15 +100,76 @@ class Retention:
         return cls(value)
 
 
-class RetentionSweeper:
-    """Runs a ``Retention`` against one backend; see the module docstring."""
+@dataclass
+class _Tally:
+    """Rows a sweep deleted so far; kept outside the procedure so a failed sweep reports it."""
+
+    deleted: int = 0
+
+
+class _Sweeping:
+    """The sweep, written once as a procedure; each sweeper half runs it its own way."""
 
     def __init__(self, backend: Backend, retention: Retention) -> None:
         self.backend = backend
         self.retention = retention
         self.holder = "sweeper_" + _ids.ulid()
+
+    def _stopped(self) -> bool:
+        raise NotImplementedError
+
+    def _batches(self, tally: _Tally) -> Procedure[None]:
+        """Purge everything past the cutoffs, batch by batch, counting into ``tally``."""
+        ttl_ms = max(60_000, self.retention.interval_ms)
+        if not (yield Run(_ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)):
+            log.debug("another process is sweeping; skipping this turn")
+            return
+        for rule in self.retention.rules:
+            while not self._stopped():
+                ids = yield Run(self._purge(rule), write=True)
+                tally.deleted += len(ids)
+                if len(ids) < self.retention.limit:
+                    break
+                yield Nap(0)
+                if self._stopped() or not (
+                    yield Run(_ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)
+                ):
+                    break
+        yield Run(_ops.lock_release(LOCK_NAME, self.holder), write=True)
+
+    @staticmethod
+    def _swept(tally: _Tally) -> int:
+        deleted = tally.deleted
+        if deleted:
+            log.info("retention deleted %d finished tasks", deleted, extra={"deleted": deleted})
+        return deleted
+
+    def _purge(self, rule: RetentionRule) -> Op[list[str]]:
+        return _ops.purge(
+            older_than_ms=rule.older_than_ms,
+            queue=rule.queue,
+            status=rule.status,
+            name=rule.name,
+            limit=self.retention.limit,
+        )
+
+    def _report(self, exc: BaseException) -> None:
+        if self.retention.on_error is not None:
+            self.retention.on_error(exc)
+        else:
+            log.error("retention sweep failed", exc_info=exc)
+
+
+class RetentionSweeper(_Sweeping):
+    """Runs a ``Retention`` against one backend on the event loop; see the module docstring."""
+
+    def __init__(self, backend: Backend, retention: Retention) -> None:
+        super().__init__(backend, retention)
         self._stopping = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+
+    def _stopped(self) -> bool:
+        return self._stopping.is_set()
 
     @property
     def running(self) -> bool:
@@ -155,43 +219,62 @@ class RetentionSweeper:
 
         Returns 0 without deleting when another process holds the sweep, or when stopped.
         """
-        deleted = 0
-        ttl_ms = max(60_000, self.retention.interval_ms)
+        tally = _Tally()
         try:
-            if not await self.backend.arun(
-                _ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True
-            ):
-                log.debug("another process is sweeping; skipping this turn")
-                return 0
-            for rule in self.retention.rules:
-                while not self._stopping.is_set():
-                    ids = await self.backend.arun(self._purge(rule), write=True)
-                    deleted += len(ids)
-                    if len(ids) < self.retention.limit:
-                        break
-                    await asyncio.sleep(0)
-                    if self._stopping.is_set() or not await self.backend.arun(
-                        _ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True
-                    ):
-                        break
-            await self.backend.arun(_ops.lock_release(LOCK_NAME, self.holder), write=True)
+            await afollow(self._batches(tally), self._run_op)
         except Exception as exc:
             self._report(exc)
-        if deleted:
-            log.info("retention deleted %d finished tasks", deleted, extra={"deleted": deleted})
-        return deleted
+        return self._swept(tally)
 
-    def _purge(self, rule: RetentionRule) -> Op[list[str]]:
-        return _ops.purge(
-            older_than_ms=rule.older_than_ms,
-            queue=rule.queue,
-            status=rule.status,
-            name=rule.name,
-            limit=self.retention.limit,
-        )
+    async def _run_op(self, op: Op[Any], write: bool) -> Any:
+        return await self.backend.arun(op, write=write)
 
-    def _report(self, exc: BaseException) -> None:
-        if self.retention.on_error is not None:
-            self.retention.on_error(exc)
-        else:
-            log.error("retention sweep failed", exc_info=exc)
+
+class SyncRetentionSweeper(_Sweeping):
+    """``RetentionSweeper`` for the blocking client: the same sweep, from a daemon thread."""
+
+    def __init__(self, backend: Backend, retention: Retention) -> None:
+        super().__init__(backend, retention)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _stopped(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start sweeping every interval (the first sweep after one interval)."""
+        if self.running:
+            return
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cairnq-retention", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop promptly, including mid-sweep between batches; waits for the batch in flight."""
+        self._stopping.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.retention.interval_ms / 1000):
+            self.sweep()
+
+    def sweep(self) -> int:
+        """Purge everything past the cutoffs now, batch by batch; returns rows deleted.
+
+        Returns 0 without deleting when another process holds the sweep, or when stopped.
+        """
+        tally = _Tally()
+        try:
+            follow(self._batches(tally), self._run_op)
+        except Exception as exc:
+            self._report(exc)
+        return self._swept(tally)
+
+    def _run_op(self, op: Op[Any], write: bool) -> Any:
+        return self.backend.run(op, write=write)

@@ -1,0 +1,166 @@
+"""Generate cairnq's blocking half from its async source, with unasync.
+
+The async modules in ``src/cairnq/_async/`` are the source; ``src/cairnq/_sync/``
+holds the generated modules, checked in. After changing a source, run::
+
+    python scripts/generate_sync.py           # rewrite src/cairnq/_sync/
+    python scripts/generate_sync.py --check   # exit 1, with a diff, when one is stale
+
+``tests/test_generated.py`` runs the check, so a stale or hand-edited generated
+file fails the tests.
+
+unasync drops ``async``/``await`` and renames tokens (names, and strings that are
+exactly a name) by the table below. Then the prose of docstrings is adjusted
+(``await x`` -> ``x``, ``CairnQ`` -> ``SyncCairnQ``), the module docstring is
+replaced, and ruff formats the result and sorts its imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import unasync
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_DIR = ROOT / "src" / "cairnq" / "_async"
+SYNC_DIR = ROOT / "src" / "cairnq" / "_sync"
+
+# Module name -> docstring of its generated twin.
+MODULES = {
+    "client.py": "The client's operations, blocking: ``SyncCairnQ`` is built on them.",
+    "postgres.py": "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
+}
+
+# unasync's own table already maps __aenter__, __aexit__, __aiter__, __anext__,
+# asynccontextmanager, AsyncIterator and friends, and AsyncX -> SyncX.
+REPLACEMENTS = {
+    # The client.
+    "CairnQ": "SyncCairnQ",
+    "afollow": "follow",
+    "wait_async": "wait",
+    "arun_on": "run_on",
+    # The backend, and the names of each half's own state and hooks.
+    "aopen": "open",
+    "aclose": "close",
+    "arun": "run",
+    "_arun_now": "_run_now",
+    "_adrive_on": "_drive_on",
+    "adrive": "drive",
+    "arun_setup": "run_setup",
+    "_abounded": "_bounded",
+    "_async_connection": "_sync_connection",
+    "_execute_async": "_execute_sync",
+    "_configure_async": "_configure_sync",
+    "_create_schema_async": "_create_schema_sync",
+    "_async_source": "_sync_source",
+    "_async_setup_guard": "_sync_setup_guard",
+    "_async_conn_guard": "_sync_conn_guard",
+    "_acheck_loop": "_check_loop",
+    "_astart_listening": "_start_listening",
+    "ASYNC_POOL_NAME": "SYNC_POOL_NAME",
+    "ASYNC_WRAPS_OTHER": "SYNC_WRAPS_OTHER",
+    "ASYNC_NO_CONNECTION": "SYNC_NO_CONNECTION",
+    "AsyncConnection": "Connection",
+    "AsyncConnectionPool": "ConnectionPool",
+    "RetentionSweeper": "SyncRetentionSweeper",
+}
+
+# Prose in docstrings and comments, which unasync leaves alone.
+PROSE = (
+    (re.compile(r"\bawait "), ""),
+    (re.compile(r"\basync (with|for) "), r"\1 "),
+    (re.compile(r"(?<![\w.])CairnQ\b"), "SyncCairnQ"),
+    # The blocking half belongs to no event loop.
+    (re.compile(r"\n *EventLoopMismatch: .*"), ""),
+)
+
+MODULE_DOCSTRING = re.compile(r'\A"""(?:.|\n)*?"""\n')
+
+
+def header(name: str) -> str:
+    """The first line of every generated file."""
+    return f"# generated from src/cairnq/_async/{name} by scripts/generate_sync.py; do not edit\n"
+
+
+def _ruff(args: list[str], text: str, name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(SYNC_DIR / name), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ruff {' '.join(args)} failed on the generated {name}: {done.stderr}")
+    return done.stdout
+
+
+def render(name: str, source_dir: Path = SOURCE_DIR) -> str:
+    """The generated text of ``_sync/<name>`` from ``<source_dir>/<name>``."""
+    with tempfile.TemporaryDirectory() as scratch:
+        async_dir = Path(scratch) / "_async"
+        async_dir.mkdir()
+        shutil.copy(source_dir / name, async_dir / name)
+        rule = unasync.Rule("/_async/", "/_sync/", additional_replacements=REPLACEMENTS)
+        unasync.unasync_files([str(async_dir / name)], [rule])
+        text = (Path(scratch) / "_sync" / name).read_text()
+    for pattern, replacement in PROSE:
+        text = pattern.sub(replacement, text)
+    text = MODULE_DOCSTRING.sub(f'"""{MODULES[name]}"""\n', text, count=1)
+    text = _ruff(["check", "--fix", "--select", "I,F401", "--quiet"], text, name)
+    text = _ruff(["format", "--quiet"], text, name)
+    return header(name) + text
+
+
+def stale(sync_dir: Path = SYNC_DIR, source_dir: Path = SOURCE_DIR) -> list[str]:
+    """Every generated file in ``sync_dir`` that differs from a fresh generation.
+
+    Each entry names the file and shows a short diff (checked in -> generated).
+    """
+    problems = []
+    for name in MODULES:
+        fresh = render(name, source_dir)
+        path = sync_dir / name
+        current = path.read_text() if path.exists() else ""
+        if current != fresh:
+            diff = difflib.unified_diff(
+                current.splitlines(),
+                fresh.splitlines(),
+                f"{path} (checked in)",
+                f"{path} (generated)",
+                lineterm="",
+                n=1,
+            )
+            lines = list(diff)
+            shown = "\n".join(lines[:30]) + ("\n..." if len(lines) > 30 else "")
+            problems.append(f"{path} is out of date; regenerate it:\n{shown}")
+    return problems
+
+
+def main() -> int:
+    """Write the generated files, or with ``--check`` only report stale ones."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="report, do not write")
+    args = parser.parse_args()
+    if args.check:
+        problems = stale()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
+    SYNC_DIR.mkdir(exist_ok=True)
+    for name in MODULES:
+        (SYNC_DIR / name).write_text(render(name))
+        print(f"wrote {SYNC_DIR.relative_to(ROOT) / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

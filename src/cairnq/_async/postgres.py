@@ -1,0 +1,203 @@
+"""The PostgreSQL backend's async paths: the source its blocking paths are generated from.
+
+``scripts/generate_sync.py`` turns this file into ``cairnq/_sync/postgres.py``
+(``aopen`` -> ``open``, ``arun`` -> ``run``, ``AsyncConnection`` -> ``Connection``, ...).
+Where the halves differ, this file calls a hook of ``PostgresCore`` whose name
+maps to the blocking half's own (``_acheck_loop`` -> ``_check_loop``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from ..backends._postgres_core import (
+    ASYNC_NO_CONNECTION,
+    ASYNC_POOL_NAME,
+    ASYNC_WRAPS_OTHER,
+    PostgresCore,
+    _autocommits,
+    _has_columns,
+    _joins_callers_transaction,
+    _json_as_text,
+    _op_name,
+    _translate,
+    dict_row,
+    psycopg,
+    psycopg_pool,
+    sql,
+)
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol import ops as _ops
+from ..protocol.setup import arun_setup
+from ..protocol.steps import Call, Emit, Op, Rows, Script, adrive, is_single_statement
+
+T = TypeVar("T")
+
+
+class AsyncPostgresPaths(PostgresCore):
+    """Opening, running operations and the application's transaction: one half of the backend."""
+
+    async def _configure_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        _json_as_text(conn.adapters)
+        if self.schema is not None:
+            await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+
+    async def aopen(self) -> None:
+        """Connect and migrate now rather than on first use."""
+        self._acheck_loop()
+        if self._state == "closed":
+            raise StoreClosed("this PostgreSQL backend was closed")
+        async with self._async_setup_guard():
+            if self._async_source is None:
+                if self._dsn is None:
+                    raise UnsupportedBackend(ASYNC_WRAPS_OTHER)
+                pool = psycopg_pool.AsyncConnectionPool(
+                    self._conninfo(self.role),
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    kwargs={"autocommit": True},
+                    configure=self._configure_async,
+                    open=False,
+                    name=ASYNC_POOL_NAME,
+                )
+                try:
+                    if self.schema is not None and self.migrate:
+                        await self._create_schema_async()
+                    await pool.open(wait=True, timeout=30)
+                except BaseException as exc:
+                    await pool.close()
+                    raise _translate(exc) from exc
+                self._async_source = pool
+            if not self._setup_done:
+                self.migrations_applied = await arun_setup(
+                    self._setup(), lambda step: self._arun_now(step.op, write=step.write)
+                )
+                self._setup_done = True
+            if self._state == "new":
+                self._state = "open"
+            self._astart_listening()
+
+    async def _create_schema_async(self) -> None:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._conninfo("migrate"), autocommit=True
+            ) as conn:
+                await conn.execute(self._create_schema_sql())
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    async def arun(self, op: Op[T], *, write: bool) -> T:
+        """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""
+        self._acheck_loop()
+        if self._state != "open" or self._async_source is None:
+            await self.aopen()
+        return await self._arun_now(op, write=write)
+
+    async def _arun_now(self, op: Op[T], *, write: bool) -> T:
+        if PAUSE_ARMED is not None and write:
+            pausepoint(f"before_write:{_op_name(op)}")
+
+        async def attempt() -> tuple[T, list[Emit]]:
+            async with self._async_connection() as conn:
+                return await self._adrive_on(conn, op, write=write)
+
+        try:
+            value, emits = await self._abounded(attempt)
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return value
+
+    async def _adrive_on(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        op: Op[T],
+        *,
+        write: bool,
+        commits: bool = True,
+    ) -> tuple[T, list[Emit]]:
+        """Run ``op`` on ``conn``; a write commits here unless ``commits`` is false.
+
+        With ``commits=False`` the caller's open transaction holds the commit, and
+        the caller passes the ``before_commit``/``after_commit`` crash points.
+        """
+
+        async def execute(step: Call | Script) -> Rows:
+            return await self._execute_async(conn, step)
+
+        with self._watch(conn):
+            if not write:
+                return await adrive(op, execute)
+            # Inside the caller's transaction a single statement needs no savepoint.
+            alone = (
+                _autocommits(op, conn) if commits else is_single_statement(op) and conn.autocommit
+            )
+            if alone:
+                result = await adrive(op, execute)
+                if ARMED is not None and commits:
+                    around_commit("after_commit", _op_name(op))
+                return result
+            async with conn.transaction():
+                result = await adrive(op, execute)
+                if ARMED is not None and commits:
+                    around_commit("before_commit", _op_name(op))
+            if ARMED is not None and commits:
+                around_commit("after_commit", _op_name(op))
+            return result
+
+    @contextlib.asynccontextmanager
+    async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        source = self._async_source
+        if isinstance(source, psycopg_pool.AsyncConnectionPool):
+            async with source.connection() as conn:
+                yield conn
+        elif isinstance(source, psycopg.AsyncConnection):
+            async with self._async_conn_guard():
+                yield source
+        else:
+            raise StoreClosed(ASYNC_NO_CONNECTION)
+
+    async def _execute_async(self, conn: psycopg.AsyncConnection[Any], step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            await conn.execute(step.source.encode())
+            return []
+        text, params = self._params(step)
+        cur = conn.cursor(row_factory=dict_row)
+        _json_as_text(cur.adapters)
+        await cur.execute(text.encode(), params)
+        return await cur.fetchall() if _has_columns(cur) else []
+
+    async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+        """Run ``op`` on the caller's connection, as part of the caller's transaction.
+
+        Nothing is committed here: the work becomes visible when the caller
+        commits and disappears if it rolls back. Inside an open transaction the
+        operation runs in a savepoint, so its own failure leaves the caller's
+        transaction usable. On an autocommit connection outside a transaction
+        block it runs in a transaction of its own. Wake-ups come from the NOTIFY
+        trigger at the caller's commit.
+
+        Raises:
+            SchemaMismatch: the connection's current schema is not this backend's.
+            EventLoopMismatch: called from an event loop other than this backend's.
+        """
+        self._acheck_loop()
+        if not self._setup_done:
+            await self.aopen()
+        try:
+            if self.schema is not None:
+                await adrive(
+                    _ops.check_installation(self.schema),
+                    lambda step: self._execute_async(conn, step),
+                )
+            if _joins_callers_transaction(conn):
+                value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
+            else:
+                async with conn.transaction():
+                    value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value

@@ -1,0 +1,356 @@
+"""What both clients share, written once: options, op-building and the wait procedure.
+
+No IO happens here; ``_async/client.py`` (and the ``_sync`` half generated from it)
+runs the operations.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from ._clock import SYSTEM_CLOCK, Clock
+from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from ._wakeups import Subscription
+from .backends import Backend, SQLiteBackend, Synchronous, TransactionalRunner, open_backend
+from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
+from .hooks import SubmitHook
+from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, WorkerInfo
+from .protocol import ops as _ops
+from .protocol.procedures import Nap, Procedure, Run
+from .protocol.steps import Op
+
+T = TypeVar("T")
+C = TypeVar("C", bound="_ClientCore")
+TaskList = list[Task]
+IdList = list[str]
+SummaryList = list[QueueSummary]
+ActivityList = list[QueueActivity]
+WorkerList = list[WorkerInfo]
+
+DEFAULT_WAIT_TIMEOUT_MS = 30_000
+DEFAULT_POLL_MS = 100
+DEFAULT_MAX_POLL_MS = 500
+DEFAULT_WATCH_POLL_MS = 2000
+_SUBMIT_DEFAULTS: dict[str, Any] = {
+    "key": None,
+    "queue": None,
+    "conflict": "reuse",
+    "max_attempts": None,
+    "priority": None,
+    "metadata": None,
+    "delay_ms": 0,
+    "parent_id": None,
+    "root_id": None,
+    "correlation_id": None,
+}
+WATCH_BUFFER = 1024
+
+
+@dataclass(frozen=True)
+class WatchSignal:
+    """What ``watch`` yields: ``kind`` is ``"queued"`` (value: the queue),
+    ``"done"`` (value: the task id) or ``"poll"`` (the timer; value empty)."""
+
+    kind: Literal["queued", "done", "poll"]
+    value: str
+
+
+class _ClientCore:
+    """State and op-building shared by both clients; performs no IO."""
+
+    # The backend method that runs an operation on the application's connection.
+    _RUN_ON = "run_on"
+
+    def __init__(
+        self,
+        backend: Backend | str | os.PathLike[str],
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_BYTES,
+        max_json_depth: int = DEFAULT_MAX_DEPTH,
+        max_queue_depth: DepthLimit = None,
+        max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
+        **backend_options: Any,
+    ) -> None:
+        if isinstance(backend, (str, os.PathLike)):
+            self.backend: Backend = open_backend(backend, **backend_options)
+            self._owns_backend = True
+        elif isinstance(backend, Backend):
+            if backend_options:
+                raise InvalidArgument(
+                    f"backend options {sorted(backend_options)} only apply when given a URL"
+                )
+            self.backend = backend
+            self._owns_backend = False
+        else:
+            raise InvalidArgument(f"expected a Backend or a database URL, got {backend!r}")
+        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        # Checked once per submit: with no hooks a submit does nothing more.
+        self.submit_hooks: list[SubmitHook] = []
+        self.codec = JsonCodec(
+            max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
+            max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
+        )
+
+    @classmethod
+    def sqlite(
+        cls: type[C],
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        synchronous: Synchronous = "full",
+        clock: Clock | None = None,
+        migrate: bool = True,
+        **options: Any,
+    ) -> C:
+        """A client on a SQLite file, created (mode 0600) and migrated on first use.
+
+        Args:
+            path: The database file.
+            busy_timeout_ms: How long a write waits for another process's lock.
+            synchronous: ``"full"`` (default, survives power loss) or ``"normal"``.
+            clock: A clock for ``now_ms`` (tests pass a ``FakeClock``).
+            migrate: Apply pending migrations when opening (default).
+            **options: Client options (``max_payload_bytes``, ``max_json_depth``).
+        """
+        backend = SQLiteBackend(
+            path,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
+            clock=clock,
+            migrate=migrate,
+        )
+        client = cls(backend, **options)
+        client._owns_backend = True
+        return client
+
+    @classmethod
+    def postgres(
+        cls: type[C],
+        source: Any,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        listen: bool = True,
+        **options: Any,
+    ) -> C:
+        """A client on PostgreSQL (needs the ``postgres`` extra).
+
+        Args:
+            source: A DSN, or the application's psycopg pool or connection
+                (async pool/connection for ``CairnQ``, sync for ``SyncCairnQ``).
+                cairnq uses an injected pool and never closes it.
+            schema: Schema of cairnq's tables: created if missing and pinned in
+                ``search_path`` with a DSN; only checked with a pool or connection.
+            min_size, max_size: Size of the pool cairnq makes from a DSN.
+            clock: Supply ``now_ms`` from this clock instead of the database's.
+            migrate: Apply pending migrations on first use (default).
+            listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN is needed).
+            **options: Client options (``max_payload_bytes``, ``max_json_depth``).
+
+        Raises:
+            InvalidArgument: a bad schema name.
+            SchemaMismatch: (on first use) the connection sees another installation.
+        """
+        from .backends import PostgresBackend
+
+        backend = PostgresBackend(
+            source,
+            schema=schema,
+            min_size=min_size,
+            max_size=max_size,
+            clock=clock,
+            migrate=migrate,
+            listen=listen,
+        )
+        client = cls(backend, **options)
+        client._owns_backend = True
+        return client
+
+    def add_submit_hook(self, hook: SubmitHook) -> Callable[[], None]:
+        """Call ``hook(pending)`` for every task this client submits (see ``cairnq.hooks``).
+
+        Hooks see ``submit``, ``submit_many`` and handlers' ``ctx.submit`` on a
+        worker's client; they run in the order added and may add metadata keys.
+        Metrics and tracing (``cairnq.telemetry``) attach themselves this way.
+
+        Args:
+            hook: ``hook(PendingSubmit) -> done | None``.
+
+        Returns:
+            A function that removes the hook again.
+
+        Raises:
+            InvalidArgument: ``hook`` is not callable.
+
+        Example::
+
+            remove = cq.add_submit_hook(lambda pending: print(pending.name) or None)
+        """
+        if not callable(hook):
+            raise InvalidArgument(f"a submit hook must be callable, got {hook!r}")
+        self.submit_hooks.append(hook)
+
+        def remove() -> None:
+            if hook in self.submit_hooks:
+                self.submit_hooks.remove(hook)
+
+        return remove
+
+    def _clock(self) -> Clock:
+        """The clock task times come from (the host's when the database keeps time)."""
+        return self.backend.clock or SYSTEM_CLOCK
+
+    def _transactional(self, conn: Any) -> Any:
+        """The backend's way to run an operation on the application's connection."""
+        backend = self.backend
+        if not isinstance(backend, TransactionalRunner):
+            raise UnsupportedBackend(
+                f"submitting inside the application's transaction needs PostgreSQL; "
+                f"the {backend.dialect} backend has no shared connection"
+            )
+        return backend.arun_on if self._RUN_ON == "arun_on" else backend.run_on
+
+    @classmethod
+    def connect(cls: type[C], url: str | os.PathLike[str], **options: Any) -> C:
+        """A client for a database URL (``sqlite:///tasks.db``, ``postgresql://...``).
+
+        Options other than the client's own go to the backend.
+        """
+        return cls(url, **options)
+
+    def _item(self, item: SubmitItem) -> _ops.NewTask:
+        """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
+        if isinstance(item, tuple) and len(item) == 2:
+            return self._new_task(item[0], item[1], **_SUBMIT_DEFAULTS)
+        if isinstance(item, dict):
+            options = dict(item)
+            if "task" not in options:
+                raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
+            task = options.pop("task")
+            payload = options.pop("payload", None)
+            unknown = set(options) - set(_SUBMIT_DEFAULTS)
+            if unknown:
+                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
+            return self._new_task(task, payload, **{**_SUBMIT_DEFAULTS, **options})
+        raise InvalidArgument(
+            "submit_many takes (task, payload) pairs or dicts of submit arguments"
+        )
+
+    def _new_task(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any,
+        *,
+        key: str | None,
+        queue: str | None,
+        conflict: str,
+        max_attempts: int | None,
+        priority: int | None,
+        metadata: Any,
+        delay_ms: int,
+        parent_id: str | None,
+        root_id: str | None,
+        correlation_id: str | None,
+    ) -> _ops.NewTask:
+        if isinstance(task, TaskDef):
+            name: Any = task.name
+            queue = queue if queue is not None else task.queue
+            max_attempts = max_attempts if max_attempts is not None else task.max_attempts
+            priority = priority if priority is not None else task.priority
+        else:
+            name = task
+        return _ops.new_task(
+            self.codec,
+            name,
+            payload,
+            key=key,
+            queue="default" if queue is None else queue,
+            conflict=conflict,
+            max_attempts=3 if max_attempts is None else max_attempts,
+            priority=0 if priority is None else priority,
+            metadata=metadata,
+            delay_ms=delay_ms,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+        )
+
+
+SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
+def _waiting(
+    lookup: Callable[[], Op[TaskRef | None]],
+    sub: Subscription,
+    *,
+    task_id: str | None,
+    key: str | None,
+    timeout_ms: int,
+    poll_ms: int,
+    max_poll_ms: int,
+    clock: Clock,
+) -> Procedure[Task]:
+    """The wait loop, shared by both clients: probe the status, nap, grow the interval.
+
+    A nap ends early when this process settles a task (the subscription), so a
+    waiter in the same process as the worker sees the result at once.
+    """
+    _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
+    interval = _ops.check_int(poll_ms, "poll_ms", low=1)
+    ceiling = max(interval, _ops.check_int(max_poll_ms, "max_poll_ms", low=1))
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        sub.clear()
+        ref: TaskRef | None = yield Run(lookup())
+        if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
+            task: Task | None = yield Run(_ops.get(ref.id))
+            if task is not None and task.is_terminal:
+                return task
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            snapshot = None if ref is None else (yield Run(_ops.get(ref.id)))
+            raise TaskTimeout(
+                task_id or (ref.id if ref else None),
+                timeout_ms=timeout_ms,
+                task=snapshot,
+                key=key,
+                detail=_why_not_done(snapshot, key, clock.now_ms()),
+            )
+        yield Nap(min(interval / 1000, remaining))
+        interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
+
+
+def _why_not_done(task: Task | None, key: str | None, now_ms: int) -> str:
+    if task is None:
+        return f"no task is stored under key {key!r}" if key else "no task with that id exists"
+    if task.is_queued and task.attempt == 0:
+        return (
+            f"still queued and never claimed; is a worker serving queue {task.queue!r} "
+            f"with a handler for {task.name!r} on this database?"
+        )
+    if task.is_queued:
+        wait_ms = max(0, task.run_at_ms - now_ms)
+        return (
+            f"queued for another attempt ({task.attempt}/{task.max_attempts}), "
+            f"next run in ~{wait_ms} ms"
+        )
+    if task.cancel_requested:
+        return "cancel requested; waiting for the handler to stop"
+    return f"still running on {task.worker_id} (attempt {task.attempt}/{task.max_attempts})"
+
+
+def _outcome(task: Task) -> Any:
+    """What ``call`` returns for a finished task, or the error it raises."""
+    if task.is_succeeded:
+        return task.result
+    if task.is_canceled:
+        raise TaskCanceled(task.id)
+    raise TaskFailed(task.error, task_id=task.id)

@@ -1,0 +1,548 @@
+# generated from src/cairnq/_async/client.py by scripts/generate_sync.py; do not edit
+"""The client's operations, blocking: ``SyncCairnQ`` is built on them."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .._client_core import (
+    DEFAULT_MAX_POLL_MS,
+    DEFAULT_POLL_MS,
+    DEFAULT_WAIT_TIMEOUT_MS,
+    DEFAULT_WATCH_POLL_MS,
+    WATCH_BUFFER,
+    ActivityList,
+    IdList,
+    SubmitItem,
+    SummaryList,
+    TaskList,
+    WatchSignal,
+    WorkerList,
+    _ClientCore,
+    _outcome,
+    _waiting,
+)
+from .._wakeups import Subscription, wants_done
+from ..backends import Backend
+from ..backpressure import QueueGate
+from ..errors import InvalidArgument
+from ..hooks import after_submit, before_submit
+from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import ops as _ops
+from ..protocol import reads as _reads
+from ..protocol.procedures import Procedure, follow
+from ..protocol.steps import Emit, Op
+from ..retention import Retention, SyncRetentionSweeper
+
+T = TypeVar("T")
+C = TypeVar("C", bound="SyncOperations")
+
+
+class SyncOperations(_ClientCore):
+    """Every operation of the client; the client class adds what only its half has."""
+
+    _RUN_ON = "run_on"
+
+    def __init__(
+        self,
+        backend: Backend | str | os.PathLike[str],
+        *,
+        retention: Retention | int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(backend, **options)
+        policy = Retention.of(retention)
+        self.sweeper = SyncRetentionSweeper(self.backend, policy) if policy else None
+
+    def open(self: C) -> C:
+        """Connect and migrate now rather than on first use; start retention if configured."""
+        self.backend.open()
+        if self.sweeper is not None and not self.sweeper.running:
+            self.sweeper.start()
+        return self
+
+    def sweep(self) -> int:
+        """Apply the retention policy now, batch by batch; returns the rows deleted.
+
+        Raises:
+            InvalidArgument: this client has no ``retention``.
+        """
+        if self.sweeper is None:
+            raise InvalidArgument("this client has no retention policy; use purge() instead")
+        self.backend.open()
+        return self.sweeper.sweep()
+
+    def close(self) -> None:
+        """Stop retention, then close the backend if this client created it."""
+        if self.sweeper is not None:
+            self.sweeper.stop()
+        if self._owns_backend:
+            self.backend.close()
+
+    def __enter__(self: C) -> C:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run(self, op: Op[T], *, write: bool) -> T:
+        return self.backend.run(op, write=write)
+
+    def submit(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        queue: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        metadata: Any = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        conn: Any = None,
+    ) -> Task:
+        """Enqueue a task.
+
+        Args:
+            task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
+                priority become the defaults).
+            payload: Any JSON value (``None`` stores ``{}``).
+            key: Idempotency key; ``conflict`` says what happens when it is taken.
+            queue: Queue name (``"default"``).
+            conflict: ``"reuse"`` (return the live task), ``"reuse-succeeded"``
+                (also return a succeeded one), ``"reject"`` (raise ``AlreadyExists``)
+                or ``"replace"`` (cancel the live task, enqueue anew).
+            max_attempts: Runs allowed, counting crashed ones (3).
+            priority: Higher runs first (0).
+            metadata: Any JSON value, opaque to cairnq (``{}``).
+            delay_ms: Earliest start, from now.
+            parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
+            conn: PostgreSQL only: the application's psycopg connection. The task is
+                written in that connection's transaction: visible when it commits,
+                gone if it rolls back.
+
+        Returns:
+            The stored task (for a reused key, the existing one).
+
+        Raises:
+            InvalidArgument: a bad name, queue, key or number; nothing is written.
+            SerializationError: payload or metadata is not portable JSON.
+            AlreadyExists: the key is taken and ``conflict="reject"``.
+            UnsupportedBackend: ``conn`` given on a backend without shared connections.
+        """
+        spec = self._new_task(
+            task,
+            payload,
+            key=key,
+            queue=queue,
+            conflict=conflict,
+            max_attempts=max_attempts,
+            priority=priority,
+            metadata=metadata,
+            delay_ms=delay_ms,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
+        )
+        return self._submit_spec(spec, conn, self.gate)
+
+    def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+        if not self.submit_hooks:
+            return self._store_spec(spec, conn, gate)
+        (spec,), finishers = before_submit(self.submit_hooks, [spec], self.codec)
+        try:
+            stored = self._store_spec(spec, conn, gate)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, [stored], None)
+        return stored
+
+    def _store_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+        if gate.limit_for(spec.queue) is not None:
+            self._follow(gate.admit(spec.queue))
+        op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
+        if conn is not None:
+            stored: Task = self._transactional(conn)(conn, op)
+            return stored
+        return self._run(op, write=True)
+
+    def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
+        """Submit many tasks in one transaction: all are stored, or none.
+
+        Args:
+            tasks: Each a ``(task, payload)`` pair or a dict of ``submit``'s
+                arguments (``{"task": "email.send", "payload": {...}, "key": ...}``).
+            conn: PostgreSQL only: the application's connection (see ``submit``).
+
+        Returns:
+            The stored tasks, in order (a reused key gives the existing task).
+
+        Raises:
+            InvalidArgument, SerializationError: an item is bad; nothing is written.
+            AlreadyExists: an item's key is taken under ``conflict="reject"``;
+                nothing is written.
+        """
+        specs = [self._item(item) for item in tasks]
+        if not self.submit_hooks:
+            return self._store_many(specs, conn)
+        specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
+        try:
+            stored = self._store_many(specs, conn)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, stored, None)
+        return stored
+
+    def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
+        for queue, count in Counter(spec.queue for spec in specs).items():
+            if self.gate.limit_for(queue) is not None:
+                self._follow(self.gate.admit(queue, count))
+        if conn is not None:
+            stored: TaskList = self._transactional(conn)(conn, _ops.submit_many(specs))
+            return stored
+        return self._run(_ops.submit_many(specs), write=True)
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+        return self._run(_ops.get(task_id), write=False)
+
+    def get_by_key(self, key: str) -> Task | None:
+        """The task a key currently points at, or ``None``."""
+        return self._run(_ops.get_by_key(key), write=False)
+
+    def get_status(self, task_id: str) -> TaskRef | None:
+        """Just ``(id, status)``: a cheap probe that never reads the payload."""
+        return self._run(_ops.get_status(task_id), write=False)
+
+    def get_status_by_key(self, key: str) -> TaskRef | None:
+        """``(id, status)`` of the task a key points at, or ``None``."""
+        return self._run(_ops.get_status_by_key(key), write=False)
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> TaskList:
+        """Tasks matching every given filter, newest first."""
+        op = _ops.list_tasks(
+            status=status,
+            queue=queue,
+            name=name,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            limit=limit,
+            offset=offset,
+        )
+        return self._run(op, write=False)
+
+    def cancel(self, task_id: str) -> Task | None:
+        """Cancel a task: a queued one at once, a running one cooperatively (cancel wins).
+
+        Returns:
+            The task after the request, or ``None`` if it is unknown or already finished.
+        """
+        return self._run(_ops.cancel(task_id), write=True)
+
+    def cancel_by_key(self, key: str) -> Task | None:
+        """``cancel`` the task a key points at."""
+        return self._run(_ops.cancel_by_key(key), write=True)
+
+    def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+        """Queue a failed or canceled task again (``reset_attempt`` zeroes its attempts).
+
+        Returns:
+            The requeued task, or ``None`` if it is unknown or not failed/canceled.
+        """
+        return self._run(_ops.retry(task_id, bool(reset_attempt)), write=True)
+
+    def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
+        """``retry`` the task a key points at."""
+        return self._run(_ops.retry_by_key(key, bool(reset_attempt)), write=True)
+
+    def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> IdList:
+        """Delete up to ``limit`` finished tasks completed over ``older_than_ms`` ago.
+
+        Returns:
+            The ids deleted (their keys go with them).
+        """
+        op = _ops.purge(
+            older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+        )
+        return self._run(op, write=True)
+
+    def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
+        """Task counts ``{queue: {status: n}}``, every status present (zero-filled)."""
+        return self._run(_ops.stats(queue), write=False)
+
+    def queue_depth(self, queue: str, max_depth: int) -> int:
+        """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
+        return self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    def overview(self) -> SummaryList:
+        """Every queue holding a task: counts per status and how late its oldest due task is.
+
+        Returns:
+            One ``QueueSummary`` per queue, sorted by queue name; ``counts`` has an
+            entry for every status, and ``oldest_queued_age_ms`` is now minus the
+            ``run_at_ms`` of the oldest queued task that is due (``None`` if none is).
+
+        Raises:
+            DatabaseError: the database could not be read.
+
+        Example::
+
+            for summary in cq.overview():
+                print(summary.queue, summary.counts["queued"], summary.oldest_queued_age_ms)
+        """
+        return self._run(_reads.overview(), write=False)
+
+    def list_page(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        key: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        id_prefix: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> TaskPage:
+        """One page of tasks matching every given filter, newest first (keyset pagination).
+
+        Tasks are ordered by id, descending: an id starts with the millisecond its
+        task was submitted (``task_`` + ULID), so this is newest first to the
+        millisecond, by the submitting process's clock (tasks of one millisecond
+        come in no particular order). The primary key serves that order, so a
+        page reads about ``limit`` rows however large the table is, unfiltered or
+        filtered by ``id_prefix``; ``status``, ``queue`` and ``name`` filters use
+        their index when few tasks match and otherwise walk the key, checking each
+        row. Unlike ``list``'s offset, a cursor stays correct while tasks are
+        added and costs the same on the thousandth page as on the first. Listed
+        tasks leave out payload, result and metadata (``None``); ``get`` reads
+        one whole.
+
+        Args:
+            status, queue, name, root_id, correlation_id: Exact matches.
+            key: Only the task this idempotency key points at.
+            id_prefix: Ids starting with this text (matched as text, never a pattern).
+            cursor: ``next_cursor`` of the previous page (an opaque string); ``None``
+                for the first.
+            limit: Tasks per page, 1 to 1000 (50).
+
+        Returns:
+            A ``TaskPage``: the tasks and the cursor of the next page (``None`` at the end).
+
+        Raises:
+            InvalidArgument: a bad filter, limit or cursor.
+
+        Example::
+
+            page = cq.list_page(status="failed", limit=100)
+            while page.next_cursor:
+                page = cq.list_page(status="failed", limit=100, cursor=page.next_cursor)
+        """
+        op = _reads.list_page(
+            status=status,
+            queue=queue,
+            name=name,
+            key=key,
+            root_id=root_id,
+            correlation_id=correlation_id,
+            id_prefix=id_prefix,
+            cursor=cursor,
+            limit=limit,
+        )
+        return self._run(op, write=False)
+
+    def activity(
+        self, *, window_ms: int = 3_600_000, bucket_ms: int = 300_000, queue: str | None = None
+    ) -> ActivityList:
+        """Tasks finished per queue and time bucket over the last ``window_ms``.
+
+        Counts come from ``completed_at_ms``, split by outcome (succeeded, failed,
+        canceled). Only queues that finished something appear, unless ``queue``
+        names one. Purged tasks no longer count.
+
+        Args:
+            window_ms: How far back (an hour); the buckets end now.
+            bucket_ms: Width of a bucket (5 minutes); at most 1000 buckets.
+            queue: Only this queue.
+
+        Returns:
+            One ``QueueActivity`` per queue, sorted by name.
+
+        Raises:
+            InvalidArgument: a bad window, bucket or queue.
+
+        Example::
+
+            for series in cq.activity(window_ms=3_600_000, bucket_ms=60_000):
+                print(series.queue, series.finished, series.failure_rate)
+        """
+        op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
+        return self._run(op, write=False)
+
+    def workers(self, *, within_ms: int = 60_000) -> WorkerList:
+        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
+
+        A cairnq worker records itself on its heartbeat timer and removes itself
+        when it stops cleanly; workers of other SDKs appear through the running
+        tasks they hold a live lease on.
+
+        Args:
+            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
+
+        Returns:
+            ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
+
+        Raises:
+            InvalidArgument: a bad window.
+
+        Example::
+
+            for info in cq.workers():
+                print(info.worker_id, info.queues, [t.name for t in info.running])
+        """
+        return self._run(_reads.workers(within_ms=within_ms), write=False)
+
+    def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Wait until a task is finished (succeeded, failed or canceled) and return it.
+
+        Raises:
+            TaskTimeout: not finished within ``timeout_ms``; the task is unaffected.
+        """
+        with self.backend.hub.subscribe(wants_done(task_id)) as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status(task_id),
+                sub,
+                task_id=task_id,
+                key=None,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+                clock=self._clock(),
+            )
+            return self._follow(procedure, sub)
+
+    def wait_by_key(
+        self,
+        key: str,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+    ) -> Task:
+        """Like ``wait``, following the key to whichever task it points at as it changes."""
+        with self.backend.hub.subscribe(lambda e: e.channel == "done") as sub:
+            procedure = _waiting(
+                lambda: _ops.get_status_by_key(key),
+                sub,
+                task_id=None,
+                key=key,
+                timeout_ms=timeout_ms,
+                poll_ms=poll_ms,
+                max_poll_ms=max_poll_ms,
+                clock=self._clock(),
+            )
+            return self._follow(procedure, sub)
+
+    def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T:
+        return follow(procedure, self._run_step, sub)
+
+    def _run_step(self, op: Op[Any], write: bool) -> Any:
+        return self.backend.run(op, write=write)
+
+    def call(
+        self,
+        task: str | TaskDef[Any, Any],
+        payload: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        poll_ms: int = DEFAULT_POLL_MS,
+        max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        **submit_options: Any,
+    ) -> Any:
+        """Submit, wait, and return the task's result.
+
+        Raises:
+            TaskFailed: the task ended failed (carries its error envelope).
+            TaskCanceled: the task ended canceled.
+            TaskTimeout: it did not finish within ``timeout_ms``.
+        """
+        submitted = self.submit(task, payload, **submit_options)
+        done = self.wait(
+            submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
+        )
+        return _outcome(done)
+
+    def watch(
+        self, queues: Iterable[str] = ("default",), *, poll_ms: int = DEFAULT_WATCH_POLL_MS
+    ) -> Iterator[WatchSignal]:
+        """Signals that something may have changed: push when possible, a timer otherwise.
+
+        Yields ``WatchSignal("queued", queue)`` when a task becomes queued on one of
+        ``queues``, ``WatchSignal("done", task_id)`` when any task finishes, and
+        ``WatchSignal("poll", "")`` after ``poll_ms`` without either. Pushes come
+        from this process's own writes and, on PostgreSQL, from NOTIFY; they are
+        hints, so re-read the database when one arrives.
+
+        Example::
+
+            for signal in cq.watch(["emails"]):
+                if signal.kind != "done":
+                    print(cq.stats("emails"))
+        """
+        wanted = frozenset(_ops.check_names(queues, "queues"))
+        interval = _ops.check_int(poll_ms, "poll_ms", low=1) / 1000
+        self.open()
+
+        def match(emit: Emit) -> bool:
+            return emit.channel == "done" or emit.value in wanted
+
+        with self.backend.hub.subscribe(match, buffer=WATCH_BUFFER) as sub:
+            while True:
+                sub.wait(interval)
+                sub.clear()
+                events = sub.drain()
+                if not events:
+                    yield WatchSignal("poll", "")
+                for event in events:
+                    yield WatchSignal(event.channel, event.value)

@@ -1,0 +1,195 @@
+# generated from src/cairnq/_async/postgres.py by scripts/generate_sync.py; do not edit
+"""The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from ..backends._postgres_core import (
+    SYNC_NO_CONNECTION,
+    SYNC_POOL_NAME,
+    SYNC_WRAPS_OTHER,
+    PostgresCore,
+    _autocommits,
+    _has_columns,
+    _joins_callers_transaction,
+    _json_as_text,
+    _op_name,
+    _translate,
+    dict_row,
+    psycopg,
+    psycopg_pool,
+    sql,
+)
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol import ops as _ops
+from ..protocol.setup import run_setup
+from ..protocol.steps import Call, Emit, Op, Rows, Script, drive, is_single_statement
+
+T = TypeVar("T")
+
+
+class SyncPostgresPaths(PostgresCore):
+    """Opening, running operations and the application's transaction: one half of the backend."""
+
+    def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
+        _json_as_text(conn.adapters)
+        if self.schema is not None:
+            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+
+    def open(self) -> None:
+        """Connect and migrate now rather than on first use."""
+        self._check_loop()
+        if self._state == "closed":
+            raise StoreClosed("this PostgreSQL backend was closed")
+        with self._sync_setup_guard():
+            if self._sync_source is None:
+                if self._dsn is None:
+                    raise UnsupportedBackend(SYNC_WRAPS_OTHER)
+                pool = psycopg_pool.ConnectionPool(
+                    self._conninfo(self.role),
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    kwargs={"autocommit": True},
+                    configure=self._configure_sync,
+                    open=False,
+                    name=SYNC_POOL_NAME,
+                )
+                try:
+                    if self.schema is not None and self.migrate:
+                        self._create_schema_sync()
+                    pool.open(wait=True, timeout=30)
+                except BaseException as exc:
+                    pool.close()
+                    raise _translate(exc) from exc
+                self._sync_source = pool
+            if not self._setup_done:
+                self.migrations_applied = run_setup(
+                    self._setup(), lambda step: self._run_now(step.op, write=step.write)
+                )
+                self._setup_done = True
+            if self._state == "new":
+                self._state = "open"
+            self._start_listening()
+
+    def _create_schema_sync(self) -> None:
+        try:
+            with psycopg.Connection.connect(self._conninfo("migrate"), autocommit=True) as conn:
+                conn.execute(self._create_schema_sql())
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""
+        self._check_loop()
+        if self._state != "open" or self._sync_source is None:
+            self.open()
+        return self._run_now(op, write=write)
+
+    def _run_now(self, op: Op[T], *, write: bool) -> T:
+        if PAUSE_ARMED is not None and write:
+            pausepoint(f"before_write:{_op_name(op)}")
+
+        def attempt() -> tuple[T, list[Emit]]:
+            with self._sync_connection() as conn:
+                return self._drive_on(conn, op, write=write)
+
+        try:
+            value, emits = self._bounded(attempt)
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return value
+
+    def _drive_on(
+        self,
+        conn: psycopg.Connection[Any],
+        op: Op[T],
+        *,
+        write: bool,
+        commits: bool = True,
+    ) -> tuple[T, list[Emit]]:
+        """Run ``op`` on ``conn``; a write commits here unless ``commits`` is false.
+
+        With ``commits=False`` the caller's open transaction holds the commit, and
+        the caller passes the ``before_commit``/``after_commit`` crash points.
+        """
+
+        def execute(step: Call | Script) -> Rows:
+            return self._execute_sync(conn, step)
+
+        with self._watch(conn):
+            if not write:
+                return drive(op, execute)
+            # Inside the caller's transaction a single statement needs no savepoint.
+            alone = (
+                _autocommits(op, conn) if commits else is_single_statement(op) and conn.autocommit
+            )
+            if alone:
+                result = drive(op, execute)
+                if ARMED is not None and commits:
+                    around_commit("after_commit", _op_name(op))
+                return result
+            with conn.transaction():
+                result = drive(op, execute)
+                if ARMED is not None and commits:
+                    around_commit("before_commit", _op_name(op))
+            if ARMED is not None and commits:
+                around_commit("after_commit", _op_name(op))
+            return result
+
+    @contextlib.contextmanager
+    def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        source = self._sync_source
+        if isinstance(source, psycopg_pool.ConnectionPool):
+            with source.connection() as conn:
+                yield conn
+        elif isinstance(source, psycopg.Connection):
+            with self._sync_conn_guard():
+                yield source
+        else:
+            raise StoreClosed(SYNC_NO_CONNECTION)
+
+    def _execute_sync(self, conn: psycopg.Connection[Any], step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            conn.execute(step.source.encode())
+            return []
+        text, params = self._params(step)
+        cur = conn.cursor(row_factory=dict_row)
+        _json_as_text(cur.adapters)
+        cur.execute(text.encode(), params)
+        return cur.fetchall() if _has_columns(cur) else []
+
+    def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:
+        """Run ``op`` on the caller's connection, as part of the caller's transaction.
+
+        Nothing is committed here: the work becomes visible when the caller
+        commits and disappears if it rolls back. Inside an open transaction the
+        operation runs in a savepoint, so its own failure leaves the caller's
+        transaction usable. On an autocommit connection outside a transaction
+        block it runs in a transaction of its own. Wake-ups come from the NOTIFY
+        trigger at the caller's commit.
+
+        Raises:
+            SchemaMismatch: the connection's current schema is not this backend's.
+        """
+        self._check_loop()
+        if not self._setup_done:
+            self.open()
+        try:
+            if self.schema is not None:
+                drive(
+                    _ops.check_installation(self.schema),
+                    lambda step: self._execute_sync(conn, step),
+                )
+            if _joins_callers_transaction(conn):
+                value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+            else:
+                with conn.transaction():
+                    value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value

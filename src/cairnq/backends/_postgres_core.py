@@ -1,0 +1,495 @@
+"""What both halves of the PostgreSQL backend share: settings, helpers and per-half hooks.
+
+``cairnq/_async/postgres.py`` holds the async paths (the source); the blocking ones
+in ``cairnq/_sync/postgres.py`` are generated from them; ``PostgresBackend`` in
+``backends/postgres.py`` mixes both in. The hooks here are where the two halves
+genuinely differ (locks, the event-loop check, the LISTEN task, the op timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Literal, TypeVar
+
+from .._extras import missing_extra
+
+try:
+    import psycopg as psycopg
+    import psycopg_pool as psycopg_pool
+    from psycopg import sql as sql
+    from psycopg.rows import dict_row as dict_row
+    from psycopg.types.string import TextLoader
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
+
+from .._clock import Clock
+from .._crashpoints import ARMED
+from .._wakeups import WakeHub, hub_for
+from ..errors import (
+    CairnQError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+)
+from ..protocol import ops as _ops
+from ..protocol.setup import Setup, check_repair, missing_table, setup_steps
+from ..protocol.statements import Dialect, statements
+from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
+from .base import LoopBinding, bind
+
+log = logging.getLogger("cairnq.postgres")
+
+T = TypeVar("T")
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+_UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
+MAX_IDENTIFIER_BYTES = 63
+LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
+# A dead peer is noticed within about 20 s instead of the kernel's two hours.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 2,
+}
+LISTEN_HEALTH_S = 10.0
+
+AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
+SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
+Source = str | AsyncSource | SyncSource
+
+
+def check_schema(schema: str | None) -> str | None:
+    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates),
+    not one of PostgreSQL's own (``information_schema``, ``pg_*``)."""
+    if schema is None:
+        return None
+    # fullmatch: with match, "$" would also accept a name ending in a newline.
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(
+            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
+            "not starting with a digit"
+        )
+    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if _ops.system_schema(schema):
+        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
+    return schema
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Turn a psycopg error into a ``cairnq.errors`` one; anything else passes through."""
+    if isinstance(exc, CairnQError) or not isinstance(
+        exc, (psycopg.Error, psycopg_pool.PoolTimeout)
+    ):
+        return exc
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return DatabaseUnavailable(f"no PostgreSQL connection became available: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
+    if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)):
+        return DatabaseError(f"PostgreSQL aborted the transaction: {exc}", retryable=True)
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        # SQLSTATE 42P01. Only cairnq's own relations: a table a handler's own
+        # statements name (succeed_in) is the application's business.
+        relation = _UNDEFINED_RELATION.search(exc.diag.message_primary or "")
+        if relation and relation.group(1).startswith("cairnq_"):
+            return missing_table(relation.group(1))
+        return DatabaseError(f"PostgreSQL error: {exc}")
+    return DatabaseError(f"PostgreSQL error: {exc}")
+
+
+def _joins_callers_transaction(conn: Any) -> bool:
+    """Whether statements on ``conn`` become part of a transaction the caller will end.
+
+    A non-autocommit connection with no transaction open yet starts one implicitly
+    at the first statement, and the caller commits or rolls it back. Wrapping the
+    work in ``conn.transaction()`` there would commit it on its own.
+    """
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return not conn.autocommit and idle
+
+
+def _op_name(op: Op[Any]) -> str:
+    return str(getattr(op, "__name__", ""))
+
+
+def _autocommits(op: Op[Any], conn: Any) -> bool:
+    """Whether write ``op`` runs as one statement that commits as it runs (no transaction).
+
+    Not when its ``before_commit`` crash point is armed: that point needs a commit
+    still to come, so the armed operation runs in a transaction of its own.
+    """
+    if not (is_single_statement(op) and conn.autocommit):
+        return False
+    return ARMED is None or f"before_commit:{_op_name(op)}" != ARMED
+
+
+def _json_as_text(adapters: Any) -> None:
+    """Read json/jsonb as text: the domain parses JSON itself, the same way on every backend."""
+    adapters.register_loader("jsonb", TextLoader)
+    adapters.register_loader("json", TextLoader)
+
+
+def _has_columns(cur: Any) -> bool:
+    """Whether the statement returned a row set (cheaper than ``cur.description``)."""
+    result = cur.pgresult
+    return result is not None and result.nfields > 0
+
+
+ASYNC_POOL_NAME = "cairnq"
+SYNC_POOL_NAME = "cairnq-sync"
+ASYNC_WRAPS_OTHER = (
+    "this backend wraps a synchronous psycopg pool or connection; "
+    "use the sync client, or pass an async pool"
+)
+SYNC_WRAPS_OTHER = (
+    "this backend wraps an async psycopg pool or connection; "
+    "use the async client, or pass a sync pool"
+)
+ASYNC_NO_CONNECTION = "no async PostgreSQL connection is available"
+SYNC_NO_CONNECTION = "no PostgreSQL connection is available"
+
+
+class _Deadline:
+    """The op timeout of one blocking operation: its connection is severed when it passes.
+
+    A blocking psycopg call cannot be abandoned the way an awaited one is, so
+    the socket under it is shut down instead: the call fails at once and the
+    pool discards the connection.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.expires_at = time.monotonic() + seconds
+        self.fired = False
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @contextlib.contextmanager
+    def watching(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        timer = threading.Timer(max(0.0, self.expires_at - time.monotonic()), self._sever)
+        timer.daemon = True
+        with self._lock:
+            self._conn = conn
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._conn = None
+
+    def _sever(self) -> None:
+        with self._lock:
+            if self._conn is None:
+                return
+            self.fired = True
+            with contextlib.suppress(OSError, psycopg.Error):
+                sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                finally:
+                    sock.close()
+
+
+_deadlines = threading.local()
+
+
+class PostgresCore:
+    """Settings and state of a ``PostgresBackend``; see that class for the arguments."""
+
+    dialect: Dialect = "postgres"
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        repair: bool = False,
+        listen: bool = True,
+        application_name: str = "cairnq",
+        role: str = "client",
+        listen_health_s: float = LISTEN_HEALTH_S,
+        op_timeout_s: float | None = 60.0,
+    ) -> None:
+        self.schema = check_schema(schema)
+        self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
+        self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
+        self.clock = clock
+        self.migrate = migrate
+        self.repair = check_repair(repair, migrate)
+        self.application_name = _ops.check_text(application_name, "application_name") or ""
+        self.role = _ops.check_text(role, "role") or ""
+        if not 0 < listen_health_s <= 3600:
+            raise InvalidArgument("listen_health_s must be between 0 and 3600 seconds")
+        self.listen_health_s = float(listen_health_s)
+        if op_timeout_s is not None and not 0 < op_timeout_s <= 86_400:
+            raise InvalidArgument("op_timeout_s must be positive (seconds), or None")
+        self.op_timeout_s = op_timeout_s
+        self._dsn: str | None = None
+        self._async_source: AsyncSource | None = None
+        self._sync_source: SyncSource | None = None
+        if isinstance(source, str):
+            self._dsn = source
+        elif isinstance(source, (psycopg_pool.AsyncConnectionPool, psycopg.AsyncConnection)):
+            self._async_source = source
+        elif isinstance(source, (psycopg_pool.ConnectionPool, psycopg.Connection)):
+            self._sync_source = source
+        else:
+            raise InvalidArgument(
+                "expected a PostgreSQL DSN, psycopg pool or connection, "
+                f"got {type(source).__name__}"
+            )
+        if (
+            isinstance(source, (psycopg.Connection, psycopg.AsyncConnection))
+            and not source.autocommit
+        ):
+            raise InvalidArgument(
+                "a connection given as cairnq's own must have autocommit=True (cairnq commits "
+                "each operation); to write inside your transaction, pass it as submit(conn=...)"
+            )
+        self._owns_pools = self._dsn is not None
+        self._listen_enabled = listen and self._dsn is not None
+        identity = self._dsn or f"external:{id(source)}"
+        self.hub: WakeHub = hub_for(f"postgres:{identity}|{self.schema or ''}")
+        self._statements = statements("postgres")
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._setup_done = False
+        self._sync_setup_lock = threading.Lock()
+        self._async_setup_lock: asyncio.Lock | None = None
+        self._async_conn_lock: asyncio.Lock | None = None
+        self._sync_conn_lock = threading.Lock()
+        self._listener: _Listener | None = None
+        self._reserved: psycopg.AsyncConnection[Any] | None = None
+        self._reserved_lock: asyncio.Lock | None = None
+        # The pools, locks and LISTEN task above belong to one event loop.
+        self._loops = LoopBinding()
+        self.migrations_applied: list[str] = []
+
+    def __repr__(self) -> str:
+        where = "dsn" if self._dsn else "external"
+        return f"<PostgresBackend {where} schema={self.schema!r} {self._state}>"
+
+    @property
+    def listening(self) -> bool:
+        """Whether the LISTEN connection is up (wake-ups are pushed, not only polled)."""
+        return self._listener is not None and self._listener.connected.is_set()
+
+    # --- connection parameters ----------------------------------------------------
+
+    # --- connection parameters ----------------------------------------------------
+
+    def _conninfo(self, role: str) -> str:
+        """The DSN with this connection's role, and TCP keepalives unless the DSN sets them."""
+        assert self._dsn is not None
+        given = psycopg.conninfo.conninfo_to_dict(self._dsn)
+        extra = {k: v for k, v in KEEPALIVES.items() if k not in given}
+        return psycopg.conninfo.make_conninfo(
+            self._dsn, application_name=f"{self.application_name}-{role}", **extra
+        )
+
+    def _create_schema_sql(self) -> sql.Composed:
+        # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog, so
+        # creators take a transaction-scoped advisory lock on the name first.
+        assert self.schema is not None
+        return sql.SQL(
+            "begin; select pg_advisory_xact_lock(hashtextextended({}, 0)); "
+            "create schema if not exists {}; commit"
+        ).format(sql.Literal("cairnq_schema:" + self.schema), sql.Identifier(self.schema))
+
+    def _setup(self) -> Setup:
+        return setup_steps(
+            "postgres",
+            migrate=self.migrate,
+            repair=self.repair,
+            installation_check=_ops.check_installation(self.schema),
+        )
+
+    def _params(self, step: Call) -> tuple[str, dict[str, Any]]:
+        statement = self._statements[step.statement]
+        return statement.text, bind(statement, step.params, self._adapt)
+
+    def _adapt(self, name: str, value: Any) -> Any:
+        if value is NOW:
+            return None if self.clock is None else self.clock.now_ms()
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    # --- where the halves differ ----------------------------------------------------------
+
+    def _acheck_loop(self) -> None:
+        """The async half belongs to the event loop it first ran on."""
+        self._loops.check()
+
+    def _check_loop(self) -> None:
+        """The blocking half runs on any thread, with or without a loop."""
+
+    def _async_setup_guard(self) -> asyncio.Lock:
+        if self._async_setup_lock is None:
+            self._async_setup_lock = asyncio.Lock()
+        return self._async_setup_lock
+
+    def _sync_setup_guard(self) -> contextlib.AbstractContextManager[bool]:
+        return self._sync_setup_lock
+
+    def _async_conn_guard(self) -> asyncio.Lock:
+        """Serialises this backend's use of a single async connection it was given."""
+        if self._async_conn_lock is None:
+            self._async_conn_lock = asyncio.Lock()
+        return self._async_conn_lock
+
+    def _sync_conn_guard(self) -> contextlib.AbstractContextManager[bool]:
+        """Serialises this backend's use of a single connection it was given."""
+        return self._sync_conn_lock
+
+    def _astart_listening(self) -> None:
+        """Start the LISTEN task (it lives on the event loop) if wanted and not yet running."""
+        if self._listen_enabled and self._listener is None:
+            self._listener = _Listener(
+                self._conninfo("listen"), self.hub, health_s=self.listen_health_s
+            )
+            self._listener.start()
+
+    def _start_listening(self) -> None:
+        """The blocking half has no loop to run the LISTEN task on; it polls."""
+
+    async def _abounded(self, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()`` within ``op_timeout_s``; a silent server becomes ``DatabaseUnavailable``."""
+        if self.op_timeout_s is None:
+            return await work()
+        try:
+            return await asyncio.wait_for(work(), self.op_timeout_s)
+        except asyncio.TimeoutError:
+            raise DatabaseUnavailable(
+                f"PostgreSQL did not answer within {self.op_timeout_s:g} s"
+            ) from None
+
+    def _bounded(self, work: Callable[[], T]) -> T:
+        """``work()`` within ``op_timeout_s``; a silent server becomes ``DatabaseUnavailable``.
+
+        The connection ``work`` drives on is watched (``_watch``) and severed when
+        the time is up.
+        """
+        if self.op_timeout_s is None:
+            return work()
+        deadline = _deadlines.current = _Deadline(self.op_timeout_s)
+        try:
+            return work()
+        except (psycopg.Error, DatabaseError):
+            if deadline.fired:
+                raise DatabaseUnavailable(
+                    f"PostgreSQL did not answer within {self.op_timeout_s:g} s"
+                ) from None
+            raise
+        finally:
+            _deadlines.current = None
+
+    @contextlib.contextmanager
+    def _watch(self, conn: Any) -> Iterator[None]:
+        """Sever ``conn`` if this thread's blocking operation outlives its deadline."""
+        deadline: _Deadline | None = getattr(_deadlines, "current", None)
+        if deadline is None:
+            yield
+            return
+        with deadline.watching(conn):
+            yield
+
+
+class _Listener:
+    """A dedicated LISTEN connection feeding the hub; reconnects with backoff.
+
+    After every (re)connect it pokes the hub once, so waiters catch up on
+    anything sent while it was away. Behind a transaction-mode pooler, where
+    notifications never arrive, it says so once and stops: polling carries on.
+    """
+
+    def __init__(self, conninfo: str, hub: WakeHub, *, health_s: float = LISTEN_HEALTH_S) -> None:
+        self._conninfo = conninfo
+        self._hub = hub
+        self._health_s = health_s
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True
+                ) as conn:
+                    if not await self._listen(conn):
+                        log.warning(
+                            "LISTEN/NOTIFY does not work on this connection (a transaction "
+                            "pooler?); cairnq falls back to polling"
+                        )
+                        return
+                    delay = 1.0
+                    self.connected.set()
+                    self._hub.poke()
+                    await self._pump(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.connected.clear()
+                log.info("LISTEN connection lost (%s); reconnecting in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """LISTEN, then prove delivery: another connection notifies a private channel.
+
+        The probe is sent from a second connection because psycopg discards
+        notifications that arrive while this one runs a query.
+        """
+        probe = f"cairnq_probe_{secrets.token_hex(6)}"
+        for channel in (*LISTEN_CHANNELS, probe):
+            await conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+        async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as other:
+            await other.execute("select pg_notify(%s, '')", (probe,))
+        async for note in conn.notifies(timeout=5.0):
+            if note.channel == probe:
+                return True
+            self._dispatch(note)
+        return False
+
+    def _dispatch(self, note: psycopg.Notify) -> None:
+        if note.channel == "cairnq_queued":
+            self._hub.publish([Emit("queued", note.payload)])
+        elif note.channel == "cairnq_done":
+            self._hub.publish([Emit("done", note.payload)])
+
+    async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Deliver notifications; after each quiet spell, probe the connection's health.
+
+        A notification that lands during the probe query is consumed unseen, so
+        every probe is followed by a poke: waiters look at the database once.
+        """
+        while True:
+            async for note in conn.notifies(timeout=self._health_s):
+                self._dispatch(note)
+            await asyncio.wait_for(conn.execute("select 1"), self._health_s)
+            self._hub.poke()
