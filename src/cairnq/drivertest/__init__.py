@@ -12,7 +12,7 @@ suite's tests::
         ...  # a Driver on a fresh database; drop it after the test
 
 The suite covers statement parity (``parity``), the task state machine against a
-model (``state_machine``), the protocol's conformance scenarios (``scenarios``)
+model (``state_machine``), the protocol's conformance scenarios (``conformance``)
 and the transition log the chaos checker reads (``transitions``). It needs the
 ``test`` extra (pytest, hypothesis). See ``docs/adding-a-backend.md``.
 """
@@ -20,15 +20,16 @@ and the transition log the chaos checker reads (``transitions``). It needs the
 from __future__ import annotations
 
 from . import _rewrite  # noqa: F401 (first: the test modules below get rewritten asserts)
+from .conformance import test_scenario_passes
 from .driver import TRANSITION_COLUMNS, Driver
 from .parity import (
     test_a_statement_takes_the_same_parameters_as_every_other_dialect,
     test_every_migration_applies_to_a_fresh_database,
     test_every_statement_file_holds_one_statement,
     test_statement_headers_say_what_returns_and_params,
+    test_the_dialect_declares_the_statements_only_it_ships,
     test_the_dialect_ships_every_canonical_statement,
 )
-from .scenarios import test_scenario_passes
 from .state_machine import test_random_operation_sequences_keep_database_and_model_in_step
 from .transitions import (
     test_the_transition_log_has_every_column_the_checker_reads,
@@ -41,6 +42,7 @@ __all__ = [
     "Driver",
     # statement parity
     "test_the_dialect_ships_every_canonical_statement",
+    "test_the_dialect_declares_the_statements_only_it_ships",
     "test_a_statement_takes_the_same_parameters_as_every_other_dialect",
     "test_every_statement_file_holds_one_statement",
     "test_statement_headers_say_what_returns_and_params",

@@ -6,7 +6,7 @@ import pytest
 
 pytest.register_assert_rewrite(
     "cairnq.drivertest.parity",
-    "cairnq.drivertest.scenarios",
+    "cairnq.drivertest.conformance",
     "cairnq.drivertest.state_machine",
     "cairnq.drivertest.transitions",
 )

@@ -18,6 +18,7 @@ from .driver import Driver
 
 __all__ = [
     "test_the_dialect_ships_every_canonical_statement",
+    "test_the_dialect_declares_the_statements_only_it_ships",
     "test_a_statement_takes_the_same_parameters_as_every_other_dialect",
     "test_every_statement_file_holds_one_statement",
     "test_statement_headers_say_what_returns_and_params",
@@ -43,6 +44,11 @@ def canonical_statements() -> list[str]:
 def test_the_dialect_ships_every_canonical_statement(driver: Driver) -> None:
     missing = sorted(set(canonical_statements()) - set(statements(driver.dialect)))
     assert missing == []
+
+
+def test_the_dialect_declares_the_statements_only_it_ships(driver: Driver) -> None:
+    extras = set(statements(driver.dialect)) - set(canonical_statements())
+    assert extras == DIALECT_EXTRAS.get(driver.dialect, frozenset())
 
 
 @pytest.mark.parametrize("name", canonical_statements())
