@@ -10,7 +10,7 @@ import pytest
 
 from cairnq.cli import main
 from cairnq.conformance import load_scenarios, run_paths, run_scenario
-from cairnq.drivertest.conformance import scenario_dir, scenario_files
+from cairnq.drivertest.test_conformance import scenario_dir, scenario_files
 
 from ._db import Database
 

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from cairnq.backends.sqlite import split_script
-from cairnq.drivertest.parity import DIALECT_EXTRAS
+from cairnq.drivertest.test_parity import DIALECT_EXTRAS
 from cairnq.protocol.statements import migrations, statements
 
 from ._db import Database

@@ -11,18 +11,24 @@ suite's tests::
     def driver(tmp_path):
         ...  # a Driver on a fresh database; drop it after the test
 
-The suite covers statement parity (``parity``), the task state machine against a
-model (``state_machine``), the protocol's conformance scenarios (``conformance``)
-and the transition log the chaos checker reads (``transitions``). It needs the
-``test`` extra (pytest, hypothesis). See ``docs/adding-a-backend.md``.
+The suite covers statement parity (``test_parity``), the task state machine
+against a model (``test_state_machine``), the protocol's conformance scenarios
+(``test_conformance``) and the transition log the chaos checker reads
+(``test_transitions``). It needs the ``test`` extra (pytest, hypothesis). See
+``docs/adding-a-backend.md``.
+
+The modules holding tests are named ``test_*.py`` for Hypothesis too: it draws
+constants from the source of every loaded module that is not test code, so
+under any other name the state machine's sequences would change with the
+suite's own source.
 """
 
 from __future__ import annotations
 
 from . import _rewrite  # noqa: F401 (first: the test modules below get rewritten asserts)
-from .conformance import test_scenario_passes
 from .driver import TRANSITION_COLUMNS, Driver
-from .parity import (
+from .test_conformance import test_scenario_passes
+from .test_parity import (
     test_a_statement_takes_the_same_parameters_as_every_other_dialect,
     test_every_migration_applies_to_a_fresh_database,
     test_every_statement_file_holds_one_statement,
@@ -30,8 +36,8 @@ from .parity import (
     test_the_dialect_declares_the_statements_only_it_ships,
     test_the_dialect_ships_every_canonical_statement,
 )
-from .state_machine import test_random_operation_sequences_keep_database_and_model_in_step
-from .transitions import (
+from .test_state_machine import test_random_operation_sequences_keep_database_and_model_in_step
+from .test_transitions import (
     test_the_transition_log_has_every_column_the_checker_reads,
     test_the_transition_log_shows_a_task_failed_retried_canceled_and_purged,
     test_the_transition_log_shows_a_task_run_to_success,

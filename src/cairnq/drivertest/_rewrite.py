@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 pytest.register_assert_rewrite(
-    "cairnq.drivertest.parity",
-    "cairnq.drivertest.conformance",
-    "cairnq.drivertest.state_machine",
-    "cairnq.drivertest.transitions",
+    "cairnq.drivertest.test_parity",
+    "cairnq.drivertest.test_conformance",
+    "cairnq.drivertest.test_state_machine",
+    "cairnq.drivertest.test_transitions",
 )
