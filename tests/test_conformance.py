@@ -1,4 +1,4 @@
-"""The protocol's conformance scenarios, run by cairnq's own runner on every backend."""
+"""The conformance runner and its CLI; each scenario on each backend is in the driver suite."""
 
 from __future__ import annotations
 
@@ -10,30 +10,13 @@ import pytest
 
 from cairnq.cli import main
 from cairnq.conformance import load_scenarios, run_paths, run_scenario
+from cairnq.drivertest.test_conformance import scenario_dir, scenario_files
 
 from ._db import Database
-
-BUNDLED = Path(__file__).parent / "scenarios"
-
-
-def scenario_dir() -> Path:
-    """The protocol scenarios, kept with the tests."""
-    return BUNDLED
-
-
-def scenario_files() -> list[Path]:
-    return sorted(scenario_dir().glob("*.json"))
 
 
 def test_the_suite_holds_all_36_scenarios() -> None:
     assert len(scenario_files()) == 36
-
-
-@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
-def test_scenario_passes(db: Database, path: Path) -> None:
-    results = run_paths([path], db.url if db.kind == "postgres" else "sqlite:///unused.db")
-    assert [r.detail for r in results] == [""]
-    assert results[0].passed
 
 
 def test_scenarios_pass_with_real_sleeps(db: Database) -> None:
