@@ -167,13 +167,14 @@ FORMATTED_SQL_ALLOWED = Counter(
 # first (see test_hostile.py); channels are constants.
 COMPOSITIONS_ALLOWED = Counter(
     {
-        ("backends/postgres.py", "set search_path to {}"): 2,
+        ("_async/postgres.py", "set search_path to {}"): 1,
+        ("_sync/postgres.py", "set search_path to {}"): 1,
         (
-            "backends/postgres.py",
+            "backends/_postgres_core.py",
             "begin; select pg_advisory_xact_lock(hashtextextended({}, 0)); "
             "create schema if not exists {}; commit",
         ): 1,
-        ("backends/postgres.py", "listen {}"): 1,
+        ("backends/_postgres_core.py", "listen {}"): 1,
         ("backends/postgres.py", "drop schema if exists {} cascade"): 1,
         ("backends/_postgres_inspect.py", "set search_path to {}"): 1,
     }
@@ -185,9 +186,16 @@ COMPOSITIONS_ALLOWED = Counter(
 INDIRECT_ALLOWED = {
     ("backends/sqlite.py", "statement.text"),  # a protocol statement
     ("backends/sqlite.py", "sql"),  # one statement of a migration file (split_script)
-    ("backends/postgres.py", "text.encode()"),  # a protocol statement (_params)
-    ("backends/postgres.py", "step.source.encode()"),  # a migration file
-    ("backends/postgres.py", "self._create_schema_sql()"),  # composition above
+    # The PostgreSQL paths: the async source and the sync half generated from it.
+    *(
+        (half, text)
+        for half in ("_async/postgres.py", "_sync/postgres.py")
+        for text in (
+            "text.encode()",  # a protocol statement (_params)
+            "step.source.encode()",  # a migration file
+            "self._create_schema_sql()",  # composition above
+        )
+    ),
     ("backends/_postgres_inspect.py", "statement.text"),  # a protocol statement by name
 }
 
