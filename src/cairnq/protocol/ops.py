@@ -34,6 +34,7 @@ MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 MAX_LIST_LIMIT = 10_000
 
 LEASES_MIGRATION = "x0003_leases.sql"
+NAMED_LEASES_MIGRATION = "x0004_named_leases.sql"
 
 LEASE_EXPIRED_ERROR = (
     '{"type":"LeaseExpired","code":"lease_expired",'
@@ -840,6 +841,28 @@ def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
 @single_statement
 def lock_release(name: str, holder: str) -> Op[bool]:
     rows = yield Call("lock_release", {"name": name, "holder": holder})
+    return bool(rows)
+
+
+def named_leases_ready() -> Op[bool]:
+    """Whether the database has the periodic jobs' named leases (``x0004_named_leases.sql``)."""
+    applied = yield from applied_migrations()
+    return NAMED_LEASES_MIGRATION in applied
+
+
+@single_statement
+def named_lease_take(name: str, holder: str, ttl_ms: int) -> Op[bool]:
+    """Take or renew a periodic job's named lease for this run; False when another holder has it."""
+    rows = yield Call(
+        "named_lease_take", {"name": name, "holder": holder, "now_ms": NOW, "ttl_ms": ttl_ms}
+    )
+    return bool(rows)
+
+
+@single_statement
+def named_lease_give(name: str, holder: str) -> Op[bool]:
+    """End a periodic job's named lease now, if held; False when ``holder`` did not have it."""
+    rows = yield Call("named_lease_give", {"name": name, "holder": holder, "now_ms": NOW})
     return bool(rows)
 
 
