@@ -24,8 +24,8 @@ from cairnq import (
     TaskError,
     TaskFailed,
     Worker,
-    _ops,
 )
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
