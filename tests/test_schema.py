@@ -79,7 +79,18 @@ WORKER_COLUMNS = [
     ("started_at_ms", "INTEGER", "bigint", True, None),
     ("last_seen_ms", "INTEGER", "bigint", True, None),
 ]
-EXTENSION_MIGRATIONS = ["x0001_locks.sql", "x0002_workers.sql", "x0003_leases.sql"]
+NAMED_LEASE_COLUMNS = [
+    ("name", "TEXT", "text", True, None),
+    ("holder", "TEXT", "text", True, None),
+    ("until_ms", "INTEGER", "bigint", True, None),
+    ("last_run_ms", "INTEGER", "bigint", True, None),
+]
+EXTENSION_MIGRATIONS = [
+    "x0001_locks.sql",
+    "x0002_workers.sql",
+    "x0003_leases.sql",
+    "x0004_named_leases.sql",
+]
 
 # index -> (columns with direction, partial predicate)
 INDEXES = {
@@ -291,6 +302,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_named_leases",
         "cairnq_task_keys",
         "cairnq_tasks",
         "cairnq_workers",
@@ -299,6 +311,10 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
 
 def test_the_extension_table_holds_named_leases(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_locks"] == _columns(db, LOCK_COLUMNS)
+
+
+def test_the_periodic_jobs_extension_table_holds_one_named_lease_per_job(db: Database) -> None:
+    assert read_schema(db)["tables"]["cairnq_named_leases"] == _columns(db, NAMED_LEASE_COLUMNS)
 
 
 def test_the_lease_token_extension_table_holds_one_token_per_claimed_task(db: Database) -> None:

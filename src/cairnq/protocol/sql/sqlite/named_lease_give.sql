@@ -1,5 +1,4 @@
--- End the periodic job's named lease now if holder has it, so another process takes it over
--- at its next turn; the row (and when the job last ran) stays.
+-- End a periodic job's named lease now if holder has it, so another process takes it over at its next turn (last_run_ms stays).
 -- Returns the row's name; zero rows means holder did not have it.
 -- params: name, holder, now_ms
 update cairnq_named_leases set until_ms = :now_ms

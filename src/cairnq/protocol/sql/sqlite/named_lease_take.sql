@@ -1,5 +1,4 @@
--- Take or renew the periodic job's named lease for holder until now + ttl_ms, if it is free,
--- expired or already holder's, and record this run (last_run_ms = now).
+-- Take or renew a periodic job's named lease for holder until now + ttl_ms (if free, expired or holder's) and record this run as last_run_ms.
 -- Returns one row (holder) when held by holder afterwards; zero rows means another holder has it.
 -- params: name, holder, now_ms, ttl_ms
 insert into cairnq_named_leases (name, holder, until_ms, last_run_ms)
