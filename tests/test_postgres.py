@@ -24,9 +24,9 @@ from cairnq import (
     TaskContext,
     UnsupportedBackend,
     Worker,
-    _ops,
     migrate,
 )
+from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect, drop_schema
