@@ -16,7 +16,6 @@ that once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -130,6 +129,8 @@ class PeriodicJob:
         self._context = {"phase": phase or self.name, "job": self.name, **(context or {})}
         self._stop_on = stop_on
         self.runs = 0
+        # The wait before the next run, before jitter: the interval, or a backoff after errors.
+        self.next_delay_ms = self.first_delay_ms
         self._leased: bool | None = None
         self._holding = False
         self._in_run = False
@@ -167,26 +168,27 @@ class PeriodicJob:
 
     async def run(self) -> None:
         """The job's loop, until stopped or cancelled (``start`` runs it as a task)."""
-        delay_ms = self.first_delay_ms
+        self.next_delay_ms = self.first_delay_ms
         failures = 0
         while not self._stopping:
-            await asyncio.sleep(self._spread(delay_ms) / 1000)
+            await asyncio.sleep(self._spread(self.next_delay_ms) / 1000)
             self._in_run = True
             try:
                 await self.run_once()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                failures += 1
+                backoff = self.interval_ms * 2 ** min(failures, 40)
+                self.next_delay_ms = min(self.max_error_backoff_ms, backoff)
                 self._report(exc)
                 if isinstance(exc, self._stop_on):
                     return
-                failures += 1
-                delay_ms = min(self.max_error_backoff_ms, self.interval_ms * 2 ** min(failures, 40))
                 continue
             finally:
                 self._in_run = False
             failures = 0
-            delay_ms = self.interval_ms
+            self.next_delay_ms = self.interval_ms
 
     async def run_once(self) -> bool:
         """Take the job's turn now: renew or take the lease, then run ``fn``.
@@ -241,5 +243,4 @@ class PeriodicJob:
         try:
             self._on_error(exc, dict(self._context))
         except Exception:
-            with contextlib.suppress(Exception):
-                log.exception("on_error raised for periodic job %s", self.name)
+            log.exception("on_error raised for periodic job %s; the job carries on", self.name)
