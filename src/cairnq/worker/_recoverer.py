@@ -49,6 +49,9 @@ class Recoverer:
             "cairnq.recovery",
             self.recover,
             interval_ms=interval_ms,
+            # No backoff after errors: the interval bounds how long a crashed worker's
+            # tasks wait, and a failing database is already backed off by the claims.
+            max_error_backoff_ms=interval_ms,
             on_error=self._on_error,
             phase="recovery",
             context={"worker_id": worker_id},
