@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cairnq import InvalidArgument
 from cairnq._periodic import NamedLease, PeriodicJob
 from cairnq.testing import FakeClock
 
@@ -187,3 +188,28 @@ async def test_without_the_named_leases_migration_the_job_runs_here_and_says_so_
         ]
         * 2
     )
+
+
+async def test_an_error_of_a_stop_on_type_is_reported_and_ends_the_job(db: Database) -> None:
+    reports: list[str] = []
+
+    async def broken() -> None:
+        raise LookupError("gone for good")
+
+    job = leased_job(
+        db,
+        broken,
+        first_delay_ms=0,
+        stop_on=(LookupError,),
+        on_error=lambda exc, context: reports.append(str(exc)),
+    )
+    job.start()
+    while job.running:
+        await asyncio.sleep(0.005)
+    await job.stop()
+    assert reports == ["gone for good"]
+
+
+def test_jitter_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="jitter"):
+        PeriodicJob("test-job", nothing, interval_ms=10, jitter=1.5)

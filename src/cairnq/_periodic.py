@@ -19,7 +19,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import _ids
@@ -34,6 +34,10 @@ ErrorHook = Callable[[BaseException, dict[str, Any]], None]
 GIVE_UP_TIMEOUT_S = 1.0
 
 
+def _holder() -> str:
+    return "job_" + _ids.ulid()
+
+
 @dataclass(frozen=True)
 class NamedLease:
     """Where and as whom a ``PeriodicJob`` takes its lease.
@@ -42,16 +46,16 @@ class NamedLease:
         backend: The database holding ``cairnq_named_leases``.
         holder: This process's name in the row (a fresh id by default).
         ttl_ms: How long a run's lease holds without the next renewal (three
-            intervals by default); it must be longer than the interval.
+            intervals by default). It must be longer than the interval, and
+            should be longer than the interval plus the longest run: a lease
+            that runs out during a run lets another process start one.
     """
 
     backend: Backend
-    holder: str = ""
+    holder: str = field(default_factory=_holder)
     ttl_ms: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.holder:
-            object.__setattr__(self, "holder", "job_" + _ids.ulid())
         _ops.check_text(self.holder, "holder")
 
 
