@@ -1,4 +1,4 @@
-"""A worker's row in ``cairnq_workers``: written on the heartbeat timer, deleted on a clean stop.
+"""A worker's row in ``cairnq_workers``: written on a timer of its own, deleted on a clean stop.
 
 The row is what the dashboard's workers view reads (``CairnQ.workers``). It is an
 extension table: a write that fails (a database migrated without it, a busy
