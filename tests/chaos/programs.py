@@ -133,11 +133,11 @@ def _thread_outlives_timeout() -> None:
 
 def _leaves_one_running() -> None:
     """The worker forgets to settle the first task it runs and keeps renewing its lease."""
-    from cairnq.worker import _executor, _worker
+    from cairnq.worker import _claimer, _executor
 
     forgotten: set[str] = set()
     succeed = _executor.Executor._succeed
-    release = _worker.Worker._release
+    release = _claimer.Claimer._release
 
     async def skip_first(self: Any, ctx: Any, result: Any) -> None:
         if not forgotten:
@@ -148,10 +148,10 @@ def _leaves_one_running() -> None:
     def keep_renewing(self: Any, registration: Any, contexts: Any) -> None:
         kept = {c.task_id: c for c in contexts if c.task_id in forgotten}
         release(self, registration, contexts)
-        self._contexts.update(kept)
+        self.contexts.update(kept)
 
     _executor.Executor._succeed = skip_first  # type: ignore[method-assign]
-    _worker.Worker._release = keep_renewing  # type: ignore[method-assign]
+    _claimer.Claimer._release = keep_renewing  # type: ignore[method-assign]
 
 
 def _acks_without_writing() -> None:
@@ -196,9 +196,9 @@ def _unwritable_errors() -> None:
 
 def _no_error_backoff() -> None:
     """A failed claim waits on the wake-up latch, which any change cuts short."""
-    from cairnq.worker._worker import Worker as Claimer
+    from cairnq.worker._claimer import Claimer
 
-    Claimer._pause_after_error = lambda self, s: self._wake.wait_async(s)  # type: ignore[method-assign, assignment]
+    Claimer._pause_after_error = lambda self, s: self.wake.wait_async(s)  # type: ignore[method-assign, assignment]
 
 
 MUTANTS: dict[str, Mutant] = {

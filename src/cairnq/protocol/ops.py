@@ -34,6 +34,7 @@ MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 MAX_LIST_LIMIT = 10_000
 
 LEASES_MIGRATION = "x0003_leases.sql"
+NAMED_LEASES_MIGRATION = "x0001_locks.sql"
 
 LEASE_EXPIRED_ERROR = (
     '{"type":"LeaseExpired","code":"lease_expired",'
@@ -839,8 +840,15 @@ def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
 
 @single_statement
 def lock_release(name: str, holder: str) -> Op[bool]:
+    """End a named lease now, if ``holder`` has it; False when it did not."""
     rows = yield Call("lock_release", {"name": name, "holder": holder})
     return bool(rows)
+
+
+def named_leases_ready() -> Op[bool]:
+    """Whether the database has the named leases (``cairnq_locks``, ``x0001_locks.sql``)."""
+    applied = yield from applied_migrations()
+    return NAMED_LEASES_MIGRATION in applied
 
 
 # --- migrations --------------------------------------------------------------------------

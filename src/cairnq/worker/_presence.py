@@ -1,4 +1,4 @@
-"""A worker's row in ``cairnq_workers``: written on the heartbeat timer, deleted on a clean stop.
+"""A worker's row in ``cairnq_workers``: written on a timer of its own, deleted on a clean stop.
 
 The row is what the dashboard's workers view reads (``CairnQ.workers``). It is an
 extension table: a write that fails (a database migrated without it, a busy
@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Sequence
 
+from .._periodic import PeriodicJob
 from ..backends import Backend
 from ..protocol import reads as _reads
 from ..protocol.steps import Op
@@ -28,7 +29,10 @@ DELETE_TIMEOUT_S = 1.0
 
 
 class Presence:
-    """Keeps one worker's row fresh while it runs."""
+    """Keeps one worker's row fresh while it runs: ``start`` writes it, ``job`` refreshes it.
+
+    It runs in every worker, without a named lease: the row is this worker's own.
+    """
 
     def __init__(
         self,
@@ -50,6 +54,14 @@ class Presence:
         self._pid = os.getpid()
         self._pending: asyncio.Task[None] | None = None
         self._failing = False
+        self.job = PeriodicJob(
+            "cairnq.presence",
+            self._refresh,
+            interval_ms=max(1, round(interval_s * 1000)),
+            on_error=report,
+            phase="presence",
+            context={"worker_id": worker_id},
+        )
 
     def start(self) -> None:
         """Write the row now (and clear rows of workers long gone)."""
@@ -59,15 +71,17 @@ class Presence:
         self._spawn(op)
 
     async def run(self) -> None:
-        """Refresh the row every ``interval_s`` until cancelled."""
-        while True:
-            await asyncio.sleep(self.interval_s)
-            if self._pending is not None and not self._pending.done():
-                continue
-            op = _reads.worker_beat(
-                self.worker_id, self.queues, self._host, self._pid, self.concurrency
-            )
-            self._spawn(op)
+        """Refresh the row every ``interval_s`` until cancelled (what ``job.start()`` runs)."""
+        await self.job.run()
+
+    async def _refresh(self) -> None:
+        """Write the row in the background, unless the last write is still in flight."""
+        if self._pending is not None and not self._pending.done():
+            return
+        op = _reads.worker_beat(
+            self.worker_id, self.queues, self._host, self._pid, self.concurrency
+        )
+        self._spawn(op)
 
     def _spawn(self, op: Op[None]) -> None:
         self._pending = asyncio.ensure_future(self._write(op))
@@ -87,6 +101,7 @@ class Presence:
         # One budget for both writes: a database that stopped answering delays a stop
         # by at most STOP_TIMEOUT_S here.
         deadline = time.monotonic() + STOP_TIMEOUT_S
+        await self.job.stop()
         # A refresh still in flight must land before the delete, or it would recreate the row.
         if self._pending is not None and not self._pending.done():
             await asyncio.wait({self._pending}, timeout=STOP_TIMEOUT_S)

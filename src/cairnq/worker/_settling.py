@@ -1,8 +1,12 @@
-"""Group settlement: completions from many handler calls written in one statement.
+"""The settler: the worker's writes that end a claim, apart from the handler's own.
 
+Group settlement: completions from many handler calls written in one statement.
 Completions that arrive while a write is in flight wait for the next one, so a
 busy worker writes one ``complete_many`` per round trip instead of one
 statement per task; an idle one writes each completion at once.
+
+It also fails claimed rows no handler can take (``reject``) and hands back, at
+shutdown, tasks this worker stopped running (``release``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from ..backends import Backend
 from ..errors import LostLease
 from ..protocol import ops as _ops
+from ._executor import OnError
 
 MAX_GROUP = 256
 Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]
@@ -22,12 +27,43 @@ Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]
 class Settler:
     """Collects ``complete`` requests and writes them in groups."""
 
-    def __init__(self, backend: Backend, worker_id: str) -> None:
+    def __init__(self, backend: Backend, worker_id: str, report: OnError | None = None) -> None:
         self._backend = backend
         self._worker_id = worker_id
+        self._report = report
         self._pending: list[Pending] = []
         self._flushing = False
         self._task: asyncio.Future[None] | None = None
+        self._rejects: set[asyncio.Future[Any]] = set()
+
+    def reject(self, lease: _ops.Lease, error: str) -> None:
+        """Fail a claimed task for good with ``error`` (an encoded envelope), in the background."""
+        op = _ops.fail(lease, self._worker_id, error, retryable=False, delay_ms=0)
+        call = asyncio.ensure_future(self._backend.arun(op, write=True))
+        self._rejects.add(call)
+        call.add_done_callback(self._rejected)
+
+    def _rejected(self, call: asyncio.Future[Any]) -> None:
+        self._rejects.discard(call)
+        if not call.cancelled() and call.exception() is not None:
+            exc = call.exception()
+            assert exc is not None
+            if self._report is not None:
+                self._report(exc, {"phase": "settle", "worker_id": self._worker_id})
+
+    async def wait_rejects(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the rejections still being written."""
+        if self._rejects:
+            await asyncio.wait(set(self._rejects), timeout=timeout_s)
+
+    async def release(self, lease: _ops.Lease) -> None:
+        """Hand a task this worker stopped running back to the queue, its attempt uncounted."""
+        op = _ops.release(lease, self._worker_id)
+        try:
+            await self._backend.arun(op, write=True)
+        except Exception as exc:
+            if self._report is not None:
+                self._report(exc, {"phase": "shutdown", "task_id": lease.id})
 
     async def complete(self, lease: _ops.Lease, result: str | None) -> Mapping[str, Any]:
         """Settle ``lease`` as ``complete`` would; returns its row (id, status, queue).

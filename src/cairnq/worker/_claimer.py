@@ -1,0 +1,301 @@
+"""The claimer: claims tasks when there is room, and starts a handler call for each group.
+
+It owns the calls in flight: their slots, their contexts (the leases the
+heartbeater renews), their payload bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._crashpoints import crashpoint
+from .._wakeups import Subscription
+from ..backends import FileBound
+from ..client import CairnQ
+from ..errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    SchemaIncomplete,
+    SerializationError,
+    error_envelope,
+)
+from ..models import Task
+from ..protocol import ops as _ops
+from ._claiming import group_calls, plan_claim
+from ._context import Runtime, TaskContext
+from ._executor import Executor, OnError
+from ._recoverer import RECOVER_LIMIT, Recoverer
+from ._registry import Registration, Registry
+from ._settling import Settler
+
+log = logging.getLogger("cairnq.worker")
+
+CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+
+
+@dataclass(frozen=True)
+class ClaimLimits:
+    """How much a worker takes on: its settings that bound a claim."""
+
+    queues: list[str]
+    concurrency: int
+    lease_ms: int
+    poll_interval_ms: int
+    claim_batch: int | None
+    max_in_flight_bytes: int | None
+
+
+class Claimer:
+    """The claim loop of one worker run (``run``), until ``stopping`` is set."""
+
+    def __init__(
+        self,
+        client: CairnQ,
+        registry: Registry,
+        runtime: Runtime,
+        executor: Executor,
+        settler: Settler,
+        recoverer: Recoverer,
+        limits: ClaimLimits,
+        *,
+        wake: Subscription,
+        stopping: asyncio.Event,
+        until_idle: bool,
+        report: OnError,
+        stop: Callable[[], None],
+        fail: Callable[[DatabaseError, bool], None],
+    ) -> None:
+        self.client = client
+        self.registry = registry
+        self.runtime = runtime
+        self.executor = executor
+        self.settler = settler
+        self.recoverer = recoverer
+        self.limits = limits
+        self.worker_id = runtime.worker_id
+        self.wake = wake
+        self.stopping = stopping
+        self.until_idle = until_idle
+        self._report = report
+        self._stop = stop
+        self._fail = fail
+        self.calls: set[asyncio.Task[None]] = set()
+        self.contexts: dict[str, TaskContext] = {}
+        self._settling: set[asyncio.Task[Any]] = set()
+        self._calls_by_name: Counter[str] = Counter()
+        self._bytes_in_flight = 0
+        self._typical_payload = 1024.0
+        self._turn = 0
+        self._backlog = False
+
+    async def run(self) -> None:
+        """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
+        wake, stopping = self.wake, self.stopping
+        poll_s = self.limits.poll_interval_ms / 1000
+        failures = 0
+        backend = self.client.backend
+        check_file = backend.check_file if isinstance(backend, FileBound) else None
+        next_check = 0.0
+        while not stopping.is_set():
+            if check_file is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + poll_s
+                if not self._store_still_there(check_file):
+                    return
+            queued = wake.matched()
+            # Clear first: a slot freed or a task queued from here on sets the latch again.
+            wake.clear()
+            # A call whose handler returned holds its slot only until its settlement
+            # is written; claiming for it now lets claim and settlement share a commit.
+            busy = len(self.calls) - len(self._settling) + self.executor.stuck_threads
+            free = self.limits.concurrency - busy
+            room = self._byte_headroom()
+            draws = self._plan(free, room) if free > 0 and room > 0 else []
+            if not draws:
+                await wake.wait_async(poll_s)
+                continue
+            try:
+                rows = await self._claim(draws, probe=not queued)
+            except Exception as exc:
+                if check_file is not None and not self._store_still_there(check_file):
+                    return
+                failures += 1
+                self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
+                if isinstance(exc, SchemaIncomplete):
+                    self._fail(exc, False)
+                    break
+                low, high = CLAIM_ERROR_BACKOFF_S
+                await self._pause_after_error(min(high, low * 2 ** min(failures - 1, 5)))
+                continue
+            failures = 0
+            if rows:
+                self._dispatch(rows)
+            elif self.until_idle and not self.calls:
+                log.info(
+                    "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
+                )
+                self._stop()
+            else:
+                await wake.wait_async(poll_s)
+
+    async def _pause_after_error(self, seconds: float) -> None:
+        """Wait out an error backoff: only ``stop()`` ends it early.
+
+        Wake-ups (a commit the file watcher saw, a NOTIFY, a freed slot) keep
+        arriving while the database fails, and a failed SQLite write is itself
+        a change the watcher reports: the backoff is a floor, so none of them
+        may cut it short. They stay latched for the claim that follows.
+        """
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    def _store_still_there(self, check_file: Callable[[], None]) -> bool:
+        """False, after logging once and stopping, when the backend's file is gone for good."""
+        try:
+            check_file()
+        except Exception as exc:
+            if not isinstance(exc, DatabaseUnavailable) or exc.retryable:
+                return True  # not a lost file; a claim reports it if it persists
+            # Nothing in flight can be settled any more: abandon it rather than drain.
+            self._fail(exc, True)
+            return False
+        return True
+
+    def _byte_headroom(self) -> int:
+        """How many more tasks fit under ``max_in_flight_bytes``, judged by recent payloads.
+
+        At least one task may always run, so a single oversized payload cannot stall the worker.
+        """
+        budget = self.limits.max_in_flight_bytes
+        if budget is None:
+            return self.limits.concurrency
+        if not self.calls:
+            room = budget
+        else:
+            room = budget - self._bytes_in_flight
+            if room <= 0:
+                return 0
+        return max(1 if not self.calls else 0, room // max(1, int(self._typical_payload)))
+
+    def _plan(self, free: int, rows: int | None = None) -> list[_ops.Draw]:
+        self._turn += 1
+        return plan_claim(
+            self.registry,
+            free_calls=free,
+            row_budget=rows if self.limits.max_in_flight_bytes is not None else None,
+            calls_by_name=self._calls_by_name,
+            claim_batch=self.limits.claim_batch,
+            turn=self._turn,
+        )
+
+    async def _claim(self, draws: list[_ops.Draw], *, probe: bool) -> list[Mapping[str, Any]]:
+        """Claim for ``draws``; a cheap read first, unless there is reason to expect work.
+
+        The read keeps an idle worker from opening write transactions. A worker
+        that just took all it asked for has work waiting, and one woken because a
+        task was queued in its queues (``probe=False``) has news of some: both go
+        straight on.
+        """
+        backend = self.client.backend
+        queues = self.limits.queues
+        if probe and not self._backlog:
+            names = self.registry.names()
+            if not await backend.arun(_ops.probe(queues, names), write=False):
+                return []
+        recovered: list[Mapping[str, Any]] = []
+        claim = _ops.claim(
+            queues, self.worker_id, self.limits.lease_ms, draws, RECOVER_LIMIT, recovered
+        )
+        rows = await backend.arun(claim, write=True)
+        if recovered:
+            self.recoverer.announce(recovered)
+        self._backlog = len(rows) >= sum(draw.limit for draw in draws)
+        return rows
+
+    def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
+        for registration, group in group_calls(rows, self.registry):
+            contexts: list[TaskContext] = []
+            for row in group:
+                ctx = self._context_for(row, registration)
+                if ctx is not None:
+                    contexts.append(ctx)
+            if registration is None or not contexts:
+                continue
+            crashpoint("after_claim")
+            call = asyncio.ensure_future(self._run_call(registration, contexts))
+            self.calls.add(call)
+            self._calls_by_name[registration.name] += 1
+
+    def _context_for(
+        self, row: Mapping[str, Any], registration: Registration | None
+    ) -> TaskContext | None:
+        """A context for a claimed row, or None after failing a row no handler can take."""
+        lease = _ops.Lease.of(row)
+        if registration is None:
+            envelope = error_envelope(
+                "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"
+            )
+            self._reject(lease, envelope)
+            return None
+        try:
+            task = Task.from_row(row)
+        except SerializationError as exc:
+            self._reject(lease, error_envelope("SerializationError", "invalid_payload", str(exc)))
+            return None
+        size = self._payload_bytes(row["payload"])
+        previous = self.contexts.get(task.id)
+        if previous is not None:
+            previous.mark_lost()
+        ctx = TaskContext(self.runtime, task, lease, size)
+        self.contexts[task.id] = ctx
+        self._bytes_in_flight += size
+        self._typical_payload = 0.8 * self._typical_payload + 0.2 * size
+        return ctx
+
+    def _payload_bytes(self, payload: Any) -> int:
+        """Encoded size of a payload, measured only when a byte budget needs it."""
+        if self.limits.max_in_flight_bytes is None:
+            return 0
+        if isinstance(payload, str):
+            return len(payload.encode("utf-8"))
+        return len(payload) if isinstance(payload, bytes) else 0
+
+    def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:
+        self.settler.reject(lease, self.client.codec.encode_error(envelope, retryable=False))
+
+    async def _run_call(self, registration: Registration, contexts: list[TaskContext]) -> None:
+        try:
+            await self.executor.run(registration, contexts)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._report(exc, {"phase": "execute", "task_id": contexts[0].task_id})
+        finally:
+            self._release(registration, contexts)
+
+    def handler_done(self) -> None:
+        """The current call's handler returned: its slot frees once its settlement is written."""
+        current = asyncio.current_task()
+        if current is not None and current in self.calls:
+            self._settling.add(current)
+            self.wake.set()
+
+    def _release(self, registration: Registration, contexts: list[TaskContext]) -> None:
+        # Bookkeeping happens inside the call's own task, before the claim loop is woken,
+        # so the loop never wakes to find the slot still taken.
+        current = asyncio.current_task()
+        if current is not None:
+            self.calls.discard(current)
+            self._settling.discard(current)
+        self._calls_by_name[registration.name] -= 1
+        for ctx in contexts:
+            self._bytes_in_flight -= ctx.payload_bytes
+            if self.contexts.get(ctx.task_id) is ctx:
+                del self.contexts[ctx.task_id]
+        self.wake.set()

@@ -1,0 +1,110 @@
+"""The recoverer: moves expired leases out of ``running`` on a timer, for every queue.
+
+It runs in every worker, without a named lease: a crashed worker's tasks come
+back within ``recovery_interval_ms`` only if every live worker keeps recovering,
+whatever its own queues and however busy it is (a lease taken by one worker
+could sit on a worker that is itself stuck). Claims recover too, but only when
+the worker has room to claim.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .._periodic import PeriodicJob
+from ..backends import Backend
+from ..errors import SchemaIncomplete, SerializationError
+from ..models import Task
+from ..protocol import ops as _ops
+from ._context import Runtime, TaskEvent
+from ._executor import OnError
+
+log = logging.getLogger("cairnq.worker")
+
+RECOVER_LIMIT = 100
+RECOVERY_BATCHES = 10
+
+
+class Recoverer:
+    """Recovers expired leases now (``recover``) and every ``interval_ms`` (``start``)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        runtime: Runtime,
+        *,
+        worker_id: str,
+        interval_ms: int,
+        report: OnError,
+        give_up: Callable[[SchemaIncomplete], None],
+    ) -> None:
+        self.backend = backend
+        self.runtime = runtime
+        self.worker_id = worker_id
+        self._give_up = give_up
+        self._report = report
+        self.job = PeriodicJob(
+            "cairnq.recovery",
+            self.recover,
+            interval_ms=interval_ms,
+            # No backoff after errors: the interval bounds how long a crashed worker's
+            # tasks wait, and a failing database is already backed off by the claims.
+            max_error_backoff_ms=interval_ms,
+            on_error=self._on_error,
+            phase="recovery",
+            context={"worker_id": worker_id},
+            stop_on=(SchemaIncomplete,),
+        )
+
+    def start(self) -> None:
+        self.job.start()
+
+    async def stop(self) -> None:
+        """Stop at once, a recovery in progress included (the next worker finishes it)."""
+        await self.job.stop(wait=False)
+
+    async def recover(self, batches: int = RECOVERY_BATCHES) -> int:
+        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
+        recovered = 0
+        for _ in range(batches):
+            if not await self.backend.arun(_ops.expired_leases_exist(), write=False):
+                break
+            rows: list[Mapping[str, Any]] = await self.backend.arun(
+                _ops.recover(RECOVER_LIMIT), write=True
+            )
+            recovered += len(rows)
+            self.announce(rows)
+            if len(rows) < RECOVER_LIMIT:
+                break
+        if recovered:
+            log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
+        return recovered
+
+    def announce(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Emit a ``recovered`` event per row (when anyone listens)."""
+        if not self.runtime.listeners:
+            return
+        for row in rows:
+            try:
+                task: Task | None = Task.from_row(row)
+            except SerializationError:
+                task = None
+            self.runtime.emit(
+                TaskEvent(
+                    kind="recovered",
+                    task_id=str(row["id"]),
+                    name=row["name"],
+                    queue=row["queue"],
+                    attempt=int(row["attempt"]),
+                    worker_id=self.worker_id,
+                    error=task.error if task is not None and task.is_failed else None,
+                    task=task,
+                )
+            )
+
+    def _on_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+        self._report(exc, context)
+        if isinstance(exc, SchemaIncomplete):
+            self._give_up(exc)
