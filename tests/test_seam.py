@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import io
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 
 import cairnq
 from cairnq import CairnQ, SyncCairnQ, TaskContext, Worker
+from cairnq._clock import Clock
 from cairnq.backends import (
     Backend,
     FileBound,
@@ -28,10 +32,13 @@ from cairnq.backends import (
     register_backend,
 )
 from cairnq.cli import main
+from cairnq.conformance import factory_for, run_paths
 from cairnq.errors import InvalidArgument, UnsupportedBackend
 from cairnq.protocol.steps import Op
 
 from ._db import Database
+
+SCENARIOS = Path(cairnq.__file__).parent / "drivertest" / "scenarios"
 
 SRC = Path(cairnq.__file__).parent
 BACKENDS = SRC / "backends"
@@ -210,6 +217,39 @@ def test_open_backend_refuses_an_unregistered_scheme() -> None:
 def test_register_backend_refuses_a_scheme_that_is_not_lower_case() -> None:
     with pytest.raises(InvalidArgument, match="lower-case"):
         register_backend(["MyDB"], lambda url, **options: None, dialect="sqlite")
+
+
+def test_conformance_runs_each_scenario_on_the_registered_scratch_database(
+    tmp_path: Path,
+) -> None:
+    scheme = f"bare{secrets.token_hex(3)}"
+    opened: list[str] = []
+
+    @contextlib.contextmanager
+    def scratch(url: str, clock: Clock | None) -> Iterator[Backend]:
+        opened.append(url)
+        backend = SQLiteBackend(tmp_path / f"scratch{len(opened)}.db", clock=clock)
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+    register_backend(
+        [scheme],
+        lambda url, **options: SQLiteBackend(tmp_path / "x.db"),
+        dialect="sqlite",
+        scratch=scratch,
+    )
+    results = run_paths([SCENARIOS / "basic_submit_get.json"], f"{scheme}://db", out=io.StringIO())
+    assert [r.passed for r in results] == [True]
+    assert opened == [f"{scheme}://db"]
+
+
+def test_conformance_refuses_a_backend_without_scratch_databases() -> None:
+    scheme = f"bare{secrets.token_hex(3)}"
+    register_backend([scheme], lambda url, **options: None, dialect="sqlite")
+    with pytest.raises(InvalidArgument, match="offers no scratch database"):
+        factory_for(f"{scheme}://db")
 
 
 def test_the_command_line_refuses_a_database_it_cannot_inspect(

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
-from .backends import Backend, SQLiteBackend
+from .backends import Backend, registration, url_scheme
 from .errors import CairnQError, InvalidArgument
 from .models import Task, TaskRef
 from .protocol import ops as _ops
@@ -81,24 +80,24 @@ BackendFactory = Callable[[Clock | None], contextlib.AbstractContextManager[Back
 
 
 def factory_for(url: str) -> BackendFactory:
-    """Fresh isolated backends for the database ``url`` names (only its dialect is used
-    for SQLite; PostgreSQL scenarios run in throwaway schemas of that database)."""
-    text = str(url)
-    if text.startswith(("postgresql://", "postgres://")):
-        from .backends import scratch_schema_backend
+    """Fresh isolated backends for the database ``url`` names: its backend's scratch
+    databases (a temporary SQLite file; a throwaway schema of that PostgreSQL database).
 
-        return lambda clock: scratch_schema_backend(text, clock=clock)
-    return _temporary_sqlite
-
-
-@contextlib.contextmanager
-def _temporary_sqlite(clock: Clock | None) -> Iterator[Backend]:
-    with tempfile.TemporaryDirectory(prefix="cairnq-conformance-") as folder:
-        backend = SQLiteBackend(os.path.join(folder, "scenario.db"), clock=clock)
-        try:
-            yield backend
-        finally:
-            backend.close()
+    Raises:
+        InvalidArgument: no backend is registered for the URL's scheme, or it has
+            no scratch databases.
+    """
+    text = os.fspath(url)
+    entry = registration(url_scheme(text))
+    if entry is None or entry.scratch is None:
+        raise InvalidArgument(
+            f"cannot run scenarios on {url_scheme(text) or 'a file path'!r}: its backend "
+            "offers no scratch database"
+            if entry is not None
+            else f"unsupported database URL scheme {url_scheme(text)!r}"
+        )
+    scratch = entry.scratch
+    return lambda clock: scratch(text, clock)
 
 
 def run_paths(

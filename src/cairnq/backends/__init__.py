@@ -7,8 +7,10 @@ such a URL is opened.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from .._clock import Clock
 from ._postgres_inspect import tool_options as _postgres_tool_options
 from ._registry import Registration, open_backend, register_backend, registration, url_scheme
 from .base import (
@@ -61,10 +63,17 @@ def _open_postgres(url: str, **options: Any) -> Backend:
     return PostgresBackend(url, **options)
 
 
+def _scratch_postgres(url: str, clock: Clock | None) -> AbstractContextManager[Backend]:
+    from .postgres import scratch_schema_backend
+
+    return scratch_schema_backend(url, clock=clock)
+
+
 register_backend(
     ["postgresql", "postgres"],
     _open_postgres,
     dialect="postgres",
     has_schemas=True,
     tool_options=_postgres_tool_options,
+    scratch=_scratch_postgres,
 )

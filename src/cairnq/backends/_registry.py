@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._clock import Clock
 from ..errors import InvalidArgument
 from ..protocol.statements import Dialect
 from .base import Backend
 
 Opener = Callable[..., Backend]
 ToolOptions = Callable[[str], dict[str, Any]]
+Scratch = Callable[[str, "Clock | None"], AbstractContextManager[Backend]]
 
 
 def _no_tool_options(tool: str) -> dict[str, Any]:
@@ -33,7 +36,9 @@ class Registration:
     says whether it takes a ``schema=`` option; ``tool_options(tool)`` gives the
     options for a short-lived tool such as ``"cli"`` or ``"dashboard"`` (a small
     pool, no LISTEN connection, the tool's name in the database's activity list);
-    ``location(url)`` the shortest text that opens the same database (a path).
+    ``location(url)`` the shortest text that opens the same database (a path);
+    ``scratch(url, clock)`` a context manager giving a backend on a fresh, empty
+    database of that kind, thrown away afterwards (conformance runs, tests).
     """
 
     dialect: Dialect
@@ -41,6 +46,7 @@ class Registration:
     has_schemas: bool = False
     tool_options: ToolOptions = _no_tool_options
     location: Callable[[str], str] = _as_given
+    scratch: Scratch | None = None
 
 
 _REGISTRY: dict[str, Registration] = {}
@@ -55,6 +61,7 @@ def register_backend(
     has_schemas: bool = False,
     tool_options: ToolOptions | None = None,
     location: Callable[[str], str] | None = None,
+    scratch: Scratch | None = None,
 ) -> None:
     """Make ``open_backend`` (and every URL-taking API) open ``schemes`` with ``opener``.
 
@@ -71,6 +78,9 @@ def register_backend(
             tool (``"cli"``, ``"dashboard"``); none by default.
         location: ``location(url)`` -> the shortest text ``opener`` takes for the
             same database (a SQLite URL's path); the URL itself by default.
+        scratch: ``scratch(url, clock)`` -> a context manager giving a backend on
+            a fresh, empty database beside ``url``'s, removed on exit; what
+            ``cairnq conformance`` runs each scenario on. None: not supported.
 
     Raises:
         InvalidArgument: a scheme is not lower case, or ``opener`` is not callable.
@@ -87,7 +97,12 @@ def register_backend(
         if not isinstance(scheme, str) or scheme != scheme.lower() or "://" in scheme:
             raise InvalidArgument(f"a URL scheme must be a lower-case name, got {scheme!r}")
     entry = Registration(
-        dialect, opener, has_schemas, tool_options or _no_tool_options, location or _as_given
+        dialect,
+        opener,
+        has_schemas,
+        tool_options or _no_tool_options,
+        location or _as_given,
+        scratch,
     )
     with _LOCK:
         for scheme in names:

@@ -31,10 +31,11 @@ import logging
 import os
 import queue
 import sqlite3
+import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -770,4 +771,17 @@ def _open(url: str, **options: Any) -> SQLiteBackend:
     return SQLiteBackend(_path(url), **options)
 
 
-register_backend(["sqlite", ""], _open, dialect="sqlite", location=_path)
+@contextlib.contextmanager
+def scratch_file_backend(url: str, clock: Clock | None = None) -> Iterator[SQLiteBackend]:
+    """A backend on a new file in a temporary folder, removed afterwards (``url`` unused)."""
+    with tempfile.TemporaryDirectory(prefix="cairnq-scratch-") as folder:
+        backend = SQLiteBackend(os.path.join(folder, "scratch.db"), clock=clock)
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+register_backend(
+    ["sqlite", ""], _open, dialect="sqlite", location=_path, scratch=scratch_file_backend
+)
