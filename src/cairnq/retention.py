@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _ids
+from ._periodic import PeriodicJob
 from .backends import Backend
 from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
@@ -161,26 +162,37 @@ class _Sweeping:
 
 
 class RetentionSweeper(_Sweeping):
-    """Runs a ``Retention`` against one backend on the event loop; see the module docstring."""
+    """Runs a ``Retention`` against one backend on the event loop; see the module docstring.
+
+    Its timer is a local ``PeriodicJob``: every process with a ``Retention`` takes
+    its turn, and the sweep itself takes the named lease in ``cairnq_locks``
+    (renewed between batches), so one process sweeps at a time and a sweep on
+    demand (``sweep()``) is fenced the same way.
+    """
 
     def __init__(self, backend: Backend, retention: Retention) -> None:
         super().__init__(backend, retention)
         self._stopping = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
+        self._job = self._new_job()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _new_job(self) -> PeriodicJob:
+        return PeriodicJob(LOCK_NAME, self.sweep, interval_ms=self.retention.interval_ms)
 
     def _stopped(self) -> bool:
         return self._stopping.is_set()
 
     @property
     def running(self) -> bool:
-        return self._loop_task is not None and not self._loop_task.done()
+        return self._job.running
 
     def start(self) -> None:
         """Start sweeping every interval (the first sweep after one interval)."""
         if self.running:
             return
         self._stopping = asyncio.Event()
-        self._loop_task = asyncio.ensure_future(self._run())
+        self._loop = asyncio.get_running_loop()
+        self._job.start()
 
     async def stop(self) -> None:
         """Stop promptly, including mid-sweep between batches; waits for the batch in flight.
@@ -191,28 +203,15 @@ class RetentionSweeper(_Sweeping):
         Raises:
             EventLoopMismatch: called from another loop while its own still runs.
         """
-        task = self._loop_task
-        if task is not None and task.get_loop() is not asyncio.get_running_loop():
-            if not task.get_loop().is_closed():
+        loop = self._loop
+        if loop is not None and loop is not asyncio.get_running_loop():
+            if not loop.is_closed():
                 raise event_loop_mismatch()
-            self._loop_task = None
+            self._job, self._loop = self._new_job(), None
             return
         self._stopping.set()
-        task, self._loop_task = self._loop_task, None
-        if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while not await self._pause(self.retention.interval_ms / 1000):
-            await self.sweep()
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep unless stopped first; True when stopping."""
-        try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except asyncio.TimeoutError:
-            return self._stopping.is_set()
-        return True
+        self._loop = None
+        await self._job.stop()
 
     async def sweep(self) -> int:
         """Purge everything past the cutoffs now, batch by batch; returns rows deleted.
