@@ -106,3 +106,28 @@ def test_the_blocking_client_has_no_listen_task_of_its_own(pg_db: Database) -> N
         listening = backend.listening  # type: ignore[attr-defined]
     backend.close()
     assert listening is False
+
+
+def test_a_timed_out_operation_on_the_applications_connection_is_cancelled_not_broken(
+    pg_db: Database,
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from cairnq.backends.postgres import PostgresBackend
+
+    with pg_db.sync_client() as setup:
+        task = setup.submit("job", {})
+    search_path = sql.SQL("set search_path to {}").format(sql.Identifier(pg_db.schema or "public"))
+    with psycopg.connect(pg_db.url, autocommit=True) as app, psycopg.connect(pg_db.url) as locker:
+        app.execute(search_path)
+        locker.execute(search_path)
+        locker.execute("select id from cairnq_tasks where id = %s for update", (task.id,))
+        cq = SyncCairnQ(PostgresBackend(app, schema=pg_db.schema, op_timeout_s=0.5))
+        with pytest.raises(DatabaseUnavailable, match=r"did not answer within 0\.5 s"):
+            cq.cancel(task.id)
+        locker.rollback()
+        assert app.execute("select 1").fetchone() == (1,)
+        fetched = cq.get(task.id)
+        cq.close()
+    assert fetched is not None and fetched.status == "queued"

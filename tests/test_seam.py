@@ -22,12 +22,19 @@ from cairnq import CairnQ, SyncCairnQ, TaskContext, Worker
 from cairnq._clock import Clock
 from cairnq.backends import (
     Backend,
+    Clocked,
+    Described,
     FileBound,
     Inspector,
     InTransactionCompleter,
+    Migrating,
     ReservedRunner,
     SQLiteBackend,
     TransactionalRunner,
+    clock_of,
+    description_of,
+    label_of,
+    migration_settings,
     open_backend,
     register_backend,
 )
@@ -47,6 +54,9 @@ SEAM_MODULES = {"__init__", "base", "_registry"}
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
 
 CAPABILITIES: list[type] = [
+    Clocked,
+    Described,
+    Migrating,
     TransactionalRunner,
     ReservedRunner,
     InTransactionCompleter,
@@ -54,8 +64,16 @@ CAPABILITIES: list[type] = [
     Inspector,
 ]
 CLAIMS: dict[str, set[type]] = {
-    "sqlite": {FileBound, Inspector},
-    "postgres": {TransactionalRunner, ReservedRunner, InTransactionCompleter, Inspector},
+    "sqlite": {Clocked, Described, Migrating, FileBound, Inspector},
+    "postgres": {
+        Clocked,
+        Described,
+        Migrating,
+        TransactionalRunner,
+        ReservedRunner,
+        InTransactionCompleter,
+        Inspector,
+    },
 }
 
 
@@ -69,30 +87,6 @@ class BareBackend:
         self._inner = inner
         self.dialect = inner.dialect
         self.hub = inner.hub
-
-    @property
-    def clock(self) -> Any:
-        return self._inner.clock
-
-    @property
-    def migrate(self) -> bool:
-        return self._inner.migrate
-
-    @property
-    def repair(self) -> bool:
-        return self._inner.repair
-
-    @property
-    def migrations_applied(self) -> list[str]:
-        return self._inner.migrations_applied
-
-    @property
-    def label(self) -> str:
-        return "Bare"
-
-    @property
-    def description(self) -> str:
-        return "a bare backend"
 
     def open(self) -> None:
         self._inner.open()
@@ -190,10 +184,21 @@ def test_succeed_in_is_refused_without_an_in_transaction_completer(sqlite_db: Da
 def test_migrate_runs_through_the_seam_on_a_backend_with_no_capabilities(
     sqlite_db: Database,
 ) -> None:
-    bare = BareBackend(sqlite_db.backend())
+    inner = sqlite_db.backend()
+    bare = BareBackend(inner)
     applied = cairnq.migrate(bare)
     bare.close()
-    assert applied == bare.migrations_applied and applied
+    assert applied == [] and inner.migrations_applied
+
+
+def test_a_backend_without_the_optional_members_gets_their_defaults(sqlite_db: Database) -> None:
+    bare = BareBackend(sqlite_db.backend())
+    assert (clock_of(bare), label_of(bare), description_of(bare), migration_settings(bare)) == (
+        None,
+        "sqlite",
+        "a sqlite database",
+        (True, False, []),
+    )
 
 
 # --- the registry ------------------------------------------------------------------------

@@ -15,7 +15,14 @@ from typing import Any, Literal, TypeVar
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from ._wakeups import Subscription
-from .backends import Backend, SQLiteBackend, Synchronous, TransactionalRunner, open_backend
+from .backends import (
+    Backend,
+    SQLiteBackend,
+    Synchronous,
+    TransactionalRunner,
+    clock_of,
+    open_backend,
+)
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
 from .hooks import SubmitHook
@@ -206,7 +213,7 @@ class _ClientCore:
 
     def _clock(self) -> Clock:
         """The clock task times come from (the host's when the database keeps time)."""
-        return self.backend.clock or SYSTEM_CLOCK
+        return clock_of(self.backend) or SYSTEM_CLOCK
 
     def _transactional(self, conn: Any) -> Any:
         """The backend's way to run an operation on the application's connection."""

@@ -34,19 +34,20 @@ def migrate(target: Any, *, repair: bool = False, **options: Any) -> list[str]:
 
         cairnq.migrate("postgresql://db/app", schema="jobs")
     """
-    from .backends import Backend, open_backend
+    from .backends import Backend, migration_settings, open_backend
 
     if isinstance(target, Backend):
         backend = target
-        if not backend.migrate:
+        migrates, repairs, _ = migration_settings(backend)
+        if not migrates:
             raise InvalidArgument("this backend was opened with migrate=False; pass a URL")
-        if repair and not backend.repair:
+        if repair and not repairs:
             raise InvalidArgument("this backend was opened without repair=True; pass a URL")
         backend.open()
-        return list(backend.migrations_applied)
+        return migration_settings(backend)[2]
     backend = open_backend(target, repair=bool(repair), **options)
     try:
         backend.open()
-        return list(backend.migrations_applied)
+        return migration_settings(backend)[2]
     finally:
         backend.close()

@@ -15,12 +15,19 @@ from ._postgres_inspect import tool_options as _postgres_tool_options
 from ._registry import Registration, open_backend, register_backend, registration, url_scheme
 from .base import (
     Backend,
+    Clocked,
+    Described,
     FileBound,
     Inspection,
     Inspector,
     InTransactionCompleter,
+    Migrating,
     ReservedRunner,
     TransactionalRunner,
+    clock_of,
+    description_of,
+    label_of,
+    migration_settings,
 )
 from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
 
@@ -29,6 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
+    "Clocked",
+    "Described",
+    "Migrating",
+    "clock_of",
+    "description_of",
+    "label_of",
+    "migration_settings",
     "FileBound",
     "InTransactionCompleter",
     "Inspection",

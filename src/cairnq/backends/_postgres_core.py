@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import os
 import re
@@ -161,44 +163,122 @@ SYNC_NO_CONNECTION = "no PostgreSQL connection is available"
 
 
 class _Deadline:
-    """The op timeout of one blocking operation: its connection is severed when it passes.
+    """The op timeout of one blocking operation, shared by the connections it drives on.
 
-    A blocking psycopg call cannot be abandoned the way an awaited one is, so
-    the socket under it is shut down instead: the call fails at once and the
-    pool discards the connection.
+    A blocking psycopg call cannot be abandoned the way an awaited one is. When
+    the time is up, a connection from cairnq's own pool (or the application's
+    pool, which replaces it) has its socket shut down: the call fails at once,
+    and the connection is closed so the pool discards it. A single connection
+    the application handed over is never broken: its query is cancelled on the
+    server instead.
     """
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, may_sever: bool) -> None:
         self.expires_at = time.monotonic() + seconds
+        self.may_sever = may_sever
         self.fired = False
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection[Any] | None = None
 
     @contextlib.contextmanager
     def watching(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
-        timer = threading.Timer(max(0.0, self.expires_at - time.monotonic()), self._sever)
-        timer.daemon = True
-        with self._lock:
-            self._conn = conn
-        timer.start()
+        watch = _Watch(self, conn)
+        _WATCHDOG.arm(watch)
         try:
             yield
         finally:
-            timer.cancel()
-            with self._lock:
-                self._conn = None
+            if watch.end() and self.may_sever:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
-    def _sever(self) -> None:
+
+class _Watch:
+    """One connection watched until its operation ends or its deadline passes."""
+
+    __slots__ = ("_conn", "_lock", "deadline", "done", "fired")
+
+    def __init__(self, deadline: _Deadline, conn: psycopg.Connection[Any]) -> None:
+        self.deadline = deadline
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.done = False
+        self.fired = False
+
+    def end(self) -> bool:
+        """Stop watching; whether the deadline fired on this connection."""
         with self._lock:
-            if self._conn is None:
+            self.done = True
+            return self.fired
+
+    def fire(self) -> None:
+        """Called by the watchdog once the deadline passed."""
+        with self._lock:
+            if self.done:
                 return
-            self.fired = True
-            with contextlib.suppress(OSError, psycopg.Error):
-                sock = socket.socket(fileno=os.dup(self._conn.fileno()))
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                finally:
-                    sock.close()
+            self.fired = self.deadline.fired = True
+            conn = self._conn
+            if self.deadline.may_sever:
+                with contextlib.suppress(OSError, psycopg.Error):
+                    sock = socket.socket(fileno=os.dup(conn.fileno()))
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        sock.close()
+                return
+        with contextlib.suppress(Exception):
+            conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
+
+
+class _Watchdog:
+    """One daemon thread for every blocking operation's deadline in the process.
+
+    Arming costs a heap push, not a thread. Ended watches stay in the heap until
+    they come to the top, or until they are most of it and the heap is rebuilt.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, watch: _Watch) -> None:
+        with self._cond:
+            heap = self._heap
+            if len(heap) > 1024 and heap[0][2].done:
+                heap[:] = [entry for entry in heap if not entry[2].done]
+                heapq.heapify(heap)
+            heapq.heappush(heap, (watch.deadline.expires_at, next(self._seq), watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="cairnq-pg-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif heap[0][2] is watch:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].done:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        watch = heapq.heappop(self._heap)[2]
+                        break
+                    self._cond.wait(wait)
+            watch.fire()
+
+
+CANCEL_TIMEOUT_S = 5.0
+_WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 _deadlines = threading.local()
@@ -386,7 +466,9 @@ class PostgresCore:
         """
         if self.op_timeout_s is None:
             return work()
-        deadline = _deadlines.current = _Deadline(self.op_timeout_s)
+        deadline = _deadlines.current = _Deadline(
+            self.op_timeout_s, may_sever=not isinstance(self._sync_source, psycopg.Connection)
+        )
         try:
             return work()
         except (psycopg.Error, DatabaseError):

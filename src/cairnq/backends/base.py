@@ -32,35 +32,13 @@ class Backend(Protocol):
     """What the clients, the worker, the command line and the dashboard need from a database.
 
     Capabilities only some databases have are the small protocols below; callers
-    check them with ``isinstance`` and raise ``UnsupportedBackend`` when missing.
+    check them with ``isinstance`` and raise ``UnsupportedBackend`` when missing,
+    or use the defaults ``clock_of``, ``label_of``, ``description_of`` and
+    ``migration_settings`` state.
     """
 
     dialect: Dialect
     hub: WakeHub
-
-    @property
-    def clock(self) -> Clock | None:
-        """Where ``now_ms`` comes from; ``None`` when the database keeps time."""
-
-    @property
-    def migrate(self) -> bool:
-        """Whether ``open`` applies pending migrations (else it only verifies)."""
-
-    @property
-    def repair(self) -> bool:
-        """Whether ``open`` applies damaged migrations again (see ``cairnq.migrate``)."""
-
-    @property
-    def migrations_applied(self) -> list[str]:
-        """The migration files the last ``open`` applied, in order."""
-
-    @property
-    def label(self) -> str:
-        """The database in a few words for the dashboard (``SQLite tasks.db``); no password."""
-
-    @property
-    def description(self) -> str:
-        """The database in words for banners and errors (a path, a host); no password."""
 
     def open(self) -> None:
         """Connect and migrate (or verify); idempotent. Blocking."""
@@ -79,6 +57,69 @@ class Backend(Protocol):
 
     async def aclose(self) -> None:
         """``close`` without blocking the event loop."""
+
+
+@runtime_checkable
+class Clocked(Protocol):
+    """A backend that fills ``now_ms`` from a clock of its own (clients read task times from it)."""
+
+    @property
+    def clock(self) -> Clock | None:
+        """Where ``now_ms`` comes from; ``None`` when the database keeps time."""
+
+
+@runtime_checkable
+class Described(Protocol):
+    """A backend that names its database for the dashboard, banners and errors."""
+
+    @property
+    def label(self) -> str:
+        """The database in a few words for the dashboard (``SQLite tasks.db``); no password."""
+
+    @property
+    def description(self) -> str:
+        """The database in words for banners and errors (a path, a host); no password."""
+
+
+@runtime_checkable
+class Migrating(Protocol):
+    """A backend whose ``open`` migrates by a setting (``cairnq.migrate`` reads it)."""
+
+    @property
+    def migrate(self) -> bool:
+        """Whether ``open`` applies pending migrations (else it only verifies)."""
+
+    @property
+    def repair(self) -> bool:
+        """Whether ``open`` applies damaged migrations again (see ``cairnq.migrate``)."""
+
+    @property
+    def migrations_applied(self) -> list[str]:
+        """The migration files the last ``open`` applied, in order."""
+
+
+def clock_of(backend: Backend) -> Clock | None:
+    """The backend's clock; ``None`` (the host's, or the database's) when it has none."""
+    return backend.clock if isinstance(backend, Clocked) else None
+
+
+def label_of(backend: Backend) -> str:
+    """The backend's label, or its dialect's name when it gives none."""
+    return backend.label if isinstance(backend, Described) else backend.dialect
+
+
+def description_of(backend: Backend) -> str:
+    """The backend's description, or ``a <dialect> database`` when it gives none."""
+    return (
+        backend.description if isinstance(backend, Described) else f"a {backend.dialect} database"
+    )
+
+
+def migration_settings(backend: Backend) -> tuple[bool, bool, list[str]]:
+    """``(migrate, repair, migrations_applied)``; a backend without them migrates, never repairs."""
+    if isinstance(backend, Migrating):
+        return backend.migrate, backend.repair, list(backend.migrations_applied)
+    return True, False, []
 
 
 @runtime_checkable

@@ -10,7 +10,14 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..backends import Backend, Registration, open_backend, registration, url_scheme
+from ..backends import (
+    Backend,
+    Registration,
+    description_of,
+    open_backend,
+    registration,
+    url_scheme,
+)
 from ..client import SyncCairnQ
 from ..errors import InvalidArgument
 from ..protocol.statements import Dialect
@@ -55,7 +62,7 @@ class Target:
         if self.description is not None:
             return self.description
         with closing(self.backend(migrate=False)) as backend:
-            return backend.description
+            return description_of(backend)
 
 
 def resolve_target(db: str | None, schema: str | None) -> Target:

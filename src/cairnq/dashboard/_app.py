@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..backends import Backend
+from ..backends import Backend, label_of
 from ..client import CairnQ, SyncCairnQ
 from ..errors import InvalidArgument
 from ..models import Task, TaskPage
@@ -190,7 +190,7 @@ class DashboardApp:
 
 def database_label(backend: Backend) -> str:
     """The database in a few words, as the header shows it; never with a password."""
-    return backend.label
+    return label_of(backend)
 
 
 def create_app(
