@@ -6,9 +6,15 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from cairnq.backends.sqlite import split_script
-from cairnq.drivertest.test_parity import DIALECT_EXTRAS
-from cairnq.protocol.statements import migrations, statements
+from cairnq.drivertest.test_parity import (
+    DIALECT_EXTRAS,
+    check_one_statement_per_file,
+    check_statement_headers,
+)
+from cairnq.protocol.statements import DIALECTS, Dialect, migrations, statements
 
 from ._db import Database
 
@@ -16,6 +22,16 @@ from ._db import Database
 def test_both_dialects_ship_the_same_statements() -> None:
     sqlite_only, postgres_only = DIALECT_EXTRAS["sqlite"], DIALECT_EXTRAS["postgres"]
     assert set(statements("sqlite")) - sqlite_only == set(statements("postgres")) - postgres_only
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_statement_file_of_every_dialect_holds_one_statement(dialect: Dialect) -> None:
+    check_one_statement_per_file(dialect)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_statement_file_of_every_dialect_has_its_header(dialect: Dialect) -> None:
+    check_statement_headers(dialect)
 
 
 def test_postgres_text_has_no_leftover_named_parameters() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 
 import pytest
@@ -101,3 +102,23 @@ def test_closing_a_sync_client_stops_its_background_sweeper(db: Database) -> Non
 def test_sync_sweep_without_a_policy_is_an_error(db: Database) -> None:
     with db.sync_client() as cq, pytest.raises(InvalidArgument, match="no retention policy"):
         cq.sweep()
+
+
+def test_opening_a_sync_client_from_many_threads_starts_one_sweeper(db: Database) -> None:
+    cq = SyncCairnQ(db.backend(), retention=Retention(5, interval_ms=60_000))
+    barrier = threading.Barrier(8)
+
+    def open_it() -> None:
+        barrier.wait()
+        cq.open()
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sweepers = [t for t in threading.enumerate() if t.name == "cairnq-retention"]
+    cq.close()
+    cq.backend.close()
+    left = [t for t in threading.enumerate() if t.name == "cairnq-retention"]
+    assert (len(sweepers), left) == (1, [])

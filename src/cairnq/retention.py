@@ -236,6 +236,7 @@ class SyncRetentionSweeper(_Sweeping):
         super().__init__(backend, retention)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def _stopped(self) -> bool:
         return self._stopping.is_set()
@@ -245,22 +246,29 @@ class SyncRetentionSweeper(_Sweeping):
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        """Start sweeping every interval (the first sweep after one interval)."""
-        if self.running:
-            return
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cairnq-retention", daemon=True)
-        self._thread.start()
+        """Start sweeping every interval (the first sweep after one interval).
+
+        Safe from several threads at once: one sweeper thread runs at most.
+        """
+        with self._lock:
+            if self.running:
+                return
+            self._stopping = stopping = threading.Event()
+            self._thread = threading.Thread(
+                target=self._run, args=(stopping,), name="cairnq-retention", daemon=True
+            )
+            self._thread.start()
 
     def stop(self) -> None:
         """Stop promptly, including mid-sweep between batches; waits for the batch in flight."""
-        self._stopping.set()
-        thread, self._thread = self._thread, None
+        with self._lock:
+            self._stopping.set()
+            thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
-    def _run(self) -> None:
-        while not self._stopping.wait(self.retention.interval_ms / 1000):
+    def _run(self, stopping: threading.Event) -> None:
+        while not stopping.wait(self.retention.interval_ms / 1000):
             self.sweep()
 
     def sweep(self) -> int:
