@@ -224,7 +224,10 @@ class _Watch:
                         sock.close()
                 return
         with contextlib.suppress(Exception):
-            conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
+            if hasattr(conn, "cancel_safe"):
+                conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
+            else:  # psycopg 3.1, which the postgres extra still admits
+                conn.cancel()
 
 
 class _Watchdog:
