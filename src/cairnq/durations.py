@@ -6,7 +6,7 @@ import re
 
 from .errors import InvalidArgument
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["format_duration", "parse_duration", "parse_milliseconds"]
 
 UNIT_MS: dict[str, int] = {
     "d": 86_400_000,
@@ -18,6 +18,7 @@ UNIT_MS: dict[str, int] = {
 MAX_DURATION_MS = 2**62
 
 _PART = re.compile(r"(\d+)(ms|d|h|m|s)")
+_WHOLE = re.compile(r"[0-9]+")
 _EXAMPLES = "e.g. 7d, 12h, 30m, 45s, 500ms or 1h30m"
 
 
@@ -63,6 +64,28 @@ def parse_duration(text: str) -> int:
     if total > MAX_DURATION_MS:
         raise InvalidArgument(f"duration {text!r} is too long")
     return total
+
+
+def parse_milliseconds(text: str) -> int:
+    """Milliseconds in a plain whole number (``60000``) or in a duration (``1m``, ``1h30m``).
+
+    What an option spelled ``--..-ms`` takes: the number it always took, or a
+    duration as ``parse_duration`` reads it.
+
+    Raises:
+        InvalidArgument: ``text`` is neither; the message says what is accepted.
+
+    Example::
+
+        parse_milliseconds("1500")  # 1_500
+        parse_milliseconds("5m")  # 300_000
+    """
+    if isinstance(text, str) and _WHOLE.fullmatch(text.strip()):
+        total = int(text.strip())
+        if total > MAX_DURATION_MS:
+            raise InvalidArgument(f"duration {text!r} is too long")
+        return total
+    return parse_duration(text)
 
 
 def format_duration(ms: int) -> str:

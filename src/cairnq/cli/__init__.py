@@ -2,7 +2,7 @@
 
 The database comes from ``--db URL``, else ``CAIRNQ_DATABASE_URL``, else
 ``./cairnq.db``; on PostgreSQL the schema from ``--schema``, else
-``CAIRNQ_SCHEMA``. Only ``migrate``, ``submit`` and ``worker`` create or
+``CAIRNQ_SCHEMA``. Only ``migrate``, ``worker`` and ``demo`` create or
 migrate a database; every other command first checks, without writing, that
 the database exists and holds cairnq's tables.
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any, NoReturn, TextIO
 
-from ..durations import parse_duration
+from ..durations import parse_duration, parse_milliseconds
 from ..errors import CairnQError, InvalidArgument
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
@@ -71,6 +72,23 @@ def _duration(text: str) -> int:
         return parse_duration(text)
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _milliseconds(text: str) -> int:
+    try:
+        return parse_milliseconds(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def version() -> str:
+    """The installed cairnq's version (the package metadata, else ``cairnq.__version__``)."""
+    try:
+        return metadata.version("cairnq")
+    except metadata.PackageNotFoundError:
+        import cairnq
+
+        return str(getattr(cairnq, "__version__", "unknown"))
 
 
 def _count(low: int) -> Any:
@@ -138,6 +156,18 @@ def _by_id_or_key(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--key", help="the idempotency key pointing at the task")
 
 
+def _by_ids_or_keys(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ids", nargs="*", metavar="ID", help="task ids")
+    parser.add_argument(
+        "--key",
+        dest="keys",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="an idempotency key pointing at a task (repeatable)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cairnq",
@@ -146,7 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Help,
     )
     _database_options(parser, default=None)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"cairnq {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = [_common()]
 
     def command(
@@ -221,11 +252,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--queue", help="queue (default)")
     submit.add_argument("--priority", type=int, help="higher runs first (0)")
-    submit.add_argument("--delay-ms", type=_count(0), default=0, help="earliest start, from now")
+    delay = submit.add_mutually_exclusive_group()
+    delay.add_argument(
+        "--delay",
+        dest="delay_ms",
+        type=_duration,
+        default=0,
+        metavar="DURATION",
+        help="earliest start, from now: 30s, 5m, 1h30m (none)",
+    )
+    delay.add_argument(
+        "--delay-ms",
+        dest="delay_ms",
+        type=_milliseconds,
+        metavar="MS",
+        help="the same in milliseconds, or a duration",
+    )
     submit.add_argument("--max-attempts", type=_count(1), help="runs allowed (3)")
     submit.add_argument("--wait", action="store_true", help="wait until the task finishes")
-    submit.add_argument(
-        "--timeout-ms", type=_count(0), help="with --wait: give up after this long (no limit)"
+    timeout = submit.add_mutually_exclusive_group()
+    timeout.add_argument(
+        "--timeout",
+        dest="timeout_ms",
+        type=_duration,
+        metavar="DURATION",
+        help="with --wait: give up after this long: 30s, 5m",
+    )
+    timeout.add_argument(
+        "--timeout-ms",
+        dest="timeout_ms",
+        type=_milliseconds,
+        metavar="MS",
+        help="the same in milliseconds, or a duration",
     )
     submit.add_argument("--json", action="store_true", help="print the whole task as JSON")
     submit.set_defaults(run=cmd_submit)
@@ -248,18 +306,24 @@ def _parser() -> argparse.ArgumentParser:
 
     cancel = command(
         "cancel",
-        "cancel a task (a running one stops cooperatively)",
-        "cairnq cancel task_01JD0000000000000000000000",
+        "cancel tasks (a running one stops cooperatively)",
+        "cairnq cancel task_01JD0000000000000000000000 --key welcome:ada",
+        "Cancel each task given by id or --key, printing one line per task. A task "
+        "already canceled is reported and left alone; an unknown or finished task is an "
+        "error for that task. Exits 1 if any task could not be canceled.",
     )
-    _by_id_or_key(cancel)
+    _by_ids_or_keys(cancel)
     cancel.set_defaults(run=cmd_cancel)
 
     retry = command(
         "retry",
-        "queue a failed or canceled task again",
+        "queue failed or canceled tasks again",
         "cairnq retry --key welcome:ada --reset-attempt",
+        "Queue each failed or canceled task given by id or --key again, printing one line "
+        "per task. A task already queued is reported and left alone; an unknown, running "
+        "or succeeded task is an error for that task. Exits 1 if any task could not be retried.",
     )
-    _by_id_or_key(retry)
+    _by_ids_or_keys(retry)
     retry.add_argument("--reset-attempt", action="store_true", help="start counting at 0 again")
     retry.set_defaults(run=cmd_retry)
 
@@ -268,7 +332,9 @@ def _parser() -> argparse.ArgumentParser:
         "delete finished tasks older than a duration",
         "cairnq purge --older-than 7d --status succeeded",
         "Delete finished (succeeded, failed, canceled) tasks completed longer ago than "
-        "--older-than, in batches until none is left; print how many.",
+        "--older-than, in batches until none is left; print how many. It first prints how "
+        "many tasks match, by status, and asks for confirmation on a terminal; without "
+        "one it refuses unless --yes is given. --dry-run only counts.",
     )
     purge.add_argument(
         "--older-than",
@@ -282,6 +348,13 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--name", help="task name")
     purge.add_argument(
         "--batch", type=_count(1), default=PURGE_BATCH, help=f"rows per transaction ({PURGE_BATCH})"
+    )
+    confirm = purge.add_mutually_exclusive_group()
+    confirm.add_argument(
+        "--dry-run", action="store_true", help="print how many tasks match; delete nothing"
+    )
+    confirm.add_argument(
+        "-y", "--yes", action="store_true", help="delete without asking for confirmation"
     )
     purge.set_defaults(run=cmd_purge)
 
@@ -369,6 +442,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command is None:
+        # A bare `cairnq` asks what there is: the full help, and the usage-error code.
+        out.write(parser.format_help())
+        return 2
     try:
         code: int = args.run(args, out)
     except (CommandError, CairnQError, OSError, ImportError) as exc:

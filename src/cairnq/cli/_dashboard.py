@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 from typing import TextIO
 
+from .._extras import missing_extra
 from ._errors import CommandError
 from ._inspect import require_cairnq
 from ._target import target_of
@@ -24,6 +27,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse, before the server prints its address, an address it could not listen on.
+
+    Binds and closes a socket as the server will (``SO_REUSEADDR``, so a port left
+    in ``TIME_WAIT`` by a previous run still counts as free).
+
+    Raises:
+        CommandError: the port is taken, or the host is not an address of this machine.
+    """
+    try:
+        found = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise CommandError(f"cannot listen on {host}: {exc.strerror}; pass --host") from None
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(f"port {port} on {host} is in use; pass --port") from None
+            raise CommandError(
+                f"cannot listen on port {port} on {host}: {exc.strerror}; pass --host or --port"
+            ) from None
+
+
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq dashboard``: serve the app with uvicorn until Ctrl-C."""
     token = args.token or os.environ.get("CAIRNQ_DASHBOARD_TOKEN") or None
@@ -36,10 +67,9 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         import jinja2  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn
-    except ImportError as exc:
-        raise CommandError(
-            f"the dashboard needs the dashboard extra (uvicorn, starlette, jinja2; "
-            f'{exc.name} is missing): pip install ".[dashboard]" from the cairnq source'
+    except ImportError:
+        raise missing_extra(
+            "the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn"
         ) from None
     from ..client import CairnQ
     from ..dashboard import create_app
@@ -48,6 +78,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     parse_forwarded_allow_ips(args.forwarded_allow_ips)
     target = target_of(args)
     require_cairnq(target)
+    check_port_free(args.host, args.port)
     client = CairnQ(target.backend(migrate=False, tool="dashboard"))
     client._owns_backend = True
     # Without a token, only loopback names may reach it: a site rebinding its own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import closing
 from typing import TYPE_CHECKING
 
@@ -38,9 +39,11 @@ def require_cairnq(target: Target) -> None:
     """
     found = inspect_database(target)
     if not found.exists:
+        # Only a database file can be missing: name it in full, so that a user who
+        # meant another file (tasks.db, not the default cairnq.db) sees which one.
         raise CommandError(
-            f"no database at {target.location} (give --db or CAIRNQ_DATABASE_URL, "
-            "or create it with `cairnq migrate`)"
+            f"no cairnq database at {os.path.abspath(target.location)}; "
+            "run `cairnq migrate` first (or pass --db)"
         )
     description = target.describe()
     if not found.applied:

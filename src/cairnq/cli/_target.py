@@ -69,9 +69,15 @@ def resolve_target(db: str | None, schema: str | None) -> Target:
     """The database named by ``--db`` / ``--schema``, falling back to the environment.
 
     Raises:
-        InvalidArgument: an unknown URL scheme, a libpq ``key=value`` string, a bad
-            schema name, or ``--schema`` for a backend without schemas (SQLite).
+        InvalidArgument: an empty ``--db``, an unknown URL scheme, a libpq
+            ``key=value`` string, a bad schema name, or ``--schema`` for a backend
+            without schemas (SQLite).
     """
+    if db is not None and not db.strip():
+        raise InvalidArgument(
+            f"--db is empty: give a database URL or path, or leave --db out for "
+            f"$CAIRNQ_DATABASE_URL, else ./{DEFAULT_DB}"
+        )
     text = db or os.environ.get("CAIRNQ_DATABASE_URL") or DEFAULT_DB
     env_schema = os.environ.get("CAIRNQ_SCHEMA") or None
     scheme = url_scheme(text)

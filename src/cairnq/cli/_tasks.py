@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .._json import parse_input
-from ..errors import SerializationError
+from ..client import SyncCairnQ
+from ..durations import UNIT_MS
+from ..errors import CairnQError, SerializationError
+from ..models import Task
+from ..protocol import ops as _ops
 from ..top import run_top
-from ._errors import CommandError
+from ._errors import CommandError, one_line
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -37,7 +42,7 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     if args.timeout_ms is not None and not args.wait:
         raise CommandError("--timeout-ms only applies with --wait", code=2)
     payload = read_payload(args.payload)
-    with open_client(args, create=True) as client:
+    with open_client(args) as client:
         task = client.submit(
             args.name,
             payload,
@@ -88,59 +93,155 @@ def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq cancel``."""
+def _targets(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(kind, value)`` for each task the command names: ids first, then keys."""
+    targets = [("id", i) for i in args.ids] + [("key", k) for k in args.keys]
+    if not targets:
+        raise CommandError(
+            f"give at least one task id or --key (see `cairnq {args.command} --help`)", code=2
+        )
+    return targets
+
+
+def _name(kind: str, value: str) -> str:
+    return f"id {value}" if kind == "id" else f"key {value!r}"
+
+
+def _each(
+    args: argparse.Namespace,
+    out: TextIO,
+    act: Callable[[SyncCairnQ, str, str], str],
+) -> int:
+    """Run ``act`` on each task named, printing its line or its error; 1 if any failed."""
+    failed = 0
     with open_client(args) as client:
-        if args.key is None:
-            task = client.cancel(args.id)
-            current = None if task else client.get(args.id)
-        else:
-            task = client.cancel_by_key(args.key)
-            current = None if task else client.get_by_key(args.key)
+        for kind, value in _targets(args):
+            try:
+                line = act(client, kind, value)
+            except (CommandError, CairnQError) as exc:
+                failed += 1
+                sys.stderr.write(f"cairnq: error: {one_line(exc)}\n")
+                continue
+            out.write(line + "\n")
+            out.flush()
+    return 1 if failed else 0
+
+
+def _current(client: SyncCairnQ, kind: str, value: str) -> Task:
+    task = client.get(value) if kind == "id" else client.get_by_key(value)
     if task is None:
-        if current is None:
-            raise CommandError(_unknown(args))
-        raise CommandError(f"task {current.id} is already {current.status}; nothing to cancel")
-    out.write(summary(task) + "\n")
-    return 0
+        raise CommandError(f"no task with {_name(kind, value)}")
+    return task
+
+
+def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq cancel``: each task given; one already canceled is no error."""
+
+    def cancel(client: SyncCairnQ, kind: str, value: str) -> str:
+        task = client.cancel(value) if kind == "id" else client.cancel_by_key(value)
+        if task is not None:
+            return summary(task)
+        current = _current(client, kind, value)
+        if current.status == "canceled":
+            return f"{current.id} already canceled"
+        raise CommandError(f"task {current.id} already {current.status}; nothing to cancel")
+
+    return _each(args, out, cancel)
 
 
 def cmd_retry(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq retry``."""
+    """``cairnq retry``: each task given; one already queued is no error."""
     reset = args.reset_attempt
-    with open_client(args) as client:
-        if args.key is None:
-            task = client.retry(args.id, reset_attempt=reset)
-            current = None if task else client.get(args.id)
+
+    def retry(client: SyncCairnQ, kind: str, value: str) -> str:
+        if kind == "id":
+            task = client.retry(value, reset_attempt=reset)
         else:
-            task = client.retry_by_key(args.key, reset_attempt=reset)
-            current = None if task else client.get_by_key(args.key)
-    if task is None:
-        if current is None:
-            raise CommandError(_unknown(args))
+            task = client.retry_by_key(value, reset_attempt=reset)
+        if task is not None:
+            return f"{task.id} {task.status} (attempt {task.attempt}/{task.max_attempts})"
+        current = _current(client, kind, value)
+        if current.status == "queued":
+            return f"{current.id} already queued"
+        state = "already" if current.is_terminal else "is"
         raise CommandError(
-            f"task {current.id} is {current.status}; only failed or canceled tasks can be retried"
+            f"task {current.id} {state} {current.status}; "
+            "only failed or canceled tasks can be retried"
         )
-    out.write(f"{task.id} {task.status} (attempt {task.attempt}/{task.max_attempts})\n")
-    return 0
+
+    return _each(args, out, retry)
+
+
+def _plural(count: int) -> str:
+    return f"{count} task{'' if count == 1 else 's'}"
+
+
+def _spelled(ms: int) -> str:
+    """A duration exactly, as it is typed: ``7d``, ``1h30m``, ``0s``."""
+    parts = []
+    for unit, size in UNIT_MS.items():
+        amount, ms = divmod(ms, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts) or "0s"
+
+
+def _purge_scope(args: argparse.Namespace) -> str:
+    """The filters of a purge in words: ``completed over 7d ago, queue emails``."""
+    parts = [f"completed over {_spelled(args.older_than)} ago"]
+    parts += [
+        f"{label} {value}"
+        for label, value in (("status", args.status), ("queue", args.queue), ("name", args.name))
+        if value
+    ]
+    return ", ".join(parts)
+
+
+def _confirmed(count: int) -> bool:
+    """Ask on the terminal; only ``y`` or ``yes`` confirms."""
+    sys.stderr.write(f"Delete {_plural(count)}? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer.endswith("\n"):
+        sys.stderr.write("\n")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq purge``: in batches until none is left."""
-    total = 0
+    """``cairnq purge``: count and confirm first, then delete in batches until none is left."""
+    filters = {"status": args.status, "queue": args.queue, "name": args.name}
     with open_client(args) as client:
+        counts = client._run(
+            _ops.purge_counts(older_than_ms=args.older_than, **filters), write=False
+        )
+        matching = sum(counts.values())
+        scope = _purge_scope(args)
+        if not matching:
+            out.write(f"no task matches ({scope}); nothing to purge\n")
+            return 0
+        by_status = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
+        verb = "matches" if matching == 1 else "match"
+        out.write(f"{_plural(matching)} {verb} ({scope}): {by_status}\n")
+        out.flush()
+        if args.dry_run:
+            out.write("dry run: nothing deleted\n")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise CommandError(
+                    f"purge would delete {_plural(matching)} and there is no terminal to "
+                    "confirm on; pass --yes to delete them (or --dry-run to only count)"
+                )
+            if not _confirmed(matching):
+                out.write("nothing deleted\n")
+                return 1
+        total = 0
         while True:
-            ids = client.purge(
-                older_than_ms=args.older_than,
-                status=args.status,
-                queue=args.queue,
-                name=args.name,
-                limit=args.batch,
-            )
+            ids = client.purge(older_than_ms=args.older_than, limit=args.batch, **filters)
             total += len(ids)
             if len(ids) < args.batch:
                 break
-    out.write(f"purged {total} task{'' if total == 1 else 's'}\n")
+    out.write(f"purged {_plural(total)}\n")
     return 0
 
 

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..protocol import ops as _ops
-from ._errors import CommandError
+from ._errors import CommandError, a_or_an
 
 if TYPE_CHECKING:
     from ..worker import Worker
@@ -51,7 +51,8 @@ def load_worker(spec: str) -> Worker:
             raise CommandError(f"module {module_name!r} has no attribute {attr!r}")
         value = getattr(value, part)
     if not isinstance(value, Worker):
-        raise CommandError(f"{module_name}:{attr} is a {type(value).__name__}, not a cairnq Worker")
+        kind = a_or_an(type(value).__name__)
+        raise CommandError(f"{module_name}:{attr} is {kind}, not a cairnq Worker")
     return value
 
 

@@ -529,6 +529,33 @@ def _purge(params: dict[str, Any]) -> Op[list[str]]:
     return [str(r["id"]) for r in rows]
 
 
+def purge_counts(
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+) -> Op[dict[str, int]]:
+    """How many tasks ``purge`` with the same filters would delete now, per status.
+
+    Only statuses with a match appear; an empty dict means nothing matches.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "now_ms": NOW,
+    }
+    return _purge_counts(params)
+
+
+@single_statement
+def _purge_counts(params: dict[str, Any]) -> Op[dict[str, int]]:
+    rows = yield Call("purge_count", params)
+    return {str(r["status"]): int(r["count"]) for r in rows}
+
+
 # --- worker ------------------------------------------------------------------------------
 
 
