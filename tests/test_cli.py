@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
+import pty
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,14 +31,16 @@ from urllib.parse import quote
 import pytest
 
 from cairnq import SyncCairnQ, TaskError, Worker
+from cairnq._extras import missing_extra
 from cairnq.cli import CommandError, Target, main, resolve_target
-from cairnq.durations import format_duration, parse_duration
+from cairnq.cli import _parser as cli_parser
+from cairnq.durations import format_duration, parse_duration, parse_milliseconds
 from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Task
 from cairnq.protocol import ops as _ops
 from cairnq.protocol.statements import migrations
 
-from ._db import Database
+from ._db import Database, admin_connect, drop_schema
 
 WORKER_ID = "worker_cli_test"
 COMMANDS = ["migrate", "worker", "submit", "get", "ls", "cancel", "retry", "purge", "stats", "top"]
@@ -83,6 +88,50 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
 
 def run_on(db: Database, capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
     return run(capsys, *argv, *db_args(db))
+
+
+SCRIPT = Path(sys.executable).parent / "cairnq"
+
+
+def script_env() -> dict[str, str]:
+    """The environment without a database or schema chosen for the command."""
+    return {
+        k: v for k, v in os.environ.items() if k not in ("CAIRNQ_DATABASE_URL", "CAIRNQ_SCHEMA")
+    }
+
+
+def cairnq(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+    """Run the installed ``cairnq`` script in a subprocess, stdin not a terminal."""
+    proc = subprocess.run(
+        [str(SCRIPT), *argv],
+        cwd=cwd,
+        env=env or script_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def cairnq_on_a_terminal(answer: str, *argv: str) -> Result:
+    """Run the ``cairnq`` script with a pseudo-terminal as stdin, typing ``answer``."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(SCRIPT), *argv],
+            env=script_env(),
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(terminal)
+        os.write(controller, answer.encode())
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+    return Result(proc.returncode, out, err)
 
 
 def one_error_line(result: Result) -> str:
@@ -244,6 +293,16 @@ def test_unknown_url_scheme_is_an_error(capsys: pytest.CaptureFixture[str]) -> N
     assert "unsupported database URL scheme 'mysql'" in one_error_line(result)
 
 
+@pytest.mark.parametrize("empty", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_db_is_refused_instead_of_falling_back_to_cairnq_db(
+    empty: str, tmp_path: Path
+) -> None:
+    assert cairnq("migrate", cwd=tmp_path).code == 0
+    result = cairnq("--db", empty, "ls", cwd=tmp_path)
+    assert result.code == 1
+    assert one_error_line(result).startswith("cairnq: error: --db is empty")
+
+
 def test_db_may_come_before_the_command(
     db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +341,19 @@ def test_malformed_duration_is_refused(text: str) -> None:
         parse_duration(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "ms"), [("0", 0), ("1500", 1500), ("5m", 300_000), ("1h30m", 5_400_000)]
+)
+def test_milliseconds_are_a_whole_number_or_a_duration(text: str, ms: int) -> None:
+    assert parse_milliseconds(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "1.5", "-5", "5x", "ms"])
+def test_milliseconds_that_are_neither_are_refused(text: str) -> None:
+    with pytest.raises(InvalidArgument):
+        parse_milliseconds(text)
+
+
 def test_absurdly_long_duration_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="too long"):
         parse_duration("99999999999999999d")
@@ -316,6 +388,20 @@ def test_every_command_has_help_with_a_one_line_example(
     examples = [line for line in help_text.splitlines() if line.startswith("example: ")]
     assert len(examples) == 1
     assert examples[0].startswith(f"example: cairnq {command}")
+
+
+def test_bare_cairnq_prints_the_full_help_with_every_command_and_exits_2() -> None:
+    result = cairnq()
+    assert result.code == 2
+    assert result.err == ""
+    assert result.lines[0].startswith("usage: cairnq")
+    listed = {line.split()[0] for line in result.lines if line.startswith("    ")}
+    assert set(COMMANDS) <= listed
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    result = cairnq("--version")
+    assert (result.code, result.out) == (0, f"cairnq {importlib.metadata.version('cairnq')}\n")
 
 
 def test_usage_error_is_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -407,6 +493,7 @@ def test_migrate_dry_run_and_status_together_is_a_usage_error(
 # --- databases the read commands refuse --------------------------------------------------
 
 READ_COMMANDS = [
+    ["submit", "email.send"],
     ["ls"],
     ["stats"],
     ["get", "task_x"],
@@ -418,18 +505,20 @@ READ_COMMANDS = [
 
 
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
-def test_commands_other_than_migrate_submit_worker_refuse_a_missing_file_without_creating_it(
+def test_commands_other_than_migrate_worker_demo_refuse_a_missing_file_without_creating_it(
     argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "missing.db"
     result = run(capsys, *argv, "--db", str(path))
     assert result.code == 1
-    assert f"no database at {path}" in one_error_line(result)
+    assert one_error_line(result) == (
+        f"cairnq: error: no cairnq database at {path}; run `cairnq migrate` first (or pass --db)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
-def test_commands_other_than_migrate_submit_worker_refuse_a_database_without_cairnq_tables(
+def test_commands_other_than_migrate_worker_demo_refuse_a_database_without_cairnq_tables(
     argv: list[str], db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if db.kind == "sqlite":
@@ -475,6 +564,24 @@ def test_a_file_that_is_not_sqlite_is_not_a_cairnq_database(
     assert f"{path} is not a cairnq database" in one_error_line(result)
 
 
+def test_migrate_next_to_cairnq_tables_in_another_schema_says_to_pass_the_schema_option(
+    pg_db: Database,
+) -> None:
+    pg_db.sync_client().open().close()
+    empty = f"{pg_db.schema}_empty"
+    with contextlib.closing(admin_connect(pg_db.url)) as conn:
+        conn.execute(f'create schema "{empty}"')
+    try:
+        url = f"{cli_url(pg_db)}?options=-csearch_path%3D{empty}"
+        result = cairnq("migrate", "--db", url)
+    finally:
+        drop_schema(pg_db.url, empty)
+    assert result.code == 1
+    line = one_error_line(result)
+    assert f"cairnq tables exist in schema(s) {pg_db.schema}" in line
+    assert line.endswith("; pass --schema SCHEMA to use one of them")
+
+
 def test_unreachable_postgres_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     result = run(capsys, "stats", "--db", "postgresql://127.0.0.1:1/nothing")
     assert result.code == 1
@@ -484,12 +591,12 @@ def test_unreachable_postgres_is_a_one_line_error(capsys: pytest.CaptureFixture[
 def test_debug_shows_the_traceback_instead_of_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(CommandError, match="no database at"):
+    with pytest.raises(CommandError, match="no cairnq database at"):
         main(["--debug", "ls", "--db", str(tmp_path / "missing.db")], out=io.StringIO())
 
 
 def test_debug_after_the_command_shows_the_traceback_too(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="no database at"):
+    with pytest.raises(CommandError, match="no cairnq database at"):
         main(["ls", "--debug", "--db", str(tmp_path / "missing.db")], out=io.StringIO())
 
 
@@ -518,14 +625,76 @@ def test_submit_stores_key_queue_priority_delay_and_max_attempts(
     assert cq.get_by_key("k1") == task
 
 
-def test_submit_creates_and_migrates_a_missing_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_submit_refuses_a_missing_default_database_naming_its_absolute_path(
+    tmp_path: Path,
 ) -> None:
-    path = tmp_path / "fresh.db"
-    assert run(capsys, "submit", "hello", "--db", str(path)).code == 0
-    assert (
-        json.loads(run(capsys, "stats", "--json", "--db", str(path)).out)["default"]["queued"] == 1
+    result = cairnq("submit", "email.send", cwd=tmp_path)
+    assert result.code == 1
+    assert one_error_line(result) == (
+        f"cairnq: error: no cairnq database at {tmp_path / 'cairnq.db'}; "
+        "run `cairnq migrate` first (or pass --db)"
     )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_to_a_mistyped_relative_path_creates_nothing_and_names_the_absolute_path(
+    tmp_path: Path,
+) -> None:
+    assert cairnq("migrate", "--db", "tasks.db", cwd=tmp_path).code == 0
+    result = cairnq("--db", "taks.db", "submit", "email.send", cwd=tmp_path)
+    assert result.code == 1
+    assert f"no cairnq database at {tmp_path / 'taks.db'}" in one_error_line(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.db"]
+
+
+@pytest.mark.parametrize(
+    ("option", "text", "ms"),
+    [
+        ("--delay", "5m", 300_000),
+        ("--delay", "1h30m", 5_400_000),
+        ("--delay-ms", "5m", 300_000),
+        ("--delay-ms", "60000", 60_000),
+    ],
+)
+def test_submit_delay_takes_a_duration_and_delay_ms_milliseconds_too(
+    option: str, text: str, ms: int, db: Database, cq: SyncCairnQ
+) -> None:
+    result = cairnq("submit", "email.send", option, text, *db_args(db))
+    assert result.code == 0, result.err
+    task = reread(cq, result.out.split()[0])
+    assert task.run_at_ms - task.created_at_ms == ms
+
+
+def test_submit_delay_without_a_unit_is_a_usage_error_and_submits_nothing(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "submit", "email.send", "--delay", "5")
+    assert result.code == 2
+    assert "argument --delay: duration '5' has no unit" in one_error_line(result)
+    assert cq.list() == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "ms"),
+    [
+        (["--timeout", "5m"], 300_000),
+        (["--timeout-ms", "5m"], 300_000),
+        (["--timeout-ms", "2500"], 2_500),
+        (["--delay", "30s"], None),
+    ],
+)
+def test_submit_timeout_options_give_the_timeout_in_milliseconds(
+    argv: list[str], ms: int | None
+) -> None:
+    args = cli_parser().parse_args(["submit", "email.send", "--wait", *argv])
+    assert args.timeout_ms == ms
+
+
+def test_submit_wait_timeout_takes_a_duration(db: Database, cq: SyncCairnQ) -> None:
+    result = cairnq("submit", "nobody.serves", "--wait", "--timeout", "0s", *db_args(db))
+    assert result.code == 1
+    assert "did not finish within" in result.err
+    assert [t.status for t in cq.list()] == ["queued"]
 
 
 def test_submit_reuses_the_task_a_key_points_at(
@@ -897,14 +1066,52 @@ def test_cancel_of_a_running_task_requests_a_cooperative_cancel(
     assert reread(cq, task.id).cancel_requested
 
 
-def test_cancel_of_a_finished_task_exits_1(
-    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+def test_cancel_takes_several_ids_and_keys_and_cancels_each(db: Database, cq: SyncCairnQ) -> None:
+    first, second, keyed = cq.submit("a"), cq.submit("b"), cq.submit("c", key="k")
+    result = cairnq("cancel", first.id, second.id, "--key", "k", *db_args(db))
+    assert result.code == 0, result.err
+    assert result.lines == [f"{t.id} canceled" for t in (first, second, keyed)]
+    assert {reread(cq, t.id).status for t in (first, second, keyed)} == {"canceled"}
+
+
+def test_cancel_of_an_already_canceled_task_exits_0_and_says_so(
+    db: Database, cq: SyncCairnQ
 ) -> None:
     task = cq.submit("a")
     cq.cancel(task.id)
-    result = run_on(db, capsys, "cancel", task.id)
+    result = cairnq("cancel", task.id, *db_args(db))
+    assert (result.code, result.out, result.err) == (0, f"{task.id} already canceled\n", "")
+
+
+def test_cancel_with_an_unknown_id_among_others_cancels_the_others_and_exits_1(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    first, last = cq.submit("a"), cq.submit("b")
+    result = cairnq("cancel", first.id, "task_unknown", last.id, *db_args(db))
     assert result.code == 1
-    assert f"task {task.id} is already canceled; nothing to cancel" in one_error_line(result)
+    assert result.lines == [f"{first.id} canceled", f"{last.id} canceled"]
+    assert one_error_line(result) == "cairnq: error: no task with id task_unknown"
+    assert reread(cq, last.id).status == "canceled"
+
+
+def test_cancel_of_a_succeeded_task_says_it_already_succeeded_and_exits_1(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    task = cq.submit("a")
+    cq.backend.run(_ops.succeed(claim(cq, task), WORKER_ID, "null"), write=True)
+    result = cairnq("cancel", task.id, *db_args(db))
+    assert result.code == 1
+    assert one_error_line(result) == (
+        f"cairnq: error: task {task.id} already succeeded; nothing to cancel"
+    )
+
+
+def test_cancel_without_an_id_or_key_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = run(capsys, "cancel")
+    assert result.code == 2
+    assert "give at least one task id or --key" in one_error_line(result)
 
 
 def test_cancel_of_an_unknown_id_exits_1(
@@ -964,13 +1171,41 @@ def test_retry_by_key_retries_the_task_the_key_points_at(
     assert reread(cq, task.id).status == "queued"
 
 
-def test_retry_of_a_queued_task_exits_1(
-    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+def test_retry_takes_several_ids_and_keys_and_queues_each_again(
+    db: Database, cq: SyncCairnQ
 ) -> None:
+    first, keyed = cq.submit("a"), cq.submit("b", key="k")
+    failed = cq.submit("c")
+    cq.cancel(first.id)
+    cq.cancel(keyed.id)
+    fail(cq, claim(cq, failed))
+    result = cairnq("retry", first.id, failed.id, "--key", "k", *db_args(db))
+    assert result.code == 0, result.err
+    assert result.lines == [
+        f"{first.id} queued (attempt 0/3)",
+        f"{failed.id} queued (attempt 1/3)",
+        f"{keyed.id} queued (attempt 0/3)",
+    ]
+
+
+def test_retry_of_an_already_queued_task_exits_0_and_says_so(db: Database, cq: SyncCairnQ) -> None:
     task = cq.submit("a")
-    result = run_on(db, capsys, "retry", task.id)
+    result = cairnq("retry", task.id, *db_args(db))
+    assert (result.code, result.out, result.err) == (0, f"{task.id} already queued\n", "")
+
+
+def test_retry_of_a_running_task_is_an_error_for_that_task_after_retrying_the_rest(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    running, canceled = cq.submit("a"), cq.submit("b")
+    claim(cq, running)
+    cq.cancel(canceled.id)
+    result = cairnq("retry", running.id, canceled.id, *db_args(db))
     assert result.code == 1
-    assert "is queued; only failed or canceled tasks can be retried" in one_error_line(result)
+    assert one_error_line(result) == (
+        f"cairnq: error: task {running.id} is running; only failed or canceled tasks can be retried"
+    )
+    assert result.lines == [f"{canceled.id} queued (attempt 0/3)"]
 
 
 def test_retry_of_an_unknown_key_exits_1(
@@ -1001,8 +1236,12 @@ def test_purge_deletes_finished_tasks_older_than_the_duration_in_batches(
     old = [finished_days_ago(db, cq, "old", 8) for _ in range(5)]
     recent = finished_days_ago(db, cq, "recent", 1)
     queued = cq.submit("queued")
-    result = run_on(db, capsys, "purge", "--older-than", "7d", "--batch", "2")
-    assert (result.code, result.out) == (0, "purged 5 tasks\n")
+    result = run_on(db, capsys, "purge", "--older-than", "7d", "--batch", "2", "--yes")
+    assert result.code == 0
+    assert result.lines == [
+        "5 tasks match (completed over 7d ago): 5 canceled",
+        "purged 5 tasks",
+    ]
     assert all(cq.get(t.id) is None for t in old)
     assert cq.get(recent.id) is not None and cq.get(queued.id) is not None
 
@@ -1012,7 +1251,8 @@ def test_purge_accepts_combined_durations(
 ) -> None:
     finished_days_ago(db, cq, "old", 2)
     finished_days_ago(db, cq, "recent", 1)
-    assert run_on(db, capsys, "purge", "--older-than", "1d12h").out == "purged 1 task\n"
+    result = run_on(db, capsys, "purge", "--older-than", "1d12h", "--yes")
+    assert result.lines[-1] == "purged 1 task"
 
 
 @pytest.mark.parametrize(
@@ -1035,8 +1275,82 @@ def test_purge_only_deletes_tasks_matching_status_queue_and_name(
     task = cq.submit("failed")
     fail(cq, claim(cq, task))
     sql(db, f"update cairnq_tasks set completed_at_ms = 0 where id = '{task.id}'")
-    assert run_on(db, capsys, "purge", "--older-than", "1d", *flags).out == "purged 1 task\n"
+    result = run_on(db, capsys, "purge", "--older-than", "1d", *flags, "--yes")
+    assert result.lines[-1] == "purged 1 task"
     assert {t.name for t in cq.list()} == kept
+
+
+def test_purge_without_a_terminal_or_yes_deletes_nothing_and_says_to_pass_yes(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    task = cq.submit("a")
+    cq.cancel(task.id)
+    result = cairnq("purge", "--older-than", "0s", *db_args(db))
+    assert result.code == 1
+    assert "pass --yes" in one_error_line(result)
+    assert cq.get(task.id) is not None
+
+
+def test_purge_dry_run_prints_the_count_by_status_with_the_filters_and_deletes_nothing(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    for days in (3, 3, 1):
+        finished_days_ago(db, cq, "report", days, queue="emails")
+    failed = cq.submit("report", queue="emails")
+    fail(cq, claim(cq, failed))
+    sql(db, f"update cairnq_tasks set completed_at_ms = 0 where id = '{failed.id}'")
+    finished_days_ago(db, cq, "other", 3)
+    result = cairnq(
+        "purge",
+        "--older-than",
+        "2d",
+        "--queue",
+        "emails",
+        "--name",
+        "report",
+        "--dry-run",
+        *db_args(db),
+    )
+    assert result.code == 0, result.err
+    assert result.lines == [
+        "3 tasks match (completed over 2d ago, queue emails, name report): 2 canceled, 1 failed",
+        "dry run: nothing deleted",
+    ]
+    assert len(cq.list()) == 5
+
+
+def test_purge_of_nothing_matching_says_so_without_asking(db: Database, cq: SyncCairnQ) -> None:
+    finished_days_ago(db, cq, "recent", 1)
+    result = cairnq("purge", "--older-than", "7d", *db_args(db))
+    assert (result.code, result.lines) == (
+        0,
+        ["no task matches (completed over 7d ago); nothing to purge"],
+    )
+
+
+def test_purge_on_a_terminal_asks_with_the_count_and_deletes_on_yes(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    for _ in range(2):
+        finished_days_ago(db, cq, "old", 8)
+    result = cairnq_on_a_terminal("y\n", "purge", "--older-than", "7d", *db_args(db))
+    assert result.code == 0, result.err
+    assert result.err == "Delete 2 tasks? [y/N] "
+    assert result.lines[-1] == "purged 2 tasks"
+    assert cq.list() == []
+
+
+@pytest.mark.parametrize(
+    "answer", ["\n", "n\n", "whatever\n", "\x04"], ids=["enter", "n", "other", "ctrl-d"]
+)
+def test_purge_on_a_terminal_deletes_nothing_unless_the_answer_is_yes(
+    answer: str, db: Database, cq: SyncCairnQ
+) -> None:
+    finished_days_ago(db, cq, "old", 8)
+    result = cairnq_on_a_terminal(answer, "purge", "--older-than", "7d", *db_args(db))
+    assert result.code == 1
+    assert result.lines[-1] == "nothing deleted"
+    assert len(cq.list()) == 1
 
 
 def test_purge_with_an_invalid_duration_is_a_one_line_usage_error(
@@ -1057,6 +1371,38 @@ def test_purge_refuses_a_status_that_is_not_finished(capsys: pytest.CaptureFixtu
     result = run(capsys, "purge", "--older-than", "1d", "--status", "running")
     assert result.code == 2
     one_error_line(result)
+
+
+# --- dashboard ---------------------------------------------------------------------------
+
+
+def test_dashboard_on_a_port_in_use_is_one_line_and_exit_1_before_printing_its_url(
+    sqlite_db: Database,
+) -> None:
+    pytest.importorskip("uvicorn")
+    sqlite_db.sync_client().open().close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cairnq("dashboard", "--port", str(port), "--db", sqlite_db.url)
+    assert (result.code, result.out) == (1, "")
+    assert one_error_line(result) == (
+        f"cairnq: error: port {port} on 127.0.0.1 is in use; pass --port"
+    )
+
+
+def test_dashboard_without_uvicorn_says_which_extra_as_the_other_missing_extras_do(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "uvicorn.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'uvicorn'\", name='uvicorn')\n"
+    )
+    env = script_env() | {"PYTHONPATH": str(tmp_path)}
+    result = cairnq("dashboard", "--db", str(tmp_path / "x.db"), env=env)
+    expected = missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn")
+    assert result.code == 1
+    assert one_error_line(result) == f"cairnq: error: {expected}"
 
 
 # --- stats -------------------------------------------------------------------------------
@@ -1226,6 +1572,20 @@ def test_worker_attribute_that_is_not_a_worker_is_an_error(
     result = run(capsys, "worker", "cli_jobs_d:not_a_worker")
     assert result.code == 1
     assert "cli_jobs_d:not_a_worker is a str, not a cairnq Worker" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [("object()", "an object"), ("3", "an int"), ("'x'", "a str")]
+)
+def test_worker_attribute_that_is_not_a_worker_is_named_with_the_right_article(
+    value: str, kind: str, tmp_path: Path
+) -> None:
+    (tmp_path / "not_a_worker_app.py").write_text(f"app = {value}\n")
+    result = cairnq("worker", "not_a_worker_app:app", cwd=tmp_path)
+    assert result.code == 1
+    assert one_error_line(result) == (
+        f"cairnq: error: not_a_worker_app:app is {kind}, not a cairnq Worker"
+    )
 
 
 def test_worker_spec_that_is_not_module_attr_is_an_error(

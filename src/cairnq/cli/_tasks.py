@@ -114,8 +114,9 @@ def _each(
 ) -> int:
     """Run ``act`` on each task named, printing its line or its error; 1 if any failed."""
     failed = 0
+    targets = _targets(args)
     with open_client(args) as client:
-        for kind, value in _targets(args):
+        for kind, value in targets:
             try:
                 line = act(client, kind, value)
             except (CommandError, CairnQError) as exc:
