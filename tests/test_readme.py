@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -51,3 +52,87 @@ def test_the_readme_set_up_command_installs_and_runs_the_demo(tmp_path: Path) ->
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "summary: 8/8 succeeded" in done.stdout
     assert (clone / "cairnq-demo.db").exists()
+
+
+# --- the demo the set-up command runs ------------------------------------------------------
+
+CLI = Path(sys.executable).parent / "cairnq"
+TABLE_ROW = re.compile(r"^  demo\.\w+ +\w+ +\[[#.]{20}\] +\d+%")
+
+
+def run_in_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run ``args`` with a pseudo-terminal as stdout and stderr; (exit code, bytes written)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's last writer has gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=120), b"".join(chunks).decode()
+
+
+def screen(output: str) -> list[str]:
+    """What a terminal shows after ``output``: lines, line clears, carriage returns, cursor up."""
+    rows: list[str] = [""]
+    row = col = 0
+    for token in re.findall(r"\x1b\[\d*[A-Za-z]|[^\x1b]", output):
+        if token == "\n":
+            row, col = row + 1, 0
+            rows.extend([""] * (row + 1 - len(rows)))
+        elif token == "\r":
+            col = 0
+        elif token == "\x1b[2K":
+            rows[row] = ""
+        elif token.startswith("\x1b[") and token.endswith("A"):
+            row = max(0, row - int(token[2:-1] or 1))
+        elif token.startswith("\x1b["):
+            raise AssertionError(f"the test's terminal does not know {token!r}")
+        else:
+            line = rows[row].ljust(col)
+            rows[row] = line[:col] + token + line[col + 1 :]
+            col += 1
+    return rows
+
+
+def test_the_demo_in_a_terminal_shows_its_final_table_once(tmp_path: Path) -> None:
+    code, output = run_in_a_terminal([str(CLI), "demo", "--path", "demo.db"], tmp_path)
+    shown = screen(output)
+    table = [line for line in shown if TABLE_ROW.match(line)]
+    assert code == 0, output[-2000:]
+    assert "\x1b[" in output  # it did draw live progress
+    assert len(table) == 8, "\n".join(shown)
+    assert all(" succeeded [####################] 100%" in line for line in table)
+
+
+def test_the_demo_ends_by_suggesting_a_next_step_on_its_own_database(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(CLI), "demo", "--path", "demo.db"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.rstrip().splitlines()[-2:]
+    assert last[0].startswith("next: `cairnq --db demo.db ls` lists these tasks")
+    assert "Quick start in README.md" in last[1]
+    listed = subprocess.run(
+        [str(CLI), "--db", "demo.db", "ls"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count("demo.") == 8
