@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from cairnq import TaskContext, TaskError
+
+from ._db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,3 +142,76 @@ def test_the_demo_ends_by_suggesting_a_next_step_on_its_own_database(tmp_path: P
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.count("demo.") == 8
+
+
+# --- the Quick start and the PostgreSQL notes ----------------------------------------------
+
+
+def _python_blocks(section: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)
+
+
+def test_the_quick_start_and_the_cli_use_one_database_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "quickstart.py").write_text(_python_blocks("Quick start")[0])
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    ran = subprocess.run(
+        [sys.executable, "quickstart.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    listed = subprocess.run(
+        [str(CLI), "ls"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "resize" in listed.stdout
+    assert "reports.monthly" in listed.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == ["cairnq.db"]
+
+
+def _stated_key_order() -> tuple[dict[str, Any], list[str]]:
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.search(r"written as `(\{[^`]*\})` comes back as `(\{[^`]*\})`", text)
+    assert found is not None, "the README does not show jsonb key order"
+    written, returned = json.loads(found.group(1)), json.loads(found.group(2))
+    assert written == returned
+    assert list(written) != list(returned)
+    return written, list(returned)
+
+
+async def test_json_objects_keep_their_key_order_on_sqlite_and_jsonb_order_on_postgres(
+    db: Database,
+) -> None:
+    written, jsonb_order = _stated_key_order()
+    expected = jsonb_order if db.kind == "postgres" else list(written)
+    worker = db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def echo(ctx: TaskContext, payload: Any) -> Any:
+        return payload
+
+    @worker.task
+    async def refuse(ctx: TaskContext, payload: Any) -> Any:
+        raise TaskError("refused", code="no", details=payload)
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("echo", written, metadata=written, max_attempts=1)
+        failed = await cq.submit("refuse", written, max_attempts=1)
+        done = await cq.wait(task.id, timeout_ms=30_000)
+        ended = await cq.wait(failed.id, timeout_ms=30_000)
+    await worker.close()
+    assert ended.error is not None
+    orders = {
+        "payload": list(done.payload),
+        "result": list(done.result),
+        "metadata": [k for k in done.metadata if k in written],
+        "details": list(ended.error["details"]),
+    }
+    assert orders == dict.fromkeys(orders, expected)
