@@ -484,6 +484,8 @@ def as_another_user() -> Iterator[None]:
     if os.geteuid() != 0:
         yield
         return
+    groups = os.getgroups()
+    os.setgroups([])
     os.setegid(65534)
     os.seteuid(65534)
     try:
@@ -491,6 +493,7 @@ def as_another_user() -> Iterator[None]:
     finally:
         os.seteuid(0)
         os.setegid(0)
+        os.setgroups(groups)
 
 
 @pytest.fixture
@@ -587,18 +590,22 @@ def test_another_user_opening_a_default_private_database_is_told_permission_deni
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs two users")
-def test_a_file_mode_0666_database_is_shared_with_another_user_wal_and_shm_included(
+def test_a_file_mode_0660_database_is_shared_by_two_users_of_one_group_wal_and_shm_included(
     shared_dir: Path,
 ) -> None:
-    path = shared_dir / "q.db"
-    with SyncCairnQ.sqlite(path, file_mode=0o666) as owner:
+    folder = shared_dir / "shared"
+    folder.mkdir()
+    os.chown(folder, 0, 65534)
+    folder.chmod(0o2770)  # the group may write here; new files take the directory's group
+    path = folder / "q.db"
+    with SyncCairnQ.sqlite(path, file_mode=0o660) as owner:
         owner.submit("job", {})
         with as_another_user(), SyncCairnQ.sqlite(path) as other:
             other.submit("job", {})
             seen = other.stats()["default"]["queued"]
-        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in shared_dir.glob("q.db*")}
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.glob("q.db*")}
     assert seen == 2
-    assert modes == {"q.db": 0o666, "q.db-wal": 0o666, "q.db-shm": 0o666}
+    assert modes == {"q.db": 0o660, "q.db-wal": 0o660, "q.db-shm": 0o660}
 
 
 @contextlib.contextmanager
