@@ -856,6 +856,10 @@ def sqlite_path_from_url(url: str) -> str:
 
     Raises:
         InvalidArgument: the URL has a host part (``sqlite://tasks.db``) or names no file.
+
+    Example::
+
+        sqlite_path_from_url("sqlite:////var/lib/app/q.db")   # "/var/lib/app/q.db"
     """
     rest = url[len("sqlite://") :]
     if not rest.startswith("/"):
@@ -871,7 +875,7 @@ def sqlite_path_from_url(url: str) -> str:
     return path
 
 
-def check_sqlite_path(path: str) -> str:
+def _check_sqlite_path(path: str) -> str:
     """``path`` unless it is a misspelt URL that would name an oddly named file.
 
     ``sqlite:tasks.db`` and ``sqlite:/tmp/x.db`` (no ``//``) are not URLs to
@@ -905,7 +909,7 @@ def _path(url: str) -> str:
     """The file a ``sqlite://`` URL or a path names (``location`` of the registration)."""
     if url[: len("sqlite://")].lower() == "sqlite://":
         return sqlite_path_from_url(url)
-    return check_sqlite_path(url)
+    return _check_sqlite_path(url)
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:
