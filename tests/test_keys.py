@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +51,61 @@ def test_the_tables_here_cover_every_strategy_and_status() -> None:
     covered = {*RETURNS, *INSERTS, *(("reject", s) for s in STATUSES)}
     covered |= {("replace", "queued"), ("replace", "running")}
     assert covered == {(c, s) for c in CONFLICTS for s in STATUSES}
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+OUTCOMES = {
+    "returns it": "returns",
+    "returns it, with its result": "returns",
+    "inserts a new task": "inserts",
+    "inserts a new task: the work runs again": "inserts",
+    "raises `AlreadyExists`": "rejects",
+    "cancels it (a running one cooperatively) and inserts a new task": "replaces",
+}
+
+
+def readme_conflict_table() -> dict[tuple[str, str], str]:
+    """(strategy, status) -> outcome, as the README's conflict table states it."""
+    text = README.read_text()
+    block = re.search(r"<!-- conflict-table:.*?-->\n(.*?)<!-- /conflict-table -->", text, re.S)
+    assert block is not None, "README has no conflict table"
+    rows = [line.strip("|").split("|") for line in block.group(1).strip().splitlines()]
+    header, table = [c.strip() for c in rows[0]], rows[2:]
+    assert header == [
+        "`conflict=`",
+        "key's task queued or running",
+        "succeeded",
+        "failed",
+        "canceled",
+    ]
+    columns = [("queued", "running"), ("succeeded",), ("failed",), ("canceled",)]
+    stated: dict[tuple[str, str], str] = {}
+    for first, *cells in table:
+        conflict = first.strip().split("`")[1]
+        for statuses, cell in zip(columns, cells, strict=True):
+            for status in statuses:
+                stated[conflict, status] = OUTCOMES[cell.strip()]
+    return stated
+
+
+def test_the_readme_conflict_table_states_what_these_tests_check() -> None:
+    checked = dict.fromkeys(RETURNS, "returns")
+    checked |= dict.fromkeys(INSERTS, "inserts")
+    checked |= {("reject", status): "rejects" for status in STATUSES}
+    checked |= {("replace", "queued"): "replaces", ("replace", "running"): "replaces"}
+    assert readme_conflict_table() == checked
+
+
+def test_the_cli_help_for_conflict_says_what_each_strategy_does() -> None:
+    script = Path(sys.executable).parent / "cairnq"
+    done = subprocess.run(
+        [str(script), "submit", "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    text = " ".join(done.stdout.split())
+    assert "reuse (default): return it if queued or running, else submit anew" in text
+    assert "reuse-succeeded: return it if queued, running or succeeded" in text
+    assert "reject: fail with AlreadyExists whatever its status" in text
+    assert "replace: cancel it if queued or running, then submit anew" in text
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Security checks: private files, SQL never built from input, fixed channels, no payloads in logs.
 
-- SQLite files (the database, its -wal and -shm) are private to the owner, and
-  a directory cairnq creates for a database is private too.
+- SQLite files (the database, its -wal and -shm) are private to the owner by
+  default (``file_mode``, tested in test_sqlite_backend.py, widens that).
 - No module builds SQL text by formatting: every ``execute`` runs protocol
   statement text, a literal, or a ``psycopg.sql`` composition of quoted
   identifiers in a short allow-list of places.
@@ -85,38 +85,6 @@ def test_the_database_and_its_wal_and_shm_files_are_private_while_in_use(
             backend.close()
     leftovers = [p for p in tmp_path.iterdir() if p.name.startswith("q.db")]
     assert {p.name: mode(p) for p in leftovers} == {p.name: 0o600 for p in leftovers}
-
-
-@pytest.mark.parametrize(
-    "open_it",
-    [
-        pytest.param(lambda p: SyncCairnQ.sqlite(p), id="SyncCairnQ.sqlite"),
-        pytest.param(lambda p: SyncCairnQ(f"sqlite:///{p}"), id="sqlite-url"),
-        pytest.param(lambda p: SyncCairnQ(str(p)), id="plain-path"),
-    ],
-)
-def test_a_database_in_new_nested_directories_gets_them_created_with_a_private_leaf(
-    tmp_path: Path, open_it: Any
-) -> None:
-    path = tmp_path / "a" / "b" / "c" / "q.db"
-    with umask(0o022), open_it(path) as cq:
-        cq.submit("job", {})
-    assert path.is_file()
-    assert mode(path) == 0o600
-    assert mode(path.parent) == 0o700
-    for parent in (tmp_path / "a", tmp_path / "a" / "b"):
-        assert parent.is_dir()
-        assert not mode(parent) & 0o022  # never group- or world-writable
-
-
-def test_a_worker_creates_its_database_directory_too(tmp_path: Path) -> None:
-    path = tmp_path / "new" / "q.db"
-    worker = Worker.sqlite(path)
-    worker.register("job", lambda ctx: None)
-    asyncio.run(worker.client.open())
-    asyncio.run(worker.close())
-    assert path.is_file()
-    assert (mode(path), mode(path.parent)) == (0o600, 0o700)
 
 
 @pytest.mark.parametrize(

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cairnq import DatabaseBusy, SerializationError, SyncCairnQ, TaskContext
+from cairnq import (
+    DatabaseBusy,
+    DatabaseError,
+    DatabaseUnavailable,
+    SerializationError,
+    SyncCairnQ,
+    TaskContext,
+    Worker,
+)
 from cairnq.backends import SQLiteBackend, open_backend, sqlite_path_from_url
 from cairnq.errors import AlreadyExists, InvalidArgument, StoreClosed
 from cairnq.protocol import ops as _ops
@@ -25,9 +38,9 @@ from ._db import Database
 
 
 def test_database_file_is_created_private(tmp_path: Path) -> None:
-    with SyncCairnQ.sqlite(tmp_path / "sub" / "q.db") as cq:
+    with SyncCairnQ.sqlite(tmp_path / "q.db") as cq:
         cq.submit("job", {})
-    mode = stat.S_IMODE(os.stat(tmp_path / "sub" / "q.db").st_mode)
+    mode = stat.S_IMODE(os.stat(tmp_path / "q.db").st_mode)
     assert mode == 0o600
 
 
@@ -208,6 +221,10 @@ def test_a_closed_backend_refuses_work(sqlite_db: Database) -> None:
 def test_urls_and_paths_open_sqlite(tmp_path: Path) -> None:
     assert sqlite_path_from_url("sqlite:///rel/q.db") == "rel/q.db"
     assert sqlite_path_from_url("sqlite:////abs/q.db") == "/abs/q.db"
+    assert sqlite_path_from_url("sqlite:///:memory:") == ":memory:"
+    assert isinstance(open_backend(f"sqlite:///{tmp_path}/q.db"), SQLiteBackend)
+    assert isinstance(open_backend(f"file:{tmp_path}/q.db"), SQLiteBackend)
+    assert isinstance(open_backend(":memory:"), SQLiteBackend)
     assert isinstance(open_backend(str(tmp_path / "q.db")), SQLiteBackend)
     with pytest.raises(InvalidArgument):
         open_backend("mysql://localhost/x")
@@ -374,3 +391,283 @@ def test_a_forked_child_starts_with_fresh_wake_hubs_of_its_own() -> None:
     _, status = os.waitpid(pid, 0)
     release()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# --- paths, directories, permissions and file modes -------------------------------------------
+
+CLI = Path(sys.executable).parent / "cairnq"
+MISSPELT = [
+    ("sqlite:tasks.db", "did you mean sqlite:///tasks.db (relative) or sqlite:////abs/path.db?"),
+    ("sqlite:/srv/q/tasks.db", "did you mean sqlite:////srv/q/tasks.db (absolute)"),
+    ("SQLite:tasks.db", "did you mean sqlite:///tasks.db (relative)"),
+    ("sqlite://tasks.db", "did you mean sqlite:///tasks.db (relative)?"),
+]
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    return subprocess.run(
+        [str(CLI), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "open_it",
+    [
+        pytest.param(lambda url: SyncCairnQ(url), id="SyncCairnQ(url)"),
+        pytest.param(lambda url: SyncCairnQ.sqlite(url), id="SyncCairnQ.sqlite"),
+        pytest.param(lambda url: open_backend(url), id="open_backend"),
+    ],
+)
+@pytest.mark.parametrize(("url", "suggestion"), MISSPELT, ids=[u for u, _ in MISSPELT])
+def test_a_misspelt_sqlite_url_is_refused_with_the_right_spelling_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_it: Any, url: str, suggestion: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgument) as refused:
+        open_it(url).open()
+    assert suggestion in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("url", "suggestion"), MISSPELT[:2], ids=[u for u, _ in MISSPELT[:2]])
+def test_the_cli_refuses_a_misspelt_sqlite_url_in_one_line_and_creates_nothing(
+    tmp_path: Path, url: str, suggestion: str
+) -> None:
+    done = run_cli(tmp_path, "--db", url, "migrate")
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert suggestion in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "open_it",
+    [
+        pytest.param(lambda p: SyncCairnQ.sqlite(p), id="SyncCairnQ.sqlite"),
+        pytest.param(lambda p: SyncCairnQ(f"sqlite:///{p}"), id="sqlite-url"),
+        pytest.param(lambda p: SyncCairnQ(str(p)), id="plain-path"),
+    ],
+)
+def test_a_database_in_a_missing_directory_is_refused_naming_it_and_no_directory_is_made(
+    tmp_path: Path, open_it: Any
+) -> None:
+    path = tmp_path / "no" / "such" / "q.db"
+    with pytest.raises(DatabaseUnavailable) as refused, open_it(path) as cq:
+        cq.stats()
+    assert f"the directory {path.parent} does not exist" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_on_a_missing_directory_is_refused_and_no_directory_is_made(
+    tmp_path: Path,
+) -> None:
+    worker = Worker.sqlite(tmp_path / "new" / "q.db")
+    worker.register("job", lambda ctx: None)
+    with pytest.raises(DatabaseUnavailable, match="does not exist"):
+        asyncio.run(worker.client.open())
+    asyncio.run(worker.close())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_refuses_a_database_in_a_missing_directory_and_makes_none(tmp_path: Path) -> None:
+    path = tmp_path / "nonexistent" / "dir" / "x.db"
+    done = run_cli(tmp_path, "--db", str(path), "migrate")
+    assert done.returncode != 0
+    assert f"the directory {path.parent} does not exist" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@contextlib.contextmanager
+def as_another_user() -> Iterator[None]:
+    """Run the body as an unprivileged user: ``nobody`` when root (who may open anything)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    groups = os.getgroups()
+    os.setgroups([])
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(groups)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every user can enter (pytest's own is private to its user)."""
+    folder = Path(tempfile.mkdtemp(prefix="cairnq-perm-"))
+    folder.chmod(0o755)
+    SQLiteBackend(folder / "warm.db").close()  # modules loaded while we may still read them
+    with SyncCairnQ.sqlite(folder / "warm.db") as cq:
+        cq.stats()
+    try:
+        yield folder
+    finally:
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o700)
+        shutil.rmtree(folder)
+
+
+def make_database(path: Path, mode: int) -> None:
+    with SyncCairnQ.sqlite(path) as cq:
+        cq.submit("job", {})
+    path.chmod(mode)
+
+
+def test_a_database_file_this_user_cannot_read_says_permission_denied_naming_the_file(
+    shared_dir: Path,
+) -> None:
+    path = shared_dir / "q.db"
+    make_database(path, 0o000)
+    with as_another_user(), pytest.raises(DatabaseUnavailable) as refused:
+        SyncCairnQ.sqlite(path).open()
+    message = str(refused.value)
+    assert "unable to open database file" not in message
+    assert (
+        f"permission denied: this user (uid {65534 if os.geteuid() == 0 else os.geteuid()})"
+        in message
+    )
+    assert f"cannot read or write the file {path} " in message
+    assert "file_mode" in message
+
+
+def test_a_read_only_database_file_says_permission_denied_naming_the_file(
+    shared_dir: Path,
+) -> None:
+    path = shared_dir / "q.db"
+    make_database(path, 0o444)
+    with as_another_user(), pytest.raises(DatabaseError) as refused, SyncCairnQ.sqlite(path) as cq:
+        cq.submit("job", {})
+    message = str(refused.value)
+    assert f"SQLite database {str(path)!r} is read-only for this process" in message
+    assert "permission denied: this user (uid" in message
+    assert f"cannot write the file {path} (owner uid {os.stat(path).st_uid}, mode 0444;" in message
+
+
+def test_a_directory_this_user_cannot_write_says_permission_denied_naming_the_directory(
+    shared_dir: Path,
+) -> None:
+    folder = shared_dir / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    with as_another_user(), pytest.raises(DatabaseUnavailable) as refused:
+        SyncCairnQ.sqlite(folder / "q.db").open()
+    message = str(refused.value)
+    assert "permission denied: this user (uid" in message
+    assert f"cannot write in the directory {folder} (owner uid" in message
+    assert "q.db-wal" in message
+    assert not (folder / "q.db").exists()
+
+
+def test_a_directory_this_user_cannot_enter_says_permission_denied_naming_the_directory(
+    shared_dir: Path,
+) -> None:
+    folder = shared_dir / "closed"
+    folder.mkdir()
+    make_database(folder / "q.db", 0o600)
+    folder.chmod(0o000)
+    with as_another_user(), pytest.raises(DatabaseUnavailable) as refused:
+        SyncCairnQ.sqlite(folder / "q.db").open()
+    assert f"cannot enter the directory {folder}" in str(refused.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs two users")
+def test_another_user_opening_a_default_private_database_is_told_permission_denied_and_file_mode(
+    shared_dir: Path,
+) -> None:
+    path = shared_dir / "q.db"
+    with SyncCairnQ.sqlite(path) as cq:
+        cq.submit("job", {})
+    with as_another_user(), pytest.raises(DatabaseUnavailable) as refused:
+        SyncCairnQ.sqlite(path).open()
+    message = str(refused.value)
+    assert "cannot read or write the file" in message
+    assert "owner uid 0, mode 0600; see the file_mode option" in message
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs two users")
+def test_a_file_mode_0660_database_is_shared_by_two_users_of_one_group_wal_and_shm_included(
+    shared_dir: Path,
+) -> None:
+    folder = shared_dir / "shared"
+    folder.mkdir()
+    os.chown(folder, 0, 65534)
+    folder.chmod(0o2770)  # the group may write here; new files take the directory's group
+    path = folder / "q.db"
+    with SyncCairnQ.sqlite(path, file_mode=0o660) as owner:
+        owner.submit("job", {})
+        with as_another_user(), SyncCairnQ.sqlite(path) as other:
+            other.submit("job", {})
+            seen = other.stats()["default"]["queued"]
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.glob("q.db*")}
+    assert seen == 2
+    assert modes == {"q.db": 0o660, "q.db-wal": 0o660, "q.db-shm": 0o660}
+
+
+@contextlib.contextmanager
+def umask(value: int) -> Iterator[None]:
+    previous = os.umask(value)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def file_modes(path: Path) -> dict[str, int]:
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.glob(path.name + "*")}
+
+
+@pytest.mark.parametrize(
+    "open_it",
+    [
+        pytest.param(lambda p, **kw: SyncCairnQ.sqlite(p, **kw), id="SyncCairnQ.sqlite"),
+        pytest.param(lambda p, **kw: SyncCairnQ(str(p), **kw), id="SyncCairnQ(path)"),
+        pytest.param(lambda p, **kw: SyncCairnQ(SQLiteBackend(p, **kw)), id="SQLiteBackend"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("mask", "file_mode", "expected"),
+    [
+        pytest.param(0o022, 0o660, 0o660, id="umask-022-file_mode-660"),
+        pytest.param(0o077, 0o640, 0o640, id="umask-077-file_mode-640"),
+        pytest.param(0o002, None, 0o664, id="umask-002-file_mode-None"),
+        pytest.param(0o027, None, 0o640, id="umask-027-file_mode-None"),
+    ],
+)
+def test_file_mode_sets_the_database_wal_and_shm_modes_or_none_follows_the_umask(
+    tmp_path: Path, open_it: Any, mask: int, file_mode: int | None, expected: int
+) -> None:
+    path = tmp_path / "q.db"
+    with umask(mask), open_it(path, file_mode=file_mode) as cq:
+        cq.submit("job", {})
+        cq.get_status(cq.list()[0].id)
+        while_open = file_modes(path)
+    assert while_open == {"q.db": expected, "q.db-wal": expected, "q.db-shm": expected}
+
+
+def test_a_worker_takes_file_mode_too(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    worker = Worker.sqlite(path, file_mode=0o660)
+    worker.register("job", lambda ctx: None)
+    asyncio.run(worker.client.open())
+    asyncio.run(worker.close())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o660
+
+
+def test_file_mode_leaves_an_existing_file_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    make_database(path, 0o640)
+    with SyncCairnQ.sqlite(path, file_mode=0o666) as cq:
+        cq.stats()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("bad", [0o200, 0o1777, -1, "0660", True, 6.0])
+def test_file_mode_refuses_modes_the_owner_cannot_use(tmp_path: Path, bad: Any) -> None:
+    with pytest.raises(InvalidArgument, match="file_mode"):
+        SQLiteBackend(tmp_path / "q.db", file_mode=bad)
+    assert list(tmp_path.iterdir()) == []

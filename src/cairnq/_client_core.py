@@ -112,17 +112,28 @@ class _ClientCore:
         synchronous: Synchronous = "full",
         clock: Clock | None = None,
         migrate: bool = True,
+        file_mode: int | None = 0o600,
         **options: Any,
     ) -> C:
-        """A client on a SQLite file, created (mode 0600) and migrated on first use.
+        """A client on a SQLite file, created and migrated on first use.
 
         Args:
-            path: The database file.
+            path: The database file; its directory must exist.
             busy_timeout_ms: How long a write waits for another process's lock.
             synchronous: ``"full"`` (default, survives power loss) or ``"normal"``.
             clock: A clock for ``now_ms`` (tests pass a ``FakeClock``).
             migrate: Apply pending migrations when opening (default).
+            file_mode: Permission bits of a database file it creates (``0o600``:
+                its owner only; ``0o660`` to share it with a group; ``None``: the
+                umask decides). The ``-wal`` and ``-shm`` files get the same.
             **options: Client options (``max_payload_bytes``, ``max_json_depth``).
+
+        Raises:
+            InvalidArgument: a bad option, or ``sqlite:tasks.db`` (a URL without ``///``).
+
+        Example::
+
+            cq = CairnQ.sqlite("tasks.db", file_mode=0o660)
         """
         backend = SQLiteBackend(
             path,
@@ -130,6 +141,7 @@ class _ClientCore:
             synchronous=synchronous,
             clock=clock,
             migrate=migrate,
+            file_mode=file_mode,
         )
         client = cls(backend, **options)
         client._owns_backend = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shlex
 import time
 from typing import Any, TextIO
 
@@ -70,7 +71,14 @@ def _bar(fraction: float | None, width: int = 20) -> str:
     return "#" * filled + "." * (width - filled)
 
 
-def _render(tasks: list[Task], out: TextIO, live: bool) -> None:
+def _render(tasks: list[Task], out: TextIO, live: bool, final: bool = False) -> None:
+    """One frame of the task table.
+
+    A live frame (a terminal) is drawn over the previous one and leaves the cursor
+    at its first line, so the next frame replaces it; the final frame in a terminal
+    replaces the last live one and leaves the cursor below it. Elsewhere (a pipe,
+    a file) each frame is printed after the previous one.
+    """
     lines = []
     for task in tasks:
         note = task.message or ""
@@ -82,7 +90,7 @@ def _render(tasks: list[Task], out: TextIO, live: bool) -> None:
         )
     if live:
         out.write("\x1b[2K" + "\n\x1b[2K".join(lines) + "\n")
-        out.write(f"\x1b[{len(lines)}A")
+        out.write("\n" if final else f"\x1b[{len(lines)}A")
     else:
         out.write("\n".join(lines) + "\n\n")
     out.flush()
@@ -116,9 +124,7 @@ async def run_demo(path: str = DEMO_DB, out: TextIO | None = None) -> int:
                     last = time.monotonic()
                 await asyncio.sleep(0.1)
         final = [t for t in [await cq.get(s.id) for s in submitted] if t is not None]
-    if live:
-        out.write("\n" * len(final))
-    _render(final, out, live=False)
+    _render(final, out, live, final=True)
     succeeded = sum(t.is_succeeded for t in final)
     retried = sum(t.attempt > 1 for t in final)
     elapsed = time.monotonic() - started
@@ -128,4 +134,14 @@ async def run_demo(path: str = DEMO_DB, out: TextIO | None = None) -> int:
     )
     for task in final:
         out.write(f"  {task.name:<18} {task.status:<9} result={task.result}\n")
+    out.write(next_step(path))
     return 0 if succeeded == len(submitted) else 1
+
+
+def next_step(path: str) -> str:
+    """What the demo suggests doing next: look at its tasks, then write your own."""
+    db = "" if path == "cairnq.db" else f" --db {shlex.quote(path)}"
+    return (
+        f"\nnext: `cairnq{db} ls` lists these tasks (`cairnq{db} dashboard` shows them, with the\n"
+        "      dashboard extra); the Quick start in README.md writes your own worker and client\n"
+    )

@@ -31,6 +31,7 @@ import logging
 import os
 import queue
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -55,7 +56,7 @@ from ..protocol import ops as _ops
 from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
-from ._registry import register_backend
+from ._registry import register_backend, registration
 from .base import Inspection, LoopBinding, bind
 
 T = TypeVar("T")
@@ -88,7 +89,9 @@ class SQLiteBackend:
     backend: from another loop, calls raise ``EventLoopMismatch``.
 
     Args:
-        path: The database file (created with mode 0600 if missing), or ``":memory:"``.
+        path: The database file (or a ``sqlite:///`` URL, a ``file:`` URI,
+            ``":memory:"``). Created if missing; its directory must exist (none
+            is created). ``sqlite:tasks.db`` and other misspelt URLs are refused.
         busy_timeout_ms: How long a write waits for another process's write lock
             before failing with ``DatabaseBusy``. Waiting happens in the writer
             thread, never on the event loop.
@@ -101,6 +104,15 @@ class SQLiteBackend:
             tables, indexes or triggers are missing, instead of refusing to
             open with ``SchemaIncomplete`` (see ``cairnq.migrate``).
         readers: Threads serving async reads.
+        file_mode: Permission bits of a database file this backend creates:
+            ``0o600`` (default: only its owner may open it), e.g. ``0o660`` to
+            share it with a group, applied whatever the umask; ``None`` follows
+            the umask like ``sqlite3`` (``0o666`` less the umask). SQLite gives
+            the ``-wal`` and ``-shm`` files the database file's mode. An
+            existing file keeps its mode.
+
+    Raises:
+        InvalidArgument: a bad option, an empty path, or a malformed ``sqlite:`` path.
     """
 
     dialect: Dialect = "sqlite"
@@ -118,10 +130,12 @@ class SQLiteBackend:
         migrate: bool = True,
         repair: bool = False,
         readers: int = 4,
+        file_mode: int | None = 0o600,
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = _path(os.fspath(path))
         if not self.path:
             raise InvalidArgument("SQLite path must not be empty")
+        self.file_mode = _check_file_mode(file_mode)
         self.busy_timeout_ms = _ops.check_int(busy_timeout_ms, "busy_timeout_ms", low=0)
         if synchronous not in ("full", "normal"):
             raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
@@ -369,7 +383,7 @@ class SQLiteBackend:
             try:
                 value, _ = drive(op, lambda step: self._execute(conn, step))
             except BaseException as exc:
-                raise _translate(exc, self.busy_timeout_ms) from exc
+                raise _translate(exc, self.busy_timeout_ms, self._file) from exc
             finally:
                 self._return_reader(conn)
         return value
@@ -461,7 +475,7 @@ class SQLiteBackend:
         """``_translate`` for the writer, which also notes a write that found no room."""
         if _out_of_space(exc):
             self._ran_out = self._short_of_space = True
-        return _translate(exc, self.busy_timeout_ms)
+        return _translate(exc, self.busy_timeout_ms, self._file)
 
     def _fail_stranded(
         self, conn: sqlite3.Connection, batch: list[_Job], exc: BaseException
@@ -572,7 +586,8 @@ class SQLiteBackend:
     def _connect(self, *, writer: bool) -> sqlite3.Connection:
         if writer and not self._memory:
             if self.migrate:
-                _create_private_file(self.path)
+                assert self._file is not None
+                _create_file(self._file, self.file_mode)
             elif not os.path.exists(self.path):
                 raise DatabaseUnavailable(
                     f"no SQLite database at {self.path!r} (opened with migrate=False, "
@@ -588,9 +603,7 @@ class SQLiteBackend:
                 uri=self.path.startswith("file:"),
             )
         except sqlite3.Error as exc:
-            raise DatabaseUnavailable(
-                f"cannot open SQLite database {self.path!r}: {exc}{_access_hint(self.path)}"
-            ) from exc
+            raise _translate(exc, self.busy_timeout_ms, self._file) from exc
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
@@ -603,10 +616,7 @@ class SQLiteBackend:
                 conn.execute("pragma query_only = on")
         except BaseException as exc:
             conn.close()
-            error = _translate(exc, self.busy_timeout_ms)
-            if isinstance(error, DatabaseUnavailable) and _access_hint(self.path):
-                error = DatabaseUnavailable(f"{error}{_access_hint(self.path)}")
-            raise error from exc
+            raise _translate(exc, self.busy_timeout_ms, self._file) from exc
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
@@ -635,7 +645,7 @@ class SQLiteBackend:
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("rollback")
-                raise _translate(exc, self.busy_timeout_ms) from exc
+                raise _translate(exc, self.busy_timeout_ms, self._file) from exc
             return value
 
         setup = setup_steps("sqlite", migrate=self.migrate, repair=self.repair)
@@ -692,39 +702,123 @@ def _out_of_space(exc: BaseException) -> bool:
     )
 
 
-def _access_hint(path: str) -> str:
-    """Why a file may not open: a read-only file system or file (empty when writable)."""
-    target = path if os.path.exists(path) else os.path.dirname(os.path.abspath(path))
-    if os.path.exists(target) and not os.access(target, os.W_OK):
-        return " (the file or its directory is read-only)"
-    return ""
+def _check_file_mode(mode: int | None) -> int | None:
+    """``file_mode`` as given, once it is permission bits that let the owner read and write."""
+    if mode is None:
+        return None
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+        raise InvalidArgument(f"file_mode must be permission bits such as 0o600, not {mode!r}")
+    if mode & 0o600 != 0o600:
+        raise InvalidArgument(
+            f"file_mode {mode:#o} must let the owner read and write the file (0o600 at least)"
+        )
+    return mode
 
 
-def _create_private_file(path: str) -> None:
-    """Create the database file with mode 0600 (its -wal and -shm files inherit it).
+def _owner_and_mode(name: str) -> str:
+    try:
+        st = os.stat(name)
+    except OSError:
+        return ""
+    return f"owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
 
-    A directory created for it is private too (0700): others cannot plant files or
-    links next to the database.
+
+def _read_only_file_system(folder: str) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def _may(name: str, flag: int) -> bool:
+    """``os.access`` for the effective user, the one the file system checks."""
+    effective = os.access in os.supports_effective_ids
+    return os.access(name, flag, effective_ids=effective)
+
+
+def _permission_problem(path: str) -> str | None:
+    """What keeps this process from opening the database at ``path``; None if nothing does.
+
+    SQLite needs to enter the file's directory, to read and write the file and
+    its ``-wal`` and ``-shm`` files, and to create those two in the directory
+    when they are missing.
+    """
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        return None
+    user = f"this user (uid {os.geteuid()})" if hasattr(os, "geteuid") else "this user"
+    if not _may(folder, os.X_OK):
+        return f"permission denied: {user} cannot enter the directory {folder}"
+    if _read_only_file_system(folder):
+        return f"the file system holding {folder} is mounted read-only"
+    names = [path, f"{path}-wal", f"{path}-shm"]
+    for name in names:
+        if not os.path.exists(name):
+            continue
+        lacking = [
+            word for flag, word in ((os.R_OK, "read"), (os.W_OK, "write")) if not _may(name, flag)
+        ]
+        if lacking:
+            return (
+                f"permission denied: {user} cannot {' or '.join(lacking)} the file {name} "
+                f"({_owner_and_mode(name)}; see the file_mode option for files shared by users)"
+            )
+    missing = [os.path.basename(name) for name in names if not os.path.exists(name)]
+    if missing and not _may(folder, os.W_OK):
+        return (
+            f"permission denied: {user} cannot write in the directory {folder} "
+            f"({_owner_and_mode(folder)}), where SQLite must create {', '.join(missing)}"
+        )
+    return None
+
+
+def _create_file(path: str, mode: int | None) -> None:
+    """Create the database file at ``path`` (absolute) unless it exists; never a directory.
+
+    With ``mode`` the file gets exactly those bits, whatever the umask; with None,
+    ``0o666`` less the umask. SQLite creates the ``-wal`` and ``-shm`` files with
+    the database file's mode.
+
+    Raises:
+        DatabaseUnavailable: the directory is missing, or the file cannot be created.
     """
     if os.path.exists(path):
         return
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        what = "is not a directory" if os.path.exists(folder) else "does not exist"
+        raise DatabaseUnavailable(
+            f"cannot create SQLite database {path!r}: the directory {folder} {what}; "
+            "cairnq creates no directories: create it first, or fix the path",
+            retryable=False,
+        )
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 if mode is None else mode)
     except FileExistsError:
         return
+    except PermissionError as exc:
+        problem = _permission_problem(path) or f"permission denied ({exc.strerror})"
+        raise DatabaseUnavailable(f"cannot create SQLite database {path!r}: {problem}") from exc
     except OSError as exc:
         raise DatabaseUnavailable(f"cannot create SQLite database {path!r}: {exc}") from exc
-    os.close(fd)
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
-def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
-    """Turn a ``sqlite3`` error into a ``cairnq.errors`` one; anything else passes through."""
+def _translate(exc: BaseException, busy_timeout_ms: int, path: str | None = None) -> BaseException:
+    """Turn a ``sqlite3`` error into a ``cairnq.errors`` one; anything else passes through.
+
+    ``path`` is the database file: an error opening or writing it names the file
+    and, when permissions are the cause, what this process may not do.
+    """
     if isinstance(exc, CairnQError) or not isinstance(exc, sqlite3.Error):
         return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
     text = str(exc)
+    where = f" {path!r}" if path else ""
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
         return DatabaseBusy(
             f"SQLite database is locked: another connection held the write lock for longer "
@@ -738,9 +832,16 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
             retryable=True,
         )
     if name.startswith("SQLITE_READONLY") or "readonly" in text:
-        return DatabaseError(f"SQLite database is read-only: {text}")
+        problem = _permission_problem(path) if path else None
+        because = f": {problem}" if problem else ""
+        return DatabaseError(
+            f"SQLite database{where} is read-only for this process ({text}){because}"
+        )
     if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
-        return DatabaseUnavailable(f"cannot open SQLite database: {text}")
+        problem = _permission_problem(path) if path else None
+        if problem:
+            return DatabaseUnavailable(f"cannot open SQLite database{where}: {problem}")
+        return DatabaseUnavailable(f"cannot open SQLite database{where}: {text}")
     if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
         return DatabaseError(f"file is not a usable SQLite database: {text}")
     if "no such table: cairnq_" in text:
@@ -751,11 +852,22 @@ def _translate(exc: BaseException, busy_timeout_ms: int) -> BaseException:
 
 
 def sqlite_path_from_url(url: str) -> str:
-    """``sqlite:///relative.db`` -> ``relative.db``; ``sqlite:////abs/x.db`` -> ``/abs/x.db``."""
+    """``sqlite:///relative.db`` -> ``relative.db``; ``sqlite:////abs/x.db`` -> ``/abs/x.db``.
+
+    Raises:
+        InvalidArgument: the URL has a host part (``sqlite://tasks.db``) or names no file.
+
+    Example::
+
+        sqlite_path_from_url("sqlite:////var/lib/app/q.db")   # "/var/lib/app/q.db"
+    """
     rest = url[len("sqlite://") :]
     if not rest.startswith("/"):
+        guess = rest.split("?", 1)[0]
+        hint = f"did you mean sqlite:///{guess} (relative)? " if guess else ""
         raise InvalidArgument(
-            f"malformed SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
+            f"malformed SQLite URL {url!r}: {hint}"
+            "use sqlite:///relative/path.db or sqlite:////abs/path.db"
         )
     path = urllib.parse.unquote(rest[1:].split("?", 1)[0])
     if not path:
@@ -763,8 +875,41 @@ def sqlite_path_from_url(url: str) -> str:
     return path
 
 
+def _check_sqlite_path(path: str) -> str:
+    """``path`` unless it is a misspelt URL that would name an oddly named file.
+
+    ``sqlite:tasks.db`` and ``sqlite:/tmp/x.db`` (no ``//``) are not URLs to
+    SQLite: as file paths they would create a file named ``sqlite:tasks.db`` or
+    a directory named ``sqlite:``. The same goes for the other registered URL
+    schemes (``postgresql:db``). ``file:`` URIs and ``:memory:`` are paths.
+
+    Raises:
+        InvalidArgument: the path starts with a URL scheme and a colon, without ``//``.
+    """
+    prefix, colon, rest = path.partition(":")
+    if not colon or "://" in path:
+        return path
+    if prefix.lower() == "sqlite":
+        if rest.startswith("/"):
+            spelled = rest.lstrip("/")
+            hint = f"sqlite:////{spelled} (absolute) or sqlite:///{spelled} (relative)"
+        elif rest:
+            hint = f"sqlite:///{rest} (relative) or sqlite:////abs/path.db"
+        else:
+            hint = "sqlite:///relative/path.db or sqlite:////abs/path.db"
+        raise InvalidArgument(f"malformed SQLite URL {path!r}: did you mean {hint}?")
+    if len(prefix) > 1 and prefix.lower() != "file" and registration(prefix.lower()) is not None:
+        raise InvalidArgument(
+            f"malformed database URL {path!r}: did you mean {prefix}://{rest.lstrip('/')}?"
+        )
+    return path
+
+
 def _path(url: str) -> str:
-    return sqlite_path_from_url(url) if "://" in url else url
+    """The file a ``sqlite://`` URL or a path names (``location`` of the registration)."""
+    if url[: len("sqlite://")].lower() == "sqlite://":
+        return sqlite_path_from_url(url)
+    return _check_sqlite_path(url)
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:

@@ -248,7 +248,14 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("payload", nargs="?", metavar="PAYLOAD_JSON", help="JSON; - reads stdin")
     submit.add_argument("--key", help="idempotency key")
     submit.add_argument(
-        "--conflict", choices=CONFLICTS, default="reuse", help="when the key is taken (reuse)"
+        "--conflict",
+        choices=CONFLICTS,
+        default="reuse",
+        help="when the key's task exists: "
+        "reuse (default): return it if queued or running, else submit anew (runs again); "
+        "reuse-succeeded: return it if queued, running or succeeded, else submit anew; "
+        "reject: fail with AlreadyExists whatever its status; "
+        "replace: cancel it if queued or running, then submit anew",
     )
     submit.add_argument("--queue", help="queue (default)")
     submit.add_argument("--priority", type=int, help="higher runs first (0)")

@@ -211,8 +211,12 @@ class Worker:
         busy_timeout_ms: int = 5000,
         **options: Any,
     ) -> Worker:
-        """A worker on a SQLite file (created and migrated on first use)."""
-        backend_keys = {"synchronous", "clock", "migrate"}
+        """A worker on a SQLite file (created and migrated on first use).
+
+        ``synchronous``, ``clock``, ``migrate`` and ``file_mode`` go to its
+        ``SQLiteBackend``; every other option to ``Worker``.
+        """
+        backend_keys = {"synchronous", "clock", "migrate", "file_mode"}
         backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
         backend = SQLiteBackend(path, busy_timeout_ms=busy_timeout_ms, **backend_kw)
         return cls._owning(backend, queues, concurrency, lease_ms, options)
