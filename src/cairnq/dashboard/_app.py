@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import logging
 import os
-import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
 from ._pages import Pages, Redact, bare_page
+from ._redact import MASK, default_redact
 from ._throttle import ListThrottle
 
 if TYPE_CHECKING:
@@ -43,42 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("cairnq.dashboard")
-
-SECRET_KEYS = re.compile(
-    r"pass(word|wd)?|secret|token|api[-_]?key|auth|credential|private[-_]?key|cookie|session"
-    r"|signature|ssn|card[-_]?number|cvv",
-    re.IGNORECASE,
-)
-MASK = "••••••"
-
-
-def default_redact(field: str, value: Any, task: Task) -> Any:
-    """The default ``redact`` hook: masks values under keys that look like secrets.
-
-    Any key, at any depth, matching password, secret, token, api_key, auth,
-    credential, private_key, cookie, session, signature and the like has its
-    value replaced by ``"••••••"``. Everything else is shown as stored.
-
-    Args:
-        field: ``"payload"``, ``"result"`` or ``"metadata"``.
-        value: The decoded JSON value.
-        task: The task it belongs to.
-
-    Returns:
-        The value to display.
-    """
-    return _mask(value)
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (MASK if isinstance(k, str) and SECRET_KEYS.search(k) else _mask(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
 
 
 class DashboardApp:

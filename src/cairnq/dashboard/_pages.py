@@ -71,6 +71,8 @@ class View:
     title: str
     label: str
     now_ms: int
+    # The dashboard's redact hook, never raising (``DashboardApp.safe_redact``).
+    redact: Redact
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         """A link under the mount point; empty query values are left out."""
@@ -80,6 +82,12 @@ class View:
         """``ms`` as an age (``3s ago``) or, in the future, a wait (``in 3s``)."""
         delta = self.now_ms - ms
         return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+
+    def message(self, task: Task) -> str:
+        """The one line a listing shows for ``task`` (``message_of``), its error redacted."""
+        if task.is_failed and task.error:
+            return message_of(task, self.redact("error", task.error, task))
+        return message_of(task)
 
 
 def now_ms() -> int:
@@ -98,9 +106,8 @@ def short_id(task_id: str) -> str:
     return task_id if len(task_id) <= 16 else task_id[:9] + "…" + task_id[-6:]
 
 
-def envelope(task: Task) -> dict[str, Any]:
-    """The task's error as an envelope, whatever shape another writer stored."""
-    error: Any = task.error
+def envelope(error: Any) -> dict[str, Any]:
+    """An error as an envelope, whatever shape another writer (or a redact hook) left it in."""
     if error is None:
         return {}
     if isinstance(error, dict):
@@ -108,11 +115,15 @@ def envelope(task: Task) -> dict[str, Any]:
     return {"type": "Error", "code": "", "message": str(error)}
 
 
-def message_of(task: Task) -> str:
-    """The one line a listing shows for a task: its error, cancel state or message."""
+def message_of(task: Task, error: Any = None) -> str:
+    """The one line a listing shows for a task: its error, cancel state or message.
+
+    ``error`` is the task's error as it may be shown (redacted); the stored one if
+    not given.
+    """
     if task.is_failed and task.error:
-        error = envelope(task)
-        return f"{error.get('type', 'Error')}: {error.get('message', '')}"
+        shown = envelope(task.error if error is None else error)
+        return f"{shown.get('type', 'Error')}: {shown.get('message', '')}"
     if task.cancel_requested and task.is_running:
         return "cancel requested" + (f" · {task.message}" if task.message else "")
     return task.message or ""
@@ -125,18 +136,187 @@ def to_json(value: Any) -> str:
         return repr(value)
 
 
+@dataclass(frozen=True)
+class ErrorView:
+    """An error envelope laid out for the page: multi-line texts (tracebacks) apart."""
+
+    type: str
+    code: str
+    message: str
+    # (key, text) of each details entry that is text over several lines, such as the
+    # ``traceback`` cairnq workers store or the ``stack`` of other SDKs: shown as text.
+    texts: list[tuple[str, str]]
+    # The other details, shown as JSON; None when there are none.
+    rest: Any
+
+
+def error_view(error: Any) -> ErrorView:
+    """``error`` (an envelope, as shown after redaction) for the error box."""
+    env = envelope(error)
+    details = env.get("details")
+    texts: list[tuple[str, str]] = []
+    rest: Any = details
+    if isinstance(details, dict):
+        texts = [
+            (str(k), v)
+            for k, v in details.items()
+            if isinstance(v, str) and ("\n" in v or k in ("traceback", "stack"))
+        ]
+        shown = {k for k, _ in texts}
+        rest = {k: v for k, v in details.items() if str(k) not in shown} or None
+    elif isinstance(details, str) and details:
+        texts, rest = [("details", details)], None
+    elif not details:
+        rest = None
+    return ErrorView(
+        type=str(env.get("type", "") or ""),
+        code=str(env.get("code", "") or ""),
+        message=str(env.get("message", "") or ""),
+        texts=texts,
+        rest=rest,
+    )
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """How many runs a task had and may have, as the protocol counts them.
+
+    ``attempt`` counts claims. Runs up to ``max_attempts`` come by themselves (a
+    retryable failure with attempts left is queued again); a ``retry`` without
+    ``reset_attempt`` of a task at its last attempt grants exactly one run more, so
+    ``attempt`` can pass ``max_attempts``: those runs are ``by_retry``.
+    """
+
+    attempt: int
+    max_attempts: int
+    # The runs this task is allowed: max_attempts, plus those granted by manual retry.
+    allowed: int
+    by_retry: int
+
+    @property
+    def short(self) -> str:
+        """For a listing: ``1/3``, or ``2/1+1`` when a manual retry granted a run."""
+        extra = f"+{self.by_retry}" if self.by_retry else ""
+        return f"{self.attempt}/{self.max_attempts}{extra}"
+
+    @property
+    def long(self) -> str:
+        """For the task page: ``1 of 3``, or ``2 of 2 allowed (max_attempts 1 + 1 by manual
+        retry)``."""
+        if not self.by_retry:
+            return f"{self.attempt} of {self.max_attempts}"
+        runs = "run" if self.by_retry == 1 else "runs"
+        return (
+            f"{self.attempt} of {self.allowed} allowed (max_attempts {self.max_attempts} "
+            f"+ {self.by_retry} {runs} by manual retry)"
+        )
+
+    @property
+    def title(self) -> str:
+        """A tooltip saying what the numbers mean."""
+        text = f"attempt {self.attempt}; max_attempts {self.max_attempts}"
+        if self.by_retry:
+            text += f"; {self.by_retry} more allowed by manual retry"
+        return text
+
+
+def attempts(task: Task) -> Attempts:
+    """``task``'s attempts: a queued task's count includes the run it waits for."""
+    # The run a queued task waits for is attempt + 1: past max_attempts only when a
+    # manual retry granted it (a retryable failure requeues only below max_attempts).
+    runs = task.attempt + 1 if task.is_queued else task.attempt
+    allowed = max(task.max_attempts, runs)
+    return Attempts(task.attempt, task.max_attempts, allowed, allowed - task.max_attempts)
+
+
+@dataclass(frozen=True)
+class ErrorState:
+    """What the error box says of the stored error: will the protocol run the task again?"""
+
+    pill: str
+    kind: str
+    note: str
+
+
+def error_state(task: Task, view: View) -> ErrorState:
+    """Whether the task's stored error ends it, and why, for the error box's pill.
+
+    The error is kept on every path but ``retry``: a queued task carrying one failed
+    retryably and waits for its next run (the protocol runs it again by itself); a
+    running or succeeded one carries an earlier attempt's; a failed one is final
+    whatever the envelope's ``retryable`` says, as nothing requeues a failed task
+    but a manual retry.
+    """
+    counts = attempts(task)
+    if task.is_queued:
+        when = view.relative(task.run_at_ms)
+        return ErrorState("retrying", "retry", f"attempt {task.attempt + 1} runs {when}")
+    if task.is_running:
+        return ErrorState(
+            "earlier attempt",
+            "",
+            f"from attempt {task.attempt - 1}; attempt {task.attempt} runs now",
+        )
+    if task.is_succeeded:
+        return ErrorState("earlier attempt", "", "from an earlier attempt; a later one succeeded")
+    if task.is_canceled:
+        return ErrorState("canceled", "off", "the task was canceled; retry runs it again")
+    retryable = envelope(task.error).get("retryable") is True
+    if retryable and task.attempt >= counts.allowed:
+        note = f"a retryable error, but no attempt left ({counts.long}): retry runs it again"
+    elif retryable:
+        note = "the task ended here: retry runs it again"
+    else:
+        note = "a non-retryable error: retry runs it again"
+    return ErrorState("final", "bad", note)
+
+
 def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
-    """``(when, what, note)`` of the task's life so far, oldest first."""
+    """``(when, what, note)`` of what the task's row records, oldest first.
+
+    The row keeps one time per kind of event: created, due (``run_at_ms``), cancel
+    requested, finished (``completed_at_ms``) and last written (``updated_at_ms``).
+    It keeps no claim time, so a run's start shows at the earliest it can have
+    been (its due time), said in the note; earlier attempts are summed up.
+    """
     events: list[tuple[int, str, str]] = [(task.created_at_ms, "created", "")]
-    if task.run_at_ms > task.created_at_ms:
-        due = "due" if task.run_at_ms <= now else "runs"
-        events.append((task.run_at_ms, due, "delayed" if task.attempt == 0 else "retry backoff"))
+    # Written since submit: a retryable failure, a retry or a lease recovery.
+    requeued = task.is_queued and task.updated_at_ms > task.created_at_ms
+    # Whether the latest attempt's run ended the row as it is now (else the task was
+    # requeued or canceled while queued after it, and its times are gone).
+    canceled_queued = task.is_canceled and task.cancel_requested_at_ms is None
+    ran_last = task.attempt > 0 and not task.is_queued and not canceled_queued
+    failed_last = requeued and task.error is not None
+    earlier = task.attempt - (1 if ran_last or failed_last else 0)
+    if earlier > 0:
+        runs = "attempt 1" if earlier == 1 else f"attempts 1-{earlier}"
+        events.append((task.created_at_ms, "earlier runs", f"{runs}: times not recorded"))
+    if task.is_queued:
+        if not requeued:
+            if task.run_at_ms > task.created_at_ms:
+                due = "scheduled" if task.run_at_ms > now else "due"
+                events.append((task.run_at_ms, due, "delayed"))
+        else:
+            if task.error is not None:
+                note = f"attempt {task.attempt}, retryable: queued again"
+                events.append((task.updated_at_ms, "failed", note))
+            elif task.attempt == 0:
+                events.append((task.updated_at_ms, "retried", "attempts reset"))
+            else:
+                events.append((task.updated_at_ms, "queued again", "retry or lease recovery"))
+            if task.run_at_ms > task.updated_at_ms:
+                due = "retry scheduled" if task.run_at_ms > now else "retry due"
+                events.append((task.run_at_ms, due, f"attempt {task.attempt + 1}"))
+    elif ran_last:
+        worker = f" by {task.worker_id}" if task.worker_id else ""
+        note = f"attempt {task.attempt}{worker}: claimed at or after this time (due)"
+        events.append((task.run_at_ms, "started", note))
     if task.cancel_requested_at_ms is not None:
         events.append((task.cancel_requested_at_ms, "cancel requested", ""))
     if task.completed_at_ms is not None:
-        events.append((task.completed_at_ms, task.status, ""))
-    elif task.updated_at_ms > task.created_at_ms:
-        events.append((task.updated_at_ms, "last update", task.status))
+        events.append((task.completed_at_ms, task.status, f"attempt {task.attempt}"))
+    elif task.is_running and task.updated_at_ms > task.run_at_ms:
+        events.append((task.updated_at_ms, "last update", "claim, heartbeat or progress"))
     events.sort(key=lambda e: e[0])
     return events
 
@@ -158,10 +338,9 @@ TEMPLATES = Environment(
     keep_trailing_newline=True,
 )
 TEMPLATES.globals.update(
-    envelope=envelope,
+    attempts=attempts,
     format_duration=format_duration,
     iso=iso,
-    message_of=message_of,
     short_id=short_id,
     to_json=to_json,
 )
@@ -267,6 +446,7 @@ class Pages:
             title=dash.title,
             label=dash.label,
             now_ms=now_ms(),
+            redact=dash.safe_redact,
         )
 
     def _html(self, status: int, text: str) -> Response:
@@ -424,11 +604,14 @@ class Pages:
         def shown(name: str) -> Any:
             return self.dash.safe_redact(name, getattr(task, name), task)
 
+        error = None if task.error is None else error_view(shown("error"))
         values: dict[str, Any] = {
             "task": task,
             "children": kids,
             "timeline": timeline(task, view.now_ms),
             "shown": shown,
+            "error": error,
+            "error_state": None if error is None else error_state(task, view),
         }
         if live:
             # A finished task carries a mark that stops the refreshing: it will not change
