@@ -48,21 +48,43 @@ async def start(cq: CairnQ, name: str, queue: str = "default") -> _ops.Lease:
     return _ops.Lease.of(rows[0])
 
 
-async def fail(cq: CairnQ, name: str, message: str = "it broke") -> Task:
-    """Submit a task of ``name`` and fail it for good, as a worker would."""
-    await cq.submit(name)
-    lease = await start(cq, name)
+async def fail(
+    cq: CairnQ,
+    name: str,
+    message: str = "it broke",
+    *,
+    queue: str = "default",
+    retryable: bool = False,
+    max_attempts: int = 3,
+    details: dict[str, Any] | None = None,
+) -> Task:
+    """Submit a task of ``name`` and fail its first run, as a worker would: for good
+    unless ``retryable`` with attempts left."""
+    await cq.submit(name, queue=queue, max_attempts=max_attempts)
+    lease = await start(cq, name, queue)
+    return await fail_run(cq, lease, message, retryable=retryable, details=details)
+
+
+async def fail_run(
+    cq: CairnQ,
+    lease: _ops.Lease,
+    message: str = "it broke",
+    *,
+    retryable: bool = False,
+    details: dict[str, Any] | None = None,
+) -> Task:
+    """Fail the claimed run ``lease`` as a worker would."""
     envelope = {
         "type": "ValueError",
         "code": "handler_error",
         "message": message,
-        "retryable": False,
-        "details": {"hint": "check input"},
+        "retryable": retryable,
+        "details": {"hint": "check input"} if details is None else details,
     }
-    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=False, delay_ms=0)
+    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=retryable, delay_ms=0)
     await cq.backend.arun(op, write=True)
     task = await cq.get(lease.id)
-    assert task is not None and task.is_failed
+    assert task is not None
     return task
 
 
@@ -332,10 +354,15 @@ async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> Non
     other = await cq.submit("c", queue="other")
     await cq.cancel(other.id)
     async with http(create_app(cq)) as client:
-        confirm = await client.get("/purge", params={"status": "failed"})
+        confirm = await client.get("/purge", params={"status": "failed", "older_than": "0s"})
         response = await client.post(
             "/purge",
-            data={"csrf": csrf_from(confirm.text), "status": "failed", "older_than": "0s"},
+            data={
+                "csrf": csrf_from(confirm.text),
+                "status": "failed",
+                "older_than": "0s",
+                "any_age": "1",
+            },
         )
     assert response.headers["location"] == "/tasks?purged=1"
     assert await cq.get(doomed.id) is None
@@ -344,10 +371,10 @@ async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> Non
 
 async def test_a_bad_purge_duration_is_refused_with_nothing_deleted(cq: CairnQ) -> None:
     doomed = await fail(cq, "b")
-    async with http(create_app(cq)) as client:
-        confirm = await client.get("/purge")
+    app = create_app(cq)
+    async with http(app) as client:
         response = await client.post(
-            "/purge", data={"csrf": csrf_from(confirm.text), "older_than": "soon"}
+            "/purge", data={"csrf": app.csrf_token(), "older_than": "soon"}
         )
     assert response.status_code == 400
     assert await cq.get(doomed.id) is not None

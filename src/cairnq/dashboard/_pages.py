@@ -8,6 +8,7 @@ page only escaped. The only markup passed in as safe is the SVG of
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
@@ -39,6 +40,17 @@ Redact = Callable[[str, Any, Task], Any]
 LIVE_HEADER = "x-cairnq-live"
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
+# The most one purge from the dashboard deletes; the page counts one more to say "over".
+PURGE_MAX = PURGE_BATCH * PURGE_MAX_BATCHES
+PURGE_FIELDS = ("status", "queue", "name", "older_than")
+# What the purge page proposes: tasks finished a week ago or more.
+PURGE_DEFAULT_AGE = "7d"
+# Bulk retry and cancel: the most tasks one confirmation acts on, and how many
+# single-task operations run at once.
+BULK_MAX = 1000
+BULK_CHUNK = 50
+# The statuses each bulk action applies to, as the protocol allows them.
+BULK_STATUSES = {"retry": ("failed", "canceled"), "cancel": ("queued", "running")}
 ACTIVITY_WINDOW_MS = 3_600_000
 ACTIVITY_BUCKET_MS = 120_000
 TASK_FILTERS = ("status", "queue", "name", "key", "correlation_id", "id_prefix", "root_id")
@@ -431,6 +443,8 @@ class Pages:
                 ("/task/cancel", self.confirm_cancel),
                 ("/task/retry", self.confirm_retry),
                 ("/purge", self.confirm_purge),
+                ("/tasks/retry", self.confirm_bulk_retry),
+                ("/tasks/cancel", self.confirm_bulk_cancel),
                 ("/workers", self.workers),
                 ("/metrics", self.metrics),
             )
@@ -538,6 +552,8 @@ class Pages:
             count = int(query["purged"])
             more = " More remain: purge again." if query.get("more") == "1" else ""
             message = f"Purged {count} task{'' if count == 1 else 's'}.{more}"
+        elif query.get("bulk") in BULK_STATUSES and query.get("done", "").isdigit():
+            message = bulk_notice(query["bulk"], query)
         body = render(
             "filters.html",
             view,
@@ -645,16 +661,119 @@ class Pages:
         if self.dash.read_only:
             return self._forbidden(request, "This dashboard is read-only.")
         query = incoming(request).query
-        filters = {k: query[k] for k in ("status", "queue", "name", "older_than") if query.get(k)}
+        filters = {k: query[k].strip() for k in PURGE_FIELDS if query.get(k, "").strip()}
         if filters.get("status") not in TERMINAL_STATUSES:
             filters.pop("status", None)
-        return self._purge_page(request, filters, None, 200)
+        filters.setdefault("older_than", PURGE_DEFAULT_AGE)
+        return await self._purge_preview(request, filters)
+
+    async def _purge_preview(
+        self, request: Request, filters: Mapping[str, str], error: str | None = None
+    ) -> Response:
+        """The purge page for ``filters``, with how many tasks match them now."""
+        try:
+            older = parse_duration(filters.get("older_than", ""))
+            count = await self.dash.client._run(
+                _reads.purge_count(
+                    older_than_ms=older,
+                    status=filters.get("status"),
+                    queue=filters.get("queue"),
+                    name=filters.get("name"),
+                    cap=PURGE_MAX + 1,
+                ),
+                write=False,
+            )
+        except InvalidArgument as exc:
+            return self._purge_page(request, filters, str(exc), 400)
+        status = 200 if error is None else 400
+        return self._purge_page(request, filters, error, status, count=count, any_age=older == 0)
 
     def _purge_page(
-        self, request: Request, filters: Mapping[str, str], error: str | None, status: int
+        self,
+        request: Request,
+        filters: Mapping[str, str],
+        error: str | None,
+        status: int,
+        *,
+        count: int | None = None,
+        any_age: bool = False,
     ) -> Response:
-        body = render("confirm_purge.html", self.view(request), filters=filters, error=error)
+        body = render(
+            "confirm_purge.html",
+            self.view(request),
+            filters=filters,
+            error=error,
+            count=count,
+            most=PURGE_MAX,
+            any_age=any_age,
+        )
         return self._page(request, title="Purge", active="tasks", body=body, status=status)
+
+    async def confirm_bulk_retry(self, request: Request) -> Response:
+        return await self._confirm_bulk(request, "retry")
+
+    async def confirm_bulk_cancel(self, request: Request) -> Response:
+        return await self._confirm_bulk(request, "cancel")
+
+    async def _confirm_bulk(self, request: Request, action: str) -> Response:
+        if self.dash.read_only:
+            return self._forbidden(request, "This dashboard is read-only.")
+        query = incoming(request).query
+        filters = {k: query[k].strip() for k in TASK_FILTERS if query.get(k, "").strip()}
+        view = self.view(request)
+        try:
+            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
+        except InvalidArgument as exc:
+            body = render("confirm_bulk.html", view, action=action, filters=filters, error=str(exc))
+            return self._page(
+                request, title=f"{action} tasks", active="tasks", body=body, status=400
+            )
+        wanted = filters.get("status")
+        counts = dict.fromkeys((s for s in BULK_STATUSES[action] if wanted in (None, s)), 0)
+        for task in found:
+            counts[task.status] = counts.get(task.status, 0) + 1
+        body = render(
+            "confirm_bulk.html",
+            view,
+            action=action,
+            filters=filters,
+            error="",
+            count=len(found),
+            counts=counts,
+            most=BULK_MAX,
+            labels=FILTER_LABELS,
+        )
+        return self._page(request, title=f"{action} tasks", active="tasks", body=body)
+
+    async def _bulk_matches(
+        self, filters: Mapping[str, str], action: str, limit: int
+    ) -> list[Task]:
+        """Up to ``limit`` tasks of the filtered list that ``action`` applies to, newest
+        first within each status; each status through the listing's status index."""
+        wanted = filters.get("status")
+        statuses = [s for s in BULK_STATUSES[action] if wanted in (None, s)]
+        if wanted is not None and wanted not in STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(STATUSES)}")
+        found: list[Task] = []
+        for status in statuses:
+            cursor: str | None = None
+            while len(found) < limit:
+                page = await self.dash.client.list_page(
+                    status=status,
+                    queue=filters.get("queue"),
+                    name=filters.get("name"),
+                    key=filters.get("key"),
+                    root_id=filters.get("root_id"),
+                    correlation_id=filters.get("correlation_id"),
+                    id_prefix=filters.get("id_prefix"),
+                    cursor=cursor,
+                    limit=min(_reads.MAX_PAGE, limit - len(found)),
+                )
+                found += page.tasks
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        return found[:limit]
 
     async def workers(self, request: Request) -> Response:
         view = self.view(request)
@@ -672,7 +791,8 @@ class Pages:
         try:
             from ..telemetry.metrics import CONTENT_TYPE, Metrics
         except ImportError as exc:
-            return PlainTextResponse(f"{exc}\n", 404)
+            # The message names the extra to install (``_extras.missing_extra``).
+            return PlainTextResponse(f"/metrics is not available: {exc}\n", 501)
         if dash.metrics is True:
             dash.metrics = Metrics()
         await dash.metrics.refresh(dash.client)
@@ -686,7 +806,7 @@ class Pages:
         path = route_path(request.scope)
         if dash.read_only:
             return self._forbidden(request, "This dashboard is read-only: actions are disabled.")
-        if path not in ("/task/cancel", "/task/retry", "/purge"):
+        if path not in ("/task/cancel", "/task/retry", "/purge", "/tasks/retry", "/tasks/cancel"):
             return self._error(request, 404, "Not found", path)
         if not dash.security.same_origin(request):
             return self._forbidden(request, "Cross-site request refused.")
@@ -695,8 +815,11 @@ class Pages:
                 request, "The form expired or did not come from this dashboard; reload and retry."
             )
         await dash.ensure_open()
-        if path == "/purge":
-            response = await self._purge(request)
+        if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
+            if path == "/purge":
+                response = await self._purge(request)
+            else:
+                response = await self._bulk(request, path.rsplit("/", 1)[-1])
             dash._lists.clear()
             dash._reads.clear()
             return response
@@ -730,10 +853,22 @@ class Pages:
 
     async def _purge(self, request: Request) -> Response:
         form = incoming(request).form
-        filters = {k: form.get(k, "").strip() for k in ("status", "queue", "name", "older_than")}
+        filters = {k: form.get(k, "").strip() for k in PURGE_FIELDS}
+        shown = {k: v for k, v in filters.items() if v}
         client = self.dash.client
         try:
-            older = parse_duration(filters["older_than"] or "0s")
+            if not filters["older_than"]:
+                raise InvalidArgument(
+                    "say how long ago the tasks must have finished, e.g. 7d; nothing was deleted"
+                )
+            older = parse_duration(filters["older_than"])
+            if older == 0 and form.get("any_age") != "1":
+                return await self._purge_preview(
+                    request,
+                    shown,
+                    "0s purges every finished task, even one that finished a moment ago: "
+                    "tick the box to confirm. Nothing was deleted.",
+                )
             status = filters["status"] or None
             if status is not None and status not in TERMINAL_STATUSES:
                 raise InvalidArgument("status must be succeeded, failed or canceled")
@@ -752,10 +887,67 @@ class Pages:
                     break
                 more = batch == PURGE_MAX_BATCHES - 1
         except InvalidArgument as exc:
-            shown = {k: v for k, v in filters.items() if v}
             return self._purge_page(request, shown, str(exc), 400)
         log.info("dashboard: purged %d tasks", total)
         query: dict[str, Any] = {"purged": total}
         if more:
             query["more"] = 1
         return redirect(request, "/tasks", query)
+
+    async def _bulk(self, request: Request, action: str) -> Response:
+        """Retry or cancel, one task at a time, the tasks of the filtered list it applies to."""
+        form = incoming(request).form
+        filters = {k: form[k].strip() for k in TASK_FILTERS if form.get(k, "").strip()}
+        client = self.dash.client
+        reset = form.get("reset_attempt") == "1"
+        try:
+            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
+        except InvalidArgument as exc:
+            return self._error(request, 400, "Bad request", str(exc))
+        chosen, more = found[:BULK_MAX], len(found) > BULK_MAX
+        done = skipped = requested = 0
+        for start in range(0, len(chosen), BULK_CHUNK):
+            chunk = chosen[start : start + BULK_CHUNK]
+            if action == "retry":
+                calls = [client.retry(t.id, reset_attempt=reset) for t in chunk]
+            else:
+                calls = [client.cancel(t.id) for t in chunk]
+            # None: the task left the status the action applies to since it was listed.
+            for result in await asyncio.gather(*calls):
+                if result is None:
+                    skipped += 1
+                elif result.is_running:
+                    requested += 1
+                else:
+                    done += 1
+        log.info(
+            "dashboard: bulk %s: %d done, %d cancel requested, %d skipped",
+            action,
+            done,
+            requested,
+            skipped,
+        )
+        query: dict[str, Any] = dict(filters, bulk=action, done=done)
+        if skipped:
+            query["skipped"] = skipped
+        if requested:
+            query["requested"] = requested
+        if more:
+            query["more"] = 1
+        return redirect(request, "/tasks", query)
+
+
+def bulk_notice(action: str, query: Mapping[str, str]) -> str:
+    """The notice after a bulk action, from the counts its redirect carries."""
+    done = int(query.get("done", "0"))
+    tasks = f"{done} task{'' if done == 1 else 's'}"
+    text = f"Queued {tasks} again." if action == "retry" else f"Canceled {tasks}."
+    requested = query.get("requested", "")
+    if requested.isdigit() and int(requested):
+        text += f" Cancel requested for {requested} running: each stops at its next check."
+    skipped = query.get("skipped", "")
+    if skipped.isdigit() and int(skipped):
+        text += f" {skipped} had changed state meanwhile and were left alone."
+    if query.get("more") == "1":
+        text += f" More match: {action} again."
+    return text
