@@ -180,12 +180,15 @@ def create_app(
             ``Backend``, or a database URL / SQLite path (the app opens a client
             on first request, without creating or migrating anything, and closes
             it at ASGI lifespan shutdown).
-        read_only: Hide the cancel, retry and purge actions and refuse them (403).
+        read_only: Hide the cancel, retry and purge actions, one task's and the
+            filtered list's, and refuse them (403).
         token: When set, every request needs it (``Authorization: Bearer``, or
             ``?token=`` once, which sets an HttpOnly SameSite=Strict cookie).
-        redact: ``redact(field, value, task) -> shown`` for ``payload``, ``result``
-            and ``metadata``; the default masks secret-looking keys
-            (``default_redact``). Return the value unchanged to show everything.
+        redact: ``redact(field, value, task) -> shown`` for ``payload``, ``result``,
+            ``metadata`` and ``error`` (the envelope); the default
+            (``default_redact``) masks values under secret-looking keys and, in
+            every string, card numbers, bearer credentials and API tokens. Return
+            the value unchanged to show everything.
         secret: Signs CSRF tokens; give the same secret to every process serving
             the dashboard behind one address (derived from ``token`` if given,
             else random per process).
@@ -197,7 +200,7 @@ def create_app(
             post actions, e.g. behind a proxy that rewrites ``Host``.
         metrics: Serve a Prometheus exposition at ``/metrics`` (behind the same
             token): ``True`` (default) with the database gauges only, needing the
-            ``metrics`` extra (without it, ``/metrics`` answers 404 naming it); a
+            ``metrics`` extra (without it, ``/metrics`` answers 501 naming it); a
             ``cairnq.telemetry.Metrics`` that also instruments this process's
             clients and workers, to serve their counters too; ``False`` for none.
         allowed_hosts: Host names (no port) the ``Host`` header may carry; others
