@@ -320,8 +320,7 @@ def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
                 due = "retry scheduled" if task.run_at_ms > now else "retry due"
                 events.append((task.run_at_ms, due, f"attempt {task.attempt + 1}"))
     elif ran_last:
-        worker = f" by {task.worker_id}" if task.worker_id else ""
-        note = f"attempt {task.attempt}{worker}: claimed at or after this time (due)"
+        note = f"attempt {task.attempt}, claimed at or after this time (due)"
         events.append((task.run_at_ms, "started", note))
     if task.cancel_requested_at_ms is not None:
         events.append((task.cancel_requested_at_ms, "cancel requested", ""))
