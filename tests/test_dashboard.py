@@ -22,6 +22,7 @@ from cairnq.cli import main
 from cairnq.dashboard import create_app, default_redact, mount
 from cairnq.dashboard._app import DashboardApp
 from cairnq.protocol import ops as _ops
+from cairnq.testing import FakeClock
 
 from ._db import Database
 from .test_cli import db_args, one_error_line, run
@@ -48,21 +49,43 @@ async def start(cq: CairnQ, name: str, queue: str = "default") -> _ops.Lease:
     return _ops.Lease.of(rows[0])
 
 
-async def fail(cq: CairnQ, name: str, message: str = "it broke") -> Task:
-    """Submit a task of ``name`` and fail it for good, as a worker would."""
-    await cq.submit(name)
-    lease = await start(cq, name)
+async def fail(
+    cq: CairnQ,
+    name: str,
+    message: str = "it broke",
+    *,
+    queue: str = "default",
+    retryable: bool = False,
+    max_attempts: int = 3,
+    details: dict[str, Any] | None = None,
+) -> Task:
+    """Submit a task of ``name`` and fail its first run, as a worker would: for good
+    unless ``retryable`` with attempts left."""
+    await cq.submit(name, queue=queue, max_attempts=max_attempts)
+    lease = await start(cq, name, queue)
+    return await fail_run(cq, lease, message, retryable=retryable, details=details)
+
+
+async def fail_run(
+    cq: CairnQ,
+    lease: _ops.Lease,
+    message: str = "it broke",
+    *,
+    retryable: bool = False,
+    details: dict[str, Any] | None = None,
+) -> Task:
+    """Fail the claimed run ``lease`` as a worker would."""
     envelope = {
         "type": "ValueError",
         "code": "handler_error",
         "message": message,
-        "retryable": False,
-        "details": {"hint": "check input"},
+        "retryable": retryable,
+        "details": {"hint": "check input"} if details is None else details,
     }
-    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=False, delay_ms=0)
+    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=retryable, delay_ms=0)
     await cq.backend.arun(op, write=True)
     task = await cq.get(lease.id)
-    assert task is not None and task.is_failed
+    assert task is not None
     return task
 
 
@@ -168,6 +191,100 @@ async def test_the_task_page_shows_the_error_envelope(cq: CairnQ) -> None:
     assert "disk on fire" in page
     assert "ValueError [handler_error]" in page
     assert "check input" in page
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "app/tasks.py", line 7, in send\n'
+    '    raise RuntimeError("kaboom")\n'
+    "RuntimeError: kaboom\n"
+)
+
+
+async def test_a_traceback_in_the_error_details_renders_as_preformatted_text(cq: CairnQ) -> None:
+    task = await fail(cq, "b", "kaboom", details={"traceback": TRACEBACK, "hint": "x"})
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    shown = TRACEBACK.replace('"', "&quot;")
+    assert f'<pre class="trace">{shown}</pre>' in page
+    assert "\\n" not in page and '\\"' not in page
+
+
+async def test_a_failed_task_with_no_attempt_left_wears_a_final_pill_not_retryable(
+    cq: CairnQ,
+) -> None:
+    task = await fail(cq, "b", retryable=True, max_attempts=1)
+    assert task.is_failed
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert '<span class="pill p-bad">final</span>' in page
+    assert ">retryable<" not in page
+    assert "no attempt left (1 of 1)" in page
+
+
+async def test_a_task_requeued_after_a_retryable_failure_says_it_will_run_again(
+    cq: CairnQ,
+) -> None:
+    task = await fail(cq, "b", retryable=True, max_attempts=3)
+    assert task.is_queued
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert '<span class="pill p-retry">retrying</span>' in page
+    assert "attempt 2 runs" in page
+
+
+async def test_after_a_manual_retry_the_attempts_count_the_run_it_granted(cq: CairnQ) -> None:
+    task = await fail(cq, "b", max_attempts=1)
+    await cq.retry(task.id)
+    await start(cq, "b")
+    async with http(create_app(cq)) as client:
+        detail = (await client.get("/task", params={"id": task.id})).text
+        listing = (await client.get("/tasks")).text
+    assert "2 of 2 allowed (max_attempts 1 + 1 run by manual retry)" in detail
+    row = re.search(rf'<tr data-task="{task.id}".*?</tr>', listing)
+    assert row is not None and ">2/1+1<" in row.group(0)
+    assert ">2/1<" not in listing and "2 of 1" not in detail
+
+
+async def test_a_queued_task_after_a_manual_retry_counts_the_run_it_waits_for(
+    cq: CairnQ,
+) -> None:
+    task = await fail(cq, "b", max_attempts=1)
+    await cq.retry(task.id)
+    async with http(create_app(cq)) as client:
+        listing = (await client.get("/tasks")).text
+    assert ">1/1+1<" in listing
+
+
+async def test_the_timeline_shows_when_the_running_attempt_started(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    await start(cq, "a")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    started = re.search(r'<li class="ev ev-started">.*?</li>', page)
+    assert started is not None
+    assert "attempt 1, claimed at or after this time" in started.group(0)
+
+
+async def test_the_timeline_of_a_finished_task_goes_created_started_finished(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("a")
+    lease = await start(cq, "a")
+    await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps(1)), write=True)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    events = re.findall(r'<li class="ev ev-([a-z-]+)">', page)
+    assert events == ["created", "started", "succeeded"]
+
+
+async def test_the_timeline_says_a_requeued_task_failed_then_waits(cq: CairnQ) -> None:
+    task = await fail(cq, "b", retryable=True)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    events = re.findall(r'<li class="ev ev-([a-z-]+)">', page)
+    assert events == ["created", "failed"]
+    assert "attempt 1, retryable: queued again" in page
 
 
 async def test_the_task_page_links_parent_children_and_root(cq: CairnQ) -> None:
@@ -283,6 +400,68 @@ def test_default_redact_masks_keys_at_any_depth() -> None:
     assert default_redact("payload", value, None) == {"a": [{"Authorization": "••••••"}], "b": 1}  # type: ignore[arg-type]
 
 
+CARD = "4242424242424242"
+
+
+async def test_card_numbers_and_tokens_in_any_string_are_masked_by_default(cq: CairnQ) -> None:
+    payload = {
+        "note": "charge card 4242 4242 4242 4242 now",
+        "card": CARD,
+        "digits": int(CARD),
+        "header": "Bearer abcdefghijklmnop123",
+        "openai": "sk-proj-abcdefghijklmnopqrstuvwx",
+    }
+    task = await cq.submit("a", payload)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    assert "charge card •••••• now" in page and "Bearer ••••••" in page
+    for secret in ("4242 4242", CARD, "abcdefghijklmnop123", "sk-proj-"):
+        assert secret not in page
+
+
+async def test_a_card_number_in_an_error_is_masked_on_the_task_and_in_the_list(
+    cq: CairnQ,
+) -> None:
+    task = await fail(cq, "b", f"declined {CARD}", details={"traceback": f"card={CARD}\n"})
+    async with http(create_app(cq)) as client:
+        detail = (await client.get("/task", params={"id": task.id})).text
+        listing = (await client.get("/tasks")).text
+    assert "declined ••••••" in detail and "declined ••••••" in listing
+    assert CARD not in detail and CARD not in listing
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4242-4242-4242-4242",
+        "378282246310005",
+        "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
+        "sk_live_abcdefghij12345",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "AKIAIOSFODNN7EXAMPLE",
+    ],
+)
+def test_default_redact_masks_secret_shaped_text(text: str) -> None:
+    shown = default_redact("payload", {"note": f"before {text} after"}, None)  # type: ignore[arg-type]
+    assert shown["note"].startswith("before ") and shown["note"].endswith(" after")
+    assert "••••••" in shown["note"]
+    assert text[-6:] not in shown["note"]
+
+
+def test_default_redact_masks_card_numbers_but_not_timestamps_or_other_numbers() -> None:
+    kept = [
+        "1700000000000",
+        1_700_000_000_000,
+        "4242424242424241",
+        "order 12345 shipped",
+        "task_01HZX2345678901234567ABC",
+        "token validation failed",
+    ]
+    shown = default_redact("payload", [CARD, *kept], None)  # type: ignore[arg-type]
+    assert shown == ["••••••", *kept]
+
+
 async def test_a_redact_hook_decides_what_is_shown(cq: CairnQ) -> None:
     task = await cq.submit("a", {"card": "4111"}, metadata={"tenant": 7})
     calls: list[str] = []
@@ -332,10 +511,15 @@ async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> Non
     other = await cq.submit("c", queue="other")
     await cq.cancel(other.id)
     async with http(create_app(cq)) as client:
-        confirm = await client.get("/purge", params={"status": "failed"})
+        confirm = await client.get("/purge", params={"status": "failed", "older_than": "0s"})
         response = await client.post(
             "/purge",
-            data={"csrf": csrf_from(confirm.text), "status": "failed", "older_than": "0s"},
+            data={
+                "csrf": csrf_from(confirm.text),
+                "status": "failed",
+                "older_than": "0s",
+                "any_age": "1",
+            },
         )
     assert response.headers["location"] == "/tasks?purged=1"
     assert await cq.get(doomed.id) is None
@@ -344,13 +528,121 @@ async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> Non
 
 async def test_a_bad_purge_duration_is_refused_with_nothing_deleted(cq: CairnQ) -> None:
     doomed = await fail(cq, "b")
-    async with http(create_app(cq)) as client:
-        confirm = await client.get("/purge")
+    app = create_app(cq)
+    async with http(app) as client:
         response = await client.post(
-            "/purge", data={"csrf": csrf_from(confirm.text), "older_than": "soon"}
+            "/purge", data={"csrf": app.csrf_token(), "older_than": "soon"}
         )
     assert response.status_code == 400
     assert await cq.get(doomed.id) is not None
+
+
+DAY_MS = 86_400_000
+
+
+async def test_the_purge_page_counts_the_matching_tasks_before_confirming(db: Database) -> None:
+    clock = FakeClock(1_800_000_000_000)
+    async with db.client(clock=clock) as cq:
+        old = [await fail(cq, "b") for _ in range(2)]
+        clock.advance(8 * DAY_MS)
+        await fail(cq, "b")
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/purge", params={"status": "failed"})).text
+            posted = await client.post(
+                "/purge",
+                data={"csrf": csrf_from(page), "status": "failed", "older_than": "7d"},
+            )
+        assert 'data-count="2"' in page
+        assert "2 finished tasks</strong> match these filters" in page
+        assert ">Purge 2 tasks</button>" in page
+        assert posted.headers["location"] == "/tasks?purged=2"
+        assert [await cq.get(t.id) for t in old] == [None, None]
+
+
+async def test_the_purge_page_proposes_seven_days_not_zero(cq: CairnQ) -> None:
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/purge")).text
+    assert 'name="older_than" value="7d"' in page
+    assert 'value="0s"' not in page
+
+
+async def test_a_zero_age_purge_without_the_confirmation_deletes_nothing(cq: CairnQ) -> None:
+    task = await fail(cq, "b")
+    app = create_app(cq)
+    async with http(app) as client:
+        response = await client.post("/purge", data={"csrf": app.csrf_token(), "older_than": "0s"})
+    assert response.status_code == 400
+    assert "tick the box to confirm" in response.text
+    assert 'name="any_age"' in response.text
+    assert await cq.get(task.id) is not None
+
+
+async def test_bulk_retry_shows_the_count_then_requeues_only_the_filtered_tasks(
+    cq: CairnQ,
+) -> None:
+    chosen = [await fail(cq, "b", queue="mail") for _ in range(3)]
+    other = await fail(cq, "b", queue="media")
+    async with http(create_app(cq)) as client:
+        listing = (await client.get("/tasks", params={"queue": "mail", "status": "failed"})).text
+        confirm = (await client.get("/tasks/retry", params={"queue": "mail"})).text
+        unchanged = [(await cq.get_status(t.id)).status for t in chosen]  # type: ignore[union-attr]
+        posted = await client.post(
+            "/tasks/retry", data={"csrf": csrf_from(confirm), "queue": "mail"}
+        )
+    assert 'href="/tasks/retry?status=failed&amp;queue=mail"' in listing
+    assert 'data-count="3"' in confirm and "3 failed, 0 canceled" in confirm
+    assert unchanged == ["failed"] * 3
+    assert posted.headers["location"] == "/tasks?queue=mail&bulk=retry&done=3"
+    for task in chosen:
+        assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+    assert (await cq.get_status(other.id)).status == "failed"  # type: ignore[union-attr]
+
+
+async def test_bulk_retry_can_reset_the_attempt_counters(cq: CairnQ) -> None:
+    task = await fail(cq, "b", max_attempts=1)
+    app = create_app(cq)
+    async with http(app) as client:
+        await client.post(
+            "/tasks/retry",
+            data={"csrf": app.csrf_token(), "status": "failed", "reset_attempt": "1"},
+        )
+    again = await cq.get(task.id)
+    assert again is not None and again.is_queued and again.attempt == 0
+
+
+async def test_bulk_cancel_cancels_queued_and_asks_running_tasks_to_stop(cq: CairnQ) -> None:
+    queued = await cq.submit("a", queue="mail")
+    running = await cq.submit("r", queue="mail")
+    await start(cq, "r", "mail")
+    elsewhere = await cq.submit("a", queue="media")
+    app = create_app(cq)
+    async with http(app) as client:
+        confirm = (await client.get("/tasks/cancel", params={"queue": "mail"})).text
+        posted = await client.post(
+            "/tasks/cancel", data={"csrf": app.csrf_token(), "queue": "mail"}
+        )
+        notice = (await client.get(posted.headers["location"])).text
+    assert 'data-count="2"' in confirm and "1 queued, 1 running" in confirm
+    assert (await cq.get_status(queued.id)).status == "canceled"  # type: ignore[union-attr]
+    after = await cq.get(running.id)
+    assert after is not None and after.cancel_requested
+    assert (await cq.get_status(elsewhere.id)).status == "queued"  # type: ignore[union-attr]
+    assert "Canceled 1 task. Cancel requested for 1 running" in notice
+
+
+async def test_the_bulk_confirmation_says_when_nothing_matches(cq: CairnQ) -> None:
+    await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/tasks/retry")).text
+    assert 'data-count="0"' in page and 'method="post"' not in page
+
+
+async def test_a_bulk_action_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
+    task = await fail(cq, "b")
+    async with http(create_app(cq)) as client:
+        response = await client.post("/tasks/retry", data={"status": "failed"})
+    assert response.status_code == 403
+    assert (await cq.get_status(task.id)).status == "failed"  # type: ignore[union-attr]
 
 
 async def test_an_action_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
@@ -437,6 +729,33 @@ async def test_read_only_refuses_actions_and_their_confirmations(cq: CairnQ) -> 
         purge = await client.post("/purge", data={"csrf": app.csrf_token()})
     assert (confirm.status_code, post.status_code, purge.status_code) == (403, 403, 403)
     assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_read_only_hides_and_refuses_bulk_actions(cq: CairnQ) -> None:
+    task = await fail(cq, "b")
+    app = create_app(cq, read_only=True)
+    async with http(app) as client:
+        listing = (await client.get("/tasks")).text
+        confirm = await client.get("/tasks/retry")
+        post = await client.post("/tasks/retry", data={"csrf": app.csrf_token()})
+    assert "/tasks/retry" not in listing and "/tasks/cancel" not in listing
+    assert (confirm.status_code, post.status_code) == (403, 403)
+    assert (await cq.get_status(task.id)).status == "failed"  # type: ignore[union-attr]
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+async def test_metrics_without_the_extra_is_a_501_naming_the_extra(
+    cq: CairnQ, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.delitem(sys.modules, "cairnq.telemetry.metrics", raising=False)
+    async with http(create_app(cq)) as client:
+        response = await client.get("/metrics")
+    assert response.status_code == 501
+    assert 'needs the "metrics" extra' in response.text
+    assert 'pip install ".[metrics]"' in response.text
 
 
 # --- tokens ----------------------------------------------------------------------------------

@@ -117,8 +117,8 @@ def cq(db_path: Path) -> Iterator[SyncCairnQ]:
         yield client
 
 
-def fail(cq: SyncCairnQ, name: str) -> str:
-    op = _ops.claim(["default"], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
+def fail(cq: SyncCairnQ, name: str, queue: str = "default") -> str:
+    op = _ops.claim([queue], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
     (row,) = cq.backend.run(op, write=True)
     envelope = json.dumps(
         {"type": "Boom", "code": "boom", "message": "it broke", "retryable": False, "details": {}}
@@ -261,3 +261,114 @@ def test_a_token_protected_dashboard_on_a_public_bind_refuses_requests_without_i
         assert page.locator("table.queues").count() == 1
         page.goto(url + "/tasks")
         assert page.locator("tr[data-task]").count() == 1
+
+
+def wait_for(cq: SyncCairnQ, task_id: str, status: str, attempt: int) -> None:
+    """Wait (up to 10 s) until the worker has brought the task to ``status`` at ``attempt``."""
+    deadline = time.monotonic() + 10
+    while True:
+        task = cq.get(task_id)
+        if task is not None and (task.status, task.attempt) == (status, attempt):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"task never reached {status} at attempt {attempt}: {task!r}")
+        time.sleep(0.02)
+
+
+def failing_worker(db_path: Path) -> Worker:
+    worker = Worker.sqlite(db_path, poll_interval_ms=50)
+
+    @worker.task("boom")
+    def boom(ctx: Any, payload: Any) -> None:
+        raise RuntimeError("kaboom")
+
+    return worker
+
+
+def test_a_handlers_traceback_shows_as_text(page: Any, cq: SyncCairnQ, db_path: Path) -> None:
+    task = cq.submit("boom", max_attempts=1)
+    with serve(create_app(str(db_path))) as url, background(failing_worker(db_path)):
+        wait_for(cq, task.id, "failed", 1)
+        page.goto(f"{url}/task?id={task.id}")
+        trace = page.locator(".errbox pre.trace").inner_text()
+        lines = trace.splitlines()
+        assert lines[0] == "Traceback (most recent call last):"
+        assert lines[-1] == "RuntimeError: kaboom"
+        assert "\\n" not in page.locator(".errbox").inner_text()
+
+
+def test_attempts_and_pill_after_a_final_failure_and_a_manual_retry(
+    page: Any, cq: SyncCairnQ, db_path: Path
+) -> None:
+    task = cq.submit("boom", max_attempts=1)
+    with serve(create_app(str(db_path))) as url, background(failing_worker(db_path)):
+        wait_for(cq, task.id, "failed", 1)
+        page.goto(f"{url}/task?id={task.id}")
+        assert page.locator(".errbox .pill").inner_text() == "final"
+        assert page.locator(".pill", has_text="retryable").count() == 0
+        assert page.locator("dd.attempts").inner_text() == "1 of 1"
+        page.click("text=Retry…")
+        page.click("button:has-text('Retry task')")
+        page.wait_for_url("**done=retried*")
+        wait_for(cq, task.id, "failed", 2)
+        page.reload()
+        assert page.locator(".errbox .pill").inner_text() == "final"
+        allowed = "2 of 2 allowed (max_attempts 1 + 1 run by manual retry)"
+        assert page.locator("dd.attempts").inner_text() == allowed
+        page.goto(f"{url}/tasks")
+        cell = page.locator(f"tr[data-task='{task.id}'] td.num").first
+        assert cell.inner_text() == "2/1+1"
+
+
+def test_the_purge_page_shows_the_matching_count_before_purging(
+    page: Any, cq: SyncCairnQ, db_path: Path
+) -> None:
+    doomed = []
+    for _ in range(3):
+        cq.submit("boom")
+        doomed.append(fail(cq, "boom"))
+    kept = cq.submit("send")
+    with serve(create_app(str(db_path))) as url:
+        page.goto(f"{url}/tasks")
+        page.click("text=Purge…")
+        assert page.locator("input[name=older_than]").input_value() == "7d"
+        assert page.locator(".purge-count").get_attribute("data-count") == "0"
+        page.fill("input[name=older_than]", "0s")
+        page.click("button:has-text('Count matching')")
+        assert "3 finished tasks match" in page.locator(".purge-count").inner_text()
+        assert all(cq.get(task_id) is not None for task_id in doomed)
+        page.click("button:has-text('Purge 3 tasks')")
+        assert "tick the box to confirm" in page.locator(".notice").inner_text()
+        assert all(cq.get(task_id) is not None for task_id in doomed)
+        page.check("input[name=any_age]")
+        page.click("button:has-text('Purge 3 tasks')")
+        page.wait_for_url("**/tasks?purged=3")
+        assert page.locator(".notice").inner_text() == "Purged 3 tasks."
+    assert [cq.get(task_id) for task_id in doomed] == [None, None, None]
+    assert cq.get(kept.id) is not None
+
+
+def test_bulk_retry_of_the_filtered_list_after_a_confirmation(
+    page: Any, cq: SyncCairnQ, db_path: Path
+) -> None:
+    chosen = []
+    for _ in range(2):
+        cq.submit("boom")
+        chosen.append(fail(cq, "boom"))
+    cq.submit("boom", queue="other")
+    other = fail(cq, "boom", queue="other")
+    with serve(create_app(str(db_path))) as url:
+        page.goto(f"{url}/tasks")
+        page.select_option("select[name=status]", "failed")
+        page.fill("input[name=queue]", "default")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_url("**/tasks?status=failed*")
+        page.click("text=Retry matching…")
+        page.wait_for_url("**/tasks/retry?*")
+        assert page.locator(".bulk-count").get_attribute("data-count") == "2"
+        assert all(cq.get_status(t).status == "failed" for t in chosen)  # type: ignore[union-attr]
+        page.click("button:has-text('Retry 2 tasks')")
+        page.wait_for_url("**bulk=retry*")
+        assert page.locator(".notice").inner_text() == "Queued 2 tasks again."
+    assert [cq.get_status(t).status for t in chosen] == ["queued", "queued"]  # type: ignore[union-attr]
+    assert cq.get_status(other).status == "failed"  # type: ignore[union-attr]

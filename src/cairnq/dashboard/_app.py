@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import logging
 import os
-import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
 from ._pages import Pages, Redact, bare_page
+from ._redact import MASK, default_redact
 from ._throttle import ListThrottle
 
 if TYPE_CHECKING:
@@ -43,42 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("cairnq.dashboard")
-
-SECRET_KEYS = re.compile(
-    r"pass(word|wd)?|secret|token|api[-_]?key|auth|credential|private[-_]?key|cookie|session"
-    r"|signature|ssn|card[-_]?number|cvv",
-    re.IGNORECASE,
-)
-MASK = "••••••"
-
-
-def default_redact(field: str, value: Any, task: Task) -> Any:
-    """The default ``redact`` hook: masks values under keys that look like secrets.
-
-    Any key, at any depth, matching password, secret, token, api_key, auth,
-    credential, private_key, cookie, session, signature and the like has its
-    value replaced by ``"••••••"``. Everything else is shown as stored.
-
-    Args:
-        field: ``"payload"``, ``"result"`` or ``"metadata"``.
-        value: The decoded JSON value.
-        task: The task it belongs to.
-
-    Returns:
-        The value to display.
-    """
-    return _mask(value)
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (MASK if isinstance(k, str) and SECRET_KEYS.search(k) else _mask(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
 
 
 class DashboardApp:
@@ -216,12 +180,15 @@ def create_app(
             ``Backend``, or a database URL / SQLite path (the app opens a client
             on first request, without creating or migrating anything, and closes
             it at ASGI lifespan shutdown).
-        read_only: Hide the cancel, retry and purge actions and refuse them (403).
+        read_only: Hide the cancel, retry and purge actions, one task's and the
+            filtered list's, and refuse them (403).
         token: When set, every request needs it (``Authorization: Bearer``, or
             ``?token=`` once, which sets an HttpOnly SameSite=Strict cookie).
-        redact: ``redact(field, value, task) -> shown`` for ``payload``, ``result``
-            and ``metadata``; the default masks secret-looking keys
-            (``default_redact``). Return the value unchanged to show everything.
+        redact: ``redact(field, value, task) -> shown`` for ``payload``, ``result``,
+            ``metadata`` and ``error`` (the envelope); the default
+            (``default_redact``) masks values under secret-looking keys and, in
+            every string, card numbers, bearer credentials and API tokens. Return
+            the value unchanged to show everything.
         secret: Signs CSRF tokens; give the same secret to every process serving
             the dashboard behind one address (derived from ``token`` if given,
             else random per process).
@@ -233,7 +200,7 @@ def create_app(
             post actions, e.g. behind a proxy that rewrites ``Host``.
         metrics: Serve a Prometheus exposition at ``/metrics`` (behind the same
             token): ``True`` (default) with the database gauges only, needing the
-            ``metrics`` extra (without it, ``/metrics`` answers 404 naming it); a
+            ``metrics`` extra (without it, ``/metrics`` answers 501 naming it); a
             ``cairnq.telemetry.Metrics`` that also instruments this process's
             clients and workers, to serve their counters too; ``False`` for none.
         allowed_hosts: Host names (no port) the ``Host`` header may carry; others

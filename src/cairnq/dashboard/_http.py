@@ -5,9 +5,10 @@ Security model:
 - With a ``token``, every request must carry it: ``Authorization: Bearer <token>``,
   or the session cookie that ``?token=<token>`` sets once (HttpOnly,
   SameSite=Strict) before redirecting to the same page without the token.
-- Actions (cancel, retry, purge) are POST only, carry a CSRF token signed with the
-  app's secret, and are refused when the browser says the request is cross-site
-  (``Sec-Fetch-Site``) or its ``Origin`` is not this host. ``X-Forwarded-Host``
+- Actions (cancel, retry, purge, and retry or cancel of a filtered list) are POST
+  only, carry a CSRF token signed with the app's secret, and are refused when the
+  browser says the request is cross-site (``Sec-Fetch-Site``) or its ``Origin`` is
+  not this host. ``X-Forwarded-Host``
   and ``X-Forwarded-Proto`` count only from the proxies named in
   ``forwarded_allow_ips``. In read-only mode they are hidden and refused with 403.
 - A query string or form no page sends (too many fields, a field given twice or

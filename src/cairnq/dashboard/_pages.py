@@ -8,6 +8,7 @@ page only escaped. The only markup passed in as safe is the SVG of
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import logging
@@ -39,6 +40,17 @@ Redact = Callable[[str, Any, Task], Any]
 LIVE_HEADER = "x-cairnq-live"
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
+# The most one purge from the dashboard deletes; the page counts one more to say "over".
+PURGE_MAX = PURGE_BATCH * PURGE_MAX_BATCHES
+PURGE_FIELDS = ("status", "queue", "name", "older_than")
+# What the purge page proposes: tasks finished a week ago or more.
+PURGE_DEFAULT_AGE = "7d"
+# Bulk retry and cancel: the most tasks one confirmation acts on, and how many
+# single-task operations run at once.
+BULK_MAX = 1000
+BULK_CHUNK = 50
+# The statuses each bulk action applies to, as the protocol allows them.
+BULK_STATUSES = {"retry": ("failed", "canceled"), "cancel": ("queued", "running")}
 ACTIVITY_WINDOW_MS = 3_600_000
 ACTIVITY_BUCKET_MS = 120_000
 TASK_FILTERS = ("status", "queue", "name", "key", "correlation_id", "id_prefix", "root_id")
@@ -71,6 +83,8 @@ class View:
     title: str
     label: str
     now_ms: int
+    # The dashboard's redact hook, never raising (``DashboardApp.safe_redact``).
+    redact: Redact
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         """A link under the mount point; empty query values are left out."""
@@ -80,6 +94,12 @@ class View:
         """``ms`` as an age (``3s ago``) or, in the future, a wait (``in 3s``)."""
         delta = self.now_ms - ms
         return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+
+    def message(self, task: Task) -> str:
+        """The one line a listing shows for ``task`` (``message_of``), its error redacted."""
+        if task.is_failed and task.error:
+            return message_of(task, self.redact("error", task.error, task))
+        return message_of(task)
 
 
 def now_ms() -> int:
@@ -98,9 +118,8 @@ def short_id(task_id: str) -> str:
     return task_id if len(task_id) <= 16 else task_id[:9] + "…" + task_id[-6:]
 
 
-def envelope(task: Task) -> dict[str, Any]:
-    """The task's error as an envelope, whatever shape another writer stored."""
-    error: Any = task.error
+def envelope(error: Any) -> dict[str, Any]:
+    """An error as an envelope, whatever shape another writer (or a redact hook) left it in."""
     if error is None:
         return {}
     if isinstance(error, dict):
@@ -108,11 +127,15 @@ def envelope(task: Task) -> dict[str, Any]:
     return {"type": "Error", "code": "", "message": str(error)}
 
 
-def message_of(task: Task) -> str:
-    """The one line a listing shows for a task: its error, cancel state or message."""
+def message_of(task: Task, error: Any = None) -> str:
+    """The one line a listing shows for a task: its error, cancel state or message.
+
+    ``error`` is the task's error as it may be shown (redacted); the stored one if
+    not given.
+    """
     if task.is_failed and task.error:
-        error = envelope(task)
-        return f"{error.get('type', 'Error')}: {error.get('message', '')}"
+        shown = envelope(task.error if error is None else error)
+        return f"{shown.get('type', 'Error')}: {shown.get('message', '')}"
     if task.cancel_requested and task.is_running:
         return "cancel requested" + (f" · {task.message}" if task.message else "")
     return task.message or ""
@@ -125,18 +148,186 @@ def to_json(value: Any) -> str:
         return repr(value)
 
 
+@dataclass(frozen=True)
+class ErrorView:
+    """An error envelope laid out for the page: multi-line texts (tracebacks) apart."""
+
+    type: str
+    code: str
+    message: str
+    # (key, text) of each details entry that is text over several lines, such as the
+    # ``traceback`` cairnq workers store or the ``stack`` of other SDKs: shown as text.
+    texts: list[tuple[str, str]]
+    # The other details, shown as JSON; None when there are none.
+    rest: Any
+
+
+def error_view(error: Any) -> ErrorView:
+    """``error`` (an envelope, as shown after redaction) for the error box."""
+    env = envelope(error)
+    details = env.get("details")
+    texts: list[tuple[str, str]] = []
+    rest: Any = details
+    if isinstance(details, dict):
+        texts = [
+            (str(k), v)
+            for k, v in details.items()
+            if isinstance(v, str) and ("\n" in v or k in ("traceback", "stack"))
+        ]
+        shown = {k for k, _ in texts}
+        rest = {k: v for k, v in details.items() if str(k) not in shown} or None
+    elif isinstance(details, str) and details:
+        texts, rest = [("details", details)], None
+    elif not details:
+        rest = None
+    return ErrorView(
+        type=str(env.get("type", "") or ""),
+        code=str(env.get("code", "") or ""),
+        message=str(env.get("message", "") or ""),
+        texts=texts,
+        rest=rest,
+    )
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """How many runs a task had and may have, as the protocol counts them.
+
+    ``attempt`` counts claims. Runs up to ``max_attempts`` come by themselves (a
+    retryable failure with attempts left is queued again); a ``retry`` without
+    ``reset_attempt`` of a task at its last attempt grants exactly one run more, so
+    ``attempt`` can pass ``max_attempts``: those runs are ``by_retry``.
+    """
+
+    attempt: int
+    max_attempts: int
+    # The runs this task is allowed: max_attempts, plus those granted by manual retry.
+    allowed: int
+    by_retry: int
+
+    @property
+    def short(self) -> str:
+        """For a listing: ``1/3``, or ``2/1+1`` when a manual retry granted a run."""
+        extra = f"+{self.by_retry}" if self.by_retry else ""
+        return f"{self.attempt}/{self.max_attempts}{extra}"
+
+    @property
+    def long(self) -> str:
+        """For the task page: ``1 of 3``, or ``2 of 2 allowed (max_attempts 1 + 1 by manual
+        retry)``."""
+        if not self.by_retry:
+            return f"{self.attempt} of {self.max_attempts}"
+        runs = "run" if self.by_retry == 1 else "runs"
+        return (
+            f"{self.attempt} of {self.allowed} allowed (max_attempts {self.max_attempts} "
+            f"+ {self.by_retry} {runs} by manual retry)"
+        )
+
+    @property
+    def title(self) -> str:
+        """A tooltip saying what the numbers mean."""
+        text = f"attempt {self.attempt}; max_attempts {self.max_attempts}"
+        if self.by_retry:
+            text += f"; {self.by_retry} more allowed by manual retry"
+        return text
+
+
+def attempts(task: Task) -> Attempts:
+    """``task``'s attempts: a queued task's count includes the run it waits for."""
+    # The run a queued task waits for is attempt + 1: past max_attempts only when a
+    # manual retry granted it (a retryable failure requeues only below max_attempts).
+    runs = task.attempt + 1 if task.is_queued else task.attempt
+    allowed = max(task.max_attempts, runs)
+    return Attempts(task.attempt, task.max_attempts, allowed, allowed - task.max_attempts)
+
+
+@dataclass(frozen=True)
+class ErrorState:
+    """What the error box says of the stored error: will the protocol run the task again?"""
+
+    pill: str
+    kind: str
+    note: str
+
+
+def error_state(task: Task, view: View) -> ErrorState:
+    """Whether the task's stored error ends it, and why, for the error box's pill.
+
+    The error is kept on every path but ``retry``: a queued task carrying one failed
+    retryably and waits for its next run (the protocol runs it again by itself); a
+    running or succeeded one carries an earlier attempt's; a failed one is final
+    whatever the envelope's ``retryable`` says, as nothing requeues a failed task
+    but a manual retry.
+    """
+    counts = attempts(task)
+    if task.is_queued:
+        when = view.relative(task.run_at_ms)
+        return ErrorState("retrying", "retry", f"attempt {task.attempt + 1} runs {when}")
+    if task.is_running:
+        return ErrorState(
+            "earlier attempt",
+            "",
+            f"from attempt {task.attempt - 1}; attempt {task.attempt} runs now",
+        )
+    if task.is_succeeded:
+        return ErrorState("earlier attempt", "", "from an earlier attempt; a later one succeeded")
+    if task.is_canceled:
+        return ErrorState("canceled", "off", "the task was canceled; retry runs it again")
+    retryable = envelope(task.error).get("retryable") is True
+    if retryable and task.attempt >= counts.allowed:
+        note = f"a retryable error, but no attempt left ({counts.long}): retry runs it again"
+    elif retryable:
+        note = "the task ended here: retry runs it again"
+    else:
+        note = "a non-retryable error: retry runs it again"
+    return ErrorState("final", "bad", note)
+
+
 def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
-    """``(when, what, note)`` of the task's life so far, oldest first."""
+    """``(when, what, note)`` of what the task's row records, oldest first.
+
+    The row keeps one time per kind of event: created, due (``run_at_ms``), cancel
+    requested, finished (``completed_at_ms``) and last written (``updated_at_ms``).
+    It keeps no claim time, so a run's start shows at the earliest it can have
+    been (its due time), said in the note; earlier attempts are summed up.
+    """
     events: list[tuple[int, str, str]] = [(task.created_at_ms, "created", "")]
-    if task.run_at_ms > task.created_at_ms:
-        due = "due" if task.run_at_ms <= now else "runs"
-        events.append((task.run_at_ms, due, "delayed" if task.attempt == 0 else "retry backoff"))
+    # Written since submit: a retryable failure, a retry or a lease recovery.
+    requeued = task.is_queued and task.updated_at_ms > task.created_at_ms
+    # Whether the latest attempt's run ended the row as it is now (else the task was
+    # requeued or canceled while queued after it, and its times are gone).
+    canceled_queued = task.is_canceled and task.cancel_requested_at_ms is None
+    ran_last = task.attempt > 0 and not task.is_queued and not canceled_queued
+    failed_last = requeued and task.error is not None
+    earlier = task.attempt - (1 if ran_last or failed_last else 0)
+    if earlier > 0:
+        runs = "attempt 1" if earlier == 1 else f"attempts 1-{earlier}"
+        events.append((task.created_at_ms, "earlier runs", f"{runs}: times not recorded"))
+    if task.is_queued:
+        if not requeued:
+            if task.run_at_ms > task.created_at_ms:
+                due = "scheduled" if task.run_at_ms > now else "due"
+                events.append((task.run_at_ms, due, "delayed"))
+        else:
+            if task.error is not None:
+                note = f"attempt {task.attempt}, retryable: queued again"
+                events.append((task.updated_at_ms, "failed", note))
+            elif task.attempt == 0:
+                events.append((task.updated_at_ms, "retried", "attempts reset"))
+            else:
+                events.append((task.updated_at_ms, "queued again", "retry or lease recovery"))
+            if task.run_at_ms > task.updated_at_ms:
+                due = "retry scheduled" if task.run_at_ms > now else "retry due"
+                events.append((task.run_at_ms, due, f"attempt {task.attempt + 1}"))
+    elif ran_last:
+        note = f"attempt {task.attempt}, claimed at or after this time (due)"
+        events.append((task.run_at_ms, "started", note))
     if task.cancel_requested_at_ms is not None:
         events.append((task.cancel_requested_at_ms, "cancel requested", ""))
     if task.completed_at_ms is not None:
-        events.append((task.completed_at_ms, task.status, ""))
-    elif task.updated_at_ms > task.created_at_ms:
-        events.append((task.updated_at_ms, "last update", task.status))
+        events.append((task.completed_at_ms, task.status, f"attempt {task.attempt}"))
+    elif task.is_running and task.updated_at_ms > task.run_at_ms:
+        events.append((task.updated_at_ms, "last update", "claim, heartbeat or progress"))
     events.sort(key=lambda e: e[0])
     return events
 
@@ -158,10 +349,9 @@ TEMPLATES = Environment(
     keep_trailing_newline=True,
 )
 TEMPLATES.globals.update(
-    envelope=envelope,
+    attempts=attempts,
     format_duration=format_duration,
     iso=iso,
-    message_of=message_of,
     short_id=short_id,
     to_json=to_json,
 )
@@ -252,6 +442,8 @@ class Pages:
                 ("/task/cancel", self.confirm_cancel),
                 ("/task/retry", self.confirm_retry),
                 ("/purge", self.confirm_purge),
+                ("/tasks/retry", self.confirm_bulk_retry),
+                ("/tasks/cancel", self.confirm_bulk_cancel),
                 ("/workers", self.workers),
                 ("/metrics", self.metrics),
             )
@@ -267,6 +459,7 @@ class Pages:
             title=dash.title,
             label=dash.label,
             now_ms=now_ms(),
+            redact=dash.safe_redact,
         )
 
     def _html(self, status: int, text: str) -> Response:
@@ -358,6 +551,8 @@ class Pages:
             count = int(query["purged"])
             more = " More remain: purge again." if query.get("more") == "1" else ""
             message = f"Purged {count} task{'' if count == 1 else 's'}.{more}"
+        elif query.get("bulk") in BULK_STATUSES and query.get("done", "").isdigit():
+            message = bulk_notice(query["bulk"], query)
         body = render(
             "filters.html",
             view,
@@ -424,11 +619,14 @@ class Pages:
         def shown(name: str) -> Any:
             return self.dash.safe_redact(name, getattr(task, name), task)
 
+        error = None if task.error is None else error_view(shown("error"))
         values: dict[str, Any] = {
             "task": task,
             "children": kids,
             "timeline": timeline(task, view.now_ms),
             "shown": shown,
+            "error": error,
+            "error_state": None if error is None else error_state(task, view),
         }
         if live:
             # A finished task carries a mark that stops the refreshing: it will not change
@@ -462,16 +660,119 @@ class Pages:
         if self.dash.read_only:
             return self._forbidden(request, "This dashboard is read-only.")
         query = incoming(request).query
-        filters = {k: query[k] for k in ("status", "queue", "name", "older_than") if query.get(k)}
+        filters = {k: query[k].strip() for k in PURGE_FIELDS if query.get(k, "").strip()}
         if filters.get("status") not in TERMINAL_STATUSES:
             filters.pop("status", None)
-        return self._purge_page(request, filters, None, 200)
+        filters.setdefault("older_than", PURGE_DEFAULT_AGE)
+        return await self._purge_preview(request, filters)
+
+    async def _purge_preview(
+        self, request: Request, filters: Mapping[str, str], error: str | None = None
+    ) -> Response:
+        """The purge page for ``filters``, with how many tasks match them now."""
+        try:
+            older = parse_duration(filters.get("older_than", ""))
+            count = await self.dash.client._run(
+                _reads.purge_count(
+                    older_than_ms=older,
+                    status=filters.get("status"),
+                    queue=filters.get("queue"),
+                    name=filters.get("name"),
+                    cap=PURGE_MAX + 1,
+                ),
+                write=False,
+            )
+        except InvalidArgument as exc:
+            return self._purge_page(request, filters, str(exc), 400)
+        status = 200 if error is None else 400
+        return self._purge_page(request, filters, error, status, count=count, any_age=older == 0)
 
     def _purge_page(
-        self, request: Request, filters: Mapping[str, str], error: str | None, status: int
+        self,
+        request: Request,
+        filters: Mapping[str, str],
+        error: str | None,
+        status: int,
+        *,
+        count: int | None = None,
+        any_age: bool = False,
     ) -> Response:
-        body = render("confirm_purge.html", self.view(request), filters=filters, error=error)
+        body = render(
+            "confirm_purge.html",
+            self.view(request),
+            filters=filters,
+            error=error,
+            count=count,
+            most=PURGE_MAX,
+            any_age=any_age,
+        )
         return self._page(request, title="Purge", active="tasks", body=body, status=status)
+
+    async def confirm_bulk_retry(self, request: Request) -> Response:
+        return await self._confirm_bulk(request, "retry")
+
+    async def confirm_bulk_cancel(self, request: Request) -> Response:
+        return await self._confirm_bulk(request, "cancel")
+
+    async def _confirm_bulk(self, request: Request, action: str) -> Response:
+        if self.dash.read_only:
+            return self._forbidden(request, "This dashboard is read-only.")
+        query = incoming(request).query
+        filters = {k: query[k].strip() for k in TASK_FILTERS if query.get(k, "").strip()}
+        view = self.view(request)
+        try:
+            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
+        except InvalidArgument as exc:
+            body = render("confirm_bulk.html", view, action=action, filters=filters, error=str(exc))
+            return self._page(
+                request, title=f"{action} tasks", active="tasks", body=body, status=400
+            )
+        wanted = filters.get("status")
+        counts = dict.fromkeys((s for s in BULK_STATUSES[action] if wanted in (None, s)), 0)
+        for task in found:
+            counts[task.status] = counts.get(task.status, 0) + 1
+        body = render(
+            "confirm_bulk.html",
+            view,
+            action=action,
+            filters=filters,
+            error="",
+            count=len(found),
+            counts=counts,
+            most=BULK_MAX,
+            labels=FILTER_LABELS,
+        )
+        return self._page(request, title=f"{action} tasks", active="tasks", body=body)
+
+    async def _bulk_matches(
+        self, filters: Mapping[str, str], action: str, limit: int
+    ) -> list[Task]:
+        """Up to ``limit`` tasks of the filtered list that ``action`` applies to, newest
+        first within each status; each status through the listing's status index."""
+        wanted = filters.get("status")
+        statuses = [s for s in BULK_STATUSES[action] if wanted in (None, s)]
+        if wanted is not None and wanted not in STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(STATUSES)}")
+        found: list[Task] = []
+        for status in statuses:
+            cursor: str | None = None
+            while len(found) < limit:
+                page = await self.dash.client.list_page(
+                    status=status,
+                    queue=filters.get("queue"),
+                    name=filters.get("name"),
+                    key=filters.get("key"),
+                    root_id=filters.get("root_id"),
+                    correlation_id=filters.get("correlation_id"),
+                    id_prefix=filters.get("id_prefix"),
+                    cursor=cursor,
+                    limit=min(_reads.MAX_PAGE, limit - len(found)),
+                )
+                found += page.tasks
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        return found[:limit]
 
     async def workers(self, request: Request) -> Response:
         view = self.view(request)
@@ -489,7 +790,8 @@ class Pages:
         try:
             from ..telemetry.metrics import CONTENT_TYPE, Metrics
         except ImportError as exc:
-            return PlainTextResponse(f"{exc}\n", 404)
+            # The message names the extra to install (``_extras.missing_extra``).
+            return PlainTextResponse(f"/metrics is not available: {exc}\n", 501)
         if dash.metrics is True:
             dash.metrics = Metrics()
         await dash.metrics.refresh(dash.client)
@@ -503,7 +805,7 @@ class Pages:
         path = route_path(request.scope)
         if dash.read_only:
             return self._forbidden(request, "This dashboard is read-only: actions are disabled.")
-        if path not in ("/task/cancel", "/task/retry", "/purge"):
+        if path not in ("/task/cancel", "/task/retry", "/purge", "/tasks/retry", "/tasks/cancel"):
             return self._error(request, 404, "Not found", path)
         if not dash.security.same_origin(request):
             return self._forbidden(request, "Cross-site request refused.")
@@ -512,8 +814,11 @@ class Pages:
                 request, "The form expired or did not come from this dashboard; reload and retry."
             )
         await dash.ensure_open()
-        if path == "/purge":
-            response = await self._purge(request)
+        if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
+            if path == "/purge":
+                response = await self._purge(request)
+            else:
+                response = await self._bulk(request, path.rsplit("/", 1)[-1])
             dash._lists.clear()
             dash._reads.clear()
             return response
@@ -547,10 +852,22 @@ class Pages:
 
     async def _purge(self, request: Request) -> Response:
         form = incoming(request).form
-        filters = {k: form.get(k, "").strip() for k in ("status", "queue", "name", "older_than")}
+        filters = {k: form.get(k, "").strip() for k in PURGE_FIELDS}
+        shown = {k: v for k, v in filters.items() if v}
         client = self.dash.client
         try:
-            older = parse_duration(filters["older_than"] or "0s")
+            if not filters["older_than"]:
+                raise InvalidArgument(
+                    "say how long ago the tasks must have finished, e.g. 7d; nothing was deleted"
+                )
+            older = parse_duration(filters["older_than"])
+            if older == 0 and form.get("any_age") != "1":
+                return await self._purge_preview(
+                    request,
+                    shown,
+                    "0s purges every finished task, even one that finished a moment ago: "
+                    "tick the box to confirm. Nothing was deleted.",
+                )
             status = filters["status"] or None
             if status is not None and status not in TERMINAL_STATUSES:
                 raise InvalidArgument("status must be succeeded, failed or canceled")
@@ -569,10 +886,67 @@ class Pages:
                     break
                 more = batch == PURGE_MAX_BATCHES - 1
         except InvalidArgument as exc:
-            shown = {k: v for k, v in filters.items() if v}
             return self._purge_page(request, shown, str(exc), 400)
         log.info("dashboard: purged %d tasks", total)
         query: dict[str, Any] = {"purged": total}
         if more:
             query["more"] = 1
         return redirect(request, "/tasks", query)
+
+    async def _bulk(self, request: Request, action: str) -> Response:
+        """Retry or cancel, one task at a time, the tasks of the filtered list it applies to."""
+        form = incoming(request).form
+        filters = {k: form[k].strip() for k in TASK_FILTERS if form.get(k, "").strip()}
+        client = self.dash.client
+        reset = form.get("reset_attempt") == "1"
+        try:
+            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
+        except InvalidArgument as exc:
+            return self._error(request, 400, "Bad request", str(exc))
+        chosen, more = found[:BULK_MAX], len(found) > BULK_MAX
+        done = skipped = requested = 0
+        for start in range(0, len(chosen), BULK_CHUNK):
+            chunk = chosen[start : start + BULK_CHUNK]
+            if action == "retry":
+                calls = [client.retry(t.id, reset_attempt=reset) for t in chunk]
+            else:
+                calls = [client.cancel(t.id) for t in chunk]
+            # None: the task left the status the action applies to since it was listed.
+            for result in await asyncio.gather(*calls):
+                if result is None:
+                    skipped += 1
+                elif result.is_running:
+                    requested += 1
+                else:
+                    done += 1
+        log.info(
+            "dashboard: bulk %s: %d done, %d cancel requested, %d skipped",
+            action,
+            done,
+            requested,
+            skipped,
+        )
+        query: dict[str, Any] = dict(filters, bulk=action, done=done)
+        if skipped:
+            query["skipped"] = skipped
+        if requested:
+            query["requested"] = requested
+        if more:
+            query["more"] = 1
+        return redirect(request, "/tasks", query)
+
+
+def bulk_notice(action: str, query: Mapping[str, str]) -> str:
+    """The notice after a bulk action, from the counts its redirect carries."""
+    done = int(query.get("done", "0"))
+    tasks = f"{done} task{'' if done == 1 else 's'}"
+    text = f"Queued {tasks} again." if action == "retry" else f"Canceled {tasks}."
+    requested = query.get("requested", "")
+    if requested.isdigit() and int(requested):
+        text += f" Cancel requested for {requested} running: each stops at its next check."
+    skipped = query.get("skipped", "")
+    if skipped.isdigit() and int(skipped):
+        text += f" {skipped} had changed state meanwhile and were left alone."
+    if query.get("more") == "1":
+        text += f" More match: {action} again."
+    return text

@@ -552,7 +552,7 @@ def purge_counts(
 
 @single_statement
 def _purge_counts(params: dict[str, Any]) -> Op[dict[str, int]]:
-    rows = yield Call("purge_count", params)
+    rows = yield Call("purge_counts", params)
     return {str(r["status"]): int(r["count"]) for r in rows}
 
 

@@ -360,3 +360,40 @@ def get_light(task_id: Any) -> Op[Task | None]:
 def _get_light(task_id: str) -> Op[Task | None]:
     rows = yield Call("get_light", {"id": task_id})
     return light_task(rows[0]) if rows else None
+
+
+# --- purge preview ---------------------------------------------------------------------------
+
+PURGE_COUNT_MAX = 1_000_000
+
+
+def purge_count(
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    cap: Any = 100_000,
+) -> Op[int]:
+    """How many tasks ``purge`` with the same filters would delete now, up to ``cap``.
+
+    A count equal to ``cap`` means at least that many. Validates as ``purge`` does.
+
+    Raises:
+        InvalidArgument: a filter ``purge`` would refuse, or ``cap`` out of 1..1,000,000.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "cap": check_int(cap, "cap", low=1, high=PURGE_COUNT_MAX),
+        "now_ms": NOW,
+    }
+    return _purge_count(params)
+
+
+@single_statement
+def _purge_count(params: dict[str, Any]) -> Op[int]:
+    rows = yield Call("purge_count", params)
+    return int(rows[0]["n"])
