@@ -6,6 +6,7 @@ runs the operations.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import time
@@ -125,8 +126,16 @@ class _ClientCore:
         """The database in words, without any password."""
         return description_of(self.backend)
 
-    def _report_served(self, task: Task, workers: list[str] | None) -> None:
-        """``submit(warn_unserved=True)``: warn when no live worker serves ``task``."""
+    def _report_served(
+        self,
+        task: Task,
+        workers: list[str] | None,
+        served: dict[str, frozenset[str] | None] | None = None,
+    ) -> None:
+        """``submit(warn_unserved=True)``: warn when no live worker serves ``task``.
+
+        ``served`` (queue -> names live workers serve there) adds a "did you mean".
+        """
         if workers is None:
             if not self._told_no_presence:
                 self._told_no_presence = True
@@ -140,7 +149,7 @@ class _ClientCore:
             return
         if workers:
             return
-        message = unserved_message(task, self._where())
+        message = unserved_message(task, self._where(), served)
         log.warning(message, extra={"task_id": task.id, "queue": task.queue})
         # Level 4: this frame, _check_served, submit, the application's call.
         warnings.warn(
@@ -384,7 +393,7 @@ def _waiting(
                 timeout_ms=timeout_ms,
                 task=snapshot,
                 key=key,
-                detail=_why_not_done(snapshot, key, clock.now_ms(), where),
+                detail=why_not_done(snapshot, key, clock.now_ms(), where),
             )
         yield Nap(min(interval / 1000, remaining))
         interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
@@ -398,19 +407,32 @@ def never_claimed(task: Task, where: str) -> str:
     )
 
 
-def unserved_message(task: Task, where: str) -> str:
-    """One line: ``task`` stays queued because no live worker serves it on ``where``."""
+def unserved_message(
+    task: Task, where: str, served: dict[str, frozenset[str] | None] | None = None
+) -> str:
+    """One line: ``task`` stays queued because no live worker serves it on ``where``;
+    with ``served`` (queue -> names served there), the closest name or queue served."""
+    hint = ""
+    if served:
+        names = served.get(task.queue)
+        if names:
+            close = difflib.get_close_matches(task.name, sorted(names), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        elif task.queue not in served:
+            close = difflib.get_close_matches(task.queue, sorted(served), n=1)
+            hint = f" (did you mean queue {close[0]!r}?)" if close else ""
     return (
-        f"no live cairnq worker on {where} serves task {task.name!r} on queue {task.queue!r}: "
-        f"{task.id} stays queued until one does. Check the task name and queue, and that a "
-        "worker runs on this database (workers of other SDKs publish no presence; "
-        "silence this with warn_unserved=False or --no-warn-unserved)"
+        f"no live cairnq worker on {where} serves task {task.name!r} on queue "
+        f"{task.queue!r}{hint}; {task.id} stays queued until one does. Workers of other "
+        "SDKs publish no presence: if one serves it, warn_unserved=False "
+        "(cairnq submit --no-warn-unserved) silences this"
     )
 
 
-def _why_not_done(
+def why_not_done(
     task: Task | None, key: str | None, now_ms: int, where: str = "this database"
 ) -> str:
+    """Why ``task`` (the last snapshot read, or ``None``) is not finished, in one line."""
     if task is None:
         return f"no task is stored under key {key!r}" if key else "no task with that id exists"
     if task.is_queued and task.attempt == 0:

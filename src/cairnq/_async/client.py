@@ -183,11 +183,14 @@ class AsyncOperations(_ClientCore):
     async def _check_served(self, task: Task) -> None:
         try:
             workers = await self._run(_reads.serving(task.queue, task.name), write=False)
+            served = None
+            if workers == []:
+                served = await self._run(_reads.served(), write=False)
         except CairnQError as exc:
             # The task is stored: a failed check must not look like a failed submit.
             self._check_failed(task, exc)
             return
-        self._report_served(task, workers)
+        self._report_served(task, workers, served)
 
     async def unserved(
         self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None

@@ -179,11 +179,14 @@ class SyncOperations(_ClientCore):
     def _check_served(self, task: Task) -> None:
         try:
             workers = self._run(_reads.serving(task.queue, task.name), write=False)
+            served = None
+            if workers == []:
+                served = self._run(_reads.served(), write=False)
         except CairnQError as exc:
             # The task is stored: a failed check must not look like a failed submit.
             self._check_failed(task, exc)
             return
-        self._report_served(task, workers)
+        self._report_served(task, workers, served)
 
     def unserved(
         self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None

@@ -210,8 +210,10 @@ def _parser() -> argparse.ArgumentParser:
         "submit",
         "enqueue a task",
         """cairnq submit email.send '{"to": "ada@example.com"}' --key welcome:ada --wait""",
-        "Enqueue a task and print its id and status. With --wait, wait for it to "
-        "finish and print the outcome; exits 1 unless it succeeded.",
+        "Enqueue a task and print its id and status; warn on stderr when no live "
+        "cairnq worker serves its name on its queue. With --wait, also wait for it to "
+        "finish (up to 60 s unless --timeout-ms) and print the outcome; exits 1 unless "
+        "it succeeded, 130 on Ctrl-C (the task stays queued).",
     )
     submit.add_argument("name", help="task (handler) name")
     submit.add_argument("payload", nargs="?", metavar="PAYLOAD_JSON", help="JSON; - reads stdin")
@@ -225,7 +227,13 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--max-attempts", type=_count(1), help="runs allowed (3)")
     submit.add_argument("--wait", action="store_true", help="wait until the task finishes")
     submit.add_argument(
-        "--timeout-ms", type=_count(0), help="with --wait: give up after this long (no limit)"
+        "--timeout-ms", type=_count(0), help="with --wait: give up after this long (60 s)"
+    )
+    submit.add_argument(
+        "--no-warn-unserved",
+        action="store_true",
+        help="do not warn when no live cairnq worker serves the task (workers of other "
+        "SDKs publish no presence)",
     )
     submit.add_argument("--json", action="store_true", help="print the whole task as JSON")
     submit.set_defaults(run=cmd_submit)
