@@ -302,8 +302,10 @@ def _parser() -> argparse.ArgumentParser:
         "top",
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
-        "Refresh until Ctrl-C: per queue the task counts by status and the tasks "
-        "finished per second since the last refresh; then the running tasks with "
+        "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
+        "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
+        "finished per second since the last refresh; due tasks no live cairnq worker "
+        "serves, one line per name and queue; then the running tasks with id, "
         "progress, message, worker and age.",
     )
     top.add_argument("--interval", type=_interval, default=2.0, help="seconds between refreshes")
