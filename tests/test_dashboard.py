@@ -114,6 +114,16 @@ async def test_the_overview_shows_each_queues_counts(cq: CairnQ) -> None:
     assert 'href="/tasks?queue=default&amp;status=failed">1</a>' in page
 
 
+async def test_the_overview_flags_queued_tasks_no_live_worker_serves(cq: CairnQ) -> None:
+    await cq.submit("emial.send")
+    await cq.submit("emial.send")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/")).text
+    assert (
+        "Unserved: emial.send on default: 2 queued, no live worker serves the queue</div>" in page
+    )
+
+
 async def test_the_overview_charts_the_last_hour(cq: CairnQ) -> None:
     await fail(cq, "b")
     async with http(create_app(cq)) as client:

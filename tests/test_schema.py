@@ -79,7 +79,16 @@ WORKER_COLUMNS = [
     ("started_at_ms", "INTEGER", "bigint", True, None),
     ("last_seen_ms", "INTEGER", "bigint", True, None),
 ]
-EXTENSION_MIGRATIONS = ["x0001_locks.sql", "x0002_workers.sql", "x0003_leases.sql"]
+WORKER_NAME_COLUMNS = [
+    ("worker_id", "TEXT", "text", True, None),
+    ("names", "TEXT", "jsonb", True, "'[]'"),
+]
+EXTENSION_MIGRATIONS = [
+    "x0001_locks.sql",
+    "x0002_workers.sql",
+    "x0003_leases.sql",
+    "x0004_worker_names.sql",
+]
 
 # index -> (columns with direction, partial predicate)
 INDEXES = {
@@ -293,6 +302,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_migrations",
         "cairnq_task_keys",
         "cairnq_tasks",
+        "cairnq_worker_names",
         "cairnq_workers",
     ]
 
@@ -307,6 +317,12 @@ def test_the_lease_token_extension_table_holds_one_token_per_claimed_task(db: Da
 
 def test_the_workers_extension_table_holds_one_row_per_worker(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_workers"] == _columns(db, WORKER_COLUMNS)
+
+
+def test_the_worker_names_extension_table_holds_the_names_each_worker_serves(
+    db: Database,
+) -> None:
+    assert read_schema(db)["tables"]["cairnq_worker_names"] == _columns(db, WORKER_NAME_COLUMNS)
 
 
 def test_indexes_match_the_protocol_with_column_order_and_predicates(db: Database) -> None:

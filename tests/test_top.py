@@ -22,7 +22,16 @@ from ._db import Database
 from .test_cli import db_args
 
 WORKER_ID = "worker_top_test"
-HEADERS = ["QUEUE", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED", "DONE/S"]
+HEADERS = [
+    "QUEUE",
+    "QUEUED",
+    "SCHEDULED",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELED",
+    "DONE/S",
+]
 
 
 class Terminal(io.StringIO):
@@ -76,7 +85,7 @@ def queue_rows(text: str) -> dict[str, list[str]]:
 def running_rows(text: str) -> list[str]:
     lines = text.splitlines()
     at = next(
-        i for i, line in enumerate(lines) if line.split()[:3] == ["NAME", "QUEUE", "PROGRESS"]
+        i for i, line in enumerate(lines) if line.split()[:4] == ["ID", "NAME", "QUEUE", "PROGRESS"]
     )
     return [line for line in lines[at + 1 :] if line.strip() and not line.startswith("...")]
 
@@ -94,7 +103,7 @@ def test_refreshes_into_a_buffer_show_a_running_task_with_its_progress_bar_and_m
     assert frames == 3
     last = out.getvalue().split("cairnq top")[-1]
     [row] = running_rows(last)
-    assert row.split()[:2] == ["images.resize", "default"]
+    assert row.split()[1:3] == ["images.resize", "default"]
     assert f"{progress_bar(0.42)}  42%" in row
     assert progress_bar(0.42) == "[########............]"
     assert row.endswith("resizing 2/5")
@@ -118,7 +127,7 @@ def test_cairnq_top_command_renders_the_running_task_for_n_refreshes(
 def test_running_task_age_is_measured_from_its_creation(db: Database, cq: SyncCairnQ) -> None:
     task, _ = start(cq, "a")
     [row] = running_rows(frame(cq, task.created_at_ms + 125_000))
-    assert row.split()[4] == "2m05s"
+    assert row.split()[5] == "2m05s"
 
 
 def test_running_task_without_progress_shows_an_empty_bar_and_a_dash(
@@ -143,8 +152,8 @@ def test_queue_table_counts_tasks_by_status_per_queue(db: Database, cq: SyncCair
     start(cq, "c", queue="emails")
     rows = queue_rows(frame(cq, 1_000))
     assert rows == {
-        "default": ["1", "0", "0", "0", "1", "-"],
-        "emails": ["0", "1", "0", "0", "0", "-"],
+        "default": ["1", "0", "0", "0", "0", "1", "-"],
+        "emails": ["0", "0", "1", "0", "0", "0", "-"],
     }
 
 
@@ -161,7 +170,7 @@ def test_throughput_is_tasks_finished_per_second_since_the_previous_frame(
     for lease in leases:
         finish(cq, lease)
     rows = queue_rows(frame(cq, 12_000, first))
-    assert rows["default"] == ["0", "0", "3", "0", "0", "1.5"]
+    assert rows["default"] == ["0", "0", "0", "3", "0", "0", "1.5"]
 
 
 def test_throughput_counts_failed_and_canceled_as_finished(db: Database, cq: SyncCairnQ) -> None:
@@ -189,7 +198,7 @@ def test_queue_option_shows_only_that_queue(db: Database, cq: SyncCairnQ) -> Non
     start(cq, "b", queue="emails")
     text = frame(cq, 1_000, queue="emails")
     assert list(queue_rows(text)) == ["emails"]
-    assert [row.split()[0] for row in running_rows(text)] == ["b"]
+    assert [row.split()[1] for row in running_rows(text)] == ["b"]
 
 
 def test_more_running_tasks_than_shown_are_summarised(db: Database, cq: SyncCairnQ) -> None:
@@ -271,3 +280,108 @@ def test_progress_is_drawn_as_a_bar_and_a_percentage(
     fraction: float | None, bar: str, text: str
 ) -> None:
     assert (progress_bar(fraction), percent(fraction)) == (bar, text)
+
+
+# --- ids, scheduled tasks, unserved tasks, keys ------------------------------------------
+
+
+def test_running_tasks_show_their_task_id(db: Database, cq: SyncCairnQ) -> None:
+    task, _ = start(cq, "images.resize")
+    [row] = running_rows(frame(cq, task.created_at_ms))
+    assert row.split()[0] == task.id
+
+
+def test_queued_tasks_not_yet_due_count_as_scheduled_not_queued(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    cq.submit("later", delay_ms=3_600_000)
+    cq.submit("now")
+    queued, scheduled = queue_rows(frame(cq, 1_000))["default"][:2]
+    assert (queued, scheduled) == ("1", "1")
+
+
+def test_due_tasks_no_live_worker_serves_are_flagged_one_line_per_name_and_queue(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    for _ in range(3):
+        cq.submit("emial.send")
+    cq.submit("report", queue="nobody")
+    lines = [line for line in frame(cq, 1_000).splitlines() if line.startswith("unserved:")]
+    assert lines == [
+        "unserved: emial.send on default: 3 queued, no live worker serves the queue",
+        "unserved: report on nobody: 1 queued, no live worker serves the queue",
+    ]
+
+
+async def test_a_name_a_live_worker_serves_is_not_flagged(db: Database, cq: SyncCairnQ) -> None:
+    from cairnq.testing import FakeClock
+
+    from .test_orphans import present
+
+    await present(db, FakeClock(), "w-mail", ["default"], ["email.send"])
+    cq.submit("email.send")
+    cq.submit("emial.send")
+    lines = [line for line in frame(cq, 1_000).splitlines() if line.startswith("unserved:")]
+    assert lines == [
+        "unserved: emial.send on default: 1 queued, no live worker has a handler for it"
+    ]
+
+
+def test_q_quits_top_at_once_without_waiting_out_the_interval(db: Database, cq: SyncCairnQ) -> None:
+    pressed: list[float] = []
+
+    def keys(timeout: float) -> str | None:
+        pressed.append(timeout)
+        return "q"
+
+    assert run_top(cq, io.StringIO(), interval=30.0, keys=keys) == 1
+    assert len(pressed) == 1
+
+
+def test_other_keys_do_not_quit_top(db: Database, cq: SyncCairnQ) -> None:
+    assert run_top(cq, io.StringIO(), interval=0.01, refreshes=2, keys=lambda t: "x") == 2
+
+
+def test_top_reads_no_keys_when_stdin_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cairnq.top import terminal_keys
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("q"))
+    with terminal_keys() as keys:
+        assert keys is None
+
+
+@pytest.mark.slow
+def test_cairnq_top_on_a_terminal_quits_when_q_is_pressed(db: Database, cq: SyncCairnQ) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    cq.submit("a")
+    script = Path(sys.executable).parent / "cairnq"
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    proc = subprocess.Popen(
+        [str(script), "top", "--interval", "60", *db_args(db)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    )
+    os.close(slave)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while b"cairnq top" not in seen and time.monotonic() < deadline:
+            seen += os.read(master, 4096)
+        assert b"cairnq top" in seen
+        os.write(master, b"q")
+        # An upper bound on noticing the key, far below the 60 s interval.
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)

@@ -39,6 +39,7 @@ from .errors import (
     TaskError,
     TaskFailed,
     TaskTimeout,
+    UnservedTaskWarning,
     UnsupportedBackend,
     error_envelope,
 )
@@ -53,6 +54,7 @@ from .models import (
     TaskPage,
     TaskRef,
     TaskStatus,
+    UnservedTasks,
     WorkerInfo,
     is_terminal_status,
 )
@@ -91,6 +93,7 @@ __all__ = [
     "QueueActivity",
     "QueueSummary",
     "TaskPage",
+    "UnservedTasks",
     "WorkerInfo",
     # errors
     "AlreadyExists",
@@ -113,6 +116,7 @@ __all__ = [
     "TaskError",
     "TaskFailed",
     "TaskTimeout",
+    "UnservedTaskWarning",
     "UnsupportedBackend",
     "error_envelope",
     "__version__",

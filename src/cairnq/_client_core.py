@@ -6,8 +6,11 @@ runs the operations.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -21,14 +24,25 @@ from .backends import (
     Synchronous,
     TransactionalRunner,
     clock_of,
+    description_of,
     open_backend,
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from .errors import InvalidArgument, TaskCanceled, TaskFailed, TaskTimeout, UnsupportedBackend
+from .errors import (
+    CairnQError,
+    InvalidArgument,
+    TaskCanceled,
+    TaskFailed,
+    TaskTimeout,
+    UnservedTaskWarning,
+    UnsupportedBackend,
+)
 from .hooks import SubmitHook
-from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, WorkerInfo
+from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from .protocol import ops as _ops
 from .protocol.procedures import Nap, Procedure, Run
+from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
+from .protocol.reads import WORKERS_MIGRATION
 from .protocol.steps import Op
 
 T = TypeVar("T")
@@ -38,6 +52,9 @@ IdList = list[str]
 SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
+UnservedList = list[UnservedTasks]
+
+log = logging.getLogger("cairnq.client")
 
 DEFAULT_WAIT_TIMEOUT_MS = 30_000
 DEFAULT_POLL_MS = 100
@@ -101,6 +118,52 @@ class _ClientCore:
         self.codec = JsonCodec(
             max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
+        )
+        # Said once per client: the database cannot tell who serves what.
+        self._told_no_presence = False
+
+    def _where(self) -> str:
+        """The database in words, without any password."""
+        return description_of(self.backend)
+
+    def _report_served(
+        self,
+        task: Task,
+        workers: list[str] | None,
+        served: dict[str, frozenset[str] | None] | None = None,
+    ) -> None:
+        """``submit(warn_unserved=True)``: warn when no live worker serves ``task``.
+
+        ``served`` (queue -> names live workers serve there) adds a "did you mean".
+        """
+        if workers is None:
+            if not self._told_no_presence:
+                self._told_no_presence = True
+                log.warning(
+                    "cannot tell whether a worker serves the tasks submitted to %s: it has no "
+                    "cairnq presence table (%s; run `cairnq migrate`), so warn_unserved "
+                    "checks nothing",
+                    self._where(),
+                    WORKERS_MIGRATION,
+                )
+            return
+        if workers:
+            return
+        message = unserved_message(task, self._where(), served)
+        log.warning(message, extra={"task_id": task.id, "queue": task.queue})
+        # Level 4: this frame, _check_served, submit, the application's call.
+        warnings.warn(
+            UnservedTaskWarning(message, task_id=task.id, name=task.name, queue=task.queue),
+            stacklevel=4,
+        )
+
+    def _check_failed(self, task: Task, exc: CairnQError) -> None:
+        log.warning(
+            "task %s is submitted, but checking whether a worker serves %r on queue %r failed: %s",
+            task.id,
+            task.name,
+            task.queue,
+            exc,
         )
 
     @classmethod
@@ -316,6 +379,7 @@ def _waiting(
     poll_ms: int,
     max_poll_ms: int,
     clock: Clock,
+    where: str = "this database",
 ) -> Procedure[Task]:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
@@ -341,20 +405,50 @@ def _waiting(
                 timeout_ms=timeout_ms,
                 task=snapshot,
                 key=key,
-                detail=_why_not_done(snapshot, key, clock.now_ms()),
+                detail=why_not_done(snapshot, key, clock.now_ms(), where),
             )
         yield Nap(min(interval / 1000, remaining))
         interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
 
 
-def _why_not_done(task: Task | None, key: str | None, now_ms: int) -> str:
+def never_claimed(task: Task, where: str) -> str:
+    """Why a task that was never claimed is still waiting, naming the database."""
+    return (
+        f"still queued and never claimed; is a worker serving queue {task.queue!r} "
+        f"with a handler for {task.name!r} on {where}?"
+    )
+
+
+def unserved_message(
+    task: Task, where: str, served: dict[str, frozenset[str] | None] | None = None
+) -> str:
+    """One line: ``task`` stays queued because no live worker serves it on ``where``;
+    with ``served`` (queue -> names served there), the closest name or queue served."""
+    hint = ""
+    if served:
+        names = served.get(task.queue)
+        if names:
+            close = difflib.get_close_matches(task.name, sorted(names), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        elif task.queue not in served:
+            close = difflib.get_close_matches(task.queue, sorted(served), n=1)
+            hint = f" (did you mean queue {close[0]!r}?)" if close else ""
+    return (
+        f"no live cairnq worker on {where} serves task {task.name!r} on queue "
+        f"{task.queue!r}{hint}; {task.id} stays queued until one does. Workers of other "
+        "SDKs publish no presence: if one serves it, warn_unserved=False "
+        "(cairnq submit --no-warn-unserved) silences this"
+    )
+
+
+def why_not_done(
+    task: Task | None, key: str | None, now_ms: int, where: str = "this database"
+) -> str:
+    """Why ``task`` (the last snapshot read, or ``None``) is not finished, in one line."""
     if task is None:
         return f"no task is stored under key {key!r}" if key else "no task with that id exists"
     if task.is_queued and task.attempt == 0:
-        return (
-            f"still queued and never claimed; is a worker serving queue {task.queue!r} "
-            f"with a handler for {task.name!r} on this database?"
-        )
+        return never_claimed(task, where)
     if task.is_queued:
         wait_ms = max(0, task.run_at_ms - now_ms)
         return (

@@ -24,6 +24,9 @@
         ├── DatabaseUnavailable                 the database cannot be reached or opened
         └── SchemaIncomplete                    cairnq's tables (or indexes...) are missing
 
+    UnservedTaskWarning (a UserWarning)         submit(warn_unserved=True): no live worker
+                                                serves that task name on that queue
+
 Every driver exception is translated into a ``DatabaseError`` in one place per
 backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one.
 """
@@ -53,6 +56,7 @@ __all__ = [
     "TaskError",
     "TaskFailed",
     "TaskTimeout",
+    "UnservedTaskWarning",
     "UnsupportedBackend",
     "error_envelope",
 ]
@@ -287,6 +291,27 @@ class SchemaIncomplete(DatabaseError):
     def __init__(self, message: str, *, missing: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+class UnservedTaskWarning(UserWarning):
+    """A task was submitted that no live cairnq worker serves (``submit(warn_unserved=True)``).
+
+    The task is stored all the same; it waits until a worker serving its name on
+    its queue starts. Workers of other SDKs publish no presence, so a queue served
+    only by them warns too: pass ``warn_unserved=False`` (the library default) or
+    silence the category with ``warnings.filterwarnings``.
+
+    Attributes:
+        task_id: The submitted task.
+        name: Its task name.
+        queue: Its queue.
+    """
+
+    def __init__(self, message: str, *, task_id: str, name: str, queue: str) -> None:
+        super().__init__(message)
+        self.task_id = task_id
+        self.name = name
+        self.queue = queue
 
 
 def error_envelope(

@@ -21,6 +21,7 @@ __all__ = [
     "QueueActivity",
     "QueueSummary",
     "TaskPage",
+    "UnservedTasks",
     "WorkerInfo",
 ]
 
@@ -258,3 +259,33 @@ class WorkerInfo:
     concurrency: int | None = None
     started_at_ms: int | None = None
     last_seen_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class UnservedTasks:
+    """Due queued tasks of one name on one queue that no live cairnq worker serves
+    (``CairnQ.unserved``).
+
+    ``count`` is capped: ``capped`` says it is the cap, so there may be more.
+    ``oldest_run_at_ms`` is the earliest ``run_at_ms`` among the tasks counted.
+    ``queue_served`` is ``False`` when no live cairnq worker serves the queue at
+    all (a queue nobody serves), ``True`` when workers serve the queue but none
+    has a handler for the name (a name nobody handles).
+    """
+
+    queue: str
+    name: str
+    count: int
+    capped: bool
+    oldest_run_at_ms: int | None
+    queue_served: bool
+
+    def describe(self) -> str:
+        """``email.send on default: 3 queued, no live worker serves it`` (one line)."""
+        many = f"{self.count}+" if self.capped else str(self.count)
+        why = (
+            "no live worker has a handler for it"
+            if self.queue_served
+            else "no live worker serves the queue"
+        )
+        return f"{self.name} on {self.queue}: {many} queued, {why}"

@@ -1,24 +1,39 @@
 """``cairnq top``: a live view of queues and running tasks.
 
 ``render_frame`` reads the database once and writes one frame; ``run_top``
-calls it every interval until interrupted (or a fixed number of times). Frames
-go to any text stream; the screen is cleared between them only on a terminal.
+calls it every interval until ``q`` is pressed, it is interrupted, or a fixed
+number of times. Frames go to any text stream; the screen is cleared between
+them only on a terminal. Keys are read from stdin only when it is a terminal
+(put in cbreak mode meanwhile, and restored); otherwise top just waits.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import shutil
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
-from .models import STATUSES, TERMINAL_STATUSES, Task
+from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
+from .protocol import reads as _reads
 
-__all__ = ["Frame", "format_table", "percent", "progress_bar", "render_frame", "run_top"]
+__all__ = [
+    "Frame",
+    "format_table",
+    "percent",
+    "progress_bar",
+    "render_frame",
+    "run_top",
+    "terminal_keys",
+]
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 BAR_WIDTH = 20
@@ -34,6 +49,7 @@ class Frame:
 
     now_ms: int
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    scheduled: dict[str, int] = field(default_factory=dict)
 
 
 def progress_bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
@@ -87,22 +103,34 @@ def _throughput(queue: str, current: Frame, previous: Frame | None) -> str:
     return f"{done * 1000 / (current.now_ms - previous.now_ms):.1f}"
 
 
+# The queue table's columns: queued tasks split into due now and scheduled for later.
+COLUMNS = ("queued", "scheduled", *STATUSES[1:])
+
+
 def _queue_lines(current: Frame, previous: Frame | None) -> list[str]:
-    headers = ["QUEUE", *(s.upper() for s in STATUSES), "DONE/S"]
-    rows = [
-        [
-            queue,
-            *(str(counts.get(status, 0)) for status in STATUSES),
-            _throughput(queue, current, previous),
-        ]
-        for queue, counts in sorted(current.stats.items())
-    ]
+    headers = ["QUEUE", *(c.upper() for c in COLUMNS), "DONE/S"]
+    rows = []
+    for queue, counts in sorted(current.stats.items()):
+        later = current.scheduled.get(queue, 0)
+        shown = {**counts, "queued": max(0, counts.get("queued", 0) - later), "scheduled": later}
+        rows.append(
+            [
+                queue,
+                *(str(shown.get(column, 0)) for column in COLUMNS),
+                _throughput(queue, current, previous),
+            ]
+        )
     return format_table(headers, rows, right=range(1, len(headers)))
+
+
+def _unserved_lines(found: Sequence[UnservedTasks]) -> list[str]:
+    return [f"unserved: {item.describe()}" for item in found]
 
 
 def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     rows = [
         [
+            task.id,
             task.name,
             task.queue,
             f"{progress_bar(task.progress)} {percent(task.progress):>4}",
@@ -112,7 +140,7 @@ def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
         ]
         for task in tasks
     ]
-    return format_table(["NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
+    return format_table(["ID", "NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
 
 
 def render_frame(
@@ -140,10 +168,16 @@ def render_frame(
         max_running: Most running tasks listed.
         width: Cut lines to this many characters (``None``: never).
 
+    Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
+    (delayed, or retries in backoff); due tasks of a name no live cairnq worker
+    serves on their queue are flagged on an ``unserved:`` line each.
+
     Returns:
         This frame, to pass as ``previous`` next time.
     """
-    current = Frame(now_ms, client.stats(queue))
+    later = client.backend.run(_reads.scheduled(), write=False)
+    current = Frame(now_ms, client.stats(queue), later)
+    orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
@@ -153,6 +187,8 @@ def render_frame(
         lines += _queue_lines(current, previous)
     else:
         lines.append("no tasks" + (f" in queue {queue!r}" if queue else ""))
+    if orphans:
+        lines += ["", *_unserved_lines(orphans)]
     lines += ["", f"running: {total_running}"]
     if running:
         lines += _running_lines(running, now_ms)
@@ -179,6 +215,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+Keys = Callable[[float], "str | None"]
+"""Waits up to the given seconds for a key press; returns the key, or ``None`` if none came."""
+
+QUIT_KEYS = frozenset("qQ")
+
+
 def run_top(
     client: SyncCairnQ,
     out: TextIO,
@@ -189,23 +231,86 @@ def run_top(
     refreshes: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], int] = _now_ms,
+    keys: Keys | None = None,
 ) -> int:
-    """Render a frame every ``interval`` seconds until interrupted, or ``refreshes`` times.
+    """Render a frame every ``interval`` seconds until ``q``, an interrupt, or ``refreshes``.
 
     On a terminal, lines are cut to its width. Ctrl-C raises ``KeyboardInterrupt``
     out of here as usual.
 
+    Args:
+        keys: Where key presses come from (``q`` quits at once). ``None``: stdin
+            when it is a terminal, read without blocking; otherwise no keys, and
+            ``sleep`` waits between frames.
+
     Returns:
         The number of frames rendered.
+
+    Example::
+
+        run_top(SyncCairnQ.sqlite("tasks.db"), sys.stdout, interval=1.0)
     """
-    previous: Frame | None = None
-    frames = 0
-    while True:
-        width = shutil.get_terminal_size().columns if _is_terminal(out) else None
-        previous = render_frame(
-            client, out, previous, clock(), queue=queue, title=title, width=width
-        )
-        frames += 1
-        if refreshes is not None and frames >= refreshes:
-            return frames
-        sleep(interval)
+    with contextlib.ExitStack() as stack:
+        if keys is None:
+            keys = stack.enter_context(terminal_keys())
+        previous: Frame | None = None
+        frames = 0
+        while True:
+            width = shutil.get_terminal_size().columns if _is_terminal(out) else None
+            previous = render_frame(
+                client, out, previous, clock(), queue=queue, title=title, width=width
+            )
+            frames += 1
+            if refreshes is not None and frames >= refreshes:
+                return frames
+            if keys is None:
+                sleep(interval)
+            elif _quit_pressed(keys, interval):
+                return frames
+
+
+def _quit_pressed(keys: Keys, interval: float) -> bool:
+    """Wait out ``interval`` for keys; ``True`` as soon as a quit key comes."""
+    deadline = time.monotonic() + interval
+    while (left := deadline - time.monotonic()) > 0:
+        key = keys(left)
+        if key is not None and key in QUIT_KEYS:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def terminal_keys() -> Iterator[Keys | None]:
+    """Single key presses from stdin while it is a terminal (cbreak mode, restored after);
+    ``None`` when stdin is not a terminal or the platform has no ``termios``."""
+    stdin = sys.stdin
+    try:
+        fd = stdin.fileno()
+        interactive = os.isatty(fd)
+    except (AttributeError, OSError, ValueError):
+        interactive = False
+    try:
+        import termios
+        import tty
+    except ImportError:  # pragma: no cover - not on POSIX
+        interactive = False
+    if not interactive:
+        yield None
+        return
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def read_key(timeout: float) -> str | None:
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+        if not ready:
+            return None
+        data = os.read(fd, 1)
+        if not data:  # the terminal hung up: nothing more will come
+            time.sleep(max(0.0, timeout))
+            return None
+        return data.decode("utf-8", "replace")
+
+    try:
+        yield read_key
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._client_core import (
+    ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
     DEFAULT_WAIT_TIMEOUT_MS,
@@ -20,6 +21,7 @@ from .._client_core import (
     SubmitItem,
     SummaryList,
     TaskList,
+    UnservedList,
     WatchSignal,
     WorkerList,
     _ClientCore,
@@ -29,7 +31,7 @@ from .._client_core import (
 from .._wakeups import Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
-from ..errors import InvalidArgument
+from ..errors import CairnQError, InvalidArgument
 from ..hooks import after_submit, before_submit
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import ops as _ops
@@ -113,6 +115,7 @@ class SyncOperations(_ClientCore):
         root_id: str | None = None,
         correlation_id: str | None = None,
         conn: Any = None,
+        warn_unserved: bool = False,
     ) -> Task:
         """Enqueue a task.
 
@@ -133,6 +136,13 @@ class SyncOperations(_ClientCore):
             conn: PostgreSQL only: the application's psycopg connection. The task is
                 written in that connection's transaction: visible when it commits,
                 gone if it rolls back.
+            warn_unserved: After storing a queued task, check that a live cairnq
+                worker serves its name on its queue; if none does, log a warning
+                (logger ``cairnq.client``) and emit an ``UnservedTaskWarning``. The
+                task stays submitted either way. Off by default: an application
+                often submits before its workers start, and workers of other SDKs
+                publish no presence, so a queue they alone serve would warn. The
+                ``cairnq submit`` command turns it on (``--no-warn-unserved``).
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -142,6 +152,10 @@ class SyncOperations(_ClientCore):
             SerializationError: payload or metadata is not portable JSON.
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
+
+        Example::
+
+            task = cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
         """
         spec = self._new_task(
             task,
@@ -157,7 +171,55 @@ class SyncOperations(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
-        return self._submit_spec(spec, conn, self.gate)
+        stored = self._submit_spec(spec, conn, self.gate)
+        if warn_unserved and stored.is_queued:
+            self._check_served(stored)
+        return stored
+
+    def _check_served(self, task: Task) -> None:
+        try:
+            workers = self._run(_reads.serving(task.queue, task.name), write=False)
+            served = None
+            if workers == []:
+                served = self._run(_reads.served(), write=False)
+        except CairnQError as exc:
+            # The task is stored: a failed check must not look like a failed submit.
+            self._check_failed(task, exc)
+            return
+        self._report_served(task, workers, served)
+
+    def unserved(
+        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+    ) -> UnservedList:
+        """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
+
+        A cairnq worker publishes the queues and task names it serves while it runs
+        (the presence tables); a (queue, name) pair is unserved when no worker seen
+        within ``within_ms`` has that queue and that name. A worker that publishes
+        no names (an older cairnq) counts as serving every name on its queues;
+        workers of other SDKs publish nothing, so tasks they alone serve are listed.
+        The read costs an index seek per queue and per distinct queued name, plus a
+        count (capped at 10,000) per unserved pair; served backlogs are not read.
+
+        Args:
+            within_ms: How recently a worker must have been seen (a minute, the
+                dashboard's alive window).
+            queue: Only this queue.
+
+        Returns:
+            One ``UnservedTasks`` per (queue, name), sorted by queue then name;
+            empty when the database has no presence table (another SDK's schema).
+
+        Raises:
+            InvalidArgument: a bad window or queue.
+
+        Example::
+
+            for item in cq.unserved():
+                print(item.describe())   # emial.send on default: 3 queued, ...
+        """
+        queues = None if queue is None else [queue]
+        return self._run(_reads.unserved(within_ms=within_ms, queues=queues), write=False)
 
     def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
         if not self.submit_hooks:
@@ -413,7 +475,7 @@ class SyncOperations(_ClientCore):
         op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
         return self._run(op, write=False)
 
-    def workers(self, *, within_ms: int = 60_000) -> WorkerList:
+    def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
         """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
 
         A cairnq worker records itself on its heartbeat timer and removes itself
@@ -459,6 +521,7 @@ class SyncOperations(_ClientCore):
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
                 clock=self._clock(),
+                where=self._where(),
             )
             return self._follow(procedure, sub)
 
@@ -481,6 +544,7 @@ class SyncOperations(_ClientCore):
                 poll_ms=poll_ms,
                 max_poll_ms=max_poll_ms,
                 clock=self._clock(),
+                where=self._where(),
             )
             return self._follow(procedure, sub)
 

@@ -241,8 +241,10 @@ def _parser() -> argparse.ArgumentParser:
         "submit",
         "enqueue a task",
         """cairnq submit email.send '{"to": "ada@example.com"}' --key welcome:ada --wait""",
-        "Enqueue a task and print its id and status. With --wait, wait for it to "
-        "finish and print the outcome; exits 1 unless it succeeded.",
+        "Enqueue a task and print its id and status; warn on stderr when no live "
+        "cairnq worker serves its name on its queue. With --wait, also wait for it to "
+        "finish (up to 60 s unless --timeout-ms) and print the outcome; exits 1 unless "
+        "it succeeded, 130 on Ctrl-C (the task stays queued).",
     )
     submit.add_argument("name", help="task (handler) name")
     submit.add_argument("payload", nargs="?", metavar="PAYLOAD_JSON", help="JSON; - reads stdin")
@@ -283,7 +285,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="timeout_ms",
         type=_duration,
         metavar="DURATION",
-        help="with --wait: give up after this long: 30s, 5m",
+        help="with --wait: give up after this long: 30s, 5m (1m)",
     )
     timeout.add_argument(
         "--timeout-ms",
@@ -291,6 +293,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_milliseconds,
         metavar="MS",
         help="the same in milliseconds, or a duration",
+    )
+    submit.add_argument(
+        "--no-warn-unserved",
+        action="store_true",
+        help="do not warn when no live cairnq worker serves the task (workers of other "
+        "SDKs publish no presence)",
     )
     submit.add_argument("--json", action="store_true", help="print the whole task as JSON")
     submit.set_defaults(run=cmd_submit)
@@ -374,8 +382,10 @@ def _parser() -> argparse.ArgumentParser:
         "top",
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
-        "Refresh until Ctrl-C: per queue the task counts by status and the tasks "
-        "finished per second since the last refresh; then the running tasks with "
+        "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
+        "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
+        "finished per second since the last refresh; due tasks no live cairnq worker "
+        "serves, one line per name and queue; then the running tasks with id, "
         "progress, message, worker and age.",
     )
     top.add_argument("--interval", type=_interval, default=2.0, help="seconds between refreshes")

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import shlex
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
+from .._client_core import never_claimed, why_not_done
+from .._clock import SYSTEM_CLOCK
 from .._json import parse_input
+from ..backends import clock_of, description_of
 from ..client import SyncCairnQ
 from ..durations import UNIT_MS
-from ..errors import CairnQError, SerializationError
+from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task
 from ..protocol import ops as _ops
 from ..top import run_top
@@ -20,7 +28,6 @@ from ._render import json_text, outcome_line, stats_table, summary, task_table, 
 from ._target import open_client, target_of
 
 PURGE_BATCH = 1000
-NO_TIME_LIMIT_MS = 2**62
 
 
 def read_payload(text: str | None) -> Any:
@@ -38,30 +45,167 @@ def read_payload(text: str | None) -> Any:
 
 
 def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq submit``."""
+    """``cairnq submit``: warns at once when no live worker serves the task.
+
+    With ``--wait`` the task's id and status are printed (and flushed) before
+    waiting; stderr says what it waits for and where, says after a few seconds
+    when nothing has claimed the task, and the wait gives up after
+    ``WAIT_TIMEOUT_MS`` unless ``--timeout-ms`` says otherwise. Ctrl-C stops
+    waiting (exit 130) and says how to follow the task, which stays queued.
+    """
     if args.timeout_ms is not None and not args.wait:
-        raise CommandError("--timeout-ms only applies with --wait", code=2)
+        raise CommandError("--timeout only applies with --wait", code=2)
     payload = read_payload(args.payload)
+    err = sys.stderr
     with open_client(args) as client:
-        task = client.submit(
-            args.name,
-            payload,
-            key=args.key,
-            conflict=args.conflict,
-            queue=args.queue,
-            priority=args.priority,
-            delay_ms=args.delay_ms,
-            max_attempts=args.max_attempts,
+        where = description_of(client.backend)
+        # The warning is printed below, once: not also by logging's last-resort handler.
+        with warnings.catch_warnings(record=True) as caught, _quiet(CLIENT_LOG):
+            warnings.simplefilter("always", UnservedTaskWarning)
+            task = client.submit(
+                args.name,
+                payload,
+                key=args.key,
+                conflict=args.conflict,
+                queue=args.queue,
+                priority=args.priority,
+                delay_ms=args.delay_ms,
+                max_attempts=args.max_attempts,
+                warn_unserved=not getattr(args, "no_warn_unserved", False),
+            )
+        _pass_on(caught, err)
+        if not args.wait:
+            _print_task(args, out, task, waited=False)
+            return 0
+        if not args.json:
+            out.write(summary(task) + "\n")
+            out.flush()
+        err.write(
+            f"waiting for {task.id} on {where}; Ctrl-C stops waiting, "
+            f"the task stays {task.status}\n"
         )
-        if args.wait:
-            limit = NO_TIME_LIMIT_MS if args.timeout_ms is None else args.timeout_ms
-            task = client.wait(task.id, timeout_ms=limit)
+        err.flush()
+        limit = WAIT_TIMEOUT_MS if args.timeout_ms is None else args.timeout_ms
+        try:
+            task = _wait(client, task, limit, where, err, default=args.timeout_ms is None)
+        except KeyboardInterrupt:
+            current = client.get_status(task.id)
+            status = current.status if current is not None else task.status
+            err.write(
+                f"\nstopped waiting; {task.id} is {status} and carries on without this "
+                f"command. Follow it with: {_follow_hint(args, task.id)}\n"
+            )
+            err.flush()
+            return 130
+    _print_task(args, out, task, waited=True)
+    return 0 if task.is_succeeded else 1
+
+
+WAIT_TIMEOUT_MS = 60_000
+"""How long ``submit --wait`` waits without ``--timeout-ms``: a minute."""
+WAIT_SLICE_MS = 500
+DIAGNOSE_AFTER_MS = 3_000
+PROGRESS_EVERY_MS = 15_000
+
+
+def _print_task(args: argparse.Namespace, out: TextIO, task: Task, *, waited: bool) -> None:
     if args.json:
         out.write(json_text(task.to_dict(), indent=2) + "\n")
-    else:
-        outcome = outcome_line(task) if args.wait else None
-        write_lines(out, [summary(task)] + ([outcome] if outcome else []))
-    return 1 if args.wait and not task.is_succeeded else 0
+        return
+    outcome = outcome_line(task) if waited else None
+    write_lines(out, [summary(task)] + ([outcome] if outcome else []))
+
+
+CLIENT_LOG = "cairnq.client"
+
+
+@contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Without logging configured, keep ``logger``'s records off stderr for the block."""
+    target = logging.getLogger(logger)
+    if logging.getLogger().hasHandlers():
+        yield
+        return
+    handler = logging.NullHandler()
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
+
+
+def _pass_on(caught: list[warnings.WarningMessage], err: TextIO) -> None:
+    """Print unserved-task warnings as ``cairnq: warning:`` lines; re-issue any others."""
+    for item in caught:
+        if issubclass(item.category, UnservedTaskWarning):
+            err.write(f"cairnq: warning: {item.message}\n")
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+    err.flush()
+
+
+def _wait(
+    client: SyncCairnQ, task: Task, limit_ms: int, where: str, err: TextIO, *, default: bool
+) -> Task:
+    """Wait in short slices, telling stderr when the task sits unclaimed and how it goes."""
+    started = time.monotonic()
+    told_unclaimed = False
+    next_progress = PROGRESS_EVERY_MS
+    last_status = task.status
+    while True:
+        waited = int((time.monotonic() - started) * 1000)
+        remaining = max(0, limit_ms - waited)
+        try:
+            return client.wait(task.id, timeout_ms=min(WAIT_SLICE_MS, remaining))
+        except TaskTimeout as exc:
+            seen = exc.task if isinstance(exc.task, Task) else task
+            waited = int((time.monotonic() - started) * 1000)
+            if waited >= limit_ms:
+                how = " (the --wait default; --timeout sets another)" if default else ""
+                raise CommandError(
+                    f"task {task.id} did not finish within {limit_ms} ms{how}: "
+                    f"{why_not_done(seen, None, _now_ms(client), where)}; "
+                    f"it carries on: {_follow_hint_plain(task.id)}"
+                ) from None
+            if seen.is_queued and seen.attempt == 0:
+                if not told_unclaimed and waited >= DIAGNOSE_AFTER_MS:
+                    told_unclaimed = True
+                    err.write(f"{task.id} after {waited // 1000} s: {never_claimed(seen, where)}\n")
+            elif seen.status != last_status:
+                err.write(f"{task.id} {seen.status}{_on_worker(seen)}\n")
+            last_status = seen.status
+            if waited >= next_progress:
+                next_progress += PROGRESS_EVERY_MS
+                err.write(f"still waiting for {task.id} ({seen.status}, {waited // 1000} s)\n")
+            err.flush()
+
+
+def _now_ms(client: SyncCairnQ) -> int:
+    return (clock_of(client.backend) or SYSTEM_CLOCK).now_ms()
+
+
+def _on_worker(task: Task) -> str:
+    if task.is_running and task.worker_id:
+        return f" on worker {task.worker_id} (attempt {task.attempt}/{task.max_attempts})"
+    return ""
+
+
+def _follow_hint_plain(task_id: str) -> str:
+    return f"cairnq get {task_id}"
+
+
+def _follow_hint(args: argparse.Namespace, task_id: str) -> str:
+    """``cairnq get ID`` with the ``--db`` (and ``--schema``) given, unless it holds a password."""
+    hint = f"cairnq get {task_id}"
+    if args.db:
+        try:
+            secret = urlsplit(args.db).password is not None
+        except ValueError:
+            secret = True
+        hint += " --db " + ("<the same URL>" if secret else shlex.quote(args.db))
+    if getattr(args, "schema", None):
+        hint += " --schema " + shlex.quote(args.schema)
+    return hint
 
 
 def cmd_get(args: argparse.Namespace, out: TextIO) -> int:

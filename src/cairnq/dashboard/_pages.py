@@ -521,9 +521,10 @@ class Pages:
             activity = await client.activity(
                 window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
             )
-            return summaries, activity, await self.load_workers()
+            unserved = await client.unserved(within_ms=self.dash.worker_window_ms)
+            return summaries, activity, await self.load_workers(), unserved
 
-        summaries, activity, workers = await self.dash._reads.get("overview", load)
+        summaries, activity, workers, unserved = await self.dash._reads.get("overview", load)
         failed = sum(sum(a.failed) for a in activity)
         ended = sum(sum(a.succeeded) + sum(a.failed) for a in activity)
         live = render(
@@ -538,6 +539,7 @@ class Pages:
             chart=Markup(activity_chart(activity)),
             statuses=STATUSES,
             rows=_queue_rows(summaries, activity),
+            unserved=unserved,
         )
         return self._page(request, title="Overview", active="overview", body="", region=live)
 

@@ -1,6 +1,10 @@
 """A worker's row in ``cairnq_workers``: written on a timer of its own, deleted on a clean stop.
 
-The row is what the dashboard's workers view reads (``CairnQ.workers``). It is an
+The row is what the dashboard's workers view reads (``CairnQ.workers``); beside it,
+the task names the worker serves (``cairnq_worker_names``, x0004), which tell
+``submit(warn_unserved=True)``, ``top`` and the dashboard whether anything serves a
+task. On a database without x0004 the row is written without names (logged once):
+readers then count this worker as serving every name on its queues. It is an
 extension table: a write that fails (a database migrated without it, a busy
 lock) never touches task work; it is reported once and tried again next time.
 The row is refreshed every ``INTERVAL_S`` on a timer of its own, whatever the
@@ -12,16 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from .._periodic import PeriodicJob
 from ..backends import Backend
 from ..protocol import reads as _reads
 from ..protocol.steps import Op
 from ._executor import OnError
+from ._orphans import OrphanWatch
+
+log = logging.getLogger("cairnq.worker")
 
 INTERVAL_S = 15.0
 STOP_TIMEOUT_S = 2.0
@@ -42,11 +51,24 @@ class Presence:
         concurrency: int,
         report: OnError,
         *,
+        names: Sequence[str] | None = None,
+        after_beat: Callable[[], Awaitable[Any]] | None = None,
         interval_s: float = INTERVAL_S,
     ) -> None:
         self.backend = backend
         self.worker_id = worker_id
         self.queues = list(queues)
+        self.names = None if names is None else sorted(names)
+        # Whether the names table took this run's names (known once the first write lands).
+        self.named = False
+        self._started = False
+        # Run after each refresh that lands (not the first write: workers starting
+        # together have not all written theirs yet). With names and nothing else
+        # given: log due tasks on these queues that no live worker serves.
+        if after_beat is None and self.names is not None:
+            after_beat = OrphanWatch(backend, worker_id, self.queues, self.names).check
+        self.after_beat = after_beat
+        self._after_failing = False
         self.concurrency = concurrency
         self.interval_s = interval_s
         self._report = report
@@ -65,10 +87,28 @@ class Presence:
 
     def start(self) -> None:
         """Write the row now (and clear rows of workers long gone)."""
+        self._pending = asyncio.ensure_future(self._first_write())
+
+    async def _first_write(self) -> None:
         op = _reads.worker_start(
-            self.worker_id, self.queues, self._host, self._pid, self.concurrency
+            self.worker_id, self.queues, self._host, self._pid, self.concurrency, self.names
         )
-        self._spawn(op)
+        try:
+            self.named = await self.backend.arun(op, write=True)
+        except Exception as exc:
+            if not self._failing:
+                self._failing = True
+                self._report(exc, {"phase": "presence", "worker_id": self.worker_id})
+            return
+        self._started, self._failing = True, False
+        if self.names is not None and not self.named:
+            log.warning(
+                "this database lacks migration %s, so this worker's task names are not "
+                "published: readers count it as serving every name on its queues "
+                "(run `cairnq migrate` to add it)",
+                _reads.WORKER_NAMES_MIGRATION,
+                extra={"worker_id": self.worker_id, "phase": "presence"},
+            )
 
     async def run(self) -> None:
         """Refresh the row every ``interval_s`` until cancelled (what ``job.start()`` runs)."""
@@ -78,9 +118,18 @@ class Presence:
         """Write the row in the background, unless the last write is still in flight."""
         if self._pending is not None and not self._pending.done():
             return
-        op = _reads.worker_beat(
-            self.worker_id, self.queues, self._host, self._pid, self.concurrency
-        )
+        if not self._started:
+            # The first write failed: try it whole again, names included.
+            self._pending = asyncio.ensure_future(self._first_write())
+            return
+        if self.named and self.names is not None:
+            op = _reads.worker_beat_named(
+                self.worker_id, self.queues, self._host, self._pid, self.concurrency, self.names
+            )
+        else:
+            op = _reads.worker_beat(
+                self.worker_id, self.queues, self._host, self._pid, self.concurrency
+            )
         self._spawn(op)
 
     def _spawn(self, op: Op[None]) -> None:
@@ -95,6 +144,15 @@ class Presence:
                 self._report(exc, {"phase": "presence", "worker_id": self.worker_id})
             return
         self._failing = False
+        if self.after_beat is not None:
+            try:
+                await self.after_beat()
+            except Exception as exc:
+                if not self._after_failing:
+                    self._after_failing = True
+                    self._report(exc, {"phase": "orphans", "worker_id": self.worker_id})
+                return
+            self._after_failing = False
 
     async def stop(self) -> None:
         """Delete the row: this worker stopped cleanly and no longer serves its queues."""
@@ -108,10 +166,10 @@ class Presence:
         # The delete is tried even when the refresh used the budget up: a row left
         # behind would show a stopped worker as alive for a whole window.
         remaining = max(deadline - time.monotonic(), DELETE_TIMEOUT_S)
+        gone = _reads.worker_gone_named if self.named else _reads.worker_gone
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
-                self.backend.arun(_reads.worker_gone(self.worker_id), write=True),
-                timeout=remaining,
+                self.backend.arun(gone(self.worker_id), write=True), timeout=remaining
             )
 
 

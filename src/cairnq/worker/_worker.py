@@ -542,7 +542,12 @@ class Worker:
         if self._started is not None:
             self._started.set()
         self._presence = Presence(
-            backend, self.worker_id, self.queues, self.concurrency, self._report
+            backend,
+            self.worker_id,
+            self.queues,
+            self.concurrency,
+            self._report,
+            names=self.registry.names(),
         )
         self._presence.start()
         heartbeater.start()
