@@ -185,8 +185,12 @@ class SQLiteBackend:
 
     @property
     def description(self) -> str:
-        """The database file's path as given."""
-        return self.path
+        """The database file's absolute path (``:memory:`` and URIs as given).
+
+        Absolute, so two processes that name "the same" relative path from
+        different directories show that they are on different files.
+        """
+        return self._file or self.path
 
     def inspect(self) -> Inspection:
         """Read the migration ledger through a read-only connection; creates no file.

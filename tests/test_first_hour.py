@@ -1,0 +1,241 @@
+"""The first hour of a new user, scripted: the README's Quick start, then its CLI section.
+
+Everything runs as a user would run it, in a fresh directory: the Quick start
+program saved to a file and run with ``python``, then the real ``cairnq``
+command in subprocesses, in the order the README gives. Along the way the
+script makes the mistakes new users make (a typo in a task name, a queue
+nobody serves, a worker on another database, a misspelt or mistyped database,
+a handler that cannot take the context, a handler that raises) and checks that
+each is reported on the terminal within ``REPORTED_WITHIN_S``, an upper bound
+on waiting, not a speed claim.
+
+SQLite only: the Quick start is the embedded default.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CAIRNQ = str(Path(sys.executable).parent / "cairnq")
+REPORTED_WITHIN_S = 5.0
+TASK_ID = re.compile(r"\btask_[0-9A-Z]{26}\b")
+
+NO_CONTEXT = """\
+from cairnq import Worker
+
+worker = Worker.sqlite("cairnq.db")
+
+
+@worker.task("email.send")
+async def send(payload):
+    return payload
+"""
+
+
+class Lines:
+    """A child's output stream, read line by line on a thread as it is written."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def until(self, text: str, within_s: float = REPORTED_WITHIN_S) -> str:
+        """The first line holding ``text``, written within ``within_s``; fails otherwise."""
+        deadline = time.monotonic() + within_s
+        for line in self.seen:
+            if text in line:
+                return line
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no line with {text!r} within {within_s} s; saw {self.seen}")
+
+
+class Process:
+    """A long-running ``cairnq`` command (a worker), its stdout and stderr followed live."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [CAIRNQ, *args],
+            cwd=cwd,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.out = Lines(self.proc.stdout)
+        self.err = Lines(self.proc.stderr)
+
+    def stop(self) -> int:
+        """SIGINT (Ctrl-C), as a user stops a worker; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRNQ_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """One ``cairnq`` command to its end."""
+    return subprocess.run(
+        [CAIRNQ, *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def timed(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """One ``cairnq`` command and how long it took to answer."""
+    started = time.monotonic()
+    result = run(cwd, *args)
+    return result, time.monotonic() - started
+
+
+def readme_python(heading: str) -> str:
+    """The first Python block under ``heading`` in the README, as it shows it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)[0]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A fresh project directory holding the README's ``app/tasks.py``."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "tasks.py").write_text(readme_python("### The command line"))
+    yield tmp_path
+
+
+def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> None:
+    # The Quick start: one program, worker inside; then the CLI sees the same database.
+    (home / "quickstart.py").write_text(readme_python("## Quick start"))
+    quick = subprocess.run(
+        [sys.executable, "quickstart.py"],
+        cwd=home,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert quick.returncode == 0, quick.stderr
+    assert "'ok': True" in quick.stdout and "'rows': 42" in quick.stdout
+    listed = run(home, "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert "resize" in listed.stdout and "reports.monthly" in listed.stdout
+
+    # Mistake: a handler written without the context is refused when the worker loads.
+    (home / "app" / "nocontext.py").write_text(NO_CONTEXT)
+    refused, took = timed(home, "worker", "app/nocontext.py")
+    assert refused.returncode != 0
+    assert "ctx" in refused.stderr and "payload" in refused.stderr, refused.stderr
+    assert took < REPORTED_WITHIN_S
+
+    # The worker says where it is: its database in full and the tasks it handles.
+    worker = Process(["worker", "app.tasks:worker"], home)
+    try:
+        worker.out.until(f"database: {home / 'cairnq.db'}")
+        worker.out.until("email.send")
+
+        waited = run(
+            home, "submit", "email.send", '{"to": "ada@example.com"}', "--key", "welcome:ada",
+            "--wait",
+        )  # fmt: skip
+        assert waited.returncode == 0, waited.stderr
+        assert TASK_ID.search(waited.stdout.splitlines()[0]), waited.stdout
+        assert "succeeded" in waited.stdout
+
+        # Mistake: a typo in the task name. Said at once, with the name meant.
+        typo, took = timed(home, "submit", "emial.send", '{"to": "ada@example.com"}')
+        assert typo.returncode == 0
+        assert "no live cairnq worker" in typo.stderr and "'email.send'" in typo.stderr
+        assert str(home / "cairnq.db") in typo.stderr
+        assert took < REPORTED_WITHIN_S
+
+        # Mistake: a queue nobody serves.
+        nobody, took = timed(home, "submit", "email.send", "{}", "--queue", "emial")
+        assert "no live cairnq worker" in nobody.stderr and "queue 'emial'" in nobody.stderr
+        assert took < REPORTED_WITHIN_S
+
+        # Mistake: a payload the handler refuses. The worker logs the traceback at warning
+        # (a retry follows), naming the task.
+        failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--max-attempts", "2")
+        assert failing.returncode == 0, failing.stderr
+        task_id = TASK_ID.search(failing.stdout)
+        assert task_id is not None
+        assert "WARNING" in worker.err.until(task_id.group())
+        worker.err.until("ValueError: not an address: 'nobody'")
+    finally:
+        assert worker.stop() == 0
+
+    # Mistake: a database name mistyped. Nothing is created, the full path is named.
+    mistyped, took = timed(home, "--db", "taks.db", "submit", "email.send", "{}")
+    assert mistyped.returncode == 1
+    assert f"no cairnq database at {home / 'taks.db'}" in mistyped.stderr
+    assert not (home / "taks.db").exists()
+    assert took < REPORTED_WITHIN_S
+
+    # Mistake: a SQLite URL misspelt. Refused with the right spelling.
+    misspelt, took = timed(home, "--db", "sqlite:cairnq.db", "ls")
+    assert misspelt.returncode != 0
+    assert "sqlite:///cairnq.db" in misspelt.stderr
+    assert not (home / "sqlite:cairnq.db").exists()
+    assert took < REPORTED_WITHIN_S
+
+    # Mistake: the worker on another database. Its banner names it, and a submit to the
+    # default database says no live worker serves it there, without hanging.
+    other = Process(["worker", "app.tasks:worker", "--db", "other.db"], home)
+    try:
+        other.out.until(f"database: {home / 'other.db'}")
+        started = time.monotonic()
+        lost = subprocess.Popen(
+            [CAIRNQ, "submit", "email.send", '{"to": "bob@example.com"}', "--wait"],
+            cwd=home,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert lost.stdout is not None and lost.stderr is not None
+        out, err = Lines(lost.stdout), Lines(lost.stderr)
+        assert TASK_ID.search(out.until("queued"))
+        err.until(f"no live cairnq worker on {home / 'cairnq.db'}")
+        assert time.monotonic() - started < REPORTED_WITHIN_S
+        lost.send_signal(signal.SIGINT)
+        assert lost.wait(timeout=30) == 130
+        err.until("cairnq get task_")
+    finally:
+        assert other.stop() == 0
