@@ -296,6 +296,13 @@ class Worker:
         A handler taking two positional parameters gets ``(ctx, payload)``, one
         gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
         ``def`` handlers run in threads with a blocking ``SyncTaskContext``.
+
+        Raises:
+            InvalidArgument: the handler cannot take the context: a lone
+                parameter named for the payload (``async def f(payload)``; name it
+                ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
+                positional parameter, more than two required ones, or required
+                keyword-only ones. The message shows both accepted forms.
         """
         if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
             self.registry.add(None, name_or_fn, batch=batch, concurrency=concurrency)
@@ -315,7 +322,24 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
     ) -> Registration:
-        """Register ``fn`` as the handler of ``name`` (the imperative ``task``)."""
+        """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
+
+        Args:
+            name: The task name, or a ``TaskDef``.
+            fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
+            batch, concurrency: As for ``task``.
+
+        Returns:
+            The ``Registration``.
+
+        Raises:
+            InvalidArgument: the name is taken, or ``fn`` cannot take the context
+                (see ``task``).
+
+        Example::
+
+            worker.register("email.send", send_email)
+        """
         return self.registry.add(name, fn, batch=batch, concurrency=concurrency)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
