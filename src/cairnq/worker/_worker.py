@@ -21,7 +21,7 @@ from typing import Any, TypeVar, overload
 
 from .. import _ids
 from .._wakeups import Subscription, wants_queued
-from ..backends import Backend, SQLiteBackend
+from ..backends import Backend, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
@@ -30,7 +30,7 @@ from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
-from ._context import CallScope, Listener, Runtime
+from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._heartbeater import Heartbeater
 from ._presence import Presence
@@ -49,6 +49,19 @@ __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
 def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
     log.error("worker error during %s", context.get("phase", "?"), exc_info=exc, extra=context)
+
+
+def _listing(contexts: list[TaskContext]) -> str:
+    """``ID (NAME), ...`` for a log line about several tasks."""
+    return ", ".join(f"{ctx.task_id} ({ctx.name})" for ctx in contexts)
+
+
+def _listing_extra(worker_id: str, contexts: list[TaskContext]) -> dict[str, Any]:
+    return {
+        "worker_id": worker_id,
+        "task_ids": [ctx.task_id for ctx in contexts],
+        "task_names": [ctx.name for ctx in contexts],
+    }
 
 
 def _safe(on_error: OnError) -> OnError:
@@ -262,6 +275,35 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency}>"
+
+    @property
+    def owns_database(self) -> bool:
+        """Whether this worker made its client from a URL or path (and closes it)."""
+        return self._owns_client
+
+    def _move_to(self, backend: Backend) -> None:
+        """Serve ``backend`` instead of the database this worker was built with.
+
+        For ``cairnq worker --db``: only a worker that made its own client and has
+        never run, whose client no one else holds. The worker owns ``backend`` from now.
+
+        Raises:
+            InvalidArgument: the worker was given a client or backend, or has run.
+        """
+        if not self._owns_client:
+            raise InvalidArgument("this worker was built with an open client; it cannot move")
+        if self._running or self._loop is not None:
+            raise InvalidArgument("this worker has already run; it cannot move")
+        old = self.client
+        client = CairnQ(backend)
+        client._owns_backend = True
+        self.client = client
+        self._runtime.client = client
+        if self._runtime.gate is old.gate:
+            self._runtime.gate = client.gate
+        if self.sweeper is not None:
+            self.sweeper = RetentionSweeper(backend, self.sweeper.retention)
+        self._recoverer.backend = backend
 
     # --- registration -----------------------------------------------------------------
 
@@ -570,12 +612,20 @@ class Worker:
         self._presence.job.start()
         if self.sweeper is not None:
             self.sweeper.start()
+        names = self.registry.names()
         log.info(
-            "worker started",
+            "worker %s started on %s: queues %s, concurrency %d, tasks %s",
+            self.worker_id,
+            description_of(backend),
+            ",".join(self.queues),
+            self.concurrency,
+            ", ".join(names),
             extra={
                 "worker_id": self.worker_id,
+                "database": description_of(backend),
                 "queues": self.queues,
                 "concurrency": self.concurrency,
+                "task_names": names,
             },
         )
         try:
@@ -653,13 +703,24 @@ class Worker:
             ctx.mark_lost()
         if running:
             log.warning(
-                "%d handler threads still running at shutdown; their leases will expire",
+                "%d handler threads still running at shutdown; their leases will expire "
+                "and the tasks run again: %s",
                 len(running),
-                extra={"worker_id": self.worker_id},
+                _listing(running),
+                extra=_listing_extra(self.worker_id, running),
             )
         leftovers = [c for c in leftovers if c not in executor.in_threads]
         for ctx in leftovers:
             ctx.mark_lost(announce=False)
+        if leftovers:
+            log.warning(
+                "drain ended (drain_timeout_ms=%d) with %d tasks unfinished; handing them "
+                "back to the queue, their attempts uncounted: %s",
+                self.drain_timeout_ms,
+                len(leftovers),
+                _listing(leftovers),
+                extra=_listing_extra(self.worker_id, leftovers),
+            )
         if leftovers and self._fatal is None:
             await asyncio.wait(
                 [asyncio.ensure_future(settler.release(ctx.lease)) for ctx in leftovers],
