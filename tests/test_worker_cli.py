@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -173,3 +178,76 @@ def test_worker_log_format_json_writes_one_json_object_per_line_on_stderr(
     assert failed["worker_id"].startswith("worker_")
     assert failed["exc_info"].endswith("RuntimeError: kaboom")
     assert {d["logger"] for d in documents} == {"cairnq.worker"}
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Lines:
+    """The lines a stream writes, collected by a thread as they come."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while sum(text in line for line in self.lines) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{count} lines with {text!r} not seen: {self.lines}")
+            time.sleep(0.05)
+
+    def join(self) -> list[str]:
+        self._thread.join(10)
+        return self.lines
+
+
+@pytest.mark.slow
+def test_worker_on_an_unreachable_postgres_logs_one_line_per_interval_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("psycopg_pool")
+    port = free_port()
+    url = f"postgresql://cairnq@127.0.0.1:{port}/app"
+    write_app(tmp_path / "jobs_down.py", f"Worker({url!r}, drain_timeout_ms=2000)")
+    env = {k: v for k, v in os.environ.items() if k not in ("CAIRNQ_DATABASE_URL", "CAIRNQ_SCHEMA")}
+    proc = subprocess.Popen(
+        [str(SCRIPT), "worker", "jobs_down:worker"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    err = Lines(proc.stderr)  # type: ignore[arg-type]
+    try:
+        # One line per 5 s interval: the second is due about 10 s after the start.
+        err.wait_for("cannot reach", 2, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        signaled = time.monotonic()
+        proc.wait(timeout=30)
+        stopped_after = time.monotonic() - signaled
+    finally:
+        proc.kill()
+        proc.communicate()
+    lines = err.join()
+    assert proc.returncode == 0, lines
+    assert stopped_after < 2 + 3  # drain_timeout_ms, and a generous margin
+    unreachable = [line for line in lines if "cannot reach" in line]
+    assert len(unreachable) >= 2
+    for line in unreachable:
+        assert line.endswith(
+            f"WARNING cairnq.postgres: cannot reach PostgreSQL 127.0.0.1:{port}/app: "
+            "Connection refused; retrying in 5s"
+        )
+    assert not [line for line in lines if "psycopg" in line or "Traceback" in line]
+    assert not [line for line in lines if line.startswith((" ", "\t"))]

@@ -21,11 +21,11 @@ from typing import Any, TypeVar, overload
 
 from .. import _ids
 from .._wakeups import Subscription, wants_queued
-from ..backends import Backend, SQLiteBackend, description_of
+from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
-from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
@@ -43,6 +43,8 @@ log = logging.getLogger("cairnq.worker")
 F = TypeVar("F", bound=Handler)
 
 SHUTDOWN_WRITE_TIMEOUT_S = 5.0
+# How long a worker waits before opening again a database it could not reach.
+OPEN_RETRY_S = 5.0
 
 __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
@@ -558,11 +560,20 @@ class Worker:
         self._fatal = None
         self._running = True
         try:
-            await self.client.open()
-            await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
+            opened = await self._open()
+            if opened:
+                await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
         except BaseException:
             self._running = False
             raise
+        if not opened:
+            self._running = False
+            log.info(
+                "worker stopped before it reached %s",
+                description_of(self.client.backend),
+                extra={"worker_id": self.worker_id},
+            )
+            return
         threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
         )
@@ -643,6 +654,46 @@ class Worker:
             log.info("worker stopped", extra={"worker_id": self.worker_id})
         if self._fatal is not None:
             raise self._fatal
+
+    async def _open(self) -> bool:
+        """Open the client; ``False`` when ``stop()`` came first.
+
+        A database that cannot be reached (``DatabaseUnavailable``) is tried again
+        every ``OPEN_RETRY_S``, one warning each time, unless it is a file (SQLite),
+        which no wait brings back. A stop abandons the attempt in progress.
+        """
+        stopping = self._stopping
+        assert stopping is not None
+        while True:
+            began = time.monotonic()
+            opening = asyncio.ensure_future(self.client.open())
+            stopped = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+            if not opening.done():
+                opening.cancel()
+                # The backend closes what it had opened; bounded by the drain timeout.
+                await asyncio.wait({opening}, timeout=max(0.1, self.drain_timeout_ms / 1000))
+                return False
+            try:
+                opening.result()
+                return True
+            except DatabaseUnavailable as exc:
+                if isinstance(self.client.backend, FileBound):
+                    raise
+                log.warning(
+                    "%s; retrying in %.0fs",
+                    exc,
+                    OPEN_RETRY_S,
+                    extra={"worker_id": self.worker_id, "phase": "open"},
+                )
+            # An open that waited for the database already spent (part of) the interval.
+            pause = max(0.0, OPEN_RETRY_S - (time.monotonic() - began))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), pause)
+                return False
 
     def _limits(self) -> ClaimLimits:
         return ClaimLimits(
