@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -132,12 +131,12 @@ def readme_python(heading: str) -> str:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
+def home(tmp_path: Path) -> Path:
     """A fresh project directory holding the README's ``app/tasks.py``."""
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "tasks.py").write_text(readme_python("### The command line"))
-    yield tmp_path
+    return tmp_path
 
 
 def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> None:

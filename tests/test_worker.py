@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -721,6 +723,78 @@ def test_registering_a_name_twice_is_refused(db: Database) -> None:
     worker.register("x", lambda ctx: None)
     with pytest.raises(InvalidArgument, match="already registered"):
         worker.register("x", lambda ctx: None)
+
+
+def test_a_handler_taking_only_the_payload_is_refused_showing_both_forms(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def send(payload: dict[str, Any]) -> None: ...
+
+    with pytest.raises(InvalidArgument) as refused:
+        worker.task("email.send")(send)
+    message = str(refused.value)
+    assert "'payload'" in message
+    assert "async def send(ctx, payload)" in message
+    assert "async def send(ctx)" in message
+    assert worker.registry.names() == []
+
+
+def test_register_refuses_a_lambda_taking_only_the_payload(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "t.db")
+    with pytest.raises(InvalidArgument, match=r"\(ctx, payload\)"):
+        worker.register("job", lambda payload: payload)
+
+
+def test_a_handler_with_a_required_keyword_only_ctx_is_refused(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def job(payload: Any, *, ctx: TaskContext) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="keyword-only parameters without defaults"):
+        worker.register("job", job)
+
+
+def test_a_handler_without_positional_parameters_is_refused(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def job() -> None: ...
+
+    with pytest.raises(InvalidArgument, match="takes no positional parameter"):
+        worker.register("job", job)
+
+
+def test_a_handler_requiring_three_positional_parameters_is_refused(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def job(ctx: TaskContext, payload: Any, extra: Any) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="requires 3 positional parameters"):
+        worker.register("job", job)
+
+
+def test_partials_methods_and_callable_objects_are_judged_by_the_parameters_left(
+    tmp_path: Path,
+) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def prefixed(prefix: str, payload: Any) -> None: ...
+
+    class Jobs:
+        async def method(self, payload: Any) -> None: ...
+
+        async def __call__(self, payload: Any) -> None: ...
+
+    refused = []
+    for name, fn in [
+        ("partial", functools.partial(prefixed, "x")),
+        ("method", Jobs().method),
+        ("object", Jobs()),
+    ]:
+        with pytest.raises(InvalidArgument, match="'payload', which would receive the task"):
+            worker.register(name, fn)
+        refused.append(name)
+    assert refused == ["partial", "method", "object"]
+    assert worker.registry.names() == []
 
 
 def test_a_lambda_needs_an_explicit_name(db: Database) -> None:

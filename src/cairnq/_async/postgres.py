@@ -9,6 +9,7 @@ maps to the blocking half's own (``_acheck_loop`` -> ``_check_loop``, ...).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from ..backends._postgres_core import (
     ASYNC_NO_CONNECTION,
     ASYNC_POOL_NAME,
     ASYNC_WRAPS_OTHER,
+    CONNECT_RETRY_S,
     PostgresCore,
     _autocommits,
     _has_columns,
@@ -61,12 +63,19 @@ class AsyncPostgresPaths(PostgresCore):
                     kwargs={"autocommit": True},
                     configure=self._configure_async,
                     open=False,
-                    name=ASYNC_POOL_NAME,
+                    name=ASYNC_POOL_NAME + self._pool_suffix,
                 )
                 try:
                     if self.schema is not None and self.migrate:
                         await self._create_schema_async()
-                    await pool.open(wait=True, timeout=30)
+                    await pool.open(wait=False)
+                    started = time.monotonic()
+                    while True:
+                        try:
+                            async with pool.connection(timeout=CONNECT_RETRY_S):
+                                break
+                        except psycopg_pool.PoolTimeout:
+                            self._still_unreachable(ASYNC_POOL_NAME + self._pool_suffix, started)
                 except BaseException as exc:
                     await pool.close()
                     raise _translate(exc) from exc
@@ -87,7 +96,7 @@ class AsyncPostgresPaths(PostgresCore):
             ) as conn:
                 await conn.execute(self._create_schema_sql())
         except psycopg.Error as exc:
-            raise _translate(exc) from exc
+            raise self._connect_failed(exc) from exc
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
         """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..backends._postgres_core import (
+    CONNECT_RETRY_S,
     SYNC_NO_CONNECTION,
     SYNC_POOL_NAME,
     SYNC_WRAPS_OTHER,
@@ -56,12 +58,19 @@ class SyncPostgresPaths(PostgresCore):
                     kwargs={"autocommit": True},
                     configure=self._configure_sync,
                     open=False,
-                    name=SYNC_POOL_NAME,
+                    name=SYNC_POOL_NAME + self._pool_suffix,
                 )
                 try:
                     if self.schema is not None and self.migrate:
                         self._create_schema_sync()
-                    pool.open(wait=True, timeout=30)
+                    pool.open(wait=False)
+                    started = time.monotonic()
+                    while True:
+                        try:
+                            with pool.connection(timeout=CONNECT_RETRY_S):
+                                break
+                        except psycopg_pool.PoolTimeout:
+                            self._still_unreachable(SYNC_POOL_NAME + self._pool_suffix, started)
                 except BaseException as exc:
                     pool.close()
                     raise _translate(exc) from exc
@@ -80,7 +89,7 @@ class SyncPostgresPaths(PostgresCore):
             with psycopg.Connection.connect(self._conninfo("migrate"), autocommit=True) as conn:
                 conn.execute(self._create_schema_sql())
         except psycopg.Error as exc:
-            raise _translate(exc) from exc
+            raise self._connect_failed(exc) from exc
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""

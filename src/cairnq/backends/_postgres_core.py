@@ -150,6 +150,48 @@ def _has_columns(cur: Any) -> bool:
 
 ASYNC_POOL_NAME = "cairnq"
 SYNC_POOL_NAME = "cairnq-sync"
+# While a pool cannot connect, cairnq says so once per interval, and opening gives up
+# after OPEN_TIMEOUT_S (a worker then tries opening again).
+CONNECT_RETRY_S = 5.0
+OPEN_TIMEOUT_S = 30.0
+_POOL_SERIAL = itertools.count(1)
+_CONNECT_FAILED = "error connecting in %r: %s"
+_SERVER_FAILED = re.compile(r"connection to server (?:at|on) .*? failed: (.*)$")
+
+
+def _reason(error: object) -> str:
+    """The first line of a connection error, without psycopg's preamble."""
+    line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    line = line.removeprefix("connection failed: ")
+    found = _SERVER_FAILED.search(line)
+    return found.group(1) if found else line
+
+
+class _PoolConnectErrors(logging.Filter):
+    """Takes psycopg.pool's warnings about cairnq's own pools failing to connect.
+
+    psycopg_pool logs each failed attempt, several lines long, as a warning; cairnq
+    keeps the last reason per pool and reports it once per ``CONNECT_RETRY_S``
+    instead. Pools of the application's own are left alone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[str, str] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg != _CONNECT_FAILED or not isinstance(args, tuple) or len(args) != 2:
+            return True
+        name = str(args[0])
+        if not name.startswith((ASYNC_POOL_NAME + "#", SYNC_POOL_NAME + "#")):
+            return True
+        self.last[name] = _reason(args[1])
+        return False
+
+
+POOL_CONNECT_ERRORS = _PoolConnectErrors()
+logging.getLogger("psycopg.pool").addFilter(POOL_CONNECT_ERRORS)
 ASYNC_WRAPS_OTHER = (
     "this backend wraps a synchronous psycopg pool or connection; "
     "use the sync client, or pass an async pool"
@@ -361,6 +403,8 @@ class PostgresCore:
         # The pools, locks and LISTEN task above belong to one event loop.
         self._loops = LoopBinding()
         self.migrations_applied: list[str] = []
+        # Each backend's pools are named apart, so a connection error is told to its own.
+        self._pool_suffix = f"#{next(_POOL_SERIAL)}"
 
     def __repr__(self) -> str:
         where = "dsn" if self._dsn else "external"
@@ -383,6 +427,36 @@ class PostgresCore:
         return psycopg.conninfo.make_conninfo(
             self._dsn, application_name=f"{self.application_name}-{role}", **extra
         )
+
+    def _unreachable(self, pool_name: str, waited_s: float) -> str:
+        """``cannot reach PostgreSQL HOST:PORT/DB: REASON``, the reason the pool last met."""
+        reason = POOL_CONNECT_ERRORS.last.get(pool_name, f"no connection within {waited_s:.0f} s")
+        where = getattr(self, "description", "PostgreSQL")
+        return f"cannot reach {where}: {reason}"
+
+    def _still_unreachable(self, pool_name: str, started: float) -> None:
+        """After one ``CONNECT_RETRY_S`` without a connection: one line, or give up.
+
+        Raises:
+            DatabaseUnavailable: ``OPEN_TIMEOUT_S`` has passed.
+        """
+        waited = time.monotonic() - started
+        message = self._unreachable(pool_name, waited)
+        if waited + CONNECT_RETRY_S > OPEN_TIMEOUT_S:
+            raise DatabaseUnavailable(f"{message} (no connection for {waited:.0f} s)")
+        log.warning(
+            "%s; retrying in %.0fs",
+            message,
+            CONNECT_RETRY_S,
+            extra={"database": getattr(self, "description", "PostgreSQL")},
+        )
+
+    def _connect_failed(self, exc: BaseException) -> BaseException:
+        """A direct connection's failure to connect as one line; other errors translated."""
+        if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
+            where = getattr(self, "description", "PostgreSQL")
+            return DatabaseUnavailable(f"cannot reach {where}: {_reason(exc)}")
+        return _translate(exc)
 
     def _create_schema_sql(self) -> sql.Composed:
         # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog, so

@@ -217,11 +217,16 @@ def _parser() -> argparse.ArgumentParser:
         "worker",
         "run a Worker from your code until SIGINT or SIGTERM",
         "cairnq worker app.tasks:worker --queues emails,default --concurrency 8",
-        "Import MODULE:ATTR (a cairnq Worker; ATTR defaults to `worker`) from the "
-        "current directory or sys.path and serve it. The first signal drains "
-        "in-flight tasks; a second stops at once. The database is the Worker's own.",
+        "Import MODULE:ATTR or FILE.py:ATTR (a cairnq Worker; ATTR defaults to `worker`) "
+        "from the current directory or sys.path, or the file's own directory, and serve "
+        "it. The first signal drains in-flight tasks; a second stops at once. The "
+        "database is the Worker's own unless --db or --schema is given: then a Worker "
+        "built from a URL or path serves that database instead (one given an open "
+        "client is refused).",
     )
-    worker.add_argument("target", metavar="MODULE:ATTR", help="where the Worker is")
+    worker.add_argument(
+        "target", metavar="MODULE:ATTR", help="where the Worker is (or path/to/file.py:ATTR)"
+    )
     worker.add_argument("--queues", help="comma-separated queues, instead of the Worker's")
     worker.add_argument("--concurrency", type=_count(1), help="handler calls at once")
     worker.add_argument(
@@ -233,7 +238,14 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="logging level when nothing configured logging (info)",
+        help="level of cairnq's loggers when nothing configured logging (info)",
+    )
+    worker.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines on stderr when nothing configured logging: text, or one JSON "
+        "object per line (text)",
     )
     worker.set_defaults(run=cmd_worker)
 

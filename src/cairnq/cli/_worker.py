@@ -7,44 +7,105 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..backends import description_of, open_backend
+from ..logging import JsonFormatter
 from ..protocol import ops as _ops
 from ._errors import CommandError, a_or_an
+from ._target import resolve_target
 
 if TYPE_CHECKING:
     from ..worker import Worker
 
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-def load_worker(spec: str) -> Worker:
-    """Import ``MODULE:ATTR`` (``ATTR`` defaults to ``worker``) and return that ``Worker``.
 
-    The current directory goes first on ``sys.path``, as with ``python -m``.
+def _split(spec: str) -> tuple[str, str]:
+    """``(where, attr)``: the last ``:`` splits off the attribute when dotted names follow it."""
+    where, colon, attr = spec.rpartition(":")
+    if colon and attr and all(p.isidentifier() for p in attr.split(".")):
+        return where, attr
+    if colon and not attr:
+        return where, "worker"
+    return spec, "worker"
 
-    Raises:
-        CommandError: the spec is malformed, the import fails, or ATTR is no Worker.
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def _import_file(where: str) -> tuple[Any, str]:
+    """Import the file ``where`` names; returns the module and its name.
+
+    The file's directory goes first on ``sys.path``, or, when that directory is a
+    package (it holds ``__init__.py``), the first directory above the packages:
+    ``app/tasks.py`` in a package ``app`` is imported as ``app.tasks``, so its
+    relative imports work.
     """
-    from ..worker import Worker
+    path = Path(where)
+    if path.suffix != ".py":
+        raise CommandError(f"invalid worker {where!r}: a file path must end in .py")
+    if not path.is_file():
+        shown = path if path.is_absolute() else f"{path} (in {os.getcwd()})"
+        if path.exists():
+            raise CommandError(f"{shown} is not a file")
+        raise CommandError(f"no such file: {shown}")
+    path = path.resolve()
+    parts = [path.stem]
+    root = path.parent
+    while (root / "__init__.py").is_file() and root.parent != root:
+        parts.insert(0, root.name)
+        root = root.parent
+    if not all(p.isidentifier() for p in parts):
+        raise CommandError(f"cannot import {where}: {'.'.join(parts)!r} is not a module name")
+    name = ".".join(parts)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return _import(name, f"looked in {root}"), name
 
-    module_name, _, attr = spec.partition(":")
-    attr = attr or "worker"
-    if not all(p.isidentifier() for p in [*module_name.split("."), *attr.split(".")]):
-        raise CommandError(f"invalid worker {spec!r}: use MODULE:ATTR, e.g. app.tasks:worker")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+
+def _import(module_name: str, where: str) -> Any:
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name + ".").startswith(exc.name + "."):
-            raise CommandError(
-                f"no module named {exc.name!r} (looked in {cwd} and sys.path)"
-            ) from exc
+            raise CommandError(f"no module named {exc.name!r} ({where})") from exc
         raise CommandError(f"importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise CommandError(
             f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def load_worker(spec: str) -> Worker:
+    """Import ``MODULE:ATTR`` or ``path/to/file.py:ATTR`` and return that ``Worker``.
+
+    ``ATTR`` defaults to ``worker``. For a module, the current directory goes
+    first on ``sys.path``, as with ``python -m``; a file is imported by its path,
+    with its directory (or the directory above its packages) on ``sys.path``.
+
+    Raises:
+        CommandError: the spec is malformed, the file is missing, the import
+            fails, or ATTR is no Worker.
+    """
+    from ..worker import Worker
+
+    where, attr = _split(spec)
+    if _is_path(where):
+        module, module_name = _import_file(where)
+    else:
+        module_name = where
+        if not all(p.isidentifier() for p in [*module_name.split("."), *attr.split(".")]):
+            raise CommandError(
+                f"invalid worker {spec!r}: use MODULE:ATTR (app.tasks:worker) "
+                "or FILE.py:ATTR (app/tasks.py:worker)"
+            )
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+        module = _import(module_name, f"looked in {cwd} and sys.path")
     value: Any = module
     for part in attr.split("."):
         if not hasattr(value, part):
@@ -56,9 +117,54 @@ def load_worker(spec: str) -> Worker:
     return value
 
 
+def _move(worker: Worker, spec: str, args: argparse.Namespace) -> None:
+    """Point ``worker`` at the database ``--db`` / ``--schema`` name.
+
+    Raises:
+        CommandError: the Worker was given an open client or backend.
+    """
+    if not worker.owns_database:
+        raise CommandError(
+            f"{spec} was built with an open client; --db cannot move it "
+            "(build it from a URL or path, e.g. Worker.sqlite('tasks.db'), to choose "
+            "the database at the command line)"
+        )
+    target = resolve_target(args.db, args.schema)
+    options = target.backend_options(migrate=True, tool="worker")
+    # A worker keeps its backend's own pool sizing and wake-ups; only the schema is chosen.
+    options = {k: v for k, v in options.items() if k in ("schema", "migrate")}
+    worker._move_to(open_backend(target.location, **options))
+
+
+def _configure_logging(level: str, log_format: str) -> None:
+    """Log to stderr when nothing configured logging: cairnq's loggers at ``level``."""
+    if logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    )
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("cairnq").setLevel(level.upper())
+
+
+def banner(worker: Worker) -> str:
+    """What ``cairnq worker`` prints at start: id, queues, concurrency, database and tasks."""
+    return (
+        f"cairnq worker {worker.worker_id}: queues {','.join(worker.queues)}, "
+        f"concurrency {worker.concurrency}; Ctrl-C to stop\n"
+        f"  database: {description_of(worker.client.backend)}\n"
+        f"  tasks: {', '.join(worker.registry.names()) or '(none registered)'}\n"
+    )
+
+
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq worker``: serve a Worker from the application's code."""
     worker = load_worker(args.target)
+    if args.db is not None or args.schema is not None:
+        _move(worker, args.target, args)
     if args.queues is not None:
         names = [q.strip() for q in args.queues.split(",") if q.strip()]
         if not names:
@@ -66,16 +172,8 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         worker.queues = _ops.check_names(names, "queues")
     if args.concurrency is not None:
         worker.concurrency = _ops.check_int(args.concurrency, "concurrency", low=1, high=100_000)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=args.log_level.upper(),
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-    out.write(
-        f"cairnq worker {worker.worker_id}: queues {','.join(worker.queues)}, "
-        f"concurrency {worker.concurrency}; Ctrl-C to stop\n"
-    )
+    _configure_logging(args.log_level, args.log_format)
+    out.write(banner(worker))
     out.flush()
     worker.serve(until_idle=args.until_idle)
     out.write(f"cairnq worker {worker.worker_id}: stopped\n")

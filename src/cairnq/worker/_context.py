@@ -157,6 +157,9 @@ class TaskContext:
         self.in_transaction = False
         self._lost_event: threading.Event | None = None  # made when a sync handler asks
         self._settled = False
+        # How the attempt was settled (the row's status) and, when requeued, after how long.
+        self.settled_status: str | None = None
+        self.retry_delay_ms: int | None = None
         self._cancel_seen = task.cancel_requested_at_ms is not None
         self.started = time.monotonic()
         # When the lease runs out by this host's clock, renewed by each successful beat
@@ -287,6 +290,7 @@ class TaskContext:
         """Record that this attempt is settled; tell listeners how it ended."""
         self._settled = True
         task = Task.from_row(row)
+        self.settled_status = task.status
         error = None if task.status == "succeeded" else task.error
         self._emit(SETTLED_AS.get(task.status, "failed"), error)
         return task
@@ -388,6 +392,7 @@ class TaskContext:
             self.mark_lost()
             raise
         self._settled = True
+        self.settled_status = row["status"]
         self._emit(SETTLED_AS.get(row["status"], "failed"))
         return None
 
@@ -462,6 +467,7 @@ class TaskContext:
             _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
             force=force,
         )
+        self.retry_delay_ms = delay_ms if retryable else None
         return self._settled_as(row)
 
     async def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:

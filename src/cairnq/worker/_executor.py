@@ -8,12 +8,20 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._crashpoints import crashpoint
-from ..errors import DatabaseError, LostLease, SerializationError, TaskError, error_envelope
+from ..errors import (
+    DatabaseError,
+    LostLease,
+    SerializationError,
+    TaskError,
+    error_envelope,
+    safe_str,
+)
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
 
@@ -33,8 +41,63 @@ def _log_extra(ctx: TaskContext) -> dict[str, Any]:
         "task_name": ctx.name,
         "queue": ctx.queue,
         "attempt": ctx.attempt,
+        "max_attempts": ctx.max_attempts,
         "worker_id": ctx.worker_id,
     }
+
+
+def _describe(ctx: TaskContext) -> str:
+    """``task NAME ID attempt N/MAX on queue Q``: the words every line about a task starts with."""
+    return (
+        f"task {ctx.name} {ctx.task_id} attempt {ctx.attempt}/{ctx.max_attempts} "
+        f"on queue {ctx.queue}"
+    )
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.3g}s" if ms >= 1000 else f"{ms:.0f}ms"
+
+
+def _log_end(ctx: TaskContext, raised: Exception | None) -> None:
+    """One line for how the attempt ended, at INFO; a handler's exception raises it to
+    WARNING (a retry follows) or ERROR (final), with its traceback. A final failure
+    is an ERROR whether or not the handler raised.
+    """
+    duration_ms = (time.monotonic() - ctx.started) * 1000
+    level = logging.INFO
+    retry_in_ms = None
+    status = ctx.settled_status
+    if status == "queued":
+        outcome = "retrying"
+        retry_in_ms = ctx.retry_delay_ms or 0
+        words = f"retrying in {_seconds(retry_in_ms)}"
+        level = logging.INFO if raised is None else logging.WARNING
+    elif status == "failed":
+        outcome, words, level = "failed", "failed", logging.ERROR
+    elif status in ("succeeded", "canceled"):
+        outcome = words = status
+    elif ctx.lost_lease:
+        outcome, words = "lost", "lease lost"
+    else:
+        outcome, words, level = "unsettled", "not settled (its lease will expire)", logging.WARNING
+    if not log.isEnabledFor(level):
+        return
+    cause = "" if raised is None else f": {type(raised).__name__}: {safe_str(raised)}"
+    log.log(
+        level,
+        "%s: %s after %s%s",
+        _describe(ctx),
+        words,
+        _seconds(duration_ms),
+        cause,
+        exc_info=raised if level >= logging.WARNING else None,
+        extra={
+            **_log_extra(ctx),
+            "duration_ms": round(duration_ms, 3),
+            "outcome": outcome,
+            "retry_in_ms": retry_in_ms,
+        },
+    )
 
 
 class Executor:
@@ -81,8 +144,16 @@ class Executor:
                 await self.run(registration, contexts, scoped=True)
             return
         for ctx in contexts:
-            log.debug("task started", extra=_log_extra(ctx))
+            log.debug("%s: started", _describe(ctx), extra=_log_extra(ctx))
             ctx._emit("started")
+        raised = await self._call(registration, contexts)
+        for ctx in contexts:
+            _log_end(ctx, raised)
+
+    async def _call(
+        self, registration: Registration, contexts: Sequence[TaskContext]
+    ) -> Exception | None:
+        """Call the handler and settle its tasks; returns the exception the handler raised."""
         try:
             outcome = await self._invoke(registration, contexts)
         except asyncio.CancelledError:
@@ -97,18 +168,20 @@ class Executor:
             if others:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
-            return
+            return None
         except HandlerTimeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
             log.warning(
-                "handler ran past max_run_ms; failing the attempt for retry",
+                "%s: handler ran past max_run_ms=%s; failing the attempt for retry",
+                _describe(contexts[0]),
+                self._max_run_ms,
                 extra=_log_extra(contexts[0]),
             )
             message = f"handler ran longer than max_run_ms={self._max_run_ms}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
             await self._fail_all(contexts, envelope, retryable=True, fenced=False)
-            return
+            return None
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
@@ -116,7 +189,7 @@ class Executor:
             if not isinstance(exc, TaskError):
                 envelope["details"] = {"traceback": _short_traceback(exc)}
             await self._fail_all(contexts, envelope, retryable=retryable)
-            return
+            return exc
         if self.on_handler_done is not None:
             self.on_handler_done()
         crashpoint("before_settle")
@@ -129,13 +202,14 @@ class Executor:
                 retryable=False,
             )
             await self._fail_all(contexts, envelope, retryable=False)
-            return
+            return None
         if len(contexts) == 1:
             await self._succeed(contexts[0], (results or {}).get(contexts[0].task_id))
-            return
+            return None
         await asyncio.gather(
             *(self._succeed(ctx, (results or {}).get(ctx.task_id)) for ctx in contexts)
         )
+        return None
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
         if self._max_run_ms is None:
@@ -160,8 +234,10 @@ class Executor:
             for ctx in contexts:
                 ctx.abandon()
             log.warning(
-                "handler thread ran past max_run_ms; its writes are refused, and the attempt "
-                "keeps its lease until the thread returns",
+                "%s: handler thread ran past max_run_ms=%s; its writes are refused, and the "
+                "attempt keeps its lease until the thread returns",
+                _describe(contexts[0]),
+                self._max_run_ms,
                 extra=_log_extra(contexts[0]),
             )
             with contextlib.suppress(Exception):
@@ -247,7 +323,7 @@ class Executor:
             try:
                 await write()
             except LostLease:
-                log.info("lease lost before settling", extra=_log_extra(ctx))
+                log.info("%s: lease lost before settling", _describe(ctx), extra=_log_extra(ctx))
                 return
             except DatabaseError as exc:
                 if not exc.retryable or attempt == SETTLE_ATTEMPTS:

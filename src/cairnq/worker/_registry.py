@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import InvalidArgument
 from ..models import TaskDef
 from ..protocol.ops import check_int, check_text
+from ._context import SyncTaskContext, TaskContext
 
 Handler = Callable[..., Any]
 
@@ -42,19 +44,92 @@ def _is_async(fn: Handler) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _takes_payload(fn: Handler) -> bool:
-    """``(ctx, payload)`` if the handler declares two positional parameters or ``*args``."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    positional = 0
-    for param in params:
-        if param.kind is param.VAR_POSITIONAL:
+def _label(fn: Handler) -> str:
+    """The handler's name for messages: a function's, a partial's function's, or a class's."""
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(target, "__name__", None) or type(target).__name__
+    return "handler" if name == "<lambda>" else str(name)
+
+
+def _names_context(param: inspect.Parameter) -> bool:
+    """Whether a lone positional parameter is meant to receive the task context.
+
+    An annotation naming a context type says so; otherwise the name must (``ctx``,
+    ``context``, ``task_ctx``, ``_``...): a lone ``payload`` or ``data`` is a
+    handler written for the payload, which would receive the context instead.
+    """
+    annotation = param.annotation
+    if isinstance(annotation, str):
+        if "Context" in annotation:
             return True
-        if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    return positional >= 2
+    elif isinstance(annotation, type) and issubclass(annotation, (TaskContext, SyncTaskContext)):
+        return True
+    name = param.name.lower()
+    return name == "_" or "ctx" in name or "context" in name
+
+
+def _refuse(fn: Handler, task: str, problem: str, batch: int = 1) -> NoReturn:
+    label = _label(fn)
+    if batch > 1:
+        raise InvalidArgument(
+            f"handler {label!r} for batched task {task!r} {problem}. A batch handler is called "
+            f"with one list of task contexts: `async def {label}(contexts)`"
+        )
+    raise InvalidArgument(
+        f"handler {label!r} for task {task!r} {problem}. cairnq calls a handler with the task "
+        f"context first, in one of two forms: `async def {label}(ctx, payload)`, or "
+        f"`async def {label}(ctx)` reading ctx.payload (plain `def` works the same way)"
+    )
+
+
+def _takes_payload(fn: Handler, task: str, batch: int) -> bool:
+    """Whether ``fn`` is called ``(ctx, payload)`` rather than ``(ctx)`` (or ``(contexts)``).
+
+    Raises:
+        InvalidArgument: the signature cannot take the context as its first
+            positional argument, or needs arguments cairnq never passes.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True  # a builtin or extension callable: called (ctx, payload)
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star_args = any(p.kind is p.VAR_POSITIONAL for p in params)
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword_only:
+        _refuse(
+            fn,
+            task,
+            f"has keyword-only parameters without defaults ({', '.join(keyword_only)}), "
+            "which cairnq never passes",
+            batch,
+        )
+    most = 1 if batch > 1 else 2
+    if len(required) > most:
+        names = ", ".join(p.name for p in required)
+        _refuse(
+            fn,
+            task,
+            f"requires {len(required)} positional parameters ({names}); at most {most}",
+            batch,
+        )
+    if not positional and not star_args:
+        _refuse(fn, task, "takes no positional parameter, so it cannot take the context", batch)
+    if batch > 1:
+        return False
+    if star_args or len(positional) >= 2:
+        return True
+    lone = positional[0]
+    if not _names_context(lone):
+        _refuse(
+            fn,
+            task,
+            f"takes one parameter, {lone.name!r}, which would receive the task context, "
+            "not the payload",
+        )
+    return False
 
 
 class Registry:
@@ -84,15 +159,16 @@ class Registry:
         checked = check_text(name, "task name") or ""
         if checked in self._by_name:
             raise InvalidArgument(f"a handler for task {checked!r} is already registered")
+        size = 1 if batch is None else check_int(batch, "batch", low=1, high=10_000)
         registration = Registration(
             name=checked,
             fn=fn,
-            batch=1 if batch is None else check_int(batch, "batch", low=1, high=10_000),
+            batch=size,
             concurrency=None
             if concurrency is None
             else check_int(concurrency, "concurrency", low=1, high=100_000),
             is_async=_is_async(fn),
-            takes_payload=_takes_payload(fn),
+            takes_payload=_takes_payload(fn, checked, size),
         )
         self._by_name[checked] = registration
         return registration

@@ -21,16 +21,16 @@ from typing import Any, TypeVar, overload
 
 from .. import _ids
 from .._wakeups import Subscription, wants_queued
-from ..backends import Backend, SQLiteBackend
+from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
-from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
-from ._context import CallScope, Listener, Runtime
+from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._heartbeater import Heartbeater
 from ._presence import Presence
@@ -43,12 +43,27 @@ log = logging.getLogger("cairnq.worker")
 F = TypeVar("F", bound=Handler)
 
 SHUTDOWN_WRITE_TIMEOUT_S = 5.0
+# How long a worker waits before opening again a database it could not reach.
+OPEN_RETRY_S = 5.0
 
 __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
 
 def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
     log.error("worker error during %s", context.get("phase", "?"), exc_info=exc, extra=context)
+
+
+def _listing(contexts: list[TaskContext]) -> str:
+    """``ID (NAME), ...`` for a log line about several tasks."""
+    return ", ".join(f"{ctx.task_id} ({ctx.name})" for ctx in contexts)
+
+
+def _listing_extra(worker_id: str, contexts: list[TaskContext]) -> dict[str, Any]:
+    return {
+        "worker_id": worker_id,
+        "task_ids": [ctx.task_id for ctx in contexts],
+        "task_names": [ctx.name for ctx in contexts],
+    }
 
 
 def _safe(on_error: OnError) -> OnError:
@@ -267,6 +282,35 @@ class Worker:
     def __repr__(self) -> str:
         return f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency}>"
 
+    @property
+    def owns_database(self) -> bool:
+        """Whether this worker made its client from a URL or path (and closes it)."""
+        return self._owns_client
+
+    def _move_to(self, backend: Backend) -> None:
+        """Serve ``backend`` instead of the database this worker was built with.
+
+        For ``cairnq worker --db``: only a worker that made its own client and has
+        never run, whose client no one else holds. The worker owns ``backend`` from now.
+
+        Raises:
+            InvalidArgument: the worker was given a client or backend, or has run.
+        """
+        if not self._owns_client:
+            raise InvalidArgument("this worker was built with an open client; it cannot move")
+        if self._running or self._loop is not None:
+            raise InvalidArgument("this worker has already run; it cannot move")
+        old = self.client
+        client = CairnQ(backend)
+        client._owns_backend = True
+        self.client = client
+        self._runtime.client = client
+        if self._runtime.gate is old.gate:
+            self._runtime.gate = client.gate
+        if self.sweeper is not None:
+            self.sweeper = RetentionSweeper(backend, self.sweeper.retention)
+        self._recoverer.backend = backend
+
     # --- registration -----------------------------------------------------------------
 
     @overload
@@ -300,6 +344,13 @@ class Worker:
         A handler taking two positional parameters gets ``(ctx, payload)``, one
         gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
         ``def`` handlers run in threads with a blocking ``SyncTaskContext``.
+
+        Raises:
+            InvalidArgument: the handler cannot take the context: a lone
+                parameter named for the payload (``async def f(payload)``; name it
+                ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
+                positional parameter, more than two required ones, or required
+                keyword-only ones. The message shows both accepted forms.
         """
         if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
             self.registry.add(None, name_or_fn, batch=batch, concurrency=concurrency)
@@ -319,7 +370,24 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
     ) -> Registration:
-        """Register ``fn`` as the handler of ``name`` (the imperative ``task``)."""
+        """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
+
+        Args:
+            name: The task name, or a ``TaskDef``.
+            fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
+            batch, concurrency: As for ``task``.
+
+        Returns:
+            The ``Registration``.
+
+        Raises:
+            InvalidArgument: the name is taken, or ``fn`` cannot take the context
+                (see ``task``).
+
+        Example::
+
+            worker.register("email.send", send_email)
+        """
         return self.registry.add(name, fn, batch=batch, concurrency=concurrency)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -496,11 +564,20 @@ class Worker:
         self._fatal = None
         self._running = True
         try:
-            await self.client.open()
-            await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
+            opened = await self._open()
+            if opened:
+                await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
         except BaseException:
             self._running = False
             raise
+        if not opened:
+            self._running = False
+            log.info(
+                "worker stopped before it reached %s",
+                description_of(self.client.backend),
+                extra={"worker_id": self.worker_id},
+            )
+            return
         threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
         )
@@ -555,12 +632,20 @@ class Worker:
         self._presence.job.start()
         if self.sweeper is not None:
             self.sweeper.start()
+        names = self.registry.names()
         log.info(
-            "worker started",
+            "worker %s started on %s: queues %s, concurrency %d, tasks %s",
+            self.worker_id,
+            description_of(backend),
+            ",".join(self.queues),
+            self.concurrency,
+            ", ".join(names),
             extra={
                 "worker_id": self.worker_id,
+                "database": description_of(backend),
                 "queues": self.queues,
                 "concurrency": self.concurrency,
+                "task_names": names,
             },
         )
         try:
@@ -578,6 +663,46 @@ class Worker:
             log.info("worker stopped", extra={"worker_id": self.worker_id})
         if self._fatal is not None:
             raise self._fatal
+
+    async def _open(self) -> bool:
+        """Open the client; ``False`` when ``stop()`` came first.
+
+        A database that cannot be reached (``DatabaseUnavailable``) is tried again
+        every ``OPEN_RETRY_S``, one warning each time, unless it is a file (SQLite),
+        which no wait brings back. A stop abandons the attempt in progress.
+        """
+        stopping = self._stopping
+        assert stopping is not None
+        while True:
+            began = time.monotonic()
+            opening = asyncio.ensure_future(self.client.open())
+            stopped = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+            if not opening.done():
+                opening.cancel()
+                # The backend closes what it had opened; bounded by the drain timeout.
+                await asyncio.wait({opening}, timeout=max(0.1, self.drain_timeout_ms / 1000))
+                return False
+            try:
+                opening.result()
+                return True
+            except DatabaseUnavailable as exc:
+                if isinstance(self.client.backend, FileBound):
+                    raise
+                log.warning(
+                    "%s; retrying in %.0fs",
+                    exc,
+                    OPEN_RETRY_S,
+                    extra={"worker_id": self.worker_id, "phase": "open"},
+                )
+            # An open that waited for the database already spent (part of) the interval.
+            pause = max(0.0, OPEN_RETRY_S - (time.monotonic() - began))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), pause)
+                return False
 
     def _limits(self) -> ClaimLimits:
         return ClaimLimits(
@@ -638,13 +763,24 @@ class Worker:
             ctx.mark_lost()
         if running:
             log.warning(
-                "%d handler threads still running at shutdown; their leases will expire",
+                "%d handler threads still running at shutdown; their leases will expire "
+                "and the tasks run again: %s",
                 len(running),
-                extra={"worker_id": self.worker_id},
+                _listing(running),
+                extra=_listing_extra(self.worker_id, running),
             )
         leftovers = [c for c in leftovers if c not in executor.in_threads]
         for ctx in leftovers:
             ctx.mark_lost(announce=False)
+        if leftovers:
+            log.warning(
+                "drain ended (drain_timeout_ms=%d) with %d tasks unfinished; handing them "
+                "back to the queue, their attempts uncounted: %s",
+                self.drain_timeout_ms,
+                len(leftovers),
+                _listing(leftovers),
+                extra=_listing_extra(self.worker_id, leftovers),
+            )
         if leftovers and self._fatal is None:
             await asyncio.wait(
                 [asyncio.ensure_future(settler.release(ctx.lease)) for ctx in leftovers],
