@@ -53,8 +53,9 @@ class Lines:
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
+        with stream:
+            for line in stream:
+                self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
     def until(self, text: str, within_s: float = REPORTED_WITHIN_S) -> str:
