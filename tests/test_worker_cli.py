@@ -251,3 +251,15 @@ def test_worker_on_an_unreachable_postgres_logs_one_line_per_interval_and_stops_
         )
     assert not [line for line in lines if "psycopg" in line or "Traceback" in line]
     assert not [line for line in lines if line.startswith((" ", "\t"))]
+
+
+def test_worker_schema_option_without_a_database_url_is_a_usage_error(tmp_path: Path) -> None:
+    write_app(tmp_path / "jobs_path.py", "Worker.sqlite('own.db')")
+    result = cairnq(tmp_path, "worker", "jobs_path:worker", "--until-idle", "--schema", "jobs")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line == (
+        "cairnq: error: --schema alone cannot move the worker: name its database with "
+        "--db (or $CAIRNQ_DATABASE_URL) too"
+    )
+    assert not (tmp_path / "own.db").exists()

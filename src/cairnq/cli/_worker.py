@@ -129,6 +129,12 @@ def _move(worker: Worker, spec: str, args: argparse.Namespace) -> None:
             "(build it from a URL or path, e.g. Worker.sqlite('tasks.db'), to choose "
             "the database at the command line)"
         )
+    if args.db is None and not os.environ.get("CAIRNQ_DATABASE_URL"):
+        raise CommandError(
+            "--schema alone cannot move the worker: name its database with --db "
+            "(or $CAIRNQ_DATABASE_URL) too",
+            code=2,
+        )
     target = resolve_target(args.db, args.schema)
     options = target.backend_options(migrate=True, tool="worker")
     # A worker keeps its backend's own pool sizing and wake-ups; only the schema is chosen.
