@@ -104,6 +104,25 @@ async def test_handler_with_one_parameter_gets_only_the_context(db: Database) ->
     assert result == ["x", 1]
 
 
+async def test_a_lone_parameter_not_named_for_the_payload_receives_the_context(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=50)
+
+    async def by_task(task):
+        return task.payload
+
+    worker.register("by_task", by_task)
+    worker.register("by_job", lambda job: job.task_id)
+    async with db.client() as cq, worker.background():
+        result = await cq.call("by_task", ["x", 1], timeout_ms=10_000)
+        submitted = await cq.submit("by_job", {})
+        done = await cq.wait(submitted.id, timeout_ms=10_000)
+    await worker.close()
+    assert result == ["x", 1]
+    assert done.result == submitted.id
+
+
 async def test_task_def_registration_and_call(db: Database) -> None:
     double = TaskDef[int, int]("math.double", queue="math")
     worker = db.worker(queues=["math"], poll_interval_ms=50)
@@ -728,7 +747,7 @@ def test_registering_a_name_twice_is_refused(db: Database) -> None:
 def test_a_handler_taking_only_the_payload_is_refused_showing_both_forms(tmp_path: Path) -> None:
     worker = Worker(tmp_path / "t.db")
 
-    async def send(payload: dict[str, Any]) -> None: ...
+    async def send(payload): ...
 
     with pytest.raises(InvalidArgument) as refused:
         worker.task("email.send")(send)
@@ -737,6 +756,19 @@ def test_a_handler_taking_only_the_payload_is_refused_showing_both_forms(tmp_pat
     assert "async def send(ctx, payload)" in message
     assert "async def send(ctx)" in message
     assert worker.registry.names() == []
+
+
+@pytest.mark.parametrize("annotation", [dict, "dict[str, Any]", dict[str, Any], int])
+def test_a_lone_parameter_annotated_as_no_context_is_refused(
+    tmp_path: Path, annotation: Any
+) -> None:
+    worker = Worker(tmp_path / "t.db")
+
+    async def job(task: Any) -> None: ...
+
+    job.__annotations__["task"] = annotation
+    with pytest.raises(InvalidArgument, match="'task', which would receive the task context"):
+        worker.register("job", job)
 
 
 def test_register_refuses_a_lambda_taking_only_the_payload(tmp_path: Path) -> None:

@@ -51,21 +51,47 @@ def _label(fn: Handler) -> str:
     return "handler" if name == "<lambda>" else str(name)
 
 
-def _names_context(param: inspect.Parameter) -> bool:
-    """Whether a lone positional parameter is meant to receive the task context.
+PAYLOAD_NAMES = frozenset(
+    {
+        "payload",
+        "data",
+        "body",
+        "params",
+        "args",
+        "arguments",
+        "input",
+        "inputs",
+        "item",
+        "message",
+        "msg",
+        "json",
+        "obj",
+        "value",
+        "values",
+        "kwargs",
+        "request",
+    }
+)
+"""Names that say a lone parameter was written for the payload, not the context."""
 
-    An annotation naming a context type says so; otherwise the name must (``ctx``,
-    ``context``, ``task_ctx``, ``_``...): a lone ``payload`` or ``data`` is a
-    handler written for the payload, which would receive the context instead.
+
+def _names_payload(param: inspect.Parameter) -> bool:
+    """Whether a lone positional parameter was written for the payload, not the context.
+
+    It was when its annotation names a type other than a task context (``dict``,
+    ``MyPayload``), or, unannotated, when its name is a payload's (``payload``,
+    ``data``, ``body``, ``*_payload``...). Any other lone parameter (``ctx``,
+    ``task``, ``job``, ``_``) receives the context, as it always has.
     """
     annotation = param.annotation
-    if isinstance(annotation, str):
-        if "Context" in annotation:
-            return True
-    elif isinstance(annotation, type) and issubclass(annotation, (TaskContext, SyncTaskContext)):
-        return True
+    if annotation is not param.empty:
+        if isinstance(annotation, str):
+            return "Context" not in annotation
+        if isinstance(annotation, type):
+            return not issubclass(annotation, (TaskContext, SyncTaskContext))
+        return True  # a generic alias (dict[str, Any]) or a union: not a context
     name = param.name.lower()
-    return name == "_" or "ctx" in name or "context" in name
+    return name in PAYLOAD_NAMES or name.endswith(("payload", "_data"))
 
 
 def _refuse(fn: Handler, task: str, problem: str, batch: int = 1) -> NoReturn:
@@ -122,7 +148,7 @@ def _takes_payload(fn: Handler, task: str, batch: int) -> bool:
     if star_args or len(positional) >= 2:
         return True
     lone = positional[0]
-    if not _names_context(lone):
+    if _names_payload(lone):
         _refuse(
             fn,
             task,
