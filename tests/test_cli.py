@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ import pytest
 
 from cairnq import SyncCairnQ, TaskError, Worker
 from cairnq._extras import missing_extra
-from cairnq.cli import CommandError, Target, main, resolve_target
+from cairnq.cli import CommandError, Target, _tasks, main, resolve_target
 from cairnq.cli import _parser as cli_parser
 from cairnq.durations import format_duration, parse_duration, parse_milliseconds
 from cairnq.errors import InvalidArgument, SerializationError
@@ -1350,6 +1351,32 @@ def test_purge_on_a_terminal_deletes_nothing_unless_the_answer_is_yes(
     assert result.code == 1
     assert result.lines[-1] == "nothing deleted"
     assert len(cq.list()) == 1
+
+
+def test_purge_deletes_only_what_it_counted_when_tasks_finish_during_the_prompt(
+    db: Database,
+    cq: SyncCairnQ,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted = finished_days_ago(db, cq, "old", 1)
+    finished_during_prompt: list[Task] = []
+
+    def confirm_after_another_task_finishes(count: int) -> bool:
+        time.sleep(0.01)  # the task below finishes after the count, on any clock
+        late = cq.cancel(cq.submit("late").id)
+        assert late is not None
+        finished_during_prompt.append(late)
+        time.sleep(0.01)
+        return True
+
+    monkeypatch.setattr(_tasks, "_confirmed", confirm_after_another_task_finishes)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    result = run_on(db, capsys, "purge", "--older-than", "0s")
+    assert result.code == 0, result.err
+    assert result.lines[-1] == "purged 1 task"
+    assert [t.id for t in cq.list()] == [finished_during_prompt[0].id]
+    assert cq.get(counted.id) is None
 
 
 def test_purge_with_an_invalid_duration_is_a_one_line_usage_error(

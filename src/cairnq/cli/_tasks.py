@@ -356,6 +356,7 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq purge``: count and confirm first, then delete in batches until none is left."""
     filters = {"status": args.status, "queue": args.queue, "name": args.name}
     with open_client(args) as client:
+        counted_at = time.monotonic()
         counts = client._run(
             _ops.purge_counts(older_than_ms=args.older_than, **filters), write=False
         )
@@ -380,11 +381,16 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
             if not _confirmed(matching):
                 out.write("nothing deleted\n")
                 return 1
+        # What was counted and confirmed, no more: the cutoff stays where it was when
+        # counted (tasks finishing during the prompt are not old enough), and the
+        # deletes stop at the count.
+        older_than = args.older_than + int((time.monotonic() - counted_at) * 1000)
         total = 0
-        while True:
-            ids = client.purge(older_than_ms=args.older_than, limit=args.batch, **filters)
+        while total < matching:
+            limit = min(args.batch, matching - total)
+            ids = client.purge(older_than_ms=older_than, limit=limit, **filters)
             total += len(ids)
-            if len(ids) < args.batch:
+            if len(ids) < limit:
                 break
     out.write(f"purged {_plural(total)}\n")
     return 0
