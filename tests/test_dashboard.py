@@ -569,6 +569,24 @@ async def test_the_purge_page_counts_the_matching_tasks_before_confirming(db: Da
         assert [await cq.get(t.id) for t in old] == [None, None]
 
 
+async def test_a_purge_deletes_what_its_page_counted_not_what_aged_since(db: Database) -> None:
+    clock = FakeClock(1_800_000_000_000)
+    async with db.client(clock=clock) as cq:
+        counted = [await fail(cq, "b") for _ in range(2)]
+        clock.advance(2 * DAY_MS)
+        aged_since = await fail(cq, "b")
+        clock.advance(6 * DAY_MS)
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/purge", params={"older_than": "7d"})).text
+            clock.advance(2 * DAY_MS)  # the page stayed open; the third task is now 8 days old
+            hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page))
+            posted = await client.post("/purge", data={**hidden, "csrf": csrf_from(page)})
+        assert 'data-count="2"' in page
+        assert posted.headers["location"] == "/tasks?purged=2"
+        assert [await cq.get(t.id) for t in counted] == [None, None]
+        assert await cq.get(aged_since.id) is not None
+
+
 async def test_the_purge_page_proposes_seven_days_not_zero(cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
         page = (await client.get("/purge")).text

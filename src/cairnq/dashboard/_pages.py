@@ -23,6 +23,8 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
+from .._clock import SYSTEM_CLOCK
+from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
@@ -687,7 +689,18 @@ class Pages:
         except InvalidArgument as exc:
             return self._purge_page(request, filters, str(exc), 400)
         status = 200 if error is None else 400
-        return self._purge_page(request, filters, error, status, count=count, any_age=older == 0)
+        return self._purge_page(
+            request,
+            filters,
+            error,
+            status,
+            count=count,
+            any_age=older == 0,
+            counted_at=self._now_ms(),
+        )
+
+    def _now_ms(self) -> int:
+        return (clock_of(self.dash.client.backend) or SYSTEM_CLOCK).now_ms()
 
     def _purge_page(
         self,
@@ -698,6 +711,7 @@ class Pages:
         *,
         count: int | None = None,
         any_age: bool = False,
+        counted_at: int | None = None,
     ) -> Response:
         body = render(
             "confirm_purge.html",
@@ -707,6 +721,7 @@ class Pages:
             count=count,
             most=PURGE_MAX,
             any_age=any_age,
+            counted_at=counted_at,
         )
         return self._page(request, title="Purge", active="tasks", body=body, status=status)
 
@@ -873,18 +888,25 @@ class Pages:
             status = filters["status"] or None
             if status is not None and status not in TERMINAL_STATUSES:
                 raise InvalidArgument("status must be succeeded, failed or canceled")
+            # What the page counted, no more: the cutoff stays where it was when counted
+            # (tasks finishing since are not old enough) and the deletes stop at the count.
+            older += self._since(form.get("counted_at", ""))
+            most = _whole(form.get("count", ""), PURGE_MAX)
             total = 0
             more = False
             for batch in range(PURGE_MAX_BATCHES):
+                limit = min(PURGE_BATCH, most - total)
+                if limit <= 0:
+                    break
                 ids = await client.purge(
                     older_than_ms=older,
                     status=status,
                     queue=filters["queue"] or None,
                     name=filters["name"] or None,
-                    limit=PURGE_BATCH,
+                    limit=limit,
                 )
                 total += len(ids)
-                if len(ids) < PURGE_BATCH:
+                if len(ids) < limit:
                     break
                 more = batch == PURGE_MAX_BATCHES - 1
         except InvalidArgument as exc:
@@ -894,6 +916,12 @@ class Pages:
         if more:
             query["more"] = 1
         return redirect(request, "/tasks", query)
+
+    def _since(self, counted_at: str) -> int:
+        """Milliseconds since the page's count (``counted_at``), 0 when absent or odd."""
+        if not counted_at.isdigit():
+            return 0
+        return max(0, self._now_ms() - int(counted_at))
 
     async def _bulk(self, request: Request, action: str) -> Response:
         """Retry or cancel, one task at a time, the tasks of the filtered list it applies to."""
@@ -952,3 +980,8 @@ def bulk_notice(action: str, query: Mapping[str, str]) -> str:
     if query.get("more") == "1":
         text += f" More match: {action} again."
     return text
+
+
+def _whole(text: str, most: int) -> int:
+    """A whole number from a form field, at most ``most``; ``most`` when absent or odd."""
+    return min(int(text), most) if text.isdigit() else most
