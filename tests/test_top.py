@@ -385,3 +385,51 @@ def test_cairnq_top_on_a_terminal_quits_when_q_is_pressed(db: Database, cq: Sync
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_cairnq_top_restores_the_terminal_when_killed_by_a_signal(
+    sig: str, db: Database, cq: SyncCairnQ
+) -> None:
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
+    import termios
+    import time
+    from pathlib import Path
+
+    cq.submit("a")
+    script = Path(sys.executable).parent / "cairnq"
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    proc = subprocess.Popen(
+        [str(script), "top", "--interval", "60", *db_args(db)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
+
+    def line_mode() -> bool:
+        return bool(termios.tcgetattr(slave)[3] & termios.ICANON)
+
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while b"cairnq top" not in seen and time.monotonic() < deadline:
+            seen += os.read(master, 4096)
+        assert b"cairnq top" in seen
+        assert not line_mode()  # top reads single keys
+        proc.send_signal(getattr(signal, sig))
+        assert proc.wait(timeout=10) == 128 + getattr(signal, sig)
+        attrs = termios.tcgetattr(slave)
+        assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(slave)
+        os.close(master)

@@ -13,12 +13,14 @@ import contextlib
 import os
 import select
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
@@ -298,6 +300,9 @@ def terminal_keys() -> Iterator[Keys | None]:
         yield None
         return
     saved = termios.tcgetattr(fd)
+    # SIGTERM and SIGHUP end the process through the ``finally`` below, so the
+    # terminal is restored on every exit, not only on q, Ctrl-C or an error.
+    restore_handlers = _exit_on_signals(signal.SIGTERM, signal.SIGHUP)
     tty.setcbreak(fd)
 
     def read_key(timeout: float) -> str | None:
@@ -314,3 +319,24 @@ def terminal_keys() -> Iterator[Keys | None]:
         yield read_key
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        restore_handlers()
+
+
+def _exit_on_signals(*signals: signal.Signals) -> Callable[[], None]:
+    """Make ``signals`` raise ``SystemExit`` (exit 128 + signal number) in the main thread;
+    returns the function that puts the previous handlers back. Elsewhere, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: dict[signal.Signals, Any] = {}
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in signals:
+        previous[sig] = signal.signal(sig, leave)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
