@@ -467,6 +467,9 @@ def test_default_redact_masks_card_numbers_but_not_timestamps_or_other_numbers()
         "order 12345 shipped",
         "task_01HZX2345678901234567ABC",
         "token validation failed",
+        "took 0.4242424242424242 s",
+        "elapsed=1733240000.4242424242424242",
+        "4242424242424242.5",
     ]
     shown = default_redact("payload", [CARD, *kept], None)  # type: ignore[arg-type]
     assert shown == ["••••••", *kept]

@@ -51,8 +51,9 @@ SECRET_TEXT = re.compile(
 )
 
 # Candidate card numbers: 13 to 19 digits, optionally grouped by single spaces or
-# dashes, not part of a longer word or run of digits. ``_is_card`` decides.
-_CARD_CANDIDATE = re.compile(r"(?<![0-9A-Za-z_])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z_])")
+# dashes, not part of a longer word, run of digits or decimal number (the digits
+# after a point are a fraction, not a card). ``_is_card`` decides.
+_CARD_CANDIDATE = re.compile(r"(?<![0-9A-Za-z_.])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z_]|\.\d)")
 
 
 def _luhn(digits: str) -> bool:
