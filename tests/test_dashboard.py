@@ -450,6 +450,9 @@ async def test_a_card_number_in_an_error_is_masked_on_the_task_and_in_the_list(
         "sk_live_abcdefghij12345",
         "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         "AKIAIOSFODNN7EXAMPLE",
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "postgresql://bob:hunter2secret@db/app",
+        "https://api.example.com/v1?access_token=abc123xyz",
     ],
 )
 def test_default_redact_masks_secret_shaped_text(text: str) -> None:
@@ -470,6 +473,8 @@ def test_default_redact_masks_card_numbers_but_not_timestamps_or_other_numbers()
         "took 0.4242424242424242 s",
         "elapsed=1733240000.4242424242424242",
         "4242424242424242.5",
+        "Basic authentication required",
+        "http://db.example.com:5432/app",
     ]
     shown = default_redact("payload", [CARD, *kept], None)  # type: ignore[arg-type]
     assert shown == ["••••••", *kept]

@@ -6,8 +6,9 @@ Two rules, applied to payloads, results, metadata and error envelopes at any dep
   ``api_key``, ``authorization``, ...) is replaced by ``MASK`` whatever it is;
 - inside every string (and every integer that could be a card number), the parts
   that look like a secret are replaced by ``MASK`` and the rest of the text is
-  kept, so a traceback or a message stays readable: card numbers, bearer
-  credentials and the usual shapes of API tokens (see ``SECRET_TEXT``).
+  kept, so a traceback or a message stays readable: card numbers, bearer and
+  basic credentials, passwords in URLs and query strings, and the usual shapes
+  of API tokens (see ``SECRET_TEXT``).
 
 Both are heuristics: they catch the common leaks, not every secret. A hook of
 one's own can call ``default_redact`` and mask more, or replace it entirely.
@@ -32,9 +33,15 @@ SECRET_KEYS = re.compile(
 SECRET_TEXT = re.compile(
     "|".join(
         (
-            # "Bearer <credentials>" (an Authorization header copied into a message):
-            # the word stays, the credentials go.
-            r"(?P<scheme>\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}",
+            # "Bearer <credentials>", or "Authorization: Basic <credentials>" (a header
+            # copied into a message): the words stay, the credentials go. A lone
+            # "Basic" is too common a word to go by.
+            r"(?P<scheme>\bBearer\s+|\bAuthorization:\s*Basic\s+)[A-Za-z0-9._~+/=-]{8,}",
+            # A password in a URL (postgresql://user:password@host): the user stays.
+            r"(?P<userinfo>\b[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@\s/]+(?=@)",
+            # A secret in a query string (?access_token=..., &api_key=...): the name stays.
+            r"(?P<param>[?&](?:access_token|token|api_key|apikey|key|password|secret|sig"
+            r"|signature|client_secret)=)[^&\s#]+",
             # JSON Web Tokens: three base64url parts, the first two JSON objects.
             r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
             # API keys with a recognisable prefix: OpenAI and Anthropic (sk-...),
@@ -77,7 +84,8 @@ def _is_card(text: str) -> bool:
 
 
 def _mask_secret(match: re.Match[str]) -> str:
-    return (match.group("scheme") or "") + MASK
+    kept = match.group("scheme") or match.group("userinfo") or match.group("param")
+    return (kept or "") + MASK
 
 
 def _mask_card(match: re.Match[str]) -> str:
