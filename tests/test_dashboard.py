@@ -451,7 +451,7 @@ async def test_a_card_number_in_an_error_is_masked_on_the_task_and_in_the_list(
         "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         "AKIAIOSFODNN7EXAMPLE",
         "Authorization: Basic dXNlcjpwYXNzd29yZA==",
-        "postgresql://bob:hunter2secret@db/app",
+        "postgresql://bob:hunter2secret@",
         "https://api.example.com/v1?access_token=abc123xyz",
     ],
 )
