@@ -137,7 +137,8 @@ def _move(worker: Worker, spec: str, args: argparse.Namespace) -> None:
         )
     target = resolve_target(args.db, args.schema)
     options = target.backend_options(migrate=True, tool="worker")
-    # A worker keeps its backend's own pool sizing and wake-ups; only the schema is chosen.
+    # The new backend gets its defaults (a new SQLite file mode 0600, default pool
+    # sizes): the options of the Worker's own backend belong to its own database.
     options = {k: v for k, v in options.items() if k in ("schema", "migrate")}
     worker._move_to(open_backend(target.location, **options))
 
