@@ -14,12 +14,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from cairnq import SyncCairnQ
 
 from ._db import Database
+from .conftest import PG_URL
 
 SCRIPT = Path(sys.executable).parent / "cairnq"
 
@@ -263,3 +265,25 @@ def test_worker_schema_option_without_a_database_url_is_a_usage_error(tmp_path: 
         "--db (or $CAIRNQ_DATABASE_URL) too"
     )
     assert not (tmp_path / "own.db").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_worker_on_a_postgres_database_that_does_not_exist_stops_with_one_line(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    pytest.importorskip("psycopg_pool")
+    # pg_dsn (a libpq key=value string) only proves the server is up; the Worker takes a URL.
+    url = urlunsplit(urlsplit(PG_URL)._replace(path="/cairnq_no_such_database"))
+    write_app(tmp_path / "jobs_nodb.py", f"Worker({url!r})")
+    started = time.monotonic()
+    result = cairnq(tmp_path, "worker", "jobs_nodb:worker")
+    took = time.monotonic() - started
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[-1].startswith("cairnq: error: PostgreSQL ")
+    assert lines[-1].endswith(
+        'refused the connection: FATAL:  database "cairnq_no_such_database" does not exist'
+    )
+    assert not [line for line in lines if "retrying" in line or "Traceback" in line]
+    assert took < 30  # OPEN_TIMEOUT_S: it did not wait out the open timeout

@@ -159,6 +159,20 @@ _CONNECT_FAILED = "error connecting in %r: %s"
 _SERVER_FAILED = re.compile(r"connection to server (?:at|on) .*? failed: (.*)$")
 
 
+# Connection failures no wait mends: the server answered and refused this database,
+# role or credential. A worker stops on them instead of retrying.
+_REFUSED_FOR_GOOD = re.compile(
+    r"does not exist|authentication failed|no pg_hba\.conf entry|no password supplied"
+    r"|permission denied",
+    re.IGNORECASE,
+)
+
+
+def refused_for_good(reason: str) -> bool:
+    """Whether a connection failure's ``reason`` is a misconfiguration, not an outage."""
+    return bool(_REFUSED_FOR_GOOD.search(reason))
+
+
 def _reason(error: object) -> str:
     """The first line of a connection error, without psycopg's preamble."""
     line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -438,9 +452,14 @@ class PostgresCore:
         """After one ``CONNECT_RETRY_S`` without a connection: one line, or give up.
 
         Raises:
-            DatabaseUnavailable: ``OPEN_TIMEOUT_S`` has passed.
+            DatabaseUnavailable: ``OPEN_TIMEOUT_S`` has passed, or the server refused
+                the database, role or credentials (``retryable`` False: no wait helps).
         """
         waited = time.monotonic() - started
+        reason = POOL_CONNECT_ERRORS.last.get(pool_name, "")
+        if refused_for_good(reason):
+            where = getattr(self, "description", "PostgreSQL")
+            raise DatabaseUnavailable(f"{where} refused the connection: {reason}", retryable=False)
         message = self._unreachable(pool_name, waited)
         if waited + CONNECT_RETRY_S > OPEN_TIMEOUT_S:
             raise DatabaseUnavailable(f"{message} (no connection for {waited:.0f} s)")
@@ -455,7 +474,12 @@ class PostgresCore:
         """A direct connection's failure to connect as one line; other errors translated."""
         if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
             where = getattr(self, "description", "PostgreSQL")
-            return DatabaseUnavailable(f"cannot reach {where}: {_reason(exc)}")
+            reason = _reason(exc)
+            if refused_for_good(reason):
+                return DatabaseUnavailable(
+                    f"{where} refused the connection: {reason}", retryable=False
+                )
+            return DatabaseUnavailable(f"cannot reach {where}: {reason}")
         return _translate(exc)
 
     def _create_schema_sql(self) -> sql.Composed:

@@ -668,8 +668,9 @@ class Worker:
         """Open the client; ``False`` when ``stop()`` came first.
 
         A database that cannot be reached (``DatabaseUnavailable``) is tried again
-        every ``OPEN_RETRY_S``, one warning each time, unless it is a file (SQLite),
-        which no wait brings back. A stop abandons the attempt in progress.
+        every ``OPEN_RETRY_S``, one warning each time, unless it is a file (SQLite)
+        or refused this database, role or credentials: no wait brings those back. A
+        stop abandons the attempt in progress.
         """
         stopping = self._stopping
         assert stopping is not None
@@ -690,7 +691,7 @@ class Worker:
                 opening.result()
                 return True
             except DatabaseUnavailable as exc:
-                if isinstance(self.client.backend, FileBound):
+                if isinstance(self.client.backend, FileBound) or not exc.retryable:
                     raise
                 log.warning(
                     "%s; retrying in %.0fs",
