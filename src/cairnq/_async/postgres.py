@@ -19,6 +19,7 @@ from ..backends._postgres_core import (
     ASYNC_POOL_NAME,
     ASYNC_WRAPS_OTHER,
     CONNECT_RETRY_S,
+    POOL_CONNECT_ERRORS,
     PostgresCore,
     _autocommits,
     _has_columns,
@@ -79,6 +80,8 @@ class AsyncPostgresPaths(PostgresCore):
                 except BaseException as exc:
                     await pool.close()
                     raise _translate(exc) from exc
+                finally:
+                    POOL_CONNECT_ERRORS.forget(ASYNC_POOL_NAME + self._pool_suffix)
                 self._async_source = pool
             if not self._setup_done:
                 self.migrations_applied = await arun_setup(

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..backends._postgres_core import (
     CONNECT_RETRY_S,
+    POOL_CONNECT_ERRORS,
     SYNC_NO_CONNECTION,
     SYNC_POOL_NAME,
     SYNC_WRAPS_OTHER,
@@ -74,6 +75,8 @@ class SyncPostgresPaths(PostgresCore):
                 except BaseException as exc:
                     pool.close()
                     raise _translate(exc) from exc
+                finally:
+                    POOL_CONNECT_ERRORS.forget(SYNC_POOL_NAME + self._pool_suffix)
                 self._sync_source = pool
             if not self._setup_done:
                 self.migrations_applied = run_setup(

@@ -203,6 +203,10 @@ class _PoolConnectErrors(logging.Filter):
         self.last[name] = _reason(args[1])
         return False
 
+    def forget(self, name: str) -> None:
+        """Drop what pool ``name`` met: it connected, or it is closed."""
+        self.last.pop(name, None)
+
 
 POOL_CONNECT_ERRORS = _PoolConnectErrors()
 logging.getLogger("psycopg.pool").addFilter(POOL_CONNECT_ERRORS)
