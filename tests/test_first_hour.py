@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -124,11 +125,28 @@ def timed(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], floa
     return result, time.monotonic() - started
 
 
+def readme_section(heading: str) -> str:
+    """The README's text under ``heading``, up to the next heading."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+
+
+def readme_commands(heading: str) -> list[list[str]]:
+    """The commands of the first ``sh`` block under ``heading``, comments dropped and
+    ``a  |  b`` alternatives split, each as its arguments after ``cairnq``."""
+    block = re.findall(r"```sh\n(.*?)```", readme_section(heading), re.S)[0]
+    commands = []
+    for line in block.splitlines():
+        for command in line.split("  #", 1)[0].split(" |  "):
+            words = shlex.split(command)
+            assert words[0] == "cairnq", line
+            commands.append(words[1:])
+    return commands
+
+
 def readme_python(heading: str) -> str:
     """The first Python block under ``heading`` in the README, as it shows it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split(heading + "\n", 1)[1].split("\n#", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    return re.findall(r"```python\n(.*?)```", readme_section(heading), re.S)[0]
 
 
 @pytest.fixture
@@ -140,7 +158,31 @@ def home(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# The README's command-line block, in its order; the test below runs each where
+# its comment says, with the ids the earlier commands printed.
+README_COMMANDS = [
+    ["migrate"],
+    ["worker", "app.tasks:worker", "--queues", "emails,default", "--concurrency", "8"],
+    ["submit", "email.send", '{"to": "ada@example.com"}', "--key", "welcome:ada", "--wait"],
+    ["submit", "report.build", "--delay", "5m"],
+    ["ls", "--status", "failed", "--queue", "emails"],
+    ["get", "task_01J..."],
+    ["get", "--key", "welcome:ada"],
+    ["cancel", "task_01J...", "task_01K...", "--key", "welcome:ada"],
+    ["retry", "--key", "welcome:ada", "--reset-attempt"],
+    ["purge", "--older-than", "7d", "--status", "succeeded", "--dry-run"],
+    ["stats"],
+    ["top"],
+]
+
+
+def test_the_readme_command_block_is_the_one_the_first_hour_runs() -> None:
+    assert readme_commands("### The command line") == README_COMMANDS
+
+
 def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> None:
+    commands = iter(README_COMMANDS)
+
     # The Quick start: one program, worker inside; then the CLI sees the same database.
     (home / "quickstart.py").write_text(readme_python("## Quick start"))
     quick = subprocess.run(
@@ -157,6 +199,11 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
     assert listed.returncode == 0, listed.stderr
     assert "resize" in listed.stdout and "reports.monthly" in listed.stdout
 
+    # cairnq migrate: the Quick start made the database already.
+    migrated = run(home, *next(commands))
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"{home / 'cairnq.db'} is up to date" in migrated.stdout
+
     # Mistake: a handler written without the context is refused when the worker loads.
     (home / "app" / "nocontext.py").write_text(NO_CONTEXT)
     refused, took = timed(home, "worker", "app/nocontext.py")
@@ -164,19 +211,24 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
     assert "ctx" in refused.stderr and "payload" in refused.stderr, refused.stderr
     assert took < REPORTED_WITHIN_S
 
-    # The worker says where it is: its database in full and the tasks it handles.
-    worker = Process(["worker", "app.tasks:worker"], home)
+    # cairnq worker: it says where it is, its database in full and the tasks it handles.
+    worker = Process(next(commands), home)
     try:
         worker.out.until(f"database: {home / 'cairnq.db'}")
-        worker.out.until("email.send")
+        worker.out.until("queues emails,default")
+        worker.out.until("tasks: email.send")
 
-        waited = run(
-            home, "submit", "email.send", '{"to": "ada@example.com"}', "--key", "welcome:ada",
-            "--wait",
-        )  # fmt: skip
+        waited = run(home, *next(commands))
         assert waited.returncode == 0, waited.stderr
         assert TASK_ID.search(waited.stdout.splitlines()[0]), waited.stdout
         assert "succeeded" in waited.stdout
+
+        # A task nobody handles, delayed: stored, and said at once that no worker serves it.
+        report, took = timed(home, *next(commands))
+        assert report.returncode == 0, report.stderr
+        assert "no live cairnq worker" in report.stderr and "'report.build'" in report.stderr
+        assert took < REPORTED_WITHIN_S
+        report_id = _id(report.stdout)
 
         # Mistake: a typo in the task name. Said at once, with the name meant.
         typo, took = timed(home, "submit", "emial.send", '{"to": "ada@example.com"}')
@@ -184,20 +236,53 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         assert "no live cairnq worker" in typo.stderr and "'email.send'" in typo.stderr
         assert str(home / "cairnq.db") in typo.stderr
         assert took < REPORTED_WITHIN_S
+        typo_id = _id(typo.stdout)
 
         # Mistake: a queue nobody serves.
         nobody, took = timed(home, "submit", "email.send", "{}", "--queue", "emial")
         assert "no live cairnq worker" in nobody.stderr and "queue 'emial'" in nobody.stderr
         assert took < REPORTED_WITHIN_S
 
-        # Mistake: a payload the handler refuses. The worker logs the traceback at warning
-        # (a retry follows), naming the task.
-        failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--max-attempts", "2")
+        # Mistake: a payload the handler refuses, on a queue the worker serves. The worker
+        # logs the traceback at warning (a retry follows), naming the task.
+        failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--queue", "emails")
         assert failing.returncode == 0, failing.stderr
-        task_id = TASK_ID.search(failing.stdout)
-        assert task_id is not None
-        assert "WARNING" in worker.err.until(task_id.group())
+        failing_id = _id(failing.stdout)
+        assert "WARNING" in worker.err.until(failing_id)
         worker.err.until("ValueError: not an address: 'nobody'")
+
+        listed = run(home, *next(commands))
+        assert listed.returncode == 0, listed.stderr
+
+        got = run(home, *_with_ids(next(commands), report_id, typo_id))
+        assert got.returncode == 0 and f'"id": "{report_id}"' in got.stdout, got.stderr
+        by_key = run(home, *next(commands))
+        assert by_key.returncode == 0 and '"status": "succeeded"' in by_key.stdout
+
+        # Cancel two ids and a key: the ids are canceled; the key's task already succeeded,
+        # which is said for it alone (exit 1).
+        canceled = run(home, *_with_ids(next(commands), report_id, typo_id))
+        assert canceled.returncode == 1
+        assert f"{report_id} canceled" in canceled.stdout + canceled.stderr
+        assert f"{typo_id} canceled" in canceled.stdout + canceled.stderr
+        assert "already succeeded; nothing to cancel" in canceled.stderr
+
+        retried = run(home, *next(commands))
+        assert retried.returncode == 1
+        assert "already succeeded; only failed or canceled tasks can be retried" in retried.stderr
+
+        purged = run(home, *next(commands))
+        assert purged.returncode == 0, purged.stderr
+        assert "nothing to purge" in purged.stdout
+
+        stats = run(home, *next(commands))
+        assert stats.returncode == 0 and "emial" in stats.stdout
+
+        # cairnq top, once (not a terminal: it would refresh until killed): the queued
+        # task nobody serves is flagged.
+        top = run(home, *next(commands), "-n", "1")
+        assert top.returncode == 0, top.stderr
+        assert "unserved: email.send on emial" in top.stdout
     finally:
         assert worker.stop() == 0
 
@@ -239,3 +324,16 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         err.until("cairnq get task_")
     finally:
         assert other.stop() == 0
+    assert list(commands) == []
+
+
+def _id(output: str) -> str:
+    found = TASK_ID.search(output)
+    assert found is not None, output
+    return found.group()
+
+
+def _with_ids(command: list[str], *ids: str) -> list[str]:
+    """``command`` with the README's placeholder ids (``task_01J...``) replaced, in order."""
+    given = iter(ids)
+    return [next(given) if word.startswith("task_01") else word for word in command]
