@@ -634,6 +634,19 @@ async def test_bulk_retry_shows_the_count_then_requeues_only_the_filtered_tasks(
     assert (await cq.get_status(other.id)).status == "failed"  # type: ignore[union-attr]
 
 
+async def test_bulk_retry_acts_on_no_more_tasks_than_its_page_counted(cq: CairnQ) -> None:
+    counted = [await fail(cq, "b", queue="mail") for _ in range(2)]
+    async with http(create_app(cq)) as client:
+        confirm = (await client.get("/tasks/retry", params={"queue": "mail"})).text
+        failed_since = await fail(cq, "b", queue="mail")
+        hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', confirm))
+        posted = await client.post("/tasks/retry", data={**hidden, "csrf": csrf_from(confirm)})
+    assert ">Retry 2 tasks</button>" in confirm
+    assert posted.headers["location"].endswith("done=2&more=1")
+    statuses = [(await cq.get_status(t.id)).status for t in [*counted, failed_since]]  # type: ignore[union-attr]
+    assert sorted(statuses) == ["failed", "queued", "queued"]
+
+
 async def test_bulk_retry_can_reset_the_attempt_counters(cq: CairnQ) -> None:
     task = await fail(cq, "b", max_attempts=1)
     app = create_app(cq)

@@ -933,7 +933,9 @@ class Pages:
             found = await self._bulk_matches(filters, action, BULK_MAX + 1)
         except InvalidArgument as exc:
             return self._error(request, 400, "Bad request", str(exc))
-        chosen, more = found[:BULK_MAX], len(found) > BULK_MAX
+        # No more than the page counted and the button said.
+        most = _whole(form.get("count", ""), BULK_MAX)
+        chosen, more = found[:most], len(found) > most
         done = skipped = requested = 0
         for start in range(0, len(chosen), BULK_CHUNK):
             chunk = chosen[start : start + BULK_CHUNK]
