@@ -96,6 +96,28 @@ async def test_a_handler_exception_followed_by_a_retry_is_logged_at_warning_with
     assert (second.levelno, second.outcome) == (logging.INFO, "succeeded")  # type: ignore[attr-defined]
 
 
+async def test_a_batch_handler_exception_is_logged_with_one_traceback_for_the_batch(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=3)
+
+    @worker.task("embed", batch=3)
+    async def embed(contexts: list[TaskContext]) -> None:
+        raise RuntimeError("kaboom")
+
+    with caplog.at_level(logging.INFO, logger="cairnq"):
+        async with db.client() as cq:
+            tasks = await cq.submit_many([{"task": "embed", "max_attempts": 1}] * 3)
+            async with worker.background():
+                for task in tasks:
+                    await cq.wait(task.id, timeout_ms=10_000)
+        await worker.close()
+    ends = [r for t in tasks for r in about(caplog, t.id)]
+    assert [r.levelno for r in ends] == [logging.ERROR] * 3
+    assert all(r.getMessage().endswith("RuntimeError: kaboom") for r in ends)
+    assert len([r for r in ends if r.exc_info is not None]) == 1
+
+
 async def test_a_final_handler_exception_is_logged_at_error_with_its_traceback(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:

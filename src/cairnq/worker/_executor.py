@@ -58,10 +58,10 @@ def _seconds(ms: float) -> str:
     return f"{ms / 1000:.3g}s" if ms >= 1000 else f"{ms:.0f}ms"
 
 
-def _log_end(ctx: TaskContext, raised: Exception | None) -> None:
+def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = True) -> None:
     """One line for how the attempt ended, at INFO; a handler's exception raises it to
-    WARNING (a retry follows) or ERROR (final), with its traceback. A final failure
-    is an ERROR whether or not the handler raised.
+    WARNING (a retry follows) or ERROR (final), with its traceback unless ``traceback``
+    is False. A final failure is an ERROR whether or not the handler raised.
     """
     duration_ms = (time.monotonic() - ctx.started) * 1000
     level = logging.INFO
@@ -90,7 +90,7 @@ def _log_end(ctx: TaskContext, raised: Exception | None) -> None:
         words,
         _seconds(duration_ms),
         cause,
-        exc_info=raised if level >= logging.WARNING else None,
+        exc_info=raised if traceback and level >= logging.WARNING else None,
         extra={
             **_log_extra(ctx),
             "duration_ms": round(duration_ms, 3),
@@ -147,8 +147,9 @@ class Executor:
             log.debug("%s: started", _describe(ctx), extra=_log_extra(ctx))
             ctx._emit("started")
         raised = await self._call(registration, contexts)
-        for ctx in contexts:
-            _log_end(ctx, raised)
+        for index, ctx in enumerate(contexts):
+            # A batch handler raised once: its traceback goes with the first task's line.
+            _log_end(ctx, raised, traceback=index == 0)
 
     async def _call(
         self, registration: Registration, contexts: Sequence[TaskContext]
