@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cairnq import CairnQ, TaskContext, TaskEvent, Worker, errors
@@ -582,6 +583,38 @@ async def _wait_until(instant: float) -> None:
     await asyncio.sleep(max(0.0, instant - time.time()))
 
 
+GATE_MARGIN_S = 0.3
+
+
+def open_gate(gate: Path, count: int, timeout: float = 120) -> float:
+    """Wait until ``count`` processes stand at ``gate``, then open it for them all at one
+    instant a moment from now, returned. However slowly each process started (a loaded
+    machine), they all start at once.
+    """
+    deadline = time.monotonic() + timeout
+    while len(list(gate.glob("ready-*"))) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} processes reached {gate}")
+        time.sleep(0.01)
+    start_at = time.time() + GATE_MARGIN_S
+    go = gate / "go.tmp"
+    go.write_text(repr(start_at))
+    go.rename(gate / "go")
+    return start_at
+
+
+async def _start_together(config: dict[str, Any]) -> float:
+    """Stand at the config's gate (see ``open_gate``) and wait for its instant; returns it."""
+    gate = Path(config["gate"])
+    (gate / f"ready-{os.getpid()}").touch()
+    go = gate / "go"
+    while not go.exists():
+        await asyncio.sleep(0.005)
+    start_at = float(go.read_text())
+    await _wait_until(start_at)
+    return start_at
+
+
 async def _claimers(config: dict[str, Any]) -> None:
     """Round after round, ``per_process`` claims fired at once at one shared instant."""
     spec = config["db"]
@@ -591,8 +624,9 @@ async def _claimers(config: dict[str, Any]) -> None:
     options = {"max_size": per, "min_size": per} if spec["kind"] == "postgres" else {}
     backend = RecordingBackend(open_backend(spec, **options), record)
     await backend.aopen()
+    start_at = await _start_together(config)
     for r in range(config["rounds"]):
-        await _wait_until(config["start_at"] + r * config["interval_s"])
+        await _wait_until(start_at + r * config["interval_s"])
         draws = [_ops.Draw(None, 1)]
         claims = [
             backend.arun(
@@ -618,7 +652,7 @@ async def _keyed(config: dict[str, Any]) -> None:
     async with CairnQ(open_backend(spec)) as cq:
         cq._owns_backend = True
         await cq.stats()
-        await _wait_until(config["start_at"])
+        await _start_together(config)
 
         async def one(key: str, i: int) -> None:
             request = f"{os.getpid()}-{key}-{i}"

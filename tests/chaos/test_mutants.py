@@ -22,6 +22,7 @@ from cairnq import SyncCairnQ
 from .._db import Database
 from .checker import Report
 from .harness import Config, Run
+from .programs import open_gate
 from .test_sqlite_faults import fill, tmpfs
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -306,7 +307,8 @@ def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     with db.sync_client() as client:
         for r in range(rounds):
             client.submit("job", {"r": r}, queue=f"storm{r}")
-    start_at = time.time() + 2.0
+    gate = folder / "gate"
+    gate.mkdir()
     procs = [
         run._spawn(
             "claimers",
@@ -314,7 +316,7 @@ def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
                 "db": json.loads(db.spec()),
                 "history": str(folder / f"claimer-{p}.jsonl"),
                 "rounds": rounds,
-                "start_at": start_at,
+                "gate": str(gate),
                 "interval_s": 0.25,
                 "per_process": 10,
                 "lease_ms": 30_000,
@@ -323,6 +325,7 @@ def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
         )
         for p in range(5)
     ]
+    open_gate(gate, len(procs))
     for proc in procs:
         assert proc.wait(timeout=60) == 0
     return run.check()
@@ -331,7 +334,8 @@ def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
 def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Five processes submit the same 20 keys, ten times each, at one instant."""
     run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant, allow_busy_errors=False))
-    start_at = time.time() + 2.0
+    gate = folder / "gate"
+    gate.mkdir()
     procs = [
         run._spawn(
             "keyed",
@@ -341,12 +345,13 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
                 "keys": 20,
                 "per_key": 10,
                 "conflict": "reuse",
-                "start_at": start_at,
+                "gate": str(gate),
                 "mutant": mutant,
             },
         )
         for p in range(5)
     ]
+    open_gate(gate, len(procs))
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     return run.check()

@@ -15,25 +15,28 @@ from cairnq.protocol import ops as _ops
 from .._db import Database
 from .harness import Config, Run
 from .history import Recorder, load
+from .programs import open_gate
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 
 def _storm(db: Database, folder: Path, role: str, count: int, **spec: Any) -> Run:
     run = Run(db, folder, Config(workers=0, clients=0))
-    start_at = time.time() + 2.0
+    gate = folder / "gate"
+    gate.mkdir()
     procs = [
         run._spawn(
             role,
             {
                 "db": json.loads(db.spec()),
                 "history": str(folder / f"{role}-{p}.jsonl"),
-                "start_at": start_at,
+                "gate": str(gate),
                 **spec,
             },
         )
         for p in range(count)
     ]
+    open_gate(gate, len(procs))
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     return run
