@@ -79,12 +79,15 @@ def _names_payload(param: inspect.Parameter) -> bool:
     """Whether a lone positional parameter was written for the payload, not the context.
 
     It was when its annotation names a type other than a task context (``dict``,
-    ``MyPayload``), or, unannotated, when its name is a payload's (``payload``,
+    ``MyPayload``; ``Any`` and ``object`` say nothing), or, with no such annotation,
+    when its name is a payload's (``payload``,
     ``data``, ``body``, ``*_payload``...). Any other lone parameter (``ctx``,
     ``task``, ``job``, ``_``) receives the context, as it always has.
     """
     annotation = param.annotation
-    if annotation is not param.empty:
+    if isinstance(annotation, str):
+        annotation = annotation.strip().removeprefix("typing.")
+    if annotation not in (param.empty, Any, object, "Any", "object"):
         if isinstance(annotation, str):
             return "Context" not in annotation
         if isinstance(annotation, type):
