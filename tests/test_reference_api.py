@@ -262,8 +262,9 @@ def test_task_needs_six_fields_and_defaults_the_other_seventeen() -> None:
     assert list(task.to_dict())[:4] == ["id", "name", "queue", "status"]
 
 
-def test_task_without_its_required_fields_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match="run_at_ms"):
+def test_task_without_its_times_names_exactly_those_three_as_missing() -> None:
+    missing = "missing 3 required positional arguments: 'run_at_ms', 'created_at_ms', and"
+    with pytest.raises(TypeError, match=missing):
         Task(id="task_01J0000000000000000000000", name="job", status="queued")  # type: ignore[call-arg]
 
 
