@@ -852,11 +852,31 @@ def test_bad_worker_options_are_rejected(db: Database, options: dict[str, Any]) 
         Worker(db.backend(), **options)
 
 
-async def test_running_without_handlers_is_an_error(db: Database) -> None:
-    worker = db.worker()
-    with pytest.raises(InvalidArgument, match="no task handlers"):
-        await worker.run()
+async def test_a_worker_without_handlers_claims_nothing_and_says_so(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        with caplog.at_level("INFO", logger="cairnq"):
+            await worker.run(until_idle=True)
+        after = await cq.get(task.id)
     await worker.close()
+    assert after is not None and after.status == "queued" and after.attempt == 0
+    assert any("has no task handlers registered" in m for m in caplog.messages)
+
+
+async def test_a_worker_without_handlers_idles_in_the_background_until_stopped(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        async with worker.background():
+            await worker.recover_expired()
+        after = await cq.get(task.id)
+    await worker.close()
+    assert after is not None and after.status == "queued" and after.attempt == 0
 
 
 async def test_stop_drains_in_flight_work_before_returning(db: Database) -> None:

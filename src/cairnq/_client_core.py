@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
@@ -82,6 +82,63 @@ class WatchSignal:
 
     kind: Literal["queued", "done", "poll"]
     value: str
+
+
+class _Connect:
+    """``connect`` in both of its spellings, told apart by how it is reached.
+
+    On the class, ``CairnQ.connect(url, **options)`` builds a client for a URL
+    (cairnq's form). On an instance, ``await cq.connect()`` (``cq.connect()`` on
+    ``SyncCairnQ``) opens that client and returns it, as ``open()`` does (the
+    reference SDK's form).
+    """
+
+    @overload
+    def __get__(self, obj: None, owner: type[C]) -> Callable[..., C]: ...
+
+    @overload
+    def __get__(self, obj: C, owner: type[C] | None = None) -> Callable[[], Any]: ...
+
+    def __get__(self, obj: Any, owner: Any = None) -> Callable[..., Any]:
+        if obj is not None:
+            opener: Callable[[], Any] = obj.open
+            return opener
+        client_class = owner
+
+        def connect(url: str | os.PathLike[str], **options: Any) -> Any:
+            return client_class(url, **options)
+
+        connect.__doc__ = _CONNECT_DOC
+        connect.__qualname__ = f"{client_class.__name__}.connect"
+        return connect
+
+
+_CONNECT_DOC = """A client for a database URL, or (on an instance) open this client.
+
+``CairnQ.connect(url, **options)`` builds a client for ``sqlite:///tasks.db``,
+``postgresql://...`` or a SQLite path; options other than the client's own go
+to the backend. Nothing is opened until first use (or ``open()``).
+
+``await cq.connect()`` on a client already built (``cq.connect()`` on
+``SyncCairnQ``) connects and migrates it now and returns it, like ``open()``;
+``close()`` ends it.
+
+Args:
+    url: The database URL or SQLite file path (class form only).
+    **options: Client and backend options (class form only).
+
+Returns:
+    The client.
+
+Raises:
+    InvalidArgument: a URL or option cairnq cannot use.
+
+Example::
+
+    cq = CairnQ.connect("sqlite:///tasks.db")     # cairnq's form
+    cq = CairnQ.sqlite("tasks.db")
+    await cq.connect()                            # the reference SDK's form
+"""
 
 
 class _ClientCore:
@@ -300,13 +357,7 @@ class _ClientCore:
             )
         return backend.arun_on if self._RUN_ON == "arun_on" else backend.run_on
 
-    @classmethod
-    def connect(cls: type[C], url: str | os.PathLike[str], **options: Any) -> C:
-        """A client for a database URL (``sqlite:///tasks.db``, ``postgresql://...``).
-
-        Options other than the client's own go to the backend.
-        """
-        return cls(url, **options)
+    connect: _Connect = _Connect()
 
     def _item(self, item: SubmitItem) -> _ops.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
@@ -411,11 +462,38 @@ def _waiting(
         interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
 
 
+def task_or_name(task: Any, name: Any, where: str) -> Any:
+    """The task name given as ``task=`` (cairnq's spelling) or ``name=`` (the reference's).
+
+    Raises:
+        InvalidArgument: both spellings given, or neither.
+    """
+    if name is None:
+        if task is None:
+            raise InvalidArgument(f"{where}() needs a task name: {where}('email.send', payload)")
+        return task
+    if task is not None:
+        raise InvalidArgument(
+            f"{where}() got the task twice, as task={task!r} and name={name!r}; pass one "
+            "(task= and name= are two spellings of the same argument)"
+        )
+    return name
+
+
 def never_claimed(task: Task, where: str) -> str:
     """Why a task that was never claimed is still waiting, naming the database."""
     return (
         f"still queued and never claimed; is a worker serving queue {task.queue!r} "
         f"with a handler for {task.name!r} on {where}?"
+    )
+
+
+def delayed(task: Task, now_ms: int) -> str:
+    """Why a task submitted with a delay is still waiting: it is not due yet."""
+    return (
+        f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
+        f"~{task.run_at_ms - now_ms}ms: it was submitted with a delay, and no worker "
+        "may claim it before then"
     )
 
 
@@ -448,6 +526,8 @@ def why_not_done(
     if task is None:
         return f"no task is stored under key {key!r}" if key else "no task with that id exists"
     if task.is_queued and task.attempt == 0:
+        if task.run_at_ms > now_ms:
+            return delayed(task, now_ms)
         return never_claimed(task, where)
     if task.is_queued:
         wait_ms = max(0, task.run_at_ms - now_ms)

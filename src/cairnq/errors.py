@@ -4,10 +4,10 @@
 
     CairnQError
     ├── InvalidArgument (also ValueError)       a bad argument, rejected before any write
-    │   └── SerializationError                  a value that is not portable JSON
+    │   └── SerializationError (a ValueError)   a value that is not portable JSON
     ├── AlreadyExists                           keyed submit under conflict="reject"
     ├── QueueFull                               backpressure wait ran out
-    ├── TaskTimeout (also TimeoutError)         wait/call gave up; the task keeps going
+    ├── TaskTimeout (not an OSError)            wait/call gave up; the task keeps going
     ├── TaskFailed                              call() on a task that ended failed
     ├── TaskCanceled                            call() on a task that ended canceled
     ├── TaskError                               raised by handlers to fail a task on purpose
@@ -26,6 +26,18 @@
 
     UnservedTaskWarning (a UserWarning)         submit(warn_unserved=True): no live worker
                                                 serves that task name on that queue
+
+Beside ``CairnQError`` only three classes have a built-in base, each on purpose:
+``InvalidArgument`` is a ``ValueError``, as the reference SDK's bad arguments are
+plain ``ValueError``; ``SerializationError`` is an ``InvalidArgument``, because a
+payload, metadata or result that is not portable JSON is a bad argument, rejected
+before anything is written (``except ValueError`` catches it, as it catches
+``json.dumps``'s own refusals); ``EventLoopMismatch`` is a ``RuntimeError``, like
+asyncio's own loop errors. ``TaskTimeout`` is deliberately *not* a
+``TimeoutError``: that is an ``OSError``, and a task that is still queued or
+running is no operating-system failure, so ``except OSError`` (or
+``except TimeoutError``) around network code never swallows it. Catch
+``TaskTimeout`` (or ``CairnQError``), as with the reference SDK.
 
 Every driver exception is translated into a ``DatabaseError`` in one place per
 backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one.
@@ -105,8 +117,10 @@ class QueueFull(CairnQError):
         self.waited_ms = waited_ms
 
 
-class TaskTimeout(CairnQError, TimeoutError):
+class TaskTimeout(CairnQError):
     """``wait`` or ``call`` gave up before the task finished.
+
+    Not a ``TimeoutError`` (an ``OSError``): catch ``TaskTimeout`` itself.
 
     The task itself is unaffected and may still finish later. ``task`` holds
     the last snapshot read, when there was one.

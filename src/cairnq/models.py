@@ -50,37 +50,75 @@ class TaskRef:
     id: str
     status: TaskStatus
 
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the task is finished: succeeded, failed or canceled."""
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_row(cls, row: Row) -> TaskRef:
+        """Build a ref from a row holding at least ``id`` and ``status``.
+
+        Args:
+            row: A mapping with ``id`` and ``status`` keys (a ``cairnq_tasks`` row).
+
+        Returns:
+            The ``TaskRef``.
+
+        Raises:
+            KeyError: the row lacks ``id`` or ``status``.
+
+        Example::
+
+            ref = TaskRef.from_row({"id": "task_01J...", "status": "queued"})
+            assert not ref.is_terminal
+        """
+        return cls(id=str(row["id"]), status=row["status"])
+
 
 @dataclass(frozen=True)
 class Task:
     """One row of ``cairnq_tasks``, with its JSON columns decoded.
 
+    Six fields are required: ``id``, ``name``, ``status``, ``run_at_ms``,
+    ``created_at_ms`` and ``updated_at_ms`` (positionally in that order). The
+    other seventeen are keyword arguments with the column defaults: ``queue``
+    ``"default"``, ``metadata`` ``{}``, ``attempt`` 0, ``max_attempts`` 3,
+    ``priority`` 0, every other ``None``. Fields and ``to_dict()`` keep the
+    table's column order.
+
     ``repr()`` leaves out payload, result and metadata so logs never carry them.
+
+    Example::
+
+        task = Task(id="task_01J...", name="email.send", status="queued",
+                    run_at_ms=0, created_at_ms=0, updated_at_ms=0)
+        assert task.queued and task.max_attempts == 3
     """
 
     id: str
     name: str
-    queue: str
+    queue: str = field(default="default", kw_only=True)
     status: TaskStatus
-    payload: Any = field(repr=False)
-    result: Any = field(repr=False)
-    error: dict[str, Any] | None
-    metadata: Any = field(repr=False)
-    progress: float | None
-    message: str | None
-    attempt: int
-    max_attempts: int
-    priority: int
-    worker_id: str | None
-    lease_until_ms: int | None
+    payload: Any = field(default=None, repr=False, kw_only=True)
+    result: Any = field(default=None, repr=False, kw_only=True)
+    error: dict[str, Any] | None = field(default=None, kw_only=True)
+    metadata: Any = field(default_factory=dict, repr=False, kw_only=True)
+    progress: float | None = field(default=None, kw_only=True)
+    message: str | None = field(default=None, kw_only=True)
+    attempt: int = field(default=0, kw_only=True)
+    max_attempts: int = field(default=3, kw_only=True)
+    priority: int = field(default=0, kw_only=True)
+    worker_id: str | None = field(default=None, kw_only=True)
+    lease_until_ms: int | None = field(default=None, kw_only=True)
     run_at_ms: int
-    cancel_requested_at_ms: int | None
-    parent_id: str | None
-    root_id: str | None
-    correlation_id: str | None
+    cancel_requested_at_ms: int | None = field(default=None, kw_only=True)
+    parent_id: str | None = field(default=None, kw_only=True)
+    root_id: str | None = field(default=None, kw_only=True)
+    correlation_id: str | None = field(default=None, kw_only=True)
     created_at_ms: int
     updated_at_ms: int
-    completed_at_ms: int | None
+    completed_at_ms: int | None = field(default=None, kw_only=True)
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -123,27 +161,40 @@ class Task:
 
     @property
     def is_queued(self) -> bool:
+        """Whether the task waits to be claimed (also spelled ``queued``)."""
         return self.status == "queued"
 
     @property
     def is_running(self) -> bool:
+        """Whether a worker holds the task (also spelled ``running``)."""
         return self.status == "running"
 
     @property
     def is_succeeded(self) -> bool:
+        """Whether the task ended with a result (also spelled ``succeeded``)."""
         return self.status == "succeeded"
 
     @property
     def is_failed(self) -> bool:
+        """Whether the task ended failed (also spelled ``failed``)."""
         return self.status == "failed"
 
     @property
     def is_canceled(self) -> bool:
+        """Whether the task ended canceled (also spelled ``canceled``)."""
         return self.status == "canceled"
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the task is finished: succeeded, failed or canceled."""
         return self.status in TERMINAL_STATUSES
+
+    # The reference SDK's spellings of the predicates above.
+    queued = is_queued
+    running = is_running
+    succeeded = is_succeeded
+    failed = is_failed
+    canceled = is_canceled
 
     @property
     def cancel_requested(self) -> bool:

@@ -50,6 +50,20 @@ class RetentionRule:
         _ops.check_text(self.name, "name", optional=True)
 
 
+class RetentionRules(tuple[RetentionRule, ...]):
+    """A policy's rules: a tuple that can also be called, ``policy.rules()``.
+
+    cairnq reads ``rules`` as an attribute; the reference SDK calls it as a
+    method. Both give the same rules, in order.
+    """
+
+    __slots__ = ()
+
+    def __call__(self) -> tuple[RetentionRule, ...]:
+        """The rules as a plain tuple (the reference SDK's ``rules()``)."""
+        return tuple(self)
+
+
 class Retention:
     """How long finished tasks are kept.
 
@@ -60,6 +74,14 @@ class Retention:
         interval_ms: Time between sweeps (one hour).
         limit: Rows deleted per batch (1000); each batch is one short transaction.
         on_error: Called with an exception a sweep survived (default: logged).
+
+    Attributes:
+        older_than_ms: The cutoff argument as given (int, mapping or rules).
+        rules: The ``RetentionRule`` tuple it stands for; also callable,
+            ``rules()``, as in the reference SDK.
+
+    Raises:
+        InvalidArgument: no rule, a bad cutoff, status, interval or limit.
 
     Example::
 
@@ -85,7 +107,8 @@ class Retention:
             rules = [RetentionRule(older_than_ms)]
         if not rules:
             raise InvalidArgument("retention needs at least one rule")
-        self.rules: tuple[RetentionRule, ...] = tuple(rules)
+        self.older_than_ms = older_than_ms
+        self.rules: RetentionRules = RetentionRules(rules)
         self.interval_ms = _ops.check_int(interval_ms, "interval_ms", low=1, high=2**40)
         self.limit = _ops.check_int(limit, "limit", low=1, high=_ops.MAX_LIST_LIMIT)
         self.on_error = on_error

@@ -27,6 +27,7 @@ from .._client_core import (
     _ClientCore,
     _outcome,
     _waiting,
+    task_or_name,
 )
 from .._wakeups import Subscription, wants_done
 from ..backends import Backend
@@ -101,9 +102,10 @@ class SyncOperations(_ClientCore):
 
     def submit(
         self,
-        task: str | TaskDef[Any, Any],
+        task: str | TaskDef[Any, Any] | None = None,
         payload: Any = None,
         *,
+        name: str | TaskDef[Any, Any] | None = None,
         key: str | None = None,
         queue: str | None = None,
         conflict: str = "reuse",
@@ -123,6 +125,7 @@ class SyncOperations(_ClientCore):
             task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
                 priority become the defaults).
             payload: Any JSON value (``None`` stores ``{}``).
+            name: Another spelling of ``task`` (the reference SDK's); give one of the two.
             key: Idempotency key; ``conflict`` says what happens when it is taken.
             queue: Queue name (``"default"``).
             conflict: ``"reuse"`` (return the live task), ``"reuse-succeeded"``
@@ -148,7 +151,8 @@ class SyncOperations(_ClientCore):
             The stored task (for a reused key, the existing one).
 
         Raises:
-            InvalidArgument: a bad name, queue, key or number; nothing is written.
+            InvalidArgument: a bad name, queue, key or number, or both ``task``
+                and ``name``; nothing is written.
             SerializationError: payload or metadata is not portable JSON.
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
@@ -158,7 +162,7 @@ class SyncOperations(_ClientCore):
             task = cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
         """
         spec = self._new_task(
-            task,
+            task_or_name(task, name, "submit"),
             payload,
             key=key,
             queue=queue,
@@ -556,9 +560,10 @@ class SyncOperations(_ClientCore):
 
     def call(
         self,
-        task: str | TaskDef[Any, Any],
+        task: str | TaskDef[Any, Any] | None = None,
         payload: Any = None,
         *,
+        name: str | TaskDef[Any, Any] | None = None,
         timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
@@ -566,12 +571,27 @@ class SyncOperations(_ClientCore):
     ) -> Any:
         """Submit, wait, and return the task's result.
 
+        Args:
+            task: The handler name or a ``TaskDef`` (as for ``submit``).
+            payload: Any JSON value.
+            name: Another spelling of ``task`` (the reference SDK's); give one of the two.
+            timeout_ms, poll_ms, max_poll_ms: As for ``wait``.
+            **submit_options: As for ``submit``.
+
+        Returns:
+            The task's result.
+
         Raises:
+            InvalidArgument: a bad argument, or both ``task`` and ``name``.
             TaskFailed: the task ended failed (carries its error envelope).
             TaskCanceled: the task ended canceled.
             TaskTimeout: it did not finish within ``timeout_ms``.
+
+        Example::
+
+            total = cq.call("add", {"a": 1, "b": 2}, timeout_ms=5_000)
         """
-        submitted = self.submit(task, payload, **submit_options)
+        submitted = self.submit(task_or_name(task, name, "call"), payload, **submit_options)
         done = self.wait(
             submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
         )

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._client_core import task_or_name
 from ..backends import InTransactionCompleter
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
@@ -314,11 +315,25 @@ class TaskContext:
 
     # --- handler API ----------------------------------------------------------------------
 
-    async def progress(self, value: float | None, message: str | None = None) -> None:
+    async def progress(self, value: float | None, message: str | None = None) -> Task:
         """Record progress (a fraction) and/or a message; ``None`` keeps the current one.
 
+        Args:
+            value: The fraction done (not range-checked), or ``None``.
+            message: A line for people watching, or ``None``.
+
+        Returns:
+            The task as updated (its ``progress``, ``message`` and ``cancel_requested``).
+
         Raises:
+            InvalidArgument: a value that is not a finite number, or a bad message.
             LostLease: this worker no longer owns the task.
+
+        Example::
+
+            task = await ctx.progress(0.5, "halfway")
+            if task.cancel_requested:
+                return None
         """
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -335,8 +350,10 @@ class TaskContext:
                 message,
             )
         )
-        if row["cancel_requested_at_ms"] is not None:
+        task = Task.from_row(row)
+        if task.cancel_requested:
             self._cancel_seen = True
+        return task
 
     async def heartbeat(self) -> Task:
         """Renew this task's lease now (the worker also does it on its own)."""
@@ -470,12 +487,29 @@ class TaskContext:
         self.retry_delay_ms = delay_ms if retryable else None
         return self._settled_as(row)
 
-    async def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
+    async def submit(
+        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
+    ) -> Task:
         """Submit a child task: parent is this task, root and correlation id are inherited.
 
+        Args:
+            task: The task name or a ``TaskDef``.
+            payload: Any JSON value.
+            name: Another spelling of ``task`` (the reference SDK's); give one of the two.
+            **options: As for ``CairnQ.submit``.
+
+        Returns:
+            The stored child task.
+
         Raises:
+            InvalidArgument: a bad argument, or both ``task`` and ``name``.
             LostLease: this worker no longer owns the task.
+
+        Example::
+
+            child = await ctx.submit("thumbnail.make", {"image": payload["image"]})
         """
+        task = task_or_name(task, name, "submit")
         if self._lost or self._abandoned:
             raise LostLease(self.task.id)
         options.setdefault("parent_id", self.task.id)
@@ -515,8 +549,9 @@ class SyncTaskContext:
         """Set when the lease is lost (a ``threading.Event``, usable from the handler thread)."""
         return self._inner._thread_lost_event()
 
-    def progress(self, value: float | None, message: str | None = None) -> None:
-        self._call(self._inner.progress(value, message))
+    def progress(self, value: float | None, message: str | None = None) -> Task:
+        """Record progress and/or a message; returns the updated task (see ``TaskContext``)."""
+        return self._call(self._inner.progress(value, message))
 
     def heartbeat(self) -> Task:
         return self._call(self._inner.heartbeat())
@@ -532,8 +567,11 @@ class SyncTaskContext:
     def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
         return self._call(self._inner.fail(error, retryable=retryable))
 
-    def submit(self, task: Any, payload: Any = None, **options: Any) -> Task:
-        return self._call(self._inner.submit(task, payload, **options))
+    def submit(
+        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
+    ) -> Task:
+        """Submit a child task (see ``TaskContext.submit``); ``name=`` spells ``task``."""
+        return self._call(self._inner.submit(task, payload, name=name, **options))
 
     def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         return self._call(self._inner.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms))

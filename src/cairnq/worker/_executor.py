@@ -194,8 +194,8 @@ class Executor:
         if self.on_handler_done is not None:
             self.on_handler_done()
         crashpoint("before_settle")
-        results = outcome if registration.batch > 1 else {contexts[0].task_id: outcome}
-        if registration.batch > 1 and results is not None and not isinstance(results, dict):
+        results = outcome if registration.listed else {contexts[0].task_id: outcome}
+        if registration.listed and results is not None and not isinstance(results, dict):
             envelope = error_envelope(
                 "TypeError",
                 "handler_error",
@@ -250,7 +250,7 @@ class Executor:
 
     @staticmethod
     def _arguments(registration: Registration, contexts: Sequence[Any]) -> tuple[Any, ...]:
-        if registration.batch > 1:
+        if registration.listed:
             return (list(contexts),)
         ctx = contexts[0]
         return (ctx, ctx.payload) if registration.takes_payload else (ctx,)

@@ -20,8 +20,9 @@ Handler = Callable[..., Any]
 class Registration:
     """One registered handler.
 
-    ``batch`` > 1 delivers a list of contexts per call; ``concurrency`` caps how
-    many calls of this name run at once in this worker.
+    ``listed`` (any ``batch`` given at registration, 1 included) delivers a
+    list of up to ``batch`` contexts per call; otherwise one context. ``concurrency``
+    caps how many calls of this name run at once in this worker.
     """
 
     name: str
@@ -30,6 +31,7 @@ class Registration:
     concurrency: int | None
     is_async: bool
     takes_payload: bool
+    listed: bool = False
 
     @property
     def solo(self) -> bool:
@@ -97,9 +99,9 @@ def _names_payload(param: inspect.Parameter) -> bool:
     return name in PAYLOAD_NAMES or name.endswith(("payload", "_data"))
 
 
-def _refuse(fn: Handler, task: str, problem: str, batch: int = 1) -> NoReturn:
+def _refuse(fn: Handler, task: str, problem: str, listed: bool = False) -> NoReturn:
     label = _label(fn)
-    if batch > 1:
+    if listed:
         raise InvalidArgument(
             f"handler {label!r} for batched task {task!r} {problem}. A batch handler is called "
             f"with one list of task contexts: `async def {label}(contexts)`"
@@ -111,7 +113,7 @@ def _refuse(fn: Handler, task: str, problem: str, batch: int = 1) -> NoReturn:
     )
 
 
-def _takes_payload(fn: Handler, task: str, batch: int) -> bool:
+def _takes_payload(fn: Handler, task: str, listed: bool) -> bool:
     """Whether ``fn`` is called ``(ctx, payload)`` rather than ``(ctx)`` (or ``(contexts)``).
 
     Raises:
@@ -133,20 +135,20 @@ def _takes_payload(fn: Handler, task: str, batch: int) -> bool:
             task,
             f"has keyword-only parameters without defaults ({', '.join(keyword_only)}), "
             "which cairnq never passes",
-            batch,
+            listed,
         )
-    most = 1 if batch > 1 else 2
+    most = 1 if listed else 2
     if len(required) > most:
         names = ", ".join(p.name for p in required)
         _refuse(
             fn,
             task,
             f"requires {len(required)} positional parameters ({names}); at most {most}",
-            batch,
+            listed,
         )
     if not positional and not star_args:
-        _refuse(fn, task, "takes no positional parameter, so it cannot take the context", batch)
-    if batch > 1:
+        _refuse(fn, task, "takes no positional parameter, so it cannot take the context", listed)
+    if listed:
         return False
     if star_args or len(positional) >= 2:
         return True
@@ -197,7 +199,8 @@ class Registry:
             if concurrency is None
             else check_int(concurrency, "concurrency", low=1, high=100_000),
             is_async=_is_async(fn),
-            takes_payload=_takes_payload(fn, checked, size),
+            takes_payload=_takes_payload(fn, checked, batch is not None),
+            listed=batch is not None,
         )
         self._by_name[checked] = registration
         return registration

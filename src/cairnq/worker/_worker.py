@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar, overload
 
 from .. import _ids
+from .._client_core import task_or_name
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
@@ -319,9 +320,10 @@ class Worker:
     @overload
     def task(
         self,
-        name: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | None = None,
         /,
         *,
+        name: str | TaskDef[Any, Any] | None = None,
         batch: int | None = None,
         concurrency: int | None = None,
     ) -> Callable[[F], F]: ...
@@ -331,15 +333,24 @@ class Worker:
         name_or_fn: Any = None,
         /,
         *,
+        name: str | TaskDef[Any, Any] | None = None,
         batch: int | None = None,
         concurrency: int | None = None,
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
 
         Args:
-            batch: Deliver up to this many tasks per call as a list of contexts;
-                return ``{task_id: result}`` (missing ids succeed with ``None``).
+            name: The task name or a ``TaskDef`` as a keyword
+                (``@worker.task(name="x")``, the reference SDK's spelling); give
+                it positionally or by keyword, not both.
+            batch: Deliver up to this many tasks per call as a list of contexts,
+                ``batch=1`` included (a list of one); return ``{task_id: result}``
+                (missing ids succeed with ``None``). Without ``batch`` the handler
+                gets one context.
             concurrency: At most this many calls of this name at once in this worker.
+
+        Returns:
+            The handler, unchanged (or a decorator that registers one).
 
         A handler taking two positional parameters gets ``(ctx, payload)``, one
         gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
@@ -351,7 +362,19 @@ class Worker:
                 ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
                 positional parameter, more than two required ones, or required
                 keyword-only ones. The message shows both accepted forms.
+                Also: the name given both positionally and as ``name=``.
+
+        Example::
+
+            @worker.task(name="email.send", batch=1)
+            async def send(contexts):
+                return {ctx.task_id: "sent" for ctx in contexts}
         """
+        if name is not None:
+            if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
+                # @worker.task(fn, name=...) is not a decorator form: name it once.
+                raise InvalidArgument("pass the task name or the handler to task(), not both")
+            name_or_fn = task_or_name(name_or_fn, name, "task")
         if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
             self.registry.add(None, name_or_fn, batch=batch, concurrency=concurrency)
             return name_or_fn
@@ -465,19 +488,29 @@ class Worker:
         if self._owns_client:
             await self.client.close()
 
-    def serve(self, *, until_idle: bool = False) -> None:
+    def serve(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run until SIGINT or SIGTERM, drain in-flight work, then return.
 
         A second signal stops at once: in-flight tasks are released for retry.
 
         Args:
+            concurrency: Override the worker's handler calls at once (see ``run``).
             until_idle: Also return once nothing is due and nothing runs (see ``run``).
-        """
-        asyncio.run(self._serve(until_idle))
 
-    async def _serve(self, until_idle: bool) -> None:
+        Raises:
+            InvalidArgument: a bad ``concurrency``.
+
+        Example::
+
+            worker.serve(concurrency=4)
+        """
+        if concurrency is not None:
+            _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+        asyncio.run(self._serve(until_idle, concurrency))
+
+    async def _serve(self, until_idle: bool, concurrency: int | None = None) -> None:
         loop = asyncio.get_running_loop()
-        main = asyncio.ensure_future(self.run(until_idle=until_idle))
+        main = asyncio.ensure_future(self.run(concurrency=concurrency, until_idle=until_idle))
         signals = 0
 
         def on_signal(signum: int) -> None:
@@ -510,16 +543,27 @@ class Worker:
             await self.close()
 
     @contextlib.asynccontextmanager
-    async def background(self) -> AsyncIterator[Worker]:
+    async def background(self, *, concurrency: int | None = None) -> AsyncIterator[Worker]:
         """Run the worker in this event loop for the duration of a ``with`` block.
+
+        Args:
+            concurrency: Override the worker's handler calls at once (see ``run``).
+
+        Yields:
+            This worker, running.
+
+        Raises:
+            InvalidArgument: a bad ``concurrency``.
 
         Example::
 
-            async with worker.background():
+            async with worker.background(concurrency=4):
                 print(await cq.call("add", {"a": 1, "b": 2}))
         """
+        if concurrency is not None:
+            _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
         self._started = asyncio.Event()
-        main = asyncio.ensure_future(self.run())
+        main = asyncio.ensure_future(self.run(concurrency=concurrency))
         started = asyncio.ensure_future(self._started.wait())
         await asyncio.wait({main, started}, return_when=asyncio.FIRST_COMPLETED)
         started.cancel()
@@ -541,8 +585,11 @@ class Worker:
                 Tasks delayed into the future (including retries in backoff)
                 are left queued.
 
+        A worker with no handlers registered claims nothing: it idles (logging
+        one info line saying so) until ``stop()``, or returns at once with
+        ``until_idle``.
+
         Raises:
-            InvalidArgument: no handlers are registered.
             RuntimeError: the worker is already running.
             DatabaseUnavailable: the worker stopped because its SQLite file was
                 deleted, renamed or replaced while it ran (logged once as an
@@ -553,8 +600,6 @@ class Worker:
         """
         if self._running:
             raise RuntimeError("this worker is already running")
-        if not len(self.registry):
-            raise InvalidArgument("no task handlers are registered on this worker")
         if concurrency is not None:
             self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
         # Stop requests (signals) count from here, even while the database is opening.
@@ -633,6 +678,15 @@ class Worker:
         if self.sweeper is not None:
             self.sweeper.start()
         names = self.registry.names()
+        if not names:
+            log.info(
+                "worker %s has no task handlers registered: it claims nothing%s",
+                self.worker_id,
+                "; stopping (until_idle)" if until_idle else " until stopped",
+                extra={"worker_id": self.worker_id},
+            )
+            if until_idle:
+                self.stop()
         log.info(
             "worker %s started on %s: queues %s, concurrency %d, tasks %s",
             self.worker_id,
