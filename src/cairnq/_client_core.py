@@ -414,7 +414,7 @@ def _waiting(
 def never_claimed(task: Task, where: str) -> str:
     """Why a task that was never claimed is still waiting, naming the database."""
     return (
-        f"still queued and never claimed; is a worker serving queue {task.queue!r} "
+        f"still queued and never claimed by a worker; is a worker serving queue {task.queue!r} "
         f"with a handler for {task.name!r} on {where}?"
     )
 

@@ -65,11 +65,17 @@ def check_text(value: Any, what: str, *, optional: bool = False) -> str | None:
 
 
 def check_int(value: Any, what: str, *, low: int, high: int = MAX_INT4) -> int:
-    """An integer (not a bool) within ``[low, high]``."""
+    """An integer (not a bool) within ``[low, high]``.
+
+    The message leads with the bound crossed (``batch must be >= 1``), the
+    reference SDK's wording, then the other bound and the value given.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{what} must be an integer, not {type(value).__name__}")
-    if not low <= value <= high:
-        raise InvalidArgument(f"{what} must be between {low} and {high}, got {value}")
+    if value < low:
+        raise InvalidArgument(f"{what} must be >= {low} (and <= {high}), got {value}")
+    if value > high:
+        raise InvalidArgument(f"{what} must be <= {high} (and >= {low}), got {value}")
     return value
 
 
@@ -85,7 +91,8 @@ def check_status(value: Any, *, terminal: bool = False) -> str | None:
         return None
     allowed = sorted(TERMINAL_STATUSES) if terminal else list(STATUSES)
     if value not in allowed:
-        raise InvalidArgument(f"status must be one of {', '.join(allowed)}; got {value!r}")
+        kind = "terminal: " if terminal else ""
+        raise InvalidArgument(f"status must be {kind}one of {', '.join(allowed)}; got {value!r}")
     return str(value)
 
 
