@@ -879,6 +879,42 @@ def lock_release(name: str, holder: str) -> Op[bool]:
     return bool(rows)
 
 
+def purge_exclusive(
+    lock: str,
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    limit: Any = 1000,
+) -> Op[list[str] | None]:
+    """``purge`` in a transaction that first takes the one-sweeper lock ``lock``
+    without ``cairnq_locks``: PostgreSQL's transaction-level advisory lock, or
+    SQLite's write transaction (exclusive already).
+
+    Returns:
+        The deleted ids, or ``None`` (nothing deleted) when another transaction
+        holds the lock.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "limit": check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+        "now_ms": NOW,
+    }
+    return _purge_exclusive(check_text(lock, "lock") or "", params)
+
+
+def _purge_exclusive(lock: str, params: dict[str, Any]) -> Op[list[str] | None]:
+    taken = yield Call("sweep_lock", {"name": lock})
+    if not taken or not taken[0]["taken"]:
+        return None
+    rows = yield Call("purge", params)
+    return [str(r["id"]) for r in rows]
+
+
 def named_leases_ready() -> Op[bool]:
     """Whether the database has the named leases (``cairnq_locks``, ``x0001_locks.sql``)."""
     applied = yield from applied_migrations()
