@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, CairnQError, InvalidArgument, SerializationError
+from cairnq import CairnQ, CairnQError, InvalidArgument, SerializationError, TaskTimeout, Worker
 from cairnq.protocol.ops import MAX_DELAY_MS
 from cairnq.testing import FakeClock
 
@@ -413,6 +413,46 @@ async def test_wait_rejects_bad_timing_arguments(db: Database, kwargs: dict[str,
         task = await cq.submit("job")
         with pytest.raises(InvalidArgument, match=next(iter(kwargs))):
             await cq.wait(task.id, **kwargs)
+
+
+# --- the reference SDK's wording, kept inside cairnq's messages ----------------------------
+
+
+async def test_a_negative_max_depth_says_max_depth_must_be_at_least_zero(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="max_depth must be >= 0"):
+            await cq.queue_depth("default", -1)
+
+
+def test_a_batch_of_zero_says_batch_must_be_at_least_one(tmp_path: Any) -> None:
+    worker = Worker(tmp_path / "tasks.db")
+
+    async def embed(contexts: list[Any]) -> None:
+        return None
+
+    with pytest.raises(InvalidArgument, match="batch must be >= 1"):
+        worker.register("embed", embed, batch=0)
+
+
+async def test_a_limit_over_the_ceiling_says_which_ceiling(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="limit must be <= 10000"):
+            await cq.list(limit=10_001)
+
+
+async def test_purging_a_live_status_says_status_must_be_terminal(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="status must be terminal"):
+            await cq.purge(status="queued")
+
+
+async def test_a_wait_timeout_on_an_unclaimed_task_says_never_claimed_by_a_worker(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        task = await cq.submit("nobody.serves.this")
+        with pytest.raises(TaskTimeout, match="never claimed by a worker"):
+            await cq.wait(task.id, timeout_ms=50, poll_ms=10)
 
 
 # --- values that look like SQL or format strings -------------------------------------------

@@ -483,7 +483,7 @@ def task_or_name(task: Any, name: Any, where: str) -> Any:
 def never_claimed(task: Task, where: str) -> str:
     """Why a task that was never claimed is still waiting, naming the database."""
     return (
-        f"still queued and never claimed; is a worker serving queue {task.queue!r} "
+        f"still queued and never claimed by a worker; is a worker serving queue {task.queue!r} "
         f"with a handler for {task.name!r} on {where}?"
     )
 

@@ -4,7 +4,11 @@ A ``Retention`` on a ``CairnQ`` or a ``Worker`` starts a sweeper: it waits one
 interval, then for each rule purges ``limit`` rows at a time (each batch its own
 short transaction) until a batch comes back short, and waits again. Only one
 process sweeps a database at a time (a named lease in ``cairnq_locks``); the
-others skip their turn. ``stop()`` is prompt whatever the sweeper is doing, and
+others skip their turn. On a database without ``cairnq_locks`` (x0001, opened
+with ``migrate=False``) the sweep still runs, saying so once: each batch takes
+a lock in its own transaction instead (PostgreSQL's transaction-level advisory
+lock; SQLite's write transaction), and a process that finds it taken skips its
+turn. ``stop()`` is prompt whatever the sweeper is doing, and
 a stopped sweeper can be started again.
 """
 
@@ -138,12 +142,26 @@ class _Sweeping:
         self.backend = backend
         self.retention = retention
         self.holder = "sweeper_" + _ids.ulid()
+        # Whether the database has cairnq_locks (x0001); looked up at the first sweep.
+        self.leased: bool | None = None
 
     def _stopped(self) -> bool:
         raise NotImplementedError
 
     def _batches(self, tally: _Tally) -> Procedure[None]:
         """Purge everything past the cutoffs, batch by batch, counting into ``tally``."""
+        if self.leased is None:
+            self.leased = yield Run(_ops.named_leases_ready(), write=False)
+            if not self.leased:
+                log.warning(
+                    "retention sweeps without its named lease: the database lacks %s "
+                    "(run `cairnq migrate`); one process sweeps at a time by a lock held "
+                    "for each batch instead",
+                    _ops.NAMED_LEASES_MIGRATION,
+                )
+        if not self.leased:
+            yield from self._batches_unleased(tally)
+            return
         ttl_ms = max(60_000, self.retention.interval_ms)
         if not (yield Run(_ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)):
             log.debug("another process is sweeping; skipping this turn")
@@ -160,6 +178,31 @@ class _Sweeping:
                 ):
                     break
         yield Run(_ops.lock_release(LOCK_NAME, self.holder), write=True)
+
+    def _batches_unleased(self, tally: _Tally) -> Procedure[None]:
+        """``_batches`` without ``cairnq_locks``: each batch takes the one-sweeper lock
+        in its own transaction (see ``purge_exclusive``); a batch that finds it taken
+        ends this turn, as a lease held elsewhere does."""
+        for rule in self.retention.rules:
+            while not self._stopped():
+                ids = yield Run(self._purge_exclusive(rule), write=True)
+                if ids is None:
+                    log.debug("another process is sweeping; skipping this turn")
+                    return
+                tally.deleted += len(ids)
+                if len(ids) < self.retention.limit:
+                    break
+                yield Nap(0)
+
+    def _purge_exclusive(self, rule: RetentionRule) -> Op[list[str] | None]:
+        return _ops.purge_exclusive(
+            LOCK_NAME,
+            older_than_ms=rule.older_than_ms,
+            queue=rule.queue,
+            status=rule.status,
+            name=rule.name,
+            limit=self.retention.limit,
+        )
 
     @staticmethod
     def _swept(tally: _Tally) -> int:

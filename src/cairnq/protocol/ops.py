@@ -65,11 +65,17 @@ def check_text(value: Any, what: str, *, optional: bool = False) -> str | None:
 
 
 def check_int(value: Any, what: str, *, low: int, high: int = MAX_INT4) -> int:
-    """An integer (not a bool) within ``[low, high]``."""
+    """An integer (not a bool) within ``[low, high]``.
+
+    The message leads with the bound crossed (``batch must be >= 1``), the
+    reference SDK's wording, then the other bound and the value given.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{what} must be an integer, not {type(value).__name__}")
-    if not low <= value <= high:
-        raise InvalidArgument(f"{what} must be between {low} and {high}, got {value}")
+    if value < low:
+        raise InvalidArgument(f"{what} must be >= {low} (and <= {high}), got {value}")
+    if value > high:
+        raise InvalidArgument(f"{what} must be <= {high} (and >= {low}), got {value}")
     return value
 
 
@@ -85,7 +91,8 @@ def check_status(value: Any, *, terminal: bool = False) -> str | None:
         return None
     allowed = sorted(TERMINAL_STATUSES) if terminal else list(STATUSES)
     if value not in allowed:
-        raise InvalidArgument(f"status must be one of {', '.join(allowed)}; got {value!r}")
+        kind = "terminal: " if terminal else ""
+        raise InvalidArgument(f"status must be {kind}one of {', '.join(allowed)}; got {value!r}")
     return str(value)
 
 
@@ -870,6 +877,42 @@ def lock_release(name: str, holder: str) -> Op[bool]:
     """End a named lease now, if ``holder`` has it; False when it did not."""
     rows = yield Call("lock_release", {"name": name, "holder": holder})
     return bool(rows)
+
+
+def purge_exclusive(
+    lock: str,
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    limit: Any = 1000,
+) -> Op[list[str] | None]:
+    """``purge`` in a transaction that first takes the one-sweeper lock ``lock``
+    without ``cairnq_locks``: PostgreSQL's transaction-level advisory lock, or
+    SQLite's write transaction (exclusive already).
+
+    Returns:
+        The deleted ids, or ``None`` (nothing deleted) when another transaction
+        holds the lock.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "limit": check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+        "now_ms": NOW,
+    }
+    return _purge_exclusive(check_text(lock, "lock") or "", params)
+
+
+def _purge_exclusive(lock: str, params: dict[str, Any]) -> Op[list[str] | None]:
+    taken = yield Call("sweep_lock", {"name": lock})
+    if not taken or not taken[0]["taken"]:
+        return None
+    rows = yield Call("purge", params)
+    return [str(r["id"]) for r in rows]
 
 
 def named_leases_ready() -> Op[bool]:

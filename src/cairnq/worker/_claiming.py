@@ -20,13 +20,20 @@ def plan_claim(
 ) -> list[Draw]:
     """Split ``free_calls`` handler calls into claim draws.
 
-    Names that are batched or have their own concurrency cap get a draw each;
-    all other names share one. The order rotates with ``turn`` so no source is
-    always served last when capacity is short. ``row_budget`` caps the tasks
-    claimed in all (the byte budget, counted in tasks).
+    Names that are batched, have their own concurrency cap, or hold a resource
+    get a draw each; all other names share one. A draw for a name holding a
+    resource asks for no more calls than the resource's capacity minus its calls
+    in flight (of every name holding it) and those drawn earlier in this plan.
+    The order rotates with ``turn`` so no source is always served last when
+    capacity is short. ``row_budget`` caps the tasks claimed in all (the byte
+    budget, counted in tasks).
     """
     solo = [r for r in registry if r.solo]
     shared = [r.name for r in registry if not r.solo]
+    headroom = dict(registry.resources)
+    for registration in registry:
+        if registration.resource is not None:
+            headroom[registration.resource] -= calls_by_name.get(registration.name, 0)
     sources: list[Registration | list[str]] = [*solo]
     if shared:
         sources.append(shared)
@@ -42,6 +49,8 @@ def plan_claim(
             calls = free_calls
             if source.concurrency is not None:
                 calls = min(calls, source.concurrency - calls_by_name.get(source.name, 0))
+            if source.resource is not None:
+                calls = min(calls, headroom[source.resource])
             rows = calls * source.batch
             names = [source.name]
         else:
@@ -57,6 +66,8 @@ def plan_claim(
         draws.append(Draw(names, rows))
         batch = source.batch if isinstance(source, Registration) else 1
         free_calls -= -(-rows // batch)
+        if isinstance(source, Registration) and source.resource is not None:
+            headroom[source.resource] -= -(-rows // batch)
     return draws
 
 

@@ -4,7 +4,9 @@ The row is what the dashboard's workers view reads (``CairnQ.workers``); beside 
 the task names the worker serves (``cairnq_worker_names``, x0004), which tell
 ``submit(warn_unserved=True)``, ``top`` and the dashboard whether anything serves a
 task. On a database without x0004 the row is written without names (logged once):
-readers then count this worker as serving every name on its queues. It is an
+readers then count this worker as serving every name on its queues. On a
+database without ``cairnq_workers`` (x0002) presence steps aside: one warning
+line, then no writes at all. It is an
 extension table: a write that fails (a database migrated without it, a busy
 lock) never touches task work; it is reported once and tried again next time.
 The row is refreshed every ``INTERVAL_S`` on a timer of its own, whatever the
@@ -25,6 +27,7 @@ from typing import Any
 
 from .._periodic import PeriodicJob
 from ..backends import Backend
+from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol.steps import Op
 from ._executor import OnError
@@ -62,6 +65,8 @@ class Presence:
         # Whether the names table took this run's names (known once the first write lands).
         self.named = False
         self._started = False
+        # Whether the database lacks cairnq_workers (x0002): then presence writes nothing.
+        self.absent = False
         # Run after each refresh that lands (not the first write: workers starting
         # together have not all written theirs yet). With names and nothing else
         # given: log due tasks on these queues that no live worker serves.
@@ -90,6 +95,8 @@ class Presence:
         self._pending = asyncio.ensure_future(self._first_write())
 
     async def _first_write(self) -> None:
+        if not await self._table_present():
+            return
         op = _reads.worker_start(
             self.worker_id, self.queues, self._host, self._pid, self.concurrency, self.names
         )
@@ -110,13 +117,31 @@ class Presence:
                 extra={"worker_id": self.worker_id, "phase": "presence"},
             )
 
+    async def _table_present(self) -> bool:
+        """Whether the database has ``cairnq_workers``; when not, say so in one line."""
+        try:
+            applied = await self.backend.arun(_ops.applied_migrations(), write=False)
+        except Exception:
+            return True  # the write that follows reports what is wrong
+        if _reads.WORKERS_MIGRATION in applied:
+            return True
+        self.absent = True
+        log.warning(
+            "this database lacks table cairnq_workers (migration %s), so this worker "
+            "publishes no presence and no task names: it shows only through the tasks it "
+            "runs (run `cairnq migrate` to add it)",
+            _reads.WORKERS_MIGRATION,
+            extra={"worker_id": self.worker_id, "phase": "presence"},
+        )
+        return False
+
     async def run(self) -> None:
         """Refresh the row every ``interval_s`` until cancelled (what ``job.start()`` runs)."""
         await self.job.run()
 
     async def _refresh(self) -> None:
         """Write the row in the background, unless the last write is still in flight."""
-        if self._pending is not None and not self._pending.done():
+        if self.absent or (self._pending is not None and not self._pending.done()):
             return
         if not self._started:
             # The first write failed: try it whole again, names included.
@@ -160,6 +185,8 @@ class Presence:
         # by at most STOP_TIMEOUT_S here.
         deadline = time.monotonic() + STOP_TIMEOUT_S
         await self.job.stop()
+        if self.absent:
+            return
         # A refresh still in flight must land before the delete, or it would recreate the row.
         if self._pending is not None and not self._pending.done():
             await asyncio.wait({self._pending}, timeout=STOP_TIMEOUT_S)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -22,7 +22,8 @@ class Registration:
 
     ``listed`` (any ``batch`` given at registration, 1 included) delivers a
     list of up to ``batch`` contexts per call; otherwise one context. ``concurrency``
-    caps how many calls of this name run at once in this worker.
+    caps how many calls of this name run at once in this worker; ``resource`` names
+    a ceiling on calls shared with every other name holding the same resource.
     """
 
     name: str
@@ -32,11 +33,12 @@ class Registration:
     is_async: bool
     takes_payload: bool
     listed: bool = False
+    resource: str | None = None
 
     @property
     def solo(self) -> bool:
-        """Whether this name needs its own claim draw (batched or separately capped)."""
-        return self.batch > 1 or self.concurrency is not None
+        """Whether this name needs its own claim draw (batched or capped)."""
+        return self.batch > 1 or self.concurrency is not None or self.resource is not None
 
 
 def _is_async(fn: Handler) -> bool:
@@ -163,11 +165,33 @@ def _takes_payload(fn: Handler, task: str, listed: bool) -> bool:
     return False
 
 
-class Registry:
-    """The handlers a worker serves, by task name."""
+def check_resources(resources: Mapping[str, int] | None) -> dict[str, int]:
+    """Resource capacities by name (``{"gpu": 1}``), each an integer >= 1.
 
-    def __init__(self) -> None:
+    Raises:
+        InvalidArgument: not a mapping, a name that is not text, or a capacity below 1.
+    """
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise InvalidArgument(
+            f"resources must be a mapping of name to capacity, like {{'gpu': 1}}; "
+            f"got {type(resources).__name__}"
+        )
+    return {
+        check_text(name, "resource name") or "": check_int(
+            capacity, f"resource {name!r} capacity", low=1, high=100_000
+        )
+        for name, capacity in resources.items()
+    }
+
+
+class Registry:
+    """The handlers a worker serves, by task name, and the resources they share."""
+
+    def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         self._by_name: dict[str, Registration] = {}
+        self.resources: dict[str, int] = check_resources(resources)
 
     def add(
         self,
@@ -176,6 +200,7 @@ class Registry:
         *,
         batch: int | None = None,
         concurrency: int | None = None,
+        resource: str | None = None,
     ) -> Registration:
         if not callable(fn):
             raise InvalidArgument(f"handler for {name!r} is not callable")
@@ -191,6 +216,13 @@ class Registry:
         if checked in self._by_name:
             raise InvalidArgument(f"a handler for task {checked!r} is already registered")
         size = 1 if batch is None else check_int(batch, "batch", low=1, high=10_000)
+        if resource is not None and resource not in self.resources:
+            declared = ", ".join(repr(r) for r in self.resources) or "none"
+            raise InvalidArgument(
+                f"resource {resource!r} for task {checked!r} is not declared in the "
+                f"worker's resources (declared: {declared}); pass "
+                f"Worker(..., resources={{{resource!r}: 1}})"
+            )
         registration = Registration(
             name=checked,
             fn=fn,
@@ -201,6 +233,7 @@ class Registry:
             is_async=_is_async(fn),
             takes_payload=_takes_payload(fn, checked, batch is not None),
             listed=batch is not None,
+            resource=resource,
         )
         self._by_name[checked] = registration
         return registration

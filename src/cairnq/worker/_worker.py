@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from .. import _ids
@@ -105,6 +105,9 @@ class Worker:
         recovery_interval_ms: How often this worker moves expired leases out of
             ``running`` for every queue, even while it is busy (``lease_ms // 2``,
             at most 30 s).
+        resources: Ceilings shared by several task names in this worker,
+            ``{"gpu": 1}``: at most that many calls of all names registered with
+            ``resource="gpu"`` run at once. Each capacity must be >= 1.
 
     Example::
 
@@ -140,6 +143,7 @@ class Worker:
         retention: Retention | int | None = None,
         recovery_interval_ms: int | None = None,
         worker_id: str | None = None,
+        resources: Mapping[str, int] | None = None,
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
@@ -196,7 +200,7 @@ class Worker:
         )
         policy = Retention.of(retention)
         self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
-        self.registry = Registry()
+        self.registry = Registry(resources)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._wake: Subscription | None = None
@@ -326,6 +330,7 @@ class Worker:
         name: str | TaskDef[Any, Any] | None = None,
         batch: int | None = None,
         concurrency: int | None = None,
+        resource: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def task(
@@ -336,6 +341,7 @@ class Worker:
         name: str | TaskDef[Any, Any] | None = None,
         batch: int | None = None,
         concurrency: int | None = None,
+        resource: str | None = None,
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
 
@@ -348,6 +354,8 @@ class Worker:
                 (missing ids succeed with ``None``). Without ``batch`` the handler
                 gets one context.
             concurrency: At most this many calls of this name at once in this worker.
+            resource: A resource declared in ``Worker(resources=...)``: calls of
+                this name count against its capacity, shared with other names.
 
         Returns:
             The handler, unchanged (or a decorator that registers one).
@@ -362,7 +370,8 @@ class Worker:
                 ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
                 positional parameter, more than two required ones, or required
                 keyword-only ones. The message shows both accepted forms.
-                Also: the name given both positionally and as ``name=``.
+                Also: the name given both positionally and as ``name=``, or
+                ``resource`` not declared in the worker's ``resources``.
 
         Example::
 
@@ -376,11 +385,15 @@ class Worker:
                 raise InvalidArgument("pass the task name or the handler to task(), not both")
             name_or_fn = task_or_name(name_or_fn, name, "task")
         if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
-            self.registry.add(None, name_or_fn, batch=batch, concurrency=concurrency)
+            self.registry.add(
+                None, name_or_fn, batch=batch, concurrency=concurrency, resource=resource
+            )
             return name_or_fn
 
         def decorate(fn: F) -> F:
-            self.registry.add(name_or_fn, fn, batch=batch, concurrency=concurrency)
+            self.registry.add(
+                name_or_fn, fn, batch=batch, concurrency=concurrency, resource=resource
+            )
             return fn
 
         return decorate
@@ -392,26 +405,27 @@ class Worker:
         *,
         batch: int | None = None,
         concurrency: int | None = None,
+        resource: str | None = None,
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
 
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency: As for ``task``.
+            batch, concurrency, resource: As for ``task``.
 
         Returns:
             The ``Registration``.
 
         Raises:
-            InvalidArgument: the name is taken, or ``fn`` cannot take the context
-                (see ``task``).
+            InvalidArgument: the name is taken, ``fn`` cannot take the context
+                (see ``task``), or ``resource`` is not declared in ``resources``.
 
         Example::
 
             worker.register("email.send", send_email)
         """
-        return self.registry.add(name, fn, batch=batch, concurrency=concurrency)
+        return self.registry.add(name, fn, batch=batch, concurrency=concurrency, resource=resource)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
