@@ -470,7 +470,10 @@ def task_or_name(task: Any, name: Any, where: str) -> Any:
     """
     if name is None:
         if task is None:
-            raise InvalidArgument(f"{where}() needs a task name: {where}('email.send', payload)")
+            raise InvalidArgument(
+                f"task name must be a string, got None: {where}() needs a task name, "
+                f"as in {where}('email.send', payload)"
+            )
         return task
     if task is not None:
         raise InvalidArgument(
