@@ -17,6 +17,7 @@ from cairnq import (
     PostgresStore,
     QueueFull,
     SQLiteStore,
+    StoreClosed,
     Task,
     TaskRef,
     TaskStore,
@@ -326,6 +327,29 @@ async def test_cairnq_over_a_store_runs_on_the_stores_database(
     assert seen is not None and seen.payload == {"via": "client"}
 
 
+async def test_closing_a_client_over_a_store_leaves_the_store_open(
+    db: Database, tmp_path: Path
+) -> None:
+    store = _store_for(db, tmp_path)
+    await store.connect()
+    try:
+        async with CairnQ(store) as cq:
+            task = await cq.submit("job")
+        assert await store.get_status(task.id) == TaskRef(task.id, "queued")
+    finally:
+        await store.close()
+
+
+async def test_a_closed_store_made_from_a_database_raises_store_closed(
+    db: Database, tmp_path: Path
+) -> None:
+    store = _store_for(db, tmp_path)
+    await store.connect()
+    await store.close()
+    with pytest.raises(StoreClosed):
+        await store.submit(name="job")
+
+
 async def test_cairnq_max_queue_depth_gates_the_stores_own_submits(
     db: Database, tmp_path: Path
 ) -> None:
@@ -356,6 +380,7 @@ async def test_worker_over_a_store_with_positional_queues_runs_tasks(
         async with worker.background():
             task = await cq.submit("double", {"n": 21}, queue="jobs")
             done = await cq.wait(task.id, timeout_ms=5000)
+        assert await store.get_status(task.id) == TaskRef(task.id, "succeeded")
     finally:
         await store.close()
     assert (worker.queues, done.result) == (["jobs"], 42)
