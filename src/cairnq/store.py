@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from ._json import DEFAULT_CODEC, JsonCodec
 from ._wakeups import wants_done, wants_queued
-from .backends import Backend, InTransactionCompleter, SQLiteBackend
+from .backends import Backend, InTransactionCompleter, SQLiteBackend, registration
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
 from .models import Task, TaskRef
@@ -686,7 +686,12 @@ class PostgresStore(TaskStore):
 
 
 def _postgres_backend(source: Any, **options: Any) -> Backend:
-    """The backend a ``PostgresStore`` runs on, for every kind of ``source`` it accepts."""
-    from .backends.postgres import PostgresBackend
+    """The backend a ``PostgresStore`` runs on, for every kind of ``source`` it accepts.
 
-    return PostgresBackend(source, **options)
+    Opened through the backend registry: the ``postgresql`` opener takes a DSN, a
+    psycopg pool or a connection.
+    """
+    entry = registration("postgresql")
+    if entry is None:  # pragma: no cover - registered when cairnq.backends loads
+        raise UnsupportedBackend("no PostgreSQL backend is registered")
+    return entry.opener(source, **options)
