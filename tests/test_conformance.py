@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,46 @@ def test_scenarios_pass_with_real_sleeps(db: Database) -> None:
     results = run_paths(timed, url, real_clock=True)
     assert [(r.name, r.detail) for r in results if not r.passed] == []
     assert len(results) == len(timed) > 0
+
+
+def test_cairnq_conformance_via_store_passes_all_36_scenarios(db: Database, tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "cairnq"
+    url = db.url if db.kind == "postgres" else f"sqlite:///{tmp_path / 'unused.db'}"
+    run = subprocess.run(
+        [str(script), "conformance", str(scenario_dir()), "--db", url, "--via", "store"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1] == "36 passed, 0 failed"
+
+
+def test_timed_scenarios_pass_through_the_store_layer_with_real_sleeps(db: Database) -> None:
+    url = db.url if db.kind == "postgres" else "sqlite:///unused.db"
+    timed = [p for p in scenario_files() if '"sleep"' in p.read_text()]
+    results = run_paths(timed, url, real_clock=True, via="store")
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len(results) == len(timed) > 0
+
+
+def test_the_store_layer_mode_reports_an_unexpected_lost_lease(db: Database) -> None:
+    scenario = {
+        "name": "wrong",
+        "steps": [
+            {"op": "submit", "args": {"name": "job"}, "save": "t"},
+            {"op": "claim", "args": {"queues": ["default"], "worker_id": "w1"}},
+            {"op": "complete", "args": {"id": "$t.id", "worker_id": "w2", "result": 1}},
+        ],
+    }
+    result = run_scenario(scenario, _scenario_factory(db), via="store")
+    assert not result.passed
+    assert result.detail.startswith("LostLease")
+
+
+def test_an_unknown_via_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="via must be one of client, store"):
+        run_paths([scenario_dir()], f"sqlite:///{tmp_path / 'x.db'}", via="api")  # type: ignore[arg-type]
 
 
 def _scenario_factory(db: Database):  # type: ignore[no-untyped-def]

@@ -176,6 +176,19 @@ def test_the_quick_start_and_the_cli_use_one_database_in_the_working_directory(
     assert sorted(p.name for p in tmp_path.glob("*.db")) == ["cairnq.db"]
 
 
+def test_the_store_layer_example_claims_settles_and_purges_one_task(tmp_path: Path) -> None:
+    (tmp_path / "store_example.py").write_text(_python_blocks("The store layer")[0])
+    ran = subprocess.run(
+        [sys.executable, "store_example.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == ["succeeded {'ok': True}", "True"]
+
+
 def _stated_key_order() -> tuple[dict[str, Any], list[str]]:
     text = " ".join((ROOT / "README.md").read_text().split())
     found = re.search(r"written as `(\{[^`]*\})` comes back as `(\{[^`]*\})`", text)

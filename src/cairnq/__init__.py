@@ -59,6 +59,7 @@ from .models import (
     is_terminal_status,
 )
 from .retention import Retention, RetentionRule
+from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
 try:
@@ -82,6 +83,10 @@ __all__ = [
     "SQLiteBackend",
     "open_backend",
     "migrate",
+    # store layer
+    "TaskStore",
+    "SQLiteStore",
+    "PostgresStore",
     # models
     "STATUSES",
     "Conflict",

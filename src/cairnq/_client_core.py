@@ -44,6 +44,7 @@ from .protocol.procedures import Nap, Procedure, Run
 from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from .protocol.reads import WORKERS_MIGRATION
 from .protocol.steps import Op
+from .store import TaskStore
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -149,7 +150,7 @@ class _ClientCore:
 
     def __init__(
         self,
-        backend: Backend | str | os.PathLike[str],
+        backend: Backend | TaskStore | str | os.PathLike[str],
         *,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         max_json_depth: int = DEFAULT_MAX_DEPTH,
@@ -157,6 +158,10 @@ class _ClientCore:
         max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
         **backend_options: Any,
     ) -> None:
+        store: TaskStore | None = None
+        if isinstance(backend, TaskStore):
+            # The reference's CairnQ(store): the client runs on the store's backend.
+            store, backend = backend, backend.backend
         if isinstance(backend, (str, os.PathLike)):
             self.backend: Backend = open_backend(backend, **backend_options)
             self._owns_backend = True
@@ -168,8 +173,16 @@ class _ClientCore:
             self.backend = backend
             self._owns_backend = False
         else:
-            raise InvalidArgument(f"expected a Backend or a database URL, got {backend!r}")
+            raise InvalidArgument(
+                f"expected a Backend, a TaskStore or a database URL, got {backend!r}"
+            )
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        if store is not None:
+            # Backpressure lives on the store, so the store's own submits are gated too.
+            if max_queue_depth is None:
+                self.gate = store.gate
+            else:
+                store.gate = self.gate
         # Checked once per submit: with no hooks a submit does nothing more.
         self.submit_hooks: list[SubmitHook] = []
         self.codec = JsonCodec(
@@ -178,6 +191,22 @@ class _ClientCore:
         )
         # Said once per client: the database cannot tell who serves what.
         self._told_no_presence = False
+        self._store = store
+
+    @property
+    def store(self) -> TaskStore:
+        """The store layer over this client's backend (the reference SDK's ``cq.store``).
+
+        The same store for the life of the client; it shares the client's backend
+        and backpressure gate, and closing it leaves the backend open.
+
+        Example::
+
+            [task] = await cq.store.claim(queues=["default"], worker_id="w1")
+        """
+        if self._store is None:
+            self._store = TaskStore(self.backend, codec=self.codec, gate=self.gate)
+        return self._store
 
     def _where(self) -> str:
         """The database in words, without any password."""

@@ -32,7 +32,9 @@ class CairnQ(AsyncOperations):
 
     Args:
         backend: A ``Backend``, a database URL (``sqlite:///tasks.db``,
-            ``postgresql://...``) or a SQLite file path.
+            ``postgresql://...``), a SQLite file path, or a ``TaskStore``
+            (``CairnQ(SQLiteStore("tasks.db"))``: the client runs on the store's
+            backend, and its ``max_queue_depth`` gates the store's submits too).
         max_payload_bytes: Largest encoded payload, metadata or result accepted (1 MiB).
         max_json_depth: Deepest nesting accepted in JSON values (64).
         max_queue_depth: Backpressure: an int for every queue or ``{queue: int}``;

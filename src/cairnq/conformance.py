@@ -9,23 +9,29 @@ afterwards, so an existing database is never touched.
 By default time is a ``FakeClock`` and ``sleep`` steps advance it, which keeps
 lease-expiry scenarios exact; ``real_clock=True`` really sleeps instead.
 
+``via`` picks the layer the steps go through: ``"client"`` (default) runs each
+operation as the clients and the worker do; ``"store"`` calls the store layer's
+methods (``TaskStore.claim``, ``.heartbeat``, ``.fail``, ...) on an event loop,
+with the store finding each lease itself from the worker id.
+
 Example::
 
-    results = run_paths(["scenarios/"], "sqlite:///unused.db")
+    results = run_paths(["scenarios/"], "sqlite:///unused.db", via="store")
     assert all(r.passed for r in results)
 
-or ``python -m cairnq conformance scenarios/ --db postgresql://localhost/test``.
+or ``python -m cairnq conformance scenarios/ --db postgresql://localhost/test --via store``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO, TypeVar
 
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
@@ -34,9 +40,15 @@ from .errors import CairnQError, InvalidArgument
 from .models import Task, TaskRef
 from .protocol import ops as _ops
 from .protocol.steps import Op
+from .store import TaskStore
 from .testing import FakeClock
 
-__all__ = ["ScenarioResult", "load_scenarios", "run_paths", "run_scenario"]
+__all__ = ["VIAS", "ScenarioResult", "load_scenarios", "run_paths", "run_scenario"]
+
+T = TypeVar("T")
+
+Via = Literal["client", "store"]
+VIAS: tuple[Via, ...] = ("client", "store")
 
 
 @dataclass(frozen=True)
@@ -106,16 +118,21 @@ def run_paths(
     *,
     real_clock: bool = False,
     out: TextIO | None = None,
+    via: Via = "client",
 ) -> list[ScenarioResult]:
     """Run every scenario found under ``paths`` against ``url``'s backend.
 
     Writes one line per scenario and a closing ``N passed, M failed`` line to
-    ``out`` when given.
+    ``out`` when given. ``via="store"`` drives the steps through the store layer.
+
+    Raises:
+        InvalidArgument: an unknown ``via``, or a URL without scratch databases.
     """
+    _check_via(via)
     factory = factory_for(url)
     results = []
     for path, scenario in load_scenarios(paths):
-        result = run_scenario(scenario, factory, real_clock=real_clock, path=str(path))
+        result = run_scenario(scenario, factory, real_clock=real_clock, path=str(path), via=via)
         results.append(result)
         if out is not None:
             mark = "PASS" if result.passed else "FAIL"
@@ -133,18 +150,44 @@ def run_scenario(
     *,
     real_clock: bool = False,
     path: str = "",
+    via: Via = "client",
 ) -> ScenarioResult:
-    """Run one scenario in a fresh store; never raises for a failing step."""
+    """Run one scenario in a fresh store; never raises for a failing step.
+
+    Raises:
+        InvalidArgument: an unknown ``via``.
+    """
+    _check_via(via)
     name = str(scenario.get("name") or Path(path).stem or "unnamed")
     clock = None if real_clock else FakeClock()
     try:
         with factory(clock) as backend:
-            _Interpreter(backend, clock).run(scenario["steps"])
+            if via == "store":
+                _run_via_store(backend, clock, scenario["steps"])
+            else:
+                _Interpreter(backend, clock).run(scenario["steps"])
     except StepFailed as exc:
         return ScenarioResult(name, False, str(exc), path)
     except Exception as exc:
         return ScenarioResult(name, False, f"{type(exc).__name__}: {exc}", path)
     return ScenarioResult(name, True, "", path)
+
+
+def _check_via(via: str) -> None:
+    if via not in VIAS:
+        raise InvalidArgument(f"via must be one of {', '.join(VIAS)}; got {via!r}")
+
+
+def _run_via_store(backend: Backend, clock: FakeClock | None, steps: list[dict[str, Any]]) -> None:
+    """Run the steps through a ``TaskStore`` over ``backend``, on an event loop of their own."""
+    loop = asyncio.new_event_loop()
+    try:
+        _StoreInterpreter(backend, clock, loop).run(steps)
+    finally:
+        # The backend's async connections belong to this loop: close them on it.
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(backend.aclose())
+        loop.close()
 
 
 def _plain(value: Any) -> Any:
@@ -376,3 +419,112 @@ class _Interpreter:
         for row in rows:
             self.leases[row["id"]] = _ops.Lease.of(row)
         return [Task.from_row(r).to_dict() for r in rows]
+
+
+class _StoreInterpreter(_Interpreter):
+    """The same scenarios, each step a call of the store layer's public method.
+
+    Owned writes pass only the worker id, as the reference's store API does: the
+    store finds the lease of its own claims, and reads it for tasks it did not claim.
+    """
+
+    def __init__(
+        self, backend: Backend, clock: FakeClock | None, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        super().__init__(backend, clock)
+        self.loop = loop
+        self.store = TaskStore(backend)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def perform(self, op: str, a: dict[str, Any]) -> Any:
+        store = self.store
+        if op == "sleep":
+            return super().perform(op, a)
+        if op == "submit":
+            return self.call(
+                store.submit(
+                    name=a["name"],
+                    payload=a.get("payload"),
+                    queue=a.get("queue", "default"),
+                    key=a.get("key"),
+                    conflict=a.get("conflict", "reuse"),
+                    max_attempts=a.get("max_attempts", 3),
+                    priority=a.get("priority", 0),
+                    metadata=a.get("metadata"),
+                    parent_id=a.get("parent_id"),
+                    root_id=a.get("root_id"),
+                    correlation_id=a.get("correlation_id"),
+                    delay_ms=a.get("run_at_delay_ms", a.get("delay_ms", 0)),
+                )
+            )
+        if op in ("get", "get_status"):
+            return self.call(getattr(store, op)(a["id"]))
+        if op in ("get_by_key", "get_status_by_key", "cancel_by_key"):
+            return self.call(getattr(store, op)(a["key"]))
+        if op == "list":
+            return self.call(store.list(**{k: a[k] for k in a if k != "op"}))
+        if op == "cancel":
+            return self.call(store.cancel(a["id"]))
+        if op == "retry":
+            return self.call(store.retry(a["id"], reset_attempt=bool(a.get("reset_attempt"))))
+        if op == "retry_by_key":
+            reset = bool(a.get("reset_attempt"))
+            return self.call(store.retry_by_key(a["key"], reset_attempt=reset))
+        if op == "purge":
+            return self.call(
+                store.purge(
+                    older_than_ms=a.get("older_than_ms", 0),
+                    queue=a.get("queue"),
+                    status=a.get("status"),
+                    name=a.get("name"),
+                    limit=a.get("limit", 1000),
+                )
+            )
+        if op == "stats":
+            return self.call(store.stats(a.get("queue")))
+        if op == "queue_depth":
+            return self.call(store.queue_depth(a["queue"], a["max_depth"]))
+        if op == "claim":
+            return self.call(
+                store.claim(
+                    queues=a["queues"],
+                    worker_id=a["worker_id"],
+                    lease_ms=int(a.get("lease_ms", 30000)),
+                    limit=int(a.get("limit", 1)),
+                    names=a.get("names"),
+                )
+            )
+        worker = str(a.get("worker_id"))
+        lease_ms = int(a.get("lease_ms", 30000))
+        if op == "heartbeat":
+            return self.call(store.heartbeat(task_id=a["id"], worker_id=worker, lease_ms=lease_ms))
+        if op == "heartbeat_batch":
+            held = self.call(
+                store.heartbeat_batch(task_ids=a["ids"], worker_id=worker, lease_ms=lease_ms)
+            )
+            return [{"id": i, "cancel_requested": held[i]} for i in a["ids"] if i in held]
+        if op == "progress":
+            return self.call(
+                store.progress(
+                    task_id=a["id"],
+                    worker_id=worker,
+                    progress=a.get("progress"),
+                    message=a.get("message"),
+                )
+            )
+        if op in ("succeed", "complete"):
+            settle = store.succeed if op == "succeed" else store.complete
+            return self.call(settle(task_id=a["id"], worker_id=worker, result=a.get("result")))
+        if op == "fail":
+            return self.call(
+                store.fail(
+                    task_id=a["id"],
+                    worker_id=worker,
+                    error=a.get("error", {}),
+                    retryable=bool(a.get("retryable", True)),
+                    delay_ms=int(a.get("delay_ms", 0)),
+                )
+            )
+        raise StepFailed(f"unknown op {op!r}")

@@ -44,6 +44,7 @@ from ..protocol import reads as _reads
 from ..protocol.procedures import Procedure, afollow
 from ..protocol.steps import Emit, Op
 from ..retention import Retention, RetentionSweeper
+from ..store import TaskStore
 
 T = TypeVar("T")
 C = TypeVar("C", bound="AsyncOperations")
@@ -56,7 +57,7 @@ class AsyncOperations(_ClientCore):
 
     def __init__(
         self,
-        backend: Backend | str | os.PathLike[str],
+        backend: Backend | TaskStore | str | os.PathLike[str],
         *,
         retention: Retention | int | None = None,
         **options: Any,

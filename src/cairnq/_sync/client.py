@@ -40,6 +40,7 @@ from ..protocol import reads as _reads
 from ..protocol.procedures import Procedure, follow
 from ..protocol.steps import Emit, Op
 from ..retention import Retention, SyncRetentionSweeper
+from ..store import TaskStore
 
 T = TypeVar("T")
 C = TypeVar("C", bound="SyncOperations")
@@ -52,7 +53,7 @@ class SyncOperations(_ClientCore):
 
     def __init__(
         self,
-        backend: Backend | str | os.PathLike[str],
+        backend: Backend | TaskStore | str | os.PathLike[str],
         *,
         retention: Retention | int | None = None,
         **options: Any,

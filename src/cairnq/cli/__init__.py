@@ -447,7 +447,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run protocol scenario files against a backend",
         description="Run conformance scenarios (JSON). Each scenario gets a fresh store: a "
         "temporary SQLite file, or a throwaway schema in the PostgreSQL database given.",
-        epilog="example: cairnq conformance scenarios/ --db postgresql://localhost/test",
+        epilog="example: cairnq conformance scenarios/ --db postgresql://localhost/test "
+        "--via store",
     )
     conformance.add_argument("paths", nargs="+", help="scenario files or directories")
     conformance.add_argument(
@@ -455,6 +456,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     conformance.add_argument(
         "--real-clock", action="store_true", help="really sleep in sleep steps"
+    )
+    conformance.add_argument(
+        "--via",
+        choices=("client", "store"),
+        default="client",
+        help="the layer steps go through: the client's operations (default) or the "
+        "store layer (TaskStore methods)",
     )
     conformance.set_defaults(run=cmd_conformance)
     return parser

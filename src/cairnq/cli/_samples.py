@@ -25,5 +25,7 @@ def cmd_conformance(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq conformance``: every scenario passed -> 0."""
     from ..conformance import run_paths
 
-    results = run_paths(args.paths, _database(args), real_clock=args.real_clock, out=out)
+    results = run_paths(
+        args.paths, _database(args), real_clock=args.real_clock, out=out, via=args.via
+    )
     return 0 if results and all(r.passed for r in results) else 1

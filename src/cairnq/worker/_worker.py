@@ -30,6 +30,7 @@ from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, Schema
 from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
+from ..store import TaskStore
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
@@ -83,8 +84,10 @@ class Worker:
     """Claims tasks from the database and runs their handlers.
 
     Args:
-        store: A ``CairnQ`` client, a ``Backend``, or a database URL / SQLite path.
-        queues: Queues to serve (``("default",)``).
+        store: A ``CairnQ`` client, a ``TaskStore`` (``SQLiteStore``,
+            ``PostgresStore``), a ``Backend``, or a database URL / SQLite path.
+        queues: Queues to serve (``("default",)``); positional or keyword
+            (``Worker(store, ["default"])`` as in the reference SDK).
         concurrency: Handler calls running at once (a batch call counts once).
         lease_ms: How long a claim holds a task without a heartbeat (30 s).
         poll_interval_ms: Longest idle wait between claims when nothing wakes the worker.
@@ -123,9 +126,9 @@ class Worker:
 
     def __init__(
         self,
-        store: CairnQ | Backend | str | os.PathLike[str],
-        *,
+        store: CairnQ | TaskStore | Backend | str | os.PathLike[str],
         queues: Iterable[str] = ("default",),
+        *,
         concurrency: int = 1,
         lease_ms: int = 30_000,
         poll_interval_ms: int = 500,
@@ -150,7 +153,7 @@ class Worker:
         else:
             self.client = CairnQ(store)
         # A client made here from a URL owns its backend; closing the worker closes it.
-        self._owns_client = not isinstance(store, (CairnQ, Backend))
+        self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
         self.queues = _ops.check_names(queues, "queues")
         if not self.queues:
             raise InvalidArgument("a worker needs at least one queue")
