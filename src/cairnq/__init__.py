@@ -17,6 +17,7 @@ Example::
 from importlib.metadata import PackageNotFoundError, version
 
 from .backends import Backend, SQLiteBackend, open_backend
+from .backends.pg_executor import PgExecutor, PgSession, create_pool_executor
 from .client import CairnQ, SyncCairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
@@ -82,6 +83,9 @@ __all__ = [
     "SQLiteBackend",
     "open_backend",
     "migrate",
+    "PgExecutor",
+    "PgSession",
+    "create_pool_executor",
     # models
     "STATUSES",
     "Conflict",
