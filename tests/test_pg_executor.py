@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -366,3 +367,78 @@ async def test_a_task_submitted_through_psycopg_is_run_by_an_executor_worker(
         "hello asyncpg",
         worker.worker_id,
     )
+
+
+async def test_submit_in_the_applications_transaction_on_an_executor_is_unsupported(
+    executor: PgExecutor, pg_schema: str
+) -> None:
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq, executor.transaction() as s:
+        with pytest.raises(UnsupportedBackend):
+            await cq.submit("noop", conn=s)
+
+
+class _DecodingExecutor:
+    """An application's asyncpg executor whose connections decode jsonb (a type codec)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    async def query(self, text: str, values: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+        rows: Sequence[Mapping[str, Any]] = await self._pool.fetch(text, *values)
+        return rows
+
+    async def execute(self, sql: str) -> Any:
+        return await self._pool.execute(sql)
+
+    def transaction(self) -> AbstractAsyncContextManager[PgSession]:
+        raise AssertionError("not reached: the executor is refused on open")
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+async def test_an_executor_that_decodes_jsonb_is_refused_with_what_to_change(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    import json
+
+    import asyncpg
+
+    async def decode_jsonb(conn: Any) -> None:
+        await conn.set_type_codec(
+            "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+    decoding = _DecodingExecutor(
+        await asyncpg.create_pool(asyncpg_url(pg_dsn), min_size=1, max_size=1, init=decode_jsonb)
+    )
+    try:
+        with pytest.raises(UnsupportedBackend, match="json/jsonb"):
+            await CairnQ.postgres(decoding).submit("noop")
+    finally:
+        await decoding.close()
+
+
+# --- the README ---------------------------------------------------------------------
+
+
+def _readme_executor_block() -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("**Through asyncpg, or an executor of your own.**", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_readmes_executor_example_runs_as_written(
+    pg_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import textwrap
+
+    import cairnq
+
+    code = _readme_executor_block()
+    code = code.replace('"postgresql://app@db/app"', repr(asyncpg_url(pg_dsn)))
+    code = code.replace('"jobs"', repr(pg_schema))
+    scope: dict[str, Any] = {name: getattr(cairnq, name) for name in cairnq.__all__}
+    exec("async def example():\n" + textwrap.indent(code, "    "), scope)
+    await scope["example"]()
+    assert capsys.readouterr().out == "{'width': 320}\n"
