@@ -369,12 +369,33 @@ async def test_a_task_submitted_through_psycopg_is_run_by_an_executor_worker(
     )
 
 
-async def test_submit_in_the_applications_transaction_on_an_executor_is_unsupported(
+async def test_a_task_submitted_in_the_applications_executor_transaction_appears_at_commit(
     executor: PgExecutor, pg_schema: str
 ) -> None:
-    async with CairnQ.postgres(executor, schema=pg_schema) as cq, executor.transaction() as s:
-        with pytest.raises(UnsupportedBackend):
-            await cq.submit("noop", conn=s)
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq:
+        async with executor.transaction() as session:
+            task = await cq.submit("orders.confirm", {"order": 42}, conn=session)
+            seen_before_commit = await cq.get(task.id)
+        seen_after_commit = await cq.get(task.id)
+    assert seen_before_commit is None
+    assert seen_after_commit is not None and seen_after_commit.status == "queued"
+
+
+async def test_a_task_submitted_in_a_rolled_back_executor_transaction_leaves_nothing(
+    executor: PgExecutor, pg_schema: str
+) -> None:
+    submitted: list[str] = []
+
+    async def submit_then_fail(cq: CairnQ) -> None:
+        async with executor.transaction() as session:
+            task = await cq.submit("orders.confirm", {"order": 42}, conn=session)
+            submitted.append(task.id)
+            raise RuntimeError("roll back")
+
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq:
+        with pytest.raises(RuntimeError, match="roll back"):
+            await submit_then_fail(cq)
+        assert submitted and await cq.get(submitted[0]) is None
 
 
 class _DecodingExecutor:

@@ -408,6 +408,39 @@ class PgExecutorBackend:
         self.hub.publish(emits)
         return row
 
+    async def arun_on(self, conn: PgSession, op: Op[T]) -> T:
+        """Run ``op`` on a session of the application's transaction; the application commits.
+
+        ``conn`` is the session ``executor.transaction()`` yielded. The operation
+        runs in a savepoint, so its own failure leaves the application's
+        transaction usable. Wake-ups come from the NOTIFY trigger at its commit.
+
+        Raises:
+            SchemaMismatch: the session's current schema is not this backend's.
+        """
+        self._bind_loop()
+        if not self._setup_done:
+            await self.aopen()
+        try:
+            if self.schema is not None:
+                await adrive(
+                    _ops.check_installation(self.schema), lambda step: self._execute(conn, step)
+                )
+            await conn.execute("savepoint cairnq_op")
+            try:
+                value, _ = await adrive(op, lambda step: self._execute(conn, step))
+            except BaseException:
+                await conn.execute("rollback to savepoint cairnq_op")
+                raise
+            await conn.execute("release savepoint cairnq_op")
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value
+
+    def run_on(self, conn: Any, op: Op[T]) -> T:
+        """Refused: an executor's sessions are async (``SyncCairnQ`` cannot use one)."""
+        raise UnsupportedBackend(SYNC_REFUSED)
+
     def _start_listening(self) -> None:
         if self._listen_enabled and self._listen_task is None:
             self._listen_task = asyncio.ensure_future(self._listen_loop())
