@@ -463,3 +463,33 @@ async def test_the_readmes_executor_example_runs_as_written(
     exec("async def example():\n" + textwrap.indent(code, "    "), scope)
     await scope["example"]()
     assert capsys.readouterr().out == "{'width': 320}\n"
+
+
+def test_an_executor_client_and_worker_run_without_psycopg_installed(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    program = f"""
+import asyncio, sys
+sys.modules["psycopg"] = sys.modules["psycopg_pool"] = None
+from cairnq import CairnQ, Worker, create_pool_executor
+
+async def main():
+    executor = create_pool_executor({asyncpg_url(pg_dsn)!r}, schema={pg_schema!r})
+    worker = Worker.postgres(executor, schema={pg_schema!r}, poll_interval_ms=50)
+
+    @worker.task
+    async def double(ctx, payload):
+        return payload * 2
+
+    async with CairnQ.postgres(executor, schema={pg_schema!r}) as cq, worker.background():
+        task = await cq.submit("double", 21)
+        print((await cq.wait(task.id, timeout_ms=10_000)).result)
+    await worker.close()
+    await executor.close()
+
+asyncio.run(main())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out == "42\n"

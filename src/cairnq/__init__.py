@@ -16,8 +16,14 @@ Example::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .backends import Backend, SQLiteBackend, open_backend
-from .backends.pg_executor import PgExecutor, PgSession, create_pool_executor
+from .backends import (
+    Backend,
+    PgExecutor,
+    PgSession,
+    SQLiteBackend,
+    create_pool_executor,
+    open_backend,
+)
 from .client import CairnQ, SyncCairnQ, WatchSignal
 from .errors import (
     AlreadyExists,

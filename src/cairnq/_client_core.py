@@ -250,11 +250,11 @@ class _ClientCore:
             cq = CairnQ.postgres("postgresql://localhost/app", schema="jobs")
             cq = CairnQ.postgres(create_pool_executor("postgresql://localhost/app"))
         """
-        from .backends.pg_executor import SYNC_REFUSED, PgExecutorBackend, is_executor
+        from .backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
 
         if is_executor(source):
             if cls._RUN_ON != "arun_on":
-                raise UnsupportedBackend(SYNC_REFUSED)
+                raise UnsupportedBackend(EXECUTOR_SYNC_REFUSED)
             client = cls(
                 PgExecutorBackend(
                     source, schema=schema, clock=clock, migrate=migrate, listen=listen

@@ -31,7 +31,14 @@ from .base import (
     label_of,
     migration_settings,
 )
-from .pg_executor import PgExecutor, PgExecutorBackend, PgSession, create_pool_executor
+from .pg_executor import SYNC_REFUSED as EXECUTOR_SYNC_REFUSED
+from .pg_executor import (
+    PgExecutor,
+    PgExecutorBackend,
+    PgSession,
+    create_pool_executor,
+    is_executor,
+)
 from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
 
 if TYPE_CHECKING:
@@ -55,6 +62,8 @@ __all__ = [
     "PgSession",
     "PostgresBackend",
     "create_pool_executor",
+    "EXECUTOR_SYNC_REFUSED",
+    "is_executor",
     "Registration",
     "ReservedRunner",
     "SQLiteBackend",

@@ -693,7 +693,8 @@ class PoolExecutor:
         except (asyncio.TimeoutError, self._asyncpg.FeatureNotSupportedError) as exc:
             await conn.close()
             raise ListenUnavailable(
-                f"LISTEN/NOTIFY does not work on this connection (a transaction pooler?): {exc!r}"
+                "notifications never arrive on this connection (a transaction pooler?): "
+                + repr(exc)
             ) from exc
         except BaseException:
             await conn.close()

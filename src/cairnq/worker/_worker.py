@@ -278,13 +278,14 @@ class Worker:
 
             worker = Worker.postgres(create_pool_executor(dsn), queues=["default"])
         """
-        from ..backends import PostgresBackend
-        from ..backends.pg_executor import PgExecutorBackend, is_executor
+        from ..backends import PgExecutorBackend, is_executor
 
         if is_executor(source):
             executor_kw = {k: options.pop(k) for k in list(options) if k in _EXECUTOR_KEYS}
             executor_backend = PgExecutorBackend(source, schema=schema, **executor_kw)
             return cls._owning(executor_backend, queues, concurrency, lease_ms, options)
+        from ..backends import PostgresBackend
+
         backend_keys = {"clock", "migrate", "listen", "application_name", "listen_health_s"}
         backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
         backend = PostgresBackend(
