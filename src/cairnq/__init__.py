@@ -16,7 +16,14 @@ Example::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .backends import Backend, SQLiteBackend, open_backend
+from .backends import (
+    Backend,
+    PgExecutor,
+    PgSession,
+    SQLiteBackend,
+    create_pool_executor,
+    open_backend,
+)
 from .client import CairnQ, SyncCairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
@@ -87,6 +94,10 @@ __all__ = [
     "TaskStore",
     "SQLiteStore",
     "PostgresStore",
+    # PostgreSQL executor seam
+    "PgExecutor",
+    "PgSession",
+    "create_pool_executor",
     # models
     "STATUSES",
     "Conflict",

@@ -309,24 +309,46 @@ class _ClientCore:
         listen: bool = True,
         **options: Any,
     ) -> C:
-        """A client on PostgreSQL (needs the ``postgres`` extra).
+        """A client on PostgreSQL (needs the ``postgres`` extra, or ``asyncpg`` for an executor).
 
         Args:
             source: A DSN, or the application's psycopg pool or connection
-                (async pool/connection for ``CairnQ``, sync for ``SyncCairnQ``).
-                cairnq uses an injected pool and never closes it.
+                (async pool/connection for ``CairnQ``, sync for ``SyncCairnQ``),
+                or a ``PgExecutor`` such as ``create_pool_executor(dsn)`` (``CairnQ``
+                only). cairnq uses an injected pool or executor and never closes it.
             schema: Schema of cairnq's tables: created if missing and pinned in
-                ``search_path`` with a DSN; only checked with a pool or connection.
+                ``search_path`` with a DSN; only checked with a pool, connection
+                or executor.
             min_size, max_size: Size of the pool cairnq makes from a DSN.
             clock: Supply ``now_ms`` from this clock instead of the database's.
             migrate: Apply pending migrations on first use (default).
-            listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN is needed).
+            listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN, or an executor
+                with ``listen``, is needed).
             **options: Client options (``max_payload_bytes``, ``max_json_depth``).
 
         Raises:
             InvalidArgument: a bad schema name.
+            UnsupportedBackend: a ``PgExecutor`` given to ``SyncCairnQ``.
             SchemaMismatch: (on first use) the connection sees another installation.
+
+        Example::
+
+            cq = CairnQ.postgres("postgresql://localhost/app", schema="jobs")
+            cq = CairnQ.postgres(create_pool_executor("postgresql://localhost/app"))
         """
+        from .backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
+
+        if is_executor(source):
+            if cls._RUN_ON != "arun_on":
+                raise UnsupportedBackend(EXECUTOR_SYNC_REFUSED)
+            client = cls(
+                PgExecutorBackend(
+                    source, schema=schema, clock=clock, migrate=migrate, listen=listen
+                ),
+                **options,
+            )
+            client._owns_backend = True
+            return client
         from .backends import PostgresBackend
 
         backend = PostgresBackend(

@@ -38,7 +38,14 @@ from typing import Any, TypeVar
 
 from ._json import DEFAULT_CODEC, JsonCodec
 from ._wakeups import wants_done, wants_queued
-from .backends import Backend, InTransactionCompleter, SQLiteBackend, registration
+from .backends import (
+    Backend,
+    InTransactionCompleter,
+    PgExecutorBackend,
+    SQLiteBackend,
+    is_executor,
+    registration,
+)
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
 from .models import Task, TaskRef
@@ -688,9 +695,14 @@ class PostgresStore(TaskStore):
 def _postgres_backend(source: Any, **options: Any) -> Backend:
     """The backend a ``PostgresStore`` runs on, for every kind of ``source`` it accepts.
 
-    Opened through the backend registry: the ``postgresql`` opener takes a DSN, a
-    psycopg pool or a connection.
+    A ``PgExecutor`` (``create_pool_executor``, or one's own) runs on the executor
+    backend, which sizes no pool; anything else is opened through the backend
+    registry: the ``postgresql`` opener takes a DSN, a psycopg pool or a connection.
     """
+    if is_executor(source):
+        options.pop("min_size", None)
+        options.pop("max_size", None)
+        return PgExecutorBackend(source, **options)
     entry = registration("postgresql")
     if entry is None:  # pragma: no cover - registered when cairnq.backends loads
         raise UnsupportedBackend("no PostgreSQL backend is registered")

@@ -2,7 +2,9 @@
 
 SQLite registers ``sqlite://`` and plain file paths; PostgreSQL registers
 ``postgresql://`` and ``postgres://`` here, importing its driver only when
-such a URL is opened.
+such a URL is opened. ``PgExecutorBackend`` runs PostgreSQL through a
+``PgExecutor`` (asyncpg's pool from ``create_pool_executor``, or the
+application's own); it has no URL scheme.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from .base import (
     label_of,
     migration_settings,
 )
+from .pg_executor import SYNC_REFUSED as EXECUTOR_SYNC_REFUSED
+from .pg_executor import (
+    PgExecutor,
+    PgExecutorBackend,
+    PgSession,
+    create_pool_executor,
+    is_executor,
+)
 from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
 
 if TYPE_CHECKING:
@@ -47,7 +57,13 @@ __all__ = [
     "InTransactionCompleter",
     "Inspection",
     "Inspector",
+    "PgExecutor",
+    "PgExecutorBackend",
+    "PgSession",
     "PostgresBackend",
+    "create_pool_executor",
+    "EXECUTOR_SYNC_REFUSED",
+    "is_executor",
     "Registration",
     "ReservedRunner",
     "SQLiteBackend",

@@ -47,6 +47,8 @@ F = TypeVar("F", bound=Handler)
 SHUTDOWN_WRITE_TIMEOUT_S = 5.0
 # How long a worker waits before opening again a database it could not reach.
 OPEN_RETRY_S = 5.0
+# The backend options Worker.postgres passes on to a PgExecutor's backend.
+_EXECUTOR_KEYS = frozenset({"clock", "migrate", "listen"})
 
 __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
@@ -273,11 +275,23 @@ class Worker:
         schema: str | None = None,
         **options: Any,
     ) -> Worker:
-        """A worker on PostgreSQL: a DSN, or the application's psycopg async pool.
+        """A worker on PostgreSQL: a DSN, the application's psycopg async pool, or a ``PgExecutor``.
 
         Its connections are named ``cairnq-worker`` (``-heartbeat``, ``-listen``)
-        in ``pg_stat_activity``.
+        in ``pg_stat_activity``. With a ``PgExecutor`` (``create_pool_executor(dsn)``),
+        every operation, heartbeats included, goes through the executor, which the
+        worker never closes; ``min_size`` and ``max_size`` apply to a DSN only.
+
+        Example::
+
+            worker = Worker.postgres(create_pool_executor(dsn), queues=["default"])
         """
+        from ..backends import PgExecutorBackend, is_executor
+
+        if is_executor(source):
+            executor_kw = {k: options.pop(k) for k in list(options) if k in _EXECUTOR_KEYS}
+            executor_backend = PgExecutorBackend(source, schema=schema, **executor_kw)
+            return cls._owning(executor_backend, queues, concurrency, lease_ms, options)
         from ..backends import PostgresBackend
 
         backend_keys = {"clock", "migrate", "listen", "application_name", "listen_health_s"}

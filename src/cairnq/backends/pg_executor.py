@@ -1,0 +1,750 @@
+"""PostgreSQL through an executor: the reference SDK's seam, for asyncpg or any driver.
+
+A ``PgExecutor`` runs SQL with ``$n`` parameters (``query``), runs parameterless
+scripts (``execute``), opens transactions (``transaction``) and may listen for
+notifications (``listen``). ``create_pool_executor`` builds one on an asyncpg
+pool (the ``asyncpg`` extra). ``PgExecutorBackend`` runs cairnq's protocol
+operations through any executor: each canonical statement's ``:name``
+parameters become ``$n`` once per statement, a write operation of several
+statements runs in one ``transaction()``, and wake-ups come from ``listen``
+when the executor has it, from polling otherwise.
+
+The executor is async: this backend serves ``CairnQ`` and ``Worker``. Its
+blocking calls work only from another thread while the executor's event loop
+runs (``SyncCairnQ`` refuses an executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from .._clock import Clock
+from .._crashpoints import ARMED, around_commit
+from .._extras import missing_extra
+from .._wakeups import WakeHub, hub_for
+from ..errors import (
+    CairnQError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    ListenUnavailable,
+    LostLease,
+    StoreClosed,
+    UnsupportedBackend,
+)
+from ..protocol import ops as _ops
+from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
+from ..protocol.statements import Dialect, statements
+from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, is_single_statement
+from .base import LoopBinding, bind
+
+log = logging.getLogger("cairnq.postgres")
+
+T = TypeVar("T")
+
+LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+MAX_IDENTIFIER_BYTES = 63
+_DRIVER_PLACEHOLDER = re.compile(r"%\(([A-Za-z_]\w*)\)s|%%")
+_UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
+# SQLSTATEs: serialization failure and deadlock (worth another try), an undefined table.
+_RETRYABLE_STATES = frozenset({"40001", "40P01"})
+_UNDEFINED_TABLE = "42P01"
+SYNC_REFUSED = (
+    "a PgExecutor is async: use CairnQ.postgres(executor) or Worker.postgres(executor) "
+    "from its event loop (SyncCairnQ cannot use it; give SyncCairnQ a DSN instead)"
+)
+JSON_DECODED = (
+    "this PgExecutor decodes json/jsonb values; cairnq reads them as text (asyncpg's "
+    "default): drop the json/jsonb type codec from the connections it uses"
+)
+
+
+@runtime_checkable
+class PgSession(Protocol):
+    """One place to run SQL: an executor, or a transaction's connection.
+
+    Example::
+
+        rows = await session.query("select id, status from cairnq_tasks where id = $1", [task_id])
+    """
+
+    async def query(self, text: str, values: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+        """Run ``text`` with ``$1``, ``$2``... bound to ``values`` (``None`` is NULL).
+
+        Returns:
+            The rows, each a mapping of column name to value (json/jsonb as text).
+        """
+        ...
+
+    async def execute(self, sql: str) -> Any:
+        """Run ``sql`` without parameters; it may hold several statements."""
+        ...
+
+
+@runtime_checkable
+class PgExecutor(PgSession, Protocol):
+    """A PostgreSQL connection source cairnq runs its operations through.
+
+    Besides ``PgSession``'s ``query`` and ``execute``: ``transaction()`` is an async
+    context manager yielding a ``PgSession`` on one connection, committing on a
+    normal exit and rolling back on an exception; ``close()`` releases it (cairnq
+    never closes an executor it was given). An executor may also have
+    ``listen(channels, on_notify, on_close) -> stop``: it calls
+    ``on_notify(channel, payload)`` per notification and ``on_close()`` when the
+    listening connection is lost; ``stop()`` ends listening. It raises
+    ``ListenUnavailable`` when LISTEN can never work. Without ``listen``, cairnq polls.
+
+    Example::
+
+        executor = create_pool_executor("postgresql://localhost/app")
+        async with CairnQ.postgres(executor) as cq:
+            await cq.submit("email.send", {"to": "a@example.com"})
+        await executor.close()
+    """
+
+    def transaction(self) -> AbstractAsyncContextManager[PgSession]:
+        """A transaction on one connection, yielding the session to run its statements on."""
+        ...
+
+    async def close(self) -> None:
+        """Release the executor's connections."""
+        ...
+
+
+def is_executor(source: object) -> bool:
+    """Whether ``source`` is a ``PgExecutor`` (not a DSN, pool or connection of psycopg's)."""
+    return not isinstance(source, str) and isinstance(source, PgExecutor)
+
+
+def check_schema(schema: str | None) -> str | None:
+    """A schema name cairnq accepts: an identifier of at most 63 bytes, not PostgreSQL's own.
+
+    Raises:
+        InvalidArgument: ``schema`` is not such a name.
+    """
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(
+            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
+            "not starting with a digit"
+        )
+    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if _ops.system_schema(schema):
+        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
+    return schema
+
+
+def positional(text: str) -> tuple[str, tuple[str, ...]]:
+    """A statement's driver text (``%(name)s``) with ``$n`` placeholders instead.
+
+    Returns:
+        The text, and the parameter names in ``$n`` order (each name once).
+    """
+    order: dict[str, int] = {}
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        if name not in order:
+            order[name] = len(order) + 1
+        return f"${order[name]}"
+
+    return _DRIVER_PLACEHOLDER.sub(replace, text), tuple(order)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """A driver's error as a ``cairnq.errors`` one, told apart by SQLSTATE; others pass."""
+    if isinstance(exc, CairnQError) or not isinstance(exc, Exception):
+        return exc
+    state = getattr(exc, "sqlstate", None)
+    if not isinstance(state, str):
+        if isinstance(exc, (OSError, ConnectionError)) or _is_connection_error(exc):
+            return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
+        return exc
+    if state in _RETRYABLE_STATES:
+        return DatabaseError(f"PostgreSQL aborted the transaction: {exc}", retryable=True)
+    if state == _UNDEFINED_TABLE:
+        relation = _UNDEFINED_RELATION.search(str(exc))
+        if relation and relation.group(1).startswith("cairnq_"):
+            return missing_table(relation.group(1))
+    if state.startswith("08"):
+        return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
+    return DatabaseError(f"PostgreSQL error: {exc}")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """asyncpg's lost-connection errors carry no SQLSTATE; they are told by class name."""
+    return type(exc).__name__ in {"ConnectionDoesNotExistError", "InterfaceError"} and (
+        "connection" in str(exc).lower()
+    )
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class PgExecutorBackend:
+    """cairnq's PostgreSQL protocol run through a ``PgExecutor`` (asyncpg or any driver).
+
+    Args:
+        executor: The executor; cairnq never closes it unless ``owns_executor``.
+        schema: The schema holding cairnq's tables: only checked (the executor's
+            connections must already have it first in ``search_path``).
+        clock: Supply ``now_ms`` from this clock instead of the database's.
+        migrate: Apply pending migrations on open (default); otherwise only check.
+        repair: With ``migrate``, apply again the recorded migrations whose
+            objects are missing (see ``cairnq.migrate``).
+        listen: Wake waiters through ``executor.listen`` when it has one (default).
+        owns_executor: Close the executor when the backend closes.
+
+    Raises:
+        InvalidArgument: ``executor`` is no ``PgExecutor``, or a bad schema name.
+
+    Example::
+
+        backend = PgExecutorBackend(create_pool_executor(dsn))
+        async with CairnQ(backend) as cq:
+            await cq.submit("report.build", {"month": "2026-11"})
+    """
+
+    dialect: Dialect = "postgres"
+
+    def __init__(
+        self,
+        executor: PgExecutor,
+        *,
+        schema: str | None = None,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        repair: bool = False,
+        listen: bool = True,
+        owns_executor: bool = False,
+    ) -> None:
+        if not is_executor(executor):
+            raise InvalidArgument(
+                "expected a PgExecutor (query, execute, transaction, close), "
+                f"got {type(executor).__name__}"
+            )
+        self.executor = executor
+        self.schema = check_schema(schema)
+        self.clock = clock
+        self.migrate = migrate
+        self.repair = check_repair(repair, migrate)
+        self.migrations_applied: list[str] = []
+        self._listen_enabled = listen and callable(getattr(executor, "listen", None))
+        self._owns_executor = owns_executor
+        self.hub: WakeHub = hub_for(f"pgexecutor:{id(executor)}|{self.schema or ''}")
+        self._statements = statements("postgres")
+        self._compiled: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._setup_done = False
+        self._setup_lock: asyncio.Lock | None = None
+        self._loops = LoopBinding()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+        self._listening = False
+
+    def __repr__(self) -> str:
+        name = type(self.executor).__name__
+        return f"<PgExecutorBackend {name} schema={self.schema!r} {self._state}>"
+
+    @property
+    def label(self) -> str:
+        """The database in a few words: ``PostgreSQL (executor)``."""
+        return "PostgreSQL (executor)"
+
+    @property
+    def description(self) -> str:
+        """The database in words for banners and errors; the executor holds the address."""
+        where = f", schema {self.schema}" if self.schema else ""
+        return f"PostgreSQL through {type(self.executor).__name__}{where}"
+
+    @property
+    def listening(self) -> bool:
+        """Whether ``executor.listen`` is delivering wake-ups (else waiters poll)."""
+        return self._listening
+
+    # --- the async half ------------------------------------------------------------
+
+    def _bind_loop(self) -> None:
+        self._loops.check()
+        self._loop = asyncio.get_running_loop()
+
+    async def aopen(self) -> None:
+        """Check the installation and migrate (or verify) through the executor; idempotent.
+
+        Raises:
+            SchemaMismatch: the executor's connections see another installation.
+            UnsupportedBackend: the executor decodes json/jsonb values.
+            StoreClosed: the backend was closed.
+        """
+        self._bind_loop()
+        if self._state == "closed":
+            raise StoreClosed("this PostgreSQL executor backend was closed")
+        if self._setup_lock is None:
+            self._setup_lock = asyncio.Lock()
+        async with self._setup_lock:
+            if not self._setup_done:
+                await self._check_json_wire_form()
+                self.migrations_applied = await arun_setup(
+                    self._setup(), lambda step: self._arun_now(step.op, write=step.write)
+                )
+                self._setup_done = True
+            if self._state == "new":
+                self._state = "open"
+            self._start_listening()
+
+    async def _check_json_wire_form(self) -> None:
+        try:
+            rows = await self.executor.query("select '\"cairnq\"'::jsonb as v", [])
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        if rows[0]["v"] != '"cairnq"':
+            raise UnsupportedBackend(JSON_DECODED)
+
+    def _setup(self) -> Setup:
+        return setup_steps(
+            "postgres",
+            migrate=self.migrate,
+            repair=self.repair,
+            installation_check=_ops.check_installation(self.schema),
+        )
+
+    async def arun(self, op: Op[T], *, write: bool) -> T:
+        """Run ``op`` through the executor (in one transaction when it writes more than once)."""
+        self._bind_loop()
+        if self._state != "open":
+            await self.aopen()
+        return await self._arun_now(op, write=write)
+
+    async def _arun_now(self, op: Op[T], *, write: bool) -> T:
+        try:
+            if write and not is_single_statement(op):
+                async with self.executor.transaction() as session:
+                    value, emits = await adrive(op, lambda step: self._execute(session, step))
+                    if ARMED is not None:
+                        around_commit("before_commit", _op_name(op))
+            else:
+                value, emits = await adrive(op, lambda step: self._execute(self.executor, step))
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        if ARMED is not None and write:
+            around_commit("after_commit", _op_name(op))
+        self.hub.publish(emits)
+        return value
+
+    async def _execute(self, session: PgSession, step: Call | Script) -> Rows:
+        if isinstance(step, Script):
+            await session.execute(step.source)
+            return []
+        statement = self._statements[step.statement]
+        compiled = self._compiled.get(step.statement)
+        if compiled is None:
+            compiled = self._compiled[step.statement] = positional(statement.text)
+        text, names = compiled
+        params = bind(statement, step.params, self._adapt)
+        rows = await session.query(text, [params[name] for name in names])
+        return [dict(row) for row in rows] if rows else []
+
+    def _adapt(self, name: str, value: Any) -> Any:
+        if value is NOW:
+            return None if self.clock is None else self.clock.now_ms()
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    async def complete_in(
+        self,
+        lease: _ops.Lease,
+        worker_id: str,
+        write: Callable[[PgSession], Awaitable[Any]],
+        encode: Callable[[Any], str | None],
+    ) -> Mapping[str, Any]:
+        """Run ``write(session)`` and complete the task with its return value, in one transaction.
+
+        The attempt's row is locked first, so ``write``'s changes commit exactly
+        when the task succeeds; with a cancel pending, ``write`` is not called and
+        the task ends canceled.
+
+        Returns the completed row, undecoded.
+
+        Raises:
+            LostLease: the lease was gone; ``write``'s changes rolled back.
+        """
+        self._bind_loop()
+        if self._state != "open":
+            await self.aopen()
+        emits: list[Emit] = []
+        try:
+            async with self.executor.transaction() as session:
+                canceled, _ = await adrive(
+                    _ops.hold(lease, worker_id), lambda step: self._execute(session, step)
+                )
+                result = None if canceled else encode(await write(session))
+                row, emits = await adrive(
+                    _ops.complete_held(lease, worker_id, result),
+                    lambda step: self._execute(session, step),
+                )
+                if ARMED is not None:
+                    around_commit("before_commit", "complete_held")
+            if ARMED is not None:
+                around_commit("after_commit", "complete_held")
+        except LostLease:
+            raise
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return row
+
+    async def arun_on(self, conn: PgSession, op: Op[T]) -> T:
+        """Run ``op`` on a session of the application's transaction; the application commits.
+
+        ``conn`` is the session ``executor.transaction()`` yielded. The operation
+        runs in a savepoint, so its own failure leaves the application's
+        transaction usable. Wake-ups come from the NOTIFY trigger at its commit.
+
+        Raises:
+            SchemaMismatch: the session's current schema is not this backend's.
+        """
+        self._bind_loop()
+        if not self._setup_done:
+            await self.aopen()
+        try:
+            if self.schema is not None:
+                await adrive(
+                    _ops.check_installation(self.schema), lambda step: self._execute(conn, step)
+                )
+            await conn.execute("savepoint cairnq_op")
+            try:
+                value, _ = await adrive(op, lambda step: self._execute(conn, step))
+            except BaseException:
+                await conn.execute("rollback to savepoint cairnq_op")
+                raise
+            await conn.execute("release savepoint cairnq_op")
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        return value
+
+    def run_on(self, conn: Any, op: Op[T]) -> T:
+        """Refused: an executor's sessions are async (``SyncCairnQ`` cannot use one)."""
+        raise UnsupportedBackend(SYNC_REFUSED)
+
+    def _start_listening(self) -> None:
+        if self._listen_enabled and self._listen_task is None:
+            self._listen_task = asyncio.ensure_future(self._listen_loop())
+
+    async def _listen_loop(self) -> None:
+        """Listen through the executor; when its connection is lost, listen again.
+
+        A failed attempt is retried after 1 s, doubling to 30 s.
+
+        After every (re)start the hub is poked once, so waiters catch up on
+        anything sent while no one listened.
+        """
+        listen = self.executor.listen  # type: ignore[attr-defined]
+        delay = 1.0
+        while True:
+            lost = asyncio.Event()
+
+            def on_notify(channel: str, payload: str) -> None:
+                if channel == "cairnq_queued":
+                    self.hub.publish([Emit("queued", payload)])
+                elif channel == "cairnq_done":
+                    self.hub.publish([Emit("done", payload)])
+
+            try:
+                stop = await _maybe_await(listen(list(LISTEN_CHANNELS), on_notify, lost.set))
+            except ListenUnavailable as exc:
+                log.warning("LISTEN is unavailable (%s); cairnq falls back to polling", exc)
+                return
+            except Exception as exc:
+                log.info("LISTEN failed (%s); trying again in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+                continue
+            delay = 1.0
+            self._listening = True
+            self.hub.poke()
+            try:
+                await lost.wait()
+                log.info("LISTEN connection lost; listening again")
+            finally:
+                self._listening = False
+                with contextlib.suppress(Exception):
+                    await _maybe_await(stop())
+
+    async def aclose(self) -> None:
+        """Stop listening, and close the executor if this backend owns it."""
+        own_loop = self._loops.check_close()
+        self._state = "closed"
+        if not own_loop:
+            self._listen_task = None
+            return
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listen_task
+            self._listen_task = None
+        if self._owns_executor:
+            await self.executor.close()
+
+    # --- the blocking half: only from another thread while the executor's loop runs ------
+
+    def _blocking(self, work: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or loop.is_closed() or not loop.is_running() or running is loop:
+            work.close()
+            raise UnsupportedBackend(SYNC_REFUSED)
+        return asyncio.run_coroutine_threadsafe(work, loop).result()
+
+    def open(self) -> None:
+        """``aopen`` from another thread, while the executor's event loop runs."""
+        self._blocking(self.aopen())
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        """``arun`` from another thread, while the executor's event loop runs."""
+        return self._blocking(self.arun(op, write=write))
+
+    def close(self) -> None:
+        """``aclose`` from another thread while the executor's loop runs; else only mark closed."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and not _on_loop(loop):
+            asyncio.run_coroutine_threadsafe(self.aclose(), loop).result()
+            return
+        self._state = "closed"
+        if self._listen_task is not None and not self._listen_task.done():
+            log.warning(
+                "close() cannot stop listening from the event loop; use "
+                "'await backend.aclose()' (or 'await client.close()')"
+            )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _op_name(op: Op[Any]) -> str:
+    return str(getattr(op, "__name__", ""))
+
+
+# --- asyncpg ------------------------------------------------------------------------------
+
+
+class _ConnectionSession:
+    """A ``PgSession`` on one asyncpg connection (inside a transaction)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def query(self, text: str, values: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+        rows: Sequence[Mapping[str, Any]] = await self._conn.fetch(text, *values)
+        return rows
+
+    async def execute(self, sql: str) -> Any:
+        return await self._conn.execute(sql)
+
+
+async def _keep_session(conn: Any) -> None:
+    """A released pooled connection keeps its session: cairnq's statements leave none behind."""
+
+
+class PoolExecutor:
+    """A ``PgExecutor`` on an asyncpg pool; see ``create_pool_executor``."""
+
+    def __init__(self, dsn: str, *, min_size: int, max_size: int, schema: str | None) -> None:
+        try:
+            import asyncpg
+        except ImportError as exc:
+            raise missing_extra("The PostgreSQL executor", "asyncpg", "asyncpg") from exc
+        self._asyncpg = asyncpg
+        if not isinstance(dsn, str) or not dsn:
+            raise InvalidArgument(f"create_pool_executor needs a PostgreSQL DSN, got {dsn!r}")
+        self.dsn = dsn
+        self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
+        self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
+        self.schema = check_schema(schema)
+        self._pool: Any = None
+        self._lock: asyncio.Lock | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<PoolExecutor schema={self.schema!r} max_size={self.max_size}>"
+
+    def __await__(self) -> Any:
+        return self._opened().__await__()
+
+    async def _opened(self) -> PoolExecutor:
+        await self.pool()
+        return self
+
+    def _server_settings(self) -> dict[str, str]:
+        return {"search_path": f'"{self.schema}"'} if self.schema else {}
+
+    async def pool(self) -> Any:
+        """The asyncpg pool, created on first use (with the schema, when one is named).
+
+        Raises:
+            StoreClosed: the executor was closed.
+        """
+        if self._closed:
+            raise StoreClosed("this PgExecutor was closed")
+        if self._pool is not None:
+            return self._pool
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._pool is None:
+                if self.schema is not None:
+                    await self._create_schema()
+                options: dict[str, Any] = {}
+                if "reset" in inspect.signature(self._asyncpg.create_pool).parameters:
+                    # asyncpg >= 0.30: a released connection's open transaction is still
+                    # rolled back, without the extra round trip of its default reset query.
+                    options["reset"] = _keep_session
+                self._pool = await self._asyncpg.create_pool(
+                    self.dsn,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    server_settings=self._server_settings(),
+                    **options,
+                )
+        return self._pool
+
+    async def _create_schema(self) -> None:
+        # Concurrent CREATE SCHEMA IF NOT EXISTS can collide in the catalog: creators
+        # take a transaction-scoped advisory lock on the name first.
+        conn = await self._asyncpg.connect(self.dsn)
+        try:
+            async with conn.transaction():
+                await conn.execute(
+                    "select pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    "cairnq_schema:" + str(self.schema),
+                )
+                await conn.execute(f'create schema if not exists "{self.schema}"')
+        finally:
+            await conn.close()
+
+    async def query(self, text: str, values: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+        """Run ``text`` with ``$n`` parameters on a pooled connection; the rows."""
+        pool = await self.pool()
+        rows: Sequence[Mapping[str, Any]] = await pool.fetch(text, *values)
+        return rows
+
+    async def execute(self, sql: str) -> Any:
+        """Run parameterless ``sql`` (several statements allowed) on a pooled connection."""
+        pool = await self.pool()
+        return await pool.execute(sql)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PgSession]:
+        """A transaction on one pooled connection; commits on exit, rolls back on an error."""
+        pool = await self.pool()
+        async with pool.acquire() as conn, conn.transaction():
+            yield _ConnectionSession(conn)
+
+    async def listen(
+        self,
+        channels: Sequence[str],
+        on_notify: Callable[[str, str], None],
+        on_close: Callable[[], None],
+    ) -> Callable[[], Awaitable[None]]:
+        """LISTEN on a dedicated connection (not from the pool); returns ``stop``.
+
+        Delivery is proved first with a notification on a private channel.
+
+        Raises:
+            ListenUnavailable: LISTEN is refused, or a notification never arrives
+                (a transaction pooler).
+        """
+        conn = await self._asyncpg.connect(self.dsn, server_settings=self._server_settings())
+        probe = f"cairnq_probe_{secrets.token_hex(6)}"
+        arrived = asyncio.Event()
+
+        def deliver(_conn: Any, _pid: int, channel: str, payload: str) -> None:
+            if channel == probe:
+                arrived.set()
+            else:
+                on_notify(channel, payload)
+
+        try:
+            for channel in (*channels, probe):
+                await conn.add_listener(channel, deliver)
+            await (await self.pool()).execute("select pg_notify($1, '')", probe)
+            await asyncio.wait_for(arrived.wait(), 5.0)
+        except (asyncio.TimeoutError, self._asyncpg.FeatureNotSupportedError) as exc:
+            await conn.close()
+            raise ListenUnavailable(
+                "notifications never arrive on this connection (a transaction pooler?): "
+                + repr(exc)
+            ) from exc
+        except BaseException:
+            await conn.close()
+            raise
+        await conn.remove_listener(probe, deliver)
+        conn.add_termination_listener(lambda _conn: on_close())
+
+        async def stop() -> None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+        return stop
+
+    async def close(self) -> None:
+        """Close the pool; later use raises ``StoreClosed``."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+
+def create_pool_executor(
+    dsn: str, *, min_size: int = 1, max_size: int = 10, schema: str | None = None
+) -> PoolExecutor:
+    """A ``PgExecutor`` on an asyncpg pool (needs the ``asyncpg`` extra).
+
+    The pool opens on first use, or when the executor is awaited
+    (``executor = await create_pool_executor(dsn)`` works too). LISTEN uses a
+    dedicated connection of its own. A pooled connection is not reset when
+    released (a transaction left open is rolled back): session settings made
+    with ``execute`` stay on that connection. The caller closes the executor.
+
+    Args:
+        dsn: The database (``postgresql://user@host/db``).
+        min_size, max_size: The pool's size.
+        schema: Schema for cairnq's tables: created if missing and pinned first in
+            every connection's ``search_path``.
+
+    Returns:
+        The executor, for ``CairnQ.postgres(executor)`` and ``Worker.postgres(executor)``.
+
+    Raises:
+        ImportError: asyncpg is not installed.
+        InvalidArgument: a bad DSN, size or schema name.
+
+    Example::
+
+        executor = create_pool_executor("postgresql://localhost/app", max_size=20)
+        async with CairnQ.postgres(executor) as cq:
+            await cq.submit("email.send", {"to": "a@example.com"})
+        await executor.close()
+    """
+    return PoolExecutor(dsn, min_size=min_size, max_size=max_size, schema=schema)
