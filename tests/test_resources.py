@@ -116,3 +116,22 @@ def test_a_resource_with_no_resources_declared_is_refused_by_the_decorator(tmp_p
 def test_a_resource_capacity_below_one_is_refused(tmp_path: Any, capacity: int) -> None:
     with pytest.raises(InvalidArgument, match="resource 'gpu' capacity must be >= 1"):
         Worker(tmp_path / "tasks.db", resources={"gpu": capacity})
+
+
+@pytest.mark.parametrize("due", ["train", "render"])
+async def test_a_batch_run_claims_the_due_task_of_any_name_sharing_a_resource(
+    db: Database, due: str
+) -> None:
+    worker = db.worker(poll_interval_ms=20, resources={"gpu": 1})
+
+    async def hold_gpu(ctx: TaskContext, payload: Any) -> str:
+        return ctx.name
+
+    worker.task("train", resource="gpu")(hold_gpu)
+    worker.task("render", resource="gpu")(hold_gpu)
+    async with db.client() as cq:
+        task = await cq.submit(due, {})
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert done is not None and (done.status, done.result) == ("succeeded", due)

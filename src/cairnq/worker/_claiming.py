@@ -20,21 +20,31 @@ def plan_claim(
 ) -> list[Draw]:
     """Split ``free_calls`` handler calls into claim draws.
 
-    Names that are batched, have their own concurrency cap, or hold a resource
-    get a draw each; all other names share one. A draw for a name holding a
-    resource asks for no more calls than the resource's capacity minus its calls
-    in flight (of every name holding it) and those drawn earlier in this plan.
-    The order rotates with ``turn`` so no source is always served last when
-    capacity is short. ``row_budget`` caps the tasks claimed in all (the byte
-    budget, counted in tasks).
+    Names that are batched or have their own concurrency cap get a draw each;
+    plain names holding a resource share one draw per resource (so a poll never
+    spends a resource's headroom on one name that has nothing due while another
+    does); all other names share one. A draw holding a resource asks for no more
+    calls than its capacity minus its calls in flight (of every name holding it)
+    and those drawn earlier in this plan. The order rotates with ``turn`` so no
+    source is always served last when capacity is short. ``row_budget`` caps the
+    tasks claimed in all (the byte budget, counted in tasks).
     """
-    solo = [r for r in registry if r.solo]
-    shared = [r.name for r in registry if not r.solo]
+    solo = [r for r in registry if r.batch > 1 or r.concurrency is not None]
+    by_resource: dict[str, list[str]] = {}
+    shared: list[str] = []
+    for registration in registry:
+        if registration.batch > 1 or registration.concurrency is not None:
+            continue
+        if registration.resource is not None:
+            by_resource.setdefault(registration.resource, []).append(registration.name)
+        else:
+            shared.append(registration.name)
     headroom = dict(registry.resources)
     for registration in registry:
         if registration.resource is not None:
             headroom[registration.resource] -= calls_by_name.get(registration.name, 0)
-    sources: list[Registration | list[str]] = [*solo]
+    sources: list[Registration | tuple[str, list[str]] | list[str]] = [*solo]
+    sources += [(resource, names) for resource, names in sorted(by_resource.items())]
     if shared:
         sources.append(shared)
     if not sources:
@@ -45,14 +55,20 @@ def plan_claim(
     for source in sources:
         if free_calls <= 0 or (row_budget is not None and row_budget <= 0):
             break
+        resource: str | None = None
+        batch = 1
         if isinstance(source, Registration):
             calls = free_calls
             if source.concurrency is not None:
                 calls = min(calls, source.concurrency - calls_by_name.get(source.name, 0))
-            if source.resource is not None:
-                calls = min(calls, headroom[source.resource])
-            rows = calls * source.batch
+            resource, batch = source.resource, source.batch
+            if resource is not None:
+                calls = min(calls, headroom[resource])
+            rows = calls * batch
             names = [source.name]
+        elif isinstance(source, tuple):
+            resource, names = source
+            rows = min(free_calls, headroom[resource])
         else:
             rows = free_calls
             names = source
@@ -64,10 +80,9 @@ def plan_claim(
         if rows <= 0:
             continue
         draws.append(Draw(names, rows))
-        batch = source.batch if isinstance(source, Registration) else 1
         free_calls -= -(-rows // batch)
-        if isinstance(source, Registration) and source.resource is not None:
-            headroom[source.resource] -= -(-rows // batch)
+        if resource is not None:
+            headroom[resource] -= -(-rows // batch)
     return draws
 
 

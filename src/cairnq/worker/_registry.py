@@ -35,11 +35,6 @@ class Registration:
     listed: bool = False
     resource: str | None = None
 
-    @property
-    def solo(self) -> bool:
-        """Whether this name needs its own claim draw (batched or capped)."""
-        return self.batch > 1 or self.concurrency is not None or self.resource is not None
-
 
 def _is_async(fn: Handler) -> bool:
     if inspect.iscoroutinefunction(fn):
