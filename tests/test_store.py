@@ -203,6 +203,30 @@ async def test_a_claim_that_lost_its_lease_cannot_settle_the_next_claim_of_the_s
         assert done.status == "succeeded"
 
 
+async def test_a_claim_that_lost_its_lease_stays_lost_for_every_later_write(
+    db: Database, cq: CairnQ, clock: FakeClock
+) -> None:
+    await cq.store.submit(name="job")
+    stale = await _claim_one(cq.store, lease_ms=1000)
+    clock.advance(1001)
+    async with db.client(clock=clock) as other:
+        again = await _claim_one(other.store, lease_ms=30_000)
+        refused = []
+        for write in (
+            lambda: cq.store.heartbeat(task_id=stale.id, worker_id="w1"),
+            lambda: cq.store.heartbeat(task_id=stale.id, worker_id="w1"),
+            lambda: cq.store.progress(task_id=stale.id, worker_id="w1", progress=1, message=None),
+            lambda: cq.store.complete(task_id=stale.id, worker_id="w1", result="stale"),
+        ):
+            with pytest.raises(LostLease):
+                await write()
+            refused.append(True)
+        batch = await cq.store.heartbeat_batch(task_ids=[stale.id], worker_id="w1")
+        current = await other.store.get(again.id)
+    assert refused == [True] * 4 and batch == {}
+    assert current is not None and current.running and current.progress is None
+
+
 async def test_complete_in_on_sqlite_raises_unsupported_backend(sqlite_db: Database) -> None:
     async with sqlite_db.client() as client:
         await client.store.submit(name="job")

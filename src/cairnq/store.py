@@ -11,11 +11,15 @@ Owned writes (``heartbeat``, ``progress``, ``complete``, ``succeed``, ``fail``)
 are fenced on the worker id, as in the reference, and also on the attempt and
 the lease token of the claim (cairnq's fence against a stale handler writing
 into a later claim under the same worker id). The store remembers the lease of
-every claim it made; for a task it did not claim (another store or process, the
-same worker id), it reads the current lease of the task, and uses it only if
-the task is running under that worker id with a live lease. A task held by
-another worker id, or claimed by an SDK that keeps no lease token, raises
-``LostLease``.
+every claim it made; once that claim is lost or settled, the store's writes for
+the task under that worker id raise ``LostLease`` until the store claims it
+again, even if another process has since claimed it under the same worker id.
+For a task it never claimed (another store or process, the same worker id), it
+reads the current lease of the task, and uses it only if the task is running
+under that worker id with a live lease. A task held by another worker id, or
+claimed by an SDK that keeps no lease token, raises ``LostLease``. A store
+remembers its last ``REMEMBERED_LEASES`` claims; one older than that is treated
+as one it never claimed.
 
 Example::
 
@@ -60,7 +64,8 @@ T = TypeVar("T")
 
 # Expired leases a claim moves out of ``running`` before it draws (as the worker's claims).
 RECOVER_LIMIT = 100
-# Leases remembered per store; an evicted one is read back from the database when used.
+# Claims remembered per store (held, and lost or settled); an evicted one is treated
+# as a claim the store never made.
 REMEMBERED_LEASES = 65_536
 
 _TaskList = list[Task]
@@ -128,6 +133,9 @@ class TaskStore:
         self.gate = gate if gate is not None else QueueGate(None)
         self.sweeper: RetentionSweeper | None = None
         self._leases: OrderedDict[tuple[str, str], _ops.Lease] = OrderedDict()
+        # (task, worker id) whose claim by this store was lost or settled: its writes
+        # are refused until this store claims the task again.
+        self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def __aenter__(self) -> TaskStore:
         await self.connect()
@@ -439,6 +447,8 @@ class TaskStore:
         lease_ms = _ops.check_int(lease_ms, "lease_ms", low=1, high=2**40)
         leases = await self._leases_for(ids, worker)
         beat = await self._write(_ops.heartbeat_batch(list(leases.values()), worker, lease_ms))
+        for lost in leases.keys() - beat.keys():
+            self._forget(lost, worker)
         return {i: bool(beat[i]) for i in ids if i in beat}
 
     async def progress(
@@ -591,11 +601,17 @@ class TaskStore:
     def _remember(self, lease: _ops.Lease, worker_id: str) -> None:
         self._leases[(lease.id, worker_id)] = lease
         self._leases.move_to_end((lease.id, worker_id))
+        self._ended.pop((lease.id, worker_id), None)
         while len(self._leases) > REMEMBERED_LEASES:
             self._leases.popitem(last=False)
 
     def _forget(self, task_id: str, worker_id: str) -> None:
+        """This store's claim of ``task_id`` under ``worker_id`` ended (lost or settled)."""
         self._leases.pop((task_id, worker_id), None)
+        self._ended[(task_id, worker_id)] = None
+        self._ended.move_to_end((task_id, worker_id))
+        while len(self._ended) > REMEMBERED_LEASES:
+            self._ended.popitem(last=False)
 
     async def _leases_for(self, task_ids: Sequence[str], worker_id: str) -> dict[str, _ops.Lease]:
         """The lease of each task ``worker_id`` holds: remembered from this store's claims,
@@ -603,7 +619,7 @@ class TaskStore:
         known = {
             i: self._leases[(i, worker_id)] for i in task_ids if (i, worker_id) in self._leases
         }
-        unknown = [i for i in task_ids if i not in known]
+        unknown = [i for i in task_ids if i not in known and (i, worker_id) not in self._ended]
         if unknown:
             known.update(await self._read(_current_lease(unknown, worker_id)))
         return {i: known[i] for i in task_ids if i in known}
