@@ -103,7 +103,16 @@ class _Connect:
     def __get__(self, obj: Any, owner: Any = None) -> Callable[..., Any]:
         if obj is not None:
             opener: Callable[[], Any] = obj.open
-            return opener
+
+            def open_this(*args: Any, **options: Any) -> Any:
+                if args or options:
+                    raise InvalidArgument(
+                        "connect() on a client opens that client and takes no arguments; "
+                        f"to build a client for a URL, call {type(obj).__name__}.connect(url)"
+                    )
+                return opener()
+
+            return open_this
         client_class = owner
 
         def connect(url: str | os.PathLike[str], **options: Any) -> Any:
