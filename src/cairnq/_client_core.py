@@ -595,8 +595,8 @@ def why_not_done(
     if task.is_queued:
         wait_ms = max(0, task.run_at_ms - now_ms)
         return (
-            f"queued for another attempt ({task.attempt}/{task.max_attempts}), "
-            f"next run in ~{wait_ms} ms"
+            f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
+            f"~{wait_ms}ms: it waits for another attempt"
         )
     if task.cancel_requested:
         return "cancel requested; waiting for the handler to stop"

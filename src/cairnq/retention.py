@@ -7,8 +7,9 @@ process sweeps a database at a time (a named lease in ``cairnq_locks``); the
 others skip their turn. On a database without ``cairnq_locks`` (x0001, opened
 with ``migrate=False``) the sweep still runs, saying so once: each batch takes
 a lock in its own transaction instead (PostgreSQL's transaction-level advisory
-lock; SQLite's write transaction), and a process that finds it taken skips its
-turn. ``stop()`` is prompt whatever the sweeper is doing, and
+lock; SQLite's write transaction): no two batches run at once, though several
+processes' sweeps may interleave batch by batch; a process that finds the lock
+taken skips its turn. ``stop()`` is prompt whatever the sweeper is doing, and
 a stopped sweeper can be started again.
 """
 
@@ -155,8 +156,8 @@ class _Sweeping:
             if not self.leased:
                 log.warning(
                     "retention sweeps without its named lease: the database lacks %s "
-                    "(run `cairnq migrate`); one process sweeps at a time by a lock held "
-                    "for each batch instead",
+                    "(run `cairnq migrate`); a lock held for each batch keeps two batches "
+                    "from running at once instead",
                     _ops.NAMED_LEASES_MIGRATION,
                 )
         if not self.leased:
