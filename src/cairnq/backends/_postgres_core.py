@@ -43,6 +43,9 @@ from ..errors import (
     InvalidArgument,
 )
 from ..protocol import ops as _ops
+from ..protocol.ops import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
+from ..protocol.ops import SCHEMA_NAME as SCHEMA_NAME
+from ..protocol.ops import check_schema as check_schema
 from ..protocol.setup import Setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
@@ -52,9 +55,7 @@ log = logging.getLogger("cairnq.postgres")
 
 T = TypeVar("T")
 
-SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
-MAX_IDENTIFIER_BYTES = 63
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
 # A dead peer is noticed within about 20 s instead of the kernel's two hours.
 KEEPALIVES = {
@@ -68,24 +69,6 @@ LISTEN_HEALTH_S = 10.0
 AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
 SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
 Source = str | AsyncSource | SyncSource
-
-
-def check_schema(schema: str | None) -> str | None:
-    """Validate a schema name: an identifier of at most 63 bytes (PostgreSQL truncates),
-    not one of PostgreSQL's own (``information_schema``, ``pg_*``)."""
-    if schema is None:
-        return None
-    # fullmatch: with match, "$" would also accept a name ending in a newline.
-    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
-        raise InvalidArgument(
-            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
-            "not starting with a digit"
-        )
-    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
-    if _ops.system_schema(schema):
-        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
-    return schema
 
 
 def _translate(exc: BaseException) -> BaseException:

@@ -41,6 +41,9 @@ from ..errors import (
     UnsupportedBackend,
 )
 from ..protocol import ops as _ops
+from ..protocol.ops import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
+from ..protocol.ops import SCHEMA_NAME as SCHEMA_NAME
+from ..protocol.ops import check_schema as check_schema
 from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, is_single_statement
@@ -51,8 +54,6 @@ log = logging.getLogger("cairnq.postgres")
 T = TypeVar("T")
 
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
-SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
-MAX_IDENTIFIER_BYTES = 63
 _DRIVER_PLACEHOLDER = re.compile(r"%\(([A-Za-z_]\w*)\)s|%%")
 _UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
 # SQLSTATEs: serialization failure and deadlock (worth another try), an undefined table.
@@ -123,26 +124,6 @@ class PgExecutor(PgSession, Protocol):
 def is_executor(source: object) -> bool:
     """Whether ``source`` is a ``PgExecutor`` (not a DSN, pool or connection of psycopg's)."""
     return not isinstance(source, str) and isinstance(source, PgExecutor)
-
-
-def check_schema(schema: str | None) -> str | None:
-    """A schema name cairnq accepts: an identifier of at most 63 bytes, not PostgreSQL's own.
-
-    Raises:
-        InvalidArgument: ``schema`` is not such a name.
-    """
-    if schema is None:
-        return None
-    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
-        raise InvalidArgument(
-            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
-            "not starting with a digit"
-        )
-    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
-    if _ops.system_schema(schema):
-        raise InvalidArgument(f"schema {schema!r} is refused: {_ops.SYSTEM_SCHEMA_REASON}")
-    return schema
 
 
 def positional(text: str) -> tuple[str, tuple[str, ...]]:

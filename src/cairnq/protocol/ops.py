@@ -10,6 +10,7 @@ into ``LostLease``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -980,6 +981,32 @@ SYSTEM_SCHEMA_REASON = (
     "information_schema and pg_* (pg_catalog, pg_toast, pg_temp, ...) belong to PostgreSQL "
     "itself, so cairnq's tables never go there; name a schema of your own"
 )
+
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+MAX_IDENTIFIER_BYTES = 63
+
+
+def check_schema(schema: str | None) -> str | None:
+    """Validate a PostgreSQL schema name: an identifier of at most 63 bytes (PostgreSQL
+    truncates), not one of PostgreSQL's own (``information_schema``, ``pg_*``).
+
+    Raises:
+        InvalidArgument: ``schema`` is not such a name.
+    """
+    if schema is None:
+        return None
+    # fullmatch: with match, "$" would also accept a name ending in a newline.
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(
+            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
+            "not starting with a digit"
+        )
+    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    if system_schema(schema):
+        raise InvalidArgument(f"schema {schema!r} is refused: {SYSTEM_SCHEMA_REASON}")
+    return schema
 
 
 def check_installation(schema: str | None) -> Op[None]:
