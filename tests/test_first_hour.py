@@ -15,18 +15,17 @@ SQLite only: the Quick start is the embedded default.
 from __future__ import annotations
 
 import os
-import queue
 import re
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO
 
 import pytest
+
+from ._streams import Lines
 
 ROOT = Path(__file__).resolve().parents[1]
 CAIRNQ = str(Path(sys.executable).parent / "cairnq")
@@ -43,39 +42,6 @@ worker = Worker.sqlite("cairnq.db")
 async def send(payload):
     return payload
 """
-
-
-class Lines:
-    """A child's output stream, read line by line on a thread as it is written."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
-
-    def _pump(self, stream: IO[str]) -> None:
-        with stream:
-            for line in stream:
-                self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def until(self, text: str, within_s: float = REPORTED_WITHIN_S) -> str:
-        """The first line holding ``text``, written within ``within_s``; fails otherwise."""
-        deadline = time.monotonic() + within_s
-        for line in self.seen:
-            if text in line:
-                return line
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.seen.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"no line with {text!r} within {within_s} s; saw {self.seen}")
 
 
 class Process:
@@ -214,9 +180,9 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
     # cairnq worker: it says where it is, its database in full and the tasks it handles.
     worker = Process(next(commands), home)
     try:
-        worker.out.until(f"database: {home / 'cairnq.db'}")
-        worker.out.until("queues emails,default")
-        worker.out.until("tasks: email.send")
+        worker.out.until(f"database: {home / 'cairnq.db'}", REPORTED_WITHIN_S)
+        worker.out.until("queues emails,default", REPORTED_WITHIN_S)
+        worker.out.until("tasks: email.send", REPORTED_WITHIN_S)
 
         waited = run(home, *next(commands))
         assert waited.returncode == 0, waited.stderr
@@ -248,8 +214,8 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--queue", "emails")
         assert failing.returncode == 0, failing.stderr
         failing_id = _id(failing.stdout)
-        assert "WARNING" in worker.err.until(failing_id)
-        worker.err.until("ValueError: not an address: 'nobody'")
+        assert "WARNING" in worker.err.until(failing_id, REPORTED_WITHIN_S)
+        worker.err.until("ValueError: not an address: 'nobody'", REPORTED_WITHIN_S)
 
         listed = run(home, *next(commands))
         assert listed.returncode == 0, listed.stderr
@@ -304,7 +270,7 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
     # default database says no live worker serves it there, without hanging.
     other = Process(["worker", "app.tasks:worker", "--db", "other.db"], home)
     try:
-        other.out.until(f"database: {home / 'other.db'}")
+        other.out.until(f"database: {home / 'other.db'}", REPORTED_WITHIN_S)
         started = time.monotonic()
         lost = subprocess.Popen(
             [CAIRNQ, "submit", "email.send", '{"to": "bob@example.com"}', "--wait"],
@@ -316,12 +282,12 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         )
         assert lost.stdout is not None and lost.stderr is not None
         out, err = Lines(lost.stdout), Lines(lost.stderr)
-        assert TASK_ID.search(out.until("queued"))
-        err.until(f"no live cairnq worker on {home / 'cairnq.db'}")
+        assert TASK_ID.search(out.until("queued", REPORTED_WITHIN_S))
+        err.until(f"no live cairnq worker on {home / 'cairnq.db'}", REPORTED_WITHIN_S)
         assert time.monotonic() - started < REPORTED_WITHIN_S
         lost.send_signal(signal.SIGINT)
         assert lost.wait(timeout=30) == 130
-        err.until("cairnq get task_")
+        err.until("cairnq get task_", REPORTED_WITHIN_S)
     finally:
         assert other.stop() == 0
     assert list(commands) == []

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -24,6 +21,7 @@ from cairnq.cli import _tasks
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._streams import Lines
 from .test_cli import db_args, run_on
 from .test_orphans import present
 
@@ -36,45 +34,6 @@ REPORTED_WITHIN_S = 5.0
 def cq(db: Database) -> SyncCairnQ:
     """A client on ``db``, which it creates and migrates."""
     return db.sync_client().open()
-
-
-class Lines:
-    """A stream of a child process, read line by line on a thread."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self.stream = stream
-        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        """After the process ended: finish reading, then close the pipe."""
-        self.thread.join(60)
-        self.stream.close()
-
-    def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def until(self, text: str, within_s: float) -> str:
-        """The first line holding ``text``, read within ``within_s``; fails otherwise."""
-        deadline = time.monotonic() + within_s
-        for line in self.seen:
-            if text in line:
-                return line
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.seen.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"no line with {text!r} within {within_s} s: {self.seen}")
 
 
 class Command:
