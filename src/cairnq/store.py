@@ -185,8 +185,10 @@ class TaskStore:
         """Sweep finished tasks while the store is connected (``None`` turns it off).
 
         Takes a ``Retention`` (or an int: milliseconds to keep finished tasks); the
-        sweeper starts on ``connect()`` (at once when already connected) and stops on
-        ``close()``.
+        sweeper starts on the store's next ``connect()`` (call it again on a connected
+        store to start it now) and stops on ``close()``. Install it before connecting:
+        a client over this store (``CairnQ(store)``) does not connect the store, so
+        connect the store yourself.
 
         Example::
 
