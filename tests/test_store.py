@@ -306,10 +306,14 @@ async def test_reads_return_the_reference_shapes(cq: CairnQ) -> None:
 
 async def test_claim_wake_returns_when_a_task_is_queued_in_this_process(cq: CairnQ) -> None:
     waiting = asyncio.ensure_future(cq.store.claim_wake(["default"], 60_000))
-    await asyncio.sleep(0)
-    await cq.store.submit(name="job")
-    # Generous upper bound on waiting: the wait itself would last a minute.
-    await asyncio.wait_for(waiting, 5)
+    # The waiter subscribes once it runs: submit until it wakes, a generous upper
+    # bound of 5 s on the whole (the wait itself would last a minute).
+    deadline = asyncio.get_running_loop().time() + 5
+    while not waiting.done():
+        assert asyncio.get_running_loop().time() < deadline, "claim_wake never woke"
+        await cq.store.submit(name="job")
+        await asyncio.wait({waiting}, timeout=0.1)
+    await waiting
 
 
 # --- stores made from a database, CairnQ(store), Worker(store, queues) ------------------------
