@@ -29,11 +29,14 @@ def test_scenarios_pass_with_real_sleeps(db: Database) -> None:
     assert len(results) == len(timed) > 0
 
 
-def test_cairnq_conformance_via_store_passes_all_36_scenarios(db: Database, tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["client", "store"])
+def test_cairnq_conformance_passes_all_36_scenarios_through_the_client_and_the_store(
+    db: Database, tmp_path: Path, via: str
+) -> None:
     script = Path(sys.executable).parent / "cairnq"
     url = db.url if db.kind == "postgres" else f"sqlite:///{tmp_path / 'unused.db'}"
     run = subprocess.run(
-        [str(script), "conformance", str(scenario_dir()), "--db", url, "--via", "store"],
+        [str(script), "conformance", str(scenario_dir()), "--db", url, "--via", via],
         capture_output=True,
         text=True,
         timeout=300,
@@ -65,7 +68,7 @@ def test_the_store_layer_mode_reports_an_unexpected_lost_lease(db: Database) -> 
 
 
 def test_an_unknown_via_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="via must be one of client, store"):
+    with pytest.raises(ValueError, match="via must be one of client, store, ops"):
         run_paths([scenario_dir()], f"sqlite:///{tmp_path / 'x.db'}", via="api")  # type: ignore[arg-type]
 
 

@@ -9,10 +9,17 @@ afterwards, so an existing database is never touched.
 By default time is a ``FakeClock`` and ``sleep`` steps advance it, which keeps
 lease-expiry scenarios exact; ``real_clock=True`` really sleeps instead.
 
-``via`` picks the layer the steps go through: ``"client"`` (default) runs each
-operation as the clients and the worker do; ``"store"`` calls the store layer's
-methods (``TaskStore.claim``, ``.heartbeat``, ``.fail``, ...) on an event loop,
-with the store finding each lease itself from the worker id.
+``via`` picks the layer the steps go through:
+
+- ``"client"`` (default): the async ``CairnQ``'s public methods (``submit``,
+  ``get``, ``cancel``, ``retry``, ``purge``, ...), and ``cq.store`` for the
+  worker's side (``claim``, ``heartbeat``, ``progress``, ``complete``, ``fail``),
+  which the client has no methods for;
+- ``"store"``: the store layer's methods (``TaskStore.claim``, ``.heartbeat``,
+  ``.fail``, ...) for every step, the store finding each lease itself from the
+  worker id;
+- ``"ops"``: the protocol operations themselves, one transaction each, with the
+  leases the interpreter keeps (the layer under both).
 
 Example::
 
@@ -36,6 +43,7 @@ from typing import Any, Literal, TextIO, TypeVar
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
 from .backends import Backend, registration, url_scheme
+from .client import CairnQ
 from .errors import CairnQError, InvalidArgument
 from .models import Task, TaskRef
 from .protocol import ops as _ops
@@ -47,8 +55,8 @@ __all__ = ["VIAS", "ScenarioResult", "load_scenarios", "run_paths", "run_scenari
 
 T = TypeVar("T")
 
-Via = Literal["client", "store"]
-VIAS: tuple[Via, ...] = ("client", "store")
+Via = Literal["client", "store", "ops"]
+VIAS: tuple[Via, ...] = ("client", "store", "ops")
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ def run_paths(
     """Run every scenario found under ``paths`` against ``url``'s backend.
 
     Writes one line per scenario and a closing ``N passed, M failed`` line to
-    ``out`` when given. ``via="store"`` drives the steps through the store layer.
+    ``out`` when given. ``via`` picks the layer the steps go through (see the module).
 
     Raises:
         InvalidArgument: an unknown ``via``, or a URL without scratch databases.
@@ -162,10 +170,10 @@ def run_scenario(
     clock = None if real_clock else FakeClock()
     try:
         with factory(clock) as backend:
-            if via == "store":
-                _run_via_store(backend, clock, scenario["steps"])
-            else:
+            if via == "ops":
                 _Interpreter(backend, clock).run(scenario["steps"])
+            else:
+                _run_on_loop(backend, clock, scenario["steps"], via)
     except StepFailed as exc:
         return ScenarioResult(name, False, str(exc), path)
     except Exception as exc:
@@ -178,11 +186,14 @@ def _check_via(via: str) -> None:
         raise InvalidArgument(f"via must be one of {', '.join(VIAS)}; got {via!r}")
 
 
-def _run_via_store(backend: Backend, clock: FakeClock | None, steps: list[dict[str, Any]]) -> None:
-    """Run the steps through a ``TaskStore`` over ``backend``, on an event loop of their own."""
+def _run_on_loop(
+    backend: Backend, clock: FakeClock | None, steps: list[dict[str, Any]], via: Via
+) -> None:
+    """Run the steps through the client or the store over ``backend``, on a loop of their own."""
     loop = asyncio.new_event_loop()
     try:
-        _StoreInterpreter(backend, clock, loop).run(steps)
+        kind = _ClientInterpreter if via == "client" else _StoreInterpreter
+        kind(backend, clock, loop).run(steps)
     finally:
         # The backend's async connections belong to this loop: close them on it.
         with contextlib.suppress(Exception):
@@ -528,3 +539,63 @@ class _StoreInterpreter(_Interpreter):
                 )
             )
         raise StepFailed(f"unknown op {op!r}")
+
+
+class _ClientInterpreter(_StoreInterpreter):
+    """The same scenarios through the async client: its public methods for what a
+    client does, and ``cq.store`` for the worker's side, as the reference's users do.
+    """
+
+    def __init__(
+        self, backend: Backend, clock: FakeClock | None, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        super().__init__(backend, clock, loop)
+        # The client runs on the scratch backend and leaves it open; its store
+        # shares that backend, so claims made through it are the client's own.
+        self.cq = CairnQ(backend)
+        self.store = self.cq.store
+
+    def perform(self, op: str, a: dict[str, Any]) -> Any:
+        cq = self.cq
+        if op == "submit":
+            return self.call(
+                cq.submit(
+                    a["name"],
+                    a.get("payload"),
+                    queue=a.get("queue", "default"),
+                    key=a.get("key"),
+                    conflict=a.get("conflict", "reuse"),
+                    max_attempts=a.get("max_attempts", 3),
+                    priority=a.get("priority", 0),
+                    metadata=a.get("metadata"),
+                    parent_id=a.get("parent_id"),
+                    root_id=a.get("root_id"),
+                    correlation_id=a.get("correlation_id"),
+                    delay_ms=a.get("run_at_delay_ms", a.get("delay_ms", 0)),
+                )
+            )
+        if op in ("get", "get_status", "cancel"):
+            return self.call(getattr(cq, op)(a["id"]))
+        if op in ("get_by_key", "get_status_by_key", "cancel_by_key"):
+            return self.call(getattr(cq, op)(a["key"]))
+        if op == "list":
+            return self.call(cq.list(**{k: a[k] for k in a if k != "op"}))
+        if op == "retry":
+            return self.call(cq.retry(a["id"], reset_attempt=bool(a.get("reset_attempt"))))
+        if op == "retry_by_key":
+            return self.call(cq.retry_by_key(a["key"], reset_attempt=bool(a.get("reset_attempt"))))
+        if op == "purge":
+            return self.call(
+                cq.purge(
+                    older_than_ms=a.get("older_than_ms", 0),
+                    queue=a.get("queue"),
+                    status=a.get("status"),
+                    name=a.get("name"),
+                    limit=a.get("limit", 1000),
+                )
+            )
+        if op == "stats":
+            return self.call(cq.stats(a.get("queue")))
+        if op == "queue_depth":
+            return self.call(cq.queue_depth(a["queue"], a["max_depth"]))
+        return super().perform(op, a)

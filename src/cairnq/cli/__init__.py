@@ -459,10 +459,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     conformance.add_argument(
         "--via",
-        choices=("client", "store"),
+        choices=("client", "store", "ops"),
         default="client",
-        help="the layer steps go through: the client's operations (default) or the "
-        "store layer (TaskStore methods)",
+        help="the layer steps go through: the client's methods, with cq.store for the "
+        "worker's side (default); the store layer (TaskStore methods); or the protocol "
+        "operations under both",
     )
     conformance.set_defaults(run=cmd_conformance)
     return parser

@@ -11,7 +11,7 @@ import pytest
 
 from .._clock import Clock
 from ..backends import Backend
-from ..conformance import BackendFactory, load_scenarios, run_scenario
+from ..conformance import VIAS, BackendFactory, Via, load_scenarios, run_scenario
 from .driver import Driver
 
 __all__ = ["scenario_dir", "scenario_files", "test_scenario_passes"]
@@ -41,9 +41,10 @@ def factory(driver: Driver) -> BackendFactory:
     return opened
 
 
+@pytest.mark.parametrize("via", VIAS)
 @pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
-def test_scenario_passes(driver: Driver, path: Path) -> None:
+def test_scenario_passes(driver: Driver, path: Path, via: Via) -> None:
     [(_, scenario)] = load_scenarios([path])
-    result = run_scenario(scenario, factory(driver), path=str(path))
+    result = run_scenario(scenario, factory(driver), path=str(path), via=via)
     assert [result.detail] == [""]
     assert result.passed
