@@ -57,6 +57,7 @@ T = TypeVar("T")
 
 Via = Literal["client", "store", "ops"]
 VIAS: tuple[Via, ...] = ("client", "store", "ops")
+_Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -189,16 +190,31 @@ def _check_via(via: str) -> None:
 def _run_on_loop(
     backend: Backend, clock: FakeClock | None, steps: list[dict[str, Any]], via: Via
 ) -> None:
-    """Run the steps through the client or the store over ``backend``, on a loop of their own."""
+    """Run the steps through the client or the store over ``backend``, on a loop of their own.
+
+    A backend bound to an event loop running on another thread (an executor's home
+    loop) gets the steps' coroutines on that loop instead.
+    """
+    kind = _ClientInterpreter if via == "client" else _StoreInterpreter
+    home: asyncio.AbstractEventLoop | None = getattr(backend, "home_loop", None)
+    if home is not None:
+        kind(backend, clock, _on_home_loop(home)).run(steps)
+        return
     loop = asyncio.new_event_loop()
     try:
-        kind = _ClientInterpreter if via == "client" else _StoreInterpreter
-        kind(backend, clock, loop).run(steps)
+        kind(backend, clock, loop.run_until_complete).run(steps)
     finally:
         # The backend's async connections belong to this loop: close them on it.
         with contextlib.suppress(Exception):
             loop.run_until_complete(backend.aclose())
         loop.close()
+
+
+def _on_home_loop(loop: asyncio.AbstractEventLoop) -> _Runner:
+    def run(work: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, loop).result()
+
+    return run
 
 
 def _plain(value: Any) -> Any:
@@ -439,15 +455,14 @@ class _StoreInterpreter(_Interpreter):
     store finds the lease of its own claims, and reads it for tasks it did not claim.
     """
 
-    def __init__(
-        self, backend: Backend, clock: FakeClock | None, loop: asyncio.AbstractEventLoop
-    ) -> None:
+    def __init__(self, backend: Backend, clock: FakeClock | None, run: _Runner) -> None:
         super().__init__(backend, clock)
-        self.loop = loop
+        self._await = run
         self.store = TaskStore(backend)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
+        result: T = self._await(coro)
+        return result
 
     def perform(self, op: str, a: dict[str, Any]) -> Any:
         store = self.store
@@ -546,10 +561,8 @@ class _ClientInterpreter(_StoreInterpreter):
     client does, and ``cq.store`` for the worker's side, as the reference's users do.
     """
 
-    def __init__(
-        self, backend: Backend, clock: FakeClock | None, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        super().__init__(backend, clock, loop)
+    def __init__(self, backend: Backend, clock: FakeClock | None, run: _Runner) -> None:
+        super().__init__(backend, clock, run)
         # The client runs on the scratch backend and leaves it open; its store
         # shares that backend, so claims made through it are the client's own.
         self.cq = CairnQ(backend)

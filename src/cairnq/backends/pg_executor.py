@@ -257,6 +257,18 @@ class PgExecutorBackend:
         """Whether ``executor.listen`` is delivering wake-ups (else waiters poll)."""
         return self._listening
 
+    @property
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the backend is bound to, while it runs (else ``None``).
+
+        Async calls must come from this loop; other threads hand their coroutines
+        to it (``asyncio.run_coroutine_threadsafe``).
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return None
+        return loop
+
     # --- the async half ------------------------------------------------------------
 
     def _bind_loop(self) -> None:
