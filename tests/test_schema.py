@@ -88,6 +88,7 @@ EXTENSION_MIGRATIONS = [
     "x0002_workers.sql",
     "x0003_leases.sql",
     "x0004_worker_names.sql",
+    "x0005_schedules.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -113,6 +114,7 @@ INDEXES = {
         ["queue", "completed_at_ms"],
         "status in ('succeeded', 'failed', 'canceled')",
     ),
+    "cairnq_schedules_next_idx": (["next_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -300,6 +302,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_schedule_slots",
+        "cairnq_schedules",
         "cairnq_task_keys",
         "cairnq_tasks",
         "cairnq_worker_names",

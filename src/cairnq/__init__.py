@@ -66,6 +66,7 @@ from .models import (
     is_terminal_status,
 )
 from .retention import Retention, RetentionRule
+from .schedules import Schedule, ScheduleSlot
 from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
@@ -85,6 +86,8 @@ __all__ = [
     "TaskEvent",
     "Retention",
     "RetentionRule",
+    "Schedule",
+    "ScheduleSlot",
     # backends
     "Backend",
     "SQLiteBackend",

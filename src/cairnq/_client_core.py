@@ -44,6 +44,7 @@ from .protocol.procedures import Nap, Procedure, Run
 from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from .protocol.reads import WORKERS_MIGRATION
 from .protocol.steps import Op
+from .schedules._model import Schedule, ScheduleSlot
 from .store import TaskStore
 
 T = TypeVar("T")
@@ -53,6 +54,8 @@ IdList = list[str]
 SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
+ScheduleList = list[Schedule]
+SlotList = list[ScheduleSlot]
 UnservedList = list[UnservedTasks]
 
 log = logging.getLogger("cairnq.client")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,8 @@ from .._client_core import (
     WATCH_BUFFER,
     ActivityList,
     IdList,
+    ScheduleList,
+    SlotList,
     SubmitItem,
     SummaryList,
     TaskList,
@@ -37,9 +40,11 @@ from ..hooks import after_submit, before_submit
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
+from ..protocol import schedules as _schedules
 from ..protocol.procedures import Procedure, follow
 from ..protocol.steps import Emit, Op
 from ..retention import Retention, SyncRetentionSweeper
+from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..store import TaskStore
 
 T = TypeVar("T")
@@ -373,6 +378,113 @@ class SyncOperations(_ClientCore):
     def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
         return self._run(_ops.queue_depth(queue, max_depth), write=False)
+
+    # --- schedules ---------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        task: str | TaskDef[Any, Any],
+        *,
+        cron: str | None = None,
+        every: str | int | datetime.timedelta | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 3,
+        metadata: Any = None,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: str = "all",
+        overlap: str = "allow",
+        jitter: str | int | datetime.timedelta | None = None,
+        paused: bool = False,
+        replace: bool = False,
+    ) -> Schedule:
+        """Store a schedule in the database: every cairnq worker on it evaluates it.
+
+        Args:
+            name: The schedule's name, unique in the database.
+            task: The task name each slot submits, or a ``TaskDef``.
+            cron, every, tz, payload, queue, priority, max_attempts, metadata,
+                catch_up, catch_up_policy, overlap, jitter: As for
+                ``Worker.periodic`` (queue ``"default"``).
+            paused: Store it paused (``resume_schedule`` starts it).
+            replace: Replace the definition of a stored schedule of that name,
+                keeping its cursor, history and paused state.
+
+        Returns:
+            The stored schedule. Its first slot is the first after now: a new
+            schedule catches nothing up.
+
+        Raises:
+            InvalidArgument: a bad cron expression, time zone, interval or option,
+                or the name is taken and ``replace`` is false; nothing is stored.
+            SerializationError: payload or metadata is not portable JSON.
+            SchemaIncomplete: the database lacks the schedules tables (``cairnq migrate``).
+
+        Example::
+
+            cq.add_schedule("nightly-report", "report.build", cron="0 2 * * *",
+                                  tz="Europe/Paris", catch_up="6h")
+        """
+        spec = ScheduleSpec.build(
+            self.codec,
+            name,
+            task.name if isinstance(task, TaskDef) else task,
+            cron=cron,
+            every=every,
+            tz=tz,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            metadata=metadata,
+            catch_up=catch_up,
+            catch_up_policy=catch_up_policy,
+            overlap=overlap,
+            jitter=jitter,
+            paused=paused,
+        )
+        stored, _ = self._run(_schedules.put(spec, source="api", replace=bool(replace)), write=True)
+        return stored
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        """One stored schedule with its next slot and last task, or ``None``."""
+        return self._run(_schedules.get(name), write=False)
+
+    def list_schedules(self) -> ScheduleList:
+        """Every stored schedule, by name."""
+        return self._run(_schedules.list_all(), write=False)
+
+    def pause_schedule(self, name: str) -> Schedule | None:
+        """Pause a schedule: no slot submits a task until resumed. ``None``: no such schedule."""
+        return self._run(_schedules.set_paused(name, True), write=True)
+
+    def resume_schedule(self, name: str) -> Schedule | None:
+        """Resume a paused schedule from now: the slots passed while paused are recorded
+        as ``paused``, not submitted. ``None``: no such schedule."""
+        return self._run(_schedules.set_paused(name, False), write=True)
+
+    def remove_schedule(self, name: str) -> bool:
+        """Delete a schedule and its slot record; the tasks it submitted stay.
+        ``False``: no such schedule."""
+        return self._run(_schedules.remove(name), write=True)
+
+    def schedule_history(self, name: str, *, limit: int = 50) -> SlotList:
+        """A schedule's latest slot decisions, newest first (at most ``limit``, <= 500)."""
+        return self._run(_schedules.history(name, limit), write=False)
+
+    def run_schedules(self) -> int:
+        """Evaluate every due schedule now, as a worker does each second.
+
+        Safe beside running workers: a slot submits one task whoever evaluates it.
+
+        Returns:
+            How many tasks were submitted.
+        """
+        done = self._follow(_schedules.run_due(self.codec))
+        return sum(len(d.enqueued) for d in done)
 
     def overview(self) -> SummaryList:
         """Every queue holding a task: counts per status and how late its oldest due task is.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime
 import logging
 import os
 import signal
@@ -30,6 +31,8 @@ from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, Schema
 from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
+from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
+from ..schedules._scheduler import Scheduler
 from ..store import TaskStore
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._context import CallScope, Listener, Runtime, TaskContext
@@ -113,6 +116,10 @@ class Worker:
         resources: Ceilings shared by several task names in this worker,
             ``{"gpu": 1}``: at most that many calls of all names registered with
             ``resource="gpu"`` run at once. Each capacity must be >= 1.
+        schedules: Evaluate the database's schedules (``@worker.periodic``,
+            ``cairnq schedules add``): every worker may, one at a time under a
+            named lease. ``False`` leaves it to other workers; schedules this
+            worker declares are then not stored either.
 
     Example::
 
@@ -149,6 +156,7 @@ class Worker:
         recovery_interval_ms: int | None = None,
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
+        schedules: bool = True,
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
@@ -206,6 +214,10 @@ class Worker:
         policy = Retention.of(retention)
         self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
         self.registry = Registry(resources)
+        self.evaluates_schedules = bool(schedules)
+        # Declared by name; stored (definitions replaced) when the worker starts.
+        self._schedules: dict[str, ScheduleSpec] = {}
+        self._scheduler: Scheduler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._wake: Subscription | None = None
@@ -443,6 +455,173 @@ class Worker:
             worker.register("email.send", send_email)
         """
         return self.registry.add(name, fn, batch=batch, concurrency=concurrency, resource=resource)
+
+    def periodic(
+        self,
+        cron: str | None = None,
+        /,
+        *,
+        every: str | int | datetime.timedelta | None = None,
+        name: str | TaskDef[Any, Any] | None = None,
+        schedule: str | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: str | None = None,
+        priority: int = 0,
+        max_attempts: int = 3,
+        metadata: Any = None,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: str = "all",
+        overlap: str = "allow",
+        jitter: str | int | datetime.timedelta | None = None,
+        concurrency: int | None = None,
+    ) -> Callable[[F], F]:
+        """Register a handler and a schedule that submits one task to it per slot.
+
+        Args:
+            cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
+                (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
+                needs the ``cron`` extra. Give ``cron`` or ``every``.
+            every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
+                its slots counted from the Unix epoch.
+            name: The task name (the function's name by default), or a ``TaskDef``.
+            schedule: The schedule's name (the task name by default); unique in the
+                database.
+            tz: The time zone cron slots are read in (``"UTC"``). A local time that
+                does not exist (spring forward) runs once at the first instant after
+                the gap; one that occurs twice (fall back) runs once, the first time.
+            payload, queue, priority, max_attempts, metadata: Each task's (queue:
+                the worker's first queue by default).
+            catch_up: How late a slot may still be submitted, after downtime (1 h).
+                Older slots are recorded as missed, never submitted.
+            catch_up_policy: ``"all"`` submits every slot inside ``catch_up``, oldest
+                first; ``"latest"`` only the newest, recording the others as superseded.
+            overlap: ``"allow"``; ``"skip"`` a slot while the previous slot's task is
+                queued or running; ``"queue"``: the slot waits until it ends.
+            jitter: Each task runs up to this long after its slot (a delay derived
+                from the slot, the same in every process).
+            concurrency: As for ``task``.
+
+        Returns:
+            A decorator that registers the handler and returns it unchanged.
+
+        Raises:
+            InvalidArgument: a bad cron expression, time zone, interval or option, a
+                payload that is not JSON, or a schedule name declared twice; nothing
+                is registered or stored.
+
+        Example::
+
+            @worker.periodic("0 9 * * 1-5", tz="Europe/Paris", catch_up="2h")
+            async def morning_report(ctx):
+                ...
+        """
+
+        options = {
+            "cron": cron,
+            "every": every,
+            "tz": tz,
+            "payload": payload,
+            "queue": queue,
+            "priority": priority,
+            "max_attempts": max_attempts,
+            "metadata": metadata,
+            "catch_up": catch_up,
+            "catch_up_policy": catch_up_policy,
+            "overlap": overlap,
+            "jitter": jitter,
+        }
+
+        def decorate(fn: F) -> F:
+            task_name = name.name if isinstance(name, TaskDef) else name
+            if task_name is None:
+                task_name = getattr(fn, "__name__", None)
+            spec = self._schedule_spec(schedule or task_name, task_name, **options)
+            self.registry.add(name, fn, concurrency=concurrency)
+            self._schedules[spec.name] = spec
+            return fn
+
+        return decorate
+
+    def schedule(
+        self,
+        schedule: str,
+        task: str | TaskDef[Any, Any],
+        *,
+        cron: str | None = None,
+        every: str | int | datetime.timedelta | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: str | None = None,
+        priority: int = 0,
+        max_attempts: int = 3,
+        metadata: Any = None,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: str = "all",
+        overlap: str = "allow",
+        jitter: str | int | datetime.timedelta | None = None,
+    ) -> ScheduleSpec:
+        """Declare a schedule for ``task`` (the imperative ``periodic``, no handler).
+
+        The worker stores it when it starts, replacing the definition of a stored
+        schedule of that name and keeping its cursor, history and paused state. A
+        schedule removed from the code stays in the database until
+        ``cairnq schedules rm NAME`` (or ``remove_schedule``).
+
+        Args:
+            schedule: The schedule's name.
+            task: The task name each slot submits (any name: a handler elsewhere
+                may run it), or a ``TaskDef``.
+            Others: As for ``periodic``.
+
+        Returns:
+            The validated definition.
+
+        Raises:
+            InvalidArgument: as for ``periodic``.
+
+        Example::
+
+            worker.schedule("hourly-sync", "crm.sync", every="1h", payload={"full": False})
+        """
+        spec = self._schedule_spec(
+            schedule,
+            task.name if isinstance(task, TaskDef) else task,
+            cron=cron,
+            every=every,
+            tz=tz,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            metadata=metadata,
+            catch_up=catch_up,
+            catch_up_policy=catch_up_policy,
+            overlap=overlap,
+            jitter=jitter,
+        )
+        self._schedules[spec.name] = spec
+        return spec
+
+    def _schedule_spec(
+        self, schedule: Any, task: Any, *, queue: Any, **options: Any
+    ) -> ScheduleSpec:
+        """Validate a declaration; its queue defaults to the worker's first."""
+        spec = ScheduleSpec.build(
+            self.client.codec,
+            schedule,
+            task,
+            queue=self.queues[0] if queue is None else queue,
+            **options,
+        )
+        if spec.name in self._schedules:
+            raise InvalidArgument(f"schedule {spec.name!r} is declared twice on this worker")
+        return spec
+
+    @property
+    def schedules(self) -> list[ScheduleSpec]:
+        """The schedules this worker declares, stored when it starts."""
+        return list(self._schedules.values())
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
@@ -708,6 +887,15 @@ class Worker:
         self._presence.job.start()
         if self.sweeper is not None:
             self.sweeper.start()
+        if self.evaluates_schedules:
+            self._scheduler = Scheduler(
+                backend,
+                self.client.codec,
+                self.schedules,
+                report=self._report,
+                worker_id=self.worker_id,
+            )
+            await self._scheduler.start()
         names = self.registry.names()
         if not names:
             log.info(
@@ -736,6 +924,9 @@ class Worker:
         try:
             await claimer.run()
         finally:
+            if self._scheduler is not None:
+                await self._scheduler.stop()
+                self._scheduler = None
             if self.sweeper is not None:
                 await self.sweeper.stop()
             await self._recoverer.stop()

@@ -1,0 +1,324 @@
+"""Operations on schedules (extension tables ``cairnq_schedules`` and ``cairnq_schedule_slots``).
+
+Like ``ops``, each function validates eagerly and returns a statement-yielding
+generator. ``evaluate`` is where a slot becomes a task: under the schedule's row
+lock (PostgreSQL; SQLite runs one write transaction at a time) it decides the
+slots after the cursor, records each decision under the slot's primary key,
+submits each enqueued slot's task with a key of its own, and moves the cursor,
+all in one transaction. A slot is recorded once, and the cursor never moves
+back, so a slot submits at most one task however many processes evaluate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._json import JsonCodec
+from ..errors import InvalidArgument, SchemaIncomplete
+from ..schedules._model import Schedule, ScheduleSlot, ScheduleSpec
+from ..schedules._plan import Decision, plan, range_decision
+from . import ops as _ops
+from .procedures import Procedure, Run
+from .steps import NOW, Call, Op
+
+SCHEDULES_MIGRATION = "x0005_schedules.sql"
+EVALUATE_BATCH = 100
+KEEP_SLOTS = 500
+MAX_SCHEDULES = 10_000
+SLOT_KEY_PREFIX = "cairnq.schedule:"
+
+
+def slot_key(name: str, slot_ms: int) -> str:
+    """The idempotency key of the task a slot submits."""
+    return f"{SLOT_KEY_PREFIX}{name}:{slot_ms}"
+
+
+def _now() -> Op[int]:
+    rows = yield Call("clock_now", {"now_ms": NOW})
+    return int(rows[0]["now_ms"])
+
+
+def schedules_ready() -> Op[bool]:
+    """Whether the database has the schedules tables (migration ``x0005_schedules.sql``)."""
+    applied = yield from _ops.applied_migrations()
+    return SCHEDULES_MIGRATION in applied
+
+
+def _require() -> Op[None]:
+    ready = yield from schedules_ready()
+    if not ready:
+        raise SchemaIncomplete(
+            f"this database lacks cairnq's schedules (migration {SCHEDULES_MIGRATION}); "
+            "run `cairnq migrate` to add them",
+            missing=(SCHEDULES_MIGRATION,),
+        )
+
+
+def _name(name: Any) -> str:
+    return _ops.check_text(name, "schedule name") or ""
+
+
+# --- definitions -----------------------------------------------------------------------
+
+
+def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule, bool]]:
+    """Store ``spec``; returns the schedule and whether it was created.
+
+    A new schedule's cursor starts at now: slots before it are not caught up.
+    An existing one keeps its cursor, history, paused state and last task.
+
+    Raises:
+        InvalidArgument: the name is taken and ``replace`` is false.
+        SchemaIncomplete: the database lacks the schedules tables.
+    """
+    yield from _require()
+    now = yield from _now()
+    params = spec.params()
+    timing = spec.timing
+    created = yield Call(
+        "schedule_insert",
+        {
+            **params,
+            "paused": spec.paused,
+            "source": source,
+            "cursor_ms": now,
+            "next_ms": timing.next_slot(now),
+            "now_ms": now,
+        },
+    )
+    if created:
+        return Schedule.from_row(created[0]), True
+    if not replace:
+        raise InvalidArgument(
+            f"a schedule named {spec.name!r} exists; remove it first or replace it"
+        )
+    rows = yield Call("schedule_lock", {"name": spec.name})
+    cursor = int(rows[0]["cursor_ms"])
+    rows = yield Call(
+        "schedule_define",
+        {**params, "source": source, "next_ms": timing.next_slot(cursor), "now_ms": now},
+    )
+    return Schedule.from_row(rows[0]), False
+
+
+def get(name: str) -> Op[Schedule | None]:
+    """One schedule with its last task's status, or ``None``."""
+    checked = _name(name)
+    return _get(checked)
+
+
+def _get(name: str) -> Op[Schedule | None]:
+    yield from _require()
+    rows = yield Call("schedule_get", {"name": name})
+    return Schedule.from_row(rows[0]) if rows else None
+
+
+def list_all(limit: int = MAX_SCHEDULES) -> Op[list[Schedule]]:
+    """Every schedule, by name (at most ``limit``)."""
+    checked = _ops.check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    return _list(checked)
+
+
+def _list(limit: int) -> Op[list[Schedule]]:
+    yield from _require()
+    rows = yield Call("schedule_list", {"limit": limit})
+    return [Schedule.from_row(r) for r in rows]
+
+
+def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
+    """A schedule's latest slot decisions, newest first."""
+    checked = _name(name)
+    count = _ops.check_int(limit, "limit", low=1, high=KEEP_SLOTS)
+    return _history(checked, count)
+
+
+def _history(name: str, limit: int) -> Op[list[ScheduleSlot]]:
+    yield from _require()
+    rows = yield Call("schedule_slots", {"name": name, "limit": limit})
+    return [ScheduleSlot.from_row(r) for r in rows]
+
+
+def set_paused(name: str, paused: bool) -> Op[Schedule | None]:
+    """Pause or resume; ``None`` when no schedule has the name.
+
+    Resuming records the slots passed while paused as one ``paused`` range and
+    moves the cursor to now: a resumed schedule does not catch them up.
+    """
+    checked = _name(name)
+    return _set_paused(checked, bool(paused))
+
+
+def _set_paused(name: str, paused: bool) -> Op[Schedule | None]:
+    yield from _require()
+    rows = yield Call("schedule_lock", {"name": name})
+    if not rows:
+        return None
+    current = Schedule.from_row(rows[0])
+    now = yield from _now()
+    cursor = current.cursor_ms
+    if current.paused and not paused:
+        passed = range_decision(current.timing, cursor, now, "paused")
+        if passed is not None:
+            yield from _record(name, passed, now)
+        cursor = max(cursor, now)
+    yield Call(
+        "schedule_pause",
+        {
+            "name": name,
+            "paused": paused,
+            "cursor_ms": cursor,
+            "next_ms": current.timing.next_slot(cursor),
+            "now_ms": now,
+        },
+    )
+    stored = yield Call("schedule_get", {"name": name})
+    return Schedule.from_row(stored[0])
+
+
+def remove(name: str) -> Op[bool]:
+    """Delete a schedule and its slot record; ``False`` when none had the name.
+
+    Tasks its slots submitted stay as they are.
+    """
+    checked = _name(name)
+    return _remove(checked)
+
+
+def _remove(name: str) -> Op[bool]:
+    yield from _require()
+    rows = yield Call("schedule_delete", {"name": name})
+    yield Call("schedule_slots_delete", {"name": name})
+    return bool(rows)
+
+
+# --- evaluation ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """What one evaluation decided: the tasks submitted, by slot, and the other outcomes."""
+
+    name: str
+    enqueued: list[tuple[int, str]]
+    skipped: dict[str, int]
+
+
+def due(limit: int = MAX_SCHEDULES) -> Op[list[str]]:
+    """The names of schedules not paused whose next slot is due now."""
+    now = yield from _now()
+    rows = yield Call("schedule_due", {"now_ms": now, "limit": limit})
+    return [str(r["name"]) for r in rows]
+
+
+def run_due(codec: JsonCodec) -> Procedure[list[Evaluated]]:
+    """Evaluate every due schedule, each in a transaction of its own."""
+    names = yield Run(due())
+    out = []
+    for name in names:
+        done = yield Run(evaluate(name, codec), write=True)
+        if done is not None:
+            out.append(done)
+    return out
+
+
+def evaluate(name: str, codec: JsonCodec, *, batch: int = EVALUATE_BATCH) -> Op[Evaluated | None]:
+    """Decide ``name``'s due slots and submit their tasks, in one transaction.
+
+    Returns ``None`` when the schedule is gone, paused or not due.
+    """
+    checked = _name(name)
+    return _evaluate(checked, codec, batch)
+
+
+def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
+    rows = yield Call("schedule_lock", {"name": name})
+    if not rows:
+        return None
+    schedule = Schedule.from_row(rows[0])
+    now = yield from _now()
+    if schedule.paused or schedule.next_ms is None or schedule.next_ms > now:
+        return None
+    previous_live = False
+    if schedule.last_task_id is not None and schedule.overlap != "allow":
+        status = yield Call("get_status", {"id": schedule.last_task_id})
+        previous_live = bool(status) and status[0]["status"] in ("queued", "running")
+    decided = plan(
+        name=name,
+        timing=schedule.timing,
+        cursor_ms=schedule.cursor_ms,
+        now_ms=now,
+        catch_up_ms=schedule.catch_up_ms,
+        catch_up_policy=schedule.catch_up_policy,
+        overlap=schedule.overlap,
+        jitter_ms=schedule.jitter_ms,
+        previous_live=previous_live,
+        batch=batch,
+    )
+    enqueued: list[tuple[int, str]] = []
+    skipped: dict[str, int] = {}
+    last_slot, last_task = schedule.last_slot_ms, schedule.last_task_id
+    for decision in decided.decisions:
+        recorded = yield from _record(name, decision, now)
+        if not recorded:
+            continue  # decided already: the cursor and this key keep it decided once
+        if decision.outcome != "enqueued":
+            skipped[decision.outcome] = skipped.get(decision.outcome, 0) + decision.slots
+            continue
+        run_at = decision.run_at_ms if decision.run_at_ms is not None else decision.slot_ms
+        task = yield from _ops.submit(
+            _slot_task(codec, schedule, decision.slot_ms, max(0, run_at - now))
+        )
+        yield Call(
+            "schedule_slot_task",
+            {"schedule": name, "slot_ms": decision.slot_ms, "task_id": task.id},
+        )
+        enqueued.append((decision.slot_ms, task.id))
+        last_slot, last_task = decision.slot_ms, task.id
+    cursor = max(schedule.cursor_ms, decided.cursor_ms)
+    yield Call(
+        "schedule_advance",
+        {
+            "name": name,
+            "cursor_ms": cursor,
+            "next_ms": schedule.timing.next_slot(cursor),
+            "last_slot_ms": last_slot,
+            "last_task_id": last_task,
+            "now_ms": now,
+        },
+    )
+    yield Call("schedule_slots_trim", {"name": name, "keep": KEEP_SLOTS})
+    return Evaluated(name, enqueued, skipped)
+
+
+def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, delay_ms: int) -> _ops.NewTask:
+    metadata = schedule.metadata
+    if isinstance(metadata, dict):
+        metadata = {**metadata, "cairnq.schedule": {"name": schedule.name, "slot_ms": slot_ms}}
+    return _ops.new_task(
+        codec,
+        schedule.task,
+        schedule.payload,
+        key=slot_key(schedule.name, slot_ms),
+        queue=schedule.queue,
+        max_attempts=schedule.max_attempts,
+        priority=schedule.priority,
+        metadata=metadata,
+        delay_ms=min(delay_ms, _ops.MAX_DELAY_MS),
+    )
+
+
+def _record(name: str, decision: Decision, now: int) -> Op[bool]:
+    """Record a slot's decision under its primary key; ``False``: it was decided already."""
+    rows = yield Call(
+        "schedule_slot_insert",
+        {
+            "schedule": name,
+            "slot_ms": decision.slot_ms,
+            "through_ms": decision.through_ms,
+            "slots": decision.slots,
+            "outcome": decision.outcome,
+            "now_ms": now,
+        },
+    )
+    return bool(rows)

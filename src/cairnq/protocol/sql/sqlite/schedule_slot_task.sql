@@ -1,0 +1,6 @@
+-- Records the task a slot submitted.
+-- Returns no rows.
+-- params: schedule, slot_ms, task_id
+update cairnq_schedule_slots
+set task_id = :task_id
+where schedule = :schedule and slot_ms = :slot_ms

@@ -1,0 +1,302 @@
+"""What a schedule is: its definition (validated once, before anything is stored) and its state."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .._json import JsonCodec
+from ..durations import parse_duration
+from ..errors import InvalidArgument
+from ..protocol import ops as _ops
+from ._timing import Timing
+
+__all__ = [
+    "CATCH_UP_POLICIES",
+    "DEFAULT_CATCH_UP_MS",
+    "OUTCOMES",
+    "OVERLAPS",
+    "Schedule",
+    "ScheduleSlot",
+    "ScheduleSpec",
+]
+
+CatchUpPolicy = Literal["all", "latest"]
+Overlap = Literal["allow", "skip", "queue"]
+Outcome = Literal["enqueued", "missed", "superseded", "overlap", "paused"]
+
+CATCH_UP_POLICIES: tuple[CatchUpPolicy, ...] = ("all", "latest")
+OVERLAPS: tuple[Overlap, ...] = ("allow", "skip", "queue")
+OUTCOMES: tuple[Outcome, ...] = ("enqueued", "missed", "superseded", "overlap", "paused")
+DEFAULT_CATCH_UP_MS = 3_600_000
+MAX_CATCH_UP_MS = 366 * 86_400_000
+
+
+def _ms(value: Any, what: str, *, low: int) -> int:
+    """A duration given as text (``"1h"``), whole milliseconds or a ``timedelta``."""
+    if isinstance(value, datetime.timedelta):
+        ms = value // datetime.timedelta(milliseconds=1)
+    elif isinstance(value, str):
+        ms = parse_duration(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise InvalidArgument(
+            f"{what} must be a duration such as '1h' or '90s', milliseconds or a timedelta; "
+            f"got {value!r}"
+        )
+    if ms < low:
+        raise InvalidArgument(f"{what} must be at least {low} ms; got {value!r}")
+    if ms > MAX_CATCH_UP_MS:
+        raise InvalidArgument(f"{what} must be at most 366 days; got {value!r}")
+    return ms
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A validated schedule definition, its JSON already encoded: what gets stored."""
+
+    name: str
+    task: str
+    timing: Timing
+    queue: str
+    payload: str
+    metadata: str
+    priority: int
+    max_attempts: int
+    catch_up_ms: int
+    catch_up_policy: CatchUpPolicy
+    overlap: Overlap
+    jitter_ms: int
+    paused: bool
+
+    @classmethod
+    def build(
+        cls,
+        codec: JsonCodec,
+        name: Any,
+        task: Any,
+        *,
+        cron: str | None = None,
+        every: str | int | datetime.timedelta | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: Any = "default",
+        priority: Any = 0,
+        max_attempts: Any = 3,
+        metadata: Any = None,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: Any = "all",
+        overlap: Any = "allow",
+        jitter: str | int | datetime.timedelta | None = None,
+        paused: Any = False,
+    ) -> ScheduleSpec:
+        """Validate everything; raises ``InvalidArgument``/``SerializationError`` on bad input."""
+        if catch_up_policy not in CATCH_UP_POLICIES:
+            raise InvalidArgument(
+                f"catch_up_policy must be one of {', '.join(CATCH_UP_POLICIES)}; "
+                f"got {catch_up_policy!r}"
+            )
+        if overlap not in OVERLAPS:
+            raise InvalidArgument(f"overlap must be one of {', '.join(OVERLAPS)}; got {overlap!r}")
+        if not isinstance(paused, bool):
+            raise InvalidArgument(f"paused must be True or False; got {paused!r}")
+        timing = Timing.parse(cron=cron, every=every, tz=tz)
+        jitter_ms = 0 if jitter is None else _ms(jitter, "jitter", low=0)
+        if timing.every_ms is not None and jitter_ms >= timing.every_ms:
+            raise InvalidArgument(
+                f"jitter must be shorter than the interval ({timing.describe()}); got {jitter!r}"
+            )
+        return cls(
+            name=_ops.check_text(name, "schedule name") or "",
+            task=_ops.check_text(task, "task name") or "",
+            timing=timing,
+            queue=_ops.check_text(queue, "queue") or "",
+            payload=codec.encode({} if payload is None else payload, what="payload"),
+            metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
+            priority=_ops.check_int(priority, "priority", low=-_ops.MAX_INT4 - 1),
+            max_attempts=_ops.check_int(max_attempts, "max_attempts", low=1),
+            catch_up_ms=_ms(catch_up, "catch_up", low=1_000),
+            catch_up_policy=catch_up_policy,
+            overlap=overlap,
+            jitter_ms=jitter_ms,
+            paused=paused,
+        )
+
+    def params(self) -> dict[str, Any]:
+        """The definition's columns, as ``schedule_insert`` / ``schedule_define`` take them."""
+        return {
+            "name": self.name,
+            "cron": self.timing.cron,
+            "every_ms": self.timing.every_ms,
+            "tz": self.timing.tz,
+            "task_name": self.task,
+            "queue": self.queue,
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "catch_up_ms": self.catch_up_ms,
+            "catch_up_policy": self.catch_up_policy,
+            "overlap": self.overlap,
+            "jitter_ms": self.jitter_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A stored schedule and where it stands.
+
+    Attributes:
+        name: The schedule's name (unique in the database).
+        task: The task name each slot submits, on ``queue``.
+        cron: The cron expression (aliases expanded), or ``None`` for an interval.
+        every_ms: The interval, or ``None`` for a cron expression.
+        tz: The time zone cron slots are read in (``"UTC"`` for intervals).
+        payload, metadata, priority, max_attempts: What each slot's task gets.
+        catch_up_ms: How late a slot may still be enqueued; older missed slots are
+            recorded as ``missed``.
+        catch_up_policy: ``"all"`` (every slot inside ``catch_up_ms``, oldest first)
+            or ``"latest"`` (only the newest; the others recorded as ``superseded``).
+        overlap: ``"allow"``, ``"skip"`` (a slot due while the previous slot's task is
+            queued or running is recorded as ``overlap``) or ``"queue"`` (it waits).
+        jitter_ms: Each slot's task runs up to this long after its slot (the same
+            delay whichever process submits it).
+        paused: Paused schedules submit nothing; resuming skips the slots passed meanwhile.
+        source: ``"code"`` (declared by a worker) or ``"api"`` (added by a client or
+            the command line).
+        cursor_ms: Every slot at or before this instant is decided.
+        next_ms: The next slot to decide (``None``: none left).
+        last_slot_ms, last_task_id, last_status: The latest slot that submitted a
+            task, that task and its status (``None`` once purged).
+        created_at_ms, updated_at_ms: When stored and last changed.
+    """
+
+    name: str
+    task: str
+    cron: str | None
+    every_ms: int | None
+    tz: str
+    queue: str
+    payload: Any
+    metadata: Any
+    priority: int
+    max_attempts: int
+    catch_up_ms: int
+    catch_up_policy: str
+    overlap: str
+    jitter_ms: int
+    paused: bool
+    source: str
+    cursor_ms: int
+    next_ms: int | None
+    last_slot_ms: int | None
+    last_task_id: str | None
+    last_status: str | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    @property
+    def timing(self) -> Timing:
+        """When the slots fall."""
+        return Timing(cron=self.cron, every_ms=self.every_ms, tz=self.tz)
+
+    @property
+    def when(self) -> str:
+        """The timing in words: ``"every 1m30s"`` or ``"*/5 * * * * (Europe/Paris)"``."""
+        return self.timing.describe()
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Schedule:
+        """Build from a ``cairnq_schedules`` row (``last_status`` when the read joins it)."""
+        decode = JsonCodec.decode
+        return cls(
+            name=str(row["name"]),
+            task=str(row["task_name"]),
+            cron=row["cron"],
+            every_ms=_opt_int(row["every_ms"]),
+            tz=str(row["tz"]),
+            queue=str(row["queue"]),
+            payload=decode(row["payload"], what="payload"),
+            metadata=decode(row["metadata"], what="metadata"),
+            priority=int(row["priority"]),
+            max_attempts=int(row["max_attempts"]),
+            catch_up_ms=int(row["catch_up_ms"]),
+            catch_up_policy=str(row["catch_up_policy"]),
+            overlap=str(row["overlap"]),
+            jitter_ms=int(row["jitter_ms"]),
+            paused=bool(row["paused"]),
+            source=str(row["source"]),
+            cursor_ms=int(row["cursor_ms"]),
+            next_ms=_opt_int(row["next_ms"]),
+            last_slot_ms=_opt_int(row["last_slot_ms"]),
+            last_task_id=row["last_task_id"],
+            last_status=_joined(row, "last_status"),
+            created_at_ms=int(row["created_at_ms"]),
+            updated_at_ms=int(row["updated_at_ms"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready), plus ``when``."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["when"] = self.when
+        return out
+
+
+@dataclass(frozen=True)
+class ScheduleSlot:
+    """The decision on one slot of a schedule, or on a range of skipped slots.
+
+    Attributes:
+        schedule: The schedule's name.
+        slot_ms: The slot (the first slot of a range).
+        through_ms: The last slot of a range; ``None`` for a single slot.
+        slots: How many slots the row stands for (1 for a single slot; a count of
+            a long range stops at 100,000).
+        outcome: ``"enqueued"`` (``task_id`` is its task), ``"missed"`` (older than
+            ``catch_up`` when evaluated), ``"superseded"`` (``catch_up_policy="latest"``
+            ran a newer slot), ``"overlap"`` (``overlap="skip"``) or ``"paused"``.
+        task_id, task_status: The task submitted and its status (``None`` once purged).
+        recorded_at_ms: When the decision was made.
+    """
+
+    schedule: str
+    slot_ms: int
+    through_ms: int | None
+    slots: int
+    outcome: str
+    task_id: str | None
+    task_status: str | None
+    recorded_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleSlot:
+        """Build from a ``cairnq_schedule_slots`` row joined with its task's status."""
+        return cls(
+            schedule=str(row["schedule"]),
+            slot_ms=int(row["slot_ms"]),
+            through_ms=_opt_int(row["through_ms"]),
+            slots=int(row["slots"]),
+            outcome=str(row["outcome"]),
+            task_id=row["task_id"],
+            task_status=row["task_status"],
+            recorded_at_ms=int(row["recorded_at_ms"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _joined(row: Mapping[str, Any], column: str) -> Any:
+    """A column only some reads join in; ``None`` where the read has none."""
+    try:
+        return row[column]
+    except (KeyError, IndexError):  # sqlite3.Row raises IndexError for a missing name
+        return None
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
