@@ -22,6 +22,7 @@ from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._inspect import inspect_database, require_cairnq
 from ._samples import cmd_conformance, cmd_demo
+from ._schedules import add_commands as add_schedule_commands
 from ._schema import cmd_migrate
 from ._target import DEFAULT_DB, Target, open_client, resolve_target
 from ._tasks import (
@@ -404,6 +405,13 @@ def _parser() -> argparse.ArgumentParser:
     top.add_argument("--queue", help="show only this queue")
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=cmd_top)
+
+    schedules = command(
+        "schedules",
+        "list, add, pause, resume and remove schedules (periodic tasks)",
+        "cairnq schedules add nightly report.build --cron '0 2 * * *' --tz Europe/Paris",
+    )
+    add_schedule_commands(schedules, common, _Help, _count)
 
     dashboard = command(
         "dashboard",
