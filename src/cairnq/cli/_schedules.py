@@ -190,7 +190,7 @@ def cmd_schedules_history(args: argparse.Namespace, out: TextIO) -> int:
 
 def add_commands(
     schedules: argparse.ArgumentParser,
-    parents: list[argparse.ArgumentParser],
+    parents: Sequence[argparse.ArgumentParser],
     formatter: type[argparse.HelpFormatter],
     count: Any,
 ) -> None:
@@ -203,7 +203,7 @@ def add_commands(
             help=summary,
             description=description or summary[0].upper() + summary[1:] + ".",
             epilog=f"example: {example}",
-            parents=parents,
+            parents=list(parents),
             formatter_class=formatter,
         )
 
