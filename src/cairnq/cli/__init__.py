@@ -395,7 +395,8 @@ def _parser() -> argparse.ArgumentParser:
         "top",
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
-        "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
+        "Refresh until q (or Ctrl-C): the next slot of the schedules, if any; per queue "
+        "the task counts by status, queued "
         "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
         "finished per second since the last refresh; due tasks no live cairnq worker "
         "serves, one line per name and queue; then the running tasks with id, "
