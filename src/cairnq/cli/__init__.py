@@ -428,7 +428,9 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=_port, default=DASHBOARD_PORT, help=f"port ({DASHBOARD_PORT})"
     )
     dashboard.add_argument(
-        "--read-only", action="store_true", help="hide and refuse cancel, retry and purge"
+        "--read-only",
+        action="store_true",
+        help="hide and refuse cancel, retry, purge, pause and resume",
     )
     dashboard.add_argument(
         "--token", help="access token required on every request (default: $CAIRNQ_DASHBOARD_TOKEN)"
