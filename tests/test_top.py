@@ -17,6 +17,7 @@ from cairnq import SyncCairnQ
 from cairnq.cli import main
 from cairnq.models import Task
 from cairnq.protocol import ops as _ops
+from cairnq.testing import FakeClock
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
 
 from ._db import Database
@@ -218,8 +219,10 @@ def test_empty_database_frame_says_no_tasks(db: Database, cq: SyncCairnQ) -> Non
 
 
 def test_the_header_names_the_earliest_next_slot_of_the_schedules_not_paused(
-    db: Database, cq: SyncCairnQ
+    db: Database,
 ) -> None:
+    # 08:00:10 UTC: five seconds before it is the same day in every zone.
+    cq = db.sync_client(clock=FakeClock(1_800_000_000_001)).open()
     cq.add_schedule("hourly", "job", every="1h")
     cq.add_schedule("often", "job", every="10s")
     cq.add_schedule("halted", "job", every="1s", paused=True)
