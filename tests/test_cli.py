@@ -45,6 +45,7 @@ from ._db import Database, admin_connect, drop_schema
 
 WORKER_ID = "worker_cli_test"
 COMMANDS = ["migrate", "worker", "submit", "get", "ls", "cancel", "retry", "purge", "stats", "top"]
+COMMANDS += ["schedules"]
 
 
 # --- running the command line ------------------------------------------------------------
@@ -502,6 +503,7 @@ READ_COMMANDS = [
     ["retry", "task_x"],
     ["purge", "--older-than", "1d"],
     ["top", "-n", "1"],
+    ["schedules", "ls"],
 ]
 
 

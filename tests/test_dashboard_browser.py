@@ -232,6 +232,19 @@ def test_retry_from_the_task_page(page: Any, cq: SyncCairnQ, db_path: Path) -> N
     assert task is not None and task.is_queued and task.attempt == 0
 
 
+def test_pause_and_resume_from_the_schedules_page(page: Any, cq: SyncCairnQ, db_path: Path) -> None:
+    cq.add_schedule("tick", "job", every="10s")
+    with serve(create_app(str(db_path))) as url:
+        page.goto(f"{url}/schedules")
+        page.click("tr[data-schedule=tick] button:has-text('Pause')")
+        page.wait_for_url("**done=paused*")
+        assert page.locator("h1 .pill").inner_text() == "paused"
+        page.click("button:has-text('Resume')")
+        page.wait_for_url("**done=resumed*")
+        assert page.locator("h1 .pill").count() == 0
+    assert cq.get_schedule("tick").paused is False  # type: ignore[union-attr]
+
+
 def test_read_only_mode_hides_the_actions(page: Any, cq: SyncCairnQ, db_path: Path) -> None:
     queued = cq.submit("send")
     cq.submit("boom")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -16,10 +17,12 @@ from cairnq import SyncCairnQ
 from cairnq.cli import main
 from cairnq.models import Task
 from cairnq.protocol import ops as _ops
+from cairnq.testing import FakeClock
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
 
 from ._db import Database
 from .test_cli import db_args
+from .test_without_extensions import protocol_only
 
 WORKER_ID = "worker_top_test"
 HEADERS = [
@@ -213,6 +216,43 @@ def test_empty_database_frame_says_no_tasks(db: Database, cq: SyncCairnQ) -> Non
     lines = frame(cq, 1_000).splitlines()
     assert "no tasks" in lines
     assert "running: 0" in lines
+
+
+def test_the_header_names_the_earliest_next_slot_of_the_schedules_not_paused(
+    db: Database,
+) -> None:
+    # 08:00:10 UTC: five seconds before it is the same day in every zone.
+    cq = db.sync_client(clock=FakeClock(1_800_000_000_001)).open()
+    cq.add_schedule("hourly", "job", every="1h")
+    cq.add_schedule("often", "job", every="10s")
+    cq.add_schedule("halted", "job", every="1s", paused=True)
+    often = cq.get_schedule("often")
+    assert often is not None and often.next_ms is not None
+    at = datetime.fromtimestamp(often.next_ms / 1000).strftime("%H:%M:%S")
+    lines = frame(cq, often.next_ms - 5_000).splitlines()
+    assert lines[1] == f"next schedule: often at {at} (in 5s)"
+
+
+def test_a_due_next_slot_says_due_now(db: Database, cq: SyncCairnQ) -> None:
+    often = cq.add_schedule("often", "job", every="10s")
+    assert often.next_ms is not None
+    assert frame(cq, often.next_ms + 1).splitlines()[1].endswith("(due now)")
+
+
+def test_a_frame_without_schedules_shows_no_schedule_line(db: Database, cq: SyncCairnQ) -> None:
+    cq.add_schedule("halted", "job", every="1s", paused=True)
+    assert "next schedule" not in frame(cq, 1_000)
+
+
+def test_a_frame_on_a_database_without_the_schedules_tables_shows_the_rest(
+    db: Database,
+) -> None:
+    protocol_only(db)
+    with db.sync_client(migrate=False) as cq:
+        cq.submit("a")
+        text = frame(cq, 1_000)
+    assert "next schedule" not in text
+    assert queue_rows(text)["default"][0] == "1"
 
 
 def test_lines_are_cut_to_the_given_width(db: Database, cq: SyncCairnQ) -> None:

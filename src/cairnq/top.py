@@ -26,6 +26,7 @@ from .client import SyncCairnQ
 from .durations import format_duration
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
 from .protocol import reads as _reads
+from .protocol import schedules as _schedules
 
 __all__ = [
     "Frame",
@@ -145,6 +146,17 @@ def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     return format_table(["ID", "NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
 
 
+def next_slot_line(found: tuple[str, int] | None, now_ms: int) -> str | None:
+    """``next schedule: nightly at 02:00:00 (in 3h)``, local time; ``None`` without one."""
+    if found is None:
+        return None
+    name, slot_ms = found
+    slot, now = datetime.fromtimestamp(slot_ms / 1000), datetime.fromtimestamp(now_ms / 1000)
+    when = slot.strftime("%H:%M:%S" if slot.date() == now.date() else "%Y-%m-%d %H:%M:%S")
+    wait = f"in {format_duration(slot_ms - now_ms)}" if slot_ms > now_ms else "due now"
+    return f"next schedule: {name} at {when} ({wait})"
+
+
 def render_frame(
     client: SyncCairnQ,
     out: TextIO,
@@ -172,19 +184,25 @@ def render_frame(
 
     Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
     (delayed, or retries in backoff); due tasks of a name no live cairnq worker
-    serves on their queue are flagged on an ``unserved:`` line each.
+    serves on their queue are flagged on an ``unserved:`` line each. Under the
+    header, the earliest next slot of the schedules not paused, if any.
 
     Returns:
         This frame, to pass as ``previous`` next time.
     """
     later = client.backend.run(_reads.scheduled(), write=False)
+    upcoming = client.backend.run(_schedules.next_slot(), write=False)
     current = Frame(now_ms, client.stats(queue), later)
     orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
     header = "  ".join(part for part in ("cairnq top", title, clock) if part)
-    lines = [header, ""]
+    lines = [header]
+    scheduled_line = next_slot_line(upcoming, now_ms)
+    if scheduled_line is not None:
+        lines.append(scheduled_line)
+    lines.append("")
     if current.stats:
         lines += _queue_lines(current, previous)
     else:

@@ -22,6 +22,7 @@ from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._inspect import inspect_database, require_cairnq
 from ._samples import cmd_conformance, cmd_demo
+from ._schedules import add_commands as add_schedule_commands
 from ._schema import cmd_migrate
 from ._target import DEFAULT_DB, Target, open_client, resolve_target
 from ._tasks import (
@@ -394,7 +395,8 @@ def _parser() -> argparse.ArgumentParser:
         "top",
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
-        "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
+        "Refresh until q (or Ctrl-C): the next slot of the schedules, if any; per queue "
+        "the task counts by status, queued "
         "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
         "finished per second since the last refresh; due tasks no live cairnq worker "
         "serves, one line per name and queue; then the running tasks with id, "
@@ -404,6 +406,13 @@ def _parser() -> argparse.ArgumentParser:
     top.add_argument("--queue", help="show only this queue")
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=cmd_top)
+
+    schedules = command(
+        "schedules",
+        "list, add, pause, resume and remove schedules (periodic tasks)",
+        "cairnq schedules add nightly report.build --cron '0 2 * * *' --tz Europe/Paris",
+    )
+    add_schedule_commands(schedules, common, _Help, _count)
 
     dashboard = command(
         "dashboard",
@@ -419,7 +428,9 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=_port, default=DASHBOARD_PORT, help=f"port ({DASHBOARD_PORT})"
     )
     dashboard.add_argument(
-        "--read-only", action="store_true", help="hide and refuse cancel, retry and purge"
+        "--read-only",
+        action="store_true",
+        help="hide and refuse cancel, retry, purge, pause and resume",
     )
     dashboard.add_argument(
         "--token", help="access token required on every request (default: $CAIRNQ_DASHBOARD_TOKEN)"

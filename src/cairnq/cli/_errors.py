@@ -15,6 +15,8 @@ class CommandError(Exception):
 _OPTION_WORDS = (
     ("pass schema=...", "pass --schema SCHEMA"),
     ("(cairnq migrate, or open with migrate=True)", "(`cairnq migrate`)"),
+    ("pass replace=True", "pass --replace"),
+    ("or use every=", "or use --every"),
 )
 
 

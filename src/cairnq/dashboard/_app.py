@@ -181,7 +181,7 @@ def create_app(
             on first request, without creating or migrating anything, and closes
             it at ASGI lifespan shutdown).
         read_only: Hide the cancel, retry and purge actions, one task's and the
-            filtered list's, and refuse them (403).
+            filtered list's, and pausing and resuming schedules, and refuse them (403).
         token: When set, every request needs it (``Authorization: Bearer``, or
             ``?token=`` once, which sets an HttpOnly SameSite=Strict cookie).
         redact: ``redact(field, value, task) -> shown`` for ``payload``, ``result``,

@@ -1,4 +1,4 @@
-"""The dashboard's pages: overview, tasks, one task, workers, the actions, /metrics.
+"""The dashboard's pages: overview, tasks, one task, workers, schedules, the actions, /metrics.
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -26,9 +26,10 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
-from ..errors import DatabaseError, InvalidArgument
+from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import reads as _reads
+from ..protocol import schedules as _schedules
 from ._charts import activity_chart, sparkline
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
@@ -71,7 +72,12 @@ NOTICES = {
     "retried": "Task queued again.",
     "not_cancelable": "Nothing to cancel: the task had already finished.",
     "not_retryable": "Only failed or canceled tasks can be retried.",
+    "paused": "Schedule paused: no slot submits a task until it is resumed.",
+    "resumed": "Schedule resumed from now: the slots passed while paused were skipped.",
 }
+SCHEDULE_HISTORY = 100
+SCHEDULE_ACTIONS = ("/schedule/pause", "/schedule/resume")
+ACTIONS = ("/task/cancel", "/task/retry", "/purge", "/tasks/retry", "/tasks/cancel")
 
 
 @dataclass(frozen=True)
@@ -447,6 +453,10 @@ class Pages:
                 ("/tasks/retry", self.confirm_bulk_retry),
                 ("/tasks/cancel", self.confirm_bulk_cancel),
                 ("/workers", self.workers),
+                ("/schedules", self.schedules),
+                ("/schedule", self.schedule),
+                ("/schedule/pause", self.schedule_action_page),
+                ("/schedule/resume", self.schedule_action_page),
                 ("/metrics", self.metrics),
             )
         ]
@@ -800,6 +810,74 @@ class Pages:
     async def load_workers(self) -> Any:
         return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
 
+    async def schedules(self, request: Request) -> Response:
+        view = self.view(request)
+        client = self.dash.client
+
+        async def load() -> Any:
+            return await client._run(_schedules.with_last_slots(), write=False)
+
+        try:
+            rows = await self.dash._reads.get("schedules", load)
+        except SchemaIncomplete as exc:
+            live = render("schedules.html", view, error=str(exc), rows=[])
+        else:
+            live = render("schedules.html", view, error="", rows=rows)
+        return self._page(request, title="Schedules", active="schedules", body="", region=live)
+
+    async def schedule(self, request: Request) -> Response:
+        view = self.view(request)
+        query = incoming(request).query
+        name = query.get("name", "")
+        client = self.dash.client
+        try:
+            found = await client.get_schedule(name)
+            slots = (
+                [] if found is None else await client.schedule_history(name, limit=SCHEDULE_HISTORY)
+            )
+        except SchemaIncomplete as exc:
+            return self._error(request, 404, "No schedules", str(exc))
+        except InvalidArgument as exc:
+            return self._error(request, 400, "Bad schedule name", str(exc))
+        if found is None:
+            return self._no_schedule(request, name)
+        live = render("schedule.html", view, schedule=found, slots=slots)
+        body = render(
+            "schedule_head.html", view, schedule=found, done=NOTICES.get(query.get("done", ""), "")
+        )
+        return self._page(request, title=found.name, active="schedules", body=body, region=live)
+
+    def _no_schedule(self, request: Request, name: str) -> Response:
+        return self._error(request, 404, "No such schedule", f"No schedule is named {name!r}.")
+
+    async def schedule_action_page(self, request: Request) -> Response:
+        """A GET of a pause or resume address: the schedule's page, where its button is."""
+        if self.dash.read_only:
+            return self._forbidden(request, "This dashboard is read-only.")
+        return redirect(request, "/schedule", {"name": incoming(request).query.get("name", "")})
+
+    async def _schedule_action(self, request: Request, path: str) -> Response:
+        """Pause or resume the schedule the form names, then show its page."""
+        seen = incoming(request)
+        name = seen.form.get("name") or seen.query.get("name", "")
+        paused = path == "/schedule/pause"
+        client = self.dash.client
+        try:
+            if paused:
+                stored = await client.pause_schedule(name)
+            else:
+                stored = await client.resume_schedule(name)
+        except SchemaIncomplete as exc:
+            return self._error(request, 404, "No schedules", str(exc))
+        except InvalidArgument as exc:
+            return self._error(request, 400, "Bad request", str(exc))
+        if stored is None:
+            return self._no_schedule(request, name)
+        self.dash._reads.clear()
+        done = "paused" if paused else "resumed"
+        log.info("dashboard: schedule %s -> %s", name, done)
+        return redirect(request, "/schedule", {"name": name, "done": done})
+
     async def metrics(self, request: Request) -> Response:
         dash = self.dash
         if dash.metrics is False:
@@ -822,7 +900,7 @@ class Pages:
         path = route_path(request.scope)
         if dash.read_only:
             return self._forbidden(request, "This dashboard is read-only: actions are disabled.")
-        if path not in ("/task/cancel", "/task/retry", "/purge", "/tasks/retry", "/tasks/cancel"):
+        if path not in ACTIONS + SCHEDULE_ACTIONS:
             return self._error(request, 404, "Not found", path)
         if not dash.security.same_origin(request):
             return self._forbidden(request, "Cross-site request refused.")
@@ -831,6 +909,8 @@ class Pages:
                 request, "The form expired or did not come from this dashboard; reload and retry."
             )
         await dash.ensure_open()
+        if path in SCHEDULE_ACTIONS:
+            return await self._schedule_action(request, path)
         if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
             if path == "/purge":
                 response = await self._purge(request)

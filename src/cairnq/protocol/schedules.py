@@ -91,7 +91,8 @@ def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule,
         return Schedule.from_row(created[0]), True
     if not replace:
         raise InvalidArgument(
-            f"a schedule named {spec.name!r} exists; remove it first or replace it"
+            f"a schedule named {spec.name!r} exists; remove it first, or pass replace=True "
+            "to replace its definition"
         )
     rows = yield Call("schedule_lock", {"name": spec.name})
     cursor = int(rows[0]["cursor_ms"])
@@ -124,6 +125,35 @@ def _list(limit: int) -> Op[list[Schedule]]:
     yield from _require()
     rows = yield Call("schedule_list", {"limit": limit})
     return [Schedule.from_row(r) for r in rows]
+
+
+def with_last_slots(limit: int = MAX_SCHEDULES) -> Op[list[tuple[Schedule, ScheduleSlot | None]]]:
+    """Every schedule, by name, with its latest slot decision (``None`` before its first).
+
+    Both read in one transaction, so each decision belongs to the schedule beside it.
+    """
+    checked = _ops.check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    return _with_last_slots(checked)
+
+
+def _with_last_slots(limit: int) -> Op[list[tuple[Schedule, ScheduleSlot | None]]]:
+    schedules = yield from _list(limit)
+    rows = yield Call("schedule_last_slots", {"limit": MAX_SCHEDULES})
+    last = {str(r["schedule"]): ScheduleSlot.from_row(r) for r in rows}
+    return [(s, last.get(s.name)) for s in schedules]
+
+
+def next_slot() -> Op[tuple[str, int] | None]:
+    """The earliest next slot among schedules not paused, as ``(name, slot_ms)``.
+
+    ``None`` when there is none, and when the database lacks the schedules
+    tables: a view showing it has nothing to show then, not an error.
+    """
+    ready = yield from schedules_ready()
+    if not ready:
+        return None
+    rows = yield Call("schedule_next", {})
+    return (str(rows[0]["name"]), int(rows[0]["next_ms"])) if rows else None
 
 
 def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
