@@ -800,8 +800,8 @@ def sch2_every_slot_is_accounted_for(h: History, r: Replay) -> Iterator[Violatio
     one decision; none inside ``catch_up`` when decided is ``missed``; an enqueued slot
     names its task.
 
-    Checks interval schedules (their slots are multiples of the interval); from the
-    creation on only while no record was trimmed.
+    Checks interval schedules (their slots are multiples of the interval) whose
+    interval never changed; from the creation on only while no record was trimmed.
     """
     if h.schedules is None:
         return
