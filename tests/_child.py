@@ -113,8 +113,34 @@ def cmd_doomed(spec: dict[str, Any], marker: str) -> None:
     worker.serve()
 
 
+def cmd_scheduler(spec: dict[str, Any], worker_id: str, stop_path: str) -> None:
+    """A worker named ``worker_id`` evaluating the schedules and running ``job`` tasks,
+    until ``stop_path`` exists."""
+    options = {"listen": True} if spec["kind"] == "postgres" else {}
+    worker = Worker(
+        CairnQ(open_backend(spec, **options)),
+        worker_id=worker_id,
+        concurrency=2,
+        lease_ms=2000,
+        poll_interval_ms=50,
+    )
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        await asyncio.sleep(0.001)
+
+    async def main() -> None:
+        async with worker.background():
+            while not os.path.exists(stop_path):
+                await asyncio.sleep(0.05)
+        await worker.client.backend.aclose()
+
+    asyncio.run(main())
+
+
 COMMANDS = {
     "doomed": cmd_doomed,
+    "scheduler": cmd_scheduler,
     "migrate": cmd_migrate,
     "worker": cmd_worker,
     "serve": cmd_serve,

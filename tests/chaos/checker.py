@@ -108,6 +108,8 @@ class History:
     allow_busy_errors: bool = True
     effects: list[dict[str, Any]] | None = None
     max_claim_errors_per_s: float = DEFAULT_MAX_CLAIM_ERRORS_PER_S
+    # ``dbtools.schedules``: schedules, slot records, tasks by slot metadata (SCH-1, SCH-2).
+    schedules: dict[str, list[dict[str, Any]]] | None = None
 
 
 # --- claims -----------------------------------------------------------------------------------
@@ -261,6 +263,8 @@ def check(history: History) -> Report:
         inv16_storage_integrity,
         inv17_every_ended_run_is_settled_by_its_worker,
         inv_no_busy_errors_escaped,
+        sch1_at_most_one_task_per_slot,
+        sch2_every_slot_is_accounted_for,
     ):
         violations.extend(invariant(history, replay))
     return Report(violations, _counters(history, replay))
@@ -766,6 +770,76 @@ def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
             yield Violation("E2", event.get("task"), "a busy error escaped to a caller", [event])
 
 
+SLOT_KEY_PREFIX = "cairnq.schedule:"
+KEEP_SLOTS = 500  # a schedule keeps its latest 500 slot records
+
+
+def sch1_at_most_one_task_per_slot(h: History, r: Replay) -> Iterator[Violation]:
+    """SCH-1: a schedule's slot submits at most one task, ever.
+
+    A slot's tasks are every task its key pointed at (the key log: purged tasks
+    included) and every task whose metadata names the slot (a submit past the key).
+    """
+    if h.schedules is None:
+        return
+    tasks: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for row in h.transitions:
+        key = row.get("key")
+        if row["tbl"] == "key" and row["op"] != "delete" and key.startswith(SLOT_KEY_PREFIX):
+            name, _, slot = key[len(SLOT_KEY_PREFIX) :].rpartition(":")
+            tasks[(name, int(slot))].add(row["task_id"])
+    for task in h.schedules["tasks"]:
+        tasks[(task["name"], int(task["slot_ms"]))].add(task["id"])
+    for (name, slot), ids in sorted(tasks.items()):
+        if len(ids) > 1:
+            yield Violation("SCH-1", None, f"slot {slot} of {name!r} has {len(ids)} tasks", [ids])
+
+
+def sch2_every_slot_is_accounted_for(h: History, r: Replay) -> Iterator[Violation]:
+    """SCH-2: every slot of an interval schedule from its creation to its cursor has exactly
+    one decision; none inside ``catch_up`` when decided is ``missed``; an enqueued slot
+    names its task.
+
+    Checks interval schedules (their slots are multiples of the interval) whose
+    interval never changed; from the creation on only while no record was trimmed.
+    """
+    if h.schedules is None:
+        return
+    records: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in h.schedules["slots"]:
+        records[row["schedule"]].append(row)
+    for schedule in h.schedules["schedules"]:
+        every = schedule["every_ms"]
+        if every is None:
+            continue
+        name = schedule["name"]
+        rows = sorted(records[name], key=lambda row: row["slot_ms"])
+        expected = (schedule["created_at_ms"] // every + 1) * every
+        if len(rows) >= KEEP_SLOTS:
+            expected = rows[0]["slot_ms"]
+        for row in rows:
+            last = row["through_ms"] if row["through_ms"] is not None else row["slot_ms"]
+            if row["slot_ms"] != expected:
+                what = "undecided" if row["slot_ms"] > expected else "decided twice"
+                yield Violation("SCH-2", None, f"{name!r}: slot {expected} {what}", [row])
+            if row["slots"] != (last - row["slot_ms"]) // every + 1:
+                yield Violation("SCH-2", None, f"{name!r}: a range miscounts its slots", [row])
+            if (
+                row["outcome"] == "missed"
+                and last > row["recorded_at_ms"] - schedule["catch_up_ms"]
+            ):
+                yield Violation(
+                    "SCH-2", None, f"{name!r}: slot {last} missed inside catch_up", [row]
+                )
+            if row["outcome"] == "enqueued" and row["task_id"] is None:
+                yield Violation("SCH-2", None, f"{name!r}: slot {last} enqueued, no task", [row])
+            expected = max(expected, last + every)
+        if expected <= schedule["cursor_ms"]:
+            yield Violation(
+                "SCH-2", None, f"{name!r}: slot {expected} is before the cursor, undecided"
+            )
+
+
 # --- counters ---------------------------------------------------------------------------------
 
 
@@ -789,6 +863,7 @@ def _counters(h: History, r: Replay) -> dict[str, Any]:
         "final": dict(Counter(row["status"] for row in h.final)),
         "ended": dict(Counter(_last_status(r).values())),
         "purged": sum(row["op"] == "delete" for row in r.task_rows()),
+        "schedule_slots": sum(row["slots"] for row in (h.schedules or {}).get("slots", [])),
     }
 
 

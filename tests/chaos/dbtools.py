@@ -11,6 +11,7 @@ are test scaffolding, never part of cairnq's schema.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -239,3 +240,42 @@ def integrity(db: Database) -> str:
         ).fetchall():
             conn.execute("select bt_index_check(%s::regclass)", (index,))
     return "ok"
+
+
+def schedules(db: Database) -> dict[str, list[dict[str, Any]]] | None:
+    """The schedules, their slot records and the tasks their slots submitted (by metadata);
+    ``None`` on a database without the schedules tables."""
+    if db.kind == "sqlite":
+        tables = {r["name"] for r in _rows(db, "select name from sqlite_master")}
+    else:
+        tables = {
+            r["table_name"]
+            for r in _rows(
+                db,
+                "select table_name from information_schema.tables "
+                "where table_schema = current_schema()",
+            )
+        }
+    if "cairnq_schedule_slots" not in tables:
+        return None
+    tasks = _rows(db, "select id, metadata from cairnq_tasks")
+    for task in tasks:
+        if isinstance(task["metadata"], str):
+            task["metadata"] = json.loads(task["metadata"])
+    return {
+        "schedules": _rows(
+            db,
+            "select name, cron, every_ms, catch_up_ms, catch_up_policy, overlap, cursor_ms, "
+            "created_at_ms from cairnq_schedules",
+        ),
+        "slots": _rows(
+            db,
+            "select schedule, slot_ms, through_ms, slots, outcome, task_id, recorded_at_ms "
+            "from cairnq_schedule_slots",
+        ),
+        "tasks": [
+            {"id": t["id"], **t["metadata"]["cairnq.schedule"]}
+            for t in tasks
+            if isinstance(t["metadata"], dict) and "cairnq.schedule" in t["metadata"]
+        ],
+    }

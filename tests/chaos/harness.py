@@ -216,6 +216,7 @@ class Run:
             liveness=self.quiesced is not None,
             allow_busy_errors=self.config.allow_busy_errors,
             effects=dbtools.effects(self.db) if self.db.kind == "postgres" else None,
+            schedules=dbtools.schedules(self.db),
         )
         report = check(history)
         report.counters["faults"] = len(self.faults)

@@ -202,6 +202,35 @@ def _no_error_backoff() -> None:
     Claimer._pause_after_error = lambda self, s: self.wake.wait_async(s)  # type: ignore[method-assign, assignment]
 
 
+def _catch_up_in_seconds() -> None:
+    """Schedule evaluation reads ``catch_up`` as seconds: a slot a few ms late is missed."""
+    from cairnq.protocol import schedules
+
+    plan = schedules.plan
+
+    def in_seconds(**options: Any) -> Any:
+        return plan(**{**options, "catch_up_ms": options["catch_up_ms"] // 1000})
+
+    schedules.plan = in_seconds
+
+
+def _slots_unguarded(dialect: str) -> list[Substitution]:
+    """A slot decided again is recorded again, and the cursor stays where it was."""
+    cast = "::bigint" if dialect == "postgres" else ""
+    return [
+        (
+            "schedule_slot_insert",
+            "do nothing",
+            "do update set recorded_at_ms = excluded.recorded_at_ms",
+        ),
+        (
+            "schedule_advance",
+            f"set cursor_ms = :cursor_ms{cast}, next_ms",
+            f"set cursor_ms = cursor_ms + 0 * :cursor_ms{cast}, next_ms",
+        ),
+    ]
+
+
 MUTANTS: dict[str, Mutant] = {
     # Owned writes fenced on the worker id alone, as the reference does.
     "no_fence": Mutant(
@@ -318,6 +347,9 @@ MUTANTS: dict[str, Mutant] = {
     "refuses_after_writing": Mutant(patch=_refuses_after_writing),
     "unwritable_errors": Mutant(patch=_unwritable_errors),
     "no_error_backoff": Mutant(patch=_no_error_backoff, dialects=("sqlite",)),
+    # Neither a slot's primary key nor the schedule's cursor keeps a slot decided once.
+    "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
+    "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
 }
 
 

@@ -563,6 +563,94 @@ def test_a_replaced_task_still_being_canceled_does_not_count_as_live() -> None:
     assert invariants(history) == set()
 
 
+# --- schedules -------------------------------------------------------------------------------
+
+S = 1_000_000  # a slot of the every-second schedule "tick" (created at S - 500)
+
+
+def slot(
+    at: int, outcome: str = "enqueued", through: int | None = None, **f: Any
+) -> dict[str, Any]:
+    last = at if through is None else through
+    base = {
+        "schedule": "tick",
+        "slot_ms": at,
+        "through_ms": through,
+        "slots": (last - at) // 1000 + 1,
+        "outcome": outcome,
+        "task_id": f"task_{at}" if outcome == "enqueued" else None,
+        "recorded_at_ms": last + 100,
+    }
+    return base | f
+
+
+def scheduled(slots: list[dict[str, Any]], cursor: int, **extra: Any) -> History:
+    tasks = [
+        {"id": r["task_id"], "name": "tick", "slot_ms": r["slot_ms"]}
+        for r in slots
+        if r["task_id"] is not None
+    ]
+    schedule = {
+        "name": "tick",
+        "cron": None,
+        "every_ms": 1000,
+        "catch_up_ms": 5000,
+        "catch_up_policy": "all",
+        "overlap": "allow",
+        "cursor_ms": cursor,
+        "created_at_ms": S - 500,
+    }
+    return History(
+        transitions=extra.pop("transitions", []),
+        events=[],
+        final=[],
+        schedules={
+            "schedules": [schedule],
+            "slots": slots,
+            "tasks": tasks + extra.pop("tasks", []),
+        },
+    )
+
+
+def test_a_schedule_with_every_slot_decided_once_is_valid() -> None:
+    late = slot(S, "missed", S + 3000, recorded_at_ms=S + 8100)
+    report = check(scheduled([late, slot(S + 4000), slot(S + 5000)], cursor=S + 5500))
+    assert report.valid, report.summary()
+
+
+def test_a_second_task_for_a_slot_is_sch1() -> None:
+    extra = {"id": "task_again", "name": "tick", "slot_ms": S}
+    report = check(scheduled([slot(S)], cursor=S + 500, tasks=[extra]))
+    assert report.invariants() == {"SCH-1"}
+
+
+def test_a_slot_key_pointing_at_a_second_task_is_sch1_even_once_purged() -> None:
+    key = f"cairnq.schedule:tick:{S}"
+    repointed = row(1, "update", None, None, tbl="key", task_id="task_gone", key=key)
+    report = check(scheduled([slot(S)], cursor=S + 500, transitions=[repointed]))
+    assert report.invariants() == {"SCH-1"}
+
+
+@pytest.mark.parametrize(
+    ("slots", "cursor", "message"),
+    [
+        ([slot(S), slot(S + 2000)], S + 2500, f"slot {S + 1000} undecided"),
+        ([slot(S + 1000)], S + 1500, f"slot {S} undecided"),
+        ([slot(S), slot(S + 1000)], S + 2500, f"slot {S + 2000} is before the cursor"),
+        ([slot(S, "missed", S + 2000, recorded_at_ms=S + 6000)], S + 6000, "missed inside"),
+        ([slot(S, "missed", S + 1000), slot(S + 1000)], S + 1500, "decided twice"),
+        ([slot(S, task_id=None)], S + 500, "enqueued, no task"),
+        ([slot(S, "missed", S + 1000, slots=1, recorded_at_ms=S + 9000)], S + 1500, "miscounts"),
+    ],
+)
+def test_a_slot_not_accounted_for_is_sch2(
+    slots: list[dict[str, Any]], cursor: int, message: str
+) -> None:
+    report = check(scheduled(slots, cursor))
+    assert report.invariants() == {"SCH-2"}, report.summary()
+    assert any(message in v.message for v in report.violations), report.summary()
+
+
 @pytest.mark.parametrize(
     ("mutant", "dialect"),
     [(name, dialect) for name, m in MUTANTS.items() for dialect in m.dialects],
@@ -592,9 +680,9 @@ def test_docs_guarantees_lists_every_mutant_and_every_invariant() -> None:
     named = set(re.findall(r"`([a-z_]+)`: ", text))
     assert named == set(test_mutants.MUTANTS) | {"synchronous_off"}
     checked = {
-        re.match(r"(INV-\w+|E\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
+        re.match(r"(INV-\w+|E\d|SCH-\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
         for name, fn in vars(checker).items()
-        if name.startswith("inv")
+        if name.startswith(("inv", "sch"))
     }
-    listed = set(re.findall(r"\b(INV-\w+|E2)\b", text))
+    listed = set(re.findall(r"\b(INV-\w+|E2|SCH-\d)\b", text))
     assert checked == listed

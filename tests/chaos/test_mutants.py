@@ -23,6 +23,7 @@ from .._db import Database
 from .checker import Report
 from .harness import Config, Run
 from .programs import open_gate
+from .schedules import schedules_run
 from .test_sqlite_faults import fill, tmpfs
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -375,6 +376,8 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "unwritable_errors": (_nasty_errors_run, {"INV-17"}, ("postgres",)),
     "no_error_backoff": (_full_disk_run, {"INV-14"}, ("sqlite",)),
     "succeed_in_ignores_cancel": (_effects_run, {"INV-11"}, ("postgres",)),
+    "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
+    "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's)
 CONTROLS: dict[Scenario, tuple[str, ...]] = {
@@ -391,6 +394,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _effects_run: ("postgres",),
     _nasty_errors_run: ("sqlite", "postgres"),
     _full_disk_run: ("sqlite",),
+    schedules_run: ("sqlite", "postgres"),
 }
 
 

@@ -4,13 +4,15 @@ Like ``ops``, each function validates eagerly and returns a statement-yielding
 generator. ``evaluate`` is where a slot becomes a task: under the schedule's row
 lock (PostgreSQL; SQLite runs one write transaction at a time) it decides the
 slots after the cursor, records each decision under the slot's primary key,
-submits each enqueued slot's task with a key of its own, and moves the cursor,
-all in one transaction. A slot is recorded once, and the cursor never moves
-back, so a slot submits at most one task however many processes evaluate.
+submits each enqueued slot's task with a key of its own, due at its slot (so a
+catch-up runs oldest slot first), and moves the cursor, all in one transaction.
+A slot is recorded once, and the cursor never moves back, so a slot submits at
+most one task however many processes evaluate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,9 +298,7 @@ def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
             skipped[decision.outcome] = skipped.get(decision.outcome, 0) + decision.slots
             continue
         run_at = decision.run_at_ms if decision.run_at_ms is not None else decision.slot_ms
-        task = yield from _ops.submit(
-            _slot_task(codec, schedule, decision.slot_ms, max(0, run_at - now))
-        )
+        task = yield from _ops.submit(_slot_task(codec, schedule, decision.slot_ms, run_at - now))
         yield Call(
             "schedule_slot_task",
             {"schedule": name, "slot_ms": decision.slot_ms, "task_id": task.id},
@@ -321,11 +321,16 @@ def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
     return Evaluated(name, enqueued, skipped)
 
 
-def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, delay_ms: int) -> _ops.NewTask:
+def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, offset_ms: int) -> _ops.NewTask:
+    """The task of a slot, due ``offset_ms`` from now: before now for a slot caught up late.
+
+    A caught-up task is due at its slot (plus jitter), not at the moment of the
+    catch-up, so tasks claimed by due time run oldest slot first.
+    """
     metadata = schedule.metadata
     if isinstance(metadata, dict):
         metadata = {**metadata, "cairnq.schedule": {"name": schedule.name, "slot_ms": slot_ms}}
-    return _ops.new_task(
+    task = _ops.new_task(
         codec,
         schedule.task,
         schedule.payload,
@@ -334,8 +339,8 @@ def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, delay_ms: int
         max_attempts=schedule.max_attempts,
         priority=schedule.priority,
         metadata=metadata,
-        delay_ms=min(delay_ms, _ops.MAX_DELAY_MS),
     )
+    return dataclasses.replace(task, delay_ms=min(offset_ms, _ops.MAX_DELAY_MS))
 
 
 def _record(name: str, decision: Decision, now: int) -> Op[bool]:
