@@ -43,6 +43,7 @@ from typing import Any, Literal, TextIO, TypeVar
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
 from .backends import Backend, registration, url_scheme
+from .backends.base import home_loop_of
 from .client import CairnQ
 from .errors import CairnQError, InvalidArgument
 from .models import Task, TaskRef
@@ -196,7 +197,7 @@ def _run_on_loop(
     loop) gets the steps' coroutines on that loop instead.
     """
     kind = _ClientInterpreter if via == "client" else _StoreInterpreter
-    home: asyncio.AbstractEventLoop | None = getattr(backend, "home_loop", None)
+    home = home_loop_of(backend)
     if home is not None:
         kind(backend, clock, _on_home_loop(home)).run(steps)
         return

@@ -98,9 +98,23 @@ class Migrating(Protocol):
         """The migration files the last ``open`` applied, in order."""
 
 
+@runtime_checkable
+class LoopBound(Protocol):
+    """A backend whose async calls belong to one event loop (an executor's pool)."""
+
+    @property
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop its async calls must run on, while that loop runs; else ``None``."""
+
+
 def clock_of(backend: Backend) -> Clock | None:
     """The backend's clock; ``None`` (the host's, or the database's) when it has none."""
     return backend.clock if isinstance(backend, Clocked) else None
+
+
+def home_loop_of(backend: Backend) -> asyncio.AbstractEventLoop | None:
+    """The running loop a loop-bound backend's async calls belong to; ``None`` for any loop."""
+    return backend.home_loop if isinstance(backend, LoopBound) else None
 
 
 def label_of(backend: Backend) -> str:
