@@ -7,6 +7,7 @@ clock, since a worker reads the pauses on a timer, and only wait for outcomes.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from .test_cli import run_on
 from .test_without_extensions import protocol_only
 
 START = 1_800_000_000_000
@@ -225,3 +227,45 @@ def test_a_worker_on_a_database_without_the_flow_tables_runs_tasks(db: Database)
     task_id = asyncio.run(run())
     assert done == [task_id]
     assert reported == []
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def test_cairnq_pause_resume_and_paused_manage_queues_and_task_names(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with db.sync_client() as cq:
+        cq.stats()
+    assert "queue emails paused since" in run_on(db, capsys, "pause", "emails", "--by", "ops").out
+    assert "task report.build paused" in run_on(db, capsys, "pause", "--task", "report.build").out
+    listed = run_on(db, capsys, "paused").out.splitlines()
+    assert len(listed) == 2
+    assert listed[0].startswith("queue emails paused since") and listed[0].endswith("by ops")
+    assert listed[1].startswith("task report.build paused since")
+    assert run_on(db, capsys, "resume", "emails").out == "queue emails resumed\n"
+    assert run_on(db, capsys, "resume", "emails").out == "queue emails was not paused\n"
+    rows = json.loads(run_on(db, capsys, "paused", "--json").out)
+    assert [(r["scope"], r["target"]) for r in rows] == [("name", "report.build")]
+
+
+def test_cairnq_pause_needs_exactly_one_of_a_queue_and_a_task_name(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with db.sync_client() as cq:
+        cq.stats()
+    for argv in (("pause",), ("pause", "emails", "--task", "job")):
+        result = run_on(db, capsys, *argv)
+        assert result.code != 0
+        assert "give a QUEUE or --task NAME" in result.err
+    assert json.loads(run_on(db, capsys, "paused", "--json").out) == []
+
+
+def test_cairnq_pause_on_a_database_without_the_flow_tables_says_so_in_one_line(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _all_but_flow(db)
+    result = run_on(db, capsys, "pause", "emails")
+    assert result.code == 1
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and "x0007_flow.sql" in lines[0] and "cairnq migrate" in lines[0]

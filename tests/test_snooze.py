@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from .test_cli import run_on
 from .test_without_extensions import protocol_only
 
 START = 1_800_000_000_000
@@ -222,11 +224,13 @@ async def test_a_pending_cancel_wins_over_a_snooze(db: Database) -> None:
 
 
 async def test_snooze_counts_go_with_their_task_when_it_is_purged(db: Database) -> None:
-    async with db.client() as cq:
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
         task = await cq.submit("fetch")
         lease = await _claim(cq, "w1")
         await cq.backend.arun(_snooze(cq, lease, "w1", 0), write=True)
         await cq.cancel(task.id)
+        clock.advance(1_000)
         assert await cq.purge(older_than_ms=0, status="canceled") == [task.id]
         assert await cq.snoozes(task.id) is None
 
@@ -275,3 +279,25 @@ async def test_snoozes_on_a_database_without_the_flow_tables_names_the_migration
         task = await cq.submit("fetch")
         with pytest.raises(SchemaIncomplete, match=r"x0007_flow\.sql.*cairnq migrate"):
             await cq.snoozes(task.id)
+
+
+def test_cairnq_get_shows_a_snoozed_task_s_snoozes(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def snoozed_task() -> str:
+        async with db.client() as cq:
+            task = await cq.submit("fetch")
+            plain = await cq.submit("other")
+            lease = await _claim(cq, "w1")
+            await cq.backend.arun(_snooze(cq, lease, "w1", 60_000), write=True)
+            assert lease.id == task.id
+            return plain.id
+
+    plain_id = asyncio.run(snoozed_task())
+    with db.sync_client() as cq:
+        [task] = cq.list(name="fetch")
+    shown = json.loads(run_on(db, capsys, "get", task.id).out)
+    assert shown["status"] == "queued"
+    assert shown["snoozes"]["count"] == 1
+    assert shown["snoozes"]["last_delay_ms"] == 60_000
+    assert "snoozes" not in json.loads(run_on(db, capsys, "get", plain_id).out)
