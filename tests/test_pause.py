@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, Pause, SchemaIncomplete, Worker
+from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker
 from cairnq.protocol import ops as _ops
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
@@ -269,3 +269,25 @@ def test_cairnq_pause_on_a_database_without_the_flow_tables_says_so_in_one_line(
     assert result.code == 1
     lines = result.err.splitlines()
     assert len(lines) == 1 and "x0007_flow.sql" in lines[0] and "cairnq migrate" in lines[0]
+
+
+def test_a_snooze_on_a_database_without_the_flow_tables_fails_the_attempt_for_retry(
+    db: Database,
+) -> None:
+    _all_but_flow(db)
+    worker = Worker(db.backend(migrate=False), poll_interval_ms=20)
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        raise Snooze(30)
+
+    async def run() -> Any:
+        async with db.client(migrate=False) as cq:
+            task = await cq.submit("job", max_attempts=1)
+            async with worker.background():
+                return await cq.wait(task.id, timeout_ms=10_000)
+
+    failed = asyncio.run(run())
+    assert failed.status == "failed"
+    assert failed.error["code"] == "snooze_unavailable"
+    assert "x0007_flow.sql" in failed.error["message"]

@@ -18,6 +18,7 @@ from .._crashpoints import crashpoint
 from ..errors import (
     DatabaseError,
     LostLease,
+    SchemaIncomplete,
     SerializationError,
     TaskError,
     error_envelope,
@@ -181,7 +182,7 @@ class Executor:
             delay_ms = snooze.delay_ms
             await asyncio.gather(
                 *(
-                    self._settle(ctx, functools.partial(ctx.snooze, delay_ms=delay_ms))
+                    self._settle(ctx, functools.partial(self._snooze, ctx, delay_ms))
                     for ctx in contexts
                     if not ctx.settled and not ctx.lost_lease
                 )
@@ -316,6 +317,15 @@ class Executor:
             await self._settle(ctx, lambda: ctx._record_failure(envelope, retryable=False))
             return
         await self._settle(ctx, lambda: ctx.succeed_encoded(encoded, grouped=True))
+
+    async def _snooze(self, ctx: TaskContext, delay_ms: int) -> None:
+        """Snooze for a raised ``Snooze``; without the flow tables, fail the attempt instead
+        (retryable), so the task is not left to its lease."""
+        try:
+            await ctx.snooze(delay_ms=delay_ms)
+        except SchemaIncomplete as exc:
+            envelope = error_envelope("SchemaIncomplete", "snooze_unavailable", str(exc))
+            await ctx._record_failure(envelope, retryable=True)
 
     async def _fail_all(
         self,
