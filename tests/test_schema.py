@@ -89,6 +89,7 @@ EXTENSION_MIGRATIONS = [
     "x0003_leases.sql",
     "x0004_worker_names.sql",
     "x0005_schedules.sql",
+    "x0007_flow.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -172,7 +173,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
         }
         fks = [
             (table, *fk)
-            for table in ("cairnq_task_keys", "cairnq_leases")
+            for table in ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
@@ -302,9 +303,11 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_pauses",
         "cairnq_schedule_slots",
         "cairnq_schedules",
         "cairnq_task_keys",
+        "cairnq_task_snoozes",
         "cairnq_tasks",
         "cairnq_worker_names",
         "cairnq_workers",
@@ -348,9 +351,9 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
         assert f"json_valid({column})" in checks
 
 
-def test_key_rows_and_lease_tokens_cascade_from_their_task(db: Database) -> None:
+def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Database) -> None:
     fks = read_schema(db)["fks"]
-    children = ("cairnq_task_keys", "cairnq_leases")
+    children = ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
     if db.kind == "sqlite":
         assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
     else:

@@ -50,6 +50,7 @@ from .errors import (
     UnsupportedBackend,
     error_envelope,
 )
+from .flow import Pause, Snooze, Snoozes
 from .migrate import migrate
 from .models import (
     STATUSES,
@@ -88,6 +89,9 @@ __all__ = [
     "RetentionRule",
     "Schedule",
     "ScheduleSlot",
+    "Snooze",
+    "Snoozes",
+    "Pause",
     # backends
     "Backend",
     "SQLiteBackend",

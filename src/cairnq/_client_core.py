@@ -40,6 +40,7 @@ from .errors import (
 from .hooks import SubmitHook
 from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from .protocol import ops as _ops
+from .protocol.flow import Pause
 from .protocol.procedures import Nap, Procedure, Run
 from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from .protocol.reads import WORKERS_MIGRATION
@@ -55,6 +56,7 @@ SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
 ScheduleList = list[Schedule]
+PauseList = list[Pause]
 SlotList = list[ScheduleSlot]
 UnservedList = list[UnservedTasks]
 

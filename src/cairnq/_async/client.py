@@ -23,6 +23,7 @@ from .._client_core import (
     WATCH_BUFFER,
     ActivityList,
     IdList,
+    PauseList,
     ScheduleList,
     SlotList,
     SubmitItem,
@@ -40,8 +41,10 @@ from .._wakeups import Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
+from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
@@ -491,6 +494,81 @@ class AsyncOperations(_ClientCore):
         """
         done = await self._follow(_schedules.run_due(self.codec))
         return sum(len(d.enqueued) for d in done)
+
+    # --- flow control ------------------------------------------------------------------
+
+    async def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
+        """Pause a queue across the deployment: no cairnq worker claims from it until resumed.
+
+        Workers honour it within about a second; calls already running finish.
+        Tasks can still be submitted to it. Pausing a paused queue changes nothing.
+
+        Args:
+            queue: The queue.
+            by: Who paused it, kept with the pause (shown by ``cairnq paused``).
+
+        Returns:
+            The pause (the first one, when it was paused already).
+
+        Raises:
+            InvalidArgument: a bad queue name.
+            SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
+
+        Example::
+
+            await cq.pause_queue("emails", by="ops: provider outage")
+        """
+        pause, _ = await self._run(_flow.pause("queue", queue, by), write=True)
+        return pause
+
+    async def resume_queue(self, queue: str) -> Pause | None:
+        """Resume a paused queue; ``None`` when it was not paused.
+
+        Raises:
+            SchemaIncomplete: the database lacks the flow-control tables.
+        """
+        return await self._run(_flow.resume("queue", queue), write=True)
+
+    async def pause_task(self, name: str | TaskDef[Any, Any], *, by: str | None = None) -> Pause:
+        """Pause a task name across the deployment, in every queue (see ``pause_queue``).
+
+        Example::
+
+            await cq.pause_task("invoice.charge")
+        """
+        target = name.name if isinstance(name, TaskDef) else name
+        pause, _ = await self._run(_flow.pause("name", target, by), write=True)
+        return pause
+
+    async def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
+        """Resume a paused task name; ``None`` when it was not paused."""
+        target = name.name if isinstance(name, TaskDef) else name
+        return await self._run(_flow.resume("name", target), write=True)
+
+    async def paused(self) -> PauseList:
+        """Every paused queue and task name: queues first, each by name.
+
+        Raises:
+            SchemaIncomplete: the database lacks the flow-control tables.
+        """
+        return await self._run(_flow.paused(), write=False)
+
+    async def snoozes(self, task_id: str) -> Snoozes | None:
+        """How many times a task snoozed, and its latest snooze; ``None`` when it never did.
+
+        A snoozed task is ``queued`` with ``run_at_ms`` at the snooze's end and
+        its attempt given back.
+
+        Raises:
+            SchemaIncomplete: the database lacks the flow-control tables.
+
+        Example::
+
+            snoozes = await cq.snoozes(task.id)
+            if snoozes:
+                print(snoozes.count, snoozes.wake_at_ms)
+        """
+        return await self._run(_flow.snoozes(task_id), write=False)
 
     async def overview(self) -> SummaryList:
         """Every queue holding a task: counts per status and how late its oldest due task is.

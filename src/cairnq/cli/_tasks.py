@@ -21,6 +21,7 @@ from ..client import SyncCairnQ
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task
+from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..top import run_top
 from ._errors import CommandError, one_line
@@ -212,9 +213,13 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq get``."""
     with open_client(args) as client:
         task = client.get(args.id) if args.key is None else client.get_by_key(args.key)
-    if task is None:
-        raise CommandError(_unknown(args))
-    out.write(json_text(task.to_dict(), indent=2) + "\n")
+        if task is None:
+            raise CommandError(_unknown(args))
+        snoozes = client.backend.run(_flow.snoozes_if_ready(task.id), write=False)
+    shown = task.to_dict()
+    if snoozes is not None:
+        shown["snoozes"] = {k: v for k, v in snoozes.to_dict().items() if k != "task_id"}
+    out.write(json_text(shown, indent=2) + "\n")
     return 0
 
 

@@ -28,6 +28,7 @@ from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
+from ..protocol import flow as _flow
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
 from ._charts import activity_chart, sparkline
@@ -52,6 +53,16 @@ PURGE_DEFAULT_AGE = "7d"
 # single-task operations run at once.
 BULK_MAX = 1000
 BULK_CHUNK = 50
+ACTIONS = (
+    "/task/cancel",
+    "/task/retry",
+    "/purge",
+    "/tasks/retry",
+    "/tasks/cancel",
+    "/queue/pause",
+    "/queue/resume",
+)
+"""The paths that take a POST: each checks read-only, origin and CSRF first."""
 # The statuses each bulk action applies to, as the protocol allows them.
 BULK_STATUSES = {"retry": ("failed", "canceled"), "cancel": ("queued", "running")}
 ACTIVITY_WINDOW_MS = 3_600_000
@@ -77,7 +88,6 @@ NOTICES = {
 }
 SCHEDULE_HISTORY = 100
 SCHEDULE_ACTIONS = ("/schedule/pause", "/schedule/resume")
-ACTIONS = ("/task/cancel", "/task/retry", "/purge", "/tasks/retry", "/tasks/cancel")
 
 
 @dataclass(frozen=True)
@@ -452,6 +462,8 @@ class Pages:
                 ("/purge", self.confirm_purge),
                 ("/tasks/retry", self.confirm_bulk_retry),
                 ("/tasks/cancel", self.confirm_bulk_cancel),
+                ("/queue/pause", self.back_to_overview),
+                ("/queue/resume", self.back_to_overview),
                 ("/workers", self.workers),
                 ("/schedules", self.schedules),
                 ("/schedule", self.schedule),
@@ -534,9 +546,12 @@ class Pages:
                 window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
             )
             unserved = await client.unserved(within_ms=self.dash.worker_window_ms)
-            return summaries, activity, await self.load_workers(), unserved
+            pauses = await client._run(_flow.paused_if_ready(), write=False)
+            return summaries, activity, await self.load_workers(), unserved, pauses
 
-        summaries, activity, workers, unserved = await self.dash._reads.get("overview", load)
+        summaries, activity, workers, unserved, pauses = await self.dash._reads.get(
+            "overview", load
+        )
         failed = sum(sum(a.failed) for a in activity)
         ended = sum(sum(a.succeeded) + sum(a.failed) for a in activity)
         live = render(
@@ -552,6 +567,11 @@ class Pages:
             statuses=STATUSES,
             rows=_queue_rows(summaries, activity),
             unserved=unserved,
+            # None: the database lacks the flow-control tables; no pause buttons then.
+            paused_queues=None
+            if pauses is None
+            else {p.target for p in pauses if p.scope == "queue"},
+            paused_names=[] if pauses is None else [p for p in pauses if p.scope == "name"],
         )
         return self._page(request, title="Overview", active="overview", body="", region=live)
 
@@ -628,6 +648,7 @@ class Pages:
         view = self.view(request)
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
+        snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -637,6 +658,7 @@ class Pages:
         values: dict[str, Any] = {
             "task": task,
             "children": kids,
+            "snoozes": snoozes,
             "timeline": timeline(task, view.now_ms),
             "shown": shown,
             "error": error,
@@ -654,6 +676,10 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
+
+    async def back_to_overview(self, request: Request) -> Response:
+        """GET on a pause or resume action: its buttons live on the overview."""
+        return redirect(request, "/")
 
     async def confirm_cancel(self, request: Request) -> Response:
         return await self._confirm_task(request, "cancel")
@@ -911,6 +937,8 @@ class Pages:
         await dash.ensure_open()
         if path in SCHEDULE_ACTIONS:
             return await self._schedule_action(request, path)
+        if path in ("/queue/pause", "/queue/resume"):
+            return await self._pause_queue(request, pause=path == "/queue/pause")
         if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
             if path == "/purge":
                 response = await self._purge(request)
@@ -938,6 +966,21 @@ class Pages:
         dash._reads.clear()
         log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
         return redirect(request, "/task", {"id": task_id, "done": done})
+
+    async def _pause_queue(self, request: Request, *, pause: bool) -> Response:
+        """Pause or resume the queue the form names, then back to the overview."""
+        dash = self.dash
+        queue = incoming(request).form.get("queue", "")
+        try:
+            if pause:
+                await dash.client.pause_queue(queue, by="dashboard")
+            else:
+                await dash.client.resume_queue(queue)
+        except InvalidArgument as exc:
+            return self._error(request, 400, "Bad request", str(exc))
+        dash._reads.clear()
+        log.info("dashboard: %s queue %s", "pause" if pause else "resume", queue)
+        return redirect(request, "/")
 
     async def _call(
         self, request: Request, method: Callable[..., Awaitable[Task | None]], *args: Any, **kw: Any

@@ -31,6 +31,7 @@ from ..protocol import ops as _ops
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor, OnError
+from ._pauses import Pauses
 from ._recoverer import RECOVER_LIMIT, Recoverer
 from ._registry import Registration, Registry
 from ._settling import Settler
@@ -71,6 +72,7 @@ class Claimer:
         report: OnError,
         stop: Callable[[], None],
         fail: Callable[[DatabaseError, bool], None],
+        pauses: Pauses | None = None,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -86,6 +88,7 @@ class Claimer:
         self._report = report
         self._stop = stop
         self._fail = fail
+        self.pauses = pauses
         self.calls: set[asyncio.Task[None]] = set()
         self.contexts: dict[str, TaskContext] = {}
         self._settling: set[asyncio.Task[Any]] = set()
@@ -204,8 +207,12 @@ class Claimer:
         """
         backend = self.client.backend
         queues = self.limits.queues
+        if self.pauses is not None:
+            queues, draws = self.pauses.unpaused(queues, draws)
+            if not queues or not draws:
+                return []
         if probe and not self._backlog:
-            names = self.registry.names()
+            names = [n for n in self.registry.names() if n not in self.pauses_names]
             if not await backend.arun(_ops.probe(queues, names), write=False):
                 return []
         recovered: list[Mapping[str, Any]] = []
@@ -217,6 +224,10 @@ class Claimer:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
         return rows
+
+    @property
+    def pauses_names(self) -> frozenset[str]:
+        return frozenset() if self.pauses is None else self.pauses.names
 
     def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
         for registration, group in group_calls(rows, self.registry):

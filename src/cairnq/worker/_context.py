@@ -25,6 +25,7 @@ from ..errors import (
     safe_str,
 )
 from ..models import Task
+from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol.steps import Op
 
@@ -40,7 +41,9 @@ T = TypeVar("T")
 _LOST_EVENT_LOCK = threading.Lock()
 
 
-EventKind = Literal["started", "succeeded", "failed", "retried", "canceled", "lost", "recovered"]
+EventKind = Literal[
+    "started", "succeeded", "failed", "retried", "snoozed", "canceled", "lost", "recovered"
+]
 SETTLED_AS: dict[str, EventKind] = {
     "succeeded": "succeeded",
     "failed": "failed",
@@ -54,7 +57,8 @@ class TaskEvent:
     """Something that happened to a task in this worker, for metrics and tracing hooks.
 
     ``kind`` is ``started``, ``succeeded``, ``failed``, ``retried`` (failed, queued
-    again), ``canceled``, ``lost`` (the lease was lost; another attempt may run) or
+    again), ``snoozed`` (queued again after a delay, no attempt spent),
+    ``canceled``, ``lost`` (the lease was lost; another attempt may run) or
     ``recovered`` (this worker's maintenance moved the task, whose lease had
     expired elsewhere, out of ``running``: ``task.status`` says to what).
     ``duration_ms`` is the attempt's run time so far; ``error`` the envelope recorded.
@@ -92,6 +96,12 @@ class Runtime:
     listeners: list[Listener] = field(default_factory=list)
     scopes: list[CallScope] = field(default_factory=list)
     settler: Settler | None = None
+    max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
+    # Task names registered with their own max_snoozes.
+    max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
+
+    def max_snoozes_for(self, name: str) -> int:
+        return self.max_snoozes_by_name.get(name, self.max_snoozes)
 
     def delay_after(self, attempt: int) -> int:
         return retry_delay_ms(
@@ -161,6 +171,9 @@ class TaskContext:
         # How the attempt was settled (the row's status) and, when requeued, after how long.
         self.settled_status: str | None = None
         self.retry_delay_ms: int | None = None
+        # Set when the attempt was settled by a snooze: its delay and the counts after it.
+        self.snoozed_ms: int | None = None
+        self.snoozes: _flow.Snoozes | None = None
         self._cancel_seen = task.cancel_requested_at_ms is not None
         self.started = time.monotonic()
         # When the lease runs out by this host's clock, renewed by each successful beat
@@ -287,13 +300,16 @@ class TaskContext:
                 )
             )
 
-    def _settled_as(self, row: Any) -> Task:
+    def _settled_as(self, row: Any, *, snoozed: bool = False) -> Task:
         """Record that this attempt is settled; tell listeners how it ended."""
         self._settled = True
         task = Task.from_row(row)
         self.settled_status = task.status
         error = None if task.status == "succeeded" else task.error
-        self._emit(SETTLED_AS.get(task.status, "failed"), error)
+        if snoozed and task.status == "queued":
+            self._emit("snoozed")
+        else:
+            self._emit(SETTLED_AS.get(task.status, "failed"), error)
         return task
 
     def mark_cancel_requested(self) -> None:
@@ -487,6 +503,57 @@ class TaskContext:
         self.retry_delay_ms = delay_ms if retryable else None
         return self._settled_as(row)
 
+    async def snooze(self, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
+        """Settle now by snoozing: the task is queued again after ``delay``, no attempt spent.
+
+        For a service that answers "not now" (an HTTP 429 with ``Retry-After``):
+        the claim's attempt is given back, so ``ctx.attempt`` is the same next
+        time. Each task may snooze ``max_snoozes`` times (the worker's option,
+        or the handler's own, 20 by default); the snooze past that fails the
+        task for good with a ``snooze_limit`` error. A pending cancel wins: the
+        task ends canceled. Return from the handler after it; further writes
+        raise ``LostLease``. Settling twice is a no-op returning ``None``.
+
+        Args:
+            delay: Seconds (a number), a ``timedelta``, or a duration such as
+                ``"30s"``; give it or ``delay_ms``.
+            delay_ms: The delay in milliseconds.
+
+        Returns:
+            The task as written: ``queued`` (snoozed), ``failed`` (over
+            ``max_snoozes``) or ``canceled``.
+
+        Raises:
+            InvalidArgument: no delay, both, or a bad one; nothing is written.
+            LostLease: this worker no longer owns the task.
+            SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
+
+        Example::
+
+            if response.status_code == 429:
+                return await ctx.snooze(float(response.headers["Retry-After"]))
+        """
+        if self._settled:
+            return None
+        ms = _flow.snooze_delay_ms(delay, delay_ms)
+        codec = self._runtime.client.codec
+        limit = self._runtime.max_snoozes_for(self.name)
+        outcome = await self._owned(
+            _flow.snooze(
+                self.lease,
+                self.worker_id,
+                ms,
+                max_snoozes=limit,
+                limit_error=lambda count: codec.encode_error(
+                    _flow.snooze_limit_error(count, limit), retryable=False
+                ),
+            )
+        )
+        if outcome.snoozes is not None:
+            self.snoozed_ms = ms
+            self.snoozes = outcome.snoozes
+        return self._settled_as(outcome.row, snoozed=outcome.snoozes is not None)
+
     async def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
     ) -> Task:
@@ -566,6 +633,10 @@ class SyncTaskContext:
 
     def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
         return self._call(self._inner.fail(error, retryable=retryable))
+
+    def snooze(self, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
+        """Snooze the task: queued again after ``delay``, no attempt spent (see ``TaskContext``)."""
+        return self._call(self._inner.snooze(delay, delay_ms=delay_ms))
 
     def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any

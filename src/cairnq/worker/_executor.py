@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 import time
@@ -17,11 +18,13 @@ from .._crashpoints import crashpoint
 from ..errors import (
     DatabaseError,
     LostLease,
+    SchemaIncomplete,
     SerializationError,
     TaskError,
     error_envelope,
     safe_str,
 )
+from ..flow import Snooze
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
 
@@ -67,7 +70,11 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
     level = logging.INFO
     retry_in_ms = None
     status = ctx.settled_status
-    if status == "queued":
+    if status == "queued" and ctx.snoozed_ms is not None:
+        outcome = "snoozed"
+        count = ctx.snoozes.count if ctx.snoozes is not None else 0
+        words = f"snoozed for {_seconds(ctx.snoozed_ms)} (snooze {count})"
+    elif status == "queued":
         outcome = "retrying"
         retry_in_ms = ctx.retry_delay_ms or 0
         words = f"retrying in {_seconds(retry_in_ms)}"
@@ -169,6 +176,17 @@ class Executor:
             if others:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
+            return None
+        except Snooze as snooze:
+            # Every task of the call still unsettled is snoozed; those a handler settled stay.
+            delay_ms = snooze.delay_ms
+            await asyncio.gather(
+                *(
+                    self._settle(ctx, functools.partial(self._snooze, ctx, delay_ms))
+                    for ctx in contexts
+                    if not ctx.settled and not ctx.lost_lease
+                )
+            )
             return None
         except HandlerTimeout:
             for ctx in contexts:
@@ -299,6 +317,15 @@ class Executor:
             await self._settle(ctx, lambda: ctx._record_failure(envelope, retryable=False))
             return
         await self._settle(ctx, lambda: ctx.succeed_encoded(encoded, grouped=True))
+
+    async def _snooze(self, ctx: TaskContext, delay_ms: int) -> None:
+        """Snooze for a raised ``Snooze``; without the flow tables, fail the attempt instead
+        (retryable), so the task is not left to its lease."""
+        try:
+            await ctx.snooze(delay_ms=delay_ms)
+        except SchemaIncomplete as exc:
+            envelope = error_envelope("SchemaIncomplete", "snooze_unavailable", str(exc))
+            await ctx._record_failure(envelope, retryable=True)
 
     async def _fail_all(
         self,

@@ -29,6 +29,7 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..models import TaskDef
+from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
@@ -38,6 +39,7 @@ from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._heartbeater import Heartbeater
+from ._pauses import Pauses
 from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
@@ -120,6 +122,9 @@ class Worker:
             ``cairnq schedules add``): every worker may, one at a time under a
             named lease. ``False`` leaves it to other workers; schedules this
             worker declares are then not stored either.
+        max_snoozes: How many times each task may snooze (``ctx.snooze``,
+            ``raise Snooze``) before the next snooze fails it (20); a handler
+            may set its own (``@worker.task(max_snoozes=...)``).
 
     Example::
 
@@ -157,6 +162,7 @@ class Worker:
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
         schedules: bool = True,
+        max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
@@ -210,6 +216,7 @@ class Worker:
             ),
             gate=gate,
             listeners=[on_event] if on_event is not None else [],
+            max_snoozes=_flow.check_max_snoozes(max_snoozes),
         )
         policy = Retention.of(retention)
         self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
@@ -360,6 +367,7 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_snoozes: int | None = None,
     ) -> Callable[[F], F]: ...
 
     def task(
@@ -371,6 +379,7 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_snoozes: int | None = None,
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
 
@@ -385,6 +394,8 @@ class Worker:
             concurrency: At most this many calls of this name at once in this worker.
             resource: A resource declared in ``Worker(resources=...)``: calls of
                 this name count against its capacity, shared with other names.
+            max_snoozes: How many times each task of this name may snooze
+                (the worker's ``max_snoozes`` when not given).
 
         Returns:
             The handler, unchanged (or a decorator that registers one).
@@ -414,14 +425,24 @@ class Worker:
                 raise InvalidArgument("pass the task name or the handler to task(), not both")
             name_or_fn = task_or_name(name_or_fn, name, "task")
         if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
-            self.registry.add(
-                None, name_or_fn, batch=batch, concurrency=concurrency, resource=resource
+            self.register(
+                None,
+                name_or_fn,
+                batch=batch,
+                concurrency=concurrency,
+                resource=resource,
+                max_snoozes=max_snoozes,
             )
             return name_or_fn
 
         def decorate(fn: F) -> F:
-            self.registry.add(
-                name_or_fn, fn, batch=batch, concurrency=concurrency, resource=resource
+            self.register(
+                name_or_fn,
+                fn,
+                batch=batch,
+                concurrency=concurrency,
+                resource=resource,
+                max_snoozes=max_snoozes,
             )
             return fn
 
@@ -429,19 +450,20 @@ class Worker:
 
     def register(
         self,
-        name: str | TaskDef[Any, Any],
+        name: str | TaskDef[Any, Any] | None,
         fn: Handler,
         *,
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_snoozes: int | None = None,
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
 
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource: As for ``task``.
+            batch, concurrency, resource, max_snoozes: As for ``task``.
 
         Returns:
             The ``Registration``.
@@ -454,7 +476,13 @@ class Worker:
 
             worker.register("email.send", send_email)
         """
-        return self.registry.add(name, fn, batch=batch, concurrency=concurrency, resource=resource)
+        limit = None if max_snoozes is None else _flow.check_max_snoozes(max_snoozes)
+        registration = self.registry.add(
+            name, fn, batch=batch, concurrency=concurrency, resource=resource
+        )
+        if limit is not None:
+            self._runtime.max_snoozes_by_name[registration.name] = limit
+        return registration
 
     def periodic(
         self,
@@ -846,6 +874,11 @@ class Worker:
         self._wake = wake = backend.hub.subscribe(wants_queued(self.queues), claims=True)
         settler = Settler(backend, self.worker_id, self._report)
         self._runtime.settler = settler
+        pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
+        try:
+            await pauses.refresh()
+        except Exception as exc:
+            self._report(exc, {"phase": "pauses", "worker_id": self.worker_id})
         claimer = Claimer(
             self.client,
             self.registry,
@@ -860,6 +893,7 @@ class Worker:
             report=self._report,
             stop=self.stop,
             fail=self._fail,
+            pauses=pauses,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
@@ -885,6 +919,7 @@ class Worker:
         heartbeater.start()
         self._recoverer.start()
         self._presence.job.start()
+        pauses.job.start()
         if self.sweeper is not None:
             self.sweeper.start()
         if self.evaluates_schedules:
@@ -930,6 +965,7 @@ class Worker:
             if self.sweeper is not None:
                 await self.sweeper.stop()
             await self._recoverer.stop()
+            await pauses.job.stop()
             await self._drain(claimer, executor, settler)
             await heartbeater.stop()
             await self._presence.stop()

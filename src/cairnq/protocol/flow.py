@@ -1,0 +1,342 @@
+"""Operations of flow control (extension tables ``cairnq_task_snoozes`` and ``cairnq_pauses``).
+
+Like ``ops``, each function validates eagerly and returns a statement-yielding
+generator.
+
+A snooze hands an owned attempt back: the task is queued again after a delay
+with the claim's attempt undone (``attempt - 1``, as ``release`` does), so the
+attempt it ran under is not spent, and ``max_attempts`` is left as submitted. A
+reference worker sharing the database reads such a task as any other queued
+task whose earlier claim never happened. The snooze is fenced on the lease like
+every owned write, and counted in ``cairnq_task_snoozes`` in the same
+transaction; the snooze past ``max_snoozes`` fails the task instead
+(``snooze_limit``).
+
+A pause is a row of ``cairnq_pauses``: cairnq workers leave the queue or task
+name it names unclaimed while it exists (see ``worker/_pauses.py``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import InvalidArgument, SchemaIncomplete, error_envelope
+from . import ops as _ops
+from .steps import NOW, Call, Op, Row
+
+FLOW_MIGRATION = "x0007_flow.sql"
+DEFAULT_MAX_SNOOZES = 20
+MAX_SNOOZE_DELAY_MS = _ops.MAX_DELAY_MS
+
+Scope = Literal["queue", "name"]
+SCOPES: tuple[Scope, ...] = ("queue", "name")
+
+
+@dataclass(frozen=True)
+class Snoozes:
+    """How often a task was snoozed, and the latest snooze.
+
+    Attributes:
+        task_id: The task.
+        count: Snoozes so far (none of them spent an attempt).
+        last_snoozed_at_ms: When the latest snooze was written (epoch ms).
+        last_delay_ms: The delay the latest snooze asked for.
+    """
+
+    task_id: str
+    count: int
+    last_snoozed_at_ms: int
+    last_delay_ms: int
+
+    @property
+    def wake_at_ms(self) -> int:
+        """When the latest snooze ends: the task is due again from then."""
+        return self.last_snoozed_at_ms + self.last_delay_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "count": self.count,
+            "last_snoozed_at_ms": self.last_snoozed_at_ms,
+            "last_delay_ms": self.last_delay_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A paused queue (``scope="queue"``) or task name (``scope="name"``).
+
+    Attributes:
+        scope: ``"queue"`` or ``"name"``.
+        target: The queue or the task name.
+        paused_at_ms: When it was paused (epoch ms).
+        paused_by: Who paused it, as given (``None`` when not said).
+    """
+
+    scope: Scope
+    target: str
+    paused_at_ms: int
+    paused_by: str | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Pause:
+        scope = str(row["scope"])
+        return cls(
+            "queue" if scope == "queue" else "name",
+            str(row["target"]),
+            int(row["paused_at_ms"]),
+            None if row["paused_by"] is None else str(row["paused_by"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "target": self.target,
+            "paused_at_ms": self.paused_at_ms,
+            "paused_by": self.paused_by,
+        }
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def delay_ms_of(delay: Any, what: str = "delay") -> int:
+    """Milliseconds in a delay: seconds as a number, a ``timedelta``, or text (``"30s"``).
+
+    Raises:
+        InvalidArgument: not one of those, negative, not finite, or over 100 years.
+    """
+    from ..durations import parse_duration
+
+    if isinstance(delay, bool):
+        raise InvalidArgument(f"{what} must be seconds, a timedelta or a duration such as '30s'")
+    if isinstance(delay, datetime.timedelta):
+        ms = delay // datetime.timedelta(milliseconds=1)
+    elif isinstance(delay, (int, float)):
+        if not math.isfinite(delay):
+            raise InvalidArgument(f"{what} must be finite, got {delay!r}")
+        ms = math.ceil(delay * 1000)
+    elif isinstance(delay, str):
+        ms = parse_duration(delay)
+    else:
+        raise InvalidArgument(
+            f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
+            f"not {type(delay).__name__}"
+        )
+    return _ops.check_int(ms, f"{what} in milliseconds", low=0, high=MAX_SNOOZE_DELAY_MS)
+
+
+def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:
+    """The snooze delay in milliseconds, from exactly one of ``delay`` and ``delay_ms``.
+
+    Raises:
+        InvalidArgument: neither or both given, or a bad value.
+    """
+    if (delay is None) == (delay_ms is None):
+        raise InvalidArgument(
+            "snooze needs one delay: delay (seconds, a timedelta or '30s') or delay_ms"
+        )
+    if delay_ms is not None:
+        return _ops.check_int(delay_ms, "delay_ms", low=0, high=MAX_SNOOZE_DELAY_MS)
+    return delay_ms_of(delay)
+
+
+def check_max_snoozes(value: Any) -> int:
+    """``max_snoozes``: a whole number of snoozes a task may take, 0 and up."""
+    return _ops.check_int(value, "max_snoozes", low=0)
+
+
+def _scope(scope: Any) -> Scope:
+    if scope not in SCOPES:
+        raise InvalidArgument(f"pause scope must be 'queue' or 'name', got {scope!r}")
+    return "queue" if scope == "queue" else "name"
+
+
+# --- readiness ---------------------------------------------------------------------------
+
+
+def flow_ready() -> Op[bool]:
+    """Whether the database has the flow-control tables (migration ``x0007_flow.sql``)."""
+    applied = yield from _ops.applied_migrations()
+    return FLOW_MIGRATION in applied
+
+
+def _require() -> Op[None]:
+    ready = yield from flow_ready()
+    if not ready:
+        raise SchemaIncomplete(
+            f"this database lacks cairnq's flow control (migration {FLOW_MIGRATION}); "
+            "run `cairnq migrate` to add it",
+            missing=(FLOW_MIGRATION,),
+        )
+
+
+# --- snooze ------------------------------------------------------------------------------
+
+
+def snooze_limit_error(count: int, max_snoozes: int) -> dict[str, Any]:
+    """The envelope of a task failed by the snooze past ``max_snoozes``."""
+    return error_envelope(
+        "SnoozeLimit",
+        "snooze_limit",
+        f"snoozed {count} times, the limit (max_snoozes={max_snoozes}); "
+        "failed instead of snoozing again",
+        retryable=False,
+        details={"snoozes": count, "max_snoozes": max_snoozes},
+    )
+
+
+@dataclass(frozen=True)
+class SnoozeOutcome:
+    """What a snooze wrote: the task's row and its snooze counts (``None`` when none was
+    counted: a pending cancel won, or the limit failed the task)."""
+
+    row: Row
+    snoozes: Snoozes | None
+    over_limit: bool
+
+
+def snooze(
+    lease: _ops.Lease,
+    worker_id: str,
+    delay_ms: int,
+    *,
+    max_snoozes: int,
+    limit_error: Callable[[int], str],
+) -> Op[SnoozeOutcome]:
+    """Snooze an owned attempt for ``delay_ms``, or fail it past ``max_snoozes``.
+
+    ``limit_error(count)`` encodes the envelope recorded when the limit is
+    reached (``snooze_limit_error``). One transaction: the count is read,
+    then the attempt is handed back and counted, or failed.
+
+    Raises:
+        LostLease: the attempt is no longer owned; nothing is written.
+        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
+    """
+    yield from _require()
+    rows = yield Call("snooze_count", {"id": lease.id})
+    count = int(rows[0]["count"]) if rows else 0
+    owned = _ops._owned(lease, worker_id)
+    if count >= max_snoozes:
+        rows = yield Call(
+            "fail", owned | {"error": limit_error(count), "retryable": False, "delay_ms": 0}
+        )
+        yield from _ops._emit_for(rows)
+        return SnoozeOutcome(_ops._owned_row(lease, rows), None, True)
+    rows = yield Call("snooze", owned | {"delay_ms": delay_ms})
+    row = _ops._owned_row(lease, rows)
+    yield from _ops._emit_for(rows)
+    if row["status"] != "queued":
+        return SnoozeOutcome(row, None, False)
+    counted = yield Call("snooze_record", {"id": lease.id, "now_ms": NOW, "delay_ms": delay_ms})
+    return SnoozeOutcome(row, _snoozes(lease.id, counted[0]), False)
+
+
+def _snoozes(task_id: str, row: Row) -> Snoozes:
+    return Snoozes(
+        task_id, int(row["count"]), int(row["last_snoozed_at_ms"]), int(row["last_delay_ms"])
+    )
+
+
+def snoozes(task_id: Any) -> Op[Snoozes | None]:
+    """A task's snooze counts, or ``None`` when it was never snoozed."""
+    return _read_snoozes(_ops.check_text(task_id, "task id") or "")
+
+
+def _read_snoozes(task_id: str) -> Op[Snoozes | None]:
+    yield from _require()
+    rows = yield Call("snooze_count", {"id": task_id})
+    return _snoozes(task_id, rows[0]) if rows else None
+
+
+def snoozes_if_ready(task_id: Any) -> Op[Snoozes | None]:
+    """``snoozes``, or ``None`` on a database without the flow tables (for displays)."""
+    checked = _ops.check_text(task_id, "task id") or ""
+    return _snoozes_if_ready(checked)
+
+
+def _snoozes_if_ready(task_id: str) -> Op[Snoozes | None]:
+    ready = yield from flow_ready()
+    if not ready:
+        return None
+    rows = yield Call("snooze_count", {"id": task_id})
+    return _snoozes(task_id, rows[0]) if rows else None
+
+
+# --- pause and resume --------------------------------------------------------------------
+
+
+def pause(scope: Any, target: Any, paused_by: Any = None) -> Op[tuple[Pause, bool]]:
+    """Pause a queue or task name; returns the pause and whether this call created it.
+
+    Pausing what is paused already changes nothing (its first pause is returned).
+
+    Raises:
+        InvalidArgument: a bad scope, target or ``paused_by``.
+        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
+    """
+    checked = _scope(scope)
+    what = "queue" if checked == "queue" else "task name"
+    return _pause(
+        checked,
+        _ops.check_text(target, what) or "",
+        _ops.check_text(paused_by, "paused_by", optional=True),
+    )
+
+
+def _pause(scope: Scope, target: str, paused_by: str | None) -> Op[tuple[Pause, bool]]:
+    yield from _require()
+    rows = yield Call(
+        "pause_put", {"scope": scope, "target": target, "now_ms": NOW, "paused_by": paused_by}
+    )
+    if rows:
+        return Pause.from_row(rows[0]), True
+    listed = yield from _list()
+    existing = next(p for p in listed if p.scope == scope and p.target == target)
+    return existing, False
+
+
+def resume(scope: Any, target: Any) -> Op[Pause | None]:
+    """Resume a queue or task name; returns the pause ended, ``None`` when it was not paused.
+
+    Raises:
+        InvalidArgument: a bad scope or target.
+        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
+    """
+    checked = _scope(scope)
+    what = "queue" if checked == "queue" else "task name"
+    return _resume(checked, _ops.check_text(target, what) or "")
+
+
+def _resume(scope: Scope, target: str) -> Op[Pause | None]:
+    yield from _require()
+    rows = yield Call("pause_delete", {"scope": scope, "target": target})
+    return Pause.from_row(rows[0]) if rows else None
+
+
+def paused() -> Op[list[Pause]]:
+    """Every pause, queues first, each scope by target.
+
+    Raises:
+        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
+    """
+    yield from _require()
+    return (yield from _list())
+
+
+def _list() -> Op[list[Pause]]:
+    rows = yield Call("pause_list", {})
+    return [Pause.from_row(r) for r in rows]
+
+
+def paused_if_ready() -> Op[list[Pause] | None]:
+    """Every pause, or ``None`` on a database without the flow tables (workers, displays)."""
+    ready = yield from flow_ready()
+    if not ready:
+        return None
+    return (yield from _list())
