@@ -19,11 +19,12 @@ snooze or a release gave back appears once per claim that used it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import SchemaIncomplete, error_envelope
+from . import flow as _flow
 from . import ops as _ops
 from .steps import NOW, Call, Op, Row
 
@@ -157,9 +158,7 @@ def recorded_steps(task_id: str) -> Op[list[Row]]:
     return list(rows)
 
 
-def record_step(
-    lease: _ops.Lease, worker_id: str, name: str, seq: int, result: str
-) -> Op[Row]:
+def record_step(lease: _ops.Lease, worker_id: str, name: str, seq: int, result: str) -> Op[Row]:
     """Record a step's encoded result, fenced on the attempt's lease.
 
     Raises:
@@ -291,6 +290,23 @@ def snoozed(
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
     yield from _record([Ended(lease, worker_id, started, outcome, error)])
+
+
+def snooze(
+    lease: _ops.Lease,
+    worker_id: str,
+    delay_ms: int,
+    *,
+    max_snoozes: int,
+    limit_error: Callable[[int], str],
+    started: int | None,
+) -> Op[_flow.SnoozeOutcome]:
+    """``flow.snooze``, with the attempt recorded in the same transaction."""
+    outcome = yield from _flow.snooze(
+        lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
+    )
+    yield from snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
+    return outcome
 
 
 def lost_error(last_heartbeat_ms: int | None) -> str:
