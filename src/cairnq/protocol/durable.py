@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import SchemaIncomplete, error_envelope
+from .._json import JsonCodec
+from ..errors import SchemaIncomplete, SerializationError, error_envelope
 from . import flow as _flow
 from . import ops as _ops
 from .steps import NOW, Call, Op, Row
@@ -171,14 +172,49 @@ def record_step(lease: _ops.Lease, worker_id: str, name: str, seq: int, result: 
     return _ops._owned_row(lease, rows)
 
 
-def steps(task_id: Any) -> Op[list[Row]]:
-    """A task's recorded steps (raw rows), ``seq`` order; validated eagerly.
+def steps(task_id: Any) -> Op[list[StepRecord]]:
+    """A task's recorded steps, ``seq`` order; validated eagerly.
 
     Raises:
         InvalidArgument: a bad task id.
         SchemaIncomplete: the database lacks ``x0009_steps.sql``.
     """
-    return recorded_steps(_ops.check_text(task_id, "task id") or "")
+    return _steps(_ops.check_text(task_id, "task id") or "")
+
+
+def _steps(task_id: str) -> Op[list[StepRecord]]:
+    rows = yield from recorded_steps(task_id)
+    return [step_of(task_id, r) for r in rows]
+
+
+def step_of(task_id: str, row: Row) -> StepRecord:
+    """A ``StepRecord`` from a ``step_list`` row."""
+    return StepRecord(
+        task_id,
+        str(row["name"]),
+        int(row["seq"]),
+        JsonCodec.decode(row["result"], what="step result", task_id=task_id),
+        int(row["attempt"]),
+        int(row["recorded_at_ms"]),
+    )
+
+
+def attempt_of(task_id: str, row: Row) -> Attempt:
+    """An ``Attempt`` from an ``attempt_list`` row (an unreadable error reads as ``None``)."""
+    try:
+        error = JsonCodec.decode(row["error"], what="attempt error", task_id=task_id)
+    except SerializationError:
+        error = None
+    return Attempt(
+        task_id,
+        int(row["claim"]),
+        int(row["attempt"]),
+        None if row["worker_id"] is None else str(row["worker_id"]),
+        None if row["started_at_ms"] is None else int(row["started_at_ms"]),
+        int(row["ended_at_ms"]),
+        str(row["outcome"]),
+        error if isinstance(error, dict) else None,
+    )
 
 
 # --- attempts ----------------------------------------------------------------------------
@@ -349,8 +385,8 @@ def recover(limit: int) -> Op[list[Row]]:
     return rows
 
 
-def attempts(task_id: Any) -> Op[list[Row]]:
-    """A task's recorded attempts (raw rows), in claim order; validated eagerly.
+def attempts(task_id: Any) -> Op[list[Attempt]]:
+    """A task's recorded attempts, in claim order; validated eagerly.
 
     Raises:
         InvalidArgument: a bad task id.
@@ -359,22 +395,25 @@ def attempts(task_id: Any) -> Op[list[Row]]:
     return _attempts(_ops.check_text(task_id, "task id") or "")
 
 
-def _attempts(task_id: str) -> Op[list[Row]]:
+def _attempts(task_id: str) -> Op[list[Attempt]]:
     yield from _require()
     rows = yield Call("attempt_list", {"id": task_id})
-    return list(rows)
+    return [attempt_of(task_id, r) for r in rows]
 
 
-def history_if_ready(task_id: Any) -> Op[tuple[list[Row], list[Row]] | None]:
-    """A task's attempts and steps (raw rows), or ``None`` without ``x0009`` (for displays)."""
+def history_if_ready(task_id: Any) -> Op[tuple[list[Attempt], list[StepRecord]] | None]:
+    """A task's attempts and steps, or ``None`` without ``x0009`` (for displays)."""
     checked = _ops.check_text(task_id, "task id") or ""
     return _history_if_ready(checked)
 
 
-def _history_if_ready(task_id: str) -> Op[tuple[list[Row], list[Row]] | None]:
+def _history_if_ready(task_id: str) -> Op[tuple[list[Attempt], list[StepRecord]] | None]:
     ready = yield from steps_ready()
     if not ready:
         return None
     attempt_rows = yield Call("attempt_list", {"id": task_id})
     step_rows = yield Call("step_list", {"id": task_id})
-    return list(attempt_rows), list(step_rows)
+    return (
+        [attempt_of(task_id, r) for r in attempt_rows],
+        [step_of(task_id, r) for r in step_rows],
+    )
