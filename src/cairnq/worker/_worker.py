@@ -1061,7 +1061,14 @@ class Worker:
         self._fail(exc, False)
 
     async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
-        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
+        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many.
+
+        Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
+        """
+        if not self._running:
+            self._runtime.history = await self.client.backend.arun(
+                _durable.steps_ready(), write=False
+            )
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------
