@@ -905,7 +905,38 @@ def test_get_prints_the_task_as_json(
     task = cq.submit("report", {"month": "2026-11"})
     result = run_on(db, capsys, "get", task.id)
     assert result.code == 0
-    assert json.loads(result.out) == task.to_dict()
+    shown = json.loads(result.out)
+    expected = task.to_dict()
+    del expected["created_at_ms"], expected["updated_at_ms"]
+    assert {k: v for k, v in shown.items() if k != "timeline"} == expected
+    assert shown["timeline"] == [
+        {"event": "submitted", "at_ms": task.created_at_ms},
+        {"event": "last update", "at_ms": task.updated_at_ms},
+    ]
+
+
+def test_get_prints_each_attempt_and_step_in_the_timeline(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0, worker_id="w-cli")
+
+    @worker.task
+    def report(ctx: Any) -> int:
+        ctx.step("fetch", lambda: 1)
+        if ctx.attempt == 1:
+            raise ValueError("first attempt breaks")
+        return 2
+
+    task = cq.submit("report", max_attempts=2)
+    worker.serve(until_idle=True)
+    result = run_on(db, capsys, "get", task.id)
+    events = json.loads(result.out)["timeline"]
+    assert [e["event"] for e in events] == ["submitted", "attempt", "step", "attempt", "succeeded"]
+    first, second = events[1], events[3]
+    assert (first["attempt"], first["outcome"], first["worker_id"]) == (1, "retry", "w-cli")
+    assert first["error"]["message"] == "first attempt breaks"
+    assert (second["attempt"], second["outcome"]) == (2, "succeeded")
+    assert events[2]["name"] == "fetch"
 
 
 def test_get_by_key_prints_the_task_the_key_points_at(

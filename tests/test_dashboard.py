@@ -21,6 +21,7 @@ from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task
 from cairnq.cli import main
 from cairnq.dashboard import create_app, default_redact, mount
 from cairnq.dashboard._app import DashboardApp
+from cairnq.protocol import durable as _durable
 from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
@@ -192,6 +193,29 @@ async def test_the_task_page_shows_payload_result_key_and_timeline(cq: CairnQ) -
     assert "&quot;sent&quot;: 42" in page
     assert "welcome:ada" in page
     assert 'class="timeline"' in page and ">succeeded<" in page
+
+
+async def test_the_task_page_shows_each_attempt_with_its_error_and_the_steps(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("a", max_attempts=2)
+    first = await start(cq, "a")
+    await cq.backend.arun(
+        _durable.record_step(first, WORKER, "fetch-invoice", 1, '"A-1"'), write=True
+    )
+    error = '{"type":"ValueError","code":"handler_error","message":"disk on fire"}'
+    await cq.backend.arun(
+        _durable.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
+    )
+    second = await start(cq, "a")
+    await cq.backend.arun(_durable.complete(second, WORKER, None, None), write=True)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    history = re.search(r'<ol class="attempt-history">(.*?)</ol>', page, re.S)
+    assert history is not None
+    assert "attempt 1 · retry" in history.group(1) and "disk on fire" in history.group(1)
+    assert "attempt 2 · succeeded" in history.group(1)
+    assert "1. fetch-invoice" in page
 
 
 async def test_the_task_page_shows_the_error_envelope(cq: CairnQ) -> None:

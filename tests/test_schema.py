@@ -90,6 +90,7 @@ EXTENSION_MIGRATIONS = [
     "x0004_worker_names.sql",
     "x0005_schedules.sql",
     "x0007_flow.sql",
+    "x0009_steps.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -173,7 +174,13 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
         }
         fks = [
             (table, *fk)
-            for table in ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
+            for table in (
+                "cairnq_task_keys",
+                "cairnq_leases",
+                "cairnq_task_snoozes",
+                "cairnq_task_steps",
+                "cairnq_task_attempts",
+            )
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
@@ -306,8 +313,10 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_pauses",
         "cairnq_schedule_slots",
         "cairnq_schedules",
+        "cairnq_task_attempts",
         "cairnq_task_keys",
         "cairnq_task_snoozes",
+        "cairnq_task_steps",
         "cairnq_tasks",
         "cairnq_worker_names",
         "cairnq_workers",
@@ -353,7 +362,13 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
 
 def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Database) -> None:
     fks = read_schema(db)["fks"]
-    children = ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
+    children = (
+        "cairnq_task_keys",
+        "cairnq_leases",
+        "cairnq_task_snoozes",
+        "cairnq_task_steps",
+        "cairnq_task_attempts",
+    )
     if db.kind == "sqlite":
         assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
     else:

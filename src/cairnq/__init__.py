@@ -51,6 +51,7 @@ from .errors import (
     error_envelope,
 )
 from .flow import Pause, Snooze, Snoozes
+from .history import Attempt, StepRecord
 from .migrate import migrate
 from .models import (
     STATUSES,
@@ -92,6 +93,8 @@ __all__ = [
     "Snooze",
     "Snoozes",
     "Pause",
+    "Attempt",
+    "StepRecord",
     # backends
     "Backend",
     "SQLiteBackend",

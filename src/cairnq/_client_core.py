@@ -40,6 +40,7 @@ from .errors import (
 from .hooks import SubmitHook
 from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from .protocol import ops as _ops
+from .protocol.durable import Attempt, StepRecord
 from .protocol.flow import Pause
 from .protocol.procedures import Nap, Procedure, Run
 from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
@@ -59,6 +60,8 @@ ScheduleList = list[Schedule]
 PauseList = list[Pause]
 SlotList = list[ScheduleSlot]
 UnservedList = list[UnservedTasks]
+AttemptList = list[Attempt]
+StepList = list[StepRecord]
 
 log = logging.getLogger("cairnq.client")
 

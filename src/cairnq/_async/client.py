@@ -22,10 +22,12 @@ from .._client_core import (
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
+    AttemptList,
     IdList,
     PauseList,
     ScheduleList,
     SlotList,
+    StepList,
     SubmitItem,
     SummaryList,
     TaskList,
@@ -44,6 +46,7 @@ from ..errors import CairnQError, InvalidArgument
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
@@ -569,6 +572,50 @@ class AsyncOperations(_ClientCore):
                 print(snoozes.count, snoozes.wake_at_ms)
         """
         return await self._run(_flow.snoozes(task_id), write=False)
+
+    async def attempts(self, task_id: str) -> AttemptList:
+        """Every attempt of a task cairnq recorded, in the order they ran.
+
+        Each ``Attempt`` has the worker, start and end, outcome (``succeeded``,
+        ``failed``, ``retry``, ``canceled``, ``snoozed``, ``lost`` or ``released``)
+        and error envelope. Attempts a reference SDK worker ran are not recorded,
+        nor attempts on a database without the history table at the time.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The attempts (empty for a task never claimed, or one purged).
+
+        Raises:
+            InvalidArgument: a bad task id.
+            SchemaIncomplete: the database lacks the history table (``cairnq migrate``).
+
+        Example::
+
+            for attempt in await cq.attempts(task.id):
+                print(attempt.attempt, attempt.outcome, attempt.error)
+        """
+        return await self._run(_durable.attempts(task_id), write=False)
+
+    async def steps(self, task_id: str) -> StepList:
+        """The durable steps a task recorded (``ctx.step``), in the order they ran.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            One ``StepRecord`` per step (name, seq, result, attempt, when).
+
+        Raises:
+            InvalidArgument: a bad task id.
+            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
+
+        Example::
+
+            done = {step.name for step in await cq.steps(task.id)}
+        """
+        return await self._run(_durable.steps(task_id), write=False)
 
     async def overview(self) -> SummaryList:
         """Every queue holding a task: counts per status and how late its oldest due task is.

@@ -176,6 +176,19 @@ class InTransactionCompleter(Protocol):
 
 
 @runtime_checkable
+class StepTransactions(Protocol):
+    """Runs an application's write and an operation in one write transaction of its own.
+
+    Used by the worker context for transactional steps (``ctx.step(..., transactional=True)``):
+    ``work(conn)`` runs on the transaction's connection, then ``after(value)`` records
+    the step; both commit together, or neither does.
+    """
+
+    async def arun_around(self, work: Callable[[Any], Any], after: Callable[[Any], Op[T]]) -> T:
+        """Run ``work(conn)``, then the operation ``after(its value)``, in one transaction."""
+
+
+@runtime_checkable
 class FileBound(Protocol):
     """A database that is one file, which can be deleted or replaced underneath.
 

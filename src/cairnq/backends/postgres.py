@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -197,6 +198,34 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             raise _translate(exc) from exc
         self.hub.publish(emits)
         return row
+
+    async def arun_around(
+        self,
+        work: Callable[[psycopg.AsyncConnection[Any]], Any],
+        after: Callable[[Any], Op[T]],
+    ) -> T:
+        """Run ``work(conn)`` and then ``after(value)`` in one transaction (transactional steps).
+
+        ``work`` gets the transaction's async connection and may be a coroutine
+        function; it must not commit or roll back. Whatever raises (``work``, or
+        ``after``: a lost lease, a result that is not JSON) rolls back ``work``'s
+        changes with the rest.
+        """
+        self._loops.check()
+        if self._state != "open":
+            await self.aopen()
+        try:
+            async with self._async_connection() as conn, conn.transaction():
+                value = work(conn)
+                if inspect.isawaitable(value):
+                    value = await value
+                result, emits = await self._adrive_on(conn, after(value), write=True, commits=False)
+        except LostLease:
+            raise
+        except BaseException as exc:
+            raise _translate(exc) from exc
+        self.hub.publish(emits)
+        return result
 
 
 @contextlib.contextmanager

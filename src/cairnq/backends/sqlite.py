@@ -82,6 +82,18 @@ class _Job:
 _STOP = object()
 
 
+@dataclass(frozen=True)
+class _Work:
+    """A step of ``arun_around``'s operation: call ``fn`` with the writer's connection."""
+
+    fn: Callable[[sqlite3.Connection], Any]
+
+
+def _around(work: Callable[[sqlite3.Connection], Any], after: Callable[[Any], Op[T]]) -> Op[T]:
+    value = yield _Work(work)  # type: ignore[misc]
+    return (yield from after(value))
+
+
 class SQLiteBackend:
     """A SQLite database file, shared safely by threads and processes.
 
@@ -356,6 +368,21 @@ class SQLiteBackend:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, self._read, op)
 
+    async def arun_around(
+        self, work: Callable[[sqlite3.Connection], Any], after: Callable[[Any], Op[T]]
+    ) -> T:
+        """Run ``work(conn)`` and then ``after(value)`` in one write transaction (transactional
+        steps).
+
+        ``work`` runs on the writer thread with the writer's connection, inside the
+        write transaction (in a savepoint of its own): its statements on the
+        application's tables in this file commit exactly when ``after`` does. It
+        must be a plain function, must not commit, roll back or call cairnq, and
+        holds every other write of this database while it runs. Whatever raises
+        rolls back its changes with the rest.
+        """
+        return await self.arun(_around(work, after), write=True)
+
     def _ensure_open(self) -> None:
         if self._lost is not None:
             raise self._lost
@@ -570,6 +597,8 @@ class SQLiteBackend:
     # --- statements -------------------------------------------------------------------
 
     def _execute(self, conn: sqlite3.Connection, step: Call | Script) -> Rows:
+        if isinstance(step, _Work):
+            return step.fn(conn)  # type: ignore[no-any-return]
         if isinstance(step, Script):
             for sql in split_script(step.source):
                 conn.execute(sql)

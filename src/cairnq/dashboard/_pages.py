@@ -28,6 +28,7 @@ from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
+from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
@@ -649,6 +650,7 @@ class Pages:
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
+        history = await run(_durable.history_if_ready(task.id), write=False)
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -659,6 +661,8 @@ class Pages:
             "task": task,
             "children": kids,
             "snoozes": snoozes,
+            "attempt_history": None if history is None else history[0],
+            "step_history": None if history is None else history[1],
             "timeline": timeline(task, view.now_ms),
             "shown": shown,
             "error": error,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -605,6 +605,7 @@ def claim(
     draws: Sequence[Draw],
     recover_limit: int,
     recovered: list[Row] | None = None,
+    recover_with: Callable[[int], Op[list[Row]]] | None = None,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -612,8 +613,9 @@ def claim(
     worker's to fail, not a reason to abort the whole claim), in claim order.
     ``recovered``, when given, receives the rows the recovery moved out of
     ``running``, from the attempt that committed (a retried transaction starts it over).
+    ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
     """
-    rows = yield from recover(recover_limit)
+    rows = yield from (recover_with or recover)(recover_limit)
     if recovered is not None:
         recovered[:] = rows
     claimed: list[Row] = []

@@ -27,6 +27,7 @@ from ..errors import (
     error_envelope,
 )
 from ..models import Task
+from ..protocol import durable as _durable
 from ..protocol import ops as _ops
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
@@ -217,7 +218,13 @@ class Claimer:
                 return []
         recovered: list[Mapping[str, Any]] = []
         claim = _ops.claim(
-            queues, self.worker_id, self.limits.lease_ms, draws, RECOVER_LIMIT, recovered
+            queues,
+            self.worker_id,
+            self.limits.lease_ms,
+            draws,
+            RECOVER_LIMIT,
+            recovered,
+            _durable.recover if self.runtime.history else None,
         )
         rows = await backend.arun(claim, write=True)
         if recovered:
@@ -252,12 +259,14 @@ class Claimer:
             envelope = error_envelope(
                 "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"
             )
-            self._reject(lease, envelope)
+            self._reject(lease, envelope, row)
             return None
         try:
             task = Task.from_row(row)
         except SerializationError as exc:
-            self._reject(lease, error_envelope("SerializationError", "invalid_payload", str(exc)))
+            self._reject(
+                lease, error_envelope("SerializationError", "invalid_payload", str(exc)), row
+            )
             return None
         size = self._payload_bytes(row["payload"])
         previous = self.contexts.get(task.id)
@@ -277,8 +286,12 @@ class Claimer:
             return len(payload.encode("utf-8"))
         return len(payload) if isinstance(payload, bytes) else 0
 
-    def _reject(self, lease: _ops.Lease, envelope: dict[str, Any]) -> None:
-        self.settler.reject(lease, self.client.codec.encode_error(envelope, retryable=False))
+    def _reject(self, lease: _ops.Lease, envelope: dict[str, Any], row: Mapping[str, Any]) -> None:
+        self.settler.reject(
+            lease,
+            self.client.codec.encode_error(envelope, retryable=False),
+            int(row["updated_at_ms"]),
+        )
 
     async def _run_call(self, registration: Registration, contexts: list[TaskContext]) -> None:
         try:

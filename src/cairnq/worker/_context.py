@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import math
 import threading
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._client_core import task_or_name
-from ..backends import InTransactionCompleter
+from ..backends import InTransactionCompleter, StepTransactions
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
 from ..errors import (
@@ -25,6 +27,7 @@ from ..errors import (
     safe_str,
 )
 from ..models import Task
+from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol.steps import Op
@@ -99,6 +102,8 @@ class Runtime:
     max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
     # Task names registered with their own max_snoozes.
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
+    # Whether ended attempts are recorded in the attempt history (x0009_steps.sql applied).
+    history: bool = False
 
     def max_snoozes_for(self, name: str) -> int:
         return self.max_snoozes_by_name.get(name, self.max_snoozes)
@@ -135,6 +140,39 @@ def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any],
     return error_envelope(
         "TaskError", "task_error", safe_str(error), retryable=retryable
     ), retryable
+
+
+_UNRECORDED: Any = object()
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """A step's validated name and retry options."""
+
+    name: str
+    retries: int
+    backoff_ms: int
+
+    def delay_s(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1, 2, ...): the backoff, doubling."""
+        return float(self.backoff_ms * 2 ** (retry - 1)) / 1000
+
+
+def step_options(name: Any, fn: Any, retries: Any, backoff: Any) -> StepOptions:
+    """Validate a step's name, function and retry options.
+
+    Raises:
+        InvalidArgument: a bad name, a ``fn`` that is not callable, ``retries`` not a
+            whole number from 0, or a bad ``backoff``.
+    """
+    checked = _durable.check_step_name(name)
+    if not callable(fn):
+        raise InvalidArgument(f"step {checked!r} needs a function to run, not {type(fn).__name__}")
+    return StepOptions(
+        checked,
+        _ops.check_int(retries, "step retries", low=0, high=1000),
+        _flow.delay_ms_of(backoff, "step backoff"),
+    )
 
 
 class TaskContext:
@@ -175,6 +213,10 @@ class TaskContext:
         self.snoozed_ms: int | None = None
         self.snoozes: _flow.Snoozes | None = None
         self._cancel_seen = task.cancel_requested_at_ms is not None
+        # Durable steps: the results earlier attempts recorded (read at the first step),
+        # and the names this run used so far (their count is the next step's seq).
+        self._recorded_steps: dict[str, Any] | None = None
+        self._step_names: list[str] = []
         self.started = time.monotonic()
         # When the lease runs out by this host's clock, renewed by each successful beat
         # (from the moment the beat was sent: never later than the database's expiry).
@@ -226,6 +268,11 @@ class TaskContext:
     @property
     def correlation_id(self) -> str | None:
         return self.task.correlation_id
+
+    @property
+    def claimed_at_ms(self) -> int:
+        """When this attempt was claimed (epoch ms, the database's clock)."""
+        return self.task.updated_at_ms
 
     @property
     def settled(self) -> bool:
@@ -416,11 +463,16 @@ class TaskContext:
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
-            row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
+            op = (
+                _durable.complete(self.lease, self.worker_id, result, self.claimed_at_ms)
+                if self._runtime.history
+                else _ops.complete(self.lease, self.worker_id, result)
+            )
+            row = await self._owned(op)
             return self._settled_as(row)
         self._guard()
         try:
-            row = await settler.complete(self.lease, result)
+            row = await settler.complete(self.lease, result, self.claimed_at_ms)
         except LostLease:
             self.mark_lost()
             raise
@@ -496,10 +548,19 @@ class TaskContext:
         text = self._runtime.client.codec.encode_error(envelope, retryable=retryable)
         if delay_ms is None:
             delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
-        row = await self._owned(
-            _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
-            force=force,
+        op = (
+            _durable.fail(
+                self.lease,
+                self.worker_id,
+                text,
+                retryable=retryable,
+                delay_ms=delay_ms,
+                started=self.claimed_at_ms,
+            )
+            if self._runtime.history
+            else _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms)
         )
+        row = await self._owned(op, force=force)
         self.retry_delay_ms = delay_ms if retryable else None
         return self._settled_as(row)
 
@@ -538,21 +599,188 @@ class TaskContext:
         ms = _flow.snooze_delay_ms(delay, delay_ms)
         codec = self._runtime.client.codec
         limit = self._runtime.max_snoozes_for(self.name)
+
+        def limit_error(count: int) -> str:
+            return codec.encode_error(_flow.snooze_limit_error(count, limit), retryable=False)
+
         outcome = await self._owned(
-            _flow.snooze(
+            _durable.snooze(
                 self.lease,
                 self.worker_id,
                 ms,
                 max_snoozes=limit,
-                limit_error=lambda count: codec.encode_error(
-                    _flow.snooze_limit_error(count, limit), retryable=False
-                ),
+                limit_error=limit_error,
+                started=self.claimed_at_ms,
+            )
+            if self._runtime.history
+            else _flow.snooze(
+                self.lease, self.worker_id, ms, max_snoozes=limit, limit_error=limit_error
             )
         )
         if outcome.snoozes is not None:
             self.snoozed_ms = ms
             self.snoozes = outcome.snoozes
         return self._settled_as(outcome.row, snoozed=outcome.snoozes is not None)
+
+    # --- durable steps ----------------------------------------------------------------------
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: Any = 1.0,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per task: its result is recorded, and a later
+        attempt (a retry, a run after a crash) gets the recorded result back instead.
+
+        The result is written fenced on this attempt's lease, so a stale attempt's
+        write is refused. It must be JSON the client's codec can encode (the same
+        rules as a task's result); it is returned as read back from JSON, so the
+        first run and a replay see the same value (a tuple comes back a list).
+        Each step name may be used once per run; a name used twice raises.
+
+        ``fn`` may be a plain or a coroutine function. An exception from ``fn`` is
+        retried ``retries`` times, waiting ``backoff`` (doubling each time); after
+        that it propagates, and the attempt fails like any handler error (nothing
+        is recorded, so the next attempt runs the step again).
+
+        With ``transactional=True``, ``fn(conn, *args, **kwargs)`` runs inside the
+        transaction that records the step, so its writes commit exactly when the
+        step is recorded: on PostgreSQL ``conn`` is the ``psycopg.AsyncConnection``
+        (``fn`` may be async); on SQLite it is the ``sqlite3.Connection`` of the
+        write transaction (``fn`` must be a plain function; use it for tables in
+        the same database file). ``fn`` must not commit or roll back.
+
+        Args:
+            name: The step's name, unique within the task (``"fetch-invoice"``).
+            fn: What the step does.
+            *args: Positional arguments for ``fn``.
+            retries: How many times to retry ``fn`` after an exception (0 by default).
+            backoff: The wait before the first retry: seconds, a ``timedelta`` or
+                ``"2s"`` (1 second by default), doubling for each further retry.
+            transactional: Run ``fn`` inside the recording transaction.
+            **kwargs: Keyword arguments for ``fn`` (other than the names above).
+
+        Returns:
+            The step's result: recorded now, or by an earlier attempt.
+
+        Raises:
+            InvalidArgument: a bad name or option, or a name this run used already
+                (nothing is written).
+            SerializationError: the result is not JSON the codec accepts (nothing is written).
+            LostLease: this attempt no longer owns the task; nothing is recorded.
+            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
+            UnsupportedBackend: ``transactional=True`` on a backend without it.
+
+        Example::
+
+            @worker.task
+            async def bill(ctx, payload):
+                invoice = await ctx.step("fetch-invoice", fetch_invoice, payload["id"])
+                charge = await ctx.step("charge", charge_card, invoice, retries=3)
+                await ctx.step("email", send_receipt, charge)
+        """
+        options = step_options(name, fn, retries, backoff)
+        recorded, seq = await self._step_begin(options.name)
+        if recorded is not _UNRECORDED:
+            return recorded
+        if transactional:
+            return await self._transaction_step(options, seq, fn, args, kwargs)
+        tried = 0
+        while True:
+            self._guard()
+            try:
+                value = fn(*args, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+                break
+            except Exception:
+                if tried >= options.retries:
+                    raise
+                tried += 1
+                log.info(
+                    "task %s step %r raised; retry %d of %d",
+                    self.task.id,
+                    options.name,
+                    tried,
+                    options.retries,
+                    exc_info=True,
+                )
+                await asyncio.sleep(options.delay_s(tried))
+        return await self._step_record(options.name, seq, value)
+
+    transaction_step = functools.partialmethod(step, transactional=True)
+
+    async def steps(self) -> dict[str, Any]:
+        """The results every attempt of this task recorded so far, by step name."""
+        self._guard()
+        rows = await self._runtime.client.backend.arun(
+            _durable.recorded_steps(self.task.id), write=False
+        )
+        decode = self._runtime.client.codec.decode
+        return {str(r["name"]): decode(r["result"], what="step result") for r in rows}
+
+    async def _step_begin(self, name: str) -> tuple[Any, int]:
+        """Claim ``name`` for this run; returns its recorded result (or ``_UNRECORDED``)
+        and its seq."""
+        self._guard()
+        if name in self._step_names:
+            raise InvalidArgument(
+                f"step name {name!r} is used twice in one run of task {self.task.id}; "
+                "give each step its own name (for a loop, put the index in the name)"
+            )
+        if self._recorded_steps is None:
+            self._recorded_steps = await self.steps()
+        self._step_names.append(name)
+        return self._recorded_steps.get(name, _UNRECORDED), len(self._step_names)
+
+    async def _step_record(self, name: str, seq: int, value: Any) -> Any:
+        codec = self._runtime.client.codec
+        encoded = codec.encode(value, what=f"result of step {name!r}")
+        await self._owned(_durable.record_step(self.lease, self.worker_id, name, seq, encoded))
+        return codec.decode(encoded, what="step result")
+
+    async def _transaction_step(
+        self,
+        options: StepOptions,
+        seq: int,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        backend = self._runtime.client.backend
+        if not isinstance(backend, StepTransactions):
+            raise UnsupportedBackend(
+                f"transactional steps need the SQLite or the PostgreSQL backend, not "
+                f"{type(backend).__name__}"
+            )
+        codec = self._runtime.client.codec
+        lease, worker_id, name = self.lease, self.worker_id, options.name
+
+        def record(value: Any) -> Op[str]:
+            encoded = codec.encode(value, what=f"result of step {name!r}")
+            yield from _durable.record_step(lease, worker_id, name, seq, encoded)
+            return encoded
+
+        tried = 0
+        while True:
+            self._guard()
+            try:
+                encoded = await backend.arun_around(lambda conn: fn(conn, *args, **kwargs), record)
+                break
+            except LostLease:
+                self.mark_lost()
+                raise
+            except Exception:
+                if tried >= options.retries:
+                    raise
+                tried += 1
+                await asyncio.sleep(options.delay_s(tried))
+        return codec.decode(encoded, what="step result")
 
     async def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
@@ -637,6 +865,50 @@ class SyncTaskContext:
     def snooze(self, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
         """Snooze the task: queued again after ``delay``, no attempt spent (see ``TaskContext``)."""
         return self._call(self._inner.snooze(delay, delay_ms=delay_ms))
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: Any = 1.0,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn`` once per task, its result recorded (see ``TaskContext.step``).
+
+        ``fn`` runs in the handler's thread, retries wait with ``time.sleep``; a
+        transactional step's ``fn`` runs where the backend's transaction is (see
+        ``TaskContext.step``).
+        """
+        options = step_options(name, fn, retries, backoff)
+        inner = self._inner
+        recorded, seq = self._call(inner._step_begin(options.name))
+        if recorded is not _UNRECORDED:
+            return recorded
+        if transactional:
+            return self._call(inner._transaction_step(options, seq, fn, args, kwargs))
+        tried = 0
+        while True:
+            inner._guard()
+            try:
+                value = fn(*args, **kwargs)
+                break
+            except Exception:
+                if tried >= options.retries:
+                    raise
+                tried += 1
+                time.sleep(options.delay_s(tried))
+        return self._call(inner._step_record(options.name, seq, value))
+
+    def transaction_step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``step(..., transactional=True)``."""
+        return self.step(name, fn, *args, transactional=True, **kwargs)
+
+    def steps(self) -> dict[str, Any]:
+        """The results every attempt of this task recorded so far, by step name."""
+        return self._call(self._inner.steps())
 
     def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any

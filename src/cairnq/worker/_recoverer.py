@@ -17,6 +17,7 @@ from .._periodic import PeriodicJob
 from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
 from ..models import Task
+from ..protocol import durable as _durable
 from ..protocol import ops as _ops
 from ._context import Runtime, TaskEvent
 from ._executor import OnError
@@ -72,7 +73,10 @@ class Recoverer:
             if not await self.backend.arun(_ops.expired_leases_exist(), write=False):
                 break
             rows: list[Mapping[str, Any]] = await self.backend.arun(
-                _ops.recover(RECOVER_LIMIT), write=True
+                _durable.recover(RECOVER_LIMIT)
+                if self.runtime.history
+                else _ops.recover(RECOVER_LIMIT),
+                write=True,
             )
             recovered += len(rows)
             self.announce(rows)

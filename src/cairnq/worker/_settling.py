@@ -17,11 +17,12 @@ from typing import Any
 
 from ..backends import Backend
 from ..errors import LostLease
+from ..protocol import durable as _durable
 from ..protocol import ops as _ops
 from ._executor import OnError
 
 MAX_GROUP = 256
-Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]
+Pending = tuple[_ops.Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
 
 
 class Settler:
@@ -35,10 +36,21 @@ class Settler:
         self._flushing = False
         self._task: asyncio.Future[None] | None = None
         self._rejects: set[asyncio.Future[Any]] = set()
+        # Whether each ended attempt is recorded in the attempt history (x0009 applied).
+        self.history = False
 
-    def reject(self, lease: _ops.Lease, error: str) -> None:
-        """Fail a claimed task for good with ``error`` (an encoded envelope), in the background."""
-        op = _ops.fail(lease, self._worker_id, error, retryable=False, delay_ms=0)
+    def reject(self, lease: _ops.Lease, error: str, started: int | None = None) -> None:
+        """Fail a claimed task for good with ``error`` (an encoded envelope), in the background.
+
+        ``started`` is when it was claimed, for the attempt history.
+        """
+        op = (
+            _durable.fail(
+                lease, self._worker_id, error, retryable=False, delay_ms=0, started=started
+            )
+            if self.history
+            else _ops.fail(lease, self._worker_id, error, retryable=False, delay_ms=0)
+        )
         call = asyncio.ensure_future(self._backend.arun(op, write=True))
         self._rejects.add(call)
         call.add_done_callback(self._rejected)
@@ -56,23 +68,31 @@ class Settler:
         if self._rejects:
             await asyncio.wait(set(self._rejects), timeout=timeout_s)
 
-    async def release(self, lease: _ops.Lease) -> None:
+    async def release(self, lease: _ops.Lease, started: int | None = None) -> None:
         """Hand a task this worker stopped running back to the queue, its attempt uncounted."""
-        op = _ops.release(lease, self._worker_id)
+        op = (
+            _durable.release(lease, self._worker_id, started)
+            if self.history
+            else _ops.release(lease, self._worker_id)
+        )
         try:
             await self._backend.arun(op, write=True)
         except Exception as exc:
             if self._report is not None:
                 self._report(exc, {"phase": "shutdown", "task_id": lease.id})
 
-    async def complete(self, lease: _ops.Lease, result: str | None) -> Mapping[str, Any]:
+    async def complete(
+        self, lease: _ops.Lease, result: str | None, started: int | None = None
+    ) -> Mapping[str, Any]:
         """Settle ``lease`` as ``complete`` would; returns its row (id, status, queue).
+
+        ``started`` is when the attempt was claimed, for the attempt history.
 
         Raises:
             LostLease: the attempt was no longer owned when the group was written.
         """
         future: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append((lease, result, future))
+        self._pending.append((lease, result, started, future))
         if not self._flushing:
             self._flushing = True
             self._task = asyncio.ensure_future(self._flush())
@@ -82,19 +102,23 @@ class Settler:
         try:
             while self._pending:
                 group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
-                op = _ops.complete_many(
-                    [lease for lease, _, _ in group],
-                    [result for _, result, _ in group],
-                    self._worker_id,
+                leases = [lease for lease, _, _, _ in group]
+                results = [result for _, result, _, _ in group]
+                op = (
+                    _durable.complete_many(
+                        leases, results, self._worker_id, [start for _, _, start, _ in group]
+                    )
+                    if self.history
+                    else _ops.complete_many(leases, results, self._worker_id)
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)
                 except Exception as exc:
-                    for _, _, future in group:
+                    for _, _, _, future in group:
                         if not future.done():
                             future.set_exception(exc)
                     continue
-                for lease, _, future in group:
+                for lease, _, _, future in group:
                     if future.done():
                         continue
                     row = rows.get(lease.id)

@@ -29,6 +29,7 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..models import TaskDef
+from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
@@ -850,6 +851,7 @@ class Worker:
             opened = await self._open()
             if opened:
                 await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
+                await self._check_history()
         except BaseException:
             self._running = False
             raise
@@ -873,6 +875,7 @@ class Worker:
         )
         self._wake = wake = backend.hub.subscribe(wants_queued(self.queues), claims=True)
         settler = Settler(backend, self.worker_id, self._report)
+        settler.history = self._runtime.history
         self._runtime.settler = settler
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
         try:
@@ -1042,11 +1045,30 @@ class Worker:
             self._drain_deadline = 0.0
         self.stop()
 
+    async def _check_history(self) -> None:
+        """Record attempt history only where ``x0009_steps.sql`` is applied; say so once if not."""
+        ready = await self.client.backend.arun(_durable.steps_ready(), write=False)
+        self._runtime.history = ready
+        if not ready:
+            log.info(
+                "this database lacks %s: attempts are not recorded in the history and "
+                "ctx.step raises SchemaIncomplete (run `cairnq migrate` to add it)",
+                _durable.STEPS_MIGRATION,
+                extra={"worker_id": self.worker_id},
+            )
+
     def _give_up(self, exc: SchemaIncomplete) -> None:
         self._fail(exc, False)
 
     async def recover_expired(self, *, batches: int = RECOVERY_BATCHES) -> int:
-        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
+        """Recover expired leases now, at most ``batches`` x 100 rows; returns how many.
+
+        Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
+        """
+        if not self._running:
+            self._runtime.history = await self.client.backend.arun(
+                _durable.steps_ready(), write=False
+            )
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------
@@ -1096,7 +1118,10 @@ class Worker:
             )
         if leftovers and self._fatal is None:
             await asyncio.wait(
-                [asyncio.ensure_future(settler.release(ctx.lease)) for ctx in leftovers],
+                [
+                    asyncio.ensure_future(settler.release(ctx.lease, ctx.claimed_at_ms))
+                    for ctx in leftovers
+                ],
                 timeout=SHUTDOWN_WRITE_TIMEOUT_S,
             )
         await settler.wait_rejects(SHUTDOWN_WRITE_TIMEOUT_S)
