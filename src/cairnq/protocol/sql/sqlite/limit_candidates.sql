@@ -1,0 +1,19 @@
+-- One page of due queued tasks of the listed queues (and names, unless null), in claim order,
+-- after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page).
+-- Returns (id, name, queue, payload, metadata, priority, run_at_ms) per task, in claim order.
+-- params: queues, names, now_ms, after_priority, after_run_at_ms, after_id, limit
+select id, name, queue, payload, metadata, priority, run_at_ms
+from cairnq_tasks
+where queue in (select value from json_each(:queues))
+  and status = 'queued'
+  and (:names is null or name in (select value from json_each(:names)))
+  and run_at_ms <= :now_ms
+  and (
+      :after_id is null
+      or priority < :after_priority
+      or (priority = :after_priority and (
+          run_at_ms > :after_run_at_ms or (run_at_ms = :after_run_at_ms and id > :after_id)
+      ))
+  )
+order by priority desc, run_at_ms asc, id asc
+limit :limit;
