@@ -50,6 +50,7 @@ from .errors import (
     UnsupportedBackend,
     error_envelope,
 )
+from .limits import Limit, LimitKeyError, LimitUsage
 from .migrate import migrate
 from .models import (
     STATUSES,
@@ -88,6 +89,8 @@ __all__ = [
     "RetentionRule",
     "Schedule",
     "ScheduleSlot",
+    "Limit",
+    "LimitUsage",
     # backends
     "Backend",
     "SQLiteBackend",
@@ -124,6 +127,7 @@ __all__ = [
     "EventLoopMismatch",
     "InvalidArgument",
     "ListenUnavailable",
+    "LimitKeyError",
     "LostLease",
     "ProtocolVersionMismatch",
     "QueueFull",

@@ -38,6 +38,7 @@ from .errors import (
     UnsupportedBackend,
 )
 from .hooks import SubmitHook
+from .limits import Limit, LimitUsage
 from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from .protocol import ops as _ops
 from .protocol.procedures import Nap, Procedure, Run
@@ -55,6 +56,8 @@ SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
 ScheduleList = list[Schedule]
+LimitList = list[Limit]
+LimitUsageList = list[LimitUsage]
 SlotList = list[ScheduleSlot]
 UnservedList = list[UnservedTasks]
 

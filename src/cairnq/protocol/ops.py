@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _ids
 from .._json import JsonCodec
@@ -27,6 +27,9 @@ from ..errors import (
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from .steps import NOW, Call, Emit, Op, Row, Script, single_statement
+
+if TYPE_CHECKING:
+    from .limits import ClaimGate
 
 PROTOCOL_VERSION = 1
 MAX_TEXT_BYTES = 1000
@@ -605,6 +608,7 @@ def claim(
     draws: Sequence[Draw],
     recover_limit: int,
     recovered: list[Row] | None = None,
+    gate: ClaimGate | None = None,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -612,6 +616,8 @@ def claim(
     worker's to fail, not a reason to abort the whole claim), in claim order.
     ``recovered``, when given, receives the rows the recovery moved out of
     ``running``, from the attempt that committed (a retried transaction starts it over).
+    ``gate``, when given, holds the limits in force: a draw some limit governs is
+    claimed through it (``protocol.limits``); every other draw as without it.
     """
     rows = yield from recover(recover_limit)
     if recovered is not None:
@@ -620,18 +626,25 @@ def claim(
     for draw in draws:
         if draw.limit <= 0 or (draw.names is not None and not draw.names):
             continue
+        governing = gate.governing(queues, draw.names) if gate is not None else []
+        if gate is not None and governing:
+            rows = yield from gate.claim(
+                queues, draw.names, draw.limit, worker_id, lease_ms, governing
+            )
+            claimed.extend(rows)
+            continue
         statement, params = _claim_variant(queues, draw.names)
         params.update(
             {"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": draw.limit}
         )
         rows = yield Call(statement, params)
         if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-            rows = yield from _hand_out_tokens(rows)
+            rows = yield from hand_out_tokens(rows)
         claimed.extend(sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"])))
     return claimed
 
 
-def _hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
+def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
     """A new lease token for each claimed row, in the claim's transaction.
 
     PostgreSQL's claim statements raise the tokens themselves; SQLite has no

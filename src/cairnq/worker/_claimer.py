@@ -31,6 +31,7 @@ from ..protocol import ops as _ops
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor, OnError
+from ._limits import LimitBook
 from ._recoverer import RECOVER_LIMIT, Recoverer
 from ._registry import Registration, Registry
 from ._settling import Settler
@@ -38,6 +39,8 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+# The longest wait for a rate limit's next token: limits are reloaded about this often.
+RATE_WAIT_MAX_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Claimer:
         report: OnError,
         stop: Callable[[], None],
         fail: Callable[[DatabaseError, bool], None],
+        book: LimitBook | None = None,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -94,6 +98,8 @@ class Claimer:
         self._typical_payload = 1024.0
         self._turn = 0
         self._backlog = False
+        self.book = book
+        self._rate_wait_s: float | None = None
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -142,7 +148,8 @@ class Claimer:
                 )
                 self._stop()
             else:
-                await wake.wait_async(poll_s)
+                wait_s, self._rate_wait_s = self._rate_wait_s, None
+                await wake.wait_async(poll_s if wait_s is None else min(RATE_WAIT_MAX_S, wait_s))
 
     async def _pause_after_error(self, seconds: float) -> None:
         """Wait out an error backoff: only ``stop()`` ends it early.
@@ -208,11 +215,16 @@ class Claimer:
             names = self.registry.names()
             if not await backend.arun(_ops.probe(queues, names), write=False):
                 return []
+        gate = await self.book.refresh() if self.book is not None else None
         recovered: list[Mapping[str, Any]] = []
         claim = _ops.claim(
-            queues, self.worker_id, self.limits.lease_ms, draws, RECOVER_LIMIT, recovered
+            queues, self.worker_id, self.limits.lease_ms, draws, RECOVER_LIMIT, recovered, gate
         )
         rows = await backend.arun(claim, write=True)
+        if gate is not None and gate.retry_after_ms is not None and not rows:
+            # Rate-limited: the next token is due then, so waiting longer gains nothing
+            # and waiting less finds nothing.
+            self._rate_wait_s = gate.retry_after_ms / 1000
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
@@ -237,6 +249,10 @@ class Claimer:
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
         lease = _ops.Lease.of(row)
+        limit_error = row.get("limit_error") if isinstance(row, dict) else None
+        if limit_error is not None:
+            self._reject(lease, limit_error)
+            return None
         if registration is None:
             envelope = error_envelope(
                 "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from .. import _ids
@@ -28,6 +28,7 @@ from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
+from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
@@ -38,6 +39,7 @@ from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._heartbeater import Heartbeater
+from ._limits import LimitBook, check_declared
 from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
@@ -120,6 +122,11 @@ class Worker:
             ``cairnq schedules add``): every worker may, one at a time under a
             named lease. ``False`` leaves it to other workers; schedules this
             worker declares are then not stored either.
+        limits: Concurrency and rate limits (``Limit.concurrency``, ``Limit.rate``)
+            stored in the database when the worker starts and enforced by every
+            cairnq worker on it, together with the limits operators set there.
+            A worker declaring limits refuses to start on a database without
+            them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
 
     Example::
 
@@ -157,6 +164,7 @@ class Worker:
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
         schedules: bool = True,
+        limits: Sequence[Limit] | None = None,
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
@@ -215,6 +223,8 @@ class Worker:
         self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
         self.registry = Registry(resources)
         self.evaluates_schedules = bool(schedules)
+        self.limits = check_declared(limits)
+        self._book = LimitBook(self.client.backend, self.limits, self.worker_id)
         # Declared by name; stored (definitions replaced) when the worker starts.
         self._schedules: dict[str, ScheduleSpec] = {}
         self._scheduler: Scheduler | None = None
@@ -822,6 +832,7 @@ class Worker:
             opened = await self._open()
             if opened:
                 await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
+                await self._book.start()
         except BaseException:
             self._running = False
             raise
@@ -860,6 +871,7 @@ class Worker:
             report=self._report,
             stop=self.stop,
             fail=self._fail,
+            book=self._book if self._book.enabled else None,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done

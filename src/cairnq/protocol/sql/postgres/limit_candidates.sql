@@ -1,9 +1,9 @@
 -- One page of due queued tasks of the listed queues (and names, unless null), in claim order,
 -- after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page).
 -- Locks the rows it returns and skips rows locked elsewhere.
--- Returns (id, name, queue, payload, metadata, priority, run_at_ms) per task, in claim order.
+-- Returns the task rows, in claim order.
 -- params: queues, names, now_ms, after_priority, after_run_at_ms, after_id, limit
-select id, name, queue, payload, metadata, priority, run_at_ms
+select *
 from cairnq_tasks
 where queue = any(:queues::text[])
   and status = 'queued'
