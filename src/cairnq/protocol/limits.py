@@ -168,7 +168,8 @@ class ClaimGate:
     ``limits``: the limits in force (refreshed from the database by the worker).
     ``retry_after_ms``: after a limited claim that admitted nothing for want of rate
     tokens, how long until the first such token is due (else ``None``).
-    ``blocked``: due tasks the last limited claim passed over (over a limit).
+    ``blocked``: due tasks limited claims passed over (over a limit) since the caller
+    last reset it.
     """
 
     limits: Sequence[Limit]
@@ -210,7 +211,7 @@ class ClaimGate:
         # gone from the table governs nothing.
         active = [limit.with_amounts(current[limit.id]) for limit in limits if limit.id in current]
         if not active:
-            return []
+            return (yield from _ops.claim_draw(queues, names, want, worker_id, lease_ms))
         now = yield from _now()
         names_active = [limit.id for limit in active]
         yield Call("limit_keys_prune", {"names": names_active})
@@ -276,7 +277,7 @@ class ClaimGate:
                     break
             if len(page) < PAGE:
                 break
-        self.blocked = blocked
+        self.blocked += blocked
         self.retry_after_ms = min(rate_waits) if rate_waits and not admitted else None
         chosen = [row["id"] for row, _ in admitted] + list(refused)
         if not chosen:

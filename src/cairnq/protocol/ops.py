@@ -633,15 +633,22 @@ def claim(
             )
             claimed.extend(rows)
             continue
-        statement, params = _claim_variant(queues, draw.names)
-        params.update(
-            {"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": draw.limit}
-        )
-        rows = yield Call(statement, params)
-        if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-            rows = yield from hand_out_tokens(rows)
-        claimed.extend(sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"])))
+        rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
+        claimed.extend(rows)
     return claimed
+
+
+def claim_draw(
+    queues: Sequence[str], names: Sequence[str] | None, limit: int, worker_id: str, lease_ms: int
+) -> Op[list[Row]]:
+    """Claim up to ``limit`` due tasks of ``names`` in ``queues``: one statement (and the
+    lease tokens); the claimed rows in claim order."""
+    statement, params = _claim_variant(queues, names)
+    params.update({"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": limit})
+    rows = yield Call(statement, params)
+    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+        rows = yield from hand_out_tokens(rows)
+    return sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
 
 
 def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:

@@ -100,6 +100,7 @@ class Claimer:
         self._backlog = False
         self.book = book
         self._rate_wait_s: float | None = None
+        self._held_back = False
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -142,7 +143,7 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-            elif self.until_idle and not self.calls:
+            elif self.until_idle and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
                 )
@@ -216,6 +217,8 @@ class Claimer:
             if not await backend.arun(_ops.probe(queues, names), write=False):
                 return []
         gate = await self.book.refresh() if self.book is not None else None
+        if gate is not None:
+            gate.blocked = 0
         recovered: list[Mapping[str, Any]] = []
         claim = _ops.claim(
             queues, self.worker_id, self.limits.lease_ms, draws, RECOVER_LIMIT, recovered, gate
@@ -228,6 +231,8 @@ class Claimer:
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
+        # Due tasks held back by a limit are work still to come, not idleness.
+        self._held_back = gate is not None and gate.blocked > 0
         return rows
 
     def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
