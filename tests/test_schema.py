@@ -89,6 +89,7 @@ EXTENSION_MIGRATIONS = [
     "x0003_leases.sql",
     "x0004_worker_names.sql",
     "x0005_schedules.sql",
+    "x0006_limits.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -115,6 +116,7 @@ INDEXES = {
         "status in ('succeeded', 'failed', 'canceled')",
     ),
     "cairnq_schedules_next_idx": (["next_ms"], None),
+    "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -172,7 +174,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
         }
         fks = [
             (table, *fk)
-            for table in ("cairnq_task_keys", "cairnq_leases")
+            for table in ("cairnq_task_keys", "cairnq_leases", "cairnq_limit_keys")
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
@@ -299,9 +301,12 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
         "cairnq_leases",
+        "cairnq_limit_keys",
+        "cairnq_limits",
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
         "cairnq_task_keys",
@@ -350,7 +355,7 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
 
 def test_key_rows_and_lease_tokens_cascade_from_their_task(db: Database) -> None:
     fks = read_schema(db)["fks"]
-    children = ("cairnq_task_keys", "cairnq_leases")
+    children = ("cairnq_task_keys", "cairnq_leases", "cairnq_limit_keys")
     if db.kind == "sqlite":
         assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
     else:

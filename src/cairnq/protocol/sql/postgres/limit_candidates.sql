@@ -1,6 +1,4 @@
--- One page of due queued tasks of the listed queues (and names, unless null), in claim order,
--- after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page).
--- Locks the rows it returns and skips rows locked elsewhere.
+-- One page of due queued tasks of the listed queues (and names, unless null) after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page); locks the rows it returns, skipping rows locked elsewhere.
 -- Returns the task rows, in claim order.
 -- params: queues, names, now_ms, after_priority, after_run_at_ms, after_id, limit
 select *

@@ -1,5 +1,4 @@
--- One page of due queued tasks of the listed queues (and names, unless null), in claim order,
--- after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page).
+-- One page of due queued tasks of the listed queues (and names, unless null) after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first page).
 -- Returns the task rows, in claim order.
 -- params: queues, names, now_ms, after_priority, after_run_at_ms, after_id, limit
 select *

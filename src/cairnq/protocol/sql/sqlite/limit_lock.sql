@@ -1,5 +1,4 @@
--- Reads the named limits inside the write transaction (which SQLite runs one at a time, so
--- claims under a limit are serialised by it).
+-- Reads the named limits inside the write transaction (which SQLite runs one at a time, so claims under a limit are serialised by it).
 -- Returns one row per limit that exists.
 -- params: names
 select name, scope, target, key_path, kind, amount, period_ms, burst, source, updated_at_ms
