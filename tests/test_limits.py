@@ -55,8 +55,8 @@ def _keys(rows: Sequence[Any]) -> Counter[str]:
     return Counter(Task.from_row(r).payload["customer"] for r in rows)
 
 
-async def _submit(cq: CairnQ, customer: str, count: int, **options: Any) -> None:
-    await cq.submit_many([("job", {"customer": customer}) for _ in range(count)], **options)
+async def _submit(cq: CairnQ, customer: str, count: int) -> None:
+    await cq.submit_many([("job", {"customer": customer}) for _ in range(count)])
 
 
 async def _stored_gate(cq: CairnQ, *limits: Limit) -> ClaimGate:

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,6 +35,7 @@ MAX_LIMIT = 2**31 - 1
 MAX_KEY_BYTES = 1000
 KEY_ROOTS = ("payload", "metadata")
 FUNCTION_PREFIX = "call:"
+_PATH_PART = re.compile(r"[A-Za-z0-9_\-]+")
 
 KeyFunction = Callable[[Task], str]
 Kind = Literal["concurrency", "rate"]
@@ -75,10 +77,15 @@ def _period(per: Any) -> int:
 
 def _key_path(key: str) -> str:
     parts = key.split(".")
-    if len(parts) < 2 or parts[0] not in KEY_ROOTS or not all(parts[1:]):
+    if (
+        len(parts) < 2
+        or parts[0] not in KEY_ROOTS
+        or not all(_PATH_PART.fullmatch(part) for part in parts[1:])
+    ):
         raise InvalidArgument(
             f"key {key!r} must be a path into the payload or the metadata, "
-            "such as 'payload.customer' or 'metadata.tenant.id', or a function of the task"
+            "such as 'payload.customer' or 'metadata.tenant.id' (letters, digits, _ and -), "
+            "or a function of the task"
         )
     return key
 
@@ -245,6 +252,13 @@ class Limit:
         )
 
     @property
+    def json_path(self) -> str | None:
+        """A path key as a JSON path into its root column (``$."customer"``), else ``None``."""
+        if self.key is None or self.function_key:
+            return None
+        return "$" + "".join(f'."{part}"' for part in self.key.split(".")[1:])
+
+    @property
     def function_key(self) -> bool:
         """Whether the key is a function (computed only where it is declared)."""
         return self.key is not None and self.key.startswith(FUNCTION_PREFIX)
@@ -269,8 +283,18 @@ class Limit:
                     f"limit {self.id!r}: the key function raised {type(exc).__name__}: {exc}"
                 ) from exc
             return key_text(value, f"limit {self.id!r}: the key function")
+        return self.key_in(task.payload, task.metadata)
+
+    def key_in(self, payload: Any, metadata: Any) -> str:
+        """The key a path limit reads from a task's decoded payload and metadata.
+
+        Raises:
+            LimitKeyError: the path is missing or its value is not a string or integer.
+        """
+        if self.key is None:
+            return ""
         root, *path = self.key.split(".")
-        found: Any = task.payload if root == "payload" else task.metadata
+        found: Any = payload if root == "payload" else metadata
         for part in path:
             if not isinstance(found, Mapping) or part not in found:
                 raise LimitKeyError(f"limit {self.id!r}: the task has no {self.key}")

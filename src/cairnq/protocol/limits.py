@@ -234,6 +234,7 @@ class ClaimGate:
         blocked = 0
         cursor: tuple[Any, Any, Any] = (None, None, None)
         scanned = 0
+        sieve = _sieve(active, queues, names, running)
         while len(admitted) + len(refused) < want and scanned < self._scan:
             page = yield Call(
                 "limit_candidates",
@@ -244,6 +245,7 @@ class ClaimGate:
                     "after_priority": cursor[0],
                     "after_run_at_ms": cursor[1],
                     "after_id": cursor[2],
+                    **sieve,
                     "limit": PAGE,
                 },
             )
@@ -277,6 +279,8 @@ class ClaimGate:
                     break
             if len(page) < PAGE:
                 break
+        if sieve["skip_keys"]:
+            blocked += 1  # the saturated keys' tasks were filtered out unseen, not claimed
         self.blocked += blocked
         self.retry_after_ms = min(rate_waits) if rate_waits and not admitted else None
         chosen = [row["id"] for row, _ in admitted] + list(refused)
@@ -317,6 +321,39 @@ class ClaimGate:
         return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
 
 
+def _sieve(
+    active: Sequence[Limit],
+    queues: Sequence[str],
+    names: Sequence[str] | None,
+    running: dict[tuple[str, str], int],
+) -> dict[str, Any]:
+    """The candidate statement's key filter: the keys a path-keyed concurrency limit that
+    governs every task of the draw has saturated, so the page never holds their tasks.
+
+    Only such a limit may filter (a limit governing part of the draw would hide tasks
+    it does not govern); the rest are checked task by task.
+    """
+    for limit in active:
+        whole = (limit.scope == "queue" and list(queues) == [limit.target]) or (
+            limit.scope == "name" and names is not None and list(names) == [limit.target]
+        )
+        if limit.kind != "concurrency" or limit.json_path is None or not whole:
+            continue
+        full = sorted(
+            key for (lid, key), n in running.items() if lid == limit.id and n >= limit.amount
+        )
+        if full:
+            root = (limit.key or "").split(".")[0]
+            return {"key_root": root, "key_path": limit.json_path, "skip_keys": full}
+    return {"key_root": None, "key_path": None, "skip_keys": None}
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        return json.loads(value)
+    return value
+
+
 def _keys(row: Row, governing: Sequence[Limit]) -> list[tuple[Limit, str]] | None:
     """Each governing limit with the key ``row`` counts under; ``None`` when a function
     key is not known here.
@@ -329,15 +366,20 @@ def _keys(row: Row, governing: Sequence[Limit]) -> list[tuple[Limit, str]] | Non
         return []
     if any(limit.function_key and limit.key_function is None for limit in governing):
         return None
-    task: Task | None = None
     keys = []
     for limit in governing:
-        if limit.key is not None and task is None:
-            try:
-                task = Task.from_row(row)
-            except SerializationError as exc:
-                raise LimitKeyError(f"limit {limit.id!r}: the task cannot be read: {exc}") from exc
-        keys.append((limit, limit.key_of(task) if task is not None else ""))
+        if limit.key is None:
+            keys.append((limit, ""))
+            continue
+        try:
+            if limit.key_function is not None:
+                keys.append((limit, limit.key_of(Task.from_row(row))))
+                continue
+            root = limit.key.split(".")[0]
+            fields = _decoded(row[root])
+        except (SerializationError, ValueError) as exc:
+            raise LimitKeyError(f"limit {limit.id!r}: the task cannot be read: {exc}") from exc
+        keys.append((limit, limit.key_in(fields, fields)))
     return keys
 
 

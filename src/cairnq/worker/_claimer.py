@@ -212,6 +212,7 @@ class Claimer:
         """
         backend = self.client.backend
         queues = self.limits.queues
+        self._held_back = False
         if probe and not self._backlog:
             names = self.registry.names()
             if not await backend.arun(_ops.probe(queues, names), write=False):
