@@ -411,3 +411,25 @@ async def test_a_claim_without_a_gate_takes_limited_tasks_freely(db: Database) -
         await _stored_gate(cq, Limit.concurrency(1, queue="default"))
         await _submit(cq, "a", 3)
         assert len(await _claim(cq, None, 3)) == 3
+
+
+def test_the_command_line_sets_lists_and_removes_a_limit(tmp_path: Any) -> None:
+    import io
+
+    from cairnq.cli import main
+
+    where = ["--db", f"sqlite:///{tmp_path / 'cli.db'}"]
+    out = io.StringIO()
+    assert main([*where, "migrate"], out) == 0
+    assert (
+        main([*where, "limits", "set", "2", "--queue", "emails", "--key", "payload.customer"], out)
+        == 0
+    )
+    assert main([*where, "limits", "set", "0", "--queue", "emails"], out) == 1
+    listing = io.StringIO()
+    assert main([*where, "limits", "ls"], listing) == 0
+    assert "2 running at once per payload.customer in queue emails" in listing.getvalue()
+    assert main([*where, "limits", "rm", "concurrency:queue=emails:payload.customer"], out) == 0
+    empty = io.StringIO()
+    assert main([*where, "limits", "ls"], empty) == 0
+    assert empty.getvalue() == "no limits\n"
