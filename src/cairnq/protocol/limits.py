@@ -27,6 +27,8 @@ from .steps import NOW, Call, Op, Row
 
 LIMITS_MIGRATION = "x0006_limits.sql"
 PAGE = 256
+MIN_PAGE = 16
+PRUNE_EVERY = 16
 MAX_SCAN = 4096
 WAITING_CAP = 10_000
 SOURCES = ("worker", "operator")
@@ -176,6 +178,7 @@ class ClaimGate:
     retry_after_ms: int | None = None
     blocked: int = 0
     _scan: int = field(default=MAX_SCAN, repr=False)
+    _claims: int = field(default=0, repr=False)
 
     def governing(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Limit]:
         """The limits that can govern a draw of ``names`` (``None``: any) in ``queues``."""
@@ -214,7 +217,11 @@ class ClaimGate:
             return (yield from _ops.claim_draw(queues, names, want, worker_id, lease_ms))
         now = yield from _now()
         names_active = [limit.id for limit in active]
-        yield Call("limit_keys_prune", {"names": names_active})
+        self._claims += 1
+        if self._claims % PRUNE_EVERY == 1:
+            # Rows of tasks no longer running count for nothing (the count joins on
+            # status); pruning now and then only keeps the table small.
+            yield Call("limit_keys_prune", {"names": names_active})
         running: dict[tuple[str, str], int] = {}
         for row in (yield Call("limit_running", {"names": names_active})):
             running[(row["limit_name"], row["key_value"])] = int(row["running"])
@@ -246,7 +253,7 @@ class ClaimGate:
                     "after_run_at_ms": cursor[1],
                     "after_id": cursor[2],
                     **sieve,
-                    "limit": PAGE,
+                    "limit": min(PAGE, max(MIN_PAGE, 2 * want)),
                 },
             )
             for row in page:
@@ -277,7 +284,7 @@ class ClaimGate:
                 admitted.append((row, keys))
                 if len(admitted) + len(refused) >= want:
                     break
-            if len(page) < PAGE:
+            if len(page) < min(PAGE, max(MIN_PAGE, 2 * want)):
                 break
         if sieve["skip_keys"]:
             blocked += 1  # the saturated keys' tasks were filtered out unseen, not claimed
