@@ -767,7 +767,7 @@ def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Itera
     the history. Runs of every worker process are counted together.
     """
     _, ends = _runs(h)
-    horizon = max((event["t"] for event in h.events), default=0.0)
+    horizon = max((event.get("t", 0.0) for event in h.events), default=0.0)
     spans: dict[Any, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
     limits: dict[Any, int] = {}
     for event in h.events:
