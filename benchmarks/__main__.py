@@ -38,6 +38,9 @@ ROWS = [
     ("drain_1p_per_s", "drain, 1 worker process (tasks/s)"),
     ("drain_2p_per_s", "drain, 2 worker processes (tasks/s)"),
     ("drain_4p_per_s", "drain, 4 worker processes (tasks/s)"),
+    ("drain_limits_none_per_s", "drain over 100 keys, no limits, 1 process (tasks/s)"),
+    ("drain_limits_loose_per_s", "... with a per-key limit that never binds (tasks/s)"),
+    ("drain_limits_one_per_s", "... with at most 1 running per key (tasks/s)"),
     ("latency_p50_ms", "submit -> handler start, p50 (ms)"),
     ("latency_p95_ms", "submit -> handler start, p95 (ms)"),
     ("latency_p99_ms", "submit -> handler start, p99 (ms)"),
@@ -58,6 +61,8 @@ def _cairnq(backend: str, folder: Path, sizes: dict[str, int]) -> dict[str, Any]
     figures.update(asyncio.run(bench.submit_bulk(fresh("bulk"), sizes["drain"])))
     for processes in (1, 2, 4):
         figures.update(bench.drain(fresh(f"drain{processes}"), sizes["drain"], processes))
+    for limits in ("none", "loose", "one"):
+        figures.update(bench.drain_limited(fresh(f"limits-{limits}"), sizes["drain"], limits))
     figures.update(bench.latency(fresh("latency"), sizes["latency"]))
     figures.update(bench.backlog(fresh("backlog"), sizes["due"], sizes["backlog"]))
     figures.update(bench.probe_cost(fresh("probe"), sizes["backlog"]))

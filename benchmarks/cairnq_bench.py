@@ -109,6 +109,32 @@ def drain(url: str, count: int, processes: int, concurrency: int = 100) -> dict[
     return {f"drain_{processes}p_per_s": count / elapsed, f"drain_{processes}p_rss_mb": max(rss)}
 
 
+def drain_limited(url: str, count: int, limits: str, keys: int = 100) -> dict[str, Any]:
+    """``drain`` by one worker process of tasks over ``keys`` keys (``payload.k``), with
+    the worker's ``limits`` (``none``, ``loose``: a limit that never binds, ``one``: at
+    most 1 running per key); timed as ``drain``, every task checked succeeded."""
+    with SyncCairnQ.connect(url) as cq:
+        for start in range(0, count, 1000):
+            cq.submit_many(
+                [("noop", {"k": f"k{(start + i) % keys}"}) for i in range(min(1000, count - start))]
+            )
+    started = time.perf_counter()
+    worker = subprocess.run(
+        [sys.executable, "-m", "benchmarks.worker_main", url, "100", limits],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    elapsed = time.perf_counter() - started
+    if worker.returncode != 0:
+        raise BenchmarkError(f"a limited drain worker failed: {worker.stderr[-2000:]}")
+    done = _count(url, "succeeded")
+    if done != count:
+        raise BenchmarkError(f"limited drain finished {done} of {count} tasks")
+    return {f"drain_limits_{limits}_per_s": count / elapsed}
+
+
 def latency(url: str, samples: int) -> dict[str, Any]:
     """Submit here, handler start in an idle worker process: p50/p95/p99 in ms."""
     worker = subprocess.Popen(

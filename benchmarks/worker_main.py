@@ -1,4 +1,9 @@
-"""A drain worker process: runs no-op tasks until none is due, then prints its peak RSS."""
+"""A drain worker process: runs no-op tasks until none is due, then prints its peak RSS.
+
+Usage: ``python -m benchmarks.worker_main URL CONCURRENCY [LIMITS]``; LIMITS is
+``loose`` (a concurrency limit per ``payload.k`` no run comes near) or ``one``
+(at most 1 running per ``payload.k``).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,17 @@ import resource
 import sys
 from typing import Any
 
-from cairnq import CairnQ, Worker
+from cairnq import CairnQ, Limit, Worker
+
+LIMITS = {
+    "loose": [Limit.concurrency(1_000_000, queue="default", key="payload.k")],
+    "one": [Limit.concurrency(1, queue="default", key="payload.k")],
+}
 
 
-async def main(url: str, concurrency: int) -> None:
+async def main(url: str, concurrency: int, limits: str = "none") -> None:
     async with CairnQ.connect(url) as cq:
-        worker = Worker(cq, concurrency=concurrency)
+        worker = Worker(cq, concurrency=concurrency, limits=LIMITS.get(limits))
 
         @worker.task
         async def noop(ctx: Any, payload: Any) -> None:
@@ -25,4 +35,4 @@ async def main(url: str, concurrency: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:]))

@@ -646,13 +646,14 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-8:] == [
+        assert applied[-9:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
             "x0003_leases.sql",
             "x0004_worker_names.sql",
             "x0005_schedules.sql",
+            "x0006_limits.sql",
             "x0007_flow.sql",
             "x0009_steps.sql",
         ]

@@ -89,6 +89,7 @@ EXTENSION_MIGRATIONS = [
     "x0003_leases.sql",
     "x0004_worker_names.sql",
     "x0005_schedules.sql",
+    "x0006_limits.sql",
     "x0007_flow.sql",
     "x0009_steps.sql",
 ]
@@ -117,6 +118,7 @@ INDEXES = {
         "status in ('succeeded', 'failed', 'canceled')",
     ),
     "cairnq_schedules_next_idx": (["next_ms"], None),
+    "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -177,6 +179,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
             for table in (
                 "cairnq_task_keys",
                 "cairnq_leases",
+                "cairnq_limit_keys",
                 "cairnq_task_snoozes",
                 "cairnq_task_steps",
                 "cairnq_task_attempts",
@@ -307,10 +310,13 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
         "cairnq_leases",
+        "cairnq_limit_keys",
+        "cairnq_limits",
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_pauses",
+        "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
         "cairnq_task_attempts",
@@ -365,6 +371,7 @@ def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Dat
     children = (
         "cairnq_task_keys",
         "cairnq_leases",
+        "cairnq_limit_keys",
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_task_attempts",

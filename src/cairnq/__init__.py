@@ -52,6 +52,7 @@ from .errors import (
 )
 from .flow import Pause, Snooze, Snoozes
 from .history import Attempt, StepRecord
+from .limits import Limit, LimitKeyError, LimitUsage
 from .migrate import migrate
 from .models import (
     STATUSES,
@@ -95,6 +96,8 @@ __all__ = [
     "Pause",
     "Attempt",
     "StepRecord",
+    "Limit",
+    "LimitUsage",
     # backends
     "Backend",
     "SQLiteBackend",
@@ -131,6 +134,7 @@ __all__ = [
     "EventLoopMismatch",
     "InvalidArgument",
     "ListenUnavailable",
+    "LimitKeyError",
     "LostLease",
     "ProtocolVersionMismatch",
     "QueueFull",

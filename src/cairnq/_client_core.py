@@ -38,6 +38,7 @@ from .errors import (
     UnsupportedBackend,
 )
 from .hooks import SubmitHook
+from .limits import Limit, LimitUsage
 from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from .protocol import ops as _ops
 from .protocol.durable import Attempt, StepRecord
@@ -58,6 +59,8 @@ ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
 ScheduleList = list[Schedule]
 PauseList = list[Pause]
+LimitList = list[Limit]
+LimitUsageList = list[LimitUsage]
 SlotList = list[ScheduleSlot]
 UnservedList = list[UnservedTasks]
 AttemptList = list[Attempt]

@@ -262,6 +262,7 @@ def check(history: History) -> Report:
         inv15_purge_removes_only_finished_rows_past_the_cutoff,
         inv16_storage_integrity,
         inv17_every_ended_run_is_settled_by_its_worker,
+        inv18_running_per_key_stays_within_its_limit,
         inv_no_busy_errors_escaped,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
@@ -759,6 +760,42 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
                 f"handler ended ({event.get('outcome')})",
                 [event],
             )
+
+
+def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-18 (limits hold across processes): handler runs of one limit key never overlap
+    more than the limit, on the shared monotonic clock.
+
+    A run counts from its ``handler_start`` (which names its ``limit_key`` and ``limit``)
+    to its ``handler_end``; a run with no end (its process died) counts to the end of
+    the history. Runs of every worker process are counted together.
+    """
+    _, ends = _runs(h)
+    horizon = max((event.get("t", 0.0) for event in h.events), default=0.0)
+    spans: dict[Any, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
+    limits: dict[Any, int] = {}
+    for event in h.events:
+        if event["event"] != "handler_start" or event.get("limit_key") is None:
+            continue
+        key = event["limit_key"]
+        limits[key] = int(event["limit"])
+        spans[key].append((event["t"], ends.get(event_ident(event), horizon), event))
+    for key, runs in spans.items():
+        edges = sorted(
+            [(start, 1, e) for start, _, e in runs] + [(end, -1, e) for _, end, e in runs],
+            key=lambda edge: (edge[0], edge[1]),
+        )
+        running = 0
+        for _, step, event in edges:
+            running += step
+            if running > limits[key]:
+                yield Violation(
+                    "INV-18",
+                    event.get("task"),
+                    f"{running} runs of limit key {key!r} overlapped; the limit is {limits[key]}",
+                    [event],
+                )
+                break
 
 
 def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:

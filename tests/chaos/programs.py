@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cairnq import CairnQ, TaskContext, TaskEvent, Worker, errors
+from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors
 from cairnq.backends import Backend, SQLiteBackend
 from cairnq.protocol import ops as _ops
 from cairnq.protocol import statements as _protocol
@@ -231,6 +231,47 @@ def _slots_unguarded(dialect: str) -> list[Substitution]:
     ]
 
 
+def _limit_per_process() -> None:
+    """Limits counted per process: a limited claim sees only this worker's running tasks
+    (what a process-local counter, like a worker's ``resources``, would know), so every
+    process admits up to the limit per key on its own."""
+    from cairnq.protocol import limits as _limits
+    from cairnq.protocol.steps import Call
+
+    real = _limits.ClaimGate.claim
+
+    def claim(self: Any, queues: Any, names: Any, want: Any, worker_id: str, *rest: Any) -> Any:
+        op = real(self, queues, names, want, worker_id, *rest)
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, Call) and step.statement == "limit_running":
+                reply = yield from _own_running(self, step.params["names"], worker_id)
+            else:
+                reply = yield step
+
+    def _own_running(gate: Any, names: list[str], worker_id: str) -> Any:
+        params = dict.fromkeys(("status", "queue", "name", "root_id", "correlation_id"))
+        rows = yield Call("list", {**params, "status": "running", "limit": 10_000, "offset": 0})
+        counts: dict[tuple[str, str], int] = {}
+        for row in rows:
+            if row["worker_id"] != worker_id:
+                continue
+            payload = (
+                json.loads(row["payload"]) if isinstance(row["payload"], str) else row["payload"]
+            )
+            for limit in gate.limits:
+                if limit.id in names and limit.governs(row["queue"], row["name"]):
+                    key = limit.key_in(payload, payload)
+                    counts[(limit.id, key)] = counts.get((limit.id, key), 0) + 1
+        return [{"limit_name": n, "key_value": k, "running": c} for (n, k), c in counts.items()]
+
+    _limits.ClaimGate.claim = claim  # type: ignore[method-assign]
+
+
 MUTANTS: dict[str, Mutant] = {
     # Owned writes fenced on the worker id alone, as the reference does.
     "no_fence": Mutant(
@@ -350,6 +391,7 @@ MUTANTS: dict[str, Mutant] = {
     # Neither a slot's primary key nor the schedule's cursor keeps a slot decided once.
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
+    "limit_per_process": Mutant(patch=_limit_per_process),
 }
 
 
@@ -424,6 +466,7 @@ def run_worker(config: dict[str, Any]) -> None:
         worker_id=config.get("worker_id"),
         drain_timeout_ms=config.get("drain_ms", 2000),
         max_run_ms=config.get("max_run_ms"),
+        limits=_limits_of(config),
     )
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
     tokens: dict[tuple[str, int], Any] = {}
@@ -453,7 +496,10 @@ def run_worker(config: dict[str, Any]) -> None:
 
     @worker.task
     async def job(ctx: TaskContext, payload: dict[str, Any]) -> Any:
-        record("handler_start", **claim_of(ctx))
+        limited = {}
+        if config.get("limit") and "customer" in payload:
+            limited = {"limit_key": payload["customer"], "limit": config["limit"]}
+        record("handler_start", **claim_of(ctx), **limited)
         outcome = "cancelled"
         try:
             result = await _run(ctx, payload, rng)
@@ -482,6 +528,13 @@ def run_worker(config: dict[str, Any]) -> None:
     worker.serve()
     # A clean stop: every call drained or handed back (INV-17 holds it to that).
     record("worker_stopped")
+
+
+def _limits_of(config: dict[str, Any]) -> list[Limit]:
+    """``limit: N`` in a worker's config: at most N running at once per ``payload.customer``."""
+    if not config.get("limit"):
+        return []
+    return [Limit.concurrency(config["limit"], queue="default", key="payload.customer")]
 
 
 async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:

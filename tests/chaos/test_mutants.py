@@ -358,6 +358,31 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return run.check()
 
 
+def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Three worker processes with 4 slots each share a limit of 2 running per key over
+    3 keys: 6 may run at once in all, though the processes have room for 12."""
+    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
+    try:
+        with db.sync_client() as client:
+            client.submit_many(
+                [
+                    {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
+                    for i in range(90)
+                ]
+            )
+            for _ in range(3):
+                run.start_worker(concurrency=4, poll_ms=20, limit=2)
+            _until(
+                lambda: client.stats().get("default", {}).get("succeeded", 0) == 90,
+                "every limited task succeeded",
+                timeout=60,
+            )
+    except BaseException:
+        run.stop()
+        raise
+    return _finish(run)
+
+
 # mutant -> (scenario, invariants that must report it, the backend CI runs it on)
 MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "no_fence": (_stale_writer_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
@@ -378,6 +403,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "succeed_in_ignores_cancel": (_effects_run, {"INV-11"}, ("postgres",)),
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
+    "limit_per_process": (_limited_run, {"INV-18"}, ("sqlite", "postgres")),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's)
 CONTROLS: dict[Scenario, tuple[str, ...]] = {
@@ -395,6 +421,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _nasty_errors_run: ("sqlite", "postgres"),
     _full_disk_run: ("sqlite",),
     schedules_run: ("sqlite", "postgres"),
+    _limited_run: ("sqlite", "postgres"),
 }
 
 

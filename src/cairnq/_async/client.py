@@ -24,6 +24,8 @@ from .._client_core import (
     ActivityList,
     AttemptList,
     IdList,
+    LimitList,
+    LimitUsageList,
     PauseList,
     ScheduleList,
     SlotList,
@@ -45,9 +47,11 @@ from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
+from ..limits import Limit
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
+from ..protocol import limits as _limits
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
@@ -616,6 +620,45 @@ class AsyncOperations(_ClientCore):
             done = {step.name for step in await cq.steps(task.id)}
         """
         return await self._run(_durable.steps(task_id), write=False)
+
+    # --- limits --------------------------------------------------------------------------
+
+    async def set_limit(self, limit: Limit) -> Limit:
+        """Store a concurrency or rate limit that every cairnq worker on the database enforces.
+
+        Replaces a limit of the same id; workers apply the change within about a
+        second. A function key is computed only by workers that declare the limit.
+
+        Args:
+            limit: ``Limit.concurrency(...)`` or ``Limit.rate(...)``.
+
+        Returns:
+            The limit as stored (``source="operator"``).
+
+        Raises:
+            InvalidArgument: ``limit`` is not a ``Limit``.
+            SchemaIncomplete: the database lacks the limits tables (``cairnq migrate``).
+
+        Example::
+
+            await cq.set_limit(Limit.concurrency(2, queue="emails", key="payload.customer"))
+        """
+        return await self._run(_limits.put(limit, source="operator"), write=True)
+
+    async def list_limits(self) -> LimitList:
+        """Every stored limit (declared by workers or set by operators), by id."""
+        return await self._run(_limits.list_all(), write=False)
+
+    async def remove_limit(self, limit_id: str) -> bool:
+        """Delete a stored limit; ``False`` when none has the id.
+
+        A worker that declares it stores it again when it next starts.
+        """
+        return await self._run(_limits.remove(limit_id), write=True)
+
+    async def limit_usage(self) -> LimitUsageList:
+        """Each stored limit's running tasks per key, waiting tasks and rate tokens, now."""
+        return await self._run(_limits.usage(), write=False)
 
     async def overview(self) -> SummaryList:
         """Every queue holding a task: counts per status and how late its oldest due task is.

@@ -22,6 +22,7 @@ from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._flow import cmd_pause, cmd_paused, cmd_resume
 from ._inspect import inspect_database, require_cairnq
+from ._limits import add_commands as add_limit_commands
 from ._samples import cmd_conformance, cmd_demo
 from ._schedules import add_commands as add_schedule_commands
 from ._schema import cmd_migrate
@@ -417,6 +418,8 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--queue")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=cmd_stats)
+
+    add_limit_commands(commands, common)
 
     top = command(
         "top",

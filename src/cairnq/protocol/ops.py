@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _ids
 from .._json import JsonCodec
@@ -27,6 +27,9 @@ from ..errors import (
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
 from .steps import NOW, Call, Emit, Op, Row, Script, single_statement
+
+if TYPE_CHECKING:
+    from .limits import ClaimGate
 
 PROTOCOL_VERSION = 1
 MAX_TEXT_BYTES = 1000
@@ -606,6 +609,7 @@ def claim(
     recover_limit: int,
     recovered: list[Row] | None = None,
     recover_with: Callable[[int], Op[list[Row]]] | None = None,
+    gate: ClaimGate | None = None,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -614,6 +618,8 @@ def claim(
     ``recovered``, when given, receives the rows the recovery moved out of
     ``running``, from the attempt that committed (a retried transaction starts it over).
     ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
+    ``gate``, when given, holds the limits in force: a draw some limit governs is
+    claimed through it (``protocol.limits``); every other draw as without it.
     """
     rows = yield from (recover_with or recover)(recover_limit)
     if recovered is not None:
@@ -622,18 +628,32 @@ def claim(
     for draw in draws:
         if draw.limit <= 0 or (draw.names is not None and not draw.names):
             continue
-        statement, params = _claim_variant(queues, draw.names)
-        params.update(
-            {"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": draw.limit}
-        )
-        rows = yield Call(statement, params)
-        if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-            rows = yield from _hand_out_tokens(rows)
-        claimed.extend(sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"])))
+        governing = gate.governing(queues, draw.names) if gate is not None else []
+        if gate is not None and governing:
+            rows = yield from gate.claim(
+                queues, draw.names, draw.limit, worker_id, lease_ms, governing
+            )
+            claimed.extend(rows)
+            continue
+        rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
+        claimed.extend(rows)
     return claimed
 
 
-def _hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
+def claim_draw(
+    queues: Sequence[str], names: Sequence[str] | None, limit: int, worker_id: str, lease_ms: int
+) -> Op[list[Row]]:
+    """Claim up to ``limit`` due tasks of ``names`` in ``queues``: one statement (and the
+    lease tokens); the claimed rows in claim order."""
+    statement, params = _claim_variant(queues, names)
+    params.update({"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": limit})
+    rows = yield Call(statement, params)
+    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+        rows = yield from hand_out_tokens(rows)
+    return sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
+
+
+def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
     """A new lease token for each claimed row, in the claim's transaction.
 
     PostgreSQL's claim statements raise the tokens themselves; SQLite has no

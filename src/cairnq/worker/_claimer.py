@@ -32,6 +32,7 @@ from ..protocol import ops as _ops
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor, OnError
+from ._limits import LimitBook
 from ._pauses import Pauses
 from ._recoverer import RECOVER_LIMIT, Recoverer
 from ._registry import Registration, Registry
@@ -40,6 +41,8 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+# The longest wait for a rate limit's next token: limits are reloaded about this often.
+RATE_WAIT_MAX_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Claimer:
         stop: Callable[[], None],
         fail: Callable[[DatabaseError, bool], None],
         pauses: Pauses | None = None,
+        book: LimitBook | None = None,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -98,6 +102,9 @@ class Claimer:
         self._typical_payload = 1024.0
         self._turn = 0
         self._backlog = False
+        self.book = book
+        self._rate_wait_s: float | None = None
+        self._held_back = False
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -140,13 +147,14 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-            elif self.until_idle and not self.calls:
+            elif self.until_idle and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
                 )
                 self._stop()
             else:
-                await wake.wait_async(poll_s)
+                wait_s, self._rate_wait_s = self._rate_wait_s, None
+                await wake.wait_async(poll_s if wait_s is None else min(RATE_WAIT_MAX_S, wait_s))
 
     async def _pause_after_error(self, seconds: float) -> None:
         """Wait out an error backoff: only ``stop()`` ends it early.
@@ -212,10 +220,14 @@ class Claimer:
             queues, draws = self.pauses.unpaused(queues, draws)
             if not queues or not draws:
                 return []
+        self._held_back = False
         if probe and not self._backlog:
             names = [n for n in self.registry.names() if n not in self.pauses_names]
             if not await backend.arun(_ops.probe(queues, names), write=False):
                 return []
+        gate = await self.book.refresh() if self.book is not None else None
+        if gate is not None:
+            gate.blocked = 0
         recovered: list[Mapping[str, Any]] = []
         claim = _ops.claim(
             queues,
@@ -224,12 +236,19 @@ class Claimer:
             draws,
             RECOVER_LIMIT,
             recovered,
-            _durable.recover if self.runtime.history else None,
+            recover_with=_durable.recover if self.runtime.history else None,
+            gate=gate,
         )
         rows = await backend.arun(claim, write=True)
+        if gate is not None and gate.retry_after_ms is not None and not rows:
+            # Rate-limited: the next token is due then, so waiting longer gains nothing
+            # and waiting less finds nothing.
+            self._rate_wait_s = gate.retry_after_ms / 1000
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
+        # Due tasks held back by a limit are work still to come, not idleness.
+        self._held_back = gate is not None and gate.blocked > 0
         return rows
 
     @property
@@ -255,6 +274,10 @@ class Claimer:
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
         lease = _ops.Lease.of(row)
+        limit_error = row.get("limit_error") if isinstance(row, dict) else None
+        if limit_error is not None:
+            self._reject(lease, limit_error, row)
+            return None
         if registration is None:
             envelope = error_envelope(
                 "NoHandler", "no_handler", f"no handler registered for {row['name']!r}"

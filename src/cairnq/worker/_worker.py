@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from .. import _ids
@@ -28,6 +28,7 @@ from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..client import CairnQ
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
+from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
@@ -40,6 +41,7 @@ from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._context import CallScope, Listener, Runtime, TaskContext
 from ._executor import Executor, OnError
 from ._heartbeater import Heartbeater
+from ._limits import LimitBook, check_declared
 from ._pauses import Pauses
 from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
@@ -126,6 +128,11 @@ class Worker:
         max_snoozes: How many times each task may snooze (``ctx.snooze``,
             ``raise Snooze``) before the next snooze fails it (20); a handler
             may set its own (``@worker.task(max_snoozes=...)``).
+        limits: Concurrency and rate limits (``Limit.concurrency``, ``Limit.rate``)
+            stored in the database when the worker starts and enforced by every
+            cairnq worker on it, together with the limits operators set there.
+            A worker declaring limits refuses to start on a database without
+            them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
 
     Example::
 
@@ -164,6 +171,7 @@ class Worker:
         resources: Mapping[str, int] | None = None,
         schedules: bool = True,
         max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
+        limits: Sequence[Limit] | None = None,
     ) -> None:
         if isinstance(store, CairnQ):
             self.client = store
@@ -223,6 +231,8 @@ class Worker:
         self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
         self.registry = Registry(resources)
         self.evaluates_schedules = bool(schedules)
+        self.limits = check_declared(limits)
+        self._book = LimitBook(self.client.backend, self.limits, self.worker_id)
         # Declared by name; stored (definitions replaced) when the worker starts.
         self._schedules: dict[str, ScheduleSpec] = {}
         self._scheduler: Scheduler | None = None
@@ -852,6 +862,7 @@ class Worker:
             if opened:
                 await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
                 await self._check_history()
+                await self._book.start()
         except BaseException:
             self._running = False
             raise
@@ -897,6 +908,7 @@ class Worker:
             stop=self.stop,
             fail=self._fail,
             pauses=pauses,
+            book=self._book if self._book.enabled else None,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done

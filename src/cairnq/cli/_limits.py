@@ -1,0 +1,135 @@
+"""``cairnq limits set|ls|rm``: the concurrency and rate limits stored in the database."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from ..errors import InvalidArgument
+from ..limits import Limit, LimitUsage
+from ._render import json_text
+from ._target import open_client
+
+
+def add_commands(
+    commands: argparse._SubParsersAction[Any],
+    parents: Sequence[argparse.ArgumentParser],
+) -> None:
+    """Register ``cairnq limits`` and its subcommands."""
+    limits = commands.add_parser(
+        "limits",
+        help="set, list and remove concurrency and rate limits",
+        description="Concurrency and rate limits every cairnq worker on the database "
+        "enforces when it claims; workers apply a change within about a second.",
+        epilog="example: cairnq limits set 2 --queue emails --key payload.customer",
+        parents=list(parents),
+    )
+    actions = limits.add_subparsers(dest="limits_command", metavar="ACTION", required=True)
+    put = actions.add_parser(
+        "set",
+        help="store a limit (replacing one of the same id)",
+        description="Store a concurrency limit (N running at once) or, with --per, a "
+        "rate limit (N per period, as a token bucket of --burst).",
+        epilog="example: cairnq limits set 20 --per 1s --burst 5 --queue llm",
+        parents=list(parents),
+    )
+    put.add_argument("limit", type=int, help="tasks running at once, or per period")
+    scope = put.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--queue", help="the queue it governs")
+    scope.add_argument("--name", help="the task name it governs")
+    put.add_argument("--key", help="partition key path, e.g. payload.customer")
+    put.add_argument("--per", help="a rate limit's period, e.g. 1s or 1m")
+    put.add_argument("--burst", type=int, help="a rate limit's bucket size (default: LIMIT)")
+    put.add_argument("--id", help="the limit's id (default: derived from its definition)")
+    put.set_defaults(run=cmd_limits_set)
+    listing = actions.add_parser(
+        "ls",
+        help="list limits with their running and waiting tasks",
+        epilog="example: cairnq limits ls --json",
+        parents=list(parents),
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(run=cmd_limits_ls)
+    remove = actions.add_parser(
+        "rm",
+        help="remove a limit",
+        epilog="example: cairnq limits rm per-customer",
+        parents=list(parents),
+    )
+    remove.add_argument("id", help="the limit's id (as `cairnq limits ls` shows it)")
+    remove.set_defaults(run=cmd_limits_rm)
+
+
+def cmd_limits_set(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq limits set``."""
+    scope = {"queue": args.queue, "name": args.name, "key": args.key, "id": args.id}
+    if args.per is None:
+        if args.burst is not None:
+            raise InvalidArgument("--burst applies to rate limits: give --per too")
+        limit = Limit.concurrency(args.limit, **scope)
+    else:
+        limit = Limit.rate(args.limit, per=args.per, burst=args.burst, **scope)
+    with open_client(args) as client:
+        stored = client.set_limit(limit)
+    out.write(f"{stored.id}: {stored.describe()}\n")
+    return 0
+
+
+def usage_lines(usages: list[LimitUsage]) -> list[str]:
+    """One line per limit: its id, definition, use now and waiting tasks."""
+    lines = []
+    for usage in usages:
+        limit = usage.limit
+        if limit.kind == "concurrency":
+            busiest = sorted(usage.running.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+            shown = ", ".join(f"{k or '(all)'}={n}" for k, n in busiest) or "none"
+            use = (
+                f"running {sum(usage.running.values())} ({shown}); saturated {len(usage.saturated)}"
+            )
+        else:
+            low = min(usage.tokens.values(), default=float(limit.burst or limit.amount))
+            use = f"tokens (lowest key) {low:.1f}/{limit.burst}"
+        lines.append(
+            f"{limit.id}  [{limit.source}]  {limit.describe()}  {use}; waiting {usage.waiting}"
+        )
+    return lines
+
+
+def cmd_limits_ls(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq limits ls``."""
+    with open_client(args) as client:
+        usages = client.limit_usage()
+    if args.json:
+        rows = [
+            {
+                "id": u.limit.id,
+                "kind": u.limit.kind,
+                "limit": u.limit.amount,
+                "scope": u.limit.scope,
+                "target": u.limit.target,
+                "key": u.limit.key,
+                "period_ms": u.limit.period_ms,
+                "burst": u.limit.burst,
+                "source": u.limit.source,
+                "running": u.running,
+                "waiting": u.waiting,
+                "tokens": u.tokens,
+            }
+            for u in usages
+        ]
+        out.write(json_text(rows, indent=2) + "\n")
+        return 0
+    if not usages:
+        out.write("no limits\n")
+        return 0
+    out.write("\n".join(usage_lines(usages)) + "\n")
+    return 0
+
+
+def cmd_limits_rm(args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq limits rm``."""
+    with open_client(args) as client:
+        removed = client.remove_limit(args.id)
+    out.write(f"removed {args.id}\n" if removed else f"no limit {args.id!r}\n")
+    return 0 if removed else 1

@@ -1,0 +1,412 @@
+"""Operations on limits (extension tables ``cairnq_limits``, ``cairnq_limit_keys``,
+``cairnq_rate_buckets``) and the limited claim.
+
+A limited claim runs inside the worker's claim transaction, for the draws some
+limit governs. It locks the governing limits' rows (PostgreSQL ``FOR UPDATE``;
+SQLite's write transaction is exclusive already), so claims under one limit run
+one at a time; reads the running tasks per key from the keys recorded at claim;
+then walks the due tasks in claim order, a page at a time, admitting each task
+whose every governing limit has room for its key and skipping the others, so a
+saturated key never holds back another. The admitted tasks are claimed, their
+keys recorded and the rate buckets they drew on written, all in that same
+transaction: the counts the next claim reads include them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgument, SchemaIncomplete, SerializationError, error_envelope
+from ..limits import Limit, LimitKeyError, LimitUsage
+from ..models import Task
+from . import ops as _ops
+from .steps import NOW, Call, Op, Row
+
+LIMITS_MIGRATION = "x0006_limits.sql"
+PAGE = 256
+MIN_PAGE = 16
+PRUNE_EVERY = 16
+MAX_SCAN = 4096
+WAITING_CAP = 10_000
+SOURCES = ("worker", "operator")
+
+
+def limits_ready() -> Op[bool]:
+    """Whether the database has the limits tables (migration ``x0006_limits.sql``)."""
+    applied = yield from _ops.applied_migrations()
+    return LIMITS_MIGRATION in applied
+
+
+def _require() -> Op[None]:
+    ready = yield from limits_ready()
+    if not ready:
+        raise SchemaIncomplete(
+            f"this database lacks cairnq's limits (migration {LIMITS_MIGRATION}); "
+            "run `cairnq migrate` to add them",
+            missing=(LIMITS_MIGRATION,),
+        )
+
+
+def _now() -> Op[int]:
+    rows = yield Call("clock_now", {"now_ms": NOW})
+    return int(rows[0]["now_ms"])
+
+
+# --- definitions -----------------------------------------------------------------------
+
+
+def put(limit: Limit, *, source: str) -> Op[Limit]:
+    """Store ``limit`` (replacing one of the same id); returns it as stored.
+
+    A rate limit whose numbers change starts its buckets full again.
+
+    Raises:
+        InvalidArgument: ``limit`` is not a ``Limit`` or ``source`` is unknown.
+        SchemaIncomplete: the database lacks the limits tables.
+    """
+    if not isinstance(limit, Limit):
+        raise InvalidArgument(f"expected a Limit, not {type(limit).__name__}")
+    if source not in SOURCES:
+        raise InvalidArgument(f"source must be one of {', '.join(SOURCES)}; got {source!r}")
+    return _put(limit, source)
+
+
+def _put(limit: Limit, source: str) -> Op[Limit]:
+    yield from _require()
+    before = yield Call("limit_lock", {"names": [limit.id]})
+    rows = yield Call(
+        "limit_put",
+        {
+            "name": limit.id,
+            "scope": limit.scope,
+            "target": limit.target,
+            "key_path": limit.key,
+            "kind": limit.kind,
+            "amount": limit.amount,
+            "period_ms": limit.period_ms,
+            "burst": limit.burst,
+            "source": source,
+            "now_ms": NOW,
+        },
+    )
+    stored = limit.with_amounts(rows[0])
+    if before and Limit.from_row(before[0]).with_amounts(rows[0]) != Limit.from_row(before[0]):
+        yield Call("limit_buckets_delete", {"name": limit.id})
+    return stored
+
+
+def list_all() -> Op[list[Limit]]:
+    """Every stored limit, by id."""
+    yield from _require()
+    rows = yield Call("limit_list", {})
+    return [Limit.from_row(r) for r in rows]
+
+
+def remove(limit_id: str) -> Op[bool]:
+    """Delete a limit with its recorded keys and buckets; ``False`` when none had the id."""
+    checked = _ops.check_text(limit_id, "limit id") or ""
+    return _remove(checked)
+
+
+def _remove(limit_id: str) -> Op[bool]:
+    yield from _require()
+    rows = yield Call("limit_delete", {"name": limit_id})
+    yield Call("limit_keys_delete", {"name": limit_id})
+    yield Call("limit_buckets_delete", {"name": limit_id})
+    return bool(rows)
+
+
+def usage() -> Op[list[LimitUsage]]:
+    """Every limit's running tasks per key, waiting tasks and rate tokens, now."""
+    yield from _require()
+    rows = yield Call("limit_list", {})
+    limits = [Limit.from_row(r) for r in rows]
+    if not limits:
+        return []
+    now = yield from _now()
+    names = [limit.id for limit in limits]
+    running: dict[str, dict[str, int]] = {}
+    for row in (yield Call("limit_running", {"names": names})):
+        running.setdefault(row["limit_name"], {})[row["key_value"]] = int(row["running"])
+    tokens: dict[str, dict[str, float]] = {}
+    by_id = {limit.id: limit for limit in limits}
+    for row in (yield Call("limit_buckets", {"names": names})):
+        limit = by_id[row["limit_name"]]
+        if limit.kind == "rate":
+            level = limit.refill(float(row["tokens"]), now - int(row["refreshed_at_ms"]))
+            tokens.setdefault(limit.id, {})[row["key_value"]] = level
+    out = []
+    for limit in limits:
+        waiting = yield Call(
+            "limit_waiting",
+            {
+                "queue": limit.target if limit.scope == "queue" else None,
+                "name": limit.target if limit.scope == "name" else None,
+                "now_ms": now,
+                "cap": WAITING_CAP,
+            },
+        )
+        out.append(
+            LimitUsage(
+                limit=limit,
+                running=running.get(limit.id, {}) if limit.kind == "concurrency" else {},
+                waiting=int(waiting[0]["waiting"]),
+                tokens=tokens.get(limit.id, {}),
+            )
+        )
+    return out
+
+
+# --- the limited claim -------------------------------------------------------------------
+
+
+@dataclass
+class ClaimGate:
+    """The limits a worker's claims honour, and what the last limited claim saw.
+
+    ``limits``: the limits in force (refreshed from the database by the worker).
+    ``retry_after_ms``: after a limited claim that admitted nothing for want of rate
+    tokens, how long until the first such token is due (else ``None``).
+    ``blocked``: due tasks limited claims passed over (over a limit) since the caller
+    last reset it.
+    """
+
+    limits: Sequence[Limit]
+    retry_after_ms: int | None = None
+    blocked: int = 0
+    _scan: int = field(default=MAX_SCAN, repr=False)
+    _claims: int = field(default=0, repr=False)
+
+    def governing(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Limit]:
+        """The limits that can govern a draw of ``names`` (``None``: any) in ``queues``."""
+        return [
+            limit
+            for limit in self.limits
+            if (
+                limit.target in queues
+                if limit.scope == "queue"
+                else names is None or limit.target in names
+            )
+        ]
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        names: Sequence[str] | None,
+        want: int,
+        worker_id: str,
+        lease_ms: int,
+        limits: Sequence[Limit],
+    ) -> Op[list[Row]]:
+        """Claim up to ``want`` due tasks that every governing limit has room for.
+
+        Returns the claimed rows (with ``lease_token``), in claim order. A task
+        whose key cannot be computed is claimed with ``limit_error`` (an error
+        envelope) for the worker to fail, counted against nothing.
+        """
+        ids = sorted(limit.id for limit in limits)
+        locked = yield Call("limit_lock", {"names": ids})
+        current = {row["name"]: row for row in locked}
+        # The stored numbers win (an operator's change applies at the next claim); a limit
+        # gone from the table governs nothing.
+        active = [limit.with_amounts(current[limit.id]) for limit in limits if limit.id in current]
+        if not active:
+            return (yield from _ops.claim_draw(queues, names, want, worker_id, lease_ms))
+        now = yield from _now()
+        names_active = [limit.id for limit in active]
+        self._claims += 1
+        if self._claims % PRUNE_EVERY == 1:
+            # Rows of tasks no longer running count for nothing (the count joins on
+            # status); pruning now and then only keeps the table small.
+            yield Call("limit_keys_prune", {"names": names_active})
+        running: dict[tuple[str, str], int] = {}
+        for row in (yield Call("limit_running", {"names": names_active})):
+            running[(row["limit_name"], row["key_value"])] = int(row["running"])
+        buckets: dict[tuple[str, str], float] = {}
+        rates = [limit for limit in active if limit.kind == "rate"]
+        if rates:
+            by_id = {limit.id: limit for limit in rates}
+            stored = yield Call("limit_buckets", {"names": [limit.id for limit in rates]})
+            for row in stored:
+                limit = by_id[row["limit_name"]]
+                buckets[(limit.id, row["key_value"])] = limit.refill(
+                    float(row["tokens"]), now - int(row["refreshed_at_ms"])
+                )
+        admitted: list[tuple[Row, list[tuple[Limit, str]]]] = []
+        refused: dict[str, dict[str, Any]] = {}
+        rate_waits: list[int] = []
+        blocked = 0
+        cursor: tuple[Any, Any, Any] = (None, None, None)
+        scanned = 0
+        sieve = _sieve(active, queues, names, running)
+        while len(admitted) + len(refused) < want and scanned < self._scan:
+            page = yield Call(
+                "limit_candidates",
+                {
+                    "queues": list(queues),
+                    "names": None if names is None else list(names),
+                    "now_ms": now,
+                    "after_priority": cursor[0],
+                    "after_run_at_ms": cursor[1],
+                    "after_id": cursor[2],
+                    **sieve,
+                    "limit": min(PAGE, max(MIN_PAGE, 2 * want)),
+                },
+            )
+            for row in page:
+                scanned += 1
+                cursor = (row["priority"], row["run_at_ms"], row["id"])
+                governing = [lim for lim in active if lim.governs(row["queue"], row["name"])]
+                try:
+                    keys = _keys(row, governing)
+                except LimitKeyError as exc:
+                    refused[row["id"]] = error_envelope("LimitKeyError", "limit_key", str(exc))
+                    if len(admitted) + len(refused) >= want:
+                        break
+                    continue
+                if keys is None:
+                    blocked += 1  # a function key this worker cannot compute
+                    continue
+                wait = _room(keys, running, buckets, now)
+                if wait is not None:
+                    blocked += 1
+                    if wait > 0:
+                        rate_waits.append(wait)
+                    continue
+                for limit, key in keys:
+                    if limit.kind == "concurrency":
+                        running[(limit.id, key)] = running.get((limit.id, key), 0) + 1
+                    else:
+                        buckets[(limit.id, key)] -= 1.0
+                admitted.append((row, keys))
+                if len(admitted) + len(refused) >= want:
+                    break
+            if len(page) < min(PAGE, max(MIN_PAGE, 2 * want)):
+                break
+        if sieve["skip_keys"]:
+            blocked += 1  # the saturated keys' tasks were filtered out unseen, not claimed
+        self.blocked += blocked
+        self.retry_after_ms = min(rate_waits) if rate_waits and not admitted else None
+        chosen = [row["id"] for row, _ in admitted] + list(refused)
+        if not chosen:
+            return []
+        rows = yield Call(
+            "claim_ids",
+            {"ids": chosen, "now_ms": now, "worker_id": worker_id, "lease_ms": lease_ms},
+        )
+        if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+            rows = yield from _ops.hand_out_tokens(rows)
+        claimed = {row["id"] for row in rows}
+        key_rows = [
+            [row["id"], limit.id, key]
+            for row, keys in admitted
+            if row["id"] in claimed
+            for limit, key in keys
+            if limit.kind == "concurrency"
+        ]
+        if key_rows:
+            yield Call("limit_keys_put", {"rows": json.dumps(key_rows)})
+        drawn = {
+            (limit.id, key)
+            for row, keys in admitted
+            if row["id"] in claimed
+            for limit, key in keys
+            if limit.kind == "rate"
+        }
+        if drawn:
+            spent = [[lid, key, buckets[(lid, key)], now] for lid, key in sorted(drawn)]
+            yield Call("limit_buckets_put", {"rows": json.dumps(spent)})
+        out = []
+        for row in rows:
+            if row["id"] in refused:
+                out.append({**dict(row), "limit_error": refused[row["id"]]})
+            else:
+                out.append(row)
+        return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
+
+
+def _sieve(
+    active: Sequence[Limit],
+    queues: Sequence[str],
+    names: Sequence[str] | None,
+    running: dict[tuple[str, str], int],
+) -> dict[str, Any]:
+    """The candidate statement's key filter: the keys a path-keyed concurrency limit that
+    governs every task of the draw has saturated, so the page never holds their tasks.
+
+    Only such a limit may filter (a limit governing part of the draw would hide tasks
+    it does not govern); the rest are checked task by task.
+    """
+    for limit in active:
+        whole = (limit.scope == "queue" and list(queues) == [limit.target]) or (
+            limit.scope == "name" and names is not None and list(names) == [limit.target]
+        )
+        if limit.kind != "concurrency" or limit.json_path is None or not whole:
+            continue
+        full = sorted(
+            key for (lid, key), n in running.items() if lid == limit.id and n >= limit.amount
+        )
+        if full:
+            root = (limit.key or "").split(".")[0]
+            return {"key_root": root, "key_path": limit.json_path, "skip_keys": full}
+    return {"key_root": None, "key_path": None, "skip_keys": None}
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        return json.loads(value)
+    return value
+
+
+def _keys(row: Row, governing: Sequence[Limit]) -> list[tuple[Limit, str]] | None:
+    """Each governing limit with the key ``row`` counts under; ``None`` when a function
+    key is not known here.
+
+    Raises:
+        LimitKeyError: a key cannot be computed (the task cannot be read, a path is
+            missing, a key function raised or returned a non-string).
+    """
+    if not governing:
+        return []
+    if any(limit.function_key and limit.key_function is None for limit in governing):
+        return None
+    keys = []
+    for limit in governing:
+        if limit.key is None:
+            keys.append((limit, ""))
+            continue
+        try:
+            if limit.key_function is not None:
+                keys.append((limit, limit.key_of(Task.from_row(row))))
+                continue
+            root = limit.key.split(".")[0]
+            fields = _decoded(row[root])
+        except (SerializationError, ValueError) as exc:
+            raise LimitKeyError(f"limit {limit.id!r}: the task cannot be read: {exc}") from exc
+        keys.append((limit, limit.key_in(fields, fields)))
+    return keys
+
+
+def _room(
+    keys: Sequence[tuple[Limit, str]],
+    running: dict[tuple[str, str], int],
+    buckets: dict[tuple[str, str], float],
+    now: int,
+) -> int | None:
+    """``None`` when every limit has room for its key; else how long until the rate
+    limits would (0 when a concurrency limit is what refuses). New buckets start full."""
+    wait = 0
+    refused = False
+    for limit, key in keys:
+        if limit.kind == "concurrency":
+            if running.get((limit.id, key), 0) >= limit.amount:
+                return 0
+        else:
+            level = buckets.setdefault((limit.id, key), float(limit.burst or limit.amount))
+            if level < 1.0:
+                refused = True
+                wait = max(wait, limit.wait_ms(level))
+    return wait if refused else None

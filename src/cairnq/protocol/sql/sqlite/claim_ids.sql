@@ -1,0 +1,12 @@
+-- Claims the listed tasks that are still queued (a limited claim chose them).
+-- Returns the claimed rows (running, owned by worker_id, in no set order).
+-- params: ids, now_ms, worker_id, lease_ms
+update cairnq_tasks
+set status = 'running',
+    worker_id = :worker_id,
+    lease_until_ms = :now_ms + :lease_ms,
+    attempt = attempt + 1,
+    updated_at_ms = :now_ms
+where id in (select value from json_each(:ids))
+  and status = 'queued'
+returning *;

@@ -1,0 +1,125 @@
+"""The worker's limits: those it declares, stored at start, and those the database holds.
+
+The book reloads the stored limits at most once a second, so a limit an operator
+sets, changes or removes applies to this worker within about a second (a claim
+reads the numbers under the limit's lock, so changed numbers apply at once). A
+function key is computed only by a worker that declares the limit; elsewhere the
+tasks it governs are left for the workers that can.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from ..backends import Backend
+from ..errors import InvalidArgument, SchemaIncomplete
+from ..limits import Limit
+from ..protocol import limits as _limits
+from ..protocol.limits import ClaimGate
+
+log = logging.getLogger("cairnq.worker")
+
+REFRESH_S = 1.0
+
+
+def check_declared(limits: Sequence[Limit] | None) -> list[Limit]:
+    """The limits a worker declares: ``Limit`` values with distinct ids.
+
+    Raises:
+        InvalidArgument: something else was given, or two limits share an id.
+    """
+    if limits is None:
+        return []
+    if isinstance(limits, Limit):
+        raise InvalidArgument("limits must be a list of Limit values, not a single Limit")
+    out: list[Limit] = []
+    seen: set[str] = set()
+    for limit in limits:
+        if not isinstance(limit, Limit):
+            raise InvalidArgument(
+                f"limits entries must be Limit values, not {type(limit).__name__}"
+            )
+        if limit.id in seen:
+            raise InvalidArgument(f"two limits have the id {limit.id!r}; give one an id=")
+        seen.add(limit.id)
+        out.append(limit)
+    return out
+
+
+class LimitBook:
+    """Declared and stored limits, and the gate claims go through (``None``: no limits)."""
+
+    def __init__(self, backend: Backend, declared: Sequence[Limit], worker_id: str) -> None:
+        self.backend = backend
+        self.declared = {limit.id: limit for limit in declared}
+        self.worker_id = worker_id
+        self.enabled = False
+        self.gate: ClaimGate | None = None
+        self._loaded_at = 0.0
+        self._unknown: set[str] = set()
+
+    async def start(self) -> None:
+        """Store the declared limits; without the limits tables, refuse if any are declared.
+
+        Raises:
+            SchemaIncomplete: limits are declared but the database lacks ``x0006_limits.sql``.
+        """
+        ready = await self.backend.arun(_limits.limits_ready(), write=False)
+        if not ready:
+            if self.declared:
+                raise SchemaIncomplete(
+                    f"this worker declares {len(self.declared)} limit(s) but the database "
+                    f"lacks cairnq's limits (migration {_limits.LIMITS_MIGRATION}); run "
+                    "`cairnq migrate` (or open the worker with migrate=True)",
+                    missing=(_limits.LIMITS_MIGRATION,),
+                )
+            return
+        self.enabled = True
+        for limit in self.declared.values():
+            await self.backend.arun(_limits.put(limit, source="worker"), write=True)
+        await self.refresh(force=True)
+
+    async def refresh(self, *, force: bool = False) -> ClaimGate | None:
+        """Reload the stored limits if a second has passed; returns the gate in force."""
+        if not self.enabled:
+            return None
+        if not force and time.monotonic() - self._loaded_at < REFRESH_S:
+            return self.gate
+        stored = await self.backend.arun(_limits.list_all(), write=False)
+        self._loaded_at = time.monotonic()
+        limits = []
+        for limit in stored:
+            mine = self.declared.get(limit.id)
+            if mine is not None and mine.key == limit.key:
+                limit = mine.with_amounts(_row_of(limit))
+            elif limit.function_key and limit.id not in self._unknown:
+                self._unknown.add(limit.id)
+                log.warning(
+                    "limit %r keys tasks by a function this worker does not declare; "
+                    "the tasks it governs are left to workers that declare it",
+                    limit.id,
+                    extra={"worker_id": self.worker_id},
+                )
+            limits.append(limit)
+        if not limits:
+            self.gate = None
+        elif self.gate is None:
+            self.gate = ClaimGate(limits)
+        else:
+            self.gate.limits = limits
+        return self.gate
+
+
+def _row_of(limit: Limit) -> dict[str, object]:
+    return {
+        "kind": limit.kind,
+        "amount": limit.amount,
+        "scope": limit.scope,
+        "target": limit.target,
+        "key_path": limit.key,
+        "period_ms": limit.period_ms,
+        "burst": limit.burst,
+        "source": limit.source,
+    }

@@ -1,0 +1,435 @@
+"""Limits on a real database: the limited claim, rate buckets, operator changes, bad input,
+workers declaring limits, and what a worker that knows no limits does.
+
+Claims here are the protocol's own (``ops.claim`` with a ``ClaimGate``), run on the
+backend the way a worker runs them, so each count is exact. Time is a ``FakeClock``
+the backend reads: rate buckets refill only when the test advances it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from cairnq import (
+    CairnQ,
+    InvalidArgument,
+    Limit,
+    LimitKeyError,
+    SchemaIncomplete,
+    Task,
+)
+from cairnq.protocol import ops as _ops
+from cairnq.protocol.limits import ClaimGate
+from cairnq.protocol.statements import migrations
+from cairnq.testing import FakeClock
+
+from ._db import Database, admin_connect
+
+START = 1_800_000_000_000
+WORKER = "worker-a"
+
+
+def _clock() -> FakeClock:
+    return FakeClock(START)
+
+
+async def _claim(
+    cq: CairnQ, gate: ClaimGate | None, want: int, *, queues: Sequence[str] = ("default",)
+) -> list[Any]:
+    op = _ops.claim(list(queues), WORKER, 60_000, [_ops.Draw(None, want)], 10, None, gate)
+    return list(await cq.backend.arun(op, write=True))
+
+
+async def _finish(cq: CairnQ, row: Any) -> None:
+    await cq.backend.arun(_ops.complete(_ops.Lease.of(row), WORKER, None), write=True)
+
+
+def _keys(rows: Sequence[Any]) -> Counter[str]:
+    return Counter(Task.from_row(r).payload["customer"] for r in rows)
+
+
+async def _submit(cq: CairnQ, customer: str, count: int) -> None:
+    await cq.submit_many([("job", {"customer": customer}) for _ in range(count)])
+
+
+async def _stored_gate(cq: CairnQ, *limits: Limit) -> ClaimGate:
+    for limit in limits:
+        await cq.set_limit(limit)
+    return ClaimGate(list(limits))
+
+
+# --- concurrency -----------------------------------------------------------------------
+
+
+async def test_a_limit_of_two_per_key_claims_two_of_each_key_and_no_more(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 10)
+        await _submit(cq, "b", 10)
+        first = await _claim(cq, gate, 20)
+        assert _keys(first) == {"a": 2, "b": 2}
+        assert await _claim(cq, gate, 20) == []
+
+
+async def test_a_finished_task_frees_its_place_for_the_same_key(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 5)
+        first = await _claim(cq, gate, 5)
+        await _finish(cq, first[0])
+        again = await _claim(cq, gate, 5)
+        assert _keys(again) == {"a": 1}
+
+
+async def test_a_saturated_key_does_not_hold_back_other_keys_queued_after_it(
+    db: Database,
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, queue="default", key="payload.customer"))
+        await _submit(cq, "busy", 600)  # more than two pages ahead of the others
+        await _submit(cq, "b", 1)
+        await _submit(cq, "c", 1)
+        assert _keys(await _claim(cq, gate, 10)) == {"busy": 1, "b": 1, "c": 1}
+
+
+async def test_a_limit_without_a_key_bounds_the_whole_queue(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(3, queue="default"))
+        await _submit(cq, "a", 4)
+        await _submit(cq, "b", 4)
+        assert len(await _claim(cq, gate, 8)) == 3
+
+
+async def test_a_limit_on_a_task_name_leaves_other_names_unbounded(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, name="job"))
+        await _submit(cq, "a", 3)
+        await cq.submit_many([("other", {}) for _ in range(3)])
+        names = Counter(r["name"] for r in await _claim(cq, gate, 10))
+        assert names == {"job": 1, "other": 3}
+
+
+async def test_a_task_over_its_limit_stays_queued_with_no_attempt_spent(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 2)
+        await _claim(cq, gate, 2)
+        waiting = await cq.list(status="queued")
+        assert [(t.status, t.attempt) for t in waiting] == [("queued", 0)]
+
+
+async def test_a_metadata_key_is_read_from_the_metadata(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, queue="default", key="metadata.tenant"))
+        for tenant in ("t1", "t1", "t2"):
+            await cq.submit("job", {}, metadata={"tenant": tenant})
+        rows = await _claim(cq, gate, 3)
+        assert sorted(Task.from_row(r).metadata["tenant"] for r in rows) == ["t1", "t2"]
+
+
+async def test_a_queue_without_limits_is_claimed_as_without_a_gate(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, queue="elsewhere"))
+        assert gate.governing(["default"], None) == []
+        await _submit(cq, "a", 3)
+        assert len(await _claim(cq, gate, 3)) == 3
+
+
+# --- rate ----------------------------------------------------------------------------
+
+
+async def test_a_rate_limit_admits_its_burst_then_refills_with_the_clock(db: Database) -> None:
+    clock = _clock()
+    async with db.client(clock=clock) as cq:
+        gate = await _stored_gate(cq, Limit.rate(10, per="1s", burst=3, queue="default"))
+        await _submit(cq, "a", 20)
+        assert len(await _claim(cq, gate, 20)) == 3
+        assert await _claim(cq, gate, 20) == []
+        assert gate.retry_after_ms == 100
+        clock.advance(100)
+        assert len(await _claim(cq, gate, 20)) == 1
+        clock.advance(10_000)
+        assert len(await _claim(cq, gate, 20)) == 3
+
+
+async def test_a_rate_limit_per_key_keeps_a_bucket_for_each_key(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(
+            cq, Limit.rate(1, per="1m", burst=2, queue="default", key="payload.customer")
+        )
+        await _submit(cq, "a", 5)
+        await _submit(cq, "b", 5)
+        assert _keys(await _claim(cq, gate, 10)) == {"a": 2, "b": 2}
+
+
+async def test_rate_and_concurrency_limits_on_one_queue_must_both_have_room(db: Database) -> None:
+    clock = _clock()
+    async with db.client(clock=clock) as cq:
+        gate = await _stored_gate(
+            cq,
+            Limit.concurrency(1, queue="default"),
+            Limit.rate(5, per="1s", burst=5, queue="default"),
+        )
+        await _submit(cq, "a", 5)
+        first = await _claim(cq, gate, 5)
+        assert len(first) == 1
+        await _finish(cq, first[0])
+        assert len(await _claim(cq, gate, 5)) == 1
+        usage = {u.limit.id: u for u in await cq.limit_usage()}
+        assert usage["rate:queue=default"].tokens == {"": 3.0}
+
+
+# --- operators -------------------------------------------------------------------------
+
+
+async def test_an_operator_raising_a_limit_applies_at_the_next_claim(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        limit = Limit.concurrency(1, queue="default", key="payload.customer", id="per-customer")
+        gate = await _stored_gate(cq, limit)
+        await _submit(cq, "a", 5)
+        assert len(await _claim(cq, gate, 5)) == 1
+        await cq.set_limit(
+            Limit.concurrency(3, queue="default", key="payload.customer", id="per-customer")
+        )
+        assert len(await _claim(cq, gate, 5)) == 2
+
+
+async def test_a_removed_limit_governs_nothing(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(1, queue="default"))
+        await _submit(cq, "a", 3)
+        assert await cq.remove_limit("concurrency:queue=default") is True
+        assert len(await _claim(cq, gate, 3)) == 3
+        assert await cq.remove_limit("concurrency:queue=default") is False
+
+
+async def test_limits_are_listed_and_their_usage_counts_running_and_waiting(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        limit = Limit.concurrency(2, queue="default", key="payload.customer")
+        gate = await _stored_gate(cq, limit)
+        await _submit(cq, "a", 4)
+        await _submit(cq, "b", 1)
+        await _claim(cq, gate, 5)
+        stored = await cq.list_limits()
+        assert [(lim.id, lim.amount, lim.source) for lim in stored] == [(limit.id, 2, "operator")]
+        (usage,) = await cq.limit_usage()
+        assert (usage.running, usage.waiting, usage.saturated) == ({"a": 2, "b": 1}, 2, ["a"])
+
+
+def test_the_sync_client_sets_and_lists_limits(db: Database) -> None:
+    with db.sync_client() as cq:
+        cq.set_limit(Limit.rate(5, per="10s", queue="mail"))
+        assert [(lim.amount, lim.period_ms, lim.burst) for lim in cq.list_limits()] == [
+            (5, 10_000, 5)
+        ]
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Limit.concurrency(0, queue="q"), "limit must be >= 1"),
+        (lambda: Limit.concurrency(-3, queue="q"), "limit must be >= 1"),
+        (lambda: Limit.concurrency(True, queue="q"), "must be an integer"),
+        (lambda: Limit.rate(5, per=0, queue="q"), "per must be a positive duration"),
+        (lambda: Limit.rate(5, per="0s", queue="q"), "per must be a positive duration"),
+        (lambda: Limit.rate(5, per="soon", queue="q"), "duration"),
+        (lambda: Limit.rate(5, burst=0, queue="q"), "burst must be >= 1"),
+        (lambda: Limit.concurrency(1), "exactly one of queue"),
+        (lambda: Limit.concurrency(1, queue="q", name="n"), "exactly one of queue"),
+        (lambda: Limit.concurrency(1, queue="q", key="customer"), "path into the payload"),
+        (lambda: Limit.concurrency(1, queue="q", key=5), "key must be a path string"),
+    ],
+)
+def test_a_bad_limit_definition_is_refused_with_a_clear_message(build: Any, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        build()
+
+
+def _task(payload: Any) -> Task:
+    return Task(
+        id="t1",
+        name="job",
+        status="queued",
+        run_at_ms=0,
+        created_at_ms=0,
+        updated_at_ms=0,
+        payload=payload,
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "payload", "message"),
+    [
+        ("payload.customer", {}, "has no payload.customer"),
+        ("payload.customer", {"customer": [1]}, "gave list, not a string"),
+        (lambda task: task.payload["missing"], {}, "key function raised KeyError"),
+        (lambda task: None, {}, "gave NoneType, not a string"),
+    ],
+)
+def test_a_key_that_cannot_be_computed_raises_limit_key_error(
+    key: Any, payload: Any, message: str
+) -> None:
+    limit = Limit.concurrency(1, queue="q", key=key)
+    with pytest.raises(LimitKeyError, match=message):
+        limit.key_of(_task(payload))
+
+
+async def test_a_task_whose_key_cannot_be_computed_fails_clearly_and_the_queue_flows(
+    db: Database,
+) -> None:
+    worker = db.worker(
+        poll_interval_ms=20,
+        concurrency=4,
+        limits=[Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])],
+    )
+    ran: list[str] = []
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        ran.append(payload["customer"])
+
+    async with db.client() as cq:
+        bad = await cq.submit("job", {"nobody": 1})
+        good = await cq.submit("job", {"customer": "a"})
+        await worker.run(until_idle=True)
+        failed = await cq.get(bad.id)
+        assert failed is not None and failed.status == "failed"
+        assert failed.error is not None and failed.error["code"] == "limit_key"
+        assert "key function raised KeyError" in failed.error["message"]
+        assert (await cq.get(good.id)).status == "succeeded"  # type: ignore[union-attr]
+    assert ran == ["a"]
+
+
+# --- workers -----------------------------------------------------------------------------
+
+
+async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per_key(
+    db: Database,
+) -> None:
+    worker = db.worker(
+        poll_interval_ms=10,
+        concurrency=12,
+        limits=[Limit.concurrency(2, queue="default", key="payload.customer")],
+    )
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        key = payload["customer"]
+        running[key] += 1
+        peak[key] = max(peak[key], running[key])
+        await asyncio.sleep(0.01)
+        running[key] -= 1
+
+    async with db.client() as cq:
+        for customer in ("a", "b", "c"):
+            await _submit(cq, customer, 12)
+        await worker.run(until_idle=True)
+        stored = await cq.list_limits()
+        assert [(lim.source, lim.amount) for lim in stored] == [("worker", 2)]
+        assert await cq.stats() == {
+            "default": {
+                **dict.fromkeys(("queued", "running", "failed", "canceled"), 0),
+                "succeeded": 36,
+            }
+        }
+    assert peak == {"a": 2, "b": 2, "c": 2}
+
+
+def _migrate_all_but_limits(db: Database) -> None:
+    chosen = [m for m in migrations(db.kind) if m.name != "x0006_limits.sql"]  # type: ignore[arg-type]
+    ledger = (
+        "create table if not exists cairnq_migrations "
+        "(name text primary key, applied_at_ms bigint not null)"
+    )
+    if db.kind == "sqlite":
+        assert db.path is not None
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            conn.execute(ledger)
+            for migration in chosen:
+                conn.executescript(migration.source)
+                conn.execute("insert into cairnq_migrations values (?, 0)", (migration.name,))
+            conn.commit()
+    else:
+        with admin_connect(db.url) as conn:
+            conn.execute(f'create schema if not exists "{db.schema}"')
+            conn.execute(f'set search_path to "{db.schema}"')
+            conn.execute(ledger)
+            for migration in chosen:
+                conn.execute(migration.source)  # type: ignore[call-overload]
+                conn.execute("insert into cairnq_migrations values (%s, 0)", (migration.name,))
+
+
+async def test_a_worker_declaring_limits_refuses_a_database_without_them(db: Database) -> None:
+    _migrate_all_but_limits(db)
+    client = CairnQ(db.backend(migrate=False))
+    worker = _worker_on(client, limits=[Limit.concurrency(1, queue="default")])
+    with pytest.raises(SchemaIncomplete, match=r"declares 1 limit\(s\).*x0006_limits\.sql"):
+        await worker.run(until_idle=True)
+    await client.close()
+
+
+async def test_a_worker_without_limits_runs_as_before_on_a_database_without_them(
+    db: Database,
+) -> None:
+    _migrate_all_but_limits(db)
+    client = CairnQ(db.backend(migrate=False))
+    worker = _worker_on(client)
+    ran: list[int] = []
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        ran.append(1)
+
+    await client.submit("job")
+    await worker.run(until_idle=True)
+    await client.close()
+    assert ran == [1]
+
+
+def _worker_on(client: CairnQ, **options: Any) -> Any:
+    from cairnq import Worker
+
+    return Worker(client, poll_interval_ms=20, **options)
+
+
+async def test_a_claim_without_a_gate_takes_limited_tasks_freely(db: Database) -> None:
+    """What a worker that knows no limits does (a reference SDK's worker sharing the
+    queue): it claims limited tasks like any others, so the limit no longer holds."""
+    async with db.client(clock=_clock()) as cq:
+        await _stored_gate(cq, Limit.concurrency(1, queue="default"))
+        await _submit(cq, "a", 3)
+        assert len(await _claim(cq, None, 3)) == 3
+
+
+def test_the_command_line_sets_lists_and_removes_a_limit(tmp_path: Any) -> None:
+    import io
+
+    from cairnq.cli import main
+
+    where = ["--db", f"sqlite:///{tmp_path / 'cli.db'}"]
+    out = io.StringIO()
+    assert main([*where, "migrate"], out) == 0
+    assert (
+        main([*where, "limits", "set", "2", "--queue", "emails", "--key", "payload.customer"], out)
+        == 0
+    )
+    assert main([*where, "limits", "set", "0", "--queue", "emails"], out) == 1
+    listing = io.StringIO()
+    assert main([*where, "limits", "ls"], listing) == 0
+    assert "2 running at once per payload.customer in queue emails" in listing.getvalue()
+    assert main([*where, "limits", "rm", "concurrency:queue=emails:payload.customer"], out) == 0
+    empty = io.StringIO()
+    assert main([*where, "limits", "ls"], empty) == 0
+    assert empty.getvalue() == "no limits\n"
