@@ -43,7 +43,7 @@ def _clock() -> FakeClock:
 async def _claim(
     cq: CairnQ, gate: ClaimGate | None, want: int, *, queues: Sequence[str] = ("default",)
 ) -> list[Any]:
-    op = _ops.claim(list(queues), WORKER, 60_000, [_ops.Draw(None, want)], 10, None, gate)
+    op = _ops.claim(list(queues), WORKER, 60_000, [_ops.Draw(None, want)], 10, gate=gate)
     return list(await cq.backend.arun(op, write=True))
 
 

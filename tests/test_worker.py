@@ -968,9 +968,11 @@ async def test_claim_batch_caps_the_tasks_taken_per_draw(
     limits: list[int] = []
     original = _ops.claim
 
-    def recorded(queues: Any, worker_id: str, lease_ms: int, draws: Any, *rest: Any) -> Any:
+    def recorded(
+        queues: Any, worker_id: str, lease_ms: int, draws: Any, *rest: Any, **options: Any
+    ) -> Any:
         limits.extend(d.limit for d in draws)
-        return original(queues, worker_id, lease_ms, draws, *rest)
+        return original(queues, worker_id, lease_ms, draws, *rest, **options)
 
     monkeypatch.setattr(_ops, "claim", recorded)
     worker = db.worker(poll_interval_ms=20, concurrency=8, claim_batch=3)

@@ -608,6 +608,7 @@ def claim(
     draws: Sequence[Draw],
     recover_limit: int,
     recovered: list[Row] | None = None,
+    *,
     recover_with: Callable[[int], Op[list[Row]]] | None = None,
     gate: ClaimGate | None = None,
 ) -> Op[list[Row]]:
