@@ -99,6 +99,8 @@ class Runtime:
     max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
     # Task names registered with their own max_snoozes.
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
+    # The database has the workflow tables: settlements decide parked dependents.
+    workflows: bool = False
 
     def max_snoozes_for(self, name: str) -> int:
         return self.max_snoozes_by_name.get(name, self.max_snoozes)
@@ -416,7 +418,8 @@ class TaskContext:
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
-            row = await self._owned(_ops.complete(self.lease, self.worker_id, result))
+            op = _ops.complete(self.lease, self.worker_id, result, workflows=self._runtime.workflows)
+            row = await self._owned(op)
             return self._settled_as(row)
         self._guard()
         try:
@@ -497,7 +500,14 @@ class TaskContext:
         if delay_ms is None:
             delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
         row = await self._owned(
-            _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms),
+            _ops.fail(
+                self.lease,
+                self.worker_id,
+                text,
+                retryable=retryable,
+                delay_ms=delay_ms,
+                workflows=self._runtime.workflows,
+            ),
             force=force,
         )
         self.retry_delay_ms = delay_ms if retryable else None

@@ -12,7 +12,7 @@ shutdown, tasks this worker stopped running (``release``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..backends import Backend
@@ -27,8 +27,16 @@ Pending = tuple[_ops.Lease, "str | None", "asyncio.Future[Mapping[str, Any]]"]
 class Settler:
     """Collects ``complete`` requests and writes them in groups."""
 
-    def __init__(self, backend: Backend, worker_id: str, report: OnError | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        worker_id: str,
+        report: OnError | None = None,
+        workflows: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._backend = backend
+        # Whether the database has the workflow tables (completions decide dependents).
+        self._workflows = workflows
         self._worker_id = worker_id
         self._report = report
         self._pending: list[Pending] = []
@@ -38,7 +46,9 @@ class Settler:
 
     def reject(self, lease: _ops.Lease, error: str) -> None:
         """Fail a claimed task for good with ``error`` (an encoded envelope), in the background."""
-        op = _ops.fail(lease, self._worker_id, error, retryable=False, delay_ms=0)
+        op = _ops.fail(
+            lease, self._worker_id, error, retryable=False, delay_ms=0, workflows=self._workflows()
+        )
         call = asyncio.ensure_future(self._backend.arun(op, write=True))
         self._rejects.add(call)
         call.add_done_callback(self._rejected)
@@ -86,6 +96,7 @@ class Settler:
                     [lease for lease, _, _ in group],
                     [result for _, result, _ in group],
                     self._worker_id,
+                    workflows=self._workflows(),
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)
