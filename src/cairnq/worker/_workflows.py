@@ -55,9 +55,7 @@ class WorkflowSweeper:
 
     async def start(self) -> None:
         """Read whether the database has the workflow tables, then start sweeping."""
-        self.runtime.workflows = await self.backend.arun(
-            _workflows.workflows_ready(), write=False
-        )
+        self.runtime.workflows = await self.backend.arun(_workflows.workflows_ready(), write=False)
         self.job.start()
 
     async def stop(self) -> None:
