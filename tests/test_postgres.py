@@ -646,7 +646,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-7:] == [
+        assert applied[-8:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
@@ -654,6 +654,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0004_worker_names.sql",
             "x0005_schedules.sql",
             "x0007_flow.sql",
+            "x0008_workflows.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

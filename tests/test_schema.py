@@ -90,6 +90,7 @@ EXTENSION_MIGRATIONS = [
     "x0004_worker_names.sql",
     "x0005_schedules.sql",
     "x0007_flow.sql",
+    "x0008_workflows.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -116,6 +117,7 @@ INDEXES = {
         "status in ('succeeded', 'failed', 'canceled')",
     ),
     "cairnq_schedules_next_idx": (["next_ms"], None),
+    "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -173,7 +175,13 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
         }
         fks = [
             (table, *fk)
-            for table in ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
+            for table in (
+                "cairnq_task_keys",
+                "cairnq_leases",
+                "cairnq_task_snoozes",
+                "cairnq_dependencies",
+                "cairnq_parked",
+            )
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
@@ -299,10 +307,12 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_dependencies",
         "cairnq_leases",
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_parked",
         "cairnq_pauses",
         "cairnq_schedule_slots",
         "cairnq_schedules",
@@ -351,9 +361,17 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
         assert f"json_valid({column})" in checks
 
 
-def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Database) -> None:
+def test_key_rows_lease_tokens_snooze_counts_and_workflow_rows_cascade_from_their_task(
+    db: Database,
+) -> None:
     fks = read_schema(db)["fks"]
-    children = ("cairnq_task_keys", "cairnq_leases", "cairnq_task_snoozes")
+    children = (
+        "cairnq_task_keys",
+        "cairnq_leases",
+        "cairnq_task_snoozes",
+        "cairnq_dependencies",
+        "cairnq_parked",
+    )
     if db.kind == "sqlite":
         assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
     else:

@@ -54,7 +54,7 @@ def check_policy(value: Any, what: str = "on_dependency_failure") -> Policy:
 
 
 def dependency_id(value: Any, what: str = "depends_on entry") -> str:
-    """The task id a dependency names: a ``Task``, a ``TaskRef``-like object with ``id``, or an id."""
+    """The task id a dependency names: a ``Task`` (anything with an ``id``) or an id."""
     found = getattr(value, "id", value)
     return _ops.check_text(found, what) or ""
 
@@ -152,7 +152,7 @@ def _a_cycle(left: Sequence[str], after: Mapping[str, Sequence[str]]) -> list[st
         seen[node] = len(path)
         path.append(node)
         node = next(d for d in after.get(node, ()) if d in pending)
-    loop = path[seen[node] :] + [node]
+    loop = [*path[seen[node] :], node]
     return list(reversed(loop))
 
 

@@ -28,8 +28,8 @@ from ..models import Task
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol import workflows as _workflows
-from ..workflows import Gathering
 from ..protocol.steps import Op
+from ..workflows import Gathering
 
 log = logging.getLogger("cairnq.worker")
 
