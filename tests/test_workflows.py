@@ -18,6 +18,7 @@ from cairnq.protocol import workflows as _workflows
 from cairnq.workflows import PARKED_RUN_AT_MS, Graph
 
 from ._db import Database
+from .test_cli import run_on
 from .test_without_extensions import protocol_only
 
 
@@ -389,3 +390,21 @@ async def test_depends_on_without_the_workflow_tables_names_the_migration(db: Da
         with pytest.raises(SchemaIncomplete, match=r"x0008_workflows\.sql"):
             await cq.submit_graph({"a": {"task": "step"}})
         assert (await cq.cancel(first.id)) is not None
+
+
+# --- cairnq get --tree -------------------------------------------------------------------
+
+
+def test_cairnq_get_tree_prints_the_graph_with_dependencies_and_statuses(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with db.sync_client() as cq:
+        tasks = cq.submit_graph(
+            Graph().add("a", "fetch").add("b", "clean", after=["a"], on_dependency_failure="run")
+        )
+    lines = run_on(db, capsys, "get", tasks["b"].id, "--tree").out.splitlines()
+    a, b = tasks["a"].id, tasks["b"].id
+    assert lines == [
+        f"{a} fetch queued",
+        f"{b} clean queued (parked) after {a} queued [run] <-",
+    ]

@@ -159,3 +159,40 @@ def check_graph(graph: Graph) -> None:
     """Raise ``InvalidGraph`` for an empty graph (the rest is checked when ordering)."""
     if not graph.nodes:
         raise InvalidGraph("the graph has no nodes")
+
+
+def tree_lines(workflow: Workflow, focus: str | None = None) -> list[str]:
+    """The workflow as indented lines: each task under its parent, with what it runs after.
+
+    A line reads ``<id> <name> <status>``, then ``(parked)`` for a task still
+    waiting, ``after <id> <status> [policy]`` per dependency, and ``<-`` on ``focus``.
+
+    Example::
+
+        01J... etl.fetch succeeded
+        01J... etl.clean queued (parked) after 01J... running [cancel]
+    """
+    lines: list[str] = []
+    parked = {e.task_id for e in workflow.edges if e.parked}
+
+    def describe(task_id: str) -> str:
+        task = workflow.tasks.get(task_id)
+        return f"{task_id} (purged)" if task is None else f"{task_id} {task.status}"
+
+    def walk(parent: str | None, depth: int, seen: set[str]) -> None:
+        for task in workflow.children(parent):
+            if task.id in seen:
+                continue
+            seen.add(task.id)
+            words = [f"{'  ' * depth}{task.id} {task.name} {task.status}"]
+            if task.id in parked and task.status == "queued":
+                words.append("(parked)")
+            for edge in workflow.after(task.id):
+                words.append(f"after {describe(edge.depends_on_id)} [{edge.policy}]")
+            if task.id == focus:
+                words.append("<-")
+            lines.append(" ".join(words))
+            walk(task.id, depth + 1, seen)
+
+    walk(None, 0, set())
+    return lines

@@ -488,14 +488,35 @@ class Workflow:
     edges: list[Edge]
 
     def children(self, task_id: str | None) -> list[Task]:
-        """Tasks whose parent is ``task_id`` (``None``: the tasks without a parent in here)."""
+        """Tasks whose parent is ``task_id`` (``None``: the tasks without a parent in here),
+        each after the tasks it depends on, then oldest first."""
         if task_id is None:
-            return [
+            found = [
                 t
                 for t in self.tasks.values()
                 if t.parent_id is None or t.parent_id not in self.tasks
             ]
-        return [t for t in self.tasks.values() if t.parent_id == task_id]
+        else:
+            found = [t for t in self.tasks.values() if t.parent_id == task_id]
+        depth = self._depths()
+        return sorted(found, key=lambda t: (depth.get(t.id, 0), t.created_at_ms, t.id))
+
+    def _depths(self) -> dict[str, int]:
+        """Each task's longest chain of dependencies (0 for a task without any)."""
+        after: dict[str, list[str]] = {}
+        for edge in self.edges:
+            after.setdefault(edge.task_id, []).append(edge.depends_on_id)
+        depth: dict[str, int] = {}
+
+        def of(task_id: str, trail: frozenset[str]) -> int:
+            if task_id not in depth:
+                parents = [d for d in after.get(task_id, ()) if d not in trail]
+                depth[task_id] = 1 + max((of(d, trail | {task_id}) for d in parents), default=-1)
+            return depth[task_id]
+
+        for task_id in self.tasks:
+            of(task_id, frozenset())
+        return depth
 
     def after(self, task_id: str) -> list[Edge]:
         """The edges of the tasks ``task_id`` runs after."""
