@@ -408,3 +408,24 @@ def test_cairnq_get_tree_prints_the_graph_with_dependencies_and_statuses(
         f"{a} fetch queued",
         f"{b} clean queued (parked) after {a} queued [run] <-",
     ]
+
+
+async def test_ctx_submit_with_depends_on_parks_the_child_until_its_dependency_ends(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    order: list[str] = []
+
+    @worker.task
+    async def parent(ctx: Any) -> None:
+        first = await ctx.submit("leaf", {"n": "first"})
+        await ctx.submit("leaf", {"n": "second"}, depends_on=[first])
+
+    @worker.task
+    async def leaf(ctx: Any, payload: Any) -> None:
+        order.append(payload["n"])
+
+    async with db.client() as cq:
+        await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+    assert order == ["first", "second"]

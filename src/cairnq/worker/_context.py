@@ -600,8 +600,12 @@ class TaskContext:
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)
         options.setdefault("correlation_id", self.task.correlation_id)
+        depends_on = options.pop("depends_on", None)
+        policy = options.pop("on_dependency_failure", "cancel")
         client = self._runtime.client
         spec = client._item({"task": task, "payload": payload, **options})
+        if depends_on is not None:
+            return await client._submit_after(spec, depends_on, policy, None)
         return await client._submit_spec(spec, None, self._runtime.gate)
 
     async def spawn(
