@@ -646,7 +646,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-9:] == [
+        assert applied[-10:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
@@ -655,6 +655,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0005_schedules.sql",
             "x0006_limits.sql",
             "x0007_flow.sql",
+            "x0008_workflows.sql",
             "x0009_steps.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)

@@ -91,6 +91,7 @@ EXTENSION_MIGRATIONS = [
     "x0005_schedules.sql",
     "x0006_limits.sql",
     "x0007_flow.sql",
+    "x0008_workflows.sql",
     "x0009_steps.sql",
 ]
 
@@ -119,6 +120,7 @@ INDEXES = {
     ),
     "cairnq_schedules_next_idx": (["next_ms"], None),
     "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
+    "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -183,6 +185,8 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
                 "cairnq_task_snoozes",
                 "cairnq_task_steps",
                 "cairnq_task_attempts",
+                "cairnq_dependencies",
+                "cairnq_parked",
             )
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
@@ -309,12 +313,14 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_dependencies",
         "cairnq_leases",
         "cairnq_limit_keys",
         "cairnq_limits",
         "cairnq_locks",
         "cairnq_meta",
         "cairnq_migrations",
+        "cairnq_parked",
         "cairnq_pauses",
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
@@ -366,7 +372,9 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
         assert f"json_valid({column})" in checks
 
 
-def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Database) -> None:
+def test_key_rows_lease_tokens_snooze_counts_and_workflow_rows_cascade_from_their_task(
+    db: Database,
+) -> None:
     fks = read_schema(db)["fks"]
     children = (
         "cairnq_task_keys",
@@ -375,6 +383,8 @@ def test_key_rows_lease_tokens_and_snooze_counts_cascade_from_their_task(db: Dat
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_task_attempts",
+        "cairnq_dependencies",
+        "cairnq_parked",
     )
     if db.kind == "sqlite":
         assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]

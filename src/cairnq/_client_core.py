@@ -197,6 +197,8 @@ class _ClientCore:
                 f"expected a Backend, a TaskStore or a database URL, got {backend!r}"
             )
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        # Whether the database has the workflow tables, once seen (they are never removed).
+        self._workflows_seen = False
         if store is not None:
             # Backpressure lives on the store, so the store's own submits are gated too.
             if max_queue_depth is None:

@@ -4,7 +4,8 @@
 
     CairnQError
     ├── InvalidArgument (also ValueError)       a bad argument, rejected before any write
-    │   └── SerializationError (a ValueError)   a value that is not portable JSON
+    │   ├── SerializationError (a ValueError)   a value that is not portable JSON
+    │   └── InvalidGraph                        a cycle, a missing node or dependency
     ├── AlreadyExists                           keyed submit under conflict="reject"
     ├── QueueFull                               backpressure wait ran out
     ├── TaskTimeout (not an OSError)            wait/call gave up; the task keeps going
@@ -45,6 +46,7 @@ backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "EventLoopBlocked",
     "EventLoopMismatch",
     "InvalidArgument",
+    "InvalidGraph",
     "ListenUnavailable",
     "LostLease",
     "ProtocolVersionMismatch",
@@ -95,6 +98,27 @@ class SerializationError(InvalidArgument):
     def __init__(self, message: str, *, task_id: str | None = None) -> None:
         super().__init__(message)
         self.task_id = task_id
+
+
+class InvalidGraph(InvalidArgument):
+    """A workflow that cannot be stored as given; nothing was written.
+
+    A cycle among a graph's nodes, a node depending on a node the graph does not
+    define, or a dependency (``depends_on``, ``gather``) on a task that does not
+    exist or was purged.
+
+    Attributes:
+        missing: The node names or task ids not found (empty for a cycle).
+        cycle: The nodes of one cycle as a closed path, ``["a", "b", "a"]``
+            (empty when the graph is acyclic).
+    """
+
+    def __init__(
+        self, message: str, *, missing: Sequence[str] = (), cycle: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
+        self.cycle = tuple(cycle)
 
 
 class AlreadyExists(CairnQError):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 from collections import Counter
@@ -51,11 +52,13 @@ from ..protocol import limits as _limits
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
 from ..protocol.procedures import Procedure, follow
 from ..protocol.steps import Emit, Op
 from ..retention import Retention, SyncRetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..store import TaskStore
+from ..workflows import Dependency, Graph, Workflow, check_graph
 
 T = TypeVar("T")
 C = TypeVar("C", bound="SyncOperations")
@@ -134,6 +137,8 @@ class SyncOperations(_ClientCore):
         correlation_id: str | None = None,
         conn: Any = None,
         warn_unserved: bool = False,
+        depends_on: Iterable[Any] | None = None,
+        on_dependency_failure: str = "cancel",
     ) -> Task:
         """Enqueue a task.
 
@@ -162,6 +167,14 @@ class SyncOperations(_ClientCore):
                 often submits before its workers start, and workers of other SDKs
                 publish no presence, so a queue they alone serve would warn. The
                 ``cairnq submit`` command turns it on (``--no-warn-unserved``).
+            depends_on: Tasks (``Task`` objects or ids) this one runs after: it is
+                stored parked (queued, due 9999-12-31, so no worker claims it) and
+                released, due ``delay_ms`` later, in the transaction where the last
+                of them succeeds. Needs the workflow tables (``cairnq migrate``).
+            on_dependency_failure: When a dependency ends failed or canceled:
+                ``"cancel"`` this task (and, in turn, what depends on it),
+                ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
+                once every dependency ended (``ctx.dependencies()`` shows how).
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -172,10 +185,13 @@ class SyncOperations(_ClientCore):
             SerializationError: payload or metadata is not portable JSON.
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
+            InvalidGraph: a dependency does not exist (or was purged); nothing is written.
+            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
 
         Example::
 
             task = cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
+            report = cq.submit("report.build", depends_on=[task])
         """
         spec = self._new_task(
             task_or_name(task, name, "submit"),
@@ -191,7 +207,10 @@ class SyncOperations(_ClientCore):
             root_id=root_id,
             correlation_id=correlation_id,
         )
-        stored = self._submit_spec(spec, conn, self.gate)
+        if depends_on is not None:
+            stored = self._submit_after(spec, depends_on, on_dependency_failure, conn)
+        else:
+            stored = self._submit_spec(spec, conn, self.gate)
         if warn_unserved and stored.is_queued:
             self._check_served(stored)
         return stored
@@ -261,6 +280,134 @@ class SyncOperations(_ClientCore):
             stored: Task = self._transactional(conn)(conn, op)
             return stored
         return self._run(op, write=True)
+
+    def _submit_after(
+        self, spec: _ops.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
+    ) -> Task:
+        ids = _workflows.dependency_ids(depends_on)
+        checked = _workflows.check_policy(policy)
+        if not ids:
+            return self._submit_spec(spec, conn, self.gate)
+        node = _workflows.Node(spec, external=tuple(ids), policy=checked)
+        stored = self._store_nodes([node], conn)
+        return stored[0]
+
+    def _store_nodes(self, nodes: list[_workflows.Node], conn: Any) -> TaskList:
+        finishers = None
+        if self.submit_hooks:
+            specs, finishers = before_submit(self.submit_hooks, [n.spec for n in nodes], self.codec)
+            nodes = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
+        for queue, count in Counter(n.spec.queue for n in nodes).items():
+            if self.gate.limit_for(queue) is not None:
+                self._follow(self.gate.admit(queue, count))
+        op = _workflows.submit_nodes(nodes)
+        try:
+            if conn is not None:
+                stored: TaskList = self._transactional(conn)(conn, op)
+            else:
+                stored = self._run(op, write=True)
+        except BaseException as exc:
+            if finishers is not None:
+                after_submit(finishers, None, exc)
+            raise
+        if finishers is not None:
+            after_submit(finishers, stored, None)
+        return stored
+
+    def submit_graph(
+        self,
+        graph: Graph | dict[str, Any],
+        *,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        conn: Any = None,
+    ) -> dict[str, Task]:
+        """Submit a graph of tasks in one transaction: all are stored, or none.
+
+        Every node runs after the nodes it names in ``after`` (and the stored
+        tasks in ``depends_on``), as ``submit(depends_on=...)`` does; nodes
+        without dependencies are due at once. The nodes share one root (the
+        first node's id, unless ``root_id`` is given), so ``cairnq get ID --tree``
+        and the dashboard show the graph together.
+
+        Args:
+            graph: A ``Graph``, or a dict ``{name: {"task": ..., "payload": ...,
+                "after": [names], "depends_on": [tasks], "on_dependency_failure": ...,
+                **submit options}}``.
+            root_id: The root every node gets (default: the first node's id).
+            correlation_id: The correlation id of every node without its own.
+            conn: PostgreSQL only: the application's connection (see ``submit``).
+
+        Returns:
+            The stored tasks by node name.
+
+        Raises:
+            InvalidGraph: a cycle, an ``after`` naming no node, or a ``depends_on``
+                task that does not exist; nothing is written.
+            InvalidArgument, SerializationError: a bad node; nothing is written.
+            SchemaIncomplete: the database lacks the workflow tables.
+
+        Example::
+
+            tasks = cq.submit_graph({
+                "fetch": {"task": "etl.fetch"},
+                "clean": {"task": "etl.clean", "after": ["fetch"]},
+                "stats": {"task": "etl.stats", "after": ["fetch"]},
+                "report": {"task": "etl.report", "after": ["clean", "stats"]},
+            })
+        """
+        built = Graph.of(graph)
+        check_graph(built)
+        order = _workflows.topological_order(
+            list(built.nodes), {name: node.after for name, node in built.nodes.items()}
+        )
+        index: dict[str, int] = {}
+        nodes: list[_workflows.Node] = []
+        root = root_id
+        for name in order:
+            node = built.nodes[name]
+            options: dict[str, Any] = {
+                "root_id": root,
+                "correlation_id": correlation_id,
+                **node.options,
+            }
+            spec = self._item({"task": node.task, "payload": node.payload, **options})
+            if root is None:
+                root = spec.root_id
+            nodes.append(
+                _workflows.Node(
+                    spec,
+                    tuple(index[a] for a in node.after),
+                    tuple(node.depends_on),
+                    node.on_dependency_failure,
+                )
+            )
+            index[name] = len(nodes) - 1
+        stored = self._store_nodes(nodes, conn)
+        return {name: stored[index[name]] for name in built.nodes}
+
+    def dependencies(self, task_id: str) -> list[Dependency]:
+        """The tasks ``task_id`` runs after, each with its policy and current row.
+
+        Returns:
+            One ``Dependency`` per edge, in id order (its ``task`` is ``None``
+            once purged); empty for a task without dependencies.
+
+        Raises:
+            SchemaIncomplete: the database lacks the workflow tables.
+        """
+        return self._run(_workflows.dependencies(task_id), write=False)
+
+    def workflow(self, task_id: str) -> Workflow | None:
+        """The workflow of a task: every task of its root and their dependency edges.
+
+        Returns:
+            The ``Workflow`` (at most 1,000 tasks), or ``None`` when the task is unknown.
+        """
+        task = self.get(task_id)
+        if task is None:
+            return None
+        return self._run(_workflows.workflow(task), write=False)
 
     def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction: all are stored, or none.
@@ -344,7 +491,16 @@ class SyncOperations(_ClientCore):
         Returns:
             The task after the request, or ``None`` if it is unknown or already finished.
         """
+        if self._has_workflows():
+            # A task canceled here ends in this transaction: decide its parked dependents.
+            return self._run(_workflows.cancel(task_id), write=True)
         return self._run(_ops.cancel(task_id), write=True)
+
+    def _has_workflows(self) -> bool:
+        """Whether the database has the workflow tables (remembered once seen)."""
+        if not self._workflows_seen:
+            self._workflows_seen = self._run(_workflows.workflows_ready(), write=False)
+        return self._workflows_seen
 
     def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""

@@ -320,6 +320,12 @@ def _parser() -> argparse.ArgumentParser:
 
     get = command("get", "print a task as JSON", "cairnq get --key welcome:ada")
     _by_id_or_key(get)
+    get.add_argument(
+        "--tree",
+        action="store_true",
+        help="print the task's workflow instead: the tasks of its root, each under its "
+        "parent, with the dependencies it runs after and their statuses",
+    )
     get.set_defaults(run=cmd_get)
 
     ls = command(

@@ -24,7 +24,9 @@ from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
+from ..protocol import workflows as _workflows
 from ..top import run_top
+from ..workflows import tree_lines
 from ._errors import CommandError, one_line
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
@@ -216,6 +218,10 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
         task = client.get(args.id) if args.key is None else client.get_by_key(args.key)
         if task is None:
             raise CommandError(_unknown(args))
+        if getattr(args, "tree", False):
+            workflow = client.backend.run(_workflows.workflow(task), write=False)
+            write_lines(out, tree_lines(workflow, focus=task.id))
+            return 0
         snoozes = client.backend.run(_flow.snoozes_if_ready(task.id), write=False)
         history = client.backend.run(_durable.history_if_ready(task.id), write=False)
     shown = task.to_dict()

@@ -261,9 +261,16 @@ def _settled_outcome(status: str) -> Outcome:
     return "failed"
 
 
-def complete(lease: _ops.Lease, worker_id: str, result: str | None, started: int | None) -> Op[Row]:
+def complete(
+    lease: _ops.Lease,
+    worker_id: str,
+    result: str | None,
+    started: int | None,
+    *,
+    workflows: bool = False,
+) -> Op[Row]:
     """``ops.complete``, with the attempt recorded in the same transaction."""
-    row = yield from _ops.complete(lease, worker_id, result)
+    row = yield from _ops.complete(lease, worker_id, result, workflows=workflows)
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]))])
     return row
 
@@ -273,9 +280,11 @@ def complete_many(
     results: Sequence[str | None],
     worker_id: str,
     started: Sequence[int | None],
+    *,
+    workflows: bool = False,
 ) -> Op[dict[str, Row]]:
     """``ops.complete_many``, with every settled attempt recorded in the same transaction."""
-    rows = yield from _ops.complete_many(leases, results, worker_id)
+    rows = yield from _ops.complete_many(leases, results, worker_id, workflows=workflows)
     yield from _record(
         [
             Ended(lease, worker_id, start, _settled_outcome(rows[lease.id]["status"]))
@@ -294,9 +303,12 @@ def fail(
     retryable: bool,
     delay_ms: int,
     started: int | None,
+    workflows: bool = False,
 ) -> Op[Row]:
     """``ops.fail``, with the attempt and its error recorded in the same transaction."""
-    row = yield from _ops.fail(lease, worker_id, error, retryable=retryable, delay_ms=delay_ms)
+    row = yield from _ops.fail(
+        lease, worker_id, error, retryable=retryable, delay_ms=delay_ms, workflows=workflows
+    )
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]), error)])
     return row
 

@@ -26,7 +26,7 @@ from ..errors import (
     SchemaMismatch,
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
-from .steps import NOW, Call, Emit, Op, Row, Script, single_statement
+from .steps import NOW, Call, Emit, Op, Row, Script, SingleStatement, single_statement
 
 if TYPE_CHECKING:
     from .limits import ClaimGate
@@ -776,23 +776,46 @@ def progress(lease: Lease, worker_id: str, value: float | None, message: str | N
     return _owned_row(lease, rows)
 
 
-@single_statement
-def complete(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
-    """Settle a returned attempt: succeeded, or canceled when a cancel is pending."""
+def complete(
+    lease: Lease, worker_id: str, result: str | None, *, workflows: bool = False
+) -> Op[Row]:
+    """Settle a returned attempt: succeeded, or canceled when a cancel is pending.
+
+    ``workflows`` (a database with the workflow tables): also decide the task's
+    parked dependents, in the same transaction.
+    """
+    op = _complete(lease, worker_id, result, workflows)
+    return op if workflows else SingleStatement(op)
+
+
+def _complete(lease: Lease, worker_id: str, result: str | None, workflows: bool) -> Op[Row]:
     rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
+    if workflows:
+        yield from _after_ended(rows)
     return _owned_row(lease, rows)
 
 
-@single_statement
 def complete_many(
-    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str
+    leases: Sequence[Lease],
+    results: Sequence[str | None],
+    worker_id: str,
+    *,
+    workflows: bool = False,
 ) -> Op[dict[str, Row]]:
     """``complete`` for many attempts in one statement; returns the settled rows by task id.
 
     An attempt missing from the result was no longer owned (its lease is lost).
-    Each row carries only ``id``, ``status`` and ``queue``.
+    Each row carries only ``id``, ``status`` and ``queue``. ``workflows``: as
+    for ``complete``.
     """
+    op = _complete_many(leases, results, worker_id, workflows)
+    return op if workflows else SingleStatement(op)
+
+
+def _complete_many(
+    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str, workflows: bool
+) -> Op[dict[str, Row]]:
     rows = yield Call(
         "complete_many",
         {
@@ -805,6 +828,8 @@ def complete_many(
         },
     )
     yield from _emit_for(rows)
+    if workflows:
+        yield from _after_ended(rows)
     return {str(row["id"]): row for row in rows}
 
 
@@ -816,15 +841,41 @@ def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
     return _owned_row(lease, rows)
 
 
-@single_statement
-def fail(lease: Lease, worker_id: str, error: str, *, retryable: bool, delay_ms: int) -> Op[Row]:
-    """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending."""
+def fail(
+    lease: Lease,
+    worker_id: str,
+    error: str,
+    *,
+    retryable: bool,
+    delay_ms: int,
+    workflows: bool = False,
+) -> Op[Row]:
+    """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending.
+
+    ``workflows``: as for ``complete`` (a requeued task decides nothing).
+    """
+    op = _fail(lease, worker_id, error, retryable, delay_ms, workflows)
+    return op if workflows else SingleStatement(op)
+
+
+def _fail(
+    lease: Lease, worker_id: str, error: str, retryable: bool, delay_ms: int, workflows: bool
+) -> Op[Row]:
     rows = yield Call(
         "fail",
         _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
     )
     yield from _emit_for(rows)
+    if workflows:
+        yield from _after_ended(rows)
     return _owned_row(lease, rows)
+
+
+def _after_ended(rows: Sequence[Row]) -> Op[None]:
+    """Decide the parked dependents of tasks ``rows`` ended (see ``workflows.after_ended``)."""
+    from . import workflows as _workflows
+
+    yield from _workflows.after_ended(rows)
 
 
 def hold(lease: Lease, worker_id: str) -> Op[bool]:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._client_core import task_or_name
+from .._client_core import _outcome, task_or_name
 from ..backends import InTransactionCompleter, StepTransactions
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
@@ -30,7 +30,9 @@ from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
+from ..protocol import workflows as _workflows
 from ..protocol.steps import Op
+from ..workflows import Gathering
 
 log = logging.getLogger("cairnq.worker")
 
@@ -104,6 +106,8 @@ class Runtime:
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
     # Whether ended attempts are recorded in the attempt history (x0009_steps.sql applied).
     history: bool = False
+    # The database has the workflow tables: settlements decide parked dependents.
+    workflows: bool = False
 
     def max_snoozes_for(self, name: str) -> int:
         return self.max_snoozes_by_name.get(name, self.max_snoozes)
@@ -212,6 +216,10 @@ class TaskContext:
         # Set when the attempt was settled by a snooze: its delay and the counts after it.
         self.snoozed_ms: int | None = None
         self.snoozes: _flow.Snoozes | None = None
+        # Set when the attempt was parked by gather: how many children it waits for.
+        self.waiting_on: int | None = None
+        # Children spawned so far by this run: the next spawn's index (its key).
+        self._spawned = 0
         self._cancel_seen = task.cancel_requested_at_ms is not None
         # Durable steps: the results earlier attempts recorded (read at the first step),
         # and the names this run used so far (their count is the next step's seq).
@@ -463,10 +471,13 @@ class TaskContext:
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
+            wf = self._runtime.workflows
             op = (
-                _durable.complete(self.lease, self.worker_id, result, self.claimed_at_ms)
+                _durable.complete(
+                    self.lease, self.worker_id, result, self.claimed_at_ms, workflows=wf
+                )
                 if self._runtime.history
-                else _ops.complete(self.lease, self.worker_id, result)
+                else _ops.complete(self.lease, self.worker_id, result, workflows=wf)
             )
             row = await self._owned(op)
             return self._settled_as(row)
@@ -556,9 +567,17 @@ class TaskContext:
                 retryable=retryable,
                 delay_ms=delay_ms,
                 started=self.claimed_at_ms,
+                workflows=self._runtime.workflows,
             )
             if self._runtime.history
-            else _ops.fail(self.lease, self.worker_id, text, retryable=retryable, delay_ms=delay_ms)
+            else _ops.fail(
+                self.lease,
+                self.worker_id,
+                text,
+                retryable=retryable,
+                delay_ms=delay_ms,
+                workflows=self._runtime.workflows,
+            )
         )
         row = await self._owned(op, force=force)
         self.retry_delay_ms = delay_ms if retryable else None
@@ -810,9 +829,104 @@ class TaskContext:
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)
         options.setdefault("correlation_id", self.task.correlation_id)
+        depends_on = options.pop("depends_on", None)
+        policy = options.pop("on_dependency_failure", "cancel")
         client = self._runtime.client
         spec = client._item({"task": task, "payload": payload, **options})
+        if depends_on is not None:
+            return await client._submit_after(spec, depends_on, policy, None)
         return await client._submit_spec(spec, None, self._runtime.gate)
+
+    async def spawn(
+        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
+    ) -> Task:
+        """Submit a child for ``gather``: the same child on every run of this task.
+
+        The n-th spawn of a run gets the key ``cairnq.spawn:<this id>:<n>``, so a
+        re-run (after ``gather`` parked this task, or a retry) returns the child
+        the first run spawned, whatever its status, instead of a duplicate. Spawn
+        in the same order on every run. Lineage as for ``submit``.
+
+        Args:
+            task: The task name or a ``TaskDef``.
+            payload: Any JSON value.
+            name: Another spelling of ``task``.
+            **options: As for ``CairnQ.submit``, but not ``key`` (spawn sets it).
+
+        Returns:
+            The child task.
+
+        Raises:
+            InvalidArgument: a bad argument, or a ``key``.
+            LostLease: this worker no longer owns the task.
+            SchemaIncomplete: the database lacks the workflow tables.
+
+        Example::
+
+            parts = [await ctx.spawn("resize", {"part": i}) for i in range(10)]
+            sizes = await ctx.gather(parts)
+        """
+        task = task_or_name(task, name, "spawn")
+        if "key" in options or "depends_on" in options:
+            raise InvalidArgument("spawn takes no key or depends_on: it keys the child itself")
+        if self._lost or self._abandoned:
+            raise LostLease(self.task.id)
+        options.setdefault("parent_id", self.task.id)
+        options.setdefault("root_id", self.task.root_id or self.task.id)
+        options.setdefault("correlation_id", self.task.correlation_id)
+        options["key"] = _workflows.spawn_key(self.task.id, self._spawned)
+        client = self._runtime.client
+        spec = client._item({"task": task, "payload": payload, **options})
+        child = await client.backend.arun(_workflows.spawn(spec), write=True)
+        self._spawned += 1
+        return child
+
+    async def gather(self, children: Sequence[Any], *, return_tasks: bool = False) -> list[Any]:
+        """The children's results once all ended; until then, park this task.
+
+        When a child is still queued or running, this attempt ends here: the task
+        is parked (queued, not due, its attempt not spent, no worker slot held)
+        and ``Gathering`` is raised (let it propagate). The last child to end
+        releases it; the re-run's ``spawn`` calls return the same children and
+        ``gather`` returns.
+
+        Args:
+            children: ``Task`` objects (from ``spawn`` or ``submit``) or ids.
+            return_tasks: Return the children's ``Task`` rows instead of results.
+
+        Returns:
+            The results, in the order given (or the tasks with ``return_tasks``).
+
+        Raises:
+            TaskFailed: a child ended failed (unless ``return_tasks``).
+            TaskCanceled: a child ended canceled (unless ``return_tasks``).
+            Gathering: children are still running; the attempt is parked.
+            InvalidGraph: a child does not exist.
+            LostLease: this worker no longer owns the task.
+            SchemaIncomplete: the database lacks the workflow tables.
+        """
+        ids = [_workflows.dependency_id(c, "gather entry") for c in children]
+        gathered = await self._owned(_workflows.gather(self.lease, self.worker_id, ids))
+        if gathered.children is not None:
+            if return_tasks:
+                return list(gathered.children)
+            return [_outcome(child) for child in gathered.children]
+        assert gathered.parked is not None
+        self.waiting_on = len(ids)
+        self._settled_as(gathered.parked, snoozed=True)
+        raise Gathering(self.task.id, len(ids))
+
+    async def dependencies(self) -> list[_workflows.Dependency]:
+        """The tasks this one ran after, with their status, result and error.
+
+        For ``on_dependency_failure="run"``: how each dependency ended.
+
+        Raises:
+            SchemaIncomplete: the database lacks the workflow tables.
+        """
+        return await self._runtime.client.backend.arun(
+            _workflows.dependencies(self.task.id), write=False
+        )
 
     async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         """Wait for another task to finish (see ``CairnQ.wait``)."""
@@ -915,6 +1029,20 @@ class SyncTaskContext:
     ) -> Task:
         """Submit a child task (see ``TaskContext.submit``); ``name=`` spells ``task``."""
         return self._call(self._inner.submit(task, payload, name=name, **options))
+
+    def spawn(
+        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
+    ) -> Task:
+        """Submit a child for ``gather`` (see ``TaskContext.spawn``)."""
+        return self._call(self._inner.spawn(task, payload, name=name, **options))
+
+    def gather(self, children: Sequence[Any], *, return_tasks: bool = False) -> list[Any]:
+        """The children's results, or park this task until they end (see ``TaskContext``)."""
+        return self._call(self._inner.gather(children, return_tasks=return_tasks))
+
+    def dependencies(self) -> list[_workflows.Dependency]:
+        """The tasks this one ran after (see ``TaskContext.dependencies``)."""
+        return self._call(self._inner.dependencies())
 
     def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         return self._call(self._inner.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms))

@@ -25,6 +25,7 @@ from ..errors import (
     safe_str,
 )
 from ..flow import Snooze
+from ..workflows import Gathering
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
 
@@ -70,7 +71,10 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
     level = logging.INFO
     retry_in_ms = None
     status = ctx.settled_status
-    if status == "queued" and ctx.snoozed_ms is not None:
+    if status == "queued" and ctx.waiting_on is not None:
+        outcome = "waiting"
+        words = f"parked until its {ctx.waiting_on} child task(s) end"
+    elif status == "queued" and ctx.snoozed_ms is not None:
         outcome = "snoozed"
         count = ctx.snoozes.count if ctx.snoozes is not None else 0
         words = f"snoozed for {_seconds(ctx.snoozed_ms)} (snooze {count})"
@@ -176,6 +180,9 @@ class Executor:
             if others:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
+            return None
+        except Gathering:
+            # ctx.gather parked the task: its attempt is settled already.
             return None
         except Snooze as snooze:
             # Every task of the call still unsettled is snoozed; those a handler settled stay.

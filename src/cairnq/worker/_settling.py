@@ -12,7 +12,7 @@ shutdown, tasks this worker stopped running (``release``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..backends import Backend
@@ -28,8 +28,16 @@ Pending = tuple[_ops.Lease, "str | None", "int | None", "asyncio.Future[Mapping[
 class Settler:
     """Collects ``complete`` requests and writes them in groups."""
 
-    def __init__(self, backend: Backend, worker_id: str, report: OnError | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        worker_id: str,
+        report: OnError | None = None,
+        workflows: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._backend = backend
+        # Whether the database has the workflow tables (completions decide dependents).
+        self._workflows = workflows
         self._worker_id = worker_id
         self._report = report
         self._pending: list[Pending] = []
@@ -44,12 +52,21 @@ class Settler:
 
         ``started`` is when it was claimed, for the attempt history.
         """
+        workflows = self._workflows()
         op = (
             _durable.fail(
-                lease, self._worker_id, error, retryable=False, delay_ms=0, started=started
+                lease,
+                self._worker_id,
+                error,
+                retryable=False,
+                delay_ms=0,
+                started=started,
+                workflows=workflows,
             )
             if self.history
-            else _ops.fail(lease, self._worker_id, error, retryable=False, delay_ms=0)
+            else _ops.fail(
+                lease, self._worker_id, error, retryable=False, delay_ms=0, workflows=workflows
+            )
         )
         call = asyncio.ensure_future(self._backend.arun(op, write=True))
         self._rejects.add(call)
@@ -104,12 +121,17 @@ class Settler:
                 group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
                 leases = [lease for lease, _, _, _ in group]
                 results = [result for _, result, _, _ in group]
+                workflows = self._workflows()
                 op = (
                     _durable.complete_many(
-                        leases, results, self._worker_id, [start for _, _, start, _ in group]
+                        leases,
+                        results,
+                        self._worker_id,
+                        [start for _, _, start, _ in group],
+                        workflows=workflows,
                     )
                     if self.history
-                    else _ops.complete_many(leases, results, self._worker_id)
+                    else _ops.complete_many(leases, results, self._worker_id, workflows=workflows)
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)

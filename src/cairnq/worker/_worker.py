@@ -47,6 +47,7 @@ from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
 from ._settling import Settler
+from ._workflows import WorkflowSweeper
 
 log = logging.getLogger("cairnq.worker")
 
@@ -885,7 +886,9 @@ class Worker:
             scopes=self._runtime.scopes,
         )
         self._wake = wake = backend.hub.subscribe(wants_queued(self.queues), claims=True)
-        settler = Settler(backend, self.worker_id, self._report)
+        settler = Settler(
+            backend, self.worker_id, self._report, workflows=lambda: self._runtime.workflows
+        )
         settler.history = self._runtime.history
         self._runtime.settler = settler
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
@@ -937,6 +940,8 @@ class Worker:
         pauses.job.start()
         if self.sweeper is not None:
             self.sweeper.start()
+        workflows = WorkflowSweeper(backend, self._runtime, report=self._report)
+        await workflows.start()
         if self.evaluates_schedules:
             self._scheduler = Scheduler(
                 backend,
@@ -980,6 +985,7 @@ class Worker:
             if self.sweeper is not None:
                 await self.sweeper.stop()
             await self._recoverer.stop()
+            await workflows.stop()
             await pauses.job.stop()
             await self._drain(claimer, executor, settler)
             await heartbeater.stop()

@@ -1,0 +1,31 @@
+-- Parks an owned attempt (a gather waiting on children): queued at parked_run_at_ms with the claim's attempt undone (no attempt spent); canceled if a cancel is pending.
+-- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
+-- params: id, attempt, lease_token, worker_id, now_ms, parked_run_at_ms
+with clock as materialized (
+    select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
+),
+owned as materialized (
+    select id
+    from cairnq_tasks
+    where id = :id::text and status = 'running' and worker_id = :worker_id::text
+      and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
+    for update
+),
+fenced as materialized (
+    select task_id
+    from cairnq_leases
+    where task_id in (select id from owned) and token = :lease_token::bigint
+    for share
+)
+update cairnq_tasks
+set status = case when cancel_requested_at_ms is not null then 'canceled' else 'queued' end,
+    attempt = case when cancel_requested_at_ms is not null then attempt else attempt - 1 end,
+    worker_id = case when cancel_requested_at_ms is not null then worker_id else null end,
+    progress = case when cancel_requested_at_ms is not null then progress else null end,
+    message = case when cancel_requested_at_ms is not null then message else null end,
+    run_at_ms = case when cancel_requested_at_ms is not null then run_at_ms else :parked_run_at_ms::bigint end,
+    completed_at_ms = case when cancel_requested_at_ms is not null then (select now_ms from clock) else null end,
+    lease_until_ms = null,
+    updated_at_ms = (select now_ms from clock)
+where id in (select task_id from fenced)
+returning *;

@@ -1,0 +1,7 @@
+-- Fails a parked (queued) task for good with error, without running it: a dependency ended badly under policy 'fail'.
+-- Returns the updated row, or zero rows when the task is no longer queued.
+-- params: id, error, now_ms
+update cairnq_tasks
+set status = 'failed', error = :error, completed_at_ms = :now_ms, updated_at_ms = :now_ms
+where id = :id and status = 'queued'
+returning *;

@@ -1,0 +1,431 @@
+"""Workflows on a real database: dependencies and their policies, graphs, spawn and gather.
+
+A reference-like worker is the protocol's claim run through ``ops`` and settled
+with ``ops.complete`` without ``workflows=True``: what a worker that knows
+nothing of the workflow tables writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed
+from cairnq.protocol import ops as _ops
+from cairnq.protocol import workflows as _workflows
+from cairnq.workflows import PARKED_RUN_AT_MS, Graph
+
+from ._db import Database
+from .test_cli import run_on
+from .test_without_extensions import protocol_only
+
+
+async def _claim_reference(cq: CairnQ, worker_id: str = "ref") -> list[_ops.Lease]:
+    """A claim as any worker of the protocol makes it: every due queued task."""
+    rows = await cq.backend.arun(
+        _ops.claim(["default"], worker_id, 30_000, [_ops.Draw(None, 1000)], 10), write=True
+    )
+    return [_ops.Lease.of(r) for r in rows]
+
+
+async def _complete_reference(cq: CairnQ, lease: _ops.Lease, worker_id: str = "ref") -> None:
+    """A completion without the workflow decision, as a reference SDK's worker writes it."""
+    await cq.backend.arun(_ops.complete(lease, worker_id, '"ok"'), write=True)
+
+
+async def _statuses(cq: CairnQ, tasks: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for name, task in tasks.items():
+        got = await cq.get(task.id)
+        assert got is not None
+        out[name] = got.status
+    return out
+
+
+async def _count_tasks(cq: CairnQ) -> int:
+    return sum(sum(c.values()) for c in (await cq.stats()).values())
+
+
+# --- dependencies --------------------------------------------------------------------------
+
+
+async def test_a_diamond_dag_runs_each_task_after_its_dependencies(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=4)
+    order: list[str] = []
+
+    @worker.task
+    async def step(ctx: Any, payload: Any) -> str:
+        order.append(payload["node"])
+        return str(payload["node"])
+
+    async with db.client() as cq:
+        tasks = await cq.submit_graph(
+            {
+                "a": {"task": "step", "payload": {"node": "a"}},
+                "b": {"task": "step", "payload": {"node": "b"}, "after": ["a"]},
+                "c": {"task": "step", "payload": {"node": "c"}, "after": ["a"]},
+                "d": {"task": "step", "payload": {"node": "d"}, "after": ["b", "c"]},
+            }
+        )
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        assert await _statuses(cq, tasks) == dict.fromkeys("abcd", "succeeded")
+    assert order[0] == "a" and order[-1] == "d" and sorted(order[1:3]) == ["b", "c"]
+
+
+async def test_a_task_with_dependencies_is_parked_far_in_the_future(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first], delay_ms=5_000)
+        assert second.status == "queued"
+        assert second.run_at_ms == PARKED_RUN_AT_MS
+
+
+async def test_a_reference_like_worker_never_claims_a_parked_task(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first])
+        claimed = await _claim_reference(cq)
+        assert [lease.id for lease in claimed] == [first.id]
+        assert await _claim_reference(cq, "ref2") == []
+        again = await cq.get(second.id)
+        assert again is not None and again.status == "queued"
+
+
+async def test_the_last_dependency_s_completion_releases_the_dependent_in_its_transaction(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first], delay_ms=0)
+        [lease] = await _claim_reference(cq)
+        row = await cq.backend.arun(_ops.complete(lease, "ref", '"ok"', workflows=True), write=True)
+        assert row["status"] == "succeeded"
+        released = await cq.get(second.id)
+        assert released is not None
+        assert released.run_at_ms < PARKED_RUN_AT_MS
+        assert [lease.id for lease in await _claim_reference(cq, "ref2")] == [second.id]
+
+
+async def test_a_released_task_keeps_its_submitted_delay_from_the_release(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first], delay_ms=3_600_000)
+        [lease] = await _claim_reference(cq)
+        await cq.backend.arun(_ops.complete(lease, "ref", None, workflows=True), write=True)
+        released = await cq.get(second.id)
+        assert released is not None
+        assert released.run_at_ms == released.updated_at_ms + 3_600_000
+
+
+async def test_depending_on_a_task_already_succeeded_is_due_at_once(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        [lease] = await _claim_reference(cq)
+        await _complete_reference(cq, lease)
+        second = await cq.submit("step", depends_on=[first.id])
+        assert second.status == "queued" and second.run_at_ms < PARKED_RUN_AT_MS
+
+
+async def test_policy_cancel_cancels_the_dependent_and_its_own_dependents(db: Database) -> None:
+    async with db.client() as cq:
+        tasks = await cq.submit_graph(
+            {
+                "a": {"task": "step"},
+                "b": {"task": "step", "after": ["a"]},
+                "c": {"task": "step", "after": ["b"]},
+            }
+        )
+        await cq.cancel(tasks["a"].id)
+        assert await _statuses(cq, tasks) == dict.fromkeys("abc", "canceled")
+
+
+async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first], on_dependency_failure="fail")
+        [lease] = await _claim_reference(cq)
+        await cq.backend.arun(
+            _ops.fail(
+                lease, "ref", '{"message":"boom"}', retryable=False, delay_ms=0, workflows=True
+            ),
+            write=True,
+        )
+        failed = await cq.get(second.id)
+        assert failed is not None and failed.status == "failed"
+        assert failed.error is not None
+        assert failed.error["code"] == "dependency_failed"
+        assert failed.error["details"]["dependency"] == first.id
+        assert failed.attempt == 0
+
+
+async def test_policy_run_releases_the_dependent_which_sees_the_outcomes(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    seen: list[tuple[str, str | None]] = []
+
+    @worker.task
+    async def boom(ctx: Any) -> None:
+        raise RuntimeError("boom")
+
+    @worker.task
+    async def ok(ctx: Any) -> int:
+        return 7
+
+    @worker.task
+    async def report(ctx: Any) -> None:
+        for dep in await ctx.dependencies():
+            seen.append((dep.task.name, dep.status))
+
+    async with db.client() as cq:
+        bad = await cq.submit("boom", max_attempts=1)
+        good = await cq.submit("ok")
+        last = await cq.submit("report", depends_on=[bad, good], on_dependency_failure="run")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(last.id)
+        assert done is not None and done.status == "succeeded"
+    assert sorted(seen) == [("boom", "failed"), ("ok", "succeeded")]
+
+
+async def test_depends_on_a_task_that_does_not_exist_raises_and_writes_nothing(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        before = await _count_tasks(cq)
+        with pytest.raises(InvalidGraph, match="do not exist") as raised:
+            await cq.submit("step", depends_on=[first.id, "no-such-task"])
+        assert raised.value.missing == ("no-such-task",)
+        assert await _count_tasks(cq) == before
+
+
+# --- graphs ------------------------------------------------------------------------------
+
+
+async def test_submit_graph_rejects_a_cycle_and_writes_nothing(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidGraph, match="cycle") as raised:
+            await cq.submit_graph(
+                {
+                    "a": {"task": "step"},
+                    "b": {"task": "step", "after": ["a", "d"]},
+                    "c": {"task": "step", "after": ["b"]},
+                    "d": {"task": "step", "after": ["c"]},
+                }
+            )
+        assert raised.value.cycle[0] == raised.value.cycle[-1]
+        assert set(raised.value.cycle) == {"b", "c", "d"}
+        assert await _count_tasks(cq) == 0
+
+
+async def test_submit_graph_rejects_a_missing_node_and_writes_nothing(db: Database) -> None:
+    async with db.client() as cq:
+        graph = Graph().add("a", "step").add("b", "step", after=["a", "ghost"])
+        with pytest.raises(InvalidGraph, match="ghost") as raised:
+            await cq.submit_graph(graph)
+        assert raised.value.missing == ("ghost",)
+        assert await _count_tasks(cq) == 0
+
+
+async def test_submit_graph_gives_every_node_the_first_node_s_root(db: Database) -> None:
+    async with db.client() as cq:
+        tasks = await cq.submit_graph(Graph().add("b", "step", after=["a"]).add("a", "step"))
+        assert tasks["a"].root_id == tasks["a"].id
+        assert tasks["b"].root_id == tasks["a"].id
+        workflow = await cq.workflow(tasks["b"].id)
+        assert workflow is not None
+        assert [(e.task_id, e.depends_on_id) for e in workflow.edges] == [
+            (tasks["b"].id, tasks["a"].id)
+        ]
+
+
+# --- the sweep ---------------------------------------------------------------------------
+
+
+async def test_the_sweep_releases_a_task_whose_dependency_a_reference_worker_completed(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step")
+        second = await cq.submit("step", depends_on=[first])
+        [lease] = await _claim_reference(cq)
+        await _complete_reference(cq, lease)
+        still = await cq.get(second.id)
+        assert still is not None and still.run_at_ms == PARKED_RUN_AT_MS
+        changed = await cq.backend.arun(_workflows.sweep(), write=True)
+        assert [r["id"] for r in changed] == [second.id]
+        assert [lease.id for lease in await _claim_reference(cq, "ref2")] == [second.id]
+
+
+async def test_a_cairnq_worker_sweeps_what_a_reference_worker_completed(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    ran: list[str] = []
+
+    @worker.task
+    async def after(ctx: Any) -> None:
+        ran.append(ctx.task_id)
+
+    async with db.client() as cq:
+        first = await cq.submit("before")
+        second = await cq.submit("after", depends_on=[first])
+        [lease] = await _claim_reference(cq)
+        await _complete_reference(cq, lease)
+        async with worker.background():
+            for _ in range(500):
+                done = await cq.get(second.id)
+                if done is not None and done.status == "succeeded":
+                    break
+                await asyncio.sleep(0.02)
+    assert ran == [second.id]
+
+
+# --- fan-out and fan-in ------------------------------------------------------------------
+
+
+async def test_a_parent_gathers_100_children_on_a_worker_with_one_slot(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=1)
+    runs: list[int] = []
+
+    @worker.task
+    async def parent(ctx: Any) -> int:
+        runs.append(ctx.attempt)
+        children = [await ctx.spawn("child", {"n": n}) for n in range(100)]
+        results = await ctx.gather(children)
+        return sum(results)
+
+    @worker.task
+    async def child(ctx: Any, payload: Any) -> int:
+        return int(payload["n"])
+
+    async with db.client() as cq:
+        task = await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 120)
+        done = await cq.get(task.id)
+        assert done is not None and done.status == "succeeded"
+        assert done.result == sum(range(100))
+        assert done.attempt == 1
+        children = await cq.list(name="child", limit=1000)
+    assert len(children) == 100
+    assert {c.parent_id for c in children} == {task.id}
+    assert len(runs) == 2
+
+
+async def test_a_sync_handler_spawns_and_gathers(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=1)
+
+    @worker.task
+    def parent(ctx: Any) -> list[int]:
+        children = [ctx.spawn("child", {"n": n}) for n in range(3)]
+        return ctx.gather(children)
+
+    @worker.task
+    def child(ctx: Any, payload: Any) -> int:
+        return int(payload["n"]) * 10
+
+    async with db.client() as cq:
+        task = await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(task.id)
+        assert done is not None and done.result == [0, 10, 20]
+
+
+async def test_a_retried_parent_gets_the_same_children_back(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+    attempts: list[int] = []
+
+    @worker.task
+    async def parent(ctx: Any) -> int:
+        attempts.append(ctx.attempt)
+        children = [await ctx.spawn("child", {"n": n}) for n in range(3)]
+        if ctx.attempt == 1:
+            raise RuntimeError("crash after spawning")
+        return len(await ctx.gather(children))
+
+    @worker.task
+    async def child(ctx: Any) -> None:
+        return None
+
+    async with db.client() as cq:
+        task = await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(task.id)
+        assert done is not None and done.status == "succeeded" and done.result == 3
+        assert len(await cq.list(name="child")) == 3
+    assert attempts[:2] == [1, 2]
+
+
+async def test_gather_raises_task_failed_for_a_failed_child(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    caught: list[str] = []
+
+    @worker.task
+    async def parent(ctx: Any) -> None:
+        kid = await ctx.spawn("child", max_attempts=1)
+        try:
+            await ctx.gather([kid])
+        except TaskFailed as exc:
+            caught.append(exc.message)
+
+    @worker.task
+    async def child(ctx: Any) -> None:
+        raise RuntimeError("child broke")
+
+    async with db.client() as cq:
+        await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+    assert caught == ["child broke"]
+
+
+# --- without the workflow tables ---------------------------------------------------------
+
+
+async def test_depends_on_without_the_workflow_tables_names_the_migration(db: Database) -> None:
+    protocol_only(db)
+    async with db.client(migrate=False) as cq:
+        first = await cq.submit("step")
+        with pytest.raises(SchemaIncomplete, match=r"x0008_workflows\.sql.*cairnq migrate"):
+            await cq.submit("step", depends_on=[first])
+        with pytest.raises(SchemaIncomplete, match=r"x0008_workflows\.sql"):
+            await cq.submit_graph({"a": {"task": "step"}})
+        assert (await cq.cancel(first.id)) is not None
+
+
+# --- cairnq get --tree -------------------------------------------------------------------
+
+
+def test_cairnq_get_tree_prints_the_graph_with_dependencies_and_statuses(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with db.sync_client() as cq:
+        tasks = cq.submit_graph(
+            Graph().add("a", "fetch").add("b", "clean", after=["a"], on_dependency_failure="run")
+        )
+    lines = run_on(db, capsys, "get", tasks["b"].id, "--tree").out.splitlines()
+    a, b = tasks["a"].id, tasks["b"].id
+    assert lines == [
+        f"{a} fetch queued",
+        f"{b} clean queued (parked) after {a} queued [run] <-",
+    ]
+
+
+async def test_ctx_submit_with_depends_on_parks_the_child_until_its_dependency_ends(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    order: list[str] = []
+
+    @worker.task
+    async def parent(ctx: Any) -> None:
+        first = await ctx.submit("leaf", {"n": "first"})
+        await ctx.submit("leaf", {"n": "second"}, depends_on=[first])
+
+    @worker.task
+    async def leaf(ctx: Any, payload: Any) -> None:
+        order.append(payload["n"])
+
+    async with db.client() as cq:
+        await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+    assert order == ["first", "second"]
