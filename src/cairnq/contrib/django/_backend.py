@@ -261,7 +261,7 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
     # --- the worker -------------------------------------------------------------------
 
     def find_tasks(self, modules: Iterable[str] = ()) -> dict[str, Task]:
-        """The tasks of this backend in installed apps' ``tasks`` modules and ``modules``.
+        """The tasks in installed apps' ``tasks`` modules, ``TASK_MODULES`` and ``modules``.
 
         Raises:
             ImproperlyConfigured: a module named in ``TASK_MODULES`` or ``modules``
@@ -289,10 +289,10 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
         return found
 
     def _tasks_in(self, module: Any) -> dict[str, Task]:
+        # Every task counts, whatever backend it names: ``task.using(backend=...)``
+        # sends any task to any backend, and the queues decide what a worker claims.
         return {
-            value.module_path: value
-            for value in vars(module).values()
-            if isinstance(value, Task) and value.backend == self.alias
+            value.module_path: value for value in vars(module).values() if isinstance(value, Task)
         }
 
     def worker(
@@ -310,7 +310,7 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
         """
         if not tasks:
             raise ImproperlyConfigured(
-                f"no tasks of the task backend {self.alias!r} were found, so a worker "
+                f"no tasks were found for the task backend {self.alias!r}, so a worker "
                 "would run nothing: define them with @task in an installed app's tasks.py, "
                 f"list their modules in TASKS[{self.alias!r}]['OPTIONS']['TASK_MODULES'], "
                 "or pass --module"
