@@ -55,34 +55,24 @@ def cairnq_sqlite(cairnq_sqlite_template: Path, tmp_path: Path) -> str:
 
 
 class _Server:
-    """An admin connection to the test server and the session's template database."""
+    """The test server and the session's template database."""
 
     def __init__(self, url: str) -> None:
-        import psycopg
+        import cairnq.backends as postgres
 
         self.url = url
-        self.admin: Any = psycopg.connect(url, autocommit=True, connect_timeout=5)
         self.template = f"cairnq_template_{os.getpid()}_{secrets.token_hex(3)}"
+        self._backends: Any = postgres
+        postgres.create_database(url, self.template)
 
     def dsn(self, name: str) -> str:
-        from psycopg.conninfo import make_conninfo
+        return str(self._backends.make_dsn(self.url, dbname=name))
 
-        return make_conninfo(self.url, dbname=name)
-
-    def create(self, name: str, template: str | None = None) -> None:
-        from psycopg import sql
-
-        statement = sql.SQL("create database {}").format(sql.Identifier(name))
-        if template is not None:
-            statement += sql.SQL(" template {}").format(sql.Identifier(template))
-        self.admin.execute(statement)
+    def create(self, name: str) -> None:
+        self._backends.create_database(self.url, name, template=self.template)
 
     def drop(self, name: str) -> None:
-        from psycopg import sql
-
-        self.admin.execute(
-            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
-        )
+        self._backends.drop_database(self.url, name)
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +95,6 @@ def cairnq_postgres_template() -> Iterator[_Server]:
         pytest.skip(problem or "no PostgreSQL")
     from cairnq.backends import PostgresBackend
 
-    server.create(server.template)
     try:
         backend = PostgresBackend(server.dsn(server.template), min_size=1, max_size=1)
         backend.open()
@@ -113,7 +102,6 @@ def cairnq_postgres_template() -> Iterator[_Server]:
         yield server
     finally:
         server.drop(server.template)
-        server.admin.close()
 
 
 @pytest.fixture
@@ -128,7 +116,7 @@ def cairnq_postgres(cairnq_postgres_template: _Server) -> Iterator[str]:
     """
     server = cairnq_postgres_template
     name = f"cairnq_test_{secrets.token_hex(6)}"
-    server.create(name, template=server.template)
+    server.create(name)
     try:
         yield server.dsn(name)
     finally:

@@ -161,11 +161,10 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
         connection = connections[self.database]
         if connection.vendor == "sqlite":
             return str(connection.settings_dict["NAME"])
-        from psycopg.conninfo import make_conninfo
+        from ...backends import make_dsn
 
         params = connection.get_connection_params()
-        kept = {k: v for k, v in params.items() if k in LIBPQ_KEYS and v not in (None, "")}
-        return make_conninfo("", **kept)
+        return make_dsn("", **{k: v for k, v in params.items() if k in LIBPQ_KEYS})
 
     def client(self) -> SyncCairnQ:
         """The process's blocking cairnq client on the tasks' database (made once)."""
