@@ -129,7 +129,14 @@ async def test_a_task_submitted_through_the_dependency_streams_each_progress_val
     assert {d["id"] for d in progress} == {submitted["id"]}
     assert events[-1] == (
         "done",
-        {"id": submitted["id"], "status": "succeeded", "result": {"rows": 3}, "error": None},
+        {
+            "id": submitted["id"],
+            "status": "succeeded",
+            "result": {"rows": 3},
+            "error": None,
+            "progress": 1.0,
+            "message": "part 3 of 3",
+        },
     )
     assert [kind for kind, _ in events].count("done") == 1
 

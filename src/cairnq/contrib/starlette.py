@@ -244,8 +244,8 @@ async def task_events(
 
     Each change (see ``follow``) is an ``event: progress`` whose data is
     ``{"id", "status", "progress", "message", "attempt"}``; the finished task is
-    one ``event: done`` with ``{"id", "status", "result", "error"}``, and the
-    stream ends. An unknown task id gets a 404 JSON response instead.
+    one ``event: done`` with ``{"id", "status", "result", "error", "progress",
+    "message"}``, and the stream ends. An unknown task id gets a 404 JSON response instead.
 
     Args:
         cq: An open client.
@@ -278,6 +278,8 @@ async def task_events(
                         "status": task.status,
                         "result": task.result,
                         "error": task.error,
+                        "progress": task.progress,
+                        "message": task.message,
                     },
                 )
             else:
