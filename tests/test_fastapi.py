@@ -22,18 +22,9 @@ from cairnq.contrib.fastapi import Client, RunningWorker, lifespan, task_events
 from cairnq.contrib.starlette import get_client
 from cairnq.errors import InvalidArgument, StoreClosed
 
+from ._db import PluginDatabase
+
 STEPS = (0.25, 0.5, 0.75)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest) -> str:
-    """A fresh database from cairnq's pytest plugin, on each backend."""
-    name = "cairnq_sqlite" if request.param == "sqlite" else "cairnq_postgres"
-    return str(request.getfixturevalue(name))
-
-
-def client_on(url: str) -> CairnQ:
-    return CairnQ.sqlite(url) if url.endswith(".db") else CairnQ.postgres(url)
 
 
 class Paced:
@@ -75,9 +66,9 @@ def report_app(cq: CairnQ, paced: Paced) -> FastAPI:
 
 
 @pytest.fixture
-async def served(url: str) -> AsyncIterator[tuple[str, Paced]]:
+async def served(fresh: PluginDatabase) -> AsyncIterator[tuple[str, Paced]]:
     """The report app served by uvicorn on a free local port, in this event loop."""
-    cq = client_on(url)
+    cq = fresh.client()
     paced = Paced()
     server = uvicorn.Server(
         uvicorn.Config(report_app(cq, paced), lifespan="on", log_level="warning")
