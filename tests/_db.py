@@ -136,3 +136,18 @@ class Database:
         for backend in self._sync_backends:
             with contextlib.suppress(Exception):
                 backend.close()
+
+
+@dataclass
+class PluginDatabase:
+    """A fresh database from cairnq's pytest plugin (``cairnq_sqlite`` / ``cairnq_postgres``)."""
+
+    kind: str
+    location: str
+
+    def client(self, **options: Any) -> CairnQ:
+        """An async client owning its backend (close it, or use ``async with``)."""
+        if self.kind == "sqlite":
+            return CairnQ.sqlite(self.location, **options)
+        options.setdefault("listen", False)
+        return CairnQ.postgres(self.location, **options)

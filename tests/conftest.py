@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._db import Database, admin_connect, drop_schema
+from ._db import Database, PluginDatabase, admin_connect, drop_schema
 
 PG_URL = os.environ.get("CAIRNQ_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CAIRNQ_REQUIRE_POSTGRES") == "1"
@@ -61,6 +61,17 @@ def db(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Database]:
     finally:
         database.close_all()
         drop_schema(dsn, database.schema or "")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fresh(request: pytest.FixtureRequest) -> PluginDatabase:
+    """A fresh, migrated database on each backend, from cairnq's own pytest plugin.
+
+    The plugin's ``cairnq_sqlite`` copies a template file and ``cairnq_postgres``
+    creates a database from a template (``$CAIRNQ_TEST_POSTGRES_URL``).
+    """
+    fixture = "cairnq_sqlite" if request.param == "sqlite" else "cairnq_postgres"
+    return PluginDatabase(request.param, str(request.getfixturevalue(fixture)))
 
 
 @pytest.fixture

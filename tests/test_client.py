@@ -29,7 +29,7 @@ from cairnq.models import Task
 from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
-from ._db import Database, statement_work
+from ._db import Database, PluginDatabase, statement_work
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 TASK_ID = re.compile(r"^task_[0-9A-HJKMNP-TV-Z]{26}$")
@@ -397,47 +397,47 @@ async def test_list_by_correlation_id_returns_only_that_correlation(db: Database
 # --- reads ---------------------------------------------------------------------------------
 
 
-async def test_get_of_an_unknown_id_is_none(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_of_an_unknown_id_is_none(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         await cq.submit("job")
         assert await cq.get("task_00000000000000000000000000") is None
 
 
-async def test_get_by_key_returns_the_keyed_task(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_by_key_returns_the_keyed_task(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         task = await cq.submit("job", key="welcome:42")
         found = await cq.get_by_key("welcome:42")
     assert found is not None
     assert found.to_dict() == task.to_dict()
 
 
-async def test_get_by_key_of_an_unknown_key_is_none(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_by_key_of_an_unknown_key_is_none(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         await cq.submit("job", key="k1")
         assert await cq.get_by_key("k2") is None
 
 
-async def test_get_status_returns_id_and_status(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_status_returns_id_and_status(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         task = await cq.submit("job")
         await cq.cancel(task.id)
         ref = await cq.get_status(task.id)
     assert ref == TaskRef(task.id, "canceled")
 
 
-async def test_get_status_of_an_unknown_id_is_none(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_status_of_an_unknown_id_is_none(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         assert await cq.get_status("task_00000000000000000000000000") is None
 
 
-async def test_get_status_by_key_returns_the_keyed_task_ref(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_status_by_key_returns_the_keyed_task_ref(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         task = await cq.submit("job", key="k1")
         assert await cq.get_status_by_key("k1") == TaskRef(task.id, "queued")
 
 
-async def test_get_status_by_key_of_an_unknown_key_is_none(db: Database) -> None:
-    async with db.client() as cq:
+async def test_get_status_by_key_of_an_unknown_key_is_none(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         await cq.submit("job", key="k1")
         assert await cq.get_status_by_key("nope") is None
 

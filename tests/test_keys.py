@@ -20,7 +20,7 @@ from cairnq.models import Task
 from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
-from ._db import Database
+from ._db import Database, PluginDatabase
 
 WORKER = "w1"
 START_MS = 1_700_000_000_000
@@ -302,8 +302,8 @@ async def test_reuse_after_success_runs_again_under_the_same_key(db: Database) -
     assert second.id == again.id
 
 
-async def test_a_key_is_global_across_queues_and_names(db: Database) -> None:
-    async with db.client() as cq:
+async def test_a_key_is_global_across_queues_and_names(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         first = await cq.submit("email.send", key="shared", queue="email")
         second = await cq.submit("sms.send", key="shared", queue="sms")
         count = await total(cq)
@@ -312,15 +312,15 @@ async def test_a_key_is_global_across_queues_and_names(db: Database) -> None:
     assert count == 1
 
 
-async def test_keys_differing_only_in_case_are_different_keys(db: Database) -> None:
-    async with db.client() as cq:
+async def test_keys_differing_only_in_case_are_different_keys(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         lower = await cq.submit("job", key="abc")
         upper = await cq.submit("job", key="ABC")
     assert lower.id != upper.id
 
 
-async def test_unkeyed_submits_never_collide(db: Database) -> None:
-    async with db.client() as cq:
+async def test_unkeyed_submits_never_collide(fresh: PluginDatabase) -> None:
+    async with fresh.client() as cq:
         ids = {(await cq.submit("job")).id for _ in range(3)}
         count = await total(cq)
     assert len(ids) == 3

@@ -64,7 +64,7 @@ CAPABILITIES: list[type] = [
     Inspector,
 ]
 CLAIMS: dict[str, set[type]] = {
-    "sqlite": {Clocked, Described, Migrating, FileBound, Inspector},
+    "sqlite": {Clocked, Described, Migrating, TransactionalRunner, FileBound, Inspector},
     "postgres": {
         Clocked,
         Described,

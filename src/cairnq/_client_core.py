@@ -425,7 +425,8 @@ class _ClientCore:
         backend = self.backend
         if not isinstance(backend, TransactionalRunner):
             raise UnsupportedBackend(
-                f"submitting inside the application's transaction needs PostgreSQL; "
+                f"submitting inside the application's transaction needs a backend that "
+                f"runs on the application's connection (SQLite, PostgreSQL); "
                 f"the {backend.dialect} backend has no shared connection"
             )
         return backend.arun_on if self._RUN_ON == "arun_on" else backend.run_on

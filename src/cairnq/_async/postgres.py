@@ -26,6 +26,7 @@ from ..backends._postgres_core import (
     _joins_callers_transaction,
     _json_as_text,
     _op_name,
+    _require_psycopg_connection,
     _translate,
     dict_row,
     psycopg,
@@ -194,8 +195,10 @@ class AsyncPostgresPaths(PostgresCore):
 
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
+            UnsupportedBackend: ``conn`` is no psycopg connection (a ``sqlite3`` one).
             EventLoopMismatch: called from an event loop other than this backend's.
         """
+        _require_psycopg_connection(conn)
         self._acheck_loop()
         if not self._setup_done:
             await self.aopen()

@@ -21,6 +21,7 @@ from ..backends._postgres_core import (
     _joins_callers_transaction,
     _json_as_text,
     _op_name,
+    _require_psycopg_connection,
     _translate,
     dict_row,
     psycopg,
@@ -187,7 +188,9 @@ class SyncPostgresPaths(PostgresCore):
 
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
+            UnsupportedBackend: ``conn`` is no psycopg connection (a ``sqlite3`` one).
         """
+        _require_psycopg_connection(conn)
         self._check_loop()
         if not self._setup_done:
             self.open()

@@ -43,7 +43,13 @@ from .pg_executor import (
 from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
 
 if TYPE_CHECKING:
-    from .postgres import PostgresBackend, scratch_schema_backend
+    from .postgres import (
+        PostgresBackend,
+        create_database,
+        drop_database,
+        make_dsn,
+        scratch_schema_backend,
+    )
 
 __all__ = [
     "Backend",
@@ -63,7 +69,10 @@ __all__ = [
     "PgExecutorBackend",
     "PgSession",
     "PostgresBackend",
+    "create_database",
     "create_pool_executor",
+    "drop_database",
+    "make_dsn",
     "EXECUTOR_SYNC_REFUSED",
     "is_executor",
     "Registration",
@@ -82,7 +91,13 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # PostgreSQL's names load psycopg, an optional extra: only when asked for.
-    if name in ("PostgresBackend", "scratch_schema_backend"):
+    if name in (
+        "PostgresBackend",
+        "scratch_schema_backend",
+        "create_database",
+        "drop_database",
+        "make_dsn",
+    ):
         from . import postgres
 
         return getattr(postgres, name)

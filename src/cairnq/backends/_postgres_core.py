@@ -41,6 +41,7 @@ from ..errors import (
     DatabaseError,
     DatabaseUnavailable,
     InvalidArgument,
+    UnsupportedBackend,
 )
 from ..protocol import ops as _ops
 from ..protocol.ops import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
@@ -102,6 +103,26 @@ def _joins_callers_transaction(conn: Any) -> bool:
     """
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     return not conn.autocommit and idle
+
+
+def _require_psycopg_connection(conn: Any) -> None:
+    """Refuse ``submit(conn=...)`` with anything but a psycopg connection, naming what it got.
+
+    Raises:
+        UnsupportedBackend: ``conn`` is a ``sqlite3`` connection or anything else.
+    """
+    if isinstance(conn, (psycopg.Connection, psycopg.AsyncConnection)):
+        return
+    kind = type(conn)
+    hint = (
+        "; a SQLite database needs the SQLite backend (CairnQ.sqlite on the same file)"
+        if kind.__module__ == "sqlite3"
+        else ""
+    )
+    raise UnsupportedBackend(
+        f"the PostgreSQL backend runs submit(conn=...) on a psycopg connection, not on "
+        f"a {kind.__module__.split('.')[0]} {kind.__name__}{hint}"
+    )
 
 
 def _op_name(op: Op[Any]) -> str:

@@ -239,3 +239,42 @@ def scratch_schema_backend(dsn: str, *, clock: Clock | None = None) -> Iterator[
         backend.close()
         with psycopg.Connection.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+
+
+def make_dsn(base: str, **params: Any) -> str:
+    """``base`` (a DSN) with ``params`` (libpq keywords) set; empty values are left out.
+
+    Example::
+
+        make_dsn("postgresql://app@db/app", dbname="app_test")
+    """
+    from psycopg.conninfo import make_conninfo
+
+    kept = {k: v for k, v in params.items() if v not in (None, "")}
+    return make_conninfo(base, **kept)
+
+
+def create_database(url: str, name: str, *, template: str | None = None) -> None:
+    """``CREATE DATABASE name [TEMPLATE template]`` through the server at ``url``.
+
+    Raises:
+        DatabaseError: the server refused (a name taken, a template in use).
+    """
+    statement = sql.SQL("create database {}").format(sql.Identifier(name))
+    if template is not None:
+        statement += sql.SQL(" template {}").format(sql.Identifier(template))
+    try:
+        with psycopg.Connection.connect(url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(statement)
+    except BaseException as exc:
+        raise _translate(exc) from exc
+
+
+def drop_database(url: str, name: str) -> None:
+    """``DROP DATABASE IF EXISTS name WITH (FORCE)`` through the server at ``url``."""
+    statement = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+    try:
+        with psycopg.Connection.connect(url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(statement)
+    except BaseException as exc:
+        raise _translate(exc) from exc

@@ -51,6 +51,7 @@ from ..errors import (
     DatabaseUnavailable,
     InvalidArgument,
     StoreClosed,
+    UnsupportedBackend,
 )
 from ..protocol import ops as _ops
 from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
@@ -382,6 +383,96 @@ class SQLiteBackend:
         rolls back its changes with the rest.
         """
         return await self.arun(_around(work, after), write=True)
+
+    def run_on(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's ``sqlite3`` connection, in its transaction.
+
+        The connection must be open on this backend's file (Django's, for
+        instance). Nothing is committed here when the connection is inside a
+        transaction: the task exists when the application commits and is gone if
+        it rolls back; the operation runs in a savepoint, so its own failure
+        leaves the application's transaction usable. Outside a transaction it
+        runs in a ``BEGIN IMMEDIATE`` transaction of its own and commits.
+        Wake-ups are not published (workers find the task on their next poll).
+
+        Args:
+            conn: An open ``sqlite3.Connection`` on this backend's database file.
+            op: The operation (a submit).
+
+        Returns:
+            The operation's value.
+
+        Raises:
+            UnsupportedBackend: ``conn`` is not a ``sqlite3`` connection (a
+                psycopg connection given to the SQLite backend).
+            InvalidArgument: ``conn`` is open on another database file.
+
+        Example::
+
+            with sqlite3.connect("app.db", isolation_level=None) as conn:
+                conn.execute("begin immediate")
+                cq.submit("email.send", {}, conn=conn)
+                conn.execute("commit")
+        """
+        self._ensure_open()
+        if not isinstance(conn, sqlite3.Connection):
+            raise UnsupportedBackend(
+                f"the SQLite backend runs submit(conn=...) on a sqlite3 connection, "
+                f"not on {_kind_of_connection(conn)}; use the backend of that connection's "
+                "database (CairnQ.postgres for a psycopg connection)"
+            )
+        self._check_same_file(conn)
+
+        def execute(step: Call | Script) -> Rows:
+            cur = conn.cursor()
+            cur.row_factory = sqlite3.Row
+            if isinstance(step, Script):
+                raise InvalidArgument("a script cannot run on the application's connection")
+            statement = self._statements[step.statement]
+            return cur.execute(statement.text, bind(statement, step.params, self._adapt)).fetchall()
+
+        joined = conn.in_transaction
+        try:
+            conn.execute("savepoint cairnq_op" if joined else self.begin_write)
+            try:
+                value, _ = drive(op, execute)
+            except BaseException:
+                if joined:
+                    conn.execute("rollback to cairnq_op")
+                    conn.execute("release cairnq_op")
+                elif conn.in_transaction:
+                    conn.execute("rollback")
+                raise
+            conn.execute("release cairnq_op" if joined else "commit")
+        except CairnQError:
+            raise
+        except BaseException as exc:
+            raise _translate(exc, self.busy_timeout_ms, self._file) from exc
+        return value
+
+    async def arun_on(self, conn: Any, op: Op[T]) -> T:
+        """``run_on`` from a coroutine; blocks the loop for the (short) write itself.
+
+        A ``sqlite3`` connection belongs to the thread that made it, so the
+        statements run right here rather than in a thread of the pool.
+        """
+        return self.run_on(conn, op)
+
+    def _check_same_file(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute("pragma database_list").fetchall()
+        main = next((row[2] for row in rows if row[1] == "main"), "")
+        here = self._file
+        if here is None or not main:
+            same = here is None and not main
+        else:
+            same = os.path.realpath(main) == os.path.realpath(here)
+        if not same:
+            raise InvalidArgument(
+                f"the connection given to submit(conn=...) is open on "
+                f"{main or 'an in-memory database'!r}, "
+                f"not on this backend's database {self.description!r}; the task would be "
+                "written where no worker of this backend looks"
+            )
 
     def _ensure_open(self) -> None:
         if self._lost is not None:
@@ -963,3 +1054,9 @@ def scratch_file_backend(url: str, clock: Clock | None = None) -> Iterator[SQLit
 register_backend(
     ["sqlite", ""], _open, dialect="sqlite", location=_path, scratch=scratch_file_backend
 )
+
+
+def _kind_of_connection(conn: Any) -> str:
+    """A connection's kind in words, for errors about the wrong one."""
+    kind = type(conn)
+    return f"a {kind.__module__.split('.')[0]} {kind.__name__}"

@@ -1,10 +1,10 @@
-"""Helpers for testing code that uses cairnq."""
+"""A clock that tests move by hand."""
 
 from __future__ import annotations
 
 import threading
 
-from ._clock import SYSTEM_CLOCK
+from .._clock import SYSTEM_CLOCK
 
 __all__ = ["FakeClock"]
 

@@ -1,0 +1,1 @@
+"""Integrations with web frameworks: ``cairnq.contrib.django``, ``cairnq.contrib.starlette``."""

@@ -1,0 +1,129 @@
+"""The integration pages' complete examples run as written, in a fresh directory on SQLite.
+
+A page marks what is run: ```` ```python file=NAME ```` blocks are written to
+NAME, ```` ```sh serve ```` starts a server in the background (its ``--port`` is
+swapped for a free one), ```` ```sh run ```` lines run in order (``python`` is
+this interpreter), and a following ```` ```text output ```` block is their
+standard output. ``text output may-merge`` allows lines to be missing (progress
+read by polling may skip a step) but not reordered, and the last line must match.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.S | re.M)
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Example:
+    files: dict[str, str] = field(default_factory=dict)
+    serve: list[str] = field(default_factory=list)
+    run: list[str] = field(default_factory=list)
+    output: list[str] | None = None
+    may_merge: bool = False
+
+
+def example_of(page: str) -> Example:
+    example = Example()
+    for language, info, body in BLOCK.findall((ROOT / "docs" / page).read_text()):
+        words = info.split()
+        if language == "python" and words and words[0].startswith("file="):
+            example.files[words[0].removeprefix("file=")] = body
+        elif language == "sh" and words == ["serve"]:
+            example.serve += body.splitlines()
+        elif language == "sh" and words == ["run"]:
+            example.run += body.splitlines()
+        elif language == "text" and words[:1] == ["output"]:
+            example.output = body.splitlines()
+            example.may_merge = "may-merge" in words
+    assert example.files and example.run, f"docs/{page} marks no runnable example"
+    return example
+
+
+def argv(line: str, port: int) -> list[str]:
+    words = shlex.split(line)
+    assert words[0] == "python", f"an example command runs python: {line!r}"
+    words = [sys.executable, *words[1:]]
+    if "--port" in words:
+        words[words.index("--port") + 1] = str(port)
+    return [w.replace(":8000", f":{port}") for w in words]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, server: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "the example's server exited during start-up"
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the example's server did not listen on {port}")
+
+
+def run_example(page: str, folder: Path) -> list[str]:
+    example = example_of(page)
+    for name, text in example.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    port = free_port()
+    servers = [
+        subprocess.Popen(argv(line, port), cwd=folder, text=True, stderr=subprocess.DEVNULL)
+        for line in example.serve
+    ]
+    try:
+        for server in servers:
+            wait_for_port(port, server)
+        printed: list[str] = []
+        for line in example.run:
+            done = subprocess.run(
+                argv(line, port), cwd=folder, capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode == 0, f"{line}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+            printed += done.stdout.splitlines()
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+    if example.output is not None:
+        if example.may_merge:
+            assert printed and printed[-1] == example.output[-1], printed
+            wanted = iter(example.output)
+            assert all(line in wanted for line in printed), (printed, example.output)
+        else:
+            assert printed == example.output
+    return printed
+
+
+def test_the_django_page_example_enqueues_runs_and_reports_its_result(tmp_path: Path) -> None:
+    pytest.importorskip("django")
+    run_example("django.md", tmp_path)
+
+
+def test_the_fastapi_page_example_streams_its_report_progress(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    printed = run_example("fastapi.md", tmp_path)
+    assert printed[-1].startswith("done: succeeded")
+
+
+def test_the_testing_page_example_passes_under_pytest_with_the_plugin(tmp_path: Path) -> None:
+    printed = run_example("testing.md", tmp_path)
+    assert any("1 passed" in line for line in printed), printed
