@@ -367,6 +367,15 @@ class LimitUsage:
     waiting: int
     tokens: dict[str, float]
 
+    def busiest(self, most: int) -> list[tuple[str, int]]:
+        """Up to ``most`` keys with the most running tasks, as ``(key, running)``, busiest
+        first (ties by key)."""
+        return sorted(self.running.items(), key=lambda item: (-item[1], item[0]))[:most]
+
+    def lowest_tokens(self, most: int) -> list[tuple[str, float]]:
+        """Up to ``most`` keys of a rate limit with the fewest tokens, emptiest first."""
+        return sorted(self.tokens.items(), key=lambda item: (item[1], item[0]))[:most]
+
     @property
     def saturated(self) -> list[str]:
         """Keys at their concurrency limit now."""
