@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .durations import parse_duration
+from .durations import format_duration, parse_duration
 from .errors import InvalidArgument
 from .models import Task
 
@@ -262,6 +262,14 @@ class Limit:
     def function_key(self) -> bool:
         """Whether the key is a function (computed only where it is declared)."""
         return self.key is not None and self.key.startswith(FUNCTION_PREFIX)
+
+    @property
+    def period_text(self) -> str:
+        """A rate limit's period for people (``1s``, ``1m00s``, ``1500ms``); ``-`` otherwise."""
+        if self.period_ms is None:
+            return "-"
+        ms = self.period_ms
+        return format_duration(ms) if ms % 1000 == 0 else f"{ms}ms"
 
     def governs(self, queue: str, name: str) -> bool:
         """Whether a task of ``queue`` and ``name`` counts against this limit."""

@@ -150,17 +150,12 @@ def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     return format_table(["ID", "NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
 
 
-def _period(ms: int) -> str:
-    return format_duration(ms) if ms % 1000 == 0 else f"{ms}ms"
-
-
 def _rule(usage: LimitUsage) -> str:
     limit = usage.limit
     if limit.kind == "concurrency":
         rule = f"{limit.amount} at once"
     else:
-        assert limit.period_ms is not None
-        rule = f"{limit.amount}/{_period(limit.period_ms)} burst {limit.burst}"
+        rule = f"{limit.amount}/{limit.period_text} burst {limit.burst}"
     return rule + (f" per {limit.key}" if limit.key else "")
 
 
