@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from cairnq import SyncCairnQ
+from cairnq import Limit, SyncCairnQ
 from cairnq.cli import main
 from cairnq.models import Task
 from cairnq.protocol import ops as _ops
+from cairnq.protocol.limits import ClaimGate
 from cairnq.testing import FakeClock
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
 
@@ -252,6 +254,85 @@ def test_a_frame_on_a_database_without_the_schedules_tables_shows_the_rest(
         cq.submit("a")
         text = frame(cq, 1_000)
     assert "next schedule" not in text
+    assert queue_rows(text)["default"][0] == "1"
+
+
+def limited(cq: SyncCairnQ, *limits: Limit, want: int = 100, queue: str = "default") -> int:
+    """Store ``limits`` and claim up to ``want`` due tasks under them, as a worker would."""
+    for limit in limits:
+        cq.set_limit(limit)
+    gate = ClaimGate(list(limits))
+    op = _ops.claim([queue], WORKER_ID, 60_000, [_ops.Draw(None, want)], 100, gate=gate)
+    return len(cq.backend.run(op, write=True))
+
+
+def limit_rows(text: str) -> dict[str, list[str]]:
+    """The limits section of a frame: ``{limit id: [on, rule, waiting, in use]}``."""
+    lines = text.splitlines()
+    at = lines.index("limits:")
+    assert lines[at + 1].split() == ["LIMIT", "ON", "RULE", "WAITING", "IN", "USE"]
+    rows = {}
+    for line in lines[at + 2 :]:
+        if not line.strip():
+            break
+        limit_id, *cells = re.split(r"\s{2,}", line.strip())
+        rows[limit_id] = cells
+    return rows
+
+
+def test_a_limit_per_key_shows_its_busiest_keys_used_over_the_limit_and_the_waiting_count(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    for customer, count in (("a", 5), ("b", 1), ("c", 2), ("d", 2)):
+        cq.submit_many([("job", {"customer": customer}) for _ in range(count)])
+    limit = Limit.concurrency(2, queue="default", key="payload.customer", id="per-customer")
+    assert limited(cq, limit) == 7
+    # a's three tasks over its limit wait.
+    assert limit_rows(frame(cq, 1_000))["per-customer"] == [
+        "queue default",
+        "2 at once per payload.customer",
+        "3",
+        "a 2/2, c 2/2, d 2/2, +1 keys",
+    ]
+
+
+def test_a_limit_without_a_key_shows_running_over_the_limit(db: Database, cq: SyncCairnQ) -> None:
+    cq.submit_many([("job", None) for _ in range(4)])
+    assert limited(cq, Limit.concurrency(3, name="job", id="jobs")) == 3
+    assert limit_rows(frame(cq, 1_000))["jobs"] == ["task job", "3 at once", "1", "3/3"]
+
+
+def test_a_rate_limit_shows_its_rule_and_the_tokens_left(db: Database, cq: SyncCairnQ) -> None:
+    cq.submit_many([("job", None) for _ in range(4)])
+    rate = Limit.rate(1, per="1h", burst=2, queue="default", id="slow")
+    assert limited(cq, rate) == 2
+    assert limit_rows(frame(cq, 1_000))["slow"] == [
+        "queue default",
+        "1/1h00m burst 2",
+        "2",
+        "tokens 0.0/2",
+    ]
+
+
+def test_limits_of_other_queues_are_left_out_with_the_queue_option(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    cq.set_limit(Limit.concurrency(1, queue="mail", id="mail"))
+    cq.set_limit(Limit.concurrency(1, queue="sms", id="sms"))
+    assert set(limit_rows(frame(cq, 1_000, queue="mail"))) == {"mail"}
+
+
+def test_a_frame_without_limits_has_no_limits_section(db: Database, cq: SyncCairnQ) -> None:
+    cq.submit("a")
+    assert "limits:" not in frame(cq, 1_000)
+
+
+def test_a_frame_on_a_database_without_the_limits_tables_shows_the_rest(db: Database) -> None:
+    protocol_only(db)
+    with db.sync_client(migrate=False) as cq:
+        cq.submit("a")
+        text = frame(cq, 1_000)
+    assert "limits:" not in text
     assert queue_rows(text)["default"][0] == "1"
 
 

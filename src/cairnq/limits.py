@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .durations import parse_duration
+from .durations import format_duration, parse_duration
 from .errors import InvalidArgument
 from .models import Task
 
@@ -263,6 +263,14 @@ class Limit:
         """Whether the key is a function (computed only where it is declared)."""
         return self.key is not None and self.key.startswith(FUNCTION_PREFIX)
 
+    @property
+    def period_text(self) -> str:
+        """A rate limit's period for people (``1s``, ``1m00s``, ``1500ms``); ``-`` otherwise."""
+        if self.period_ms is None:
+            return "-"
+        ms = self.period_ms
+        return format_duration(ms) if ms % 1000 == 0 else f"{ms}ms"
+
     def governs(self, queue: str, name: str) -> bool:
         """Whether a task of ``queue`` and ``name`` counts against this limit."""
         return (queue if self.scope == "queue" else name) == self.target
@@ -366,6 +374,15 @@ class LimitUsage:
     running: dict[str, int]
     waiting: int
     tokens: dict[str, float]
+
+    def busiest(self, most: int) -> list[tuple[str, int]]:
+        """Up to ``most`` keys with the most running tasks, as ``(key, running)``, busiest
+        first (ties by key)."""
+        return sorted(self.running.items(), key=lambda item: (-item[1], item[0]))[:most]
+
+    def lowest_tokens(self, most: int) -> list[tuple[str, float]]:
+        """Up to ``most`` keys of a rate limit with the fewest tokens, emptiest first."""
+        return sorted(self.tokens.items(), key=lambda item: (item[1], item[0]))[:most]
 
     @property
     def saturated(self) -> list[str]:

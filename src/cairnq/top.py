@@ -24,13 +24,16 @@ from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
+from .limits import LimitUsage
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
+from .protocol import limits as _limits
 from .protocol import reads as _reads
 from .protocol import schedules as _schedules
 
 __all__ = [
     "Frame",
     "format_table",
+    "limit_lines",
     "percent",
     "progress_bar",
     "render_frame",
@@ -41,6 +44,7 @@ __all__ = [
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 BAR_WIDTH = 20
 DEFAULT_RUNNING_ROWS = 20
+BUSIEST_KEYS = 3
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,62 @@ def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     return format_table(["ID", "NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
 
 
+def _rule(usage: LimitUsage) -> str:
+    limit = usage.limit
+    if limit.kind == "concurrency":
+        rule = f"{limit.amount} at once"
+    else:
+        rule = f"{limit.amount}/{limit.period_text} burst {limit.burst}"
+    return rule + (f" per {limit.key}" if limit.key else "")
+
+
+def _use(usage: LimitUsage, most: int) -> str:
+    limit = usage.limit
+    more = (len(usage.tokens) if limit.kind == "rate" else len(usage.running)) - most
+    extra = f", +{more} keys" if more > 0 else ""
+    if limit.kind == "rate":
+        if not usage.tokens:
+            return f"tokens {limit.burst}/{limit.burst}"
+        if limit.key is None:
+            return f"tokens {usage.tokens.get('', 0.0):.1f}/{limit.burst}"
+        fewest = usage.lowest_tokens(most)
+        return "tokens " + ", ".join(f"{k} {t:.1f}/{limit.burst}" for k, t in fewest) + extra
+    if limit.key is None:
+        return f"{usage.running.get('', 0)}/{limit.amount}"
+    busiest = usage.busiest(most)
+    if not busiest:
+        return "0 running"
+    return ", ".join(f"{k} {n}/{limit.amount}" for k, n in busiest) + extra
+
+
+def limit_lines(
+    usages: Sequence[LimitUsage], *, queue: str | None = None, most: int = BUSIEST_KEYS
+) -> list[str]:
+    """The ``limits`` section: one row per limit with its rule, use now and waiting tasks.
+
+    A concurrency limit's use is its ``most`` busiest keys as ``key running/limit``
+    (one ``running/limit`` without a key); a rate limit's, its emptiest buckets'
+    tokens. ``WAITING`` counts the due queued tasks the limit governs. With
+    ``queue``, limits of other queues are left out. No lines without limits.
+    """
+    shown = [
+        u for u in usages if queue is None or u.limit.scope != "queue" or u.limit.target == queue
+    ]
+    if not shown:
+        return []
+    rows = [
+        [
+            u.limit.id,
+            f"{'queue' if u.limit.scope == 'queue' else 'task'} {u.limit.target}",
+            _rule(u),
+            str(u.waiting),
+            _use(u, most),
+        ]
+        for u in shown
+    ]
+    return ["limits:", *format_table(["LIMIT", "ON", "RULE", "WAITING", "IN USE"], rows, right=[3])]
+
+
 def next_slot_line(found: tuple[str, int] | None, now_ms: int) -> str | None:
     """``next schedule: nightly at 02:00:00 (in 3h)``, local time; ``None`` without one."""
     if found is None:
@@ -185,13 +245,16 @@ def render_frame(
     Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
     (delayed, or retries in backoff); due tasks of a name no live cairnq worker
     serves on their queue are flagged on an ``unserved:`` line each. Under the
-    header, the earliest next slot of the schedules not paused, if any.
+    header, the earliest next slot of the schedules not paused, if any. Under
+    the queues, the ``limits`` section (see ``limit_lines``) when the database
+    has limits.
 
     Returns:
         This frame, to pass as ``previous`` next time.
     """
     later = client.backend.run(_reads.scheduled(), write=False)
     upcoming = client.backend.run(_schedules.next_slot(), write=False)
+    usages = client.backend.run(_limits.usage_if_ready(), write=False) or []
     current = Frame(now_ms, client.stats(queue), later)
     orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
@@ -209,6 +272,9 @@ def render_frame(
         lines.append("no tasks" + (f" in queue {queue!r}" if queue else ""))
     if orphans:
         lines += ["", *_unserved_lines(orphans)]
+    limits = limit_lines(usages, queue=queue)
+    if limits:
+        lines += ["", *limits]
     lines += ["", f"running: {total_running}"]
     if running:
         lines += _running_lines(running, now_ms)

@@ -1,4 +1,5 @@
-"""The dashboard's pages: overview, tasks, one task, workers, schedules, the actions, /metrics.
+"""The dashboard's pages: overview, tasks, one task, workers, schedules, limits, the actions,
+/metrics.
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -30,6 +31,7 @@ from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
+from ..protocol import limits as _limits
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
 from ._charts import activity_chart, sparkline
@@ -43,6 +45,8 @@ log = logging.getLogger("cairnq.dashboard")
 Redact = Callable[[str, Any, Task], Any]
 
 LIVE_HEADER = "x-cairnq-live"
+# The limits page shows this many keys of each limit (the busiest, or the emptiest buckets).
+LIMIT_KEYS_SHOWN = 5
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
 # The most one purge from the dashboard deletes; the page counts one more to say "over".
@@ -470,6 +474,7 @@ class Pages:
                 ("/schedule", self.schedule),
                 ("/schedule/pause", self.schedule_action_page),
                 ("/schedule/resume", self.schedule_action_page),
+                ("/limits", self.limits),
                 ("/metrics", self.metrics),
             )
         ]
@@ -854,6 +859,21 @@ class Pages:
         else:
             live = render("schedules.html", view, error="", rows=rows)
         return self._page(request, title="Schedules", active="schedules", body="", region=live)
+
+    async def limits(self, request: Request) -> Response:
+        view = self.view(request)
+        client = self.dash.client
+
+        async def load() -> Any:
+            return await client._run(_limits.usage(), write=False)
+
+        try:
+            usages = await self.dash._reads.get("limits", load)
+        except SchemaIncomplete as exc:
+            live = render("limits.html", view, error=str(exc), usages=[])
+        else:
+            live = render("limits.html", view, error="", usages=usages, keys_shown=LIMIT_KEYS_SHOWN)
+        return self._page(request, title="Limits", active="limits", body="", region=live)
 
     async def schedule(self, request: Request) -> Response:
         view = self.view(request)

@@ -160,6 +160,18 @@ def usage() -> Op[list[LimitUsage]]:
     return out
 
 
+def usage_if_ready() -> Op[list[LimitUsage] | None]:
+    """``usage()``, or ``None`` when the database lacks the limits tables.
+
+    For views (``cairnq top``) that show limits when there are any and have
+    nothing to show, not an error, on a database without them.
+    """
+    ready = yield from limits_ready()
+    if not ready:
+        return None
+    return (yield from usage())
+
+
 # --- the limited claim -------------------------------------------------------------------
 
 
