@@ -32,7 +32,9 @@ from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
+from ._graph import Picture, belongs_to_workflow, picture
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
 if TYPE_CHECKING:
@@ -651,6 +653,7 @@ class Pages:
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         history = await run(_durable.history_if_ready(task.id), write=False)
+        graph = await self._workflow_picture(task)
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -663,6 +666,7 @@ class Pages:
             "snoozes": snoozes,
             "attempt_history": None if history is None else history[0],
             "step_history": None if history is None else history[1],
+            "graph": graph,
             "timeline": timeline(task, view.now_ms),
             "shown": shown,
             "error": error,
@@ -680,6 +684,17 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
+
+    async def _workflow_picture(self, task: Task) -> Picture | None:
+        """The graph of ``task``'s workflow, or ``None``: no workflow tables, or a task
+        without parent, children, dependencies or dependents."""
+        run = self.dash.client._run
+        if not await run(_workflows.workflows_ready(), write=False):
+            return None
+        found = await run(_workflows.workflow(task), write=False)
+        if not belongs_to_workflow(found, task.id):
+            return None
+        return picture(found, task.id)
 
     async def back_to_overview(self, request: Request) -> Response:
         """GET on a pause or resume action: its buttons live on the overview."""
