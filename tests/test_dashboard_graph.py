@@ -160,3 +160,15 @@ async def test_without_the_workflow_tables_the_task_page_shows_no_graph(db: Data
             response = await client.get("/task", params={"id": child.id})
     assert response.status_code == 200
     assert "wf-graph" not in response.text
+
+
+async def test_the_live_refresh_of_a_task_page_redraws_the_graph_with_fresh_statuses(
+    cq: CairnQ,
+) -> None:
+    tasks = await cq.submit_graph(DIAMOND)
+    async with http(create_app(cq)) as client:
+        lease = await start(cq, "fetch")
+        live = {"X-Cairnq-Live": "1"}
+        fragment = (await client.get("/task", params={"id": tasks["d"].id}, headers=live)).text
+    assert '<div data-live-part="workflow">' in fragment
+    assert f'<g class="wf-node s-running" data-task="{lease.id}"' in _svg(fragment)
