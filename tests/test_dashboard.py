@@ -211,11 +211,31 @@ async def test_the_task_page_shows_each_attempt_with_its_error_and_the_steps(
     await cq.backend.arun(_durable.complete(second, WORKER, None, None), write=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/task", params={"id": task.id})).text
-    history = re.search(r'<ol class="attempt-history">(.*?)</ol>', page, re.S)
+    history = re.search(r'<ol class="timeline attempt-history">(.*?)</ol>', page, re.S)
     assert history is not None
-    assert "attempt 1 · retry" in history.group(1) and "disk on fire" in history.group(1)
-    assert "attempt 2 · succeeded" in history.group(1)
+    events = re.findall(r'<li class="ev ev-([a-z-]+)">(.*?)</li>', history.group(1), re.S)
+    assert [what for what, _ in events] == ["created", "retry", "succeeded"]
+    assert "attempt 1 · " + WORKER in events[1][1] and "disk on fire" in events[1][1]
+    assert "attempt 2 · " + WORKER in events[2][1]
     assert "1. fetch-invoice" in page
+
+
+async def test_a_running_task_with_recorded_attempts_shows_them_and_the_running_one(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("a", max_attempts=2)
+    first = await start(cq, "a")
+    error = '{"type":"ValueError","code":"handler_error","message":"disk on fire"}'
+    await cq.backend.arun(
+        _durable.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
+    )
+    await start(cq, "a")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/task", params={"id": task.id})).text
+    events = re.findall(r'<li class="ev ev-([a-z-]+)">', page)
+    assert events == ["created", "retry", "running"]
+    assert "last update" not in page and "<h2>Attempts</h2>" not in page
+    assert f"attempt 2 on {WORKER}, claimed at or after this time" in page
 
 
 async def test_the_task_page_shows_the_error_envelope(cq: CairnQ) -> None:

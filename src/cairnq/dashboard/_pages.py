@@ -34,7 +34,9 @@ from ..protocol import flow as _flow
 from ..protocol import limits as _limits
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
+from ._graph import Picture, belongs_to_workflow, picture
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
 if TYPE_CHECKING:
@@ -306,6 +308,59 @@ def error_state(task: Task, view: View) -> ErrorState:
     return ErrorState("final", "bad", note)
 
 
+@dataclass(frozen=True)
+class Event:
+    """One line of the attempt timeline: when, what, a note, and an attempt's error."""
+
+    at: int
+    what: str
+    note: str = ""
+    error: Mapping[str, Any] | None = None
+
+
+def attempt_timeline(
+    task: Task, history: Sequence[_durable.Attempt], now: int
+) -> list[Event] | None:
+    """The task's timeline from its recorded attempts, or ``None`` when they do not
+    cover its runs (attempts ended by a worker that records none, or before ``x0009``).
+
+    Lines: created; each attempt at its start (its end when the start is unknown)
+    with its outcome, worker, duration and error; then what the row says now
+    (parked, due, running, cancel requested, or ended without an attempt).
+    """
+    if not history:
+        return None
+    ended_runs = task.attempt - (1 if task.is_running else 0)
+    if len({a.attempt for a in history}) < ended_runs:
+        return None
+    events = [Event(task.created_at_ms, "created")]
+    for a in history:
+        words = [f"attempt {a.attempt}", a.worker_id or "-"]
+        if a.duration_ms is not None:
+            words.append(f"took {format_duration(a.duration_ms)}")
+        at = a.started_at_ms if a.started_at_ms is not None else a.ended_at_ms
+        error = a.error if isinstance(a.error, Mapping) else None
+        events.append(Event(at, a.outcome, " · ".join(words), error))
+    if task.is_queued:
+        if task.run_at_ms == _workflows.PARKED_RUN_AT_MS:
+            note = "waits for its dependencies or children"
+            events.append(Event(task.updated_at_ms, "parked", note))
+        elif task.run_at_ms > now:
+            events.append(Event(task.run_at_ms, "scheduled", f"attempt {task.attempt + 1}"))
+    elif task.is_running:
+        note = f"attempt {task.attempt} on {task.worker_id or '-'}, claimed at or after this time"
+        # The running attempt was claimed after the recorded ones ended.
+        claimed = max(task.run_at_ms, max(a.ended_at_ms for a in history))
+        events.append(Event(claimed, "running", note))
+    if task.cancel_requested_at_ms is not None:
+        events.append(Event(task.cancel_requested_at_ms, "cancel requested"))
+    last = history[-1].outcome
+    if task.completed_at_ms is not None and last != task.status:
+        events.append(Event(task.completed_at_ms, task.status))
+    events.sort(key=lambda e: e.at)
+    return events
+
+
 def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
     """``(when, what, note)`` of what the task's row records, oldest first.
 
@@ -327,7 +382,9 @@ def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
         runs = "attempt 1" if earlier == 1 else f"attempts 1-{earlier}"
         events.append((task.created_at_ms, "earlier runs", f"{runs}: times not recorded"))
     if task.is_queued:
-        if not requeued:
+        if task.run_at_ms == _workflows.PARKED_RUN_AT_MS:
+            events.append((task.updated_at_ms, "parked", "waits for its dependencies or children"))
+        elif not requeued:
             if task.run_at_ms > task.created_at_ms:
                 due = "scheduled" if task.run_at_ms > now else "due"
                 events.append((task.run_at_ms, due, "delayed"))
@@ -656,6 +713,7 @@ class Pages:
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         history = await run(_durable.history_if_ready(task.id), write=False)
+        graph = await self._workflow_picture(task)
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -668,7 +726,11 @@ class Pages:
             "snoozes": snoozes,
             "attempt_history": None if history is None else history[0],
             "step_history": None if history is None else history[1],
+            "graph": graph,
             "timeline": timeline(task, view.now_ms),
+            "attempt_timeline": (
+                None if history is None else attempt_timeline(task, history[0], view.now_ms)
+            ),
             "shown": shown,
             "error": error,
             "error_state": None if error is None else error_state(task, view),
@@ -685,6 +747,17 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
+
+    async def _workflow_picture(self, task: Task) -> Picture | None:
+        """The graph of ``task``'s workflow, or ``None``: no workflow tables, or a task
+        without parent, children, dependencies or dependents."""
+        run = self.dash.client._run
+        if not await run(_workflows.workflows_ready(), write=False):
+            return None
+        found = await run(_workflows.workflow(task), write=False)
+        if not belongs_to_workflow(found, task.id):
+            return None
+        return picture(found, task.id)
 
     async def back_to_overview(self, request: Request) -> Response:
         """GET on a pause or resume action: its buttons live on the overview."""
