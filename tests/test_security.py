@@ -129,8 +129,11 @@ FORMATTED_SQL_ALLOWED = Counter(
         ("backends/sqlite.py", "pragma synchronous = {}"): 1,
         # asyncpg composes no identifiers: the schema name passed check_schema first.
         ("backends/pg_executor.py", 'create schema if not exists "{}"'): 1,
-        # Not SQL: the question `cairnq purge` asks on a terminal.
+        # Not SQL: the question `cairnq purge` asks on a terminal, and messages of
+        # the testing helpers that happen to start with a keyword.
         ("cli/_tasks.py", "Delete {}? [y/N] "): 1,
+        ("testing/_helpers.py", " with payload {}"): 1,
+        ("testing/_plugin.py", "set {} to a PostgreSQL server for cairnq_postgres"): 1,
     }
 )
 
@@ -148,6 +151,10 @@ COMPOSITIONS_ALLOWED = Counter(
         ): 1,
         ("backends/_postgres_core.py", "listen {}"): 1,
         ("backends/postgres.py", "drop schema if exists {} cascade"): 1,
+        # The pytest plugin's fresh databases: names it makes, quoted as identifiers.
+        ("backends/postgres.py", "create database {}"): 1,
+        ("backends/postgres.py", " template {}"): 1,
+        ("backends/postgres.py", "drop database if exists {} with (force)"): 1,
         ("backends/_postgres_inspect.py", "set search_path to {}"): 1,
     }
 )
@@ -172,6 +179,7 @@ INDIRECT_ALLOWED = {
         )
     ),
     ("backends/_postgres_inspect.py", "statement.text"),  # a protocol statement by name
+    ("backends/postgres.py", "statement"),  # create_database/drop_database's composition
 }
 
 EXECUTE_METHODS = {"execute", "executemany", "executescript"}

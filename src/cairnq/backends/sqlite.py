@@ -433,7 +433,10 @@ class SQLiteBackend:
 
         joined = conn.in_transaction
         try:
-            conn.execute("savepoint cairnq_op" if joined else self.begin_write)
+            if joined:
+                conn.execute("savepoint cairnq_op")
+            else:
+                conn.execute(self.begin_write)
             try:
                 value, _ = drive(op, execute)
             except BaseException:
@@ -443,7 +446,10 @@ class SQLiteBackend:
                 elif conn.in_transaction:
                     conn.execute("rollback")
                 raise
-            conn.execute("release cairnq_op" if joined else "commit")
+            if joined:
+                conn.execute("release cairnq_op")
+            else:
+                conn.execute("commit")
         except CairnQError:
             raise
         except BaseException as exc:

@@ -363,6 +363,7 @@ class Worker:
         if self.sweeper is not None:
             self.sweeper = RetentionSweeper(backend, self.sweeper.retention)
         self._recoverer.backend = backend
+        self._book = LimitBook(backend, self.limits, self.worker_id)
 
     # --- registration -----------------------------------------------------------------
 
