@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .. import _ids
 from .._json import JsonCodec
@@ -784,7 +784,7 @@ def complete(
     ``workflows`` (a database with the workflow tables): also decide the task's
     parked dependents, in the same transaction.
     """
-    op = _complete(lease, worker_id, result, workflows)
+    op = _named(_complete(lease, worker_id, result, workflows), "complete")
     return op if workflows else SingleStatement(op)
 
 
@@ -809,7 +809,7 @@ def complete_many(
     Each row carries only ``id``, ``status`` and ``queue``. ``workflows``: as
     for ``complete``.
     """
-    op = _complete_many(leases, results, worker_id, workflows)
+    op = _named(_complete_many(leases, results, worker_id, workflows), "complete_many")
     return op if workflows else SingleStatement(op)
 
 
@@ -854,7 +854,7 @@ def fail(
 
     ``workflows``: as for ``complete`` (a requeued task decides nothing).
     """
-    op = _fail(lease, worker_id, error, retryable, delay_ms, workflows)
+    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, workflows), "fail")
     return op if workflows else SingleStatement(op)
 
 
@@ -869,6 +869,15 @@ def _fail(
     if workflows:
         yield from _after_ended(rows)
     return _owned_row(lease, rows)
+
+
+_R = TypeVar("_R")
+
+
+def _named(op: Op[_R], name: str) -> Op[_R]:
+    """``op`` under the operation's public name, which crash points and logs go by."""
+    op.__name__ = name  # type: ignore[attr-defined]
+    return op
 
 
 def _after_ended(rows: Sequence[Row]) -> Op[None]:
