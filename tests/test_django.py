@@ -18,7 +18,12 @@ from django.core.management.base import CommandError  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from cairnq.contrib.django import CairnQBackend  # noqa: E402
-from cairnq.contrib.django._api import TaskResultStatus, task_backends  # noqa: E402
+from cairnq.contrib.django._api import (  # noqa: E402
+    TaskResultStatus,
+    task_backends,
+    task_finished,
+    task_started,
+)
 from cairnq.errors import InvalidArgument, UnsupportedBackend  # noqa: E402
 
 from .django_app import tasks  # noqa: E402
@@ -88,6 +93,50 @@ def test_a_task_that_takes_context_sees_its_attempt(alias: str) -> None:
     run_worker(alias)
     result.refresh()
     assert result.return_value == 1
+
+
+def signalled(result_id: str, received: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(kind, status) for kind, (rid, status) in received if rid == result_id]
+
+
+@pytest.fixture
+def received() -> Any:
+    """``task_started`` and ``task_finished`` as sent: (kind, (result id, status))."""
+    seen: list[tuple[str, Any]] = []
+
+    def on_started(sender: Any, task_result: Any, **_: Any) -> None:
+        seen.append(("started", (task_result.id, task_result.status)))
+
+    def on_finished(sender: Any, task_result: Any, **_: Any) -> None:
+        seen.append(("finished", (task_result.id, task_result.status)))
+
+    task_started.connect(on_started, weak=False)
+    task_finished.connect(on_finished, weak=False)
+    yield seen
+    task_started.disconnect(on_started)
+    task_finished.disconnect(on_finished)
+
+
+def test_the_worker_sends_task_started_and_task_finished_for_a_successful_run(
+    alias: str, received: list[tuple[str, Any]]
+) -> None:
+    result = tasks.add.using(backend=alias).enqueue(1, 2, marker=secrets.token_hex(4))
+    run_worker(alias)
+    assert signalled(result.id, received) == [
+        ("started", TaskResultStatus.RUNNING),
+        ("finished", TaskResultStatus.SUCCESSFUL),
+    ]
+
+
+def test_the_worker_sends_task_finished_as_failed_for_a_task_that_raises(
+    alias: str, received: list[tuple[str, Any]]
+) -> None:
+    result = tasks.explode.using(backend=alias).enqueue(secrets.token_hex(4))
+    run_worker(alias)
+    assert signalled(result.id, received)[:2] == [
+        ("started", TaskResultStatus.RUNNING),
+        ("finished", TaskResultStatus.FAILED),
+    ]
 
 
 def test_a_task_enqueued_outside_a_transaction_is_stored_at_once(alias: str) -> None:

@@ -9,7 +9,7 @@ try:
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskError
     from django.tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django < 6: the backport, same API under another name
     try:
         from django_tasks import (
@@ -24,7 +24,7 @@ except ImportError:  # Django < 6: the backport, same API under another name
             InvalidTaskError,
             TaskResultDoesNotExist,
         )
-        from django_tasks.signals import task_enqueued
+        from django_tasks.signals import task_enqueued, task_finished, task_started
     except ImportError as exc:
         from ..._extras import missing_extra
 
@@ -41,6 +41,8 @@ __all__ = [
     "TaskResultStatus",
     "task_backends",
     "task_enqueued",
+    "task_finished",
+    "task_started",
 ]
 
 

@@ -28,6 +28,8 @@ from ._api import (
     TaskResultStatus,
     set_field,
     task_enqueued,
+    task_finished,
+    task_started,
 )
 
 __all__ = ["CairnQBackend"]
@@ -330,12 +332,17 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
 
             async def run_async(ctx: Any, payload: Any) -> Any:
                 args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+                context = backend._started(task, ctx)
                 try:
                     if task.takes_context:
-                        return await task.func(backend._context(task, ctx), *args, **kwargs)
-                    return await task.func(*args, **kwargs)
+                        value = await task.func(context, *args, **kwargs)
+                    else:
+                        value = await task.func(*args, **kwargs)
                 except Exception as exc:
+                    backend._finished(context, exc=exc)
                     raise failure(exc) from exc
+                backend._finished(context, value=value)
+                return value
 
             return run_async
 
@@ -343,17 +350,43 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
             # A plain task runs in a worker thread, with that thread's Django connections.
             close_old_connections()
             args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+            context = backend._started(task, ctx)
             try:
                 if task.takes_context:
-                    return task.func(backend._context(task, ctx), *args, **kwargs)
-                return task.func(*args, **kwargs)
+                    value = task.func(context, *args, **kwargs)
+                else:
+                    value = task.func(*args, **kwargs)
             except Exception as exc:
+                backend._finished(context, exc=exc)
                 raise failure(exc) from exc
+            else:
+                backend._finished(context, value=value)
+                return value
             finally:
                 for connection in connections.all(initialized_only=True):
                     connection.close()
 
         return run
+
+    def _started(self, task: Task, ctx: Any) -> TaskContext:
+        """The attempt's Django context, after sending ``task_started`` for it."""
+        context = self._context(task, ctx)
+        task_started.send(type(self), task_result=context.task_result)
+        return context
+
+    def _finished(
+        self, context: TaskContext, *, value: Any = None, exc: Exception | None = None
+    ) -> None:
+        """Send ``task_finished`` for the attempt that ``context`` ran: its value or error."""
+        result = context.task_result
+        set_field(result, "finished_at", timezone.now())
+        if exc is None:
+            set_field(result, "status", TaskResultStatus.SUCCESSFUL)
+            set_field(result, "_return_value", value)
+        else:
+            set_field(result, "status", TaskResultStatus.FAILED)
+            result.errors.append(error_of_exception(exc))
+        task_finished.send(type(self), task_result=result)
 
     def _context(self, task: Task, ctx: Any) -> TaskContext:
         now = timezone.now()
@@ -401,6 +434,15 @@ def failure(exc: Exception) -> CairnQTaskError:
             "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
             "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__))[-4000:],
         },
+    )
+
+
+def error_of_exception(exc: Exception) -> TaskError:
+    """Django's ``TaskError`` for an exception a task raised in this process."""
+    kind = type(exc)
+    return TaskError(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(traceback.format_exception(kind, exc, exc.__traceback__)),
     )
 
 
