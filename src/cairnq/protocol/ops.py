@@ -31,6 +31,8 @@ from .steps import NOW, Call, Emit, Op, Row, Script, SingleStatement, single_sta
 if TYPE_CHECKING:
     from .limits import ClaimGate
 
+_R = TypeVar("_R")
+
 PROTOCOL_VERSION = 1
 MAX_TEXT_BYTES = 1000
 MAX_INT4 = 2**31 - 1
@@ -869,9 +871,6 @@ def _fail(
     if workflows:
         yield from _after_ended(rows)
     return _owned_row(lease, rows)
-
-
-_R = TypeVar("_R")
 
 
 def _named(op: Op[_R], name: str) -> Op[_R]:
