@@ -81,16 +81,17 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
         if not args.wait:
             _print_task(args, out, task, waited=False)
             return 0
-        if not args.json:
-            out.write(summary(task) + "\n")
-            out.flush()
-        err.write(
-            f"waiting for {task.id} on {where}; Ctrl-C stops waiting, "
-            f"the task stays {task.status}\n"
-        )
-        err.flush()
         limit = WAIT_TIMEOUT_MS if args.timeout_ms is None else args.timeout_ms
+        # Ctrl-C at any point after the submit (even before the wait begins) gets the hint.
         try:
+            if not args.json:
+                out.write(summary(task) + "\n")
+                out.flush()
+            err.write(
+                f"waiting for {task.id} on {where}; Ctrl-C stops waiting, "
+                f"the task stays {task.status}\n"
+            )
+            err.flush()
             task = _wait(client, task, limit, where, err, default=args.timeout_ms is None)
         except KeyboardInterrupt:
             current = client.get_status(task.id)
