@@ -115,15 +115,17 @@ async def test_presence_without_cairnq_workers_steps_aside_in_one_line(
 ) -> None:
     protocol_only(db)
     caplog.set_level(logging.WARNING, logger="cairnq.worker")
+    backend = db.backend(migrate=False)
     presence = Presence(
-        db.backend(migrate=False), "w-reference-db", ["default"], 1, refused,
-        names=["email.send"],
+        backend, "w-reference-db", ["default"], 1, refused, names=["email.send"]
     )  # fmt: skip
     presence.start()
     assert presence._pending is not None
     await presence._pending
     await presence._refresh()
     await presence.stop()
+    # Its connections belong to this test's event loop: closed on it, not after it ends.
+    await backend.aclose()
     lines = [r.getMessage() for r in caplog.records if "cairnq_workers" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0] and "cairnq migrate" in lines[0]
     assert "x0002_workers.sql" in lines[0]
