@@ -9,8 +9,6 @@ the backend reads: rate buckets refill only when the test advances it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -27,10 +25,10 @@ from cairnq import (
 )
 from cairnq.protocol import ops as _ops
 from cairnq.protocol.limits import ClaimGate
-from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
 
-from ._db import Database, admin_connect
+from ._db import Database
+from .test_without_extensions import migrate_only
 
 START = 1_800_000_000_000
 WORKER = "worker-a"
@@ -348,27 +346,7 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
 
 
 def _migrate_all_but_limits(db: Database) -> None:
-    chosen = [m for m in migrations(db.kind) if m.name != "x0006_limits.sql"]  # type: ignore[arg-type]
-    ledger = (
-        "create table if not exists cairnq_migrations "
-        "(name text primary key, applied_at_ms bigint not null)"
-    )
-    if db.kind == "sqlite":
-        assert db.path is not None
-        with contextlib.closing(sqlite3.connect(db.path)) as conn:
-            conn.execute(ledger)
-            for migration in chosen:
-                conn.executescript(migration.source)
-                conn.execute("insert into cairnq_migrations values (?, 0)", (migration.name,))
-            conn.commit()
-    else:
-        with admin_connect(db.url) as conn:
-            conn.execute(f'create schema if not exists "{db.schema}"')
-            conn.execute(f'set search_path to "{db.schema}"')
-            conn.execute(ledger)
-            for migration in chosen:
-                conn.execute(migration.source)  # type: ignore[call-overload]
-                conn.execute("insert into cairnq_migrations values (%s, 0)", (migration.name,))
+    migrate_only(db, lambda name: name != "x0006_limits.sql")
 
 
 async def test_a_worker_declaring_limits_refuses_a_database_without_them(db: Database) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,7 +24,12 @@ HOUR = 3_600_000
 
 def protocol_only(db: Database) -> list[str]:
     """Apply the reference protocol's migrations (the non-``x`` ones) and record them."""
-    names = [m for m in migrations(db.kind) if not m.name.startswith("x")]  # type: ignore[arg-type]
+    return migrate_only(db, lambda name: not name.startswith("x"))
+
+
+def migrate_only(db: Database, keep: Callable[[str], bool]) -> list[str]:
+    """Apply and record the migrations whose file name ``keep`` accepts; their names."""
+    names = [m for m in migrations(db.kind) if keep(m.name)]  # type: ignore[arg-type]
     ledger = (
         "create table if not exists cairnq_migrations "
         "(name text primary key, applied_at_ms bigint not null)"
