@@ -94,6 +94,23 @@ def test_a_write_past_the_busy_budget_raises_database_busy_and_writes_nothing(
         assert cq.list() == []
 
 
+def test_a_write_held_up_by_another_connection_goes_through_once_the_lock_is_free(
+    sqlite_db: Database,
+) -> None:
+    with sqlite_db.sync_client() as cq:
+        cq.stats()
+    ready = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 0.3, ready))
+    holder.start()
+    ready.wait()
+    try:
+        with sqlite_db.sync_client(busy_timeout_ms=5000) as cq:
+            task = cq.submit("job", {})
+            assert cq.get(task.id) is not None
+    finally:
+        holder.join()
+
+
 async def test_waiting_for_the_write_lock_never_blocks_the_event_loop(
     sqlite_db: Database,
 ) -> None:

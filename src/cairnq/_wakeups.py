@@ -43,6 +43,10 @@ class Subscription:
         self._matched = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_flag: asyncio.Event | None = None
+        # How many ``wait_async`` calls are suspended right now. A set from another
+        # thread crosses into the loop only for them: a waiter that arrives later
+        # finds ``_flag`` set, because it counts itself before it looks at the flag.
+        self._waiting = 0
 
     def _deliver(self, emit: Emit) -> None:
         if self._match(emit):
@@ -68,6 +72,8 @@ class Subscription:
         if loop is not None and flag is not None:
             if asyncio._get_running_loop() is loop:
                 flag.set()  # on the waiter's own loop: no self-pipe write, no extra turn
+                return
+            if not self._waiting:
                 return
             # A closed loop raises RuntimeError: nobody is waiting there any more.
             with contextlib.suppress(RuntimeError):
@@ -99,13 +105,17 @@ class Subscription:
         if self._async_flag is None:
             self._loop = asyncio.get_running_loop()
             self._async_flag = asyncio.Event()
-        if self._flag.is_set():
-            return True
+        self._waiting += 1
         try:
-            await asyncio.wait_for(self._async_flag.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return self._flag.is_set()
-        return True
+            if self._flag.is_set():
+                return True
+            try:
+                await asyncio.wait_for(self._async_flag.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                return self._flag.is_set()
+            return True
+        finally:
+            self._waiting -= 1
 
     def close(self) -> None:
         self._hub._remove(self)

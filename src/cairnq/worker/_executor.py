@@ -154,8 +154,10 @@ class Executor:
                         self._on_error(exc, {"phase": "scope", "task_id": contexts[0].task_id})
                 await self.run(registration, contexts, scoped=True)
             return
+        debug = log.isEnabledFor(logging.DEBUG)
         for ctx in contexts:
-            log.debug("%s: started", _describe(ctx), extra=_log_extra(ctx))
+            if debug:
+                log.debug("%s: started", _describe(ctx), extra=_log_extra(ctx))
             ctx._emit("started")
         raised = await self._call(registration, contexts)
         for index, ctx in enumerate(contexts):

@@ -5,32 +5,32 @@ with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
 owned as materialized (
-    select t.id
-    from cairnq_tasks as t
-    join unnest(:ids::text[], :attempts::integer[]) as s (id, attempt)
-      on s.id = t.id and s.attempt = t.attempt
-    where t.status = 'running'
+    select t.id, s.token, s.new_result
+    from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[], :results::text[])
+         as s (id, attempt, token, new_result)
+    join cairnq_tasks as t on t.id = s.id
+    where t.attempt = s.attempt
+      and t.status = 'running'
       and t.worker_id = :worker_id::text
       and t.lease_until_ms > (select now_ms from clock)
+    order by t.id
     for update of t
 ),
 fenced as materialized (
-    select l.task_id
-    from cairnq_leases as l
-    join unnest(:ids::text[], :lease_tokens::bigint[]) as k (id, token)
-      on k.id = l.task_id and k.token = l.token
-    where l.task_id in (select id from owned)
+    select o.id, o.new_result
+    from owned as o
+    join cairnq_leases as l on l.task_id = o.id
+    where l.token = o.token
+    order by o.id
     for share of l
 )
 update cairnq_tasks as t
 set status = case when t.cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
-    result = case when t.cancel_requested_at_ms is null then s.new_result::jsonb else t.result end,
+    result = case when t.cancel_requested_at_ms is null then f.new_result::jsonb else t.result end,
     progress = case when t.cancel_requested_at_ms is null then 1.0 else t.progress end,
     lease_until_ms = null,
     completed_at_ms = clock.now_ms,
     updated_at_ms = clock.now_ms
-from unnest(:ids::text[], :results::text[]) as s (id, new_result),
-     clock
-where t.id = s.id
-  and t.id in (select task_id from fenced)
+from fenced as f, clock
+where t.id = f.id
 returning t.id, t.status, t.queue;
