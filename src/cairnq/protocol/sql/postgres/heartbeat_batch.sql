@@ -5,25 +5,24 @@ with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
 held as materialized (
-    select t.id
-    from cairnq_tasks as t
-    join unnest(:ids::text[], :attempts::integer[]) as p (id, attempt)
-      on p.id = t.id and p.attempt = t.attempt
-    where t.status = 'running'
+    select t.id, p.token
+    from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[]) as p (id, attempt, token)
+    join cairnq_tasks as t on t.id = p.id
+    where t.attempt = p.attempt
+      and t.status = 'running'
       and t.worker_id = :worker_id::text
       and t.lease_until_ms > (select now_ms from clock)
     for update of t skip locked
 ),
 fenced as materialized (
-    select l.task_id
-    from cairnq_leases as l
-    join unnest(:ids::text[], :lease_tokens::bigint[]) as k (id, token)
-      on k.id = l.task_id and k.token = l.token
-    where l.task_id in (select id from held)
+    select h.id
+    from held as h
+    join cairnq_leases as l on l.task_id = h.id
+    where l.token = h.token
     for share of l
 )
 update cairnq_tasks
 set lease_until_ms = (select now_ms from clock) + :lease_ms::bigint,
     updated_at_ms = (select now_ms from clock)
-where id in (select task_id from fenced)
+where id in (select id from fenced)
 returning id, cancel_requested_at_ms;
