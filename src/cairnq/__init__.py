@@ -14,7 +14,7 @@ Example::
         assert await cq.call("add", {"a": 1, "b": 2}) == 3
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from .backends import (
     Backend,
@@ -74,10 +74,21 @@ from .schedules import Schedule, ScheduleSlot
 from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
-try:
-    __version__ = version("cairnq")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The version is read from the package metadata on first use: importing
+    # importlib.metadata costs every process that never asks for it.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("cairnq")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            found = "0.0.0"
+        globals()["__version__"] = found
+        return found
+    raise AttributeError(f"module 'cairnq' has no attribute {name!r}")
 
 __all__ = [
     # clients and worker
