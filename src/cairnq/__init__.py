@@ -75,7 +75,6 @@ from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
 
-
 def __getattr__(name: str) -> Any:
     # The version is read from the package metadata on first use: importing
     # importlib.metadata costs every process that never asks for it.
@@ -89,6 +88,7 @@ def __getattr__(name: str) -> Any:
         globals()["__version__"] = found
         return found
     raise AttributeError(f"module 'cairnq' has no attribute {name!r}")
+
 
 __all__ = [
     # clients and worker
