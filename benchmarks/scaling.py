@@ -201,7 +201,14 @@ def measure(
 
 
 def _rate(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.1f}M"
     return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
+
+
+def _total(row: dict[str, float]) -> float:
+    """CPU µs per task: cairnq's, and the PostgreSQL server's for this database."""
+    return row["cairnq_us"] + row.get("database_us", 0.0) + row.get("shared_us", 0.0)
 
 
 def table(backend: str, figures: dict[tuple[str, int], dict[str, float]]) -> str:
@@ -211,11 +218,13 @@ def table(backend: str, figures: dict[tuple[str, int], dict[str, float]]) -> str
         head += ["server CPU µs/task: this database", "shared processes", "whole server"]
     else:
         head[-1] += " (SQLite's work included)"
+    head.append("cores used")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (workload, count), row in figures.items():
         cells = [workload, str(count), _rate(row["per_s"]), f"{row['cairnq_us']:.0f}"]
         if postgres:
             cells += [f"{row[k]:.0f}" for k in ("database_us", "shared_us", "server_us")]
+        cells.append(f"{row['per_s'] * _total(row) / 1e6:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -223,35 +232,38 @@ def table(backend: str, figures: dict[tuple[str, int], dict[str, float]]) -> str
 def ceilings(
     backend: str, figures: dict[tuple[str, int], dict[str, float]], cores: list[int]
 ) -> list[str]:
-    """One line per workload: C / (CPU per task) at each core count, from the
-    fewest and the most processes measured (contention raises CPU per task)."""
+    """Per workload, C / (CPU per task) at each core count C, from the fewest and
+    from the most processes measured (contention raises the CPU per task)."""
     lines = []
+    counts = "/".join(str(n) for n in cores)
     for workload in WORKLOADS:
-        rows = sorted((c, r) for (w, c), r in figures.items() if w == workload)
+        rows = sorted(((c, r) for (w, c), r in figures.items() if w == workload), key=_first)
         if not rows:
             continue
-        ends = [rows[0]] if len(rows) == 1 else [rows[0], rows[-1]]
-
-        def total(row: dict[str, float]) -> float:
-            return row["cairnq_us"] + row.get("database_us", 0.0) + row.get("shared_us", 0.0)
-
-        spent = " to ".join(f"{total(r):.0f} µs ({c} process{'es' * (c > 1)})" for c, r in ends)
-        at = "; ".join(
-            f"at {n} cores about " + "-".join(_rate(n * 1e6 / total(r)) for _, r in ends)
-            for n in cores
+        ends = rows[:1] if len(rows) == 1 else [rows[0], rows[-1]]
+        spent = ", ".join(f"{_total(r):.0f} µs at {c} process{'es' * (c > 1)}" for c, r in ends)
+        tops = ", ".join(
+            "/".join(_rate(n * 1e6 / _total(r)) for n in cores) + f" (from {c})" for c, r in ends
         )
-        lines.append(f"- {workload}: CPU per task {spent}: {at} tasks/s.")
-        if backend == "postgres":
-            server = [r.get("database_us", 0.0) + r.get("shared_us", 0.0) for _, r in ends]
-            if all(s > 0 for s in server):
-                tops = "; ".join(
-                    f"{n} cores: {'-'.join(_rate(n * 1e6 / s) for s in server)}" for n in cores
-                )
-                lines.append(
-                    f"  The server's part, {' to '.join(f'{s:.0f}' for s in server)} µs per "
-                    f"task: a server with cores of its own tops out around {tops} tasks/s."
-                )
+        lines.append(
+            f"- {workload}: CPU per task {spent}. At {counts} cores, the CPU-bound "
+            f"ceiling is about {tops} tasks/s."
+        )
+        server = [(c, r.get("database_us", 0.0) + r.get("shared_us", 0.0)) for c, r in ends]
+        if backend == "postgres" and all(us > 0 for _, us in server):
+            part = ", ".join(f"{us:.0f} µs at {c}" for c, us in server)
+            alone = ", ".join(
+                "/".join(_rate(n * 1e6 / us) for n in cores) + f" (from {c})" for c, us in server
+            )
+            lines.append(
+                f"  The server's part, {part}: a PostgreSQL server with {counts} cores of "
+                f"its own tops out around {alone} tasks/s."
+            )
     return lines
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 def main() -> int:
