@@ -179,21 +179,15 @@ def measure(
     samples: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(runs):
         for count in processes:
-            name = f"scale-{count}"
-            rows = {
-                "drain": lambda n=name, c=count: drain(
-                    fresh_url(backend, folder, n), sizes["tasks"], c
-                ),
-                "submit": lambda n=name, c=count: submit(
-                    fresh_url(backend, folder, n), sizes["singles"], c, "single"
-                ),
-                "submit_many": lambda n=name, c=count: submit(
-                    fresh_url(backend, folder, n), sizes["tasks"], c, "many"
-                ),
-            }
-            for workload, run in rows.items():
-                size = sizes["singles"] if workload == "submit" else sizes["tasks"]
-                samples.setdefault((workload, count), []).append(per_task(run(), size))
+            for workload in WORKLOADS:
+                url = fresh_url(backend, folder, f"scale-{count}")
+                if workload == "drain":
+                    size, figures = sizes["tasks"], drain(url, sizes["tasks"], count)
+                elif workload == "submit":
+                    size, figures = sizes["singles"], submit(url, sizes["singles"], count, "single")
+                else:
+                    size, figures = sizes["tasks"], submit(url, sizes["tasks"], count, "many")
+                samples.setdefault((workload, count), []).append(per_task(figures, size))
     return {
         row: {k: statistics.median(s[k] for s in runs_) for k in runs_[0]}
         for row, runs_ in samples.items()
