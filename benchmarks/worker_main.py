@@ -1,16 +1,28 @@
-"""A drain worker process: runs no-op tasks until none is due, then prints its peak RSS.
+"""A drain worker process: runs no-op tasks until none is due, then prints its figures.
 
-Usage: ``python -m benchmarks.worker_main URL CONCURRENCY [LIMITS]``; LIMITS is
-``loose`` (a concurrency limit per ``payload.k`` no run comes near) or ``one``
-(at most 1 running per ``payload.k``).
+Usage: ``python -m benchmarks.worker_main URL CONCURRENCY [MODE]``. MODE is
+``none`` (the default), ``loose`` (a concurrency limit per ``payload.k`` no run
+comes near), ``one`` (at most 1 running per ``payload.k``) or ``schedule`` (the
+worker also declares an every-second schedule, whose ``tick`` tasks go to the
+queue ``ticks`` that no worker serves, so the drain pays for evaluating and
+submitting its slots and for nothing else).
+
+With ``CAIRNQ_BENCH_HANDSHAKE=1`` in the environment, the process connects,
+prints ``ready`` and waits for a line on stdin before it starts draining, so a
+timer can leave out the interpreter's start-up; after its figures it waits for
+another line before it disconnects. It prints one JSON line at the end: peak
+RSS, and the CPU time (user + system) and wall-clock times of the drain itself
+(from the line on stdin, or from connecting without the handshake).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import sys
+import time
 from typing import Any
 
 from cairnq import CairnQ, Limit, Worker
@@ -19,19 +31,40 @@ LIMITS = {
     "loose": [Limit.concurrency(1_000_000, queue="default", key="payload.k")],
     "one": [Limit.concurrency(1, queue="default", key="payload.k")],
 }
+MODES = ("none", "loose", "one", "schedule")
 
 
-async def main(url: str, concurrency: int, limits: str = "none") -> None:
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def main(url: str, concurrency: int, mode: str = "none") -> None:
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     async with CairnQ.connect(url) as cq:
-        worker = Worker(cq, concurrency=concurrency, limits=LIMITS.get(limits))
+        worker = Worker(cq, concurrency=concurrency, limits=LIMITS.get(mode))
 
         @worker.task
         async def noop(ctx: Any, payload: Any) -> None:
             return None
 
+        if mode == "schedule":
+            worker.schedule("bench-tick", "tick", every="1s", queue="ticks")
+        if os.environ.get("CAIRNQ_BENCH_HANDSHAKE") == "1":
+            await cq.stats()
+            print("ready", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+        started, cpu = time.time(), cpu_seconds()
         await worker.run(until_idle=True)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"max_rss_mb": rss}))
+        ended, cpu = time.time(), cpu_seconds() - cpu
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        figures = {"max_rss_mb": rss, "cpu_s": cpu, "started": started, "ended": ended}
+        print(json.dumps(figures), flush=True)
+        if os.environ.get("CAIRNQ_BENCH_HANDSHAKE") == "1":
+            # Connected until told, so the server's processes can be read before they exit.
+            await asyncio.to_thread(sys.stdin.readline)
 
 
 if __name__ == "__main__":
