@@ -123,9 +123,27 @@ async def test_submit_many_ids_stores_the_rows_submit_many_stores(db: Database) 
     assert [t.root_id for t in stored] == [ids[0], ids[1], "task_root"]
 
 
-async def test_submit_many_ids_of_nothing_is_an_empty_list(db: Database) -> None:
+@both
+@pytest.mark.parametrize("payload", [{"n": 1}, None, "text", [1, 2.5]])
+async def test_a_name_and_payload_pair_stores_what_submit_stores(
+    db: Database, method: str, payload: Any
+) -> None:
+    clock = FakeClock(START_MS)
+    volatile = {"id", "root_id"}
+    async with db.client(clock=clock) as cq:
+        single = await cq.submit("plain", payload)
+        ids = await ids_of(cq, method, [("plain", payload)])
+        batch = await reread(cq, ids[0])
+    assert {k: v for k, v in batch.to_dict().items() if k not in volatile} == {
+        k: v for k, v in single.to_dict().items() if k not in volatile
+    }
+    assert batch.root_id == batch.id
+
+
+@both
+async def test_an_empty_batch_is_an_empty_list(db: Database, method: str) -> None:
     async with db.client() as cq:
-        ids = await cq.submit_many_ids([])
+        ids = await ids_of(cq, method, [])
         count = await total(cq)
     assert (ids, count) == ([], 0)
 

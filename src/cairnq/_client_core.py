@@ -440,7 +440,15 @@ class _ClientCore:
         """``submit_many``'s items, validated and encoded, their ids made for the lot at once."""
         items = tasks if isinstance(tasks, list) else list(tasks)
         ids = _ids.task_ids(len(items))
-        return [self._item(item, task_id) for item, task_id in zip(items, ids, strict=True)]
+        names: set[str] = set()
+        codec = self.codec
+        specs = []
+        for item, task_id in zip(items, ids, strict=True):
+            if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
+                specs.append(_ops.new_plain_task(codec, item[0], item[1], task_id, names))
+            else:
+                specs.append(self._item(item, task_id))
+        return specs
 
     def _item(self, item: SubmitItem, task_id: str | None = None) -> _ops.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""

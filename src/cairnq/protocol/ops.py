@@ -187,6 +187,41 @@ def new_task(
     )
 
 
+def new_plain_task(
+    codec: JsonCodec, name: str, payload: Any, task_id: str, names: set[str]
+) -> NewTask:
+    """``new_task(codec, name, payload, task_id=task_id)``: every option at its default.
+
+    ``names`` holds the names already checked in this batch; a repeated name is
+    not checked again.
+    """
+    if name not in names:
+        check_text(name, "task name")
+        names.add(name)
+    if payload is None:
+        payload = {}
+        text = "{}"
+    else:
+        text = codec.encode(payload, what="payload")
+    return NewTask(
+        task_id,
+        name,
+        "default",
+        text,
+        "{}",
+        3,
+        0,
+        0,
+        None,
+        task_id,
+        None,
+        None,
+        "reuse",
+        payload,
+        {},
+    )
+
+
 Decision = Literal["return", "insert", "reject", "replace"]
 
 
@@ -295,8 +330,26 @@ def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     """Submit every task in one transaction, with a handful of statements for the lot.
 
     Key conflicts are decided as ``submit`` decides them, in order, so a key used
-    twice in one batch sees the first use. All tasks are stored, or none.
+    twice in one batch sees the first use. All tasks are stored, or none. A batch
+    without keys is one statement (``insert_many``).
     """
+    if any(spec.key is not None for spec in specs):
+        return _submit_many(specs)
+    return _insert_many(specs)
+
+
+@single_statement
+def _insert_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+    if not specs:
+        return []
+    rows = yield Call("insert_many", {"rows": _rows_json(specs), "now_ms": NOW})
+    times = {r["id"]: (int(r["run_at_ms"]), int(r["created_at_ms"])) for r in rows}
+    for queue in sorted({spec.queue for spec in specs}):
+        yield Emit("queued", queue)
+    return [_as_inserted(spec, *times[spec.id]) for spec in specs]
+
+
+def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     batch = yield from _plan_many(specs)
     stored: dict[str, Task] = {}
     if batch.inserts:
@@ -324,8 +377,23 @@ def submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
     """``submit_many`` that returns only the ids, so nothing is read back after the writes.
 
     The rows written and the key decisions are ``submit_many``'s; a reused key
-    gives the id of the task it points at.
+    gives the id of the task it points at. A batch without keys is one statement.
     """
+    if any(spec.key is not None for spec in specs):
+        return _submit_many_ids(specs)
+    return _insert_many_ids(specs)
+
+
+@single_statement
+def _insert_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+    if specs:
+        yield Call("insert_many_quiet", {"rows": _rows_json(specs), "now_ms": NOW})
+        for queue in sorted({spec.queue for spec in specs}):
+            yield Emit("queued", queue)
+    return [spec.id for spec in specs]
+
+
+def _submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
     batch = yield from _plan_many(specs)
     if batch.inserts:
         yield Call("insert_many_quiet", {"rows": _rows_json(batch.inserts), "now_ms": NOW})
