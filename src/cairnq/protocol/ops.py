@@ -291,8 +291,9 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
     pointers: dict[str, tuple[str, str]] = {}
     keys = sorted({spec.key for spec in specs if spec.key is not None})
     if keys:
-        yield Call("lock_keys", {"keys": keys})
-        rows = yield Call("key_pointers", {"keys": keys})
+        keys_json = json.dumps(keys)
+        yield Call("lock_keys", {"keys": keys_json})
+        rows = yield Call("key_pointers", {"keys": keys_json})
         # The statuses the decisions use are read under the tasks' row locks, so a retry
         # cannot make a finished task live again while this decides.
         ids = sorted({r["task_id"] for r in rows if r["status"]})
