@@ -26,7 +26,17 @@ from ..errors import (
     SchemaMismatch,
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
-from .steps import NOW, Call, Emit, Op, Row, Script, SingleStatement, single_statement
+from .steps import (
+    NOW,
+    Call,
+    Emit,
+    Op,
+    Row,
+    Script,
+    SingleStatement,
+    pipelined,
+    single_statement,
+)
 
 if TYPE_CHECKING:
     from .limits import ClaimGate
@@ -292,7 +302,7 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
     keys = sorted({spec.key for spec in specs if spec.key is not None})
     if keys:
         keys_json = json.dumps(keys)
-        yield Call("lock_keys", {"keys": keys_json})
+        yield Call("lock_keys", {"keys": keys_json}, discard=True)
         rows = yield Call("key_pointers", {"keys": keys_json})
         # The statuses the decisions use are read under the tasks' row locks, so a retry
         # cannot make a finished task live again while this decides.
@@ -350,6 +360,7 @@ def _insert_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     return [_as_inserted(spec, *times[spec.id]) for spec in specs]
 
 
+@pipelined
 def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     batch = yield from _plan_many(specs)
     stored: dict[str, Task] = {}
@@ -365,7 +376,7 @@ def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
         if rows and task_id in stored:
             stored[task_id] = Task.from_row(rows[0])
     if batch.key_rows:
-        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW})
+        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
     wanted = sorted(set(batch.existing.values()) - stored.keys())
     if wanted:
         rows = yield Call("get_many", {"ids": wanted})
@@ -394,17 +405,19 @@ def _insert_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
     return [spec.id for spec in specs]
 
 
+@pipelined
 def _submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
     batch = yield from _plan_many(specs)
     if batch.inserts:
-        yield Call("insert_many_quiet", {"rows": _rows_json(batch.inserts), "now_ms": NOW})
+        rows_json = _rows_json(batch.inserts)
+        yield Call("insert_many_quiet", {"rows": rows_json, "now_ms": NOW}, discard=True)
         for queue in sorted({spec.queue for spec in batch.inserts}):
             yield Emit("queued", queue)
     for task_id in batch.cancels:
         rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
         yield from _emit_for(rows)
     if batch.key_rows:
-        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW})
+        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
     existing = batch.existing
     if not existing:
         return [spec.id for spec in specs]
