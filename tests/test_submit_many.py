@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from cairnq import AlreadyExists, CairnQ, InvalidArgument, SerializationError, error_envelope
+from cairnq import (
+    AlreadyExists,
+    CairnQ,
+    InvalidArgument,
+    SerializationError,
+    TaskDef,
+    error_envelope,
+)
 from cairnq.models import Task
 from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
@@ -138,6 +145,20 @@ async def test_a_name_and_payload_pair_stores_what_submit_stores(
         k: v for k, v in single.to_dict().items() if k not in volatile
     }
     assert batch.root_id == batch.id
+
+
+@both
+async def test_a_taskdef_item_supplies_its_name_queue_attempts_and_priority(
+    db: Database, method: str
+) -> None:
+    resize = TaskDef("images.resize", queue="media", max_attempts=5, priority=9)
+    async with db.client() as cq:
+        ids = await ids_of(cq, method, [(resize, {"w": 1}), {"task": resize, "priority": 1}])
+        stored = [await reread(cq, task_id) for task_id in ids]
+    assert [(t.name, t.queue, t.max_attempts, t.priority) for t in stored] == [
+        ("images.resize", "media", 5, 9),
+        ("images.resize", "media", 5, 1),
+    ]
 
 
 @both

@@ -446,6 +446,10 @@ class _ClientCore:
         for item, task_id in zip(items, ids, strict=True):
             if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
                 specs.append(_ops.new_plain_task(codec, item[0], item[1], task_id, names))
+            elif (
+                type(item) is dict and type(item.get("task")) is str and item.keys() <= _ITEM_FIELDS
+            ):
+                specs.append(_named_item(codec, item, task_id))
             else:
                 specs.append(self._item(item, task_id))
         return specs
@@ -511,6 +515,28 @@ class _ClientCore:
 
 
 SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
+def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> _ops.NewTask:
+    """A ``submit_many`` dict naming its task by a string: ``_item`` without its detours."""
+    get = item.get
+    queue, max_attempts, priority = get("queue"), get("max_attempts"), get("priority")
+    return _ops.new_task(
+        codec,
+        item["task"],
+        get("payload"),
+        key=get("key"),
+        queue="default" if queue is None else queue,
+        conflict=get("conflict", "reuse"),
+        max_attempts=3 if max_attempts is None else max_attempts,
+        priority=0 if priority is None else priority,
+        metadata=get("metadata"),
+        delay_ms=get("delay_ms", 0),
+        parent_id=get("parent_id"),
+        root_id=get("root_id"),
+        correlation_id=get("correlation_id"),
+        task_id=task_id,
+    )
 
 
 def _waiting(
