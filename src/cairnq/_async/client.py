@@ -491,6 +491,8 @@ class AsyncOperations(_ClientCore):
 
     async def _admit_many(self, specs: list[_ops.NewTask]) -> None:
         """Wait for room in every queue with a depth limit (see ``backpressure``)."""
+        if not self.gate.gates_any:
+            return
         for queue, count in Counter(spec.queue for spec in specs).items():
             if self.gate.limit_for(queue) is not None:
                 await self._follow(self.gate.admit(queue, count))
