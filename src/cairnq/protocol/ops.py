@@ -214,21 +214,21 @@ def new_plain_task(
     else:
         text = codec.encode(payload, what="payload")
     return NewTask(
-        task_id,
-        name,
-        "default",
-        text,
-        "{}",
-        3,
-        0,
-        0,
-        None,
-        task_id,
-        None,
-        None,
-        "reuse",
-        payload,
-        {},
+        id=task_id,
+        name=name,
+        queue="default",
+        payload=text,
+        metadata="{}",
+        max_attempts=3,
+        priority=0,
+        delay_ms=0,
+        parent_id=None,
+        root_id=task_id,
+        correlation_id=None,
+        key=None,
+        conflict="reuse",
+        payload_value=payload,
+        metadata_value={},
     )
 
 
