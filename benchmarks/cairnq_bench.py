@@ -87,8 +87,8 @@ async def submit_bulk(
         for start in range(0, count, chunk):
             await submit(items[start : start + chunk])
         elapsed = time.perf_counter() - started
-    if _count(url, "queued") != count:
-        raise BenchmarkError(f"batch submits: {_count(url, 'queued')} of {count} tasks queued")
+    if (queued := _count(url, "queued")) != count:
+        raise BenchmarkError(f"batch submits: {queued} of {count} tasks queued")
     name = "submit_bulk" + ("" if keyed else "_plain") + ("_ids" if ids_only else "")
     return {f"{name}_per_s": count / elapsed}
 
