@@ -4,8 +4,9 @@
 
 Prints one JSON object on stdout with the figures cairnq's side also reports
 (``submit_single_per_s``, ``submit_bulk_ids_per_s``, ``submit_bulk_plain_ids_per_s``,
-``drain_1p_per_s``, ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``), and exits non-zero
-with a message on stderr when the work it timed did not all happen.
+``drain_1p_per_s``, ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``),
+and exits non-zero with a message on stderr when the work it timed did not all
+happen.
 
 Each workload starts from an empty queue: PgQueuer's schema is uninstalled and
 installed again with its own ``Queries.install()`` (what ``pgq install`` runs)
