@@ -7,6 +7,7 @@ low-level operations a worker uses, so no worker is involved.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -300,3 +301,24 @@ def test_sync_submit_many_ids_returns_the_ids_of_the_stored_tasks(db: Database) 
         ids = cq.submit_many_ids([("a", {}), {"task": "b", "key": "k"}, {"task": "c", "key": "k"}])
         names = [task.name for task in (cq.get(task_id) for task_id in ids) if task]
     assert names == ["a", "b", "b"]
+
+
+@both
+async def test_concurrent_batches_over_the_same_keys_store_each_key_once(
+    db: Database, method: str
+) -> None:
+    keys = [f"k{i}" for i in range(50)]
+    async with db.client() as first, db.client() as second:
+
+        async def batches(cq: CairnQ, order: list[str]) -> list[list[str]]:
+            return [
+                await ids_of(cq, method, [{"task": "job", "key": k} for k in order])
+                for _ in range(3)
+            ]
+
+        answers = await asyncio.gather(batches(first, keys), batches(second, list(reversed(keys))))
+        count = await total(first)
+    by_key = [dict(zip(keys, ids, strict=True)) for ids in answers[0]]
+    by_key += [dict(zip(reversed(keys), ids, strict=True)) for ids in answers[1]]
+    assert all(mapping == by_key[0] for mapping in by_key)
+    assert count == len(keys)
