@@ -35,6 +35,8 @@ ROWS = [
     ("submit_single_per_s", "submit, one at a time (tasks/s)"),
     ("submit_concurrent_per_s", "submit, 100 concurrent (tasks/s)"),
     ("submit_bulk_per_s", "submit_many with keys/priorities/delays (tasks/s)"),
+    ("submit_bulk_ids_per_s", "submit_many, ids only, with keys/priorities/delays (tasks/s)"),
+    ("submit_bulk_plain_ids_per_s", "submit_many, ids only, plain tasks (no keys) (tasks/s)"),
     ("drain_1p_per_s", "drain, 1 worker process (tasks/s)"),
     ("drain_2p_per_s", "drain, 2 worker processes (tasks/s)"),
     ("drain_4p_per_s", "drain, 4 worker processes (tasks/s)"),
@@ -59,6 +61,12 @@ def _cairnq(backend: str, folder: Path, sizes: dict[str, int]) -> dict[str, Any]
     figures.update(asyncio.run(bench.submit_single(fresh("single"), sizes["single"])))
     figures.update(asyncio.run(bench.submit_concurrent(fresh("concurrent"), sizes["single"])))
     figures.update(asyncio.run(bench.submit_bulk(fresh("bulk"), sizes["drain"])))
+    figures.update(asyncio.run(bench.submit_bulk(fresh("bulk-ids"), sizes["drain"], ids_only=True)))
+    figures.update(
+        asyncio.run(
+            bench.submit_bulk(fresh("bulk-plain"), sizes["drain"], keyed=False, ids_only=True)
+        )
+    )
     for processes in (1, 2, 4):
         figures.update(bench.drain(fresh(f"drain{processes}"), sizes["drain"], processes))
     for limits in ("none", "loose", "one"):

@@ -58,24 +58,39 @@ async def submit_concurrent(url: str, count: int, width: int = 100) -> dict[str,
     return {"submit_concurrent_per_s": count / elapsed}
 
 
-async def submit_bulk(url: str, count: int, chunk: int = 1000) -> dict[str, Any]:
+def bulk_items(count: int, *, keyed: bool) -> list[Any]:
+    """The batch workloads' tasks: keyed ones carry a key, a priority and, one in ten,
+    a delay of 1 ms; plain ones are ``(name, payload)`` pairs and nothing else."""
+    if not keyed:
+        return [("noop", {"i": i}) for i in range(count)]
+    return [
+        {
+            "task": "noop",
+            "payload": {"i": i},
+            "key": f"bulk-{i}",
+            "priority": i % 3,
+            "delay_ms": 0 if i % 10 else 1,
+        }
+        for i in range(count)
+    ]
+
+
+async def submit_bulk(
+    url: str, count: int, chunk: int = 1000, *, keyed: bool = True, ids_only: bool = False
+) -> dict[str, Any]:
+    """``count`` tasks in batches of ``chunk``: ``submit_many``, or ``submit_many_ids``."""
+    items = bulk_items(count, keyed=keyed)
     async with CairnQ.connect(url) as cq:
         await cq.stats()
-        items = [
-            {
-                "task": "noop",
-                "payload": {"i": i},
-                "key": f"bulk-{i}",
-                "priority": i % 3,
-                "delay_ms": 0 if i % 10 else 1,
-            }
-            for i in range(count)
-        ]
+        submit = cq.submit_many_ids if ids_only else cq.submit_many
         started = time.perf_counter()
         for start in range(0, count, chunk):
-            await cq.submit_many(items[start : start + chunk])
+            await submit(items[start : start + chunk])
         elapsed = time.perf_counter() - started
-    return {"submit_bulk_per_s": count / elapsed}
+    if (queued := _count(url, "queued")) != count:
+        raise BenchmarkError(f"batch submits: {queued} of {count} tasks queued")
+    name = "submit_bulk" + ("" if keyed else "_plain") + ("_ids" if ids_only else "")
+    return {f"{name}_per_s": count / elapsed}
 
 
 def drain(url: str, count: int, processes: int, concurrency: int = 100) -> dict[str, Any]:

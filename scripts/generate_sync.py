@@ -52,6 +52,7 @@ REPLACEMENTS = {
     "arun": "run",
     "_arun_now": "_run_now",
     "_adrive_on": "_drive_on",
+    "_adrive_pipelined": "_drive_pipelined",
     "adrive": "drive",
     "arun_setup": "run_setup",
     "_abounded": "_bounded",

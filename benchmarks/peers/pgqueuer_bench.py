@@ -3,9 +3,10 @@
     python -m benchmarks.peers.pgqueuer_bench --dsn DSN --tasks N [--samples 100]
 
 Prints one JSON object on stdout with the figures cairnq's side also reports
-(``submit_single_per_s``, ``submit_bulk_per_s``, ``drain_1p_per_s``,
-``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``), and exits non-zero
-with a message on stderr when the work it timed did not all happen.
+(``submit_single_per_s``, ``submit_bulk_ids_per_s``, ``submit_bulk_plain_ids_per_s``,
+``drain_1p_per_s``, ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``),
+and exits non-zero with a message on stderr when the work it timed did not all
+happen.
 
 Each workload starts from an empty queue: PgQueuer's schema is uninstalled and
 installed again with its own ``Queries.install()`` (what ``pgq install`` runs)
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,20 +181,40 @@ async def submit_single(dsn: str, tasks: int) -> dict[str, float]:
     return {"submit_single_per_s": tasks / elapsed}
 
 
-async def submit_bulk(dsn: str, tasks: int) -> dict[str, float]:
-    """PgQueuer's batch API: ``Queries.enqueue`` with lists, ``CHUNK`` jobs per call."""
+async def enqueue_bulk_keyed(queries: Queries, tasks: int) -> None:
+    """Batches as cairnq's keyed workload: a key, priority ``i % 3``, 1 ms delay on one in ten."""
+    for start in range(0, tasks, CHUNK):
+        span = range(start, min(tasks, start + CHUNK))
+        await queries.enqueue(
+            ["noop"] * len(span),
+            [payload(i) for i in span],
+            [i % 3 for i in span],
+            [timedelta(0) if i % 10 else timedelta(milliseconds=1) for i in span],
+            [f"bulk-{i}" for i in span],
+        )
+
+
+async def submit_bulk(dsn: str, tasks: int, *, keyed: bool) -> dict[str, float]:
+    """PgQueuer's batch API: ``Queries.enqueue`` with lists, ``CHUNK`` jobs per call.
+
+    Plain: no key, priority 0, no delay. Keyed: as ``enqueue_bulk_keyed``.
+    """
     await reset(dsn)
     connection, queries = await connect(dsn)
     try:
         await queries.queued_work(["noop"])
         started = time.perf_counter()
-        await enqueue_bulk(queries, tasks)
+        if keyed:
+            await enqueue_bulk_keyed(queries, tasks)
+        else:
+            await enqueue_bulk(queries, tasks)
         elapsed = time.perf_counter() - started
         if (n := await queued(connection)) != tasks:
             raise BenchmarkError(f"batch enqueues: {n} of {tasks} jobs queued")
     finally:
         await connection.close()
-    return {"submit_bulk_per_s": tasks / elapsed}
+    name = "submit_bulk_ids_per_s" if keyed else "submit_bulk_plain_ids_per_s"
+    return {name: tasks / elapsed}
 
 
 async def drain(dsn: str, tasks: int) -> dict[str, float]:
@@ -302,7 +324,8 @@ async def main(dsn: str, tasks: int, samples: int, only: list[str]) -> dict[str,
     if "submit_single" in only:
         figures |= await submit_single(dsn, tasks)
     if "submit_bulk" in only:
-        figures |= await submit_bulk(dsn, tasks)
+        figures |= await submit_bulk(dsn, tasks, keyed=True)
+        figures |= await submit_bulk(dsn, tasks, keyed=False)
     if "drain" in only:
         figures |= await drain(dsn, tasks)
     if "latency" in only:

@@ -11,10 +11,11 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
+from . import _ids
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from ._wakeups import Subscription
@@ -84,6 +85,8 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
     "root_id": None,
     "correlation_id": None,
 }
+# What a submit_many dict may hold: the task, its payload and submit's options.
+_ITEM_FIELDS = frozenset({"task", "payload", *_SUBMIT_DEFAULTS})
 WATCH_BUFFER = 1024
 
 
@@ -433,20 +436,38 @@ class _ClientCore:
 
     connect: _Connect = _Connect()
 
-    def _item(self, item: SubmitItem) -> _ops.NewTask:
+    def _items(self, tasks: Iterable[SubmitItem]) -> list[_ops.NewTask]:
+        """``submit_many``'s items, validated and encoded, their ids made for the lot at once."""
+        items = tasks if isinstance(tasks, list) else list(tasks)
+        ids = _ids.task_ids(len(items))
+        names: set[str] = set()
+        codec = self.codec
+        specs = []
+        for item, task_id in zip(items, ids, strict=True):
+            if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
+                specs.append(_ops.new_plain_task(codec, item[0], item[1], task_id, names))
+            elif (
+                type(item) is dict and type(item.get("task")) is str and item.keys() <= _ITEM_FIELDS
+            ):
+                specs.append(_named_item(codec, item, task_id))
+            else:
+                specs.append(self._item(item, task_id))
+        return specs
+
+    def _item(self, item: SubmitItem, task_id: str | None = None) -> _ops.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
         if isinstance(item, tuple) and len(item) == 2:
-            return self._new_task(item[0], item[1], **_SUBMIT_DEFAULTS)
+            return self._new_task(item[0], item[1], task_id=task_id, **_SUBMIT_DEFAULTS)
         if isinstance(item, dict):
-            options = dict(item)
-            if "task" not in options:
+            if "task" not in item:
                 raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
+            if not _ITEM_FIELDS.issuperset(item):
+                unknown = set(item) - _ITEM_FIELDS
+                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
+            options = {**_SUBMIT_DEFAULTS, **item}
             task = options.pop("task")
             payload = options.pop("payload", None)
-            unknown = set(options) - set(_SUBMIT_DEFAULTS)
-            if unknown:
-                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
-            return self._new_task(task, payload, **{**_SUBMIT_DEFAULTS, **options})
+            return self._new_task(task, payload, task_id=task_id, **options)
         raise InvalidArgument(
             "submit_many takes (task, payload) pairs or dicts of submit arguments"
         )
@@ -466,6 +487,7 @@ class _ClientCore:
         parent_id: str | None,
         root_id: str | None,
         correlation_id: str | None,
+        task_id: str | None = None,
     ) -> _ops.NewTask:
         if isinstance(task, TaskDef):
             name: Any = task.name
@@ -488,10 +510,33 @@ class _ClientCore:
             parent_id=parent_id,
             root_id=root_id,
             correlation_id=correlation_id,
+            task_id=task_id,
         )
 
 
 SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
+def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> _ops.NewTask:
+    """A ``submit_many`` dict naming its task by a string: ``_item`` without its detours."""
+    get = item.get
+    queue, max_attempts, priority = get("queue"), get("max_attempts"), get("priority")
+    return _ops.new_task(
+        codec,
+        item["task"],
+        get("payload"),
+        key=get("key"),
+        queue="default" if queue is None else queue,
+        conflict=get("conflict", "reuse"),
+        max_attempts=3 if max_attempts is None else max_attempts,
+        priority=0 if priority is None else priority,
+        metadata=get("metadata"),
+        delay_ms=get("delay_ms", 0),
+        parent_id=get("parent_id"),
+        root_id=get("root_id"),
+        correlation_id=get("correlation_id"),
+        task_id=task_id,
+    )
 
 
 def _waiting(

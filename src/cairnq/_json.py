@@ -56,6 +56,9 @@ _ANY_HINT = re.compile(
     "|".join([r"\{" + _KEY_TEXT, "," + _KEY_TEXT, *(rf"{d}[eE][+-]?\d" for d in "0123456789")])
 )
 
+# json.dumps with these options would build a new encoder on every call.
+_COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
 # Longest type, code and message kept in a stripped error envelope (characters).
 ERROR_TEXT_LIMITS = {"type": 200, "code": 200, "message": 4000}
 
@@ -70,7 +73,7 @@ class JsonCodec:
     def encode(self, value: Any, *, what: str = "value") -> str:
         """Encode ``value`` as compact JSON text, or raise ``SerializationError``."""
         try:
-            text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+            text = _COMPACT.encode(value)
         except ValueError as exc:
             raise SerializationError(f"{what} is not valid JSON: {exc}") from None
         except TypeError as exc:

@@ -54,6 +54,11 @@ class QueueGate:
         self._grants: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    @property
+    def gates_any(self) -> bool:
+        """Whether some queue has a limit (a batch with none to check skips counting)."""
+        return bool(self._limits)
+
     def limit_for(self, queue: str) -> int | None:
         if isinstance(self._limits, dict):
             return self._limits.get(queue)

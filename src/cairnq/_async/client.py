@@ -429,7 +429,7 @@ class AsyncOperations(_ClientCore):
             AlreadyExists: an item's key is taken under ``conflict="reject"``;
                 nothing is written.
         """
-        specs = [self._item(item) for item in tasks]
+        specs = self._items(tasks)
         if not self.submit_hooks:
             return await self._store_many(specs, conn)
         specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
@@ -441,10 +441,64 @@ class AsyncOperations(_ClientCore):
         after_submit(finishers, stored, None)
         return stored
 
-    async def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
+    async def submit_many_ids(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> IdList:
+        """Submit many tasks in one transaction, as ``submit_many``, returning only their ids.
+
+        The tasks written, the key conflicts and the errors are exactly
+        ``submit_many``'s; only the answer is lighter: no ``Task`` is built and
+        nothing is read back after the writes, which makes it the faster way to
+        enqueue in bulk when the caller keeps no more than the ids.
+
+        Args:
+            tasks: Each a ``(task, payload)`` pair or a dict of ``submit``'s
+                arguments (``{"task": "email.send", "payload": {...}, "key": ...}``).
+            conn: PostgreSQL only: the application's connection (see ``submit``).
+
+        Returns:
+            The task ids, in the order of ``tasks``; an item whose key is reused
+            (``conflict="reuse"`` on a live task, say) gives the existing task's id.
+
+        Raises:
+            InvalidArgument, SerializationError: an item is bad; nothing is written.
+            AlreadyExists: an item's key is taken under ``conflict="reject"``;
+                nothing is written.
+
+        Example::
+
+            ids = await cq.submit_many_ids(
+                {"task": "email.send", "payload": {"to": to}, "key": f"welcome:{to}"}
+                for to in addresses
+            )
+        """
+        specs = self._items(tasks)
+        if self.submit_hooks:
+            specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
+            if finishers:
+                # A hook's callback is handed the stored task, so the tasks are built.
+                try:
+                    stored = await self._store_many(specs, conn)
+                except BaseException as exc:
+                    after_submit(finishers, None, exc)
+                    raise
+                after_submit(finishers, stored, None)
+                return [task.id for task in stored]
+        await self._admit_many(specs)
+        op = _ops.submit_many_ids(specs)
+        if conn is not None:
+            ids: IdList = await self._transactional(conn)(conn, op)
+            return ids
+        return await self._run(op, write=True)
+
+    async def _admit_many(self, specs: list[_ops.NewTask]) -> None:
+        """Wait for room in every queue with a depth limit (see ``backpressure``)."""
+        if not self.gate.gates_any:
+            return
         for queue, count in Counter(spec.queue for spec in specs).items():
             if self.gate.limit_for(queue) is not None:
                 await self._follow(self.gate.admit(queue, count))
+
+    async def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
+        await self._admit_many(specs)
         if conn is not None:
             stored: TaskList = await self._transactional(conn)(conn, _ops.submit_many(specs))
             return stored

@@ -36,7 +36,16 @@ from ..backends._postgres_core import (
 from ..errors import StoreClosed, UnsupportedBackend
 from ..protocol import ops as _ops
 from ..protocol.setup import arun_setup
-from ..protocol.steps import Call, Emit, Op, Rows, Script, adrive, is_single_statement
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    adrive,
+    is_pipelined,
+    is_single_statement,
+)
 
 T = TypeVar("T")
 
@@ -153,6 +162,8 @@ class AsyncPostgresPaths(PostgresCore):
                 if ARMED is not None and commits:
                     around_commit("after_commit", _op_name(op))
                 return result
+            if commits and is_pipelined(op):
+                return await self._adrive_pipelined(conn, op)
             async with conn.transaction():
                 result = await adrive(op, execute)
                 if ARMED is not None and commits:
@@ -160,6 +171,38 @@ class AsyncPostgresPaths(PostgresCore):
             if ARMED is not None and commits:
                 around_commit("after_commit", _op_name(op))
             return result
+
+    async def _adrive_pipelined(
+        self, conn: psycopg.AsyncConnection[Any], op: Op[T]
+    ) -> tuple[T, list[Emit]]:
+        """Run write ``op`` in a transaction in pipeline mode (see ``Pipelined``).
+
+        The begin, each ``discard`` step and the commit are queued on the
+        connection; the client waits for the server only at a step whose rows
+        the operation reads, and at the end.
+        """
+        async with conn.pipeline() as pipeline:
+
+            async def execute(step: Call | Script) -> Rows:
+                if isinstance(step, Script):
+                    await pipeline.sync()
+                    return await self._execute_async(conn, step)
+                text, params = self._params(step)
+                cur = conn.cursor(row_factory=dict_row)
+                _json_as_text(cur.adapters)
+                await cur.execute(text.encode(), params)
+                if step.discard:
+                    return []
+                await pipeline.sync()
+                return await cur.fetchall() if _has_columns(cur) else []
+
+            async with conn.transaction():
+                result = await adrive(op, execute)
+                if ARMED is not None:
+                    around_commit("before_commit", _op_name(op))
+        if ARMED is not None:
+            around_commit("after_commit", _op_name(op))
+        return result
 
     @contextlib.asynccontextmanager
     async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:

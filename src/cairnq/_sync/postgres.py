@@ -31,7 +31,16 @@ from ..backends._postgres_core import (
 from ..errors import StoreClosed, UnsupportedBackend
 from ..protocol import ops as _ops
 from ..protocol.setup import run_setup
-from ..protocol.steps import Call, Emit, Op, Rows, Script, drive, is_single_statement
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    drive,
+    is_pipelined,
+    is_single_statement,
+)
 
 T = TypeVar("T")
 
@@ -146,6 +155,8 @@ class SyncPostgresPaths(PostgresCore):
                 if ARMED is not None and commits:
                     around_commit("after_commit", _op_name(op))
                 return result
+            if commits and is_pipelined(op):
+                return self._drive_pipelined(conn, op)
             with conn.transaction():
                 result = drive(op, execute)
                 if ARMED is not None and commits:
@@ -153,6 +164,36 @@ class SyncPostgresPaths(PostgresCore):
             if ARMED is not None and commits:
                 around_commit("after_commit", _op_name(op))
             return result
+
+    def _drive_pipelined(self, conn: psycopg.Connection[Any], op: Op[T]) -> tuple[T, list[Emit]]:
+        """Run write ``op`` in a transaction in pipeline mode (see ``Pipelined``).
+
+        The begin, each ``discard`` step and the commit are queued on the
+        connection; the client waits for the server only at a step whose rows
+        the operation reads, and at the end.
+        """
+        with conn.pipeline() as pipeline:
+
+            def execute(step: Call | Script) -> Rows:
+                if isinstance(step, Script):
+                    pipeline.sync()
+                    return self._execute_sync(conn, step)
+                text, params = self._params(step)
+                cur = conn.cursor(row_factory=dict_row)
+                _json_as_text(cur.adapters)
+                cur.execute(text.encode(), params)
+                if step.discard:
+                    return []
+                pipeline.sync()
+                return cur.fetchall() if _has_columns(cur) else []
+
+            with conn.transaction():
+                result = drive(op, execute)
+                if ARMED is not None:
+                    around_commit("before_commit", _op_name(op))
+        if ARMED is not None:
+            around_commit("after_commit", _op_name(op))
+        return result
 
     @contextlib.contextmanager
     def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -26,7 +26,17 @@ from ..errors import (
     SchemaMismatch,
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
-from .steps import NOW, Call, Emit, Op, Row, Script, SingleStatement, single_statement
+from .steps import (
+    NOW,
+    Call,
+    Emit,
+    Op,
+    Row,
+    Script,
+    SingleStatement,
+    pipelined,
+    single_statement,
+)
 
 if TYPE_CHECKING:
     from .limits import ClaimGate
@@ -157,17 +167,23 @@ def new_task(
     parent_id: Any = None,
     root_id: Any = None,
     correlation_id: Any = None,
+    task_id: str | None = None,
 ) -> NewTask:
-    """Validate and encode one submission. Raises ``InvalidArgument`` / ``SerializationError``."""
+    """Validate and encode one submission. Raises ``InvalidArgument`` / ``SerializationError``.
+
+    ``task_id`` is a fresh id made beforehand (``_ids.task_ids`` for a batch); by
+    default one is made here.
+    """
     if conflict not in CONFLICTS:
         raise InvalidArgument(f"conflict must be one of {', '.join(CONFLICTS)}; got {conflict!r}")
-    task_id = _ids.task_id()
+    if task_id is None:
+        task_id = _ids.task_id()
     return NewTask(
         id=task_id,
         name=check_text(name, "task name") or "",
         queue=check_text(queue, "queue") or "",
-        payload=codec.encode({} if payload is None else payload, what="payload"),
-        metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
+        payload="{}" if payload is None else codec.encode(payload, what="payload"),
+        metadata="{}" if metadata is None else codec.encode(metadata, what="metadata"),
         payload_value={} if payload is None else payload,
         metadata_value={} if metadata is None else metadata,
         max_attempts=check_int(max_attempts, "max_attempts", low=1),
@@ -178,6 +194,41 @@ def new_task(
         correlation_id=check_text(correlation_id, "correlation_id", optional=True),
         key=check_text(key, "key", optional=True),
         conflict=conflict,
+    )
+
+
+def new_plain_task(
+    codec: JsonCodec, name: str, payload: Any, task_id: str, names: set[str]
+) -> NewTask:
+    """``new_task(codec, name, payload, task_id=task_id)``: every option at its default.
+
+    ``names`` holds the names already checked in this batch; a repeated name is
+    not checked again.
+    """
+    if name not in names:
+        check_text(name, "task name")
+        names.add(name)
+    if payload is None:
+        payload = {}
+        text = "{}"
+    else:
+        text = codec.encode(payload, what="payload")
+    return NewTask(
+        id=task_id,
+        name=name,
+        queue="default",
+        payload=text,
+        metadata="{}",
+        max_attempts=3,
+        priority=0,
+        delay_ms=0,
+        parent_id=None,
+        root_id=task_id,
+        correlation_id=None,
+        key=None,
+        conflict="reuse",
+        payload_value=payload,
+        metadata_value={},
     )
 
 
@@ -227,17 +278,32 @@ def insert(spec: NewTask) -> Op[Task]:
     return task
 
 
-def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
-    """Submit every task in one transaction, with a handful of statements for the lot.
+@dataclass
+class _Batch:
+    """What a batch submit writes, decided under its key locks.
 
-    Key conflicts are decided as ``submit`` decides them, in order, so a key used
-    twice in one batch sees the first use. All tasks are stored, or none.
+    ``existing`` maps an item's index to the task its key already points at,
+    ``cancels`` lists the live tasks ``conflict="replace"`` displaces.
+    """
+
+    inserts: list[NewTask]
+    existing: dict[int, str]
+    cancels: list[str]
+    key_rows: list[tuple[str, str]]
+
+
+def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
+    """Lock a batch's keys and decide each item as ``submit`` would, in order.
+
+    A key used twice in one batch sees the first use. Raises ``AlreadyExists``
+    before anything is written.
     """
     pointers: dict[str, tuple[str, str]] = {}
     keys = sorted({spec.key for spec in specs if spec.key is not None})
     if keys:
-        yield Call("lock_keys", {"keys": keys})
-        rows = yield Call("key_pointers", {"keys": keys})
+        keys_json = json.dumps(keys)
+        yield Call("lock_keys", {"keys": keys_json}, discard=True)
+        rows = yield Call("key_pointers", {"keys": keys_json})
         # The statuses the decisions use are read under the tasks' row locks, so a retry
         # cannot make a finished task live again while this decides.
         ids = sorted({r["task_id"] for r in rows if r["status"]})
@@ -250,44 +316,112 @@ def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
             for r in rows
             if r["task_id"] in locked_status
         }
-    inserts: list[NewTask] = []
-    existing: dict[int, str] = {}
-    cancels: list[str] = []
-    key_rows: list[tuple[str, str]] = []
+    if not keys:
+        return _Batch(list(specs), {}, [], [])
+    batch = _Batch([], {}, [], [])
     for index, spec in enumerate(specs):
         if spec.key is not None and spec.key in pointers:
             current, status = pointers[spec.key]
             decision = decide_conflict(spec.conflict, status)
             if decision == "return":
-                existing[index] = current
+                batch.existing[index] = current
                 continue
             if decision == "reject":
                 raise AlreadyExists(spec.key)
             if decision == "replace":
-                cancels.append(current)
-        inserts.append(spec)
+                batch.cancels.append(current)
+        batch.inserts.append(spec)
         if spec.key is not None:
             pointers[spec.key] = (spec.id, "queued")
-            key_rows.append((spec.key, spec.id))
+            batch.key_rows.append((spec.key, spec.id))
+    return batch
+
+
+def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+    """Submit every task in one transaction, with a handful of statements for the lot.
+
+    Key conflicts are decided as ``submit`` decides them, in order, so a key used
+    twice in one batch sees the first use. All tasks are stored, or none. A batch
+    without keys is one statement (``insert_many``).
+    """
+    if any(spec.key is not None for spec in specs):
+        return _submit_many(specs)
+    return _insert_many(specs)
+
+
+@single_statement
+def _insert_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+    if not specs:
+        return []
+    rows = yield Call("insert_many", {"rows": _rows_json(specs), "now_ms": NOW})
+    times = {r["id"]: (int(r["run_at_ms"]), int(r["created_at_ms"])) for r in rows}
+    for queue in sorted({spec.queue for spec in specs}):
+        yield Emit("queued", queue)
+    return [_as_inserted(spec, *times[spec.id]) for spec in specs]
+
+
+@pipelined
+def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+    batch = yield from _plan_many(specs)
     stored: dict[str, Task] = {}
-    if inserts:
-        rows = yield Call("insert_many", {"rows": _rows_json(inserts), "now_ms": NOW})
+    if batch.inserts:
+        rows = yield Call("insert_many", {"rows": _rows_json(batch.inserts), "now_ms": NOW})
         times = {r["id"]: (int(r["run_at_ms"]), int(r["created_at_ms"])) for r in rows}
-        stored = {spec.id: _as_inserted(spec, *times[spec.id]) for spec in inserts}
-        for queue in sorted({spec.queue for spec in inserts}):
+        stored = {spec.id: _as_inserted(spec, *times[spec.id]) for spec in batch.inserts}
+        for queue in sorted({spec.queue for spec in batch.inserts}):
             yield Emit("queued", queue)
-    for task_id in cancels:
+    for task_id in batch.cancels:
         rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
         yield from _emit_for(rows)
         if rows and task_id in stored:
             stored[task_id] = Task.from_row(rows[0])
-    if key_rows:
-        yield Call("upsert_keys", {"rows": json.dumps(key_rows), "now_ms": NOW})
-    wanted = sorted(set(existing.values()) - stored.keys())
+    if batch.key_rows:
+        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
+    wanted = sorted(set(batch.existing.values()) - stored.keys())
     if wanted:
         rows = yield Call("get_many", {"ids": wanted})
         stored.update({r["id"]: Task.from_row(r) for r in rows})
+    existing = batch.existing
     return [stored[existing.get(i, spec.id)] for i, spec in enumerate(specs)]
+
+
+def submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+    """``submit_many`` that returns only the ids, so nothing is read back after the writes.
+
+    The rows written and the key decisions are ``submit_many``'s; a reused key
+    gives the id of the task it points at. A batch without keys is one statement.
+    """
+    if any(spec.key is not None for spec in specs):
+        return _submit_many_ids(specs)
+    return _insert_many_ids(specs)
+
+
+@single_statement
+def _insert_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+    if specs:
+        yield Call("insert_many_quiet", {"rows": _rows_json(specs), "now_ms": NOW})
+        for queue in sorted({spec.queue for spec in specs}):
+            yield Emit("queued", queue)
+    return [spec.id for spec in specs]
+
+
+@pipelined
+def _submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+    batch = yield from _plan_many(specs)
+    if batch.inserts:
+        rows_json = _rows_json(batch.inserts)
+        yield Call("insert_many_quiet", {"rows": rows_json, "now_ms": NOW}, discard=True)
+        for queue in sorted({spec.queue for spec in batch.inserts}):
+            yield Emit("queued", queue)
+    for task_id in batch.cancels:
+        rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+        yield from _emit_for(rows)
+    if batch.key_rows:
+        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
+    existing = batch.existing
+    if not existing:
+        return [spec.id for spec in specs]
+    return [existing.get(i, spec.id) for i, spec in enumerate(specs)]
 
 
 def _rows_json(specs: Sequence[NewTask]) -> str:

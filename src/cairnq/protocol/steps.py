@@ -32,10 +32,17 @@ NOW: Any = _Now()
 
 @dataclass(frozen=True)
 class Call:
-    """Run the canonical statement ``statement`` with exactly ``params``."""
+    """Run the canonical statement ``statement`` with exactly ``params``.
+
+    ``discard``: the operation does not read the statement's rows, so a backend
+    may send the statement without waiting for its answer (and send ``[]`` back).
+    A failure then surfaces at a later step or at the commit, and the whole
+    transaction rolls back as it would have.
+    """
 
     statement: str
     params: Mapping[str, Any]
+    discard: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,17 +69,10 @@ Step = Call | Script | Emit
 Op = Generator[Step, Any, T]
 
 
-class SingleStatement(Generator[Step, Any, T]):
-    """An operation that writes with exactly one statement and reads nothing after.
-
-    It runs as the generator it wraps; ``single_statement`` is the metadata a
-    backend reads: such an operation needs no transaction of its own
-    (PostgreSQL autocommits it) and no savepoint inside a group (a failed
-    statement rolls back by itself).
-    """
+class _Marked(Generator[Step, Any, T]):
+    """An operation that runs as the generator it wraps, with metadata a backend reads."""
 
     __slots__ = ("_op",)
-    single_statement = True
 
     def __init__(self, op: Op[T]) -> None:
         self._op = op
@@ -96,6 +96,32 @@ class SingleStatement(Generator[Step, Any, T]):
         self._op.close()
 
 
+class SingleStatement(_Marked[T]):
+    """An operation that writes with exactly one statement and reads nothing after.
+
+    It runs as the generator it wraps; ``single_statement`` is the metadata a
+    backend reads: such an operation needs no transaction of its own
+    (PostgreSQL autocommits it) and no savepoint inside a group (a failed
+    statement rolls back by itself).
+    """
+
+    __slots__ = ()
+    single_statement = True
+
+
+class Pipelined(_Marked[T]):
+    """An operation whose ``discard`` steps are worth sending without waiting.
+
+    A backend that can queue statements on the connection (PostgreSQL's
+    pipeline mode) sends the transaction's begin, every ``discard`` step and
+    the commit along with the next step whose rows are read, so the operation
+    waits for the server once per read instead of once per statement.
+    """
+
+    __slots__ = ()
+    pipelined = True
+
+
 def single_statement(function: Callable[P, Op[T]]) -> Callable[P, Op[T]]:
     """Declare that ``function`` builds a ``SingleStatement`` operation."""
 
@@ -104,6 +130,21 @@ def single_statement(function: Callable[P, Op[T]]) -> Callable[P, Op[T]]:
         return SingleStatement(function(*args, **kwargs))
 
     return build
+
+
+def pipelined(function: Callable[P, Op[T]]) -> Callable[P, Op[T]]:
+    """Declare that ``function`` builds a ``Pipelined`` operation."""
+
+    @functools.wraps(function)
+    def build(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
+        return Pipelined(function(*args, **kwargs))
+
+    return build
+
+
+def is_pipelined(op: Op[Any]) -> bool:
+    """Whether ``op`` asked for its ``discard`` steps to be pipelined (see ``Pipelined``)."""
+    return getattr(op, "pipelined", False) is True
 
 
 def is_single_statement(op: Op[Any]) -> bool:

@@ -67,8 +67,9 @@ async def _queued(client: CairnQ, queues: Iterable[str]) -> list[Task]:
 
 
 class Inline:
-    """A client whose ``submit`` and ``submit_many`` run the tasks before returning.
+    """A client whose submit methods run the submitted tasks before returning.
 
+    ``submit``, ``submit_many`` and ``submit_many_ids`` submit, then drain the worker.
     Everything else is the wrapped worker's client. Made by ``inline(worker)``.
     """
 
@@ -89,6 +90,12 @@ class Inline:
         tasks = await self.client.submit_many(*args, **kwargs)
         await drain(self.worker, clock=self.clock)
         return [await self.client.get(task.id) or task for task in tasks]
+
+    async def submit_many_ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        """``CairnQ.submit_many_ids``, then ``drain``; returns the ids."""
+        ids: list[str] = await self.client.submit_many_ids(*args, **kwargs)
+        await drain(self.worker, clock=self.clock)
+        return ids
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)

@@ -1,4 +1,4 @@
--- Reads where each of many keys points: the task id and its status (status null when the task is gone).
+-- Reads where each of many keys points: the task id and its status (status null when the task is gone); keys is a JSON array of strings.
 -- Returns (key, task_id, status) per key that has a pointer; a key left out is free.
 -- params: keys
 select k.key, k.task_id, t.status
