@@ -1,13 +1,18 @@
 """The embedded backend: one SQLite file, the standard library's ``sqlite3``.
 
-Writes go to one writer thread that owns the only write connection. It takes
-every write operation waiting in its queue and runs them in one ``BEGIN
-IMMEDIATE`` transaction, each inside its own savepoint (group commit): one
-operation's error rolls back only that operation, and every caller learns its
-outcome only after COMMIT. Reads run on separate connections (WAL lets them
-proceed while a write is open), in the calling thread for sync callers and in
-a small thread pool for async ones, so neither a write nor another process's
-lock ever blocks the event loop.
+Writes go through the only write connection, held under one lock. A writer
+thread takes every write operation waiting in its queue and runs them in one
+``BEGIN IMMEDIATE`` transaction, each inside its own savepoint (group commit):
+one operation's error rolls back only that operation, and every caller learns
+its outcome only after COMMIT. A blocking caller that finds the writer idle
+(nothing queued, nothing running) runs its operation the same way, as a group
+of one, on its own thread under the same lock, instead of handing it to the
+writer thread and waiting for it; a blocking caller that finds the writer busy
+joins its queue and so its next group. Async callers always use the queue, so
+the event loop never waits for a lock or a disk flush. Reads run on separate
+connections (WAL lets them proceed while a write is open), in the calling
+thread for sync callers and in a small thread pool for async ones, so neither
+a write nor another process's lock ever blocks the event loop.
 
 Two file-level hazards are handled in the writer thread. Space: the WAL gives
 disk space back only through a checkpoint, and SQLite's automatic one runs
@@ -174,6 +179,11 @@ class SQLiteBackend:
         self._writer: threading.Thread | None = None
         self._stop_watching: Callable[[], None] | None = None
         self._write_conn: sqlite3.Connection | None = None
+        # Held while a group runs on the write connection, by the writer thread or by a
+        # blocking caller running its own operation; ``_writer_busy`` is true from the
+        # moment the writer thread takes a job off its queue until its group is done.
+        self._write_lock = threading.Lock()
+        self._writer_busy = False
         self._readers = concurrent.futures.ThreadPoolExecutor(
             max_workers=_ops.check_int(readers, "readers", low=1, high=64),
             thread_name_prefix="cairnq-sqlite-read",
@@ -353,9 +363,40 @@ class SQLiteBackend:
     def run(self, op: Op[T], *, write: bool) -> T:
         self._ensure_open()
         if write or self._memory:
+            if self._write_lock.acquire(blocking=False):
+                try:
+                    if not self._writer_busy and self._jobs.empty():
+                        return self._run_here(op)
+                finally:
+                    self._write_lock.release()
             result: T = self._submit(op).result()
             return result
         return self._read(op)
+
+    def _run_here(self, op: Op[T]) -> T:
+        """Run ``op`` as a group of one on this thread; the caller holds ``_write_lock``.
+
+        The writer thread's own steps (file check, ``BEGIN IMMEDIATE``, savepoint,
+        error translation, wake-ups after COMMIT), so the two paths keep the same
+        guarantees. A transaction left open by an interruption (Ctrl-C in the
+        middle) is rolled back before the lock is let go.
+        """
+        conn = self._write_conn
+        if self._state == "closed" or conn is None:
+            raise StoreClosed("this SQLite backend was closed")
+        job = _Job(op)
+        try:
+            try:
+                self._before_group(conn)
+                self._run_group(conn, [job])
+            except BaseException as exc:
+                self._fail_stranded(conn, [job], exc)
+        finally:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("rollback")
+        result: T = job.future.result()
+        return result
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
         self._loops.check()
@@ -553,23 +594,32 @@ class SQLiteBackend:
             first = self._jobs.get()
             if first is _STOP:
                 break
-            batch: list[_Job] = [first]
-            while len(batch) < MAX_GROUP:
+            # Set before waiting for the lock, so that blocking callers queue behind
+            # this group instead of overtaking it again and again.
+            self._writer_busy = True
+            with self._write_lock:
+                batch: list[_Job] = [first]
+                while len(batch) < MAX_GROUP:
+                    try:
+                        job = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is _STOP:
+                        stopping = True
+                        break
+                    batch.append(job)
                 try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is _STOP:
-                    stopping = True
-                    break
-                batch.append(job)
-            try:
-                self._before_group(conn)
-                self._run_group(conn, batch)
-            except BaseException as exc:
-                self._fail_stranded(conn, batch, exc)
-        self._drain_after_stop()
-        conn.close()
+                    self._before_group(conn)
+                    self._run_group(conn, batch)
+                except BaseException as exc:
+                    self._fail_stranded(conn, batch, exc)
+                finally:
+                    self._writer_busy = False
+        with self._write_lock:
+            # ``close`` marked the backend closed first: a blocking caller that takes
+            # the lock from now on refuses instead of using this connection.
+            self._drain_after_stop()
+            conn.close()
 
     def _before_group(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a file that left its path; make room in the WAL when short."""
