@@ -384,18 +384,21 @@ class SQLiteBackend:
         conn = self._write_conn
         if self._state == "closed" or conn is None:
             raise StoreClosed("this SQLite backend was closed")
-        job = _Job(op)
         try:
-            try:
-                self._before_group(conn)
-                self._run_group(conn, [job])
-            except BaseException as exc:
-                self._fail_stranded(conn, [job], exc)
+            self._before_group(conn)
+            [(value, error)] = self._transact(conn, [op])
+        except BaseException as exc:
+            translated = self._write_error(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
         finally:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("rollback")
-        result: T = job.future.result()
+        if error is not None:
+            raise error
+        result: T = value
         return result
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
@@ -681,65 +684,75 @@ class SQLiteBackend:
         jobs = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not jobs:
             return
+        outcomes = self._transact(conn, [job.op for job in jobs])
+        for job, (value, err) in zip(jobs, outcomes, strict=True):
+            if err is None:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(err)
+
+    def _transact(
+        self, conn: sqlite3.Connection, ops: list[Op[Any]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Run ``ops`` in one transaction, each in a savepoint; (value, error) for each.
+
+        Wake-ups are published only after COMMIT, and only for operations that
+        committed. Raises only when the group itself broke (a savepoint could not
+        be taken): the caller then fails every operation and rolls back.
+        """
         if PAUSE_ARMED is not None:
-            for job in jobs:
-                pausepoint(f"before_write:{_op_name(job.op)}")
+            for op in ops:
+                pausepoint(f"before_write:{_op_name(op)}")
         try:
             conn.execute(self.begin_write)
         except BaseException as exc:
             error = self._write_error(exc)
-            for job in jobs:
-                job.future.set_exception(error)
-            return
-        outcomes: list[tuple[_Job, Any, list[Emit], BaseException | None]] = []
+            return [(None, error) for _ in ops]
+        outcomes: list[tuple[Any, list[Emit], BaseException | None]] = []
         aborted: BaseException | None = None
-        for job in jobs:
+        for op in ops:
             if aborted is not None:
-                outcomes.append((job, None, [], aborted))
+                outcomes.append((None, [], aborted))
                 continue
             # A single statement that fails undoes itself; anything longer gets a savepoint.
-            guarded = not is_single_statement(job.op)
+            guarded = not is_single_statement(op)
             if guarded:
                 conn.execute("savepoint op")
             try:
-                value, emits = drive(job.op, lambda step: self._execute(conn, step))
+                value, emits = drive(op, lambda step: self._execute(conn, step))
             except BaseException as exc:
                 error = self._write_error(exc)
                 if conn.in_transaction:
                     if guarded:
                         conn.execute("rollback to op")
                         conn.execute("release op")
-                    outcomes.append((job, None, [], error))
+                    outcomes.append((None, [], error))
                 else:
                     aborted = error
-                    outcomes = [(j, None, [], error) for j, *_ in outcomes]
-                    outcomes.append((job, None, [], error))
+                    outcomes = [(None, [], error) for _ in outcomes]
+                    outcomes.append((None, [], error))
                 continue
             if guarded:
                 conn.execute("release op")
-            outcomes.append((job, value, emits, None))
+            outcomes.append((value, emits, None))
         if aborted is None:
             if ARMED is not None:
-                for job in jobs:
-                    around_commit("before_commit", _op_name(job.op))
+                for op in ops:
+                    around_commit("before_commit", _op_name(op))
             try:
                 conn.execute("commit")
             except BaseException as exc:
                 error = self._write_error(exc)
                 if conn.in_transaction:
                     conn.execute("rollback")
-                outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
+                outcomes = [(None, [], err or error) for _, _, err in outcomes]
         if ARMED is not None and aborted is None:
-            for job in jobs:
-                around_commit("after_commit", _op_name(job.op))
-        for _, _, emits, err in outcomes:
+            for op in ops:
+                around_commit("after_commit", _op_name(op))
+        for _, emits, err in outcomes:
             if err is None and emits:
                 self.hub.publish(emits)
-        for job, value, _, err in outcomes:
-            if err is None:
-                job.future.set_result(value)
-            else:
-                job.future.set_exception(err)
+        return [(value, err) for value, _, err in outcomes]
 
     # --- statements -------------------------------------------------------------------
 
