@@ -197,6 +197,8 @@ def main() -> int:
                     str(folder / "huey.db"),
                     "--tasks",
                     str(sizes["drain"]),
+                    "--single",
+                    str(sizes["single"]),
                     "--latency",
                     str(min(100, sizes["latency"])),
                 ],

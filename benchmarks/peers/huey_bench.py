@@ -1,6 +1,6 @@
 """huey's side of the benchmark (SqliteHuey), run with the peer venv's python.
 
-    python -m benchmarks.peers.huey_bench --path FILE --tasks N [--samples 100]
+    python -m benchmarks.peers.huey_bench --path FILE --tasks N [--single N] [--samples 100]
 
 Prints one JSON object on stdout with the figures cairnq's side also reports
 (``submit_single_per_s``, ``drain_1p_per_s``, ``latency_p50_ms``,
@@ -206,6 +206,9 @@ def cli() -> None:
     parser.add_argument("--path", required=True, help="SQLite file to create (and remove)")
     parser.add_argument("--tasks", type=int, required=True, help="tasks per throughput workload")
     parser.add_argument(
+        "--single", type=int, help="enqueues one at a time (default: --tasks), as cairnq's side"
+    )
+    parser.add_argument(
         "--samples",
         "--latency",
         dest="samples",
@@ -224,7 +227,7 @@ def cli() -> None:
     figures: dict[str, float] = {}
     try:
         if "submit_single" in only:
-            figures |= submit_single(path, args.tasks)
+            figures |= submit_single(path, args.single or args.tasks)
         if "drain" in only:
             figures |= drain(path, args.tasks)
         if "latency" in only:
