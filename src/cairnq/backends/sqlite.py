@@ -14,16 +14,16 @@ connections (WAL lets them proceed while a write is open), in the calling
 thread for sync callers and in a small thread pool for async ones, so neither
 a write nor another process's lock ever blocks the event loop.
 
-Two file-level hazards are handled in the writer thread. Space: the WAL gives
-disk space back only through a checkpoint, and SQLite's automatic one runs
-after a commit that pushed the WAL past 1000 pages, so on a nearly full disk
-the WAL can swallow the last free bytes and every later commit fails for good.
-While the file system is short of space, or a write just failed for lack of
-it, the writer checkpoints (``TRUNCATE``) before each transaction. Identity:
-a file deleted, renamed or replaced under an open connection keeps working for
-that connection alone, so each write transaction first checks that the path
-still names the file it opened, and a backend that finds it gone refuses
-every operation from then on.
+Two file-level hazards are handled before every write transaction. Space: the
+WAL gives disk space back only through a checkpoint, and SQLite's automatic
+one runs after a commit that pushed the WAL past 1000 pages, so on a nearly
+full disk the WAL can swallow the last free bytes and every later commit fails
+for good. While the file system is short of space, or a write just failed for
+lack of it, the writing thread checkpoints (``TRUNCATE``) before each
+transaction. Identity: a file deleted, renamed or replaced under an open
+connection keeps working for that connection alone, so each write transaction
+first checks that the path still names the file it opened, and a backend that
+finds it gone refuses every operation from then on.
 """
 
 from __future__ import annotations
@@ -597,8 +597,8 @@ class SQLiteBackend:
             first = self._jobs.get()
             if first is _STOP:
                 break
-            # Set before waiting for the lock, so that blocking callers queue behind
-            # this group instead of overtaking it again and again.
+            # Set before waiting for the lock, so that a blocking caller arriving now
+            # queues behind this group instead of overtaking it.
             self._writer_busy = True
             with self._write_lock:
                 batch: list[_Job] = [first]
