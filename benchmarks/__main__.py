@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ROWS = [
     ("submit_single_per_s", "submit, one at a time (tasks/s)"),
+    ("submit_single_sync_per_s", "submit, one at a time, blocking client (tasks/s)"),
+    ("submit_synchronous", "SQLite synchronous while submitting (2 = FULL: fsync each commit)"),
     ("submit_concurrent_per_s", "submit, 100 concurrent (tasks/s)"),
     ("submit_bulk_per_s", "submit_many with keys/priorities/delays (tasks/s)"),
     ("submit_bulk_ids_per_s", "submit_many, ids only, with keys/priorities/delays (tasks/s)"),
@@ -59,6 +61,7 @@ def _cairnq(backend: str, folder: Path, sizes: dict[str, int]) -> dict[str, Any]
         return bench.fresh_url(backend, folder, name)
 
     figures.update(asyncio.run(bench.submit_single(fresh("single"), sizes["single"])))
+    figures.update(bench.submit_single_sync(fresh("single-sync"), sizes["single"]))
     figures.update(asyncio.run(bench.submit_concurrent(fresh("concurrent"), sizes["single"])))
     figures.update(asyncio.run(bench.submit_bulk(fresh("bulk"), sizes["drain"])))
     figures.update(asyncio.run(bench.submit_bulk(fresh("bulk-ids"), sizes["drain"], ids_only=True)))
@@ -202,6 +205,8 @@ def main() -> int:
                     str(folder / "huey.db"),
                     "--tasks",
                     str(sizes["drain"]),
+                    "--single",
+                    str(sizes["single"]),
                     "--latency",
                     str(min(100, sizes["latency"])),
                 ],

@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import CairnQ, SyncCairnQ
+from cairnq.backends import SQLiteBackend
 from cairnq.protocol import ops as _ops
 
 ROOT = Path(__file__).resolve().parents[1]
+# SQLite's numbers for PRAGMA synchronous, as huey's side reads it from its connection.
+SYNCHRONOUS_LEVELS = {"off": 0, "normal": 1, "full": 2, "extra": 3}
 
 
 class BenchmarkError(RuntimeError):
@@ -44,6 +47,22 @@ async def submit_single(url: str, count: int) -> dict[str, Any]:
     if _count(url, "queued") < count:
         raise BenchmarkError("single submits missing")
     return {"submit_single_per_s": count / elapsed}
+
+
+def submit_single_sync(url: str, count: int) -> dict[str, Any]:
+    """``submit_single`` through the blocking client; also the ``synchronous`` level used."""
+    with SyncCairnQ.connect(url) as cq:
+        cq.stats()
+        started = time.perf_counter()
+        for i in range(count):
+            cq.submit("noop", {"i": i})
+        elapsed = time.perf_counter() - started
+        figures: dict[str, Any] = {"submit_single_sync_per_s": count / elapsed}
+        if isinstance(cq.backend, SQLiteBackend):
+            figures["submit_synchronous"] = SYNCHRONOUS_LEVELS[cq.backend.synchronous]
+    if _count(url, "queued") < count:
+        raise BenchmarkError("single blocking submits missing")
+    return figures
 
 
 async def submit_concurrent(url: str, count: int, width: int = 100) -> dict[str, Any]:

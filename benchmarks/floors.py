@@ -4,9 +4,14 @@ The figures the README's speed notes explain gaps with, each measured here:
 
 - single submits: the protocol's own ``insert_task`` statement run by the bare
   driver, one durable transaction per task, against ``submit`` on the same
-  database (SQLite: ``sqlite3`` with WAL, ``synchronous=FULL`` and ``BEGIN
-  IMMEDIATE``; PostgreSQL: an async psycopg connection in autocommit with the
-  statement prepared);
+  database, awaited (``CairnQ``) and blocking (``SyncCairnQ``) (SQLite:
+  ``sqlite3`` with WAL, ``synchronous=FULL`` and ``BEGIN IMMEDIATE``;
+  PostgreSQL: an async psycopg connection in autocommit with the statement
+  prepared);
+- SQLite only, what the protocol's table costs a durable insert: the same loop
+  on a table shaped like huey's task queue (an integer key, a blob, one
+  index), and the pages each commit of either adds to the WAL (every commit
+  writes them, and ``synchronous=FULL`` flushes them to disk);
 - draining: the CPU time a drain worker process spends on 10,000 no-op tasks
   (user + system), next to the wall time of the same drain: a worker whose CPU
   time is close to the wall time is bound by its own Python work.
@@ -18,7 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import pickle
 import resource
 import sqlite3
 import statistics
@@ -66,22 +74,90 @@ async def _cairnq_submits(url: str) -> float:
         return SUBMITS / (time.perf_counter() - started)
 
 
+def _cairnq_sync_submits(url: str) -> float:
+    with SyncCairnQ.connect(url) as cq:
+        cq.stats()
+        started = time.perf_counter()
+        for i in range(SUBMITS):
+            cq.submit("noop", {"i": i})
+        return SUBMITS / (time.perf_counter() - started)
+
+
+# huey's task table and index (SqliteStorage), for the cost of a small table's insert.
+SMALL_TABLE = [
+    "create table task (id integer not null primary key, queue text not null, "
+    "data blob not null, priority real not null default 0.0)",
+    "create index task_queue_priority_id on task (queue, priority desc, id)",
+]
+SMALL_INSERT = "insert into task (queue, data, priority) values (?, ?, ?)"
+
+
+def _sqlite_loop(
+    path: str, text: str, params: Any, *, count: int = SUBMITS, autocheckpoint: bool = True
+) -> tuple[float, float]:
+    """(inserts per second, WAL pages added per commit) of ``count`` durable inserts."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("pragma journal_mode=wal")
+        conn.execute("pragma synchronous=full")
+        if not autocheckpoint:
+            conn.execute("pragma wal_autocheckpoint=0")
+        page = int(conn.execute("pragma page_size").fetchone()[0])
+        wal_before = _size(f"{path}-wal")
+        started = time.perf_counter()
+        for _ in range(count):
+            conn.execute("begin immediate")
+            conn.execute(text, params()).fetchall()
+            conn.execute("commit")
+        rate = count / (time.perf_counter() - started)
+        # A WAL frame is a 24-byte header and one page.
+        pages = (_size(f"{path}-wal") - wal_before) / (page + 24) / count
+        return rate, pages
+    finally:
+        conn.close()
+
+
+def _size(path: str) -> int:
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
 def _sqlite_raw_submits(url: str) -> float:
     with SyncCairnQ.connect(url):
         pass  # creates the schema
     text = statements("sqlite")["insert_task"].text
-    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-    try:
-        conn.execute("pragma journal_mode=wal")
-        conn.execute("pragma synchronous=full")
-        started = time.perf_counter()
-        for _ in range(SUBMITS):
-            conn.execute("begin immediate")
-            conn.execute(text, _insert_params(int(time.time() * 1000))).fetchall()
-            conn.execute("commit")
-        return SUBMITS / (time.perf_counter() - started)
-    finally:
-        conn.close()
+    path = url.removeprefix("sqlite:///")
+    return _sqlite_loop(path, text, lambda: _insert_params(int(time.time() * 1000)))[0]
+
+
+def _small_table(path: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for ddl in SMALL_TABLE:
+            conn.execute(ddl)
+
+
+def _sqlite_small_inserts(folder: Path, name: str) -> float:
+    path = str(folder / f"{name}.db")
+    _small_table(path)
+    data = pickle.dumps(("noop", (1,), {}))
+    return _sqlite_loop(path, SMALL_INSERT, lambda: ("bench", data, 0))[0]
+
+
+def _wal_pages(folder: Path) -> tuple[float, float]:
+    """WAL pages per commit: ``insert_task``, then the small table, no checkpoint between."""
+    path = str(folder / "wal-tasks.db")
+    with SyncCairnQ.connect(f"sqlite:///{path}") as cq:
+        cq.submit_many([("noop", {"i": i}) for i in range(1000)])  # past the first pages
+    text = statements("sqlite")["insert_task"].text
+    params = lambda: _insert_params(int(time.time() * 1000))  # noqa: E731
+    ours = _sqlite_loop(path, text, params, count=1000, autocheckpoint=False)[1]
+    small = str(folder / "wal-small.db")
+    _small_table(small)
+    data = pickle.dumps(("noop", (1,), {}))
+    _sqlite_loop(small, SMALL_INSERT, lambda: ("bench", data, 0), count=1000)
+    theirs = _sqlite_loop(
+        small, SMALL_INSERT, lambda: ("bench", data, 0), count=1000, autocheckpoint=False
+    )[1]
+    return ours, theirs
 
 
 async def _postgres_raw_submits(url: str) -> float:
@@ -122,22 +198,29 @@ def _drain_cpu(url: str) -> tuple[float, float]:
 
 def measure(backend: str, runs: int) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="cairnq-floors-"))
-    raw, ours, cpu, wall = [], [], [], []
+    raw, ours, blocking, small, cpu, wall = [], [], [], [], [], []
     for run in range(runs):
         if backend == "sqlite":
             raw.append(_sqlite_raw_submits(fresh_url(backend, folder, f"raw{run}")))
+            small.append(_sqlite_small_inserts(folder, f"small{run}"))
         else:
             raw.append(asyncio.run(_postgres_raw_submits(fresh_url(backend, folder, f"raw{run}"))))
         ours.append(asyncio.run(_cairnq_submits(fresh_url(backend, folder, f"ours{run}"))))
+        blocking.append(_cairnq_sync_submits(fresh_url(backend, folder, f"sync{run}")))
         spent, took = _drain_cpu(fresh_url(backend, folder, f"drain{run}"))
         cpu.append(spent)
         wall.append(took)
-    return {
+    figures = {
         "raw_insert_per_s": statistics.median(raw),
         "submit_per_s": statistics.median(ours),
+        "sync_submit_per_s": statistics.median(blocking),
         "drain_worker_cpu_s": statistics.median(cpu),
         "drain_wall_s": statistics.median(wall),
     }
+    if backend == "sqlite":
+        figures["small_insert_per_s"] = statistics.median(small)
+        figures["wal_pages_ours"], figures["wal_pages_small"] = _wal_pages(folder)
+    return figures
 
 
 def main() -> int:
@@ -151,12 +234,22 @@ def main() -> int:
     figures = {backend: measure(backend, args.runs) for backend in backends}
     rows = [
         ("insert_task by the bare driver (tasks/s)", "raw_insert_per_s", "{:.0f}"),
-        ("cairnq submit, one at a time (tasks/s)", "submit_per_s", "{:.0f}"),
+        ("cairnq submit, one at a time, awaited (tasks/s)", "submit_per_s", "{:.0f}"),
+        ("cairnq submit, one at a time, blocking client (tasks/s)", "sync_submit_per_s", "{:.0f}"),
+        (
+            "a huey-shaped table's insert by the bare driver (rows/s)",
+            "small_insert_per_s",
+            "{:.0f}",
+        ),
+        ("WAL pages per commit, insert_task", "wal_pages_ours", "{:.1f}"),
+        ("WAL pages per commit, huey-shaped table", "wal_pages_small", "{:.1f}"),
         ("drain worker CPU, user + system (s)", "drain_worker_cpu_s", "{:.2f}"),
         ("drain wall time, start-up included (s)", "drain_wall_s", "{:.2f}"),
     ]
     for label, key, fmt in rows:
-        print(f"| {label} | " + " | ".join(fmt.format(figures[b][key]) for b in backends) + " |")
+        if any(key in figures[b] for b in backends):
+            cells = [fmt.format(figures[b][key]) if key in figures[b] else "-" for b in backends]
+            print(f"| {label} | " + " | ".join(cells) + " |")
     return 0
 
 

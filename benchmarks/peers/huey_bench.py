@@ -1,6 +1,6 @@
 """huey's side of the benchmark (SqliteHuey), run with the peer venv's python.
 
-    python -m benchmarks.peers.huey_bench --path FILE --tasks N [--samples 100]
+    python -m benchmarks.peers.huey_bench --path FILE --tasks N [--single N] [--samples 100]
 
 Prints one JSON object on stdout with the figures cairnq's side also reports
 (``submit_single_per_s``, ``drain_1p_per_s``, ``latency_p50_ms``,
@@ -12,10 +12,10 @@ items one by one).
 Each workload starts on a fresh SQLite file at ``FILE`` (removed with its
 ``-wal``/``-shm`` before and after).  Everything runs with huey's defaults:
 ``SqliteHuey(name, filename=FILE)`` (WAL journal, SQLite's default
-``synchronous``, results stored), and the consumer started the way huey's docs
-start it, ``huey_consumer path.to.huey`` (here ``python -m
-huey.bin.huey_consumer``) with no options, so ONE worker of type THREAD that
-polls the queue: every 0.1 s at first, backing off by x1.15 per empty poll up to
+``synchronous``, reported as ``submit_synchronous``, results stored), and the
+consumer started the way huey's docs start it, ``huey_consumer path.to.huey``
+(here ``python -m huey.bin.huey_consumer``) with no options, so ONE worker of
+type THREAD that polls the queue: every 0.1 s at first, backing off by x1.15 per empty poll up to
 10 s, back to 0.1 s after each task; the consumer logs each task at INFO to
 stderr (sent to a temporary file here).
 """
@@ -97,16 +97,28 @@ class Consumer:
 
 
 def submit_single(path: str, tasks: int) -> dict[str, float]:
+    """``tasks`` enqueues, one at a time; also the ``synchronous`` level they ran with.
+
+    huey's enqueue blocks until its transaction commits, so the one figure fills
+    both rows, the awaited and the blocking one, of cairnq's table.
+    """
     with fresh_huey(path) as huey:
         noop = huey.bench_tasks["noop"]
         huey.pending_count()  # open the connection, as cairnq's side does before timing
+        # huey leaves it at SQLite's compiled-in default unless given fsync=...
+        synchronous = huey.storage.conn.execute("pragma synchronous").fetchone()[0]
         started = time.perf_counter()
         for i in range(tasks):
             noop(i)
         elapsed = time.perf_counter() - started
         if (n := huey.pending_count()) != tasks:
             raise BenchmarkError(f"single enqueues: {n} of {tasks} tasks queued")
-    return {"submit_single_per_s": tasks / elapsed}
+    rate = tasks / elapsed
+    return {
+        "submit_single_per_s": rate,
+        "submit_single_sync_per_s": rate,
+        "submit_synchronous": synchronous,
+    }
 
 
 def drain(path: str, tasks: int) -> dict[str, float]:
@@ -194,6 +206,9 @@ def cli() -> None:
     parser.add_argument("--path", required=True, help="SQLite file to create (and remove)")
     parser.add_argument("--tasks", type=int, required=True, help="tasks per throughput workload")
     parser.add_argument(
+        "--single", type=int, help="enqueues one at a time (default: --tasks), as cairnq's side"
+    )
+    parser.add_argument(
         "--samples",
         "--latency",
         dest="samples",
@@ -212,7 +227,7 @@ def cli() -> None:
     figures: dict[str, float] = {}
     try:
         if "submit_single" in only:
-            figures |= submit_single(path, args.tasks)
+            figures |= submit_single(path, args.single or args.tasks)
         if "drain" in only:
             figures |= drain(path, args.tasks)
         if "latency" in only:

@@ -1,24 +1,29 @@
 """The embedded backend: one SQLite file, the standard library's ``sqlite3``.
 
-Writes go to one writer thread that owns the only write connection. It takes
-every write operation waiting in its queue and runs them in one ``BEGIN
-IMMEDIATE`` transaction, each inside its own savepoint (group commit): one
-operation's error rolls back only that operation, and every caller learns its
-outcome only after COMMIT. Reads run on separate connections (WAL lets them
-proceed while a write is open), in the calling thread for sync callers and in
-a small thread pool for async ones, so neither a write nor another process's
-lock ever blocks the event loop.
+Writes go through the only write connection, held under one lock. A writer
+thread takes every write operation waiting in its queue and runs them in one
+``BEGIN IMMEDIATE`` transaction, each inside its own savepoint (group commit):
+one operation's error rolls back only that operation, and every caller learns
+its outcome only after COMMIT. A blocking caller that finds the writer idle
+(nothing queued, nothing running) runs its operation the same way, as a group
+of one, on its own thread under the same lock, instead of handing it to the
+writer thread and waiting for it; a blocking caller that finds the writer busy
+joins its queue and so its next group. Async callers always use the queue, so
+the event loop never waits for a lock or a disk flush. Reads run on separate
+connections (WAL lets them proceed while a write is open), in the calling
+thread for sync callers and in a small thread pool for async ones, so neither
+a write nor another process's lock ever blocks the event loop.
 
-Two file-level hazards are handled in the writer thread. Space: the WAL gives
-disk space back only through a checkpoint, and SQLite's automatic one runs
-after a commit that pushed the WAL past 1000 pages, so on a nearly full disk
-the WAL can swallow the last free bytes and every later commit fails for good.
-While the file system is short of space, or a write just failed for lack of
-it, the writer checkpoints (``TRUNCATE``) before each transaction. Identity:
-a file deleted, renamed or replaced under an open connection keeps working for
-that connection alone, so each write transaction first checks that the path
-still names the file it opened, and a backend that finds it gone refuses
-every operation from then on.
+Two file-level hazards are handled before every write transaction. Space: the
+WAL gives disk space back only through a checkpoint, and SQLite's automatic
+one runs after a commit that pushed the WAL past 1000 pages, so on a nearly
+full disk the WAL can swallow the last free bytes and every later commit fails
+for good. While the file system is short of space, or a write just failed for
+lack of it, the writing thread checkpoints (``TRUNCATE``) before each
+transaction. Identity: a file deleted, renamed or replaced under an open
+connection keeps working for that connection alone, so each write transaction
+first checks that the path still names the file it opened, and a backend that
+finds it gone refuses every operation from then on.
 """
 
 from __future__ import annotations
@@ -177,6 +182,11 @@ class SQLiteBackend:
         self._writer: threading.Thread | None = None
         self._stop_watching: Callable[[], None] | None = None
         self._write_conn: sqlite3.Connection | None = None
+        # Held while a group runs on the write connection, by the writer thread or by a
+        # blocking caller running its own operation; ``_writer_busy`` is true from the
+        # moment the writer thread takes a job off its queue until its group is done.
+        self._write_lock = threading.Lock()
+        self._writer_busy = False
         self._readers = concurrent.futures.ThreadPoolExecutor(
             max_workers=_ops.check_int(readers, "readers", low=1, high=64),
             thread_name_prefix="cairnq-sqlite-read",
@@ -356,9 +366,43 @@ class SQLiteBackend:
     def run(self, op: Op[T], *, write: bool) -> T:
         self._ensure_open()
         if write or self._memory:
+            if self._write_lock.acquire(blocking=False):
+                try:
+                    if not self._writer_busy and self._jobs.empty():
+                        return self._run_here(op)
+                finally:
+                    self._write_lock.release()
             result: T = self._submit(op).result()
             return result
         return self._read(op)
+
+    def _run_here(self, op: Op[T]) -> T:
+        """Run ``op`` as a group of one on this thread; the caller holds ``_write_lock``.
+
+        The writer thread's own steps (file check, ``BEGIN IMMEDIATE``, savepoint,
+        error translation, wake-ups after COMMIT), so the two paths keep the same
+        guarantees. A transaction left open by an interruption (Ctrl-C in the
+        middle) is rolled back before the lock is let go.
+        """
+        conn = self._write_conn
+        if self._state == "closed" or conn is None:
+            raise StoreClosed("this SQLite backend was closed")
+        try:
+            self._before_group(conn)
+            [(value, error)] = self._transact(conn, [op])
+        except BaseException as exc:
+            translated = self._write_error(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+        finally:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("rollback")
+        if error is not None:
+            raise error
+        result: T = value
+        return result
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
         self._loops.check()
@@ -556,23 +600,32 @@ class SQLiteBackend:
             first = self._jobs.get()
             if first is _STOP:
                 break
-            batch: list[_Job] = [first]
-            while len(batch) < MAX_GROUP:
+            # Set before waiting for the lock, so that a blocking caller arriving now
+            # queues behind this group instead of overtaking it.
+            self._writer_busy = True
+            with self._write_lock:
+                batch: list[_Job] = [first]
+                while len(batch) < MAX_GROUP:
+                    try:
+                        job = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is _STOP:
+                        stopping = True
+                        break
+                    batch.append(job)
                 try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is _STOP:
-                    stopping = True
-                    break
-                batch.append(job)
-            try:
-                self._before_group(conn)
-                self._run_group(conn, batch)
-            except BaseException as exc:
-                self._fail_stranded(conn, batch, exc)
-        self._drain_after_stop()
-        conn.close()
+                    self._before_group(conn)
+                    self._run_group(conn, batch)
+                except BaseException as exc:
+                    self._fail_stranded(conn, batch, exc)
+                finally:
+                    self._writer_busy = False
+        with self._write_lock:
+            # ``close`` marked the backend closed first: a blocking caller that takes
+            # the lock from now on refuses instead of using this connection.
+            self._drain_after_stop()
+            conn.close()
 
     def _before_group(self, conn: sqlite3.Connection) -> None:
         """Refuse to write into a file that left its path; make room in the WAL when short."""
@@ -634,65 +687,75 @@ class SQLiteBackend:
         jobs = [job for job in batch if job.future.set_running_or_notify_cancel()]
         if not jobs:
             return
+        outcomes = self._transact(conn, [job.op for job in jobs])
+        for job, (value, err) in zip(jobs, outcomes, strict=True):
+            if err is None:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(err)
+
+    def _transact(
+        self, conn: sqlite3.Connection, ops: list[Op[Any]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Run ``ops`` in one transaction, each in a savepoint; (value, error) for each.
+
+        Wake-ups are published only after COMMIT, and only for operations that
+        committed. Raises only when the group itself broke (a savepoint could not
+        be taken): the caller then fails every operation and rolls back.
+        """
         if PAUSE_ARMED is not None:
-            for job in jobs:
-                pausepoint(f"before_write:{_op_name(job.op)}")
+            for op in ops:
+                pausepoint(f"before_write:{_op_name(op)}")
         try:
             self._begin(conn)
         except BaseException as exc:
             error = self._write_error(exc)
-            for job in jobs:
-                job.future.set_exception(error)
-            return
-        outcomes: list[tuple[_Job, Any, list[Emit], BaseException | None]] = []
+            return [(None, error) for _ in ops]
+        outcomes: list[tuple[Any, list[Emit], BaseException | None]] = []
         aborted: BaseException | None = None
-        for job in jobs:
+        for op in ops:
             if aborted is not None:
-                outcomes.append((job, None, [], aborted))
+                outcomes.append((None, [], aborted))
                 continue
             # A single statement that fails undoes itself; anything longer gets a savepoint.
-            guarded = not is_single_statement(job.op)
+            guarded = not is_single_statement(op)
             if guarded:
                 conn.execute("savepoint op")
             try:
-                value, emits = drive(job.op, lambda step: self._execute(conn, step))
+                value, emits = drive(op, lambda step: self._execute(conn, step))
             except BaseException as exc:
                 error = self._write_error(exc)
                 if conn.in_transaction:
                     if guarded:
                         conn.execute("rollback to op")
                         conn.execute("release op")
-                    outcomes.append((job, None, [], error))
+                    outcomes.append((None, [], error))
                 else:
                     aborted = error
-                    outcomes = [(j, None, [], error) for j, *_ in outcomes]
-                    outcomes.append((job, None, [], error))
+                    outcomes = [(None, [], error) for _ in outcomes]
+                    outcomes.append((None, [], error))
                 continue
             if guarded:
                 conn.execute("release op")
-            outcomes.append((job, value, emits, None))
+            outcomes.append((value, emits, None))
         if aborted is None:
             if ARMED is not None:
-                for job in jobs:
-                    around_commit("before_commit", _op_name(job.op))
+                for op in ops:
+                    around_commit("before_commit", _op_name(op))
             try:
                 conn.execute("commit")
             except BaseException as exc:
                 error = self._write_error(exc)
                 if conn.in_transaction:
                     conn.execute("rollback")
-                outcomes = [(j, None, [], err or error) for j, _, _, err in outcomes]
+                outcomes = [(None, [], err or error) for _, _, err in outcomes]
         if ARMED is not None and aborted is None:
-            for job in jobs:
-                around_commit("after_commit", _op_name(job.op))
-        for _, _, emits, err in outcomes:
+            for op in ops:
+                around_commit("after_commit", _op_name(op))
+        for _, emits, err in outcomes:
             if err is None and emits:
                 self.hub.publish(emits)
-        for job, value, _, err in outcomes:
-            if err is None:
-                job.future.set_result(value)
-            else:
-                job.future.set_exception(err)
+        return [(value, err) for value, _, err in outcomes]
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, waiting for another process's write lock in fine steps.
