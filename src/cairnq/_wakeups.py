@@ -35,6 +35,9 @@ CHANNELS = frozenset({"queued", "done"})
 # How long a waiter lets a tap take to LISTEN before it looks anyway; going live
 # later still wakes it, so this bounds a delay, not correctness.
 LIVE_WAIT_S = 1.0
+# A tap keeps a channel this long after its last subscription closed, so a run of
+# waits does not LISTEN and UNLISTEN each time.
+LISTEN_LINGER_S = 2.0
 
 
 class Closable(Protocol):

@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .._clock import Clock
 from .._crashpoints import ARMED
-from .._wakeups import WakeHub, hub_for
+from .._wakeups import LISTEN_LINGER_S, WakeHub, hub_for
 from ..errors import (
     CairnQError,
     DatabaseError,
@@ -66,8 +66,6 @@ KEEPALIVES = {
     "keepalives_count": 2,
 }
 LISTEN_HEALTH_S = 10.0
-# A channel stays listened on this long after its last subscription closed.
-LISTEN_LINGER_S = 2.0
 
 AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
 SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
