@@ -19,6 +19,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
@@ -144,6 +145,22 @@ def _json_as_text(adapters: Any) -> None:
     """Read json/jsonb as text: the domain parses JSON itself, the same way on every backend."""
     adapters.register_loader("jsonb", TextLoader)
     adapters.register_loader("json", TextLoader)
+
+
+# Connections whose own adapters read json as text (cairnq's pools): their cursors
+# need no adapters of their own, which psycopg would copy from the connection's.
+_JSON_AS_TEXT: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _configure_json(conn: Any) -> None:
+    _json_as_text(conn.adapters)
+    _JSON_AS_TEXT.add(conn)
+
+
+def _cursor_json_as_text(conn: Any, cur: Any) -> None:
+    """Read json as text on ``cur``, unless its connection already does."""
+    if conn not in _JSON_AS_TEXT:
+        _json_as_text(cur.adapters)
 
 
 def _has_columns(cur: Any) -> bool:
@@ -343,6 +360,9 @@ class _Watchdog:
 
 
 CANCEL_TIMEOUT_S = 5.0
+_TIMEOUT_SCOPE: Callable[[float], contextlib.AbstractAsyncContextManager[Any]] | None = getattr(
+    asyncio, "timeout", None
+)  # Python 3.11+
 _WATCHDOG = _Watchdog()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WATCHDOG._reset)
@@ -570,6 +590,10 @@ class PostgresCore:
         if self.op_timeout_s is None:
             return await work()
         try:
+            if _TIMEOUT_SCOPE is not None:
+                # In the caller's task: wait_for would run ``work`` in a task of its own.
+                async with _TIMEOUT_SCOPE(self.op_timeout_s):
+                    return await work()
             return await asyncio.wait_for(work(), self.op_timeout_s)
         except asyncio.TimeoutError:
             raise DatabaseUnavailable(
