@@ -181,7 +181,7 @@ class AsyncPostgresPaths(PostgresCore):
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
         _cursor_json_as_text(conn, cur)
-        await cur.execute(text.encode(), params)
+        await cur.execute(text, params)
         return await cur.fetchall() if _has_columns(cur) else []
 
     async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:

@@ -174,7 +174,7 @@ class SyncPostgresPaths(PostgresCore):
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
         _cursor_json_as_text(conn, cur)
-        cur.execute(text.encode(), params)
+        cur.execute(text, params)
         return cur.fetchall() if _has_columns(cur) else []
 
     def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:

@@ -369,6 +369,7 @@ if hasattr(os, "register_at_fork"):
 
 
 _deadlines = threading.local()
+_ENCODED: dict[str, bytes] = {}
 
 
 class PostgresCore:
@@ -536,9 +537,13 @@ class PostgresCore:
             installation_check=_ops.check_installation(self.schema),
         )
 
-    def _params(self, step: Call) -> tuple[str, dict[str, Any]]:
+    def _params(self, step: Call) -> tuple[bytes, dict[str, Any]]:
+        """The statement's text, encoded once (psycopg keys its caches on it), and its params."""
         statement = self._statements[step.statement]
-        return statement.text, bind(statement, step.params, self._adapt)
+        text = _ENCODED.get(statement.text)
+        if text is None:
+            text = _ENCODED[statement.text] = statement.text.encode()
+        return text, bind(statement, step.params, self._adapt)
 
     def _adapt(self, name: str, value: Any) -> Any:
         if value is NOW:
