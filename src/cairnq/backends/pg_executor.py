@@ -239,6 +239,7 @@ class PgExecutorBackend:
         self._listen_task: asyncio.Task[None] | None = None
         self._listening = False
         self._demand_changed = asyncio.Event()
+        self._channels: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         name = type(self.executor).__name__
@@ -259,6 +260,11 @@ class PgExecutorBackend:
     def listening(self) -> bool:
         """Whether ``executor.listen`` is delivering wake-ups (else waiters poll)."""
         return self._listening
+
+    @property
+    def listening_channels(self) -> frozenset[str]:
+        """The wake-up channels (``"queued"``, ``"done"``) ``executor.listen`` is on now."""
+        return self._channels
 
     @property
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -486,6 +492,7 @@ class PgExecutorBackend:
                     log.info("LISTEN connection lost; listening again")
                     self.hub.tap_live(self, frozenset())
                     lost, recovering, live = asyncio.Event(), True, frozenset()
+                    self._channels = live
                     await self._stop_listen(stop)
                     stop = None
                 if needed != live:
@@ -516,6 +523,7 @@ class PgExecutorBackend:
                     delay = 1.0
                     await self._stop_listen(stop)
                     stop, lost, live = started, fresh, needed
+                    self._channels = live
                     self.hub.tap_live(self, live)
                     if recovering:
                         recovering = False
@@ -530,6 +538,7 @@ class PgExecutorBackend:
                         waiting.cancel()
         finally:
             self._listening = False
+            self._channels = frozenset()
             self.hub.tap_down(self)
             await self._stop_listen(stop)
 
