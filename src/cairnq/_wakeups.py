@@ -267,11 +267,19 @@ class WakeHub:
         """``tap`` is connected and delivers ``channels``: subscriptions now covered go live.
 
         A subscription that goes live is also woken, so a waiter that looked at the
-        database before the LISTEN took effect looks again.
+        database before the LISTEN took effect looks again. One no longer covered
+        (a channel about to be dropped as it was subscribed again) stops being live
+        until the channel is back, and is woken then.
         """
+        woken = []
         with self._lock:
             self._live[tap] = channels
-            woken = [s for s in self._subs if not s._live.is_set() and self._delivered(s.channels)]
+            for sub in self._subs:
+                delivered = self._delivered(sub.channels)
+                if sub._live.is_set() and not delivered:
+                    sub._live.clear()
+                elif delivered and not sub._live.is_set():
+                    woken.append(sub)
         for sub in woken:
             sub._went_live()
             sub.set()
