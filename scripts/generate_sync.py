@@ -45,6 +45,7 @@ REPLACEMENTS = {
     "CairnQ": "SyncCairnQ",
     "afollow": "follow",
     "wait_async": "wait",
+    "until_live_async": "until_live",
     "arun_on": "run_on",
     # The backend, and the names of each half's own state and hooks.
     "aopen": "open",

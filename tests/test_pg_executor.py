@@ -267,6 +267,32 @@ async def test_an_idle_executor_worker_wakes_on_notify_long_before_its_poll_inte
     assert (done.status, done.result, done.worker_id) == ("succeeded", 4, worker.worker_id)
 
 
+async def test_an_executor_client_listens_only_while_it_waits(
+    executor: PgExecutor, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairnq.backends import pg_executor
+
+    monkeypatch.setattr(pg_executor, "LISTEN_LINGER_S", 0.0)
+
+    async def channels_become(wanted: frozenset[str]) -> None:
+        for _ in range(500):
+            if backend.listening_channels == wanted:  # type: ignore[attr-defined]
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"never listened on exactly {set(wanted)}")
+
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq:
+        backend = cq.backend
+        task = await cq.submit("job", {"n": 1})
+        before = backend.listening_channels  # type: ignore[attr-defined]
+        waiter = asyncio.ensure_future(cq.wait(task.id, timeout_ms=30_000))
+        await channels_become(frozenset({"done"}))
+        await cq.cancel(task.id)
+        assert (await waiter).status == "canceled"
+        await channels_become(frozenset())
+    assert before == frozenset()
+
+
 class _NoListen:
     """An executor of the application's own, without ``listen``."""
 

@@ -358,6 +358,79 @@ async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
     assert (done.status, done.worker_id) == ("succeeded", worker.worker_id)
 
 
+async def test_a_client_that_only_submits_listens_on_no_channel(pg_db: Database) -> None:
+    async with pg_db.client(listen=True) as cq:
+        backend = cq.backend
+        await cq.submit("job", {"n": 1})
+        await _until(lambda: backend.listening)  # type: ignore[attr-defined]
+        await cq.submit("job", {"n": 2})
+        assert backend.listening_channels == frozenset()  # type: ignore[attr-defined]
+
+
+async def test_a_wait_listens_on_done_until_it_returns(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairnq.backends import _postgres_core
+
+    monkeypatch.setattr(_postgres_core, "LISTEN_LINGER_S", 0.0)
+    async with pg_db.client(listen=True) as cq:
+        backend = cq.backend
+        task = await cq.submit("job", {"n": 1})
+        waiter = asyncio.ensure_future(cq.wait(task.id, timeout_ms=30_000))
+        await _until(lambda: backend.listening_channels == {"done"})  # type: ignore[attr-defined]
+        await cq.cancel(task.id)
+        assert (await waiter).status == "canceled"
+        await _until(lambda: backend.listening_channels == frozenset())  # type: ignore[attr-defined]
+
+
+async def test_a_running_worker_listens_on_queued_and_not_on_done(pg_db: Database) -> None:
+    worker = pg_db.worker(listen=True, poll_interval_ms=50)
+    backend = worker.client.backend
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        return int(payload["n"])
+
+    async with worker.background():
+        await _until(lambda: backend.listening_channels == {"queued"})  # type: ignore[attr-defined]
+        [task_id] = _submit_from_another_process(pg_db)
+        await _until(lambda: pg_db.backend().run(_ops.get(task_id), write=False).is_terminal)
+        channels = backend.listening_channels  # type: ignore[attr-defined]
+    await worker.close()
+    assert channels == {"queued"}
+
+
+async def test_a_wait_returns_when_a_worker_in_another_process_finishes_the_task(
+    pg_db: Database, tmp_path: Path
+) -> None:
+    stop = tmp_path / "stop"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests._child",
+            "worker",
+            pg_db.spec(),
+            str(tmp_path / "log"),
+            str(stop),
+            "1",
+        ],
+        cwd=ROOT,
+    )
+    try:
+        async with pg_db.client(listen=True, listen_health_s=3600) as cq:
+            # Due after the wait's first look, which then naps for ten minutes and
+            # no health probe pokes it: only the completion's notification can end
+            # the wait within the minute.
+            task = await cq.submit("job", {"n": 5}, delay_ms=1_500)
+            waiting = cq.wait(task.id, timeout_ms=600_000, poll_ms=600_000, max_poll_ms=600_000)
+            done = await asyncio.wait_for(waiting, 60)
+    finally:
+        stop.touch()
+        child.wait(timeout=30)
+    assert (done.status, done.result["n"]) == ("succeeded", 5)
+
+
 async def test_a_worker_keeps_polling_when_its_listen_connection_dies_then_listens_again(
     pg_db: Database,
 ) -> None:

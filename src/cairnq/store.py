@@ -415,13 +415,15 @@ class TaskStore:
         """
         queue_list = _ops.check_names(queues, "queues")
         ms = _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
-        with self.backend.hub.subscribe(wants_queued(queue_list), claims=True) as sub:
+        with self.backend.hub.subscribe(
+            wants_queued(queue_list), claims=True, channels=("queued",)
+        ) as sub:
             await sub.wait_async(ms / 1000)
 
     async def task_done_wake(self, task_id: str, timeout_ms: int) -> None:
         """Sleep up to ``timeout_ms``, waking early when the task finishes (as ``claim_wake``)."""
         ms = _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
-        with self.backend.hub.subscribe(wants_done(task_id)) as sub:
+        with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
             await sub.wait_async(ms / 1000)
 
     # --- owned writes ---------------------------------------------------------------

@@ -42,7 +42,7 @@ from .._client_core import (
     _waiting,
     task_or_name,
 )
-from .._wakeups import Subscription, wants_done
+from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
@@ -1012,7 +1012,8 @@ class AsyncOperations(_ClientCore):
         Raises:
             TaskTimeout: not finished within ``timeout_ms``; the task is unaffected.
         """
-        with self.backend.hub.subscribe(wants_done(task_id)) as sub:
+        with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
+            await sub.until_live_async(LIVE_WAIT_S)
             procedure = _waiting(
                 lambda: _ops.get_status(task_id),
                 sub,
@@ -1035,7 +1036,8 @@ class AsyncOperations(_ClientCore):
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
     ) -> Task:
         """Like ``wait``, following the key to whichever task it points at as it changes."""
-        with self.backend.hub.subscribe(lambda e: e.channel == "done") as sub:
+        with self.backend.hub.subscribe(lambda e: e.channel == "done", channels=("done",)) as sub:
+            await sub.until_live_async(LIVE_WAIT_S)
             procedure = _waiting(
                 lambda: _ops.get_status_by_key(key),
                 sub,

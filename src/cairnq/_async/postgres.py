@@ -22,9 +22,10 @@ from ..backends._postgres_core import (
     POOL_CONNECT_ERRORS,
     PostgresCore,
     _autocommits,
+    _configure_json,
+    _cursor_json_as_text,
     _has_columns,
     _joins_callers_transaction,
-    _json_as_text,
     _op_name,
     _require_psycopg_connection,
     _translate,
@@ -54,7 +55,7 @@ class AsyncPostgresPaths(PostgresCore):
     """Opening, running operations and the application's transaction: one half of the backend."""
 
     async def _configure_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        _json_as_text(conn.adapters)
+        _configure_json(conn)
         if self.schema is not None:
             await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
 
@@ -222,8 +223,8 @@ class AsyncPostgresPaths(PostgresCore):
             return []
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
-        _json_as_text(cur.adapters)
-        await cur.execute(text.encode(), params)
+        _cursor_json_as_text(conn, cur)
+        await cur.execute(text, params)
         return await cur.fetchall() if _has_columns(cur) else []
 
     async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:

@@ -17,9 +17,10 @@ from ..backends._postgres_core import (
     SYNC_WRAPS_OTHER,
     PostgresCore,
     _autocommits,
+    _configure_json,
+    _cursor_json_as_text,
     _has_columns,
     _joins_callers_transaction,
-    _json_as_text,
     _op_name,
     _require_psycopg_connection,
     _translate,
@@ -49,7 +50,7 @@ class SyncPostgresPaths(PostgresCore):
     """Opening, running operations and the application's transaction: one half of the backend."""
 
     def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
-        _json_as_text(conn.adapters)
+        _configure_json(conn)
         if self.schema is not None:
             conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
 
@@ -213,8 +214,8 @@ class SyncPostgresPaths(PostgresCore):
             return []
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
-        _json_as_text(cur.adapters)
-        cur.execute(text.encode(), params)
+        _cursor_json_as_text(conn, cur)
+        cur.execute(text, params)
         return cur.fetchall() if _has_columns(cur) else []
 
     def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:

@@ -19,6 +19,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
@@ -35,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .._clock import Clock
 from .._crashpoints import ARMED
-from .._wakeups import WakeHub, hub_for
+from .._wakeups import LISTEN_LINGER_S, WakeHub, hub_for
 from ..errors import (
     CairnQError,
     DatabaseError,
@@ -144,6 +145,22 @@ def _json_as_text(adapters: Any) -> None:
     """Read json/jsonb as text: the domain parses JSON itself, the same way on every backend."""
     adapters.register_loader("jsonb", TextLoader)
     adapters.register_loader("json", TextLoader)
+
+
+# Connections whose own adapters read json as text (cairnq's pools): their cursors
+# need no adapters of their own, which psycopg would copy from the connection's.
+_JSON_AS_TEXT: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _configure_json(conn: Any) -> None:
+    _json_as_text(conn.adapters)
+    _JSON_AS_TEXT.add(conn)
+
+
+def _cursor_json_as_text(conn: Any, cur: Any) -> None:
+    """Read json as text on ``cur``, unless its connection already does."""
+    if conn not in _JSON_AS_TEXT:
+        _json_as_text(cur.adapters)
 
 
 def _has_columns(cur: Any) -> bool:
@@ -343,12 +360,16 @@ class _Watchdog:
 
 
 CANCEL_TIMEOUT_S = 5.0
+_TIMEOUT_SCOPE: Callable[[float], contextlib.AbstractAsyncContextManager[Any]] | None = getattr(
+    asyncio, "timeout", None
+)  # Python 3.11+
 _WATCHDOG = _Watchdog()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 _deadlines = threading.local()
+_ENCODED: dict[str, bytes] = {}
 
 
 class PostgresCore:
@@ -437,6 +458,15 @@ class PostgresCore:
         """Whether the LISTEN connection is up (wake-ups are pushed, not only polled)."""
         return self._listener is not None and self._listener.connected.is_set()
 
+    @property
+    def listening_channels(self) -> frozenset[str]:
+        """The wake-up channels (``"queued"``, ``"done"``) the LISTEN connection is on now.
+
+        ``"done"`` while something in this process waits for a task to end (and a
+        moment after), ``"queued"`` while a worker here claims.
+        """
+        return frozenset() if self._listener is None else self._listener.channels
+
     # --- connection parameters ----------------------------------------------------
 
     # --- connection parameters ----------------------------------------------------
@@ -507,9 +537,13 @@ class PostgresCore:
             installation_check=_ops.check_installation(self.schema),
         )
 
-    def _params(self, step: Call) -> tuple[str, dict[str, Any]]:
+    def _params(self, step: Call) -> tuple[bytes, dict[str, Any]]:
+        """The statement's text, encoded once (psycopg keys its caches on it), and its params."""
         statement = self._statements[step.statement]
-        return statement.text, bind(statement, step.params, self._adapt)
+        text = _ENCODED.get(statement.text)
+        if text is None:
+            text = _ENCODED[statement.text] = statement.text.encode()
+        return text, bind(statement, step.params, self._adapt)
 
     def _adapt(self, name: str, value: Any) -> Any:
         if value is NOW:
@@ -561,6 +595,10 @@ class PostgresCore:
         if self.op_timeout_s is None:
             return await work()
         try:
+            if _TIMEOUT_SCOPE is not None:
+                # In the caller's task: wait_for would run ``work`` in a task of its own.
+                async with _TIMEOUT_SCOPE(self.op_timeout_s):
+                    return await work()
             return await asyncio.wait_for(work(), self.op_timeout_s)
         except asyncio.TimeoutError:
             raise DatabaseUnavailable(
@@ -603,6 +641,10 @@ class PostgresCore:
 class _Listener:
     """A dedicated LISTEN connection feeding the hub; reconnects with backoff.
 
+    It listens only on the channels the hub's subscriptions need (``cairnq_done``
+    while something waits for a task to end, ``cairnq_queued`` while a claim loop
+    runs), and UNLISTENs a channel ``LISTEN_LINGER_S`` after its last use.
+
     After every (re)connect it pokes the hub once, so waiters catch up on
     anything sent while it was away. Behind a transaction-mode pooler, where
     notifications never arrive, it says so once and stops: polling carries on.
@@ -613,17 +655,33 @@ class _Listener:
         self._hub = hub
         self._health_s = health_s
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed = asyncio.Event()
         self.connected = asyncio.Event()
+        self.channels: frozenset[str] = frozenset()
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._hub.add_tap(self)
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
+        self._hub.remove_tap(self)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+
+    def demand_changed(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if asyncio._get_running_loop() is loop:
+            self._changed.set()
+        else:  # a closed loop raises RuntimeError: the listener is gone with it
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._changed.set)
 
     async def _run(self) -> None:
         delay = 1.0
@@ -632,16 +690,21 @@ class _Listener:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    if not await self._listen(conn):
+                    if not await self._probe(conn):
                         log.warning(
                             "LISTEN/NOTIFY does not work on this connection (a transaction "
                             "pooler?); cairnq falls back to polling"
                         )
                         return
                     delay = 1.0
-                    self.connected.set()
-                    self._hub.poke()
-                    await self._pump(conn)
+                    try:
+                        shrinks = await self._follow_demand(conn)
+                        self.connected.set()
+                        self._hub.poke()
+                        await self._pump(conn, shrinks)
+                    finally:
+                        self.channels = frozenset()
+                        self._hub.tap_down(self)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -650,22 +713,48 @@ class _Listener:
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
 
-    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> bool:
-        """LISTEN, then prove delivery: another connection notifies a private channel.
+    async def _probe(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Prove delivery: another connection notifies a private channel this one LISTENs on.
 
-        The probe is sent from a second connection because psycopg discards
+        The probe is sent from a second connection because psycopg may discard
         notifications that arrive while this one runs a query.
         """
         probe = f"cairnq_probe_{secrets.token_hex(6)}"
-        for channel in (*LISTEN_CHANNELS, probe):
-            await conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(probe)))
         async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as other:
             await other.execute("select pg_notify(%s, '')", (probe,))
-        async for note in conn.notifies(timeout=5.0):
-            if note.channel == probe:
-                return True
-            self._dispatch(note)
-        return False
+        delivered = False
+        async with contextlib.aclosing(conn.notifies(timeout=5.0)) as notes:
+            async for note in notes:
+                if note.channel == probe:
+                    delivered = True
+                    break
+        await conn.execute(sql.SQL("unlisten {}").format(sql.Identifier(probe)))
+        return delivered
+
+    async def _follow_demand(self, conn: psycopg.AsyncConnection[Any]) -> float | None:
+        """LISTEN and UNLISTEN to match the hub's demand; returns when the demand next shrinks.
+
+        The hub learns the new set only after the statements ran, so a subscription
+        goes live once its channel is listened on.
+        """
+        self._changed.clear()
+        needed, shrinks = self._hub.channels_needed(LISTEN_LINGER_S)
+        before = self.channels
+        if needed != before:
+            if before - needed:
+                # Subscriptions arriving from now on must not count on what is dropped.
+                self._hub.tap_live(self, before & needed)
+            for channel in sorted(needed - before):
+                await conn.execute(_LISTEN[channel])
+            for channel in sorted(before - needed):
+                await conn.execute(_UNLISTEN[channel])
+            self.channels = needed
+            if before:
+                # A notification landing during those statements may have been consumed.
+                self._hub.poke()
+        self._hub.tap_live(self, needed)
+        return shrinks
 
     def _dispatch(self, note: psycopg.Notify) -> None:
         if note.channel == "cairnq_queued":
@@ -673,14 +762,47 @@ class _Listener:
         elif note.channel == "cairnq_done":
             self._hub.publish([Emit("done", note.payload)])
 
-    async def _pump(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Deliver notifications; after each quiet spell, probe the connection's health.
+    async def _pump(self, conn: psycopg.AsyncConnection[Any], shrinks: float | None) -> None:
+        """Deliver notifications, follow the demand; after each quiet spell, probe the connection.
 
         A notification that lands during the probe query is consumed unseen, so
         every probe is followed by a poke: waiters look at the database once.
         """
+        probe_at = time.monotonic() + self._health_s
         while True:
-            async for note in conn.notifies(timeout=self._health_s):
-                self._dispatch(note)
-            await asyncio.wait_for(conn.execute("select 1"), self._health_s)
-            self._hub.poke()
+            until = probe_at if shrinks is None else min(probe_at, shrinks)
+            await self._deliver_until(conn, until)
+            if time.monotonic() >= probe_at:
+                await asyncio.wait_for(conn.execute("select 1"), self._health_s)
+                self._hub.poke()
+                probe_at = time.monotonic() + self._health_s
+            shrinks = await self._follow_demand(conn)
+
+    async def _deliver_until(self, conn: psycopg.AsyncConnection[Any], until: float) -> None:
+        """Deliver notifications until ``until`` (monotonic) or until the demand changes."""
+        if self._changed.is_set():
+            return
+        reader = asyncio.ensure_future(self._deliver(conn, until - time.monotonic()))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait((reader, changed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, changed):
+                task.cancel()
+            await asyncio.wait((reader, changed))
+        if not reader.cancelled() and reader.exception() is not None:
+            raise reader.exception()  # type: ignore[misc]
+
+    async def _deliver(self, conn: psycopg.AsyncConnection[Any], timeout: float) -> None:
+        async for note in conn.notifies(timeout=max(0.0, timeout)):
+            self._dispatch(note)
+
+
+_LISTEN = {
+    "queued": sql.SQL("listen cairnq_queued"),
+    "done": sql.SQL("listen cairnq_done"),
+}
+_UNLISTEN = {
+    "queued": sql.SQL("unlisten cairnq_queued"),
+    "done": sql.SQL("unlisten cairnq_done"),
+}

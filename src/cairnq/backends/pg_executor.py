@@ -22,6 +22,7 @@ import inspect
 import logging
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
@@ -29,7 +30,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from .._extras import missing_extra
-from .._wakeups import WakeHub, hub_for
+from .._wakeups import LISTEN_LINGER_S, WakeHub, hub_for
 from ..errors import (
     CairnQError,
     DatabaseError,
@@ -54,6 +55,7 @@ log = logging.getLogger("cairnq.postgres")
 T = TypeVar("T")
 
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
+_CHANNEL = {"queued": "cairnq_queued", "done": "cairnq_done"}
 _DRIVER_PLACEHOLDER = re.compile(r"%\(([A-Za-z_]\w*)\)s|%%")
 _UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
 # SQLSTATEs: serialization failure and deadlock (worth another try), an undefined table.
@@ -236,6 +238,8 @@ class PgExecutorBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listen_task: asyncio.Task[None] | None = None
         self._listening = False
+        self._demand_changed = asyncio.Event()
+        self._channels: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         name = type(self.executor).__name__
@@ -256,6 +260,11 @@ class PgExecutorBackend:
     def listening(self) -> bool:
         """Whether ``executor.listen`` is delivering wake-ups (else waiters poll)."""
         return self._listening
+
+    @property
+    def listening_channels(self) -> frozenset[str]:
+        """The wake-up channels (``"queued"``, ``"done"``) ``executor.listen`` is on now."""
+        return self._channels
 
     @property
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -436,55 +445,117 @@ class PgExecutorBackend:
 
     def _start_listening(self) -> None:
         if self._listen_enabled and self._listen_task is None:
+            self.hub.add_tap(self)
             self._listen_task = asyncio.ensure_future(self._listen_loop())
 
+    def demand_changed(self) -> None:
+        """The hub's needed channels changed: the listen loop looks again (any thread)."""
+        loop, changed = self._loop, self._demand_changed
+        if loop is None:
+            return
+        if asyncio._get_running_loop() is loop:
+            changed.set()
+        else:  # a closed loop raises RuntimeError: nobody listens there any more
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(changed.set)
+
     async def _listen_loop(self) -> None:
-        """Listen through the executor; when its connection is lost, listen again.
+        """Listen through the executor on the channels the hub needs; listen again when lost.
 
-        A failed attempt is retried after 1 s, doubling to 30 s.
-
-        After every (re)start the hub is poked once, so waiters catch up on
-        anything sent while no one listened.
+        A change of the needed channels starts a new ``listen`` before stopping the
+        old one, so the channels both cover miss nothing; with none needed (after
+        ``LISTEN_LINGER_S``) nothing listens. A failed attempt is retried after
+        1 s, doubling to 30 s. After every restart from a loss the hub is poked
+        once, so waiters catch up on anything sent while no one listened.
         """
         listen = self.executor.listen  # type: ignore[attr-defined]
+
+        def on_notify(channel: str, payload: str) -> None:
+            if channel == "cairnq_queued":
+                self.hub.publish([Emit("queued", payload)])
+            elif channel == "cairnq_done":
+                self.hub.publish([Emit("done", payload)])
+
         delay = 1.0
-        while True:
-            lost = asyncio.Event()
+        live: frozenset[str] = frozenset()
+        stop: Callable[[], Any] | None = None
+        lost = asyncio.Event()
+        recovering = False
+        # Until listen fails, the hub counts on it: a waiter waits for its channel.
+        self._listening = True
+        self.hub.tap_live(self, live)
+        try:
+            while True:
+                self._demand_changed.clear()
+                needed, shrinks = self.hub.channels_needed(LISTEN_LINGER_S)
+                if lost.is_set():
+                    log.info("LISTEN connection lost; listening again")
+                    self.hub.tap_live(self, frozenset())
+                    lost, recovering, live = asyncio.Event(), True, frozenset()
+                    self._channels = live
+                    await self._stop_listen(stop)
+                    stop = None
+                if needed != live:
+                    if live - needed:
+                        self.hub.tap_live(self, live & needed)
+                    fresh = asyncio.Event()
+                    try:
+                        started = (
+                            await _maybe_await(
+                                listen([_CHANNEL[c] for c in sorted(needed)], on_notify, fresh.set)
+                            )
+                            if needed
+                            else None
+                        )
+                    except ListenUnavailable as exc:
+                        log.warning("LISTEN is unavailable (%s); cairnq falls back to polling", exc)
+                        return
+                    except Exception as exc:
+                        log.info("LISTEN failed (%s); trying again in %.0f s", exc, delay)
+                        self.hub.tap_down(self)
+                        self._listening = False
+                        await asyncio.sleep(delay)
+                        delay = min(30.0, delay * 2)
+                        self._listening = True
+                        self.hub.tap_live(self, live)
+                        recovering = True
+                        continue
+                    delay = 1.0
+                    await self._stop_listen(stop)
+                    stop, lost, live = started, fresh, needed
+                    self._channels = live
+                    self.hub.tap_live(self, live)
+                    if recovering:
+                        recovering = False
+                        self.hub.poke()
+                waits = [asyncio.ensure_future(self._demand_changed.wait())]
+                waits.append(asyncio.ensure_future(lost.wait()))
+                timeout = None if shrinks is None else max(0.0, shrinks - time.monotonic())
+                try:
+                    await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiting in waits:
+                        waiting.cancel()
+        finally:
+            self._listening = False
+            self._channels = frozenset()
+            self.hub.tap_down(self)
+            await self._stop_listen(stop)
 
-            def on_notify(channel: str, payload: str) -> None:
-                if channel == "cairnq_queued":
-                    self.hub.publish([Emit("queued", payload)])
-                elif channel == "cairnq_done":
-                    self.hub.publish([Emit("done", payload)])
-
-            try:
-                stop = await _maybe_await(listen(list(LISTEN_CHANNELS), on_notify, lost.set))
-            except ListenUnavailable as exc:
-                log.warning("LISTEN is unavailable (%s); cairnq falls back to polling", exc)
-                return
-            except Exception as exc:
-                log.info("LISTEN failed (%s); trying again in %.0f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(30.0, delay * 2)
-                continue
-            delay = 1.0
-            self._listening = True
-            self.hub.poke()
-            try:
-                await lost.wait()
-                log.info("LISTEN connection lost; listening again")
-            finally:
-                self._listening = False
-                with contextlib.suppress(Exception):
-                    await _maybe_await(stop())
+    async def _stop_listen(self, stop: Callable[[], Any] | None) -> None:
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                await _maybe_await(stop())
 
     async def aclose(self) -> None:
         """Stop listening, and close the executor if this backend owns it."""
         own_loop = self._loops.check_close()
         self._state = "closed"
         if not own_loop:
+            self.hub.remove_tap(self)
             self._listen_task = None
             return
+        self.hub.remove_tap(self)
         if self._listen_task is not None:
             self._listen_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

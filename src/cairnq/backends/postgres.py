@@ -81,6 +81,8 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
         if not own_loop:
             # The loop these async connections belong to is closed: nothing can await
             # them any more. The sync pool is closed; the rest is left as close() does.
+            if self._listener is not None:
+                self.hub.remove_tap(self._listener)
             self._reserved = self._listener = None
             if self._owns_pools and isinstance(self._sync_source, psycopg_pool.ConnectionPool):
                 await asyncio.get_running_loop().run_in_executor(None, self._sync_source.close)

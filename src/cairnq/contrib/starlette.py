@@ -43,7 +43,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from .._wakeups import wants_done
+from .._wakeups import LIVE_WAIT_S, wants_done
 from ..client import CairnQ
 from ..errors import InvalidArgument, StoreClosed
 from ..models import Task
@@ -218,7 +218,8 @@ async def follow(
     """
     interval = _ops.check_int(poll_ms, "poll_ms", low=1) / 1000
     last: tuple[Any, ...] | None = None
-    with cq.backend.hub.subscribe(wants_done(task_id)) as sub:
+    with cq.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
+        await sub.until_live_async(LIVE_WAIT_S)
         while True:
             sub.clear()
             task = await cq.get(task_id)

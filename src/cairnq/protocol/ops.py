@@ -757,10 +757,12 @@ def claim(
     ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
     ``gate``, when given, holds the limits in force: a draw some limit governs is
     claimed through it (``protocol.limits``); every other draw as without it.
+    A ``recover_limit`` of 0 leaves expired leases to another claim or the recoverer.
     """
-    rows = yield from (recover_with or recover)(recover_limit)
-    if recovered is not None:
-        recovered[:] = rows
+    if recover_limit > 0:
+        rows = yield from (recover_with or recover)(recover_limit)
+        if recovered is not None:
+            recovered[:] = rows
     claimed: list[Row] = []
     for draw in draws:
         if draw.limit <= 0 or (draw.names is not None and not draw.names):
@@ -775,6 +777,16 @@ def claim(
         rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
         claimed.extend(rows)
     return claimed
+
+
+def is_lone_claim(draws: Sequence[Draw], recover_limit: int, gate: ClaimGate | None) -> bool:
+    """Whether ``claim`` with these arguments is one claim statement on PostgreSQL.
+
+    PostgreSQL's claim statements raise the lease tokens themselves, so such a
+    claim can run as one autocommitted statement (``SingleStatement``).
+    """
+    live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
+    return recover_limit <= 0 and gate is None and len(live) == 1
 
 
 def claim_draw(

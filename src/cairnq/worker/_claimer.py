@@ -29,6 +29,7 @@ from ..errors import (
 from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import ops as _ops
+from ..protocol.steps import SingleStatement
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor, OnError
@@ -41,6 +42,8 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+# A claim recovers expired leases itself when none were recovered for this long.
+CLAIM_RECOVERY_EVERY_S = 1.0
 # The longest wait for a rate limit's next token: limits are reloaded about this often.
 RATE_WAIT_MAX_S = 1.0
 
@@ -105,6 +108,7 @@ class Claimer:
         self.book = book
         self._rate_wait_s: float | None = None
         self._held_back = False
+        self._postgres = getattr(client.backend, "dialect", None) == "postgres"
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -147,6 +151,8 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
+                # Let the calls just made start before this loop claims again.
+                await asyncio.sleep(0)
             elif self.until_idle and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
@@ -229,17 +235,26 @@ class Claimer:
         if gate is not None:
             gate.blocked = 0
         recovered: list[Mapping[str, Any]] = []
+        # A claim with news of work (or a backlog) leaves recovery to the recoverer and
+        # the polling claims while one ran lately: it is then one statement, no transaction.
+        recover_limit = RECOVER_LIMIT
+        if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
+            recover_limit = 0
         claim = _ops.claim(
             queues,
             self.worker_id,
             self.limits.lease_ms,
             draws,
-            RECOVER_LIMIT,
+            recover_limit,
             recovered,
             recover_with=_durable.recover if self.runtime.history else None,
             gate=gate,
         )
+        if _ops.is_lone_claim(draws, recover_limit, gate) and self._postgres:
+            claim = SingleStatement(claim)
         rows = await backend.arun(claim, write=True)
+        if recover_limit:
+            self.recoverer.recovered_at = time.monotonic()
         if gate is not None and gate.retry_after_ms is not None and not rows:
             # Rate-limited: the next token is due then, so waiting longer gains nothing
             # and waiting less finds nothing.

@@ -10,6 +10,7 @@ the worker has room to claim.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -46,6 +47,8 @@ class Recoverer:
         self.worker_id = worker_id
         self._give_up = give_up
         self._report = report
+        # When expired leases were last recovered (time.monotonic), here or by a claim.
+        self.recovered_at = float("-inf")
         self.job = PeriodicJob(
             "cairnq.recovery",
             self.recover,
@@ -82,6 +85,7 @@ class Recoverer:
             self.announce(rows)
             if len(rows) < RECOVER_LIMIT:
                 break
+        self.recovered_at = time.monotonic()
         if recovered:
             log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
         return recovered

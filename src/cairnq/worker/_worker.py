@@ -886,7 +886,9 @@ class Worker:
             on_error=self._report,
             scopes=self._runtime.scopes,
         )
-        self._wake = wake = backend.hub.subscribe(wants_queued(self.queues), claims=True)
+        self._wake = wake = backend.hub.subscribe(
+            wants_queued(self.queues), claims=True, channels=("queued",)
+        )
         settler = Settler(
             backend, self.worker_id, self._report, workflows=lambda: self._runtime.workflows
         )
