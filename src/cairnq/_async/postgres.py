@@ -190,8 +190,8 @@ class AsyncPostgresPaths(PostgresCore):
                     return await self._execute_async(conn, step)
                 text, params = self._params(step)
                 cur = conn.cursor(row_factory=dict_row)
-                _json_as_text(cur.adapters)
-                await cur.execute(text.encode(), params)
+                _cursor_json_as_text(conn, cur)
+                await cur.execute(text, params)
                 if step.discard:
                     return []
                 await pipeline.sync()

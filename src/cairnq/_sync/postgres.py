@@ -181,8 +181,8 @@ class SyncPostgresPaths(PostgresCore):
                     return self._execute_sync(conn, step)
                 text, params = self._params(step)
                 cur = conn.cursor(row_factory=dict_row)
-                _json_as_text(cur.adapters)
-                cur.execute(text.encode(), params)
+                _cursor_json_as_text(conn, cur)
+                cur.execute(text, params)
                 if step.discard:
                     return []
                 pipeline.sync()
