@@ -57,14 +57,13 @@ def _token_fence(dialect: str) -> list[Substitution]:
             ),
         ]
     owned = "and token = :lease_token::bigint"
-    batch = "on k.id = l.task_id and k.token = l.token"
     return [
         *[
             (n, owned, "and :lease_token::bigint is not null")
             for n in (*_OWNED, "hold", "complete_held")
         ],
-        ("heartbeat_batch", batch, "on k.id = l.task_id"),
-        ("complete_many", batch, "on k.id = l.task_id"),
+        ("heartbeat_batch", "where l.token = h.token", "where h.token is not null"),
+        ("complete_many", "where l.token = o.token", "where o.token is not null"),
     ]
 
 
@@ -94,8 +93,8 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
             "and attempt = :attempt::integer\n",
             "and :attempt::integer is not null\n",
         ),
-        ("heartbeat_batch", "on p.id = t.id and p.attempt = t.attempt", "on p.id = t.id"),
-        ("complete_many", "on s.id = t.id and s.attempt = t.attempt", "on s.id = t.id"),
+        ("heartbeat_batch", "where t.attempt = p.attempt", "where p.attempt is not null"),
+        ("complete_many", "where t.attempt = s.attempt", "where s.attempt is not null"),
     ]
 
 
