@@ -125,7 +125,7 @@ SQL_CLAUSE = re.compile(
 # (test_the_two_values_formatted_into_pragmas_are_validated_first).
 FORMATTED_SQL_ALLOWED = Counter(
     {
-        ("backends/sqlite.py", "pragma busy_timeout = {}"): 2,
+        ("backends/sqlite.py", "pragma busy_timeout = {}"): 3,
         ("backends/sqlite.py", "pragma synchronous = {}"): 1,
         # asyncpg composes no identifiers: the schema name passed check_schema first.
         ("backends/pg_executor.py", 'create schema if not exists "{}"'): 1,
@@ -149,7 +149,8 @@ COMPOSITIONS_ALLOWED = Counter(
             "begin; select pg_advisory_xact_lock(hashtextextended({}, 0)); "
             "create schema if not exists {}; commit",
         ): 1,
-        ("backends/_postgres_core.py", "listen {}"): 1,
+        ("backends/_postgres_core.py", "listen {}"): 2,
+        ("backends/_postgres_core.py", "unlisten {}"): 2,
         ("backends/postgres.py", "drop schema if exists {} cascade"): 1,
         # The pytest plugin's fresh databases: names it makes, quoted as identifiers.
         ("backends/postgres.py", "create database {}"): 1,
@@ -173,7 +174,7 @@ INDIRECT_ALLOWED = {
         (half, text)
         for half in ("_async/postgres.py", "_sync/postgres.py")
         for text in (
-            "text.encode()",  # a protocol statement (_params)
+            "text",  # a protocol statement, encoded once (_params)
             "step.source.encode()",  # a migration file
             "self._create_schema_sql()",  # composition above
         )

@@ -376,6 +376,8 @@ class PostgresCore:
     """Settings and state of a ``PostgresBackend``; see that class for the arguments."""
 
     dialect: Dialect = "postgres"
+    # Its claim statements raise the lease tokens in cairnq_leases themselves.
+    claims_hand_out_tokens = True
 
     def __init__(
         self,
@@ -746,9 +748,9 @@ class _Listener:
                 # Subscriptions arriving from now on must not count on what is dropped.
                 self._hub.tap_live(self, before & needed)
             for channel in sorted(needed - before):
-                await conn.execute(_LISTEN[channel])
+                await conn.execute(sql.SQL("listen {}").format(sql.Identifier(_CHANNEL[channel])))
             for channel in sorted(before - needed):
-                await conn.execute(_UNLISTEN[channel])
+                await conn.execute(sql.SQL("unlisten {}").format(sql.Identifier(_CHANNEL[channel])))
             self.channels = needed
             if before:
                 # A notification landing during those statements may have been consumed.
@@ -798,11 +800,5 @@ class _Listener:
             self._dispatch(note)
 
 
-_LISTEN = {
-    "queued": sql.SQL("listen cairnq_queued"),
-    "done": sql.SQL("listen cairnq_done"),
-}
-_UNLISTEN = {
-    "queued": sql.SQL("unlisten cairnq_queued"),
-    "done": sql.SQL("unlisten cairnq_done"),
-}
+# The NOTIFY channel of each wake-up kind (fixed names, never built from input).
+_CHANNEL = {"queued": "cairnq_queued", "done": "cairnq_done"}

@@ -189,6 +189,18 @@ class StepTransactions(Protocol):
 
 
 @runtime_checkable
+class OneStatementClaims(Protocol):
+    """A database whose claim statements hand out the lease tokens themselves.
+
+    A claim of one draw with nothing to recover is then a single statement, which
+    may run on its own (``SingleStatement``). Elsewhere (SQLite) a claim is followed
+    by the statement that writes the tokens.
+    """
+
+    claims_hand_out_tokens: bool
+
+
+@runtime_checkable
 class FileBound(Protocol):
     """A database that is one file, which can be deleted or replaced underneath.
 

@@ -203,6 +203,8 @@ class PgExecutorBackend:
     """
 
     dialect: Dialect = "postgres"
+    # Its claim statements raise the lease tokens in cairnq_leases themselves.
+    claims_hand_out_tokens = True
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._crashpoints import crashpoint
 from .._wakeups import Subscription
-from ..backends import FileBound
+from ..backends import FileBound, OneStatementClaims
 from ..client import CairnQ
 from ..errors import (
     DatabaseError,
@@ -108,7 +108,7 @@ class Claimer:
         self.book = book
         self._rate_wait_s: float | None = None
         self._held_back = False
-        self._postgres = getattr(client.backend, "dialect", None) == "postgres"
+        self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -250,7 +250,7 @@ class Claimer:
             recover_with=_durable.recover if self.runtime.history else None,
             gate=gate,
         )
-        if _ops.is_lone_claim(draws, recover_limit, gate) and self._postgres:
+        if self._one_statement_claims and _ops.is_lone_claim(draws, recover_limit, gate):
             claim = SingleStatement(claim)
         rows = await backend.arun(claim, write=True)
         if recover_limit:
