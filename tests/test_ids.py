@@ -39,3 +39,20 @@ def test_ids_are_26_crockford_characters_after_their_prefix() -> None:
     assert len(made) == len("task_") + 26
     assert set(made[len("task_") :]) <= set(_CROCKFORD)
     assert _ids.worker_id().startswith("worker_")
+
+
+def test_the_ids_of_one_batch_sort_in_the_order_they_were_made() -> None:
+    made = _ids.task_ids(1000)
+    assert made == sorted(made)
+    assert len(set(made)) == 1000
+
+
+def test_a_batch_id_is_a_ulid_of_its_millisecond_and_random_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    random = bytes(range(1, 11))
+    monkeypatch.setattr(_ids.os, "urandom", lambda n: random[:n])
+    first, second = _ids.task_ids(2, 1_733_300_000_000)
+    start = int.from_bytes(random, "big") >> 1
+    assert first == "task_" + reference_ulid(1_733_300_000_000, start.to_bytes(10, "big"))
+    assert second == "task_" + reference_ulid(1_733_300_000_000, (start + 1).to_bytes(10, "big"))

@@ -151,8 +151,6 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-                # Let the calls just made start before this loop claims again.
-                await asyncio.sleep(0)
             elif self.until_idle and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
