@@ -26,29 +26,10 @@ from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from .test_keys import INSERTS, RETURNS  # a keyed item follows a keyed submit's table
 
 WORKER = "w1"
 START_MS = 1_700_000_000_000
-
-# (conflict, status of the task the key points at) -> the existing task's id comes back.
-RETURNS = [
-    ("reuse", "queued"),
-    ("reuse", "running"),
-    ("reuse-succeeded", "queued"),
-    ("reuse-succeeded", "running"),
-    ("reuse-succeeded", "succeeded"),
-]
-# ... -> a new task is inserted and the key moves to it.
-INSERTS = [
-    ("reuse", "succeeded"),
-    ("reuse", "failed"),
-    ("reuse", "canceled"),
-    ("reuse-succeeded", "failed"),
-    ("reuse-succeeded", "canceled"),
-    ("replace", "succeeded"),
-    ("replace", "failed"),
-    ("replace", "canceled"),
-]
 
 
 async def ids_of(cq: CairnQ, method: str, items: list[Any]) -> list[str]:
