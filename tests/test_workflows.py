@@ -74,6 +74,25 @@ async def test_a_diamond_dag_runs_each_task_after_its_dependencies(db: Database)
     assert order[0] == "a" and order[-1] == "d" and sorted(order[1:3]) == ["b", "c"]
 
 
+async def test_an_until_idle_worker_runs_a_chain_to_its_end(db: Database) -> None:
+    # Each link is released by its predecessor's settlement while the worker holds
+    # no other call: a worker that judged itself idle from a claim made before that
+    # settlement would stop partway.
+    worker = db.worker(poll_interval_ms=20, concurrency=4)
+
+    @worker.task
+    async def step(ctx: Any, payload: Any) -> None:
+        return None
+
+    graph = {"n0": {"task": "step"}} | {
+        f"n{i}": {"task": "step", "after": [f"n{i - 1}"]} for i in range(1, 100)
+    }
+    async with db.client() as cq:
+        tasks = await cq.submit_graph(graph)
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        assert set((await _statuses(cq, tasks)).values()) == {"succeeded"}
+
+
 async def test_a_task_with_dependencies_is_parked_far_in_the_future(db: Database) -> None:
     async with db.client() as cq:
         first = await cq.submit("step")

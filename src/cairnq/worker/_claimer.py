@@ -135,6 +135,9 @@ class Claimer:
             if not draws:
                 await wake.wait_async(poll_s)
                 continue
+            # A call that ends while the claim is out may release work the claim could not
+            # see (a dependent freed by its settlement): only a claim begun idle proves idleness.
+            idle_before = not self.calls
             try:
                 rows = await self._claim(draws, probe=not queued)
             except Exception as exc:
@@ -151,7 +154,7 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-            elif self.until_idle and not self.calls and not self._held_back:
+            elif self.until_idle and idle_before and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
                 )
