@@ -8,7 +8,12 @@ owned as materialized (
     select t.id, s.token, s.new_result
     from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[], :results::text[])
          as s (id, attempt, token, new_result)
-    join cairnq_tasks as t on t.id = s.id
+    -- Each row by its primary key (offset 0 keeps the planner from flattening the lookup):
+    -- the status index holds an entry for every settled row not yet vacuumed, and a plan
+    -- that scans it for 'running' walks them all, once per batch.
+    cross join lateral (
+        select * from cairnq_tasks as t where t.id = s.id offset 0
+    ) as t
     where t.attempt = s.attempt
       and t.status = 'running'
       and t.worker_id = :worker_id::text

@@ -7,7 +7,12 @@ with clock as materialized (
 held as materialized (
     select t.id, p.token
     from unnest(:ids::text[], :attempts::integer[], :lease_tokens::bigint[]) as p (id, attempt, token)
-    join cairnq_tasks as t on t.id = p.id
+    -- Each row by its primary key (offset 0 keeps the planner from flattening the lookup):
+    -- the status index holds an entry for every settled row not yet vacuumed, and a plan
+    -- that scans it for 'running' walks them all, once per batch.
+    cross join lateral (
+        select * from cairnq_tasks as t where t.id = p.id offset 0
+    ) as t
     where t.attempt = p.attempt
       and t.status = 'running'
       and t.worker_id = :worker_id::text

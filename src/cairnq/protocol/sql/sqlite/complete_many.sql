@@ -18,7 +18,9 @@ from (
 ) as settled
 where cairnq_tasks.id = settled.settled_id
   and cairnq_tasks.attempt = settled.settled_attempt
-  and cairnq_tasks.status = 'running'
+  -- Unary + keeps the status index out: each row is found by its id, not by walking
+  -- every running task once per batch.
+  and +cairnq_tasks.status = 'running'
   and cairnq_tasks.worker_id = :worker_id
   and cairnq_tasks.lease_until_ms > :now_ms
   and exists (select 1 from cairnq_leases as l

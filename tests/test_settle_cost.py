@@ -1,0 +1,145 @@
+"""What settling or renewing a batch of leases reads stays about the same however many tasks run.
+
+A draining worker settles its finished tasks with ``complete_many`` and renews
+its leases with ``heartbeat_batch``, a batch at a time, while other workers
+hold thousands of leases and the planner's statistics still describe the
+table as it was before the drain began. Each row of the batch must be found by
+its id: a plan that walks every running task (or every index entry left by one
+not yet vacuumed) costs a drain time that grows with its own progress.
+
+Work is SQLite virtual machine steps (a progress handler called on every step),
+and on PostgreSQL the rows of ``cairnq_tasks`` the plan looked at (kept or
+filtered out, over all loops; ``EXPLAIN ANALYZE`` under a generic plan, as
+psycopg's prepared statements get), with the statistics taken before the claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+import time
+from typing import Any
+
+import pytest
+
+from cairnq import SyncCairnQ
+from cairnq.protocol import ops as _ops
+from cairnq.protocol.statements import statements
+
+from ._db import Database, admin_connect
+
+SMALL, LARGE = 100, 20_000
+BATCH = 50
+MINE, OTHER = "worker_settle_cost_mine", "worker_settle_cost_other"
+
+
+def _claim(cq: SyncCairnQ, worker_id: str, count: int) -> list[_ops.Lease]:
+    leases: list[_ops.Lease] = []
+    while len(leases) < count:
+        want = min(1_000, count - len(leases))
+        rows = cq.backend.run(
+            _ops.claim(["default"], worker_id, 600_000, [_ops.Draw(None, want)], 0), write=True
+        )
+        assert rows, "nothing left to claim"
+        leases.extend(_ops.Lease.of(row) for row in rows)
+    return leases
+
+
+def _params(name: str, leases: list[_ops.Lease]) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "ids": [lease.id for lease in leases],
+        "attempts": [lease.attempt for lease in leases],
+        "lease_tokens": [lease.token for lease in leases],
+        "worker_id": MINE,
+        "now_ms": int(time.time() * 1000),
+    }
+    if name == "complete_many":
+        params["results"] = ['"ok"'] * len(leases)
+    else:
+        params["lease_ms"] = 600_000
+    return params
+
+
+def _work(db: Database, name: str, params: dict[str, Any]) -> tuple[int, int]:
+    """(work, rows) of one run of ``name``, the statistics left as they are."""
+    dialect = "sqlite" if db.kind == "sqlite" else "postgres"
+    statement = statements(dialect)[name]
+    if db.kind == "sqlite":
+        assert db.path is not None
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        bound = {
+            key: json.dumps(value) if isinstance(value, list) else value
+            for key, value in params.items()
+        }
+        with contextlib.closing(sqlite3.connect(db.path, isolation_level=None)) as conn:
+            conn.set_progress_handler(count, 1)
+            rows = conn.execute(statement.text, bound).fetchall()
+        return steps, len(rows)
+    import psycopg
+    from psycopg import sql
+
+    names = sorted(statement.params)
+    text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", statement.text)
+    with admin_connect(db.url) as conn:
+        conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
+        # The plan psycopg's prepared statements end up with: made without the values.
+        conn.execute("set plan_cache_mode = force_generic_plan")
+        conn.execute(f"prepare settle as {text}")
+        slots = ", ".join(["%s"] * len(names))
+        explain = f"explain (analyze, format json) execute settle({slots})"
+        cursor = psycopg.ClientCursor(conn)
+        [[plan]] = cursor.execute(explain, [params[n] for n in names]).fetchone()
+    return _rows_read(plan["Plan"]), int(plan["Plan"]["Actual Rows"])
+
+
+def _rows_read(node: dict[str, Any]) -> int:
+    """Rows of ``cairnq_tasks`` the plan looked at: kept or filtered out, over every loop."""
+    own = 0
+    if node.get("Relation Name") == "cairnq_tasks" and "Scan" in node["Node Type"]:
+        per_loop = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+        own = round(per_loop * node["Actual Loops"])
+    return own + sum(_rows_read(child) for child in node.get("Plans", []))
+
+
+def _statistics_before_the_claims(db: Database) -> None:
+    """PostgreSQL: statistics taken while every task was queued, kept so while the test claims.
+
+    SQLite keeps none (cairnq never runs ``ANALYZE``): its planner's defaults apply.
+    """
+    if db.kind == "sqlite":
+        return
+    from psycopg import sql
+
+    with admin_connect(db.url) as conn:
+        conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
+        conn.execute("alter table cairnq_tasks set (autovacuum_enabled = false)")
+        conn.execute("analyze cairnq_tasks")
+
+
+@pytest.mark.parametrize("name", ["complete_many", "heartbeat_batch"])
+def test_a_batch_reads_no_more_with_a_hundred_times_the_running_tasks(
+    db: Database, name: str
+) -> None:
+    cq = db.sync_client().open()
+    work = []
+    have = 0
+    for total in (SMALL, LARGE):
+        for start in range(have, total, 5_000):
+            cq.submit_many([{"task": "job"} for _ in range(min(5_000, total - start))])
+        _statistics_before_the_claims(db)
+        _claim(cq, OTHER, total - have - BATCH)
+        mine = _claim(cq, MINE, BATCH)
+        have = total
+        steps, rows = _work(db, name, _params(name, mine))
+        assert rows == BATCH
+        work.append(steps)
+    # At most twice, plus one per row: the larger table's indexes are a level deeper.
+    assert work[1] < 2 * work[0] + BATCH, f"{name} work with {SMALL} and {LARGE} tasks: {work}"
