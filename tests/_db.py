@@ -137,6 +137,12 @@ class Database:
             with contextlib.suppress(Exception):
                 backend.close()
 
+    async def aclose_all(self) -> None:
+        """Close every backend from the running loop, the async connections it opened included."""
+        for backend in self._sync_backends:
+            with contextlib.suppress(Exception):
+                await backend.aclose()
+
 
 @dataclass
 class PluginDatabase:

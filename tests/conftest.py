@@ -9,9 +9,10 @@ when it cannot be reached its tests are skipped with the reason, unless
 
 from __future__ import annotations
 
+import inspect
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -61,6 +62,23 @@ def db(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Database]:
     finally:
         database.close_all()
         drop_schema(dsn, database.schema or "")
+
+
+@pytest.fixture(autouse=True)
+def _pools_closed_on_the_test_loop(request: pytest.FixtureRequest) -> None:
+    """In an async test on ``db``, close its PostgreSQL backends on the test's own loop.
+
+    Left open, their async pools would be cancelled mid-flight when the loop ends.
+    """
+    if "db" in request.fixturenames and inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("_db_backends_aclosed")
+
+
+@pytest.fixture
+async def _db_backends_aclosed(db: Database) -> AsyncIterator[None]:
+    yield
+    if db.kind == "postgres":
+        await db.aclose_all()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
