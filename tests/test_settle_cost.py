@@ -15,10 +15,8 @@ psycopg's prepared statements get), with the statistics taken before the claims.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import sqlite3
 import time
 from typing import Any
 
@@ -28,7 +26,7 @@ from cairnq import SyncCairnQ
 from cairnq.protocol import ops as _ops
 from cairnq.protocol.statements import statements
 
-from ._db import Database, admin_connect
+from ._db import Database, admin_connect, statement_work
 
 SMALL, LARGE = 100, 20_000
 BATCH = 50
@@ -64,28 +62,14 @@ def _params(name: str, leases: list[_ops.Lease]) -> dict[str, Any]:
 
 def _work(db: Database, name: str, params: dict[str, Any]) -> tuple[int, int]:
     """(work, rows) of one run of ``name``, the statistics left as they are."""
-    dialect = "sqlite" if db.kind == "sqlite" else "postgres"
-    statement = statements(dialect)[name]
     if db.kind == "sqlite":
-        assert db.path is not None
-        steps = 0
-
-        def count() -> int:
-            nonlocal steps
-            steps += 1
-            return 0
-
-        bound = {
-            key: json.dumps(value) if isinstance(value, list) else value
-            for key, value in params.items()
-        }
-        with contextlib.closing(sqlite3.connect(db.path, isolation_level=None)) as conn:
-            conn.set_progress_handler(count, 1)
-            rows = conn.execute(statement.text, bound).fetchall()
-        return steps, len(rows)
+        return statement_work(
+            db, name, {k: json.dumps(v) if isinstance(v, list) else v for k, v in params.items()}
+        )
     import psycopg
     from psycopg import sql
 
+    statement = statements("postgres")[name]
     names = sorted(statement.params)
     text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", statement.text)
     with admin_connect(db.url) as conn:
