@@ -154,6 +154,9 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
+                # The calls just made start before the next turn's claim or probe: the
+                # statement's preparation holds the loop for about a millisecond.
+                await asyncio.sleep(0)
             elif self.until_idle and idle_before and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
