@@ -126,10 +126,7 @@ class Claimer:
             queued = wake.matched()
             # Clear first: a slot freed or a task queued from here on sets the latch again.
             wake.clear()
-            # A call whose handler returned holds its slot only until its settlement
-            # is written; claiming for it now lets claim and settlement share a commit.
-            busy = len(self.calls) - len(self._settling) + self.executor.stuck_threads
-            free = self.limits.concurrency - busy
+            free = self._free_slots()
             room = self._byte_headroom()
             draws = self._plan(free, room) if free > 0 and room > 0 else []
             if not draws:
@@ -154,9 +151,12 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-                # The calls just made start before the next turn's claim or probe: the
-                # statement's preparation holds the loop for about a millisecond.
-                await asyncio.sleep(0)
+                if self._free_slots() > 0:
+                    # The next turn claims at once, and preparing it holds the loop for
+                    # about a millisecond: let the new calls start first. With every slot
+                    # taken the loop waits anyway, and their settlements (which free the
+                    # keys a limited claim looks for) go ahead of its next claim.
+                    await asyncio.sleep(0)
             elif self.until_idle and idle_before and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
@@ -165,6 +165,12 @@ class Claimer:
             else:
                 wait_s, self._rate_wait_s = self._rate_wait_s, None
                 await wake.wait_async(poll_s if wait_s is None else min(RATE_WAIT_MAX_S, wait_s))
+
+    def _free_slots(self) -> int:
+        # A call whose handler returned holds its slot only until its settlement
+        # is written; claiming for it now lets claim and settlement share a commit.
+        busy = len(self.calls) - len(self._settling) + self.executor.stuck_threads
+        return self.limits.concurrency - busy
 
     async def _pause_after_error(self, seconds: float) -> None:
         """Wait out an error backoff: only ``stop()`` ends it early.
