@@ -1172,3 +1172,33 @@ async def test_a_worker_refuses_a_database_without_lease_tokens_and_clients_stil
     async with CairnQ(db.backend(migrate=False)) as cq:
         assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
         assert (await cq.submit("job", {})).status == "queued"
+
+
+async def test_a_call_just_claimed_starts_before_the_claim_loop_reads_again(db: Database) -> None:
+    # With slots still free, the claim loop goes straight on to its next turn; the
+    # call it just made must not wait while that turn's statement is prepared.
+    async with db.client() as cq:
+        await cq.submit("job")
+    worker = db.worker(concurrency=4, poll_interval_ms=20)
+    backend = worker.client.backend
+    order: list[str] = []
+    read_again = asyncio.Event()
+    arun = backend.arun
+
+    async def recording(op: Any, *, write: bool) -> Any:
+        name = str(getattr(op, "__name__", ""))
+        order.append(name)
+        if name == "probe" and "claim" in order:
+            read_again.set()
+        return await arun(op, write=write)
+
+    backend.arun = recording  # type: ignore[method-assign]
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        order.append("handler")
+
+    async with worker.background():
+        await asyncio.wait_for(read_again.wait(), 10)
+    claimed = order.index("claim")
+    assert order.index("handler") < order.index("probe", claimed), order
