@@ -3,8 +3,9 @@
 MODE ``keys``: tasks named ``job`` in queue ``limited``, at most 2 running at once per
 ``payload.customer``, each sleeping a random 5-50 ms. MODE ``rate``: tasks named ``tick``
 in queue ``rated``, at most 20 per second with a burst of 5, each sleeping 5 ms. Every
-handler appends ``start end key pid`` (wall-clock seconds) to LOG; the worker runs until
-STOP exists.
+handler appends ``start end key pid claimed`` to LOG: wall-clock seconds for start and end,
+and the claim's time on the database clock (the clock the rate buckets refill by, in
+seconds); the worker runs until STOP exists.
 """
 
 from __future__ import annotations
@@ -36,20 +37,21 @@ def main(spec: dict[str, Any], mode: str, log_path: str, stop_path: str) -> None
         limits=[limit],
     )
 
-    async def record(key: str, seconds: float) -> None:
+    async def record(ctx: Any, key: str, seconds: float) -> None:
         start = time.time()
         await asyncio.sleep(seconds)
         end = time.time()
+        claimed = ctx.claimed_at_ms / 1000
         with open(log_path, "a") as log:
-            log.write(f"{start:.6f} {end:.6f} {key} {os.getpid()}\n")
+            log.write(f"{start:.6f} {end:.6f} {key} {os.getpid()} {claimed:.3f}\n")
 
     @worker.task
     async def job(ctx: Any, payload: Any) -> None:
-        await record(payload["customer"], random.uniform(0.005, 0.05))
+        await record(ctx, payload["customer"], random.uniform(0.005, 0.05))
 
     @worker.task
     async def tick(ctx: Any, payload: Any) -> None:
-        await record("-", 0.005)
+        await record(ctx, "-", 0.005)
 
     async def run() -> None:
         async with worker.background():

@@ -1,9 +1,9 @@
 """Limits across real worker processes: four processes on one database share each limit.
 
-Every handler records its start and end times; the parent also samples the running
-tasks in the database while the processes work. A per-key concurrency limit must hold
-in both records, other keys must keep flowing while one key is saturated, and a rate
-limit's admissions over ten seconds must match its token bucket.
+Every handler records its start and end times and its claim's database time; the parent
+also samples the running tasks in the database while the processes work. A per-key
+concurrency limit must hold in both records, other keys must keep flowing while one key
+is saturated, and a rate limit's admissions over ten seconds must match its token bucket.
 """
 
 from __future__ import annotations
@@ -53,9 +53,14 @@ def _job(customer: str) -> dict[str, Any]:
 def _runs(log: Path) -> list[tuple[float, float, str, str]]:
     out = []
     for line in log.read_text().splitlines():
-        start, end, key, pid = line.split()
+        start, end, key, pid, _ = line.split()
         out.append((float(start), float(end), key, pid))
     return out
+
+
+def _claim_times(log: Path) -> list[float]:
+    """When each run's claim took its token, on the database clock the buckets refill by."""
+    return [float(line.split()[4]) for line in log.read_text().splitlines()]
 
 
 def _peak_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -157,8 +162,10 @@ def test_a_rate_limit_of_twenty_per_second_admits_two_hundred_in_ten_seconds_acr
             stop.touch()
             for worker in workers:
                 _finish(worker)
-    runs = _runs(log)
-    first = min(s for s, *_ in runs)
-    admitted = sum(1 for s, *_ in runs if s < first + 10.0)
+    # Counted by claim time: a handler's own start lags its claim by a scheduling jitter
+    # that would blur the window's edges.
+    claims = _claim_times(log)
+    first = min(claims)
+    admitted = sum(1 for c in claims if c < first + 10.0)
     assert 195 <= admitted <= 205, admitted
-    assert len({pid for *_, pid in runs}) >= 2
+    assert len({pid for *_, pid in _runs(log)}) >= 2
