@@ -152,10 +152,10 @@ class Claimer:
             if rows:
                 self._dispatch(rows)
                 if self._free_slots() > 0:
-                    # The next turn claims at once, and preparing it holds the loop for
-                    # about a millisecond: let the new calls start first. With every slot
-                    # taken the loop waits anyway, and their settlements (which free the
-                    # keys a limited claim looks for) go ahead of its next claim.
+                    # The next turn claims at once, and preparing it holds the event loop:
+                    # let the new calls start first. With every slot taken the loop waits
+                    # anyway, and their settlements (which free the keys a limited claim
+                    # looks for) go ahead of its next claim.
                     await asyncio.sleep(0)
             elif self.until_idle and idle_before and not self.calls and not self._held_back:
                 log.info(
