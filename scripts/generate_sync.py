@@ -66,6 +66,7 @@ REPLACEMENTS = {
     "_async_conn_guard": "_sync_conn_guard",
     "_acheck_loop": "_check_loop",
     "_astart_listening": "_start_listening",
+    "_aguard_pool": "_guard_pool",
     "ASYNC_POOL_NAME": "SYNC_POOL_NAME",
     "ASYNC_WRAPS_OTHER": "SYNC_WRAPS_OTHER",
     "ASYNC_NO_CONNECTION": "SYNC_NO_CONNECTION",

@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
 # Set up .venv (first run) and run everything CI runs: format check, lint, types, tests.
+#
+#   ./scripts/test.sh              everything, in parallel test processes (pytest-xdist)
+#   ./scripts/test.sh --fast       the edit loop: no multi-process, chaos or browser tests
+#   ./scripts/test.sh --serial     one test process (for a debugger, or to compare)
+#   ./scripts/test.sh tests/x.py   any other arguments go to pytest as they are
+#
+# CAIRNQ_TEST_PROCESSES sets how many test processes run (default: 2 per CPU, at least 2).
+# The multi-process, chaos and browser tests run in lanes of their own (tests/conftest.py),
+# one test at a time per lane, so a loaded machine does not squeeze their timing windows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -11,4 +20,19 @@ fi
 .venv/bin/ruff format --check src tests
 .venv/bin/ruff check src tests
 .venv/bin/mypy
-.venv/bin/pytest "$@"
+
+cpus=$(.venv/bin/python -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)")
+processes=${CAIRNQ_TEST_PROCESSES:-$((cpus * 2 > 2 ? cpus * 2 : 2))}
+args=()
+parallel=1
+for arg in "$@"; do
+    case "$arg" in
+        --fast) args+=(-m "not slow and not chaos and not browser") ;;
+        --serial) parallel=0 ;;
+        *) args+=("$arg") ;;
+    esac
+done
+if [ "$parallel" = 1 ]; then
+    args=(-n "$processes" --dist loadgroup "${args[@]}")
+fi
+.venv/bin/pytest "${args[@]}"

@@ -106,8 +106,10 @@ def cmd_doomed(spec: dict[str, Any], marker: str) -> None:
 
     @worker.task
     async def stuck(ctx: Any, payload: Any) -> None:
-        with open(marker, "w") as f:
+        # Written whole then renamed: the test polls for the file and reads it at once.
+        with open(marker + ".part", "w") as f:
             f.write(ctx.task_id)
+        os.replace(marker + ".part", marker)
         await asyncio.Event().wait()
 
     worker.serve()

@@ -15,11 +15,22 @@ from collections.abc import Iterator
 
 
 class PgProxy:
-    """Forwards 127.0.0.1:<port> to PostgreSQL, dropping server messages in ``drop``."""
+    """Forwards 127.0.0.1:<port> to PostgreSQL, dropping server messages in ``drop``.
 
-    def __init__(self, upstream_port: int = 5432, drop: frozenset[bytes] = frozenset()) -> None:
+    With ``connect_delay_s``, each new connection reaches the server only that long
+    after it is accepted: a server slow to hand out connections.
+    """
+
+    def __init__(
+        self,
+        upstream_port: int = 5432,
+        drop: frozenset[bytes] = frozenset(),
+        *,
+        connect_delay_s: float = 0.0,
+    ) -> None:
         self.upstream_port = upstream_port
         self.drop = drop
+        self.connect_delay_s = connect_delay_s
         self.port = 0
         self.dropped = 0
         self._loop = asyncio.new_event_loop()
@@ -56,6 +67,8 @@ class PgProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        if self.connect_delay_s:
+            await asyncio.sleep(self.connect_delay_s)
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
@@ -97,6 +110,10 @@ class PgProxy:
                 writer.write(kind + struct.pack("!I", length) + body)
                 await writer.drain()
         writer.close()
+
+    def opened_since_cut(self) -> int:
+        """How many connections were opened through the proxy since the last ``cut_all``."""
+        return len(self._pairs)
 
     def cut_all(self) -> int:
         """Reset every connection open through the proxy now; returns how many."""

@@ -1,7 +1,10 @@
 """Shared fixtures: one test body runs on every backend.
 
-``db`` is a fresh, empty database for one test: a SQLite file in ``tmp_path``,
-or a new schema in a PostgreSQL test database. PostgreSQL is found at
+``db`` is a fresh, empty, migrated database for one test: a SQLite file in
+``tmp_path`` (a copy of a file migrated once per test process), or the test
+process's PostgreSQL schema, emptied after each test (``SchemaPool``). A test
+that needs a database nothing has migrated yet, or its own new schema, is
+marked ``fresh_schema``. PostgreSQL is found at
 ``CAIRNQ_TEST_POSTGRES_URL`` (default ``postgresql://127.0.0.1:5432/postgres``);
 when it cannot be reached its tests are skipped with the reason, unless
 ``CAIRNQ_REQUIRE_POSTGRES=1`` (set by CI), which turns that into a failure.
@@ -13,10 +16,21 @@ import inspect
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ._db import Database, PluginDatabase, admin_connect, drop_schema
+from ._connections import postgres_connections
+from ._db import (
+    Database,
+    PluginDatabase,
+    SchemaPool,
+    admin_connect,
+    copy_sqlite_template,
+    drop_schema,
+    migrated_sqlite_template,
+)
 
 PG_URL = os.environ.get("CAIRNQ_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CAIRNQ_REQUIRE_POSTGRES") == "1"
@@ -47,21 +61,71 @@ def pg_dsn() -> Iterator[str]:
             admin.execute(f'drop database if exists "{name}" with (force)')
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Database]:
-    """A fresh database on each backend."""
-    if request.param == "sqlite":
-        database = Database.sqlite(tmp_path / "cairnq.db")  # type: ignore[operator]
-        yield database
-        database.close_all()
-        return
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once for this test process; ``db`` hands out copies."""
+    return migrated_sqlite_template(tmp_path_factory.mktemp("template") / "cairnq.db")
+
+
+@pytest.fixture(scope="session")
+def schema_pool(pg_dsn: str) -> Iterator[SchemaPool]:
+    """This test process's migrated PostgreSQL schema, emptied between tests."""
+    pool = SchemaPool(pg_dsn)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def _fresh_schema(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("fresh_schema") is not None
+
+
+def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    path = tmp_path / "cairnq.db"
+    if not _fresh_schema(request):
+        copy_sqlite_template(request.getfixturevalue("sqlite_template"), path)
+    database = Database.sqlite(path)
+    yield database
+    database.close_all()
+
+
+def _postgres(request: pytest.FixtureRequest) -> Iterator[Database]:
     dsn = request.getfixturevalue("pg_dsn")
-    database = Database.postgres(dsn, f"t_{secrets.token_hex(5)}")
+    if _fresh_schema(request):
+        database = Database.postgres(dsn, f"t_{secrets.token_hex(5)}")
+        try:
+            yield database
+        finally:
+            database.close_all()
+            drop_schema(dsn, database.schema or "")
+        return
+    pool: SchemaPool = request.getfixturevalue("schema_pool")
+    database = Database.postgres(dsn, pool.checkout())
     try:
         yield database
     finally:
         database.close_all()
-        drop_schema(dsn, database.schema or "")
+        pool.checkin()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A fresh, migrated database on each backend (``fresh_schema``: not yet migrated)."""
+    if request.param == "sqlite":
+        yield from _sqlite(request, tmp_path)
+    else:
+        yield from _postgres(request)
+
+
+@pytest.fixture(autouse=True)
+def _lane_connections(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A lane test on PostgreSQL holds the connection lock shared (``tests/_connections.py``)."""
+    node = request.node
+    lane = node.get_closest_marker("xdist_group") is not None
+    kind = "postgres" if lane and node.get_closest_marker("postgres") else ""
+    with postgres_connections(kind):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -93,19 +157,84 @@ def fresh(request: pytest.FixtureRequest) -> PluginDatabase:
 
 
 @pytest.fixture
-def sqlite_db(tmp_path: object) -> Iterator[Database]:
+def sqlite_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     """A fresh SQLite database (for SQLite-only behaviour)."""
-    database = Database.sqlite(tmp_path / "cairnq.db")  # type: ignore[operator]
-    yield database
-    database.close_all()
+    yield from _sqlite(request, tmp_path)
 
 
 @pytest.fixture
-def pg_db(pg_dsn: str) -> Iterator[Database]:
+def pg_db(request: pytest.FixtureRequest) -> Iterator[Database]:
     """A fresh PostgreSQL schema (for PostgreSQL-only behaviour)."""
-    database = Database.postgres(pg_dsn, f"t_{secrets.token_hex(5)}")
-    try:
-        yield database
-    finally:
-        database.close_all()
-        drop_schema(pg_dsn, database.schema or "")
+    yield from _postgres(request)
+
+
+LONG_RUNNING = {"test_random_operation_sequences_keep_database_and_model_in_step"}
+"""Tests whose work alone takes a minute or more (the driver suite's Hypothesis state
+machine: thousands of steps against a real database), so pytest's 120 s hang limit
+(``timeout`` in pyproject.toml) would cut a slow but healthy run short on a loaded machine."""
+LONG_RUNNING_TIMEOUT_S = 600
+
+
+LANES = {"mutants": "mutants", "chaos": "chaos", "slow": "processes", "browser": "processes"}
+"""Marks whose tests run in a lane of their own under pytest-xdist (``--dist loadgroup``):
+one test at a time per lane, beside the other test processes, so the many processes
+and the timing windows of one are not squeezed by another of its kind."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Put a lane test in its lane (as it is collected: pytest-xdist reads the groups when
+    collection ends, before other hooks may have run)."""
+    lane = next((LANES[m] for m in LANES if item.get_closest_marker(m)), None)
+    if lane is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(lane))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, refuse to run when the lanes did not take: a pytest-xdist
+    that can no longer group tests would run the chaos tests side by side, silently."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    ungrouped = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not put {len(ungrouped)} test(s) in their lane "
+            f"(e.g. {ungrouped[0]}): check the pytest and pytest-xdist versions"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give the long-running tests a hang limit that fits their work."""
+    for item in items:
+        if getattr(item, "originalname", "") in LONG_RUNNING:
+            item.add_marker(pytest.mark.timeout(LONG_RUNNING_TIMEOUT_S))
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with lone surrogates in its strings written as ``\\udxxx`` escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Iterator[None]:
+    """A test report carries lone surrogates as escapes (a test of odd text can log them),
+    so pytest-xdist, which sends reports as UTF-8, can pass it on."""
+    outcome = yield
+    data = outcome.get_result()  # type: ignore[attr-defined]
+    if data is not None:
+        outcome.force_result(_encodable(data))  # type: ignore[attr-defined]

@@ -15,11 +15,11 @@ import pytest
 
 from cairnq import CairnQ, Retention, Worker
 from cairnq.protocol import ops as _ops
-from cairnq.protocol.statements import migrations
 from cairnq.retention import RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
+from .test_without_extensions import migrate_only
 
 START = 1_800_000_000_000
 HOUR = 3_600_000
@@ -163,28 +163,9 @@ def _count(db: Database, table: str) -> int:
 
 
 def _all_but_steps(db: Database) -> None:
-    """Migrate everything but ``x0009_steps.sql`` (a database opened with ``migrate=False``)."""
-    names = [m for m in migrations(db.kind) if m.name != "x0009_steps.sql"]  # type: ignore[arg-type]
-    ledger = (
-        "create table if not exists cairnq_migrations "
-        "(name text primary key, applied_at_ms bigint not null)"
-    )
-    if db.kind == "sqlite":
-        assert db.path is not None
-        with contextlib.closing(sqlite3.connect(db.path)) as conn:
-            conn.execute(ledger)
-            for migration in names:
-                conn.executescript(migration.source)
-                conn.execute("insert into cairnq_migrations values (?, 0)", (migration.name,))
-            conn.commit()
-        return
-    with admin_connect(db.url) as conn:
-        conn.execute(f'create schema if not exists "{db.schema}"')
-        conn.execute(f'set search_path to "{db.schema}"')
-        conn.execute(ledger)
-        for migration in names:
-            conn.execute(migration.source)  # type: ignore[call-overload]
-            conn.execute("insert into cairnq_migrations values (%s, 0)", (migration.name,))
+    """Migrate everything but ``x0009_steps.sql`` and the one reshaping its tables (a database
+    opened with ``migrate=False``)."""
+    migrate_only(db, lambda name: name not in ("x0009_steps.sql", "x0014_steps_forget.sql"))
 
 
 async def test_without_the_history_table_a_worker_runs_tasks_and_says_so_in_one_line(

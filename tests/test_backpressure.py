@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, QueueFull, TaskContext
+from cairnq import InvalidArgument, QueueFull, TaskContext, TaskStore
+from cairnq.backpressure import QueueDepthGate
 
 from ._db import Database
+from ._waits import eventually, results_of
 
 
 async def test_the_eleventh_submit_waits_then_raises_queue_full(db: Database) -> None:
@@ -24,11 +26,14 @@ async def test_the_eleventh_submit_waits_then_raises_queue_full(db: Database) ->
     assert stats["default"]["queued"] == 10
 
 
-async def test_a_waiting_submit_goes_through_once_the_queue_drains(db: Database) -> None:
+async def test_a_waiting_submit_goes_through_once_the_queue_drains(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headrooms = results_of(monkeypatch, "queue_depth")
     async with db.client(max_queue_depth=3, max_queue_wait_ms=20_000) as cq:
         tasks = [await cq.submit("job", {}) for _ in range(3)]
         pending = asyncio.ensure_future(cq.submit("job", {"late": True}))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: 0 in headrooms, "a look that found the queue full")
         assert not pending.done()
         await cq.cancel(tasks[0].id)
         late = await asyncio.wait_for(pending, 15)
@@ -91,3 +96,18 @@ async def test_child_tasks_from_a_handler_respect_the_workers_limit(db: Database
 def test_bad_depth_limits_are_rejected(db: Database, limit: Any) -> None:
     with pytest.raises(InvalidArgument):
         db.client(max_queue_depth=limit)
+
+
+async def test_queue_depth_gate_takes_the_reference_arguments_and_gates_a_store(
+    db: Database,
+) -> None:
+    gate = QueueDepthGate({"small": 2}, max_queue_wait_ms=100)
+    async with TaskStore(db.backend(), owns_backend=True, gate=gate) as store:
+        await store.submit(name="job", queue="small")
+        await store.submit(name="job", queue="small")
+        with pytest.raises(QueueFull) as full:
+            await store.submit(name="job", queue="small")
+        await store.submit(name="job", queue="other")
+        stats = await store.stats()
+    assert (full.value.queue, full.value.max_depth) == ("small", 2)
+    assert (stats["small"]["queued"], stats["other"]["queued"]) == (2, 1)

@@ -42,6 +42,7 @@ from cairnq.protocol import ops as _ops
 from cairnq.protocol.statements import migrations
 
 from ._db import Database, admin_connect, drop_schema
+from ._statements import sent_anywhere, silent_refusal
 
 WORKER_ID = "worker_cli_test"
 COMMANDS = ["migrate", "worker", "submit", "get", "ls", "cancel", "retry", "purge", "stats", "top"]
@@ -419,6 +420,7 @@ def migration_names(db: Database) -> list[str]:
     return [m.name for m in migrations(db.kind)]  # type: ignore[arg-type]
 
 
+@pytest.mark.fresh_schema
 def test_migrate_creates_the_database_and_prints_each_migration_applied(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -440,6 +442,7 @@ def test_migrate_on_an_up_to_date_database_applies_nothing(
     assert result.lines[0].startswith("nothing to apply")
 
 
+@pytest.mark.fresh_schema
 def test_migrate_dry_run_prints_what_would_be_applied_and_applies_nothing(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -520,6 +523,7 @@ def test_commands_other_than_migrate_worker_demo_refuse_a_missing_file_without_c
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.fresh_schema
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda a: a[0])
 def test_commands_other_than_migrate_worker_demo_refuse_a_database_without_cairnq_tables(
     argv: list[str], db: Database, capsys: pytest.CaptureFixture[str]
@@ -667,10 +671,13 @@ def test_submit_delay_takes_a_duration_and_delay_ms_milliseconds_too(
     assert task.run_at_ms - task.created_at_ms == ms
 
 
+@silent_refusal
 def test_submit_delay_without_a_unit_is_a_usage_error_and_submits_nothing(
     db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_on(db, capsys, "submit", "email.send", "--delay", "5")
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "submit", "email.send", "--delay", "5")
+    assert sent == []
     assert result.code == 2
     assert "argument --delay: duration '5' has no unit" in one_error_line(result)
     assert cq.list() == []
@@ -715,10 +722,13 @@ def test_submit_with_conflict_reject_on_a_taken_key_is_an_error(
     assert "task with key 'same' already exists" in one_error_line(result)
 
 
+@silent_refusal
 def test_submit_with_an_unknown_conflict_is_a_usage_error(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_on(db, capsys, "submit", "a", "--key", "k", "--conflict", "merge")
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "submit", "a", "--key", "k", "--conflict", "merge")
+    assert sent == []
     assert result.code == 2
     assert "--conflict: invalid choice: 'merge'" in one_error_line(result)
 
@@ -776,6 +786,7 @@ def give_payload(text: str | bytes, how: str, monkeypatch: pytest.MonkeyPatch) -
     return "-"
 
 
+@silent_refusal
 @pytest.mark.parametrize("how", ["argument", "stdin"])
 @pytest.mark.parametrize(("payload", "message"), UNREADABLE_PAYLOADS)
 def test_submit_of_an_unreadable_payload_is_one_typed_line_and_submits_nothing(
@@ -787,7 +798,9 @@ def test_submit_of_an_unreadable_payload_is_one_typed_line_and_submits_nothing(
     message: str,
     how: str,
 ) -> None:
-    result = run_on(db, capsys, "submit", "a", give_payload(payload, how, monkeypatch))
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "submit", "a", give_payload(payload, how, monkeypatch))
+    assert sent == []
     assert result.code == 1
     assert one_error_line(result).startswith(f"cairnq: error: payload {message}")
     assert "7777" not in result.err
@@ -803,13 +816,18 @@ def test_submit_of_an_unreadable_payload_raises_a_serialization_error_under_debu
     assert list(tmp_path.iterdir()) == []
 
 
+@silent_refusal
 def test_submit_of_stdin_that_is_not_utf_8_is_one_line_and_submits_nothing(
     db: Database,
     cq: SyncCairnQ,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    result = run_on(db, capsys, "submit", "a", give_payload(b'{"a": "\xff"}', "stdin", monkeypatch))
+    with sent_anywhere(db) as sent:
+        result = run_on(
+            db, capsys, "submit", "a", give_payload(b'{"a": "\xff"}', "stdin", monkeypatch)
+        )
+    assert sent == []
     assert result.code == 1
     assert "payload on stdin is not valid UTF-8" in one_error_line(result)
     assert cq.stats() == {}
@@ -847,10 +865,13 @@ def test_submit_json_prints_the_whole_task(
     assert printed == reread(cq, printed["id"]).to_dict()
 
 
+@silent_refusal
 def test_submit_timeout_without_wait_is_a_usage_error(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_on(db, capsys, "submit", "a", "--timeout-ms", "10")
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "submit", "a", "--timeout-ms", "10")
+    assert sent == []
     assert result.code == 2
     assert "--timeout only applies with --wait" in one_error_line(result)
 
@@ -1061,10 +1082,13 @@ def test_ls_of_an_empty_database_says_no_tasks(
     assert (result.code, result.out) == (0, "no tasks\n")
 
 
+@silent_refusal
 def test_ls_with_an_unknown_status_is_a_usage_error(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_on(db, capsys, "ls", "--status", "lost")
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "ls", "--status", "lost")
+    assert sent == []
     assert result.code == 2
     assert "--status: invalid choice: 'lost'" in one_error_line(result)
 
@@ -1412,10 +1436,13 @@ def test_purge_deletes_only_what_it_counted_when_tasks_finish_during_the_prompt(
     assert cq.get(counted.id) is None
 
 
+@silent_refusal
 def test_purge_with_an_invalid_duration_is_a_one_line_usage_error(
     db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_on(db, capsys, "purge", "--older-than", "1week")
+    with sent_anywhere(db) as sent:
+        result = run_on(db, capsys, "purge", "--older-than", "1week")
+    assert sent == []
     assert result.code == 2
     assert "invalid duration '1week'" in one_error_line(result)
 
@@ -1615,20 +1642,26 @@ def test_worker_of_a_module_that_fails_to_import_is_one_line(
     assert "cli_missing_dependency" in result.err
 
 
+@silent_refusal
 def test_worker_attribute_that_is_missing_is_an_error(
     db: Database, app_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (app_dir / "cli_jobs_c.py").write_text(worker_module(db, "cli_jobs_c"))
-    result = run(capsys, "worker", "cli_jobs_c:nothing")
+    with sent_anywhere(db) as sent:
+        result = run(capsys, "worker", "cli_jobs_c:nothing")
+    assert sent == []
     assert result.code == 1
     assert "module 'cli_jobs_c' has no attribute 'nothing'" in one_error_line(result)
 
 
+@silent_refusal
 def test_worker_attribute_that_is_not_a_worker_is_an_error(
     db: Database, app_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (app_dir / "cli_jobs_d.py").write_text(worker_module(db, "cli_jobs_d"))
-    result = run(capsys, "worker", "cli_jobs_d:not_a_worker")
+    with sent_anywhere(db) as sent:
+        result = run(capsys, "worker", "cli_jobs_d:not_a_worker")
+    assert sent == []
     assert result.code == 1
     assert "cli_jobs_d:not_a_worker is a str, not a cairnq Worker" in one_error_line(result)
 

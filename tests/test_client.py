@@ -925,7 +925,7 @@ async def test_wait_timeout_message_says_the_task_was_never_claimed(db: Database
         with pytest.raises(TaskTimeout) as excinfo:
             await cq.wait(task.id, timeout_ms=20, poll_ms=10)
     message = str(excinfo.value)
-    assert message.startswith(f"task {task.id} did not finish within 20 ms")
+    assert message.startswith(f"task {task.id} did not finish within 20ms")
     assert "never claimed" in message
     assert "'reports'" in message
     assert "'report.build'" in message

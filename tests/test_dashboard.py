@@ -26,6 +26,7 @@ from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._statements import reads_proven_elsewhere, sent_anywhere, sent_statements, silent_refusal
 from .test_cli import db_args, one_error_line, run
 
 WORKER = "worker_dashboard_test"
@@ -163,9 +164,12 @@ async def test_the_task_list_pages_through_an_older_link(cq: CairnQ) -> None:
     assert len(seen) == 5
 
 
-async def test_a_bad_filter_is_a_400_with_the_reason(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_bad_filter_is_a_400_with_the_reason(db: Database, cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
-        response = await client.get("/tasks", params={"status": "bogus"})
+        with sent_statements(db) as sent:
+            response = await client.get("/tasks", params={"status": "bogus"})
+    assert sent == []
     assert response.status_code == 400
     assert "status must be one of" in response.text
 
@@ -389,16 +393,21 @@ async def test_a_refresh_of_a_running_task_leaves_out_the_payload(cq: CairnQ) ->
     assert "result-marker" in finished and "data-final" in finished
 
 
-async def test_static_files_are_served_with_their_types(cq: CairnQ) -> None:
+@silent_refusal
+async def test_static_files_are_served_with_their_types(db: Database, cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
-        css = await client.get("/static/dashboard.css")
-        js = await client.get("/static/dashboard.js")
-        missing = await client.get("/static/../_app.py")
+        with sent_statements(db) as sent:
+            css = await client.get("/static/dashboard.css")
+            js = await client.get("/static/dashboard.js")
+            missing = await client.get("/static/../_app.py")
+    assert sent == []
     assert css.headers["content-type"].startswith("text/css")
     assert js.headers["content-type"].startswith("text/javascript")
     assert missing.status_code == 404
 
 
+# The overview's reads: test_the_overview_shows_each_queues_counts.
+@reads_proven_elsewhere
 async def test_pages_forbid_inline_scripts_and_framing(cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
         response = await client.get("/")
@@ -410,6 +419,11 @@ async def test_pages_forbid_inline_scripts_and_framing(cq: CairnQ) -> None:
 # --- escaping and redaction ------------------------------------------------------------------
 
 
+# Text with quotes and braces round-trips verbatim on every backend:
+# test_validation.py::test_odd_text_round_trips_verbatim_in_every_text_field;
+# the pages' reads: test_the_overview_shows_each_queues_counts,
+# test_the_task_list_filters_by_status, test_the_task_page_shows_payload_result_key_and_timeline.
+@reads_proven_elsewhere
 async def test_task_text_is_escaped_everywhere(cq: CairnQ) -> None:
     evil = '<img src=x onerror="alert(1)">'
     task = await cq.submit(evil, {"k": evil}, queue=evil, correlation_id=evil)
@@ -428,6 +442,11 @@ async def test_task_text_is_escaped_everywhere(cq: CairnQ) -> None:
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in pages[3]
 
 
+# Text with quotes and braces round-trips verbatim on every backend:
+# test_validation.py::test_odd_text_round_trips_verbatim_in_every_text_field;
+# the pages' reads: test_the_overview_shows_each_queues_counts,
+# test_the_task_list_filters_by_status, test_the_task_page_shows_payload_result_key_and_timeline.
+@reads_proven_elsewhere
 async def test_template_syntax_in_task_text_is_shown_as_text(cq: CairnQ) -> None:
     text = "{{ 'evaluated' ~ '-marker' }}{% if true %}x{% endif %}"
     task = await cq.submit(text, {"k": text}, queue=text, correlation_id=text)
@@ -441,6 +460,8 @@ async def test_template_syntax_in_task_text_is_shown_as_text(cq: CairnQ) -> None
         assert "evaluated-marker" not in page
 
 
+# The task page's reads: test_the_task_page_shows_payload_result_key_and_timeline.
+@reads_proven_elsewhere
 async def test_secret_looking_keys_are_masked_by_default(cq: CairnQ) -> None:
     task = await cq.submit("a", {"user": "ada", "password": "hunter2", "nested": {"api_key": "k"}})
     async with http(create_app(cq)) as client:
@@ -473,6 +494,9 @@ async def test_card_numbers_and_tokens_in_any_string_are_masked_by_default(cq: C
         assert secret not in page
 
 
+# The pages' reads: test_the_task_page_shows_the_error_envelope,
+# test_a_list_row_shows_attempts_progress_and_message.
+@reads_proven_elsewhere
 async def test_a_card_number_in_an_error_is_masked_on_the_task_and_in_the_list(
     cq: CairnQ,
 ) -> None:
@@ -524,6 +548,8 @@ def test_default_redact_masks_card_numbers_but_not_timestamps_or_other_numbers()
     assert shown == ["••••••", *kept]
 
 
+# The task page's reads: test_the_task_page_shows_payload_result_key_and_timeline.
+@reads_proven_elsewhere
 async def test_a_redact_hook_decides_what_is_shown(cq: CairnQ) -> None:
     task = await cq.submit("a", {"card": "4111"}, metadata={"tenant": 7})
     calls: list[str] = []
@@ -588,13 +614,18 @@ async def test_purge_deletes_only_the_matching_finished_tasks(cq: CairnQ) -> Non
     assert await cq.get(kept_queued.id) is not None and await cq.get(other.id) is not None
 
 
-async def test_a_bad_purge_duration_is_refused_with_nothing_deleted(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_bad_purge_duration_is_refused_with_nothing_deleted(
+    db: Database, cq: CairnQ
+) -> None:
     doomed = await fail(cq, "b")
     app = create_app(cq)
     async with http(app) as client:
-        response = await client.post(
-            "/purge", data={"csrf": app.csrf_token(), "older_than": "soon"}
-        )
+        with sent_statements(db) as sent:
+            response = await client.post(
+                "/purge", data={"csrf": app.csrf_token(), "older_than": "soon"}
+            )
+    assert sent == []
     assert response.status_code == 400
     assert await cq.get(doomed.id) is not None
 
@@ -639,6 +670,8 @@ async def test_a_purge_deletes_what_its_page_counted_not_what_aged_since(db: Dat
         assert await cq.get(aged_since.id) is not None
 
 
+# The purge page's reads: test_the_purge_page_counts_the_matching_tasks_before_confirming.
+@reads_proven_elsewhere
 async def test_the_purge_page_proposes_seven_days_not_zero(cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
         page = (await client.get("/purge")).text
@@ -730,30 +763,40 @@ async def test_the_bulk_confirmation_says_when_nothing_matches(cq: CairnQ) -> No
     assert 'data-count="0"' in page and 'method="post"' not in page
 
 
-async def test_a_bulk_action_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_bulk_action_without_a_csrf_token_is_refused(db: Database, cq: CairnQ) -> None:
     task = await fail(cq, "b")
     async with http(create_app(cq)) as client:
-        response = await client.post("/tasks/retry", data={"status": "failed"})
+        with sent_statements(db) as sent:
+            response = await client.post("/tasks/retry", data={"status": "failed"})
+    assert sent == []
     assert response.status_code == 403
     assert (await cq.get_status(task.id)).status == "failed"  # type: ignore[union-attr]
 
 
-async def test_an_action_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
+@silent_refusal
+async def test_an_action_without_a_csrf_token_is_refused(db: Database, cq: CairnQ) -> None:
     task = await cq.submit("a")
     async with http(create_app(cq)) as client:
-        response = await client.post(f"/task/cancel?id={task.id}", data={})
+        with sent_statements(db) as sent:
+            response = await client.post(f"/task/cancel?id={task.id}", data={})
+    assert sent == []
     assert response.status_code == 403
     assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
 
 
-async def test_a_csrf_token_from_another_secret_is_refused(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_csrf_token_from_another_secret_is_refused(db: Database, cq: CairnQ) -> None:
     task = await cq.submit("a")
     foreign = create_app(cq, secret="another-secret").csrf_token()
     async with http(create_app(cq, secret="this-secret")) as client:
-        response = await client.post(f"/task/cancel?id={task.id}", data={"csrf": foreign})
+        with sent_statements(db) as sent:
+            response = await client.post(f"/task/cancel?id={task.id}", data={"csrf": foreign})
+    assert sent == []
     assert response.status_code == 403
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "headers",
     [
@@ -763,17 +806,23 @@ async def test_a_csrf_token_from_another_secret_is_refused(cq: CairnQ) -> None:
         {"Sec-Fetch-Site": "same-site"},
     ],
 )
-async def test_a_cross_site_action_is_refused(cq: CairnQ, headers: dict[str, str]) -> None:
+async def test_a_cross_site_action_is_refused(
+    db: Database, cq: CairnQ, headers: dict[str, str]
+) -> None:
     task = await cq.submit("a")
     app = create_app(cq)
     async with http(app) as client:
-        response = await client.post(
-            f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()}, headers=headers
-        )
+        with sent_statements(db) as sent:
+            response = await client.post(
+                f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()}, headers=headers
+            )
+    assert sent == []
     assert response.status_code == 403
     assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
 
 
+# The cancel's statements: test_cancel_goes_through_a_confirmation_then_cancels.
+@reads_proven_elsewhere
 async def test_a_same_origin_action_passes_the_origin_check(cq: CairnQ) -> None:
     task = await cq.submit("a")
     app = create_app(cq)
@@ -785,12 +834,16 @@ async def test_a_same_origin_action_passes_the_origin_check(cq: CairnQ) -> None:
     assert response.status_code == 303
 
 
-async def test_actions_are_post_only(cq: CairnQ) -> None:
+# The confirmation page's reads: test_cancel_goes_through_a_confirmation_then_cancels.
+@reads_proven_elsewhere
+async def test_actions_are_post_only(db: Database, cq: CairnQ) -> None:
     task = await cq.submit("a")
     app = create_app(cq)
     async with http(app) as client:
         await client.get(f"/task/cancel?id={task.id}&csrf={app.csrf_token()}")
-        put = await client.put(f"/task/cancel?id={task.id}")
+        with sent_statements(db) as sent:
+            put = await client.put(f"/task/cancel?id={task.id}")
+    assert sent == []
     assert put.status_code == 405
     assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
 
@@ -798,6 +851,9 @@ async def test_actions_are_post_only(cq: CairnQ) -> None:
 # --- read-only -------------------------------------------------------------------------------
 
 
+# The pages' reads: test_the_task_page_shows_payload_result_key_and_timeline,
+# test_the_task_list_filters_by_status.
+@reads_proven_elsewhere
 async def test_read_only_pages_offer_no_actions(cq: CairnQ) -> None:
     failed = await fail(cq, "b")
     queued = await cq.submit("a")
@@ -813,24 +869,31 @@ async def test_read_only_pages_offer_no_actions(cq: CairnQ) -> None:
     assert "read-only" in pages[0]
 
 
-async def test_read_only_refuses_actions_and_their_confirmations(cq: CairnQ) -> None:
+@silent_refusal
+async def test_read_only_refuses_actions_and_their_confirmations(db: Database, cq: CairnQ) -> None:
     task = await cq.submit("a")
     app = create_app(cq, read_only=True)
     async with http(app) as client:
-        confirm = await client.get("/task/cancel", params={"id": task.id})
-        post = await client.post(f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()})
-        purge = await client.post("/purge", data={"csrf": app.csrf_token()})
+        with sent_statements(db) as sent:
+            confirm = await client.get("/task/cancel", params={"id": task.id})
+            post = await client.post(f"/task/cancel?id={task.id}", data={"csrf": app.csrf_token()})
+            purge = await client.post("/purge", data={"csrf": app.csrf_token()})
+    assert sent == []
     assert (confirm.status_code, post.status_code, purge.status_code) == (403, 403, 403)
     assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
 
 
-async def test_read_only_hides_and_refuses_bulk_actions(cq: CairnQ) -> None:
+# The listing's reads: test_the_task_list_filters_by_status; the refusals send nothing.
+@reads_proven_elsewhere
+async def test_read_only_hides_and_refuses_bulk_actions(db: Database, cq: CairnQ) -> None:
     task = await fail(cq, "b")
     app = create_app(cq, read_only=True)
     async with http(app) as client:
         listing = (await client.get("/tasks")).text
-        confirm = await client.get("/tasks/retry")
-        post = await client.post("/tasks/retry", data={"csrf": app.csrf_token()})
+        with sent_statements(db) as sent:
+            confirm = await client.get("/tasks/retry")
+            post = await client.post("/tasks/retry", data={"csrf": app.csrf_token()})
+    assert sent == []
     assert "/tasks/retry" not in listing and "/tasks/cancel" not in listing
     assert (confirm.status_code, post.status_code) == (403, 403)
     assert (await cq.get_status(task.id)).status == "failed"  # type: ignore[union-attr]
@@ -839,13 +902,16 @@ async def test_read_only_hides_and_refuses_bulk_actions(cq: CairnQ) -> None:
 # --- metrics ---------------------------------------------------------------------------------
 
 
+@silent_refusal
 async def test_metrics_without_the_extra_is_a_501_naming_the_extra(
-    cq: CairnQ, monkeypatch: pytest.MonkeyPatch
+    db: Database, cq: CairnQ, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     monkeypatch.delitem(sys.modules, "cairnq.telemetry.metrics", raising=False)
     async with http(create_app(cq)) as client:
-        response = await client.get("/metrics")
+        with sent_statements(db) as sent:
+            response = await client.get("/metrics")
+    assert sent == []
     assert response.status_code == 501
     assert 'needs the "metrics" extra' in response.text
     assert 'pip install ".[metrics]"' in response.text
@@ -854,31 +920,46 @@ async def test_metrics_without_the_extra_is_a_501_naming_the_extra(
 # --- tokens ----------------------------------------------------------------------------------
 
 
-async def test_a_request_without_the_token_is_refused(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_request_without_the_token_is_refused(db: Database, cq: CairnQ) -> None:
     async with http(create_app(cq, token=TOKEN)) as client:
-        response = await client.get("/")
-        static = await client.get("/static/dashboard.js")
+        with sent_statements(db) as sent:
+            response = await client.get("/")
+            static = await client.get("/static/dashboard.js")
+    assert sent == []
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     assert static.status_code == 401
 
 
-async def test_a_wrong_token_is_refused(cq: CairnQ) -> None:
+@silent_refusal
+async def test_a_wrong_token_is_refused(db: Database, cq: CairnQ) -> None:
     async with http(create_app(cq, token=TOKEN)) as client:
-        header = await client.get("/", headers={"Authorization": "Bearer wrong-token"})
-        query = await client.get("/", params={"token": "wrong-token"})
+        with sent_statements(db) as sent:
+            header = await client.get("/", headers={"Authorization": "Bearer wrong-token"})
+            query = await client.get("/", params={"token": "wrong-token"})
+    assert sent == []
     assert (header.status_code, query.status_code) == (401, 401)
 
 
+# The overview's reads: test_the_overview_shows_each_queues_counts.
+@reads_proven_elsewhere
 async def test_a_bearer_token_is_accepted(cq: CairnQ) -> None:
     async with http(create_app(cq, token=TOKEN)) as client:
         response = await client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
 
 
-async def test_a_query_token_sets_a_strict_cookie_and_leaves_the_url(cq: CairnQ) -> None:
+# The redirect sends nothing; the workers page's reads:
+# test_the_workers_page_lists_lease_holders_and_their_tasks.
+@reads_proven_elsewhere
+async def test_a_query_token_sets_a_strict_cookie_and_leaves_the_url(
+    db: Database, cq: CairnQ
+) -> None:
     async with http(create_app(cq, token=TOKEN)) as client:
-        first = await client.get("/tasks", params={"token": TOKEN, "status": "queued"})
+        with sent_statements(db) as sent:
+            first = await client.get("/tasks", params={"token": TOKEN, "status": "queued"})
+        assert sent == []
         cookie = first.headers["set-cookie"]
         later = await client.get("/workers")
     assert first.status_code == 303
@@ -913,6 +994,9 @@ async def test_an_app_made_from_a_url_opens_and_closes_its_own_client(
 # --- mounting --------------------------------------------------------------------------------
 
 
+# The pages' reads and the cancel: test_the_task_list_filters_by_status,
+# test_cancel_goes_through_a_confirmation_then_cancels.
+@reads_proven_elsewhere
 async def test_mounted_in_starlette_every_link_and_form_keeps_the_prefix(cq: CairnQ) -> None:
     from starlette.applications import Starlette
     from starlette.responses import PlainTextResponse
@@ -939,6 +1023,8 @@ async def test_mounted_in_starlette_every_link_and_form_keeps_the_prefix(cq: Cai
     assert home_page == "host app"
 
 
+# The workers page's reads: test_the_workers_page_lists_lease_holders_and_their_tasks.
+@reads_proven_elsewhere
 async def test_mount_sends_the_prefix_to_the_dashboard_and_the_rest_elsewhere(
     cq: CairnQ,
 ) -> None:
@@ -958,20 +1044,26 @@ async def test_mount_sends_the_prefix_to_the_dashboard_and_the_rest_elsewhere(
 # --- the command -----------------------------------------------------------------------------
 
 
+@silent_refusal
 def test_the_command_refuses_a_public_bind_without_a_token(
     db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CAIRNQ_DASHBOARD_TOKEN", raising=False)
-    result = run(capsys, "dashboard", "--host", "0.0.0.0", *db_args(db))
+    with sent_anywhere(db) as sent:
+        result = run(capsys, "dashboard", "--host", "0.0.0.0", *db_args(db))
+    assert sent == []
     assert result.code == 1
     assert "without a token" in one_error_line(result)
 
 
+@silent_refusal
 def test_the_command_says_how_to_install_uvicorn_when_it_is_missing(
     db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "uvicorn", None)
-    result = run(capsys, "dashboard", *db_args(db))
+    with sent_anywhere(db) as sent:
+        result = run(capsys, "dashboard", *db_args(db))
+    assert sent == []
     assert result.code == 1
     assert 'pip install ".[dashboard]"' in one_error_line(result)
 

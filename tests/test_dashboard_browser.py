@@ -25,6 +25,8 @@ from cairnq.dashboard import create_app
 from cairnq.protocol import ops as _ops
 
 CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.browser
+
 REQUIRE = os.environ.get("CAIRNQ_REQUIRE_BROWSER") == "1"
 WORKER = "worker_browser_test"
 TOKEN = "browser-test-token"

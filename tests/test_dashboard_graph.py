@@ -12,6 +12,7 @@ from cairnq import CairnQ
 from cairnq.dashboard import create_app
 from cairnq.dashboard._graph import layers, layout
 from cairnq.protocol import ops as _ops
+from cairnq.protocol import workflows as _workflows
 
 from ._db import Database
 from .test_dashboard import WORKER, http, start
@@ -102,7 +103,9 @@ async def test_the_task_page_draws_a_diamond_with_nodes_edges_links_and_statuses
 ) -> None:
     tasks = await cq.submit_graph(DIAMOND)
     lease = await start(cq, "fetch")
-    await cq.backend.arun(_ops.complete(lease, WORKER, '"ok"', workflows=True), write=True)
+    await cq.backend.arun(
+        _ops.complete(lease, WORKER, '"ok"', task_end=_workflows.after_ended), write=True
+    )
     ids = {name: t.id for name, t in tasks.items()}
     async with http(create_app(cq)) as client:
         page = (await client.get("/task", params={"id": ids["b"]})).text

@@ -30,7 +30,7 @@ async def cq(db: Database) -> AsyncIterator[CairnQ]:
 
 def with_fake_clock(app: DashboardApp) -> FakeClock:
     clock = FakeClock(0)
-    app._lists.clock = app._reads.clock = lambda: clock.now_ms() / 1000
+    app.lists.clock = app.reads.clock = lambda: clock.now_ms() / 1000
     return clock
 
 

@@ -41,6 +41,7 @@ from cairnq.backends.postgres import PostgresBackend
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._statements import sent_statements, silent_refusal
 
 MIB = 1024 * 1024
 WAIT = {"timeout_ms": 30_000, "poll_ms": 20, "max_poll_ms": 50}
@@ -212,14 +213,17 @@ async def test_a_payload_of_exactly_the_default_1_mib_limit_runs_and_returns_who
     assert done.result == payload
 
 
+@silent_refusal
 async def test_a_payload_one_byte_over_the_default_limit_is_rejected_at_submit(
     db: Database,
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError, match=f"{MIB + 1} bytes encoded"):
-            await cq.submit("echo", "x" * (MIB - 1))
-        with pytest.raises(SerializationError, match=f"{MIB + 1} bytes encoded"):
-            await cq.submit_many([("echo", {}), ("echo", "x" * (MIB - 1))])
+        with sent_statements(db) as sent:
+            with pytest.raises(SerializationError, match=f"{MIB + 1} bytes encoded"):
+                await cq.submit("echo", "x" * (MIB - 1))
+            with pytest.raises(SerializationError, match=f"{MIB + 1} bytes encoded"):
+                await cq.submit_many([("echo", {}), ("echo", "x" * (MIB - 1))])
+        assert sent == []
         assert await cq.stats() == {}
 
 
@@ -243,24 +247,28 @@ REFUSED = [
 ]
 
 
+@silent_refusal
 @pytest.mark.parametrize("payload", REFUSED)
 async def test_values_json_cannot_carry_are_refused_by_every_submit_path(
     db: Database, payload: Any
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError, match=r"^payload "):
-            await cq.submit("echo", payload)
-        with pytest.raises(SerializationError, match=r"^payload "):
-            await cq.submit("echo", payload, key="k", conflict="replace")
-        with pytest.raises(SerializationError, match=r"^payload "):
-            await cq.submit_many([("echo", {"fine": 1}), ("echo", payload)])
-        with pytest.raises(SerializationError, match=r"^metadata "):
-            await cq.submit("echo", {}, metadata={"m": payload})
+        with sent_statements(db) as sent:
+            with pytest.raises(SerializationError, match=r"^payload "):
+                await cq.submit("echo", payload)
+            with pytest.raises(SerializationError, match=r"^payload "):
+                await cq.submit("echo", payload, key="k", conflict="replace")
+            with pytest.raises(SerializationError, match=r"^payload "):
+                await cq.submit_many([("echo", {"fine": 1}), ("echo", payload)])
+            with pytest.raises(SerializationError, match=r"^metadata "):
+                await cq.submit("echo", {}, metadata={"m": payload})
+        assert sent == []
         assert await cq.stats() == {}
         assert await cq.get_by_key("k") is None
     with db.sync_client() as sync_cq:
-        with pytest.raises(SerializationError, match=r"^payload "):
+        with sent_statements(db) as sent, pytest.raises(SerializationError, match=r"^payload "):
             sync_cq.submit("echo", payload)
+        assert sent == []
         assert sync_cq.stats() == {}
 
 
@@ -559,6 +567,7 @@ def entry_points(cq: CairnQ, value: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
+@silent_refusal
 @pytest.mark.parametrize("value", REFUSED_TEXT)
 async def test_text_that_cannot_be_stored_is_refused_by_every_entry_point_and_changes_nothing(
     db: Database, value: str
@@ -574,18 +583,21 @@ async def test_text_that_cannot_be_stored_is_refused_by_every_entry_point_and_ch
         before = await snapshot(cq)
         outcomes: dict[str, str] = {}
         messages: dict[str, str] = {}
+        heard: dict[str, list[str]] = {}
         for name, call in entry_points(cq, value).items():
-            try:
-                result = call()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                outcomes[name] = type(exc).__name__
-                messages[name] = str(exc)
-            else:
-                outcomes[name] = "accepted"
+            with sent_statements(db) as heard[name]:
+                try:
+                    result = call()
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    outcomes[name] = type(exc).__name__
+                    messages[name] = str(exc)
+                else:
+                    outcomes[name] = "accepted"
         after = await snapshot(cq)
     assert outcomes == dict.fromkeys(outcomes, "InvalidArgument")
+    assert {name: sent for name, sent in heard.items() if sent} == {}
     # Each message names the problem without echoing a huge value back.
     assert {name: m[:300] for name, m in messages.items() if len(m) >= 200} == {}
     assert after == before

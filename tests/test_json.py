@@ -11,6 +11,7 @@ from cairnq import SerializationError
 from cairnq._json import JsonCodec
 
 from ._db import Database
+from ._statements import sent_statements, silent_refusal
 
 CODEC = JsonCodec()
 DEEP_3000 = "[" * 3000 + "]" * 3000
@@ -326,21 +327,31 @@ async def test_floats_written_with_an_exponent_read_back_unchanged(db: Database)
 # --- keys written twice, refused on every way in ---------------------------------------------
 
 
+@silent_refusal
 async def test_a_payload_whose_keys_would_be_written_twice_is_refused_before_any_write(
     db: Database,
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError, match="payload has the key '1' twice"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(SerializationError, match="payload has the key '1' twice"),
+        ):
             await cq.submit("job", {"1": "b", 1: "c"})
+        assert sent == []
         assert await cq.list() == []
 
 
+@silent_refusal
 async def test_metadata_whose_keys_would_be_written_twice_is_refused_before_any_write(
     db: Database,
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError, match="metadata has the key 'true' twice"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(SerializationError, match="metadata has the key 'true' twice"),
+        ):
             await cq.submit("job", {}, metadata={"tags": {"true": 1, True: 2}})
+        assert sent == []
         assert await cq.list() == []
 
 

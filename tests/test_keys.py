@@ -487,7 +487,7 @@ async def test_wait_by_key_of_an_unknown_key_times_out_saying_so(db: Database) -
             await cq.wait_by_key("missing", timeout_ms=20, poll_ms=10)
     assert excinfo.value.key == "missing"
     assert excinfo.value.task is None
-    assert "no task is stored under key 'missing'" in str(excinfo.value)
+    assert "no task under this key" in str(excinfo.value)
 
 
 async def test_wait_by_key_returns_the_task_the_key_points_at_when_it_finishes(

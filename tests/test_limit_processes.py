@@ -21,6 +21,7 @@ import pytest
 from cairnq import Limit, SyncCairnQ
 
 from ._db import Database
+from ._waits import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = 4
@@ -150,7 +151,12 @@ def test_a_rate_limit_of_twenty_per_second_admits_two_hundred_in_ten_seconds_acr
         client.set_limit(Limit.rate(20, per="1s", burst=5, queue="rated"))
         workers = [_spawn(db, "rate", log, stop) for _ in range(PROCESSES)]
         try:
-            time.sleep(1.0)  # every process is up and polling before the tasks arrive
+            # Every process is up (its presence row written) before the tasks arrive.
+            eventually_sync(
+                lambda: sum(w.last_seen_ms is not None for w in client.workers()) >= PROCESSES,
+                "every worker process up",
+                timeout=60,
+            )
             client.submit_many([{"task": "tick", "queue": "rated"} for _ in range(400)])
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:

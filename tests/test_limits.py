@@ -9,6 +9,7 @@ the backend reads: rate buckets refill only when the test advances it.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -24,8 +25,10 @@ from cairnq import (
     Task,
 )
 from cairnq.protocol import ops as _ops
-from cairnq.protocol.limits import ClaimGate
+from cairnq.protocol.limits import MAX_SCAN, ClaimGate
+from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
+from cairnq.worker._settling import Settler
 
 from ._db import Database
 from .test_without_extensions import migrate_only
@@ -138,6 +141,185 @@ async def test_a_queue_without_limits_is_claimed_as_without_a_gate(db: Database)
         assert gate.governing(["default"], None) == []
         await _submit(cq, "a", 3)
         assert len(await _claim(cq, gate, 3)) == 3
+
+
+# --- key values ----------------------------------------------------------------------
+#
+# A path key's value is compared twice: in SQL, where the candidate statement leaves out
+# the tasks of saturated keys, and in Python, which computes the key it records. Each
+# test below lets the claim read one page only (``_scan``), so a key SQL fails to leave
+# out fills the page and holds back the task after it, and a key SQL wrongly leaves out
+# is never seen.
+
+ONE_PAGE = 16
+
+
+def _c_limit() -> Limit:
+    return Limit.concurrency(1, queue="default", key="payload.c")
+
+
+def _c(rows: Sequence[Any]) -> list[Any]:
+    return [Task.from_row(r).payload["c"] for r in rows]
+
+
+async def _held(cq: CairnQ, gate: ClaimGate, held: Any, then: Any, *, saturate: Any) -> list[Any]:
+    """Claim one task keyed ``saturate``, queue a page of ``held`` and one ``then`` behind
+    them, and return the keys the next claim takes."""
+    await cq.submit("job", {"c": saturate})
+    assert _c(await _claim(cq, gate, 1)) == [saturate]
+    await cq.submit_many([("job", {"c": held}) for _ in range(ONE_PAGE + 4)])
+    await cq.submit("job", {"c": then})
+    return _c(await _claim(cq, gate, 4))
+
+
+@pytest.mark.parametrize(
+    ("value", "neighbour"),
+    [
+        (7, 8),
+        (-7, 7),
+        (0, "-0"),
+        (2**53, 2**53 + 1),
+        (2**53 + 1, 2**53),
+        (2**63 - 1, 2**63),
+        (2**63, 2**63 + 1),
+        (2**64, 2**64 + 1),
+        (2**70, 2**70 + 1),
+        (-(2**63), -(2**63) - 1),
+        (-(2**63) - 1, -(2**63)),
+        (-(2**70), -(2**70) - 1),
+        ("7", "007"),
+        ("007", 7),
+        ("1e3", 1000),
+        ("7.0", 7),
+        ("-0", 0),
+        (" 7", "7"),
+        ("\u00e9", "e\u0301"),
+        ("e\u0301", "\u00e9"),
+        ("\U0001f600", "\U0001f601"),
+        ("\u65e5\u672c", "\u65e5\u672c\u8a9e"),
+        ('a"b\\c', 'a"b\\\\c'),
+        ("it's", "its"),
+    ],
+    ids=repr,
+)
+async def test_a_limit_of_one_per_key_holds_each_value_and_lets_its_neighbour_pass(
+    db: Database, value: Any, neighbour: Any
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        await cq.set_limit(_c_limit())
+        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        assert await _held(cq, gate, value, neighbour, saturate=value) == [neighbour]
+
+
+@pytest.mark.parametrize(
+    ("running", "same"),
+    [
+        (7, "7"),
+        ("7", 7),
+        (-5, "-5"),
+        (2**63, str(2**63)),
+        (str(2**63), 2**63),
+        (2**70, str(2**70)),
+        (str(2**70), 2**70),
+        (-(2**70), str(-(2**70))),
+    ],
+    ids=repr,
+)
+async def test_an_integer_and_its_digits_as_a_string_are_one_key(
+    db: Database, running: Any, same: Any
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        await cq.set_limit(_c_limit())
+        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        assert await _held(cq, gate, same, "other", saturate=running) == ["other"]
+
+
+# Every text a rendering of the refused values below might come to.
+LOOKALIKES = [
+    "1", "0", "true", "false", "True", "7", "7.0", "1000", "1000.0", "1e3", "-0.5",
+    "null", "None", "[1]", '{"a":1}', '{"a": 1}', "1.5",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value", [True, False, 7.0, 1000.0, 1.5, -0.5, None, [1], {"a": 1}, ""], ids=repr
+)
+async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_at_claim(
+    db: Database, value: Any
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        await cq.set_limit(_c_limit())
+        gate = ClaimGate([_c_limit()])
+        await cq.submit_many([("job", {"c": text}) for text in LOOKALIKES])
+        assert sorted(_c(await _claim(cq, gate, len(LOOKALIKES)))) == sorted(LOOKALIKES)
+        refused = await cq.submit("job", {"c": value})
+        rows = await _claim(cq, gate, 1)
+        assert [row["id"] for row in rows] == [refused.id]
+        assert rows[0]["limit_error"]["code"] == "limit_key"
+
+
+async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim(
+    db: Database,
+) -> None:
+    limit = Limit.concurrency(1, queue="default", key="payload.a.b")
+    async with db.client(clock=_clock()) as cq:
+        await cq.set_limit(limit)
+        gate = ClaimGate([limit])
+        await cq.submit("job", {"a": {"b": "x"}})
+        assert len(await _claim(cq, gate, 1)) == 1
+        listed = await cq.submit("job", {"a": [{"b": "x"}]})
+        rows = await _claim(cq, gate, 1)
+        assert [row["id"] for row in rows] == [listed.id]
+        assert rows[0]["limit_error"]["code"] == "limit_key"
+
+
+async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_value(
+    db: Database,
+) -> None:
+    """An empty value is refused whatever was recorded before: the tasks that hold one
+    fail at claim rather than wait behind an empty key."""
+    async with db.client(clock=_clock()) as cq:
+        await cq.set_limit(_c_limit())
+        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        await cq.submit("job", {"c": "x"})
+        (running,) = await _claim(cq, gate, 1)
+        rows = json.dumps([[running["id"], _c_limit().id, ""]])
+        await cq.backend.arun(_record_keys(rows), write=True)
+        assert (await cq.limit_usage())[0].running == {"": 1}
+        await cq.submit_many([("job", {"c": ""}) for _ in range(ONE_PAGE + 4)])
+        claimed = await _claim(cq, gate, 2)
+        assert [(Task.from_row(r).payload, r["limit_error"]["code"]) for r in claimed] == [
+            ({"c": ""}, "limit_key"),
+        ] * 2
+
+
+def _record_keys(rows: str) -> Op[None]:
+    yield Call("limit_keys_put", {"rows": rows})
+
+
+async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(
+    db: Database,
+) -> None:
+    """More due tasks of the saturated key than one claim looks at, then another key's."""
+    worker = db.worker(poll_interval_ms=10, concurrency=2, limits=[_c_limit()])
+    release = asyncio.Event()
+    other_started = asyncio.Event()
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        if payload["c"] == "other":
+            other_started.set()
+        else:
+            await release.wait()
+
+    async with db.client() as cq:
+        await cq.submit_many([("job", {"c": 2**70}) for _ in range(MAX_SCAN + 105)])
+        await cq.submit("job", {"c": "other"})
+        async with worker.background():
+            try:
+                await asyncio.wait_for(other_started.wait(), timeout=8)
+            finally:
+                release.set()
 
 
 # --- rate ----------------------------------------------------------------------------
@@ -272,6 +454,12 @@ def _task(payload: Any) -> Task:
         ("payload.customer", {"customer": [1]}, "gave list, not a string"),
         (lambda task: task.payload["missing"], {}, "key function raised KeyError"),
         (lambda task: None, {}, "gave NoneType, not a string"),
+        ("payload.customer", {"customer": True}, "gave bool, not a string or an integer"),
+        ("payload.customer", {"customer": 7.0}, "gave float, not a string or an integer"),
+        ("payload.customer", {"customer": ""}, "gave an empty string"),
+        (lambda task: "", {}, "the key function gave an empty string"),
+        ("payload.customer", {"customer": "\ud800"}, "gave a string with a lone surrogate"),
+        ("payload.customer", {"customer": "x" * 1001}, "gave a key over 1000 bytes"),
     ],
 )
 def test_a_key_that_cannot_be_computed_raises_limit_key_error(
@@ -306,6 +494,46 @@ async def test_a_task_whose_key_cannot_be_computed_fails_clearly_and_the_queue_f
         assert "key function raised KeyError" in failed.error["message"]
         assert (await cq.get(good.id)).status == "succeeded"  # type: ignore[union-attr]
     assert ran == ["a"]
+
+
+class _LateBackend:
+    """A backend whose operations start 0.3 s late: a write still pending when a run ends."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    async def arun(self, op: Any, **options: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await self._backend.arun(op, **options)
+
+
+async def test_an_until_idle_run_returns_once_its_refused_task_is_written_failed(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reject = Settler.reject
+
+    def late_reject(self: Settler, lease: Any, error: str, started: int | None = None) -> None:
+        backend, self._backend = self._backend, _LateBackend(self._backend)
+        try:
+            reject(self, lease, error, started)
+        finally:
+            self._backend = backend
+
+    monkeypatch.setattr(Settler, "reject", late_reject)
+    worker = db.worker(
+        poll_interval_ms=20,
+        limits=[Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])],
+    )
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        pass
+
+    async with db.client() as cq:
+        bad = await cq.submit("job", {"nobody": 1})
+        await worker.run(until_idle=True)
+        refused = await cq.get(bad.id)
+    assert refused is not None and refused.status == "failed"
 
 
 # --- workers -----------------------------------------------------------------------------
@@ -346,7 +574,7 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
 
 
 def _migrate_all_but_limits(db: Database) -> None:
-    migrate_only(db, lambda name: name != "x0006_limits.sql")
+    migrate_only(db, lambda name: name not in ("x0006_limits.sql", "x0015_limit_keys_unbound.sql"))
 
 
 async def test_a_worker_declaring_limits_refuses_a_database_without_them(db: Database) -> None:

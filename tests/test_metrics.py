@@ -15,6 +15,7 @@ from cairnq.telemetry.metrics import CONTENT_TYPE, Metrics
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._waits import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -73,7 +74,25 @@ async def run_workload(db: Database, metrics: Metrics) -> Samples:
         await cq.cancel(canceled.id)
         for task in [*tasks, canceled]:
             await cq.wait(task.id, timeout_ms=10_000)
-        response = await scrape(metrics.asgi_app(cq))
+        app = metrics.asgi_app(cq)
+
+        async def all_six_ends_counted() -> httpx.Response | None:
+            # A wait returns at the settlement's commit; the worker counts the end just after.
+            response = await scrape(app)
+            found = samples(response.text)
+            ends = sum(
+                count
+                for (sample, _), count in found.items()
+                if sample
+                in (
+                    "cairnq_tasks_succeeded_total",
+                    "cairnq_tasks_failed_total",
+                    "cairnq_tasks_canceled_total",
+                )
+            )
+            return response if ends >= 6 else None
+
+        response = await eventually(all_six_ends_counted, "the worker counting all six ends")
     await worker.close()
     assert response.status_code == 200
     return samples(response.text)

@@ -16,8 +16,11 @@ from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker
 from cairnq.protocol import ops as _ops
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
+from cairnq.worker import _worker
+from cairnq.worker._pauses import Pauses
 
 from ._db import Database
+from ._waits import ClaimTurns, eventually
 from .test_cli import run_on
 from .test_without_extensions import protocol_only
 
@@ -33,6 +36,28 @@ async def _eventually(probe: Any, timeout_s: float = 10.0) -> Any:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("timed out waiting")
         await asyncio.sleep(0.02)
+
+
+def pause_refreshes(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
+    """The paused queues each worker refresh of the pauses read, in order.
+
+    Workers read the pauses every 20 ms instead of every half second: a test
+    waits for a refresh, and how often refreshes come changes nothing it checks.
+    """
+    seen: list[frozenset[str]] = []
+    refresh = Pauses.refresh
+
+    async def recorded(self: Pauses) -> None:
+        await refresh(self)
+        seen.append(self.queues)
+
+    class Often(Pauses):
+        def __init__(self, *args: Any, **options: Any) -> None:
+            super().__init__(*args, **{"interval_ms": 20, **options})
+
+    monkeypatch.setattr(Pauses, "refresh", recorded)
+    monkeypatch.setattr(_worker, "Pauses", Often)
+    return seen
 
 
 # --- the records ----------------------------------------------------------------------------
@@ -94,8 +119,10 @@ async def test_a_bad_pause_target_is_refused_and_nothing_is_written(
 
 
 async def test_a_worker_claims_nothing_from_a_paused_queue_until_it_is_resumed(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    turns = ClaimTurns(monkeypatch)
+    pause_refreshes(monkeypatch)
     worker = db.worker(poll_interval_ms=20, queues=["default", "other"])
     ran: list[str] = []
 
@@ -109,15 +136,17 @@ async def test_a_worker_claims_nothing_from_a_paused_queue_until_it_is_resumed(
         async with worker.background():
             await cq.submit("job", queue="other")
             await _eventually(lambda: _true(ran == ["other"]))
-            await asyncio.sleep(0.3)
+            await turns.passed(3)  # claims that would have taken the paused queue's task
             assert (await cq.get(paused_task.id)).status == "queued"
             await cq.resume_queue("default")
             await _eventually(lambda: _true(sorted(ran) == ["default", "other"]))
 
 
 async def test_a_paused_task_name_is_left_queued_while_other_names_in_its_queue_run(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    turns = ClaimTurns(monkeypatch)
+    pause_refreshes(monkeypatch)
     worker = db.worker(poll_interval_ms=20)
     ran: list[str] = []
 
@@ -135,13 +164,16 @@ async def test_a_paused_task_name_is_left_queued_while_other_names_in_its_queue_
         async with worker.background():
             await cq.submit("fast")
             await _eventually(lambda: _true(ran == ["fast"]))
-            await asyncio.sleep(0.3)
+            await turns.passed(3)  # claims that would have taken the paused name's task
             assert (await cq.get(held.id)).status == "queued"
             await cq.resume_task("slow")
             await _eventually(lambda: _true(ran == ["fast", "slow"]))
 
 
-async def test_a_call_running_when_its_queue_is_paused_finishes(db: Database) -> None:
+async def test_a_call_running_when_its_queue_is_paused_finishes(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refreshes = pause_refreshes(monkeypatch)
     worker = db.worker(poll_interval_ms=20)
     started = asyncio.Event()
     release = asyncio.Event()
@@ -156,7 +188,7 @@ async def test_a_call_running_when_its_queue_is_paused_finishes(db: Database) ->
         task = await cq.submit("job")
         await asyncio.wait_for(started.wait(), 10)
         await cq.pause_queue("default")
-        await asyncio.sleep(0.6)
+        await eventually(lambda: refreshes and "default" in refreshes[-1], "the pause seen")
         release.set()
         done = await cq.wait(task.id, timeout_ms=10_000)
     assert (done.status, done.result) == ("succeeded", "finished")
@@ -170,13 +202,17 @@ async def _true(value: bool) -> bool:
 
 
 def _all_but_flow(db: Database) -> None:
-    """Every migration but x0007_flow.sql, as a database an older cairnq migrated."""
+    """Every migration but x0007_flow.sql and the one reshaping its table, as a database an
+    older cairnq migrated."""
     protocol_only(db)
 
     async def apply() -> None:
         async with db.client(migrate=False) as cq:
             for migration in migrations(cq.backend.dialect):
-                if migration.name.startswith("x") and migration.name != "x0007_flow.sql":
+                if migration.name.startswith("x") and migration.name not in (
+                    "x0007_flow.sql",
+                    "x0012_snoozes_forget.sql",
+                ):
                     await cq.backend.arun(
                         _ops.apply_migration(migration.name, migration.source), write=True
                     )
@@ -202,8 +238,11 @@ def test_pause_calls_on_a_database_without_the_flow_tables_name_the_migration(
             assert "\n" not in message
 
 
-def test_a_worker_on_a_database_without_the_flow_tables_runs_tasks(db: Database) -> None:
+def test_a_worker_on_a_database_without_the_flow_tables_runs_tasks(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _all_but_flow(db)
+    refreshes = pause_refreshes(monkeypatch)
     reported: list[BaseException] = []
     worker = Worker(
         db.backend(migrate=False),
@@ -221,7 +260,8 @@ def test_a_worker_on_a_database_without_the_flow_tables_runs_tasks(db: Database)
             task = await cq.submit("job")
             async with worker.background():
                 await _eventually(lambda: _true(done == [task.id]))
-                await asyncio.sleep(0.6)
+                # A refresh on the timer too, not only the one before the first claim.
+                await eventually(lambda: len(refreshes) >= 2, "a second refresh of the pauses")
             return task.id
 
     task_id = asyncio.run(run())

@@ -30,8 +30,12 @@ from cairnq import (
 from cairnq._clock import Clock
 from cairnq.backends import Backend, PgExecutorBackend
 from cairnq.drivertest import *  # noqa: F403
+from cairnq.protocol import ops as _ops
+from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
+from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
 from ._db import Database, admin_connect, drop_schema
+from ._waits import eventually, results_of
 from .test_driver_suite import DatabaseDriver
 
 pytestmark = pytest.mark.postgres
@@ -172,10 +176,15 @@ async def test_the_executor_applies_cairnqs_migrations_in_its_schema(
         await cq.submit("noop")
         applied = cq.backend.migrations_applied  # type: ignore[attr-defined]
     with admin_connect(pg_dsn) as conn:
-        [[where]] = conn.execute(
-            "select table_schema from information_schema.tables where table_name = 'cairnq_tasks'"
-        ).fetchall()
-    assert where == pg_schema
+        where = {
+            schema
+            for (schema,) in conn.execute(
+                "select table_schema from information_schema.tables"
+                " where table_name = 'cairnq_tasks'"
+            )
+        }
+    # Other schemas of the test database may hold cairnq tables too (the pooled one).
+    assert pg_schema in where and "public" not in where
     assert "0001_init.sql" in applied and "x0001_locks.sql" in applied
 
 
@@ -224,6 +233,36 @@ async def test_succeed_in_commits_the_handlers_write_and_the_completion_together
     assert [(r["task_id"], r["attempt"]) for r in rows] == [(task.id, 1)]
 
 
+async def test_succeed_in_releases_a_dependent_in_its_transaction(
+    executor: PgExecutor, pg_schema: str
+) -> None:
+    worker = Worker.postgres(executor, schema=pg_schema, poll_interval_ms=50)
+    due_once_committed: list[bool] = []
+
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq:
+
+        @worker.task
+        async def first(ctx: TaskContext, payload: Any) -> None:
+            await ctx.succeed_in(lambda session: asyncio.sleep(0))
+            dependent = await cq.get_by_key("dependent")
+            due_once_committed.append(dependent is not None and dependent.run_at_ms < PARKED)
+
+        @worker.task
+        async def after(ctx: TaskContext, payload: Any) -> None:
+            return None
+
+        # No workflow sweep: its named lease is held for another process.
+        lease = _ops.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000)
+        assert await cq.backend.arun(lease, write=True)
+        a = await cq.submit("first")
+        b = await cq.submit("after", key="dependent", depends_on=[a])
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(b.id)
+    await worker.close()
+    assert due_once_committed == [True]
+    assert done is not None and done.status == "succeeded"
+
+
 async def test_succeed_in_rolls_the_handlers_write_back_when_it_raises(
     executor: PgExecutor, pg_schema: str
 ) -> None:
@@ -247,19 +286,23 @@ async def test_succeed_in_rolls_the_handlers_write_back_when_it_raises(
 
 
 async def test_an_idle_executor_worker_wakes_on_notify_long_before_its_poll_interval(
-    executor: PgExecutor, pg_schema: str, pg_dsn: str
+    executor: PgExecutor, pg_schema: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = Worker.postgres(executor, schema=pg_schema, poll_interval_ms=120_000)
     backend = worker.client.backend
+    probes = results_of(monkeypatch, "probe")
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> int:
         return int(payload["n"])
 
+    def idle_and_listening() -> bool:
+        # Listening on "queued", and its claim found nothing: idle for the poll interval.
+        channels = backend.listening_channels  # type: ignore[attr-defined]
+        return channels == {"queued"} and bool(probes) and not any(probes)
+
     async with worker.background():
-        while not backend.listening:  # type: ignore[attr-defined]
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)
+        await eventually(idle_and_listening, "an idle, listening worker")
         async with CairnQ.postgres(pg_dsn, schema=pg_schema, listen=False) as cq:
             task = await cq.submit("job", {"n": 4})
             done = await cq.wait(task.id, timeout_ms=5_000)

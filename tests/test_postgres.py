@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import subprocess
 import sys
@@ -19,17 +20,22 @@ from cairnq import (
     DatabaseError,
     InvalidArgument,
     LostLease,
+    PostgresStore,
     SchemaMismatch,
     SyncCairnQ,
     TaskContext,
     UnsupportedBackend,
     Worker,
+    create_pool_executor,
     migrate,
 )
 from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
+from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
+from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
 from ._db import Database, admin_connect, drop_schema
+from ._waits import ClaimTurns, eventually
 
 pytestmark = pytest.mark.postgres
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +57,23 @@ async def app_conn(pg_db: Database) -> AsyncIterator[Any]:
 async def _effects_table(conn: Any) -> None:
     await conn.execute("create table if not exists effects (task_id text, attempt int)")
     await conn.commit()
+
+
+async def _until_waiting_on_a_lock(db: Database, or_done: asyncio.Future[Any]) -> None:
+    """Return once a session of this database waits on a lock, or ``or_done`` is done."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(db.url, autocommit=True) as conn:
+
+        async def waiting() -> bool:
+            cur = await conn.execute(
+                "select count(*) from pg_stat_activity "
+                "where datname = current_database() and wait_event_type = 'Lock'"
+            )
+            row = await cur.fetchone()
+            return or_done.done() or bool(row and row[0])
+
+        await eventually(waiting, "a session waiting on a lock")
 
 
 async def _effect_rows(conn: Any) -> list[tuple[str, int]]:
@@ -196,13 +219,15 @@ async def test_a_cancel_during_succeed_in_waits_and_the_task_ends_succeeded(
     await _effects_table(app_conn)
     worker = pg_db.worker(poll_interval_ms=20)
     cancel_now = asyncio.Event()
+    cancels: list[asyncio.Future[Any]] = []
 
     @worker.task
     async def record(ctx: TaskContext, payload: Any) -> None:
         async def write(conn: Any) -> dict[str, int]:
             await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, 1))
             cancel_now.set()
-            await asyncio.sleep(0.3)  # the cancel is sent, and waits on the row lock
+            await eventually(lambda: cancels, "the cancel sent")
+            await _until_waiting_on_a_lock(pg_db, or_done=cancels[0])  # on the row lock
             return {"rows": 1}
 
         await ctx.succeed_in(write)
@@ -210,7 +235,8 @@ async def test_a_cancel_during_succeed_in_waits_and_the_task_ends_succeeded(
     async with pg_db.client() as cq, worker.background():
         task = await cq.submit("record", {})
         await asyncio.wait_for(cancel_now.wait(), 10)
-        canceled = await cq.cancel(task.id)
+        cancels.append(asyncio.ensure_future(cq.cancel(task.id)))
+        canceled = await cancels[0]
         done = await cq.wait(task.id, timeout_ms=10_000)
     await worker.close()
     assert canceled is None  # it landed after the success: nothing left to cancel
@@ -219,10 +245,12 @@ async def test_a_cancel_during_succeed_in_waits_and_the_task_ends_succeeded(
 
 
 async def test_succeed_in_with_a_write_longer_than_the_lease_still_succeeds_once(
-    pg_db: Database, app_conn: Any
+    pg_db: Database, app_conn: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await _effects_table(app_conn)
-    worker = pg_db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100)
+    turns = ClaimTurns(monkeypatch)
+    lease_ms = 200
+    worker = pg_db.worker(poll_interval_ms=20, lease_ms=lease_ms, heartbeat_interval_ms=50)
     events: list[str] = []
     worker.subscribe(lambda event: events.append(event.kind))
 
@@ -230,7 +258,11 @@ async def test_succeed_in_with_a_write_longer_than_the_lease_still_succeeds_once
     async def record(ctx: TaskContext, payload: Any) -> None:
         async def write(conn: Any) -> dict[str, int]:
             await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, ctx.attempt))
-            await asyncio.sleep(1.5)  # past two leases: the row lock is the ownership
+            # Past two leases (the row lock is the ownership), and the claims that recover
+            # expired leases have run meanwhile.
+            lease_until = (await cq.get(ctx.task_id)).lease_until_ms  # type: ignore[union-attr]
+            await eventually(lambda: time.time() * 1000 > lease_until + lease_ms, "two leases")
+            await turns.passed(3)
             return {"rows": 1}
 
         await ctx.succeed_in(write)
@@ -288,10 +320,7 @@ async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effec
             async with second.background():
                 done = await cq.wait(task.id, timeout_ms=10_000)
             release.set()
-            for _ in range(200):
-                if len(outcomes) == 2:
-                    break
-                await asyncio.sleep(0.02)
+            await eventually(lambda: len(outcomes) == 2, "both attempts' outcomes")
     await first.close()
     await second.close()
     assert (done.status, done.result, done.attempt) == ("succeeded", 2, 2)
@@ -299,7 +328,9 @@ async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effec
     assert await _effect_rows(app_conn) == [(task.id, 2)]
 
 
-async def test_succeed_in_on_sqlite_is_unsupported(sqlite_db: Database) -> None:
+async def test_succeed_in_on_sqlite_is_unsupported_as_it_cannot_share_a_transaction(
+    sqlite_db: Database,
+) -> None:
     worker = sqlite_db.worker(poll_interval_ms=20)
     raised: list[BaseException] = []
 
@@ -315,6 +346,7 @@ async def test_succeed_in_on_sqlite_is_unsupported(sqlite_db: Database) -> None:
         assert await cq.call("record", {}, timeout_ms=10_000) == "fell back"
     await worker.close()
     assert len(raised) == 1
+    assert "cannot share a transaction" in str(raised[0])
 
 
 # --- push wake-ups ----------------------------------------------------------------------
@@ -341,17 +373,28 @@ async def _until(check: Any, timeout: float = 10.0) -> None:
 
 
 async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
-    pg_db: Database,
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = pg_db.worker(listen=True, poll_interval_ms=120_000)
+    backend = worker.client.backend
+    probes: list[tuple[bool, bool]] = []  # (listening when it began, found work)
+    probe = _ops.probe
+
+    def recorded(queues: Any, names: Any) -> Any:
+        listening = backend.listening  # type: ignore[attr-defined]
+        found = yield from probe(queues, names)
+        probes.append((listening, found))
+        return found
+
+    monkeypatch.setattr(_ops, "probe", recorded)
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> int:
         return int(payload["n"])
 
     async with pg_db.client() as cq, worker.background():
-        await _until(lambda: worker.client.backend.listening)  # type: ignore[attr-defined]
-        await asyncio.sleep(0.2)
+        # Listening, then found nothing: idle for the poll interval.
+        await _until(lambda: (True, False) in probes)
         [task_id] = _submit_from_another_process(pg_db)
         done = await cq.wait(task_id, timeout_ms=10_000)
     await worker.close()
@@ -502,15 +545,26 @@ async def test_heartbeats_skip_a_row_an_application_transaction_holds(
             await app_conn.execute(
                 "select 1 from cairnq_tasks where id = %s for update", (locked.id,)
             )
-            before = (await cq.get(free.id)).lease_until_ms  # type: ignore[union-attr]
-            await asyncio.sleep(0.5)
-            after = (await cq.get(free.id)).lease_until_ms  # type: ignore[union-attr]
+
+            async def lease_until() -> int:
+                return (await cq.get(free.id)).lease_until_ms or 0  # type: ignore[union-attr]
+
+            # Two renewals: the worker has read the answer to the first by the second.
+            before = await lease_until()
+            once = await eventually(lambda: _later(lease_until, before), "a renewal")
+            after = await eventually(lambda: _later(lease_until, once), "a second renewal")
         assert after > before
         assert not any(c.lost_lease for c in contexts)
         release.set()
         results = [await cq.wait(t.id, timeout_ms=10_000) for t in (locked, free)]
     await worker.close()
     assert [r.status for r in results] == ["succeeded", "succeeded"]
+
+
+async def _later(read: Any, than: int) -> int:
+    """What ``read()`` returns when it is later than ``than``, else 0."""
+    value = await read()
+    return value if value > than else 0
 
 
 async def test_every_connection_names_cairnq_and_its_role(pg_db: Database) -> None:
@@ -525,21 +579,24 @@ async def test_every_connection_names_cairnq_and_its_role(pg_db: Database) -> No
         started.set()
         await release.wait()
 
-    async with CairnQ.postgres(pg_db.url, schema=pg_db.schema) as cq, worker.background():
-        await cq.submit("hold", {})
-        await asyncio.wait_for(started.wait(), 10)
-        await asyncio.sleep(0.2)
+    expected = {"cairnq-client", "cairnq-worker", "cairnq-heartbeat", "cairnq-listen"}
+
+    def names() -> set[str]:
         with admin_connect(pg_db.url) as admin:
-            names = {
+            return {
                 r[0]
                 for r in admin.execute(
                     "select application_name from pg_stat_activity "
                     "where datname = current_database() and application_name like 'cairnq%'"
                 )
             }
+
+    async with CairnQ.postgres(pg_db.url, schema=pg_db.schema) as cq, worker.background():
+        await cq.submit("hold", {})
+        await asyncio.wait_for(started.wait(), 10)
+        await eventually(lambda: expected <= names(), "every role's connection")
         release.set()
     await worker.close()
-    assert {"cairnq-client", "cairnq-worker", "cairnq-heartbeat", "cairnq-listen"} <= names
 
 
 # --- schemas and migrations ------------------------------------------------------------------
@@ -610,6 +667,19 @@ def test_a_connection_whose_search_path_is_elsewhere_raises_schema_mismatch(
 def test_bad_schema_names_are_rejected(pg_dsn: str, schema: str) -> None:
     with pytest.raises(InvalidArgument):
         CairnQ.postgres(pg_dsn, schema=schema)
+
+
+@pytest.mark.parametrize("entry", ["client", "store", "executor"])
+def test_a_schema_that_is_not_a_plain_identifier_is_refused_in_the_reference_words(
+    pg_dsn: str, entry: str
+) -> None:
+    make = {
+        "client": lambda: CairnQ.postgres(pg_dsn, schema="my-jobs"),
+        "store": lambda: PostgresStore(pg_dsn, schema="my-jobs"),
+        "executor": lambda: create_pool_executor(pg_dsn, schema="my-jobs"),
+    }[entry]
+    with pytest.raises(ValueError, match="'my-jobs' is not a plain identifier"):
+        make()
 
 
 SYSTEM_SCHEMA = "belong to PostgreSQL itself"
@@ -719,7 +789,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-10:] == [
+        assert applied[-16:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
@@ -730,6 +800,12 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0007_flow.sql",
             "x0008_workflows.sql",
             "x0009_steps.sql",
+            "x0010_dependencies_satisfied.sql",
+            "x0011_leases_forget.sql",
+            "x0012_snoozes_forget.sql",
+            "x0013_workflows_forget.sql",
+            "x0014_steps_forget.sql",
+            "x0015_limit_keys_unbound.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []
@@ -760,12 +836,16 @@ async def test_the_application_pool_serves_cairnq_without_a_second_pool(pg_db: D
 
 
 async def test_listen_that_never_delivers_falls_back_to_polling_with_one_log_line(
-    pg_db: Database, caplog: pytest.LogCaptureFixture
+    pg_db: Database, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+    from cairnq.backends import _postgres_core
+
     from ._pgproxy import dropping_notifications
 
+    # The probe notification never arrives: its wait is all wall time, so it is kept short.
+    monkeypatch.setattr(_postgres_core, "LISTEN_PROBE_TIMEOUT_S", 0.5)
     dbname = conninfo_to_dict(pg_db.url)["dbname"]
     with dropping_notifications() as proxy:
         dsn = make_conninfo(host="127.0.0.1", port=proxy.port, dbname=dbname, sslmode="disable")
@@ -872,7 +952,7 @@ async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refus
             write = asyncio.ensure_future(
                 cq.backend.arun(_ops.complete(stale, "w", '"stale"'), write=True)
             )
-            await asyncio.sleep(0.5)
+            await _until_waiting_on_a_lock(pg_db, or_done=write)
             assert not write.done(), "the stale write should wait for the new claim's row lock"
         with pytest.raises(LostLease):
             await write
@@ -894,9 +974,103 @@ async def test_a_keyed_submit_waits_for_a_retry_of_its_keys_task_and_reuses_it(
                 (first.id,),
             )
             submit = asyncio.ensure_future(cq.submit("job", {}, key="k", conflict="reuse"))
-            await asyncio.sleep(0.5)
+            await _until_waiting_on_a_lock(pg_db, or_done=submit)
             assert not submit.done(), "the keyed submit should wait for the retried row"
         again = await submit
         live = [t for t in await cq.list(limit=10) if t.status in ("queued", "running")]
     assert again.id == first.id
     assert [t.id for t in live] == [first.id]
+
+
+# --- succeed_in and the task's dependents ----------------------------------------------
+
+
+async def _no_workflow_sweep(cq: CairnQ) -> None:
+    """Hold the workflow sweep's named lease for another process, so no worker of the
+    test sweeps: a dependent is decided only by the transaction that ends its dependency."""
+    held = await cq.backend.arun(
+        _ops.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000), write=True
+    )
+    assert held
+
+
+async def test_succeed_in_releases_a_dependent_in_its_transaction(pg_db: Database) -> None:
+    worker = pg_db.worker(poll_interval_ms=20)
+    due_once_committed: list[bool] = []
+    ran: list[str] = []
+
+    async with pg_db.client() as cq:
+
+        @worker.task
+        async def first(ctx: TaskContext, payload: Any) -> None:
+            await ctx.succeed_in(lambda conn: asyncio.sleep(0))
+            dependent = await cq.get_by_key("dependent")
+            due_once_committed.append(dependent is not None and dependent.run_at_ms < PARKED)
+
+        @worker.task
+        async def after(ctx: TaskContext, payload: Any) -> None:
+            ran.append(ctx.task_id)
+
+        await _no_workflow_sweep(cq)
+        a = await cq.submit("first")
+        b = await cq.submit("after", key="dependent", depends_on=[a])
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(b.id)
+    assert due_once_committed == [True]
+    assert done is not None and done.status == "succeeded" and ran == [b.id]
+
+
+async def test_a_success_settled_by_succeed_in_and_purged_at_once_still_counts_for_its_dependent(
+    pg_db: Database,
+) -> None:
+    clock = FakeClock()
+    ran: list[str] = []
+    settles_in = pg_db.worker(clock=clock, poll_interval_ms=20)
+    returns = pg_db.worker(clock=clock, poll_interval_ms=20)
+
+    @settles_in.task
+    async def first(ctx: TaskContext, payload: Any) -> None:
+        await ctx.succeed_in(lambda conn: asyncio.sleep(0))
+
+    @returns.task
+    async def second(ctx: TaskContext, payload: Any) -> None:
+        ran.append("second")
+
+    @returns.task
+    async def after(ctx: TaskContext, payload: Any) -> None:
+        ran.append("after")
+
+    async with pg_db.client(clock=clock) as cq:
+        await _no_workflow_sweep(cq)
+        a = await cq.submit("first")
+        b = await cq.submit("second")
+        c = await cq.submit("after", depends_on=[a, b])
+        await asyncio.wait_for(settles_in.run(until_idle=True), 60)
+        clock.advance(1)
+        assert await cq.purge(older_than_ms=0) == [a.id]
+        await asyncio.wait_for(returns.run(until_idle=True), 60)
+        done = await cq.get(c.id)
+    assert done is not None and done.status == "succeeded"
+    assert ran == ["second", "after"]
+
+
+async def test_a_worker_whose_connection_pool_is_closed_under_it_stops_instead_of_retrying(
+    pg_db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = pg_db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        pass
+
+    running = asyncio.ensure_future(worker.run())
+    async with pg_db.client() as cq:
+        task = await cq.submit("job")
+        assert (await cq.wait(task.id, timeout_ms=10_000)).status == "succeeded"
+    pool = worker.client.backend._async_source  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="cairnq"):
+        # What the pool's guard does when the event loop it belongs to ends.
+        await pool.close()
+        await asyncio.wait_for(running, timeout=10)
+    assert "the worker's backend was closed; stopping" in caplog.text
+    await worker.close()

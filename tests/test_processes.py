@@ -46,6 +46,7 @@ def wait_until_succeeded(client: SyncCairnQ, count: int, timeout: float = 120) -
     raise AssertionError(f"not all {count} tasks succeeded in {timeout} s: {client.stats()}")
 
 
+@pytest.mark.fresh_schema
 def test_four_processes_migrating_at_once_apply_each_migration_once(db: Database) -> None:
     start_at = str(time.time() + 1.5)
     procs = [spawn(db, "migrate", start_at) for _ in range(4)]

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import cairnq
+from cairnq._sql import find_protocol_root, load_migrations, load_statements
 from cairnq.backends.sqlite import split_script
 from cairnq.drivertest.test_parity import (
     DIALECT_EXTRAS,
     check_one_statement_per_file,
     check_statement_headers,
 )
+from cairnq.errors import InvalidArgument
 from cairnq.protocol.statements import DIALECTS, Dialect, migrations, statements
 
 from ._db import Database
@@ -48,11 +53,100 @@ def test_sqlite_migrations_split_into_complete_statements() -> None:
 
 
 def test_the_protocol_ships_as_package_data() -> None:
-    import cairnq
-
     root = Path(cairnq.__file__).parent / "protocol"
     assert (root / "PROTOCOL.md").is_file()
     assert len(list((root / "sql" / "sqlite").glob("*.sql"))) == len(statements("sqlite"))
+
+
+# --- cairnq._sql: the protocol directory as the reference's tests read it ----------------
+
+SHIPPED = Path(cairnq.__file__).parent / "protocol"
+
+
+@pytest.fixture
+def no_protocol_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CAIRNQ_PROTOCOL_DIR", raising=False)
+
+
+def test_the_protocol_root_is_the_shipped_directory_unless_told_otherwise(
+    no_protocol_dir: None,
+) -> None:
+    assert find_protocol_root() == SHIPPED
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_load_statements_reads_every_shipped_statement_by_file_stem(
+    no_protocol_dir: None, dialect: str
+) -> None:
+    files = sorted((SHIPPED / "sql" / dialect).glob("*.sql"))
+    loaded = load_statements(dialect)
+    assert loaded == {f.stem: f.read_text(encoding="utf-8") for f in files}
+    assert {"insert_task", "claim", "complete", "fail", "recover_leases"} <= set(loaded)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_load_migrations_reads_every_shipped_migration_in_the_order_they_apply(
+    no_protocol_dir: None, dialect: str
+) -> None:
+    files = sorted((SHIPPED / "migrations" / dialect).glob("*.sql"))
+    loaded = load_migrations(dialect)
+    assert loaded == [(f.name, f.read_text(encoding="utf-8")) for f in files]
+    names = [name for name, _ in loaded]
+    assert names[0] == "0001_init.sql" and "0010_drop_status_index.sql" in names
+    assert ("0003_notify.sql" in names) == (dialect == "postgres")
+
+
+def test_protocol_dir_points_the_loaders_at_another_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = tmp_path / "protocol"
+    shutil.copytree(SHIPPED / "sql", copy / "sql")
+    shutil.copytree(SHIPPED / "migrations", copy / "migrations")
+    changed = "-- get, edited\nselect * from cairnq_tasks where id = :id\n"
+    (copy / "sql" / "sqlite" / "get.sql").write_text(changed, encoding="utf-8")
+    monkeypatch.setenv("CAIRNQ_PROTOCOL_DIR", str(copy))
+    loaded = load_statements("sqlite")
+    assert find_protocol_root() == copy
+    assert loaded["get"] == changed
+    assert loaded["get_by_key"] == (SHIPPED / "sql" / "sqlite" / "get_by_key.sql").read_text()
+    assert [name for name, _ in load_migrations("sqlite")] == [m.name for m in migrations("sqlite")]
+    # The backends run the shipped files whatever the variable says.
+    assert statements("sqlite")["get"].source != changed
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        (None, "is not a directory"),
+        ((), "has no sql/ and no migrations/ folder"),
+        (("sql/sqlite",), "has no migrations/ folder"),
+        (("sql/postgres", "migrations/postgres"), "has no sql/sqlite folder"),
+    ],
+    ids=["missing", "empty", "no-migrations", "no-dialect"],
+)
+def test_protocol_dir_naming_no_protocol_directory_is_refused_saying_what_is_wrong(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: tuple[str, ...] | None,
+    message: str,
+) -> None:
+    root = tmp_path / "protocol"
+    for folder in layout or ():
+        (root / folder).mkdir(parents=True)
+    if layout is not None:
+        root.mkdir(exist_ok=True)
+    monkeypatch.setenv("CAIRNQ_PROTOCOL_DIR", str(root))
+    with pytest.raises(InvalidArgument, match=re.escape(message)) as refused:
+        load_statements("sqlite")
+    assert str(root) in str(refused.value)
+
+
+@pytest.mark.parametrize("load", [load_statements, load_migrations])
+def test_loading_an_unknown_dialect_is_refused(
+    no_protocol_dir: None, load: Callable[[str], object]
+) -> None:
+    with pytest.raises(InvalidArgument, match="dialect must be one of sqlite, postgres"):
+        load("mysql")
 
 
 def _plan(db: Database, name: str, params: dict[str, object]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -320,3 +321,57 @@ def test_connect_on_an_instance_given_a_url_says_to_call_it_on_the_class(tmp_pat
     with pytest.raises(InvalidArgument, match=r"call SyncCairnQ.connect\(url\)"):
         cq.connect("sqlite:///other.db")
     assert not (tmp_path / "other.db").exists()
+
+
+# --- 12: module-level names the reference's own tests import ------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "cairnq._sql.find_protocol_root",
+        "cairnq._sql.load_statements",
+        "cairnq._sql.load_migrations",
+        "cairnq._ids.now_ms",
+        "cairnq._wait.next_poll_ms",
+        "cairnq.backpressure.QueueDepthGate",
+    ],
+)
+def test_the_reference_module_level_names_import(path: str) -> None:
+    module, name = path.rsplit(".", 1)
+    assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_now_ms_is_the_wall_clock_in_epoch_milliseconds() -> None:
+    now_ms = importlib.import_module("cairnq._ids").now_ms
+    before = time.time_ns() // 1_000_000
+    value = now_ms()
+    after = time.time_ns() // 1_000_000
+    assert type(value) is int
+    assert before <= value <= after
+
+
+@pytest.mark.parametrize(
+    ("current", "ceiling", "expected"),
+    [(100, 500, 150), (150, 500, 225), (400, 500, 500), (500, 500, 500), (1, 500, 2), (3, 9, 4)],
+)
+def test_next_poll_ms_grows_by_half_at_least_one_at_most_the_ceiling(
+    current: int, ceiling: int, expected: int
+) -> None:
+    next_poll_ms = importlib.import_module("cairnq._wait").next_poll_ms
+    assert next_poll_ms(current, ceiling) == expected
+
+
+# --- 13: the reference's phrases in cairnq's messages -------------------------------------
+
+
+async def test_wait_by_key_with_no_task_under_the_key_says_so_in_the_reference_words(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        with pytest.raises(TaskTimeout) as excinfo:
+            await cq.wait_by_key("missing", timeout_ms=20, poll_ms=10)
+    assert str(excinfo.value) == (
+        "key missing did not finish within 20ms: "
+        "no task under this key — never submitted, or already purged?"
+    )

@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Generator
 from typing import Any
 
+import pytest
+
 from cairnq import CairnQ, Worker
 from cairnq.protocol import schedules as _schedules
 from cairnq.protocol.schedules import slot_key
@@ -19,6 +21,7 @@ from cairnq.protocol.steps import Call
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._waits import ClaimTurns
 
 MINUTE = 60_000
 START = 1_800_000_000_000  # a whole minute: slots of every="1m" fall on it
@@ -121,7 +124,10 @@ async def test_downtime_far_beyond_catch_up_records_every_slot_as_one_counted_mi
     ]
 
 
-async def test_catch_up_policy_latest_runs_only_the_newest_missed_slot(db: Database) -> None:
+async def test_catch_up_policy_latest_runs_only_the_newest_missed_slot(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns = ClaimTurns(monkeypatch)
     clock = FakeClock(START + 1)
     ran: list[int] = []
     async with db.client(clock=clock) as cq:
@@ -130,7 +136,7 @@ async def test_catch_up_policy_latest_runs_only_the_newest_missed_slot(db: Datab
         worker = _recording_worker(db, clock, ran)
         async with worker.background():
             await _until_ran(ran, 1)
-            await asyncio.sleep(0.2)
+            await turns.passed(3)  # claims that would have run any other slot's task
         assert ran == _slots(10, 10)
         assert await _task_slots(cq) == _slots(10, 10)
         assert await _decisions(cq) == [

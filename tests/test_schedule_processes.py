@@ -20,7 +20,7 @@ from cairnq.schedules._scheduler import LEASE_NAME
 from ._db import Database, admin_connect
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOTS = 30
+SLOTS = 15
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,12 @@ import pytest
 from cairnq import CairnQ, InvalidArgument, SchemaIncomplete, SerializationError, Worker
 from cairnq.protocol.schedules import slot_key
 from cairnq.schedules._plan import jitter_for
+from cairnq.schedules._scheduler import Scheduler
 from cairnq.testing import FakeClock
+from cairnq.worker import _worker
 
 from ._db import Database
+from ._waits import ClaimTurns
 from .test_without_extensions import protocol_only
 
 START = 1_800_000_000_000  # a multiple of 10 s: slots of every="10s" fall on it
@@ -276,7 +279,16 @@ async def test_overlap_queue_holds_slots_until_the_previous_task_ends(db: Databa
 # --- workers -------------------------------------------------------------------------------
 
 
-async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(db: Database) -> None:
+async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker evaluates every 20 ms instead of every second: the test waits for the
+    # evaluation after the clock moves, and how often evaluations come changes nothing.
+    class Often(Scheduler):
+        def __init__(self, *args: Any, **options: Any) -> None:
+            super().__init__(*args, **{"interval_ms": 20, **options})
+
+    monkeypatch.setattr(_worker, "Scheduler", Often)
     clock = _clock()
     worker = db.worker(clock=clock, poll_interval_ms=20)
     ran: list[int] = []
@@ -309,12 +321,16 @@ async def test_a_worker_replaces_the_definition_of_its_declared_schedule_keeping
         assert await _slots_of(cq, "tick") == [START + 10_000]
 
 
-async def test_a_worker_with_schedules_off_stores_and_evaluates_nothing(db: Database) -> None:
+async def test_a_worker_with_schedules_off_stores_and_evaluates_nothing(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns = ClaimTurns(monkeypatch)
     clock = _clock()
-    worker = db.worker(clock=clock, schedules=False)
+    worker = db.worker(clock=clock, schedules=False, poll_interval_ms=20)
     worker.schedule("tick", "job", every="10s")
     async with worker.background():
-        await asyncio.sleep(0.2)
+        # Claiming: the worker's start, which stores and starts its schedules, is over.
+        await turns.passed(1)
     async with db.client(clock=clock) as cq:
         assert await cq.list_schedules() == []
 

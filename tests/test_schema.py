@@ -93,6 +93,12 @@ EXTENSION_MIGRATIONS = [
     "x0007_flow.sql",
     "x0008_workflows.sql",
     "x0009_steps.sql",
+    "x0010_dependencies_satisfied.sql",
+    "x0011_leases_forget.sql",
+    "x0012_snoozes_forget.sql",
+    "x0013_workflows_forget.sql",
+    "x0014_steps_forget.sql",
+    "x0015_limit_keys_unbound.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -187,11 +193,15 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
                 "cairnq_task_attempts",
                 "cairnq_dependencies",
                 "cairnq_parked",
+                "cairnq_dependencies_satisfied",
             )
             for fk in conn.execute(f"pragma foreign_key_list({table})").fetchall()
         ]
         meta = dict(conn.execute("select key, value from cairnq_meta").fetchall())
         ledger = [r[0] for r in conn.execute("select name from cairnq_migrations order by name")]
+        triggers = conn.execute(
+            "select name, sql from sqlite_master where type = 'trigger' order by name"
+        ).fetchall()
         return {
             "tables": tables,
             "indexes": indexes,
@@ -199,6 +209,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
             "fks": [(f[0], f[3], f[4], f[5], f[7]) for f in fks],
             "meta": meta,
             "ledger": ledger,
+            "triggers": triggers,
         }
     finally:
         conn.close()
@@ -250,7 +261,7 @@ def postgres_schema(dsn: str, schema: str) -> dict[str, Any]:
         trigger = conn.execute(
             "select tgname, pg_get_triggerdef(t.oid) from pg_trigger t join pg_class c "
             "on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace "
-            "where n.nspname = %s and not t.tgisinternal",
+            "where n.nspname = %s and not t.tgisinternal order by t.tgname",
             (schema,),
         ).fetchall()
         return {
@@ -314,6 +325,7 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
         "cairnq_dependencies",
+        "cairnq_dependencies_satisfied",
         "cairnq_leases",
         "cairnq_limit_keys",
         "cairnq_limits",
@@ -372,25 +384,67 @@ def test_sqlite_json_columns_are_checked_with_json_valid(sqlite_db: Database) ->
         assert f"json_valid({column})" in checks
 
 
-def test_key_rows_lease_tokens_snooze_counts_and_workflow_rows_cascade_from_their_task(
-    db: Database,
-) -> None:
-    fks = read_schema(db)["fks"]
-    children = (
-        "cairnq_task_keys",
-        "cairnq_leases",
-        "cairnq_limit_keys",
-        "cairnq_task_snoozes",
-        "cairnq_task_steps",
-        "cairnq_task_attempts",
-        "cairnq_dependencies",
-        "cairnq_parked",
-    )
+def test_only_key_rows_cascade_from_their_task(db: Database) -> None:
+    fks = [fk for fk in read_schema(db)["fks"] if "cairnq_tasks" in fk[1]]
     if db.kind == "sqlite":
-        assert fks == [(t, "cairnq_tasks", "task_id", "id", "CASCADE") for t in children]
+        assert fks == [("cairnq_task_keys", "cairnq_tasks", "task_id", "id", "CASCADE")]
     else:
         cascade = "FOREIGN KEY (task_id) REFERENCES cairnq_tasks(id) ON DELETE CASCADE"
-        assert fks == [(t, cascade) for t in sorted(children)]
+        assert fks == [("cairnq_task_keys", cascade)]
+
+
+def test_satisfied_dependency_rows_cascade_from_their_edge(db: Database) -> None:
+    fks = [fk for fk in read_schema(db)["fks"] if fk[0] == "cairnq_dependencies_satisfied"]
+    if db.kind == "sqlite":
+        assert fks == [
+            ("cairnq_dependencies_satisfied", "cairnq_dependencies", c, c, "CASCADE")
+            for c in ("task_id", "depends_on_id")
+        ]
+    else:
+        assert fks == [
+            (
+                "cairnq_dependencies_satisfied",
+                "FOREIGN KEY (task_id, depends_on_id) REFERENCES "
+                "cairnq_dependencies(task_id, depends_on_id) ON DELETE CASCADE",
+            )
+        ]
+
+
+def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
+    pg_db: Database,
+) -> None:
+    schema = f"{pg_db.schema}."
+    triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
+    for owner in ("leases", "snoozes", "workflows", "steps"):
+        on_delete = triggers.pop(f"cairnq_{owner}_forget")
+        assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
+        assert "FOR EACH STATEMENT" in on_delete
+        on_truncate = triggers.pop(f"cairnq_{owner}_forget_all")
+        assert "AFTER TRUNCATE ON cairnq_tasks FOR EACH STATEMENT" in on_truncate
+    assert list(triggers) == ["cairnq_tasks_notify"]
+
+
+def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
+    pg_db: Database,
+) -> None:
+    with pg_db.sync_client() as client:
+        client.stats()
+    with admin_connect(pg_db.url) as conn:
+        rows = conn.execute(
+            "select proname::text, proconfig from pg_proc "
+            "where pronamespace = %s::regnamespace and proname like 'cairnq%%' order by 1",
+            (pg_db.schema,),
+        ).fetchall()
+    assert rows == [
+        (name, ["search_path=pg_catalog"])
+        for name in (
+            "cairnq_leases_forget",
+            "cairnq_notify",
+            "cairnq_snoozes_forget",
+            "cairnq_steps_forget",
+            "cairnq_workflows_forget",
+        )
+    ]
 
 
 def test_meta_holds_exactly_protocol_and_schema_version(db: Database) -> None:
@@ -405,9 +459,8 @@ def test_ledger_records_each_migration_by_file_name(db: Database) -> None:
 
 
 def test_postgres_notify_trigger_skips_running(pg_db: Database) -> None:
-    triggers = read_schema(pg_db)["triggers"]
-    assert [t[0] for t in triggers] == ["cairnq_tasks_notify"]
-    definition = triggers[0][1]
+    triggers = dict(read_schema(pg_db)["triggers"])
+    definition = triggers["cairnq_tasks_notify"]
     assert "AFTER INSERT OR UPDATE OF status" in definition
     assert "FOR EACH ROW" in definition
     assert "'running'" in definition and "IS DISTINCT FROM" in definition

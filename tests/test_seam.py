@@ -178,9 +178,13 @@ def test_succeed_in_is_refused_without_an_in_transaction_completer(sqlite_db: Da
         return done.result
 
     result = asyncio.run(scenario())
-    assert result == "succeed_in needs a PostgreSQL backend; sqlite has no shared transaction"
+    assert result == (
+        "succeed_in needs PostgreSQL: sqlite cannot share a transaction "
+        "between the handler's writes and the task's completion"
+    )
 
 
+@pytest.mark.fresh_schema
 def test_migrate_runs_through_the_seam_on_a_backend_with_no_capabilities(
     sqlite_db: Database,
 ) -> None:
@@ -361,7 +365,7 @@ def test_nothing_above_the_seam_reaches_a_backend_or_a_driver_but_through_the_se
 
 def test_the_door_scan_looks_at_the_command_line_dashboard_and_worker() -> None:
     names = {module_name(p) for p in above_the_seam()}
-    assert {"cairnq.cli", "cairnq.cli._inspect", "cairnq.dashboard._app"} <= names
+    assert {"cairnq.cli", "cairnq.cli._target", "cairnq.dashboard._app"} <= names
     assert "cairnq.worker._context" in names
     assert {"cairnq.worker._claimer", "cairnq.worker._heartbeater", "cairnq._async.client"} <= names
     assert not {n for n in names if n.startswith(("cairnq.backends", "cairnq.protocol"))}
@@ -374,7 +378,7 @@ def test_the_door_scan_looks_at_the_command_line_dashboard_and_worker() -> None:
         ("from ..backends import postgres", "cairnq.worker._w", "backend module"),
         ("import cairnq.backends.postgres", "cairnq.dashboard._app", "backend module"),
         ("from .backends._postgres_inspect import one_line", "cairnq.x", "backend module"),
-        ("import sqlite3", "cairnq.cli._inspect", "driver sqlite3"),
+        ("import sqlite3", "cairnq.cli._target", "driver sqlite3"),
         ("from psycopg import sql", "cairnq.dashboard._app", "driver psycopg"),
         ("x = getattr(self.backend, 'path', None)", "cairnq.worker._w", "probes a backend"),
         ("ok = hasattr(backend, 'run_on')", "cairnq.client", "probes a backend"),

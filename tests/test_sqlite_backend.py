@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from cairnq import (
     DatabaseError,
     DatabaseUnavailable,
     SerializationError,
+    SQLiteStore,
     SyncCairnQ,
     TaskContext,
     Worker,
@@ -35,6 +35,7 @@ from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._waits import eventually, results_of
 
 
 def test_database_file_is_created_private(tmp_path: Path) -> None:
@@ -65,11 +66,14 @@ def test_purge_cascades_the_key_row(sqlite_db: Database) -> None:
         conn.close()
 
 
-def _hold_write_lock(path: Path, seconds: float, ready: threading.Event) -> None:
+def _hold_write_lock(
+    path: Path, ready: threading.Event, release: threading.Event, seconds: float = 10.0
+) -> None:
+    """Hold the write lock from ``ready`` until ``release`` is set (at most ``seconds``)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("begin immediate")
     ready.set()
-    time.sleep(seconds)
+    release.wait(seconds)
     conn.execute("rollback")
     conn.close()
 
@@ -79,8 +83,8 @@ def test_a_write_past_the_busy_budget_raises_database_busy_and_writes_nothing(
 ) -> None:
     with sqlite_db.sync_client() as cq:
         cq.stats()
-    ready = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 1.0, ready))
+    ready, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, ready, release))
     holder.start()
     ready.wait()
     try:
@@ -89,6 +93,7 @@ def test_a_write_past_the_busy_budget_raises_database_busy_and_writes_nothing(
                 cq.submit("job", {})
             assert busy.value.retryable
     finally:
+        release.set()
         holder.join()
     with sqlite_db.sync_client() as cq:
         assert cq.list() == []
@@ -100,7 +105,10 @@ def test_a_write_held_up_by_another_connection_goes_through_once_the_lock_is_fre
     with sqlite_db.sync_client() as cq:
         cq.stats()
     ready = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 0.3, ready))
+    # Held for 0.3 s whatever happens (the write must wait it out): the hold is what is tested.
+    holder = threading.Thread(
+        target=_hold_write_lock, args=(sqlite_db.path, ready, threading.Event(), 0.3)
+    )
     holder.start()
     ready.wait()
     try:
@@ -116,8 +124,8 @@ async def test_waiting_for_the_write_lock_never_blocks_the_event_loop(
 ) -> None:
     async with sqlite_db.client() as cq:
         await cq.submit("seed", {})
-        ready = threading.Event()
-        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 0.5, ready))
+        ready, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, ready, release))
         holder.start()
         ready.wait()
         ticks = 0
@@ -126,6 +134,8 @@ async def test_waiting_for_the_write_lock_never_blocks_the_event_loop(
             nonlocal ticks
             while True:
                 ticks += 1
+                if ticks == 10:  # the loop ran on while the submit waited: free the lock
+                    release.set()
                 await asyncio.sleep(0.01)
 
         ticker = asyncio.ensure_future(tick())
@@ -141,8 +151,8 @@ async def test_reads_proceed_while_another_process_holds_the_write_lock(
 ) -> None:
     async with sqlite_db.client() as cq:
         task = await cq.submit("job", {})
-        ready = threading.Event()
-        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 0.5, ready))
+        ready, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, ready, release))
         holder.start()
         ready.wait()
         pending_write = asyncio.ensure_future(cq.submit("blocked", {}))
@@ -154,6 +164,7 @@ async def test_reads_proceed_while_another_process_holds_the_write_lock(
             if reads >= 20:
                 break
         write_done_during_reads = pending_write.done()
+        release.set()
         await pending_write
         holder.join()
     assert reads >= 20
@@ -235,6 +246,17 @@ def test_a_closed_backend_refuses_work(sqlite_db: Database) -> None:
         backend.run(_ops.cancel("task_x"), write=True)
 
 
+async def test_reopening_a_closed_in_memory_store_is_refused_as_it_would_start_empty() -> None:
+    store = SQLiteStore(":memory:")
+    await store.connect()
+    await store.submit(name="job")
+    await store.close()
+    with pytest.raises(StoreClosed, match="silently start"):
+        await store.connect()
+    with pytest.raises(StoreClosed, match="silently start"):
+        await store.stats()
+
+
 def test_urls_and_paths_open_sqlite(tmp_path: Path) -> None:
     assert sqlite_path_from_url("sqlite:///rel/q.db") == "rel/q.db"
     assert sqlite_path_from_url("sqlite:////abs/q.db") == "/abs/q.db"
@@ -304,13 +326,15 @@ def test_a_backend_used_after_fork_says_so_instead_of_hanging(sqlite_db: Databas
 async def test_a_heartbeat_stuck_behind_a_lock_flags_the_lease_lost_in_time(
     sqlite_db: Database,
 ) -> None:
-    worker = sqlite_db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100)
+    worker = sqlite_db.worker(poll_interval_ms=20, lease_ms=300, heartbeat_interval_ms=50)
     started = asyncio.Event()
     release = asyncio.Event()
     seen: list[bool] = []
+    contexts: list[TaskContext] = []
 
     @worker.task
     async def hold(ctx: TaskContext, payload: Any) -> None:
+        contexts.append(ctx)
         started.set()
         await release.wait()
         seen.append(ctx.lost_lease)
@@ -318,12 +342,14 @@ async def test_a_heartbeat_stuck_behind_a_lock_flags_the_lease_lost_in_time(
     async with sqlite_db.client() as cq, worker.background():
         task = await cq.submit("hold", {})
         await asyncio.wait_for(started.wait(), 10)
-        ready = threading.Event()
-        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, 1.5, ready))
+        ready, unlock = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_write_lock, args=(sqlite_db.path, ready, unlock))
         holder.start()
         ready.wait()
-        await asyncio.sleep(1.2)
+        # The renewals are stuck behind the lock; the lease runs out and is flagged.
+        await eventually(lambda: contexts[0].lost_lease, "the lease flagged lost")
         release.set()
+        unlock.set()
         holder.join()
         # The attempt flagged lost never settles: once its lease expires it is
         # recovered and run again, and the second attempt succeeds.
@@ -343,12 +369,13 @@ def test_opening_without_migrations_does_not_create_a_missing_file(tmp_path: Pat
 
 
 async def test_an_idle_worker_wakes_for_another_processs_submit_without_polling(
-    sqlite_db: Database,
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
     import sys
 
     worker = sqlite_db.worker(poll_interval_ms=120_000)
+    probes = results_of(monkeypatch, "probe")
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> str:
@@ -356,7 +383,8 @@ async def test_an_idle_worker_wakes_for_another_processs_submit_without_polling(
 
     root = Path(__file__).resolve().parents[1]
     async with sqlite_db.client() as cq, worker.background():
-        await asyncio.sleep(0.3)
+        # Its claim found nothing: idle for the poll interval.
+        await eventually(lambda: probes and not any(probes), "an idle worker")
         done = subprocess.run(
             [sys.executable, "-m", "tests._child", "submit", sqlite_db.spec(), "1", "0"],
             cwd=root,

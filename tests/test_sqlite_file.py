@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cairnq import DatabaseUnavailable, SyncCairnQ, TaskContext
+from cairnq.backends import SQLiteBackend
 from cairnq.backends.sqlite import FILE_CHECK_S
 
 from ._db import Database
@@ -59,6 +60,39 @@ async def test_a_worker_whose_file_left_its_path_logs_one_error_and_stops_with_d
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     assert str(path) in errors[0].getMessage()
+
+
+async def test_a_background_part_meeting_the_lost_file_first_stops_the_worker_with_one_error(
+    sqlite_db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = sqlite_db.path
+    assert path is not None
+    # The claim loop looks at the file once a minute here: a part meets the loss first.
+    worker = sqlite_db.worker(poll_interval_ms=60_000)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        pass
+
+    running = asyncio.ensure_future(worker.run())
+    async with sqlite_db.client() as cq:
+        task = await cq.submit("job")
+        assert (await cq.wait(task.id, timeout_ms=10_000)).status == "succeeded"
+    with caplog.at_level(logging.INFO, logger="cairnq"):
+        move_away(path, "replaced")
+        backend = worker.client.backend
+        assert isinstance(backend, SQLiteBackend)
+        with pytest.raises(DatabaseUnavailable) as lost:
+            backend.check_file()
+        for phase in ("workflows", "retention"):
+            worker._report(lost.value, {"phase": phase})
+        with pytest.raises(DatabaseUnavailable) as stopped:
+            await asyncio.wait_for(running, timeout=5)
+    await worker.close()
+    assert stopped.value is lost.value
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("worker stopping:")
 
 
 def test_serve_ends_with_database_unavailable_without_waiting_for_in_flight_calls(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,11 +24,17 @@ from cairnq import (
     TaskStore,
     UnsupportedBackend,
     Worker,
+    _readiness,
 )
+from cairnq.backends import Backend
+from cairnq.protocol.steps import Call, Op
+from cairnq.protocol.workflows import WORKFLOWS_MIGRATIONS
 from cairnq.store import ClaimDraw
 from cairnq.testing import FakeClock
+from cairnq.workflows import PARKED_RUN_AT_MS
 
 from ._db import Database
+from .test_without_extensions import migrate_only
 
 START_MS = 1_700_000_000_000
 ERROR = {"type": "Boom", "code": "boom", "message": "it broke", "retryable": True, "details": {}}
@@ -227,7 +234,9 @@ async def test_a_claim_that_lost_its_lease_stays_lost_for_every_later_write(
     assert current is not None and current.running and current.progress is None
 
 
-async def test_complete_in_on_sqlite_raises_unsupported_backend(sqlite_db: Database) -> None:
+async def test_complete_in_on_sqlite_raises_unsupported_backend_as_it_cannot_share_a_transaction(
+    sqlite_db: Database,
+) -> None:
     async with sqlite_db.client() as client:
         await client.store.submit(name="job")
         task = await _claim_one(client.store)
@@ -235,7 +244,7 @@ async def test_complete_in_on_sqlite_raises_unsupported_backend(sqlite_db: Datab
         async def write(conn: object) -> None:
             raise AssertionError("not called")
 
-        with pytest.raises(UnsupportedBackend):
+        with pytest.raises(UnsupportedBackend, match="cannot share a transaction"):
             await client.store.complete_in(task_id=task.id, worker_id="w1", write=write)
 
 
@@ -316,6 +325,149 @@ async def test_claim_wake_returns_when_a_task_is_queued_in_this_process(cq: Cair
     await waiting
 
 
+# --- the dependents of a task the store ends ------------------------------------------------
+#
+# No worker runs in these tests, so no workflow sweep does: a dependent is decided
+# only by the store's own write that ended its dependency.
+
+
+async def _due(cq: CairnQ, task_id: str) -> bool:
+    """Whether the task is queued and no longer parked (claimable once due)."""
+    task = await cq.get(task_id)
+    assert task is not None
+    return task.status == "queued" and task.run_at_ms < PARKED_RUN_AT_MS
+
+
+async def _status(cq: CairnQ, task_id: str) -> str:
+    task = await cq.get(task_id)
+    assert task is not None
+    return task.status
+
+
+@pytest.mark.parametrize("settle", ["complete", "succeed"])
+async def test_a_store_completion_releases_a_dependent_in_its_transaction(
+    cq: CairnQ, settle: str
+) -> None:
+    first = await cq.store.submit(name="job")
+    dependent = await cq.submit("job", depends_on=[first])
+    await _claim_one(cq.store)
+    done = await getattr(cq.store, settle)(task_id=first.id, worker_id="w1", result="ok")
+    assert done.status == "succeeded"
+    assert await _due(cq, dependent.id)
+
+
+async def test_a_store_success_purged_at_once_still_counts_for_its_dependent(
+    cq: CairnQ, clock: FakeClock
+) -> None:
+    a = await cq.store.submit(name="job")
+    b = await cq.store.submit(name="job")
+    c = await cq.submit("job", depends_on=[a, b])
+    await cq.store.claim(queues=["default"], worker_id="w1", limit=2)
+    await cq.store.complete(task_id=a.id, worker_id="w1", result=None)
+    clock.advance(1)
+    assert await cq.store.purge(older_than_ms=0) == [a.id]
+    await cq.store.complete(task_id=b.id, worker_id="w1", result=None)
+    assert await _due(cq, c.id)
+
+
+async def test_a_store_failure_cancels_a_dependent_in_its_transaction(cq: CairnQ) -> None:
+    first = await cq.store.submit(name="job")
+    dependent = await cq.submit("job", depends_on=[first])
+    await _claim_one(cq.store)
+    await cq.store.fail(task_id=first.id, worker_id="w1", error=ERROR, retryable=False)
+    assert await _status(cq, dependent.id) == "canceled"
+
+
+@pytest.mark.parametrize("how", ["cancel", "cancel_by_key", "submit_replace"])
+async def test_a_store_cancel_cancels_a_dependent_in_its_transaction(cq: CairnQ, how: str) -> None:
+    first = await cq.store.submit(name="job", key="k1")
+    dependent = await cq.submit("job", depends_on=[first])
+    if how == "cancel":
+        await cq.store.cancel(first.id)
+    elif how == "cancel_by_key":
+        await cq.store.cancel_by_key("k1")
+    else:
+        await cq.store.submit(name="job", key="k1", conflict="replace")
+    assert await _status(cq, first.id) == "canceled"
+    assert await _status(cq, dependent.id) == "canceled"
+
+
+async def test_a_store_complete_in_releases_a_dependent_in_its_transaction(
+    pg_db: Database,
+) -> None:
+    async with pg_db.client() as client:
+        first = await client.store.submit(name="job")
+        dependent = await client.submit("job", depends_on=[first])
+        await _claim_one(client.store)
+        done, _ = await client.store.complete_in(
+            task_id=first.id, worker_id="w1", write=lambda conn: asyncio.sleep(0)
+        )
+        assert done.status == "succeeded"
+        assert await _due(client, dependent.id)
+
+
+class _Recording:
+    """The store's backend, recording the statements each operation runs (a real database)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self._inner = inner
+        self.dialect = inner.dialect
+        self.hub = inner.hub
+        self.statements: list[str] = []
+
+    def _recorded(self, op: Op[Any]) -> Op[Any]:
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, Call):
+                self.statements.append(step.statement)
+            reply = yield step
+
+    def open(self) -> None:
+        self._inner.open()
+
+    async def aopen(self) -> None:
+        await self._inner.aopen()
+
+    def run(self, op: Op[Any], *, write: bool) -> Any:
+        return self._inner.run(self._recorded(op), write=write)
+
+    async def arun(self, op: Op[Any], *, write: bool) -> Any:
+        return await self._inner.arun(self._recorded(op), write=write)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_store_without_the_workflow_tables_settles_with_the_protocol_s_statements_alone(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_readiness, "RECHECK_S", 3_600.0)
+    migrate_only(db, lambda name: name not in (*WORKFLOWS_MIGRATIONS, "x0013_workflows_forget.sql"))
+    async with db.client(migrate=False) as client:
+        backend = _Recording(client.backend)
+        store = TaskStore(backend)
+        settled = [await store.submit(name="job", key=f"k{n}") for n in range(2)]
+        await store.claim(queues=["default"], worker_id="w1", limit=2)
+        await store.submit(name="job", key="k2")
+        backend.statements.clear()
+        await store.complete(task_id=settled[0].id, worker_id="w1", result=1)
+        await store.fail(task_id=settled[1].id, worker_id="w1", error=ERROR, retryable=False)
+        await store.cancel_by_key("k2")
+        replaced = await store.submit(name="job", key="k2", conflict="replace")
+        assert [await _status(client, t.id) for t in settled] == ["succeeded", "failed"]
+        assert replaced.status == "queued"
+    # The ledger is read at most once for all four writes, and no workflow statement runs.
+    assert backend.statements.count("ledger_applied") <= 1
+    assert [s for s in backend.statements if s.startswith("workflow_")] == []
+
+
 # --- stores made from a database, CairnQ(store), Worker(store, queues) ------------------------
 
 
@@ -368,7 +520,7 @@ async def test_closing_a_client_over_a_store_leaves_the_store_open(
         await store.close()
 
 
-async def test_a_closed_store_made_from_a_database_raises_store_closed(
+async def test_a_closed_store_made_from_a_database_raises_store_closed_instead_of_reopening(
     db: Database, tmp_path: Path
 ) -> None:
     store = _store_for(db, tmp_path)
@@ -376,6 +528,8 @@ async def test_a_closed_store_made_from_a_database_raises_store_closed(
     await store.close()
     with pytest.raises(StoreClosed):
         await store.submit(name="job")
+    with pytest.raises(StoreClosed):
+        await store.connect()
 
 
 async def test_cairnq_max_queue_depth_gates_the_stores_own_submits(

@@ -26,6 +26,7 @@ from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._statements import sent_statements, silent_refusal
 from .test_keys import INSERTS, RETURNS  # a keyed item follows a keyed submit's table
 
 WORKER = "w1"
@@ -251,14 +252,16 @@ BAD_ITEMS: list[tuple[Any, type[Exception]]] = [
 ]
 
 
+@silent_refusal
 @both
 @pytest.mark.parametrize(("bad", "error"), BAD_ITEMS)
 async def test_a_bad_item_raises_its_typed_error_and_writes_nothing(
     db: Database, method: str, bad: Any, error: type[Exception]
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(error):
+        with sent_statements(db) as sent, pytest.raises(error):
             await ids_of(cq, method, [("good", {}), {"task": "keyed", "key": "k"}, bad])
+        assert sent == []
         count = await total(cq)
         pointee = await cq.get_by_key("k")
     assert count == 0

@@ -12,6 +12,7 @@ from cairnq import CairnQ, InvalidArgument, Retention, SyncCairnQ
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._statements import sent_statements, silent_refusal
 
 HOUR = 3_600_000
 
@@ -99,9 +100,15 @@ def test_closing_a_sync_client_stops_its_background_sweeper(db: Database) -> Non
     assert stopped
 
 
+@silent_refusal
 def test_sync_sweep_without_a_policy_is_an_error(db: Database) -> None:
-    with db.sync_client() as cq, pytest.raises(InvalidArgument, match="no retention policy"):
-        cq.sweep()
+    with db.sync_client() as cq:
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="no retention policy"),
+        ):
+            cq.sweep()
+        assert sent == []
 
 
 def test_opening_a_sync_client_from_many_threads_starts_one_sweeper(db: Database) -> None:

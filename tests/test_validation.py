@@ -12,6 +12,7 @@ from cairnq.protocol.ops import MAX_DELAY_MS
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._statements import sent_statements, silent_refusal
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -81,48 +82,61 @@ def test_serialization_error_is_an_invalid_argument() -> None:
     assert issubclass(SerializationError, ValueError)
 
 
+@silent_refusal
 async def test_a_rejected_submit_can_be_caught_as_value_error(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(ValueError, match="task name"):
+        with sent_statements(db) as sent, pytest.raises(ValueError, match="task name"):
             await cq.submit("")
+        assert sent == []
         await assert_nothing_written(cq)
 
 
+@silent_refusal
 async def test_a_rejected_payload_can_be_caught_as_cairnq_error(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(CairnQError, match="payload"):
+        with sent_statements(db) as sent, pytest.raises(CairnQError, match="payload"):
             await cq.submit("job", {"x": float("nan")})
+        assert sent == []
         await assert_nothing_written(cq)
 
 
 # --- names, queues, keys, ids --------------------------------------------------------------
 
 
+@silent_refusal
 @pytest.mark.parametrize(("field", "label"), TEXT_FIELDS)
 @pytest.mark.parametrize(("value", "why"), BAD_TEXT)
 async def test_submit_rejects_bad_text_and_writes_nothing(
     db: Database, field: str, label: str, value: Any, why: str
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
             await submit_with(cq, field, value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
     assert label in str(excinfo.value)
     assert why in str(excinfo.value)
 
 
+@silent_refusal
 async def test_submit_rejects_none_as_task_name(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="task name must be a string"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="task name must be a string"),
+        ):
             await cq.submit(None)  # type: ignore[arg-type]
+        assert sent == []
         await assert_nothing_written(cq)
 
 
+@silent_refusal
 async def test_submit_rejects_a_10000_character_name(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
             await cq.submit("n" * 10_000)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
     assert "10000 bytes" in str(excinfo.value)
@@ -146,10 +160,12 @@ async def test_text_of_exactly_1000_utf8_bytes_is_accepted(
         assert getattr(stored, field) == value
 
 
+@silent_refusal
 async def test_rejected_keyed_submit_leaves_the_key_free(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError):
+        with sent_statements(db) as sent, pytest.raises(SerializationError):
             await cq.submit("job", {"x": float("inf")}, key="k1")
+        assert sent == []
         assert await cq.get_by_key("k1") is None
         assert await cq.get_status_by_key("k1") is None
         await assert_nothing_written(cq)
@@ -158,15 +174,21 @@ async def test_rejected_keyed_submit_leaves_the_key_free(db: Database) -> None:
 # --- conflict and numbers ------------------------------------------------------------------
 
 
+@silent_refusal
 @pytest.mark.parametrize("conflict", ["overwrite", "REUSE", "reuse_succeeded", "", None, 1])
 async def test_submit_rejects_an_unknown_conflict(db: Database, conflict: Any) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="conflict must be one of") as excinfo:
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="conflict must be one of") as excinfo,
+        ):
             await cq.submit("job", key="k", conflict=conflict)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "value",
     [0, -1, True, False, 1.5, 2**31, "3"],
@@ -174,23 +196,33 @@ async def test_submit_rejects_an_unknown_conflict(db: Database, conflict: Any) -
 )
 async def test_submit_rejects_bad_max_attempts(db: Database, value: Any) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="max_attempts") as excinfo:
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="max_attempts") as excinfo,
+        ):
             await cq.submit("job", max_attempts=value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "value", [True, 1.5, 2**31, -(2**31) - 1], ids=["true", "float", "2**31", "below-int4"]
 )
 async def test_submit_rejects_bad_priority(db: Database, value: Any) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="priority") as excinfo:
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="priority") as excinfo,
+        ):
             await cq.submit("job", priority=value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "value",
     [-1, 1.5, True, MAX_DELAY_MS + 1],
@@ -198,8 +230,12 @@ async def test_submit_rejects_bad_priority(db: Database, value: Any) -> None:
 )
 async def test_submit_rejects_bad_delay_ms(db: Database, value: Any) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="delay_ms") as excinfo:
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="delay_ms") as excinfo,
+        ):
             await cq.submit("job", delay_ms=value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert type(excinfo.value) is InvalidArgument
 
@@ -239,25 +275,29 @@ BAD_JSON = [
 ]
 
 
+@silent_refusal
 @pytest.mark.parametrize(("value", "why"), BAD_JSON)
 async def test_submit_rejects_bad_payload_and_writes_nothing(
     db: Database, value: Any, why: str
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(SerializationError) as excinfo:
             await cq.submit("job", value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert str(excinfo.value).startswith("payload ")
     assert why in str(excinfo.value)
 
 
+@silent_refusal
 @pytest.mark.parametrize(("value", "why"), BAD_JSON)
 async def test_submit_rejects_bad_metadata_and_writes_nothing(
     db: Database, value: Any, why: str
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(SerializationError) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(SerializationError) as excinfo:
             await cq.submit("job", {"ok": 1}, metadata=value)
+        assert sent == []
         await assert_nothing_written(cq)
     assert str(excinfo.value).startswith("metadata ")
     assert why in str(excinfo.value)
@@ -285,24 +325,39 @@ async def test_payload_of_exactly_max_payload_bytes_is_accepted(db: Database) ->
     assert stored.payload == payload
 
 
+@silent_refusal
 async def test_payload_one_byte_over_max_payload_bytes_is_rejected(db: Database) -> None:
     async with db.client(max_payload_bytes=1000) as cq:
-        with pytest.raises(SerializationError, match="1001 bytes encoded"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(SerializationError, match="1001 bytes encoded"),
+        ):
             await cq.submit("job", "x" * 999)
+        assert sent == []
         await assert_nothing_written(cq)
 
 
+@silent_refusal
 async def test_payload_size_limit_counts_utf8_bytes(db: Database) -> None:
     async with db.client(max_payload_bytes=1000) as cq:
-        with pytest.raises(SerializationError, match="1002 bytes encoded"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(SerializationError, match="1002 bytes encoded"),
+        ):
             await cq.submit("job", "é" * 500)  # 502 characters encoded, 1002 bytes
+        assert sent == []
         await assert_nothing_written(cq)
 
 
+@silent_refusal
 async def test_metadata_one_byte_over_max_payload_bytes_is_rejected(db: Database) -> None:
     async with db.client(max_payload_bytes=1000) as cq:
-        with pytest.raises(SerializationError, match=r"^metadata is 1001 bytes"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(SerializationError, match=r"^metadata is 1001 bytes"),
+        ):
             await cq.submit("job", {}, metadata="x" * 999)
+        assert sent == []
         await assert_nothing_written(cq)
 
 
@@ -326,6 +381,7 @@ async def test_payload_with_literal_backslash_u0000_text_is_accepted(db: Databas
 # --- read and maintenance arguments --------------------------------------------------------
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -347,12 +403,14 @@ async def test_payload_with_literal_backslash_u0000_text_is_accepted(db: Databas
 async def test_list_rejects_bad_arguments(db: Database, kwargs: dict[str, Any]) -> None:
     async with db.client() as cq:
         await cq.submit("job")
-        with pytest.raises(InvalidArgument) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
             await cq.list(**kwargs)
+        assert sent == []
     assert type(excinfo.value) is InvalidArgument
     assert next(iter(kwargs)) in str(excinfo.value)
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -376,8 +434,9 @@ async def test_purge_rejects_bad_arguments_and_deletes_nothing(
         task = await cq.submit("job")
         await cq.cancel(task.id)
         clock.advance(60_000)
-        with pytest.raises(InvalidArgument) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
             await cq.purge(**kwargs)
+        assert sent == []
         still = await cq.get(task.id)
     assert type(excinfo.value) is InvalidArgument
     assert next(iter(kwargs)) in str(excinfo.value)
@@ -385,6 +444,7 @@ async def test_purge_rejects_bad_arguments_and_deletes_nothing(
     assert still.status == "canceled"
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     ("queue", "max_depth"),
     [("default", -1), ("default", 1.5), ("default", True), ("", 5), (None, 5)],
@@ -392,17 +452,24 @@ async def test_purge_rejects_bad_arguments_and_deletes_nothing(
 )
 async def test_queue_depth_rejects_bad_arguments(db: Database, queue: Any, max_depth: Any) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument) as excinfo:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
             await cq.queue_depth(queue, max_depth)
+        assert sent == []
     assert type(excinfo.value) is InvalidArgument
 
 
+@silent_refusal
 async def test_stats_rejects_an_empty_queue_name(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="queue must not be empty"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="queue must not be empty"),
+        ):
             await cq.stats("")
+        assert sent == []
 
 
+@silent_refusal
 @pytest.mark.parametrize(
     "kwargs",
     [{"timeout_ms": -1}, {"poll_ms": 0}, {"max_poll_ms": 0}, {"timeout_ms": 1.5}],
@@ -411,17 +478,23 @@ async def test_stats_rejects_an_empty_queue_name(db: Database) -> None:
 async def test_wait_rejects_bad_timing_arguments(db: Database, kwargs: dict[str, Any]) -> None:
     async with db.client() as cq:
         task = await cq.submit("job")
-        with pytest.raises(InvalidArgument, match=next(iter(kwargs))):
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument, match=next(iter(kwargs))):
             await cq.wait(task.id, **kwargs)
+        assert sent == []
 
 
 # --- the reference SDK's wording, kept inside cairnq's messages ----------------------------
 
 
+@silent_refusal
 async def test_a_negative_max_depth_says_max_depth_must_be_at_least_zero(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="max_depth must be >= 0"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="max_depth must be >= 0"),
+        ):
             await cq.queue_depth("default", -1)
+        assert sent == []
 
 
 def test_a_batch_of_zero_says_batch_must_be_at_least_one(tmp_path: Any) -> None:
@@ -434,16 +507,26 @@ def test_a_batch_of_zero_says_batch_must_be_at_least_one(tmp_path: Any) -> None:
         worker.register("embed", embed, batch=0)
 
 
+@silent_refusal
 async def test_a_limit_over_the_ceiling_says_which_ceiling(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="limit must be <= 10000"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="limit must be <= 10000"),
+        ):
             await cq.list(limit=10_001)
+        assert sent == []
 
 
+@silent_refusal
 async def test_purging_a_live_status_says_status_must_be_terminal(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="status must be terminal"):
+        with (
+            sent_statements(db) as sent,
+            pytest.raises(InvalidArgument, match="status must be terminal"),
+        ):
             await cq.purge(status="queued")
+        assert sent == []
 
 
 async def test_a_wait_timeout_on_an_unclaimed_task_says_never_claimed_by_a_worker(

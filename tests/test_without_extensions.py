@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Retention
+from cairnq.protocol import reads as _reads
 from cairnq.protocol.statements import migrations
 from cairnq.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
@@ -29,6 +30,7 @@ def protocol_only(db: Database) -> list[str]:
 
 def migrate_only(db: Database, keep: Callable[[str], bool]) -> list[str]:
     """Apply and record the migrations whose file name ``keep`` accepts; their names."""
+    db.wipe()
     names = [m for m in migrations(db.kind) if keep(m.name)]  # type: ignore[arg-type]
     ledger = (
         "create table if not exists cairnq_migrations "
@@ -114,6 +116,28 @@ async def test_retention_without_cairnq_locks_skips_while_another_sweep_holds_th
         after = await sweeper.sweep()
     assert skipped == 0
     assert after == len(ids)
+
+
+async def test_presence_stopped_before_its_first_write_without_cairnq_workers_deletes_nothing(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    protocol_only(db)
+    deletes: list[str] = []
+    gone = _reads.worker_gone
+
+    def recorded(worker_id: str) -> Any:
+        deletes.append(worker_id)
+        return gone(worker_id)
+
+    monkeypatch.setattr(_reads, "worker_gone", recorded)
+    backend = db.backend(migrate=False)
+    presence = Presence(backend, "w-quick-stop", ["default"], 1, refused)
+    presence.start()
+    # Closed at once: the first write, which finds the table missing, has not run yet.
+    await presence.close()
+    await backend.aclose()
+    assert presence.absent
+    assert deletes == []
 
 
 async def test_presence_without_cairnq_workers_steps_aside_in_one_line(

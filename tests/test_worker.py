@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,11 @@ from cairnq.testing import FakeClock
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from ._db import Database, admin_connect
+from ._waits import ClaimTurns, eventually, results_of
 
 
 async def settled(cq: CairnQ, task_id: str, timeout_ms: int = 10_000) -> Any:
     return await cq.wait(task_id, timeout_ms=timeout_ms, poll_ms=20, max_poll_ms=50)
-
-
-async def eventually(check: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 # --- handlers and results ---------------------------------------------------------------
@@ -480,7 +471,7 @@ async def test_one_heartbeat_statement_per_interval_covers_every_running_task(
         await eventually(all_running)
         first = (await cq.get(tasks[0].id)).lease_until_ms  # type: ignore[union-attr]
         started = time.monotonic()
-        await asyncio.sleep(0.55)
+        await eventually(lambda: sum(c == 5 for c in calls) >= 3, "three heartbeats of all five")
         elapsed = time.monotonic() - started
         later = (await cq.get(tasks[0].id)).lease_until_ms  # type: ignore[union-attr]
         release.set()
@@ -499,15 +490,7 @@ async def test_a_worker_woken_by_a_task_queued_in_its_queues_claims_without_prob
     # PostgreSQL: the queued event is the only wake-up here. On SQLite the file
     # watcher's poke may come first, and a poke says nothing, so a probe follows.
     worker = pg_db.worker(poll_interval_ms=60_000)
-    probes: list[bool] = []
-    original = _ops.probe
-
-    def recorded(queues: Any, names: Any) -> Any:
-        found = yield from original(queues, names)
-        probes.append(found)
-        return found
-
-    monkeypatch.setattr(_ops, "probe", recorded)
+    probes = results_of(monkeypatch, "probe")
     probes_when_started: list[list[bool]] = []
 
     @worker.task
@@ -526,68 +509,90 @@ async def test_a_worker_woken_by_a_task_queued_in_its_queues_claims_without_prob
     assert probes_when_started == [[False]]
 
 
-@contextlib.contextmanager
-def claims_refused(db: Database) -> Iterator[None]:
-    """A trigger fails every claim for a while (probes and reads still work)."""
+def _refuse_claims(db: Database, refuse: bool) -> None:
+    """Add (or drop) a trigger that fails every claim (probes and reads still work)."""
     if db.kind == "sqlite":
         with contextlib.closing(sqlite3.connect(str(db.path), isolation_level=None)) as conn:
-            conn.execute(
-                "create trigger refuse_claims before update of status on cairnq_tasks "
-                "when new.status = 'running' begin select raise(abort, 'claims refused'); end"
-            )
-        try:
-            yield
-        finally:
-            with contextlib.closing(sqlite3.connect(str(db.path), isolation_level=None)) as conn:
+            if refuse:
+                conn.execute(
+                    "create trigger refuse_claims before update of status on cairnq_tasks "
+                    "when new.status = 'running' begin select raise(abort, 'claims refused'); end"
+                )
+            else:
                 conn.execute("drop trigger refuse_claims")
         return
     with admin_connect(db.url) as conn:
         conn.execute(f'set search_path to "{db.schema}"')
-        conn.execute(
-            "create function refuse_claims() returns trigger language plpgsql as "
-            "$$ begin raise exception 'claims refused'; end $$"
-        )
-        conn.execute(
-            "create trigger refuse_claims before update of status on cairnq_tasks for each row "
-            "when (new.status = 'running') execute function refuse_claims()"
-        )
-    try:
-        yield
-    finally:
-        with admin_connect(db.url) as conn:
-            conn.execute(f'set search_path to "{db.schema}"')
+        if refuse:
+            conn.execute(
+                "create function refuse_claims() returns trigger language plpgsql as "
+                "$$ begin raise exception 'claims refused'; end $$"
+            )
+            conn.execute(
+                "create trigger refuse_claims before update of status on cairnq_tasks "
+                "for each row when (new.status = 'running') execute function refuse_claims()"
+            )
+        else:
             conn.execute("drop trigger refuse_claims on cairnq_tasks")
             conn.execute("drop function refuse_claims()")
 
 
+@contextlib.asynccontextmanager
+async def claims_refused(db: Database) -> AsyncIterator[None]:
+    """A trigger fails every claim for a while (probes and reads still work).
+
+    The trigger is added and dropped from a thread: its DDL waits for the worker's open
+    transactions, which need the event loop to end.
+    """
+    await asyncio.to_thread(_refuse_claims, db, True)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(_refuse_claims, db, False)
+
+
 async def test_failed_claims_wait_out_the_backoff_however_often_the_worker_is_woken(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failed: list[float] = []
+    claims: list[float] = []  # when each claim statement was made
+    claim = _ops.claim
+
+    def recorded(*args: Any, **options: Any) -> Any:
+        claims.append(time.monotonic())
+        return claim(*args, **options)
+
+    monkeypatch.setattr(_ops, "claim", recorded)
 
     def on_error(exc: BaseException, context: dict[str, Any]) -> None:
         if context.get("phase") == "claim":
             failed.append(time.monotonic())
 
     worker = db.worker(poll_interval_ms=20, on_error=on_error)
+    ran = asyncio.Event()
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> None:
-        pass
+        ran.set()
+
+    async def poke_until(done: Any) -> None:
+        until = time.monotonic() + 10
+        while not done() and time.monotonic() < until:
+            worker.client.backend.hub.poke()
+            await asyncio.sleep(0.002)
 
     async with db.client() as cq, worker.background():
-        with claims_refused(db):
+        async with claims_refused(db):
             task = await cq.submit("job")
-            until = time.monotonic() + 1.2
-            while time.monotonic() < until:
-                worker.client.backend.hub.poke()
-                await asyncio.sleep(0.002)
+            await poke_until(lambda: failed)
+        # Claims are refused no more; the worker is still woken again and again.
+        await poke_until(ran.is_set)
         assert (await settled(cq, task.id)).status == "succeeded"
     await worker.close()
-    assert len(failed) >= 2
     floor = CLAIM_ERROR_BACKOFF_S[0]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(failed)]
-    assert min(gaps) >= floor * 0.99, f"claims failed {min(gaps):.4f} s apart"
+    next_claim = min(c for c in claims if c > failed[0])
+    gap = next_claim - failed[0]
+    assert gap >= floor * 0.99, f"claimed again {gap:.4f} s after a failed claim"
 
 
 async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(
@@ -602,15 +607,17 @@ async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(
 
     @worker.task
     async def blocker(ctx: TaskContext, payload: Any) -> str:
-        time.sleep(0.4)
+        time.sleep(0.25)  # blocks the event loop: what this test is about
         return "done"
+
+    def blocked() -> list[EventLoopBlocked]:
+        return [e for e in reported if isinstance(e, EventLoopBlocked)]
 
     async with db.client() as cq, worker.background():
         assert await cq.call("blocker", {}, timeout_ms=10_000) == "done"
-        await asyncio.sleep(0.1)
+        await eventually(blocked, "an EventLoopBlocked report")
     await worker.close()
-    blocked = [e for e in reported if isinstance(e, EventLoopBlocked)]
-    assert blocked and blocked[0].gap_ms >= 100
+    assert blocked()[0].gap_ms >= 100
 
 
 # --- delivery shapes and limits ----------------------------------------------------------
@@ -708,10 +715,9 @@ async def test_wait_in_the_same_process_is_woken_by_the_settle(db: Database) -> 
 
     async with db.client() as cq, worker.background():
         task = await cq.submit("quick", {})
-        await asyncio.sleep(0.05)
+        first = await cq.wait(task.id, timeout_ms=3000)
         later = await cq.submit("quick", {})
         done = await cq.wait(later.id, timeout_ms=3000, poll_ms=60_000, max_poll_ms=60_000)
-        first = await cq.wait(task.id, timeout_ms=3000)
     await worker.close()
     assert done.status == first.status == "succeeded"
 
@@ -879,14 +885,24 @@ async def test_a_worker_without_handlers_idles_in_the_background_until_stopped(
     assert after is not None and after.status == "queued" and after.attempt == 0
 
 
-async def test_stop_drains_in_flight_work_before_returning(db: Database) -> None:
+async def test_stop_drains_in_flight_work_before_returning(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     worker = db.worker(poll_interval_ms=20)
     started = asyncio.Event()
+    draining = asyncio.Event()
+    drain = Worker._drain
+
+    async def noted(self: Worker, *args: Any) -> None:
+        draining.set()
+        await drain(self, *args)
+
+    monkeypatch.setattr(Worker, "_drain", noted)
 
     @worker.task
     async def slow(ctx: TaskContext, payload: Any) -> str:
         started.set()
-        await asyncio.sleep(0.2)
+        await draining.wait()  # still running when the worker, stopped, begins its drain
         return "finished"
 
     async with db.client() as cq:
@@ -1008,8 +1024,9 @@ async def test_a_worker_made_from_a_url_owns_and_closes_its_backend(sqlite_db: D
 
 
 async def test_a_sync_handler_past_max_run_ms_keeps_its_slot_and_lease_until_it_returns(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    turns = ClaimTurns(monkeypatch)
     worker = db.worker(poll_interval_ms=20, concurrency=1, max_run_ms=100, lease_ms=600)
     release = threading.Event()
     invoked: list[int] = []
@@ -1021,10 +1038,26 @@ async def test_a_sync_handler_past_max_run_ms_keeps_its_slot_and_lease_until_it_
             release.wait(10)
         return int(payload["n"])
 
+    def past_max_run() -> bool:
+        return any("ran past max_run_ms" in m for m in caplog.messages)
+
+    async def lease_until() -> int:
+        return (await cq.get(hung.id)).lease_until_ms or 0  # type: ignore[union-attr]
+
+    caplog.set_level("WARNING", logger="cairnq")
     async with db.client() as cq, worker.background():
         hung = await cq.submit("work", {"n": 0}, max_attempts=1)
         second = await cq.submit("work", {"n": 1}, max_attempts=1)
-        await asyncio.sleep(1.5)  # past max_run_ms, and past two leases of 600 ms
+        await eventually(past_max_run, "the max_run_ms warning")
+        # Past max_run_ms: the lease is renewed again, and the claim loop turns on
+        # without a free slot for the second task.
+        abandoned_lease = await lease_until()
+
+        async def renewed() -> bool:
+            return await lease_until() > abandoned_lease
+
+        await eventually(renewed, "a lease renewal past max_run_ms")
+        await turns.passed(3)
         held = await cq.get(hung.id)
         waiting = await cq.get_status(second.id)
         release.set()
@@ -1039,19 +1072,22 @@ async def test_a_sync_handler_past_max_run_ms_keeps_its_slot_and_lease_until_it_
 
 
 async def test_a_sync_handler_past_max_run_ms_is_never_run_again_while_its_thread_runs(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    turns = ClaimTurns(monkeypatch)
+    caplog.set_level("WARNING", logger="cairnq")
     worker = db.worker(
-        poll_interval_ms=20, concurrency=3, lease_ms=30_000, max_run_ms=300, retry_backoff_ms=0
+        poll_interval_ms=20, concurrency=3, lease_ms=30_000, max_run_ms=100, retry_backoff_ms=0
     )
     spans: list[tuple[int, float, float]] = []
     refused: list[bool] = []
+    release = threading.Event()
 
     @worker.task
     def slow(ctx: Any, payload: Any) -> int:
         started = time.monotonic()
         if ctx.attempt == 1:
-            time.sleep(1.0)
+            release.wait(10)
             try:
                 ctx.progress(0.5, "too late")
                 refused.append(False)
@@ -1060,13 +1096,18 @@ async def test_a_sync_handler_past_max_run_ms_is_never_run_again_while_its_threa
         spans.append((ctx.attempt, started, time.monotonic()))
         return int(ctx.attempt)
 
+    def past_max_run() -> bool:
+        return any("ran past max_run_ms" in m for m in caplog.messages)
+
     async with db.client() as cq, worker.background():
         task = await cq.submit("slow", {}, max_attempts=3)
+        await eventually(past_max_run, "the max_run_ms warning")
+        # Slots are free: a second run, were the task handed back, would start in these turns.
+        await turns.passed(3)
+        release.set()
         done = await settled(cq, task.id)
-        for _ in range(300):  # both runs' spans, whichever order they ended in
-            if len(spans) == 2:
-                break
-            await asyncio.sleep(0.01)
+        # both runs' spans, whichever order they ended in
+        await eventually(lambda: len(spans) == 2, "both runs' spans")
     await worker.close()
     assert (done.status, done.result, done.attempt) == ("succeeded", 2, 2)
     (_, _, first_end), (_, second_start, _) = sorted(spans)
@@ -1085,20 +1126,35 @@ async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) ->
         poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100, on_error=broken, concurrency=2
     )
 
+    started, release = asyncio.Event(), asyncio.Event()
+
     @worker.task
     async def blocker(ctx: TaskContext, payload: Any) -> str:
-        time.sleep(0.35)
+        time.sleep(0.35)  # blocks the event loop: what the hook is told of
         return "blocked"
 
     @worker.task
     async def steady(ctx: TaskContext, payload: Any) -> str:
-        await asyncio.sleep(1.5)
+        started.set()
+        await release.wait()
         return "steady"
 
     async with db.client() as cq, worker.background():
         long = await cq.submit("steady", {})
-        await asyncio.sleep(0.1)
+
+        async def lease_until() -> int:
+            return (await cq.get(long.id)).lease_until_ms or 0  # type: ignore[union-attr]
+
+        await asyncio.wait_for(started.wait(), 10)
         await cq.call("blocker", {}, timeout_ms=10_000)
+        await eventually(lambda: ("heartbeat", "EventLoopBlocked") in called, "the report")
+        after_the_hook = await lease_until()
+
+        async def renewed() -> bool:
+            return await lease_until() > after_the_hook
+
+        await eventually(renewed, "a lease renewal after the hook raised")
+        release.set()
         done = await settled(cq, long.id)
     await worker.close()
     # The blocked loop was reported to the hook, which raised; the heartbeats went on.
@@ -1200,5 +1256,6 @@ async def test_a_call_just_claimed_starts_before_the_claim_loop_reads_again(db: 
 
     async with worker.background():
         await asyncio.wait_for(read_again.wait(), 10)
+    await worker.close()
     claimed = order.index("claim")
     assert order.index("handler") < order.index("probe", claimed), order

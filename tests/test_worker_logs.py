@@ -139,6 +139,32 @@ async def test_a_final_handler_exception_is_logged_at_error_with_its_traceback(
     assert ended.exc_info is not None and isinstance(ended.exc_info[1], TaskError)
 
 
+async def test_a_misuse_of_the_api_is_logged_once_at_error_without_a_traceback(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+
+    @worker.task("nap")
+    async def nap(ctx: TaskContext, payload: Any) -> None:
+        await ctx.snooze(-5)
+
+    with caplog.at_level(logging.INFO, logger="cairnq"):
+        async with db.client() as cq, worker.background():
+            task = await cq.submit("nap", {}, max_attempts=3)
+            await cq.wait(task.id, timeout_ms=10_000)
+            await asyncio.wait_for(logged(caplog, task.id), 10)
+        await worker.close()
+    [ended] = about(caplog, task.id)
+    assert (ended.levelno, ended.outcome, ended.exc_info) == (logging.ERROR, "failed", None)  # type: ignore[attr-defined]
+    assert ended.getMessage().startswith(
+        f"task nap {task.id} attempt 1/3 on queue default: failed after "
+    )
+    assert ended.getMessage().endswith(
+        ": InvalidArgument: snooze delay must be >= 0 (seconds), got -5; "
+        "not retried: the same call fails the same way on every attempt"
+    )
+
+
 async def test_a_canceled_task_end_is_logged_as_canceled(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:

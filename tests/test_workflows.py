@@ -1,13 +1,16 @@
 """Workflows on a real database: dependencies and their policies, graphs, spawn and gather.
 
 A reference-like worker is the protocol's claim run through ``ops`` and settled
-with ``ops.complete`` without ``workflows=True``: what a worker that knows
+with ``ops.complete`` without a ``task_end`` hook: what a worker that knows
 nothing of the workflow tables writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import sqlite3
 from typing import Any
 
 import pytest
@@ -15,11 +18,14 @@ import pytest
 from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed
 from cairnq.protocol import ops as _ops
 from cairnq.protocol import workflows as _workflows
+from cairnq.protocol.statements import statements
+from cairnq.protocol.steps import NOW, Call
+from cairnq.testing import FakeClock
 from cairnq.workflows import PARKED_RUN_AT_MS, Graph
 
-from ._db import Database
+from ._db import Database, admin_connect
 from .test_cli import run_on
-from .test_without_extensions import protocol_only
+from .test_without_extensions import migrate_only, protocol_only
 
 
 async def _claim_reference(cq: CairnQ, worker_id: str = "ref") -> list[_ops.Lease]:
@@ -119,7 +125,9 @@ async def test_the_last_dependency_s_completion_releases_the_dependent_in_its_tr
         first = await cq.submit("step")
         second = await cq.submit("step", depends_on=[first], delay_ms=0)
         [lease] = await _claim_reference(cq)
-        row = await cq.backend.arun(_ops.complete(lease, "ref", '"ok"', workflows=True), write=True)
+        row = await cq.backend.arun(
+            _ops.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+        )
         assert row["status"] == "succeeded"
         released = await cq.get(second.id)
         assert released is not None
@@ -132,7 +140,9 @@ async def test_a_released_task_keeps_its_submitted_delay_from_the_release(db: Da
         first = await cq.submit("step")
         second = await cq.submit("step", depends_on=[first], delay_ms=3_600_000)
         [lease] = await _claim_reference(cq)
-        await cq.backend.arun(_ops.complete(lease, "ref", None, workflows=True), write=True)
+        await cq.backend.arun(
+            _ops.complete(lease, "ref", None, task_end=_workflows.after_ended), write=True
+        )
         released = await cq.get(second.id)
         assert released is not None
         assert released.run_at_ms == released.updated_at_ms + 3_600_000
@@ -160,6 +170,29 @@ async def test_policy_cancel_cancels_the_dependent_and_its_own_dependents(db: Da
         assert await _statuses(cq, tasks) == dict.fromkeys("abc", "canceled")
 
 
+async def test_cancel_by_key_cancels_the_dependent_in_its_transaction(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step", key="k1")
+        second = await cq.submit("step", depends_on=[first])
+        await cq.cancel_by_key("k1")
+        assert await _statuses(cq, {"a": first, "b": second}) == dict.fromkeys("ab", "canceled")
+
+
+@pytest.mark.parametrize("submit", ["submit", "submit_many", "submit_many_ids"])
+async def test_a_submit_replacing_a_queued_dependency_cancels_its_dependent_in_its_transaction(
+    db: Database, submit: str
+) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("step", key="k1")
+        second = await cq.submit("step", depends_on=[first])
+        if submit == "submit":
+            await cq.submit("step", key="k1", conflict="replace")
+        else:
+            item = {"task": "step", "key": "k1", "conflict": "replace"}
+            await getattr(cq, submit)([item])
+        assert await _statuses(cq, {"a": first, "b": second}) == dict.fromkeys("ab", "canceled")
+
+
 async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope(
     db: Database,
 ) -> None:
@@ -169,7 +202,12 @@ async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope
         [lease] = await _claim_reference(cq)
         await cq.backend.arun(
             _ops.fail(
-                lease, "ref", '{"message":"boom"}', retryable=False, delay_ms=0, workflows=True
+                lease,
+                "ref",
+                '{"message":"boom"}',
+                retryable=False,
+                delay_ms=0,
+                task_end=_workflows.after_ended,
             ),
             write=True,
         )
@@ -298,6 +336,194 @@ async def test_a_cairnq_worker_sweeps_what_a_reference_worker_completed(db: Data
                     break
                 await asyncio.sleep(0.02)
     assert ran == [second.id]
+
+
+# --- a dependency purged after it succeeded ---------------------------------------------
+
+
+def _purge_raw(db: Database, now_ms: int) -> list[str]:
+    """Every finished task deleted by the protocol's own ``purge`` statement, run outside
+    cairnq as a reference SDK's retention runs it; the ids deleted."""
+    statement = statements("sqlite" if db.kind == "sqlite" else "postgres")["purge"]
+    params = {"older_than_ms": 0, "queue": None, "status": None, "name": None}
+    params |= {"limit": 1000, "now_ms": now_ms}
+    if db.kind == "sqlite":
+        assert db.path is not None
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            conn.execute("pragma foreign_keys = on")  # as the protocol requires of every SDK
+            rows = conn.execute(statement.text, params).fetchall()
+            conn.commit()
+        return [str(r[0]) for r in rows]
+    from psycopg import sql
+
+    with admin_connect(db.url) as conn:
+        conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(db.schema or "")))
+        return [str(r[0]) for r in conn.execute(statement.text, params).fetchall()]
+
+
+async def _complete_deciding(cq: CairnQ, lease: _ops.Lease) -> None:
+    """A completion as cairnq's worker settles it: deciding the task's parked dependents."""
+    await cq.backend.arun(
+        _ops.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+    )
+
+
+async def test_a_dependency_purged_after_succeeding_still_releases_its_dependent(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=20)
+    ran: list[str] = []
+
+    @worker.task
+    async def step(ctx: Any, payload: Any) -> None:
+        ran.append(payload["n"])
+
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step", {"n": "a"})
+        b = await cq.submit("step", {"n": "b"})
+        c = await cq.submit("step", {"n": "c"}, depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_deciding(cq, leases[a.id])
+        clock.advance(1)
+        assert await cq.purge(older_than_ms=0) == [a.id]
+        await _complete_deciding(cq, leases[b.id])
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        assert await _statuses(cq, {"c": c}) == {"c": "succeeded"}
+    assert ran == ["c"]
+
+
+async def test_a_dependency_purged_by_the_protocol_s_own_purge_statement_still_counts_succeeded(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_deciding(cq, leases[a.id])
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_deciding(cq, leases[b.id])
+        released = await cq.get(c.id)
+        assert released is not None and released.status == "queued"
+        assert [lease.id for lease in await _claim_reference(cq, "ref2")] == [c.id]
+
+
+async def test_the_sweep_releases_a_dependent_whose_purged_dependency_succeeded(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_deciding(cq, leases[a.id])
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_reference(cq, leases[b.id])
+        changed = await cq.backend.arun(_workflows.sweep(), write=True)
+        assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
+        assert [lease.id for lease in await _claim_reference(cq, "ref2")] == [c.id]
+
+
+async def test_the_sweep_records_a_success_a_reference_worker_settled_before_it_is_purged(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_reference(cq, leases[a.id])
+        assert await cq.backend.arun(_workflows.sweep(), write=True) == []
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_reference(cq, leases[b.id])
+        changed = await cq.backend.arun(_workflows.sweep(), write=True)
+        assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
+
+
+async def test_a_task_still_waiting_on_a_purged_success_takes_no_place_in_a_sweep(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        await cq.submit("step", depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_deciding(cq, leases[a.id])
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        x = await cq.submit("step")
+        y = await cq.submit("step", depends_on=[x])
+        [lease] = await _claim_reference(cq, "ref2")
+        await _complete_reference(cq, lease, "ref2")
+        changed = await cq.backend.arun(_workflows.sweep(limit=1), write=True)
+        assert [r["id"] for r in changed] == [y.id]
+
+
+async def test_a_dependency_purged_before_it_succeeded_still_cancels_its_dependent(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b])
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await cq.backend.arun(
+            _ops.fail(leases[a.id], "ref", '{"message":"boom"}', retryable=False, delay_ms=0),
+            write=True,
+        )
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_deciding(cq, leases[b.id])
+        assert await _statuses(cq, {"c": c}) == {"c": "canceled"}
+
+
+def _park_as_before_x0010(task_id: str, dependencies: list[str]) -> Any:
+    """Park a stored task on its dependencies with the statements a cairnq without
+    ``x0010_dependencies_satisfied.sql`` submitted it with."""
+    edges = [[task_id, d, "cancel"] for d in dependencies]
+    yield Call("workflow_edges_put", {"rows": json.dumps(edges)})
+    parked = [[task_id, "dependencies", 0]]
+    yield Call("workflow_parked_put", {"rows": json.dumps(parked), "now_ms": NOW})
+    yield Call(
+        "workflow_park", {"ids": [task_id], "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
+    )
+
+
+def _before_satisfied(name: str) -> bool:
+    """The migrations of a cairnq before ``x0010_dependencies_satisfied.sql`` (and the later
+    ``x0013_workflows_forget.sql``, which reshapes its table)."""
+    return name not in (_workflows.SATISFIED_MIGRATION, "x0013_workflows_forget.sql")
+
+
+async def test_the_migration_records_the_successes_a_parked_task_already_has(
+    db: Database,
+) -> None:
+    migrate_only(db, _before_satisfied)
+    clock = FakeClock()
+    async with db.client(clock=clock, migrate=False) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step")
+        await cq.backend.arun(_park_as_before_x0010(c.id, [a.id, b.id]), write=True)
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_reference(cq, leases[a.id])
+    async with db.client(clock=clock) as cq:
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_deciding(cq, leases[b.id])
+        assert [lease.id for lease in await _claim_reference(cq, "ref2")] == [c.id]
+
+
+async def test_depends_on_without_the_satisfied_table_names_its_migration(db: Database) -> None:
+    migrate_only(db, _before_satisfied)
+    async with db.client(migrate=False) as cq:
+        first = await cq.submit("step")
+        with pytest.raises(SchemaIncomplete, match=r"x0010_dependencies_satisfied\.sql") as caught:
+            await cq.submit("step", depends_on=[first])
+        assert caught.value.missing == (_workflows.SATISFIED_MIGRATION,)
 
 
 # --- fan-out and fan-in ------------------------------------------------------------------

@@ -18,6 +18,8 @@ from typing import Any, Literal, TypeVar, overload
 from . import _ids
 from ._clock import SYSTEM_CLOCK, Clock
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from ._readiness import Readiness
+from ._wait import next_poll_ms
 from ._wakeups import Subscription
 from .backends import (
     Backend,
@@ -200,8 +202,9 @@ class _ClientCore:
                 f"expected a Backend, a TaskStore or a database URL, got {backend!r}"
             )
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
-        # Whether the database has the workflow tables, once seen (they are never removed).
-        self._workflows_seen = False
+        # Whether the database has the workflow tables (cancels and replacing submits
+        # then decide the dependents of the tasks they end).
+        self._workflows = Readiness()
         if store is not None:
             # Backpressure lives on the store, so the store's own submits are gated too.
             if max_queue_depth is None:
@@ -578,7 +581,7 @@ def _waiting(
                 detail=why_not_done(snapshot, key, clock.now_ms(), where),
             )
         yield Nap(min(interval / 1000, remaining))
-        interval = min(ceiling, max(interval + 1, int(interval * 1.5)))
+        interval = next_poll_ms(interval, ceiling)
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:
@@ -646,7 +649,9 @@ def why_not_done(
 ) -> str:
     """Why ``task`` (the last snapshot read, or ``None``) is not finished, in one line."""
     if task is None:
-        return f"no task is stored under key {key!r}" if key else "no task with that id exists"
+        if key:
+            return "no task under this key — never submitted, or already purged?"
+        return "no task with that id exists"
     if task.is_queued and task.attempt == 0:
         if task.run_at_ms > now_ms:
             return delayed(task, now_ms)

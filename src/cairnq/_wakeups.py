@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from .protocol.steps import Emit
+from ._aio import wait_set
+from ._events import CHANNELS, Emit
 
 Match = Callable[[Emit], bool]
-CHANNELS = frozenset({"queued", "done"})
 # How long a waiter lets a tap take to LISTEN before it looks anyway; going live
 # later still wakes it, so this bounds a delay, not correctness.
 LIVE_WAIT_S = 1.0
@@ -141,11 +141,9 @@ class Subscription:
         try:
             if self._flag.is_set():
                 return True
-            try:
-                await asyncio.wait_for(self._async_flag.wait(), timeout_s)
-            except asyncio.TimeoutError:
-                return self._flag.is_set()
-            return True
+            if await wait_set(self._async_flag, timeout_s):
+                return True
+            return self._flag.is_set()
         finally:
             self._waiting -= 1
 
@@ -177,11 +175,9 @@ class Subscription:
         self._live_waiter = (asyncio.get_running_loop(), flag)
         if self._live.is_set():
             return True
-        try:
-            await asyncio.wait_for(flag.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return self._live.is_set()
-        return True
+        if await wait_set(flag, timeout_s):
+            return True
+        return self._live.is_set()
 
     def close(self) -> None:
         self._hub._remove(self)

@@ -101,3 +101,8 @@ class QueueGate:
                 raise QueueFull(queue, limit, int(waited * 1000))
             yield Nap(min(pause, remaining))
             pause = min(pause * 2, LONGEST_PAUSE_S)
+
+
+QueueDepthGate = QueueGate
+"""The reference SDK's name for ``QueueGate``, with the same arguments:
+``QueueDepthGate(max_queue_depth, max_queue_wait_ms=600_000)``."""

@@ -42,12 +42,20 @@ running is no operating-system failure, so ``except OSError`` (or
 
 Every driver exception is translated into a ``DatabaseError`` in one place per
 backend, so callers never need to import ``sqlite3`` or ``psycopg`` to catch one.
+
+Errors that say the call itself is wrong, so that making it again can never
+succeed, are ``permanent``: ``InvalidArgument`` and its subclasses (a bad
+argument, a value no store can hold) and ``UnsupportedBackend``. One escaping a
+handler fails its task at once, whatever ``max_attempts`` is left, with a
+``misuse`` envelope, and a step does not retry it (``is_permanent``). Transient
+errors (``DatabaseError``, ``LostLease``) and the handler's own exceptions are
+retried as before; a ``TaskError`` records the envelope it carries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "AlreadyExists",
@@ -74,15 +82,25 @@ __all__ = [
     "UnservedTaskWarning",
     "UnsupportedBackend",
     "error_envelope",
+    "is_permanent",
 ]
 
 
 class CairnQError(Exception):
     """Base class of every error cairnq raises."""
 
+    permanent: ClassVar[bool] = False
+    """Whether making the same call again can never succeed (see ``is_permanent``)."""
+
 
 class InvalidArgument(CairnQError, ValueError):
-    """An argument was rejected before anything was written."""
+    """An argument was rejected before anything was written.
+
+    Permanent: raised out of a handler (by cairnq or by the handler's own code),
+    it fails the task at once instead of being retried.
+    """
+
+    permanent = True
 
 
 class SerializationError(InvalidArgument):
@@ -159,8 +177,8 @@ class TaskTimeout(CairnQError):
         key: str | None = None,
         detail: str = "",
     ) -> None:
-        what = f"task {task_id}" if task_id else f"key {key!r}"
-        message = f"{what} did not finish within {timeout_ms} ms"
+        what = f"task {task_id}" if task_id else f"key {key}"
+        message = f"{what} did not finish within {timeout_ms}ms"
         if detail:
             message = f"{message}: {detail}"
         super().__init__(message)
@@ -197,8 +215,9 @@ class TaskCanceled(CairnQError):
 class TaskError(CairnQError):
     """Raise from a handler to fail its task with a chosen envelope.
 
-    Unlike any other exception (recorded as a retryable ``handler_error``),
-    a ``TaskError`` is permanent unless ``retryable=True`` is given.
+    Unlike other exceptions (recorded as a retryable ``handler_error``, or a
+    ``misuse`` when ``is_permanent``), a ``TaskError`` carries the envelope it
+    is given, and is final unless ``retryable=True`` is given.
 
     Example::
 
@@ -276,7 +295,12 @@ class SchemaMismatch(CairnQError):
 
 
 class UnsupportedBackend(CairnQError):
-    """The backend cannot do this, whatever the arguments (e.g. ``succeed_in`` on SQLite)."""
+    """The backend cannot do this, whatever the arguments (e.g. ``succeed_in`` on SQLite).
+
+    Permanent, like ``InvalidArgument``: out of a handler, it fails the task at once.
+    """
+
+    permanent = True
 
 
 class StoreClosed(CairnQError):
@@ -350,6 +374,21 @@ class UnservedTaskWarning(UserWarning):
         self.task_id = task_id
         self.name = name
         self.queue = queue
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether ``exc`` says a call can never succeed, however often it is made again.
+
+    The one rule a worker applies to an exception escaping a handler: a
+    permanent one (``InvalidArgument`` and its subclasses, ``UnsupportedBackend``)
+    fails the task at once with a ``misuse`` envelope, and a step's ``retries``
+    do not retry it. Only the exception that escapes counts (one wrapping a
+    permanent error as its ``__cause__`` is not permanent), and whoever raised
+    it: a handler's own ``raise InvalidArgument(...)`` fails its task at once too.
+    Transient errors (``DatabaseError``, ``LostLease``) and every exception that is
+    not a ``CairnQError`` are not permanent.
+    """
+    return isinstance(exc, CairnQError) and exc.permanent
 
 
 def error_envelope(

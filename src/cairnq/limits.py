@@ -44,9 +44,9 @@ Scope = Literal["queue", "name"]
 
 class LimitKeyError(InvalidArgument):
     """A task's partition key could not be computed: the path is missing from the task,
-    its value is not a string or an integer, or the key function raised or returned a
-    non-string. At claim time the task fails with this error (``limit_key`` code) rather
-    than stalling the queue."""
+    its value is not a non-empty string or an integer (see ``key_text``), or the key
+    function raised or returned something else. At claim time the task fails with this
+    error (``limit_key`` code) rather than stalling the queue."""
 
 
 def _amount(value: Any, what: str) -> int:
@@ -100,15 +100,28 @@ def _scope(queue: Any, name: Any) -> tuple[Scope, str]:
 
 
 def key_text(value: Any, source: str) -> str:
-    """A key value as stored: a non-empty string, or an integer as its digits.
+    """A key value as stored: a non-empty string as it is, or an integer as its decimal
+    digits, so ``7`` and ``"7"`` are one key while ``"007"``, ``"7.0"`` and ``"1e3"`` are
+    keys of their own.
+
+    This is the one key rule: the candidate statement (``limit_candidates.sql``) derives
+    the same text from a task's JSON on either backend, and a value refused here matches
+    no key there.
 
     Raises:
-        LimitKeyError: anything else.
+        LimitKeyError: a boolean, a float or any other type, the empty string, a string
+            that is not valid Unicode (a lone surrogate), or a key over 1000 bytes.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise LimitKeyError(f"{source} gave {type(value).__name__}, not a string")
+        raise LimitKeyError(f"{source} gave {type(value).__name__}, not a string or an integer")
     text = str(value)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+    if not text:
+        raise LimitKeyError(f"{source} gave an empty string")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise LimitKeyError(f"{source} gave a string with a lone surrogate") from None
+    if size > MAX_KEY_BYTES:
         raise LimitKeyError(f"{source} gave a key over {MAX_KEY_BYTES} bytes")
     return text
 
@@ -155,7 +168,10 @@ class Limit:
             limit: Tasks running at once, >= 1.
             queue, name: The queue, or the task name, governed (exactly one).
             key: A path such as ``"payload.customer"``, or a function of the ``Task``
-                returning a string: each key value gets its own ``limit``.
+                returning a string: each key value gets its own ``limit``. A value is a
+                non-empty string or an integer; an integer is the same key as its digits
+                as a string (``7`` and ``"7"``), and anything else fails the task with
+                ``LimitKeyError`` at claim.
             id: The limit's name in the database.
 
         Returns:
@@ -297,7 +313,8 @@ class Limit:
         """The key a path limit reads from a task's decoded payload and metadata.
 
         Raises:
-            LimitKeyError: the path is missing or its value is not a string or integer.
+            LimitKeyError: the path is missing or its value is not a non-empty string or
+                an integer.
         """
         if self.key is None:
             return ""

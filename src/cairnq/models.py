@@ -44,6 +44,25 @@ def is_terminal_status(status: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """What a worker holds: a task id, the attempt it claimed and the claim's lease token.
+
+    Every owned write is fenced on all three (and on the worker id and a live
+    lease). The token is the one value no other claim of the task ever had: a
+    worker id can be shared and an attempt repeats after ``retry(reset_attempt=True)``.
+    """
+
+    id: str
+    attempt: int
+    token: int
+
+    @classmethod
+    def of(cls, row: Row) -> Lease:
+        """The lease a claimed row stands for."""
+        return cls(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
+
+
+@dataclass(frozen=True)
 class TaskRef:
     """A task id with its status: what ``get_status`` returns."""
 

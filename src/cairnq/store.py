@@ -21,6 +21,14 @@ claimed by an SDK that keeps no lease token, raises ``LostLease``. A store
 remembers its last ``REMEMBERED_LEASES`` claims; one older than that is treated
 as one it never claimed.
 
+On a database with cairnq's workflow tables, a write that ends a task
+(``complete``, ``succeed``, ``fail``, ``complete_in``, ``cancel``,
+``cancel_by_key``, and the cancel of a ``conflict="replace"`` submit) also
+decides the task's parked dependents in its transaction, as cairnq's worker and
+client do: a dependent released is due once the write returns, and a success is
+recorded for a dependent still waiting on others, so a purge cannot undo it.
+Without those tables these writes are the protocol's statements alone.
+
 Example::
 
     from cairnq import SQLiteStore
@@ -41,6 +49,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._json import DEFAULT_CODEC, JsonCodec
+from ._readiness import Readiness
 from ._wakeups import wants_done, wants_queued
 from .backends import (
     Backend,
@@ -54,6 +63,8 @@ from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
 from .models import Task, TaskRef
 from .protocol import ops as _ops
+from .protocol import workflows as _workflows
+from .protocol._points import TaskEnd
 from .protocol.procedures import afollow
 from .protocol.steps import NOW, Call, Op, Row
 from .retention import Retention, RetentionSweeper
@@ -136,6 +147,9 @@ class TaskStore:
         # (task, worker id) whose claim by this store was lost or settled: its writes
         # are refused until this store claims the task again.
         self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Whether the database has the workflow tables: writes ending a task then
+        # decide its parked dependents.
+        self._workflows = Readiness()
 
     async def __aenter__(self) -> TaskStore:
         await self.connect()
@@ -253,8 +267,10 @@ class TaskStore:
         )
         if self.gate.limit_for(spec.queue) is not None:
             await afollow(self.gate.admit(spec.queue), self._run_step)
-        op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
-        return await self._write(op)
+        if spec.key is None:
+            return await self._write(_ops.insert(spec))
+        ended = await self._task_end() if spec.conflict == "replace" else None
+        return await self._write(_ops.submit(spec, task_end=ended))
 
     async def get(self, task_id: str) -> Task | None:
         """The task, or ``None`` when there is none with that id."""
@@ -316,11 +332,11 @@ class TaskStore:
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a queued task at once, or request a running one's cancel; ``None`` if terminal."""
-        return await self._write(_ops.cancel(task_id))
+        return await self._write(_ops.cancel(task_id, task_end=await self._task_end()))
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` of the task the key points at; ``None`` for an unknown key."""
-        return await self._write(_ops.cancel_by_key(key))
+        return await self._write(_ops.cancel_by_key(key, task_end=await self._task_end()))
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Queue a failed or canceled task again; ``None`` for any other status."""
@@ -475,8 +491,12 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
+        ended = await self._task_end()
         return await self._owned(
-            task_id, worker_id, lambda lease: _ops.complete(lease, worker_id, encoded), True
+            task_id,
+            worker_id,
+            lambda lease: _ops.complete(lease, worker_id, encoded, task_end=ended),
+            True,
         )
 
     async def succeed(self, *, task_id: str, worker_id: str, result: Any) -> Task:
@@ -487,8 +507,12 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
+        ended = await self._task_end()
         return await self._owned(
-            task_id, worker_id, lambda lease: _ops.succeed(lease, worker_id, encoded), True
+            task_id,
+            worker_id,
+            lambda lease: _ops.succeed(lease, worker_id, encoded, task_end=ended),
+            True,
         )
 
     async def fail(
@@ -512,11 +536,12 @@ class TaskStore:
         """
         delay = _ops.check_int(delay_ms, "delay_ms", low=0, high=_ops.MAX_DELAY_MS)
         encoded = self.codec.encode_error(error, retryable=bool(retryable))
+        ended = await self._task_end()
         return await self._owned(
             task_id,
             worker_id,
             lambda lease: _ops.fail(
-                lease, worker_id, encoded, retryable=bool(retryable), delay_ms=delay
+                lease, worker_id, encoded, retryable=bool(retryable), delay_ms=delay, task_end=ended
             ),
             True,
         )
@@ -542,8 +567,8 @@ class TaskStore:
         """
         if not isinstance(self.backend, InTransactionCompleter):
             raise UnsupportedBackend(
-                "complete_in needs PostgreSQL (a transaction shared with the handler's writes); "
-                "this store runs on " + self.backend.dialect
+                f"complete_in needs PostgreSQL: {self.backend.dialect} cannot share a transaction "
+                "between the handler's writes and the task's completion"
             )
         completer = self.backend
         worker = _ops.check_text(worker_id, "worker_id") or ""
@@ -556,11 +581,16 @@ class TaskStore:
 
         async def settle(lease: _ops.Lease) -> Row:
             row: Row = await completer.complete_in(
-                lease, worker, run, lambda v: self.codec.encode_optional(v, what="result")
+                lease,
+                worker,
+                run,
+                lambda v: self.codec.encode_optional(v, what="result"),
+                task_end=end,
             )
             return row
 
         lease = await self._lease(task_id, worker)
+        end = await self._task_end()
         try:
             row = await settle(lease)
         except LostLease:
@@ -579,6 +609,18 @@ class TaskStore:
 
     async def _run_step(self, op: Op[Any], write: bool) -> Any:
         return await self.backend.arun(op, write=write)
+
+    async def _decides(self) -> bool:
+        """Whether writes ending a task decide its parked dependents: the database has
+        the workflow tables (read at most once a second while it has not)."""
+        if self._workflows.stale():
+            self._workflows.note(await self._read(_workflows.workflows_ready()))
+        return self._workflows.ready
+
+    async def _task_end(self) -> TaskEnd | None:
+        """What a write ending a task runs in its transaction: decide its parked
+        dependents, where the database has the workflow tables."""
+        return _workflows.after_ended if await self._decides() else None
 
     @staticmethod
     def _claim_args(queues: Iterable[str], worker_id: str, lease_ms: int) -> tuple[_Ids, str, int]:

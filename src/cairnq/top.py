@@ -386,16 +386,19 @@ def terminal_keys() -> Iterator[Keys | None]:
     saved = termios.tcgetattr(fd)
     # SIGTERM and SIGHUP end the process through the ``finally`` below, so the
     # terminal is restored on every exit, not only on q, Ctrl-C or an error.
-    restore_handlers = _exit_on_signals(signal.SIGTERM, signal.SIGHUP)
+    signals = _SignalLatch(signal.SIGTERM, signal.SIGHUP)
     tty.setcbreak(fd)
 
     def read_key(timeout: float) -> str | None:
-        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+        signals.exit_if_received()
+        ready, _, _ = select.select([fd, signals.fd], [], [], max(0.0, timeout))
+        signals.exit_if_received()
         if not ready:
             return None
         data = os.read(fd, 1)
         if not data:  # the terminal hung up: nothing more will come
-            time.sleep(max(0.0, timeout))
+            select.select([signals.fd], [], [], max(0.0, timeout))
+            signals.exit_if_received()
             return None
         return data.decode("utf-8", "replace")
 
@@ -403,24 +406,44 @@ def terminal_keys() -> Iterator[Keys | None]:
         yield read_key
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-        restore_handlers()
+        signals.close()
 
 
-def _exit_on_signals(*signals: signal.Signals) -> Callable[[], None]:
-    """Make ``signals`` raise ``SystemExit`` (exit 128 + signal number) in the main thread;
-    returns the function that puts the previous handlers back. Elsewhere, a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous: dict[signal.Signals, Any] = {}
+class _SignalLatch:
+    """Turns ``signals`` into ``SystemExit`` (exit 128 + signal number) at the key wait.
 
-    def leave(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+    The handler only notes the signal and writes a byte to a pipe that the key
+    wait selects on; raising from the handler itself could land between a
+    lock's acquire and its release anywhere in the client, leaving the lock held
+    and the exit hung. Outside the main thread no handler is installed.
+    """
 
-    for sig in signals:
-        previous[sig] = signal.signal(sig, leave)
+    def __init__(self, *signals: signal.Signals) -> None:
+        self.received: int | None = None
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in signals:
+                self._previous[sig] = signal.signal(sig, self._note)
 
-    def restore() -> None:
-        for sig, handler in previous.items():
+    @property
+    def fd(self) -> int:
+        """Readable once a signal has been received."""
+        return self._read
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.received = signum
+        with contextlib.suppress(OSError):  # full or closed: one byte already wakes the wait
+            os.write(self._write, b"\0")
+
+    def exit_if_received(self) -> None:
+        if self.received is not None:
+            raise SystemExit(128 + self.received)
+
+    def close(self) -> None:
+        """Put the previous handlers back and close the pipe."""
+        for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-    return restore
+        os.close(self._read)
+        os.close(self._write)

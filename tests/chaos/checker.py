@@ -14,6 +14,13 @@ at a time, logs in commit order outright. Times are compared only inside one
 clock domain: the database's (``db_time``, ``*_ms`` columns), or the host's
 monotonic clock that every process of a run shares (event ``t``).
 
+Workflows. The log also holds the dependency edges the workflow tables record
+(``tbl = 'dependency'``: the dependent, the task it runs after in ``ref``, the
+policy in ``detail``) and the parked rows (``tbl = 'parked'``, the reason in
+``detail``), and each task change's due time before and after: a parked task is
+``queued`` and due at ``PARKED_RUN_AT_MS``. Edges stay in the log when their
+tasks are purged.
+
 Claims. A claim is identified by its lease token (``cairnq_leases``, logged as
 ``tbl = 'lease'`` rows in the claim's transaction). A claim with no token (a
 database without the extension, a reference SDK's worker) is identified by
@@ -28,6 +35,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from cairnq.protocol.workflows import PARKED_RUN_AT_MS
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}
@@ -45,6 +54,9 @@ EDGES = {
     ("failed", "queued"),
     ("canceled", "queued"),
 }
+# A parked dependent failed without running by policy "fail" (``workflow_fail``) ends queued ->
+# failed with this error code; no other change takes a queued task to failed.
+DEPENDENCY_FAILED = "dependency_failed"
 # A settlement that could not be written because of its own content, not the database.
 UNWRITABLE = {"SerializationError", "InvalidArgument"}
 # SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
@@ -138,6 +150,10 @@ class Claim:
     worker: str | None
     token: int | None
     end: dict[str, Any] | None = None
+    # Its holder reported a ``succeed_in`` (``complete_in``) committed: that transaction
+    # held the task's row from its fenced lock to its end, so its end is the holder's
+    # even when the commit came after the lease's instant.
+    held: bool = False
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -145,12 +161,17 @@ class Claim:
 
     @property
     def ended_by_holder(self) -> bool:
-        """Left ``running`` while its lease was live: only its holder may do that."""
-        return self.end is not None and _lease_live(self.end)
+        """Left ``running`` while its lease was live, or by the ``succeed_in`` that held
+        its row: only its holder may do either."""
+        return self.end is not None and (_lease_live(self.end) or self._held_success)
 
     @property
     def ended_by_expiry(self) -> bool:
-        return self.end is not None and not _lease_live(self.end)
+        return self.end is not None and not self.ended_by_holder
+
+    @property
+    def _held_success(self) -> bool:
+        return self.held and self.end is not None and self.end["new_status"] == "succeeded"
 
 
 def _lease_live(row: dict[str, Any]) -> bool:
@@ -186,6 +207,90 @@ def _same_transaction(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 @dataclass
+class Edge:
+    """A dependency edge from the log: ``task`` runs after ``depends_on`` under ``policy``.
+
+    ``reason`` is that of the parked row its transaction recorded next for the
+    task: ``dependencies`` (``depends_on``, graphs) or ``gather`` (a parent
+    waiting on its children).
+    """
+
+    task: str
+    depends_on: str
+    policy: str
+    seq: int
+    reason: str = "dependencies"
+
+
+@dataclass
+class Workflows:
+    """The workflow side of the log: every edge, every parking, when each task first
+    succeeded and first ended (the seq of the change that took it there), and each
+    task's changes of status, its purge included."""
+
+    edges_of: dict[str, list[Edge]]
+    # task -> [(seq, reason)] of its parked rows written (inserted or updated), in order
+    parkings: dict[str, list[tuple[int, str]]]
+    succeeded_at: dict[str, int]
+    ended_at: dict[str, int]
+    # task -> [(seq, status)] of every change to it, in order; a delete (purge) is ``None``
+    statuses: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rows: Iterable[dict[str, Any]]) -> Workflows:
+        edges_of: dict[str, list[Edge]] = defaultdict(list)
+        unplaced: dict[str, list[Edge]] = defaultdict(list)
+        parkings: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        succeeded_at: dict[str, int] = {}
+        ended_at: dict[str, int] = {}
+        statuses: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
+        for row in sorted(rows, key=lambda r: r["seq"]):
+            task = row["task_id"]
+            if row["tbl"] == "dependency":
+                edge = Edge(task, row["ref"], row["detail"], row["seq"])
+                edges_of[task].append(edge)
+                unplaced[task].append(edge)
+            elif row["tbl"] == "parked" and row["op"] != "delete":
+                parkings[task].append((row["seq"], row["detail"]))
+                for edge in unplaced.pop(task, []):
+                    edge.reason = row["detail"]
+            elif row["tbl"] == "task" and row["op"] == "delete":
+                statuses[task].append((row["seq"], None))
+            elif row["tbl"] == "task":
+                new = row["new_status"]
+                statuses[task].append((row["seq"], new))
+                if new in TERMINAL and row.get("old_status") != new:
+                    ended_at.setdefault(task, row["seq"])
+                    if new == "succeeded":
+                        succeeded_at.setdefault(task, row["seq"])
+        return cls(edges_of, parkings, succeeded_at, ended_at, statuses)
+
+    def status_at(self, task: str, seq: int) -> tuple[str | None, bool]:
+        """``task``'s status just before ``seq`` (``None`` if it had no row yet, never
+        stored) and whether it had been purged by then; a purged task keeps the status
+        it was purged in."""
+        status: str | None = None
+        purged = False
+        for at, new in self.statuses.get(task, []):
+            if at >= seq:
+                break
+            if new is None:
+                purged = True
+            else:
+                status, purged = new, False
+        return status, purged
+
+    def reason_at(self, task: str, seq: int) -> str:
+        """Why ``task`` was last parked before ``seq`` (``dependencies`` if never logged)."""
+        found = "dependencies"
+        for at, reason in self.parkings.get(task, []):
+            if at > seq:
+                break
+            found = reason
+        return found
+
+
+@dataclass
 class Replay:
     """The log, regrouped: each task's rows in order, and every claim with its end."""
 
@@ -193,13 +298,17 @@ class Replay:
     claims: list[Claim]
     claims_of: dict[str, list[Claim]]
     by_ident: dict[tuple[Any, ...], list[Claim]]
+    workflows: Workflows
 
     @classmethod
     def of(cls, transitions: Iterable[dict[str, Any]]) -> Replay:
         rows_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        workflow_rows: list[dict[str, Any]] = []
         for row in transitions:
             if row["tbl"] in ("task", "lease"):
                 rows_of[row["task_id"]].append(row)
+            if row["tbl"] in ("task", "dependency", "parked"):
+                workflow_rows.append(row)
         claims: list[Claim] = []
         claims_of: dict[str, list[Claim]] = defaultdict(list)
         for task, rows in rows_of.items():
@@ -218,7 +327,7 @@ class Replay:
         by_ident: dict[tuple[Any, ...], list[Claim]] = defaultdict(list)
         for claim in claims:
             by_ident[claim.ident].append(claim)
-        return cls(rows_of, claims, claims_of, by_ident)
+        return cls(rows_of, claims, claims_of, by_ident, Workflows.of(workflow_rows))
 
     def task_rows(self) -> list[dict[str, Any]]:
         return sorted(
@@ -243,6 +352,10 @@ def _token(rows: list[dict[str, Any]], i: int) -> int | None:
 def check(history: History) -> Report:
     """Run every invariant over ``history``."""
     replay = Replay.of(history.transitions)
+    for event in history.events:
+        if event["event"] == "settle_ok" and event.get("op") == "complete_in":
+            for held in replay.by_ident.get(event_ident(event), []):
+                held.held = True
     violations: list[Violation] = []
     for invariant in (
         inv1_accepted_tasks_are_never_lost,
@@ -266,6 +379,10 @@ def check(history: History) -> Report:
         inv_no_busy_errors_escaped,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
+        wf1_a_dependent_runs_only_after_its_dependencies,
+        wf2_a_dependent_is_decided_once,
+        wf3_a_gathered_parent_resumes_once_after_its_children,
+        wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_succeed,
     ):
         violations.extend(invariant(history, replay))
     return Report(violations, _counters(history, replay))
@@ -359,7 +476,13 @@ def inv3_one_terminal_transition_per_generation(h: History, r: Replay) -> Iterat
 def _settle_events(h: History) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     found: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for event in h.events:
-        if event["event"] in ("settle_invoke", "settle_ok", "settle_info", "settle_lost"):
+        if event["event"] in (
+            "settle_invoke",
+            "settle_ok",
+            "settle_info",
+            "settle_lost",
+            "gather_ready",
+        ):
             found[event_ident(event)].append(event)
     return found
 
@@ -373,7 +496,9 @@ def _holder_settled(events: list[dict[str, Any]]) -> bool:
     kinds = [e["event"] for e in events]
     if "settle_ok" in kinds or "settle_info" in kinds:
         return True
-    return kinds.count("settle_invoke") > kinds.count("settle_lost")
+    # A gather that found every child ended wrote nothing, like a refused settlement.
+    unwritten = kinds.count("settle_lost") + kinds.count("gather_ready")
+    return kinds.count("settle_invoke") > unwritten
 
 
 def inv4_only_the_holder_ends_a_live_claim(h: History, r: Replay) -> Iterator[Violation]:
@@ -427,7 +552,7 @@ def inv6_only_protocol_edges(h: History, r: Replay) -> Iterator[Violation]:
             continue
         old = row["old_status"] if row["op"] == "update" else None
         new = row["new_status"]
-        if (old, new) not in EDGES:
+        if (old, new) not in EDGES and not _workflow_edge(row):
             yield Violation("INV-6", row["task_id"], f"illegal edge {old} -> {new}", [row])
         if (new == "running") != (row["new_lease"] is not None):
             yield Violation(
@@ -443,6 +568,16 @@ def inv6_only_protocol_edges(h: History, r: Replay) -> Iterator[Violation]:
             )
         if old == "running" and new == "running" and row["new_worker"] != row["old_worker"]:
             yield Violation("INV-6", row["task_id"], "running task changed owner", [row])
+
+
+def _workflow_edge(row: dict[str, Any]) -> bool:
+    """The workflow extension's two edges beyond the protocol's: a queued task's due time
+    moved (parked, or released: WF-2 and WF-3 judge which), and a parked dependent failed
+    without running by policy ``fail``."""
+    old, new = row["old_status"], row["new_status"]
+    if (old, new) == ("queued", "queued"):
+        return row.get("old_run_at") != row.get("new_run_at")
+    return (old, new) == ("queued", "failed") and row["new_error_code"] == DEPENDENCY_FAILED
 
 
 def _runs(h: History) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
@@ -768,14 +903,20 @@ def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Itera
 
     A run counts from its ``handler_start`` (which names its ``limit_key`` and ``limit``)
     to its ``handler_end``; a run with no end (its process died) counts to the end of
-    the history. Runs of every worker process are counted together.
+    the history. Runs of every worker process are counted together. A run whose claim
+    lost its lease by expiry (its worker killed, frozen or cut off) is not counted: the
+    limit counts the tasks the database holds running, and that run may go on beside
+    the task's next claim (INV-7 bounds it).
     """
     _, ends = _runs(h)
+    expired = {claim.ident for claim in r.claims if claim.ended_by_expiry}
     horizon = max((event.get("t", 0.0) for event in h.events), default=0.0)
     spans: dict[Any, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
     limits: dict[Any, int] = {}
     for event in h.events:
         if event["event"] != "handler_start" or event.get("limit_key") is None:
+            continue
+        if event_ident(event) in expired:
             continue
         key = event["limit_key"]
         limits[key] = int(event["limit"])
@@ -877,6 +1018,227 @@ def sch2_every_slot_is_accounted_for(h: History, r: Replay) -> Iterator[Violatio
             )
 
 
+# --- workflows --------------------------------------------------------------------------------
+
+
+def _generation_start(rows: list[dict[str, Any]], seq: int) -> int:
+    """The seq where the generation holding ``seq`` began: the task's insert, or the last
+    retry (a terminal status back to queued) before ``seq``."""
+    begun = 0
+    for row in rows:
+        if row["seq"] >= seq:
+            break
+        if row["tbl"] == "task" and (
+            row["op"] == "insert"
+            or (row["old_status"] in TERMINAL and row["new_status"] == "queued")
+        ):
+            begun = row["seq"]
+    return begun
+
+
+def wf1_a_dependent_runs_only_after_its_dependencies(h: History, r: Replay) -> Iterator[Violation]:
+    """WF-1: a dependent is claimed (so its handler starts) only after each dependency
+    succeeded, under policy ``cancel`` or ``fail``, or ended, under ``run``.
+
+    The edges are those ``depends_on`` and graphs recorded in the claim's generation
+    before it (a manual retry starts a new generation that runs regardless). Order is
+    the log's: the dependency's change to succeeded (or to any end) must come before
+    the claim, which comes before the handler start it leads to.
+    """
+    w = r.workflows
+    starts, _ = _runs(h)
+    for claim in r.claims:
+        edges = [e for e in w.edges_of.get(claim.task, []) if e.reason == "dependencies"]
+        if not edges:
+            continue
+        begun = _generation_start(r.rows_of[claim.task], claim.seq)
+        for edge in edges:
+            if not begun <= edge.seq < claim.seq:
+                continue
+            run = edge.policy == "run"
+            at = (w.ended_at if run else w.succeeded_at).get(edge.depends_on)
+            if at is None or at > claim.seq:
+                started = starts.get(claim.ident)
+                yield Violation(
+                    "WF-1",
+                    claim.task,
+                    f"claim {claim.ident[1:]} came before dependency {edge.depends_on} "
+                    f"{'ended' if run else 'succeeded'} (policy {edge.policy})"
+                    + ("" if started is None else "; its handler started"),
+                    [edge, *([] if at is None else [f"the dependency got there at seq {at}"])],
+                )
+                break
+
+
+def _leaving_parked(r: Replay) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """Each change that took a task out of its parked state (``decided``) and each
+    workflow decision written to a task that was not parked (``again``), with the reason
+    it was last parked for.
+
+    A decision is a release (still queued, no longer due at ``PARKED_RUN_AT_MS``), a
+    cancel, or a failure by policy ``fail``; a release moves only the due time, and a
+    failure by policy is the one change from queued to failed.
+    """
+    for task, rows in r.rows_of.items():
+        for row in rows:
+            if row["tbl"] != "task" or row["op"] != "update":
+                continue
+            old_run_at, new_run_at = row.get("old_run_at"), row.get("new_run_at")
+            was = row["old_status"] == "queued" and old_run_at == PARKED_RUN_AT_MS
+            stays = row["new_status"] == "queued" and new_run_at == PARKED_RUN_AT_MS
+            released = (
+                row["old_status"] == row["new_status"] == "queued"
+                and new_run_at != old_run_at
+                and not stays
+            )
+            failed_by_policy = (
+                row["old_status"] == "queued"
+                and row["new_status"] == "failed"
+                and row["new_error_code"] == DEPENDENCY_FAILED
+            )
+            reason = r.workflows.reason_at(task, row["seq"])
+            if was and not stays:
+                yield "decided", row, reason
+            elif released or failed_by_policy:
+                yield "again", row, reason
+
+
+def _decision(row: dict[str, Any]) -> str:
+    if row["new_status"] == "queued":
+        return "released"
+    if row["new_status"] == "running":
+        return "claimed"
+    return row["new_status"]  # type: ignore[no-any-return]
+
+
+def wf2_a_dependent_is_decided_once(h: History, r: Replay) -> Iterator[Violation]:
+    """WF-2: a dependent leaves its parked state once, by one decision (released, or
+    canceled or failed by its policy), and no decision is written to it after that.
+
+    A dependent still parked after quiescence is INV-2's (it is queued).
+    """
+    for kind, row, reason in _leaving_parked(r):
+        if reason != "dependencies":
+            continue
+        if kind == "again":
+            yield Violation(
+                "WF-2",
+                row["task_id"],
+                f"{_decision(row)} again: a dependent decided while no longer parked",
+                [row],
+            )
+        elif row["new_status"] == "running":
+            yield Violation("WF-2", row["task_id"], "a parked dependent was claimed", [row])
+
+
+def wf3_a_gathered_parent_resumes_once_after_its_children(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """WF-3: a parent parked by ``gather`` is released once per parking, and only after
+    every child it gathers has ended (each child's change to a terminal status comes
+    before the release in the log).
+    """
+    w = r.workflows
+    for kind, row, reason in _leaving_parked(r):
+        if reason != "gather":
+            continue
+        task = row["task_id"]
+        if kind == "again":
+            yield Violation("WF-3", task, "a gathered parent was resumed twice", [row])
+        elif row["new_status"] == "running":
+            yield Violation("WF-3", task, "a parked parent was claimed", [row])
+        elif row["new_status"] == "queued":
+            for edge in w.edges_of.get(task, []):
+                if edge.reason != "gather" or edge.seq > row["seq"]:
+                    continue
+                ended = w.ended_at.get(edge.depends_on)
+                if ended is None or ended > row["seq"]:
+                    yield Violation(
+                        "WF-3",
+                        task,
+                        f"a gathered parent resumed before its child {edge.depends_on} ended",
+                        [row, edge],
+                    )
+                    break
+
+
+# Events of a client's cancel: the cancel a policy decision writes is the same change.
+CANCEL_EVENTS = {"cancel_invoke", "cancel_ok", "cancel_info"}
+
+
+def _canceled_by_hand(h: History) -> set[str]:
+    """Tasks something other than a policy may have canceled: every task a client asked
+    to cancel, and every task under a key that later pointed at another task (a
+    ``replace`` submit cancels the task it replaces)."""
+    tasks = {e["task"] for e in h.events if e["event"] in CANCEL_EVENTS and e.get("task")}
+    pointed: dict[str, str] = {}
+    for row in sorted(h.transitions, key=lambda r: r["seq"]):
+        if row["tbl"] != "key" or row["op"] == "delete":
+            continue
+        before = pointed.get(row["key"])
+        if before is not None and before != row["task_id"]:
+            tasks.add(before)
+        pointed[row["key"]] = row["task_id"]
+    return tasks
+
+
+def _dependency_state(status: str | None, purged: bool) -> str:
+    if status is None:
+        return "never stored"
+    return f"{status}, then purged" if purged else status
+
+
+def wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_succeed(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """WF-4: a dependent is canceled or failed by its policy only when one of its
+    dependencies under ``cancel`` or ``fail``, recorded in its current generation, had
+    ended failed or canceled, or was gone without having succeeded, when the decision
+    was written. A dependency that succeeded counts as succeeded from then on, purged
+    or not: a dependent whose every dependency succeeded is released, never canceled or
+    failed.
+
+    A dependency's state is the log's at the decision: its last change before it, so a
+    success stays a success once a purge deleted the row. A decision by policy is a
+    parked dependent's change to failed with the ``dependency_failed`` code, or to
+    canceled; a client's cancel writes that same change, so the cancel of a task a
+    client asked to cancel, or whose key moved on to another task, is not judged.
+    """
+    w = r.workflows
+    by_hand = _canceled_by_hand(h)
+    for kind, row, reason in _leaving_parked(r):
+        if kind != "decided" or reason != "dependencies":
+            continue
+        task, status = row["task_id"], row["new_status"]
+        by_policy = (status == "failed" and row["new_error_code"] == DEPENDENCY_FAILED) or (
+            status == "canceled" and task not in by_hand
+        )
+        if not by_policy:
+            continue
+        begun = _generation_start(r.rows_of[task], row["seq"])
+        edges = [
+            e
+            for e in w.edges_of.get(task, [])
+            if e.reason == "dependencies" and begun <= e.seq < row["seq"]
+        ]
+        states = {e.depends_on: w.status_at(e.depends_on, row["seq"]) for e in edges}
+        if any(
+            e.policy != "run" and states[e.depends_on][0] in (None, "failed", "canceled")
+            for e in edges
+        ):
+            continue
+        found = ", ".join(
+            f"{e.depends_on} ({e.policy}) {_dependency_state(*states[e.depends_on])}" for e in edges
+        )
+        yield Violation(
+            "WF-4",
+            task,
+            f"{status} by its policy, though no dependency under cancel or fail had ended "
+            f"badly or gone without succeeding: {found or 'no dependencies'}",
+            [row, *edges],
+        )
+
+
 # --- counters ---------------------------------------------------------------------------------
 
 
@@ -901,7 +1263,31 @@ def _counters(h: History, r: Replay) -> dict[str, Any]:
         "ended": dict(Counter(_last_status(r).values())),
         "purged": sum(row["op"] == "delete" for row in r.task_rows()),
         "schedule_slots": sum(row["slots"] for row in (h.schedules or {}).get("slots", [])),
+        "dependents": len(
+            {e.task for es in r.workflows.edges_of.values() for e in es if e.reason != "gather"}
+        ),
+        "gathers": sum(
+            reason == "gather" for ps in r.workflows.parkings.values() for _, reason in ps
+        ),
+        "parked_decisions": dict(
+            Counter(_decision(row) for kind, row, _ in _leaving_parked(r) if kind == "decided")
+        ),
+        "released_past_a_purge": sum(
+            kind == "decided" and _decision(row) == "released" and _past_a_purge(r, row)
+            for kind, row, _ in _leaving_parked(r)
+        ),
     }
+
+
+def _past_a_purge(r: Replay, row: dict[str, Any]) -> bool:
+    """Whether a dependency of the task ``row`` decides succeeded and was purged before it
+    (the case WF-4 holds to its success)."""
+    w = r.workflows
+    return any(
+        w.status_at(e.depends_on, row["seq"]) == ("succeeded", True)
+        for e in w.edges_of.get(row["task_id"], [])
+        if e.reason == "dependencies" and e.seq < row["seq"]
+    )
 
 
 def _last_status(r: Replay) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """Test-only database instruments: the transition log, exports, integrity checks.
 
 The transition log is written by triggers in the same transaction as every
-change to ``cairnq_tasks``, ``cairnq_task_keys`` and ``cairnq_leases``, so it
-is complete even when processes are killed mid-write. Its ``seq`` follows
+change to ``cairnq_tasks``, ``cairnq_task_keys`` and ``cairnq_leases``, and
+every dependency edge and parked row the workflow tables record, so it is
+complete even when processes are killed mid-write (and keeps the edges of
+purged tasks). Its ``seq`` follows
 commit order per row and every dependency between transactions (see
 ``checker``); on SQLite, one writer at a time, it is commit order outright.
 The effects table receives the rows handlers write with ``succeed_in``. Both
@@ -22,6 +24,11 @@ _COLUMNS = (
     "old_worker, new_worker, old_lease, new_lease, new_updated, new_cancel, old_completed, "
     "new_completed, max_attempts, new_error_code, new_result, old_queue, token, db_time, txid"
 )
+# What the workflow invariants read besides (``cairnq.drivertest.TRANSITION_COLUMNS`` is the
+# part every backend's driver logs): a task's due time before and after each change (a parked
+# task is due at ``PARKED_RUN_AT_MS``), and for the workflow tables' rows the other task of a
+# dependency edge (``ref``) and its policy, or a parked row's reason (``detail``).
+_WORKFLOW_COLUMNS = "old_run_at, new_run_at, ref, detail"
 
 SQLITE_LOG = """
 create table if not exists cairnq_test_transitions (
@@ -31,24 +38,25 @@ create table if not exists cairnq_test_transitions (
     old_worker text, new_worker text, old_lease integer, new_lease integer,
     new_updated integer, new_cancel integer, old_completed integer, new_completed integer,
     max_attempts integer, new_error_code text, new_result text, old_queue text, token integer,
-    db_time real, txid integer
+    db_time real, txid integer, old_run_at integer, new_run_at integer, ref text, detail text
 );
 create trigger if not exists cairnq_test_tasks_insert after insert on cairnq_tasks begin
     insert into cairnq_test_transitions (tbl, op, task_id, new_status, new_attempt, new_worker,
-        new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time)
+        new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time, new_run_at)
     values ('task', 'insert', new.id, new.status, new.attempt, new.worker_id, new.lease_until_ms,
         new.updated_at_ms, new.cancel_requested_at_ms, new.completed_at_ms, new.max_attempts,
-        (julianday('now') - 2440587.5) * 86400000.0);
+        (julianday('now') - 2440587.5) * 86400000.0, new.run_at_ms);
 end;
 create trigger if not exists cairnq_test_tasks_update after update on cairnq_tasks begin
     insert into cairnq_test_transitions (tbl, op, task_id, old_status, new_status, old_attempt,
         new_attempt, old_worker, new_worker, old_lease, new_lease, new_updated, new_cancel,
-        old_completed, new_completed, max_attempts, new_error_code, new_result, db_time)
+        old_completed, new_completed, max_attempts, new_error_code, new_result, db_time,
+        old_run_at, new_run_at)
     values ('task', 'update', new.id, old.status, new.status, old.attempt, new.attempt,
         old.worker_id, new.worker_id, old.lease_until_ms, new.lease_until_ms, new.updated_at_ms,
         new.cancel_requested_at_ms, old.completed_at_ms, new.completed_at_ms, new.max_attempts,
         json_extract(new.error, '$.code'), new.result,
-        (julianday('now') - 2440587.5) * 86400000.0);
+        (julianday('now') - 2440587.5) * 86400000.0, old.run_at_ms, new.run_at_ms);
 end;
 create trigger if not exists cairnq_test_tasks_delete after delete on cairnq_tasks begin
     insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt, old_worker,
@@ -84,6 +92,30 @@ create trigger if not exists cairnq_test_leases_update after update on cairnq_le
 end;
 """
 
+SQLITE_WORKFLOW_LOG = """
+create trigger if not exists cairnq_test_dependencies_insert after insert on cairnq_dependencies
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, ref, detail, db_time)
+    values ('dependency', 'insert', new.task_id, new.depends_on_id, new.policy,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_parked_insert after insert on cairnq_parked begin
+    insert into cairnq_test_transitions (tbl, op, task_id, detail, db_time)
+    values ('parked', 'insert', new.task_id, new.reason,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_parked_update after update on cairnq_parked begin
+    insert into cairnq_test_transitions (tbl, op, task_id, detail, db_time)
+    values ('parked', 'update', new.task_id, new.reason,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_parked_delete after delete on cairnq_parked begin
+    insert into cairnq_test_transitions (tbl, op, task_id, detail, db_time)
+    values ('parked', 'delete', old.task_id, old.reason,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+"""
+
 POSTGRES_LOG = """
 create table if not exists cairnq_test_transitions (
     seq bigserial primary key,
@@ -92,27 +124,29 @@ create table if not exists cairnq_test_transitions (
     old_worker text, new_worker text, old_lease bigint, new_lease bigint,
     new_updated bigint, new_cancel bigint, old_completed bigint, new_completed bigint,
     max_attempts integer, new_error_code text, new_result text, old_queue text, token bigint,
-    db_time double precision, txid bigint default txid_current()
+    db_time double precision, txid bigint default txid_current(),
+    old_run_at bigint, new_run_at bigint, ref text, detail text
 );
 create or replace function cairnq_test_log_task() returns trigger language plpgsql as $$
 begin
     if tg_op = 'INSERT' then
         insert into cairnq_test_transitions (tbl, op, task_id, new_status, new_attempt,
-            new_worker, new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time)
+            new_worker, new_lease, new_updated, new_cancel, new_completed, max_attempts, db_time,
+            new_run_at)
         values ('task', 'insert', new.id, new.status, new.attempt, new.worker_id,
             new.lease_until_ms, new.updated_at_ms, new.cancel_requested_at_ms,
             new.completed_at_ms, new.max_attempts,
-            extract(epoch from clock_timestamp()) * 1000);
+            extract(epoch from clock_timestamp()) * 1000, new.run_at_ms);
     elsif tg_op = 'UPDATE' then
         insert into cairnq_test_transitions (tbl, op, task_id, old_status, new_status,
             old_attempt, new_attempt, old_worker, new_worker, old_lease, new_lease, new_updated,
             new_cancel, old_completed, new_completed, max_attempts, new_error_code, new_result,
-            db_time)
+            db_time, old_run_at, new_run_at)
         values ('task', 'update', new.id, old.status, new.status, old.attempt, new.attempt,
             old.worker_id, new.worker_id, old.lease_until_ms, new.lease_until_ms,
             new.updated_at_ms, new.cancel_requested_at_ms, old.completed_at_ms,
             new.completed_at_ms, new.max_attempts, new.error ->> 'code', new.result::text,
-            extract(epoch from clock_timestamp()) * 1000);
+            extract(epoch from clock_timestamp()) * 1000, old.run_at_ms, new.run_at_ms);
     else
         insert into cairnq_test_transitions (tbl, op, task_id, old_status, old_attempt,
             old_worker, old_lease, old_completed, max_attempts, old_queue, db_time)
@@ -156,6 +190,35 @@ create trigger cairnq_test_leases after insert or update on cairnq_leases
     for each row execute function cairnq_test_log_lease();
 """
 
+POSTGRES_WORKFLOW_LOG = """
+create or replace function cairnq_test_log_dependency() returns trigger language plpgsql as $$
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, ref, detail, db_time)
+    values ('dependency', 'insert', new.task_id, new.depends_on_id, new.policy,
+        extract(epoch from clock_timestamp()) * 1000);
+    return null;
+end $$;
+create or replace function cairnq_test_log_parked() returns trigger language plpgsql as $$
+begin
+    if tg_op = 'DELETE' then
+        insert into cairnq_test_transitions (tbl, op, task_id, detail, db_time)
+        values ('parked', 'delete', old.task_id, old.reason,
+            extract(epoch from clock_timestamp()) * 1000);
+    else
+        insert into cairnq_test_transitions (tbl, op, task_id, detail, db_time)
+        values ('parked', lower(tg_op), new.task_id, new.reason,
+            extract(epoch from clock_timestamp()) * 1000);
+    end if;
+    return null;
+end $$;
+drop trigger if exists cairnq_test_dependencies on cairnq_dependencies;
+create trigger cairnq_test_dependencies after insert on cairnq_dependencies
+    for each row execute function cairnq_test_log_dependency();
+drop trigger if exists cairnq_test_parked on cairnq_parked;
+create trigger cairnq_test_parked after insert or update or delete on cairnq_parked
+    for each row execute function cairnq_test_log_parked();
+"""
+
 # The rows handlers write inside succeed_in, with the claim (lease token) that wrote them.
 EFFECTS_TABLE = """
 create table if not exists cairnq_test_effects (task_id text not null, token bigint not null)
@@ -163,30 +226,41 @@ create table if not exists cairnq_test_effects (task_id text not null, token big
 
 
 def install_transition_log(db: Database) -> None:
-    """Migrate ``db`` and add the transition-log triggers (lease tokens too, when it has them)."""
+    """Migrate ``db`` and add the transition-log triggers (lease tokens and the workflow
+    tables' edges and parked rows too, when it has them)."""
     with db.sync_client() as client:
         client.stats()
     if db.kind == "sqlite":
         conn = sqlite3.connect(db.path)  # type: ignore[arg-type]
         conn.executescript(SQLITE_LOG)
-        if _has_leases(conn.execute("select name from sqlite_master where type = 'table'")):
+        tables = _names(conn.execute("select name from sqlite_master where type = 'table'"))
+        if "cairnq_leases" in tables:
             conn.executescript(SQLITE_LEASE_LOG)
+        if tables >= WORKFLOW_TABLES:
+            conn.executescript(SQLITE_WORKFLOW_LOG)
         conn.close()
         return
     with admin_connect(db.url) as conn:
         conn.execute(f'set search_path to "{db.schema}"')
         conn.execute(POSTGRES_LOG)
         conn.execute(EFFECTS_TABLE)
-        tables = conn.execute(
-            "select table_name from information_schema.tables where table_schema = %s",
-            (db.schema,),
+        found = _names(
+            conn.execute(
+                "select table_name from information_schema.tables where table_schema = %s",
+                (db.schema,),
+            )
         )
-        if _has_leases(tables):
+        if "cairnq_leases" in found:
             conn.execute(POSTGRES_LEASE_LOG)
+        if found >= WORKFLOW_TABLES:
+            conn.execute(POSTGRES_WORKFLOW_LOG)
 
 
-def _has_leases(tables: Any) -> bool:
-    return "cairnq_leases" in {row[0] for row in tables}
+WORKFLOW_TABLES = {"cairnq_dependencies", "cairnq_parked"}
+
+
+def _names(tables: Any) -> set[str]:
+    return {str(row[0]) for row in tables}
 
 
 def effects(db: Database) -> list[dict[str, Any]]:
@@ -211,8 +285,11 @@ def _rows(db: Database, query: str) -> list[dict[str, Any]]:
             return list(cur.fetchall())
 
 
-def transitions(db: Database) -> list[dict[str, Any]]:
-    return _rows(db, f"select {_COLUMNS} from cairnq_test_transitions order by seq")
+def transitions(db: Database, *, workflows: bool = False) -> list[dict[str, Any]]:
+    """The log, oldest first: the driver's columns, and with ``workflows`` the columns the
+    workflow invariants read too."""
+    columns = f"{_COLUMNS}, {_WORKFLOW_COLUMNS}" if workflows else _COLUMNS
+    return _rows(db, f"select {columns} from cairnq_test_transitions order by seq")
 
 
 def snapshot(db: Database) -> list[dict[str, Any]]:

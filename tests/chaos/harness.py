@@ -52,6 +52,8 @@ class Config:
     busy_ms: int | None = None
     op_timeout_s: float | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
+    # Further worker settings for every worker the run starts (queues, limit, ...).
+    worker_options: dict[str, Any] = field(default_factory=dict)
 
 
 class Run:
@@ -112,6 +114,7 @@ class Run:
             "seed": c.seed,
             "mutant": c.mutant,
             "worker_id": c.worker_id,
+            **c.worker_options,
             **overrides,
         }
         self.workers[index] = self._spawn("worker", config, {**c.worker_env, **(env or {})})
@@ -209,7 +212,7 @@ class Run:
     def check(self) -> Report:
         """Collect the run's histories and check them; liveness if the run quiesced."""
         history = History(
-            transitions=dbtools.transitions(self.db),
+            transitions=dbtools.transitions(self.db, workflows=True),
             events=load(sorted(self.folder.glob("*.jsonl"))),
             final=dbtools.snapshot(self.db),
             integrity=dbtools.integrity(self.db),

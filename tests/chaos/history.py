@@ -18,6 +18,8 @@ from cairnq.protocol.steps import Op
 
 SETTLE_OPS = {"complete", "succeed", "fail", "release"}
 GROUP_SETTLE_OPS = {"complete_many"}
+# ``ctx.gather``'s write: it parks (settles) the attempt when a child is still running.
+GATHER_OP = "gather"
 
 
 class Recorder:
@@ -60,7 +62,8 @@ def _lease_of(op: Op[Any]) -> dict[str, Any]:
 
 
 class RecordingBackend:
-    """Wraps a backend; records claims and settlements with their outcome.
+    """Wraps a backend; records claims and settlements (a gather's park among them) with
+    their outcome.
 
     ``claim_ok`` is one row claimed; ``claim_error`` (with the error's type) is
     one claim transaction that failed. ``settle_ok`` means committed;
@@ -122,6 +125,8 @@ class RecordingBackend:
         name = getattr(op, "__name__", "")
         if name in GROUP_SETTLE_OPS:
             return await self._observe_group(op, pending)
+        if name == GATHER_OP:
+            return await self._observe_gather(op, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
         claim = _lease_of(op) if name in SETTLE_OPS else {}
@@ -151,6 +156,26 @@ class RecordingBackend:
         else:
             self._record("settle_ok", op=name, status=result["status"], **claim)
         return result
+
+    async def _observe_gather(self, op: Op[Any], pending: Any) -> Any:
+        """``ctx.gather``: a settlement when it parks the attempt (``settle_ok`` with the
+        parked row's status); ``gather_ready`` when every child had ended and nothing was
+        written."""
+        claim = _lease_of(op)
+        self._record("settle_invoke", op=GATHER_OP, **claim)
+        try:
+            gathered = await pending
+        except errors.LostLease:
+            self._record("settle_lost", op=GATHER_OP, **claim)
+            raise
+        except BaseException as exc:
+            self._record("settle_info", op=GATHER_OP, error=type(exc).__name__, **claim)
+            raise
+        if gathered.parked is None:
+            self._record("gather_ready", **claim)
+        else:
+            self._record("settle_ok", op=GATHER_OP, status=gathered.parked["status"], **claim)
+        return gathered
 
     async def _observe_group(self, op: Op[Any], pending: Any) -> Any:
         """A group settlement: one settle event per attempt in it."""

@@ -13,11 +13,13 @@ partly applies would test less than it claims.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors
 from cairnq.backends import Backend, SQLiteBackend
 from cairnq.protocol import ops as _ops
 from cairnq.protocol import statements as _protocol
+from cairnq.workflows import Gathering, Graph
 
 from .history import Recorder, RecordingBackend
 
@@ -230,6 +233,24 @@ def _slots_unguarded(dialect: str) -> list[Substitution]:
     ]
 
 
+def _answering(op: Any, statement: str, answer: Callable[[Any], Any]) -> Any:
+    """Step ``op`` (an operation's generator of statement calls) as the backend would,
+    except that its calls of ``statement`` are answered by the generator ``answer(call)``
+    (which may make calls of its own) instead of running that statement."""
+    from cairnq.protocol.steps import Call
+
+    reply: Any = None
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, Call) and step.statement == statement:
+            reply = yield from answer(step)
+        else:
+            reply = yield step
+
+
 def _limit_per_process() -> None:
     """Limits counted per process: a limited claim sees only this worker's running tasks
     (what a process-local counter, like a worker's ``resources``, would know), so every
@@ -240,17 +261,13 @@ def _limit_per_process() -> None:
     real = _limits.ClaimGate.claim
 
     def claim(self: Any, queues: Any, names: Any, want: Any, worker_id: str, *rest: Any) -> Any:
-        op = real(self, queues, names, want, worker_id, *rest)
-        reply: Any = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            if isinstance(step, Call) and step.statement == "limit_running":
-                reply = yield from _own_running(self, step.params["names"], worker_id)
-            else:
-                reply = yield step
+        return (
+            yield from _answering(
+                real(self, queues, names, want, worker_id, *rest),
+                "limit_running",
+                lambda step: _own_running(self, step.params["names"], worker_id),
+            )
+        )
 
     def _own_running(gate: Any, names: list[str], worker_id: str) -> Any:
         params = dict.fromkeys(("status", "queue", "name", "root_id", "correlation_id"))
@@ -269,6 +286,82 @@ def _limit_per_process() -> None:
         return [{"limit_name": n, "key_value": k, "running": c} for (n, k), c in counts.items()]
 
     _limits.ClaimGate.claim = claim  # type: ignore[method-assign]
+
+
+def _pretend_succeeded(applies: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """Deciding a parked task whose dependencies' rows satisfy ``applies`` takes every one
+    still queued or running as succeeded (``workflows.decide`` sees them so)."""
+    from cairnq.protocol import workflows as _workflows
+
+    real = _workflows.decide
+
+    def decide(edges: Any) -> Any:
+        rows = [dict(r) for r in edges]
+        by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            if r["depends_on_id"] is not None:
+                by_task[str(r["task_id"])].append(r)
+        for deps in by_task.values():
+            if applies(deps):
+                for r in deps:
+                    if r["depends_on_status"] in ("queued", "running"):
+                        r["depends_on_status"] = "succeeded"
+        return real(rows)
+
+    _workflows.decide = decide
+
+
+def _release_ignores_a_dependency() -> None:
+    """A dependent under policy cancel or fail is released once any one of its dependencies
+    succeeded, whatever the others' state."""
+    _pretend_succeeded(
+        lambda deps: (
+            any(r["policy"] != "run" for r in deps)
+            and any(r["depends_on_status"] == "succeeded" for r in deps)
+        )
+    )
+
+
+def _gather_resumes_early() -> None:
+    """A parked task whose dependencies are all under policy run (every parent parked by
+    gather, and a graph's run-policy dependents) is released when the first of them ends."""
+    _pretend_succeeded(
+        lambda deps: (
+            all(r["policy"] == "run" for r in deps)
+            and any(r["depends_on_status"] in ("succeeded", "failed", "canceled") for r in deps)
+        )
+    )
+
+
+def _purged_success_forgotten() -> None:
+    """Deciding ignores the recorded successes (``cairnq_dependencies_satisfied``): a
+    dependency purged after it succeeded counts as gone, so its dependent is canceled or
+    failed by policy ``cancel`` or ``fail`` once its other dependencies end."""
+    from cairnq.protocol import workflows as _workflows
+
+    real = _workflows.decide
+
+    def decide(edges: Any) -> Any:
+        return real([{**dict(r), "satisfied": False} for r in edges])
+
+    _workflows.decide = decide
+
+
+def _decided_stay_parked() -> None:
+    """Deciding never forgets the decided tasks (``workflow_unpark`` is skipped), so the
+    sweep finds them again."""
+    from cairnq.protocol import workflows as _workflows
+
+    real = _workflows._decide_rounds
+
+    def skipped(step: Any) -> Any:
+        return None
+        yield  # a generator that answers without a statement
+
+    def rounds(ended: list[str], candidates: list[str]) -> Any:
+        return (yield from _answering(real(ended, candidates), "workflow_unpark", skipped))
+
+    _workflows._decide_rounds = rounds
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -391,6 +484,30 @@ MUTANTS: dict[str, Mutant] = {
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
     "limit_per_process": Mutant(patch=_limit_per_process),
+    "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
+    # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
+    # a release no longer checks that the task is still parked.
+    "sweep_decides_twice": Mutant(
+        sql={
+            "sqlite": [
+                (
+                    "workflow_release",
+                    "and run_at_ms = :parked_run_at_ms",
+                    "and :parked_run_at_ms is not null",
+                )
+            ],
+            "postgres": [
+                (
+                    "workflow_release",
+                    "and run_at_ms = :parked_run_at_ms::bigint",
+                    "and :parked_run_at_ms::bigint is not null",
+                )
+            ],
+        },
+        patch=_decided_stay_parked,
+    ),
+    "gather_resumes_early": Mutant(patch=_gather_resumes_early),
+    "purged_success_forgotten": Mutant(patch=_purged_success_forgotten),
 }
 
 
@@ -496,21 +613,28 @@ def run_worker(config: dict[str, Any]) -> None:
     @worker.task
     async def job(ctx: TaskContext, payload: dict[str, Any]) -> Any:
         limited = {}
-        if config.get("limit") and "customer" in payload:
+        queue = config.get("limit_queue", "default")
+        if config.get("limit") and "customer" in payload and ctx.task.queue == queue:
             limited = {"limit_key": payload["customer"], "limit": config["limit"]}
         record("handler_start", **claim_of(ctx), **limited)
         outcome = "cancelled"
+        ended: dict[str, float] = {}
         try:
             result = await _run(ctx, payload, rng)
             outcome = "return"
             return result
         except asyncio.CancelledError:
             raise
+        except Gathering as parked:
+            # The run ended when gather parked its attempt (that was its settlement).
+            outcome = "gathering"
+            ended["t"] = getattr(parked, "called_at", time.monotonic())
+            raise
         except BaseException:
             outcome = "raise"
             raise
         finally:
-            record("handler_end", outcome=outcome, **claim_of(ctx))
+            record("handler_end", outcome=outcome, **claim_of(ctx), **ended)
 
     @worker.task("sync_job")
     def sync_job(ctx: Any, payload: dict[str, Any]) -> Any:
@@ -530,10 +654,12 @@ def run_worker(config: dict[str, Any]) -> None:
 
 
 def _limits_of(config: dict[str, Any]) -> list[Limit]:
-    """``limit: N`` in a worker's config: at most N running at once per ``payload.customer``."""
+    """``limit: N`` in a worker's config: at most N running at once per ``payload.customer``
+    in queue ``limit_queue`` (``default``)."""
     if not config.get("limit"):
         return []
-    return [Limit.concurrency(config["limit"], queue="default", key="payload.customer")]
+    queue = config.get("limit_queue", "default")
+    return [Limit.concurrency(config["limit"], queue=queue, key="payload.customer")]
 
 
 async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:
@@ -575,12 +701,58 @@ async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) ->
             return result
 
         await ctx.succeed_in(write)
+    if mode == "steps":
+        result["steps"] = await _steps(ctx, payload, rng)
+    if mode == "gather":
+        result["children"] = await _gather(ctx, payload)
     return result
 
 
-MODES = ["ok", "fail", "permanent", "watch_cancel", "fail_always", "nasty_error", "effect"]
+async def _steps(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> list[Any]:
+    """Durable steps: each records the claim that ran it; the first attempts fail after
+    the first step, so a later attempt replays it."""
+    low, high = payload.get("sleep_ms", [5, 50])
+    done = []
+    for i in range(payload.get("steps", 3)):
+
+        async def one() -> dict[str, Any]:
+            await asyncio.sleep(rng.uniform(low, high) / 1000)
+            return {"attempt": ctx.attempt, "token": ctx.lease.token}
+
+        done.append(await ctx.step(f"s{i}", one))
+        if i == 0 and ctx.attempt < payload.get("fail_until", 2):
+            raise ConnectionError("scripted failure after a step")
+    return done
+
+
+async def _gather(ctx: TaskContext, payload: dict[str, Any]) -> list[str]:
+    """Spawn the payload's children, then gather them: parks until every one has ended."""
+    children = [await ctx.spawn("job", child) for child in payload.get("children", [])]
+    called_at = time.monotonic()
+    try:
+        tasks = await ctx.gather(children, return_tasks=True)
+    except Gathering as parked:
+        parked.called_at = called_at  # type: ignore[attr-defined]
+        raise
+    return [task.status for task in tasks]
+
+
+MODES = [
+    "ok",
+    "fail",
+    "permanent",
+    "watch_cancel",
+    "fail_always",
+    "nasty_error",
+    "effect",
+    "graph",
+    "gather",
+    "steps",
+    "limited",
+]
 # Errors that say the submit wrote nothing: the checker holds them to it (INV-1b).
 REFUSED = (errors.AlreadyExists, errors.DatabaseBusy, errors.InvalidArgument)
+POLICIES = ("cancel", "cancel", "fail", "run")
 
 
 async def _client(config: dict[str, Any]) -> None:
@@ -593,16 +765,32 @@ async def _client(config: dict[str, Any]) -> None:
     purge_every = config.get("purge_every", 0)
     async with CairnQ(open_backend(spec)) as cq:
         cq._owns_backend = True
+        purger = None
+        if config.get("graph_purge_every_ms"):
+            purger = asyncio.ensure_future(_purge_graphs(cq, record, config))
+        cycle = config.get("cycle")
+        graphs = 0
         for n in range(config["count"]):
-            mode = rng.choices(MODES, weights=weights)[0]
+            mode = cycle[n % len(cycle)] if cycle else rng.choices(MODES, weights=weights)[0]
             request = f"{os.getpid()}-{n}"
-            payload = {
+            if mode == "graph":
+                await _graph(cq, record, rng, config, request, POLICIES[graphs % len(POLICIES)])
+                graphs += 1
+                await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+                continue
+            payload: dict[str, Any] = {
                 "n": n,
                 "mode": mode,
                 "sleep_ms": config.get("sleep_ms", [5, 50]),
                 "req": request,
                 "wait_cancel_polls": config.get("wait_cancel_polls", 0),
             }
+            queue = "default"
+            if mode == "gather":
+                payload["children"] = _children(rng)
+            elif mode == "limited":
+                payload |= {"mode": "ok", "customer": f"c{rng.randrange(3)}"}
+                queue = config.get("limit_queue", "default")
             key = f"k{rng.randrange(config.get('keys', 0))}" if config.get("keys") else None
             conflict = rng.choice(["reuse", "replace", "reject"]) if key else "reuse"
             record("submit_invoke", req=request, key=key)
@@ -612,6 +800,7 @@ async def _client(config: dict[str, Any]) -> None:
                     payload,
                     key=key,
                     conflict=conflict,
+                    queue=queue,
                     max_attempts=config.get("max_attempts", 3),
                 )
             except REFUSED as exc:
@@ -623,6 +812,7 @@ async def _client(config: dict[str, Any]) -> None:
             record("submit_ok", req=request, task=task.id, key=key)
             if mode in ("watch_cancel", "effect") and rng.random() < config.get("cancel_p", 0.7):
                 await asyncio.sleep(rng.uniform(0, config.get("cancel_after_s", 0.05)))
+                record("cancel_invoke", task=task.id)
                 try:
                     await cq.cancel(task.id)
                     record("cancel_ok", task=task.id)
@@ -633,6 +823,92 @@ async def _client(config: dict[str, Any]) -> None:
             if purge_every and n % purge_every == purge_every - 1:
                 await _purge(cq, record, config.get("purge_older_than_ms", 1000))
             await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+        if purger is not None:
+            purger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await purger
+
+
+def _children(rng: random.Random) -> list[dict[str, Any]]:
+    """Two to four children for a gather, each slower than the one before; one in eight
+    fails for good."""
+    return [
+        {
+            "mode": "permanent" if rng.random() < 0.125 else "ok",
+            "sleep_ms": [5 + 100 * i, 30 + 150 * i],
+        }
+        for i in range(rng.randint(2, 4))
+    ]
+
+
+async def _graph(
+    cq: CairnQ,
+    record: Recorder,
+    rng: random.Random,
+    config: dict[str, Any],
+    request: str,
+    policy: str,
+) -> None:
+    """A diamond (``a``; ``b`` and ``c`` after it, ``c`` the slower; ``d`` after both, all
+    under ``policy``) in one ``submit_graph``, then ``e`` after ``d`` by ``depends_on``
+    under a random policy, due ``graph_delay_ms`` after its release, every node in queue
+    ``graph_queue``. One node in eight fails for good, and the root is canceled with
+    ``graph_cancel_p``."""
+    sleep = {"a": [5, 30], "b": [5, 30], "c": [100, 250], "d": [5, 30], "e": [5, 30]}
+    queue = config.get("graph_queue", "default")
+
+    def node(name: str) -> dict[str, Any]:
+        mode = "permanent" if rng.random() < 0.125 else "ok"
+        return {"mode": mode, "sleep_ms": sleep[name], "req": f"{request}-{name}"}
+
+    graph = Graph().add("a", "job", node("a"), queue=queue)
+    for name, after in (("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"])):
+        graph.add(name, "job", node(name), after=after, on_dependency_failure=policy, queue=queue)
+    names = list(graph.nodes)
+    tasks = await _submit_recorded(record, request, names, cq.submit_graph(graph))
+    if tasks is None:
+        return
+    follow = cq.submit(
+        "job",
+        node("e"),
+        depends_on=[tasks["d"]],
+        on_dependency_failure=rng.choice(POLICIES),
+        delay_ms=config.get("graph_delay_ms", 0),
+        queue=queue,
+    )
+    await _submit_recorded(record, request, ["e"], _one("e", follow))
+    if rng.random() < config.get("graph_cancel_p", 0.0):
+        record("cancel_invoke", task=tasks["a"].id)
+        try:
+            await cq.cancel(tasks["a"].id)
+            record("cancel_ok", task=tasks["a"].id)
+        except errors.CairnQError as exc:
+            record("cancel_info", task=tasks["a"].id, error=type(exc).__name__)
+
+
+async def _one(name: str, submit: Any) -> dict[str, Any]:
+    return {name: await submit}
+
+
+async def _submit_recorded(
+    record: Recorder, request: str, names: list[str], submit: Any
+) -> dict[str, Any] | None:
+    """Await ``submit`` (tasks by node name), recording each node as its own submit."""
+    for name in names:
+        record("submit_invoke", req=f"{request}-{name}", key=None)
+    try:
+        tasks: dict[str, Any] = await submit
+    except REFUSED as exc:
+        for name in names:
+            record("submit_fail", req=f"{request}-{name}", error=type(exc).__name__)
+        return None
+    except errors.CairnQError as exc:
+        for name in names:
+            record("submit_info", req=f"{request}-{name}", error=type(exc).__name__)
+        return None
+    for name in names:
+        record("submit_ok", req=f"{request}-{name}", task=tasks[name].id, key=None)
+    return tasks
 
 
 async def _retry_later(cq: CairnQ, record: Recorder, task_id: str) -> None:
@@ -649,14 +925,25 @@ async def _retry_later(cq: CairnQ, record: Recorder, task_id: str) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _purge(cq: CairnQ, record: Recorder, older_than_ms: int) -> None:
-    record("purge_invoke", older_than_ms=older_than_ms, status=None, queue=None)
+async def _purge(
+    cq: CairnQ, record: Recorder, older_than_ms: int, queue: str | None = None
+) -> None:
+    record("purge_invoke", older_than_ms=older_than_ms, status=None, queue=queue)
     try:
-        deleted = await cq.purge(older_than_ms=older_than_ms)
+        deleted = await cq.purge(older_than_ms=older_than_ms, queue=queue)
     except errors.CairnQError as exc:
         record("purge_info", error=type(exc).__name__)
         return
     record("purge_ok", deleted=len(deleted))
+
+
+async def _purge_graphs(cq: CairnQ, record: Recorder, config: dict[str, Any]) -> None:
+    """Every ``graph_purge_every_ms``, purge the finished tasks of ``graph_queue`` however
+    recently they finished: a graph's fast branch is often purged as soon as it succeeded,
+    while the slow one still runs and the task after both waits."""
+    while True:
+        await asyncio.sleep(config["graph_purge_every_ms"] / 1000)
+        await _purge(cq, record, 0, config.get("graph_queue", "default"))
 
 
 def run_client(config: dict[str, Any]) -> None:
@@ -670,15 +957,19 @@ async def _wait_until(instant: float) -> None:
 GATE_MARGIN_S = 0.3
 
 
-def open_gate(gate: Path, count: int, timeout: float = 120) -> float:
-    """Wait until ``count`` processes stand at ``gate``, then open it for them all at one
-    instant a moment from now, returned. However slowly each process started (a loaded
-    machine), they all start at once.
+def open_gate(gate: Path, procs: list[Any], timeout: float = 120) -> float:
+    """Wait until the processes ``procs`` (``Popen``) all stand at ``gate``, then open it
+    for them all at one instant a moment from now, returned. However slowly each process
+    started (a loaded machine), they all start at once; one that exits before it reached
+    the gate fails the wait at once.
     """
     deadline = time.monotonic() + timeout
-    while len(list(gate.glob("ready-*"))) < count:
+    while len(list(gate.glob("ready-*"))) < len(procs):
+        exited = [p.returncode for p in procs if p.poll() is not None]
+        if exited:
+            raise RuntimeError(f"a process exited ({exited}) before it reached {gate}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"fewer than {count} processes reached {gate}")
+            raise TimeoutError(f"fewer than {len(procs)} processes reached {gate}")
         time.sleep(0.01)
     start_at = time.time() + GATE_MARGIN_S
     go = gate / "go.tmp"

@@ -5,6 +5,14 @@ Run from the repository root (not part of CI)::
     python -m tests.chaos.soak --minutes 10 --backend sqlite --seed 1
     python -m tests.chaos.soak --minutes 10 --backend postgres --seed 1
 
+The work: single tasks of every kind (``programs.MODES``: successes, retries,
+failures, cancels, unstorable errors, ``succeed_in`` on PostgreSQL), graphs (a
+diamond and a task after it, under random dependency policies, in their own queue,
+whose finished tasks are purged at once every 100 ms), parents that
+spawn and gather children, durable steps replayed after a failure, tasks under
+a concurrency limit of 2 per customer (their own queue), and two every-second
+schedules, paused before quiescence.
+
 SQLite faults: kill -9 and SIGSTOP/SIGCONT of workers, a foreign process holding
 the write lock past the busy budget. PostgreSQL (a private cluster started with
 initdb): kill -9 and SIGSTOP of workers, sessions terminated, and the server
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -31,13 +40,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from .._db import Database, admin_connect
 from . import dbtools
-from .checker import LIVE
+from .checker import LIVE, event_ident
 from .harness import ROOT, Config, Run
 from .history import load
 from .pgcluster import Cluster, _bin
@@ -58,28 +67,34 @@ def _redeliveries(events: list[dict[str, Any]]) -> tuple[list[float], list[float
 
     Returns (windows, overlaps) in seconds: from the unsettled run's start to the
     next run's start, and how long the two ran at once (0 when the first had
-    ended). A retry after a recorded failure is not a redelivery. All times come
-    from one host's monotonic clock, which every process shares.
+    ended). A run after a recorded settlement (a retry after a failure, a gathering
+    parent's run after its park) is not a redelivery. Runs are told apart by their
+    claim (lease token), and all times come from one host's monotonic clock, which
+    every process shares.
     """
-    starts: dict[tuple[str, int], float] = {}
-    ends: dict[tuple[str, int], float] = {}
-    settled: set[tuple[str, int]] = set()
+    starts: dict[tuple[Any, ...], float] = {}
+    ends: dict[tuple[Any, ...], float] = {}
+    settled: set[tuple[Any, ...]] = set()
     for event in events:
-        key = (event.get("task"), event.get("attempt"))
+        claim = event_ident(event)
         if event["event"] == "handler_start":
-            starts[key] = event["t"]  # type: ignore[index]
+            starts.setdefault(claim, event["t"])
         elif event["event"] == "handler_end":
-            ends[key] = event["t"]  # type: ignore[index]
+            ends[claim] = event["t"]
         elif event["event"] == "settle_ok":
-            settled.add(key)  # type: ignore[arg-type]
+            settled.add(claim)
+    runs: dict[Any, list[tuple[float, tuple[Any, ...]]]] = defaultdict(list)
+    for claim, started in starts.items():
+        runs[claim[0]].append((started, claim))
     windows, overlaps = [], []
-    for (task, attempt), started in starts.items():
-        following = starts.get((task, attempt + 1))
-        if following is None or (task, attempt) in settled:
-            continue
-        windows.append(following - started)
-        ended = ends.get((task, attempt))
-        overlaps.append(max(0.0, ended - following) if ended is not None else 0.0)
+    for ordered in runs.values():
+        ordered.sort()
+        for (started, claim), (following, _) in itertools.pairwise(ordered):
+            if claim in settled:
+                continue
+            windows.append(following - started)
+            ended = ends.get(claim)
+            overlaps.append(max(0.0, ended - following) if ended is not None else 0.0)
     return windows, overlaps
 
 
@@ -163,6 +178,45 @@ def _crash(cluster: Cluster, rng: random.Random) -> bool:
 
 # Each client purges finished tasks older than this every 25 submits (INV-15 checks the cutoff).
 PURGE_OLDER_THAN_MS = 5000
+# (name, catch_up) of the every-second schedules the workers evaluate (SCH-1, SCH-2).
+SCHEDULES = (("soak-tick", "1m"), ("soak-short", "2s"))
+SCHEDULE_PAYLOAD = {"mode": "ok", "sleep_ms": [5, 20]}
+# Graphs run in their own queue, whose finished tasks each client purges this often, however
+# recently they finished: a graph's fast branch is often purged while the task after both of
+# its branches waits on the slow one (WF-4 holds that task to the purged branch's success).
+GRAPH_QUEUE = "graphs"
+GRAPH_PURGE_EVERY_MS = 100
+# The queues workers serve, and the limited tasks' queue and limit: at most 2 running per
+# payload.customer (INV-18).
+LIMIT = {"queues": ["default", "limited", GRAPH_QUEUE], "limit": 2, "limit_queue": "limited"}
+# A graph's last task is due this long after its release (WF-2 sees one release).
+GRAPH_DELAY_MS = 300
+GRAPH_CANCEL_P = 0.1
+
+
+def _with_schedules(db: Database, paused: bool) -> None:
+    """Add the soak's schedules, or pause them; retried while the database is away."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with db.sync_client() as client:
+                for name, catch_up in SCHEDULES:
+                    if paused:
+                        client.pause_schedule(name)
+                    else:
+                        client.add_schedule(
+                            name,
+                            "job",
+                            every="1s",
+                            catch_up=catch_up,
+                            payload=SCHEDULE_PAYLOAD,
+                            replace=True,
+                        )
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -182,13 +236,15 @@ def soak(
         tasks_per_client=10**6,
         keys=50,
         # ok, retried once, permanent failure, canceled while running, retried until it
-        # fails, an error the database cannot store as it is, succeed_in (PostgreSQL)
-        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0),
+        # fails, an error the database cannot store as it is, succeed_in (PostgreSQL),
+        # a graph (five tasks), a gathering parent, durable steps, a limited task
+        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0, 2, 2, 2, 3),
         sleep_ms=(5, 200),
         seed=seed,
         busy_ms=1000,
         quiescence_s=180,
         op_timeout_s=10.0,
+        worker_options=LIMIT,
     )
     kinds = ["kill", "pause"] + (["lock"] if db.kind == "sqlite" else ["sessions", "crash"])
     started_at = datetime.datetime.now(datetime.timezone.utc)
@@ -199,10 +255,19 @@ def soak(
     sessions_terminated = 0
     killed: set[int] = set()
     try:
+        _with_schedules(db, paused=False)
         for _ in range(config.workers):
             run.start_worker()
         run.start_clients(
-            gap_ms=40, purge_every=25, purge_older_than_ms=PURGE_OLDER_THAN_MS, retry_p=0.3
+            gap_ms=40,
+            purge_every=25,
+            purge_older_than_ms=PURGE_OLDER_THAN_MS,
+            retry_p=0.3,
+            graph_delay_ms=GRAPH_DELAY_MS,
+            graph_cancel_p=GRAPH_CANCEL_P,
+            graph_queue=GRAPH_QUEUE,
+            graph_purge_every_ms=GRAPH_PURGE_EVERY_MS,
+            limit_queue=LIMIT["limit_queue"],
         )
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
@@ -238,6 +303,7 @@ def soak(
         for proc in run.clients:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+        _with_schedules(db, paused=True)
         run.quiesce(keep_workers=3)
     finally:
         run.stop()
@@ -257,7 +323,7 @@ def soak(
     key_conflicts = sum(e.get("error") == "AlreadyExists" for e in events)
     counters = {k: v for k, v in report.counters.items() if k != "faults"}
     overlapping = [o for o in overlaps if o > 0]
-    return {
+    summary = {
         "commit": _commit(),
         "backend": db.kind,
         "seed": seed,
@@ -279,6 +345,11 @@ def soak(
             "crash_down_s": list(CRASH_DOWN_S) if db.kind == "postgres" else None,
             "mix": dict(zip(MODES, config.mix, strict=True)),
             "purge_older_than_ms": PURGE_OLDER_THAN_MS,
+            "schedules": {name: {"every": "1s", "catch_up": c} for name, c in SCHEDULES},
+            "limit": {"queue": LIMIT["limit_queue"], "running_per_customer": LIMIT["limit"]},
+            "graph_delay_ms": GRAPH_DELAY_MS,
+            "graph_cancel_p": GRAPH_CANCEL_P,
+            "graph_purge_every_ms": GRAPH_PURGE_EVERY_MS,
         },
         "faults": {
             "took_effect": sum(effective.values()),
@@ -291,6 +362,16 @@ def soak(
         "outcomes": counters["ended"],
         "purged": counters["purged"],
         "retried": sum(e["event"] == "retry_ok" for e in events),
+        "schedule_slots": counters["schedule_slots"],
+        "workflows": {
+            "dependents": counters["dependents"],
+            "gathers": counters["gathers"],
+            "parked_decisions": counters["parked_decisions"],
+            "released_past_a_purge": counters["released_past_a_purge"],
+        },
+        "limited_runs": sum(
+            e["event"] == "handler_start" and e.get("limit_key") is not None for e in events
+        ),
         "key_conflicts": key_conflicts,
         "submits_failed_typed": {
             "count": sum(typed_errors.values()),
@@ -324,6 +405,36 @@ def soak(
             ],
         },
     }
+    summary["shortfalls"] = shortfalls(summary)
+    return summary
+
+
+def shortfalls(summary: dict[str, Any]) -> list[str]:
+    """What a soak that checked anything must have done, and did not.
+
+    A soak whose workers died on their own, whose faults never took effect or
+    whose work never reached a feature of the mix checks nothing there, however
+    valid its history.
+    """
+    missing = [
+        f"worker {name} exited by itself (code {code})"
+        for name, code in summary["workers_exited_unkilled"].items()
+    ]
+    missing += [
+        f"no {kind} fault took effect"
+        for kind, count in summary["faults"]["by_kind"].items()
+        if count == 0 and summary["faults"]["chosen_by_kind"].get(kind, 0) > 0
+    ]
+    reached = {
+        "schedule slots": summary["schedule_slots"],
+        "gathers": summary["workflows"]["gathers"],
+        "dependents": summary["workflows"]["dependents"],
+        "limited runs": summary["limited_runs"],
+        "retries": summary["retried"],
+        "purges": summary["purged"],
+    }
+    missing += [f"no {what}" for what, count in reached.items() if not count]
+    return missing
 
 
 # --- where it ran ----------------------------------------------------------------------------
@@ -409,7 +520,9 @@ def main() -> int:
         f"faults={summary['faults']['by_kind']} outcomes={summary['outcomes']} "
         f"summary={out} histories={folder}"
     )
-    return 0 if checker["valid"] else 1
+    for shortfall in summary["shortfalls"]:
+        print(f"soak {args.backend}: checked less than it should: {shortfall}")
+    return 0 if checker["valid"] and not summary["shortfalls"] else 1
 
 
 if __name__ == "__main__":

@@ -173,6 +173,24 @@ def _keys(summary: dict[str, Any]) -> str:
     return f"{_n(summary.get('key_conflicts', 0))} refused, {_n(summary.get('retried', 0))} retried"
 
 
+def _features(s: dict[str, Any]) -> str:
+    """What the soak's work reached beyond single tasks (empty for older summaries)."""
+    flows = s.get("workflows")
+    if flows is None:
+        return "-"
+    decided = flows["parked_decisions"]
+    return (
+        f"{_n(flows['dependents'])} dependents; parked tasks (dependents and gathering "
+        f"parents) {_n(decided.get('released', 0))} times released, "
+        f"{_n(decided.get('failed', 0))} failed and {_n(decided.get('canceled', 0))} "
+        f"canceled (by policy or by hand), {_n(flows.get('released_past_a_purge', 0))} "
+        f"releases after a dependency that succeeded was purged; {_n(flows['gathers'])} "
+        f"gathers; "
+        f"{_n(s['schedule_slots'])} schedule slots; {_n(s['limited_runs'])} runs under a "
+        f"limit of {s['config']['limit']['running_per_customer']} per key"
+    )
+
+
 ROWS = [
     ("tasks", lambda s: _n(s["tasks"])),
     ("faults that took effect on a live process", _faults),
@@ -183,6 +201,7 @@ ROWS = [
     ("of which ran at the same time as the previous run", _overlaps),
     ("keyed submits refused by `reject` / canceled keyed tasks retried", _keys),
     ("how each task ended", _final),
+    ("workflows, schedules and limits in the mix", _features),
 ]
 
 

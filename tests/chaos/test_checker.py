@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from cairnq.protocol import statements as _protocol
+from cairnq.protocol.workflows import PARKED_RUN_AT_MS
 
-from .checker import History, check
+from .checker import DEPENDENCY_FAILED, History, check
 from .programs import MUTANTS, mutated
 
 T = "task_A"
@@ -563,6 +564,41 @@ def test_a_replaced_task_still_being_canceled_does_not_count_as_live() -> None:
     assert invariants(history) == set()
 
 
+def limited_history(*, expired: bool) -> History:
+    """Three runs of limit key c1 (limit 2) overlap; the first claim's lease expired or not."""
+    tasks = ["task_1", "task_2", "task_3"]
+    transitions = []
+    for i, task in enumerate(tasks):
+        transitions += [
+            row(10 * i + 1, "insert", None, "queued", task_id=task),
+            claim(10 * i + 2, 1, "w", task_id=task),
+            lease_row(10 * i + 3, i + 1, task),
+        ]
+    first_end = settle(40, 1, "w", task_id="task_1")
+    if expired:
+        first_end = first_end | {"new_status": "queued", "old_lease": 500, "new_completed": None}
+    transitions.append(first_end)
+    transitions += [settle(41 + i, 1, "w", task_id=task) for i, task in enumerate(tasks[1:])]
+    events = []
+    for i, task in enumerate(tasks):
+        start = {"task": task, "attempt": 1, "worker": "w", "token": i + 1}
+        events += [
+            {"event": "handler_start", "t": 1.0 + i, **start, "limit_key": "c1", "limit": 2},
+            {"event": "handler_end", "t": 9.0, **start},
+        ]
+        if not (expired and i == 0):
+            events += settled(task, i + 1)
+    return History(transitions=transitions, events=events, final=[], liveness=False)
+
+
+def test_runs_of_one_limit_key_overlapping_past_the_limit_are_inv18() -> None:
+    assert invariants(limited_history(expired=False)) == {"INV-18"}
+
+
+def test_a_run_whose_lease_expired_does_not_count_toward_its_limit() -> None:
+    assert invariants(limited_history(expired=True)) == set()
+
+
 # --- schedules -------------------------------------------------------------------------------
 
 S = 1_000_000  # a slot of the every-second schedule "tick" (created at S - 500)
@@ -651,6 +687,274 @@ def test_a_slot_not_accounted_for_is_sch2(
     assert any(message in v.message for v in report.violations), report.summary()
 
 
+# --- workflows -------------------------------------------------------------------------------
+
+PARKED = PARKED_RUN_AT_MS
+DEP, DEPENDENT = "task_dep", "task_dependent"
+
+
+def wf_row(seq: int, tbl: str, task: str, **f: Any) -> dict[str, Any]:
+    return row(seq, "insert", None, None, tbl=tbl, task_id=task, **f)
+
+
+def moved(seq: int, task: str, old_run_at: int, new_run_at: int) -> dict[str, Any]:
+    """A queued task's due time changed: parked (to ``PARKED``) or released (from it)."""
+    return row(
+        seq,
+        "update",
+        "queued",
+        "queued",
+        task_id=task,
+        old_run_at=old_run_at,
+        new_run_at=new_run_at,
+    )
+
+
+def run_to(seq: int, task: str, status: str, token: int) -> list[dict[str, Any]]:
+    """A claim of ``task`` (its lease row beside it) and its settlement to ``status``."""
+    return [
+        claim(seq, 1, "w", task_id=task),
+        lease_row(seq + 1, token, task),
+        settle(seq + 2, 1, "w", new=status, task_id=task),
+    ]
+
+
+def settled(task: str, token: int) -> list[dict[str, Any]]:
+    return [
+        {"event": "settle_invoke", "task": task, "attempt": 1, "worker": "w", "token": token},
+        {"event": "settle_ok", "task": task, "attempt": 1, "worker": "w", "token": token},
+    ]
+
+
+def dependent_history(
+    policy: str = "cancel", dependency_ends: str = "succeeded", *, claimed_first: bool = False
+) -> History:
+    """A dependent parked on one dependency, released when it ends (or, with
+    ``claimed_first``, released and run before the dependency is claimed)."""
+    parked = [
+        row(1, "insert", None, "queued", task_id=DEP, new_run_at=1000),
+        row(2, "insert", None, "queued", task_id=DEPENDENT, new_run_at=1000),
+        wf_row(3, "dependency", DEPENDENT, ref=DEP, detail=policy),
+        wf_row(4, "parked", DEPENDENT, detail="dependencies"),
+        moved(5, DEPENDENT, 1000, PARKED),
+    ]
+    dependency = run_to(10, DEP, dependency_ends, token=1)
+    dependent = [moved(20, DEPENDENT, PARKED, 1020), *run_to(21, DEPENDENT, "succeeded", 2)]
+    if claimed_first:
+        dependency = [{**r, "seq": r["seq"] + 20} for r in dependency]
+    return History(
+        transitions=sorted(parked + dependency + dependent, key=lambda r: r["seq"]),
+        events=settled(DEP, 1) + settled(DEPENDENT, 2),
+        final=[{"id": DEP, "status": dependency_ends}, {"id": DEPENDENT, "status": "succeeded"}],
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "ends"), [("cancel", "succeeded"), ("fail", "succeeded"), ("run", "failed")]
+)
+def test_a_dependent_run_after_its_dependency_ended_as_its_policy_needs_is_valid(
+    policy: str, ends: str
+) -> None:
+    report = check(dependent_history(policy, ends))
+    assert report.valid, report.summary()
+    assert report.counters["parked_decisions"] == {"released": 1}
+
+
+@pytest.mark.parametrize(
+    ("policy", "ends", "claimed_first"),
+    [
+        ("cancel", "succeeded", True),
+        ("run", "failed", True),
+        ("cancel", "failed", False),
+        ("fail", "canceled", False),
+    ],
+)
+def test_a_dependent_claimed_before_its_dependency_succeeded_or_ended_is_wf1(
+    policy: str, ends: str, claimed_first: bool
+) -> None:
+    history = dependent_history(policy, ends, claimed_first=claimed_first)
+    assert invariants(history) == {"WF-1"}
+
+
+def test_a_dependent_retried_by_hand_runs_whatever_its_dependencies() -> None:
+    history = dependent_history("cancel", "failed")
+    history.transitions[-4:] = [
+        row(20, "update", "queued", "canceled", task_id=DEPENDENT, old_run_at=PARKED),
+        row(21, "update", "canceled", "queued", task_id=DEPENDENT, new_run_at=1021),
+        *run_to(22, DEPENDENT, "succeeded", 2),
+    ]
+    report = check(history)
+    assert report.valid, report.summary()
+    assert report.counters["parked_decisions"] == {"canceled": 1}
+
+
+def test_a_second_release_of_a_dependent_already_released_is_wf2() -> None:
+    history = dependent_history()
+    history.transitions.append(moved(20, DEPENDENT, 1020, 1500) | {"seq": 20.5})
+    history.transitions.sort(key=lambda r: r["seq"])
+    assert invariants(history) == {"WF-2"}
+
+
+def test_a_dependent_failed_by_policy_after_its_release_is_wf2() -> None:
+    history = dependent_history()
+    history.transitions[-3:] = [
+        row(21, "update", "queued", "failed", task_id=DEPENDENT, new_error_code="dependency_failed")
+    ]
+    history.events = settled(DEP, 1)
+    history.final[1]["status"] = "failed"
+    assert invariants(history) == {"WF-2"}
+
+
+SLOW = "task_slow"
+
+
+def purged_dependency_history(
+    policy: str = "cancel", fast_ends: str = "succeeded", decision: str = "canceled"
+) -> History:
+    """A dependent parked on a fast and a slow dependency: the fast one ends
+    (``fast_ends``) and a purge deletes it while the slow one runs; the slow one
+    succeeds, then the dependent is decided: ``canceled``, ``failed`` (by policy
+    ``fail``, its ``dependency_failed`` envelope) or ``released``."""
+    parked = [
+        row(1, "insert", None, "queued", task_id=DEP, new_run_at=1000),
+        row(2, "insert", None, "queued", task_id=SLOW, new_run_at=1000),
+        row(3, "insert", None, "queued", task_id=DEPENDENT, new_run_at=1000),
+        wf_row(4, "dependency", DEPENDENT, ref=DEP, detail=policy),
+        wf_row(5, "dependency", DEPENDENT, ref=SLOW, detail=policy),
+        wf_row(6, "parked", DEPENDENT, detail="dependencies"),
+        moved(7, DEPENDENT, 1000, PARKED),
+    ]
+    purge = row(13, "delete", fast_ends, None, task_id=DEP, old_attempt=1, old_completed=1012)
+    if decision == "released":
+        decided = [moved(30, DEPENDENT, PARKED, 1030), *run_to(31, DEPENDENT, "succeeded", 3)]
+        final = "succeeded"
+    else:
+        code = DEPENDENCY_FAILED if decision == "failed" else None
+        decided = [
+            row(
+                30,
+                "update",
+                "queued",
+                decision,
+                task_id=DEPENDENT,
+                old_run_at=PARKED,
+                new_run_at=PARKED,
+                new_completed=1030,
+                new_error_code=code,
+            )
+        ]
+        final = decision
+    transitions = [
+        *parked,
+        *run_to(10, DEP, fast_ends, token=1),
+        purge,
+        *run_to(20, SLOW, "succeeded", token=2),
+        *decided,
+    ]
+    events = (
+        settled(DEP, 1) + settled(SLOW, 2) + (settled(DEPENDENT, 3) if final == "succeeded" else [])
+    )
+    return History(
+        transitions=transitions,
+        events=[*events, {"event": "purge_invoke", "older_than_ms": 0, "status": None}],
+        final=[{"id": SLOW, "status": "succeeded"}, {"id": DEPENDENT, "status": final}],
+    )
+
+
+def test_a_dependent_released_once_its_dependencies_succeeded_one_then_purged_is_valid() -> None:
+    report = check(purged_dependency_history(decision="released"))
+    assert report.valid, report.summary()
+    assert report.counters["released_past_a_purge"] == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "fast_ends", "decision"),
+    [
+        ("cancel", "succeeded", "canceled"),
+        ("fail", "succeeded", "failed"),
+        ("run", "failed", "canceled"),
+    ],
+)
+def test_a_dependent_canceled_or_failed_with_no_dependency_ended_badly_is_wf4(
+    policy: str, fast_ends: str, decision: str
+) -> None:
+    history = purged_dependency_history(policy, fast_ends, decision)
+    assert invariants(history) == {"WF-4"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "fast_ends", "decision"),
+    [("cancel", "failed", "canceled"), ("fail", "canceled", "failed")],
+)
+def test_a_dependent_canceled_or_failed_for_a_dependency_purged_without_succeeding_is_valid(
+    policy: str, fast_ends: str, decision: str
+) -> None:
+    report = check(purged_dependency_history(policy, fast_ends, decision))
+    assert report.valid, report.summary()
+
+
+def test_a_dependent_a_client_canceled_is_not_held_to_its_dependencies() -> None:
+    history = purged_dependency_history()
+    history.events.append({"event": "cancel_invoke", "task": DEPENDENT})
+    report = check(history)
+    assert report.valid, report.summary()
+
+
+PARENT, CHILD = "task_parent", "task_child"
+
+
+def gather_history(*, resumed_at: int = 20) -> History:
+    """A parent's first run spawns a child and parks in gather; the child runs; the parent
+    is released at ``resumed_at`` and runs again."""
+    first = [claim(2, 1, "w", task_id=PARENT), lease_row(3, 1, PARENT)]
+    park = row(
+        5,
+        "update",
+        "running",
+        "queued",
+        task_id=PARENT,
+        old_attempt=1,
+        new_attempt=0,
+        old_worker="w",
+        old_lease=10_000,
+        old_run_at=1000,
+        new_run_at=PARKED,
+    )
+    transitions = [
+        row(1, "insert", None, "queued", task_id=PARENT, new_run_at=1000),
+        *first,
+        row(4, "insert", None, "queued", task_id=CHILD, new_run_at=1004),
+        park,
+        wf_row(6, "dependency", PARENT, ref=CHILD, detail="run"),
+        wf_row(7, "parked", PARENT, detail="gather"),
+        *run_to(10, CHILD, "succeeded", 2),
+        moved(resumed_at, PARENT, PARKED, 1020),
+        *run_to(30, PARENT, "succeeded", 3),
+    ]
+    return History(
+        transitions=sorted(transitions, key=lambda r: r["seq"]),
+        events=settled(PARENT, 1) + settled(CHILD, 2) + settled(PARENT, 3),
+        final=[{"id": PARENT, "status": "succeeded"}, {"id": CHILD, "status": "succeeded"}],
+    )
+
+
+def test_a_gathered_parent_resumed_once_after_its_children_ended_is_valid() -> None:
+    report = check(gather_history())
+    assert report.valid, report.summary()
+    assert report.counters["gathers"] == 1
+
+
+def test_a_gathered_parent_resumed_before_its_child_ended_is_wf3() -> None:
+    assert invariants(gather_history(resumed_at=11)) == {"WF-3"}
+
+
+def test_a_gathered_parent_resumed_twice_is_wf3() -> None:
+    history = gather_history()
+    history.transitions.append(moved(25, PARENT, 1020, 1500))
+    history.transitions.sort(key=lambda r: r["seq"])
+    assert invariants(history) == {"WF-3"}
+
+
 @pytest.mark.parametrize(
     ("mutant", "dialect"),
     [(name, dialect) for name, m in MUTANTS.items() for dialect in m.dialects],
@@ -680,9 +984,32 @@ def test_docs_guarantees_lists_every_mutant_and_every_invariant() -> None:
     named = set(re.findall(r"`([a-z_]+)`: ", text))
     assert named == set(test_mutants.MUTANTS) | {"synchronous_off"}
     checked = {
-        re.match(r"(INV-\w+|E\d|SCH-\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
+        re.match(r"(INV-\w+|E\d|SCH-\d|WF-\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
         for name, fn in vars(checker).items()
-        if name.startswith(("inv", "sch"))
+        if name.startswith(("inv", "sch", "wf"))
     }
-    listed = set(re.findall(r"\b(INV-\w+|E2|SCH-\d)\b", text))
+    listed = set(re.findall(r"\b(INV-\w+|E2|SCH-\d|WF-\d)\b", text))
     assert checked == listed
+
+
+def held_history(op: str) -> History:
+    """A claim (lease until 10,000) whose success committed at 10,005, past its lease."""
+    return History(
+        transitions=[
+            row(1, "insert", None, "queued"),
+            claim(2, 1, "w1"),
+            lease_row(3, 1),
+            settle(4, 1, "w1", new_updated=10_005, new_result='{"attempt": 1}'),
+        ],
+        events=[event("settle_ok", 1, "w1", 1, op=op)],
+        final=[{"id": T, "status": "succeeded", "payload": '{"mode": "effect"}'}],
+        effects=[{"task_id": T, "token": 1}] if op == "complete_in" else [],
+    )
+
+
+def test_a_succeed_in_that_held_the_row_past_its_lease_is_its_holders_success() -> None:
+    assert invariants(held_history("complete_in")) == set()
+
+
+def test_a_plain_completion_reported_after_its_lease_ran_out_is_still_caught() -> None:
+    assert invariants(held_history("complete")) == {"INV-5"}

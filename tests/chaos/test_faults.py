@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .._db import Database
 from .harness import Config, Run, run_standard
+from .history import load
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -124,23 +127,46 @@ def test_a_frozen_worker_loses_its_lease_and_its_late_writes_change_nothing(
     assert report.counters["refused_settlements"] + report.counters["recoveries"] >= 1
 
 
+def _until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"the scenario never reached its state: {what}"
+        time.sleep(0.01)
+
+
+def _events(run: Run, index: int, names: set[str]) -> list[dict[str, Any]]:
+    path = run.folder / f"worker-{index}.jsonl"
+    return [e for e in load([path]) if e["event"] in names]
+
+
 def frozen_worker_run(db: Database, folder: Path, config: Config) -> object:
+    """Freeze the only worker while its tasks run; a second one (the same worker id) starts
+    at once and the first stays frozen until the second has recovered and claimed one of
+    its tasks again, past its lease; then it resumes, and the run ends once it has found
+    out (a lost lease or a refused settlement) what became of its tasks."""
     run = Run(db, folder, config)
     try:
         run.start_clients()
         run.wait_clients()
         zombie = run.start_worker(concurrency=6)
         with db.sync_client() as client:
-            deadline = time.monotonic() + 30
-            while client.stats().get("default", {}).get("running", 0) < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            _until(
+                lambda: client.stats().get("default", {}).get("running", 0) >= 1,
+                "the worker is running tasks",
+            )
         run.signal_worker(zombie, signal.SIGSTOP)
-        time.sleep(1.2)
         rescuer = run.start_worker(concurrency=6)
-        time.sleep(1.5)
+        _until(
+            lambda: any(e["attempt"] >= 2 for e in _events(run, rescuer, {"claim_ok"})),
+            "the second worker claimed a task of the frozen one again",
+        )
+        resumed = time.monotonic()
         run.signal_worker(zombie, signal.SIGCONT)
-        time.sleep(1.5)
+        late = {"lease_lost", "settle_lost", "settle_ok", "settle_info"}
+        _until(
+            lambda: any(e["t"] > resumed for e in _events(run, zombie, late)),
+            "the resumed worker found out about its tasks",
+        )
         run.quiesce()
         assert run.workers[rescuer].poll() is None
     finally:

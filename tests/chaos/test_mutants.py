@@ -8,7 +8,6 @@ backend. ``docs/guarantees.md`` lists which guarantee each mutant breaks.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable
@@ -22,11 +21,12 @@ from cairnq import SyncCairnQ
 from .._db import Database
 from .checker import Report
 from .harness import Config, Run
-from .programs import open_gate
+from .history import load
 from .schedules import schedules_run
 from .test_sqlite_faults import fill, tmpfs
+from .test_storms import claim_storm, keyed_storm
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+pytestmark = [pytest.mark.chaos, pytest.mark.mutants, pytest.mark.slow]
 
 Scenario = Callable[[Database, Path, "str | None"], Report]
 
@@ -86,9 +86,18 @@ def _freeze_a_settling_zombie(run: Run) -> int:
     return zombie
 
 
+def _settled(run: Run, zombie: int) -> bool:
+    """Whether the zombie recorded how its frozen settlement came out."""
+    path = run.folder / f"worker-{zombie}.jsonl"
+    outcomes = ("settle_ok", "settle_lost", "settle_info")
+    return path.exists() and any(e["event"] in outcomes for e in load([path]))
+
+
 def _resume(run: Run, zombie: int) -> None:
+    """Let the zombie go on, and wait until its frozen settlement has reached the database."""
     (run.folder / "resume").touch()
     run.signal_worker(zombie, signal.SIGCONT)
+    _until(lambda: _settled(run, zombie), "the zombie's settlement came back")
 
 
 def _stale_writer_run(db: Database, folder: Path, mutant: str | None) -> Report:
@@ -105,7 +114,6 @@ def _stale_writer_run(db: Database, folder: Path, mutant: str | None) -> Report:
                 "the rescuer claimed attempt 2",
             )
         _resume(run, zombie)
-        time.sleep(1.0)
     except BaseException:
         run.stop()
         raise
@@ -129,7 +137,6 @@ def _reset_retry_run(db: Database, folder: Path, mutant: str | None) -> Report:
                 "the rescuer claimed attempt 1 again",
             )
         _resume(run, zombie)
-        time.sleep(1.0)
     except BaseException:
         run.stop()
         raise
@@ -137,13 +144,14 @@ def _reset_retry_run(db: Database, folder: Path, mutant: str | None) -> Report:
 
 
 def _canceled_then_crashed_run(db: Database, folder: Path, mutant: str | None) -> Report:
-    """Running tasks get a cancel request, then their worker dies; recovery must cancel them."""
+    """Running tasks get a cancel request, then their worker dies; recovery must cancel them
+    (their 3 s runs outlast the requests and the kill by far)."""
     config = Config(
         workers=0,
         clients=1,
         tasks_per_client=5,
         mix=(1, 0, 0, 0),
-        sleep_ms=(5000, 5000),
+        sleep_ms=(3000, 3000),
         lease_ms=500,
         heartbeat_ms=100,
         mutant=mutant,
@@ -158,8 +166,7 @@ def _canceled_then_crashed_run(db: Database, folder: Path, mutant: str | None) -
             for task in _running_tasks(client):
                 client.cancel(task.id)
         run.kill_worker(doomed)
-        run.start_worker(concurrency=5, sleep_ms=[5, 10])
-        time.sleep(2.0)
+        run.start_worker(concurrency=5)
     except BaseException:
         run.stop()
         raise
@@ -204,7 +211,7 @@ def _retries_run(db: Database, folder: Path, mutant: str | None) -> Report:
         mix=(0, 0, 0, 0, 1),
         max_attempts=2,
         mutant=mutant,
-        quiescence_s=6,
+        quiescence_s=4,
     )
     return _standard(db, folder, config)
 
@@ -243,7 +250,9 @@ def _sync_timeout_run(db: Database, folder: Path, mutant: str | None) -> Report:
 
 def _effects_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Handlers settle with ``succeed_in`` (an effect row in the same transaction) while
-    the client cancels half of the tasks as they run."""
+    the client cancels half of the tasks as they run: each handler watches for a cancel
+    for 0.6 s before settling, longer than a claim takes even on a loaded machine, so a
+    cancel sent within 0.3 s of the submit lands on a running attempt."""
     config = Config(
         workers=2,
         clients=1,
@@ -253,7 +262,7 @@ def _effects_run(db: Database, folder: Path, mutant: str | None) -> Report:
         mutant=mutant,
     )
     return _standard(
-        db, folder, config, cancel_p=0.5, cancel_after_s=0.05, wait_cancel_polls=20, gap_ms=20
+        db, folder, config, cancel_p=0.5, cancel_after_s=0.3, wait_cancel_polls=60, gap_ms=20
     )
 
 
@@ -302,60 +311,15 @@ def _full_disk_run(db: Database, folder: Path, mutant: str | None) -> Report:
 
 
 def _claim_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
-    """Fifty claimers (5 processes x 10) fire at one queued task, round after round."""
-    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
-    rounds = 15
-    with db.sync_client() as client:
-        for r in range(rounds):
-            client.submit("job", {"r": r}, queue=f"storm{r}")
-    gate = folder / "gate"
-    gate.mkdir()
-    procs = [
-        run._spawn(
-            "claimers",
-            {
-                "db": json.loads(db.spec()),
-                "history": str(folder / f"claimer-{p}.jsonl"),
-                "rounds": rounds,
-                "gate": str(gate),
-                "interval_s": 0.25,
-                "per_process": 10,
-                "lease_ms": 30_000,
-                "mutant": mutant,
-            },
-        )
-        for p in range(5)
-    ]
-    open_gate(gate, len(procs))
-    for proc in procs:
-        assert proc.wait(timeout=60) == 0
-    return run.check()
+    """Fifty claimers (5 processes x 10) fire at one queued task, round after round
+    (``test_storms.claim_storm``; its control is ``test_storms``' fifty claimers test)."""
+    return claim_storm(db, folder, mutant).check()
 
 
 def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
-    """Five processes submit the same 20 keys, ten times each, at one instant."""
-    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant, allow_busy_errors=False))
-    gate = folder / "gate"
-    gate.mkdir()
-    procs = [
-        run._spawn(
-            "keyed",
-            {
-                "db": json.loads(db.spec()),
-                "history": str(folder / f"keyed-{p}.jsonl"),
-                "keys": 20,
-                "per_key": 10,
-                "conflict": "reuse",
-                "gate": str(gate),
-                "mutant": mutant,
-            },
-        )
-        for p in range(5)
-    ]
-    open_gate(gate, len(procs))
-    for proc in procs:
-        assert proc.wait(timeout=120) == 0
-    return run.check()
+    """Five processes submit the same 5 keys, ten times each, at one instant
+    (``test_storms.keyed_storm``; its control is ``test_storms``' keyed submits test)."""
+    return keyed_storm(db, folder, "reuse", mutant).check()
 
 
 def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
@@ -383,6 +347,42 @@ def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return _finish(run)
 
 
+def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Two workers run eight graphs (a diamond whose branches take different times, its
+    dependents under each policy in turn, then a task after it due 1.5 s after its
+    release), four parents gathering two to four children that end at different times,
+    and four tasks of durable steps replayed after a failure."""
+    config = Config(
+        workers=2,
+        concurrency=4,
+        clients=1,
+        tasks_per_client=16,
+        mutant=mutant,
+        quiescence_s=12,
+        seed=23,
+    )
+    return _standard(
+        db, folder, config, cycle=["graph", "gather", "graph", "steps"], graph_delay_ms=1500
+    )
+
+
+def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Two workers run twelve graphs (a diamond whose one branch is fast and the other
+    slow, then a task after it; the policies in turn) while the client purges every
+    finished task every 25 ms: a fast branch is often purged once it succeeded, while its
+    dependent still waits on the slow one."""
+    config = Config(
+        workers=2,
+        concurrency=4,
+        clients=1,
+        tasks_per_client=12,
+        mutant=mutant,
+        quiescence_s=12,
+        seed=31,
+    )
+    return _standard(db, folder, config, cycle=["graph"], gap_ms=100, graph_purge_every_ms=25)
+
+
 # mutant -> (scenario, invariants that must report it, the backend CI runs it on)
 MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "no_fence": (_stale_writer_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
@@ -404,8 +404,13 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
     "limit_per_process": (_limited_run, {"INV-18"}, ("sqlite", "postgres")),
+    "release_ignores_a_dependency": (_workflows_run, {"WF-1"}, ("sqlite",)),
+    "sweep_decides_twice": (_workflows_run, {"WF-2"}, ("postgres",)),
+    "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
+    "purged_success_forgotten": (_purged_dependencies_run, {"WF-4"}, ("postgres",)),
 }
-# scenario -> the backends it exists on (succeed_in is PostgreSQL's)
+# scenario -> the backends it exists on (succeed_in is PostgreSQL's). The storms' controls
+# are ``test_storms``' tests of the same storms on the real build, which check more.
 CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _stale_writer_run: ("sqlite", "postgres"),
     _reset_retry_run: ("sqlite", "postgres"),
@@ -413,8 +418,6 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _long_tasks_run: ("sqlite", "postgres"),
     _retries_run: ("sqlite", "postgres"),
     _purge_run: ("sqlite", "postgres"),
-    _keyed_storm_run: ("sqlite", "postgres"),
-    _claim_storm_run: ("sqlite", "postgres"),
     _sync_timeout_run: ("sqlite", "postgres"),
     _mixed_run: ("sqlite", "postgres"),
     _effects_run: ("postgres",),
@@ -422,6 +425,8 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _full_disk_run: ("sqlite",),
     schedules_run: ("sqlite", "postgres"),
     _limited_run: ("sqlite", "postgres"),
+    _workflows_run: ("sqlite", "postgres"),
+    _purged_dependencies_run: ("sqlite", "postgres"),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from .._db import Database, admin_connect
 from .._pgproxy import PgProxy
 from .harness import Config, Run
+from .history import load
 from .pgcluster import Cluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.postgres]
@@ -26,6 +27,23 @@ def cluster(pg_dsn: str) -> Iterator[Cluster]:
         pytest.fail(f"cannot run a private PostgreSQL cluster here: {exc}")
 
 
+def _until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+def _wait_until_every_client_submitted(folder: Path, clients: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        events = load(sorted(folder.glob("client-*.jsonl")))
+        if len({e["pid"] for e in events if e["event"] == "submit_ok"}) >= clients:
+            return
+        assert time.monotonic() < deadline, "the clients never submitted"
+        time.sleep(0.05)
+
+
 def test_postgres_crashing_and_restarting_under_load_loses_no_accepted_task(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -36,6 +54,9 @@ def test_postgres_crashing_and_restarting_under_load_loses_no_accepted_task(
         for _ in range(config.workers):
             run.start_worker()
         run.start_clients()
+        # The crashes come once every client has submitted: a client that has not
+        # connected yet when the server goes down cannot start at all.
+        _wait_until_every_client_submitted(tmp_path, config.clients)
         for _ in range(2):
             time.sleep(1.5)
             cluster.crash()
@@ -98,8 +119,12 @@ def test_cut_connections_between_worker_and_server_lose_nothing(
             for _ in range(2):
                 run.start_worker(through=through)
             run.start_clients()
+            _wait_until_every_client_submitted(tmp_path, config.clients)
             for _ in range(3):
-                time.sleep(1.0)
+                # Each cut comes once the workers hold connections again (at least one
+                # each: a worker keeps its LISTEN connection open), however long the
+                # reconnects take.
+                _until(lambda: proxy.opened_since_cut() >= 2, "the workers connected")
                 cuts += proxy.cut_all()
                 run.faults.append("cut")
             run.wait_clients()

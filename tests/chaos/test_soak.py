@@ -67,3 +67,35 @@ def test_a_pause_of_a_worker_that_already_exited_does_not_count() -> None:
     proc = _exited()
     assert soak._pause(_run(proc), 0, 0.05) is False
     proc.wait()
+
+
+def _summary(**changes: Any) -> dict[str, Any]:
+    """A soak summary that did everything its mix asks for, with ``changes`` applied."""
+    summary: dict[str, Any] = {
+        "workers_exited_unkilled": {},
+        "faults": {"by_kind": {"kill": 3, "lock": 2}, "chosen_by_kind": {"kill": 3, "lock": 2}},
+        "schedule_slots": 100,
+        "workflows": {"gathers": 5, "dependents": 40},
+        "limited_runs": 20,
+        "retried": 9,
+        "purged": 300,
+    }
+    summary.update(changes)
+    return summary
+
+
+def test_a_soak_that_reached_every_feature_with_every_fault_falls_short_of_nothing() -> None:
+    assert soak.shortfalls(_summary()) == []
+
+
+def test_a_soak_whose_workers_died_by_themselves_before_any_fault_falls_short() -> None:
+    summary = _summary(
+        workers_exited_unkilled={"0": 1},
+        faults={"by_kind": {"kill": 0, "lock": 2}, "chosen_by_kind": {"kill": 4, "lock": 2}},
+        schedule_slots=0,
+    )
+    assert soak.shortfalls(summary) == [
+        "worker 0 exited by itself (code 1)",
+        "no kill fault took effect",
+        "no schedule slots",
+    ]

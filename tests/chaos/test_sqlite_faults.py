@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,39 +38,90 @@ conn.execute("rollback")
 """
 
 
+# Takes the write lock when told (a line on stdin) and holds it until told again.
+HOLD_LOCK_WHEN_TOLD = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+print("ready", flush=True)
+sys.stdin.readline()
+conn.execute("begin immediate")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("rollback")
+"""
+
+
+def _busy_clients(folder: Path) -> set[int]:
+    """The client processes that recorded a submit refused with DatabaseBusy."""
+    events = load(sorted(folder.glob("client-*.jsonl")))
+    return {
+        e["pid"] for e in events if e["event"] == "submit_fail" and e["error"] == "DatabaseBusy"
+    }
+
+
+def _submitting_clients(folder: Path) -> set[int]:
+    events = load(sorted(folder.glob("client-*.jsonl")))
+    return {e["pid"] for e in events if e["event"] == "submit_ok"}
+
+
+def _until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
 def test_a_process_holding_the_write_lock_past_the_budget_gives_typed_errors_and_loses_nothing(
     sqlite_db: Database, tmp_path: Path
 ) -> None:
+    """Another process takes the write lock once every client is submitting, and holds it
+    until every client has had a submit refused (its 300 ms budget spent)."""
     config = Config(workers=2, clients=2, tasks_per_client=80, busy_ms=300, seed=9)
     run = Run(sqlite_db, tmp_path, config)
+    blocker = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK_WHEN_TOLD, str(sqlite_db.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert blocker.stdin is not None and blocker.stdout is not None
     try:
+        assert blocker.stdout.readline().strip() == "ready"
         for _ in range(config.workers):
             run.start_worker()
-        run.start_clients()
-        time.sleep(0.5)
-        blocker = subprocess.Popen(
-            [sys.executable, "-c", HOLD_LOCK, str(sqlite_db.path), "1.2"], stdout=subprocess.PIPE
+        run.start_clients(gap_ms=20)
+        _until(
+            lambda: len(_submitting_clients(tmp_path)) == config.clients,
+            "every client submitted",
         )
-        assert blocker.stdout is not None
-        assert blocker.stdout.readline().strip() == b"locked"
-        blocker.stdout.close()
+        blocker.stdin.write("lock\n")
+        blocker.stdin.flush()
+        assert blocker.stdout.readline().strip() == "locked"
         with SyncCairnQ.sqlite(sqlite_db.path, busy_timeout_ms=300) as client:  # type: ignore[arg-type]
             # Reads answer under the foreign lock; no write, the refused submit included,
             # gets through while it is held.
             held = client.stats()
             with pytest.raises(DatabaseBusy):
                 client.submit("job", {"n": -1})
+            _until(
+                lambda: len(_busy_clients(tmp_path)) == config.clients,
+                "every client had a submit refused",
+            )
             assert client.stats() == held
-            assert blocker.poll() is None, "the lock was released before the checks ended"
+        blocker.stdin.write("release\n")
+        blocker.stdin.close()
         assert blocker.wait(timeout=10) == 0
         run.wait_clients()
         run.quiesce()
     finally:
+        if blocker.poll() is None:
+            blocker.kill()
+            blocker.wait()
+        for pipe in (blocker.stdin, blocker.stdout):
+            pipe.close()
         run.stop()
     report = run.check()
     assert report.valid, report.summary()
-    events = load(sorted(tmp_path.glob("*.jsonl")))
-    assert [e for e in events if e["event"] == "submit_fail" and e["error"] == "DatabaseBusy"]
     with sqlite_db.sync_client() as client:
         assert [t for t in client.list(limit=1000) if t.payload.get("n") == -1] == []
 

@@ -12,6 +12,7 @@ import pytest
 
 from cairnq.protocol import ops as _ops
 
+from .._connections import postgres_connections
 from .._db import Database
 from .harness import Config, Run
 from .history import Recorder, load
@@ -20,48 +21,92 @@ from .programs import open_gate
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 
-def _storm(db: Database, folder: Path, role: str, count: int, **spec: Any) -> Run:
-    run = Run(db, folder, Config(workers=0, clients=0))
-    gate = folder / "gate"
+CLAIM_ROUNDS = 10
+DEAD_LEASE_MS = 100
+
+
+def storm(run: Run, role: str, count: int, **spec: Any) -> Run:
+    """``count`` processes of ``role`` (``programs``) on ``run``'s database, let go at one
+    instant once every one of them stands at the gate; returns when all have exited."""
+    with postgres_connections(run.db.kind, many=True):
+        return _storm(run, role, count, **spec)
+
+
+def _storm(run: Run, role: str, count: int, **spec: Any) -> Run:
+    gate = run.folder / "gate"
     gate.mkdir()
     procs = [
         run._spawn(
             role,
             {
-                "db": json.loads(db.spec()),
-                "history": str(folder / f"{role}-{p}.jsonl"),
+                "db": json.loads(run.db.spec()),
+                "history": str(run.folder / f"{role}-{p}.jsonl"),
                 "gate": str(gate),
+                "mutant": run.config.mutant,
                 **spec,
             },
         )
         for p in range(count)
     ]
-    open_gate(gate, len(procs))
-    for proc in procs:
-        assert proc.wait(timeout=120) == 0
+    try:
+        open_gate(gate, procs)
+        for proc in procs:
+            assert proc.wait(timeout=120) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return run
 
 
-def test_fifty_claimers_on_one_task_make_exactly_one_claim(db: Database, tmp_path: Path) -> None:
-    rounds = 10
+def claim_storm(
+    db: Database, folder: Path, mutant: str | None = None, *, expired: bool = False
+) -> Run:
+    """Fifty claimers (5 processes x 10) fire at one queued task, round after round (each
+    round's task in a queue of its own). With ``expired``, every task is first claimed by
+    a worker whose lease runs out before the storm, so the claimers must recover it."""
+    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
     with db.sync_client() as client:
-        for r in range(rounds):
-            client.submit("job", {}, queue=f"storm{r}")
-    run = _storm(
-        db,
-        tmp_path,
+        for r in range(CLAIM_ROUNDS):
+            client.submit("job", {"r": r}, queue=f"storm{r}")
+            if expired:
+                # No recovery by these claims (recover_limit 0): every expired lease is
+                # left to the storm, however long this loop takes.
+                draws = [_ops.Draw(None, 1)]
+                dead = _ops.claim([f"storm{r}"], "dead", DEAD_LEASE_MS, draws, 0)
+                assert len(client.backend.run(dead, write=True)) == 1
+    if expired:
+        time.sleep(2 * DEAD_LEASE_MS / 1000)  # the last dead lease runs out
+    return storm(
+        run,
         "claimers",
         5,
-        rounds=rounds,
+        rounds=CLAIM_ROUNDS,
         interval_s=0.25,
         per_process=10,
         lease_ms=30_000,
     )
-    claims = [e for e in load(sorted(tmp_path.glob("*.jsonl"))) if e["event"] == "claim_ok"]
+
+
+def keyed_storm(db: Database, folder: Path, conflict: str, mutant: str | None = None) -> Run:
+    """Five processes submit the same 5 keys, ten times each, all at one instant: 250
+    keyed submits. No busy error may reach a caller (E2): each waits its turn."""
+    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant, allow_busy_errors=False))
+    return storm(run, "keyed", 5, keys=5, per_key=10, conflict=conflict)
+
+
+def _claims(folder: Path) -> list[dict[str, Any]]:
+    return [e for e in load(sorted(folder.glob("*.jsonl"))) if e["event"] == "claim_ok"]
+
+
+def test_fifty_claimers_on_one_task_make_exactly_one_claim(db: Database, tmp_path: Path) -> None:
+    run = claim_storm(db, tmp_path)
+    claims = _claims(tmp_path)
     assert Counter(e["task"] for e in claims) == Counter(
         dict.fromkeys({e["task"] for e in claims}, 1)
     )
-    assert len(claims) == rounds
+    assert len(claims) == CLAIM_ROUNDS
     assert not [e for e in load(sorted(tmp_path.glob("*.jsonl"))) if e["event"] == "claim_error"]
     report = run.check()
     assert report.valid, report.summary()
@@ -70,37 +115,20 @@ def test_fifty_claimers_on_one_task_make_exactly_one_claim(db: Database, tmp_pat
 def test_fifty_claimers_on_one_expired_lease_recover_and_claim_it_once(
     db: Database, tmp_path: Path
 ) -> None:
-    rounds = 10
-    with db.sync_client() as client:
-        for r in range(rounds):
-            client.submit("job", {}, queue=f"storm{r}")
-            client.backend.run(
-                _ops.claim([f"storm{r}"], "dead", 100, [_ops.Draw(None, 1)], 100), write=True
-            )
-    time.sleep(0.2)
-    run = _storm(
-        db,
-        tmp_path,
-        "claimers",
-        5,
-        rounds=rounds,
-        interval_s=0.25,
-        per_process=10,
-        lease_ms=30_000,
-    )
-    claims = [e for e in load(sorted(tmp_path.glob("*.jsonl"))) if e["event"] == "claim_ok"]
-    assert len(claims) == rounds
+    run = claim_storm(db, tmp_path, expired=True)
+    claims = _claims(tmp_path)
+    assert len(claims) == CLAIM_ROUNDS
     assert {e["attempt"] for e in claims} == {2}
     report = run.check()
     assert report.valid, report.summary()
-    assert report.counters["recoveries"] == rounds
+    assert report.counters["recoveries"] == CLAIM_ROUNDS
 
 
 @pytest.mark.parametrize("conflict", ["reuse", "reuse-succeeded", "reject", "replace"])
 def test_fifty_concurrent_keyed_submits_keep_one_live_task_per_key(
     db: Database, tmp_path: Path, conflict: str
 ) -> None:
-    run = _storm(db, tmp_path, "keyed", 5, keys=5, per_key=10, conflict=conflict)
+    run = keyed_storm(db, tmp_path, conflict)
     events = load(sorted(tmp_path.glob("*.jsonl")))
     oks = [e for e in events if e["event"] == "submit_ok"]
     report = run.check()

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from ..backends._pg_errors import translate as _translate
 from ..backends._postgres_core import (
     ASYNC_NO_CONNECTION,
     ASYNC_POOL_NAME,
@@ -28,7 +29,6 @@ from ..backends._postgres_core import (
     _joins_callers_transaction,
     _op_name,
     _require_psycopg_connection,
-    _translate,
     dict_row,
     psycopg,
     psycopg_pool,
@@ -94,6 +94,7 @@ class AsyncPostgresPaths(PostgresCore):
                 finally:
                     POOL_CONNECT_ERRORS.forget(ASYNC_POOL_NAME + self._pool_suffix)
                 self._async_source = pool
+                self._aguard_pool(pool)
             if not self._setup_done:
                 self.migrations_applied = await arun_setup(
                     self._setup(), lambda step: self._arun_now(step.op, write=step.write)

@@ -53,6 +53,7 @@ from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
+from ..protocol._points import TaskEnd
 from ..protocol.procedures import Procedure, follow
 from ..protocol.steps import Emit, Op
 from ..retention import Retention, SyncRetentionSweeper
@@ -275,7 +276,10 @@ class SyncOperations(_ClientCore):
     def _store_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
         if gate.limit_for(spec.queue) is not None:
             self._follow(gate.admit(spec.queue))
-        op = _ops.insert(spec) if spec.key is None else _ops.submit(spec)
+        if spec.key is None:
+            op = _ops.insert(spec)
+        else:
+            op = _ops.submit(spec, task_end=self._replaced_end([spec]))
         if conn is not None:
             stored: Task = self._transactional(conn)(conn, op)
             return stored
@@ -479,7 +483,7 @@ class SyncOperations(_ClientCore):
                 after_submit(finishers, stored, None)
                 return [task.id for task in stored]
         self._admit_many(specs)
-        op = _ops.submit_many_ids(specs)
+        op = _ops.submit_many_ids(specs, task_end=self._replaced_end(specs))
         if conn is not None:
             ids: IdList = self._transactional(conn)(conn, op)
             return ids
@@ -495,10 +499,19 @@ class SyncOperations(_ClientCore):
 
     def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
         self._admit_many(specs)
+        op = _ops.submit_many(specs, task_end=self._replaced_end(specs))
         if conn is not None:
-            stored: TaskList = self._transactional(conn)(conn, _ops.submit_many(specs))
+            stored: TaskList = self._transactional(conn)(conn, op)
             return stored
-        return self._run(_ops.submit_many(specs), write=True)
+        return self._run(op, write=True)
+
+    def _replaced_end(self, specs: list[_ops.NewTask]) -> TaskEnd | None:
+        """The hook a submit of ``specs`` runs on the tasks it replaces: the one deciding
+        their dependents when some item may replace a task (``conflict="replace"``) and
+        the database has the workflow tables. A submit that replaces nothing never asks."""
+        if not any(spec.key is not None and spec.conflict == "replace" for spec in specs):
+            return None
+        return self._task_end()
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -545,20 +558,25 @@ class SyncOperations(_ClientCore):
         Returns:
             The task after the request, or ``None`` if it is unknown or already finished.
         """
-        if self._has_workflows():
-            # A task canceled here ends in this transaction: decide its parked dependents.
-            return self._run(_workflows.cancel(task_id), write=True)
-        return self._run(_ops.cancel(task_id), write=True)
+        # A task canceled here ends in this transaction, which decides its parked dependents.
+        op = _ops.cancel(task_id, task_end=self._task_end())
+        return self._run(op, write=True)
 
     def _has_workflows(self) -> bool:
-        """Whether the database has the workflow tables (remembered once seen)."""
-        if not self._workflows_seen:
-            self._workflows_seen = self._run(_workflows.workflows_ready(), write=False)
-        return self._workflows_seen
+        """Whether the database has the workflow tables (see ``Readiness``)."""
+        if self._workflows.stale():
+            self._workflows.note(self._run(_workflows.workflows_ready(), write=False))
+        return self._workflows.ready
+
+    def _task_end(self) -> TaskEnd | None:
+        """What a transaction that ends tasks runs: decide their dependents, where the
+        database has the workflow tables."""
+        return _workflows.after_ended if self._has_workflows() else None
 
     def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""
-        return self._run(_ops.cancel_by_key(key), write=True)
+        op = _ops.cancel_by_key(key, task_end=self._task_end())
+        return self._run(op, write=True)
 
     def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Queue a failed or canceled task again (``reset_attempt`` zeroes its attempts).

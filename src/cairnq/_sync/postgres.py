@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from ..backends._pg_errors import translate as _translate
 from ..backends._postgres_core import (
     CONNECT_RETRY_S,
     POOL_CONNECT_ERRORS,
@@ -23,7 +24,6 @@ from ..backends._postgres_core import (
     _joins_callers_transaction,
     _op_name,
     _require_psycopg_connection,
-    _translate,
     dict_row,
     psycopg,
     psycopg_pool,
@@ -89,6 +89,7 @@ class SyncPostgresPaths(PostgresCore):
                 finally:
                     POOL_CONNECT_ERRORS.forget(SYNC_POOL_NAME + self._pool_suffix)
                 self._sync_source = pool
+                self._guard_pool(pool)
             if not self._setup_done:
                 self.migrations_applied = run_setup(
                     self._setup(), lambda step: self._run_now(step.op, write=step.write)

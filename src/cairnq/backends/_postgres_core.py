@@ -34,30 +34,31 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
+from .. import _checks
+from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
+from .._checks import SCHEMA_NAME as SCHEMA_NAME
+from .._checks import check_schema as check_schema
 from .._clock import Clock
 from .._crashpoints import ARMED
+from .._loop_end import close_at_loop_end
 from .._wakeups import LISTEN_LINGER_S, WakeHub, hub_for
 from ..errors import (
-    CairnQError,
     DatabaseError,
     DatabaseUnavailable,
     InvalidArgument,
     UnsupportedBackend,
 )
 from ..protocol import ops as _ops
-from ..protocol.ops import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
-from ..protocol.ops import SCHEMA_NAME as SCHEMA_NAME
-from ..protocol.ops import check_schema as check_schema
-from ..protocol.setup import Setup, check_repair, missing_table, setup_steps
+from ..protocol.setup import Setup, check_repair, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
+from ._pg_errors import translate as _translate
 from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
 
 T = TypeVar("T")
 
-_UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
 # A dead peer is noticed within about 20 s instead of the kernel's two hours.
 KEEPALIVES = {
@@ -67,32 +68,13 @@ KEEPALIVES = {
     "keepalives_count": 2,
 }
 LISTEN_HEALTH_S = 10.0
+# How long the LISTEN connection waits for its own probe notification before
+# concluding that notifications are not delivered (a module constant so tests can shorten it).
+LISTEN_PROBE_TIMEOUT_S = 5.0
 
 AsyncSource = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection
 SyncSource = psycopg_pool.ConnectionPool | psycopg.Connection
 Source = str | AsyncSource | SyncSource
-
-
-def _translate(exc: BaseException) -> BaseException:
-    """Turn a psycopg error into a ``cairnq.errors`` one; anything else passes through."""
-    if isinstance(exc, CairnQError) or not isinstance(
-        exc, (psycopg.Error, psycopg_pool.PoolTimeout)
-    ):
-        return exc
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return DatabaseUnavailable(f"no PostgreSQL connection became available: {exc}")
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
-    if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)):
-        return DatabaseError(f"PostgreSQL aborted the transaction: {exc}", retryable=True)
-    if isinstance(exc, psycopg.errors.UndefinedTable):
-        # SQLSTATE 42P01. Only cairnq's own relations: a table a handler's own
-        # statements name (succeed_in) is the application's business.
-        relation = _UNDEFINED_RELATION.search(exc.diag.message_primary or "")
-        if relation and relation.group(1).startswith("cairnq_"):
-            return missing_table(relation.group(1))
-        return DatabaseError(f"PostgreSQL error: {exc}")
-    return DatabaseError(f"PostgreSQL error: {exc}")
 
 
 def _joins_callers_transaction(conn: Any) -> bool:
@@ -396,13 +378,13 @@ class PostgresCore:
         op_timeout_s: float | None = 60.0,
     ) -> None:
         self.schema = check_schema(schema)
-        self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
-        self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
+        self.min_size = _checks.check_int(min_size, "min_size", low=0, high=10_000)
+        self.max_size = _checks.check_int(max_size, "max_size", low=max(1, self.min_size))
         self.clock = clock
         self.migrate = migrate
         self.repair = check_repair(repair, migrate)
-        self.application_name = _ops.check_text(application_name, "application_name") or ""
-        self.role = _ops.check_text(role, "role") or ""
+        self.application_name = _checks.check_text(application_name, "application_name") or ""
+        self.role = _checks.check_text(role, "role") or ""
         if not 0 < listen_health_s <= 3600:
             raise InvalidArgument("listen_health_s must be between 0 and 3600 seconds")
         self.listen_health_s = float(listen_health_s)
@@ -443,6 +425,8 @@ class PostgresCore:
         self._async_conn_lock: asyncio.Lock | None = None
         self._sync_conn_lock = threading.Lock()
         self._listener: _Listener | None = None
+        # Releases the guard closing cairnq's own async pool if its loop ends first.
+        self._release_pool_guard: Callable[[], None] | None = None
         self._reserved: psycopg.AsyncConnection[Any] | None = None
         self._reserved_lock: asyncio.Lock | None = None
         # The pools, locks and LISTEN task above belong to one event loop.
@@ -580,6 +564,17 @@ class PostgresCore:
     def _sync_conn_guard(self) -> contextlib.AbstractContextManager[bool]:
         """Serialises this backend's use of a single connection it was given."""
         return self._sync_conn_lock
+
+    def _aguard_pool(self, pool: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+        """Close cairnq's own async pool when its loop shuts down with the pool still open.
+
+        Its maintenance workers outlive a cancellation that lands while they add a
+        connection; left to themselves they would keep ``asyncio.run`` from returning.
+        """
+        self._release_pool_guard = close_at_loop_end(pool.close, f"{pool.name}-guard")
+
+    def _guard_pool(self, pool: psycopg_pool.ConnectionPool[Any]) -> None:
+        """The blocking half's pool runs on daemon threads: nothing keeps the process up."""
 
     def _astart_listening(self) -> None:
         """Start the LISTEN task (it lives on the event loop) if wanted and not yet running."""
@@ -726,7 +721,7 @@ class _Listener:
         async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as other:
             await other.execute("select pg_notify(%s, '')", (probe,))
         delivered = False
-        async with contextlib.aclosing(conn.notifies(timeout=5.0)) as notes:
+        async with contextlib.aclosing(conn.notifies(timeout=LISTEN_PROBE_TIMEOUT_S)) as notes:
             async for note in notes:
                 if note.channel == probe:
                     delivered = True

@@ -166,13 +166,17 @@ class ReservedRunner(Protocol):
 class InTransactionCompleter(Protocol):
     """Settles a task inside the handler's own database transaction.
 
-    Used by the worker context for ``ctx.succeed_in``.
+    Used by the worker context for ``ctx.succeed_in`` and by the store's ``complete_in``.
     """
 
     async def complete_in(
         self, lease: Any, worker_id: str, write: Any, encode: Any, **options: Any
     ) -> Any:
-        """Run ``write(conn)`` and the task's completion in one transaction."""
+        """Run ``write(conn)`` and the task's completion in one transaction.
+
+        The option ``task_end`` (a ``protocol._points.TaskEnd``) runs in the same
+        transaction on the ended task's row (``ops.complete_held(..., task_end=...)``).
+        """
 
 
 @runtime_checkable

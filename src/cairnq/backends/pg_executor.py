@@ -27,6 +27,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from .. import _checks
+from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
+from .._checks import SCHEMA_NAME as SCHEMA_NAME
+from .._checks import check_schema as check_schema
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from .._extras import missing_extra
@@ -41,10 +45,9 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
+from ..models import Lease
 from ..protocol import ops as _ops
-from ..protocol.ops import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
-from ..protocol.ops import SCHEMA_NAME as SCHEMA_NAME
-from ..protocol.ops import check_schema as check_schema
+from ..protocol._points import TaskEnd
 from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, is_single_statement
@@ -371,16 +374,19 @@ class PgExecutorBackend:
 
     async def complete_in(
         self,
-        lease: _ops.Lease,
+        lease: Lease,
         worker_id: str,
         write: Callable[[PgSession], Awaitable[Any]],
         encode: Callable[[Any], str | None],
+        *,
+        task_end: TaskEnd | None = None,
     ) -> Mapping[str, Any]:
         """Run ``write(session)`` and complete the task with its return value, in one transaction.
 
         The attempt's row is locked first, so ``write``'s changes commit exactly
         when the task succeeds; with a cancel pending, ``write`` is not called and
-        the task ends canceled.
+        the task ends canceled. ``task_end``: run in the same transaction on the
+        ended task's row (see ``ops.complete``).
 
         Returns the completed row, undecoded.
 
@@ -398,7 +404,7 @@ class PgExecutorBackend:
                 )
                 result = None if canceled else encode(await write(session))
                 row, emits = await adrive(
-                    _ops.complete_held(lease, worker_id, result),
+                    _ops.complete_held(lease, worker_id, result, task_end=task_end),
                     lambda step: self._execute(session, step),
                 )
                 if ARMED is not None:
@@ -645,8 +651,8 @@ class PoolExecutor:
         if not isinstance(dsn, str) or not dsn:
             raise InvalidArgument(f"create_pool_executor needs a PostgreSQL DSN, got {dsn!r}")
         self.dsn = dsn
-        self.min_size = _ops.check_int(min_size, "min_size", low=0, high=10_000)
-        self.max_size = _ops.check_int(max_size, "max_size", low=max(1, self.min_size))
+        self.min_size = _checks.check_int(min_size, "min_size", low=0, high=10_000)
+        self.max_size = _checks.check_int(max_size, "max_size", low=max(1, self.min_size))
         self.schema = check_schema(schema)
         self._pool: Any = None
         self._lock: asyncio.Lock | None = None

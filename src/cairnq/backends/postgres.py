@@ -30,16 +30,19 @@ from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from .._sync.postgres import SyncPostgresPaths
 from ..errors import DatabaseUnavailable, LostLease
+from ..models import Lease
 from ..protocol import ops as _ops
+from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
+from ._pg_errors import translate as _translate
 from ._postgres_core import KEEPALIVES as KEEPALIVES
 from ._postgres_core import LISTEN_CHANNELS as LISTEN_CHANNELS
 from ._postgres_core import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._postgres_core import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from ._postgres_core import SCHEMA_NAME as SCHEMA_NAME
 from ._postgres_core import Source as Source
-from ._postgres_core import _translate, log, psycopg, psycopg_pool, sql
 from ._postgres_core import check_schema as check_schema
+from ._postgres_core import log, psycopg, psycopg_pool, sql
 from ._postgres_inspect import PostgresDescription
 
 T = TypeVar("T")
@@ -78,6 +81,9 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
     async def aclose(self) -> None:
         own_loop = self._loops.check_close()
         self._state = "closed"
+        if self._release_pool_guard is not None:
+            self._release_pool_guard()
+            self._release_pool_guard = None
         if not own_loop:
             # The loop these async connections belong to is closed: nothing can await
             # them any more. The sync pool is closed; the rest is left as close() does.
@@ -86,7 +92,8 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             self._reserved = self._listener = None
             if self._owns_pools and isinstance(self._sync_source, psycopg_pool.ConnectionPool):
                 await asyncio.get_running_loop().run_in_executor(None, self._sync_source.close)
-            if self._owns_pools and self._async_source is not None:
+            pool = self._async_source
+            if self._owns_pools and pool is not None and not pool.closed:
                 log.warning(
                     "the event loop this backend was opened on is closed, so its async "
                     "connections cannot be closed; close it on that loop before it ends"
@@ -157,10 +164,12 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
 
     async def complete_in(
         self,
-        lease: _ops.Lease,
+        lease: Lease,
         worker_id: str,
         write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]],
         encode: Callable[[Any], str | None],
+        *,
+        task_end: TaskEnd | None = None,
     ) -> Mapping[str, Any]:
         """Run ``write(conn)`` and complete the task with its return value, in one transaction.
 
@@ -168,7 +177,8 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
         commit (recovery skips the row, however long ``write`` takes): with a cancel
         already pending, ``write`` is not called and the task ends canceled; a cancel
         requested later waits for this transaction. So ``write``'s changes commit
-        exactly when the task succeeds.
+        exactly when the task succeeds. ``task_end``: run in the same transaction on
+        the ended task's row (see ``ops.complete``).
 
         Returns the completed row, undecoded.
 
@@ -186,7 +196,7 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
                     result = None if canceled else encode(await write(conn))
                     row, emits = await self._adrive_on(
                         conn,
-                        _ops.complete_held(lease, worker_id, result),
+                        _ops.complete_held(lease, worker_id, result, task_end=task_end),
                         write=True,
                         commits=False,
                     )

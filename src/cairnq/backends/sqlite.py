@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from .. import _checks
 from .._clock import SYSTEM_CLOCK, Clock
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from .._filewatch import watch_database
@@ -58,7 +59,6 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..protocol import ops as _ops
 from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
@@ -157,7 +157,7 @@ class SQLiteBackend:
         if not self.path:
             raise InvalidArgument("SQLite path must not be empty")
         self.file_mode = _check_file_mode(file_mode)
-        self.busy_timeout_ms = _ops.check_int(busy_timeout_ms, "busy_timeout_ms", low=0)
+        self.busy_timeout_ms = _checks.check_int(busy_timeout_ms, "busy_timeout_ms", low=0)
         if synchronous not in ("full", "normal"):
             raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self.synchronous = synchronous
@@ -188,7 +188,7 @@ class SQLiteBackend:
         self._write_lock = threading.Lock()
         self._writer_busy = False
         self._readers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=_ops.check_int(readers, "readers", low=1, high=64),
+            max_workers=_checks.check_int(readers, "readers", low=1, high=64),
             thread_name_prefix="cairnq-sqlite-read",
         )
         # Read connections are pooled, not per thread: a server that reads from many
@@ -203,6 +203,15 @@ class SQLiteBackend:
 
     def __repr__(self) -> str:
         return f"<SQLiteBackend {self.path!r} {self._state}>"
+
+    def _closed(self) -> StoreClosed:
+        """What a use after ``close()`` raises."""
+        if self._memory:
+            return StoreClosed(
+                "this SQLite backend was closed, and its in-memory database went with it; "
+                "reopening would silently start an empty one: open a new backend instead"
+            )
+        return StoreClosed("this SQLite backend was closed")
 
     @property
     def label(self) -> str:
@@ -260,7 +269,7 @@ class SQLiteBackend:
         with self._open_lock:
             if self._state != "new":
                 if self._state == "closed":
-                    raise StoreClosed("this SQLite backend was closed")
+                    raise self._closed()
                 return
             conn = self._connect(writer=True)
             try:
@@ -285,7 +294,7 @@ class SQLiteBackend:
     async def aopen(self) -> None:
         self._loops.check()
         if self._state == "closed":
-            raise StoreClosed("this SQLite backend was closed")
+            raise self._closed()
         if self._state != "open":
             await asyncio.get_running_loop().run_in_executor(self._readers, self.open)
 
@@ -332,7 +341,7 @@ class SQLiteBackend:
             StoreClosed: the backend was closed.
         """
         if self._state == "closed":
-            raise StoreClosed("this SQLite backend was closed")
+            raise self._closed()
         self._verify_file()
 
     def _verify_file(self) -> None:
@@ -386,7 +395,7 @@ class SQLiteBackend:
         """
         conn = self._write_conn
         if self._state == "closed" or conn is None:
-            raise StoreClosed("this SQLite backend was closed")
+            raise self._closed()
         try:
             self._before_group(conn)
             [(value, error)] = self._transact(conn, [op])
@@ -536,7 +545,7 @@ class SQLiteBackend:
                 "open a new one in this process"
             )
         if self._state == "closed":
-            raise StoreClosed("this SQLite backend was closed")
+            raise self._closed()
         if self._state == "new":
             self.open()
 
@@ -546,7 +555,7 @@ class SQLiteBackend:
             self._ensure_open()
         with self._open_lock:
             if self._state == "closed":
-                raise StoreClosed("this SQLite backend was closed")
+                raise self._closed()
             self._jobs.put(job)
         return job.future
 
@@ -566,7 +575,7 @@ class SQLiteBackend:
     def _take_reader(self) -> sqlite3.Connection:
         with self._conns_lock:
             if self._state == "closed":
-                raise StoreClosed("this SQLite backend was closed")
+                raise self._closed()
             if self._idle_readers:
                 return self._idle_readers.pop()
         # A new connection opens whatever the path names now: never another file.
@@ -680,7 +689,7 @@ class SQLiteBackend:
             except queue.Empty:
                 return
             if job is not _STOP and job.future.set_running_or_notify_cancel():
-                job.future.set_exception(StoreClosed("this SQLite backend was closed"))
+                job.future.set_exception(self._closed())
 
     def _run_group(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
         """Run a group of write operations in one transaction; resolve each after COMMIT."""

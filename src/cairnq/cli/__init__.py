@@ -21,12 +21,18 @@ from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._flow import cmd_pause, cmd_paused, cmd_resume
-from ._inspect import inspect_database, require_cairnq
 from ._limits import add_commands as add_limit_commands
 from ._samples import cmd_conformance, cmd_demo
 from ._schedules import add_commands as add_schedule_commands
 from ._schema import cmd_migrate
-from ._target import DEFAULT_DB, Target, open_client, resolve_target
+from ._target import (
+    DEFAULT_DB,
+    Target,
+    inspect_database,
+    open_client,
+    require_cairnq,
+    resolve_target,
+)
 from ._tasks import (
     PURGE_BATCH,
     cmd_cancel,

@@ -11,8 +11,7 @@ from typing import TextIO
 
 from .._extras import missing_extra
 from ._errors import CommandError
-from ._inspect import require_cairnq
-from ._target import target_of
+from ._target import require_cairnq, target_of
 
 DASHBOARD_PORT = 8181
 

@@ -8,9 +8,8 @@ from typing import TextIO
 from ..migrate import migrate
 from ..protocol.setup import damage_error, describe_missing, newer_migrations
 from ..protocol.statements import migrations
-from ._inspect import inspect_database
 from ._render import iso, write_lines
-from ._target import Target, target_of
+from ._target import Target, inspect_database, target_of
 
 
 def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:

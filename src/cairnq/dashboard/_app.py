@@ -26,8 +26,9 @@ from ..errors import InvalidArgument
 from ..models import Task, TaskPage
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
+from ._host import Redact
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
-from ._pages import Pages, Redact, bare_page
+from ._pages import Pages, bare_page
 from ._redact import MASK, default_redact
 from ._throttle import ListThrottle
 
@@ -103,9 +104,9 @@ class DashboardApp:
         self._open_lock: asyncio.Lock | None = None
         # Task listings, the costliest poll: one at a time, equal ones within a refresh
         # interval answered once.
-        self._lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
+        self.lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
         # The overview's and workers' reads scan by queue and status: shared the same way.
-        self._reads: ListThrottle[Any] = ListThrottle(refresh_ms)
+        self.reads: ListThrottle[Any] = ListThrottle(refresh_ms)
         pages = Pages(self)
         self._asgi = build_app(
             pages.routes(),

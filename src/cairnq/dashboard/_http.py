@@ -32,6 +32,7 @@ from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from starlette.datastructures import MutableHeaders
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
@@ -386,7 +387,10 @@ def build_app(
     """The dashboard as one ASGI app: the guard, then the pages and ``/static``.
 
     Every page answers GET, HEAD and POST (its handler sends a POST to the actions);
-    any other path gets ``not_found``.
+    any other path gets ``not_found``. An ``HTTPException`` raised inside (``/static``
+    raises 404 for a file it does not hold and 405 for a POST) is answered here as
+    plain text with its status, behind the guard's headers: neither escaping as a 500
+    when served alone nor reaching the exception handlers of an app it is mounted in.
     """
     table: list[BaseRoute] = [
         Route(path, handler, methods=["GET", "HEAD", "POST"]) for path, handler in routes
@@ -398,7 +402,7 @@ def build_app(
         await response(scope, receive, send)
 
     router = Router(table, redirect_slashes=False, default=default, lifespan=lifespan)
-    return Guard(router, security, refused)
+    return Guard(ExceptionMiddleware(router), security, refused)
 
 
 def route_path(scope: Scope) -> str:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -37,14 +37,10 @@ from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
 from ._graph import Picture, belongs_to_workflow, picture
+from ._host import PageHost, Redact
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
-if TYPE_CHECKING:
-    from ._app import DashboardApp
-
 log = logging.getLogger("cairnq.dashboard")
-
-Redact = Callable[[str, Any, Task], Any]
 
 LIVE_HEADER = "x-cairnq-live"
 # The limits page shows this many keys of each limit (the busiest, or the emptiest buckets).
@@ -108,7 +104,7 @@ class View:
     title: str
     label: str
     now_ms: int
-    # The dashboard's redact hook, never raising (``DashboardApp.safe_redact``).
+    # The dashboard's redact hook, never raising (``PageHost.safe_redact``).
     redact: Redact
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
@@ -483,7 +479,7 @@ def _queue_rows(
 class Pages:
     """The controllers, reading through the dashboard's client and throttles."""
 
-    def __init__(self, dash: DashboardApp) -> None:
+    def __init__(self, dash: PageHost) -> None:
         self.dash = dash
 
     # --- plumbing --------------------------------------------------------------------------
@@ -612,9 +608,7 @@ class Pages:
             pauses = await client._run(_flow.paused_if_ready(), write=False)
             return summaries, activity, await self.load_workers(), unserved, pauses
 
-        summaries, activity, workers, unserved, pauses = await self.dash._reads.get(
-            "overview", load
-        )
+        summaries, activity, workers, unserved, pauses = await self.dash.reads.get("overview", load)
         failed = sum(sum(a.failed) for a in activity)
         ended = sum(sum(a.succeeded) + sum(a.failed) for a in activity)
         live = render(
@@ -674,7 +668,7 @@ class Pages:
             )
 
         try:
-            page = await self.dash._lists.get((tuple(sorted(filters.items())), cursor), load)
+            page = await self.dash.lists.get((tuple(sorted(filters.items())), cursor), load)
         except InvalidArgument as exc:
             live = render("tasks.html", view, error=str(exc))
             return self._page(
@@ -911,7 +905,7 @@ class Pages:
 
     async def workers(self, request: Request) -> Response:
         view = self.view(request)
-        workers = await self.dash._reads.get("workers", self.load_workers)
+        workers = await self.dash.reads.get("workers", self.load_workers)
         live = render("workers.html", view, workers=workers, window_ms=self.dash.worker_window_ms)
         return self._page(request, title="Workers", active="workers", body="", region=live)
 
@@ -926,7 +920,7 @@ class Pages:
             return await client._run(_schedules.with_last_slots(), write=False)
 
         try:
-            rows = await self.dash._reads.get("schedules", load)
+            rows = await self.dash.reads.get("schedules", load)
         except SchemaIncomplete as exc:
             live = render("schedules.html", view, error=str(exc), rows=[])
         else:
@@ -941,7 +935,7 @@ class Pages:
             return await client._run(_limits.usage(), write=False)
 
         try:
-            usages = await self.dash._reads.get("limits", load)
+            usages = await self.dash.reads.get("limits", load)
         except SchemaIncomplete as exc:
             live = render("limits.html", view, error=str(exc), usages=[])
         else:
@@ -996,7 +990,7 @@ class Pages:
             return self._error(request, 400, "Bad request", str(exc))
         if stored is None:
             return self._no_schedule(request, name)
-        self.dash._reads.clear()
+        self.dash.reads.clear()
         done = "paused" if paused else "resumed"
         log.info("dashboard: schedule %s -> %s", name, done)
         return redirect(request, "/schedule", {"name": name, "done": done})
@@ -1041,8 +1035,8 @@ class Pages:
                 response = await self._purge(request)
             else:
                 response = await self._bulk(request, path.rsplit("/", 1)[-1])
-            dash._lists.clear()
-            dash._reads.clear()
+            dash.lists.clear()
+            dash.reads.clear()
             return response
         task_id = seen.query.get("id") or seen.form.get("id", "")
         if path == "/task/cancel":
@@ -1059,8 +1053,8 @@ class Pages:
             if isinstance(task, Response):
                 return task
             done = "retried" if task is not None else "not_retryable"
-        dash._lists.clear()
-        dash._reads.clear()
+        dash.lists.clear()
+        dash.reads.clear()
         log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
         return redirect(request, "/task", {"id": task_id, "done": done})
 
@@ -1075,7 +1069,7 @@ class Pages:
                 await dash.client.resume_queue(queue)
         except InvalidArgument as exc:
             return self._error(request, 400, "Bad request", str(exc))
-        dash._reads.clear()
+        dash.reads.clear()
         log.info("dashboard: %s queue %s", "pause" if pause else "resume", queue)
         return redirect(request, "/")
 

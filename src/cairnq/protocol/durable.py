@@ -27,6 +27,7 @@ from .._json import JsonCodec
 from ..errors import SchemaIncomplete, SerializationError, error_envelope
 from . import flow as _flow
 from . import ops as _ops
+from ._points import TaskEnd
 from .steps import NOW, Call, Op, Row
 
 STEPS_MIGRATION = "x0009_steps.sql"
@@ -267,10 +268,10 @@ def complete(
     result: str | None,
     started: int | None,
     *,
-    workflows: bool = False,
+    task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """``ops.complete``, with the attempt recorded in the same transaction."""
-    row = yield from _ops.complete(lease, worker_id, result, workflows=workflows)
+    row = yield from _ops.complete(lease, worker_id, result, task_end=task_end)
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]))])
     return row
 
@@ -281,10 +282,10 @@ def complete_many(
     worker_id: str,
     started: Sequence[int | None],
     *,
-    workflows: bool = False,
+    task_end: TaskEnd | None = None,
 ) -> Op[dict[str, Row]]:
     """``ops.complete_many``, with every settled attempt recorded in the same transaction."""
-    rows = yield from _ops.complete_many(leases, results, worker_id, workflows=workflows)
+    rows = yield from _ops.complete_many(leases, results, worker_id, task_end=task_end)
     yield from _record(
         [
             Ended(lease, worker_id, start, _settled_outcome(rows[lease.id]["status"]))
@@ -303,11 +304,11 @@ def fail(
     retryable: bool,
     delay_ms: int,
     started: int | None,
-    workflows: bool = False,
+    task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """``ops.fail``, with the attempt and its error recorded in the same transaction."""
     row = yield from _ops.fail(
-        lease, worker_id, error, retryable=retryable, delay_ms=delay_ms, workflows=workflows
+        lease, worker_id, error, retryable=retryable, delay_ms=delay_ms, task_end=task_end
     )
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]), error)])
     return row

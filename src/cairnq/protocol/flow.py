@@ -119,9 +119,14 @@ def delay_ms_of(delay: Any, what: str = "delay") -> int:
     elif isinstance(delay, (int, float)):
         if not math.isfinite(delay):
             raise InvalidArgument(f"{what} must be finite, got {delay!r}")
+        if delay < 0:
+            raise InvalidArgument(f"{what} must be >= 0 (seconds), got {delay!r}")
         ms = math.ceil(delay * 1000)
     elif isinstance(delay, str):
-        ms = parse_duration(delay)
+        try:
+            ms = parse_duration(delay)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{what}: {exc}; or give seconds as a number, e.g. 0.5") from None
     else:
         raise InvalidArgument(
             f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
@@ -142,7 +147,7 @@ def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:
         )
     if delay_ms is not None:
         return _ops.check_int(delay_ms, "delay_ms", low=0, high=MAX_SNOOZE_DELAY_MS)
-    return delay_ms_of(delay)
+    return delay_ms_of(delay, "snooze delay")
 
 
 def check_max_snoozes(value: Any) -> int:

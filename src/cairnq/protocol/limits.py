@@ -350,7 +350,10 @@ def _sieve(
     governs every task of the draw has saturated, so the page never holds their tasks.
 
     Only such a limit may filter (a limit governing part of the draw would hide tasks
-    it does not govern); the rest are checked task by task.
+    it does not govern); the rest are checked task by task. The statement derives each
+    task's key text by ``key_text``'s rule, so it leaves out exactly the tasks whose key
+    Python would find saturated, and never one whose value the rule refuses (that task
+    must reach ``_keys`` to fail with ``LimitKeyError``).
     """
     for limit in active:
         whole = (limit.scope == "queue" and list(queues) == [limit.target]) or (

@@ -10,12 +10,26 @@ into ``LostLease``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .. import _ids
+
+# ``X as X``: callers import the argument checks and ``Lease`` from here too.
+from .._checks import MAX_DELAY_MS as MAX_DELAY_MS
+from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
+from .._checks import MAX_INT4 as MAX_INT4
+from .._checks import MAX_LIST_LIMIT as MAX_LIST_LIMIT
+from .._checks import MAX_TEXT_BYTES as MAX_TEXT_BYTES
+from .._checks import SCHEMA_NAME as SCHEMA_NAME
+from .._checks import SYSTEM_SCHEMA_REASON as SYSTEM_SCHEMA_REASON
+from .._checks import check_int as check_int
+from .._checks import check_names as check_names
+from .._checks import check_schema as check_schema
+from .._checks import check_status as check_status
+from .._checks import check_text as check_text
+from .._checks import system_schema as system_schema
 from .._json import JsonCodec
 from ..errors import (
     AlreadyExists,
@@ -26,6 +40,8 @@ from ..errors import (
     SchemaMismatch,
 )
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES, Task, TaskRef
+from ..models import Lease as Lease
+from ._points import DrawClaimer, TaskEnd
 from .steps import (
     NOW,
     Call,
@@ -38,16 +54,9 @@ from .steps import (
     single_statement,
 )
 
-if TYPE_CHECKING:
-    from .limits import ClaimGate
-
 _R = TypeVar("_R")
 
 PROTOCOL_VERSION = 1
-MAX_TEXT_BYTES = 1000
-MAX_INT4 = 2**31 - 1
-MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
-MAX_LIST_LIMIT = 10_000
 
 LEASES_MIGRATION = "x0003_leases.sql"
 NAMED_LEASES_MIGRATION = "x0001_locks.sql"
@@ -56,60 +65,6 @@ LEASE_EXPIRED_ERROR = (
     '{"type":"LeaseExpired","code":"lease_expired",'
     '"message":"task lease expired and max attempts reached","retryable":false,"details":{}}'
 )
-
-
-# --- validation --------------------------------------------------------------------------
-
-
-def check_text(value: Any, what: str, *, optional: bool = False) -> str | None:
-    """A name, queue, key or id: a non-empty string of bounded size with no NUL."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{what} must be a string, not {type(value).__name__}")
-    if not value:
-        raise InvalidArgument(f"{what} must not be empty")
-    if "\x00" in value:
-        raise InvalidArgument(f"{what} must not contain a NUL character")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{what} contains a lone surrogate character") from None
-    if size > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"{what} is {size} bytes, over the limit of {MAX_TEXT_BYTES}")
-    return value
-
-
-def check_int(value: Any, what: str, *, low: int, high: int = MAX_INT4) -> int:
-    """An integer (not a bool) within ``[low, high]``.
-
-    The message leads with the bound crossed (``batch must be >= 1``), the
-    reference SDK's wording, then the other bound and the value given.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{what} must be an integer, not {type(value).__name__}")
-    if value < low:
-        raise InvalidArgument(f"{what} must be >= {low} (and <= {high}), got {value}")
-    if value > high:
-        raise InvalidArgument(f"{what} must be <= {high} (and >= {low}), got {value}")
-    return value
-
-
-def check_names(values: Iterable[str] | str, what: str) -> list[str]:
-    """A non-string iterable of names (``("a", "b")``), each checked like a name."""
-    if isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a list of strings, not a single string")
-    return [check_text(v, f"{what} entry") or "" for v in values]
-
-
-def check_status(value: Any, *, terminal: bool = False) -> str | None:
-    if value is None:
-        return None
-    allowed = sorted(TERMINAL_STATUSES) if terminal else list(STATUSES)
-    if value not in allowed:
-        kind = "terminal: " if terminal else ""
-        raise InvalidArgument(f"status must be {kind}one of {', '.join(allowed)}; got {value!r}")
-    return str(value)
 
 
 # --- submit ------------------------------------------------------------------------------
@@ -247,7 +202,12 @@ def decide_conflict(conflict: str, existing_status: str) -> Decision:
     return "insert"
 
 
-def submit(spec: NewTask) -> Op[Task]:
+def submit(spec: NewTask, *, task_end: TaskEnd | None = None) -> Op[Task]:
+    """Submit one task, deciding its key's conflict under the key's lock.
+
+    ``task_end``: run on the row of a task ``conflict="replace"`` cancels, in the
+    same transaction (the workflow ops' hook decides its parked dependents).
+    """
     if spec.key is None:
         task = yield from _insert(spec)
         return task
@@ -266,6 +226,8 @@ def submit(spec: NewTask) -> Op[Task]:
             if decision == "replace":
                 canceled = yield Call("cancel", {"id": rows[0]["id"], "now_ms": NOW})
                 yield from _emit_for(canceled)
+                if task_end is not None:
+                    yield from task_end(canceled)
     task = yield from _insert(spec)
     yield Call("upsert_key", {"key": key, "task_id": task.id, "now_ms": NOW})
     return task
@@ -337,15 +299,15 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
     return batch
 
 
-def submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+def submit_many(specs: Sequence[NewTask], *, task_end: TaskEnd | None = None) -> Op[list[Task]]:
     """Submit every task in one transaction, with a handful of statements for the lot.
 
     Key conflicts are decided as ``submit`` decides them, in order, so a key used
     twice in one batch sees the first use. All tasks are stored, or none. A batch
-    without keys is one statement (``insert_many``).
+    without keys is one statement (``insert_many``). ``task_end``: as for ``submit``.
     """
     if any(spec.key is not None for spec in specs):
-        return _submit_many(specs)
+        return _submit_many(specs, task_end)
     return _insert_many(specs)
 
 
@@ -361,7 +323,7 @@ def _insert_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
 
 
 @pipelined
-def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
+def _submit_many(specs: Sequence[NewTask], task_end: TaskEnd | None) -> Op[list[Task]]:
     batch = yield from _plan_many(specs)
     stored: dict[str, Task] = {}
     if batch.inserts:
@@ -370,11 +332,10 @@ def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
         stored = {spec.id: _as_inserted(spec, *times[spec.id]) for spec in batch.inserts}
         for queue in sorted({spec.queue for spec in batch.inserts}):
             yield Emit("queued", queue)
-    for task_id in batch.cancels:
-        rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
-        yield from _emit_for(rows)
-        if rows and task_id in stored:
-            stored[task_id] = Task.from_row(rows[0])
+    canceled = yield from _cancel_replaced(batch.cancels, task_end)
+    for row in canceled:
+        if row["id"] in stored:
+            stored[row["id"]] = Task.from_row(row)
     if batch.key_rows:
         yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
     wanted = sorted(set(batch.existing.values()) - stored.keys())
@@ -385,14 +346,15 @@ def _submit_many(specs: Sequence[NewTask]) -> Op[list[Task]]:
     return [stored[existing.get(i, spec.id)] for i, spec in enumerate(specs)]
 
 
-def submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+def submit_many_ids(specs: Sequence[NewTask], *, task_end: TaskEnd | None = None) -> Op[list[str]]:
     """``submit_many`` that returns only the ids, so nothing is read back after the writes.
 
     The rows written and the key decisions are ``submit_many``'s; a reused key
     gives the id of the task it points at. A batch without keys is one statement.
+    ``task_end``: as for ``submit``.
     """
     if any(spec.key is not None for spec in specs):
-        return _submit_many_ids(specs)
+        return _submit_many_ids(specs, task_end)
     return _insert_many_ids(specs)
 
 
@@ -406,22 +368,35 @@ def _insert_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
 
 
 @pipelined
-def _submit_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
+def _submit_many_ids(specs: Sequence[NewTask], task_end: TaskEnd | None) -> Op[list[str]]:
     batch = yield from _plan_many(specs)
     if batch.inserts:
         rows_json = _rows_json(batch.inserts)
         yield Call("insert_many_quiet", {"rows": rows_json, "now_ms": NOW}, discard=True)
         for queue in sorted({spec.queue for spec in batch.inserts}):
             yield Emit("queued", queue)
-    for task_id in batch.cancels:
-        rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
-        yield from _emit_for(rows)
+    yield from _cancel_replaced(batch.cancels, task_end)
     if batch.key_rows:
         yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
     existing = batch.existing
     if not existing:
         return [spec.id for spec in specs]
     return [existing.get(i, spec.id) for i, spec in enumerate(specs)]
+
+
+def _cancel_replaced(task_ids: Sequence[str], task_end: TaskEnd | None) -> Op[list[Row]]:
+    """Cancel the live tasks a batch's ``conflict="replace"`` displaces; their rows.
+
+    ``task_end``: then run on the rows of those it canceled.
+    """
+    canceled: list[Row] = []
+    for task_id in task_ids:
+        rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+        yield from _emit_for(rows)
+        canceled.extend(rows)
+    if task_end is not None:
+        yield from task_end(canceled)
+    return canceled
 
 
 def _rows_json(specs: Sequence[NewTask]) -> str:
@@ -601,14 +576,21 @@ def protocol_version() -> Op[int]:
 # --- client writes -----------------------------------------------------------------------
 
 
-@single_statement
-def cancel(task_id: str) -> Op[Task | None]:
-    return _cancel(_id(task_id))
+def cancel(task_id: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
+    """Cancel a queued task at once, or request a running one's cancel.
+
+    ``task_end``: run on the row of a task that ends canceled here, in the same
+    transaction; without it the cancel is one statement.
+    """
+    op = _named(_cancel(_id(task_id), task_end), "cancel")
+    return op if task_end is not None else SingleStatement(op)
 
 
-def _cancel(task_id: str) -> Op[Task | None]:
+def _cancel(task_id: str, task_end: TaskEnd | None) -> Op[Task | None]:
     rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
     yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return Task.from_row(rows[0]) if rows else None
 
 
@@ -623,15 +605,16 @@ def _retry(task_id: str, reset_attempt: bool) -> Op[Task | None]:
     return Task.from_row(rows[0]) if rows else None
 
 
-def cancel_by_key(key: str) -> Op[Task | None]:
-    return _cancel_by_key(_key(key))
+def cancel_by_key(key: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
+    """``cancel`` of the task the key points at (``task_end``: as for ``cancel``)."""
+    return _cancel_by_key(_key(key), task_end)
 
 
-def _cancel_by_key(key: str) -> Op[Task | None]:
+def _cancel_by_key(key: str, task_end: TaskEnd | None) -> Op[Task | None]:
     task_id = yield from _key_target(key)
     if task_id is None:
         return None
-    return (yield from _cancel(task_id))
+    return (yield from _cancel(task_id, task_end))
 
 
 def retry_by_key(key: str, reset_attempt: bool = False) -> Op[Task | None]:
@@ -746,7 +729,7 @@ def claim(
     recovered: list[Row] | None = None,
     *,
     recover_with: Callable[[int], Op[list[Row]]] | None = None,
-    gate: ClaimGate | None = None,
+    gate: DrawClaimer | None = None,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -755,8 +738,8 @@ def claim(
     ``recovered``, when given, receives the rows the recovery moved out of
     ``running``, from the attempt that committed (a retried transaction starts it over).
     ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
-    ``gate``, when given, holds the limits in force: a draw some limit governs is
-    claimed through it (``protocol.limits``); every other draw as without it.
+    ``gate``, when given, claims the draws it governs (``protocol.limits``' gate
+    holds the limits in force); every other draw is claimed as without it.
     A ``recover_limit`` of 0 leaves expired leases to another claim or the recoverer.
     """
     if recover_limit > 0:
@@ -779,7 +762,7 @@ def claim(
     return claimed
 
 
-def is_lone_claim(draws: Sequence[Draw], recover_limit: int, gate: ClaimGate | None) -> bool:
+def is_lone_claim(draws: Sequence[Draw], recover_limit: int, gate: DrawClaimer | None) -> bool:
     """Whether ``claim`` with these arguments is one claim statement on PostgreSQL.
 
     PostgreSQL's claim statements raise the lease tokens themselves, so such a
@@ -826,25 +809,6 @@ def _claim_variant(
     if one_queue:
         return "claim_one_queue", {"queue": queues[0], "names": listed}
     return "claim", {"queues": list(queues), "names": listed}
-
-
-@dataclass(frozen=True)
-class Lease:
-    """What a worker holds: a task id, the attempt it claimed and the claim's lease token.
-
-    Every owned write is fenced on all three (and on the worker id and a live
-    lease). The token is the one value no other claim of the task ever had: a
-    worker id can be shared and an attempt repeats after ``retry(reset_attempt=True)``.
-    """
-
-    id: str
-    attempt: int
-    token: int
-
-    @classmethod
-    def of(cls, row: Row) -> Lease:
-        """The lease a claimed row stands for."""
-        return cls(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
 
 
 @single_statement
@@ -925,22 +889,29 @@ def progress(lease: Lease, worker_id: str, value: float | None, message: str | N
 
 
 def complete(
-    lease: Lease, worker_id: str, result: str | None, *, workflows: bool = False
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    *,
+    task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """Settle a returned attempt: succeeded, or canceled when a cancel is pending.
 
-    ``workflows`` (a database with the workflow tables): also decide the task's
-    parked dependents, in the same transaction.
+    ``task_end``: run on the settled row in the same transaction (the workflow ops'
+    hook decides the task's parked dependents); without it the settlement is one
+    statement.
     """
-    op = _named(_complete(lease, worker_id, result, workflows), "complete")
-    return op if workflows else SingleStatement(op)
+    op = _named(_complete(lease, worker_id, result, task_end), "complete")
+    return op if task_end is not None else SingleStatement(op)
 
 
-def _complete(lease: Lease, worker_id: str, result: str | None, workflows: bool) -> Op[Row]:
+def _complete(
+    lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None
+) -> Op[Row]:
     rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
-    if workflows:
-        yield from _after_ended(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return _owned_row(lease, rows)
 
 
@@ -949,20 +920,20 @@ def complete_many(
     results: Sequence[str | None],
     worker_id: str,
     *,
-    workflows: bool = False,
+    task_end: TaskEnd | None = None,
 ) -> Op[dict[str, Row]]:
     """``complete`` for many attempts in one statement; returns the settled rows by task id.
 
     An attempt missing from the result was no longer owned (its lease is lost).
-    Each row carries only ``id``, ``status`` and ``queue``. ``workflows``: as
-    for ``complete``.
+    Each row carries only ``id``, ``status`` and ``queue``. ``task_end``: as for
+    ``complete``.
     """
-    op = _named(_complete_many(leases, results, worker_id, workflows), "complete_many")
-    return op if workflows else SingleStatement(op)
+    op = _named(_complete_many(leases, results, worker_id, task_end), "complete_many")
+    return op if task_end is not None else SingleStatement(op)
 
 
 def _complete_many(
-    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str, workflows: bool
+    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str, task_end: TaskEnd | None
 ) -> Op[dict[str, Row]]:
     rows = yield Call(
         "complete_many",
@@ -976,16 +947,27 @@ def _complete_many(
         },
     )
     yield from _emit_for(rows)
-    if workflows:
-        yield from _after_ended(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return {str(row["id"]): row for row in rows}
 
 
-@single_statement
-def succeed(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
-    """Settle as succeeded whatever cancel is pending (the low-level primitive)."""
+def succeed(
+    lease: Lease, worker_id: str, result: str | None, *, task_end: TaskEnd | None = None
+) -> Op[Row]:
+    """Settle as succeeded whatever cancel is pending (the low-level primitive).
+
+    ``task_end``: as for ``complete``.
+    """
+    op = _named(_succeed(lease, worker_id, result, task_end), "succeed")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _succeed(lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None) -> Op[Row]:
     rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
     yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return _owned_row(lease, rows)
 
 
@@ -996,26 +978,31 @@ def fail(
     *,
     retryable: bool,
     delay_ms: int,
-    workflows: bool = False,
+    task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending.
 
-    ``workflows``: as for ``complete`` (a requeued task decides nothing).
+    ``task_end``: as for ``complete`` (the hook sees a requeued task's row too).
     """
-    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, workflows), "fail")
-    return op if workflows else SingleStatement(op)
+    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, task_end), "fail")
+    return op if task_end is not None else SingleStatement(op)
 
 
 def _fail(
-    lease: Lease, worker_id: str, error: str, retryable: bool, delay_ms: int, workflows: bool
+    lease: Lease,
+    worker_id: str,
+    error: str,
+    retryable: bool,
+    delay_ms: int,
+    task_end: TaskEnd | None,
 ) -> Op[Row]:
     rows = yield Call(
         "fail",
         _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
     )
     yield from _emit_for(rows)
-    if workflows:
-        yield from _after_ended(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return _owned_row(lease, rows)
 
 
@@ -1023,13 +1010,6 @@ def _named(op: Op[_R], name: str) -> Op[_R]:
     """``op`` under the operation's public name, which crash points and logs go by."""
     op.__name__ = name  # type: ignore[attr-defined]
     return op
-
-
-def _after_ended(rows: Sequence[Row]) -> Op[None]:
-    """Decide the parked dependents of tasks ``rows`` ended (see ``workflows.after_ended``)."""
-    from . import workflows as _workflows
-
-    yield from _workflows.after_ended(rows)
 
 
 def hold(lease: Lease, worker_id: str) -> Op[bool]:
@@ -1047,10 +1027,21 @@ def hold(lease: Lease, worker_id: str) -> Op[bool]:
     return _owned_row(lease, rows)["cancel_requested_at_ms"] is not None
 
 
-def complete_held(lease: Lease, worker_id: str, result: str | None) -> Op[Row]:
-    """``complete`` for an attempt this transaction holds (``hold`` ran first)."""
+def complete_held(
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """``complete`` for an attempt this transaction holds (``hold`` ran first).
+
+    ``task_end``: as for ``complete``.
+    """
     rows = yield Call("complete_held", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
     return _owned_row(lease, rows)
 
 
@@ -1193,48 +1184,6 @@ def check_protocol_version() -> Op[int]:
             f"storage protocol_version={version}, cairnq supports {PROTOCOL_VERSION}"
         )
     return version
-
-
-def system_schema(name: str) -> bool:
-    """Whether ``name`` is a PostgreSQL system schema's: ``information_schema`` or ``pg_*``.
-
-    Compared without case: unquoted SQL folds ``PG_Catalog`` to ``pg_catalog``, so a
-    quoted look-alike would confuse anyone reading the database by hand.
-    """
-    folded = name.lower()
-    return folded == "information_schema" or folded.startswith("pg_")
-
-
-SYSTEM_SCHEMA_REASON = (
-    "information_schema and pg_* (pg_catalog, pg_toast, pg_temp, ...) belong to PostgreSQL "
-    "itself, so cairnq's tables never go there; name a schema of your own"
-)
-
-
-SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
-MAX_IDENTIFIER_BYTES = 63
-
-
-def check_schema(schema: str | None) -> str | None:
-    """Validate a PostgreSQL schema name: an identifier of at most 63 bytes (PostgreSQL
-    truncates), not one of PostgreSQL's own (``information_schema``, ``pg_*``).
-
-    Raises:
-        InvalidArgument: ``schema`` is not such a name.
-    """
-    if schema is None:
-        return None
-    # fullmatch: with match, "$" would also accept a name ending in a newline.
-    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
-        raise InvalidArgument(
-            f"schema {schema!r} is not a valid name: letters, digits, _ and $, "
-            "not starting with a digit"
-        )
-    if len(schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise InvalidArgument(f"schema {schema!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
-    if system_schema(schema):
-        raise InvalidArgument(f"schema {schema!r} is refused: {SYSTEM_SCHEMA_REASON}")
-    return schema
 
 
 def check_installation(schema: str | None) -> Op[None]:

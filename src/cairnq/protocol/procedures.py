@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._wakeups import Subscription
+from .._events import Latch
 from .steps import Op
 
 T = TypeVar("T")
@@ -41,7 +41,7 @@ Procedure = Generator[Run | Nap, Any, T]
 def follow(
     procedure: Procedure[T],
     run: Callable[[Op[Any], bool], Any],
-    sub: Subscription | None = None,
+    sub: Latch | None = None,
 ) -> T:
     """Drive ``procedure`` in this thread."""
     reply: Any = None
@@ -63,7 +63,7 @@ def follow(
 async def afollow(
     procedure: Procedure[T],
     run: Callable[[Op[Any], bool], Awaitable[Any]],
-    sub: Subscription | None = None,
+    sub: Latch | None = None,
 ) -> T:
     """Drive ``procedure`` on the running event loop."""
     reply: Any = None

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
+
+from .._events import Emit as Emit
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -51,17 +53,6 @@ class Script:
 
     name: str
     source: str
-
-
-@dataclass(frozen=True)
-class Emit:
-    """After commit, tell this process's waiters: a task became ``queued`` or ``done``.
-
-    ``value`` is the queue name for ``queued`` and the task id for ``done``.
-    """
-
-    channel: Literal["queued", "done"]
-    value: str
 
 
 Step = Call | Script | Emit

@@ -1,4 +1,5 @@
-"""Operations of workflows (extension tables ``cairnq_dependencies`` and ``cairnq_parked``).
+"""Operations of workflows (extension tables ``cairnq_dependencies``, ``cairnq_parked``
+and ``cairnq_dependencies_satisfied``).
 
 Like ``ops``, each function validates eagerly and returns a statement-yielding
 generator.
@@ -9,16 +10,25 @@ claims it, a reference SDK's included; the delay it was submitted with waits in
 ``cairnq_parked``. Deciding a parked task reads its dependencies' statuses:
 
 - every dependency succeeded: released, due its delay from now;
-- one ended failed or canceled (or was purged) under policy ``"cancel"``: canceled;
+- one ended failed or canceled (or was purged without having been seen succeeded)
+  under policy ``"cancel"``: canceled;
   under ``"fail"``: failed with a ``dependency_failed`` envelope naming it
   (``"cancel"`` wins when both apply); a canceled or failed dependent is itself an
   ended dependency, so the decision walks down the graph;
 - under ``"run"``, released once every dependency ended, whatever the outcomes.
 
-``after_ended`` decides in the transaction that ended a task (cairnq's complete,
-fail and cancel run it on a database with the workflow tables): after that
-commit, a released dependent is already due. ``sweep`` decides what such a
-transaction did not (a reference SDK's worker ended the dependency).
+A dependency seen succeeded while its dependent still waits is recorded in
+``cairnq_dependencies_satisfied``, and counts as succeeded from then on, even once
+retention (a reference SDK's purge included) deleted its row.
+
+``after_ended`` decides in the transaction that ended a task: on a database with
+the workflow tables, cairnq's settlements (``complete``, ``succeed``, ``fail``,
+``complete_held``) and cancels (``cancel``, ``cancel_by_key``, a submit's
+``conflict="replace"``) run it as their ``task_end`` hook (or through their
+``workflows`` flag), from the worker, the clients and the store alike: after that
+commit, a released dependent is already due, and one still waiting has the success
+recorded. ``sweep`` decides and records what such a transaction did not (a
+reference SDK's worker ended the dependency, or lease recovery did).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from . import ops as _ops
 from .steps import NOW, Call, Emit, Op, Row
 
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
+SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
+WORKFLOWS_MIGRATIONS = (WORKFLOWS_MIGRATION, SATISFIED_MIGRATION)
 # 9999-12-31T00:00:00Z: a parked task is due then, which no worker's clock reaches.
 PARKED_RUN_AT_MS = 253_402_214_400_000
 SWEEP_LIMIT = 1000
@@ -75,22 +87,25 @@ def dependency_ids(values: Any) -> list[str]:
 
 
 def workflows_ready() -> Op[bool]:
-    """Whether the database has the workflow tables (migration ``x0008_workflows.sql``)."""
+    """Whether the database has the workflow tables (migrations ``x0008_workflows.sql``
+    and ``x0010_dependencies_satisfied.sql``)."""
     applied = yield from _ops.applied_migrations()
-    return WORKFLOWS_MIGRATION in applied
+    return all(name in applied for name in WORKFLOWS_MIGRATIONS)
 
 
-def missing_message(what: str) -> str:
+def missing_message(what: str, missing: Sequence[str] = WORKFLOWS_MIGRATIONS) -> str:
+    which = f"migration {missing[0]}" if len(missing) == 1 else f"migrations {', '.join(missing)}"
     return (
-        f"{what} needs cairnq's workflow tables (migration {WORKFLOWS_MIGRATION}), "
+        f"{what} needs cairnq's workflow tables ({which}), "
         "which this database lacks; run `cairnq migrate` to add them"
     )
 
 
 def _require(what: str) -> Op[None]:
-    ready = yield from workflows_ready()
-    if not ready:
-        raise SchemaIncomplete(missing_message(what), missing=(WORKFLOWS_MIGRATION,))
+    applied = yield from _ops.applied_migrations()
+    missing = tuple(name for name in WORKFLOWS_MIGRATIONS if name not in applied)
+    if missing:
+        raise SchemaIncomplete(missing_message(what, missing), missing=missing)
 
 
 # --- submit ------------------------------------------------------------------------------
@@ -181,7 +196,7 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
                 f"depends_on names tasks that do not exist (or were purged): {', '.join(missing)}",
                 missing=missing,
             )
-    stored = yield from _ops.submit_many([node.spec for node in nodes])
+    stored = yield from _ops.submit_many([node.spec for node in nodes], task_end=after_ended)
     actual = [task.id for task in stored]
     edges: list[list[str]] = []
     parked: list[list[Any]] = []
@@ -228,7 +243,8 @@ def after_ended(rows: Iterable[Row]) -> Op[list[Row]]:
 
 def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
     """Decide parked tasks round by round: a dependent canceled or failed by one round
-    is an ended dependency for the next."""
+    is an ended dependency for the next. The successes of a task left waiting are
+    recorded (``workflow_satisfy``), so a purge of its dependencies cannot undo them."""
     changed: list[Row] = []
     while ended or candidates:
         locked = yield Call("workflow_lock_parked", {"ended": ended, "candidates": candidates})
@@ -238,6 +254,18 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             break
         edges = yield Call("workflow_decide", {"ids": ids})
         release, cancel, fail, gone = decide(edges)
+        decided = release + cancel + [task_id for task_id, _ in fail] + gone
+        # A task left waiting keeps its dependencies' successes whatever retention deletes.
+        waiting = set(ids) - set(decided)
+        fresh = [
+            [str(r["task_id"]), str(r["depends_on_id"])]
+            for r in edges
+            if str(r["task_id"]) in waiting
+            and r["depends_on_status"] == "succeeded"
+            and not r["satisfied"]
+        ]
+        if fresh:
+            yield Call("workflow_satisfy", {"rows": _json(fresh)})
         if release:
             rows = yield Call(
                 "workflow_release",
@@ -256,7 +284,6 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows)
             yield from _ops._emit_for(rows)
-        decided = release + cancel + [task_id for task_id, _ in fail] + gone
         if decided:
             yield Call("workflow_unpark", {"ids": decided})
     return changed
@@ -286,7 +313,9 @@ def decide(
     Returns ``(release, cancel, fail, gone)``: tasks to release, to cancel, to
     fail (with the encoded envelope), and tasks no longer queued to forget.
     Tasks with a dependency still queued or running and none ended badly under
-    ``cancel`` or ``fail`` appear in none.
+    ``cancel`` or ``fail`` appear in none. A dependency recorded satisfied counts as
+    succeeded whether its row is still there or was purged; one purged without that
+    record counts as ended badly.
     """
     by_task: dict[str, list[Row]] = {}
     for row in edges:
@@ -303,7 +332,8 @@ def decide(
         bad = [
             r
             for r in deps
-            if r["depends_on_status"] is None or r["depends_on_status"] in ("failed", "canceled")
+            if not r["satisfied"]
+            and (r["depends_on_status"] is None or r["depends_on_status"] in ("failed", "canceled"))
         ]
         if any(r["policy"] == "cancel" for r in bad):
             cancel.append(task_id)
@@ -336,21 +366,6 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
     if not ids:
         return []
     return (yield from _decide_rounds([], ids))
-
-
-# --- cancel ------------------------------------------------------------------------------
-
-
-def cancel(task_id: Any) -> Op[Task | None]:
-    """``ops.cancel``, deciding the task's parked dependents when it ends canceled."""
-    return _cancel(_ops.check_text(task_id, "task id") or "")
-
-
-def _cancel(task_id: str) -> Op[Task | None]:
-    rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
-    yield from _ops._emit_for(rows)
-    yield from after_ended(rows)
-    return Task.from_row(rows[0]) if rows else None
 
 
 # --- fan-out and fan-in ------------------------------------------------------------------

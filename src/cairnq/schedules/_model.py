@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import _checks
 from .._json import JsonCodec
 from ..durations import parse_duration
 from ..errors import InvalidArgument
-from ..protocol import ops as _ops
 from ._timing import Timing
 
 __all__ = [
@@ -110,14 +110,14 @@ class ScheduleSpec:
                 f"jitter must be shorter than the interval ({timing.describe()}); got {jitter!r}"
             )
         return cls(
-            name=_ops.check_text(name, "schedule name") or "",
-            task=_ops.check_text(task, "task name") or "",
+            name=_checks.check_text(name, "schedule name") or "",
+            task=_checks.check_text(task, "task name") or "",
             timing=timing,
-            queue=_ops.check_text(queue, "queue") or "",
+            queue=_checks.check_text(queue, "queue") or "",
             payload=codec.encode({} if payload is None else payload, what="payload"),
             metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
-            priority=_ops.check_int(priority, "priority", low=-_ops.MAX_INT4 - 1),
-            max_attempts=_ops.check_int(max_attempts, "max_attempts", low=1),
+            priority=_checks.check_int(priority, "priority", low=-_checks.MAX_INT4 - 1),
+            max_attempts=_checks.check_int(max_attempts, "max_attempts", low=1),
             catch_up_ms=_ms(catch_up, "catch_up", low=1_000),
             catch_up_policy=catch_up_policy,
             overlap=overlap,

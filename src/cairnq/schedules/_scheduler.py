@@ -36,7 +36,9 @@ LEASE_TTL_MS = 5_000
 
 
 class Scheduler:
-    """Stores a worker's declared schedules, then evaluates every due one each second."""
+    """Stores a worker's declared schedules (``prepare``), then evaluates every due one
+    each second (``job``, a ``PeriodicJob`` that gives up the lease when stopped).
+    """
 
     def __init__(
         self,
@@ -65,9 +67,9 @@ class Scheduler:
             context={"worker_id": worker_id},
         )
 
-    async def start(self) -> None:
-        """Store the declared schedules and start evaluating; one line and nothing more
-        on a database without the schedules tables."""
+    async def prepare(self) -> None:
+        """Store the declared schedules (before the worker's first claim); on a database
+        without the schedules tables, one line and ``absent`` (then ``job`` is not run)."""
         ready = await self.backend.arun(_schedules.schedules_ready(), write=False)
         if not ready:
             self.absent = True
@@ -85,11 +87,6 @@ class Scheduler:
             return
         for spec in self.declared:
             await self.backend.arun(_schedules.put(spec, source="code", replace=True), write=True)
-        self.job.start()
-
-    async def stop(self) -> None:
-        """Stop evaluating and give up the lease (another worker takes over at once)."""
-        await self.job.stop()
 
     async def tick(self) -> int:
         """Evaluate every due schedule now; returns how many tasks were submitted."""

@@ -7,7 +7,6 @@ heartbeater renews), their payload bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -15,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._aio import wait_set
 from .._crashpoints import crashpoint
+from .._periodic import ErrorHook
 from .._wakeups import Subscription
 from ..backends import FileBound, OneStatementClaims
 from ..client import CairnQ
@@ -24,6 +25,7 @@ from ..errors import (
     DatabaseUnavailable,
     SchemaIncomplete,
     SerializationError,
+    StoreClosed,
     error_envelope,
 )
 from ..models import Task
@@ -32,7 +34,7 @@ from ..protocol import ops as _ops
 from ..protocol.steps import SingleStatement
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
-from ._executor import Executor, OnError
+from ._executor import Executor
 from ._limits import LimitBook
 from ._pauses import Pauses
 from ._recoverer import RECOVER_LIMIT, Recoverer
@@ -76,7 +78,7 @@ class Claimer:
         wake: Subscription,
         stopping: asyncio.Event,
         until_idle: bool,
-        report: OnError,
+        report: ErrorHook,
         stop: Callable[[], None],
         fail: Callable[[DatabaseError, bool], None],
         pauses: Pauses | None = None,
@@ -137,6 +139,14 @@ class Claimer:
             idle_before = not self.calls
             try:
                 rows = await self._claim(draws, probe=not queued)
+            except StoreClosed:
+                # The backend was closed under the loop (its event loop ending closes
+                # its pool): no claim can succeed again, so stop rather than retry.
+                log.warning(
+                    "the worker's backend was closed; stopping", extra={"worker_id": self.worker_id}
+                )
+                self._stop()
+                break
             except Exception as exc:
                 if check_file is not None and not self._store_still_there(check_file):
                     return
@@ -180,8 +190,7 @@ class Claimer:
         a change the watcher reports: the backoff is a floor, so none of them
         may cut it short. They stay latched for the claim that follows.
         """
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), seconds)
+        await wait_set(self.stopping, seconds)
 
     def _store_still_there(self, check_file: Callable[[], None]) -> bool:
         """False, after logging once and stopping, when the backend's file is gone for good."""
@@ -241,7 +250,8 @@ class Claimer:
             names = [n for n in self.registry.names() if n not in self.pauses_names]
             if not await backend.arun(_ops.probe(queues, names), write=False):
                 return []
-        gate = await self.book.refresh() if self.book is not None else None
+        book = self.book
+        gate = await book.refresh() if book is not None and book.enabled else None
         if gate is not None:
             gate.blocked = 0
         recovered: list[Mapping[str, Any]] = []

@@ -9,10 +9,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .._client_core import _outcome, task_or_name
 from ..backends import InTransactionCompleter, StepTransactions
@@ -24,6 +24,7 @@ from ..errors import (
     TaskError,
     UnsupportedBackend,
     error_envelope,
+    is_permanent,
     safe_str,
 )
 from ..models import Task
@@ -31,6 +32,7 @@ from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import ops as _ops
 from ..protocol import workflows as _workflows
+from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
 from ..workflows import Gathering
 
@@ -38,7 +40,6 @@ log = logging.getLogger("cairnq.worker")
 
 if TYPE_CHECKING:
     from ..client import CairnQ
-    from ._settling import Settler
 
 T = TypeVar("T")
 # Guards the lazily made threading.Event of every context (rarely taken: lease loss,
@@ -88,6 +89,20 @@ CallScope = Callable[[Sequence["TaskContext"]], AbstractContextManager[object]]
 """``scope(contexts)``: a context manager a worker enters around each handler call."""
 
 
+class GroupSettler(Protocol):
+    """Where returned handlers' successes are written together (the worker's ``Settler``)."""
+
+    async def complete(
+        self, lease: _ops.Lease, result: str | None, started: int | None = None
+    ) -> Mapping[str, Any]:
+        """Settle ``lease`` in the next group write; returns its row.
+
+        Raises:
+            LostLease: the attempt was no longer owned when the group was written.
+        """
+        ...
+
+
 @dataclass
 class Runtime:
     """What every context of one worker shares."""
@@ -100,7 +115,7 @@ class Runtime:
     gate: QueueGate
     listeners: list[Listener] = field(default_factory=list)
     scopes: list[CallScope] = field(default_factory=list)
-    settler: Settler | None = None
+    settler: GroupSettler | None = None
     max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
     # Task names registered with their own max_snoozes.
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
@@ -108,6 +123,11 @@ class Runtime:
     history: bool = False
     # The database has the workflow tables: settlements decide parked dependents.
     workflows: bool = False
+
+    @property
+    def task_end(self) -> TaskEnd | None:
+        """What a settlement runs in its transaction on the rows it ended."""
+        return _workflows.after_ended if self.workflows else None
 
     def max_snoozes_for(self, name: str) -> int:
         return self.max_snoozes_by_name.get(name, self.max_snoozes)
@@ -471,13 +491,13 @@ class TaskContext:
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
-            wf = self._runtime.workflows
+            end = self._runtime.task_end
             op = (
                 _durable.complete(
-                    self.lease, self.worker_id, result, self.claimed_at_ms, workflows=wf
+                    self.lease, self.worker_id, result, self.claimed_at_ms, task_end=end
                 )
                 if self._runtime.history
-                else _ops.complete(self.lease, self.worker_id, result, workflows=wf)
+                else _ops.complete(self.lease, self.worker_id, result, task_end=end)
             )
             row = await self._owned(op)
             return self._settled_as(row)
@@ -515,8 +535,8 @@ class TaskContext:
         backend = self._runtime.client.backend
         if not isinstance(backend, InTransactionCompleter):
             raise UnsupportedBackend(
-                f"succeed_in needs a PostgreSQL backend; "
-                f"{self._runtime.client.backend.dialect} has no shared transaction"
+                f"succeed_in needs PostgreSQL: {backend.dialect} cannot share a transaction "
+                "between the handler's writes and the task's completion"
             )
         self._guard()
         self.in_transaction = True
@@ -527,6 +547,7 @@ class TaskContext:
                 self.worker_id,
                 write,
                 lambda result: codec.encode_optional(result, what="result"),
+                task_end=self._runtime.task_end,
             )
         except LostLease:
             self.mark_lost()
@@ -567,7 +588,7 @@ class TaskContext:
                 retryable=retryable,
                 delay_ms=delay_ms,
                 started=self.claimed_at_ms,
-                workflows=self._runtime.workflows,
+                task_end=self._runtime.task_end,
             )
             if self._runtime.history
             else _ops.fail(
@@ -576,7 +597,7 @@ class TaskContext:
                 text,
                 retryable=retryable,
                 delay_ms=delay_ms,
-                workflows=self._runtime.workflows,
+                task_end=self._runtime.task_end,
             )
         )
         row = await self._owned(op, force=force)
@@ -665,7 +686,10 @@ class TaskContext:
         ``fn`` may be a plain or a coroutine function. An exception from ``fn`` is
         retried ``retries`` times, waiting ``backoff`` (doubling each time); after
         that it propagates, and the attempt fails like any handler error (nothing
-        is recorded, so the next attempt runs the step again).
+        is recorded, so the next attempt runs the step again). A permanent error
+        (``errors.is_permanent``: an ``InvalidArgument`` such as a result that is
+        not JSON, a name used twice or a bad option) is not retried: it fails the
+        task at once, whatever attempts are left.
 
         With ``transactional=True``, ``fn(conn, *args, **kwargs)`` runs inside the
         transaction that records the step, so its writes commit exactly when the
@@ -717,8 +741,8 @@ class TaskContext:
                 if inspect.isawaitable(value):
                     value = await value
                 break
-            except Exception:
-                if tried >= options.retries:
+            except Exception as exc:
+                if tried >= options.retries or is_permanent(exc):
                     raise
                 tried += 1
                 log.info(
@@ -794,8 +818,8 @@ class TaskContext:
             except LostLease:
                 self.mark_lost()
                 raise
-            except Exception:
-                if tried >= options.retries:
+            except Exception as exc:
+                if tried >= options.retries or is_permanent(exc):
                     raise
                 tried += 1
                 await asyncio.sleep(options.delay_s(tried))
@@ -1009,8 +1033,8 @@ class SyncTaskContext:
             try:
                 value = fn(*args, **kwargs)
                 break
-            except Exception:
-                if tried >= options.retries:
+            except Exception as exc:
+                if tried >= options.retries or is_permanent(exc):
                     raise
                 tried += 1
                 time.sleep(options.delay_s(tried))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._crashpoints import crashpoint
+from .._periodic import ErrorHook
 from ..errors import (
     DatabaseError,
     LostLease,
@@ -22,6 +23,7 @@ from ..errors import (
     SerializationError,
     TaskError,
     error_envelope,
+    is_permanent,
     safe_str,
 )
 from ..flow import Snooze
@@ -31,7 +33,6 @@ from ._registry import Registration
 
 log = logging.getLogger("cairnq.worker")
 
-OnError = Callable[[BaseException, dict[str, Any]], None]
 SETTLE_ATTEMPTS = 4
 
 
@@ -65,11 +66,14 @@ def _seconds(ms: float) -> str:
 def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = True) -> None:
     """One line for how the attempt ended, at INFO; a handler's exception raises it to
     WARNING (a retry follows) or ERROR (final), with its traceback unless ``traceback``
-    is False. A final failure is an ERROR whether or not the handler raised.
+    is False. A final failure is an ERROR whether or not the handler raised. A
+    permanent error that failed the task (``is_permanent``) is one line naming it,
+    without a traceback: the stored envelope keeps the traceback.
     """
     duration_ms = (time.monotonic() - ctx.started) * 1000
     level = logging.INFO
     retry_in_ms = None
+    suffix = ""
     status = ctx.settled_status
     if status == "queued" and ctx.waiting_on is not None:
         outcome = "waiting"
@@ -85,6 +89,9 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         level = logging.INFO if raised is None else logging.WARNING
     elif status == "failed":
         outcome, words, level = "failed", "failed", logging.ERROR
+        if raised is not None and is_permanent(raised):
+            traceback = False
+            suffix = "; not retried: the same call fails the same way on every attempt"
     elif status in ("succeeded", "canceled"):
         outcome = words = status
     elif ctx.lost_lease:
@@ -93,7 +100,7 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         outcome, words, level = "unsettled", "not settled (its lease will expire)", logging.WARNING
     if not log.isEnabledFor(level):
         return
-    cause = "" if raised is None else f": {type(raised).__name__}: {safe_str(raised)}"
+    cause = "" if raised is None else f": {type(raised).__name__}: {safe_str(raised)}{suffix}"
     log.log(
         level,
         "%s: %s after %s%s",
@@ -111,6 +118,25 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
     )
 
 
+def handler_failure(exc: Exception) -> tuple[dict[str, Any], bool]:
+    """The envelope recorded for an exception escaping a handler, and whether to retry.
+
+    A permanent error (``is_permanent``: a misuse of cairnq's API, a value no store
+    can hold) is a ``misuse`` of its class name, never retried: the same call
+    would fail the same way on every attempt. A ``TaskError`` carries its own
+    envelope; anything else is a retryable ``handler_error``.
+    """
+    if is_permanent(exc):
+        name = type(exc).__name__
+        envelope = error_envelope(name, "misuse", safe_str(exc) or name, retryable=False)
+        retryable = False
+    else:
+        envelope, retryable = envelope_for(exc, retryable=True)
+    if not isinstance(exc, TaskError):
+        envelope["details"] = {"traceback": _short_traceback(exc)}
+    return envelope, retryable
+
+
 class Executor:
     """Calls handlers (async on the loop, sync in a thread pool) and settles their tasks."""
 
@@ -119,7 +145,7 @@ class Executor:
         *,
         max_run_ms: int | None,
         threads: concurrent.futures.ThreadPoolExecutor,
-        on_error: OnError,
+        on_error: ErrorHook,
         scopes: list[CallScope] | None = None,
     ) -> None:
         self._max_run_ms = max_run_ms
@@ -213,9 +239,7 @@ class Executor:
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
-            envelope, retryable = envelope_for(exc, retryable=True)
-            if not isinstance(exc, TaskError):
-                envelope["details"] = {"traceback": _short_traceback(exc)}
+            envelope, retryable = handler_failure(exc)
             await self._fail_all(contexts, envelope, retryable=retryable)
             return exc
         if self.on_handler_done is not None:

@@ -10,12 +10,11 @@ import logging
 import time
 from collections.abc import Mapping
 
-from .._periodic import PeriodicJob
+from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend, ReservedRunner
 from ..errors import DatabaseUnavailable, EventLoopBlocked
 from ..protocol import ops as _ops
 from ._context import TaskContext
-from ._executor import OnError
 
 log = logging.getLogger("cairnq.worker")
 
@@ -36,7 +35,7 @@ class Heartbeater:
         worker_id: str,
         lease_ms: int,
         interval_ms: int,
-        report: OnError,
+        report: ErrorHook,
     ) -> None:
         self.backend = backend
         self.contexts = contexts

@@ -25,12 +25,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._periodic import PeriodicJob
+from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
 from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol.steps import Op
-from ._executor import OnError
 from ._orphans import OrphanWatch
 
 log = logging.getLogger("cairnq.worker")
@@ -52,7 +51,7 @@ class Presence:
         worker_id: str,
         queues: Sequence[str],
         concurrency: int,
-        report: OnError,
+        report: ErrorHook,
         *,
         names: Sequence[str] | None = None,
         after_beat: Callable[[], Awaitable[Any]] | None = None,
@@ -180,16 +179,24 @@ class Presence:
             self._after_failing = False
 
     async def stop(self) -> None:
-        """Delete the row: this worker stopped cleanly and no longer serves its queues."""
+        """Stop refreshing the row, then delete it (``close``)."""
+        await self.job.stop()
+        await self.close()
+
+    async def close(self) -> None:
+        """Delete the row: this worker stopped cleanly and no longer serves its queues.
+
+        Called once ``job`` has stopped.
+        """
         # One budget for both writes: a database that stopped answering delays a stop
         # by at most STOP_TIMEOUT_S here.
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        await self.job.stop()
-        if self.absent:
-            return
-        # A refresh still in flight must land before the delete, or it would recreate the row.
+        # A write still in flight must land before the delete, or it would recreate the
+        # row; and only once the first write is over is it known whether the table exists.
         if self._pending is not None and not self._pending.done():
             await asyncio.wait({self._pending}, timeout=STOP_TIMEOUT_S)
+        if self.absent:
+            return
         # The delete is tried even when the refresh used the budget up: a row left
         # behind would show a stopped worker as alive for a whole window.
         remaining = max(deadline - time.monotonic(), DELETE_TIMEOUT_S)

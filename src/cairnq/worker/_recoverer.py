@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._periodic import PeriodicJob
+from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
 from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import ops as _ops
 from ._context import Runtime, TaskEvent
-from ._executor import OnError
 
 log = logging.getLogger("cairnq.worker")
 
@@ -39,7 +38,7 @@ class Recoverer:
         *,
         worker_id: str,
         interval_ms: int,
-        report: OnError,
+        report: ErrorHook,
         give_up: Callable[[SchemaIncomplete], None],
     ) -> None:
         self.backend = backend

@@ -15,11 +15,12 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._periodic import ErrorHook
 from ..backends import Backend
 from ..errors import LostLease
 from ..protocol import durable as _durable
 from ..protocol import ops as _ops
-from ._executor import OnError
+from ..protocol._points import TaskEnd
 
 MAX_GROUP = 256
 Pending = tuple[_ops.Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
@@ -32,12 +33,12 @@ class Settler:
         self,
         backend: Backend,
         worker_id: str,
-        report: OnError | None = None,
-        workflows: Callable[[], bool] = lambda: False,
+        report: ErrorHook | None = None,
+        task_end: Callable[[], TaskEnd | None] = lambda: None,
     ) -> None:
         self._backend = backend
-        # Whether the database has the workflow tables (completions decide dependents).
-        self._workflows = workflows
+        # What a settlement runs in its transaction on the rows it ended, read per settlement.
+        self._task_end = task_end
         self._worker_id = worker_id
         self._report = report
         self._pending: list[Pending] = []
@@ -52,7 +53,7 @@ class Settler:
 
         ``started`` is when it was claimed, for the attempt history.
         """
-        workflows = self._workflows()
+        task_end = self._task_end()
         op = (
             _durable.fail(
                 lease,
@@ -61,11 +62,11 @@ class Settler:
                 retryable=False,
                 delay_ms=0,
                 started=started,
-                workflows=workflows,
+                task_end=task_end,
             )
             if self.history
             else _ops.fail(
-                lease, self._worker_id, error, retryable=False, delay_ms=0, workflows=workflows
+                lease, self._worker_id, error, retryable=False, delay_ms=0, task_end=task_end
             )
         )
         call = asyncio.ensure_future(self._backend.arun(op, write=True))
@@ -121,17 +122,17 @@ class Settler:
                 group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
                 leases = [lease for lease, _, _, _ in group]
                 results = [result for _, result, _, _ in group]
-                workflows = self._workflows()
+                task_end = self._task_end()
                 op = (
                     _durable.complete_many(
                         leases,
                         results,
                         self._worker_id,
                         [start for _, _, start, _ in group],
-                        workflows=workflows,
+                        task_end=task_end,
                     )
                     if self.history
-                    else _ops.complete_many(leases, results, self._worker_id, workflows=workflows)
+                    else _ops.complete_many(leases, results, self._worker_id, task_end=task_end)
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)

@@ -1,10 +1,11 @@
-"""The worker: registration, and the lifecycle that assembles its components.
+"""The worker: registration, and the run that assembles its parts.
 
 One run of a worker is a claimer (the claim loop and its calls in flight), a
-settler (its writes that end claims), a heartbeater, a recoverer and its
-presence row, and the retention sweeper when it has a ``Retention``; all but the
-claimer are ``PeriodicJob`` s. The worker starts them, drains in-flight calls on
-stop, and stops them in order.
+settler (its writes that end claims), and its components (``_components``):
+the limit book, pauses, presence, heartbeater, workflow sweeper, recoverer,
+retention sweeper and scheduler. A ``Lifecycle`` prepares the components before
+the first claim, starts their jobs, and on stop stops them in reverse order
+around the drain of in-flight calls.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from .. import _ids
+from .._aio import wait_set
 from .._client_core import task_or_name
+from .._periodic import ErrorHook
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
-from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..limits import Limit
@@ -37,15 +41,26 @@ from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..schedules._scheduler import Scheduler
 from ..store import TaskStore
+from . import _options
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
-from ._context import CallScope, Listener, Runtime, TaskContext
-from ._executor import Executor, OnError
+from ._components import (
+    JobComponent,
+    LimitsComponent,
+    PausesComponent,
+    PresenceComponent,
+    SchedulesComponent,
+    WorkflowsComponent,
+)
+from ._context import CallScope, Listener, Runtime
+from ._executor import Executor
 from ._heartbeater import Heartbeater
+from ._lifecycle import Component, Lifecycle
 from ._limits import LimitBook, check_declared
 from ._pauses import Pauses
 from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
+from ._reporting import default_on_error, listing, listing_extra, safe
 from ._settling import Settler
 from ._workflows import WorkflowSweeper
 
@@ -62,33 +77,20 @@ _EXECUTOR_KEYS = frozenset({"clock", "migrate", "listen"})
 __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
 
-def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
-    log.error("worker error during %s", context.get("phase", "?"), exc_info=exc, extra=context)
+@dataclass(frozen=True)
+class _Run:
+    """One run's claim loop and what it needs."""
 
+    threads: concurrent.futures.ThreadPoolExecutor
+    executor: Executor
+    wake: Subscription
+    settler: Settler
+    pauses: Pauses
+    claimer: Claimer
 
-def _listing(contexts: list[TaskContext]) -> str:
-    """``ID (NAME), ...`` for a log line about several tasks."""
-    return ", ".join(f"{ctx.task_id} ({ctx.name})" for ctx in contexts)
-
-
-def _listing_extra(worker_id: str, contexts: list[TaskContext]) -> dict[str, Any]:
-    return {
-        "worker_id": worker_id,
-        "task_ids": [ctx.task_id for ctx in contexts],
-        "task_names": [ctx.name for ctx in contexts],
-    }
-
-
-def _safe(on_error: OnError) -> OnError:
-    """``on_error``, made unable to take a worker loop down with it."""
-
-    def report(exc: BaseException, context: dict[str, Any]) -> None:
-        try:
-            on_error(exc, context)
-        except Exception:
-            log.exception("on_error hook raised; the worker carries on", extra=context)
-
-    return report
+    def close(self) -> None:
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.wake.close()
 
 
 class Worker:
@@ -147,6 +149,17 @@ class Worker:
         worker.serve()   # until SIGINT / SIGTERM
     """
 
+    # One run's state, set by run() and read by stop() (from any thread).
+    _loop: asyncio.AbstractEventLoop | None = None
+    _stopping: asyncio.Event | None = None
+    _wake: Subscription | None = None
+    _running = False
+    _started: asyncio.Event | None = None
+    _drain_deadline: float | None = None
+    # An error no retry can cure (tables gone, the SQLite file gone): the worker
+    # stops and run() raises it.
+    _fatal: DatabaseError | None = None
+
     def __init__(
         self,
         store: CairnQ | TaskStore | Backend | str | os.PathLike[str],
@@ -162,7 +175,7 @@ class Worker:
         claim_batch: int | None = None,
         max_in_flight_bytes: int | None = None,
         drain_timeout_ms: int = 30_000,
-        on_error: OnError | None = None,
+        on_error: ErrorHook | None = None,
         on_event: Listener | None = None,
         max_queue_depth: DepthLimit = None,
         max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
@@ -174,87 +187,37 @@ class Worker:
         max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
         limits: Sequence[Limit] | None = None,
     ) -> None:
-        if isinstance(store, CairnQ):
-            self.client = store
-        else:
-            self.client = CairnQ(store)
-        # A client made here from a URL owns its backend; closing the worker closes it.
+        self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
-        self.queues = _ops.check_names(queues, "queues")
-        if not self.queues:
-            raise InvalidArgument("a worker needs at least one queue")
-        self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+        self.queues = _options.check_queues(queues)
+        self.concurrency = _options.check_concurrency(concurrency)
         self.lease_ms = _ops.check_int(lease_ms, "lease_ms", low=100, high=2**40)
         self.poll_interval_ms = _ops.check_int(poll_interval_ms, "poll_interval_ms", low=1)
-        if heartbeat_interval_ms is None:
-            heartbeat_interval_ms = min(max(50, self.lease_ms // 3), self.lease_ms // 2)
-        self.heartbeat_interval_ms = _ops.check_int(
-            heartbeat_interval_ms, "heartbeat_interval_ms", low=1, high=self.lease_ms - 1
-        )
-        self.max_run_ms = (
-            None if max_run_ms is None else _ops.check_int(max_run_ms, "max_run_ms", low=1)
-        )
-        self.claim_batch = (
-            None if claim_batch is None else _ops.check_int(claim_batch, "claim_batch", low=1)
-        )
-        self.max_in_flight_bytes = (
-            None
-            if max_in_flight_bytes is None
-            else _ops.check_int(max_in_flight_bytes, "max_in_flight_bytes", low=1, high=2**62)
-        )
-        self.drain_timeout_ms = _ops.check_int(drain_timeout_ms, "drain_timeout_ms", low=0)
+        periods = _options.lease_periods(self.lease_ms, heartbeat_interval_ms, recovery_interval_ms)
+        self.heartbeat_interval_ms, self.recovery_interval_ms = periods
+        self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
+        self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
+        self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
+        self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
         self.worker_id = _ops.check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
-        self.on_error: OnError = on_error or _default_on_error
-        self._report: OnError = _safe(self.on_error)
-        if recovery_interval_ms is None:
-            recovery_interval_ms = min(30_000, max(100, self.lease_ms // 2))
-        self.recovery_interval_ms = _ops.check_int(
-            recovery_interval_ms, "recovery_interval_ms", low=1, high=2**40
-        )
-        gate = (
-            self.client.gate
-            if max_queue_depth is None
-            else QueueGate(max_queue_depth, max_queue_wait_ms)
-        )
+        self.on_error: ErrorHook = on_error or default_on_error
+        self._report: ErrorHook = self._report_error
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
             lease_ms=self.lease_ms,
-            retry_backoff_ms=_ops.check_int(retry_backoff_ms, "retry_backoff_ms", low=0),
-            retry_backoff_max_ms=_ops.check_int(
-                retry_backoff_max_ms, "retry_backoff_max_ms", low=0
-            ),
-            gate=gate,
-            listeners=[on_event] if on_event is not None else [],
+            retry_backoff_ms=_options.check_ms(retry_backoff_ms, "retry_backoff_ms"),
+            retry_backoff_max_ms=_options.check_ms(retry_backoff_max_ms, "retry_backoff_max_ms"),
+            gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
+            listeners=[] if on_event is None else [on_event],
             max_snoozes=_flow.check_max_snoozes(max_snoozes),
         )
-        policy = Retention.of(retention)
-        self.sweeper = RetentionSweeper(self.client.backend, policy) if policy else None
         self.registry = Registry(resources)
+        self._retention = Retention.of(retention)
         self.evaluates_schedules = bool(schedules)
         self.limits = check_declared(limits)
-        self._book = LimitBook(self.client.backend, self.limits, self.worker_id)
-        # Declared by name; stored (definitions replaced) when the worker starts.
-        self._schedules: dict[str, ScheduleSpec] = {}
-        self._scheduler: Scheduler | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._wake: Subscription | None = None
-        self._running = False
-        # An error no retry can cure (tables gone, the SQLite file gone): the worker
-        # stops and run() raises it.
-        self._fatal: DatabaseError | None = None
-        self._drain_deadline: float | None = None
-        self._started: asyncio.Event | None = None
-        self._presence: Presence | None = None
-        self._recoverer = Recoverer(
-            self.client.backend,
-            self._runtime,
-            worker_id=self.worker_id,
-            interval_ms=self.recovery_interval_ms,
-            report=self._report,
-            give_up=self._give_up,
-        )
+        self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
+        self._bind(self.client.backend)
 
     @classmethod
     def sqlite(
@@ -360,10 +323,20 @@ class Worker:
         self._runtime.client = client
         if self._runtime.gate is old.gate:
             self._runtime.gate = client.gate
-        if self.sweeper is not None:
-            self.sweeper = RetentionSweeper(backend, self.sweeper.retention)
-        self._recoverer.backend = backend
+        self._bind(backend)
+
+    def _bind(self, backend: Backend) -> None:
+        """Make the parts that hold the database: the recoverer, the limit book, the sweeper."""
+        self._recoverer = Recoverer(
+            backend,
+            self._runtime,
+            worker_id=self.worker_id,
+            interval_ms=self.recovery_interval_ms,
+            report=self._report,
+            give_up=self._give_up,
+        )
         self._book = LimitBook(backend, self.limits, self.worker_id)
+        self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
 
     # --- registration -----------------------------------------------------------------
 
@@ -852,7 +825,7 @@ class Worker:
         if self._running:
             raise RuntimeError("this worker is already running")
         if concurrency is not None:
-            self.concurrency = _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+            self.concurrency = _options.check_concurrency(concurrency)
         # Stop requests (signals) count from here, even while the database is opening.
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
@@ -860,26 +833,66 @@ class Worker:
         self._fatal = None
         self._running = True
         try:
-            opened = await self._open()
-            if opened:
-                await self.client.backend.arun(_ops.check_lease_tokens(), write=False)
-                await self._check_history()
-                await self._book.start()
+            if await self._open_checked():
+                await self._run_components(until_idle)
+            else:
+                log.info(
+                    "worker stopped before it reached %s",
+                    description_of(self.client.backend),
+                    extra={"worker_id": self.worker_id},
+                )
+        finally:
+            self._running = False
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _open_checked(self) -> bool:
+        """Open the client and read what the kernel needs; ``False`` when ``stop()`` came first."""
+        opened = await self._open()
+        for phase, step in (
+            (
+                "lease tokens",
+                lambda: self.client.backend.arun(_ops.check_lease_tokens(), write=False),
+            ),
+            ("history", self._check_history),
+        ):
+            opened = opened and await self._start_step(step, phase)
+        return opened
+
+    async def _run_components(self, until_idle: bool) -> None:
+        """Prepare the components, claim until stopped, drain, and stop them in reverse."""
+        run = self._assemble(until_idle)
+        lifecycle = Lifecycle(
+            self._components(run.claimer, run.pauses),
+            attempt=self._start_step,
+            report=self._report,
+            context={"worker_id": self.worker_id},
+        )
+        try:
+            ready = await lifecycle.prepare()
         except BaseException:
-            self._running = False
+            run.close()  # a refused start: nothing ran
             raise
-        if not opened:
-            self._running = False
-            log.info(
-                "worker stopped before it reached %s",
-                description_of(self.client.backend),
-                extra={"worker_id": self.worker_id},
-            )
-            return
+        try:
+            if ready:
+                self._announce(until_idle)
+                # No handlers and until_idle: stopped already, so no job starts.
+                if not run.claimer.stopping.is_set():
+                    lifecycle.start()
+                await run.claimer.run()
+        finally:
+            await lifecycle.stop(drain=lambda: self._drain(run))
+            run.close()
+            log.info("worker stopped", extra={"worker_id": self.worker_id})
+
+    def _assemble(self, until_idle: bool) -> _Run:
+        """One run's claim loop and what it needs: threads, wake-ups, the settler, pauses."""
+        stopping = self._stopping
+        assert stopping is not None
+        backend = self.client.backend
         threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="cairnq-handler"
         )
-        backend = self.client.backend
         executor = Executor(
             max_run_ms=self.max_run_ms,
             threads=threads,
@@ -890,15 +903,11 @@ class Worker:
             wants_queued(self.queues), claims=True, channels=("queued",)
         )
         settler = Settler(
-            backend, self.worker_id, self._report, workflows=lambda: self._runtime.workflows
+            backend, self.worker_id, self._report, task_end=lambda: self._runtime.task_end
         )
         settler.history = self._runtime.history
         self._runtime.settler = settler
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
-        try:
-            await pauses.refresh()
-        except Exception as exc:
-            self._report(exc, {"phase": "pauses", "worker_id": self.worker_id})
         claimer = Claimer(
             self.client,
             self.registry,
@@ -908,52 +917,51 @@ class Worker:
             self._recoverer,
             self._limits(),
             wake=wake,
-            stopping=self._stopping,
+            stopping=stopping,
             until_idle=until_idle,
             report=self._report,
             stop=self.stop,
             fail=self._fail,
             pauses=pauses,
-            book=self._book if self._book.enabled else None,
+            book=self._book,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
+        return _Run(threads, executor, wake, settler, pauses, claimer)
+
+    def _components(self, claimer: Claimer, pauses: Pauses) -> list[Component]:
+        """This run's components, in start order (the table in ``_components.py``)."""
+        backend, report, worker_id = self.client.backend, self._report, self.worker_id
+        names = self.registry.names()
+        presence = Presence(backend, worker_id, self.queues, self.concurrency, report, names=names)
         heartbeater = Heartbeater(
             backend,
             claimer.contexts,
-            worker_id=self.worker_id,
+            worker_id=worker_id,
             lease_ms=self.lease_ms,
             interval_ms=self.heartbeat_interval_ms,
-            report=self._report,
+            report=report,
         )
-        if self._started is not None:
-            self._started.set()
-        self._presence = Presence(
-            backend,
-            self.worker_id,
-            self.queues,
-            self.concurrency,
-            self._report,
-            names=self.registry.names(),
-        )
-        self._presence.start()
-        heartbeater.start()
-        self._recoverer.start()
-        self._presence.job.start()
-        pauses.job.start()
+        components: list[Component] = [
+            LimitsComponent(self._book),
+            PausesComponent(pauses, report, worker_id),
+            PresenceComponent(presence),
+            JobComponent("heartbeat", heartbeater, stops_after_drain=True),
+            WorkflowsComponent(WorkflowSweeper(backend, self._runtime, report=report)),
+            JobComponent("recovery", self._recoverer),
+        ]
         if self.sweeper is not None:
-            self.sweeper.start()
-        workflows = WorkflowSweeper(backend, self._runtime, report=self._report)
-        await workflows.start()
+            components.append(JobComponent("retention", self.sweeper))
         if self.evaluates_schedules:
-            self._scheduler = Scheduler(
-                backend,
-                self.client.codec,
-                self.schedules,
-                report=self._report,
-                worker_id=self.worker_id,
+            scheduler = Scheduler(
+                backend, self.client.codec, self.schedules, report=report, worker_id=worker_id
             )
-            await self._scheduler.start()
+            components.append(SchedulesComponent(scheduler))
+        return components
+
+    def _announce(self, until_idle: bool) -> None:
+        """Log the start (and a worker without handlers); with no handlers and
+        ``until_idle``, stop at once."""
         names = self.registry.names()
         if not names:
             log.info(
@@ -964,6 +972,7 @@ class Worker:
             )
             if until_idle:
                 self.stop()
+        backend = self.client.backend
         log.info(
             "worker %s started on %s: queues %s, concurrency %d, tasks %s",
             self.worker_id,
@@ -979,34 +988,17 @@ class Worker:
                 "task_names": names,
             },
         )
-        try:
-            await claimer.run()
-        finally:
-            if self._scheduler is not None:
-                await self._scheduler.stop()
-                self._scheduler = None
-            if self.sweeper is not None:
-                await self.sweeper.stop()
-            await self._recoverer.stop()
-            await workflows.stop()
-            await pauses.job.stop()
-            await self._drain(claimer, executor, settler)
-            await heartbeater.stop()
-            await self._presence.stop()
-            threads.shutdown(wait=False, cancel_futures=True)
-            wake.close()
-            self._running = False
-            log.info("worker stopped", extra={"worker_id": self.worker_id})
-        if self._fatal is not None:
-            raise self._fatal
+        if self._started is not None:
+            self._started.set()
 
     async def _open(self) -> bool:
         """Open the client; ``False`` when ``stop()`` came first.
 
-        A database that cannot be reached (``DatabaseUnavailable``) is tried again
-        every ``OPEN_RETRY_S``, one warning each time, unless it is a file (SQLite)
-        or refused this database, role or credentials: no wait brings those back. A
-        stop abandons the attempt in progress.
+        A database that cannot be reached (``DatabaseUnavailable``) or is busy
+        (``DatabaseBusy``) is tried again every ``OPEN_RETRY_S``, one warning each
+        time, unless it is a file (SQLite) that is gone or refused this database,
+        role or credentials: no wait brings those back. A stop abandons the attempt
+        in progress.
         """
         stopping = self._stopping
         assert stopping is not None
@@ -1026,8 +1018,8 @@ class Worker:
             try:
                 opening.result()
                 return True
-            except DatabaseUnavailable as exc:
-                if isinstance(self.client.backend, FileBound) or not exc.retryable:
+            except DatabaseError as exc:
+                if not self._transient(exc):
                     raise
                 log.warning(
                     "%s; retrying in %.0fs",
@@ -1037,9 +1029,63 @@ class Worker:
                 )
             # An open that waited for the database already spent (part of) the interval.
             pause = max(0.0, OPEN_RETRY_S - (time.monotonic() - began))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), pause)
+            if await wait_set(stopping, pause):
                 return False
+
+    def _report_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+        """Hand a background part's error to ``on_error``, unless it is the lost file.
+
+        The SQLite file gone from its path stops the worker with one error line
+        (``_fail``), whichever part meets it first; a part meeting it again while
+        the worker stops adds nothing.
+        """
+        backend = self.client.backend
+        if exc is self._fatal:
+            log.debug("%s: %s", context.get("phase", "?"), exc, extra=context)
+            return
+        if isinstance(exc, DatabaseUnavailable) and isinstance(backend, FileBound):
+            try:
+                backend.check_file()
+            except DatabaseUnavailable as lost:
+                if not lost.retryable:
+                    self._fail(lost, True)
+                    return
+        safe(self.on_error)(exc, context)
+
+    def _transient(self, exc: DatabaseError) -> bool:
+        """Whether waiting may cure ``exc``: a retryable error, unless the SQLite file is gone."""
+        if isinstance(exc, DatabaseUnavailable) and isinstance(self.client.backend, FileBound):
+            return False
+        return exc.retryable
+
+    async def _start_step(self, step: Callable[[], Awaitable[object]], phase: str) -> bool:
+        """Run one start-up read or write, trying it again while the database is busy or
+        away (one warning each, backing off as a failed claim does); ``False`` when
+        ``stop()`` came first. An error no wait cures is raised.
+        """
+        stopping = self._stopping
+        assert stopping is not None
+        low, high = CLAIM_ERROR_BACKOFF_S
+        failures = 0
+        while True:
+            if stopping.is_set():
+                return False
+            try:
+                await step()
+                return True
+            except DatabaseError as exc:
+                if not self._transient(exc):
+                    raise
+                pause = min(high, low * 2 ** min(failures, 5))
+                failures += 1
+                log.warning(
+                    "worker start-up (%s): %s; retrying in %.2fs",
+                    phase,
+                    exc,
+                    pause,
+                    extra={"worker_id": self.worker_id, "phase": "start"},
+                )
+            await wait_set(stopping, pause)
 
     def _limits(self) -> ClaimLimits:
         return ClaimLimits(
@@ -1094,11 +1140,11 @@ class Worker:
 
     # --- drain ------------------------------------------------------------------------
 
-    async def _drain(self, claimer: Claimer, executor: Executor, settler: Settler) -> None:
-        """Let in-flight calls finish within the drain timeout, then release the rest."""
+    async def _drain(self, run: _Run) -> None:
+        """Let in-flight calls finish within the drain timeout, then release the rest;
+        rejections still being written are awaited, with or without calls in flight."""
+        claimer, executor, settler = run.claimer, run.executor, run.settler
         calls = claimer.calls
-        if not calls:
-            return
         deadline = time.monotonic() + self.drain_timeout_ms / 1000
         while calls:
             limit = deadline if self._drain_deadline is None else self._drain_deadline
@@ -1122,8 +1168,8 @@ class Worker:
                 "%d handler threads still running at shutdown; their leases will expire "
                 "and the tasks run again: %s",
                 len(running),
-                _listing(running),
-                extra=_listing_extra(self.worker_id, running),
+                listing(running),
+                extra=listing_extra(self.worker_id, running),
             )
         leftovers = [c for c in leftovers if c not in executor.in_threads]
         for ctx in leftovers:
@@ -1134,8 +1180,8 @@ class Worker:
                 "back to the queue, their attempts uncounted: %s",
                 self.drain_timeout_ms,
                 len(leftovers),
-                _listing(leftovers),
-                extra=_listing_extra(self.worker_id, leftovers),
+                listing(leftovers),
+                extra=listing_extra(self.worker_id, leftovers),
             )
         if leftovers and self._fatal is None:
             await asyncio.wait(

@@ -3,9 +3,10 @@
 cairnq's own complete, fail and cancel decide a task's parked dependents in the
 transaction that ends it. A reference SDK's worker sharing the database does
 not, and neither does lease recovery; this sweep decides, about once a second,
-every parked task whose dependencies have ended meanwhile. One process at a time
-sweeps (the lease); deciding twice is harmless, as every decision is written
-only while the task is still parked.
+every parked task whose dependencies have ended meanwhile, and records a success
+for a task still waiting on others, so retention purging that dependency later
+does not undo it. One process at a time sweeps (the lease); deciding twice is
+harmless, as every decision is written only while the task is still parked.
 
 The sweep also keeps ``Runtime.workflows`` (do settlements decide dependents?)
 current when the workflow tables appear after the worker started.
@@ -14,9 +15,8 @@ current when the workflow tables appear after the worker started.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from .._periodic import NamedLease, PeriodicJob
+from .._periodic import ErrorHook, NamedLease, PeriodicJob
 from ..backends import Backend
 from ..protocol import workflows as _workflows
 from ._context import Runtime
@@ -36,7 +36,7 @@ class WorkflowSweeper:
         backend: Backend,
         runtime: Runtime,
         *,
-        report: Any,
+        report: ErrorHook,
         interval_ms: int = INTERVAL_MS,
         lease_ttl_ms: int = LEASE_TTL_MS,
     ) -> None:
@@ -53,13 +53,9 @@ class WorkflowSweeper:
             context={"worker_id": runtime.worker_id},
         )
 
-    async def start(self) -> None:
-        """Read whether the database has the workflow tables, then start sweeping."""
+    async def prepare(self) -> None:
+        """Read whether the database has the workflow tables (before ``job`` starts)."""
         self.runtime.workflows = await self.backend.arun(_workflows.workflows_ready(), write=False)
-        self.job.start()
-
-    async def stop(self) -> None:
-        await self.job.stop()
 
     async def tick(self) -> int:
         """Sweep once; returns how many parked tasks it changed."""

@@ -17,13 +17,26 @@ where queue = any(:queues::text[])
   )
   and (
       :skip_keys::text[] is null
-      or not exists (
-          select 1 from unnest(:skip_keys::text[]) as skip(key)
-          where skip.key = jsonb_path_query_first(
-              case when :key_root::text = 'metadata' then metadata else payload end,
-              :key_path::jsonpath
-          ) #>> '{}'
-      )
+      -- The key text as limits.key_text gives it: a non-empty string as it is, an
+      -- integer as its digits, anything else null (it matches no key). A jsonb number
+      -- prints without an exponent, so one without a point is an integer. The strict
+      -- path reads object members only, as Python does.
+      or ((
+          select case jsonb_typeof(found.value)
+              when 'string' then nullif(found.value #>> '{}', '')
+              when 'number' then case
+                  when found.value::text ~ '^-?[0-9]+$' then found.value::text
+              end
+          end
+          from (
+              select jsonb_path_query_first(
+                  case when :key_root::text = 'metadata' then metadata else payload end,
+                  ('strict ' || :key_path::text)::jsonpath,
+                  '{}'::jsonb,
+                  true
+              ) as value
+          ) as found
+      ) = any(:skip_keys::text[])) is not true
   )
 order by priority desc, run_at_ms asc, id asc
 limit :limit::bigint

@@ -1,0 +1,27 @@
+"""Waiting on an ``asyncio.Event`` with a timeout, alike on every supported Python."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+async def wait_set(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until ``event`` is set or ``timeout_s`` passes; whether it is set.
+
+    Unlike ``asyncio.wait_for`` before Python 3.12 (CPython gh-86296), a cancel
+    that lands as the event is set is never lost: it raises ``CancelledError``
+    here, so a loop waiting for work between rounds stops when it is cancelled.
+
+    Example::
+
+        if await wait_set(stopping, 5.0):
+            return
+    """
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait((waiter,), timeout=timeout_s)
+    finally:
+        waiter.cancel()
+    return event.is_set()

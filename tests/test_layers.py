@@ -1,0 +1,279 @@
+"""The import graph of ``src/cairnq``: no module circles, and no import from a layer above.
+
+Every import counts: top-level, function-local and under ``TYPE_CHECKING``, since
+each is a dependency a reader must follow and a circle any of them closes is a
+design coupling even when Python never trips on it. Neither check has an
+allow-list: no circle and no upward import is left.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "cairnq"
+
+# The declared layer order, lowest first; a module belongs to the first layer naming it
+# (``pkg.*`` names a package and everything under it). What no layer names is in the
+# top layer. An import may reach its own layer or one below, never one above.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "leaves",
+        (
+            "cairnq.errors",
+            "cairnq.models",
+            "cairnq._json",
+            "cairnq._ids",
+            "cairnq._clock",
+            "cairnq.durations",
+            "cairnq.backoff",
+            "cairnq.logging",
+            "cairnq._aio",
+            "cairnq._checks",
+            "cairnq._events",
+            "cairnq._crashpoints",
+            "cairnq._extras",
+            "cairnq._filewatch",
+            "cairnq._loop_end",
+            "cairnq._readiness",
+            "cairnq._wait",
+        ),
+    ),
+    # The pure models of features (validation and data, importing leaves only), which
+    # the features' protocol ops read. Each leaves with its feature's package later.
+    (
+        "feature models",
+        (
+            "cairnq.limits",
+            "cairnq.schedules",
+            "cairnq.schedules._model",
+            "cairnq.schedules._plan",
+            "cairnq.schedules._timing",
+        ),
+    ),
+    ("protocol", ("cairnq.protocol.*",)),
+    (
+        "seam and backends",
+        (
+            "cairnq._wakeups",
+            "cairnq.backends.*",
+            # PostgresBackend's two halves, generated one from the other beside the client's.
+            "cairnq._async.postgres",
+            "cairnq._sync.postgres",
+        ),
+    ),
+)
+TOP = "everything else"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a module of the package: where it is and what it reaches."""
+
+    source: str
+    target: str
+    line: int
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module under the package folder ``root``, by dotted name (a package by its own)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _known(name: str, known: Mapping[str, Path]) -> str | None:
+    """The longest dotted prefix of ``name`` that is a module of the package."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(root: Path) -> list[Import]:
+    """Every import, anywhere in each module, of another module of the package under ``root``.
+
+    ``from m import n`` reaches ``m.n`` when that is a module, else ``m``.
+    """
+    known = modules(root)
+    found = []
+    for module, path in known.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    prefix = ".".join([*base, node.module] if node.module else base)
+                else:
+                    prefix = node.module or ""
+                names = [
+                    f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in known else prefix
+                    for a in node.names
+                ]
+            for name in names:
+                target = _known(name, known)
+                if target is not None and target != module:
+                    found.append(Import(module, target, node.lineno))
+    return found
+
+
+def circles(edges: Iterable[Import]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+        graph.setdefault(edge.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.add(frozenset(component))
+    return found
+
+
+def layer_of(module: str, layers: Sequence[tuple[str, tuple[str, ...]]]) -> int:
+    """The position of ``module``'s layer in ``layers``; ``len(layers)`` is the top layer."""
+    for position, (_, names) in enumerate(layers):
+        for name in names:
+            if module == name.removesuffix(".*") or (
+                name.endswith(".*") and module.startswith(name[:-1])
+            ):
+                return position
+    return len(layers)
+
+
+def upward(
+    edges: Iterable[Import], layers: Sequence[tuple[str, tuple[str, ...]]]
+) -> dict[tuple[str, str], Import]:
+    """The imports that reach a layer above their module's, by (source, target)."""
+    return {
+        (e.source, e.target): e
+        for e in edges
+        if layer_of(e.target, layers) > layer_of(e.source, layers)
+    }
+
+
+def _name(position: int, layers: Sequence[tuple[str, tuple[str, ...]]]) -> str:
+    return layers[position][0] if position < len(layers) else TOP
+
+
+def _show(circle: frozenset[str]) -> str:
+    return " <-> ".join(sorted(circle))
+
+
+# --- the package ---------------------------------------------------------------------------
+
+
+def test_no_module_is_in_an_import_circle_but_those_listed() -> None:
+    found = circles(imports(SRC))
+    new = sorted(_show(c) for c in found)
+    assert not new, "import circles (every import kind counts):\n" + "\n".join(new)
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    found = [
+        f"{e.source}:{e.line} ({_name(layer_of(e.source, LAYERS), LAYERS)}) imports "
+        f"{e.target} ({_name(layer_of(e.target, LAYERS), LAYERS)})"
+        for _, e in sorted(upward(imports(SRC), LAYERS).items())
+    ]
+    assert not found, "imports from a layer above:\n" + "\n".join(found)
+
+
+def test_the_layers_name_only_modules_that_exist() -> None:
+    known = modules(SRC)
+    missing = [
+        name for _, names in LAYERS for name in names if name.removesuffix(".*") not in known
+    ]
+    assert not missing, missing
+
+
+# --- the checks, on small packages ---------------------------------------------------------
+
+
+def _package(root: Path, files: Mapping[str, str]) -> Path:
+    package = root / "pkg"
+    for name, source in {"__init__.py": "", **files}.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+    return package
+
+
+def test_the_circle_check_finds_a_circle_closed_by_type_checking_and_local_imports(
+    tmp_path: Path,
+) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n",
+            "b.py": "def f():\n    from . import c\n",
+            "c.py": "import pkg.a\n",
+            "d.py": "from .a import x\n",
+        },
+    )
+    assert circles(imports(package)) == {frozenset({"pkg.a", "pkg.b", "pkg.c"})}
+
+
+def test_the_circle_check_finds_none_in_a_tree(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path, {"a.py": "from . import b\n", "b.py": "from .sub import c\n", "sub/c.py": ""}
+    )
+    assert circles(imports(package)) == set()
+
+
+def test_the_layer_check_finds_an_import_from_a_layer_above(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "low.py": "import json\n\ndef f():\n    from .mid.x import y\n",
+            "mid/__init__.py": "",
+            "mid/x.py": "from ..low import f\n",
+            "high.py": "from .mid import x\nfrom . import low\n",
+        },
+    )
+    layers = (("low", ("pkg.low",)), ("mid", ("pkg.mid.*",)))
+    found = upward(imports(package), layers)
+    assert list(found) == [("pkg.low", "pkg.mid.x")]
+    assert found["pkg.low", "pkg.mid.x"].line == 4

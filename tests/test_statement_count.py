@@ -1,0 +1,231 @@
+"""Pay for what you use: a feature installed but not used adds nothing to a worker's
+claim and settlement, apart from the hidden costs pinned in ``KNOWN_EXTRA``.
+
+Two databases: the kernel alone (the protocol's migrations and the kernel's own
+extension migrations, named leases and lease tokens, opened with ``migrate=False``)
+and every migration applied with no schedule, limit, pause, workflow or step in use.
+On each, the worker's own claimer and settler are prepared as a run prepares them
+and driven directly: a running worker's timers (presence, pauses, the sweepers,
+the limit book's reload) would make the count depend on timing.
+
+A path's sequence names, in order, each operation handed to the backend
+(``op <name>``: a round trip of its own), each canonical statement it runs (the
+``Call``'s name) and each transaction command the database hears
+(``tests/_statements.py``'s tap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from collections.abc import Generator
+from typing import Any
+
+from cairnq.models import Task
+from cairnq.protocol import ops as _ops
+from cairnq.protocol.steps import Call, Op, Pipelined, SingleStatement
+from cairnq.worker import Worker
+from cairnq.worker._context import TaskContext
+
+from ._db import Database
+from ._statements import sent_statements
+from .test_without_extensions import migrate_only
+
+KERNEL_MIGRATIONS = {"x0001_locks.sql", "x0003_leases.sql", "x0011_leases_forget.sql"}
+TASKS = 3
+# The idle worker's claim (a probe, then a claim that recovers expired leases), the
+# claim of a worker woken by a queued task while a recovery ran lately, one
+# settlement group of the first claim's tasks, and a handler's failure (retried).
+PATHS = ("claim", "claim on news", "settle", "fail")
+CONTROL = ("begin", "commit", "rollback", "savepoint", "release", "pragma")
+# Operations run on a timer, left out with their statements: the limit book's reload
+# (``LimitBook.refresh``, at most once a second from a claim, where the limits tables
+# exist: ``ledger_applied`` and ``limit_list`` even with no limit stored).
+TIMERS = {"list_all"}
+
+# (backend, path, statement) -> how many more times it runs with every feature
+# installed but unused, in a claim of TASKS tasks, one settlement group of them or
+# one failure.
+# It may only shrink: the change that removes a hidden cost lowers its entry.
+KNOWN_EXTRA: dict[tuple[str, str, str], int] = {
+    # Attempt history: the recovering claim reads the expired attempts to record them.
+    ("sqlite", "claim", "attempt_expired"): 1,
+    ("postgres", "claim", "attempt_expired"): 1,
+    # Workflows look for parked dependents, and the attempt history records the
+    # attempts, in the settlement's transaction: on PostgreSQL a transaction the
+    # one-statement settlement does not open, on SQLite a savepoint around the op.
+    ("sqlite", "settle", "workflow_lock_parked"): 1,
+    ("sqlite", "settle", "attempt_record"): 1,
+    ("sqlite", "settle", "savepoint op"): 1,
+    ("sqlite", "settle", "release op"): 1,
+    ("postgres", "settle", "workflow_lock_parked"): 1,
+    ("postgres", "settle", "attempt_record"): 1,
+    ("postgres", "settle", "begin"): 1,
+    ("postgres", "settle", "commit"): 1,
+    # A failure requeued for a retry: the attempt recorded, no dependent to decide.
+    ("sqlite", "fail", "attempt_record"): 1,
+    ("sqlite", "fail", "savepoint op"): 1,
+    ("sqlite", "fail", "release op"): 1,
+    ("postgres", "fail", "attempt_record"): 1,
+    ("postgres", "fail", "begin"): 1,
+    ("postgres", "fail", "commit"): 1,
+}
+
+Sequences = dict[str, list[str]]
+
+
+def hidden_costs(kind: str, kernel: Sequences, installed: Sequences) -> list[str]:
+    """Each way ``installed`` differs from ``kernel`` beyond ``KNOWN_EXTRA``, and each
+    entry of it that is no longer (or less) seen; ``[]`` when they match it exactly."""
+    problems: list[str] = []
+    for path in PATHS:
+        extra = Counter(installed[path])
+        extra.subtract(kernel[path])
+        known = {name: n for (k, p, name), n in KNOWN_EXTRA.items() if (k, p) == (kind, path)}
+        for name in sorted(set(extra) | set(known)):
+            count, allowed = extra[name], known.get(name, 0)
+            key = (kind, path, name)
+            if count > allowed:
+                problems.append(
+                    f"{path}: {name} runs {count} more time(s) with every feature installed but "
+                    f"unused, KNOWN_EXTRA allows {allowed}: a new hidden cost"
+                )
+            elif count < 0:
+                problems.append(f"{path}: {name} runs {-count} fewer time(s) with every feature")
+            elif count == 0 < allowed:
+                problems.append(f"{path}: {name} no longer runs more: remove it, {key!r}")
+            elif count < allowed:
+                problems.append(f"{path}: {name} runs {count} more: lower {key!r} to {count}")
+    return problems
+
+
+def _names(heard: list[str]) -> list[str]:
+    """Heard statements as names: every one must be a transaction command or a named Call.
+
+    A timer's operation is left out with all it ran."""
+    names: list[str] = []
+    unnamed = 0
+    timer = False
+    for text in heard:
+        if text.startswith("-- arun "):
+            timer = text.removeprefix("-- arun ") in TIMERS
+        if text.startswith("-- call "):
+            name = text.removeprefix("-- call ")
+            unnamed -= 1
+        elif text.startswith("-- "):
+            name = text.removeprefix("-- ").replace("arun ", "op ", 1)
+        elif text.split(None, 1)[0].lower() in CONTROL:
+            name = " ".join(text.lower().split())
+        else:
+            unnamed += 1
+            continue
+        if not timer:
+            names.append(name)
+    assert unnamed == 0, f"statements heard that no Call named, or the reverse: {heard}"
+    return names
+
+
+def _naming(op: Op[Any], heard: Any) -> Op[Any]:
+    """``op``, marked as it was (one statement, pipelined), hearing each Call's name first."""
+
+    def run() -> Generator[Any, Any, Any]:
+        reply = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, Call):
+                heard.hear(f"-- call {step.statement}")
+            reply = yield step
+
+    if isinstance(op, SingleStatement | Pipelined):
+        return type(op)(run())
+    return run()
+
+
+async def _measure(db: Database) -> Sequences:
+    """The worker's sequence on each path, on ``db`` as it is migrated."""
+    async with db.client(migrate=False) as cq:
+        for _ in range(2 * TASKS):
+            await cq.submit("job")
+        worker = Worker(cq, concurrency=2 * TASKS, schedules=False)
+        worker.task("job")(lambda ctx: None)
+        worker._stopping = asyncio.Event()
+        assert await worker._open_checked()
+        run = worker._assemble(until_idle=True)
+        try:
+            prepared = set()
+            for part in worker._components(run.claimer, run.pauses):
+                if part.name in {"limits", "pauses", "workflows"}:
+                    await part.prepare()
+                    prepared.add(part.name)
+            assert prepared == {"limits", "pauses", "workflows"}
+            backend = cq.backend
+            arun = backend.arun
+            taps: list[Any] = []
+
+            async def naming_arun(op: Op[Any], *, write: bool) -> Any:
+                return await arun(_naming(op, taps[0]), write=write)
+
+            backend.arun = naming_arun  # type: ignore[method-assign]
+            try:
+                with sent_statements(backend) as heard:
+                    taps.append(heard)
+                    claimer = run.claimer
+                    rows = await claimer._claim(claimer._plan(TASKS, TASKS), probe=True)
+                    claim = _names(heard)
+                    heard.clear()
+                    claimer.recoverer.recovered_at = math.inf  # as if one had just run
+                    news = await claimer._claim(claimer._plan(TASKS, TASKS), probe=False)
+                    on_news = _names(heard)
+                    heard.clear()
+                    settled = [
+                        run.settler.complete(_ops.Lease.of(row), None, row["updated_at_ms"])
+                        for row in rows
+                    ]
+                    await asyncio.gather(*settled)
+                    settle = _names(heard)
+                    heard.clear()
+                    row = news[0]
+                    ctx = TaskContext(worker._runtime, Task.from_row(row), _ops.Lease.of(row), 0)
+                    await ctx.fail("boom")
+                    fail = _names(heard)
+            finally:
+                del backend.arun
+        finally:
+            run.close()
+    assert len(rows) == len(news) == TASKS
+    return {"claim": claim, "claim on news": on_news, "settle": settle, "fail": fail}
+
+
+async def _both(db: Database) -> tuple[Sequences, Sequences]:
+    """The sequences with every feature installed but unused, then with the kernel alone."""
+    installed = await _measure(db)
+    migrate_only(db, lambda name: not name.startswith("x") or name in KERNEL_MIGRATIONS)
+    return await _measure(db), installed
+
+
+async def test_installed_but_unused_features_add_only_the_known_hidden_costs(
+    db: Database,
+) -> None:
+    kernel, installed = await _both(db)
+    assert "complete_many" in kernel["settle"] and "claimable_probe" in kernel["claim"]
+    assert hidden_costs(db.kind, kernel, installed) == []
+
+
+async def test_a_statement_an_unused_feature_adds_is_reported(db: Database) -> None:
+    kernel, installed = await _both(db)
+    installed["settle"].append("audit_insert")
+    problems = hidden_costs(db.kind, kernel, installed)
+    assert len(problems) == 1 and "settle: audit_insert" in problems[0], problems
+    assert "new hidden cost" in problems[0]
+
+
+async def test_a_hidden_cost_no_longer_paid_must_leave_the_known_extras(db: Database) -> None:
+    kernel, installed = await _both(db)
+    installed["settle"].remove("attempt_record")
+    problems = hidden_costs(db.kind, kernel, installed)
+    assert len(problems) == 1 and "settle: attempt_record" in problems[0], problems
+    assert "remove it" in problems[0]
