@@ -322,20 +322,32 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return keyed_storm(db, folder, "reuse", mutant).check()
 
 
+def _has_started(folder: Path, index: int) -> bool:
+    """Whether worker ``index`` of a run in ``folder`` has recorded its start."""
+    history = folder / f"worker-{index}.jsonl"
+    return history.exists() and '"worker_started"' in history.read_text()
+
+
 def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Three worker processes with 4 slots each share a limit of 2 running per key over
     3 keys: 6 may run at once in all, though the processes have room for 12."""
     run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
     try:
         with db.sync_client() as client:
+            started = [run.start_worker(concurrency=4, poll_ms=20, limit=2) for _ in range(3)]
+            # The tasks go in once every process runs: a process that started late (a loaded
+            # machine) would otherwise find the first one had drained the queue alone.
+            _until(
+                lambda: all(_has_started(folder, index) for index in started),
+                "every worker process started",
+                timeout=60,
+            )
             client.submit_many(
                 [
                     {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
                     for i in range(90)
                 ]
             )
-            for _ in range(3):
-                run.start_worker(concurrency=4, poll_ms=20, limit=2)
             _until(
                 lambda: client.stats().get("default", {}).get("succeeded", 0) == 90,
                 "every limited task succeeded",
