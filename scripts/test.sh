@@ -2,7 +2,8 @@
 # Set up .venv (first run) and run everything CI runs: format check, lint, types, tests.
 #
 #   ./scripts/test.sh              everything, in parallel test processes (pytest-xdist)
-#   ./scripts/test.sh --fast       the edit loop: no multi-process, chaos or browser tests
+#   ./scripts/test.sh --fast       the edit loop: no multi-process, chaos, browser or long
+#                                  random state-machine tests
 #   ./scripts/test.sh --serial     one test process (for a debugger, or to compare)
 #   ./scripts/test.sh tests/x.py   any other arguments go to pytest as they are
 #
@@ -19,7 +20,11 @@ fi
 .venv/bin/python -m pip install --quiet -e ".[dev]"
 .venv/bin/ruff format --check src tests
 .venv/bin/ruff check src tests
-.venv/bin/mypy
+# mypy runs beside pytest (it needs no database); its report and verdict come at the end.
+mypy_report=$(mktemp)
+trap 'rm -f "$mypy_report"' EXIT
+.venv/bin/mypy >"$mypy_report" 2>&1 &
+mypy_pid=$!
 
 cpus=$(.venv/bin/python -c "import os; print(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)")
 processes=${CAIRNQ_TEST_PROCESSES:-$((cpus * 2 > 2 ? cpus * 2 : 2))}
@@ -27,7 +32,7 @@ args=()
 parallel=1
 for arg in "$@"; do
     case "$arg" in
-        --fast) args+=(-m "not slow and not chaos and not browser") ;;
+        --fast) args+=(-m "not slow and not chaos and not browser and not long") ;;
         --serial) parallel=0 ;;
         *) args+=("$arg") ;;
     esac
@@ -35,4 +40,12 @@ done
 if [ "$parallel" = 1 ]; then
     args=(-n "$processes" --dist loadgroup "${args[@]}")
 fi
-.venv/bin/pytest "${args[@]}"
+status=0
+.venv/bin/pytest "${args[@]}" || status=$?
+if wait "$mypy_pid"; then
+    echo "mypy: $(tail -n 1 "$mypy_report")"
+else
+    cat "$mypy_report"
+    status=1
+fi
+exit "$status"

@@ -209,10 +209,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give the long-running tests a hang limit that fits their work."""
+    """Give the long-running tests a hang limit that fits their work, and the ``long`` mark
+    (``./scripts/test.sh --fast`` leaves them out)."""
     for item in items:
         if getattr(item, "originalname", "") in LONG_RUNNING:
             item.add_marker(pytest.mark.timeout(LONG_RUNNING_TIMEOUT_S))
+            item.add_marker(pytest.mark.long)
 
 
 def _encodable(value: Any) -> Any:
