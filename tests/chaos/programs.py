@@ -620,6 +620,9 @@ def run_worker(config: dict[str, Any]) -> None:
         outcome = "cancelled"
         ended: dict[str, float] = {}
         try:
+            # ``hold_ms``: every run of this worker lasts at least that long, so a scenario
+            # can act while its calls are surely running.
+            await asyncio.sleep(config.get("hold_ms", 0) / 1000)
             result = await _run(ctx, payload, rng)
             outcome = "return"
             return result

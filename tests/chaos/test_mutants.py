@@ -73,6 +73,13 @@ ZOMBIE_CONFIG = {
 }
 
 
+RESCUE_HOLD_MS = 2000
+"""How long the rescuer's runs last at least: the zombie's stale settlement must land while
+they run (a test process starved for a few hundred milliseconds on a loaded machine could
+otherwise miss runs of 300 ms, and a settlement landing after them would find nothing to
+overwrite)."""
+
+
 def _freeze_a_settling_zombie(run: Run) -> int:
     """A worker that claims every task and freezes itself as its first settlement is sent."""
     run.start_clients()
@@ -107,7 +114,7 @@ def _stale_writer_run(db: Database, folder: Path, mutant: str | None) -> Report:
     run = Run(db, folder, Config(**ZOMBIE_CONFIG, max_attempts=3, mutant=mutant))  # type: ignore[arg-type]
     try:
         zombie = _freeze_a_settling_zombie(run)
-        run.start_worker(concurrency=6)
+        run.start_worker(concurrency=6, hold_ms=RESCUE_HOLD_MS)
         with db.sync_client() as client:
             _until(
                 lambda: sum(t.attempt == 2 for t in _running_tasks(client)) >= 3,
@@ -127,7 +134,7 @@ def _reset_retry_run(db: Database, folder: Path, mutant: str | None) -> Report:
     run = Run(db, folder, Config(**ZOMBIE_CONFIG, max_attempts=1, mutant=mutant))  # type: ignore[arg-type]
     try:
         zombie = _freeze_a_settling_zombie(run)
-        run.start_worker(concurrency=6)
+        run.start_worker(concurrency=6, hold_ms=RESCUE_HOLD_MS)
         with db.sync_client() as client:
             _until(lambda: client.stats()["default"]["failed"] == 6, "recovery failed the tasks")
             for task in client.list(status="failed"):
