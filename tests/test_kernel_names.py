@@ -53,6 +53,8 @@ KERNEL = (
     "backends/sqlite.py",
     "backends/postgres.py",
     "backends/_postgres_core.py",
+    "backends/_pg_async.py",
+    "backends/_pg_sync.py",
     "backends/_pg_errors.py",
     "backends/_postgres_inspect.py",
     "backends/pg_executor.py",

@@ -71,3 +71,5 @@ def test_generated_modules_are_left_out_and_their_sources_counted() -> None:
     found = lengths()
     assert "_sync/client.py" not in found
     assert "_async/client.py" in found
+    assert "backends/_pg_sync.py" not in found
+    assert "backends/_pg_async.py" in found

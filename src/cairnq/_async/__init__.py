@@ -1,4 +1,4 @@
-"""The async source of the code whose blocking twin is generated into ``cairnq._sync``.
+"""The async source of the client, whose blocking twin is generated into ``cairnq._sync``.
 
-Edit these modules, then run ``python scripts/generate_sync.py``.
+Edit the modules here, then run ``python scripts/generate_sync.py``.
 """

@@ -1,7 +1,7 @@
 """What both halves of the PostgreSQL backend share: settings, helpers and per-half hooks.
 
-``cairnq/_async/postgres.py`` holds the async paths (the source); the blocking ones
-in ``cairnq/_sync/postgres.py`` are generated from them; ``PostgresBackend`` in
+``_pg_async.py`` holds the async paths (the source); the blocking ones in
+``_pg_sync.py`` are generated from them; ``PostgresBackend`` in
 ``backends/postgres.py`` mixes both in. The hooks here are where the two halves
 genuinely differ (locks, the event-loop check, the LISTEN task, the op timeout).
 """

@@ -10,8 +10,8 @@ polling stays the fallback.
 The backend can also run on the application's own pool or connection, so a
 task can be submitted, or settled, inside the application's transaction.
 
-The async paths are written in ``cairnq/_async/postgres.py`` and the blocking
-ones generated from them (``cairnq/_sync/postgres.py``); ``PostgresBackend``
+The async paths are written in ``_pg_async.py`` and the blocking ones
+generated from them (``_pg_sync.py``); ``PostgresBackend``
 mixes both in and adds what only one half has: closing, the heartbeat's
 reserved connection and completing inside a handler's transaction.
 """
@@ -25,16 +25,16 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from .._async.postgres import AsyncPostgresPaths
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
-from .._sync.postgres import SyncPostgresPaths
 from ..errors import DatabaseUnavailable, LostLease
 from ..models import Lease
 from ..protocol import ops as _ops
 from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
+from ._pg_async import AsyncPostgresPaths
 from ._pg_errors import translate as _translate
+from ._pg_sync import SyncPostgresPaths
 from ._postgres_core import KEEPALIVES as KEEPALIVES
 from ._postgres_core import LISTEN_CHANNELS as LISTEN_CHANNELS
 from ._postgres_core import LISTEN_HEALTH_S as LISTEN_HEALTH_S

@@ -1,26 +1,34 @@
-"""The PostgreSQL backend's async paths: the source its blocking paths are generated from.
-
-``scripts/generate_sync.py`` turns this file into ``cairnq/_sync/postgres.py``
-(``aopen`` -> ``open``, ``arun`` -> ``run``, ``AsyncConnection`` -> ``Connection``, ...).
-Where the halves differ, this file calls a hook of ``PostgresCore`` whose name
-maps to the blocking half's own (``_acheck_loop`` -> ``_check_loop``, ...).
-"""
+# generated from src/cairnq/backends/_pg_async.py by scripts/generate_sync.py; do not edit
+"""The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
-from ..backends._pg_errors import translate as _translate
-from ..backends._postgres_core import (
-    ASYNC_NO_CONNECTION,
-    ASYNC_POOL_NAME,
-    ASYNC_WRAPS_OTHER,
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol import ops as _ops
+from ..protocol.setup import run_setup
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    drive,
+    is_pipelined,
+    is_single_statement,
+)
+from ._pg_errors import translate as _translate
+from ._postgres_core import (
     CONNECT_RETRY_S,
     POOL_CONNECT_ERRORS,
+    SYNC_NO_CONNECTION,
+    SYNC_POOL_NAME,
+    SYNC_WRAPS_OTHER,
     PostgresCore,
     _autocommits,
     _configure_json,
@@ -34,110 +42,95 @@ from ..backends._postgres_core import (
     psycopg_pool,
     sql,
 )
-from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
-from ..protocol.setup import arun_setup
-from ..protocol.steps import (
-    Call,
-    Emit,
-    Op,
-    Rows,
-    Script,
-    adrive,
-    is_pipelined,
-    is_single_statement,
-)
 
 T = TypeVar("T")
 
 
-class AsyncPostgresPaths(PostgresCore):
+class SyncPostgresPaths(PostgresCore):
     """Opening, running operations and the application's transaction: one half of the backend."""
 
-    async def _configure_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
         _configure_json(conn)
         if self.schema is not None:
-            await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
 
-    async def aopen(self) -> None:
+    def open(self) -> None:
         """Connect and migrate now rather than on first use."""
-        self._acheck_loop()
+        self._check_loop()
         if self._state == "closed":
             raise StoreClosed("this PostgreSQL backend was closed")
-        async with self._async_setup_guard():
-            if self._async_source is None:
+        with self._sync_setup_guard():
+            if self._sync_source is None:
                 if self._dsn is None:
-                    raise UnsupportedBackend(ASYNC_WRAPS_OTHER)
-                pool = psycopg_pool.AsyncConnectionPool(
+                    raise UnsupportedBackend(SYNC_WRAPS_OTHER)
+                pool = psycopg_pool.ConnectionPool(
                     self._conninfo(self.role),
                     min_size=self.min_size,
                     max_size=self.max_size,
                     kwargs={"autocommit": True},
-                    configure=self._configure_async,
+                    configure=self._configure_sync,
                     open=False,
-                    name=ASYNC_POOL_NAME + self._pool_suffix,
+                    name=SYNC_POOL_NAME + self._pool_suffix,
                 )
                 try:
                     if self.schema is not None and self.migrate:
-                        await self._create_schema_async()
-                    await pool.open(wait=False)
+                        self._create_schema_sync()
+                    pool.open(wait=False)
                     started = time.monotonic()
                     while True:
                         try:
-                            async with pool.connection(timeout=CONNECT_RETRY_S):
+                            with pool.connection(timeout=CONNECT_RETRY_S):
                                 break
                         except psycopg_pool.PoolTimeout:
-                            self._still_unreachable(ASYNC_POOL_NAME + self._pool_suffix, started)
+                            self._still_unreachable(SYNC_POOL_NAME + self._pool_suffix, started)
                 except BaseException as exc:
-                    await pool.close()
+                    pool.close()
                     raise _translate(exc) from exc
                 finally:
-                    POOL_CONNECT_ERRORS.forget(ASYNC_POOL_NAME + self._pool_suffix)
-                self._async_source = pool
-                self._aguard_pool(pool)
+                    POOL_CONNECT_ERRORS.forget(SYNC_POOL_NAME + self._pool_suffix)
+                self._sync_source = pool
+                self._guard_pool(pool)
             if not self._setup_done:
-                self.migrations_applied = await arun_setup(
-                    self._setup(), lambda step: self._arun_now(step.op, write=step.write)
+                self.migrations_applied = run_setup(
+                    self._setup(), lambda step: self._run_now(step.op, write=step.write)
                 )
                 self._setup_done = True
             if self._state == "new":
                 self._state = "open"
-            self._astart_listening()
+            self._start_listening()
 
-    async def _create_schema_async(self) -> None:
+    def _create_schema_sync(self) -> None:
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self._conninfo("migrate"), autocommit=True
-            ) as conn:
-                await conn.execute(self._create_schema_sql())
+            with psycopg.Connection.connect(self._conninfo("migrate"), autocommit=True) as conn:
+                conn.execute(self._create_schema_sql())
         except psycopg.Error as exc:
             raise self._connect_failed(exc) from exc
 
-    async def arun(self, op: Op[T], *, write: bool) -> T:
+    def run(self, op: Op[T], *, write: bool) -> T:
         """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""
-        self._acheck_loop()
-        if self._state != "open" or self._async_source is None:
-            await self.aopen()
-        return await self._arun_now(op, write=write)
+        self._check_loop()
+        if self._state != "open" or self._sync_source is None:
+            self.open()
+        return self._run_now(op, write=write)
 
-    async def _arun_now(self, op: Op[T], *, write: bool) -> T:
+    def _run_now(self, op: Op[T], *, write: bool) -> T:
         if PAUSE_ARMED is not None and write:
             pausepoint(f"before_write:{_op_name(op)}")
 
-        async def attempt() -> tuple[T, list[Emit]]:
-            async with self._async_connection() as conn:
-                return await self._adrive_on(conn, op, write=write)
+        def attempt() -> tuple[T, list[Emit]]:
+            with self._sync_connection() as conn:
+                return self._drive_on(conn, op, write=write)
 
         try:
-            value, emits = await self._abounded(attempt)
+            value, emits = self._bounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
         return value
 
-    async def _adrive_on(
+    def _drive_on(
         self,
-        conn: psycopg.AsyncConnection[Any],
+        conn: psycopg.Connection[Any],
         op: Op[T],
         *,
         write: bool,
@@ -149,86 +142,84 @@ class AsyncPostgresPaths(PostgresCore):
         the caller passes the ``before_commit``/``after_commit`` crash points.
         """
 
-        async def execute(step: Call | Script) -> Rows:
-            return await self._execute_async(conn, step)
+        def execute(step: Call | Script) -> Rows:
+            return self._execute_sync(conn, step)
 
         with self._watch(conn):
             if not write:
-                return await adrive(op, execute)
+                return drive(op, execute)
             # Inside the caller's transaction a single statement needs no savepoint.
             alone = (
                 _autocommits(op, conn) if commits else is_single_statement(op) and conn.autocommit
             )
             if alone:
-                result = await adrive(op, execute)
+                result = drive(op, execute)
                 if ARMED is not None and commits:
                     around_commit("after_commit", _op_name(op))
                 return result
             if commits and is_pipelined(op):
-                return await self._adrive_pipelined(conn, op)
-            async with conn.transaction():
-                result = await adrive(op, execute)
+                return self._drive_pipelined(conn, op)
+            with conn.transaction():
+                result = drive(op, execute)
                 if ARMED is not None and commits:
                     around_commit("before_commit", _op_name(op))
             if ARMED is not None and commits:
                 around_commit("after_commit", _op_name(op))
             return result
 
-    async def _adrive_pipelined(
-        self, conn: psycopg.AsyncConnection[Any], op: Op[T]
-    ) -> tuple[T, list[Emit]]:
+    def _drive_pipelined(self, conn: psycopg.Connection[Any], op: Op[T]) -> tuple[T, list[Emit]]:
         """Run write ``op`` in a transaction in pipeline mode (see ``Pipelined``).
 
         The begin, each ``discard`` step and the commit are queued on the
         connection; the client waits for the server only at a step whose rows
         the operation reads, and at the end.
         """
-        async with conn.pipeline() as pipeline:
+        with conn.pipeline() as pipeline:
 
-            async def execute(step: Call | Script) -> Rows:
+            def execute(step: Call | Script) -> Rows:
                 if isinstance(step, Script):
-                    await pipeline.sync()
-                    return await self._execute_async(conn, step)
+                    pipeline.sync()
+                    return self._execute_sync(conn, step)
                 text, params = self._params(step)
                 cur = conn.cursor(row_factory=dict_row)
                 _cursor_json_as_text(conn, cur)
-                await cur.execute(text, params)
+                cur.execute(text, params)
                 if step.discard:
                     return []
-                await pipeline.sync()
-                return await cur.fetchall() if _has_columns(cur) else []
+                pipeline.sync()
+                return cur.fetchall() if _has_columns(cur) else []
 
-            async with conn.transaction():
-                result = await adrive(op, execute)
+            with conn.transaction():
+                result = drive(op, execute)
                 if ARMED is not None:
                     around_commit("before_commit", _op_name(op))
         if ARMED is not None:
             around_commit("after_commit", _op_name(op))
         return result
 
-    @contextlib.asynccontextmanager
-    async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        source = self._async_source
-        if isinstance(source, psycopg_pool.AsyncConnectionPool):
-            async with source.connection() as conn:
+    @contextlib.contextmanager
+    def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        source = self._sync_source
+        if isinstance(source, psycopg_pool.ConnectionPool):
+            with source.connection() as conn:
                 yield conn
-        elif isinstance(source, psycopg.AsyncConnection):
-            async with self._async_conn_guard():
+        elif isinstance(source, psycopg.Connection):
+            with self._sync_conn_guard():
                 yield source
         else:
-            raise StoreClosed(ASYNC_NO_CONNECTION)
+            raise StoreClosed(SYNC_NO_CONNECTION)
 
-    async def _execute_async(self, conn: psycopg.AsyncConnection[Any], step: Call | Script) -> Rows:
+    def _execute_sync(self, conn: psycopg.Connection[Any], step: Call | Script) -> Rows:
         if isinstance(step, Script):
-            await conn.execute(step.source.encode())
+            conn.execute(step.source.encode())
             return []
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
         _cursor_json_as_text(conn, cur)
-        await cur.execute(text, params)
-        return await cur.fetchall() if _has_columns(cur) else []
+        cur.execute(text, params)
+        return cur.fetchall() if _has_columns(cur) else []
 
-    async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+    def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:
         """Run ``op`` on the caller's connection, as part of the caller's transaction.
 
         Nothing is committed here: the work becomes visible when the caller
@@ -241,23 +232,22 @@ class AsyncPostgresPaths(PostgresCore):
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
             UnsupportedBackend: ``conn`` is no psycopg connection (a ``sqlite3`` one).
-            EventLoopMismatch: called from an event loop other than this backend's.
         """
         _require_psycopg_connection(conn)
-        self._acheck_loop()
+        self._check_loop()
         if not self._setup_done:
-            await self.aopen()
+            self.open()
         try:
             if self.schema is not None:
-                await adrive(
+                drive(
                     _ops.check_installation(self.schema),
-                    lambda step: self._execute_async(conn, step),
+                    lambda step: self._execute_sync(conn, step),
                 )
             if _joins_callers_transaction(conn):
-                value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
+                value, _ = drive(op, lambda step: self._execute_sync(conn, step))
             else:
-                async with conn.transaction():
-                    value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
+                with conn.transaction():
+                    value, _ = drive(op, lambda step: self._execute_sync(conn, step))
         except BaseException as exc:
             raise _translate(exc) from exc
         return value

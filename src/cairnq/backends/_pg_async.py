@@ -1,21 +1,39 @@
-# generated from src/cairnq/_async/postgres.py by scripts/generate_sync.py; do not edit
-"""The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in."""
+"""The PostgreSQL backend's async paths: the source its blocking paths are generated from.
+
+``scripts/generate_sync.py`` turns this file into ``_pg_sync.py`` beside it
+(``aopen`` -> ``open``, ``arun`` -> ``run``, ``AsyncConnection`` -> ``Connection``, ...).
+Where the halves differ, this file calls a hook of ``PostgresCore`` whose name
+maps to the blocking half's own (``_acheck_loop`` -> ``_check_loop``, ...).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
-from ..backends._pg_errors import translate as _translate
-from ..backends._postgres_core import (
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol import ops as _ops
+from ..protocol.setup import arun_setup
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    adrive,
+    is_pipelined,
+    is_single_statement,
+)
+from ._pg_errors import translate as _translate
+from ._postgres_core import (
+    ASYNC_NO_CONNECTION,
+    ASYNC_POOL_NAME,
+    ASYNC_WRAPS_OTHER,
     CONNECT_RETRY_S,
     POOL_CONNECT_ERRORS,
-    SYNC_NO_CONNECTION,
-    SYNC_POOL_NAME,
-    SYNC_WRAPS_OTHER,
     PostgresCore,
     _autocommits,
     _configure_json,
@@ -29,108 +47,97 @@ from ..backends._postgres_core import (
     psycopg_pool,
     sql,
 )
-from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
-from ..protocol.setup import run_setup
-from ..protocol.steps import (
-    Call,
-    Emit,
-    Op,
-    Rows,
-    Script,
-    drive,
-    is_pipelined,
-    is_single_statement,
-)
 
 T = TypeVar("T")
 
 
-class SyncPostgresPaths(PostgresCore):
+class AsyncPostgresPaths(PostgresCore):
     """Opening, running operations and the application's transaction: one half of the backend."""
 
-    def _configure_sync(self, conn: psycopg.Connection[Any]) -> None:
+    async def _configure_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
         _configure_json(conn)
         if self.schema is not None:
-            conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
+            await conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(self.schema)))
 
-    def open(self) -> None:
+    async def aopen(self) -> None:
         """Connect and migrate now rather than on first use."""
-        self._check_loop()
+        self._acheck_loop()
         if self._state == "closed":
             raise StoreClosed("this PostgreSQL backend was closed")
-        with self._sync_setup_guard():
-            if self._sync_source is None:
+        async with self._async_setup_guard():
+            if self._async_source is None:
                 if self._dsn is None:
-                    raise UnsupportedBackend(SYNC_WRAPS_OTHER)
-                pool = psycopg_pool.ConnectionPool(
+                    raise UnsupportedBackend(ASYNC_WRAPS_OTHER)
+                pool = psycopg_pool.AsyncConnectionPool(
                     self._conninfo(self.role),
                     min_size=self.min_size,
                     max_size=self.max_size,
                     kwargs={"autocommit": True},
-                    configure=self._configure_sync,
+                    configure=self._configure_async,
                     open=False,
-                    name=SYNC_POOL_NAME + self._pool_suffix,
+                    name=ASYNC_POOL_NAME + self._pool_suffix,
                 )
                 try:
                     if self.schema is not None and self.migrate:
-                        self._create_schema_sync()
-                    pool.open(wait=False)
+                        await self._create_schema_async()
+                    await pool.open(wait=False)
                     started = time.monotonic()
                     while True:
                         try:
-                            with pool.connection(timeout=CONNECT_RETRY_S):
+                            async with pool.connection(timeout=CONNECT_RETRY_S):
                                 break
                         except psycopg_pool.PoolTimeout:
-                            self._still_unreachable(SYNC_POOL_NAME + self._pool_suffix, started)
+                            self._still_unreachable(ASYNC_POOL_NAME + self._pool_suffix, started)
                 except BaseException as exc:
-                    pool.close()
+                    await pool.close()
                     raise _translate(exc) from exc
                 finally:
-                    POOL_CONNECT_ERRORS.forget(SYNC_POOL_NAME + self._pool_suffix)
-                self._sync_source = pool
-                self._guard_pool(pool)
+                    POOL_CONNECT_ERRORS.forget(ASYNC_POOL_NAME + self._pool_suffix)
+                self._async_source = pool
+                self._aguard_pool(pool)
             if not self._setup_done:
-                self.migrations_applied = run_setup(
-                    self._setup(), lambda step: self._run_now(step.op, write=step.write)
+                self.migrations_applied = await arun_setup(
+                    self._setup(), lambda step: self._arun_now(step.op, write=step.write)
                 )
                 self._setup_done = True
             if self._state == "new":
                 self._state = "open"
-            self._start_listening()
+            self._astart_listening()
 
-    def _create_schema_sync(self) -> None:
+    async def _create_schema_async(self) -> None:
         try:
-            with psycopg.Connection.connect(self._conninfo("migrate"), autocommit=True) as conn:
-                conn.execute(self._create_schema_sql())
+            async with await psycopg.AsyncConnection.connect(
+                self._conninfo("migrate"), autocommit=True
+            ) as conn:
+                await conn.execute(self._create_schema_sql())
         except psycopg.Error as exc:
             raise self._connect_failed(exc) from exc
 
-    def run(self, op: Op[T], *, write: bool) -> T:
+    async def arun(self, op: Op[T], *, write: bool) -> T:
         """Run ``op`` (in one transaction when ``write``), opening the backend if needed."""
-        self._check_loop()
-        if self._state != "open" or self._sync_source is None:
-            self.open()
-        return self._run_now(op, write=write)
+        self._acheck_loop()
+        if self._state != "open" or self._async_source is None:
+            await self.aopen()
+        return await self._arun_now(op, write=write)
 
-    def _run_now(self, op: Op[T], *, write: bool) -> T:
+    async def _arun_now(self, op: Op[T], *, write: bool) -> T:
         if PAUSE_ARMED is not None and write:
             pausepoint(f"before_write:{_op_name(op)}")
 
-        def attempt() -> tuple[T, list[Emit]]:
-            with self._sync_connection() as conn:
-                return self._drive_on(conn, op, write=write)
+        async def attempt() -> tuple[T, list[Emit]]:
+            async with self._async_connection() as conn:
+                return await self._adrive_on(conn, op, write=write)
 
         try:
-            value, emits = self._bounded(attempt)
+            value, emits = await self._abounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
         return value
 
-    def _drive_on(
+    async def _adrive_on(
         self,
-        conn: psycopg.Connection[Any],
+        conn: psycopg.AsyncConnection[Any],
         op: Op[T],
         *,
         write: bool,
@@ -142,84 +149,86 @@ class SyncPostgresPaths(PostgresCore):
         the caller passes the ``before_commit``/``after_commit`` crash points.
         """
 
-        def execute(step: Call | Script) -> Rows:
-            return self._execute_sync(conn, step)
+        async def execute(step: Call | Script) -> Rows:
+            return await self._execute_async(conn, step)
 
         with self._watch(conn):
             if not write:
-                return drive(op, execute)
+                return await adrive(op, execute)
             # Inside the caller's transaction a single statement needs no savepoint.
             alone = (
                 _autocommits(op, conn) if commits else is_single_statement(op) and conn.autocommit
             )
             if alone:
-                result = drive(op, execute)
+                result = await adrive(op, execute)
                 if ARMED is not None and commits:
                     around_commit("after_commit", _op_name(op))
                 return result
             if commits and is_pipelined(op):
-                return self._drive_pipelined(conn, op)
-            with conn.transaction():
-                result = drive(op, execute)
+                return await self._adrive_pipelined(conn, op)
+            async with conn.transaction():
+                result = await adrive(op, execute)
                 if ARMED is not None and commits:
                     around_commit("before_commit", _op_name(op))
             if ARMED is not None and commits:
                 around_commit("after_commit", _op_name(op))
             return result
 
-    def _drive_pipelined(self, conn: psycopg.Connection[Any], op: Op[T]) -> tuple[T, list[Emit]]:
+    async def _adrive_pipelined(
+        self, conn: psycopg.AsyncConnection[Any], op: Op[T]
+    ) -> tuple[T, list[Emit]]:
         """Run write ``op`` in a transaction in pipeline mode (see ``Pipelined``).
 
         The begin, each ``discard`` step and the commit are queued on the
         connection; the client waits for the server only at a step whose rows
         the operation reads, and at the end.
         """
-        with conn.pipeline() as pipeline:
+        async with conn.pipeline() as pipeline:
 
-            def execute(step: Call | Script) -> Rows:
+            async def execute(step: Call | Script) -> Rows:
                 if isinstance(step, Script):
-                    pipeline.sync()
-                    return self._execute_sync(conn, step)
+                    await pipeline.sync()
+                    return await self._execute_async(conn, step)
                 text, params = self._params(step)
                 cur = conn.cursor(row_factory=dict_row)
                 _cursor_json_as_text(conn, cur)
-                cur.execute(text, params)
+                await cur.execute(text, params)
                 if step.discard:
                     return []
-                pipeline.sync()
-                return cur.fetchall() if _has_columns(cur) else []
+                await pipeline.sync()
+                return await cur.fetchall() if _has_columns(cur) else []
 
-            with conn.transaction():
-                result = drive(op, execute)
+            async with conn.transaction():
+                result = await adrive(op, execute)
                 if ARMED is not None:
                     around_commit("before_commit", _op_name(op))
         if ARMED is not None:
             around_commit("after_commit", _op_name(op))
         return result
 
-    @contextlib.contextmanager
-    def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:
-        source = self._sync_source
-        if isinstance(source, psycopg_pool.ConnectionPool):
-            with source.connection() as conn:
+    @contextlib.asynccontextmanager
+    async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        source = self._async_source
+        if isinstance(source, psycopg_pool.AsyncConnectionPool):
+            async with source.connection() as conn:
                 yield conn
-        elif isinstance(source, psycopg.Connection):
-            with self._sync_conn_guard():
+        elif isinstance(source, psycopg.AsyncConnection):
+            async with self._async_conn_guard():
                 yield source
         else:
-            raise StoreClosed(SYNC_NO_CONNECTION)
+            raise StoreClosed(ASYNC_NO_CONNECTION)
 
-    def _execute_sync(self, conn: psycopg.Connection[Any], step: Call | Script) -> Rows:
+    async def _execute_async(self, conn: psycopg.AsyncConnection[Any], step: Call | Script) -> Rows:
         if isinstance(step, Script):
-            conn.execute(step.source.encode())
+            await conn.execute(step.source.encode())
             return []
         text, params = self._params(step)
         cur = conn.cursor(row_factory=dict_row)
         _cursor_json_as_text(conn, cur)
-        cur.execute(text, params)
-        return cur.fetchall() if _has_columns(cur) else []
+        await cur.execute(text, params)
+        return await cur.fetchall() if _has_columns(cur) else []
 
-    def run_on(self, conn: psycopg.Connection[Any], op: Op[T]) -> T:
+    async def arun_on(self, conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
         """Run ``op`` on the caller's connection, as part of the caller's transaction.
 
         Nothing is committed here: the work becomes visible when the caller
@@ -232,22 +241,23 @@ class SyncPostgresPaths(PostgresCore):
         Raises:
             SchemaMismatch: the connection's current schema is not this backend's.
             UnsupportedBackend: ``conn`` is no psycopg connection (a ``sqlite3`` one).
+            EventLoopMismatch: called from an event loop other than this backend's.
         """
         _require_psycopg_connection(conn)
-        self._check_loop()
+        self._acheck_loop()
         if not self._setup_done:
-            self.open()
+            await self.aopen()
         try:
             if self.schema is not None:
-                drive(
+                await adrive(
                     _ops.check_installation(self.schema),
-                    lambda step: self._execute_sync(conn, step),
+                    lambda step: self._execute_async(conn, step),
                 )
             if _joins_callers_transaction(conn):
-                value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+                value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
             else:
-                with conn.transaction():
-                    value, _ = drive(op, lambda step: self._execute_sync(conn, step))
+                async with conn.transaction():
+                    value, _ = await adrive(op, lambda step: self._execute_async(conn, step))
         except BaseException as exc:
             raise _translate(exc) from exc
         return value
