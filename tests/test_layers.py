@@ -4,9 +4,11 @@ Every import counts: top-level, function-local and under ``TYPE_CHECKING``, sinc
 each is a dependency a reader must follow and a circle any of them closes is a
 design coupling even when Python never trips on it. Circles are looked for twice:
 between modules, and between packages (a package importing one that imports it
-back, whichever modules the two directions go through). Neither the module check
-nor the layer check has an allow-list; the package check lists the package imports
-that close a circle today (``PACKAGE_EDGES_KNOWN``), which may only go.
+back, whichever modules the two directions go through). The module check has no
+allow-list. The package check lists the package imports that close a circle today
+(``PACKAGE_EDGES_KNOWN``) and the layer check the imports that reach a layer above
+today (``UPWARD_KNOWN``); both lists may only shrink, and an entry that no longer
+holds fails until it is removed.
 """
 
 from __future__ import annotations
@@ -56,12 +58,29 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.schedules._timing",
         ),
     ),
-    ("protocol", ("cairnq.protocol.*",)),
     (
-        "seam and backends",
+        "protocol",
         (
-            "cairnq._wakeups",
-            "cairnq.backends.*",
+            "cairnq.protocol",
+            "cairnq.protocol._points",
+            "cairnq.protocol.procedures",
+            "cairnq.protocol.statements",
+            "cairnq.protocol.steps",
+        ),
+    ),
+    ("seam and backends", ("cairnq._wakeups", "cairnq.backends.*")),
+    # The operations on the protocol's own tables, naming no feature. setup and reads
+    # are kernel modules still in protocol/.
+    ("kernel", ("cairnq.kernel.*", "cairnq.protocol.setup", "cairnq.protocol.reads")),
+    # The features' operations, still in protocol/; each leaves with its extension.
+    (
+        "extensions",
+        (
+            "cairnq.protocol.durable",
+            "cairnq.protocol.flow",
+            "cairnq.protocol.limits",
+            "cairnq.protocol.schedules",
+            "cairnq.protocol.workflows",
         ),
     ),
 )
@@ -75,7 +94,34 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "protocol/schedules.py reads the schedules' model and plan, while "
         "schedules/_scheduler.py runs protocol.schedules; goes with schedules' extension"
     ),
+    ("cairnq.protocol", "cairnq.kernel"): (
+        "the kernel's setup and reads, and the features' operations, still live in "
+        "protocol/ and use the kernel, which builds on protocol.steps"
+    ),
 }
+
+# Imports (importer, imported) that reach a layer above today. The backends open a
+# database with the kernel's setup (the migrations, the ledger, the installation
+# check) and complete inside a caller's transaction with the kernel's hold and
+# complete_held; they go when a backend takes its setup from its opener and runs a
+# neutral run_around with ops its caller builds (design, section 4.4, step 2).
+_SETUP = "cairnq.protocol.setup"
+UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("cairnq.backends._pg_async", "cairnq.kernel"),
+        ("cairnq.backends._pg_async", _SETUP),
+        ("cairnq.backends._pg_errors", _SETUP),
+        ("cairnq.backends._pg_sync", "cairnq.kernel"),
+        ("cairnq.backends._pg_sync", _SETUP),
+        ("cairnq.backends._postgres_core", "cairnq.kernel"),
+        ("cairnq.backends._postgres_core", _SETUP),
+        ("cairnq.backends.base", _SETUP),
+        ("cairnq.backends.pg_executor", "cairnq.kernel"),
+        ("cairnq.backends.pg_executor", _SETUP),
+        ("cairnq.backends.postgres", "cairnq.kernel"),
+        ("cairnq.backends.sqlite", _SETUP),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -263,13 +309,19 @@ def test_every_known_package_import_still_closes_a_circle() -> None:
     )
 
 
-def test_no_module_imports_from_a_layer_above_its_own() -> None:
+def test_no_module_imports_from_a_layer_above_its_own_but_the_known_imports() -> None:
     found = [
         f"{e.source}:{e.line} ({_name(layer_of(e.source, LAYERS), LAYERS)}) imports "
         f"{e.target} ({_name(layer_of(e.target, LAYERS), LAYERS)})"
-        for _, e in sorted(upward(imports(SRC), LAYERS).items())
+        for pair, e in sorted(upward(imports(SRC), LAYERS).items())
+        if pair not in UPWARD_KNOWN
     ]
     assert not found, "imports from a layer above:\n" + "\n".join(found)
+
+
+def test_every_known_upward_import_still_reaches_a_layer_above() -> None:
+    stale = sorted(UPWARD_KNOWN - set(upward(imports(SRC), LAYERS)))
+    assert not stale, f"no longer an upward import; remove it from UPWARD_KNOWN: {stale}"
 
 
 def test_the_layers_name_only_modules_that_exist() -> None:

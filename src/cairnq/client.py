@@ -2,7 +2,7 @@
 
 ``CairnQ`` is the async client; ``SyncCairnQ`` has the same operations for code
 with no event loop (scripts, WSGI views). Both are thin: validation and every
-protocol decision live in ``_ops``; the two classes only run operations and wait.
+protocol decision live in ``kernel``; the two classes only run operations and wait.
 
 The operations are written once, async, in ``cairnq/_async/client.py``; the
 blocking ones in ``cairnq/_sync/client.py`` are generated from them. What only

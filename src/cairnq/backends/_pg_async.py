@@ -13,9 +13,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
 from ..protocol.setup import arun_setup
 from ..protocol.steps import (
     Call,
@@ -250,7 +250,7 @@ class AsyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 await adrive(
-                    _ops.check_installation(self.schema),
+                    kernel.check_installation(self.schema),
                     lambda step: self._execute_async(conn, step),
                 )
             if _joins_callers_transaction(conn):

@@ -8,9 +8,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
 from ..protocol.setup import run_setup
 from ..protocol.steps import (
     Call,
@@ -240,7 +240,7 @@ class SyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 drive(
-                    _ops.check_installation(self.schema),
+                    kernel.check_installation(self.schema),
                     lambda step: self._execute_sync(conn, step),
                 )
             if _joins_callers_transaction(conn):

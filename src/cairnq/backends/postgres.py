@@ -25,11 +25,11 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from .. import kernel
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from ..errors import DatabaseUnavailable, LostLease
 from ..models import Lease
-from ..protocol import ops as _ops
 from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
 from ._pg_async import AsyncPostgresPaths
@@ -178,7 +178,7 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
         already pending, ``write`` is not called and the task ends canceled; a cancel
         requested later waits for this transaction. So ``write``'s changes commit
         exactly when the task succeeds. ``task_end``: run in the same transaction on
-        the ended task's row (see ``ops.complete``).
+        the ended task's row (see ``kernel.complete``).
 
         Returns the completed row, undecoded.
 
@@ -191,12 +191,12 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             async with self._async_connection() as conn:
                 async with conn.transaction():
                     canceled, _ = await self._adrive_on(
-                        conn, _ops.hold(lease, worker_id), write=False
+                        conn, kernel.hold(lease, worker_id), write=False
                     )
                     result = None if canceled else encode(await write(conn))
                     row, emits = await self._adrive_on(
                         conn,
-                        _ops.complete_held(lease, worker_id, result, task_end=task_end),
+                        kernel.complete_held(lease, worker_id, result, task_end=task_end),
                         write=True,
                         commits=False,
                     )

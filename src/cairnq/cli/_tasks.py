@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from .. import kernel
 from .._client_core import never_claimed, why_not_done
 from .._clock import SYSTEM_CLOCK
 from .._json import parse_input
@@ -23,7 +24,6 @@ from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskW
 from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import ops as _ops
 from ..protocol import workflows as _workflows
 from ..top import run_top
 from ..workflows import tree_lines
@@ -412,7 +412,7 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
     with open_client(args) as client:
         counted_at = time.monotonic()
         counts = client._run(
-            _ops.purge_counts(older_than_ms=args.older_than, **filters), write=False
+            kernel.purge_counts(older_than_ms=args.older_than, **filters), write=False
         )
         matching = sum(counts.values())
         scope = _purge_scope(args)
