@@ -2,7 +2,7 @@
 
 Each async module has a generated blocking twin, checked in; ``PAIRS`` lists them,
 source -> target, so a twin may live in another folder than its source (the
-client's in ``cairnq/_sync/``, the PostgreSQL backend's beside its source in
+client's beside its source in ``cairnq/client/``, the PostgreSQL backend's in
 ``cairnq/backends/``). After changing a source, run::
 
     python scripts/generate_sync.py           # rewrite every target
@@ -43,8 +43,8 @@ class Twin(NamedTuple):
 
 # Async source -> its generated twin, both relative to the repository's root.
 PAIRS = {
-    "src/cairnq/_async/client.py": Twin(
-        "src/cairnq/_sync/client.py",
+    "src/cairnq/client/_async.py": Twin(
+        "src/cairnq/client/_sync.py",
         "The client's operations, blocking: ``SyncCairnQ`` is built on them.",
     ),
     "src/cairnq/backends/_pg_async.py": Twin(

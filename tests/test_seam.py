@@ -358,7 +358,7 @@ def test_the_door_scan_looks_at_the_command_line_dashboard_and_worker() -> None:
     names = {module_name(p) for p in above_the_seam()}
     assert {"cairnq.cli", "cairnq.cli._target", "cairnq.dashboard._app"} <= names
     assert "cairnq.worker._context" in names
-    assert {"cairnq.worker._claimer", "cairnq.worker._heartbeater", "cairnq._async.client"} <= names
+    assert {"cairnq.worker._claimer", "cairnq.worker._heartbeater", "cairnq.client._async"} <= names
     assert not {n for n in names if n.startswith(("cairnq.backends", "cairnq.protocol"))}
 
 

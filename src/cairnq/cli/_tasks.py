@@ -14,11 +14,11 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from .. import kernel
-from .._client_core import never_claimed, why_not_done
 from .._clock import SYSTEM_CLOCK
 from .._json import parse_input
 from ..backends import clock_of, description_of
 from ..client import SyncCairnQ
+from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .. import kernel
 from .._checks import check_int
-from .._client_core import _outcome, task_or_name
 from ..backends import InTransactionCompleter, StepTransactions
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
+from ..client._core import _outcome, task_or_name
 from ..errors import (
     InvalidArgument,
     LostLease,

@@ -25,13 +25,13 @@ from typing import Any, TypeVar, overload
 from .. import _ids, kernel
 from .._aio import wait_set
 from .._checks import check_int, check_text
-from .._client_core import task_or_name
 from .._periodic import ErrorHook
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
+from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..limits import Limit
 from ..models import TaskDef

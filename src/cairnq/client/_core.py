@@ -1,6 +1,6 @@
 """What both clients share, written once: options, op-building and the wait procedure.
 
-No IO happens here; ``_async/client.py`` (and the ``_sync`` half generated from it)
+No IO happens here; ``_async.py`` (and the ``_sync.py`` half generated from it)
 runs the operations.
 """
 
@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
-from . import _ids, kernel
-from ._checks import check_int
-from ._clock import SYSTEM_CLOCK, Clock
-from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
-from ._readiness import Readiness
-from ._wait import next_poll_ms
-from ._wakeups import Subscription
-from .backends import (
+from .. import _ids, kernel
+from .._checks import check_int
+from .._clock import SYSTEM_CLOCK, Clock
+from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from .._readiness import Readiness
+from .._wait import next_poll_ms
+from .._wakeups import Subscription
+from ..backends import (
     Backend,
     SQLiteBackend,
     Synchronous,
@@ -31,8 +31,8 @@ from .backends import (
     description_of,
     open_backend,
 )
-from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from .errors import (
+from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from ..errors import (
     CairnQError,
     InvalidArgument,
     TaskCanceled,
@@ -41,17 +41,17 @@ from .errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
-from .hooks import SubmitHook
-from .limits import Limit, LimitUsage
-from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
-from .protocol.durable import Attempt, StepRecord
-from .protocol.flow import Pause
-from .protocol.procedures import Nap, Procedure, Run
-from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
-from .protocol.reads import WORKERS_MIGRATION
-from .protocol.steps import Op
-from .schedules._model import Schedule, ScheduleSlot
-from .store import TaskStore
+from ..hooks import SubmitHook
+from ..limits import Limit, LimitUsage
+from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
+from ..protocol.durable import Attempt, StepRecord
+from ..protocol.flow import Pause
+from ..protocol.procedures import Nap, Procedure, Run
+from ..protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
+from ..protocol.reads import WORKERS_MIGRATION
+from ..protocol.steps import Op
+from ..schedules._model import Schedule, ScheduleSlot
+from ..store import TaskStore
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -364,7 +364,7 @@ class _ClientCore:
             cq = CairnQ.postgres("postgresql://localhost/app", schema="jobs")
             cq = CairnQ.postgres(create_pool_executor("postgresql://localhost/app"))
         """
-        from .backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
+        from ..backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
 
         if is_executor(source):
             if cls._RUN_ON != "arun_on":
@@ -377,7 +377,7 @@ class _ClientCore:
             )
             client._owns_backend = True
             return client
-        from .backends import PostgresBackend
+        from ..backends import PostgresBackend
 
         backend = PostgresBackend(
             source,

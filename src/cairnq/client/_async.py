@@ -1,8 +1,8 @@
 """The client's operations, async: the source the blocking client is generated from.
 
-``scripts/generate_sync.py`` turns this file into ``cairnq/_sync/client.py``.
+``scripts/generate_sync.py`` turns this file into ``_sync.py`` beside it.
 Names here map one to one (``aopen`` -> ``open``, ``arun`` -> ``run``, ...), so keep
-per-half differences out of this file: they belong in ``cairnq/client.py``.
+per-half differences out of this file: they belong in ``cairnq/client/__init__.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,28 @@ from typing import Any, TypeVar
 
 from .. import kernel
 from .._checks import check_int, check_names
-from .._client_core import (
+from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
+from ..backends import Backend
+from ..backpressure import QueueGate
+from ..errors import CairnQError, InvalidArgument
+from ..flow import Pause, Snoozes
+from ..hooks import after_submit, before_submit
+from ..limits import Limit
+from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import durable as _durable
+from ..protocol import flow as _flow
+from ..protocol import limits as _limits
+from ..protocol import reads as _reads
+from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
+from ..protocol._points import TaskEnd
+from ..protocol.procedures import Procedure, afollow
+from ..protocol.steps import Emit, Op
+from ..retention import Retention, RetentionSweeper
+from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..store import TaskStore
+from ..workflows import Dependency, Graph, Workflow, check_graph
+from ._core import (
     ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -44,27 +65,6 @@ from .._client_core import (
     _waiting,
     task_or_name,
 )
-from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
-from ..backends import Backend
-from ..backpressure import QueueGate
-from ..errors import CairnQError, InvalidArgument
-from ..flow import Pause, Snoozes
-from ..hooks import after_submit, before_submit
-from ..limits import Limit
-from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import durable as _durable
-from ..protocol import flow as _flow
-from ..protocol import limits as _limits
-from ..protocol import reads as _reads
-from ..protocol import schedules as _schedules
-from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
-from ..protocol.procedures import Procedure, afollow
-from ..protocol.steps import Emit, Op
-from ..retention import Retention, RetentionSweeper
-from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
-from ..store import TaskStore
-from ..workflows import Dependency, Graph, Workflow, check_graph
 
 T = TypeVar("T")
 C = TypeVar("C", bound="AsyncOperations")

@@ -1,4 +1,4 @@
-# generated from src/cairnq/_async/client.py by scripts/generate_sync.py; do not edit
+# generated from src/cairnq/client/_async.py by scripts/generate_sync.py; do not edit
 """The client's operations, blocking: ``SyncCairnQ`` is built on them."""
 
 from __future__ import annotations
@@ -13,7 +13,28 @@ from typing import Any, TypeVar
 
 from .. import kernel
 from .._checks import check_int, check_names
-from .._client_core import (
+from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
+from ..backends import Backend
+from ..backpressure import QueueGate
+from ..errors import CairnQError, InvalidArgument
+from ..flow import Pause, Snoozes
+from ..hooks import after_submit, before_submit
+from ..limits import Limit
+from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import durable as _durable
+from ..protocol import flow as _flow
+from ..protocol import limits as _limits
+from ..protocol import reads as _reads
+from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
+from ..protocol._points import TaskEnd
+from ..protocol.procedures import Procedure, follow
+from ..protocol.steps import Emit, Op
+from ..retention import Retention, SyncRetentionSweeper
+from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..store import TaskStore
+from ..workflows import Dependency, Graph, Workflow, check_graph
+from ._core import (
     ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -40,27 +61,6 @@ from .._client_core import (
     _waiting,
     task_or_name,
 )
-from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
-from ..backends import Backend
-from ..backpressure import QueueGate
-from ..errors import CairnQError, InvalidArgument
-from ..flow import Pause, Snoozes
-from ..hooks import after_submit, before_submit
-from ..limits import Limit
-from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import durable as _durable
-from ..protocol import flow as _flow
-from ..protocol import limits as _limits
-from ..protocol import reads as _reads
-from ..protocol import schedules as _schedules
-from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
-from ..protocol.procedures import Procedure, follow
-from ..protocol.steps import Emit, Op
-from ..retention import Retention, SyncRetentionSweeper
-from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
-from ..store import TaskStore
-from ..workflows import Dependency, Graph, Workflow, check_graph
 
 T = TypeVar("T")
 C = TypeVar("C", bound="SyncOperations")
