@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairnq import CairnQ, SyncCairnQ
+from cairnq import CairnQ, SyncCairnQ, kernel
 from cairnq.backends import SQLiteBackend
-from cairnq.protocol import ops as _ops
 
 ROOT = Path(__file__).resolve().parents[1]
 # SQLite's numbers for PRAGMA synchronous, as huey's side reads it from its connection.
@@ -232,7 +231,7 @@ def probe_cost(url: str, retries: int, rounds: int = 200) -> dict[str, Any]:
             )
         started = time.perf_counter()
         for _ in range(rounds):
-            if cq.backend.run(_ops.probe(["default"], ["noop"]), write=False):
+            if cq.backend.run(kernel.probe(["default"], ["noop"]), write=False):
                 raise BenchmarkError("the probe found work where none is due")
         elapsed = time.perf_counter() - started
     return {"idle_probe_us": elapsed / rounds * 1e6}

@@ -43,8 +43,7 @@ STEPS = ("total", "submit", "news", "to claim", "claim", "to handler")
 
 def _instrument(events: list[tuple[float, str]]) -> None:
     """Record statement starts and ends, and notifications, into ``events``."""
-    from cairnq._async import postgres
-    from cairnq.backends import _postgres_core
+    from cairnq.backends import _pg_async, _postgres_core
 
     def timed(execute: Any) -> Any:
         async def run(self: Any, conn: Any, step: Any) -> Any:
@@ -58,7 +57,7 @@ def _instrument(events: list[tuple[float, str]]) -> None:
 
         return run
 
-    paths = postgres.AsyncPostgresPaths
+    paths = _pg_async.AsyncPostgresPaths
     paths._execute_async = timed(paths._execute_async)  # type: ignore[method-assign]
     dispatch = _postgres_core._Listener._dispatch
 

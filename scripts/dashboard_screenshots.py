@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cairnq import SyncCairnQ
-from cairnq.protocol import ops as _ops, reads as _reads
+from cairnq import SyncCairnQ, kernel
 from cairnq.dashboard import create_app
+from cairnq.models import Lease
+from cairnq.protocol import reads as _reads
 from cairnq.testing import FakeClock
 
 WORKERS = ("worker_01JDEMO0MAILER00000000000", "worker_01JDEMO0RENDER00000000000")
@@ -32,9 +33,9 @@ HOUR_MS = 3_600_000
 
 
 def _claim(cq: SyncCairnQ, queue: str, name: str, worker: str, lease_ms: int = 60_000) -> Any:
-    op = _ops.claim([queue], worker, lease_ms, [_ops.Draw([name], 1)], 100)
+    op = kernel.claim([queue], worker, lease_ms, [kernel.Draw([name], 1)], 100)
     (row,) = cq.backend.run(op, write=True)
-    return _ops.Lease.of(row)
+    return Lease.of(row)
 
 
 def _error(kind: str, code: str, message: str, **details: Any) -> str:
@@ -62,14 +63,14 @@ def seed(path: Path) -> str:
             if rng.random() < 0.06:
                 err = _error("SMTPError", "handler_error", "450 mailbox busy", attempt=1)
                 cq.backend.run(
-                    _ops.fail(lease, WORKERS[0], err, retryable=False, delay_ms=0), write=True
+                    kernel.fail(lease, WORKERS[0], err, retryable=False, delay_ms=0), write=True
                 )
             elif rng.random() < 0.03:
                 cq.cancel(lease.id)
-                cq.backend.run(_ops.complete(lease, WORKERS[0], None), write=True)
+                cq.backend.run(kernel.complete(lease, WORKERS[0], None), write=True)
             else:
                 result = json.dumps({"ok": True, "ms": rng.randint(20, 900)})
-                cq.backend.run(_ops.complete(lease, WORKERS[0], result), write=True)
+                cq.backend.run(kernel.complete(lease, WORKERS[0], result), write=True)
         clock.set(now - 45_000)
         # A monthly report with children: one done, one running with progress, two queued.
         parent = cq.submit(
@@ -82,7 +83,7 @@ def seed(path: Path) -> str:
         )
         boss = _claim(cq, "reports", "reports.monthly", WORKERS[1], lease_ms=600_000)
         cq.backend.run(
-            _ops.progress(boss, WORKERS[1], 0.25, "waiting for 3 of 4 sections"), write=True
+            kernel.progress(boss, WORKERS[1], 0.25, "waiting for 3 of 4 sections"), write=True
         )
         sections = []
         for index, title in enumerate(("summary", "revenue", "churn", "appendix")):
@@ -103,12 +104,12 @@ def seed(path: Path) -> str:
         done = _claim(cq, "reports", "reports.section", WORKERS[1], lease_ms=600_000)
         clock.advance(9_000)
         cq.backend.run(
-            _ops.complete(done, WORKERS[1], json.dumps({"pages": 3, "ok": True})), write=True
+            kernel.complete(done, WORKERS[1], json.dumps({"pages": 3, "ok": True})), write=True
         )
         running = _claim(cq, "reports", "reports.section", WORKERS[1], lease_ms=600_000)
         clock.set(now - 4_000)
         cq.backend.run(
-            _ops.progress(running, WORKERS[1], 0.62, "rendering chart 5 of 8"), write=True
+            kernel.progress(running, WORKERS[1], 0.62, "rendering chart 5 of 8"), write=True
         )
         # Queued work waiting, some of it for a while; a delayed task; a failed one.
         for offset in (900_000, 420_000, 60_000, 30_000):
@@ -125,7 +126,7 @@ def seed(path: Path) -> str:
             "cannot identify image file 'cat.png'",
             traceback_tail="PIL.UnidentifiedImageError",
         )
-        cq.backend.run(_ops.fail(media, WORKERS[1], err, retryable=False, delay_ms=0), write=True)
+        cq.backend.run(kernel.fail(media, WORKERS[1], err, retryable=False, delay_ms=0), write=True)
         cq.submit("default.ping", queue="default")
         clock.set(now - 1_000)
         for worker, queues in zip(

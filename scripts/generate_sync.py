@@ -1,9 +1,11 @@
-"""Generate cairnq's blocking half from its async source, with unasync.
+"""Generate cairnq's blocking code from its async source, with unasync.
 
-The async modules in ``src/cairnq/_async/`` are the source; ``src/cairnq/_sync/``
-holds the generated modules, checked in. After changing a source, run::
+Each async module has a generated blocking twin, checked in; ``PAIRS`` lists them,
+source -> target, so a twin may live in another folder than its source (the
+client's beside its source in ``cairnq/client/``, the PostgreSQL backend's in
+``cairnq/backends/``). After changing a source, run::
 
-    python scripts/generate_sync.py           # rewrite src/cairnq/_sync/
+    python scripts/generate_sync.py           # rewrite every target
     python scripts/generate_sync.py --check   # exit 1, with a diff, when one is stale
 
 ``tests/test_generated.py`` runs the check, so a stale or hand-edited generated
@@ -25,17 +27,30 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_DIR = ROOT / "src" / "cairnq" / "_async"
-SYNC_DIR = ROOT / "src" / "cairnq" / "_sync"
 
-# Module name -> docstring of its generated twin.
-MODULES = {
-    "client.py": "The client's operations, blocking: ``SyncCairnQ`` is built on them.",
-    "postgres.py": "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
+
+class Twin(NamedTuple):
+    """A generated module: where it is written, and the docstring that replaces its source's."""
+
+    target: str
+    docstring: str
+
+
+# Async source -> its generated twin, both relative to the repository's root.
+PAIRS = {
+    "src/cairnq/client/_async.py": Twin(
+        "src/cairnq/client/_sync.py",
+        "The client's operations, blocking: ``SyncCairnQ`` is built on them.",
+    ),
+    "src/cairnq/backends/_pg_async.py": Twin(
+        "src/cairnq/backends/_pg_sync.py",
+        "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
+    ),
 }
 
 # unasync's own table already maps __aenter__, __aexit__, __aiter__, __anext__,
@@ -87,14 +102,14 @@ PROSE = (
 MODULE_DOCSTRING = re.compile(r'\A"""(?:.|\n)*?"""\n')
 
 
-def header(name: str) -> str:
+def header(source: str) -> str:
     """The first line of every generated file."""
-    return f"# generated from src/cairnq/_async/{name} by scripts/generate_sync.py; do not edit\n"
+    return f"# generated from {source} by scripts/generate_sync.py; do not edit\n"
 
 
-def _ruff(args: list[str], text: str, name: str) -> str:
+def _ruff(args: list[str], text: str, target: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(SYNC_DIR / name), "-"],
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(ROOT / target), "-"],
         input=text,
         capture_output=True,
         text=True,
@@ -102,36 +117,41 @@ def _ruff(args: list[str], text: str, name: str) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"ruff {' '.join(args)} failed on the generated {name}: {done.stderr}")
+        raise RuntimeError(f"ruff {' '.join(args)} failed on the generated {target}: {done.stderr}")
     return done.stdout
 
 
-def render(name: str, source_dir: Path = SOURCE_DIR) -> str:
-    """The generated text of ``_sync/<name>`` from ``<source_dir>/<name>``."""
+def render(source: str, root: Path = ROOT) -> str:
+    """The generated text of ``source``'s twin, from ``<root>/<source>``.
+
+    unasync's rule works on a path fragment, so the source is rendered from a
+    scratch ``_async/`` copy into a scratch ``_sync/``, wherever the pair lives.
+    """
+    twin = PAIRS[source]
     with tempfile.TemporaryDirectory() as scratch:
         async_dir = Path(scratch) / "_async"
         async_dir.mkdir()
-        shutil.copy(source_dir / name, async_dir / name)
+        shutil.copy(root / source, async_dir / "module.py")
         rule = unasync.Rule("/_async/", "/_sync/", additional_replacements=REPLACEMENTS)
-        unasync.unasync_files([str(async_dir / name)], [rule])
-        text = (Path(scratch) / "_sync" / name).read_text()
+        unasync.unasync_files([str(async_dir / "module.py")], [rule])
+        text = (Path(scratch) / "_sync" / "module.py").read_text()
     for pattern, replacement in PROSE:
         text = pattern.sub(replacement, text)
-    text = MODULE_DOCSTRING.sub(f'"""{MODULES[name]}"""\n', text, count=1)
-    text = _ruff(["check", "--fix", "--select", "I,F401", "--quiet"], text, name)
-    text = _ruff(["format", "--quiet"], text, name)
-    return header(name) + text
+    text = MODULE_DOCSTRING.sub(f'"""{twin.docstring}"""\n', text, count=1)
+    text = _ruff(["check", "--fix", "--select", "I,F401", "--quiet"], text, twin.target)
+    text = _ruff(["format", "--quiet"], text, twin.target)
+    return header(source) + text
 
 
-def stale(sync_dir: Path = SYNC_DIR, source_dir: Path = SOURCE_DIR) -> list[str]:
-    """Every generated file in ``sync_dir`` that differs from a fresh generation.
+def stale(root: Path = ROOT) -> list[str]:
+    """Every generated file under ``root`` that differs from a fresh generation.
 
     Each entry names the file and shows a short diff (checked in -> generated).
     """
     problems = []
-    for name in MODULES:
-        fresh = render(name, source_dir)
-        path = sync_dir / name
+    for source, twin in PAIRS.items():
+        fresh = render(source, root)
+        path = root / twin.target
         current = path.read_text() if path.exists() else ""
         if current != fresh:
             diff = difflib.unified_diff(
@@ -158,10 +178,11 @@ def main() -> int:
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
-    SYNC_DIR.mkdir(exist_ok=True)
-    for name in MODULES:
-        (SYNC_DIR / name).write_text(render(name))
-        print(f"wrote {SYNC_DIR.relative_to(ROOT) / name}")
+    for source, twin in PAIRS.items():
+        path = ROOT / twin.target
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(render(source))
+        print(f"wrote {twin.target}")
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cairnq.protocol import ops as _ops
+from cairnq import kernel
 from cairnq.worker._claimer import Claimer
 
 POLL_S = 0.01
@@ -83,12 +83,12 @@ def results_of(monkeypatch: pytest.MonkeyPatch, operation: str) -> list[Any]:
     """A list that each run of protocol operation ``operation`` (``ops.probe``, ...)
     appends its result to, in order, for the rest of the test."""
     results: list[Any] = []
-    original = getattr(_ops, operation)
+    original = getattr(kernel, operation)
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         found = yield from original(*args, **kwargs)
         results.append(found)
         return found
 
-    monkeypatch.setattr(_ops, operation, recorded)
+    monkeypatch.setattr(kernel, operation, recorded)
     return results

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, Retention, Worker
-from cairnq.protocol import ops as _ops
+from cairnq import CairnQ, Retention, Worker, kernel
 from cairnq.retention import RetentionSweeper
 from cairnq.testing import FakeClock
 
@@ -98,7 +97,7 @@ async def test_an_attempt_whose_lease_expired_is_recorded_lost_by_the_recoverer(
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job")
         await cq.backend.arun(
-            _ops.claim(["default"], "w-dead", 1_000, [_ops.Draw(None, 1)], 10), write=True
+            kernel.claim(["default"], "w-dead", 1_000, [kernel.Draw(None, 1)], 10), write=True
         )
         clock.advance(5_000)
         worker = _worker(db, clock)
@@ -122,7 +121,7 @@ async def test_a_claim_that_recovers_an_expired_lease_records_it_lost(db: Databa
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job")
         await cq.backend.arun(
-            _ops.claim(["default"], "w-dead", 1_000, [_ops.Draw(None, 1)], 10), write=True
+            kernel.claim(["default"], "w-dead", 1_000, [kernel.Draw(None, 1)], 10), write=True
         )
         clock.advance(5_000)
         await worker.run(until_idle=True)

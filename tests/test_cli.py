@@ -31,14 +31,13 @@ from urllib.parse import quote
 
 import pytest
 
-from cairnq import SyncCairnQ, TaskError, Worker
+from cairnq import SyncCairnQ, TaskError, Worker, kernel
 from cairnq._extras import missing_extra
 from cairnq.cli import CommandError, Target, _tasks, main, resolve_target
 from cairnq.cli import _parser as cli_parser
 from cairnq.durations import format_duration, parse_duration, parse_milliseconds
 from cairnq.errors import InvalidArgument, SerializationError
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease, Task
 from cairnq.protocol.statements import migrations
 
 from ._db import Database, admin_connect, drop_schema
@@ -177,16 +176,16 @@ def schema_exists(db: Database) -> bool:
     return bool(row and row[0])
 
 
-def claim(cq: SyncCairnQ, task: Task) -> _ops.Lease:
-    op = _ops.claim([task.queue], WORKER_ID, 60_000, [_ops.Draw([task.name], 1)], 100)
+def claim(cq: SyncCairnQ, task: Task) -> Lease:
+    op = kernel.claim([task.queue], WORKER_ID, 60_000, [kernel.Draw([task.name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
-def fail(cq: SyncCairnQ, lease: _ops.Lease) -> None:
+def fail(cq: SyncCairnQ, lease: Lease) -> None:
     error = json.dumps({"type": "Boom", "code": "boom", "message": "no", "retryable": False})
-    cq.backend.run(_ops.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
+    cq.backend.run(kernel.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
 
 
 def backdate(db: Database, task: Task, ms: int) -> None:
@@ -1025,7 +1024,7 @@ def test_ls_shows_attempt_over_max_and_the_progress_of_a_running_task(
 ) -> None:
     task = cq.submit("resize", max_attempts=4)
     lease = claim(cq, task)
-    cq.backend.run(_ops.progress(lease, WORKER_ID, 0.42, "resizing"), write=True)
+    cq.backend.run(kernel.progress(lease, WORKER_ID, 0.42, "resizing"), write=True)
     row = run_on(db, capsys, "ls").lines[1].split()
     assert row[3:6] == ["running", "1/4", "42%"]
 
@@ -1155,7 +1154,7 @@ def test_cancel_of_a_succeeded_task_says_it_already_succeeded_and_exits_1(
     db: Database, cq: SyncCairnQ
 ) -> None:
     task = cq.submit("a")
-    cq.backend.run(_ops.succeed(claim(cq, task), WORKER_ID, "null"), write=True)
+    cq.backend.run(kernel.succeed(claim(cq, task), WORKER_ID, "null"), write=True)
     result = cairnq("cancel", task.id, *db_args(db))
     assert result.code == 1
     assert one_error_line(result) == (

@@ -1,7 +1,7 @@
 """The async client end to end on every backend, and the same happy path through SyncCairnQ.
 
 Tasks are moved through ``running`` with the low-level operations a worker uses
-(``cairnq.protocol.ops.claim`` / ``fail`` / ``complete``), so no worker is involved.
+(``cairnq.kernel.claim`` / ``fail`` / ``complete``), so no worker is involved.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from cairnq import (
     TaskTimeout,
     _ids,
     error_envelope,
+    kernel,
 )
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease, Task
 from cairnq.testing import FakeClock
 
 from ._db import Database, PluginDatabase, statement_work
@@ -45,24 +45,22 @@ def counts(**nonzero: int) -> dict[str, int]:
 # --- low-level settling (what a worker would do) -------------------------------------------
 
 
-async def claim(cq: CairnQ, task: Task) -> _ops.Lease:
+async def claim(cq: CairnQ, task: Task) -> Lease:
     """Claim exactly ``task`` (drawn by its queue and name) for ``WORKER``."""
-    op = _ops.claim([task.queue], WORKER, 30_000, [_ops.Draw([task.name], 1)], 100)
+    op = kernel.claim([task.queue], WORKER, 30_000, [kernel.Draw([task.name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
-async def fail(
-    cq: CairnQ, lease: _ops.Lease, error: dict[str, Any], *, retryable: bool = False
-) -> Task:
-    op = _ops.fail(lease, WORKER, json.dumps(error), retryable=retryable, delay_ms=0)
+async def fail(cq: CairnQ, lease: Lease, error: dict[str, Any], *, retryable: bool = False) -> Task:
+    op = kernel.fail(lease, WORKER, json.dumps(error), retryable=retryable, delay_ms=0)
     await cq.backend.arun(op, write=True)
     return await reread(cq, lease.id)
 
 
-async def complete(cq: CairnQ, lease: _ops.Lease, result: Any) -> Task:
-    await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps(result)), write=True)
+async def complete(cq: CairnQ, lease: Lease, result: Any) -> Task:
+    await cq.backend.arun(kernel.complete(lease, WORKER, json.dumps(result)), write=True)
     return await reread(cq, lease.id)
 
 
@@ -106,16 +104,16 @@ async def make_canceled(cq: CairnQ, name: str, **submit: Any) -> Task:
 
 
 async def settle_when_submitted(
-    cq: CairnQ, name: str, settle: Callable[[_ops.Lease], Awaitable[Any]]
+    cq: CairnQ, name: str, settle: Callable[[Lease], Awaitable[Any]]
 ) -> None:
     """Act as a one-shot worker: claim the task called ``name`` once it exists, then settle it."""
-    op_draws = [_ops.Draw([name], 1)]
+    op_draws = [kernel.Draw([name], 1)]
     for _ in range(10_000):
         rows = await cq.backend.arun(
-            _ops.claim(["default"], WORKER, 30_000, op_draws, 100), write=True
+            kernel.claim(["default"], WORKER, 30_000, op_draws, 100), write=True
         )
         if rows:
-            await settle(_ops.Lease.of(rows[0]))
+            await settle(Lease.of(rows[0]))
             return
         await asyncio.sleep(0.005)
     raise AssertionError(f"task {name!r} was never submitted")
@@ -258,7 +256,7 @@ async def test_delayed_task_is_not_claimable_until_the_delay_has_passed(db: Data
     clock = FakeClock(START_MS)
 
     def claim_any() -> Any:
-        return _ops.claim(["default"], WORKER, 30_000, [_ops.Draw(None, 1)], 100)
+        return kernel.claim(["default"], WORKER, 30_000, [kernel.Draw(None, 1)], 100)
 
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", delay_ms=60_000)
@@ -282,11 +280,11 @@ async def test_the_idle_probe_finds_a_due_task_below_every_tier_of_delayed_ones(
         )
         await cq.submit("other", priority=-1)
         await cq.submit("job", queue="elsewhere", priority=-1)
-        quiet = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+        quiet = await cq.backend.arun(kernel.probe(["default"], ["job"]), write=False)
         await cq.submit("job", priority=-1, delay_ms=1_000)
-        early = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+        early = await cq.backend.arun(kernel.probe(["default"], ["job"]), write=False)
         clock.advance(1_000)
-        due = await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+        due = await cq.backend.arun(kernel.probe(["default"], ["job"]), write=False)
     assert (quiet, early, due) == (False, False, True)
 
 
@@ -313,7 +311,7 @@ async def test_the_idle_probe_reads_no_more_with_a_deep_backlog_of_delayed_tasks
                 [{"task": "job", "priority": i % 3, "delay_ms": 60_000} for i in range(size)]
             )
             work.append(probe_work(db))
-            assert not await cq.backend.arun(_ops.probe(["default"], ["job"]), write=False)
+            assert not await cq.backend.arun(kernel.probe(["default"], ["job"]), write=False)
     assert work[1] < 2 * work[0], f"probe work with 200 and 10,200 delayed tasks: {work}"
 
 
@@ -973,7 +971,7 @@ async def test_wait_timeout_estimates_the_next_run_on_the_backend_clock(db: Data
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job")
         lease = await claim(cq, task)
-        op = _ops.fail(lease, WORKER, '{"code":"x"}', retryable=True, delay_ms=5_000)
+        op = kernel.fail(lease, WORKER, '{"code":"x"}', retryable=True, delay_ms=5_000)
         await cq.backend.arun(op, write=True)
         with pytest.raises(TaskTimeout) as excinfo:
             await cq.wait(task.id, timeout_ms=20, poll_ms=10)
@@ -996,7 +994,7 @@ async def test_wait_on_an_unknown_id_times_out_saying_there_is_no_such_task(
 async def test_call_returns_the_result_of_the_task(db: Database) -> None:
     async with db.client() as cq:
 
-        async def succeed(lease: _ops.Lease) -> None:
+        async def succeed(lease: Lease) -> None:
             await complete(cq, lease, {"sum": 3})
 
         helper = asyncio.create_task(settle_when_submitted(cq, "add", succeed))
@@ -1011,8 +1009,8 @@ async def test_call_returns_the_result_of_the_task(db: Database) -> None:
 async def test_call_returns_none_when_the_task_has_no_result(db: Database) -> None:
     async with db.client() as cq:
 
-        async def succeed(lease: _ops.Lease) -> None:
-            await cq.backend.arun(_ops.complete(lease, WORKER, None), write=True)
+        async def succeed(lease: Lease) -> None:
+            await cq.backend.arun(kernel.complete(lease, WORKER, None), write=True)
 
         helper = asyncio.create_task(settle_when_submitted(cq, "noop", succeed))
         result = await cq.call("noop", timeout_ms=60_000)
@@ -1023,7 +1021,7 @@ async def test_call_returns_none_when_the_task_has_no_result(db: Database) -> No
 async def test_call_passes_submit_options_through(db: Database) -> None:
     async with db.client() as cq:
 
-        async def succeed(lease: _ops.Lease) -> None:
+        async def succeed(lease: Lease) -> None:
             await complete(cq, lease, "ok")
 
         helper = asyncio.create_task(settle_when_submitted(cq, "opt", succeed))
@@ -1041,7 +1039,7 @@ async def test_call_raises_task_failed_carrying_the_error_envelope(db: Database)
     )
     async with db.client() as cq:
 
-        async def reject(lease: _ops.Lease) -> None:
+        async def reject(lease: Lease) -> None:
             await fail(cq, lease, envelope)
 
         helper = asyncio.create_task(settle_when_submitted(cq, "charge", reject))
@@ -1083,15 +1081,15 @@ async def test_call_with_a_taskdef_uses_its_queue(db: Database) -> None:
     media = TaskDef("media.job", queue="media")
     async with db.client() as cq:
 
-        async def succeed(lease: _ops.Lease) -> None:
+        async def succeed(lease: Lease) -> None:
             await complete(cq, lease, 1)
 
         async def claim_from_media() -> None:
             for _ in range(10_000):
-                op = _ops.claim(["media"], WORKER, 30_000, [_ops.Draw(None, 1)], 100)
+                op = kernel.claim(["media"], WORKER, 30_000, [kernel.Draw(None, 1)], 100)
                 rows = await cq.backend.arun(op, write=True)
                 if rows:
-                    await succeed(_ops.Lease.of(rows[0]))
+                    await succeed(Lease.of(rows[0]))
                     return
                 await asyncio.sleep(0.005)
 

@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task
+from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task, kernel
 from cairnq.cli import main
 from cairnq.dashboard import create_app, default_redact, mount
 from cairnq.dashboard._app import DashboardApp
+from cairnq.models import Lease
 from cairnq.protocol import durable as _durable
-from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -44,11 +44,11 @@ def http(app: Any, base_url: str = BASE) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
 
 
-async def start(cq: CairnQ, name: str, queue: str = "default") -> _ops.Lease:
-    op = _ops.claim([queue], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
+async def start(cq: CairnQ, name: str, queue: str = "default") -> Lease:
+    op = kernel.claim([queue], WORKER, 60_000, [kernel.Draw([name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert len(rows) == 1
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
 async def fail(
@@ -70,7 +70,7 @@ async def fail(
 
 async def fail_run(
     cq: CairnQ,
-    lease: _ops.Lease,
+    lease: Lease,
     message: str = "it broke",
     *,
     retryable: bool = False,
@@ -84,7 +84,7 @@ async def fail_run(
         "retryable": retryable,
         "details": {"hint": "check input"} if details is None else details,
     }
-    op = _ops.fail(lease, WORKER, json.dumps(envelope), retryable=retryable, delay_ms=0)
+    op = kernel.fail(lease, WORKER, json.dumps(envelope), retryable=retryable, delay_ms=0)
     await cq.backend.arun(op, write=True)
     task = await cq.get(lease.id)
     assert task is not None
@@ -177,7 +177,7 @@ async def test_a_bad_filter_is_a_400_with_the_reason(db: Database, cq: CairnQ) -
 async def test_a_list_row_shows_attempts_progress_and_message(cq: CairnQ) -> None:
     task = await cq.submit("a")
     lease = await start(cq, "a")
-    await cq.backend.arun(_ops.progress(lease, WORKER, 0.4, "halfway-ish"), write=True)
+    await cq.backend.arun(kernel.progress(lease, WORKER, 0.4, "halfway-ish"), write=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/tasks")).text
     row = re.search(rf'<tr data-task="{task.id}".*?</tr>', page)
@@ -190,7 +190,7 @@ async def test_a_list_row_shows_attempts_progress_and_message(cq: CairnQ) -> Non
 async def test_the_task_page_shows_payload_result_key_and_timeline(cq: CairnQ) -> None:
     task = await cq.submit("a", {"to": "ada@example.com"}, key="welcome:ada")
     lease = await start(cq, "a")
-    await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps({"sent": 42})), write=True)
+    await cq.backend.arun(kernel.complete(lease, WORKER, json.dumps({"sent": 42})), write=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/task", params={"id": task.id})).text
     assert "ada@example.com" in page
@@ -329,7 +329,7 @@ async def test_the_timeline_of_a_finished_task_goes_created_started_finished(
 ) -> None:
     task = await cq.submit("a")
     lease = await start(cq, "a")
-    await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps(1)), write=True)
+    await cq.backend.arun(kernel.complete(lease, WORKER, json.dumps(1)), write=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/task", params={"id": task.id})).text
     events = re.findall(r'<li class="ev ev-([a-z-]+)">', page)
@@ -382,11 +382,13 @@ async def test_the_live_fragment_is_only_the_refreshed_region(cq: CairnQ) -> Non
 async def test_a_refresh_of_a_running_task_leaves_out_the_payload(cq: CairnQ) -> None:
     task = await cq.submit("a", {"marker": "payload-marker"})
     lease = await start(cq, "a")
-    await cq.backend.arun(_ops.progress(lease, WORKER, 0.5, "half"), write=True)
+    await cq.backend.arun(kernel.progress(lease, WORKER, 0.5, "half"), write=True)
     live = {"X-Cairnq-Live": "1"}
     async with http(create_app(cq)) as client:
         running = (await client.get("/task", params={"id": task.id}, headers=live)).text
-        await cq.backend.arun(_ops.complete(lease, WORKER, json.dumps("result-marker")), write=True)
+        await cq.backend.arun(
+            kernel.complete(lease, WORKER, json.dumps("result-marker")), write=True
+        )
         finished = (await client.get("/task", params={"id": task.id}, headers=live)).text
     assert 'value="0.5000"' in running and "payload-marker" not in running
     assert "data-final" not in running

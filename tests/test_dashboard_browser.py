@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import SyncCairnQ, Worker
+from cairnq import SyncCairnQ, Worker, kernel
 from cairnq.dashboard import create_app
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
@@ -120,13 +120,13 @@ def cq(db_path: Path) -> Iterator[SyncCairnQ]:
 
 
 def fail(cq: SyncCairnQ, name: str, queue: str = "default") -> str:
-    op = _ops.claim([queue], WORKER, 60_000, [_ops.Draw([name], 1)], 100)
+    op = kernel.claim([queue], WORKER, 60_000, [kernel.Draw([name], 1)], 100)
     (row,) = cq.backend.run(op, write=True)
     envelope = json.dumps(
         {"type": "Boom", "code": "boom", "message": "it broke", "retryable": False, "details": {}}
     )
-    lease = _ops.Lease.of(row)
-    cq.backend.run(_ops.fail(lease, WORKER, envelope, retryable=False, delay_ms=0), write=True)
+    lease = Lease.of(row)
+    cq.backend.run(kernel.fail(lease, WORKER, envelope, retryable=False, delay_ms=0), write=True)
     return str(row["id"])
 
 

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cairnq import CairnQ
+from cairnq import CairnQ, kernel
 from cairnq.dashboard import create_app
+from cairnq.models import Lease
 from cairnq.protocol import flow as _flow
-from cairnq.protocol import ops as _ops
 
 from ._db import Database
 from .test_dashboard import csrf_from, http
@@ -74,10 +74,10 @@ async def test_a_read_only_dashboard_shows_a_paused_queue_but_no_buttons_and_ref
 async def test_the_task_page_shows_how_often_a_task_snoozed(cq: CairnQ) -> None:
     task = await cq.submit("a")
     rows = await cq.backend.arun(
-        _ops.claim(["default"], "w1", 60_000, [_ops.Draw(["a"], 1)], 10), write=True
+        kernel.claim(["default"], "w1", 60_000, [kernel.Draw(["a"], 1)], 10), write=True
     )
     op = _flow.snooze(
-        _ops.Lease.of(rows[0]),
+        Lease.of(rows[0]),
         "w1",
         90_000,
         max_snoozes=20,

@@ -8,10 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cairnq import CairnQ
+from cairnq import CairnQ, kernel
 from cairnq.dashboard import create_app
 from cairnq.dashboard._graph import layers, layout
-from cairnq.protocol import ops as _ops
 from cairnq.protocol import workflows as _workflows
 
 from ._db import Database
@@ -104,7 +103,7 @@ async def test_the_task_page_draws_a_diamond_with_nodes_edges_links_and_statuses
     tasks = await cq.submit_graph(DIAMOND)
     lease = await start(cq, "fetch")
     await cq.backend.arun(
-        _ops.complete(lease, WORKER, '"ok"', task_end=_workflows.after_ended), write=True
+        kernel.complete(lease, WORKER, '"ok"', task_end=_workflows.after_ended), write=True
     )
     ids = {name: t.id for name, t in tasks.items()}
     async with http(create_app(cq)) as client:

@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cairnq import CairnQ, Limit
+from cairnq import CairnQ, Limit, kernel
 from cairnq.dashboard import create_app
-from cairnq.protocol import ops as _ops
 from cairnq.protocol.limits import ClaimGate
 
 from ._db import Database
@@ -33,8 +32,8 @@ async def run_limited(cq: CairnQ, *limits: Limit, want: int = 100) -> int:
     """Store ``limits`` and claim up to ``want`` due tasks under them, as a worker would."""
     for limit in limits:
         await cq.set_limit(limit)
-    op = _ops.claim(
-        ["default"], WORKER, 60_000, [_ops.Draw(None, want)], 100, gate=ClaimGate(list(limits))
+    op = kernel.claim(
+        ["default"], WORKER, 60_000, [kernel.Draw(None, want)], 100, gate=ClaimGate(list(limits))
     )
     return len(await cq.backend.arun(op, write=True))
 

@@ -1,7 +1,7 @@
 """The kernel knows no feature by name.
 
-The kernel's modules (the protocol's operations, the seam and the backends, the
-leaves under them) hold tasks, keys, claims, settlements, heartbeats, recovery and
+The kernel's modules (the kernel's operations, the protocol, the seam and the
+backends, the leaves under them) hold tasks, keys, claims, settlements, heartbeats, recovery and
 retention. A feature (schedules, limits, pauses, snooze, workflows, durable steps,
 attempt history, worker presence) plugs into them and is never named by them: not
 in an identifier, an attribute, an argument or a string (docstrings and comments
@@ -40,7 +40,14 @@ WORDS: dict[str, tuple[str, ...]] = {
 # The kernel: the modules below the features. Feature modules that still live in
 # ``protocol/`` (limits, flow, workflows, durable, schedules) are not kernel.
 KERNEL = (
-    "protocol/ops.py",
+    "kernel/__init__.py",
+    "kernel/_shared.py",
+    "kernel/admin.py",
+    "kernel/claim.py",
+    "kernel/ledger.py",
+    "kernel/reads.py",
+    "kernel/settle.py",
+    "kernel/submit.py",
     "protocol/_points.py",
     "protocol/procedures.py",
     "protocol/setup.py",
@@ -53,6 +60,8 @@ KERNEL = (
     "backends/sqlite.py",
     "backends/postgres.py",
     "backends/_postgres_core.py",
+    "backends/_pg_async.py",
+    "backends/_pg_sync.py",
     "backends/_pg_errors.py",
     "backends/_postgres_inspect.py",
     "backends/pg_executor.py",

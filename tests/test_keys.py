@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import AlreadyExists, CairnQ, SyncCairnQ, TaskRef, TaskTimeout, error_envelope
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq import AlreadyExists, CairnQ, SyncCairnQ, TaskRef, TaskTimeout, error_envelope, kernel
+from cairnq.models import Lease, Task
 from cairnq.testing import FakeClock
 
 from ._db import Database, PluginDatabase
@@ -111,11 +110,11 @@ def test_the_cli_help_for_conflict_says_what_each_strategy_does() -> None:
 # --- helpers -------------------------------------------------------------------------------
 
 
-async def claim(cq: CairnQ, task: Task) -> _ops.Lease:
-    op = _ops.claim([task.queue], WORKER, 30_000, [_ops.Draw([task.name], 1)], 100)
+async def claim(cq: CairnQ, task: Task) -> Lease:
+    op = kernel.claim([task.queue], WORKER, 30_000, [kernel.Draw([task.name], 1)], 100)
     rows = await cq.backend.arun(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
 async def reread(cq: CairnQ, task_id: str) -> Task:
@@ -132,11 +131,11 @@ async def make_existing(cq: CairnQ, status: str, key: str = "k", name: str = "ol
     elif status != "queued":
         lease = await claim(cq, task)
         if status == "succeeded":
-            op: Any = _ops.complete(lease, WORKER, json.dumps({"answer": 42}))
+            op: Any = kernel.complete(lease, WORKER, json.dumps({"answer": 42}))
             await cq.backend.arun(op, write=True)
         elif status == "failed":
             error = json.dumps(error_envelope("ValueError", "bad", "it broke"))
-            op = _ops.fail(lease, WORKER, error, retryable=False, delay_ms=0)
+            op = kernel.fail(lease, WORKER, error, retryable=False, delay_ms=0)
             await cq.backend.arun(op, write=True)
     existing = await reread(cq, task.id)
     assert existing.status == status
@@ -277,7 +276,7 @@ async def test_replaced_running_task_ends_canceled_when_its_attempt_returns(
         task = await cq.submit("old", key="k")
         lease = await claim(cq, task)
         await cq.submit("new", key="k", conflict="replace")
-        await cq.backend.arun(_ops.complete(lease, WORKER, '"late"'), write=True)
+        await cq.backend.arun(kernel.complete(lease, WORKER, '"late"'), write=True)
         old_after = await reread(cq, task.id)
     assert old_after.status == "canceled"
     assert old_after.result is None

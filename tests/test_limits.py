@@ -23,8 +23,9 @@ from cairnq import (
     LimitKeyError,
     SchemaIncomplete,
     Task,
+    kernel,
 )
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease
 from cairnq.protocol.limits import MAX_SCAN, ClaimGate
 from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
@@ -44,12 +45,12 @@ def _clock() -> FakeClock:
 async def _claim(
     cq: CairnQ, gate: ClaimGate | None, want: int, *, queues: Sequence[str] = ("default",)
 ) -> list[Any]:
-    op = _ops.claim(list(queues), WORKER, 60_000, [_ops.Draw(None, want)], 10, gate=gate)
+    op = kernel.claim(list(queues), WORKER, 60_000, [kernel.Draw(None, want)], 10, gate=gate)
     return list(await cq.backend.arun(op, write=True))
 
 
 async def _finish(cq: CairnQ, row: Any) -> None:
-    await cq.backend.arun(_ops.complete(_ops.Lease.of(row), WORKER, None), write=True)
+    await cq.backend.arun(kernel.complete(Lease.of(row), WORKER, None), write=True)
 
 
 def _keys(rows: Sequence[Any]) -> Counter[str]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cairnq import SyncCairnQ
-from cairnq.protocol import ops as _ops
+from cairnq import SyncCairnQ, kernel
 from cairnq.protocol import reads as _reads
 from cairnq.protocol.statements import statements
 from cairnq.protocol.steps import Call
@@ -128,7 +127,7 @@ def test_a_page_of_a_rare_status_reads_no_more_with_a_hundred_times_the_other_ta
     cq.submit_many([{"task": "rare"} for _ in range(60)])
     for _ in range(60):
         rows = cq.backend.run(
-            _ops.claim(["default"], WORKER, 60_000, [_ops.Draw(["rare"], 1)], 100), write=True
+            kernel.claim(["default"], WORKER, 60_000, [kernel.Draw(["rare"], 1)], 100), write=True
         )
         assert len(rows) == 1
     call = chosen_call(status="running", limit=50, count=60)

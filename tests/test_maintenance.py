@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import TaskContext
-from cairnq.protocol import ops as _ops
+from cairnq import TaskContext, kernel
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -73,7 +72,7 @@ async def test_recovery_with_attempts_left_requeues_and_with_a_cancel_cancels(
     async with db.client(clock=clock) as cq:
         retry = await cq.submit("job", {}, max_attempts=3)
         cancel = await cq.submit("job", {}, max_attempts=3)
-        claim = _ops.claim(["default"], "gone", 1000, [_ops.Draw(None, 2)], 100)
+        claim = kernel.claim(["default"], "gone", 1000, [kernel.Draw(None, 2)], 100)
         await cq.backend.arun(claim, write=True)
         await cq.cancel(cancel.id)
         clock.advance(1001)
@@ -99,7 +98,7 @@ async def test_recovery_is_bounded_per_run(db: Database) -> None:
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         await cq.submit_many([("job", {}) for _ in range(250)])
-        claim = _ops.claim(["default"], "gone", 1000, [_ops.Draw(None, 250)], 100)
+        claim = kernel.claim(["default"], "gone", 1000, [kernel.Draw(None, 250)], 100)
         await cq.backend.arun(claim, write=True)
         clock.advance(1001)
         worker = db.worker(clock=clock)
@@ -118,7 +117,7 @@ async def test_many_workers_recovering_at_once_recover_each_lease_once(
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         await cq.submit_many([("job", {}) for _ in range(300)])
-        claim = _ops.claim(["default"], "gone", 1000, [_ops.Draw(None, 300)], 100)
+        claim = kernel.claim(["default"], "gone", 1000, [kernel.Draw(None, 300)], 100)
         await cq.backend.arun(claim, write=True)
         clock.advance(1001)
         fleet = [db.worker(clock=clock) for _ in range(workers)]

@@ -9,8 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cairnq import InvalidArgument, TaskContext, TaskError
-from cairnq.protocol import ops as _ops
+from cairnq import InvalidArgument, TaskContext, TaskError, kernel
 from cairnq.telemetry.metrics import CONTENT_TYPE, Metrics
 from cairnq.testing import FakeClock
 
@@ -188,7 +187,7 @@ async def test_lease_recoveries_are_counted_by_outcome(db: Database) -> None:
     async with db.client(clock=clock) as cq:
         await cq.submit("job", {}, max_attempts=2)
         await cq.submit("job", {}, max_attempts=1)
-        claim = _ops.claim(["default"], "crashed", 1000, [_ops.Draw(None, 2)], 100)
+        claim = kernel.claim(["default"], "crashed", 1000, [kernel.Draw(None, 2)], 100)
         await cq.backend.arun(claim, write=True)
         clock.advance(1001)
         worker = db.worker(clock=clock, queues=["elsewhere"])

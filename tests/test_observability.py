@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import TaskContext, TaskError, TaskEvent
-from cairnq.protocol import ops as _ops
+from cairnq import TaskContext, TaskError, TaskEvent, kernel
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -126,7 +125,7 @@ async def test_a_lease_recovered_by_a_workers_claim_is_reported_as_recovered(
     events: list[TaskEvent] = []
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {})
-        claim = _ops.claim(["default"], "crashed", 1000, [_ops.Draw(None, 1)], 100)
+        claim = kernel.claim(["default"], "crashed", 1000, [kernel.Draw(None, 1)], 100)
         await cq.backend.arun(claim, write=True)
         clock.advance(1001)
         # The maintenance timer never fires in this test: only the claim path recovers.

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker
-from cairnq.protocol import ops as _ops
+from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker, kernel
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
 from cairnq.worker import _worker
@@ -214,7 +213,7 @@ def _all_but_flow(db: Database) -> None:
                     "x0012_snoozes_forget.sql",
                 ):
                     await cq.backend.arun(
-                        _ops.apply_migration(migration.name, migration.source), write=True
+                        kernel.apply_migration(migration.name, migration.source), write=True
                     )
 
     asyncio.run(apply())

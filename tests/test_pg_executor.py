@@ -26,11 +26,11 @@ from cairnq import (
     UnsupportedBackend,
     Worker,
     create_pool_executor,
+    kernel,
 )
 from cairnq._clock import Clock
 from cairnq.backends import Backend, PgExecutorBackend
 from cairnq.drivertest import *  # noqa: F403
-from cairnq.protocol import ops as _ops
 from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
@@ -252,7 +252,7 @@ async def test_succeed_in_releases_a_dependent_in_its_transaction(
             return None
 
         # No workflow sweep: its named lease is held for another process.
-        lease = _ops.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000)
+        lease = kernel.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000)
         assert await cq.backend.arun(lease, write=True)
         a = await cq.submit("first")
         b = await cq.submit("after", key="dependent", depends_on=[a])

@@ -27,9 +27,10 @@ from cairnq import (
     UnsupportedBackend,
     Worker,
     create_pool_executor,
+    kernel,
     migrate,
 )
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease
 from cairnq.testing import FakeClock
 from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
@@ -378,7 +379,7 @@ async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
     worker = pg_db.worker(listen=True, poll_interval_ms=120_000)
     backend = worker.client.backend
     probes: list[tuple[bool, bool]] = []  # (listening when it began, found work)
-    probe = _ops.probe
+    probe = kernel.probe
 
     def recorded(queues: Any, names: Any) -> Any:
         listening = backend.listening  # type: ignore[attr-defined]
@@ -386,7 +387,7 @@ async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
         probes.append((listening, found))
         return found
 
-    monkeypatch.setattr(_ops, "probe", recorded)
+    monkeypatch.setattr(kernel, "probe", recorded)
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> int:
@@ -437,7 +438,7 @@ async def test_a_running_worker_listens_on_queued_and_not_on_done(pg_db: Databas
     async with worker.background():
         await _until(lambda: backend.listening_channels == {"queued"})  # type: ignore[attr-defined]
         [task_id] = _submit_from_another_process(pg_db)
-        await _until(lambda: pg_db.backend().run(_ops.get(task_id), write=False).is_terminal)
+        await _until(lambda: pg_db.backend().run(kernel.get(task_id), write=False).is_terminal)
         channels = backend.listening_channels  # type: ignore[attr-defined]
     await worker.close()
     assert channels == {"queued"}
@@ -939,8 +940,8 @@ async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refus
     clock = FakeClock()
     async with pg_db.client(clock=clock) as cq:
         task = await cq.submit("job", {}, max_attempts=1)
-        claim = _ops.claim(["default"], "w", 60_000, [_ops.Draw(None, 1)], 100)
-        stale = _ops.Lease.of((await cq.backend.arun(claim, write=True))[0])
+        claim = kernel.claim(["default"], "w", 60_000, [kernel.Draw(None, 1)], 100)
+        stale = Lease.of((await cq.backend.arun(claim, write=True))[0])
         async with app_conn.transaction():
             await app_conn.execute(
                 "update cairnq_tasks set lease_until_ms = lease_until_ms + 1 where id = %s",
@@ -950,7 +951,7 @@ async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refus
                 "update cairnq_leases set token = token + 1 where task_id = %s", (task.id,)
             )
             write = asyncio.ensure_future(
-                cq.backend.arun(_ops.complete(stale, "w", '"stale"'), write=True)
+                cq.backend.arun(kernel.complete(stale, "w", '"stale"'), write=True)
             )
             await _until_waiting_on_a_lock(pg_db, or_done=write)
             assert not write.done(), "the stale write should wait for the new claim's row lock"
@@ -989,7 +990,7 @@ async def _no_workflow_sweep(cq: CairnQ) -> None:
     """Hold the workflow sweep's named lease for another process, so no worker of the
     test sweeps: a dependent is decided only by the transaction that ends its dependency."""
     held = await cq.backend.arun(
-        _ops.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000), write=True
+        kernel.lock_acquire(WORKFLOW_SWEEP_LEASE, "elsewhere", 3_600_000), write=True
     )
     assert held
 

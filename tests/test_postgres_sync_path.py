@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cairnq import DatabaseUnavailable, SyncCairnQ
-from cairnq.protocol import ops as _ops
+from cairnq import DatabaseUnavailable, SyncCairnQ, kernel
 
 from ._db import Database
 from ._pgproxy import PgProxy
@@ -61,11 +60,11 @@ def test_a_blocking_operation_on_a_silent_connection_fails_after_op_timeout_s(
             op_timeout_s=0.5,
         )
         try:
-            backend.run(_ops.stats(None), write=False)
+            backend.run(kernel.stats(None), write=False)
             assert proxy.blackhole(listening=False) >= 1
             started = time.monotonic()
             with pytest.raises(DatabaseUnavailable, match=r"did not answer within 0\.5 s"):
-                backend.run(_ops.stats(None), write=False)
+                backend.run(kernel.stats(None), write=False)
             elapsed = time.monotonic() - started
         finally:
             proxy.heal()

@@ -20,8 +20,9 @@ from cairnq import (
     QueueSummary,
     SyncCairnQ,
     WorkerInfo,
+    kernel,
 )
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease
 from cairnq.protocol.reads import decode_cursor, encode_cursor, prefix_range
 from cairnq.testing import FakeClock
 
@@ -31,20 +32,20 @@ WORKER = "worker_reads_test"
 START_MS = 1_800_000_000_000
 
 
-def claim(cq: SyncCairnQ, name: str, queue: str = "default", worker: str = WORKER) -> _ops.Lease:
-    op = _ops.claim([queue], worker, 60_000, [_ops.Draw([name], 1)], 100)
+def claim(cq: SyncCairnQ, name: str, queue: str = "default", worker: str = WORKER) -> Lease:
+    op = kernel.claim([queue], worker, 60_000, [kernel.Draw([name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert len(rows) == 1
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
-def succeed(cq: SyncCairnQ, lease: _ops.Lease, worker: str = WORKER) -> None:
-    cq.backend.run(_ops.complete(lease, worker, json.dumps({"ok": True})), write=True)
+def succeed(cq: SyncCairnQ, lease: Lease, worker: str = WORKER) -> None:
+    cq.backend.run(kernel.complete(lease, worker, json.dumps({"ok": True})), write=True)
 
 
-def fail(cq: SyncCairnQ, lease: _ops.Lease) -> None:
+def fail(cq: SyncCairnQ, lease: Lease) -> None:
     envelope = json.dumps({"type": "Boom", "code": "boom", "message": "no", "retryable": False})
-    op = _ops.fail(lease, WORKER, envelope, retryable=False, delay_ms=0)
+    op = kernel.fail(lease, WORKER, envelope, retryable=False, delay_ms=0)
     cq.backend.run(op, write=True)
 
 

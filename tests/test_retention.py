@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext
-from cairnq.protocol import ops as _ops
+from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext, kernel
 from cairnq.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
 
@@ -46,13 +45,13 @@ async def test_a_sweep_removes_exactly_the_rows_past_each_cutoff_in_batches_whil
     now = clock.now_ms()
     policy = Retention({"succeeded": HOUR, "failed": DAY}, limit=1000)
     batches: list[int] = []
-    original = _ops.purge
+    original = kernel.purge
 
     def counted(**kwargs: Any) -> Any:
         batches.append(kwargs["limit"])
         return original(**kwargs)
 
-    monkeypatch.setattr(_ops, "purge", counted)
+    monkeypatch.setattr(kernel, "purge", counted)
     async with db.client(clock=clock) as cq:
         finished = await cq.submit_many([("old", {"i": i}) for i in range(10_000)])
         plan: list[tuple[str, str, int]] = []
@@ -92,10 +91,12 @@ async def test_another_holder_of_the_sweep_lease_makes_this_sweep_skip(db: Datab
         await cq.cancel(task.id)
         clock.advance(HOUR + 1)
         sweeper = RetentionSweeper(cq.backend, Retention(HOUR))
-        assert await cq.backend.arun(_ops.lock_acquire(LOCK_NAME, "elsewhere", 60_000), write=True)
+        assert await cq.backend.arun(
+            kernel.lock_acquire(LOCK_NAME, "elsewhere", 60_000), write=True
+        )
         assert await sweeper.sweep() == 0
         assert await cq.get(task.id) is not None
-        await cq.backend.arun(_ops.lock_release(LOCK_NAME, "elsewhere"), write=True)
+        await cq.backend.arun(kernel.lock_release(LOCK_NAME, "elsewhere"), write=True)
         assert await sweeper.sweep() == 1
         assert await cq.get(task.id) is None
 
@@ -105,7 +106,7 @@ async def test_an_expired_sweep_lease_is_taken_over(db: Database) -> None:
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {})
         await cq.cancel(task.id)
-        await cq.backend.arun(_ops.lock_acquire(LOCK_NAME, "crashed", 60_000), write=True)
+        await cq.backend.arun(kernel.lock_acquire(LOCK_NAME, "crashed", 60_000), write=True)
         clock.advance(60_001)
         assert await RetentionSweeper(cq.backend, Retention(0)).sweep() == 1
 

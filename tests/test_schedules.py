@@ -395,11 +395,11 @@ async def test_a_worker_without_the_schedules_tables_says_so_once_and_runs_tasks
 
 
 async def _apply(cq: CairnQ, name: str) -> None:
-    from cairnq.protocol import ops as _ops
+    from cairnq import kernel
     from cairnq.protocol.statements import migrations
 
     [migration] = [m for m in migrations(cq.backend.dialect) if m.name == name]
-    await cq.backend.arun(_ops.apply_migration(migration.name, migration.source), write=True)
+    await cq.backend.arun(kernel.apply_migration(migration.name, migration.source), write=True)
 
 
 async def _true_if(items: list[Any]) -> bool | None:

@@ -341,18 +341,9 @@ def door_violations(source: str, module: str, *, package: bool = False) -> list[
     return list(dict.fromkeys(problems))
 
 
-# PostgresBackend's two halves: the async source and the blocking half generated from it
-# live beside the client's (scripts/generate_sync.py generates one folder from another).
-BACKEND_HALVES = {SRC / "_async" / "postgres.py", SRC / "_sync" / "postgres.py"}
-
-
 def above_the_seam() -> list[Path]:
     below = (BACKENDS, SRC / "protocol")
-    return [
-        p
-        for p in sorted(SRC.rglob("*.py"))
-        if not any(d in p.parents for d in below) and p not in BACKEND_HALVES
-    ]
+    return [p for p in sorted(SRC.rglob("*.py")) if not any(d in p.parents for d in below)]
 
 
 def test_nothing_above_the_seam_reaches_a_backend_or_a_driver_but_through_the_seam() -> None:
@@ -367,7 +358,7 @@ def test_the_door_scan_looks_at_the_command_line_dashboard_and_worker() -> None:
     names = {module_name(p) for p in above_the_seam()}
     assert {"cairnq.cli", "cairnq.cli._target", "cairnq.dashboard._app"} <= names
     assert "cairnq.worker._context" in names
-    assert {"cairnq.worker._claimer", "cairnq.worker._heartbeater", "cairnq._async.client"} <= names
+    assert {"cairnq.worker._claimer", "cairnq.worker._heartbeater", "cairnq.client._async"} <= names
     assert not {n for n in names if n.startswith(("cairnq.backends", "cairnq.protocol"))}
 
 

@@ -142,8 +142,8 @@ FORMATTED_SQL_ALLOWED = Counter(
 # first (see test_hostile.py); channels are constants.
 COMPOSITIONS_ALLOWED = Counter(
     {
-        ("_async/postgres.py", "set search_path to {}"): 1,
-        ("_sync/postgres.py", "set search_path to {}"): 1,
+        ("backends/_pg_async.py", "set search_path to {}"): 1,
+        ("backends/_pg_sync.py", "set search_path to {}"): 1,
         (
             "backends/_postgres_core.py",
             "begin; select pg_advisory_xact_lock(hashtextextended({}, 0)); "
@@ -172,7 +172,7 @@ INDIRECT_ALLOWED = {
     # The PostgreSQL paths: the async source and the sync half generated from it.
     *(
         (half, text)
-        for half in ("_async/postgres.py", "_sync/postgres.py")
+        for half in ("backends/_pg_async.py", "backends/_pg_sync.py")
         for text in (
             "text",  # a protocol statement, encoded once (_params)
             "step.source.encode()",  # a migration file

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import SyncCairnQ
-from cairnq.protocol import ops as _ops
+from cairnq import SyncCairnQ, kernel
+from cairnq.models import Lease
 from cairnq.protocol.statements import statements
 
 from ._db import Database, admin_connect, statement_work
@@ -33,19 +33,19 @@ BATCH = 50
 MINE, OTHER = "worker_settle_cost_mine", "worker_settle_cost_other"
 
 
-def _claim(cq: SyncCairnQ, worker_id: str, count: int) -> list[_ops.Lease]:
-    leases: list[_ops.Lease] = []
+def _claim(cq: SyncCairnQ, worker_id: str, count: int) -> list[Lease]:
+    leases: list[Lease] = []
     while len(leases) < count:
         want = min(1_000, count - len(leases))
         rows = cq.backend.run(
-            _ops.claim(["default"], worker_id, 600_000, [_ops.Draw(None, want)], 0), write=True
+            kernel.claim(["default"], worker_id, 600_000, [kernel.Draw(None, want)], 0), write=True
         )
         assert rows, "nothing left to claim"
-        leases.extend(_ops.Lease.of(row) for row in rows)
+        leases.extend(Lease.of(row) for row in rows)
     return leases
 
 
-def _params(name: str, leases: list[_ops.Lease]) -> dict[str, Any]:
+def _params(name: str, leases: list[Lease]) -> dict[str, Any]:
     params: dict[str, Any] = {
         "ids": [lease.id for lease in leases],
         "attempts": [lease.attempt for lease in leases],

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, LostLease, SchemaIncomplete, Snooze
+from cairnq import CairnQ, InvalidArgument, LostLease, SchemaIncomplete, Snooze, kernel
+from cairnq.models import Lease
 from cairnq.protocol import flow as _flow
-from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -44,11 +44,11 @@ def _status(cq: CairnQ, task_id: str, status: str) -> Any:
     return probe
 
 
-async def _claim(cq: CairnQ, worker_id: str, lease_ms: int = 1_000) -> _ops.Lease:
+async def _claim(cq: CairnQ, worker_id: str, lease_ms: int = 1_000) -> Lease:
     rows = await cq.backend.arun(
-        _ops.claim(["default"], worker_id, lease_ms, [_ops.Draw(None, 1)], 10), write=True
+        kernel.claim(["default"], worker_id, lease_ms, [kernel.Draw(None, 1)], 10), write=True
     )
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
 # --- the handler's side ---------------------------------------------------------------------
@@ -187,7 +187,7 @@ async def test_a_snoozed_task_shows_its_count_when_and_for_how_long(db: Database
     assert snoozes.wake_at_ms == START + 3_500
 
 
-def _snooze(cq: CairnQ, lease: _ops.Lease, worker_id: str, delay_ms: int) -> Any:
+def _snooze(cq: CairnQ, lease: Lease, worker_id: str, delay_ms: int) -> Any:
     return _flow.snooze(
         lease,
         worker_id,

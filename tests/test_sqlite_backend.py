@@ -28,10 +28,10 @@ from cairnq import (
     SyncCairnQ,
     TaskContext,
     Worker,
+    kernel,
 )
 from cairnq.backends import SQLiteBackend, open_backend, sqlite_path_from_url
 from cairnq.errors import AlreadyExists, InvalidArgument, StoreClosed
-from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -238,12 +238,12 @@ def test_a_row_with_json_python_cannot_read_fails_its_task(sqlite_db: Database) 
 
 def test_a_closed_backend_refuses_work(sqlite_db: Database) -> None:
     backend = sqlite_db.backend()
-    backend.run(_ops.stats(), write=False)
+    backend.run(kernel.stats(), write=False)
     backend.close()
     with pytest.raises(StoreClosed):
-        backend.run(_ops.stats(), write=False)
+        backend.run(kernel.stats(), write=False)
     with pytest.raises(StoreClosed):
-        backend.run(_ops.cancel("task_x"), write=True)
+        backend.run(kernel.cancel("task_x"), write=True)
 
 
 async def test_reopening_a_closed_in_memory_store_is_refused_as_it_would_start_empty() -> None:
@@ -309,11 +309,11 @@ def test_reads_from_many_threads_share_a_bounded_set_of_connections(sqlite_db: D
 
 def test_a_backend_used_after_fork_says_so_instead_of_hanging(sqlite_db: Database) -> None:
     backend = sqlite_db.backend()
-    backend.run(_ops.stats(), write=False)
+    backend.run(kernel.stats(), write=False)
     pid = os.fork()
     if pid == 0:
         try:
-            backend.run(_ops.cancel("task_x"), write=True)
+            backend.run(kernel.cancel("task_x"), write=True)
         except StoreClosed as exc:
             os._exit(0 if "another process" in str(exc) else 3)
         except BaseException:

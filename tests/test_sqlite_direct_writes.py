@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import DatabaseUnavailable, StoreClosed
+from cairnq import DatabaseUnavailable, StoreClosed, kernel
 from cairnq._json import JsonCodec
 from cairnq.backends import SQLiteBackend
-from cairnq.protocol import ops as _ops
 from cairnq.protocol.steps import Call, Emit, Op
 
 from ._db import Database
@@ -29,8 +28,8 @@ from ._db import Database
 WRITER_THREAD = "cairnq-sqlite-write"
 
 
-def new_spec(name: str = "job", **options: Any) -> _ops.NewTask:
-    return _ops.new_task(JsonCodec(), name, {}, **options)
+def new_spec(name: str = "job", **options: Any) -> kernel.NewTask:
+    return kernel.new_task(JsonCodec(), name, {}, **options)
 
 
 def count_rows(db: Database) -> int:
@@ -38,14 +37,16 @@ def count_rows(db: Database) -> int:
         return int(conn.execute("select count(*) from cairnq_tasks").fetchone()[0])
 
 
-def insert_then_raise(spec: _ops.NewTask, error: BaseException) -> Op[None]:
+def insert_then_raise(spec: kernel.NewTask, error: BaseException) -> Op[None]:
     """Insert a task, announce it, then fail before the operation ends."""
     yield Call("insert_task", spec.insert_params())
     yield Emit("queued", spec.queue)
     raise error
 
 
-def insert_then_wait(spec: _ops.NewTask, entered: threading.Event, go: threading.Event) -> Op[str]:
+def insert_then_wait(
+    spec: kernel.NewTask, entered: threading.Event, go: threading.Event
+) -> Op[str]:
     """Insert a task, then hold the open transaction until ``go`` is set."""
     rows = yield Call("insert_task", spec.insert_params())
     entered.set()
@@ -79,7 +80,7 @@ def test_a_blocking_write_runs_on_the_calling_thread_when_the_writer_is_idle(
 ) -> None:
     threads, sub = publishing_threads(backend)
     with sub:
-        backend.run(_ops.insert(new_spec()), write=True)
+        backend.run(kernel.insert(new_spec()), write=True)
     assert threads == [threading.current_thread().name]
 
 
@@ -93,19 +94,19 @@ def test_a_blocking_writes_wake_up_is_published_only_after_its_commit(
         return True
 
     with backend.hub.subscribe(match):
-        backend.run(_ops.insert(new_spec()), write=True)
+        backend.run(kernel.insert(new_spec()), write=True)
     assert committed_at_publish == [1]
 
 
 def test_a_failed_blocking_write_undoes_only_itself_and_publishes_nothing(
     sqlite_db: Database, backend: SQLiteBackend
 ) -> None:
-    before = backend.run(_ops.insert(new_spec()), write=True)
+    before = backend.run(kernel.insert(new_spec()), write=True)
     threads, sub = publishing_threads(backend)
     with sub, pytest.raises(ValueError, match="boom"):
         backend.run(insert_then_raise(new_spec(), ValueError("boom")), write=True)
     assert threads == []
-    after = backend.run(_ops.insert(new_spec()), write=True)
+    after = backend.run(kernel.insert(new_spec()), write=True)
     with contextlib.closing(sqlite3.connect(str(sqlite_db.path))) as conn:
         ids = {row[0] for row in conn.execute("select id from cairnq_tasks")}
     assert ids == {before.id, after.id}
@@ -119,7 +120,7 @@ def test_an_interrupted_blocking_write_rolls_back_and_lets_the_next_write_throug
     assert count_rows(sqlite_db) == 0
 
     async def from_a_loop() -> None:
-        await backend.arun(_ops.insert(new_spec()), write=True)
+        await backend.arun(kernel.insert(new_spec()), write=True)
 
     threading_error: list[BaseException] = []
 
@@ -133,7 +134,7 @@ def test_an_interrupted_blocking_write_rolls_back_and_lets_the_next_write_throug
     other.start()
     other.join(30)
     assert threading_error == []
-    backend.run(_ops.insert(new_spec()), write=True)
+    backend.run(kernel.insert(new_spec()), write=True)
     assert count_rows(sqlite_db) == 2
 
 
@@ -147,7 +148,7 @@ def test_a_blocking_write_while_the_writer_is_busy_is_run_by_the_writer_thread(
             entered.set()
             go.wait(30)
 
-        await backend.arun_around(work, lambda _: _ops.insert(new_spec()))
+        await backend.arun_around(work, lambda _: kernel.insert(new_spec()))
 
     holder = threading.Thread(target=asyncio.run, args=(hold_the_writer(),))
     holder.start()
@@ -156,7 +157,7 @@ def test_a_blocking_write_while_the_writer_is_busy_is_run_by_the_writer_thread(
         threads, sub = publishing_threads(backend)
         with sub:
             submitter = threading.Thread(
-                target=backend.run, args=(_ops.insert(new_spec()),), kwargs={"write": True}
+                target=backend.run, args=(kernel.insert(new_spec()),), kwargs={"write": True}
             )
             submitter.start()
             wait_until(lambda: not backend._jobs.empty(), "the blocking write joined the queue")
@@ -187,7 +188,7 @@ def test_the_writer_thread_waits_for_a_blocking_write_in_progress(
         results.append(backend.run(insert_then_wait(new_spec(), entered, go), write=True))
 
     async def queued() -> None:
-        results.append(await backend.arun(_ops.insert(new_spec()), write=True))
+        results.append(await backend.arun(kernel.insert(new_spec()), write=True))
 
     first = threading.Thread(target=blocking)
     first.start()
@@ -214,10 +215,10 @@ def test_a_blocking_write_does_not_overtake_writes_waiting_for_the_writer_thread
 
     def blocking() -> None:
         backend.run(insert_then_wait(new_spec(), entered, go), write=True)
-        backend.run(_ops.insert(new_spec(queue="blocking")), write=True)
+        backend.run(kernel.insert(new_spec(queue="blocking")), write=True)
 
     async def queued() -> None:
-        await backend.arun(_ops.insert(new_spec(queue="queued")), write=True)
+        await backend.arun(kernel.insert(new_spec(queue="queued")), write=True)
 
     with backend.hub.subscribe(match):
         first = threading.Thread(target=blocking)
@@ -242,18 +243,18 @@ def test_blocking_and_async_writes_from_many_threads_each_key_gets_one_task(
     def blocking() -> None:
         try:
             for key in keys:
-                task = backend.run(_ops.submit(new_spec(key=key)), write=True)
+                task = backend.run(kernel.submit(new_spec(key=key)), write=True)
                 seen.append((key, task.id))
-                seen.append(("plain", backend.run(_ops.insert(new_spec()), write=True).id))
+                seen.append(("plain", backend.run(kernel.insert(new_spec()), write=True).id))
         except BaseException as exc:  # reported below
             errors.append(exc)
 
     async def concurrent() -> None:
         for key in keys:
             tasks = await asyncio.gather(
-                backend.arun(_ops.submit(new_spec(key=key)), write=True),
-                backend.arun(_ops.insert(new_spec()), write=True),
-                backend.arun(_ops.insert(new_spec()), write=True),
+                backend.arun(kernel.submit(new_spec(key=key)), write=True),
+                backend.arun(kernel.insert(new_spec()), write=True),
+                backend.arun(kernel.insert(new_spec()), write=True),
             )
             seen.append((key, tasks[0].id))
             seen.extend(("plain", task.id) for task in tasks[1:])
@@ -301,7 +302,7 @@ def test_close_waits_for_a_blocking_write_in_progress_then_refuses_writes(
     assert len(written) == 1
     assert count_rows(sqlite_db) == 1
     with pytest.raises(StoreClosed):
-        backend.run(_ops.insert(new_spec()), write=True)
+        backend.run(kernel.insert(new_spec()), write=True)
 
 
 def test_a_blocking_write_is_refused_once_the_file_was_replaced(
@@ -309,12 +310,12 @@ def test_a_blocking_write_is_refused_once_the_file_was_replaced(
 ) -> None:
     path = sqlite_db.path
     assert path is not None
-    backend.run(_ops.insert(new_spec()), write=True)
+    backend.run(kernel.insert(new_spec()), write=True)
     other = path.with_name("other.db")
     with contextlib.closing(sqlite3.connect(other)) as conn:
         conn.execute("create table t (x)")
     other.replace(path)
     threads, sub = publishing_threads(backend)
     with sub, pytest.raises(DatabaseUnavailable):
-        backend.run(_ops.insert(new_spec()), write=True)
+        backend.run(kernel.insert(new_spec()), write=True)
     assert threads == []

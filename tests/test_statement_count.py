@@ -22,8 +22,7 @@ from collections import Counter
 from collections.abc import Generator
 from typing import Any
 
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease, Task
 from cairnq.protocol.steps import Call, Op, Pipelined, SingleStatement
 from cairnq.worker import Worker
 from cairnq.worker._context import TaskContext
@@ -182,14 +181,14 @@ async def _measure(db: Database) -> Sequences:
                     on_news = _names(heard)
                     heard.clear()
                     settled = [
-                        run.settler.complete(_ops.Lease.of(row), None, row["updated_at_ms"])
+                        run.settler.complete(Lease.of(row), None, row["updated_at_ms"])
                         for row in rows
                     ]
                     await asyncio.gather(*settled)
                     settle = _names(heard)
                     heard.clear()
                     row = news[0]
-                    ctx = TaskContext(worker._runtime, Task.from_row(row), _ops.Lease.of(row), 0)
+                    ctx = TaskContext(worker._runtime, Task.from_row(row), Lease.of(row), 0)
                     await ctx.fail("boom")
                     fail = _names(heard)
             finally:

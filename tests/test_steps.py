@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, LostLease, SerializationError
+from cairnq import CairnQ, InvalidArgument, LostLease, SerializationError, kernel
+from cairnq.models import Lease
 from cairnq.protocol import durable as _durable
-from cairnq.protocol import ops as _ops
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
@@ -28,11 +28,11 @@ def _worker(db: Database, **options: Any) -> Any:
     return db.worker(poll_interval_ms=20, retry_backoff_ms=0, **options)
 
 
-async def _claim(cq: CairnQ, worker_id: str, lease_ms: int = 1_000) -> _ops.Lease:
+async def _claim(cq: CairnQ, worker_id: str, lease_ms: int = 1_000) -> Lease:
     rows = await cq.backend.arun(
-        _ops.claim(["default"], worker_id, lease_ms, [_ops.Draw(None, 1)], 10), write=True
+        kernel.claim(["default"], worker_id, lease_ms, [kernel.Draw(None, 1)], 10), write=True
     )
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
 async def test_a_retried_attempt_gets_recorded_results_and_does_not_run_the_steps_again(
@@ -282,7 +282,7 @@ async def test_a_transactional_steps_effect_is_rolled_back_when_its_record_is_re
         clock.advance(2_000)
         current = await _claim(cq, "w-new", lease_ms=60_000)
 
-        def record(lease: _ops.Lease, worker_id: str) -> Any:
+        def record(lease: Lease, worker_id: str) -> Any:
             def after(value: Any) -> Any:
                 yield from _durable.record_step(lease, worker_id, value, 1, '"done"')
                 return value

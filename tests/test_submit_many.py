@@ -20,9 +20,9 @@ from cairnq import (
     SerializationError,
     TaskDef,
     error_envelope,
+    kernel,
 )
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease, Task
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -59,14 +59,14 @@ async def make_existing(cq: CairnQ, status: str, key: str = "k") -> Task:
     if status == "canceled":
         await cq.cancel(task.id)
     elif status != "queued":
-        op: Any = _ops.claim(["default"], WORKER, 30_000, [_ops.Draw(["old"], 1)], 100)
-        lease = _ops.Lease.of((await cq.backend.arun(op, write=True))[0])
+        op: Any = kernel.claim(["default"], WORKER, 30_000, [kernel.Draw(["old"], 1)], 100)
+        lease = Lease.of((await cq.backend.arun(op, write=True))[0])
         if status == "succeeded":
-            op = _ops.complete(lease, WORKER, json.dumps({"answer": 42}))
+            op = kernel.complete(lease, WORKER, json.dumps({"answer": 42}))
             await cq.backend.arun(op, write=True)
         elif status == "failed":
             error = json.dumps(error_envelope("ValueError", "bad", "it broke"))
-            op = _ops.fail(lease, WORKER, error, retryable=False, delay_ms=0)
+            op = kernel.fail(lease, WORKER, error, retryable=False, delay_ms=0)
             await cq.backend.arun(op, write=True)
     existing = await reread(cq, task.id)
     assert existing.status == status

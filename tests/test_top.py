@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from cairnq import Limit, SyncCairnQ
+from cairnq import Limit, SyncCairnQ, kernel
 from cairnq.cli import main
-from cairnq.models import Task
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease, Task
 from cairnq.protocol.limits import ClaimGate
 from cairnq.testing import FakeClock
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
@@ -51,21 +50,21 @@ def cq(db: Database) -> SyncCairnQ:
     return db.sync_client().open()
 
 
-def start(cq: SyncCairnQ, name: str, *, queue: str = "default") -> tuple[Task, _ops.Lease]:
+def start(cq: SyncCairnQ, name: str, *, queue: str = "default") -> tuple[Task, Lease]:
     """Submit a task and claim it, as a worker would."""
     task = cq.submit(name, queue=queue)
-    op = _ops.claim([queue], WORKER_ID, 60_000, [_ops.Draw([name], 1)], 100)
+    op = kernel.claim([queue], WORKER_ID, 60_000, [kernel.Draw([name], 1)], 100)
     rows = cq.backend.run(op, write=True)
     assert [r["id"] for r in rows] == [task.id]
-    return task, _ops.Lease.of(rows[0])
+    return task, Lease.of(rows[0])
 
 
-def report(cq: SyncCairnQ, lease: _ops.Lease, value: float | None, message: str) -> None:
-    cq.backend.run(_ops.progress(lease, WORKER_ID, value, message), write=True)
+def report(cq: SyncCairnQ, lease: Lease, value: float | None, message: str) -> None:
+    cq.backend.run(kernel.progress(lease, WORKER_ID, value, message), write=True)
 
 
-def finish(cq: SyncCairnQ, lease: _ops.Lease) -> None:
-    cq.backend.run(_ops.complete(lease, WORKER_ID, json.dumps({"ok": True})), write=True)
+def finish(cq: SyncCairnQ, lease: Lease) -> None:
+    cq.backend.run(kernel.complete(lease, WORKER_ID, json.dumps({"ok": True})), write=True)
 
 
 def frame(cq: SyncCairnQ, now_ms: int, previous: Frame | None = None, **options: Any) -> str:
@@ -184,7 +183,7 @@ def test_throughput_counts_failed_and_canceled_as_finished(db: Database, cq: Syn
     first = render_frame(cq, io.StringIO(), None, 0)
     cq.cancel(queued.id)
     error = json.dumps({"type": "E", "code": "e", "message": "m", "retryable": False})
-    cq.backend.run(_ops.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
+    cq.backend.run(kernel.fail(lease, WORKER_ID, error, retryable=False, delay_ms=0), write=True)
     assert queue_rows(frame(cq, 1_000, first))["default"][-1] == "2.0"
 
 
@@ -262,7 +261,7 @@ def limited(cq: SyncCairnQ, *limits: Limit, want: int = 100, queue: str = "defau
     for limit in limits:
         cq.set_limit(limit)
     gate = ClaimGate(list(limits))
-    op = _ops.claim([queue], WORKER_ID, 60_000, [_ops.Draw(None, want)], 100, gate=gate)
+    op = kernel.claim([queue], WORKER_ID, 60_000, [kernel.Draw(None, want)], 100, gate=gate)
     return len(cq.backend.run(op, write=True))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, CairnQError, InvalidArgument, SerializationError, TaskTimeout, Worker
-from cairnq.protocol.ops import MAX_DELAY_MS
+from cairnq._checks import MAX_DELAY_MS
 from cairnq.testing import FakeClock
 
 from ._db import Database

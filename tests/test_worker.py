@@ -25,8 +25,9 @@ from cairnq import (
     TaskError,
     TaskFailed,
     Worker,
+    kernel,
 )
-from cairnq.protocol import ops as _ops
+from cairnq.models import Lease
 from cairnq.testing import FakeClock
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
@@ -339,17 +340,17 @@ async def test_an_old_attempt_cannot_be_settled_after_the_same_worker_reclaims(
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {})
         backend = cq.backend
-        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
         first = (await backend.arun(claim, write=True))[0]
         clock.advance(1001)
-        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
         second = (await backend.arun(claim, write=True))[0]
         assert (first["attempt"], second["attempt"], second["worker_id"]) == (1, 2, "w")
         with pytest.raises(LostLease):
-            await backend.arun(_ops.complete(_ops.Lease.of(first), "w", '"stale"'), write=True)
+            await backend.arun(kernel.complete(Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)
         assert current is not None and (current.status, current.attempt) == ("running", 2)
-        done = await backend.arun(_ops.complete(_ops.Lease.of(second), "w", '"fresh"'), write=True)
+        done = await backend.arun(kernel.complete(Lease.of(second), "w", '"fresh"'), write=True)
     assert (done["status"], done["result"]) == ("succeeded", '"fresh"')
 
 
@@ -364,19 +365,19 @@ async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_
         backend = cq.backend
 
         async def claim() -> Any:
-            op = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+            op = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
             return (await backend.arun(op, write=True))[0]
 
         first = await claim()
         clock.advance(1001)
-        assert [r["status"] for r in await backend.arun(_ops.recover(100), write=True)] == [
+        assert [r["status"] for r in await backend.arun(kernel.recover(100), write=True)] == [
             "failed"
         ]
         await cq.retry(task.id, reset_attempt=True)
         second = await claim()
         assert (first["attempt"], first["worker_id"]) == (second["attempt"], second["worker_id"])
         with pytest.raises(LostLease):
-            await backend.arun(_ops.complete(_ops.Lease.of(first), "w", '"stale"'), write=True)
+            await backend.arun(kernel.complete(Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)
         assert current is not None and (current.status, current.result) == ("running", None)
 
@@ -385,7 +386,7 @@ async def test_expired_lease_is_recovered_and_run_again(db: Database) -> None:
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {})
-        claim = _ops.claim(["default"], "dead-worker", 1000, [_ops.Draw(None, 1)], 100)
+        claim = kernel.claim(["default"], "dead-worker", 1000, [kernel.Draw(None, 1)], 100)
         await cq.backend.arun(claim, write=True)
         clock.advance(1001)
         worker = db.worker(clock=clock, poll_interval_ms=20)
@@ -424,7 +425,7 @@ async def test_handler_writes_after_a_lost_lease_raise_without_touching_the_row(
         task = await cq.submit("slow", {}, max_attempts=3)
         await asyncio.wait_for(started.wait(), 10)
         clock.advance(60_000)
-        other = _ops.claim(["default"], "thief", 30_000, [_ops.Draw(None, 1)], 100)
+        other = kernel.claim(["default"], "thief", 30_000, [kernel.Draw(None, 1)], 100)
         stolen = await cq.backend.arun(other, write=True)
         assert [r["id"] for r in stolen] == [task.id]
         proceed.set()
@@ -446,13 +447,13 @@ async def test_one_heartbeat_statement_per_interval_covers_every_running_task(
 ) -> None:
     worker = db.worker(poll_interval_ms=20, concurrency=5, lease_ms=3000, heartbeat_interval_ms=100)
     calls: list[int] = []
-    original = _ops.heartbeat_batch
+    original = kernel.heartbeat_batch
 
     def counted(leases: Any, worker_id: str, lease_ms: int) -> Any:
         calls.append(len(leases))
         return original(leases, worker_id, lease_ms)
 
-    monkeypatch.setattr(_ops, "heartbeat_batch", counted)
+    monkeypatch.setattr(kernel, "heartbeat_batch", counted)
     release = asyncio.Event()
     running = 0
 
@@ -556,13 +557,13 @@ async def test_failed_claims_wait_out_the_backoff_however_often_the_worker_is_wo
 ) -> None:
     failed: list[float] = []
     claims: list[float] = []  # when each claim statement was made
-    claim = _ops.claim
+    claim = kernel.claim
 
     def recorded(*args: Any, **options: Any) -> Any:
         claims.append(time.monotonic())
         return claim(*args, **options)
 
-    monkeypatch.setattr(_ops, "claim", recorded)
+    monkeypatch.setattr(kernel, "claim", recorded)
 
     def on_error(exc: BaseException, context: dict[str, Any]) -> None:
         if context.get("phase") == "claim":
@@ -982,7 +983,7 @@ async def test_claim_batch_caps_the_tasks_taken_per_draw(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     limits: list[int] = []
-    original = _ops.claim
+    original = kernel.claim
 
     def recorded(
         queues: Any, worker_id: str, lease_ms: int, draws: Any, *rest: Any, **options: Any
@@ -990,7 +991,7 @@ async def test_claim_batch_caps_the_tasks_taken_per_draw(
         limits.extend(d.limit for d in draws)
         return original(queues, worker_id, lease_ms, draws, *rest, **options)
 
-    monkeypatch.setattr(_ops, "claim", recorded)
+    monkeypatch.setattr(kernel, "claim", recorded)
     worker = db.worker(poll_interval_ms=20, concurrency=8, claim_batch=3)
 
     @worker.task
@@ -1186,10 +1187,10 @@ async def test_an_expired_but_unrecovered_lease_is_not_reported_as_held(db: Data
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         await cq.submit("job", {})
-        claim = _ops.claim(["default"], "w", 1000, [_ops.Draw(None, 1)], 100)
+        claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
         row = (await cq.backend.arun(claim, write=True))[0]
         clock.advance(1001)
-        beat = _ops.heartbeat_batch([_ops.Lease.of(row)], "w", 1000)
+        beat = kernel.heartbeat_batch([Lease.of(row)], "w", 1000)
         assert await cq.backend.arun(beat, write=True) == {}
 
 
@@ -1200,12 +1201,12 @@ def _forget_lease_tokens(db: Database) -> None:
         assert db.path is not None
         with contextlib.closing(sqlite3.connect(db.path)) as conn, conn:
             for text in statements:
-                conn.execute(text.format(_ops.LEASES_MIGRATION))
+                conn.execute(text.format(kernel.LEASES_MIGRATION))
         return
     with admin_connect(db.url) as conn:
         conn.execute(f'set search_path to "{db.schema}"')
         for text in statements:
-            conn.execute(text.format(_ops.LEASES_MIGRATION))  # type: ignore[arg-type]
+            conn.execute(text.format(kernel.LEASES_MIGRATION))  # type: ignore[arg-type]
 
 
 async def test_a_worker_refuses_a_database_without_lease_tokens_and_clients_still_work(

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed
-from cairnq.protocol import ops as _ops
+from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed, kernel
+from cairnq.models import Lease
 from cairnq.protocol import workflows as _workflows
 from cairnq.protocol.statements import statements
 from cairnq.protocol.steps import NOW, Call
@@ -28,17 +28,17 @@ from .test_cli import run_on
 from .test_without_extensions import migrate_only, protocol_only
 
 
-async def _claim_reference(cq: CairnQ, worker_id: str = "ref") -> list[_ops.Lease]:
+async def _claim_reference(cq: CairnQ, worker_id: str = "ref") -> list[Lease]:
     """A claim as any worker of the protocol makes it: every due queued task."""
     rows = await cq.backend.arun(
-        _ops.claim(["default"], worker_id, 30_000, [_ops.Draw(None, 1000)], 10), write=True
+        kernel.claim(["default"], worker_id, 30_000, [kernel.Draw(None, 1000)], 10), write=True
     )
-    return [_ops.Lease.of(r) for r in rows]
+    return [Lease.of(r) for r in rows]
 
 
-async def _complete_reference(cq: CairnQ, lease: _ops.Lease, worker_id: str = "ref") -> None:
+async def _complete_reference(cq: CairnQ, lease: Lease, worker_id: str = "ref") -> None:
     """A completion without the workflow decision, as a reference SDK's worker writes it."""
-    await cq.backend.arun(_ops.complete(lease, worker_id, '"ok"'), write=True)
+    await cq.backend.arun(kernel.complete(lease, worker_id, '"ok"'), write=True)
 
 
 async def _statuses(cq: CairnQ, tasks: dict[str, Any]) -> dict[str, str]:
@@ -126,7 +126,7 @@ async def test_the_last_dependency_s_completion_releases_the_dependent_in_its_tr
         second = await cq.submit("step", depends_on=[first], delay_ms=0)
         [lease] = await _claim_reference(cq)
         row = await cq.backend.arun(
-            _ops.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+            kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
         )
         assert row["status"] == "succeeded"
         released = await cq.get(second.id)
@@ -141,7 +141,7 @@ async def test_a_released_task_keeps_its_submitted_delay_from_the_release(db: Da
         second = await cq.submit("step", depends_on=[first], delay_ms=3_600_000)
         [lease] = await _claim_reference(cq)
         await cq.backend.arun(
-            _ops.complete(lease, "ref", None, task_end=_workflows.after_ended), write=True
+            kernel.complete(lease, "ref", None, task_end=_workflows.after_ended), write=True
         )
         released = await cq.get(second.id)
         assert released is not None
@@ -201,7 +201,7 @@ async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope
         second = await cq.submit("step", depends_on=[first], on_dependency_failure="fail")
         [lease] = await _claim_reference(cq)
         await cq.backend.arun(
-            _ops.fail(
+            kernel.fail(
                 lease,
                 "ref",
                 '{"message":"boom"}',
@@ -361,10 +361,10 @@ def _purge_raw(db: Database, now_ms: int) -> list[str]:
         return [str(r[0]) for r in conn.execute(statement.text, params).fetchall()]
 
 
-async def _complete_deciding(cq: CairnQ, lease: _ops.Lease) -> None:
+async def _complete_deciding(cq: CairnQ, lease: Lease) -> None:
     """A completion as cairnq's worker settles it: deciding the task's parked dependents."""
     await cq.backend.arun(
-        _ops.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+        kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
     )
 
 
@@ -473,7 +473,7 @@ async def test_a_dependency_purged_before_it_succeeded_still_cancels_its_depende
         c = await cq.submit("step", depends_on=[a, b])
         leases = {lease.id: lease for lease in await _claim_reference(cq)}
         await cq.backend.arun(
-            _ops.fail(leases[a.id], "ref", '{"message":"boom"}', retryable=False, delay_ms=0),
+            kernel.fail(leases[a.id], "ref", '{"message":"boom"}', retryable=False, delay_ms=0),
             write=True,
         )
         assert _purge_raw(db, clock.advance(1)) == [a.id]

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _ids
+from . import _ids, kernel
+from ._checks import check_int, check_text
 from .backends import Backend
 from .errors import InvalidArgument
-from .protocol import ops as _ops
 
 log = logging.getLogger("cairnq.periodic")
 
@@ -56,7 +56,7 @@ class NamedLease:
     ttl_ms: int | None = None
 
     def __post_init__(self) -> None:
-        _ops.check_text(self.holder, "holder")
+        check_text(self.holder, "holder")
 
 
 def _default_on_error(exc: BaseException, context: dict[str, Any]) -> None:
@@ -106,13 +106,13 @@ class PeriodicJob:
         context: Mapping[str, Any] | None = None,
         stop_on: tuple[type[BaseException], ...] = (),
     ) -> None:
-        self.name = _ops.check_text(name, "name") or ""
+        self.name = check_text(name, "name") or ""
         self.fn = fn
-        self.interval_ms = _ops.check_int(interval_ms, "interval_ms", low=1, high=2**40)
+        self.interval_ms = check_int(interval_ms, "interval_ms", low=1, high=2**40)
         self.first_delay_ms = (
             self.interval_ms
             if first_delay_ms is None
-            else _ops.check_int(first_delay_ms, "first_delay_ms", low=0, high=2**40)
+            else check_int(first_delay_ms, "first_delay_ms", low=0, high=2**40)
         )
         if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter < 1:
             raise InvalidArgument(f"jitter must be a fraction in [0, 1), got {jitter!r}")
@@ -120,7 +120,7 @@ class PeriodicJob:
         self.max_error_backoff_ms = (
             8 * self.interval_ms
             if max_error_backoff_ms is None
-            else _ops.check_int(
+            else check_int(
                 max_error_backoff_ms, "max_error_backoff_ms", low=self.interval_ms, high=2**40
             )
         )
@@ -128,7 +128,7 @@ class PeriodicJob:
         self.lease_ttl_ms = 0
         if lease is not None:
             ttl = 3 * self.interval_ms if lease.ttl_ms is None else lease.ttl_ms
-            self.lease_ttl_ms = _ops.check_int(ttl, "ttl_ms", low=self.interval_ms + 1, high=2**40)
+            self.lease_ttl_ms = check_int(ttl, "ttl_ms", low=self.interval_ms + 1, high=2**40)
         self._on_error = on_error or _default_on_error
         self._context = {"phase": phase or self.name, "job": self.name, **(context or {})}
         self._stop_on = stop_on
@@ -202,7 +202,7 @@ class PeriodicJob:
         """
         if self.lease is not None and await self._leased_here():
             taken = await self.lease.backend.arun(
-                _ops.lock_acquire(self.name, self.lease.holder, self.lease_ttl_ms), write=True
+                kernel.lock_acquire(self.name, self.lease.holder, self.lease_ttl_ms), write=True
             )
             self._holding = taken
             if not taken:
@@ -215,13 +215,13 @@ class PeriodicJob:
         """Whether the database has the named leases (looked up once; logged once if not)."""
         if self._leased is None:
             assert self.lease is not None
-            self._leased = await self.lease.backend.arun(_ops.named_leases_ready(), write=False)
+            self._leased = await self.lease.backend.arun(kernel.named_leases_ready(), write=False)
             if not self._leased:
                 log.warning(
                     "periodic job %s runs in this process without its named lease: the "
                     "database lacks %s (run `cairnq migrate`)",
                     self.name,
-                    _ops.NAMED_LEASES_MIGRATION,
+                    kernel.NAMED_LEASES_MIGRATION,
                     extra={"job": self.name},
                 )
         return self._leased
@@ -231,7 +231,7 @@ class PeriodicJob:
         if self.lease is None or not self._holding:
             return
         self._holding = False
-        op = _ops.lock_release(self.name, self.lease.holder)
+        op = kernel.lock_release(self.name, self.lease.holder)
         try:
             await asyncio.wait_for(self.lease.backend.arun(op, write=True), GIVE_UP_TIMEOUT_S)
         except Exception as exc:

@@ -13,8 +13,9 @@ import threading
 import time
 from collections.abc import Mapping
 
+from . import kernel
+from ._checks import check_int, check_text
 from .errors import QueueFull
-from .protocol import ops as _ops
 from .protocol.procedures import Nap, Procedure, Run
 
 GRANT_MAX = 64
@@ -39,16 +40,14 @@ class QueueGate:
     ) -> None:
         if isinstance(max_queue_depth, Mapping):
             self._limits: dict[str, int] | int | None = {
-                _ops.check_text(q, "queue") or "": _ops.check_int(
-                    n, f"max_queue_depth[{q!r}]", low=1
-                )
+                check_text(q, "queue") or "": check_int(n, f"max_queue_depth[{q!r}]", low=1)
                 for q, n in max_queue_depth.items()
             }
         elif max_queue_depth is None:
             self._limits = None
         else:
-            self._limits = _ops.check_int(max_queue_depth, "max_queue_depth", low=1)
-        self.max_queue_wait_ms = _ops.check_int(
+            self._limits = check_int(max_queue_depth, "max_queue_depth", low=1)
+        self.max_queue_wait_ms = check_int(
             max_queue_wait_ms, "max_queue_wait_ms", low=0, high=2**40
         )
         self._grants: dict[str, int] = {}
@@ -92,7 +91,7 @@ class QueueGate:
         started = time.monotonic()
         pause = FIRST_PAUSE_S
         while True:
-            headroom = yield Run(_ops.queue_depth(queue, limit))
+            headroom = yield Run(kernel.queue_depth(queue, limit))
             if self._grant(queue, int(headroom), count):
                 return
             waited = time.monotonic() - started

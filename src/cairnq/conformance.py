@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
+from . import kernel
 from ._clock import Clock
 from ._json import DEFAULT_CODEC, parse_input
 from .backends import Backend, registration, url_scheme
 from .backends.base import home_loop_of
 from .client import CairnQ
 from .errors import CairnQError, InvalidArgument
-from .models import Task, TaskRef
-from .protocol import ops as _ops
+from .models import Lease, Task, TaskRef
 from .protocol.steps import Op
 from .store import TaskStore
 from .testing import FakeClock
@@ -233,7 +233,7 @@ class _Interpreter:
         self.backend = backend
         self.clock = clock
         self.saved: dict[str, Any] = {}
-        self.leases: dict[str, _ops.Lease] = {}
+        self.leases: dict[str, Lease] = {}
 
     # --- references ---------------------------------------------------------------
 
@@ -339,15 +339,15 @@ class _Interpreter:
     def _owned_write(self, op: Op[Mapping[str, Any]]) -> dict[str, Any]:
         return Task.from_row(self._run(op)).to_dict()
 
-    def _lease(self, task_id: str) -> _ops.Lease:
+    def _lease(self, task_id: str) -> Lease:
         """The lease of the scenario's latest claim of the task (a never-claimed one holds none).
 
         Token 0 is never handed out, so a write with it is refused as a stranger's.
         """
         lease = self.leases.get(task_id)
         if lease is None:
-            task = self._run(_ops.get(task_id), write=False)
-            return _ops.Lease(task_id, task.attempt if task is not None else 0, 0)
+            task = self._run(kernel.get(task_id), write=False)
+            return Lease(task_id, task.attempt if task is not None else 0, 0)
         return lease
 
     def perform(self, op: str, a: dict[str, Any]) -> Any:
@@ -359,7 +359,7 @@ class _Interpreter:
             return None
         if op == "submit":
             delay = a.get("run_at_delay_ms", a.get("delay_ms", 0))
-            spec = _ops.new_task(
+            spec = kernel.new_task(
                 DEFAULT_CODEC,
                 a["name"],
                 a.get("payload"),
@@ -374,29 +374,29 @@ class _Interpreter:
                 root_id=a.get("root_id"),
                 correlation_id=a.get("correlation_id"),
             )
-            return self._run(_ops.submit(spec))
+            return self._run(kernel.submit(spec))
         reads: dict[str, Callable[[str], Op[Any]]] = {
-            "get": _ops.get,
-            "get_status": _ops.get_status,
-            "get_by_key": _ops.get_by_key,
-            "get_status_by_key": _ops.get_status_by_key,
+            "get": kernel.get,
+            "get_status": kernel.get_status,
+            "get_by_key": kernel.get_by_key,
+            "get_status_by_key": kernel.get_status_by_key,
         }
         if op in reads:
             return self._run(reads[op](a["key"] if "key" in op else a["id"]), write=False)
         if op == "list":
             filters = {k: a[k] for k in a if k != "op"}
-            return self._run(_ops.list_tasks(**filters), write=False)
+            return self._run(kernel.list_tasks(**filters), write=False)
         if op == "cancel":
-            return self._run(_ops.cancel(a["id"]))
+            return self._run(kernel.cancel(a["id"]))
         if op == "cancel_by_key":
-            return self._run(_ops.cancel_by_key(a["key"]))
+            return self._run(kernel.cancel_by_key(a["key"]))
         if op == "retry":
-            return self._run(_ops.retry(a["id"], bool(a.get("reset_attempt", False))))
+            return self._run(kernel.retry(a["id"], bool(a.get("reset_attempt", False))))
         if op == "retry_by_key":
-            return self._run(_ops.retry_by_key(a["key"], bool(a.get("reset_attempt", False))))
+            return self._run(kernel.retry_by_key(a["key"], bool(a.get("reset_attempt", False))))
         if op == "purge":
             return self._run(
-                _ops.purge(
+                kernel.purge(
                     older_than_ms=a.get("older_than_ms", 0),
                     queue=a.get("queue"),
                     status=a.get("status"),
@@ -405,31 +405,31 @@ class _Interpreter:
                 )
             )
         if op == "stats":
-            return self._run(_ops.stats(a.get("queue")), write=False)
+            return self._run(kernel.stats(a.get("queue")), write=False)
         if op == "queue_depth":
-            return self._run(_ops.queue_depth(a["queue"], a["max_depth"]), write=False)
+            return self._run(kernel.queue_depth(a["queue"], a["max_depth"]), write=False)
         if op == "claim":
             return self._claim(a)
         worker = str(a.get("worker_id"))
         if op == "heartbeat":
             lease_ms = a.get("lease_ms", 30000)
-            return self._owned_write(_ops.heartbeat(self._lease(a["id"]), worker, lease_ms))
+            return self._owned_write(kernel.heartbeat(self._lease(a["id"]), worker, lease_ms))
         if op == "heartbeat_batch":
             leases = [self._lease(i) for i in a["ids"]]
-            held = self._run(_ops.heartbeat_batch(leases, worker, a.get("lease_ms", 30000)))
+            held = self._run(kernel.heartbeat_batch(leases, worker, a.get("lease_ms", 30000)))
             return [{"id": i, "cancel_requested": held[i]} for i in a["ids"] if i in held]
         if op == "progress":
             return self._owned_write(
-                _ops.progress(self._lease(a["id"]), worker, a.get("progress"), a.get("message"))
+                kernel.progress(self._lease(a["id"]), worker, a.get("progress"), a.get("message"))
             )
         if op in ("succeed", "complete"):
-            settle = _ops.succeed if op == "succeed" else _ops.complete
+            settle = kernel.succeed if op == "succeed" else kernel.complete
             result = DEFAULT_CODEC.encode_optional(a.get("result"), what="result")
             return self._owned_write(settle(self._lease(a["id"]), worker, result))
         if op == "fail":
             error = DEFAULT_CODEC.encode(a.get("error", {}), what="error")
             return self._owned_write(
-                _ops.fail(
+                kernel.fail(
                     self._lease(a["id"]),
                     worker,
                     error,
@@ -441,11 +441,11 @@ class _Interpreter:
 
     def _claim(self, a: dict[str, Any]) -> list[dict[str, Any]]:
         names = a.get("names")
-        draw = _ops.Draw(names, int(a.get("limit", 1)))
-        op = _ops.claim(a["queues"], a["worker_id"], int(a.get("lease_ms", 30000)), [draw], 1000)
+        draw = kernel.Draw(names, int(a.get("limit", 1)))
+        op = kernel.claim(a["queues"], a["worker_id"], int(a.get("lease_ms", 30000)), [draw], 1000)
         rows = self._run(op)
         for row in rows:
-            self.leases[row["id"]] = _ops.Lease.of(row)
+            self.leases[row["id"]] = Lease.of(row)
         return [Task.from_row(r).to_dict() for r in rows]
 
 

@@ -35,7 +35,7 @@ from .models import Task
 
 if TYPE_CHECKING:
     from ._json import JsonCodec
-    from .protocol.ops import NewTask
+    from .kernel import NewTask
 
 __all__ = ["PendingSubmit", "SubmitDone", "SubmitHook"]
 

@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _ids
+from . import _ids, kernel
+from ._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
 from ._periodic import PeriodicJob
 from .backends import Backend
 from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
-from .protocol import ops as _ops
 from .protocol.procedures import Nap, Procedure, Run, afollow, follow
 from .protocol.steps import Op
 
@@ -49,10 +49,10 @@ class RetentionRule:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        _ops.check_int(self.older_than_ms, "older_than_ms", low=0, high=2**62)
-        _ops.check_text(self.queue, "queue", optional=True)
-        _ops.check_status(self.status, terminal=True)
-        _ops.check_text(self.name, "name", optional=True)
+        check_int(self.older_than_ms, "older_than_ms", low=0, high=2**62)
+        check_text(self.queue, "queue", optional=True)
+        check_status(self.status, terminal=True)
+        check_text(self.name, "name", optional=True)
 
 
 class RetentionRules(tuple[RetentionRule, ...]):
@@ -114,8 +114,8 @@ class Retention:
             raise InvalidArgument("retention needs at least one rule")
         self.older_than_ms = older_than_ms
         self.rules: RetentionRules = RetentionRules(rules)
-        self.interval_ms = _ops.check_int(interval_ms, "interval_ms", low=1, high=2**40)
-        self.limit = _ops.check_int(limit, "limit", low=1, high=_ops.MAX_LIST_LIMIT)
+        self.interval_ms = check_int(interval_ms, "interval_ms", low=1, high=2**40)
+        self.limit = check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT)
         self.on_error = on_error
 
     def __repr__(self) -> str:
@@ -152,19 +152,19 @@ class _Sweeping:
     def _batches(self, tally: _Tally) -> Procedure[None]:
         """Purge everything past the cutoffs, batch by batch, counting into ``tally``."""
         if self.leased is None:
-            self.leased = yield Run(_ops.named_leases_ready(), write=False)
+            self.leased = yield Run(kernel.named_leases_ready(), write=False)
             if not self.leased:
                 log.warning(
                     "retention sweeps without its named lease: the database lacks %s "
                     "(run `cairnq migrate`); a lock held for each batch keeps two batches "
                     "from running at once instead",
-                    _ops.NAMED_LEASES_MIGRATION,
+                    kernel.NAMED_LEASES_MIGRATION,
                 )
         if not self.leased:
             yield from self._batches_unleased(tally)
             return
         ttl_ms = max(60_000, self.retention.interval_ms)
-        if not (yield Run(_ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)):
+        if not (yield Run(kernel.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)):
             log.debug("another process is sweeping; skipping this turn")
             return
         for rule in self.retention.rules:
@@ -175,10 +175,10 @@ class _Sweeping:
                     break
                 yield Nap(0)
                 if self._stopped() or not (
-                    yield Run(_ops.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)
+                    yield Run(kernel.lock_acquire(LOCK_NAME, self.holder, ttl_ms), write=True)
                 ):
                     break
-        yield Run(_ops.lock_release(LOCK_NAME, self.holder), write=True)
+        yield Run(kernel.lock_release(LOCK_NAME, self.holder), write=True)
 
     def _batches_unleased(self, tally: _Tally) -> Procedure[None]:
         """``_batches`` without ``cairnq_locks``: each batch takes the one-sweeper lock
@@ -196,7 +196,7 @@ class _Sweeping:
                 yield Nap(0)
 
     def _purge_exclusive(self, rule: RetentionRule) -> Op[list[str] | None]:
-        return _ops.purge_exclusive(
+        return kernel.purge_exclusive(
             LOCK_NAME,
             older_than_ms=rule.older_than_ms,
             queue=rule.queue,
@@ -213,7 +213,7 @@ class _Sweeping:
         return deleted
 
     def _purge(self, rule: RetentionRule) -> Op[list[str]]:
-        return _ops.purge(
+        return kernel.purge(
             older_than_ms=rule.older_than_ms,
             queue=rule.queue,
             status=rule.status,

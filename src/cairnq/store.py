@@ -48,6 +48,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from . import kernel
+from ._checks import MAX_DELAY_MS, MAX_LIST_LIMIT, check_int, check_names, check_text
 from ._json import DEFAULT_CODEC, JsonCodec
 from ._readiness import Readiness
 from ._wakeups import wants_done, wants_queued
@@ -61,8 +63,7 @@ from .backends import (
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
-from .models import Task, TaskRef
-from .protocol import ops as _ops
+from .models import Lease, Task, TaskRef
 from .protocol import workflows as _workflows
 from .protocol._points import TaskEnd
 from .protocol.procedures import afollow
@@ -87,14 +88,14 @@ ClaimDraw = Callable[[Sequence[str] | None, int], Awaitable[list[Task]]]
 """``claim_session``'s draw: ``await draw(names, limit)`` claims up to ``limit`` of ``names``."""
 
 
-def _current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, _ops.Lease]]:
+def _current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, Lease]]:
     """The lease each task is held under by ``worker_id`` now (running, lease live).
 
     Tasks held by anyone else, not running, or claimed without a lease token are left out.
     """
     rows = yield Call("lease_states", {"ids": list(task_ids), "now_ms": NOW})
     return {
-        str(row["id"]): _ops.Lease(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
+        str(row["id"]): Lease(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
         for row in rows
         if row["status"] == "running"
         and row["worker_id"] == worker_id
@@ -143,7 +144,7 @@ class TaskStore:
         self.codec = codec
         self.gate = gate if gate is not None else QueueGate(None)
         self.sweeper: RetentionSweeper | None = None
-        self._leases: OrderedDict[tuple[str, str], _ops.Lease] = OrderedDict()
+        self._leases: OrderedDict[tuple[str, str], Lease] = OrderedDict()
         # (task, worker id) whose claim by this store was lost or settled: its writes
         # are refused until this store claims the task again.
         self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -175,7 +176,7 @@ class TaskStore:
 
     async def protocol_version(self) -> int:
         """The database's ``protocol_version`` (0 when the meta row is missing)."""
-        return await self._read(_ops.protocol_version())
+        return await self._read(kernel.protocol_version())
 
     def use_backpressure(
         self, max_queue_depth: DepthLimit, *, max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS
@@ -250,7 +251,7 @@ class TaskStore:
 
             task = await store.submit(name="email.send", payload={"to": "a@b.c"}, key="k1")
         """
-        spec = _ops.new_task(
+        spec = kernel.new_task(
             self.codec,
             name,
             payload,
@@ -268,25 +269,25 @@ class TaskStore:
         if self.gate.limit_for(spec.queue) is not None:
             await afollow(self.gate.admit(spec.queue), self._run_step)
         if spec.key is None:
-            return await self._write(_ops.insert(spec))
+            return await self._write(kernel.insert(spec))
         ended = await self._task_end() if spec.conflict == "replace" else None
-        return await self._write(_ops.submit(spec, task_end=ended))
+        return await self._write(kernel.submit(spec, task_end=ended))
 
     async def get(self, task_id: str) -> Task | None:
         """The task, or ``None`` when there is none with that id."""
-        return await self._read(_ops.get(task_id))
+        return await self._read(kernel.get(task_id))
 
     async def get_by_key(self, key: str) -> Task | None:
         """The task the key points at, or ``None``."""
-        return await self._read(_ops.get_by_key(key))
+        return await self._read(kernel.get_by_key(key))
 
     async def get_status(self, task_id: str) -> TaskRef | None:
         """``TaskRef(id, status)`` of the task, or ``None``: a cheap probe."""
-        return await self._read(_ops.get_status(task_id))
+        return await self._read(kernel.get_status(task_id))
 
     async def get_status_by_key(self, key: str) -> TaskRef | None:
         """``TaskRef(id, status)`` of the task the key points at, or ``None``."""
-        return await self._read(_ops.get_status_by_key(key))
+        return await self._read(kernel.get_status_by_key(key))
 
     async def list(
         self,
@@ -305,7 +306,7 @@ class TaskStore:
             InvalidArgument: an unknown status, or a negative limit or offset.
         """
         return await self._read(
-            _ops.list_tasks(
+            kernel.list_tasks(
                 status=status,
                 queue=queue,
                 name=name,
@@ -318,7 +319,7 @@ class TaskStore:
 
     async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
         """``{queue: {status: count}}``, zero-filled; a named queue always appears."""
-        return await self._read(_ops.stats(queue))
+        return await self._read(kernel.stats(queue))
 
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom of ``queue`` under ``max_depth`` queued tasks (0 when full).
@@ -326,25 +327,25 @@ class TaskStore:
         Raises:
             InvalidArgument: ``max_depth`` is negative (it must be >= 0).
         """
-        return await self._read(_ops.queue_depth(queue, max_depth))
+        return await self._read(kernel.queue_depth(queue, max_depth))
 
     # --- client writes --------------------------------------------------------------
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a queued task at once, or request a running one's cancel; ``None`` if terminal."""
-        return await self._write(_ops.cancel(task_id, task_end=await self._task_end()))
+        return await self._write(kernel.cancel(task_id, task_end=await self._task_end()))
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` of the task the key points at; ``None`` for an unknown key."""
-        return await self._write(_ops.cancel_by_key(key, task_end=await self._task_end()))
+        return await self._write(kernel.cancel_by_key(key, task_end=await self._task_end()))
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Queue a failed or canceled task again; ``None`` for any other status."""
-        return await self._write(_ops.retry(task_id, reset_attempt))
+        return await self._write(kernel.retry(task_id, reset_attempt))
 
     async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         """``retry`` of the task the key points at; ``None`` for an unknown key."""
-        return await self._write(_ops.retry_by_key(key, reset_attempt))
+        return await self._write(kernel.retry_by_key(key, reset_attempt))
 
     async def purge(
         self,
@@ -361,7 +362,7 @@ class TaskStore:
             InvalidArgument: a negative age, a limit below 1, or a status that is not terminal.
         """
         return await self._write(
-            _ops.purge(
+            kernel.purge(
                 older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
             )
         )
@@ -415,7 +416,7 @@ class TaskStore:
         listed = self._names(names)
         if listed == []:
             return None
-        if not await self._read(_ops.probe(queue_list, listed)):
+        if not await self._read(kernel.probe(queue_list, listed)):
             return None
 
         async def draw(draw_names: Sequence[str] | None, limit: int) -> _TaskList:
@@ -429,8 +430,8 @@ class TaskStore:
         Wake-ups come from this process's writes, and on PostgreSQL from NOTIFY when
         the backend listens; polling again after the wait is still needed.
         """
-        queue_list = _ops.check_names(queues, "queues")
-        ms = _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
+        queue_list = check_names(queues, "queues")
+        ms = check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
         with self.backend.hub.subscribe(
             wants_queued(queue_list), claims=True, channels=("queued",)
         ) as sub:
@@ -438,7 +439,7 @@ class TaskStore:
 
     async def task_done_wake(self, task_id: str, timeout_ms: int) -> None:
         """Sleep up to ``timeout_ms``, waking early when the task finishes (as ``claim_wake``)."""
-        ms = _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
+        ms = check_int(timeout_ms, "timeout_ms", low=0, high=2**40)
         with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
             await sub.wait_async(ms / 1000)
 
@@ -450,9 +451,9 @@ class TaskStore:
         Raises:
             LostLease: ``worker_id`` no longer holds the task.
         """
-        lease_ms = _ops.check_int(lease_ms, "lease_ms", low=1, high=2**40)
+        lease_ms = check_int(lease_ms, "lease_ms", low=1, high=2**40)
         return await self._owned(
-            task_id, worker_id, lambda lease: _ops.heartbeat(lease, worker_id, lease_ms)
+            task_id, worker_id, lambda lease: kernel.heartbeat(lease, worker_id, lease_ms)
         )
 
     async def heartbeat_batch(
@@ -462,11 +463,11 @@ class TaskStore:
 
         A task missing from the answer is no longer held by ``worker_id``.
         """
-        ids = [_ops.check_text(i, "task id") or "" for i in task_ids]
-        worker = _ops.check_text(worker_id, "worker_id") or ""
-        lease_ms = _ops.check_int(lease_ms, "lease_ms", low=1, high=2**40)
+        ids = [check_text(i, "task id") or "" for i in task_ids]
+        worker = check_text(worker_id, "worker_id") or ""
+        lease_ms = check_int(lease_ms, "lease_ms", low=1, high=2**40)
         leases = await self._leases_for(ids, worker)
-        beat = await self._write(_ops.heartbeat_batch(list(leases.values()), worker, lease_ms))
+        beat = await self._write(kernel.heartbeat_batch(list(leases.values()), worker, lease_ms))
         for lost in leases.keys() - beat.keys():
             self._forget(lost, worker)
         return {i: bool(beat[i]) for i in ids if i in beat}
@@ -480,7 +481,7 @@ class TaskStore:
             LostLease: ``worker_id`` no longer holds the task.
         """
         return await self._owned(
-            task_id, worker_id, lambda lease: _ops.progress(lease, worker_id, progress, message)
+            task_id, worker_id, lambda lease: kernel.progress(lease, worker_id, progress, message)
         )
 
     async def complete(self, *, task_id: str, worker_id: str, result: Any) -> Task:
@@ -495,7 +496,7 @@ class TaskStore:
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: _ops.complete(lease, worker_id, encoded, task_end=ended),
+            lambda lease: kernel.complete(lease, worker_id, encoded, task_end=ended),
             True,
         )
 
@@ -511,7 +512,7 @@ class TaskStore:
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: _ops.succeed(lease, worker_id, encoded, task_end=ended),
+            lambda lease: kernel.succeed(lease, worker_id, encoded, task_end=ended),
             True,
         )
 
@@ -534,13 +535,13 @@ class TaskStore:
             LostLease: ``worker_id`` no longer holds the task.
             InvalidArgument: a negative ``delay_ms``.
         """
-        delay = _ops.check_int(delay_ms, "delay_ms", low=0, high=_ops.MAX_DELAY_MS)
+        delay = check_int(delay_ms, "delay_ms", low=0, high=MAX_DELAY_MS)
         encoded = self.codec.encode_error(error, retryable=bool(retryable))
         ended = await self._task_end()
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: _ops.fail(
+            lambda lease: kernel.fail(
                 lease, worker_id, encoded, retryable=bool(retryable), delay_ms=delay, task_end=ended
             ),
             True,
@@ -571,7 +572,7 @@ class TaskStore:
                 "between the handler's writes and the task's completion"
             )
         completer = self.backend
-        worker = _ops.check_text(worker_id, "worker_id") or ""
+        worker = check_text(worker_id, "worker_id") or ""
         values: _Values = []
 
         async def run(conn: Any) -> Any:
@@ -579,7 +580,7 @@ class TaskStore:
             values.append(value)
             return value
 
-        async def settle(lease: _ops.Lease) -> Row:
+        async def settle(lease: Lease) -> Row:
             row: Row = await completer.complete_in(
                 lease,
                 worker,
@@ -624,27 +625,27 @@ class TaskStore:
 
     @staticmethod
     def _claim_args(queues: Iterable[str], worker_id: str, lease_ms: int) -> tuple[_Ids, str, int]:
-        queue_list = _ops.check_names(queues, "queues")
+        queue_list = check_names(queues, "queues")
         if not queue_list:
             raise InvalidArgument("claim needs at least one queue")
-        worker = _ops.check_text(worker_id, "worker_id") or ""
-        return queue_list, worker, _ops.check_int(lease_ms, "lease_ms", low=1, high=2**40)
+        worker = check_text(worker_id, "worker_id") or ""
+        return queue_list, worker, check_int(lease_ms, "lease_ms", low=1, high=2**40)
 
     @staticmethod
     def _names(names: Iterable[str] | None) -> _Ids | None:
-        return None if names is None else _ops.check_names(names, "names")
+        return None if names is None else check_names(names, "names")
 
     async def _claim(
         self, queues: _Ids, worker_id: str, lease_ms: int, names: _Ids | None, limit: int
     ) -> _TaskList:
-        count = _ops.check_int(limit, "limit", low=0, high=_ops.MAX_LIST_LIMIT)
-        draw = _ops.Draw(names, count)
-        rows = await self._write(_ops.claim(queues, worker_id, lease_ms, [draw], RECOVER_LIMIT))
+        count = check_int(limit, "limit", low=0, high=MAX_LIST_LIMIT)
+        draw = kernel.Draw(names, count)
+        rows = await self._write(kernel.claim(queues, worker_id, lease_ms, [draw], RECOVER_LIMIT))
         for row in rows:
-            self._remember(_ops.Lease.of(row), worker_id)
+            self._remember(Lease.of(row), worker_id)
         return [Task.from_row(row) for row in rows]
 
-    def _remember(self, lease: _ops.Lease, worker_id: str) -> None:
+    def _remember(self, lease: Lease, worker_id: str) -> None:
         self._leases[(lease.id, worker_id)] = lease
         self._leases.move_to_end((lease.id, worker_id))
         self._ended.pop((lease.id, worker_id), None)
@@ -659,7 +660,7 @@ class TaskStore:
         while len(self._ended) > REMEMBERED_LEASES:
             self._ended.popitem(last=False)
 
-    async def _leases_for(self, task_ids: Sequence[str], worker_id: str) -> dict[str, _ops.Lease]:
+    async def _leases_for(self, task_ids: Sequence[str], worker_id: str) -> dict[str, Lease]:
         """The lease of each task ``worker_id`` holds: remembered from this store's claims,
         else read from the database; tasks it does not hold are left out."""
         known = {
@@ -670,8 +671,8 @@ class TaskStore:
             known.update(await self._read(_current_lease(unknown, worker_id)))
         return {i: known[i] for i in task_ids if i in known}
 
-    async def _lease(self, task_id: str, worker_id: str) -> _ops.Lease:
-        task = _ops.check_text(task_id, "task id") or ""
+    async def _lease(self, task_id: str, worker_id: str) -> Lease:
+        task = check_text(task_id, "task id") or ""
         lease = (await self._leases_for([task], worker_id)).get(task)
         if lease is None:
             raise LostLease(task)
@@ -681,10 +682,10 @@ class TaskStore:
         self,
         task_id: str,
         worker_id: str,
-        make: Callable[[_ops.Lease], Op[Row]],
+        make: Callable[[Lease], Op[Row]],
         settles: bool = False,
     ) -> Task:
-        worker = _ops.check_text(worker_id, "worker_id") or ""
+        worker = check_text(worker_id, "worker_id") or ""
         lease = await self._lease(task_id, worker)
         try:
             row = await self._write(make(lease))

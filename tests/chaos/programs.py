@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors
+from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors, kernel
 from cairnq.backends import Backend, SQLiteBackend
-from cairnq.protocol import ops as _ops
 from cairnq.protocol import statements as _protocol
 from cairnq.workflows import Gathering, Graph
 
@@ -160,6 +159,7 @@ def _leaves_one_running() -> None:
 def _acks_without_writing() -> None:
     """Every fifth keyless submit is acknowledged and never written."""
     from cairnq import client
+    from cairnq.kernel.submit import _as_inserted
 
     submit = client.CairnQ._submit_spec
     count = [0]
@@ -167,7 +167,7 @@ def _acks_without_writing() -> None:
     async def sometimes(self: Any, spec: Any, conn: Any, gate: Any) -> Any:
         count[0] += 1
         if count[0] % 5 == 0 and spec.key is None:
-            return _ops._as_inserted(spec, 0, 0)
+            return _as_inserted(spec, 0, 0)
         return await submit(self, spec, conn, gate)
 
     client.CairnQ._submit_spec = sometimes  # type: ignore[method-assign]
@@ -1005,10 +1005,10 @@ async def _claimers(config: dict[str, Any]) -> None:
     start_at = await _start_together(config)
     for r in range(config["rounds"]):
         await _wait_until(start_at + r * config["interval_s"])
-        draws = [_ops.Draw(None, 1)]
+        draws = [kernel.Draw(None, 1)]
         claims = [
             backend.arun(
-                _ops.claim([f"storm{r}"], f"w{os.getpid()}-{i}", config["lease_ms"], draws, 100),
+                kernel.claim([f"storm{r}"], f"w{os.getpid()}-{i}", config["lease_ms"], draws, 100),
                 write=True,
             )
             for i in range(per)

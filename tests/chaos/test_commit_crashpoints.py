@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cairnq.protocol import ops as _ops
+from cairnq import kernel
+from cairnq.models import Lease
 
 from .._db import Database, admin_connect
 
@@ -24,18 +25,19 @@ ROOT = Path(__file__).resolve().parents[2]
 # the armed crash point ends the process with 137 before it can print.
 COMPLETE = """
 import asyncio, json, sys
-from cairnq.protocol import ops as _ops
+from cairnq import kernel
+from cairnq.models import Lease
 from tests.chaos.programs import open_backend
 
 spec, task_id, attempt, token, worker_id, runner = json.loads(sys.argv[1]), *sys.argv[2:]
-lease = _ops.Lease(task_id, int(attempt), int(token))
+lease = Lease(task_id, int(attempt), int(token))
 backend = open_backend(spec, listen=False)
 if runner == "sync":
-    backend.run(_ops.complete(lease, worker_id, '{"done": 1}'), write=True)
+    backend.run(kernel.complete(lease, worker_id, '{"done": 1}'), write=True)
 else:
     async def main():
         if runner == "async":
-            await backend.arun(_ops.complete(lease, worker_id, '{"done": 1}'), write=True)
+            await backend.arun(kernel.complete(lease, worker_id, '{"done": 1}'), write=True)
         else:
             async def write(conn):
                 await conn.execute("insert into effects values (%s)", (task_id,))
@@ -49,18 +51,18 @@ print("survived", flush=True)
 """
 
 
-def _claimed(db: Database) -> _ops.Lease:
+def _claimed(db: Database) -> Lease:
     """Submit one task and claim it as worker ``w1``; the claim's lease."""
     with db.sync_client() as client:
         task = client.submit("job", {})
     rows = db.backend().run(
-        _ops.claim(["default"], "w1", 60_000, [_ops.Draw(None, 1)], 100), write=True
+        kernel.claim(["default"], "w1", 60_000, [kernel.Draw(None, 1)], 100), write=True
     )
     assert [row["id"] for row in rows] == [task.id]
-    return _ops.Lease.of(rows[0])
+    return Lease.of(rows[0])
 
 
-def _complete_and_die(db: Database, point: str, lease: _ops.Lease, runner: str) -> None:
+def _complete_and_die(db: Database, point: str, lease: Lease, runner: str) -> None:
     done = subprocess.run(
         [
             *(sys.executable, "-c", COMPLETE, db.spec(), lease.id),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cairnq.models import Lease
+
 from .._db import Database, admin_connect
 from .._pgproxy import PgProxy
 from .harness import Config, Run
@@ -235,8 +237,7 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
     """A stale attempt and the current one both complete inside their own transaction."""
     import asyncio
 
-    from cairnq import LostLease
-    from cairnq.protocol import ops as _ops
+    from cairnq import LostLease, kernel
     from cairnq.testing import FakeClock
 
     clock = FakeClock()
@@ -253,13 +254,13 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
             await setup.submit("job", {})
             first = (
                 await setup.backend.arun(
-                    _ops.claim(["default"], "w1", 1000, [_ops.Draw(None, 1)], 10), write=True
+                    kernel.claim(["default"], "w1", 1000, [kernel.Draw(None, 1)], 10), write=True
                 )
             )[0]
             clock.advance(1001)
             second = (
                 await setup.backend.arun(
-                    _ops.claim(["default"], "w2", 60_000, [_ops.Draw(None, 1)], 10), write=True
+                    kernel.claim(["default"], "w2", 60_000, [kernel.Draw(None, 1)], 10), write=True
                 )
             )[0]
 
@@ -274,7 +275,7 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
                 return write
 
             async def settle(worker: str, row: dict[str, object]) -> str:
-                lease = _ops.Lease.of(row)  # type: ignore[arg-type]
+                lease = Lease.of(row)  # type: ignore[arg-type]
                 try:
                     await backend.complete_in(  # type: ignore[attr-defined]
                         lease,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cairnq.protocol import ops as _ops
+from cairnq import kernel
 
 from .._connections import postgres_connections
 from .._db import Database
@@ -73,8 +73,8 @@ def claim_storm(
             if expired:
                 # No recovery by these claims (recover_limit 0): every expired lease is
                 # left to the storm, however long this loop takes.
-                draws = [_ops.Draw(None, 1)]
-                dead = _ops.claim([f"storm{r}"], "dead", DEAD_LEASE_MS, draws, 0)
+                draws = [kernel.Draw(None, 1)]
+                dead = kernel.claim([f"storm{r}"], "dead", DEAD_LEASE_MS, draws, 0)
                 assert len(client.backend.run(dead, write=True)) == 1
     if expired:
         time.sleep(2 * DEAD_LEASE_MS / 1000)  # the last dead lease runs out

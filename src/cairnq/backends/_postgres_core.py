@@ -1,7 +1,7 @@
 """What both halves of the PostgreSQL backend share: settings, helpers and per-half hooks.
 
-``cairnq/_async/postgres.py`` holds the async paths (the source); the blocking ones
-in ``cairnq/_sync/postgres.py`` are generated from them; ``PostgresBackend`` in
+``_pg_async.py`` holds the async paths (the source); the blocking ones in
+``_pg_sync.py`` are generated from them; ``PostgresBackend`` in
 ``backends/postgres.py`` mixes both in. The hooks here are where the two halves
 genuinely differ (locks, the event-loop check, the LISTEN task, the op timeout).
 """
@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
-from .. import _checks
+from .. import _checks, kernel
 from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from .._checks import SCHEMA_NAME as SCHEMA_NAME
 from .._checks import check_schema as check_schema
@@ -48,7 +48,6 @@ from ..errors import (
     InvalidArgument,
     UnsupportedBackend,
 )
-from ..protocol import ops as _ops
 from ..protocol.setup import Setup, check_repair, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
@@ -520,7 +519,7 @@ class PostgresCore:
             "postgres",
             migrate=self.migrate,
             repair=self.repair,
-            installation_check=_ops.check_installation(self.schema),
+            installation_check=kernel.check_installation(self.schema),
         )
 
     def _params(self, step: Call) -> tuple[bytes, dict[str, Any]]:

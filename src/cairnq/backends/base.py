@@ -1,6 +1,6 @@
 """The seam between the domain and a database.
 
-A backend runs operations (``_ops`` generators) to completion: each ``Call``
+A backend runs operations (the kernel's generators) to completion: each ``Call``
 as its dialect's canonical statement with the call's parameters, a write
 operation inside one write transaction, a read outside any. It fills in
 ``now_ms`` from its clock (``None`` on PostgreSQL means the database clock),
@@ -175,7 +175,7 @@ class InTransactionCompleter(Protocol):
         """Run ``write(conn)`` and the task's completion in one transaction.
 
         The option ``task_end`` (a ``protocol._points.TaskEnd``) runs in the same
-        transaction on the ended task's row (``ops.complete_held(..., task_end=...)``).
+        transaction on the ended task's row (``kernel.complete_held(..., task_end=...)``).
         """
 
 

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from .. import _checks
+from .. import _checks, kernel
 from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from .._checks import SCHEMA_NAME as SCHEMA_NAME
 from .._checks import check_schema as check_schema
@@ -46,7 +46,6 @@ from ..errors import (
     UnsupportedBackend,
 )
 from ..models import Lease
-from ..protocol import ops as _ops
 from ..protocol._points import TaskEnd
 from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
@@ -326,7 +325,7 @@ class PgExecutorBackend:
             "postgres",
             migrate=self.migrate,
             repair=self.repair,
-            installation_check=_ops.check_installation(self.schema),
+            installation_check=kernel.check_installation(self.schema),
         )
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
@@ -386,7 +385,7 @@ class PgExecutorBackend:
         The attempt's row is locked first, so ``write``'s changes commit exactly
         when the task succeeds; with a cancel pending, ``write`` is not called and
         the task ends canceled. ``task_end``: run in the same transaction on the
-        ended task's row (see ``ops.complete``).
+        ended task's row (see ``kernel.complete``).
 
         Returns the completed row, undecoded.
 
@@ -400,11 +399,11 @@ class PgExecutorBackend:
         try:
             async with self.executor.transaction() as session:
                 canceled, _ = await adrive(
-                    _ops.hold(lease, worker_id), lambda step: self._execute(session, step)
+                    kernel.hold(lease, worker_id), lambda step: self._execute(session, step)
                 )
                 result = None if canceled else encode(await write(session))
                 row, emits = await adrive(
-                    _ops.complete_held(lease, worker_id, result, task_end=task_end),
+                    kernel.complete_held(lease, worker_id, result, task_end=task_end),
                     lambda step: self._execute(session, step),
                 )
                 if ARMED is not None:
@@ -434,7 +433,7 @@ class PgExecutorBackend:
         try:
             if self.schema is not None:
                 await adrive(
-                    _ops.check_installation(self.schema), lambda step: self._execute(conn, step)
+                    kernel.check_installation(self.schema), lambda step: self._execute(conn, step)
                 )
             await conn.execute("savepoint cairnq_op")
             try:

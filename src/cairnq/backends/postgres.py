@@ -10,8 +10,8 @@ polling stays the fallback.
 The backend can also run on the application's own pool or connection, so a
 task can be submitted, or settled, inside the application's transaction.
 
-The async paths are written in ``cairnq/_async/postgres.py`` and the blocking
-ones generated from them (``cairnq/_sync/postgres.py``); ``PostgresBackend``
+The async paths are written in ``_pg_async.py`` and the blocking ones
+generated from them (``_pg_sync.py``); ``PostgresBackend``
 mixes both in and adds what only one half has: closing, the heartbeat's
 reserved connection and completing inside a handler's transaction.
 """
@@ -25,16 +25,16 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from .._async.postgres import AsyncPostgresPaths
+from .. import kernel
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
-from .._sync.postgres import SyncPostgresPaths
 from ..errors import DatabaseUnavailable, LostLease
 from ..models import Lease
-from ..protocol import ops as _ops
 from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
+from ._pg_async import AsyncPostgresPaths
 from ._pg_errors import translate as _translate
+from ._pg_sync import SyncPostgresPaths
 from ._postgres_core import KEEPALIVES as KEEPALIVES
 from ._postgres_core import LISTEN_CHANNELS as LISTEN_CHANNELS
 from ._postgres_core import LISTEN_HEALTH_S as LISTEN_HEALTH_S
@@ -178,7 +178,7 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
         already pending, ``write`` is not called and the task ends canceled; a cancel
         requested later waits for this transaction. So ``write``'s changes commit
         exactly when the task succeeds. ``task_end``: run in the same transaction on
-        the ended task's row (see ``ops.complete``).
+        the ended task's row (see ``kernel.complete``).
 
         Returns the completed row, undecoded.
 
@@ -191,12 +191,12 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             async with self._async_connection() as conn:
                 async with conn.transaction():
                     canceled, _ = await self._adrive_on(
-                        conn, _ops.hold(lease, worker_id), write=False
+                        conn, kernel.hold(lease, worker_id), write=False
                     )
                     result = None if canceled else encode(await write(conn))
                     row, emits = await self._adrive_on(
                         conn,
-                        _ops.complete_held(lease, worker_id, result, task_end=task_end),
+                        kernel.complete_held(lease, worker_id, result, task_end=task_end),
                         write=True,
                         commits=False,
                     )

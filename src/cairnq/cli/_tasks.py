@@ -13,17 +13,17 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from .._client_core import never_claimed, why_not_done
+from .. import kernel
 from .._clock import SYSTEM_CLOCK
 from .._json import parse_input
 from ..backends import clock_of, description_of
 from ..client import SyncCairnQ
+from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import ops as _ops
 from ..protocol import workflows as _workflows
 from ..top import run_top
 from ..workflows import tree_lines
@@ -412,7 +412,7 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
     with open_client(args) as client:
         counted_at = time.monotonic()
         counts = client._run(
-            _ops.purge_counts(older_than_ms=args.older_than, **filters), write=False
+            kernel.purge_counts(older_than_ms=args.older_than, **filters), write=False
         )
         matching = sum(counts.values())
         scope = _purge_scope(args)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._checks import check_int, check_names
 from ..backends import description_of, open_backend
 from ..logging import JsonFormatter
-from ..protocol import ops as _ops
 from ._errors import CommandError, a_or_an
 from ._target import resolve_target
 
@@ -176,9 +176,9 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         names = [q.strip() for q in args.queues.split(",") if q.strip()]
         if not names:
             raise CommandError("--queues needs at least one queue name", code=2)
-        worker.queues = _ops.check_names(names, "queues")
+        worker.queues = check_names(names, "queues")
     if args.concurrency is not None:
-        worker.concurrency = _ops.check_int(args.concurrency, "concurrency", low=1, high=100_000)
+        worker.concurrency = check_int(args.concurrency, "concurrency", low=1, high=100_000)
     _configure_logging(args.log_level, args.log_format)
     out.write(banner(worker))
     out.flush()

@@ -43,11 +43,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .._checks import check_int
 from .._wakeups import LIVE_WAIT_S, wants_done
 from ..client import CairnQ
 from ..errors import InvalidArgument, StoreClosed
 from ..models import Task
-from ..protocol import ops as _ops
 from ..worker import Worker
 
 __all__ = ["STATE_KEY", "follow", "get_client", "get_worker", "lifespan", "task_events"]
@@ -119,7 +119,7 @@ def lifespan(
     if concurrency is not None:
         if worker is None:
             raise InvalidArgument("concurrency applies to a worker; pass worker=")
-        _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+        check_int(concurrency, "concurrency", low=1, high=100_000)
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[None]:
@@ -216,7 +216,7 @@ async def follow(
         async for task in follow(cq, task.id):
             print(task.status, task.progress, task.message)
     """
-    interval = _ops.check_int(poll_ms, "poll_ms", low=1) / 1000
+    interval = check_int(poll_ms, "poll_ms", low=1) / 1000
     last: tuple[Any, ...] | None = None
     with cq.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
         await sub.until_live_async(LIVE_WAIT_S)
@@ -265,7 +265,7 @@ async def task_events(
         async def events(task_id: str, cq: Client):
             return await task_events(cq, task_id)
     """
-    _ops.check_int(poll_ms, "poll_ms", low=1)
+    check_int(poll_ms, "poll_ms", low=1)
     if await cq.get(task_id) is None:
         return JSONResponse({"error": f"no task {task_id!r}"}, status_code=404)
 

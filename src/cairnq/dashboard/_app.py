@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._checks import check_int
 from ..backends import Backend, label_of
 from ..client import CairnQ, SyncCairnQ
 from ..errors import InvalidArgument
 from ..models import Task, TaskPage
-from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ._host import Redact
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
@@ -260,9 +260,9 @@ def create_app(
         redact=redact,
         secret=secret,
         title=str(title),
-        refresh_ms=_ops.check_int(refresh_ms, "refresh_ms", low=250, high=3_600_000),
-        worker_window_ms=_ops.check_int(worker_window_ms, "worker_window_ms", low=1000, high=2**40),
-        page_size=_ops.check_int(page_size, "page_size", low=1, high=_reads.MAX_PAGE),
+        refresh_ms=check_int(refresh_ms, "refresh_ms", low=250, high=3_600_000),
+        worker_window_ms=check_int(worker_window_ms, "worker_window_ms", low=1000, high=2**40),
+        page_size=check_int(page_size, "page_size", low=1, high=_reads.MAX_PAGE),
         trusted_origins=tuple(trusted_origins),
         metrics=_check_metrics(metrics),
         allowed_hosts=None if allowed_hosts is None else tuple(str(h) for h in allowed_hosts),

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from ..protocol import ops as _ops
+from .. import kernel
 from ..protocol.setup import expected_objects, present_objects
 from ..protocol.statements import DIALECTS, Dialect, migrations, statements
 from .driver import Driver
@@ -88,7 +88,7 @@ def test_every_migration_applies_to_a_fresh_database(driver: Driver) -> None:
     names = {m.name for m in migrations(driver.dialect)}
     backend = driver.open()
     try:
-        applied = backend.run(_ops.applied_migrations(), write=False)
+        applied = backend.run(kernel.applied_migrations(), write=False)
         present = backend.run(present_objects(), write=False)
     finally:
         backend.close()

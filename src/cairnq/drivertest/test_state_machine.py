@@ -43,11 +43,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from .. import kernel
 from .._json import DEFAULT_CODEC
 from ..backends import Backend
 from ..errors import AlreadyExists, LostLease
-from ..models import CONFLICTS, TERMINAL_STATUSES, Task
-from ..protocol import ops as _ops
+from ..models import CONFLICTS, TERMINAL_STATUSES, Lease, Task
 from ..testing import FakeClock
 from .driver import Driver
 
@@ -176,8 +176,8 @@ class Held:
     worker_id: str
     token: int
 
-    def lease(self) -> _ops.Lease:
-        return _ops.Lease(self.task_id, self.attempt, self.token)
+    def lease(self) -> Lease:
+        return Lease(self.task_id, self.attempt, self.token)
 
 
 def expected_decision(conflict: str, status: str) -> str:
@@ -297,7 +297,7 @@ def machine_for(
             # Unique priorities make claim order total (no ties broken by random ids).
             if priority is None:
                 priority = band * 1_000 - self.serial
-            spec = _ops.new_task(
+            spec = kernel.new_task(
                 DEFAULT_CODEC,
                 "job",
                 {"n": self.serial},
@@ -311,12 +311,12 @@ def machine_for(
             decision = expected_decision(conflict, existing.status) if existing else "insert"
             if decision == "reject":
                 with pytest.raises(AlreadyExists):
-                    self.run(_ops.submit(spec))
+                    self.run(kernel.submit(spec))
                 assert existing is not None
                 finished = existing.status in TERMINAL_STATUSES
                 seen["key_rejected_finished" if finished else "key_rejected_live"] += 1
                 return
-            task = self.run(_ops.submit(spec))
+            task = self.run(kernel.submit(spec))
             if decision == "return":
                 assert existing is not None
                 assert task.id == existing.id
@@ -345,9 +345,9 @@ def machine_for(
                 t.status == "running" and t.lease_until is not None and t.lease_until <= now
                 for t in self.model.values()
             )
-            assert self.run(_ops.probe(QUEUES, None), write=False) == (due or expired)
-            draws = [_ops.Draw(None, limit)]
-            rows = self.run(_ops.claim(QUEUES, worker_id, lease_ms, draws, RECOVER_LIMIT))
+            assert self.run(kernel.probe(QUEUES, None), write=False) == (due or expired)
+            draws = [kernel.Draw(None, limit)]
+            rows = self.run(kernel.claim(QUEUES, worker_id, lease_ms, draws, RECOVER_LIMIT))
             self.recover_model()
             ready = sorted(
                 (t for t in self.model.values() if t.status == "queued" and t.run_at <= now),
@@ -420,7 +420,7 @@ def machine_for(
 
         def do_heartbeat(self, held: Held, impostor: bool, lease_ms: int) -> None:
             done = self.owned_write(
-                held, impostor, lambda w: self.run(_ops.heartbeat(held.lease(), w, lease_ms))
+                held, impostor, lambda w: self.run(kernel.heartbeat(held.lease(), w, lease_ms))
             )
             if done is not None:
                 task, row = done
@@ -429,14 +429,14 @@ def machine_for(
 
         def do_progress(self, held: Held, impostor: bool, value: float | None) -> None:
             done = self.owned_write(
-                held, impostor, lambda w: self.run(_ops.progress(held.lease(), w, value, None))
+                held, impostor, lambda w: self.run(kernel.progress(held.lease(), w, value, None))
             )
             if done is not None and value is not None:
                 done[0].progress = value
 
         def do_complete(self, held: Held, impostor: bool, result: str | None) -> None:
             done = self.owned_write(
-                held, impostor, lambda w: self.run(_ops.complete(held.lease(), w, result))
+                held, impostor, lambda w: self.run(kernel.complete(held.lease(), w, result))
             )
             if done is None:
                 return
@@ -454,7 +454,7 @@ def machine_for(
 
         def do_succeed(self, held: Held, impostor: bool) -> None:
             done = self.owned_write(
-                held, impostor, lambda w: self.run(_ops.succeed(held.lease(), w, '"s"'))
+                held, impostor, lambda w: self.run(kernel.succeed(held.lease(), w, '"s"'))
             )
             if done is None:
                 return
@@ -472,7 +472,7 @@ def machine_for(
                 held,
                 impostor,
                 lambda w: self.run(
-                    _ops.fail(held.lease(), w, FAIL_ERROR, retryable=retryable, delay_ms=delay_ms)
+                    kernel.fail(held.lease(), w, FAIL_ERROR, retryable=retryable, delay_ms=delay_ms)
                 ),
             )
             if done is None:
@@ -509,7 +509,7 @@ def machine_for(
             return False
 
         def do_retry(self, task_id: str, reset_attempt: bool) -> None:
-            got = self.run(_ops.retry(task_id, reset_attempt))
+            got = self.run(kernel.retry(task_id, reset_attempt))
             task = self.model.get(task_id)
             if task is None or task.status not in ("failed", "canceled"):
                 assert got is None
@@ -631,7 +631,7 @@ def machine_for(
         ) -> None:
             chosen = [self.pick_lease(data) for _ in range(count)]
             unique = list({h.task_id: h for h in chosen}.values())  # one lease per task
-            got = self.run(_ops.heartbeat_batch([h.lease() for h in unique], worker_id, lease_ms))
+            got = self.run(kernel.heartbeat_batch([h.lease() for h in unique], worker_id, lease_ms))
             now = self.now
             expected = {}
             for held in unique:
@@ -649,7 +649,7 @@ def machine_for(
         def cancel_then_settle(self, how: str, data: st.DataObject) -> None:
             """A cancel lands while the handler runs; however the handler ends, cancel wins."""
             held = data.draw(st.sampled_from(self.held_now()), label="held lease")
-            assert self.run(_ops.cancel(held.task_id)) is not None
+            assert self.run(kernel.cancel(held.task_id)) is not None
             assert self.cancel_model(self.model[held.task_id])
             if how == "complete":
                 self.do_complete(held, False, '"r"')
@@ -683,7 +683,7 @@ def machine_for(
             self.do_complete(stale, False, '"r"')
             self.do_succeed(stale, False)
             self.do_fail(stale, False, False, 0)
-            got = self.run(_ops.heartbeat_batch([stale.lease()], worker_id, LEASES_MS[1]))
+            got = self.run(kernel.heartbeat_batch([stale.lease()], worker_id, LEASES_MS[1]))
             assert got == {}
             assert self.model[stale.task_id].status == "running"
 
@@ -703,7 +703,7 @@ def machine_for(
                 self.do_fail(first, False, True, 0)
             else:
                 clock.advance(LEASES_MS[0])
-                assert self.run(_ops.recover(RECOVER_LIMIT))
+                assert self.run(kernel.recover(RECOVER_LIMIT))
                 self.recover_model()
             assert self.model[task_id].status == "failed"
             self.do_retry(task_id, True)
@@ -727,7 +727,7 @@ def machine_for(
             self.do_submit(key, "replace", 1, 0, 0, priority=TOP_PRIORITY + self.serial)
             task_id = self.keys[key]
             if status == "canceled":
-                assert self.run(_ops.cancel(task_id)) is not None
+                assert self.run(kernel.cancel(task_id)) is not None
                 assert self.cancel_model(self.model[task_id])
             elif status != "queued":
                 self.do_claim(worker_id, 1, LEASES_MS[1])  # the top priority goes first
@@ -743,12 +743,12 @@ def machine_for(
         @rule(by_key=st.booleans(), key=st.sampled_from(KEYS), data=st.data())
         def cancel(self, by_key: bool, key: str, data: st.DataObject) -> None:
             if by_key:
-                got = self.run(_ops.cancel_by_key(key))
+                got = self.run(kernel.cancel_by_key(key))
                 task = self.model.get(self.keys.get(key, ""))
             else:
                 # Above all a running task: its attempt then has to end canceled.
                 task_id = self.pick_task(data, lambda t: t.status == "running")
-                got = self.run(_ops.cancel(task_id))
+                got = self.run(kernel.cancel(task_id))
                 task = self.model.get(task_id)
             changed = task is not None and self.cancel_model(task)
             assert (got is not None) == changed
@@ -776,13 +776,13 @@ def machine_for(
         @precondition(lambda self: self.has("running"))
         @rule()
         def recover(self) -> None:
-            rows = self.run(_ops.recover(RECOVER_LIMIT))
+            rows = self.run(kernel.recover(RECOVER_LIMIT))
             assert {r["id"] for r in rows} == self.recover_model()
 
         @precondition(lambda self: self.has(*TERMINAL_STATUSES))
         @rule(older_than_ms=st.sampled_from([0, 1_000, 10_000]))
         def purge(self, older_than_ms: int) -> None:
-            got = self.run(_ops.purge(older_than_ms=older_than_ms, limit=1_000))
+            got = self.run(kernel.purge(older_than_ms=older_than_ms, limit=1_000))
             cutoff = self.now - older_than_ms
             doomed = {
                 t.id
@@ -802,11 +802,11 @@ def machine_for(
 
         @invariant()
         def database_matches_the_model(self) -> None:
-            rows = self.run(_ops.list_tasks(limit=10_000), write=False)
+            rows = self.run(kernel.list_tasks(limit=10_000), write=False)
             actual = {t.id: observed(t) for t in rows}
             assert actual == {i: t.observed() for i, t in self.model.items()}
             for key in KEYS:
-                pointee = self.run(_ops.get_by_key(key), write=False)
+                pointee = self.run(kernel.get_by_key(key), write=False)
                 assert (None if pointee is None else pointee.id) == self.keys.get(key), key
             # Checked on the stored rows directly, not only through the model.
             for task in rows:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import kernel
 from .._json import DEFAULT_CODEC
-from ..protocol import ops as _ops
+from ..models import Lease
 from ..testing import FakeClock
 from .driver import TRANSITION_COLUMNS, Driver
 
@@ -35,15 +36,15 @@ class _Run:
         driver.install_transition_log()
 
     def submit(self, *, key: str | None = None, max_attempts: int = 3) -> str:
-        spec = _ops.new_task(DEFAULT_CODEC, "job", {}, key=key, max_attempts=max_attempts)
-        return self.backend.run(_ops.submit(spec), write=True).id
+        spec = kernel.new_task(DEFAULT_CODEC, "job", {}, key=key, max_attempts=max_attempts)
+        return self.backend.run(kernel.submit(spec), write=True).id
 
-    def claim(self, worker_id: str) -> _ops.Lease:
-        draws = [_ops.Draw(None, 1)]
+    def claim(self, worker_id: str) -> Lease:
+        draws = [kernel.Draw(None, 1)]
         [row] = self.backend.run(
-            _ops.claim(["default"], worker_id, LEASE_MS, draws, 100), write=True
+            kernel.claim(["default"], worker_id, LEASE_MS, draws, 100), write=True
         )
-        return _ops.Lease(row["id"], row["attempt"], row["lease_token"])
+        return Lease(row["id"], row["attempt"], row["lease_token"])
 
     def log(self, task_id: str) -> list[dict[str, Any]]:
         """The task's and its key's rows (lease rows are the driver's own business)."""
@@ -80,7 +81,7 @@ def test_the_transition_log_shows_a_task_run_to_success(driver: Driver) -> None:
     try:
         task_id = run.submit()
         lease = run.claim("w1")
-        run.backend.run(_ops.complete(lease, "w1", '"done"'), write=True)
+        run.backend.run(kernel.complete(lease, "w1", '"done"'), write=True)
         rows = run.log(task_id)
     finally:
         run.close()
@@ -106,14 +107,14 @@ def test_the_transition_log_shows_a_task_failed_retried_canceled_and_purged(
     try:
         task_id = run.submit(key="k")
         first = run.claim("w1")
-        run.backend.run(_ops.fail(first, "w1", ERROR, retryable=True, delay_ms=0), write=True)
+        run.backend.run(kernel.fail(first, "w1", ERROR, retryable=True, delay_ms=0), write=True)
         second = run.claim("w2")
-        run.backend.run(_ops.cancel(task_id), write=True)
-        run.backend.run(_ops.complete(second, "w2", '"late"'), write=True)
-        run.backend.run(_ops.retry(task_id, True), write=True)
-        run.backend.run(_ops.cancel(task_id), write=True)
+        run.backend.run(kernel.cancel(task_id), write=True)
+        run.backend.run(kernel.complete(second, "w2", '"late"'), write=True)
+        run.backend.run(kernel.retry(task_id, True), write=True)
+        run.backend.run(kernel.cancel(task_id), write=True)
         run.clock.advance(1)
-        purged = run.backend.run(_ops.purge(older_than_ms=0, limit=10), write=True)
+        purged = run.backend.run(kernel.purge(older_than_ms=0, limit=10), write=True)
         rows = run.log(task_id)
     finally:
         run.close()

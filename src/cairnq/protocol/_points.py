@@ -1,6 +1,6 @@
 """The points where the kernel's operations let a feature in, named by what happens there.
 
-The operations in ``ops`` take these as arguments; they never import the feature
+The operations in ``kernel`` take these as arguments; they never import the feature
 behind one. An operation given none keeps its plain form (one statement where it
 has one), so a feature costs nothing where it is not used.
 """
@@ -20,7 +20,7 @@ TaskEnd = Callable[[Sequence[Row]], Op[object]]
 class DrawClaimer(Protocol):
     """Claims the draws some rule of a feature governs, inside the claim's transaction.
 
-    ``ops.claim`` asks ``governing`` for each draw; a draw nothing governs is
+    ``kernel.claim`` asks ``governing`` for each draw; a draw nothing governs is
     claimed as without a claimer.
     """
 

@@ -1,6 +1,6 @@
 """Operations of durable steps and attempt history (extension tables of ``x0009_steps.sql``).
 
-Like ``ops``, each function validates eagerly and returns a statement-yielding
+Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
 
 A step's result is written fenced on the attempt's lease, exactly as every
@@ -23,10 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import kernel
+from .._checks import check_text
 from .._json import JsonCodec
 from ..errors import SchemaIncomplete, SerializationError, error_envelope
+from ..kernel.settle import _owned, _owned_row
+from ..models import Lease
 from . import flow as _flow
-from . import ops as _ops
 from ._points import TaskEnd
 from .steps import NOW, Call, Op, Row
 
@@ -127,7 +130,7 @@ class Attempt:
 
 def steps_ready() -> Op[bool]:
     """Whether the database has the steps and attempts tables (``x0009_steps.sql``)."""
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     return STEPS_MIGRATION in applied
 
 
@@ -146,7 +149,7 @@ def _require() -> Op[None]:
 
 def check_step_name(name: Any) -> str:
     """A step name: text like a task name (non-empty, no NUL, at most 1000 bytes)."""
-    return _ops.check_text(name, "step name") or ""
+    return check_text(name, "step name") or ""
 
 
 def recorded_steps(task_id: str) -> Op[list[Row]]:
@@ -160,7 +163,7 @@ def recorded_steps(task_id: str) -> Op[list[Row]]:
     return list(rows)
 
 
-def record_step(lease: _ops.Lease, worker_id: str, name: str, seq: int, result: str) -> Op[Row]:
+def record_step(lease: Lease, worker_id: str, name: str, seq: int, result: str) -> Op[Row]:
     """Record a step's encoded result, fenced on the attempt's lease.
 
     Raises:
@@ -168,9 +171,9 @@ def record_step(lease: _ops.Lease, worker_id: str, name: str, seq: int, result: 
     """
     rows = yield Call(
         "step_record",
-        _ops._owned(lease, worker_id) | {"name": name, "seq": seq, "result": result},
+        _owned(lease, worker_id) | {"name": name, "seq": seq, "result": result},
     )
-    return _ops._owned_row(lease, rows)
+    return _owned_row(lease, rows)
 
 
 def steps(task_id: Any) -> Op[list[StepRecord]]:
@@ -180,7 +183,7 @@ def steps(task_id: Any) -> Op[list[StepRecord]]:
         InvalidArgument: a bad task id.
         SchemaIncomplete: the database lacks ``x0009_steps.sql``.
     """
-    return _steps(_ops.check_text(task_id, "task id") or "")
+    return _steps(check_text(task_id, "task id") or "")
 
 
 def _steps(task_id: str) -> Op[list[StepRecord]]:
@@ -225,7 +228,7 @@ def attempt_of(task_id: str, row: Row) -> Attempt:
 class Ended:
     """What the history records of one attempt the worker ended."""
 
-    lease: _ops.Lease
+    lease: Lease
     worker_id: str | None
     started_at_ms: int | None
     outcome: Outcome
@@ -263,29 +266,29 @@ def _settled_outcome(status: str) -> Outcome:
 
 
 def complete(
-    lease: _ops.Lease,
+    lease: Lease,
     worker_id: str,
     result: str | None,
     started: int | None,
     *,
     task_end: TaskEnd | None = None,
 ) -> Op[Row]:
-    """``ops.complete``, with the attempt recorded in the same transaction."""
-    row = yield from _ops.complete(lease, worker_id, result, task_end=task_end)
+    """``kernel.complete``, with the attempt recorded in the same transaction."""
+    row = yield from kernel.complete(lease, worker_id, result, task_end=task_end)
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]))])
     return row
 
 
 def complete_many(
-    leases: Sequence[_ops.Lease],
+    leases: Sequence[Lease],
     results: Sequence[str | None],
     worker_id: str,
     started: Sequence[int | None],
     *,
     task_end: TaskEnd | None = None,
 ) -> Op[dict[str, Row]]:
-    """``ops.complete_many``, with every settled attempt recorded in the same transaction."""
-    rows = yield from _ops.complete_many(leases, results, worker_id, task_end=task_end)
+    """``kernel.complete_many``, with every settled attempt recorded in the same transaction."""
+    rows = yield from kernel.complete_many(leases, results, worker_id, task_end=task_end)
     yield from _record(
         [
             Ended(lease, worker_id, start, _settled_outcome(rows[lease.id]["status"]))
@@ -297,7 +300,7 @@ def complete_many(
 
 
 def fail(
-    lease: _ops.Lease,
+    lease: Lease,
     worker_id: str,
     error: str,
     *,
@@ -306,25 +309,23 @@ def fail(
     started: int | None,
     task_end: TaskEnd | None = None,
 ) -> Op[Row]:
-    """``ops.fail``, with the attempt and its error recorded in the same transaction."""
-    row = yield from _ops.fail(
+    """``kernel.fail``, with the attempt and its error recorded in the same transaction."""
+    row = yield from kernel.fail(
         lease, worker_id, error, retryable=retryable, delay_ms=delay_ms, task_end=task_end
     )
     yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]), error)])
     return row
 
 
-def release(lease: _ops.Lease, worker_id: str, started: int | None) -> Op[Row]:
+def release(lease: Lease, worker_id: str, started: int | None) -> Op[Row]:
     """``ops.release``, with the attempt recorded (``released``, or ``canceled``)."""
-    row = yield from _ops.release(lease, worker_id)
+    row = yield from kernel.release(lease, worker_id)
     outcome: Outcome = "canceled" if row["status"] == "canceled" else "released"
     yield from _record([Ended(lease, worker_id, started, outcome)])
     return row
 
 
-def snoozed(
-    lease: _ops.Lease, worker_id: str, started: int | None, row: Row, counted: bool
-) -> Op[None]:
+def snoozed(lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool) -> Op[None]:
     """Record an attempt a snooze ended (``flow.snooze`` ran first in this transaction).
 
     ``counted`` is whether the snooze was counted (the task queued again); else the
@@ -342,7 +343,7 @@ def snoozed(
 
 
 def snooze(
-    lease: _ops.Lease,
+    lease: Lease,
     worker_id: str,
     delay_ms: int,
     *,
@@ -381,11 +382,11 @@ def recover(limit: int) -> Op[list[Row]]:
     renewed or settled, so what was read still describes it.
     """
     candidates = yield Call("attempt_expired", {"now_ms": NOW, "limit": limit})
-    rows = yield from _ops.recover(limit)
+    rows = yield from kernel.recover(limit)
     moved = {str(r["id"]): r for r in rows}
     ended = [
         Ended(
-            _ops.Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
+            Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
             None if c["worker_id"] is None else str(c["worker_id"]),
             None,
             "lost",
@@ -405,7 +406,7 @@ def attempts(task_id: Any) -> Op[list[Attempt]]:
         InvalidArgument: a bad task id.
         SchemaIncomplete: the database lacks ``x0009_steps.sql``.
     """
-    return _attempts(_ops.check_text(task_id, "task id") or "")
+    return _attempts(check_text(task_id, "task id") or "")
 
 
 def _attempts(task_id: str) -> Op[list[Attempt]]:
@@ -416,7 +417,7 @@ def _attempts(task_id: str) -> Op[list[Attempt]]:
 
 def history_if_ready(task_id: Any) -> Op[tuple[list[Attempt], list[StepRecord]] | None]:
     """A task's attempts and steps, or ``None`` without ``x0009`` (for displays)."""
-    checked = _ops.check_text(task_id, "task id") or ""
+    checked = check_text(task_id, "task id") or ""
     return _history_if_ready(checked)
 
 

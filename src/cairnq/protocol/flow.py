@@ -1,6 +1,6 @@
 """Operations of flow control (extension tables ``cairnq_task_snoozes`` and ``cairnq_pauses``).
 
-Like ``ops``, each function validates eagerly and returns a statement-yielding
+Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
 
 A snooze hands an owned attempt back: the task is queued again after a delay
@@ -24,13 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import kernel
+from .._checks import MAX_DELAY_MS, check_int, check_text
 from ..errors import InvalidArgument, SchemaIncomplete, error_envelope
-from . import ops as _ops
+from ..kernel._shared import _emit_for
+from ..kernel.settle import _owned, _owned_row
+from ..models import Lease
 from .steps import NOW, Call, Op, Row
 
 FLOW_MIGRATION = "x0007_flow.sql"
 DEFAULT_MAX_SNOOZES = 20
-MAX_SNOOZE_DELAY_MS = _ops.MAX_DELAY_MS
+MAX_SNOOZE_DELAY_MS = MAX_DELAY_MS
 
 Scope = Literal["queue", "name"]
 SCOPES: tuple[Scope, ...] = ("queue", "name")
@@ -132,7 +136,7 @@ def delay_ms_of(delay: Any, what: str = "delay") -> int:
             f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
             f"not {type(delay).__name__}"
         )
-    return _ops.check_int(ms, f"{what} in milliseconds", low=0, high=MAX_SNOOZE_DELAY_MS)
+    return check_int(ms, f"{what} in milliseconds", low=0, high=MAX_SNOOZE_DELAY_MS)
 
 
 def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:
@@ -146,13 +150,13 @@ def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:
             "snooze needs one delay: delay (seconds, a timedelta or '30s') or delay_ms"
         )
     if delay_ms is not None:
-        return _ops.check_int(delay_ms, "delay_ms", low=0, high=MAX_SNOOZE_DELAY_MS)
+        return check_int(delay_ms, "delay_ms", low=0, high=MAX_SNOOZE_DELAY_MS)
     return delay_ms_of(delay, "snooze delay")
 
 
 def check_max_snoozes(value: Any) -> int:
     """``max_snoozes``: a whole number of snoozes a task may take, 0 and up."""
-    return _ops.check_int(value, "max_snoozes", low=0)
+    return check_int(value, "max_snoozes", low=0)
 
 
 def _scope(scope: Any) -> Scope:
@@ -166,7 +170,7 @@ def _scope(scope: Any) -> Scope:
 
 def flow_ready() -> Op[bool]:
     """Whether the database has the flow-control tables (migration ``x0007_flow.sql``)."""
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     return FLOW_MIGRATION in applied
 
 
@@ -206,7 +210,7 @@ class SnoozeOutcome:
 
 
 def snooze(
-    lease: _ops.Lease,
+    lease: Lease,
     worker_id: str,
     delay_ms: int,
     *,
@@ -226,16 +230,16 @@ def snooze(
     yield from _require()
     rows = yield Call("snooze_count", {"id": lease.id})
     count = int(rows[0]["count"]) if rows else 0
-    owned = _ops._owned(lease, worker_id)
+    owned = _owned(lease, worker_id)
     if count >= max_snoozes:
         rows = yield Call(
             "fail", owned | {"error": limit_error(count), "retryable": False, "delay_ms": 0}
         )
-        yield from _ops._emit_for(rows)
-        return SnoozeOutcome(_ops._owned_row(lease, rows), None, True)
+        yield from _emit_for(rows)
+        return SnoozeOutcome(_owned_row(lease, rows), None, True)
     rows = yield Call("snooze", owned | {"delay_ms": delay_ms})
-    row = _ops._owned_row(lease, rows)
-    yield from _ops._emit_for(rows)
+    row = _owned_row(lease, rows)
+    yield from _emit_for(rows)
     if row["status"] != "queued":
         return SnoozeOutcome(row, None, False)
     counted = yield Call("snooze_record", {"id": lease.id, "now_ms": NOW, "delay_ms": delay_ms})
@@ -250,7 +254,7 @@ def _snoozes(task_id: str, row: Row) -> Snoozes:
 
 def snoozes(task_id: Any) -> Op[Snoozes | None]:
     """A task's snooze counts, or ``None`` when it was never snoozed."""
-    return _read_snoozes(_ops.check_text(task_id, "task id") or "")
+    return _read_snoozes(check_text(task_id, "task id") or "")
 
 
 def _read_snoozes(task_id: str) -> Op[Snoozes | None]:
@@ -261,7 +265,7 @@ def _read_snoozes(task_id: str) -> Op[Snoozes | None]:
 
 def snoozes_if_ready(task_id: Any) -> Op[Snoozes | None]:
     """``snoozes``, or ``None`` on a database without the flow tables (for displays)."""
-    checked = _ops.check_text(task_id, "task id") or ""
+    checked = check_text(task_id, "task id") or ""
     return _snoozes_if_ready(checked)
 
 
@@ -289,8 +293,8 @@ def pause(scope: Any, target: Any, paused_by: Any = None) -> Op[tuple[Pause, boo
     what = "queue" if checked == "queue" else "task name"
     return _pause(
         checked,
-        _ops.check_text(target, what) or "",
-        _ops.check_text(paused_by, "paused_by", optional=True),
+        check_text(target, what) or "",
+        check_text(paused_by, "paused_by", optional=True),
     )
 
 
@@ -315,7 +319,7 @@ def resume(scope: Any, target: Any) -> Op[Pause | None]:
     """
     checked = _scope(scope)
     what = "queue" if checked == "queue" else "task name"
-    return _resume(checked, _ops.check_text(target, what) or "")
+    return _resume(checked, check_text(target, what) or "")
 
 
 def _resume(scope: Scope, target: str) -> Op[Pause | None]:

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import kernel
+from .._checks import check_text
 from ..errors import InvalidArgument, SchemaIncomplete, SerializationError, error_envelope
 from ..limits import Limit, LimitKeyError, LimitUsage
 from ..models import Task
-from . import ops as _ops
 from .steps import NOW, Call, Op, Row
 
 LIMITS_MIGRATION = "x0006_limits.sql"
@@ -36,7 +37,7 @@ SOURCES = ("worker", "operator")
 
 def limits_ready() -> Op[bool]:
     """Whether the database has the limits tables (migration ``x0006_limits.sql``)."""
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     return LIMITS_MIGRATION in applied
 
 
@@ -107,7 +108,7 @@ def list_all() -> Op[list[Limit]]:
 
 def remove(limit_id: str) -> Op[bool]:
     """Delete a limit with its recorded keys and buckets; ``False`` when none had the id."""
-    checked = _ops.check_text(limit_id, "limit id") or ""
+    checked = check_text(limit_id, "limit id") or ""
     return _remove(checked)
 
 
@@ -226,7 +227,7 @@ class ClaimGate:
         # gone from the table governs nothing.
         active = [limit.with_amounts(current[limit.id]) for limit in limits if limit.id in current]
         if not active:
-            return (yield from _ops.claim_draw(queues, names, want, worker_id, lease_ms))
+            return (yield from kernel.claim_draw(queues, names, want, worker_id, lease_ms))
         now = yield from _now()
         names_active = [limit.id for limit in active]
         self._claims += 1
@@ -310,7 +311,7 @@ class ClaimGate:
             {"ids": chosen, "now_ms": now, "worker_id": worker_id, "lease_ms": lease_ms},
         )
         if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-            rows = yield from _ops.hand_out_tokens(rows)
+            rows = yield from kernel.hand_out_tokens(rows)
         claimed = {row["id"] for row in rows}
         key_rows = [
             [row["id"], limit.id, key]

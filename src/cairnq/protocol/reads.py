@@ -1,8 +1,8 @@
 """Reads for dashboards and metrics: queue overview, keyset pages, activity, workers.
 
-Like ``_ops``, every function validates eagerly and returns a statement-yielding
+Like the kernel's, every function validates eagerly and returns a statement-yielding
 generator. None of these reads loads a payload, result or metadata column except
-``get`` (in ``_ops``): a page of a listing stays small whatever tasks carry.
+``get`` (in ``kernel``): a page of a listing stays small whatever tasks carry.
 Each read takes the clock once (``clock_now``) and passes that instant to every
 statement, so ages and windows in one answer agree with each other.
 """
@@ -13,7 +13,9 @@ import json
 import sys
 from typing import Any
 
+from .._checks import MAX_INT4, check_int, check_names, check_status, check_text
 from ..errors import InvalidArgument, SerializationError
+from ..kernel.ledger import applied_migrations
 from ..models import (
     STATUSES,
     QueueActivity,
@@ -22,14 +24,6 @@ from ..models import (
     TaskPage,
     UnservedTasks,
     WorkerInfo,
-)
-from .ops import (
-    MAX_INT4,
-    applied_migrations,
-    check_int,
-    check_names,
-    check_status,
-    check_text,
 )
 from .steps import NOW, Call, Op, Row, single_statement
 

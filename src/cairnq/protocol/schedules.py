@@ -1,6 +1,6 @@
 """Operations on schedules (extension tables ``cairnq_schedules`` and ``cairnq_schedule_slots``).
 
-Like ``ops``, each function validates eagerly and returns a statement-yielding
+Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator. ``evaluate`` is where a slot becomes a task: under the schedule's row
 lock (PostgreSQL; SQLite runs one write transaction at a time) it decides the
 slots after the cursor, records each decision under the slot's primary key,
@@ -16,11 +16,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .. import kernel
+from .._checks import MAX_DELAY_MS, check_int, check_text
 from .._json import JsonCodec
 from ..errors import InvalidArgument, SchemaIncomplete
 from ..schedules._model import Schedule, ScheduleSlot, ScheduleSpec
 from ..schedules._plan import Decision, plan, range_decision
-from . import ops as _ops
 from .procedures import Procedure, Run
 from .steps import NOW, Call, Op
 
@@ -43,7 +44,7 @@ def _now() -> Op[int]:
 
 def schedules_ready() -> Op[bool]:
     """Whether the database has the schedules tables (migration ``x0005_schedules.sql``)."""
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     return SCHEDULES_MIGRATION in applied
 
 
@@ -58,7 +59,7 @@ def _require() -> Op[None]:
 
 
 def _name(name: Any) -> str:
-    return _ops.check_text(name, "schedule name") or ""
+    return check_text(name, "schedule name") or ""
 
 
 # --- definitions -----------------------------------------------------------------------
@@ -119,7 +120,7 @@ def _get(name: str) -> Op[Schedule | None]:
 
 def list_all(limit: int = MAX_SCHEDULES) -> Op[list[Schedule]]:
     """Every schedule, by name (at most ``limit``)."""
-    checked = _ops.check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    checked = check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
     return _list(checked)
 
 
@@ -134,7 +135,7 @@ def with_last_slots(limit: int = MAX_SCHEDULES) -> Op[list[tuple[Schedule, Sched
 
     Both read in one transaction, so each decision belongs to the schedule beside it.
     """
-    checked = _ops.check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    checked = check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
     return _with_last_slots(checked)
 
 
@@ -161,7 +162,7 @@ def next_slot() -> Op[tuple[str, int] | None]:
 def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
     """A schedule's latest slot decisions, newest first."""
     checked = _name(name)
-    count = _ops.check_int(limit, "limit", low=1, high=KEEP_SLOTS)
+    count = check_int(limit, "limit", low=1, high=KEEP_SLOTS)
     return _history(checked, count)
 
 
@@ -298,7 +299,7 @@ def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
             skipped[decision.outcome] = skipped.get(decision.outcome, 0) + decision.slots
             continue
         run_at = decision.run_at_ms if decision.run_at_ms is not None else decision.slot_ms
-        task = yield from _ops.submit(_slot_task(codec, schedule, decision.slot_ms, run_at - now))
+        task = yield from kernel.submit(_slot_task(codec, schedule, decision.slot_ms, run_at - now))
         yield Call(
             "schedule_slot_task",
             {"schedule": name, "slot_ms": decision.slot_ms, "task_id": task.id},
@@ -321,7 +322,9 @@ def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
     return Evaluated(name, enqueued, skipped)
 
 
-def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, offset_ms: int) -> _ops.NewTask:
+def _slot_task(
+    codec: JsonCodec, schedule: Schedule, slot_ms: int, offset_ms: int
+) -> kernel.NewTask:
     """The task of a slot, due ``offset_ms`` from now: before now for a slot caught up late.
 
     A caught-up task is due at its slot (plus jitter), not at the moment of the
@@ -330,7 +333,7 @@ def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, offset_ms: in
     metadata = schedule.metadata
     if isinstance(metadata, dict):
         metadata = {**metadata, "cairnq.schedule": {"name": schedule.name, "slot_ms": slot_ms}}
-    task = _ops.new_task(
+    task = kernel.new_task(
         codec,
         schedule.task,
         schedule.payload,
@@ -340,7 +343,7 @@ def _slot_task(codec: JsonCodec, schedule: Schedule, slot_ms: int, offset_ms: in
         priority=schedule.priority,
         metadata=metadata,
     )
-    return dataclasses.replace(task, delay_ms=min(offset_ms, _ops.MAX_DELAY_MS))
+    return dataclasses.replace(task, delay_ms=min(offset_ms, MAX_DELAY_MS))
 
 
 def _record(name: str, decision: Decision, now: int) -> Op[bool]:

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Collection, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import kernel
 from ..errors import InvalidArgument, SchemaIncomplete
-from . import ops as _ops
 from .statements import Dialect, migrations
 from .steps import Call, Op
 
@@ -191,7 +191,7 @@ def _survey(dialect: Dialect) -> Op[Survey]:
     # The ledger first: a migration committing between the two reads can only make the
     # catalog look ahead of the ledger (an index a newer migration dropped then seems
     # missing), and the confirmation under the ledger lock clears such a false alarm.
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     present = yield from present_objects()
     return Survey(pending(dialect, applied), find_damage(dialect, applied, present))
 
@@ -200,7 +200,7 @@ def _confirm_damage(dialect: Dialect, *, repair: bool) -> Op[str | None]:
     """Under the ledger lock: the migration to apply again from, ``None`` if nothing is
     missing after all; without ``repair``, damage raises ``SchemaIncomplete``."""
     yield Call("ledger_lock", {})
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     present = yield from present_objects()
     damage = find_damage(dialect, applied, present)
     if not damage:
@@ -243,11 +243,11 @@ def setup_steps(
             for migration in migrations(dialect):
                 again = again or migration.name == start
                 yield SetupStep(
-                    _ops.apply_migration(migration.name, migration.source, again=again),
+                    kernel.apply_migration(migration.name, migration.source, again=again),
                     write=True,
                     migration=migration.name,
                 )
-    yield SetupStep(_ops.check_protocol_version(), write=False)
+    yield SetupStep(kernel.check_protocol_version(), write=False)
 
 
 def run_setup(setup: Setup, run: Callable[[SetupStep], Any]) -> list[str]:

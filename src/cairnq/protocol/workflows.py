@@ -1,7 +1,7 @@
 """Operations of workflows (extension tables ``cairnq_dependencies``, ``cairnq_parked``
 and ``cairnq_dependencies_satisfied``).
 
-Like ``ops``, each function validates eagerly and returns a statement-yielding
+Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
 
 A task submitted with dependencies is inserted **parked**: ``queued`` with
@@ -38,9 +38,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import kernel
+from .._checks import check_text
 from ..errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
-from ..models import TERMINAL_STATUSES, Task
-from . import ops as _ops
+from ..kernel._shared import _emit_for
+from ..kernel.reads import _list
+from ..kernel.settle import _owned
+from ..kernel.submit import _insert
+from ..models import TERMINAL_STATUSES, Lease, Task
 from .steps import NOW, Call, Emit, Op, Row
 
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
@@ -68,7 +73,7 @@ def check_policy(value: Any, what: str = "on_dependency_failure") -> Policy:
 def dependency_id(value: Any, what: str = "depends_on entry") -> str:
     """The task id a dependency names: a ``Task`` (anything with an ``id``) or an id."""
     found = getattr(value, "id", value)
-    return _ops.check_text(found, what) or ""
+    return check_text(found, what) or ""
 
 
 def dependency_ids(values: Any) -> list[str]:
@@ -89,7 +94,7 @@ def dependency_ids(values: Any) -> list[str]:
 def workflows_ready() -> Op[bool]:
     """Whether the database has the workflow tables (migrations ``x0008_workflows.sql``
     and ``x0010_dependencies_satisfied.sql``)."""
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     return all(name in applied for name in WORKFLOWS_MIGRATIONS)
 
 
@@ -102,7 +107,7 @@ def missing_message(what: str, missing: Sequence[str] = WORKFLOWS_MIGRATIONS) ->
 
 
 def _require(what: str) -> Op[None]:
-    applied = yield from _ops.applied_migrations()
+    applied = yield from kernel.applied_migrations()
     missing = tuple(name for name in WORKFLOWS_MIGRATIONS if name not in applied)
     if missing:
         raise SchemaIncomplete(missing_message(what, missing), missing=missing)
@@ -119,7 +124,7 @@ class Node:
     and ``external`` ids of tasks already stored; ``policy`` applies to every one.
     """
 
-    spec: _ops.NewTask
+    spec: kernel.NewTask
     after: tuple[int, ...] = ()
     external: tuple[str, ...] = ()
     policy: Policy = "cancel"
@@ -196,7 +201,7 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
                 f"depends_on names tasks that do not exist (or were purged): {', '.join(missing)}",
                 missing=missing,
             )
-    stored = yield from _ops.submit_many([node.spec for node in nodes], task_end=after_ended)
+    stored = yield from kernel.submit_many([node.spec for node in nodes], task_end=after_ended)
     actual = [task.id for task in stored]
     edges: list[list[str]] = []
     parked: list[list[Any]] = []
@@ -278,12 +283,12 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows if r["status"] in TERMINAL_STATUSES)
-            yield from _ops._emit_for(rows)
+            yield from _emit_for(rows)
         for task_id, error in fail:
             rows = yield Call("workflow_fail", {"id": task_id, "error": error, "now_ms": NOW})
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows)
-            yield from _ops._emit_for(rows)
+            yield from _emit_for(rows)
         if decided:
             yield Call("workflow_unpark", {"ids": decided})
     return changed
@@ -376,7 +381,7 @@ def spawn_key(parent_id: str, index: int) -> str:
     return f"cairnq.spawn:{parent_id}:{index}"
 
 
-def spawn(spec: _ops.NewTask) -> Op[Task]:
+def spawn(spec: kernel.NewTask) -> Op[Task]:
     """Submit a child under its spawn key, or return the task the key already points at
     (whatever its status): a re-run of the parent gets the same children."""
     yield from _require("spawn")
@@ -387,7 +392,7 @@ def spawn(spec: _ops.NewTask) -> Op[Task]:
         rows = yield Call("get", {"id": pointer[0]["task_id"]})
         if rows:
             return Task.from_row(rows[0])
-    task = yield from _ops._insert(spec)
+    task = yield from _insert(spec)
     yield Call("upsert_key", {"key": key, "task_id": task.id, "now_ms": NOW})
     return task
 
@@ -400,7 +405,7 @@ class Gathered:
     parked: Row | None
 
 
-def gather(lease: _ops.Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Gathered]:
+def gather(lease: Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Gathered]:
     """The children when every one ended; else park the owned attempt until they do.
 
     Parking hands the attempt back unspent (as a snooze does), fenced on the lease,
@@ -430,12 +435,12 @@ def gather(lease: _ops.Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Ga
             rows = yield Call("get_many", {"ids": ids})
         by_id = {str(r["id"]): Task.from_row(r) for r in rows}
         return Gathered([by_id[i] for i in ids], None)
-    owned = _ops._owned(lease, worker_id) | {"parked_run_at_ms": PARKED_RUN_AT_MS}
+    owned = _owned(lease, worker_id) | {"parked_run_at_ms": PARKED_RUN_AT_MS}
     rows = yield Call("workflow_park_owned", owned)
     if not rows:
         raise LostLease(lease.id)
     row = rows[0]
-    yield from _ops._emit_for(rows)
+    yield from _emit_for(rows)
     if row["status"] != "queued":
         return Gathered(None, row)
     yield Call("workflow_edges_put", {"rows": _json([[lease.id, i, "run"] for i in ids])})
@@ -465,7 +470,7 @@ def dependencies(task_id: Any) -> Op[list[Dependency]]:
     Raises:
         SchemaIncomplete: the database lacks the workflow tables.
     """
-    return _dependencies(_ops.check_text(task_id, "task id") or "")
+    return _dependencies(check_text(task_id, "task id") or "")
 
 
 def _dependencies(task_id: str) -> Op[list[Dependency]]:
@@ -547,7 +552,7 @@ def workflow(task: Task) -> Op[Workflow]:
     On a database without the workflow tables, the tasks with no edges.
     """
     root = task.root_id or task.id
-    listed = yield from _ops._list(
+    listed = yield from _list(
         {
             "status": None,
             "queue": None,

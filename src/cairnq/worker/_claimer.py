@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import kernel
 from .._aio import wait_set
 from .._crashpoints import crashpoint
 from .._periodic import ErrorHook
@@ -28,9 +29,8 @@ from ..errors import (
     StoreClosed,
     error_envelope,
 )
-from ..models import Task
+from ..models import Lease, Task
 from ..protocol import durable as _durable
-from ..protocol import ops as _ops
 from ..protocol.steps import SingleStatement
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
@@ -220,7 +220,7 @@ class Claimer:
                 return 0
         return max(1 if not self.calls else 0, room // max(1, int(self._typical_payload)))
 
-    def _plan(self, free: int, rows: int | None = None) -> list[_ops.Draw]:
+    def _plan(self, free: int, rows: int | None = None) -> list[kernel.Draw]:
         self._turn += 1
         return plan_claim(
             self.registry,
@@ -231,7 +231,7 @@ class Claimer:
             turn=self._turn,
         )
 
-    async def _claim(self, draws: list[_ops.Draw], *, probe: bool) -> list[Mapping[str, Any]]:
+    async def _claim(self, draws: list[kernel.Draw], *, probe: bool) -> list[Mapping[str, Any]]:
         """Claim for ``draws``; a cheap read first, unless there is reason to expect work.
 
         The read keeps an idle worker from opening write transactions. A worker
@@ -248,7 +248,7 @@ class Claimer:
         self._held_back = False
         if probe and not self._backlog:
             names = [n for n in self.registry.names() if n not in self.pauses_names]
-            if not await backend.arun(_ops.probe(queues, names), write=False):
+            if not await backend.arun(kernel.probe(queues, names), write=False):
                 return []
         book = self.book
         gate = await book.refresh() if book is not None and book.enabled else None
@@ -260,7 +260,7 @@ class Claimer:
         recover_limit = RECOVER_LIMIT
         if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
             recover_limit = 0
-        claim = _ops.claim(
+        claim = kernel.claim(
             queues,
             self.worker_id,
             self.limits.lease_ms,
@@ -270,7 +270,7 @@ class Claimer:
             recover_with=_durable.recover if self.runtime.history else None,
             gate=gate,
         )
-        if self._one_statement_claims and _ops.is_lone_claim(draws, recover_limit, gate):
+        if self._one_statement_claims and kernel.is_lone_claim(draws, recover_limit, gate):
             claim = SingleStatement(claim)
         rows = await backend.arun(claim, write=True)
         if recover_limit:
@@ -308,7 +308,7 @@ class Claimer:
         self, row: Mapping[str, Any], registration: Registration | None
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
-        lease = _ops.Lease.of(row)
+        lease = Lease.of(row)
         limit_error = row.get("limit_error") if isinstance(row, dict) else None
         if limit_error is not None:
             self._reject(lease, limit_error, row)
@@ -344,7 +344,7 @@ class Claimer:
             return len(payload.encode("utf-8"))
         return len(payload) if isinstance(payload, bytes) else 0
 
-    def _reject(self, lease: _ops.Lease, envelope: dict[str, Any], row: Mapping[str, Any]) -> None:
+    def _reject(self, lease: Lease, envelope: dict[str, Any], row: Mapping[str, Any]) -> None:
         self.settler.reject(
             lease,
             self.client.codec.encode_error(envelope, retryable=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..protocol.ops import Draw
+from ..kernel import Draw
 from ._registry import Registration, Registry
 
 

@@ -14,10 +14,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from .._client_core import _outcome, task_or_name
+from .. import kernel
+from .._checks import check_int
 from ..backends import InTransactionCompleter, StepTransactions
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
+from ..client._core import _outcome, task_or_name
 from ..errors import (
     InvalidArgument,
     LostLease,
@@ -27,10 +29,9 @@ from ..errors import (
     is_permanent,
     safe_str,
 )
-from ..models import Task
+from ..models import Lease, Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import ops as _ops
 from ..protocol import workflows as _workflows
 from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
@@ -93,7 +94,7 @@ class GroupSettler(Protocol):
     """Where returned handlers' successes are written together (the worker's ``Settler``)."""
 
     async def complete(
-        self, lease: _ops.Lease, result: str | None, started: int | None = None
+        self, lease: Lease, result: str | None, started: int | None = None
     ) -> Mapping[str, Any]:
         """Settle ``lease`` in the next group write; returns its row.
 
@@ -194,7 +195,7 @@ def step_options(name: Any, fn: Any, retries: Any, backoff: Any) -> StepOptions:
         raise InvalidArgument(f"step {checked!r} needs a function to run, not {type(fn).__name__}")
     return StepOptions(
         checked,
-        _ops.check_int(retries, "step retries", low=0, high=1000),
+        check_int(retries, "step retries", low=0, high=1000),
         _flow.delay_ms_of(backoff, "step backoff"),
     )
 
@@ -217,7 +218,7 @@ class TaskContext:
             return {"ok": True}
     """
 
-    def __init__(self, runtime: Runtime, task: Task, lease: _ops.Lease, payload_bytes: int) -> None:
+    def __init__(self, runtime: Runtime, task: Task, lease: Lease, payload_bytes: int) -> None:
         self._runtime = runtime
         self.task = task
         self.lease = lease
@@ -434,7 +435,7 @@ class TaskContext:
         if message is not None and (not isinstance(message, str) or "\x00" in message):
             raise InvalidArgument("message must be a string without NUL characters")
         row = await self._owned(
-            _ops.progress(
+            kernel.progress(
                 self.lease,
                 self.worker_id,
                 None if value is None else float(value),
@@ -449,7 +450,9 @@ class TaskContext:
     async def heartbeat(self) -> Task:
         """Renew this task's lease now (the worker also does it on its own)."""
         sent = time.monotonic()
-        row = await self._owned(_ops.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms))
+        row = await self._owned(
+            kernel.heartbeat(self.lease, self.worker_id, self._runtime.lease_ms)
+        )
         self.lease_deadline = sent + self._runtime.lease_ms / 1000
         task = Task.from_row(row)
         if task.cancel_requested:
@@ -461,7 +464,7 @@ class TaskContext:
         if self._cancel_seen:
             return True
         seen = await self._runtime.client.backend.arun(
-            _ops.cancel_requested(self.task.id), write=False
+            kernel.cancel_requested(self.task.id), write=False
         )
         if seen:
             self._cancel_seen = True
@@ -497,7 +500,7 @@ class TaskContext:
                     self.lease, self.worker_id, result, self.claimed_at_ms, task_end=end
                 )
                 if self._runtime.history
-                else _ops.complete(self.lease, self.worker_id, result, task_end=end)
+                else kernel.complete(self.lease, self.worker_id, result, task_end=end)
             )
             row = await self._owned(op)
             return self._settled_as(row)
@@ -591,7 +594,7 @@ class TaskContext:
                 task_end=self._runtime.task_end,
             )
             if self._runtime.history
-            else _ops.fail(
+            else kernel.fail(
                 self.lease,
                 self.worker_id,
                 text,

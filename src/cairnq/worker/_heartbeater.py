@@ -10,10 +10,10 @@ import logging
 import time
 from collections.abc import Mapping
 
+from .. import kernel
 from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend, ReservedRunner
 from ..errors import DatabaseUnavailable, EventLoopBlocked
-from ..protocol import ops as _ops
 from ._context import TaskContext
 
 log = logging.getLogger("cairnq.worker")
@@ -102,7 +102,7 @@ class Heartbeater:
         backend = self.backend
         run = backend.arun_reserved if isinstance(backend, ReservedRunner) else backend.arun
         self._beat_sent = sent = time.monotonic()
-        beat = _ops.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms)
+        beat = kernel.heartbeat_batch([c.lease for c in live], self.worker_id, self.lease_ms)
         try:
             held = await run(beat, write=True)
         except Exception as exc:

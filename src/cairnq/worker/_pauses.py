@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
+from ..kernel import Draw
 from ..protocol import flow as _flow
-from ..protocol.ops import Draw
 
 REFRESH_MS = 500
 

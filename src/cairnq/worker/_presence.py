@@ -25,9 +25,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .. import kernel
 from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
-from ..protocol import ops as _ops
 from ..protocol import reads as _reads
 from ..protocol.steps import Op
 from ._orphans import OrphanWatch
@@ -119,7 +119,7 @@ class Presence:
     async def _table_present(self) -> bool:
         """Whether the database has ``cairnq_workers``; when not, say so in one line."""
         try:
-            applied = await self.backend.arun(_ops.applied_migrations(), write=False)
+            applied = await self.backend.arun(kernel.applied_migrations(), write=False)
         except Exception:
             return True  # the write that follows reports what is wrong
         if _reads.WORKERS_MIGRATION in applied:

@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .. import kernel
 from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
 from ..models import Task
 from ..protocol import durable as _durable
-from ..protocol import ops as _ops
 from ._context import Runtime, TaskEvent
 
 log = logging.getLogger("cairnq.worker")
@@ -72,12 +72,12 @@ class Recoverer:
         """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
         recovered = 0
         for _ in range(batches):
-            if not await self.backend.arun(_ops.expired_leases_exist(), write=False):
+            if not await self.backend.arun(kernel.expired_leases_exist(), write=False):
                 break
             rows: list[Mapping[str, Any]] = await self.backend.arun(
                 _durable.recover(RECOVER_LIMIT)
                 if self.runtime.history
-                else _ops.recover(RECOVER_LIMIT),
+                else kernel.recover(RECOVER_LIMIT),
                 write=True,
             )
             recovered += len(rows)

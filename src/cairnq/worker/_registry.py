@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from .._checks import check_int, check_text
 from ..errors import InvalidArgument
 from ..models import TaskDef
-from ..protocol.ops import check_int, check_text
 from ._context import SyncTaskContext, TaskContext
 
 Handler = Callable[..., Any]

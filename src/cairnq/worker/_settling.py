@@ -15,15 +15,16 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import kernel
 from .._periodic import ErrorHook
 from ..backends import Backend
 from ..errors import LostLease
+from ..models import Lease
 from ..protocol import durable as _durable
-from ..protocol import ops as _ops
 from ..protocol._points import TaskEnd
 
 MAX_GROUP = 256
-Pending = tuple[_ops.Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
+Pending = tuple[Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
 
 
 class Settler:
@@ -48,7 +49,7 @@ class Settler:
         # Whether each ended attempt is recorded in the attempt history (x0009 applied).
         self.history = False
 
-    def reject(self, lease: _ops.Lease, error: str, started: int | None = None) -> None:
+    def reject(self, lease: Lease, error: str, started: int | None = None) -> None:
         """Fail a claimed task for good with ``error`` (an encoded envelope), in the background.
 
         ``started`` is when it was claimed, for the attempt history.
@@ -65,7 +66,7 @@ class Settler:
                 task_end=task_end,
             )
             if self.history
-            else _ops.fail(
+            else kernel.fail(
                 lease, self._worker_id, error, retryable=False, delay_ms=0, task_end=task_end
             )
         )
@@ -86,12 +87,12 @@ class Settler:
         if self._rejects:
             await asyncio.wait(set(self._rejects), timeout=timeout_s)
 
-    async def release(self, lease: _ops.Lease, started: int | None = None) -> None:
+    async def release(self, lease: Lease, started: int | None = None) -> None:
         """Hand a task this worker stopped running back to the queue, its attempt uncounted."""
         op = (
             _durable.release(lease, self._worker_id, started)
             if self.history
-            else _ops.release(lease, self._worker_id)
+            else kernel.release(lease, self._worker_id)
         )
         try:
             await self._backend.arun(op, write=True)
@@ -100,7 +101,7 @@ class Settler:
                 self._report(exc, {"phase": "shutdown", "task_id": lease.id})
 
     async def complete(
-        self, lease: _ops.Lease, result: str | None, started: int | None = None
+        self, lease: Lease, result: str | None, started: int | None = None
     ) -> Mapping[str, Any]:
         """Settle ``lease`` as ``complete`` would; returns its row (id, status, queue).
 
@@ -132,7 +133,7 @@ class Settler:
                         task_end=task_end,
                     )
                     if self.history
-                    else _ops.complete_many(leases, results, self._worker_id, task_end=task_end)
+                    else kernel.complete_many(leases, results, self._worker_id, task_end=task_end)
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)

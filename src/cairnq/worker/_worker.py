@@ -22,21 +22,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from .. import _ids
+from .. import _ids, kernel
 from .._aio import wait_set
-from .._client_core import task_or_name
+from .._checks import check_int, check_text
 from .._periodic import ErrorHook
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
+from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import ops as _ops
 from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..schedules._scheduler import Scheduler
@@ -191,15 +191,15 @@ class Worker:
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
         self.queues = _options.check_queues(queues)
         self.concurrency = _options.check_concurrency(concurrency)
-        self.lease_ms = _ops.check_int(lease_ms, "lease_ms", low=100, high=2**40)
-        self.poll_interval_ms = _ops.check_int(poll_interval_ms, "poll_interval_ms", low=1)
+        self.lease_ms = check_int(lease_ms, "lease_ms", low=100, high=2**40)
+        self.poll_interval_ms = check_int(poll_interval_ms, "poll_interval_ms", low=1)
         periods = _options.lease_periods(self.lease_ms, heartbeat_interval_ms, recovery_interval_ms)
         self.heartbeat_interval_ms, self.recovery_interval_ms = periods
         self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
         self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
         self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
-        self.worker_id = _ops.check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
+        self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error: ErrorHook = on_error or default_on_error
         self._report: ErrorHook = self._report_error
         self._runtime = Runtime(
@@ -729,7 +729,7 @@ class Worker:
             worker.serve(concurrency=4)
         """
         if concurrency is not None:
-            _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+            check_int(concurrency, "concurrency", low=1, high=100_000)
         asyncio.run(self._serve(until_idle, concurrency))
 
     async def _serve(self, until_idle: bool, concurrency: int | None = None) -> None:
@@ -785,7 +785,7 @@ class Worker:
                 print(await cq.call("add", {"a": 1, "b": 2}))
         """
         if concurrency is not None:
-            _ops.check_int(concurrency, "concurrency", low=1, high=100_000)
+            check_int(concurrency, "concurrency", low=1, high=100_000)
         self._started = asyncio.Event()
         main = asyncio.ensure_future(self.run(concurrency=concurrency))
         started = asyncio.ensure_future(self._started.wait())
@@ -852,7 +852,7 @@ class Worker:
         for phase, step in (
             (
                 "lease tokens",
-                lambda: self.client.backend.arun(_ops.check_lease_tokens(), write=False),
+                lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
             ),
             ("history", self._check_history),
         ):

@@ -1,4 +1,4 @@
-# generated from src/cairnq/_async/postgres.py by scripts/generate_sync.py; do not edit
+# generated from src/cairnq/backends/_pg_async.py by scripts/generate_sync.py; do not edit
 """The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in."""
 
 from __future__ import annotations
@@ -8,9 +8,22 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
-from ..backends._pg_errors import translate as _translate
-from ..backends._postgres_core import (
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol.setup import run_setup
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    drive,
+    is_pipelined,
+    is_single_statement,
+)
+from ._pg_errors import translate as _translate
+from ._postgres_core import (
     CONNECT_RETRY_S,
     POOL_CONNECT_ERRORS,
     SYNC_NO_CONNECTION,
@@ -28,19 +41,6 @@ from ..backends._postgres_core import (
     psycopg,
     psycopg_pool,
     sql,
-)
-from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
-from ..protocol.setup import run_setup
-from ..protocol.steps import (
-    Call,
-    Emit,
-    Op,
-    Rows,
-    Script,
-    drive,
-    is_pipelined,
-    is_single_statement,
 )
 
 T = TypeVar("T")
@@ -240,7 +240,7 @@ class SyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 drive(
-                    _ops.check_installation(self.schema),
+                    kernel.check_installation(self.schema),
                     lambda step: self._execute_sync(conn, step),
                 )
             if _joins_callers_transaction(conn):

@@ -1,6 +1,6 @@
 """What both clients share, written once: options, op-building and the wait procedure.
 
-No IO happens here; ``_async/client.py`` (and the ``_sync`` half generated from it)
+No IO happens here; ``_async.py`` (and the ``_sync.py`` half generated from it)
 runs the operations.
 """
 
@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
-from . import _ids
-from ._clock import SYSTEM_CLOCK, Clock
-from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
-from ._readiness import Readiness
-from ._wait import next_poll_ms
-from ._wakeups import Subscription
-from .backends import (
+from .. import _ids, kernel
+from .._checks import check_int
+from .._clock import SYSTEM_CLOCK, Clock
+from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
+from .._readiness import Readiness
+from .._wait import next_poll_ms
+from .._wakeups import Subscription
+from ..backends import (
     Backend,
     SQLiteBackend,
     Synchronous,
@@ -30,8 +31,8 @@ from .backends import (
     description_of,
     open_backend,
 )
-from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from .errors import (
+from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from ..errors import (
     CairnQError,
     InvalidArgument,
     TaskCanceled,
@@ -40,18 +41,17 @@ from .errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
-from .hooks import SubmitHook
-from .limits import Limit, LimitUsage
-from .models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
-from .protocol import ops as _ops
-from .protocol.durable import Attempt, StepRecord
-from .protocol.flow import Pause
-from .protocol.procedures import Nap, Procedure, Run
-from .protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
-from .protocol.reads import WORKERS_MIGRATION
-from .protocol.steps import Op
-from .schedules._model import Schedule, ScheduleSlot
-from .store import TaskStore
+from ..hooks import SubmitHook
+from ..limits import Limit, LimitUsage
+from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
+from ..protocol.durable import Attempt, StepRecord
+from ..protocol.flow import Pause
+from ..protocol.procedures import Nap, Procedure, Run
+from ..protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
+from ..protocol.reads import WORKERS_MIGRATION
+from ..protocol.steps import Op
+from ..schedules._model import Schedule, ScheduleSlot
+from ..store import TaskStore
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -214,8 +214,8 @@ class _ClientCore:
         # Checked once per submit: with no hooks a submit does nothing more.
         self.submit_hooks: list[SubmitHook] = []
         self.codec = JsonCodec(
-            max_bytes=_ops.check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
-            max_depth=_ops.check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
+            max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
+            max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
         )
         # Said once per client: the database cannot tell who serves what.
         self._told_no_presence = False
@@ -364,7 +364,7 @@ class _ClientCore:
             cq = CairnQ.postgres("postgresql://localhost/app", schema="jobs")
             cq = CairnQ.postgres(create_pool_executor("postgresql://localhost/app"))
         """
-        from .backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
+        from ..backends import EXECUTOR_SYNC_REFUSED, PgExecutorBackend, is_executor
 
         if is_executor(source):
             if cls._RUN_ON != "arun_on":
@@ -377,7 +377,7 @@ class _ClientCore:
             )
             client._owns_backend = True
             return client
-        from .backends import PostgresBackend
+        from ..backends import PostgresBackend
 
         backend = PostgresBackend(
             source,
@@ -439,7 +439,7 @@ class _ClientCore:
 
     connect: _Connect = _Connect()
 
-    def _items(self, tasks: Iterable[SubmitItem]) -> list[_ops.NewTask]:
+    def _items(self, tasks: Iterable[SubmitItem]) -> list[kernel.NewTask]:
         """``submit_many``'s items, validated and encoded, their ids made for the lot at once."""
         items = tasks if isinstance(tasks, list) else list(tasks)
         ids = _ids.task_ids(len(items))
@@ -448,7 +448,7 @@ class _ClientCore:
         specs = []
         for item, task_id in zip(items, ids, strict=True):
             if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
-                specs.append(_ops.new_plain_task(codec, item[0], item[1], task_id, names))
+                specs.append(kernel.new_plain_task(codec, item[0], item[1], task_id, names))
             elif (
                 type(item) is dict and type(item.get("task")) is str and item.keys() <= _ITEM_FIELDS
             ):
@@ -457,7 +457,7 @@ class _ClientCore:
                 specs.append(self._item(item, task_id))
         return specs
 
-    def _item(self, item: SubmitItem, task_id: str | None = None) -> _ops.NewTask:
+    def _item(self, item: SubmitItem, task_id: str | None = None) -> kernel.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
         if isinstance(item, tuple) and len(item) == 2:
             return self._new_task(item[0], item[1], task_id=task_id, **_SUBMIT_DEFAULTS)
@@ -491,7 +491,7 @@ class _ClientCore:
         root_id: str | None,
         correlation_id: str | None,
         task_id: str | None = None,
-    ) -> _ops.NewTask:
+    ) -> kernel.NewTask:
         if isinstance(task, TaskDef):
             name: Any = task.name
             queue = queue if queue is not None else task.queue
@@ -499,7 +499,7 @@ class _ClientCore:
             priority = priority if priority is not None else task.priority
         else:
             name = task
-        return _ops.new_task(
+        return kernel.new_task(
             self.codec,
             name,
             payload,
@@ -520,11 +520,11 @@ class _ClientCore:
 SubmitItem = tuple[Any, Any] | dict[str, Any]
 
 
-def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> _ops.NewTask:
+def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.NewTask:
     """A ``submit_many`` dict naming its task by a string: ``_item`` without its detours."""
     get = item.get
     queue, max_attempts, priority = get("queue"), get("max_attempts"), get("priority")
-    return _ops.new_task(
+    return kernel.new_task(
         codec,
         item["task"],
         get("payload"),
@@ -559,20 +559,20 @@ def _waiting(
     A nap ends early when this process settles a task (the subscription), so a
     waiter in the same process as the worker sees the result at once.
     """
-    _ops.check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
-    interval = _ops.check_int(poll_ms, "poll_ms", low=1)
-    ceiling = max(interval, _ops.check_int(max_poll_ms, "max_poll_ms", low=1))
+    check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
+    interval = check_int(poll_ms, "poll_ms", low=1)
+    ceiling = max(interval, check_int(max_poll_ms, "max_poll_ms", low=1))
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         sub.clear()
         ref: TaskRef | None = yield Run(lookup())
         if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
-            task: Task | None = yield Run(_ops.get(ref.id))
+            task: Task | None = yield Run(kernel.get(ref.id))
             if task is not None and task.is_terminal:
                 return task
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            snapshot = None if ref is None else (yield Run(_ops.get(ref.id)))
+            snapshot = None if ref is None else (yield Run(kernel.get(ref.id)))
             raise TaskTimeout(
                 task_id or (ref.id if ref else None),
                 timeout_ms=timeout_ms,

@@ -1,6 +1,6 @@
 """The PostgreSQL backend's async paths: the source its blocking paths are generated from.
 
-``scripts/generate_sync.py`` turns this file into ``cairnq/_sync/postgres.py``
+``scripts/generate_sync.py`` turns this file into ``_pg_sync.py`` beside it
 (``aopen`` -> ``open``, ``arun`` -> ``run``, ``AsyncConnection`` -> ``Connection``, ...).
 Where the halves differ, this file calls a hook of ``PostgresCore`` whose name
 maps to the blocking half's own (``_acheck_loop`` -> ``_check_loop``, ...).
@@ -13,9 +13,22 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
-from ..backends._pg_errors import translate as _translate
-from ..backends._postgres_core import (
+from ..errors import StoreClosed, UnsupportedBackend
+from ..protocol.setup import arun_setup
+from ..protocol.steps import (
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    adrive,
+    is_pipelined,
+    is_single_statement,
+)
+from ._pg_errors import translate as _translate
+from ._postgres_core import (
     ASYNC_NO_CONNECTION,
     ASYNC_POOL_NAME,
     ASYNC_WRAPS_OTHER,
@@ -33,19 +46,6 @@ from ..backends._postgres_core import (
     psycopg,
     psycopg_pool,
     sql,
-)
-from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol import ops as _ops
-from ..protocol.setup import arun_setup
-from ..protocol.steps import (
-    Call,
-    Emit,
-    Op,
-    Rows,
-    Script,
-    adrive,
-    is_pipelined,
-    is_single_statement,
 )
 
 T = TypeVar("T")
@@ -250,7 +250,7 @@ class AsyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 await adrive(
-                    _ops.check_installation(self.schema),
+                    kernel.check_installation(self.schema),
                     lambda step: self._execute_async(conn, step),
                 )
             if _joins_callers_transaction(conn):

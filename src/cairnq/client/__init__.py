@@ -2,11 +2,11 @@
 
 ``CairnQ`` is the async client; ``SyncCairnQ`` has the same operations for code
 with no event loop (scripts, WSGI views). Both are thin: validation and every
-protocol decision live in ``_ops``; the two classes only run operations and wait.
+protocol decision live in ``kernel``; the two classes only run operations and wait.
 
-The operations are written once, async, in ``cairnq/_async/client.py``; the
-blocking ones in ``cairnq/_sync/client.py`` are generated from them. What only
-one half has is here.
+The operations are written once, async, in ``_async.py``; the blocking ones in
+``_sync.py`` are generated from them; ``_core.py`` holds what both share. What
+only one half has is here.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from ._async.client import AsyncOperations
-from ._client_core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
-from ._client_core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
-from ._client_core import DEFAULT_WAIT_TIMEOUT_MS as DEFAULT_WAIT_TIMEOUT_MS
-from ._client_core import DEFAULT_WATCH_POLL_MS as DEFAULT_WATCH_POLL_MS
-from ._client_core import WATCH_BUFFER as WATCH_BUFFER
-from ._client_core import WatchSignal
-from ._client_core import _ClientCore as _ClientCore
-from ._sync.client import SyncOperations
+from ._async import AsyncOperations
+from ._core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
+from ._core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
+from ._core import DEFAULT_WAIT_TIMEOUT_MS as DEFAULT_WAIT_TIMEOUT_MS
+from ._core import DEFAULT_WATCH_POLL_MS as DEFAULT_WATCH_POLL_MS
+from ._core import WATCH_BUFFER as WATCH_BUFFER
+from ._core import WatchSignal
+from ._core import _ClientCore as _ClientCore
+from ._sync import SyncOperations
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 

@@ -1,8 +1,8 @@
 """The client's operations, async: the source the blocking client is generated from.
 
-``scripts/generate_sync.py`` turns this file into ``cairnq/_sync/client.py``.
+``scripts/generate_sync.py`` turns this file into ``_sync.py`` beside it.
 Names here map one to one (``aopen`` -> ``open``, ``arun`` -> ``run``, ...), so keep
-per-half differences out of this file: they belong in ``cairnq/client.py``.
+per-half differences out of this file: they belong in ``cairnq/client/__init__.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,30 @@ from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .._client_core import (
+from .. import kernel
+from .._checks import check_int, check_names
+from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
+from ..backends import Backend
+from ..backpressure import QueueGate
+from ..errors import CairnQError, InvalidArgument
+from ..flow import Pause, Snoozes
+from ..hooks import after_submit, before_submit
+from ..limits import Limit
+from ..models import Task, TaskDef, TaskPage, TaskRef
+from ..protocol import durable as _durable
+from ..protocol import flow as _flow
+from ..protocol import limits as _limits
+from ..protocol import reads as _reads
+from ..protocol import schedules as _schedules
+from ..protocol import workflows as _workflows
+from ..protocol._points import TaskEnd
+from ..protocol.procedures import Procedure, afollow
+from ..protocol.steps import Emit, Op
+from ..retention import Retention, RetentionSweeper
+from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..store import TaskStore
+from ..workflows import Dependency, Graph, Workflow, check_graph
+from ._core import (
     ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -42,28 +65,6 @@ from .._client_core import (
     _waiting,
     task_or_name,
 )
-from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
-from ..backends import Backend
-from ..backpressure import QueueGate
-from ..errors import CairnQError, InvalidArgument
-from ..flow import Pause, Snoozes
-from ..hooks import after_submit, before_submit
-from ..limits import Limit
-from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import durable as _durable
-from ..protocol import flow as _flow
-from ..protocol import limits as _limits
-from ..protocol import ops as _ops
-from ..protocol import reads as _reads
-from ..protocol import schedules as _schedules
-from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
-from ..protocol.procedures import Procedure, afollow
-from ..protocol.steps import Emit, Op
-from ..retention import Retention, RetentionSweeper
-from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
-from ..store import TaskStore
-from ..workflows import Dependency, Graph, Workflow, check_graph
 
 T = TypeVar("T")
 C = TypeVar("C", bound="AsyncOperations")
@@ -265,7 +266,7 @@ class AsyncOperations(_ClientCore):
         queues = None if queue is None else [queue]
         return await self._run(_reads.unserved(within_ms=within_ms, queues=queues), write=False)
 
-    async def _submit_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+    async def _submit_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
         if not self.submit_hooks:
             return await self._store_spec(spec, conn, gate)
         (spec,), finishers = before_submit(self.submit_hooks, [spec], self.codec)
@@ -277,20 +278,20 @@ class AsyncOperations(_ClientCore):
         after_submit(finishers, [stored], None)
         return stored
 
-    async def _store_spec(self, spec: _ops.NewTask, conn: Any, gate: QueueGate) -> Task:
+    async def _store_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
         if gate.limit_for(spec.queue) is not None:
             await self._follow(gate.admit(spec.queue))
         if spec.key is None:
-            op = _ops.insert(spec)
+            op = kernel.insert(spec)
         else:
-            op = _ops.submit(spec, task_end=await self._replaced_end([spec]))
+            op = kernel.submit(spec, task_end=await self._replaced_end([spec]))
         if conn is not None:
             stored: Task = await self._transactional(conn)(conn, op)
             return stored
         return await self._run(op, write=True)
 
     async def _submit_after(
-        self, spec: _ops.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
+        self, spec: kernel.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
     ) -> Task:
         ids = _workflows.dependency_ids(depends_on)
         checked = _workflows.check_policy(policy)
@@ -487,13 +488,13 @@ class AsyncOperations(_ClientCore):
                 after_submit(finishers, stored, None)
                 return [task.id for task in stored]
         await self._admit_many(specs)
-        op = _ops.submit_many_ids(specs, task_end=await self._replaced_end(specs))
+        op = kernel.submit_many_ids(specs, task_end=await self._replaced_end(specs))
         if conn is not None:
             ids: IdList = await self._transactional(conn)(conn, op)
             return ids
         return await self._run(op, write=True)
 
-    async def _admit_many(self, specs: list[_ops.NewTask]) -> None:
+    async def _admit_many(self, specs: list[kernel.NewTask]) -> None:
         """Wait for room in every queue with a depth limit (see ``backpressure``)."""
         if not self.gate.gates_any:
             return
@@ -501,15 +502,15 @@ class AsyncOperations(_ClientCore):
             if self.gate.limit_for(queue) is not None:
                 await self._follow(self.gate.admit(queue, count))
 
-    async def _store_many(self, specs: list[_ops.NewTask], conn: Any) -> TaskList:
+    async def _store_many(self, specs: list[kernel.NewTask], conn: Any) -> TaskList:
         await self._admit_many(specs)
-        op = _ops.submit_many(specs, task_end=await self._replaced_end(specs))
+        op = kernel.submit_many(specs, task_end=await self._replaced_end(specs))
         if conn is not None:
             stored: TaskList = await self._transactional(conn)(conn, op)
             return stored
         return await self._run(op, write=True)
 
-    async def _replaced_end(self, specs: list[_ops.NewTask]) -> TaskEnd | None:
+    async def _replaced_end(self, specs: list[kernel.NewTask]) -> TaskEnd | None:
         """The hook a submit of ``specs`` runs on the tasks it replaces: the one deciding
         their dependents when some item may replace a task (``conflict="replace"``) and
         the database has the workflow tables. A submit that replaces nothing never asks."""
@@ -519,19 +520,19 @@ class AsyncOperations(_ClientCore):
 
     async def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
-        return await self._run(_ops.get(task_id), write=False)
+        return await self._run(kernel.get(task_id), write=False)
 
     async def get_by_key(self, key: str) -> Task | None:
         """The task a key currently points at, or ``None``."""
-        return await self._run(_ops.get_by_key(key), write=False)
+        return await self._run(kernel.get_by_key(key), write=False)
 
     async def get_status(self, task_id: str) -> TaskRef | None:
         """Just ``(id, status)``: a cheap probe that never reads the payload."""
-        return await self._run(_ops.get_status(task_id), write=False)
+        return await self._run(kernel.get_status(task_id), write=False)
 
     async def get_status_by_key(self, key: str) -> TaskRef | None:
         """``(id, status)`` of the task a key points at, or ``None``."""
-        return await self._run(_ops.get_status_by_key(key), write=False)
+        return await self._run(kernel.get_status_by_key(key), write=False)
 
     async def list(
         self,
@@ -545,7 +546,7 @@ class AsyncOperations(_ClientCore):
         offset: int = 0,
     ) -> TaskList:
         """Tasks matching every given filter, newest first."""
-        op = _ops.list_tasks(
+        op = kernel.list_tasks(
             status=status,
             queue=queue,
             name=name,
@@ -563,7 +564,7 @@ class AsyncOperations(_ClientCore):
             The task after the request, or ``None`` if it is unknown or already finished.
         """
         # A task canceled here ends in this transaction, which decides its parked dependents.
-        op = _ops.cancel(task_id, task_end=await self._task_end())
+        op = kernel.cancel(task_id, task_end=await self._task_end())
         return await self._run(op, write=True)
 
     async def _has_workflows(self) -> bool:
@@ -579,7 +580,7 @@ class AsyncOperations(_ClientCore):
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""
-        op = _ops.cancel_by_key(key, task_end=await self._task_end())
+        op = kernel.cancel_by_key(key, task_end=await self._task_end())
         return await self._run(op, write=True)
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
@@ -588,11 +589,11 @@ class AsyncOperations(_ClientCore):
         Returns:
             The requeued task, or ``None`` if it is unknown or not failed/canceled.
         """
-        return await self._run(_ops.retry(task_id, bool(reset_attempt)), write=True)
+        return await self._run(kernel.retry(task_id, bool(reset_attempt)), write=True)
 
     async def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         """``retry`` the task a key points at."""
-        return await self._run(_ops.retry_by_key(key, bool(reset_attempt)), write=True)
+        return await self._run(kernel.retry_by_key(key, bool(reset_attempt)), write=True)
 
     async def purge(
         self,
@@ -608,18 +609,18 @@ class AsyncOperations(_ClientCore):
         Returns:
             The ids deleted (their keys go with them).
         """
-        op = _ops.purge(
+        op = kernel.purge(
             older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
         )
         return await self._run(op, write=True)
 
     async def stats(self, queue: str | None = None) -> dict[str, dict[str, int]]:
         """Task counts ``{queue: {status: n}}``, every status present (zero-filled)."""
-        return await self._run(_ops.stats(queue), write=False)
+        return await self._run(kernel.stats(queue), write=False)
 
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
-        return await self._run(_ops.queue_depth(queue, max_depth), write=False)
+        return await self._run(kernel.queue_depth(queue, max_depth), write=False)
 
     # --- schedules ---------------------------------------------------------------------
 
@@ -1033,7 +1034,7 @@ class AsyncOperations(_ClientCore):
         with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
             await sub.until_live_async(LIVE_WAIT_S)
             procedure = _waiting(
-                lambda: _ops.get_status(task_id),
+                lambda: kernel.get_status(task_id),
                 sub,
                 task_id=task_id,
                 key=None,
@@ -1057,7 +1058,7 @@ class AsyncOperations(_ClientCore):
         with self.backend.hub.subscribe(lambda e: e.channel == "done", channels=("done",)) as sub:
             await sub.until_live_async(LIVE_WAIT_S)
             procedure = _waiting(
-                lambda: _ops.get_status_by_key(key),
+                lambda: kernel.get_status_by_key(key),
                 sub,
                 task_id=None,
                 key=key,
@@ -1131,8 +1132,8 @@ class AsyncOperations(_ClientCore):
                 if signal.kind != "done":
                     print(await cq.stats("emails"))
         """
-        wanted = frozenset(_ops.check_names(queues, "queues"))
-        interval = _ops.check_int(poll_ms, "poll_ms", low=1) / 1000
+        wanted = frozenset(check_names(queues, "queues"))
+        interval = check_int(poll_ms, "poll_ms", low=1) / 1000
         await self.open()
 
         def match(emit: Emit) -> bool:

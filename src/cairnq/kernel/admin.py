@@ -1,0 +1,175 @@
+"""Writes on tasks from outside an attempt: cancel and retry (by id or by key),
+purge, and the named leases that keep a periodic job to one holder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
+from ..models import Task
+from ..protocol._points import TaskEnd
+from ..protocol.steps import NOW, Call, Op, SingleStatement, single_statement
+from ._shared import _emit_for, _id, _key, _named
+
+
+def cancel(task_id: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
+    """Cancel a queued task at once, or request a running one's cancel.
+
+    ``task_end``: run on the row of a task that ends canceled here, in the same
+    transaction; without it the cancel is one statement.
+    """
+    op = _named(_cancel(_id(task_id), task_end), "cancel")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _cancel(task_id: str, task_end: TaskEnd | None) -> Op[Task | None]:
+    rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return Task.from_row(rows[0]) if rows else None
+
+
+@single_statement
+def retry(task_id: str, reset_attempt: bool = False) -> Op[Task | None]:
+    return _retry(_id(task_id), reset_attempt)
+
+
+def _retry(task_id: str, reset_attempt: bool) -> Op[Task | None]:
+    rows = yield Call("retry", {"id": task_id, "now_ms": NOW, "reset_attempt": reset_attempt})
+    yield from _emit_for(rows)
+    return Task.from_row(rows[0]) if rows else None
+
+
+def cancel_by_key(key: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
+    """``cancel`` of the task the key points at (``task_end``: as for ``cancel``)."""
+    return _cancel_by_key(_key(key), task_end)
+
+
+def _cancel_by_key(key: str, task_end: TaskEnd | None) -> Op[Task | None]:
+    task_id = yield from _key_target(key)
+    if task_id is None:
+        return None
+    return (yield from _cancel(task_id, task_end))
+
+
+def retry_by_key(key: str, reset_attempt: bool = False) -> Op[Task | None]:
+    return _retry_by_key(_key(key), reset_attempt)
+
+
+def _retry_by_key(key: str, reset_attempt: bool) -> Op[Task | None]:
+    task_id = yield from _key_target(key)
+    if task_id is None:
+        return None
+    return (yield from _retry(task_id, reset_attempt))
+
+
+def _key_target(key: str) -> Op[str | None]:
+    yield Call("lock_key", {"key": key})
+    rows = yield Call("get_key", {"key": key})
+    return str(rows[0]["task_id"]) if rows else None
+
+
+def purge(
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    limit: Any = 1000,
+) -> Op[list[str]]:
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "limit": check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+        "now_ms": NOW,
+    }
+    return _purge(params)
+
+
+@single_statement
+def _purge(params: dict[str, Any]) -> Op[list[str]]:
+    rows = yield Call("purge", params)
+    return [str(r["id"]) for r in rows]
+
+
+def purge_counts(
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+) -> Op[dict[str, int]]:
+    """How many tasks ``purge`` with the same filters would delete now, per status.
+
+    Only statuses with a match appear; an empty dict means nothing matches.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "now_ms": NOW,
+    }
+    return _purge_counts(params)
+
+
+@single_statement
+def _purge_counts(params: dict[str, Any]) -> Op[dict[str, int]]:
+    rows = yield Call("purge_counts", params)
+    return {str(r["status"]): int(r["count"]) for r in rows}
+
+
+@single_statement
+def lock_acquire(name: str, holder: str, ttl_ms: int) -> Op[bool]:
+    """Take or renew a named lease; False when another holder has it."""
+    rows = yield Call(
+        "lock_acquire", {"name": name, "holder": holder, "now_ms": NOW, "ttl_ms": ttl_ms}
+    )
+    return bool(rows)
+
+
+@single_statement
+def lock_release(name: str, holder: str) -> Op[bool]:
+    """End a named lease now, if ``holder`` has it; False when it did not."""
+    rows = yield Call("lock_release", {"name": name, "holder": holder})
+    return bool(rows)
+
+
+def purge_exclusive(
+    lock: str,
+    *,
+    older_than_ms: Any = 0,
+    queue: Any = None,
+    status: Any = None,
+    name: Any = None,
+    limit: Any = 1000,
+) -> Op[list[str] | None]:
+    """``purge`` in a transaction that first takes the one-sweeper lock ``lock``
+    without ``cairnq_locks``: PostgreSQL's transaction-level advisory lock, or
+    SQLite's write transaction (exclusive already).
+
+    Returns:
+        The deleted ids, or ``None`` (nothing deleted) when another transaction
+        holds the lock.
+    """
+    params = {
+        "older_than_ms": check_int(older_than_ms, "older_than_ms", low=0, high=2**62),
+        "queue": check_text(queue, "queue", optional=True),
+        "status": check_status(status, terminal=True),
+        "name": check_text(name, "name", optional=True),
+        "limit": check_int(limit, "limit", low=1, high=MAX_LIST_LIMIT),
+        "now_ms": NOW,
+    }
+    return _purge_exclusive(check_text(lock, "lock") or "", params)
+
+
+def _purge_exclusive(lock: str, params: dict[str, Any]) -> Op[list[str] | None]:
+    taken = yield Call("sweep_lock", {"name": lock})
+    if not taken or not taken[0]["taken"]:
+        return None
+    rows = yield Call("purge", params)
+    return [str(r["id"]) for r in rows]

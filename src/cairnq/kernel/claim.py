@@ -1,0 +1,146 @@
+"""Claiming: the probe, the recovery of expired leases, and the claim transaction
+with its draws (a ``DrawClaimer`` claims the draws it governs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol._points import DrawClaimer
+from ..protocol.steps import NOW, Call, Op, Row, single_statement
+from ._shared import _emit_for
+
+LEASE_EXPIRED_ERROR = (
+    '{"type":"LeaseExpired","code":"lease_expired",'
+    '"message":"task lease expired and max attempts reached","retryable":false,"details":{}}'
+)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One claim draw inside a claim transaction: up to ``limit`` tasks of ``names``.
+
+    ``names=None`` means any name; an empty list claims nothing.
+    """
+
+    names: Sequence[str] | None
+    limit: int
+
+
+def probe(queues: Sequence[str], names: Sequence[str] | None) -> Op[bool]:
+    """Whether a claim transaction would find work (due tasks, or an expired lease)."""
+    rows = yield Call(
+        "claimable_probe",
+        {"queues": list(queues), "names": None if names is None else list(names), "now_ms": NOW},
+    )
+    return bool(rows and rows[0]["has_work"])
+
+
+@single_statement
+def recover(limit: int) -> Op[list[Row]]:
+    """Move up to ``limit`` expired leases out of ``running`` (any queue, any name)."""
+    rows = yield Call(
+        "recover_leases",
+        {"now_ms": NOW, "lease_expired_error": LEASE_EXPIRED_ERROR, "limit": limit},
+    )
+    yield from _emit_for(rows)
+    return list(rows)
+
+
+def claim(
+    queues: Sequence[str],
+    worker_id: str,
+    lease_ms: int,
+    draws: Sequence[Draw],
+    recover_limit: int,
+    recovered: list[Row] | None = None,
+    *,
+    recover_with: Callable[[int], Op[list[Row]]] | None = None,
+    gate: DrawClaimer | None = None,
+) -> Op[list[Row]]:
+    """Recover expired leases, then claim each draw, all in one transaction.
+
+    Returns the claimed rows, undecoded (a row whose JSON cannot be read is the
+    worker's to fail, not a reason to abort the whole claim), in claim order.
+    ``recovered``, when given, receives the rows the recovery moved out of
+    ``running``, from the attempt that committed (a retried transaction starts it over).
+    ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
+    ``gate``, when given, claims the draws it governs (``protocol.limits``' gate
+    holds the limits in force); every other draw is claimed as without it.
+    A ``recover_limit`` of 0 leaves expired leases to another claim or the recoverer.
+    """
+    if recover_limit > 0:
+        rows = yield from (recover_with or recover)(recover_limit)
+        if recovered is not None:
+            recovered[:] = rows
+    claimed: list[Row] = []
+    for draw in draws:
+        if draw.limit <= 0 or (draw.names is not None and not draw.names):
+            continue
+        governing = gate.governing(queues, draw.names) if gate is not None else []
+        if gate is not None and governing:
+            rows = yield from gate.claim(
+                queues, draw.names, draw.limit, worker_id, lease_ms, governing
+            )
+            claimed.extend(rows)
+            continue
+        rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
+        claimed.extend(rows)
+    return claimed
+
+
+def is_lone_claim(draws: Sequence[Draw], recover_limit: int, gate: DrawClaimer | None) -> bool:
+    """Whether ``claim`` with these arguments is one claim statement on PostgreSQL.
+
+    PostgreSQL's claim statements raise the lease tokens themselves, so such a
+    claim can run as one autocommitted statement (``SingleStatement``).
+    """
+    live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
+    return recover_limit <= 0 and gate is None and len(live) == 1
+
+
+def claim_draw(
+    queues: Sequence[str], names: Sequence[str] | None, limit: int, worker_id: str, lease_ms: int
+) -> Op[list[Row]]:
+    """Claim up to ``limit`` due tasks of ``names`` in ``queues``: one statement (and the
+    lease tokens); the claimed rows in claim order."""
+    statement, params = _claim_variant(queues, names)
+    params.update({"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": limit})
+    rows = yield Call(statement, params)
+    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+        rows = yield from hand_out_tokens(rows)
+    return sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
+
+
+def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
+    """A new lease token for each claimed row, in the claim's transaction.
+
+    PostgreSQL's claim statements raise the tokens themselves; SQLite has no
+    data-modifying subqueries, so its claims are followed by ``claim_tokens``.
+    """
+    tokens = yield Call("claim_tokens", {"ids": [row["id"] for row in rows]})
+    by_id = {t["task_id"]: t["token"] for t in tokens}
+    return [{**dict(row), "lease_token": by_id[row["id"]]} for row in rows]
+
+
+def _claim_variant(
+    queues: Sequence[str], names: Sequence[str] | None
+) -> tuple[str, dict[str, Any]]:
+    """The claim statement whose equality predicates let the index serve this draw in order."""
+    one_queue = len(queues) == 1
+    if names is not None and len(names) == 1:
+        if one_queue:
+            return "claim_one_queue_one_name", {"queue": queues[0], "name": names[0]}
+        return "claim_one_name", {"queues": list(queues), "name": names[0]}
+    listed = None if names is None else list(names)
+    if one_queue:
+        return "claim_one_queue", {"queue": queues[0], "names": listed}
+    return "claim", {"queues": list(queues), "names": listed}
+
+
+def expired_leases_exist() -> Op[bool]:
+    """Whether some running task's lease has expired (a read; any queue, any name)."""
+    rows = yield Call("expired_lease_probe", {"now_ms": NOW})
+    return bool(rows and rows[0]["has_expired"])

@@ -1,0 +1,273 @@
+"""What the holder of a lease does: heartbeats, progress, and each settlement of an
+attempt (complete, succeed, fail, release; ``hold`` and ``complete_held`` for a
+settlement inside another transaction). Each ending runs its ``TaskEnd`` hook,
+when given, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import LostLease
+from ..models import Lease
+from ..protocol._points import TaskEnd
+from ..protocol.steps import NOW, Call, Op, Row, SingleStatement, single_statement
+from ._shared import _emit_for, _named
+
+
+@single_statement
+def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Row]:
+    rows = yield Call("heartbeat", _owned(lease, worker_id) | {"lease_ms": lease_ms})
+    return _owned_row(lease, rows)
+
+
+class Beat(dict[str, bool]):
+    """``heartbeat_batch``'s answer: ``{task_id: cancel_requested}`` for every lease still held.
+
+    ``renewed`` names the leases it extended. On PostgreSQL a row locked by another
+    transaction (a settlement in progress, ``succeed_in``) is skipped rather than
+    waited on: still held, but not renewed.
+    """
+
+    renewed: frozenset[str] = frozenset()
+
+
+def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> Op[Beat]:
+    """Renew every lease in one statement; returns what is held and what was renewed.
+
+    A task absent from the result is lost. A row the statement skipped (locked
+    elsewhere) is looked up without locking and counts as held if it still is.
+    """
+    if not leases:
+        return Beat()
+    rows = yield Call(
+        "heartbeat_batch",
+        {
+            "ids": [lease.id for lease in leases],
+            "attempts": [lease.attempt for lease in leases],
+            "lease_tokens": [lease.token for lease in leases],
+            "worker_id": worker_id,
+            "now_ms": NOW,
+            "lease_ms": lease_ms,
+        },
+    )
+    held = {r["id"]: r["cancel_requested_at_ms"] is not None for r in rows}
+    renewed = frozenset(held)
+    missing = [lease for lease in leases if lease.id not in held]
+    if missing:
+        states = yield Call("lease_states", {"ids": [lease.id for lease in missing], "now_ms": NOW})
+        by_id = {r["id"]: r for r in states}
+        for lease in missing:
+            row = by_id.get(lease.id)
+            if row and _still_held(row, lease, worker_id):
+                held[lease.id] = row["cancel_requested_at_ms"] is not None
+    beat = Beat({lease.id: held[lease.id] for lease in leases if lease.id in held})
+    beat.renewed = renewed
+    return beat
+
+
+def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
+    return bool(
+        row["status"] == "running"
+        and row["worker_id"] == worker_id
+        and row["attempt"] == lease.attempt
+        and row["lease_token"] == lease.token
+        and row["lease_live"]
+    )
+
+
+def cancel_requested(task_id: str) -> Op[bool]:
+    """Whether a cancel is pending on the task (a missing row counts as canceled)."""
+    rows = yield Call("cancel_state", {"id": task_id})
+    if not rows:
+        return True
+    return rows[0]["cancel_requested_at_ms"] is not None or rows[0]["status"] == "canceled"
+
+
+@single_statement
+def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Row]:
+    rows = yield Call(
+        "progress", _owned(lease, worker_id) | {"progress": value, "message": message}
+    )
+    return _owned_row(lease, rows)
+
+
+def complete(
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """Settle a returned attempt: succeeded, or canceled when a cancel is pending.
+
+    ``task_end``: run on the settled row in the same transaction (the workflow ops'
+    hook decides the task's parked dependents); without it the settlement is one
+    statement.
+    """
+    op = _named(_complete(lease, worker_id, result, task_end), "complete")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _complete(
+    lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None
+) -> Op[Row]:
+    rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return _owned_row(lease, rows)
+
+
+def complete_many(
+    leases: Sequence[Lease],
+    results: Sequence[str | None],
+    worker_id: str,
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[dict[str, Row]]:
+    """``complete`` for many attempts in one statement; returns the settled rows by task id.
+
+    An attempt missing from the result was no longer owned (its lease is lost).
+    Each row carries only ``id``, ``status`` and ``queue``. ``task_end``: as for
+    ``complete``.
+    """
+    op = _named(_complete_many(leases, results, worker_id, task_end), "complete_many")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _complete_many(
+    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str, task_end: TaskEnd | None
+) -> Op[dict[str, Row]]:
+    rows = yield Call(
+        "complete_many",
+        {
+            "ids": [lease.id for lease in leases],
+            "attempts": [lease.attempt for lease in leases],
+            "lease_tokens": [lease.token for lease in leases],
+            "results": list(results),
+            "worker_id": worker_id,
+            "now_ms": NOW,
+        },
+    )
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return {str(row["id"]): row for row in rows}
+
+
+def succeed(
+    lease: Lease, worker_id: str, result: str | None, *, task_end: TaskEnd | None = None
+) -> Op[Row]:
+    """Settle as succeeded whatever cancel is pending (the low-level primitive).
+
+    ``task_end``: as for ``complete``.
+    """
+    op = _named(_succeed(lease, worker_id, result, task_end), "succeed")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _succeed(lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None) -> Op[Row]:
+    rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return _owned_row(lease, rows)
+
+
+def fail(
+    lease: Lease,
+    worker_id: str,
+    error: str,
+    *,
+    retryable: bool,
+    delay_ms: int,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending.
+
+    ``task_end``: as for ``complete`` (the hook sees a requeued task's row too).
+    """
+    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, task_end), "fail")
+    return op if task_end is not None else SingleStatement(op)
+
+
+def _fail(
+    lease: Lease,
+    worker_id: str,
+    error: str,
+    retryable: bool,
+    delay_ms: int,
+    task_end: TaskEnd | None,
+) -> Op[Row]:
+    rows = yield Call(
+        "fail",
+        _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
+    )
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return _owned_row(lease, rows)
+
+
+def hold(lease: Lease, worker_id: str) -> Op[bool]:
+    """Lock an owned attempt for a settlement later in the same transaction (PostgreSQL).
+
+    Returns whether a cancel is pending. From here to the end of the transaction
+    the lock is the ownership: recovery and heartbeats skip the row, and a cancel
+    requested meanwhile waits, so the settlement that follows (``complete_held``)
+    sees every cancel it must and needs no live lease.
+
+    Raises:
+        LostLease: the attempt is no longer owned.
+    """
+    rows = yield Call("hold", _owned(lease, worker_id))
+    return _owned_row(lease, rows)["cancel_requested_at_ms"] is not None
+
+
+def complete_held(
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """``complete`` for an attempt this transaction holds (``hold`` ran first).
+
+    ``task_end``: as for ``complete``.
+    """
+    rows = yield Call("complete_held", _owned(lease, worker_id) | {"result": result})
+    yield from _emit_for(rows)
+    if task_end is not None:
+        yield from task_end(rows)
+    return _owned_row(lease, rows)
+
+
+@single_statement
+def release(lease: Lease, worker_id: str) -> Op[Row]:
+    """Hand an attempt back unrun: queued again at once, its attempt not counted.
+
+    For a worker that stops before running a task it claimed. A pending cancel
+    still wins (the task ends canceled).
+    """
+    rows = yield Call("release", _owned(lease, worker_id))
+    yield from _emit_for(rows)
+    return _owned_row(lease, rows)
+
+
+def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
+    return {
+        "id": lease.id,
+        "attempt": lease.attempt,
+        "lease_token": lease.token,
+        "worker_id": worker_id,
+        "now_ms": NOW,
+    }
+
+
+def _owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
+    """The row an owned write changed, undecoded: settling never depends on reading JSON."""
+    if not rows:
+        raise LostLease(lease.id)
+    return rows[0]
