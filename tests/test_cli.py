@@ -1626,6 +1626,25 @@ def test_worker_until_idle_exits_once_the_queue_is_empty(
     assert out.getvalue().splitlines()[-1].endswith(": stopped")
 
 
+def test_worker_run_in_process_gives_the_program_its_own_signal_handlers_back(
+    db: Database, cq: SyncCairnQ, app_dir: Path
+) -> None:
+    (app_dir / "cli_jobs_signals.py").write_text(worker_module(db, "cli_jobs_signals"))
+
+    def own(signum: int, frame: Any) -> None:
+        raise AssertionError(f"signal {signum} reached the program's own handler")
+
+    previous = {sig: signal.signal(sig, own) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = main(["worker", "cli_jobs_signals:worker", "--until-idle"], out=io.StringIO())
+        after = {sig: signal.getsignal(sig) for sig in previous}
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert code == 0
+    assert after == {signal.SIGINT: own, signal.SIGTERM: own}
+
+
 def test_worker_attribute_defaults_to_worker(
     db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

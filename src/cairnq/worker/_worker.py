@@ -754,16 +754,20 @@ class Worker:
                 )
                 self._drain_deadline = 0.0
 
-        installed: list[int] = []
+        installed: dict[int, Any] = {}
         for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, on_signal, sig)
-                installed.append(sig)
+                installed[sig] = previous
         try:
             await main
         finally:
-            for signum in installed:
+            for signum, previous in installed.items():
                 loop.remove_signal_handler(signum)
+                # asyncio leaves the signal at its default: give the program its own back.
+                if previous is not None:
+                    signal.signal(signum, previous)
             await self.close()
 
     @contextlib.asynccontextmanager
