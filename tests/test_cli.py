@@ -1,9 +1,14 @@
 """The ``cairnq`` command line, run in-process through ``main(argv, out)``.
 
 Every command on both backends where the backend matters, each error path as
-one line on stderr with its exit code, and the installed console script once
-in a subprocess. Tasks are moved through ``running`` with the low-level
-operations a worker uses, or by a real worker where the command waits on one.
+one line on stderr with its exit code. What a user's shell gives the script (a
+current directory, no database in the environment, stdin not a terminal) runs
+the script's entry function in this process under those conditions
+(``cairnq(...)``); the installed script runs in a subprocess where a process of
+its own is what is tested: its exit codes, a terminal as stdin, a missing
+extra in a fresh interpreter, and a worker stopped by a signal. Tasks are moved
+through ``running`` with the low-level operations a worker uses, or by a real
+worker where the command waits on one.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import importlib.metadata
 import io
 import json
+import logging
 import os
 import pty
 import signal
@@ -40,7 +46,9 @@ from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Lease, Task
 from cairnq.protocol.statements import migrations
 
+from . import _inprocess as inprocess
 from ._db import Database, admin_connect, drop_schema
+from ._inprocess import run_cairnq
 from ._statements import sent_anywhere, silent_refusal
 
 WORKER_ID = "worker_cli_test"
@@ -102,7 +110,18 @@ def script_env() -> dict[str, str]:
     }
 
 
-def cairnq(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+def cairnq(*argv: str, cwd: Path | None = None) -> Result:
+    """``cairnq ARGV`` run in this process as the installed script runs in its own.
+
+    The script's entry function, in ``cwd``, without the environment's database or
+    schema, stdin not a terminal, nothing configured logging (``tests/_inprocess.py``).
+    """
+    return Result(*run_cairnq(*argv, cwd=cwd))
+
+
+def installed_cairnq(
+    *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Result:
     """Run the installed ``cairnq`` script in a subprocess, stdin not a terminal."""
     proc = subprocess.run(
         [str(SCRIPT), *argv],
@@ -393,7 +412,7 @@ def test_every_command_has_help_with_a_one_line_example(
 
 
 def test_bare_cairnq_prints_the_full_help_with_every_command_and_exits_2() -> None:
-    result = cairnq()
+    result = installed_cairnq()
     assert result.code == 2
     assert result.err == ""
     assert result.lines[0].startswith("usage: cairnq")
@@ -402,7 +421,7 @@ def test_bare_cairnq_prints_the_full_help_with_every_command_and_exits_2() -> No
 
 
 def test_version_prints_the_installed_package_version() -> None:
-    result = cairnq("--version")
+    result = installed_cairnq("--version")
     assert (result.code, result.out) == (0, f"cairnq {importlib.metadata.version('cairnq')}\n")
 
 
@@ -1484,7 +1503,7 @@ def test_dashboard_without_uvicorn_says_which_extra_as_the_other_missing_extras_
         "raise ModuleNotFoundError(\"No module named 'uvicorn'\", name='uvicorn')\n"
     )
     env = script_env() | {"PYTHONPATH": str(tmp_path)}
-    result = cairnq("dashboard", "--db", str(tmp_path / "x.db"), env=env)
+    result = installed_cairnq("dashboard", "--db", str(tmp_path / "x.db"), env=env)
     expected = missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn")
     assert result.code == 1
     assert one_error_line(result) == f"cairnq: error: {expected}"
@@ -1606,6 +1625,25 @@ def test_worker_until_idle_exits_once_the_queue_is_empty(
     assert out.getvalue().splitlines()[-1].endswith(": stopped")
 
 
+def test_worker_run_in_process_gives_the_program_its_own_signal_handlers_back(
+    db: Database, cq: SyncCairnQ, app_dir: Path
+) -> None:
+    (app_dir / "cli_jobs_signals.py").write_text(worker_module(db, "cli_jobs_signals"))
+
+    def own(signum: int, frame: Any) -> None:
+        raise AssertionError(f"signal {signum} reached the program's own handler")
+
+    previous = {sig: signal.signal(sig, own) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = main(["worker", "cli_jobs_signals:worker", "--until-idle"], out=io.StringIO())
+        after = {sig: signal.getsignal(sig) for sig in previous}
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert code == 0
+    assert after == {signal.SIGINT: own, signal.SIGTERM: own}
+
+
 def test_worker_attribute_defaults_to_worker(
     db: Database, cq: SyncCairnQ, app_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1689,6 +1727,56 @@ def test_worker_with_zero_concurrency_is_a_usage_error(capsys: pytest.CaptureFix
     result = run(capsys, "worker", "app:worker", "--concurrency", "0")
     assert result.code == 2
     one_error_line(result)
+
+
+# --- the script's entry function, run in this process --------------------------------------
+
+
+def test_a_command_run_in_this_process_gets_the_shell_s_conditions_and_puts_them_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAIRNQ_DATABASE_URL", str(tmp_path / "from_the_environment.db"))
+    root = logging.getLogger()
+    before = (os.getcwd(), sys.stdin, list(root.handlers), root.level, list(sys.path))
+    result = cairnq("submit", "email.send", cwd=tmp_path)
+    assert f"no cairnq database at {tmp_path / 'cairnq.db'}" in one_error_line(result)
+    assert (os.getcwd(), sys.stdin, list(root.handlers), root.level, list(sys.path)) == before
+    assert os.environ["CAIRNQ_DATABASE_URL"] == str(tmp_path / "from_the_environment.db")
+
+
+def test_a_command_run_in_this_process_sees_no_terminal_and_no_logging_configured() -> None:
+    with inprocess.like_the_script(None) as (_, err):
+        seen = (sys.stdin.isatty(), list(logging.getLogger().handlers))
+        logging.getLogger("cairnq.cli_test").warning("to stderr, as with no logging configured")
+    assert seen == (False, [])
+    assert err.getvalue() == "to stderr, as with no logging configured\n"
+
+
+def test_a_command_that_leaves_a_thread_a_descriptor_or_a_signal_handler_fails_the_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inprocess, "LEFT_OVER_WAIT_S", 0.1)
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name="left_running", daemon=True)
+    previous = signal.getsignal(signal.SIGTERM)
+    left_open: list[Any] = []
+
+    def leave_behind() -> None:
+        with inprocess.like_the_script(tmp_path):
+            left_open.append(open(tmp_path / "left_open.txt", "w"))  # noqa: SIM115
+            thread.start()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    with pytest.raises(AssertionError) as caught:
+        leave_behind()
+    release.set()
+    left_open[0].close()
+    thread.join(60)
+    message = str(caught.value)
+    assert "a SIGTERM handler" in message
+    assert "thread 'left_running'" in message
+    assert str(tmp_path / "left_open.txt") in message
+    assert signal.getsignal(signal.SIGTERM) is previous
 
 
 # --- the installed script ----------------------------------------------------------------

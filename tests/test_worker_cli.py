@@ -1,4 +1,10 @@
-"""``cairnq worker`` as an operator runs it: the real command, in a subprocess."""
+"""``cairnq worker`` as an operator runs it.
+
+The script's entry function runs in this process under the conditions a shell
+gives the installed script (``tests/_inprocess.py``: the operator's directory,
+no database in the environment, nothing configured logging); the installed
+script runs in a subprocess where a signal stops the worker.
+"""
 
 from __future__ import annotations
 
@@ -21,21 +27,16 @@ import pytest
 from cairnq import SyncCairnQ
 
 from ._db import Database
+from ._inprocess import run_cairnq
 from .conftest import PG_URL
 
 SCRIPT = Path(sys.executable).parent / "cairnq"
 
 
-def cairnq(cwd: Path, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CAIRNQ_DATABASE_URL", "CAIRNQ_SCHEMA")}
-    return subprocess.run(
-        [str(SCRIPT), *argv],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def cairnq(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``cairnq ARGV`` in ``cwd``, run in this process as the installed script runs."""
+    code, out, err = run_cairnq(*argv, cwd=cwd)
+    return subprocess.CompletedProcess(["cairnq", *argv], code, out, err)
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
 from ._reporting import default_on_error, listing, listing_extra, safe
 from ._settling import Settler
+from ._signals import handling_signals
 from ._workflows import WorkflowSweeper
 
 log = logging.getLogger("cairnq.worker")
@@ -754,16 +755,10 @@ class Worker:
                 )
                 self._drain_deadline = 0.0
 
-        installed: list[int] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal, sig)
-                installed.append(sig)
         try:
-            await main
+            with handling_signals(loop, on_signal):
+                await main
         finally:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
             await self.close()
 
     @contextlib.asynccontextmanager
