@@ -28,6 +28,9 @@ from .test_orphans import present
 SCRIPT = Path(sys.executable).parent / "cairnq"
 # The bound on how soon a mistake is reported: an upper bound, not a speed claim.
 REPORTED_WITHIN_S = 5.0
+# How long a test waits for a line whose timing it does not test: on a loaded machine a new
+# interpreter alone can take seconds to start.
+PRINTED_WITHIN_S = 30.0
 
 
 @pytest.fixture
@@ -140,7 +143,7 @@ async def test_submit_of_a_task_a_live_worker_serves_prints_no_warning(
 
 def test_submit_wait_prints_the_id_and_status_before_the_task_finishes(command: Any) -> None:
     run = command("submit", "nobody.serves", "--wait", "--no-warn-unserved")
-    line = run.out.until("task_", REPORTED_WITHIN_S)
+    line = run.out.until("task_", PRINTED_WITHIN_S)
     assert line.endswith(" queued")
     assert run.proc.poll() is None  # still waiting: the line came first
 
@@ -149,8 +152,8 @@ def test_submit_wait_says_what_it_waits_for_on_which_database_and_how_to_stop(
     command: Any, cq: SyncCairnQ
 ) -> None:
     run = command("submit", "nobody.serves", "--wait", "--no-warn-unserved")
-    task_id = run.out.until("task_", REPORTED_WITHIN_S).split()[0]
-    line = run.err.until("waiting for", REPORTED_WITHIN_S)
+    task_id = run.out.until("task_", PRINTED_WITHIN_S).split()[0]
+    line = run.err.until("waiting for", PRINTED_WITHIN_S)
     assert line == (
         f"waiting for {task_id} on {cq._where()}; Ctrl-C stops waiting, the task stays queued"
     )
@@ -160,7 +163,7 @@ def test_submit_wait_reports_an_unclaimed_task_naming_the_database_without_a_tim
     command: Any, cq: SyncCairnQ
 ) -> None:
     run = command("submit", "nobody.serves", "--wait", "--no-warn-unserved")
-    line = run.err.until("never claimed", _tasks.DIAGNOSE_AFTER_MS / 1000 + REPORTED_WITHIN_S)
+    line = run.err.until("never claimed", _tasks.DIAGNOSE_AFTER_MS / 1000 + PRINTED_WITHIN_S)
     assert "queue 'default'" in line and "'nobody.serves'" in line
     assert cq._where() in line
 
@@ -169,18 +172,18 @@ def test_ctrl_c_during_submit_wait_prints_the_id_and_how_to_follow_it_and_exits_
     command: Any,
 ) -> None:
     run = command("submit", "nobody.serves", "--wait", "--no-warn-unserved")
-    task_id = run.out.until("task_", REPORTED_WITHIN_S).split()[0]
-    run.err.until("waiting for", REPORTED_WITHIN_S)
+    task_id = run.out.until("task_", PRINTED_WITHIN_S).split()[0]
+    run.err.until("waiting for", PRINTED_WITHIN_S)
     run.proc.send_signal(signal.SIGINT)
     assert run.wait() == 130
-    line = run.err.until("stopped waiting", REPORTED_WITHIN_S)
+    line = run.err.until("stopped waiting", PRINTED_WITHIN_S)
     assert f"{task_id} is queued" in line and f"cairnq get {task_id}" in line
 
 
 def test_the_task_stays_queued_after_ctrl_c(command: Any, cq: SyncCairnQ) -> None:
     run = command("submit", "nobody.serves", "--wait", "--no-warn-unserved")
-    task_id = run.out.until("task_", REPORTED_WITHIN_S).split()[0]
-    run.err.until("waiting for", REPORTED_WITHIN_S)
+    task_id = run.out.until("task_", PRINTED_WITHIN_S).split()[0]
+    run.err.until("waiting for", PRINTED_WITHIN_S)
     run.proc.send_signal(signal.SIGINT)
     run.wait()
     task = cq.get(task_id)
