@@ -92,9 +92,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.protocol.schedules",
             "cairnq.protocol.workflows",
             "cairnq.worker._limits",
-            "cairnq.worker._orphans",
             "cairnq.worker._pauses",
-            "cairnq.worker._presence",
             "cairnq.worker._workflows",
             "cairnq.schedules._scheduler",
         ),
@@ -107,8 +105,8 @@ TOP = "everything else"
 # whose import is gone fails until it is removed.
 PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
     ("cairnq.extensions", "cairnq.worker"): (
-        "the built-in extensions build their worker parts from worker/_limits, _pauses, "
-        "_presence and _workflows, while the worker compiles its extensions' parts; "
+        "the built-in extensions build their worker parts from worker/_limits, _pauses "
+        "and _workflows, while the worker compiles its extensions' parts; "
         "each goes with its feature's move into extensions/"
     ),
     ("cairnq.protocol", "cairnq.schedules"): (

@@ -1,10 +1,11 @@
-"""The built-in features, declared as extensions; their code still lives where it did.
+"""The built-in features, declared as extensions; the code of most still lives where it did.
 
 Each declaration names the feature's migrations, tables and words, and builds its
 worker parts from the code in ``worker/`` and ``schedules/`` (the limit book, the
-pauses, presence, the workflow sweeper, the scheduler), which moves into the
-feature's own folder later. Snooze, durable steps and attempt history have no
-worker part: they run inside the handler's context and the settlements.
+pauses, the workflow sweeper, the scheduler), which moves into the feature's own
+folder later, as presence's has (``extensions/presence/``). Snooze, durable steps
+and attempt history have no worker part: they run inside the handler's context
+and the settlements.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import ClassVar
 from ..schedules._scheduler import Scheduler
 from ..worker._limits import LimitBook
 from ..worker._pauses import Pauses as PauseSet
-from ..worker._presence import Presence as PresenceWriter
 from ..worker._workflows import WorkflowSweeper
 from ._base import Component, Extension, Part, TaskRows, WorkerView
 
@@ -54,25 +54,6 @@ class PausesComponent(Part):
             await self.pauses.refresh()
         except Exception as exc:
             self._report(exc, {"phase": "pauses", "worker_id": self._worker_id})
-
-
-class PresenceComponent(Part):
-    """Prepare writes the worker's row in the background; the job refreshes it and
-    ``close`` deletes it."""
-
-    name = "presence"
-    # The row says the worker serves its queues until its calls have drained.
-    stops_after_drain = True
-
-    def __init__(self, presence: PresenceWriter) -> None:
-        self.presence = presence
-        self.job = presence.job
-
-    async def prepare(self) -> None:
-        self.presence.start()
-
-    async def close(self) -> None:
-        await self.presence.close()
 
 
 class WorkflowsComponent(Part):
@@ -127,27 +108,6 @@ class Pauses(Extension):
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (PausesComponent(worker.pauses, worker),)
-
-
-class Presence(Extension):
-    name = "presence"
-    migrations = ("x0002_workers.sql", "x0004_worker_names.sql")
-    tables: ClassVar[Mapping[str, TaskRows]] = {
-        "cairnq_workers": "not_task_keyed",
-        "cairnq_worker_names": "not_task_keyed",
-    }
-    words = ("presence", "worker_beat", "worker_start", "worker_gone", "cairnq_workers")
-
-    def components(self, worker: WorkerView) -> Sequence[Component]:
-        writer = PresenceWriter(
-            worker.backend,
-            worker.worker_id,
-            worker.queues,
-            worker.concurrency,
-            worker.report,
-            names=worker.task_names,
-        )
-        return (PresenceComponent(writer),)
 
 
 class Workflows(Extension):

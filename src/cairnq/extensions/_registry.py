@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from ..errors import InvalidArgument
 from ._base import Component, Extension, WorkerView
-from ._builtins import History, Limits, Pauses, Presence, Schedules, Snooze, Steps, Workflows
+from ._builtins import History, Limits, Pauses, Schedules, Snooze, Steps, Workflows
+from .presence import Presence
 
 
 def builtins() -> list[Extension]:

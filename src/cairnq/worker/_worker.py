@@ -2,8 +2,9 @@
 
 One run of a worker is a claimer (the claim loop and its calls in flight), a
 settler (its writes that end claims), and its components (``_components``):
-the limit book, pauses, presence, heartbeater, workflow sweeper, recoverer,
-retention sweeper and scheduler. A ``Lifecycle`` prepares the components before
+its extensions' (``cairnq.extensions.builtins()``: the limit book, pauses,
+presence, workflow sweeper and scheduler), then the heartbeater, recoverer and
+retention sweeper. A ``Lifecycle`` prepares the components before
 the first claim, starts their jobs, and on stop stops them in reverse order
 around the drain of in-flight calls.
 """
