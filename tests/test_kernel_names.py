@@ -21,21 +21,13 @@ from pathlib import Path
 import pytest
 
 import cairnq
+from cairnq.extensions import builtins
 
 SRC = Path(cairnq.__file__).parent
 
-# What each feature is called in code; a kernel identifier or string holding one of
-# these (case-insensitive) names the feature.
-WORDS: dict[str, tuple[str, ...]] = {
-    "schedules": ("schedule",),
-    "limits": ("limit_", "claimgate", "cairnq_limits", "limitbook"),
-    "pauses": ("paused", "pause_list", "pause_queue", "pause_task", "cairnq_pauses", "pauses"),
-    "snooze": ("snooze",),
-    "workflows": ("workflow", "parked", "depend", "gathering", "spawn"),
-    "steps": ("step_record", "recorded_step", "task_steps", "transaction_step", "steptransaction"),
-    "history": ("history", "task_attempts", "attempt_record", "attempt_expired", "durable"),
-    "presence": ("presence", "worker_beat", "worker_start", "worker_gone", "cairnq_workers"),
-}
+# What each feature is called in code (each extension's ``words``); a kernel identifier
+# or string holding one of these (case-insensitive) names the feature.
+WORDS: dict[str, tuple[str, ...]] = {ext.name: tuple(ext.words) for ext in builtins()}
 
 # The kernel: the modules below the features. Feature modules that still live in
 # ``protocol/`` (limits, flow, workflows, durable, schedules) are not kernel.

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from cairnq import UnservedTasks, UnservedTaskWarning
+from cairnq.extensions.presence._component import Presence
+from cairnq.extensions.presence._orphans import OrphanWatch
 from cairnq.protocol import reads as _reads
 from cairnq.testing import FakeClock
-from cairnq.worker._orphans import OrphanWatch
-from cairnq.worker._presence import Presence
 
 from ._db import Database, statement_work
 

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from cairnq import WorkerInfo
+from cairnq.extensions.presence._component import Presence
 from cairnq.testing import FakeClock
-from cairnq.worker._presence import Presence
 
 from ._db import Database
 

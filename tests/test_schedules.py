@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, SchemaIncomplete, SerializationError, Worker
+from cairnq.extensions import _builtins
 from cairnq.protocol.schedules import slot_key
 from cairnq.schedules._plan import jitter_for
 from cairnq.schedules._scheduler import Scheduler
 from cairnq.testing import FakeClock
-from cairnq.worker import _worker
 
 from ._db import Database
 from ._waits import ClaimTurns
@@ -288,7 +288,7 @@ async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(
         def __init__(self, *args: Any, **options: Any) -> None:
             super().__init__(*args, **{"interval_ms": 20, **options})
 
-    monkeypatch.setattr(_worker, "Scheduler", Often)
+    monkeypatch.setattr(_builtins, "Scheduler", Often)
     clock = _clock()
     worker = db.worker(clock=clock, poll_interval_ms=20)
     ran: list[int] = []

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Retention
+from cairnq.extensions.presence._component import Presence
 from cairnq.protocol import reads as _reads
 from cairnq.protocol.statements import migrations
 from cairnq.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
-from cairnq.worker._presence import Presence
 
 from ._db import Database, admin_connect
 

@@ -22,64 +22,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .._periodic import ErrorHook
+from ..extensions._base import Component, Job
 
 log = logging.getLogger("cairnq.worker")
 
 Step = Callable[[], Awaitable[object]]
 Attempt = Callable[[Step, str], Awaitable[bool]]
 """``attempt(step, name)``: run one prepare; ``False`` when a stop came first."""
-
-
-class Job(Protocol):
-    """What a component runs in the background: a ``PeriodicJob``, or a part that
-    starts and stops like one."""
-
-    def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-class Component(Protocol):
-    """A background part of a worker; ``Lifecycle`` drives every one the same way.
-
-    Attributes:
-        name: What errors and start-up warnings name it by (``"schedules"``).
-        job: Started after every component is prepared, stopped in reverse
-            order; ``None`` for none (read after ``prepare``).
-        stops_after_drain: Stop only once in-flight calls have drained.
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def job(self) -> Job | None: ...
-
-    @property
-    def stops_after_drain(self) -> bool: ...
-
-    async def prepare(self) -> None:
-        """Before the first claim; raising refuses the worker's start."""
-
-    async def close(self) -> None:
-        """After its job stopped (also when the start was refused after its prepare)."""
-
-
-class Part:
-    """Defaults for a ``Component``: no job, nothing to prepare or close."""
-
-    name = "part"
-    job: Job | None = None
-    stops_after_drain = False
-
-    async def prepare(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 async def once(step: Step, name: str) -> bool:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from ..backends import Backend
-from ..errors import InvalidArgument, SchemaIncomplete
+from ..errors import InvalidArgument
 from ..limits import Limit
 from ..protocol import limits as _limits
 from ..protocol.limits import ClaimGate
@@ -60,21 +60,11 @@ class LimitBook:
         self._loaded_at = 0.0
         self._unknown: set[str] = set()
 
-    async def start(self) -> None:
-        """Store the declared limits; without the limits tables, refuse if any are declared.
-
-        Raises:
-            SchemaIncomplete: limits are declared but the database lacks ``x0006_limits.sql``.
-        """
-        ready = await self.backend.arun(_limits.limits_ready(), write=False)
+    async def start(self, *, ready: bool) -> None:
+        """Store the declared limits on a database with the limits tables (``ready``);
+        without them, the book stays disabled (the limits extension refuses a worker
+        that declares limits there)."""
         if not ready:
-            if self.declared:
-                raise SchemaIncomplete(
-                    f"this worker declares {len(self.declared)} limit(s) but the database "
-                    f"lacks cairnq's limits (migration {_limits.LIMITS_MIGRATION}); run "
-                    "`cairnq migrate` (or open the worker with migrate=True)",
-                    missing=(_limits.LIMITS_MIGRATION,),
-                )
             return
         self.enabled = True
         for limit in self.declared.values():

@@ -2,8 +2,9 @@
 
 One run of a worker is a claimer (the claim loop and its calls in flight), a
 settler (its writes that end claims), and its components (``_components``):
-the limit book, pauses, presence, heartbeater, workflow sweeper, recoverer,
-retention sweeper and scheduler. A ``Lifecycle`` prepares the components before
+its extensions' (``cairnq.extensions.builtins()``: the limit book, pauses,
+presence, workflow sweeper and scheduler), then the heartbeater, recoverer and
+retention sweeper. A ``Lifecycle`` prepares the components before
 the first claim, starts their jobs, and on stop stops them in reverse order
 around the drain of in-flight calls.
 """
@@ -22,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from .. import _ids, kernel
+from .. import _ids, extensions, kernel
 from .._aio import wait_set
 from .._checks import check_int, check_text
 from .._periodic import ErrorHook
@@ -33,37 +34,28 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
+from ..extensions import Component
 from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
-from ..schedules._scheduler import Scheduler
 from ..store import TaskStore
 from . import _options
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
-from ._components import (
-    JobComponent,
-    LimitsComponent,
-    PausesComponent,
-    PresenceComponent,
-    SchedulesComponent,
-    WorkflowsComponent,
-)
+from ._components import JobComponent
 from ._context import CallScope, Listener, Runtime
 from ._executor import Executor
 from ._heartbeater import Heartbeater
-from ._lifecycle import Component, Lifecycle
+from ._lifecycle import Lifecycle
 from ._limits import LimitBook, check_declared
 from ._pauses import Pauses
-from ._presence import Presence
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
 from ._reporting import default_on_error, listing, listing_extra, safe
 from ._settling import Settler
 from ._signals import handling_signals
-from ._workflows import WorkflowSweeper
 
 log = logging.getLogger("cairnq.worker")
 
@@ -218,6 +210,7 @@ class Worker:
         self.evaluates_schedules = bool(schedules)
         self.limits = check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
+        self._extensions = extensions.builtins()
         self._bind(self.client.backend)
 
     @classmethod
@@ -925,10 +918,23 @@ class Worker:
         return _Run(threads, executor, wake, settler, pauses, claimer)
 
     def _components(self, claimer: Claimer, pauses: Pauses) -> list[Component]:
-        """This run's components, in start order (the table in ``_components.py``)."""
+        """This run's components, in start order (the table in ``_components.py``):
+        its extensions' parts, then the heartbeater, the recoverer and the retention sweeper."""
         backend, report, worker_id = self.client.backend, self._report, self.worker_id
-        names = self.registry.names()
-        presence = Presence(backend, worker_id, self.queues, self.concurrency, report, names=names)
+        view = extensions.WorkerView(
+            backend=backend,
+            worker_id=worker_id,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            report=report,
+            task_names=self.registry.names(),
+            codec=self.client.codec,
+            pauses=pauses,
+            book=self._book,
+            switch=self._runtime,
+            schedules=self.schedules,
+            evaluates_schedules=self.evaluates_schedules,
+        )
         heartbeater = Heartbeater(
             backend,
             claimer.contexts,
@@ -937,21 +943,11 @@ class Worker:
             interval_ms=self.heartbeat_interval_ms,
             report=report,
         )
-        components: list[Component] = [
-            LimitsComponent(self._book),
-            PausesComponent(pauses, report, worker_id),
-            PresenceComponent(presence),
-            JobComponent("heartbeat", heartbeater, stops_after_drain=True),
-            WorkflowsComponent(WorkflowSweeper(backend, self._runtime, report=report)),
-            JobComponent("recovery", self._recoverer),
-        ]
+        components = extensions.components(self._extensions, view)
+        components.append(JobComponent("heartbeat", heartbeater, stops_after_drain=True))
+        components.append(JobComponent("recovery", self._recoverer))
         if self.sweeper is not None:
             components.append(JobComponent("retention", self.sweeper))
-        if self.evaluates_schedules:
-            scheduler = Scheduler(
-                backend, self.client.codec, self.schedules, report=report, worker_id=worker_id
-            )
-            components.append(SchedulesComponent(scheduler))
         return components
 
     def _announce(self, until_idle: bool) -> None:

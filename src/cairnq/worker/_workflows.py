@@ -15,13 +15,24 @@ current when the workflow tables appear after the worker started.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from .._periodic import ErrorHook, NamedLease, PeriodicJob
 from ..backends import Backend
 from ..protocol import workflows as _workflows
-from ._context import Runtime
 
 log = logging.getLogger("cairnq.worker")
+
+
+class WorkflowsSwitch(Protocol):
+    """Where the sweeper notes whether the database has the workflow tables (the
+    worker's ``Runtime``, whose settlements decide dependents only then)."""
+
+    workflows: bool
+
+    @property
+    def worker_id(self) -> str: ...
+
 
 LEASE_NAME = "cairnq.workflows"
 INTERVAL_MS = 1_000
@@ -34,7 +45,7 @@ class WorkflowSweeper:
     def __init__(
         self,
         backend: Backend,
-        runtime: Runtime,
+        runtime: WorkflowsSwitch,
         *,
         report: ErrorHook,
         interval_ms: int = INTERVAL_MS,

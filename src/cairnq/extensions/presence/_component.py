@@ -25,11 +25,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .. import kernel
-from .._periodic import ErrorHook, PeriodicJob
-from ..backends import Backend
-from ..protocol import reads as _reads
-from ..protocol.steps import Op
+from ... import kernel
+from ..._periodic import ErrorHook, PeriodicJob
+from ...backends import Backend
+from ...protocol import reads as _reads
+from ...protocol.steps import Op
+from .._base import Part
 from ._orphans import OrphanWatch
 
 log = logging.getLogger("cairnq.worker")
@@ -212,3 +213,22 @@ def _hostname() -> str | None:
         return socket.gethostname()[:255] or None
     except OSError:
         return None
+
+
+class PresenceComponent(Part):
+    """Prepare writes the worker's row in the background; the job refreshes it and
+    ``close`` deletes it."""
+
+    name = "presence"
+    # The row says the worker serves its queues until its calls have drained.
+    stops_after_drain = True
+
+    def __init__(self, presence: Presence) -> None:
+        self.presence = presence
+        self.job = presence.job
+
+    async def prepare(self) -> None:
+        self.presence.start()
+
+    async def close(self) -> None:
+        await self.presence.close()

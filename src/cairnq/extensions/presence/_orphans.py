@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ..backends import Backend
-from ..models import UnservedTasks
-from ..protocol import reads as _reads
+from ...backends import Backend
+from ...models import UnservedTasks
+from ...protocol import reads as _reads
 
 log = logging.getLogger("cairnq.worker")
 

@@ -1,0 +1,186 @@
+"""What an extension is: one feature's tables, migrations, words and background parts.
+
+The kernel never imports an extension. A worker asks the registry (``_registry``)
+for its extensions' components and drives them with one lifecycle; a test asks
+each extension for its tables, migrations and words.
+
+Readiness is one rule, ``Extension.missing``: an extension is ready on a database
+whose migration ledger holds every migration it owns (but those it marks
+``optional``) and every one it needs. A
+worker that declared something the extension stores (limits) refuses to start on
+a database where it is not ready (``Extension.refusal``, a ``SchemaIncomplete``);
+otherwise the extension's parts step aside and look again later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+
+from .. import kernel
+from .._periodic import ErrorHook
+from ..backends import Backend
+from ..errors import SchemaIncomplete
+from ..protocol._points import DrawClaimer, TaskEnd
+
+if TYPE_CHECKING:
+    from .._json import JsonCodec
+    from ..kernel import Draw
+    from ..schedules._model import ScheduleSpec
+    from ..worker._limits import LimitBook
+    from ..worker._pauses import Pauses
+    from ..worker._workflows import WorkflowsSwitch
+
+TaskRows = Literal["trigger", "swept", "not_task_keyed"]
+"""How an extension table's rows about a task go when the task's row goes: a delete
+trigger on ``cairnq_tasks`` forgets them, a sweep does, or the table holds no
+task-keyed rows."""
+
+
+class Job(Protocol):
+    """What a component runs in the background: a ``PeriodicJob``, or a part that
+    starts and stops like one."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Component(Protocol):
+    """A background part of a worker; the worker's ``Lifecycle`` drives every one the same way.
+
+    Attributes:
+        name: What errors and start-up warnings name it by (``"schedules"``).
+        job: Started after every component is prepared, stopped in reverse
+            order; ``None`` for none (read after ``prepare``).
+        stops_after_drain: Stop only once in-flight calls have drained.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def job(self) -> Job | None: ...
+
+    @property
+    def stops_after_drain(self) -> bool: ...
+
+    async def prepare(self) -> None:
+        """Before the first claim; raising refuses the worker's start."""
+
+    async def close(self) -> None:
+        """After its job stopped (also when the start was refused after its prepare)."""
+
+
+class Part:
+    """Defaults for a ``Component``: no job, nothing to prepare or close."""
+
+    name = "part"
+    job: Job | None = None
+    stops_after_drain = False
+
+    async def prepare(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """What one run of a worker shows its extensions' components.
+
+    The run's ``pauses`` and limit ``book`` are built by the worker, which its
+    claimer reads directly until claim filters and draw claimers are compiled
+    from ``Hooks``.
+    """
+
+    backend: Backend
+    worker_id: str
+    queues: Sequence[str]
+    concurrency: int
+    report: ErrorHook
+    task_names: Sequence[str]
+    codec: JsonCodec
+    pauses: Pauses
+    book: LimitBook
+    switch: WorkflowsSwitch
+    schedules: Sequence[ScheduleSpec]
+    evaluates_schedules: bool
+
+
+ClaimFilter = Callable[[Sequence[str], Sequence["Draw"]], tuple[list[str], list["Draw"]]]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What an extension plugs into the kernel's operations. A field left ``None``
+    costs nothing: nothing is run for it.
+
+    Not compiled yet: today's built-ins are still wired into the claimer and the
+    settler by hand, and return no hooks.
+    """
+
+    claim_filter: ClaimFilter | None = None
+    draw_claimer: DrawClaimer | None = None
+    task_end: TaskEnd | None = None
+
+
+class Extension:
+    """One feature: its migrations, its tables, its words and its worker parts.
+
+    Built-in features and third-party ones are declared alike; the kernel never
+    imports one.
+
+    Attributes:
+        name: The feature's name (``"limits"``).
+        migrations: The x-migrations it owns, in order of application.
+        needs: Migrations it needs that another extension owns.
+        optional: Those of its own migrations it works without (a later one
+            that only changes how its rows are kept); readiness ignores them.
+        tables: Its tables, each with how its rows about a task are forgotten.
+        words: What it is called in code; the kernel's modules name none of them
+            (``tests/test_kernel_names.py``).
+    """
+
+    name: ClassVar[str]
+    migrations: ClassVar[Sequence[str]] = ()
+    needs: ClassVar[Sequence[str]] = ()
+    optional: ClassVar[Sequence[str]] = ()
+    tables: ClassVar[Mapping[str, TaskRows]] = {}
+    words: ClassVar[Sequence[str]] = ()
+
+    def __repr__(self) -> str:
+        return f"<Extension {self.name}>"
+
+    def missing(self, applied: Collection[str]) -> tuple[str, ...]:
+        """The migrations it owns (``optional`` aside) or needs that ``applied`` lacks:
+        none when it is ready."""
+        wanted = (*(m for m in self.migrations if m not in self.optional), *self.needs)
+        return tuple(m for m in wanted if m not in applied)
+
+    async def amissing(self, backend: Backend) -> tuple[str, ...]:
+        """``missing`` on ``backend``'s migration ledger, read now."""
+        applied = await backend.arun(kernel.applied_migrations(), write=False)
+        return self.missing(applied)
+
+    def refusal(self, missing: Sequence[str], declared: str) -> SchemaIncomplete:
+        """The error a worker that ``declared`` what this extension stores raises on a
+        database that lacks ``missing``."""
+        which = (
+            f"migration {missing[0]}" if len(missing) == 1 else f"migrations {', '.join(missing)}"
+        )
+        return SchemaIncomplete(
+            f"this worker declares {declared} but the database lacks cairnq's {self.name} "
+            f"({which}); run `cairnq migrate` (or open the worker with migrate=True)",
+            missing=tuple(missing),
+        )
+
+    def hooks(self) -> Hooks:
+        """What it plugs into the kernel's operations (nothing, by default)."""
+        return Hooks()
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        """Its background parts in one run of ``worker``, in start order (none, by default)."""
+        return ()

@@ -1,0 +1,38 @@
+"""Presence: each worker's row in ``cairnq_workers`` (and the task names it serves in
+``cairnq_worker_names``), written while it runs and deleted once it has drained.
+
+Its statements and reads (``protocol/sql``, ``protocol/reads.py``) still live with the
+protocol's: the statement loader reads one folder per dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from .._base import Component, Extension, TaskRows, WorkerView
+from ._component import Presence as Writer
+from ._component import PresenceComponent
+
+
+class Presence(Extension):
+    name = "presence"
+    migrations = ("x0002_workers.sql", "x0004_worker_names.sql")
+    # Without x0004 the row is written without the task names it serves.
+    optional = ("x0004_worker_names.sql",)
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_workers": "not_task_keyed",
+        "cairnq_worker_names": "not_task_keyed",
+    }
+    words = ("presence", "worker_beat", "worker_start", "worker_gone", "cairnq_workers")
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        writer = Writer(
+            worker.backend,
+            worker.worker_id,
+            worker.queues,
+            worker.concurrency,
+            worker.report,
+            names=worker.task_names,
+        )
+        return (PresenceComponent(writer),)

@@ -1,0 +1,229 @@
+"""The rules every registered extension keeps, checked over ``cairnq.extensions.builtins()``.
+
+- its tables are named ``cairnq_*``, and exist on a migrated database;
+- none of its tables has a foreign key to a protocol table (read from the catalog of
+  a real migrated database: SQLite's ``pragma foreign_key_list``, PostgreSQL's
+  ``pg_constraint``), so the reference SDK's purge and truncate work;
+- each migration it owns ships in both dialects and is x-numbered; each one it needs
+  is owned by another extension;
+- no two extensions share a name, a migration or a table, and every x-migration and
+  every ``cairnq_*`` table is owned by one extension or by the kernel.
+
+Each rule is shown catching a synthetic bad extension.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+import pytest
+
+from cairnq.errors import InvalidArgument
+from cairnq.extensions import Extension, TaskRows, builtins, check
+from cairnq.protocol.statements import DIALECTS, migrations
+
+from ._db import Database, admin_connect
+from .test_migrate_repair import outside
+
+# The kernel's own x-migrations and tables (named leases, lease tokens).
+KERNEL_MIGRATIONS = ("x0001_locks.sql", "x0003_leases.sql", "x0011_leases_forget.sql")
+KERNEL_TABLES = ("cairnq_locks", "cairnq_leases")
+X_NAME = re.compile(r"x\d{4}_[a-z0-9_]+\.sql")
+CREATED = re.compile(r"create table (?:if not exists )?(\w+)", re.IGNORECASE)
+
+
+def protocol_tables() -> set[str]:
+    """The tables the protocol's own (numbered, not x-) migrations create."""
+    return {
+        table
+        for dialect in DIALECTS
+        for migration in migrations(dialect)
+        if not migration.name.startswith("x")
+        for table in CREATED.findall(migration.source)
+    }
+
+
+def shipped(dialect: str) -> set[str]:
+    return {m.name for m in migrations(dialect)}  # type: ignore[arg-type]
+
+
+def declaration_faults(extensions: Sequence[Extension]) -> list[str]:
+    """What breaks the rules in the extensions' declarations (no database needed)."""
+    faults = []
+    owners: dict[str, str] = {}
+    for ext in extensions:
+        for table in ext.tables:
+            if not table.startswith("cairnq_"):
+                faults.append(f"{ext.name}: table {table} is not named cairnq_*")
+        for name in ext.migrations:
+            if not X_NAME.fullmatch(name):
+                faults.append(f"{ext.name}: migration {name} is not x-numbered")
+            for dialect in DIALECTS:
+                if name not in shipped(dialect):
+                    faults.append(f"{ext.name}: migration {name} is not shipped for {dialect}")
+        for name in ext.optional:
+            if name not in ext.migrations:
+                faults.append(f"{ext.name}: optional {name} is not one of its migrations")
+        for owned in (*ext.migrations, *ext.tables):
+            owner = owners.setdefault(owned, ext.name)
+            if owner != ext.name:
+                faults.append(f"{ext.name}: {owned} is owned by {owner} too")
+    owned_migrations = {m for ext in extensions for m in ext.migrations}
+    for ext in extensions:
+        for name in ext.needs:
+            if name not in owned_migrations - set(ext.migrations):
+                faults.append(f"{ext.name}: needs {name}, which no other extension owns")
+    return faults
+
+
+def unowned(extensions: Sequence[Extension]) -> list[str]:
+    """Shipped x-migrations and created ``cairnq_*`` tables no extension nor the kernel owns."""
+    migrations_owned = {m for ext in extensions for m in ext.migrations} | set(KERNEL_MIGRATIONS)
+    tables_owned = {t for ext in extensions for t in ext.tables} | set(KERNEL_TABLES)
+    found = []
+    for dialect in DIALECTS:
+        for migration in migrations(dialect):
+            if not migration.name.startswith("x"):
+                continue
+            if migration.name not in migrations_owned:
+                found.append(f"migration {migration.name}")
+            created = set(CREATED.findall(migration.source)) - tables_owned
+            found.extend(f"table {t}" for t in sorted(created))
+    return sorted(set(found))
+
+
+def foreign_keys_to(db: Database, tables: Sequence[str], targets: set[str]) -> list[str]:
+    """``table -> referenced`` for each foreign key from ``tables`` onto ``targets``,
+    read from the migrated database's catalog."""
+    if db.kind == "sqlite":
+        assert db.path is not None
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:
+            found = {
+                f"{table} -> {fk[2]}"
+                for table in tables
+                for fk in conn.execute("select * from pragma_foreign_key_list(?)", (table,))
+                if fk[2] in targets
+            }
+        return sorted(found)
+    with admin_connect(db.url) as conn:
+        rows = conn.execute(
+            "select distinct c.relname::text, p.relname::text from pg_constraint k "
+            "join pg_class c on c.oid = k.conrelid join pg_class p on p.oid = k.confrelid "
+            "where k.contype = 'f' and c.relnamespace = %s::regnamespace "
+            "and c.relname = any(%s) and p.relname = any(%s)",
+            (db.schema, list(tables), sorted(targets)),
+        ).fetchall()
+    return sorted(f"{r[0]} -> {r[1]}" for r in rows)
+
+
+def existing_tables(db: Database) -> set[str]:
+    if db.kind == "sqlite":
+        rows = outside(db, "select name from sqlite_master where type = 'table'")
+    else:
+        rows = outside(
+            db,
+            "select tablename from pg_tables where schemaname = current_schema()",
+        )
+    return {str(r[0]) for r in rows}
+
+
+def migrated(db: Database) -> None:
+    with db.sync_client() as client:
+        client.stats()
+
+
+class Audit(Extension):
+    """A well-formed extension a test adds its faults to."""
+
+    name = "audit"
+    migrations = ("x0099_audit.sql",)
+    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_audit_log": "trigger"}
+
+
+def test_the_builtin_declarations_keep_the_rules() -> None:
+    assert declaration_faults(builtins()) == []
+
+
+def test_every_x_migration_and_extension_table_has_one_owner() -> None:
+    assert unowned(builtins()) == []
+
+
+def test_the_registry_accepts_the_builtins_once_each() -> None:
+    assert [ext.name for ext in check(builtins())] == [ext.name for ext in builtins()]
+
+
+def test_a_bad_declaration_is_caught_by_each_rule() -> None:
+    class Bad(Extension):
+        name = "bad"
+        migrations = ("0001_init.sql", "x0099_nowhere.sql", "x0006_limits.sql")
+        needs = ("x0098_nobody.sql",)
+        optional = ("x0007_flow.sql",)
+        tables: ClassVar[Mapping[str, TaskRows]] = {
+            "audit_log": "trigger",
+            "cairnq_limits": "not_task_keyed",
+        }
+
+    faults = declaration_faults([*builtins(), Bad()])
+    assert faults == [
+        "bad: table audit_log is not named cairnq_*",
+        "bad: migration 0001_init.sql is not x-numbered",
+        "bad: migration x0099_nowhere.sql is not shipped for sqlite",
+        "bad: migration x0099_nowhere.sql is not shipped for postgres",
+        "bad: optional x0007_flow.sql is not one of its migrations",
+        "bad: x0006_limits.sql is owned by limits too",
+        "bad: cairnq_limits is owned by limits too",
+        "bad: needs x0098_nobody.sql, which no other extension owns",
+    ]
+
+
+def test_a_migration_or_table_no_extension_owns_is_caught() -> None:
+    without_limits = [ext for ext in builtins() if ext.name != "limits"]
+    assert unowned(without_limits) == [
+        "migration x0006_limits.sql",
+        "migration x0015_limit_keys_unbound.sql",
+        "table cairnq_limit_keys",
+        "table cairnq_limits",
+        "table cairnq_rate_buckets",
+    ]
+
+
+def test_an_extension_is_ready_once_its_migrations_but_the_optional_ones_are_applied() -> None:
+    limits = next(ext for ext in builtins() if ext.name == "limits")
+    assert limits.missing(set()) == ("x0006_limits.sql",)
+    assert limits.missing({"x0006_limits.sql"}) == ()
+    refusal = limits.refusal(limits.missing(set()), "2 limit(s)")
+    assert refusal.missing == ("x0006_limits.sql",)
+    assert str(refusal).startswith("this worker declares 2 limit(s) but the database lacks")
+
+
+def test_the_registry_refuses_two_owners_of_a_table_or_one_name_twice() -> None:
+    class Other(Audit):
+        name = "other"
+        migrations = ()
+
+    with pytest.raises(InvalidArgument, match="table cairnq_audit_log is audit's"):
+        check([Audit(), Other()])
+    with pytest.raises(InvalidArgument, match="two extensions are named audit"):
+        check([Audit(), Audit()])
+
+
+def test_every_extension_table_exists_and_none_references_a_protocol_table(
+    db: Database,
+) -> None:
+    migrated(db)
+    tables = sorted(t for ext in builtins() for t in ext.tables)
+    assert set(tables) - existing_tables(db) == set()
+    assert foreign_keys_to(db, tables, protocol_tables()) == []
+
+
+def test_a_foreign_key_from_an_extension_table_to_a_protocol_table_is_caught(
+    db: Database,
+) -> None:
+    migrated(db)
+    outside(db, "create table cairnq_audit_log (task_id text references cairnq_tasks (id))")
+    tables = sorted(t for ext in [*builtins(), Audit()] for t in ext.tables)
+    assert foreign_keys_to(db, tables, protocol_tables()) == ["cairnq_audit_log -> cairnq_tasks"]
