@@ -14,7 +14,7 @@ otherwise the extension's parts step aside and look again later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
@@ -22,11 +22,9 @@ from .. import kernel
 from .._periodic import ErrorHook
 from ..backends import Backend
 from ..errors import SchemaIncomplete
-from ..protocol._points import DrawClaimer, TaskEnd
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from ..kernel import Draw
     from ..schedules._model import ScheduleSpec
     from ..worker._limits import LimitBook
     from ..worker._pauses import Pauses
@@ -91,9 +89,9 @@ class Part:
 class WorkerView:
     """What one run of a worker shows its extensions' components.
 
-    The run's ``pauses`` and limit ``book`` are built by the worker, which its
-    claimer reads directly until claim filters and draw claimers are compiled
-    from ``Hooks``.
+    The run's ``pauses`` and limit ``book`` are built by the worker, whose
+    claimer reads them directly: the claim's extension points are not part of
+    this interface yet.
     """
 
     backend: Backend
@@ -108,23 +106,6 @@ class WorkerView:
     switch: WorkflowsSwitch
     schedules: Sequence[ScheduleSpec]
     evaluates_schedules: bool
-
-
-ClaimFilter = Callable[[Sequence[str], Sequence["Draw"]], tuple[list[str], list["Draw"]]]
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """What an extension plugs into the kernel's operations. A field left ``None``
-    costs nothing: nothing is run for it.
-
-    Not compiled yet: today's built-ins are still wired into the claimer and the
-    settler by hand, and return no hooks.
-    """
-
-    claim_filter: ClaimFilter | None = None
-    draw_claimer: DrawClaimer | None = None
-    task_end: TaskEnd | None = None
 
 
 class Extension:
@@ -176,10 +157,6 @@ class Extension:
             f"({which}); run `cairnq migrate` (or open the worker with migrate=True)",
             missing=tuple(missing),
         )
-
-    def hooks(self) -> Hooks:
-        """What it plugs into the kernel's operations (nothing, by default)."""
-        return Hooks()
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         """Its background parts in one run of ``worker``, in start order (none, by default)."""
