@@ -18,13 +18,13 @@ GENERATED_MARK = "# generated from "
 
 # module -> its length today, a ceiling until it is split.
 OVER: dict[str, int] = {
-    "backends/pg_executor.py": 822,
+    "backends/pg_executor.py": 821,
     "backends/sqlite.py": 1173,
     "client/_async.py": 1150,
     "dashboard/_pages.py": 1203,
     "drivertest/test_state_machine.py": 845,
     "worker/_context.py": 1075,
-    "worker/_worker.py": 1189,
+    "worker/_worker.py": 1185,
 }
 
 
