@@ -201,7 +201,7 @@ def test_a_power_cut_with_synchronous_normal_loses_at_most_the_last_commits(
 
 
 @pytest.mark.parametrize(("seed", "mode"), [(21, "random"), (22, "checkpoint")])
-def test_a_build_that_never_fsyncs_loses_acknowledged_submits_and_the_check_reports_it(
+def test_a_build_that_never_fsyncs_loses_acknowledged_submits_or_the_file_and_the_check_reports_it(
     template: Path, shim: Path, tmp_path: Path, show: Show, seed: int, mode: str
 ) -> None:
     cut = power_cut(
@@ -210,4 +210,7 @@ def test_a_build_that_never_fsyncs_loses_acknowledged_submits_and_the_check_repo
     show(cut)
     assert cut.counts.fsyncs[WAL] == 0 and cut.counts.fsyncs[DB_NAME] == 0
     assert cut.acked
-    assert cut.verdict.missing, f"the mutant went unnoticed: {cut.summary()}"
+    # Unsynced pages cut at random lose acknowledged rows, or tear the file itself (the
+    # integrity check fails) with every row still readable: the check reports either.
+    caught = bool(cut.verdict.missing) or cut.verdict.integrity != "ok"
+    assert caught, f"the mutant went unnoticed: {cut.summary()}"
