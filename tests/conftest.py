@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import os
 import secrets
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,17 @@ LANES = {"mutants": "mutants", "chaos": "chaos", "slow": "processes", "browser":
 """Marks whose tests run in a lane of their own under pytest-xdist (``--dist loadgroup``):
 one test at a time per lane, beside the other test processes, so the many processes
 and the timing windows of one are not squeezed by another of its kind."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the programs the tests start, as it does from a terminal.
+
+    A shell without job control starts a background command with SIGINT ignored,
+    and an ignored signal stays ignored in every program started from it; the
+    tests that press Ctrl-C on a ``cairnq`` command would then wait in vain.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
