@@ -16,8 +16,13 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+# uv installs what pip would (the same resolution) in a fraction of the time; pip alone
+# when uv cannot be had.
+if ! { .venv/bin/python -m uv --version >/dev/null 2>&1 || .venv/bin/python -m pip install --quiet uv; } \
+    || ! .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -e ".[dev]"; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[dev]"
+fi
 .venv/bin/ruff format --check src tests
 .venv/bin/ruff check src tests
 # mypy runs beside pytest (it needs no database); its report and verdict come at the end.
