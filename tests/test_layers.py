@@ -63,20 +63,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "cairnq.protocol",
             "cairnq.protocol._points",
-            "cairnq.protocol.procedures",
             "cairnq.protocol.statements",
             "cairnq.protocol.steps",
         ),
     ),
     ("seam and backends", ("cairnq._wakeups", "cairnq.backends.*")),
-    # The operations on the protocol's own tables, naming no feature. setup and reads
-    # are kernel modules still in protocol/.
+    # The operations on the protocol's own tables, naming no feature.
     (
         "kernel",
         (
             "cairnq.kernel.*",
-            "cairnq.protocol.setup",
-            "cairnq.protocol.reads",
             "cairnq._periodic",
         ),
     ),
@@ -124,7 +120,7 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
 # check) and complete inside a caller's transaction with the kernel's hold and
 # complete_held; they go when a backend takes its setup from its opener and runs a
 # neutral run_around with ops its caller builds (design, section 4.4, step 2).
-_SETUP = "cairnq.protocol.setup"
+_SETUP = "cairnq.kernel.setup"
 UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset(
     {
         ("cairnq.backends._pg_async", "cairnq.kernel"),

@@ -28,7 +28,7 @@ from ._periodic import PeriodicJob
 from .backends import Backend
 from .backends.base import event_loop_mismatch
 from .errors import InvalidArgument
-from .protocol.procedures import Nap, Procedure, Run, afollow, follow
+from .kernel.procedures import Nap, Procedure, Run, afollow, follow
 from .protocol.steps import Op
 
 log = logging.getLogger("cairnq.retention")

@@ -63,10 +63,10 @@ from .backends import (
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
+from .kernel.procedures import afollow
 from .models import Lease, Task, TaskRef
 from .protocol import workflows as _workflows
 from .protocol._points import TaskEnd
-from .protocol.procedures import afollow
 from .protocol.steps import NOW, Call, Op, Row
 from .retention import Retention, RetentionSweeper
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol.setup import arun_setup
+from ..kernel.setup import arun_setup
 from ..protocol.steps import (
     Call,
     Emit,

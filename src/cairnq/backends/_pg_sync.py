@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol.setup import run_setup
+from ..kernel.setup import run_setup
 from ..protocol.steps import (
     Call,
     Emit,

@@ -48,7 +48,7 @@ from ..errors import (
     InvalidArgument,
     UnsupportedBackend,
 )
-from ..protocol.setup import Setup, check_repair, setup_steps
+from ..kernel.setup import Setup, check_repair, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
 from ._pg_errors import translate as _translate

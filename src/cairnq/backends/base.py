@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .._clock import Clock
 from .._wakeups import WakeHub
 from ..errors import EventLoopMismatch
-from ..protocol.setup import Damage, SchemaObject, find_damage
+from ..kernel.setup import Damage, SchemaObject, find_damage
 from ..protocol.statements import Dialect, Statement
 from ..protocol.steps import Op
 

@@ -45,9 +45,9 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
+from ..kernel.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..models import Lease
 from ..protocol._points import TaskEnd
-from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, is_single_statement
 from .base import LoopBinding, bind

@@ -59,7 +59,7 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
+from ..kernel.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
 from ._registry import register_backend, registration

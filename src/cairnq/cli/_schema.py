@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from ..kernel.setup import damage_error, describe_missing, newer_migrations
 from ..migrate import migrate
-from ..protocol.setup import damage_error, describe_missing, newer_migrations
 from ..protocol.statements import migrations
 from ._render import iso, write_lines
 from ._target import Target, inspect_database, target_of

@@ -23,7 +23,7 @@ from ..backends import (
 )
 from ..client import SyncCairnQ
 from ..errors import InvalidArgument, UnsupportedBackend
-from ..protocol.setup import damage_error, is_extension, newer_migrations, pending
+from ..kernel.setup import damage_error, is_extension, newer_migrations, pending
 from ..protocol.statements import Dialect
 from ._errors import CommandError
 

@@ -23,8 +23,8 @@ from typing import Any
 from .._json import JsonCodec
 from .._periodic import NamedLease, PeriodicJob
 from ..backends import Backend
+from ..kernel.procedures import afollow
 from ..protocol import schedules as _schedules
-from ..protocol.procedures import afollow
 from ..protocol.steps import Op
 from ._model import ScheduleSpec
 

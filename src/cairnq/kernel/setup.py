@@ -22,8 +22,8 @@ from typing import Any
 
 from .. import kernel
 from ..errors import InvalidArgument, SchemaIncomplete
-from .statements import Dialect, migrations
-from .steps import Call, Op
+from ..protocol.statements import Dialect, migrations
+from ..protocol.steps import Call, Op
 
 # Creation and removal of named objects in a migration file, in textual order.
 _DDL = re.compile(
