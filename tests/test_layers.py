@@ -115,28 +115,9 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
     ),
 }
 
-# Imports (importer, imported) that reach a layer above today. The backends open a
-# database with the kernel's setup (the migrations, the ledger, the installation
-# check) and complete inside a caller's transaction with the kernel's hold and
-# complete_held; they go when a backend takes its setup from its opener and runs a
-# neutral run_around with ops its caller builds (design, section 4.4, step 2).
-_SETUP = "cairnq.kernel.setup"
-UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("cairnq.backends._pg_async", "cairnq.kernel"),
-        ("cairnq.backends._pg_async", _SETUP),
-        ("cairnq.backends._pg_errors", _SETUP),
-        ("cairnq.backends._pg_sync", "cairnq.kernel"),
-        ("cairnq.backends._pg_sync", _SETUP),
-        ("cairnq.backends._postgres_core", "cairnq.kernel"),
-        ("cairnq.backends._postgres_core", _SETUP),
-        ("cairnq.backends.base", _SETUP),
-        ("cairnq.backends.pg_executor", "cairnq.kernel"),
-        ("cairnq.backends.pg_executor", _SETUP),
-        ("cairnq.backends.postgres", "cairnq.kernel"),
-        ("cairnq.backends.sqlite", _SETUP),
-    }
-)
+# Imports (importer, imported) that reach a layer above today; none. The list may only
+# shrink, so it stays empty.
+UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

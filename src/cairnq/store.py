@@ -581,12 +581,12 @@ class TaskStore:
             return value
 
         async def settle(lease: Lease) -> Row:
-            row: Row = await completer.complete_in(
-                lease,
-                worker,
+            row: Row = await completer.arun_around_write(
+                kernel.hold(lease, worker),
                 run,
-                lambda v: self.codec.encode_optional(v, what="result"),
-                task_end=end,
+                lambda v: kernel.complete_held(
+                    lease, worker, self.codec.encode_optional(v, what="result"), task_end=end
+                ),
             )
             return row
 
