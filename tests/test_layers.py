@@ -69,13 +69,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("seam and backends", ("cairnq._wakeups", "cairnq.backends.*")),
     # The operations on the protocol's own tables, naming no feature.
-    (
-        "kernel",
-        (
-            "cairnq.kernel.*",
-            "cairnq._periodic",
-        ),
-    ),
+    ("kernel", ("cairnq.kernel.*",)),
     # The extensions, and the features' code still in protocol/, worker/ and schedules/;
     # each leaves for its extension's folder.
     (

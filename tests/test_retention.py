@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext, kernel
-from cairnq.retention import LOCK_NAME, RetentionSweeper
+from cairnq.kernel.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect

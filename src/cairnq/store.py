@@ -64,11 +64,11 @@ from .backends import (
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
 from .kernel.procedures import afollow
+from .kernel.retention import Retention, RetentionSweeper
 from .models import Lease, Task, TaskRef
 from .protocol import workflows as _workflows
 from .protocol._points import TaskEnd
 from .protocol.steps import NOW, Call, Op, Row
-from .retention import Retention, RetentionSweeper
 
 __all__ = ["ClaimDraw", "PostgresStore", "SQLiteStore", "TaskStore"]
 

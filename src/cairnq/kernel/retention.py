@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _ids, kernel
-from ._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
-from ._periodic import PeriodicJob
-from .backends import Backend
-from .backends.base import event_loop_mismatch
-from .errors import InvalidArgument
-from .kernel.procedures import Nap, Procedure, Run, afollow, follow
-from .protocol.steps import Op
+from .. import _ids, kernel
+from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
+from ..backends import Backend
+from ..backends.base import event_loop_mismatch
+from ..errors import InvalidArgument
+from ..protocol.steps import Op
+from .periodic import PeriodicJob
+from .procedures import Nap, Procedure, Run, afollow, follow
 
 log = logging.getLogger("cairnq.retention")
 
