@@ -104,8 +104,9 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "schedules/_scheduler.py runs protocol.schedules; goes with schedules' extension"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the kernel's setup and reads, and the features' operations, still live in "
-        "protocol/ and use the kernel, which builds on protocol.steps"
+        "the features' operations still in protocol/ (durable, flow, limits, schedules, "
+        "workflows) use the kernel, which builds on protocol.steps; goes as each feature "
+        "moves into extensions/"
     ),
 }
 
