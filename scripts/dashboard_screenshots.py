@@ -24,8 +24,8 @@ from typing import Any
 
 from cairnq import SyncCairnQ, kernel
 from cairnq.dashboard import create_app
+from cairnq.kernel import views as _reads
 from cairnq.models import Lease
-from cairnq.protocol import reads as _reads
 from cairnq.testing import FakeClock
 
 WORKERS = ("worker_01JDEMO0MAILER00000000000", "worker_01JDEMO0RENDER00000000000")

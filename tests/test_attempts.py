@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Retention, Worker, kernel
-from cairnq.retention import RetentionSweeper
+from cairnq.kernel.retention import RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect

@@ -63,23 +63,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "cairnq.protocol",
             "cairnq.protocol._points",
-            "cairnq.protocol.procedures",
             "cairnq.protocol.statements",
             "cairnq.protocol.steps",
         ),
     ),
     ("seam and backends", ("cairnq._wakeups", "cairnq.backends.*")),
-    # The operations on the protocol's own tables, naming no feature. setup and reads
-    # are kernel modules still in protocol/.
-    (
-        "kernel",
-        (
-            "cairnq.kernel.*",
-            "cairnq.protocol.setup",
-            "cairnq.protocol.reads",
-            "cairnq._periodic",
-        ),
-    ),
+    # The operations on the protocol's own tables, naming no feature.
+    ("kernel", ("cairnq.kernel.*",)),
     # The extensions, and the features' code still in protocol/, worker/ and schedules/;
     # each leaves for its extension's folder.
     (
@@ -114,33 +104,15 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "schedules/_scheduler.py runs protocol.schedules; goes with schedules' extension"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the kernel's setup and reads, and the features' operations, still live in "
-        "protocol/ and use the kernel, which builds on protocol.steps"
+        "the features' operations still in protocol/ (durable, flow, limits, schedules, "
+        "workflows) use the kernel, which builds on protocol.steps; goes as each feature "
+        "moves into extensions/"
     ),
 }
 
-# Imports (importer, imported) that reach a layer above today. The backends open a
-# database with the kernel's setup (the migrations, the ledger, the installation
-# check) and complete inside a caller's transaction with the kernel's hold and
-# complete_held; they go when a backend takes its setup from its opener and runs a
-# neutral run_around with ops its caller builds (design, section 4.4, step 2).
-_SETUP = "cairnq.protocol.setup"
-UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("cairnq.backends._pg_async", "cairnq.kernel"),
-        ("cairnq.backends._pg_async", _SETUP),
-        ("cairnq.backends._pg_errors", _SETUP),
-        ("cairnq.backends._pg_sync", "cairnq.kernel"),
-        ("cairnq.backends._pg_sync", _SETUP),
-        ("cairnq.backends._postgres_core", "cairnq.kernel"),
-        ("cairnq.backends._postgres_core", _SETUP),
-        ("cairnq.backends.base", _SETUP),
-        ("cairnq.backends.pg_executor", "cairnq.kernel"),
-        ("cairnq.backends.pg_executor", _SETUP),
-        ("cairnq.backends.postgres", "cairnq.kernel"),
-        ("cairnq.backends.sqlite", _SETUP),
-    }
-)
+# Imports (importer, imported) that reach a layer above today; none. The list may only
+# shrink, so it stays empty.
+UPWARD_KNOWN: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, TaskContext, Worker
-from cairnq._periodic import PeriodicJob
 from cairnq.extensions import _builtins
+from cairnq.kernel.periodic import PeriodicJob
 from cairnq.schedules._scheduler import Scheduler
 from cairnq.testing import FakeClock
 from cairnq.worker._lifecycle import Lifecycle, Step

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from cairnq import SyncCairnQ, kernel
-from cairnq.protocol import reads as _reads
+from cairnq.kernel import views as _reads
 from cairnq.protocol.statements import statements
 from cairnq.protocol.steps import Call
 

@@ -19,7 +19,7 @@ import pytest
 from cairnq import UnservedTasks, UnservedTaskWarning
 from cairnq.extensions.presence._component import Presence
 from cairnq.extensions.presence._orphans import OrphanWatch
-from cairnq.protocol import reads as _reads
+from cairnq.kernel import views as _reads
 from cairnq.testing import FakeClock
 
 from ._db import Database, statement_work

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cairnq import InvalidArgument
-from cairnq._periodic import NamedLease, PeriodicJob
+from cairnq.kernel.periodic import NamedLease, PeriodicJob
 from cairnq.testing import FakeClock
 
 from ._db import Database

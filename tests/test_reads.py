@@ -22,8 +22,8 @@ from cairnq import (
     WorkerInfo,
     kernel,
 )
+from cairnq.kernel.views import decode_cursor, encode_cursor, prefix_range
 from cairnq.models import Lease
-from cairnq.protocol.reads import decode_cursor, encode_cursor, prefix_range
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -354,7 +354,7 @@ def test_a_filtered_page_reads_through_an_index(
 ) -> None:
     import sqlite3
 
-    from cairnq.protocol import reads as _reads
+    from cairnq.kernel import views as _reads
     from cairnq.protocol.statements import statements
 
     sqlite_db.sync_client().open().stats()
@@ -379,7 +379,7 @@ def test_a_page_in_id_order_walks_the_primary_key_without_sorting(
 ) -> None:
     import sqlite3
 
-    from cairnq.protocol import reads as _reads
+    from cairnq.kernel import views as _reads
     from cairnq.protocol.statements import statements
 
     sqlite_db.sync_client().open().stats()
@@ -404,7 +404,7 @@ def test_a_page_in_id_order_walks_the_primary_key_without_sorting(
 def test_a_filter_on_a_common_value_is_served_by_the_key_walk(
     filters: dict[str, str], common: str
 ) -> None:
-    from cairnq.protocol import reads as _reads
+    from cairnq.kernel import views as _reads
 
     op = _reads.list_page(**filters)
     probe = next(op)
@@ -416,7 +416,7 @@ def test_a_filter_on_a_common_value_is_served_by_the_key_walk(
 def test_pages_by_queue_are_the_same_whichever_statement_serves_them(
     cq: SyncCairnQ, monkeypatch: pytest.MonkeyPatch, cap: int
 ) -> None:
-    from cairnq.protocol import reads as _reads
+    from cairnq.kernel import views as _reads
 
     monkeypatch.setattr(_reads, "INDEX_SORT_MAX", cap)
     ids = [cq.submit("t", queue="a" if i % 2 else "b").id for i in range(7)]
@@ -450,7 +450,7 @@ def test_the_count_before_a_filtered_page_reads_only_its_index(
 ) -> None:
     import sqlite3
 
-    from cairnq.protocol import reads as _reads
+    from cairnq.kernel import views as _reads
     from cairnq.protocol.statements import statements
 
     sqlite_db.sync_client().open().stats()

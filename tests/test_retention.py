@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cairnq import InvalidArgument, Retention, RetentionRule, TaskContext, kernel
-from cairnq.retention import LOCK_NAME, RetentionSweeper
+from cairnq.kernel.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
@@ -223,3 +223,13 @@ def test_an_int_is_shorthand_for_one_cutoff() -> None:
     policy = Retention.of(5000)
     assert policy is not None
     assert policy.rules == (RetentionRule(5000),)
+
+
+def test_cairnq_retention_still_imports_the_retention_names() -> None:
+    from cairnq import retention
+
+    assert (retention.Retention, retention.RetentionRule, retention.RetentionSweeper) == (
+        Retention,
+        RetentionRule,
+        RetentionSweeper,
+    )

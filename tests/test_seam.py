@@ -28,6 +28,7 @@ from cairnq.backends import (
     Inspector,
     InTransactionCompleter,
     Migrating,
+    Opening,
     ReservedRunner,
     SQLiteBackend,
     TransactionalRunner,
@@ -36,12 +37,16 @@ from cairnq.backends import (
     label_of,
     migration_settings,
     open_backend,
+    opening,
     register_backend,
+    register_opening,
 )
 from cairnq.cli import main
 from cairnq.conformance import factory_for, run_paths
 from cairnq.errors import InvalidArgument, UnsupportedBackend
-from cairnq.protocol.steps import Op
+from cairnq.kernel.setup import find_damage
+from cairnq.protocol.statements import Dialect
+from cairnq.protocol.steps import Op, Setup
 
 from ._db import Database
 
@@ -132,12 +137,32 @@ def test_a_postgres_backend_is_labelled_by_its_schema_and_described_without_the_
     )
 
 
+def test_a_backend_opens_with_the_opening_registered_with_the_backends(db: Database) -> None:
+    registered = opening()
+    seen: list[str] = []
+
+    def setup(dialect: Dialect, **options: Any) -> Setup:
+        seen.append(dialect)
+        return registered.setup(dialect, **options)
+
+    register_opening(Opening(setup, registered.installation_check))
+    try:
+        db.backend().open()
+    finally:
+        register_opening(registered)
+    assert seen == [db.kind]
+
+
 def test_inspecting_reads_the_ledger_without_opening_the_backend(db: Database) -> None:
     db.backend().open()
     fresh = db.backend()
     assert isinstance(fresh, Inspector)
     found = fresh.inspect()
-    assert found.exists and found.applied and not found.damage(fresh.dialect)
+    assert (
+        found.exists
+        and found.applied
+        and not find_damage(fresh.dialect, found.applied, found.objects)
+    )
 
 
 def test_a_backend_with_no_capabilities_is_still_a_backend(sqlite_db: Database) -> None:

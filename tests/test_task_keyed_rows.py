@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Limit
-from cairnq.protocol.setup import expected_objects
+from cairnq.kernel.setup import expected_objects
 from cairnq.protocol.statements import DIALECTS, Dialect, migrations
 from cairnq.testing import FakeClock
 

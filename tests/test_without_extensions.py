@@ -13,9 +13,9 @@ import pytest
 
 from cairnq import CairnQ, Retention
 from cairnq.extensions.presence._component import Presence
-from cairnq.protocol import reads as _reads
+from cairnq.kernel import views as _reads
+from cairnq.kernel.retention import LOCK_NAME, RetentionSweeper
 from cairnq.protocol.statements import migrations
-from cairnq.retention import LOCK_NAME, RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect

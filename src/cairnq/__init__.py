@@ -53,6 +53,7 @@ from .errors import (
 )
 from .flow import Pause, Snooze, Snoozes
 from .history import Attempt, StepRecord
+from .kernel.retention import Retention, RetentionRule
 from .limits import Limit, LimitKeyError, LimitUsage
 from .migrate import migrate
 from .models import (
@@ -69,7 +70,6 @@ from .models import (
     WorkerInfo,
     is_terminal_status,
 )
-from .retention import Retention, RetentionRule
 from .schedules import Schedule, ScheduleSlot
 from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker

@@ -110,3 +110,12 @@ def check_schema(schema: str | None) -> str | None:
     if system_schema(schema):
         raise InvalidArgument(f"schema {schema!r} is refused: {SYSTEM_SCHEMA_REASON}")
     return schema
+
+
+def check_repair(repair: Any, migrate: bool) -> bool:
+    """A backend's ``repair`` option: a bool, and only with ``migrate``."""
+    if not isinstance(repair, bool):
+        raise InvalidArgument(f"repair must be True or False, not {type(repair).__name__}")
+    if repair and not migrate:
+        raise InvalidArgument("repair=True needs migrate=True: repairing applies migrations")
+    return repair

@@ -1,7 +1,7 @@
 """What a committed write tells this process's waiters, and what a waiter waits on.
 
 Operations yield ``Emit`` (``protocol.steps``); the wake hub (``_wakeups``)
-delivers them after the commit; a procedure's pause (``protocol.procedures``)
+delivers them after the commit; a procedure's pause (``kernel.procedures``)
 waits on a ``Latch`` the hub sets.
 """
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from . import kernel
 from ._checks import check_int, check_text
 from .errors import QueueFull
-from .protocol.procedures import Nap, Procedure, Run
+from .kernel.procedures import Nap, Procedure, Run
 
 GRANT_MAX = 64
 FIRST_PAUSE_S = 0.25

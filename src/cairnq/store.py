@@ -63,12 +63,12 @@ from .backends import (
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
+from .kernel.procedures import afollow
+from .kernel.retention import Retention, RetentionSweeper
 from .models import Lease, Task, TaskRef
 from .protocol import workflows as _workflows
 from .protocol._points import TaskEnd
-from .protocol.procedures import afollow
 from .protocol.steps import NOW, Call, Op, Row
-from .retention import Retention, RetentionSweeper
 
 __all__ = ["ClaimDraw", "PostgresStore", "SQLiteStore", "TaskStore"]
 
@@ -581,12 +581,12 @@ class TaskStore:
             return value
 
         async def settle(lease: Lease) -> Row:
-            row: Row = await completer.complete_in(
-                lease,
-                worker,
+            row: Row = await completer.arun_around_write(
+                kernel.hold(lease, worker),
                 run,
-                lambda v: self.codec.encode_optional(v, what="result"),
-                task_end=end,
+                lambda v: kernel.complete_held(
+                    lease, worker, self.codec.encode_optional(v, what="result"), task_end=end
+                ),
             )
             return row
 

@@ -76,8 +76,8 @@ class RecordingBackend:
         self._record = record
         self.dialect = inner.dialect
         self.hub = inner.hub
-        if hasattr(inner, "complete_in"):
-            self.complete_in = self._complete_in
+        if hasattr(inner, "arun_around_write"):
+            self.arun_around_write = self._arun_around_write
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -101,14 +101,13 @@ class RecordingBackend:
         runner = getattr(self._inner, "arun_reserved", self._inner.arun)
         return await self._observe(op, runner(op, write=write))
 
-    async def _complete_in(
-        self, lease: Any, worker_id: str, write: Any, encode: Any, **options: Any
-    ) -> Any:
-        """``succeed_in``'s settlement (PostgreSQL), recorded like any other."""
-        claim = _claim_of(lease, worker_id)
+    async def _arun_around_write(self, before: Op[bool], write: Any, after: Any) -> Any:
+        """``succeed_in``'s settlement (PostgreSQL: the hold, the write, the completion),
+        recorded like any other."""
+        claim = _lease_of(before)
         self._record("settle_invoke", op="complete_in", **claim)
         try:
-            row = await self._inner.complete_in(lease, worker_id, write, encode, **options)
+            row = await self._inner.arun_around_write(before, write, after)
         except errors.LostLease:
             self._record("settle_lost", op="complete_in", **claim)
             raise

@@ -44,7 +44,11 @@ else:
                 return {"done": 1}
 
             await backend.aopen()
-            await backend.complete_in(lease, worker_id, write, json.dumps)
+            await backend.arun_around_write(
+                kernel.hold(lease, worker_id),
+                write,
+                lambda value: kernel.complete_held(lease, worker_id, json.dumps(value)),
+            )
 
     asyncio.run(main())
 print("survived", flush=True)

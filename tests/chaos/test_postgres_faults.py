@@ -277,11 +277,10 @@ async def test_racing_transactional_completions_commit_exactly_one_effect(
             async def settle(worker: str, row: dict[str, object]) -> str:
                 lease = Lease.of(row)  # type: ignore[arg-type]
                 try:
-                    await backend.complete_in(  # type: ignore[attr-defined]
-                        lease,
-                        worker,
+                    await backend.arun_around_write(  # type: ignore[attr-defined]
+                        kernel.hold(lease, worker),
                         writer(lease.id, lease.attempt),
-                        lambda r: str(r),
+                        lambda r: kernel.complete_held(lease, worker, str(r)),
                     )
                 except LostLease:
                     return "lost"

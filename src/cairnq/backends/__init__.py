@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from .._clock import Clock
 from ._postgres_inspect import tool_options as _postgres_tool_options
-from ._registry import Registration, open_backend, register_backend, registration, url_scheme
+from ._registry import (
+    Opening,
+    Registration,
+    open_backend,
+    opening,
+    register_backend,
+    register_opening,
+    registration,
+    url_scheme,
+)
 from .base import (
     Backend,
     Clocked,
@@ -77,13 +86,16 @@ __all__ = [
     "make_dsn",
     "EXECUTOR_SYNC_REFUSED",
     "is_executor",
+    "Opening",
     "Registration",
     "ReservedRunner",
     "SQLiteBackend",
     "Synchronous",
     "TransactionalRunner",
     "open_backend",
+    "opening",
     "register_backend",
+    "register_opening",
     "registration",
     "scratch_schema_backend",
     "sqlite_path_from_url",

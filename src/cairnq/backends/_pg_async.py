@@ -13,10 +13,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol.setup import arun_setup
 from ..protocol.steps import (
     Call,
     Emit,
@@ -24,6 +22,7 @@ from ..protocol.steps import (
     Rows,
     Script,
     adrive,
+    arun_setup,
     is_pipelined,
     is_single_statement,
 )
@@ -47,6 +46,7 @@ from ._postgres_core import (
     psycopg_pool,
     sql,
 )
+from ._registry import opening
 
 T = TypeVar("T")
 
@@ -250,7 +250,7 @@ class AsyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 await adrive(
-                    kernel.check_installation(self.schema),
+                    opening().installation_check(self.schema),
                     lambda step: self._execute_async(conn, step),
                 )
             if _joins_callers_transaction(conn):

@@ -14,7 +14,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
 from ..errors import CairnQError, DatabaseError, DatabaseUnavailable, StoreClosed
-from ..protocol.setup import missing_table
+from .base import missing_table
 
 _UNDEFINED_RELATION = re.compile(r'relation "(?:[^".]+\.)?([^".]+)" does not exist')
 

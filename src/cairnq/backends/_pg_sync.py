@@ -8,10 +8,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from .. import kernel
 from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from ..errors import StoreClosed, UnsupportedBackend
-from ..protocol.setup import run_setup
 from ..protocol.steps import (
     Call,
     Emit,
@@ -21,6 +19,7 @@ from ..protocol.steps import (
     drive,
     is_pipelined,
     is_single_statement,
+    run_setup,
 )
 from ._pg_errors import translate as _translate
 from ._postgres_core import (
@@ -42,6 +41,7 @@ from ._postgres_core import (
     psycopg_pool,
     sql,
 )
+from ._registry import opening
 
 T = TypeVar("T")
 
@@ -240,7 +240,7 @@ class SyncPostgresPaths(PostgresCore):
         try:
             if self.schema is not None:
                 drive(
-                    kernel.check_installation(self.schema),
+                    opening().installation_check(self.schema),
                     lambda step: self._execute_sync(conn, step),
                 )
             if _joins_callers_transaction(conn):

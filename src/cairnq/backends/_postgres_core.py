@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("PostgreSQL support", "postgres", "psycopg, psycopg-pool") from exc
 
-from .. import _checks, kernel
+from .. import _checks
 from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from .._checks import SCHEMA_NAME as SCHEMA_NAME
 from .._checks import check_schema as check_schema
@@ -48,10 +48,10 @@ from ..errors import (
     InvalidArgument,
     UnsupportedBackend,
 )
-from ..protocol.setup import Setup, check_repair, setup_steps
 from ..protocol.statements import Dialect, statements
-from ..protocol.steps import NOW, Call, Emit, Op, is_single_statement
+from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
 from ._pg_errors import translate as _translate
+from ._registry import opening
 from .base import LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
@@ -381,7 +381,7 @@ class PostgresCore:
         self.max_size = _checks.check_int(max_size, "max_size", low=max(1, self.min_size))
         self.clock = clock
         self.migrate = migrate
-        self.repair = check_repair(repair, migrate)
+        self.repair = _checks.check_repair(repair, migrate)
         self.application_name = _checks.check_text(application_name, "application_name") or ""
         self.role = _checks.check_text(role, "role") or ""
         if not 0 < listen_health_s <= 3600:
@@ -515,11 +515,12 @@ class PostgresCore:
         ).format(sql.Literal("cairnq_schema:" + self.schema), sql.Identifier(self.schema))
 
     def _setup(self) -> Setup:
-        return setup_steps(
+        steps = opening()
+        return steps.setup(
             "postgres",
             migrate=self.migrate,
             repair=self.repair,
-            installation_check=kernel.check_installation(self.schema),
+            installation_check=steps.installation_check(self.schema),
         )
 
     def _params(self, step: Call) -> tuple[bytes, dict[str, Any]]:

@@ -1,4 +1,9 @@
-"""Backends by URL scheme: each backend registers the schemes it opens."""
+"""Backends by URL scheme: each backend registers the schemes it opens.
+
+And what every backend runs when it opens a database (``Opening``): the layer
+above the backends (the kernel) registers it once, so a backend runs the steps
+of opening without naming them.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
 from ..protocol.statements import Dialect
+from ..protocol.steps import Op, Setup
 from .base import Backend
 
 Opener = Callable[..., Backend]
@@ -140,3 +146,53 @@ def open_backend(url: str | os.PathLike[str], **options: Any) -> Backend:
             "use sqlite:///path.db or postgresql://..."
         )
     return entry.opener(text, **options)
+
+
+class SetupSteps(Protocol):
+    """``setup(dialect, migrate=..., repair=..., installation_check=...)``: the steps of
+    opening a database, ``installation_check`` (an operation) first when given."""
+
+    def __call__(
+        self,
+        dialect: Dialect,
+        *,
+        migrate: bool,
+        repair: bool = False,
+        installation_check: Op[Any] | None = None,
+    ) -> Setup: ...
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a backend runs on the database it opens, handed in from above.
+
+    ``setup`` gives the steps of opening (the installation check, the ledger, the
+    pending migrations, the protocol version); a backend drives them with
+    ``protocol.steps.run_setup`` or ``arun_setup``. ``installation_check(schema)``
+    is the operation that refuses a PostgreSQL connection seeing another
+    installation than ``schema`` (``SchemaMismatch``); a backend runs it on an
+    application's connection before using it.
+    """
+
+    setup: SetupSteps
+    installation_check: Callable[[str | None], Op[None]]
+
+
+_OPENING: Opening | None = None
+
+
+def register_opening(opening: Opening) -> None:
+    """Make every backend open databases with ``opening`` (the kernel registers its own)."""
+    global _OPENING
+    _OPENING = opening
+
+
+def opening() -> Opening:
+    """What backends run when they open a database.
+
+    Raises:
+        RuntimeError: nothing registered one (``import cairnq`` does).
+    """
+    if _OPENING is None:
+        raise RuntimeError("no Opening is registered: import cairnq, which registers its own")
+    return _OPENING

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._clock import Clock
 from .._wakeups import WakeHub
-from ..errors import EventLoopMismatch
-from ..protocol.setup import Damage, SchemaObject, find_damage
+from ..errors import EventLoopMismatch, SchemaIncomplete
 from ..protocol.statements import Dialect, Statement
 from ..protocol.steps import Op
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 @runtime_checkable
@@ -164,18 +164,21 @@ class ReservedRunner(Protocol):
 
 @runtime_checkable
 class InTransactionCompleter(Protocol):
-    """Settles a task inside the handler's own database transaction.
+    """Runs the application's async write between two operations, in one transaction.
 
-    Used by the worker context for ``ctx.succeed_in`` and by the store's ``complete_in``.
+    Used by the worker context for ``ctx.succeed_in`` and by the store's ``complete_in``,
+    which build the two operations (take the attempt's row, then settle it).
     """
 
-    async def complete_in(
-        self, lease: Any, worker_id: str, write: Any, encode: Any, **options: Any
-    ) -> Any:
-        """Run ``write(conn)`` and the task's completion in one transaction.
-
-        The option ``task_end`` (a ``protocol._points.TaskEnd``) runs in the same
-        transaction on the ended task's row (``kernel.complete_held(..., task_end=...)``).
+    async def arun_around_write(
+        self,
+        before: Op[bool],
+        write: Callable[[Any], Awaitable[V]],
+        after: Callable[[V | None], Op[T]],
+    ) -> T:
+        """Run ``before``, then ``await write(conn)`` unless ``before`` returned true, then
+        ``after(write's value, or None when skipped)``, in one transaction on a connection
+        of the backend's own; everything rolls back when any of them raises.
         """
 
 
@@ -221,17 +224,13 @@ class Inspection:
 
     ``exists`` is false for a database file that is not there; ``other_schemas``
     lists schemas holding cairnq tables other than the backend's; ``objects``
-    the cairnq_* tables, indexes, triggers and functions present.
+    the cairnq_* tables, indexes, triggers and functions present, as ``(kind, name)``.
     """
 
     exists: bool
     applied: dict[str, int] = field(default_factory=dict)
     other_schemas: tuple[str, ...] = ()
-    objects: frozenset[SchemaObject] = frozenset()
-
-    def damage(self, dialect: Dialect) -> list[Damage]:
-        """Applied migrations whose tables, indexes or triggers are missing."""
-        return find_damage(dialect, set(self.applied), self.objects) if self.applied else []
+    objects: frozenset[tuple[str, str]] = frozenset()
 
 
 @runtime_checkable
@@ -249,6 +248,15 @@ class Inspector(Protocol):
             DatabaseUnavailable: it cannot be reached.
             DatabaseError: it cannot be read, or is no cairnq database.
         """
+
+
+def missing_table(table: str) -> SchemaIncomplete:
+    """What a backend raises when a statement meets a missing cairnq table."""
+    return SchemaIncomplete(
+        f"cairnq table {table} is missing: create it with `cairnq migrate` (cairnq.migrate()), "
+        "or, if the migration ledger records it, re-create it with `cairnq migrate --repair`",
+        missing=(f"table {table}",),
+    )
 
 
 def event_loop_mismatch() -> EventLoopMismatch:

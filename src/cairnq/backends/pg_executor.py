@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from .. import _checks, kernel
+from .. import _checks
 from .._checks import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from .._checks import SCHEMA_NAME as SCHEMA_NAME
 from .._checks import check_schema as check_schema
@@ -45,16 +45,26 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..models import Lease
-from ..protocol._points import TaskEnd
-from ..protocol.setup import Setup, arun_setup, check_repair, missing_table, setup_steps
 from ..protocol.statements import Dialect, statements
-from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, adrive, is_single_statement
-from .base import LoopBinding, bind
+from ..protocol.steps import (
+    NOW,
+    Call,
+    Emit,
+    Op,
+    Rows,
+    Script,
+    Setup,
+    adrive,
+    arun_setup,
+    is_single_statement,
+)
+from ._registry import opening
+from .base import LoopBinding, bind, missing_table
 
 log = logging.getLogger("cairnq.postgres")
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 LISTEN_CHANNELS = ("cairnq_queued", "cairnq_done")
 _CHANNEL = {"queued": "cairnq_queued", "done": "cairnq_done"}
@@ -228,7 +238,7 @@ class PgExecutorBackend:
         self.schema = check_schema(schema)
         self.clock = clock
         self.migrate = migrate
-        self.repair = check_repair(repair, migrate)
+        self.repair = _checks.check_repair(repair, migrate)
         self.migrations_applied: list[str] = []
         self._listen_enabled = listen and callable(getattr(executor, "listen", None))
         self._owns_executor = owns_executor
@@ -321,11 +331,12 @@ class PgExecutorBackend:
             raise UnsupportedBackend(JSON_DECODED)
 
     def _setup(self) -> Setup:
-        return setup_steps(
+        steps = opening()
+        return steps.setup(
             "postgres",
             migrate=self.migrate,
             repair=self.repair,
-            installation_check=kernel.check_installation(self.schema),
+            installation_check=steps.installation_check(self.schema),
         )
 
     async def arun(self, op: Op[T], *, write: bool) -> T:
@@ -371,26 +382,18 @@ class PgExecutorBackend:
             return list(value)
         return value
 
-    async def complete_in(
+    async def arun_around_write(
         self,
-        lease: Lease,
-        worker_id: str,
-        write: Callable[[PgSession], Awaitable[Any]],
-        encode: Callable[[Any], str | None],
-        *,
-        task_end: TaskEnd | None = None,
-    ) -> Mapping[str, Any]:
-        """Run ``write(session)`` and complete the task with its return value, in one transaction.
+        before: Op[bool],
+        write: Callable[[PgSession], Awaitable[V]],
+        after: Callable[[V | None], Op[T]],
+    ) -> T:
+        """Run ``before``, ``await write(session)`` (unless ``before`` returned true) and
+        ``after(its value)`` in one transaction of the executor.
 
-        The attempt's row is locked first, so ``write``'s changes commit exactly
-        when the task succeeds; with a cancel pending, ``write`` is not called and
-        the task ends canceled. ``task_end``: run in the same transaction on the
-        ended task's row (see ``kernel.complete``).
-
-        Returns the completed row, undecoded.
-
-        Raises:
-            LostLease: the lease was gone; ``write``'s changes rolled back.
+        ``before`` runs first, so whatever it locks (the attempt's row, in
+        ``ctx.succeed_in``) stays locked until the commit; whatever raises rolls
+        back ``write``'s changes with the rest.
         """
         self._bind_loop()
         if self._state != "open":
@@ -398,24 +401,20 @@ class PgExecutorBackend:
         emits: list[Emit] = []
         try:
             async with self.executor.transaction() as session:
-                canceled, _ = await adrive(
-                    kernel.hold(lease, worker_id), lambda step: self._execute(session, step)
-                )
-                result = None if canceled else encode(await write(session))
-                row, emits = await adrive(
-                    kernel.complete_held(lease, worker_id, result, task_end=task_end),
-                    lambda step: self._execute(session, step),
-                )
+                skip, _ = await adrive(before, lambda step: self._execute(session, step))
+                value = None if skip else await write(session)
+                op = after(value)
+                result, emits = await adrive(op, lambda step: self._execute(session, step))
                 if ARMED is not None:
-                    around_commit("before_commit", "complete_held")
+                    around_commit("before_commit", _op_name(op))
             if ARMED is not None:
-                around_commit("after_commit", "complete_held")
+                around_commit("after_commit", _op_name(op))
         except LostLease:
             raise
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
-        return row
+        return result
 
     async def arun_on(self, conn: PgSession, op: Op[T]) -> T:
         """Run ``op`` on a session of the application's transaction; the application commits.
@@ -433,7 +432,8 @@ class PgExecutorBackend:
         try:
             if self.schema is not None:
                 await adrive(
-                    kernel.check_installation(self.schema), lambda step: self._execute(conn, step)
+                    opening().installation_check(self.schema),
+                    lambda step: self._execute(conn, step),
                 )
             await conn.execute("savepoint cairnq_op")
             try:

@@ -22,15 +22,12 @@ import asyncio
 import contextlib
 import inspect
 import secrets
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from .. import kernel
 from .._clock import Clock
 from .._crashpoints import ARMED, around_commit
 from ..errors import DatabaseUnavailable, LostLease
-from ..models import Lease
-from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
 from ._pg_async import AsyncPostgresPaths
 from ._pg_errors import translate as _translate
@@ -41,11 +38,12 @@ from ._postgres_core import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._postgres_core import MAX_IDENTIFIER_BYTES as MAX_IDENTIFIER_BYTES
 from ._postgres_core import SCHEMA_NAME as SCHEMA_NAME
 from ._postgres_core import Source as Source
+from ._postgres_core import _op_name, log, psycopg, psycopg_pool, sql
 from ._postgres_core import check_schema as check_schema
-from ._postgres_core import log, psycopg, psycopg_pool, sql
 from ._postgres_inspect import PostgresDescription
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths):
@@ -162,54 +160,37 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
         self.hub.publish(emits)
         return value
 
-    async def complete_in(
+    async def arun_around_write(
         self,
-        lease: Lease,
-        worker_id: str,
-        write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]],
-        encode: Callable[[Any], str | None],
-        *,
-        task_end: TaskEnd | None = None,
-    ) -> Mapping[str, Any]:
-        """Run ``write(conn)`` and complete the task with its return value, in one transaction.
+        before: Op[bool],
+        write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[V]],
+        after: Callable[[V | None], Op[T]],
+    ) -> T:
+        """Run ``before``, ``await write(conn)`` (unless ``before`` returned true) and
+        ``after(its value)`` in one transaction on a pooled connection.
 
-        The attempt's row is locked first, and the lock is the ownership until the
-        commit (recovery skips the row, however long ``write`` takes): with a cancel
-        already pending, ``write`` is not called and the task ends canceled; a cancel
-        requested later waits for this transaction. So ``write``'s changes commit
-        exactly when the task succeeds. ``task_end``: run in the same transaction on
-        the ended task's row (see ``kernel.complete``).
-
-        Returns the completed row, undecoded.
-
-        Raises:
-            LostLease: the lease was gone; nothing was written, or ``write``'s changes
-                rolled back.
+        ``before`` runs first, so whatever it locks (the attempt's row, in
+        ``ctx.succeed_in``) stays locked until the commit, however long ``write``
+        takes; whatever raises rolls back ``write``'s changes with the rest.
         """
         self._loops.check()
         try:
             async with self._async_connection() as conn:
                 async with conn.transaction():
-                    canceled, _ = await self._adrive_on(
-                        conn, kernel.hold(lease, worker_id), write=False
-                    )
-                    result = None if canceled else encode(await write(conn))
-                    row, emits = await self._adrive_on(
-                        conn,
-                        kernel.complete_held(lease, worker_id, result, task_end=task_end),
-                        write=True,
-                        commits=False,
-                    )
+                    skip, _ = await self._adrive_on(conn, before, write=False)
+                    value = None if skip else await write(conn)
+                    op = after(value)
+                    result, emits = await self._adrive_on(conn, op, write=True, commits=False)
                     if ARMED is not None:
-                        around_commit("before_commit", "complete_held")
+                        around_commit("before_commit", _op_name(op))
                 if ARMED is not None:
-                    around_commit("after_commit", "complete_held")
+                    around_commit("after_commit", _op_name(op))
         except LostLease:
             raise
         except BaseException as exc:
             raise _translate(exc) from exc
         self.hub.publish(emits)
-        return row
+        return result
 
     async def arun_around(
         self,

@@ -59,11 +59,11 @@ from ..errors import (
     StoreClosed,
     UnsupportedBackend,
 )
-from ..protocol.setup import SetupStep, check_repair, missing_table, run_setup, setup_steps
+from ..protocol import steps as _steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
-from ._registry import register_backend, registration
-from .base import Inspection, LoopBinding, bind
+from ._registry import opening, register_backend, registration
+from .base import Inspection, LoopBinding, bind, missing_table
 
 T = TypeVar("T")
 
@@ -163,7 +163,7 @@ class SQLiteBackend:
         self.synchronous = synchronous
         self.clock: Clock = clock or SYSTEM_CLOCK
         self.migrate = migrate
-        self.repair = check_repair(repair, migrate)
+        self.repair = _checks.check_repair(repair, migrate)
         self._memory = self.path == ":memory:" or "mode=memory" in self.path
         # Where the file is on disk, absolute so a later chdir changes nothing.
         self._file = None if self._memory else os.path.abspath(_file_path(self.path))
@@ -864,7 +864,7 @@ class SQLiteBackend:
             return
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        def run(step: SetupStep) -> Any:
+        def run(step: _steps.SetupStep) -> Any:
             try:
                 if step.write:
                     conn.execute("begin immediate")
@@ -877,8 +877,8 @@ class SQLiteBackend:
                 raise _translate(exc, self.busy_timeout_ms, self._file) from exc
             return value
 
-        setup = setup_steps("sqlite", migrate=self.migrate, repair=self.repair)
-        self.migrations_applied = run_setup(setup, run)
+        setup = opening().setup("sqlite", migrate=self.migrate, repair=self.repair)
+        self.migrations_applied = _steps.run_setup(setup, run)
 
 
 def _op_name(op: Op[Any]) -> str:

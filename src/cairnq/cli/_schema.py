@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from ..kernel.setup import damage_error, describe_missing, find_damage, newer_migrations
 from ..migrate import migrate
-from ..protocol.setup import damage_error, describe_missing, newer_migrations
 from ..protocol.statements import migrations
 from ._render import iso, write_lines
 from ._target import Target, inspect_database, target_of
@@ -19,7 +19,7 @@ def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
         write_lines(out, migration_status(target))
         return 0
     found = inspect_database(target)
-    damage = found.damage(target.dialect)
+    damage = find_damage(target.dialect, found.applied, found.objects)
     newer = newer_migrations(target.dialect, found.applied)
     if damage and (newer or not args.repair):
         raise damage_error(damage, newer)
@@ -53,7 +53,7 @@ def migration_status(target: Target) -> list[str]:
     """``applied``, ``damaged`` (with what is missing) or ``pending``, one line per migration;
     a last line says how to repair when something is damaged."""
     found = inspect_database(target)
-    damage = {d.migration: d for d in found.damage(target.dialect)}
+    damage = {d.migration: d for d in find_damage(target.dialect, found.applied, found.objects)}
     lines = []
     # File-name order is migration order; the ledger may also name files this version lacks.
     for name in sorted({m.name for m in migrations(target.dialect)} | set(found.applied)):

@@ -23,7 +23,7 @@ from ..backends import (
 )
 from ..client import SyncCairnQ
 from ..errors import InvalidArgument, UnsupportedBackend
-from ..protocol.setup import damage_error, is_extension, newer_migrations, pending
+from ..kernel.setup import damage_error, find_damage, is_extension, newer_migrations, pending
 from ..protocol.statements import Dialect
 from ._errors import CommandError
 
@@ -170,6 +170,6 @@ def require_cairnq(target: Target) -> None:
             f"{description} has {len(missing)} pending migration(s) "
             f"({', '.join(missing)}); run `cairnq migrate` first"
         )
-    damage = found.damage(dialect)
+    damage = find_damage(dialect, found.applied, found.objects)
     if damage:
         raise damage_error(damage, newer_migrations(dialect, found.applied))

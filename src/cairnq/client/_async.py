@@ -23,18 +23,18 @@ from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
+from ..kernel import views as _reads
+from ..kernel.procedures import Procedure, afollow
+from ..kernel.retention import Retention, RetentionSweeper
 from ..limits import Limit
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
 from ..protocol._points import TaskEnd
-from ..protocol.procedures import Procedure, afollow
 from ..protocol.steps import Emit, Op
-from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..store import TaskStore
 from ..workflows import Dependency, Graph, Workflow, check_graph

@@ -42,13 +42,13 @@ from ..errors import (
     UnsupportedBackend,
 )
 from ..hooks import SubmitHook
+from ..kernel.procedures import Nap, Procedure, Run
+from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
+from ..kernel.views import WORKERS_MIGRATION
 from ..limits import Limit, LimitUsage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from ..protocol.durable import Attempt, StepRecord
 from ..protocol.flow import Pause
-from ..protocol.procedures import Nap, Procedure, Run
-from ..protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
-from ..protocol.reads import WORKERS_MIGRATION
 from ..protocol.steps import Op
 from ..schedules._model import Schedule, ScheduleSlot
 from ..store import TaskStore

@@ -24,8 +24,8 @@ from .._checks import check_int
 from ..backends import Backend, label_of
 from ..client import CairnQ, SyncCairnQ
 from ..errors import InvalidArgument
+from ..kernel import views as _reads
 from ..models import Task, TaskPage
-from ..protocol import reads as _reads
 from ._host import Redact
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
 from ._pages import Pages, bare_page

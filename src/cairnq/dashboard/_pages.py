@@ -28,11 +28,11 @@ from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import reads as _reads
 from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from .. import kernel
-from ..protocol.setup import expected_objects, present_objects
+from ..kernel.setup import expected_objects, present_objects
 from ..protocol.statements import DIALECTS, Dialect, migrations, statements
 from .driver import Driver
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from .. import kernel
-from .._periodic import ErrorHook
 from ..backends import Backend
 from ..errors import SchemaIncomplete
+from ..kernel.periodic import ErrorHook
 
 if TYPE_CHECKING:
     from .._json import JsonCodec

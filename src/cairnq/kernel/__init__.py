@@ -14,6 +14,7 @@ operations; this module hands on their public names, which callers use.
 
 from __future__ import annotations
 
+from ..backends import Opening, register_opening
 from .admin import cancel as cancel
 from .admin import cancel_by_key as cancel_by_key
 from .admin import lock_acquire as lock_acquire
@@ -61,6 +62,7 @@ from .settle import hold as hold
 from .settle import progress as progress
 from .settle import release as release
 from .settle import succeed as succeed
+from .setup import setup_steps
 from .submit import Decision as Decision
 from .submit import NewTask as NewTask
 from .submit import decide_conflict as decide_conflict
@@ -70,3 +72,6 @@ from .submit import new_task as new_task
 from .submit import submit as submit
 from .submit import submit_many as submit_many
 from .submit import submit_many_ids as submit_many_ids
+
+# Every backend opens a database with the kernel's setup and installation check.
+register_opening(Opening(setup=setup_steps, installation_check=check_installation))

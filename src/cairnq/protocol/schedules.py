@@ -20,9 +20,9 @@ from .. import kernel
 from .._checks import MAX_DELAY_MS, check_int, check_text
 from .._json import JsonCodec
 from ..errors import InvalidArgument, SchemaIncomplete
+from ..kernel.procedures import Procedure, Run
 from ..schedules._model import Schedule, ScheduleSlot, ScheduleSpec
 from ..schedules._plan import Decision, plan, range_decision
-from .procedures import Procedure, Run
 from .steps import NOW, Call, Op
 
 SCHEDULES_MIGRATION = "x0005_schedules.sql"

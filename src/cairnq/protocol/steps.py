@@ -4,6 +4,8 @@ An operation is a generator: it yields ``Call`` (run a canonical statement and
 send back its rows), ``Script`` (run a migration file) or ``Emit`` (a wake-up to
 publish once the transaction commits), and returns its result. The domain is
 written once this way; a backend only needs an ``execute`` for each step.
+Opening a database is a generator of such operations too (``Setup``, one
+``SetupStep`` each), driven by ``run_setup`` or ``arun_setup``.
 """
 
 from __future__ import annotations
@@ -175,3 +177,47 @@ async def adrive(
                 reply = await execute(step)
     except StopIteration as stop:
         return stop.value, emits
+
+
+@dataclass(frozen=True)
+class SetupStep:
+    """One operation of opening a database; ``write`` runs it in its own write transaction.
+
+    For a migration, ``migration`` is its file name and the op returns whether it applied it.
+    """
+
+    op: Op[Any]
+    write: bool
+    migration: str | None = None
+
+
+Setup = Generator[SetupStep, Any, None]
+"""What opening a database does, step by step; each step's result is sent back in."""
+
+
+def run_setup(setup: Setup, run: Callable[[SetupStep], Any]) -> list[str]:
+    """Drive ``setup`` with a blocking ``run``; returns the migrations it applied."""
+    applied: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            step = setup.send(result)
+        except StopIteration:
+            return applied
+        result = run(step)
+        if step.migration and result:
+            applied.append(step.migration)
+
+
+async def arun_setup(setup: Setup, run: Callable[[SetupStep], Awaitable[Any]]) -> list[str]:
+    """Drive ``setup`` with an awaitable ``run``; returns the migrations it applied."""
+    applied: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            step = setup.send(result)
+        except StopIteration:
+            return applied
+        result = await run(step)
+        if step.migration and result:
+            applied.append(step.migration)

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._json import JsonCodec
-from .._periodic import NamedLease, PeriodicJob
 from ..backends import Backend
+from ..kernel.periodic import NamedLease, PeriodicJob
+from ..kernel.procedures import afollow
 from ..protocol import schedules as _schedules
-from ..protocol.procedures import afollow
 from ..protocol.steps import Op
 from ._model import ScheduleSpec
 

@@ -17,7 +17,6 @@ from typing import Any
 from .. import kernel
 from .._aio import wait_set
 from .._crashpoints import crashpoint
-from .._periodic import ErrorHook
 from .._wakeups import Subscription
 from ..backends import FileBound, OneStatementClaims
 from ..client import CairnQ
@@ -29,6 +28,7 @@ from ..errors import (
     StoreClosed,
     error_envelope,
 )
+from ..kernel.periodic import ErrorHook
 from ..models import Lease, Task
 from ..protocol import durable as _durable
 from ..protocol.steps import SingleStatement

@@ -544,13 +544,12 @@ class TaskContext:
         self._guard()
         self.in_transaction = True
         try:
-            codec = self._runtime.client.codec
-            row = await backend.complete_in(
-                self.lease,
-                self.worker_id,
+            encode = functools.partial(self._runtime.client.codec.encode_optional, what="result")
+            lease, worker_id, end = self.lease, self.worker_id, self._runtime.task_end
+            row = await backend.arun_around_write(
+                kernel.hold(lease, worker_id),
                 write,
-                lambda result: codec.encode_optional(result, what="result"),
-                task_end=self._runtime.task_end,
+                lambda value: kernel.complete_held(lease, worker_id, encode(value), task_end=end),
             )
         except LostLease:
             self.mark_lost()

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._crashpoints import crashpoint
-from .._periodic import ErrorHook
 from ..errors import (
     DatabaseError,
     LostLease,
@@ -27,6 +26,7 @@ from ..errors import (
     safe_str,
 )
 from ..flow import Snooze
+from ..kernel.periodic import ErrorHook
 from ..workflows import Gathering
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration

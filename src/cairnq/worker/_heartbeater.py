@@ -11,9 +11,9 @@ import time
 from collections.abc import Mapping
 
 from .. import kernel
-from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend, ReservedRunner
 from ..errors import DatabaseUnavailable, EventLoopBlocked
+from ..kernel.periodic import ErrorHook, PeriodicJob
 from ._context import TaskContext
 
 log = logging.getLogger("cairnq.worker")

@@ -24,8 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from .._periodic import ErrorHook
 from ..extensions._base import Component, Job
+from ..kernel.periodic import ErrorHook
 
 log = logging.getLogger("cairnq.worker")
 

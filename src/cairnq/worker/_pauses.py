@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
 from ..kernel import Draw
+from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..protocol import flow as _flow
 
 REFRESH_MS = 500

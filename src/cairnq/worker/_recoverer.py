@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import kernel
-from .._periodic import ErrorHook, PeriodicJob
 from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
+from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..models import Task
 from ..protocol import durable as _durable
 from ._context import Runtime, TaskEvent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .._periodic import ErrorHook
+from ..kernel.periodic import ErrorHook
 from ._context import TaskContext
 
 log = logging.getLogger("cairnq.worker")

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import kernel
-from .._periodic import ErrorHook
 from ..backends import Backend
 from ..errors import LostLease
+from ..kernel.periodic import ErrorHook
 from ..models import Lease
 from ..protocol import durable as _durable
 from ..protocol._points import TaskEnd

@@ -26,7 +26,6 @@ from typing import Any, TypeVar, overload
 from .. import _ids, extensions, kernel
 from .._aio import wait_set
 from .._checks import check_int, check_text
-from .._periodic import ErrorHook
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
@@ -35,11 +34,12 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component
+from ..kernel.periodic import ErrorHook
+from ..kernel.retention import Retention, RetentionSweeper
 from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..retention import Retention, RetentionSweeper
 from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..store import TaskStore
 from . import _options

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from .._periodic import ErrorHook, NamedLease, PeriodicJob
 from ..backends import Backend
+from ..kernel.periodic import ErrorHook, NamedLease, PeriodicJob
 from ..protocol import workflows as _workflows
 
 log = logging.getLogger("cairnq.worker")

@@ -1,7 +1,7 @@
 """Presence: each worker's row in ``cairnq_workers`` (and the task names it serves in
 ``cairnq_worker_names``), written while it runs and deleted once it has drained.
 
-Its statements and reads (``protocol/sql``, ``protocol/reads.py``) still live with the
+Its statements and reads (``protocol/sql``, ``kernel/views.py``) still live with the
 protocol's: the statement loader reads one folder per dialect.
 """
 

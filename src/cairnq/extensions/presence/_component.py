@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ... import kernel
-from ..._periodic import ErrorHook, PeriodicJob
 from ...backends import Backend
-from ...protocol import reads as _reads
+from ...kernel import views as _reads
+from ...kernel.periodic import ErrorHook, PeriodicJob
 from ...protocol.steps import Op
 from .._base import Part
 from ._orphans import OrphanWatch

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Sequence
 
 from ...backends import Backend
+from ...kernel import views as _reads
 from ...models import UnservedTasks
-from ...protocol import reads as _reads
 
 log = logging.getLogger("cairnq.worker")
 

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _ids, kernel
-from ._checks import check_int, check_text
-from .backends import Backend
-from .errors import InvalidArgument
+from .. import _ids, kernel
+from .._checks import check_int, check_text
+from ..backends import Backend
+from ..errors import InvalidArgument
 
 log = logging.getLogger("cairnq.periodic")
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from .._checks import MAX_INT4, check_int, check_names, check_status, check_text
 from ..errors import InvalidArgument, SerializationError
-from ..kernel.ledger import applied_migrations
 from ..models import (
     STATUSES,
     QueueActivity,
@@ -25,7 +24,8 @@ from ..models import (
     UnservedTasks,
     WorkerInfo,
 )
-from .steps import NOW, Call, Op, Row, single_statement
+from ..protocol.steps import NOW, Call, Op, Row, single_statement
+from .ledger import applied_migrations
 
 MAX_PAGE = 1000
 MAX_WINDOW_MS = 31 * 86_400_000

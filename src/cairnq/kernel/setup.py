@@ -16,14 +16,14 @@ back what later migrations reshape (a re-created index, the schema_version).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kernel
-from ..errors import InvalidArgument, SchemaIncomplete
-from .statements import Dialect, migrations
-from .steps import Call, Op
+from ..errors import SchemaIncomplete
+from ..protocol.statements import Dialect, migrations
+from ..protocol.steps import Call, Op, Setup, SetupStep
+from .ledger import applied_migrations, apply_migration, check_protocol_version
 
 # Creation and removal of named objects in a migration file, in textual order.
 _DDL = re.compile(
@@ -36,18 +36,6 @@ _KIND_ORDER = ("table", "function", "trigger", "index")
 
 SchemaObject = tuple[str, str]
 """``(kind, name)``: kind is ``table``, ``index``, ``trigger`` or ``function``."""
-
-
-@dataclass(frozen=True)
-class SetupStep:
-    """One operation of opening a database; ``write`` runs it in its own write transaction.
-
-    For a migration, ``migration`` is its file name and the op returns whether it applied it.
-    """
-
-    op: Op[Any]
-    write: bool
-    migration: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,24 +134,6 @@ def damage_error(damage: Sequence[Damage], newer: Sequence[str] = ()) -> SchemaI
     )
 
 
-def missing_table(table: str) -> SchemaIncomplete:
-    """What a backend raises when a statement meets a missing cairnq table."""
-    return SchemaIncomplete(
-        f"cairnq table {table} is missing: create it with `cairnq migrate` (cairnq.migrate()), "
-        "or, if the migration ledger records it, re-create it with `cairnq migrate --repair`",
-        missing=(f"table {table}",),
-    )
-
-
-def check_repair(repair: Any, migrate: bool) -> bool:
-    """A backend's ``repair`` option: a bool, and only with ``migrate``."""
-    if not isinstance(repair, bool):
-        raise InvalidArgument(f"repair must be True or False, not {type(repair).__name__}")
-    if repair and not migrate:
-        raise InvalidArgument("repair=True needs migrate=True: repairing applies migrations")
-    return repair
-
-
 def present_objects() -> Op[set[SchemaObject]]:
     """The cairnq_* tables, indexes, triggers and functions the database holds."""
     rows = yield Call("schema_objects", {})
@@ -191,7 +161,7 @@ def _survey(dialect: Dialect) -> Op[Survey]:
     # The ledger first: a migration committing between the two reads can only make the
     # catalog look ahead of the ledger (an index a newer migration dropped then seems
     # missing), and the confirmation under the ledger lock clears such a false alarm.
-    applied = yield from kernel.applied_migrations()
+    applied = yield from applied_migrations()
     present = yield from present_objects()
     return Survey(pending(dialect, applied), find_damage(dialect, applied, present))
 
@@ -200,7 +170,7 @@ def _confirm_damage(dialect: Dialect, *, repair: bool) -> Op[str | None]:
     """Under the ledger lock: the migration to apply again from, ``None`` if nothing is
     missing after all; without ``repair``, damage raises ``SchemaIncomplete``."""
     yield Call("ledger_lock", {})
-    applied = yield from kernel.applied_migrations()
+    applied = yield from applied_migrations()
     present = yield from present_objects()
     damage = find_damage(dialect, applied, present)
     if not damage:
@@ -211,9 +181,6 @@ def _confirm_damage(dialect: Dialect, *, repair: bool) -> Op[str | None]:
         # migrations' work (schema_version, reshaped indexes).
         raise damage_error(damage, newer)
     return damage[0].migration
-
-
-Setup = Generator[SetupStep, Any, None]
 
 
 def setup_steps(
@@ -243,39 +210,11 @@ def setup_steps(
             for migration in migrations(dialect):
                 again = again or migration.name == start
                 yield SetupStep(
-                    kernel.apply_migration(migration.name, migration.source, again=again),
+                    apply_migration(migration.name, migration.source, again=again),
                     write=True,
                     migration=migration.name,
                 )
-    yield SetupStep(kernel.check_protocol_version(), write=False)
-
-
-def run_setup(setup: Setup, run: Callable[[SetupStep], Any]) -> list[str]:
-    """Drive ``setup`` with a blocking ``run``; returns the migrations it applied."""
-    applied: list[str] = []
-    result: Any = None
-    while True:
-        try:
-            step = setup.send(result)
-        except StopIteration:
-            return applied
-        result = run(step)
-        if step.migration and result:
-            applied.append(step.migration)
-
-
-async def arun_setup(setup: Setup, run: Callable[[SetupStep], Awaitable[Any]]) -> list[str]:
-    """Drive ``setup`` with an awaitable ``run``; returns the migrations it applied."""
-    applied: list[str] = []
-    result: Any = None
-    while True:
-        try:
-            step = setup.send(result)
-        except StopIteration:
-            return applied
-        result = await run(step)
-        if step.migration and result:
-            applied.append(step.migration)
+    yield SetupStep(check_protocol_version(), write=False)
 
 
 EXTENSION_PREFIX = "x"

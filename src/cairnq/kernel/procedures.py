@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._events import Latch
-from .steps import Op
+from ..protocol.steps import Op
 
 T = TypeVar("T")
 
