@@ -24,11 +24,11 @@ from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
+from .extensions.schedules import _ops as _schedules
 from .limits import LimitUsage
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
 from .protocol import limits as _limits
 from .protocol import reads as _reads
-from .protocol import schedules as _schedules
 
 __all__ = [
     "Frame",

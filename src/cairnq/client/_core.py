@@ -41,6 +41,7 @@ from ..errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
+from ..extensions.schedules._model import Schedule, ScheduleSlot
 from ..hooks import SubmitHook
 from ..limits import Limit, LimitUsage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
@@ -50,7 +51,6 @@ from ..protocol.procedures import Nap, Procedure, Run
 from ..protocol.reads import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from ..protocol.reads import WORKERS_MIGRATION
 from ..protocol.steps import Op
-from ..schedules._model import Schedule, ScheduleSlot
 from ..store import TaskStore
 
 T = TypeVar("T")

@@ -20,12 +20,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .._json import JsonCodec
-from .._periodic import NamedLease, PeriodicJob
-from ..backends import Backend
-from ..protocol import schedules as _schedules
-from ..protocol.procedures import afollow
-from ..protocol.steps import Op
+from ..._json import JsonCodec
+from ..._periodic import NamedLease, PeriodicJob
+from ...backends import Backend
+from ...protocol.procedures import afollow
+from ...protocol.steps import Op
+from . import _ops as _schedules
 from ._model import ScheduleSpec
 
 log = logging.getLogger("cairnq.schedules")

@@ -16,14 +16,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kernel
-from .._checks import MAX_DELAY_MS, check_int, check_text
-from .._json import JsonCodec
-from ..errors import InvalidArgument, SchemaIncomplete
-from ..schedules._model import Schedule, ScheduleSlot, ScheduleSpec
-from ..schedules._plan import Decision, plan, range_decision
-from .procedures import Procedure, Run
-from .steps import NOW, Call, Op
+from ... import kernel
+from ..._checks import MAX_DELAY_MS, check_int, check_text
+from ..._json import JsonCodec
+from ...errors import InvalidArgument, SchemaIncomplete
+from ...protocol.procedures import Procedure, Run
+from ...protocol.steps import NOW, Call, Op
+from ._model import Schedule, ScheduleSlot, ScheduleSpec
+from ._plan import Decision, plan, range_decision
 
 SCHEDULES_MIGRATION = "x0005_schedules.sql"
 EVALUATE_BATCH = 100
