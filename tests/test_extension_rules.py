@@ -7,7 +7,10 @@
 - each migration it owns ships in both dialects and is x-numbered; each one it needs
   is owned by another extension;
 - no two extensions share a name, a migration or a table, and every x-migration and
-  every ``cairnq_*`` table is owned by one extension or by the kernel.
+  every ``cairnq_*`` table is owned by one extension or by the kernel;
+- the folder an extension ships (``extensions/<name>/``) belongs to the extension of
+  that name: the migrations in it are ones it owns, and each statement in it is named
+  ``<name>_*`` (today's names grandfathered in ``UNPREFIXED``).
 
 Each rule is shown catching a synthetic bad extension.
 """
@@ -18,13 +21,14 @@ import contextlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from cairnq.errors import InvalidArgument
 from cairnq.extensions import Extension, TaskRows, builtins, check
-from cairnq.protocol.statements import DIALECTS, migrations
+from cairnq.protocol.statements import DIALECTS, extension_roots, migrations
 
 from ._db import Database, admin_connect
 from .test_migrate_repair import outside
@@ -34,6 +38,33 @@ KERNEL_MIGRATIONS = ("x0001_locks.sql", "x0003_leases.sql", "x0011_leases_forget
 KERNEL_TABLES = ("cairnq_locks", "cairnq_leases")
 X_NAME = re.compile(r"x\d{4}_[a-z0-9_]+\.sql")
 CREATED = re.compile(r"create table (?:if not exists )?(\w+)", re.IGNORECASE)
+
+
+# Statements that an extension's folder holds under a name without its prefix, from
+# before the rule; the list only shrinks.
+UNPREFIXED = {
+    "schedules": frozenset(
+        f"schedule_{what}"
+        for what in (
+            "advance",
+            "define",
+            "delete",
+            "due",
+            "get",
+            "insert",
+            "last_slots",
+            "list",
+            "lock",
+            "next",
+            "pause",
+            "slot_insert",
+            "slot_task",
+            "slots",
+            "slots_delete",
+            "slots_trim",
+        )
+    ),
+}
 
 
 def protocol_tables() -> set[str]:
@@ -96,6 +127,33 @@ def unowned(extensions: Sequence[Extension]) -> list[str]:
     return sorted(set(found))
 
 
+def folder_faults(extensions: Sequence[Extension], folders: Sequence[Path]) -> list[str]:
+    """What breaks the rules in the extensions' shipped folders: a folder no extension
+    of its name declares, a migration in it the extension does not own, a statement
+    in it not named with the extension's prefix (``UNPREFIXED`` aside)."""
+    by_name = {ext.name: ext for ext in extensions}
+    faults = []
+    for folder in folders:
+        ext = by_name.get(folder.name)
+        if ext is None:
+            faults.append(f"{folder.name}: a folder with statements or migrations, no extension")
+            continue
+        for dialect in DIALECTS:
+            for path in sorted((folder / "migrations" / dialect).glob("*.sql")):
+                if path.name not in ext.migrations:
+                    faults.append(f"{ext.name}: ships {path.name} ({dialect}), not its own")
+            for path in sorted((folder / "sql" / dialect).glob("*.sql")):
+                name = path.name.removesuffix(".sql")
+                grandfathered = UNPREFIXED.get(ext.name, frozenset())
+                if not name.startswith(ext.name + "_") and name not in grandfathered:
+                    faults.append(f"{ext.name}: statement {name} ({dialect}) is not {ext.name}_*")
+    return faults
+
+
+def shipped_folders() -> list[Path]:
+    return [Path(str(root)) for root in extension_roots()]
+
+
 def foreign_keys_to(db: Database, tables: Sequence[str], targets: set[str]) -> list[str]:
     """``table -> referenced`` for each foreign key from ``tables`` onto ``targets``,
     read from the migrated database's catalog."""
@@ -146,6 +204,39 @@ class Audit(Extension):
 
 def test_the_builtin_declarations_keep_the_rules() -> None:
     assert declaration_faults(builtins()) == []
+
+
+def test_each_shipped_extension_folder_keeps_the_rules() -> None:
+    assert [f.name for f in shipped_folders()] == ["schedules"]
+    assert folder_faults(builtins(), shipped_folders()) == []
+
+
+def test_the_grandfathered_statement_names_are_all_still_shipped() -> None:
+    shipped = {f.name: {p.stem for p in f.glob("sql/*/*.sql")} for f in shipped_folders()}
+    assert {ext: set(names) - shipped.get(ext, set()) for ext, names in UNPREFIXED.items()} == {
+        ext: set() for ext in UNPREFIXED
+    }
+
+
+def test_a_bad_folder_is_caught_by_each_rule(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    for name in (
+        "migrations/sqlite/x0099_audit.sql",
+        "migrations/sqlite/x0098_other.sql",
+        "sql/sqlite/audit_get.sql",
+        "sql/postgres/get_audit.sql",
+        "sql/postgres/schedule_get.sql",
+    ):
+        (audit / name).parent.mkdir(parents=True, exist_ok=True)
+        (audit / name).write_text("select 1\n", encoding="utf-8")
+    (tmp_path / "stray" / "sql").mkdir(parents=True)
+    faults = folder_faults([*builtins(), Audit()], [audit, tmp_path / "stray"])
+    assert faults == [
+        "audit: ships x0098_other.sql (sqlite), not its own",
+        "audit: statement get_audit (postgres) is not audit_*",
+        "audit: statement schedule_get (postgres) is not audit_*",
+        "stray: a folder with statements or migrations, no extension",
+    ]
 
 
 def test_every_x_migration_and_extension_table_has_one_owner() -> None:

@@ -18,11 +18,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cairnq.extensions import builtins
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "cairnq"
 
 # The declared layer order, lowest first; a module belongs to the first layer naming it
 # (``pkg.*`` names a package and everything under it). What no layer names is in the
-# top layer. An import may reach its own layer or one below, never one above.
+# top layer, and so is what ``SURFACES`` names. An import may reach its own layer or
+# one below, never one above.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "leaves",
@@ -48,16 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # The pure models of features (validation and data, importing leaves only), which
     # the features' protocol ops read. Each leaves with its feature's package later.
-    (
-        "feature models",
-        (
-            "cairnq.limits",
-            "cairnq.schedules",
-            "cairnq.schedules._model",
-            "cairnq.schedules._plan",
-            "cairnq.schedules._timing",
-        ),
-    ),
+    ("feature models", ("cairnq.limits",)),
     (
         "protocol",
         (
@@ -70,8 +64,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("seam and backends", ("cairnq._wakeups", "cairnq.backends.*")),
     # The operations on the protocol's own tables, naming no feature.
     ("kernel", ("cairnq.kernel.*",)),
-    # The extensions, and the features' code still in protocol/, worker/ and schedules/;
-    # each leaves for its extension's folder.
+    # The extensions, and the features' code still in protocol/ and worker/; each
+    # leaves for its extension's folder.
     (
         "extensions",
         (
@@ -79,16 +73,20 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.protocol.durable",
             "cairnq.protocol.flow",
             "cairnq.protocol.limits",
-            "cairnq.protocol.schedules",
             "cairnq.protocol.workflows",
             "cairnq.worker._limits",
             "cairnq.worker._pauses",
             "cairnq.worker._workflows",
-            "cairnq.schedules._scheduler",
         ),
     ),
 )
 TOP = "everything else"
+
+# The extensions' modules that build on the client, the CLI and the dashboard: their
+# commands and pages (``Extension.cli``, ``Extension.pages``), in the top layer. The
+# CLI and the dashboard import them by the names the extensions declare, and no
+# module below imports them.
+SURFACES: tuple[str, ...] = ("cairnq.extensions.schedules._surfaces.*",)
 
 # Package imports (importer, imported) that close a package circle today, each with
 # what it is; the package check leaves them out. The list may only shrink: an entry
@@ -98,10 +96,6 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "the built-in extensions build their worker parts from worker/_limits, _pauses "
         "and _workflows, while the worker compiles its extensions' parts; "
         "each goes with its feature's move into extensions/"
-    ),
-    ("cairnq.protocol", "cairnq.schedules"): (
-        "protocol/schedules.py reads the schedules' model and plan, while "
-        "schedules/_scheduler.py runs protocol.schedules; goes with schedules' extension"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
         "the features' operations still in protocol/ (durable, flow, limits, schedules, "
@@ -243,13 +237,20 @@ def package_imports(root: Path) -> list[Import]:
 
 def layer_of(module: str, layers: Sequence[tuple[str, tuple[str, ...]]]) -> int:
     """The position of ``module``'s layer in ``layers``; ``len(layers)`` is the top layer."""
+    if _named(module, SURFACES):
+        return len(layers)
     for position, (_, names) in enumerate(layers):
-        for name in names:
-            if module == name.removesuffix(".*") or (
-                name.endswith(".*") and module.startswith(name[:-1])
-            ):
-                return position
+        if _named(module, names):
+            return position
     return len(layers)
+
+
+def _named(module: str, names: Iterable[str]) -> bool:
+    """Whether one of ``names`` names ``module`` (``pkg.*``: the package and what is under it)."""
+    return any(
+        module == name.removesuffix(".*") or (name.endswith(".*") and module.startswith(name[:-1]))
+        for name in names
+    )
 
 
 def upward(
@@ -318,9 +319,21 @@ def test_every_known_upward_import_still_reaches_a_layer_above() -> None:
 def test_the_layers_name_only_modules_that_exist() -> None:
     known = modules(SRC)
     missing = [
-        name for _, names in LAYERS for name in names if name.removesuffix(".*") not in known
+        name
+        for names in (*(n for _, n in LAYERS), SURFACES)
+        for name in names
+        if name.removesuffix(".*") not in known
     ]
     assert not missing, missing
+
+
+def test_the_surfaces_hold_every_extension_command_and_page_module_and_nothing_else() -> None:
+    declared = {m for ext in builtins() for m in (ext.cli, ext.pages) if m is not None}
+    known = modules(SRC)
+    assert declared <= set(known)
+    assert {m for m in known if _named(m, SURFACES)} == declared | {
+        name.removesuffix(".*") for name in SURFACES
+    }
 
 
 # --- the checks, on small packages ---------------------------------------------------------

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, TaskContext, Worker
-from cairnq.extensions import _builtins
+from cairnq.extensions import schedules as schedules_extension
+from cairnq.extensions.schedules._scheduler import Scheduler
 from cairnq.kernel.periodic import PeriodicJob
-from cairnq.schedules._scheduler import Scheduler
 from cairnq.testing import FakeClock
 from cairnq.worker._lifecycle import Lifecycle, Step
 
@@ -349,7 +349,7 @@ async def test_a_schedule_store_that_fails_refuses_the_start_and_closes_the_part
                 await eventually(lambda: recorded_row(cq, self.worker_id), "the presence row")
                 raise Refused("the schedules could not be stored")
 
-        monkeypatch.setattr(_builtins, "Scheduler", Failing)
+        monkeypatch.setattr(schedules_extension, "Scheduler", Failing)
         task = await cq.submit("job", {})
         with pytest.raises(Refused):
             await worker.run()

@@ -19,7 +19,14 @@ from cairnq.drivertest.test_parity import (
     check_statement_headers,
 )
 from cairnq.errors import InvalidArgument
-from cairnq.protocol.statements import DIALECTS, Dialect, migrations, statements
+from cairnq.protocol.statements import (
+    DIALECTS,
+    Dialect,
+    gather_migrations,
+    gather_statements,
+    migrations,
+    statements,
+)
 
 from ._db import Database
 
@@ -55,7 +62,106 @@ def test_sqlite_migrations_split_into_complete_statements() -> None:
 def test_the_protocol_ships_as_package_data() -> None:
     root = Path(cairnq.__file__).parent / "protocol"
     assert (root / "PROTOCOL.md").is_file()
-    assert len(list((root / "sql" / "sqlite").glob("*.sql"))) == len(statements("sqlite"))
+    assert len(shipped_files("sql", "sqlite")) == len(statements("sqlite"))
+
+
+def shipped_files(kind: str, dialect: str) -> list[Path]:
+    """The ``kind/<dialect>/*.sql`` files of the protocol and of every extension's folder."""
+    package = Path(cairnq.__file__).parent
+    return sorted(
+        [
+            *(package / "protocol" / kind / dialect).glob("*.sql"),
+            *(package / "extensions").glob(f"*/{kind}/{dialect}/*.sql"),
+        ],
+        key=lambda f: f.name,
+    )
+
+
+def test_every_data_file_of_the_package_matches_the_package_data_of_the_wheel() -> None:
+    package = Path(cairnq.__file__).parent
+    pyproject = (package.parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"\[tool\.setuptools\.package-data\]\ncairnq = \[(.*?)\]", pyproject, re.S)
+    assert block is not None
+    patterns = re.findall(r'"([^"]+)"', block.group(1))
+    included = {path for pattern in patterns for path in package.glob(pattern)}
+    data = {
+        path
+        for path in package.rglob("*")
+        if path.is_file()
+        and path.suffix in (".sql", ".html", ".md", ".json", ".css", ".js", ".typed")
+    }
+    assert sorted(str(p.relative_to(package)) for p in data - included) == []
+    assert any(p.parts[-4:-2] == ("schedules", "sql") for p in included)
+    assert any(p.parts[-2] == "templates" and "extensions" in p.parts for p in included)
+
+
+def test_the_shipped_namespace_holds_each_extension_s_statements_and_migrations() -> None:
+    package = Path(cairnq.__file__).parent / "extensions" / "schedules"
+    assert statements("sqlite")["schedule_get"].source == (
+        package / "sql" / "sqlite" / "schedule_get.sql"
+    ).read_text(encoding="utf-8")
+    names = [m.name for m in migrations("postgres")]
+    assert names == sorted(names)
+    assert "x0005_schedules.sql" in names
+    assert {"x0005_schedules.sql"} == {
+        f.name for f in (package / "migrations" / "postgres").glob("*.sql")
+    }
+
+
+def _folder(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+STATEMENT = "-- a statement\n-- returns: rows\n-- params: id\nselect :id\n"
+
+
+def test_an_extension_folder_joins_the_namespace_and_may_lack_a_kind(tmp_path: Path) -> None:
+    protocol = _folder(
+        tmp_path / "protocol",
+        {"sql/sqlite/get.sql": STATEMENT, "migrations/sqlite/0001_init.sql": "select 1;\n"},
+    )
+    audit = _folder(tmp_path / "audit", {"migrations/sqlite/x0002_audit.sql": "select 2;\n"})
+    notes = _folder(tmp_path / "notes", {"sql/sqlite/notes_get.sql": STATEMENT})
+    roots = (protocol, audit, notes)
+    assert sorted(gather_statements(roots, "sqlite")) == ["get", "notes_get"]
+    assert [m.name for m in gather_migrations(roots, "sqlite")] == [
+        "0001_init.sql",
+        "x0002_audit.sql",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "file", "message"),
+    [
+        ("sql", "get.sql", "statement get (sqlite) is defined twice"),
+        ("migrations", "0001_init.sql", "migration 0001_init.sql (sqlite) is defined twice"),
+    ],
+    ids=["statement", "migration"],
+)
+def test_a_name_in_two_folders_fails_loading_naming_both(
+    tmp_path: Path, kind: str, file: str, message: str
+) -> None:
+    protocol = _folder(
+        tmp_path / "protocol",
+        {"sql/sqlite/get.sql": STATEMENT, "migrations/sqlite/0001_init.sql": "select 1;\n"},
+    )
+    clash = _folder(tmp_path / "clash", {f"{kind}/sqlite/{file}": STATEMENT})
+    gather = gather_statements if kind == "sql" else gather_migrations
+    with pytest.raises(InvalidArgument, match=re.escape(message)) as refused:
+        gather((protocol, clash), "sqlite")
+    assert str(protocol) in str(refused.value) and str(clash) in str(refused.value)
+
+
+def test_the_protocol_folder_must_have_the_dialect_an_extension_folder_need_not(
+    tmp_path: Path,
+) -> None:
+    protocol = _folder(tmp_path / "protocol", {"sql/sqlite/get.sql": STATEMENT})
+    assert sorted(gather_statements((protocol, tmp_path / "empty"), "sqlite")) == ["get"]
+    with pytest.raises(InvalidArgument, match="has no sql/postgres folder"):
+        gather_statements((protocol,), "postgres")
 
 
 # --- cairnq._sql: the protocol directory as the reference's tests read it ----------------
@@ -78,7 +184,7 @@ def test_the_protocol_root_is_the_shipped_directory_unless_told_otherwise(
 def test_load_statements_reads_every_shipped_statement_by_file_stem(
     no_protocol_dir: None, dialect: str
 ) -> None:
-    files = sorted((SHIPPED / "sql" / dialect).glob("*.sql"))
+    files = shipped_files("sql", dialect)
     loaded = load_statements(dialect)
     assert loaded == {f.stem: f.read_text(encoding="utf-8") for f in files}
     assert {"insert_task", "claim", "complete", "fail", "recover_leases"} <= set(loaded)
@@ -88,7 +194,7 @@ def test_load_statements_reads_every_shipped_statement_by_file_stem(
 def test_load_migrations_reads_every_shipped_migration_in_the_order_they_apply(
     no_protocol_dir: None, dialect: str
 ) -> None:
-    files = sorted((SHIPPED / "migrations" / dialect).glob("*.sql"))
+    files = shipped_files("migrations", dialect)
     loaded = load_migrations(dialect)
     assert loaded == [(f.name, f.read_text(encoding="utf-8")) for f in files]
     names = [name for name, _ in loaded]

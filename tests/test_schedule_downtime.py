@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Worker
-from cairnq.protocol import schedules as _schedules
-from cairnq.protocol.schedules import slot_key
+from cairnq.extensions.schedules import _ops as _schedules
+from cairnq.extensions.schedules._ops import slot_key
 from cairnq.protocol.steps import Call
 from cairnq.testing import FakeClock
 

@@ -1,11 +1,11 @@
-"""Slot decisions (``cairnq.schedules._plan``): pure rules, no database."""
+"""Slot decisions (``cairnq.extensions.schedules._plan``): pure rules, no database."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from cairnq.schedules._plan import COUNT_CAP, Decision, jitter_for, plan
-from cairnq.schedules._timing import Timing
+from cairnq.extensions.schedules._plan import COUNT_CAP, Decision, jitter_for, plan
+from cairnq.extensions.schedules._timing import Timing
 
 EVERY_10S = Timing.parse(every="10s")
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cairnq import SyncCairnQ
-from cairnq.protocol.schedules import slot_key
-from cairnq.schedules._scheduler import LEASE_NAME
+from cairnq.extensions.schedules._ops import slot_key
+from cairnq.extensions.schedules._scheduler import LEASE_NAME
 
 from ._db import Database, admin_connect
 

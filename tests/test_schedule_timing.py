@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cairnq.errors import InvalidArgument
-from cairnq.schedules._timing import HORIZON_MS, Timing
+from cairnq.extensions.schedules._timing import HORIZON_MS, Timing
 
 UTC = datetime.timezone.utc
 PARIS = "Europe/Paris"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, SchemaIncomplete, SerializationError, Worker
-from cairnq.extensions import _builtins
-from cairnq.protocol.schedules import slot_key
-from cairnq.schedules._plan import jitter_for
-from cairnq.schedules._scheduler import Scheduler
+from cairnq.extensions import schedules as schedules_extension
+from cairnq.extensions.schedules._ops import slot_key
+from cairnq.extensions.schedules._plan import jitter_for
+from cairnq.extensions.schedules._scheduler import Scheduler
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -288,7 +288,7 @@ async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(
         def __init__(self, *args: Any, **options: Any) -> None:
             super().__init__(*args, **{"interval_ms": 20, **options})
 
-    monkeypatch.setattr(_builtins, "Scheduler", Often)
+    monkeypatch.setattr(schedules_extension, "Scheduler", Often)
     clock = _clock()
     worker = db.worker(clock=clock, poll_interval_ms=20)
     ran: list[int] = []

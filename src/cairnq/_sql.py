@@ -3,8 +3,10 @@
 A protocol directory holds ``sql/<dialect>/<statement>.sql`` and
 ``migrations/<dialect>/<NNNN_name>.sql``. ``find_protocol_root()`` is the one
 named by the ``CAIRNQ_PROTOCOL_DIR`` environment variable, else the one shipped
-in the package; ``load_statements`` and ``load_migrations`` read it with the
-loader the backends use. The backends themselves always run the shipped files.
+in the package; ``load_statements`` and ``load_migrations`` read it, with the
+statements and migrations of the extensions shipped in the package
+(``extensions/<name>/sql/``, ``migrations/``), with the loader the backends use.
+The backends themselves always run the shipped files.
 
 Example::
 
@@ -21,7 +23,13 @@ import os
 from pathlib import Path
 
 from .errors import InvalidArgument
-from .protocol.statements import bundled_root, check_dialect, read_migrations, read_statements
+from .protocol.statements import (
+    bundled_root,
+    check_dialect,
+    extension_roots,
+    gather_migrations,
+    gather_statements,
+)
 
 __all__ = ["PROTOCOL_DIR_ENV", "find_protocol_root", "load_migrations", "load_statements"]
 
@@ -55,14 +63,14 @@ def find_protocol_root() -> Path:
 def load_statements(dialect: str, root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Every statement of ``dialect`` (``"sqlite"`` or ``"postgres"``): file stem to text.
 
-    The text is the file's, comments included. ``root`` defaults to
-    ``find_protocol_root()``.
+    The protocol directory's and the shipped extensions'. The text is the file's,
+    comments included. ``root`` defaults to ``find_protocol_root()``.
 
     Raises:
-        InvalidArgument: an unknown dialect, or a protocol directory without
-            ``sql/<dialect>``.
+        InvalidArgument: an unknown dialect, a protocol directory without
+            ``sql/<dialect>``, or a statement name defined twice.
     """
-    found = read_statements(_root(root), check_dialect(dialect))
+    found = gather_statements((_root(root), *extension_roots()), check_dialect(dialect))
     return {name: statement.source for name, statement in found.items()}
 
 
@@ -71,14 +79,15 @@ def load_migrations(
 ) -> list[tuple[str, str]]:
     """Every migration of ``dialect`` as ``(file name, text)``, in the order they apply.
 
-    The file name (``0001_init.sql``) is what the migration ledger records.
-    ``root`` defaults to ``find_protocol_root()``.
+    The protocol directory's and the shipped extensions'. The file name
+    (``0001_init.sql``) is what the migration ledger records. ``root`` defaults to
+    ``find_protocol_root()``.
 
     Raises:
-        InvalidArgument: an unknown dialect, or a protocol directory without
-            ``migrations/<dialect>``.
+        InvalidArgument: an unknown dialect, a protocol directory without
+            ``migrations/<dialect>``, or a migration file name defined twice.
     """
-    found = read_migrations(_root(root), check_dialect(dialect))
+    found = gather_migrations((_root(root), *extension_roots()), check_dialect(dialect))
     return [(migration.name, migration.source) for migration in found]
 
 

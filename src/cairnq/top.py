@@ -24,11 +24,11 @@ from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
+from .extensions.schedules import _ops as _schedules
 from .kernel import views as _reads
 from .limits import LimitUsage
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
 from .protocol import limits as _limits
-from .protocol import schedules as _schedules
 
 __all__ = [
     "Frame",
@@ -206,17 +206,6 @@ def limit_lines(
     return ["limits:", *format_table(["LIMIT", "ON", "RULE", "WAITING", "IN USE"], rows, right=[3])]
 
 
-def next_slot_line(found: tuple[str, int] | None, now_ms: int) -> str | None:
-    """``next schedule: nightly at 02:00:00 (in 3h)``, local time; ``None`` without one."""
-    if found is None:
-        return None
-    name, slot_ms = found
-    slot, now = datetime.fromtimestamp(slot_ms / 1000), datetime.fromtimestamp(now_ms / 1000)
-    when = slot.strftime("%H:%M:%S" if slot.date() == now.date() else "%Y-%m-%d %H:%M:%S")
-    wait = f"in {format_duration(slot_ms - now_ms)}" if slot_ms > now_ms else "due now"
-    return f"next schedule: {name} at {when} ({wait})"
-
-
 def render_frame(
     client: SyncCairnQ,
     out: TextIO,
@@ -262,7 +251,7 @@ def render_frame(
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
     header = "  ".join(part for part in ("cairnq top", title, clock) if part)
     lines = [header]
-    scheduled_line = next_slot_line(upcoming, now_ms)
+    scheduled_line = _schedules.next_slot_line(upcoming, now_ms)
     if scheduled_line is not None:
         lines.append(scheduled_line)
     lines.append("")

@@ -206,7 +206,7 @@ def _no_error_backoff() -> None:
 
 def _catch_up_in_seconds() -> None:
     """Schedule evaluation reads ``catch_up`` as seconds: a slot a few ms late is missed."""
-    from cairnq.protocol import schedules
+    from cairnq.extensions.schedules import _ops as schedules
 
     plan = schedules.plan
 

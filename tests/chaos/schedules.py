@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from cairnq.schedules._scheduler import LEASE_NAME
+from cairnq.extensions.schedules._scheduler import LEASE_NAME
 
 from .._db import Database
 from . import dbtools

@@ -12,18 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from importlib import import_module, metadata
 from typing import Any, NoReturn, TextIO
 
 from ..durations import parse_duration, parse_milliseconds
 from ..errors import CairnQError, InvalidArgument
+from ..extensions import builtins
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._flow import cmd_pause, cmd_paused, cmd_resume
 from ._limits import add_commands as add_limit_commands
 from ._samples import cmd_conformance, cmd_demo
-from ._schedules import add_commands as add_schedule_commands
 from ._schema import cmd_migrate
 from ._target import (
     DEFAULT_DB,
@@ -449,12 +449,9 @@ def _parser() -> argparse.ArgumentParser:
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=cmd_top)
 
-    schedules = command(
-        "schedules",
-        "list, add, pause, resume and remove schedules (periodic tasks)",
-        "cairnq schedules add nightly report.build --cron '0 2 * * *' --tz Europe/Paris",
-    )
-    add_schedule_commands(schedules, common, _Help, _count)
+    for extension in builtins():
+        if extension.cli is not None:
+            import_module(extension.cli).add_commands(command, common, _Help, _count)
 
     dashboard = command(
         "dashboard",

@@ -21,6 +21,8 @@ from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
+from ..extensions.schedules import _ops as _schedules
+from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
@@ -31,11 +33,9 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
 from ..protocol._points import TaskEnd
 from ..protocol.steps import Emit, Op
-from ..schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..store import TaskStore
 from ..workflows import Dependency, Graph, Workflow, check_graph
 from ._core import (

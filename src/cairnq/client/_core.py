@@ -41,6 +41,7 @@ from ..errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
+from ..extensions.schedules._model import Schedule, ScheduleSlot
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
@@ -50,7 +51,6 @@ from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, Unserv
 from ..protocol.durable import Attempt, StepRecord
 from ..protocol.flow import Pause
 from ..protocol.steps import Op
-from ..schedules._model import Schedule, ScheduleSlot
 from ..store import TaskStore
 
 T = TypeVar("T")

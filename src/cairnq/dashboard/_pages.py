@@ -1,5 +1,5 @@
-"""The dashboard's pages: overview, tasks, one task, workers, schedules, limits, the actions,
-/metrics.
+"""The dashboard's pages: overview, tasks, one task, workers, limits, the actions, /metrics,
+and the pages of the extensions that have some (``Extension.pages``: schedules).
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -17,9 +17,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from importlib import import_module
+from typing import Any, Protocol
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -28,12 +29,12 @@ from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..extensions import builtins
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import schedules as _schedules
 from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
 from ._graph import Picture, belongs_to_workflow, picture
@@ -86,11 +87,31 @@ NOTICES = {
     "retried": "Task queued again.",
     "not_cancelable": "Nothing to cancel: the task had already finished.",
     "not_retryable": "Only failed or canceled tasks can be retried.",
-    "paused": "Schedule paused: no slot submits a task until it is resumed.",
-    "resumed": "Schedule resumed from now: the slots passed while paused were skipped.",
 }
-SCHEDULE_HISTORY = 100
-SCHEDULE_ACTIONS = ("/schedule/pause", "/schedule/resume")
+# The extensions' page modules (``Extension.pages``) and the packages whose
+# ``templates/`` folder holds their templates (the extension's own).
+EXTENSION_PAGES = tuple(ext.pages for ext in builtins() if ext.pages is not None)
+EXTENSION_TEMPLATES = tuple(type(ext).__module__ for ext in builtins() if ext.pages is not None)
+
+
+class PageSet(Protocol):
+    """An extension's pages, built by its page module's ``pages(host: Pages)``.
+
+    Attributes:
+        nav: ``(key, path, label)`` of its entry in the navigation bar.
+        actions: The paths of its POST actions.
+    """
+
+    nav: tuple[str, str, str]
+    actions: tuple[str, ...]
+
+    def routes(self) -> list[tuple[str, Handler]]:
+        """Each page by path (the dashboard wraps each in its endpoint)."""
+        ...
+
+    async def action(self, request: Request, path: str) -> Response:
+        """The POST of one of ``actions``, once read-only, origin and CSRF are checked."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -416,7 +437,12 @@ def _escape(value: Any) -> Any:
 
 
 TEMPLATES = Environment(
-    loader=PackageLoader("cairnq.dashboard", "templates"),
+    loader=ChoiceLoader(
+        [
+            PackageLoader("cairnq.dashboard", "templates"),
+            *(PackageLoader(package, "templates") for package in EXTENSION_TEMPLATES),
+        ]
+    ),
     autoescape=True,
     finalize=_escape,
     undefined=StrictUndefined,
@@ -481,6 +507,7 @@ class Pages:
 
     def __init__(self, dash: PageHost) -> None:
         self.dash = dash
+        self.extensions: list[PageSet] = [import_module(m).pages(self) for m in EXTENSION_PAGES]
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -523,10 +550,7 @@ class Pages:
                 ("/queue/pause", self.back_to_overview),
                 ("/queue/resume", self.back_to_overview),
                 ("/workers", self.workers),
-                ("/schedules", self.schedules),
-                ("/schedule", self.schedule),
-                ("/schedule/pause", self.schedule_action_page),
-                ("/schedule/resume", self.schedule_action_page),
+                *(route for pages in self.extensions for route in pages.routes()),
                 ("/limits", self.limits),
                 ("/metrics", self.metrics),
             )
@@ -571,6 +595,7 @@ class Pages:
         text = render(
             "page.html",
             self.view(request),
+            nav=self._nav(),
             title=title,
             active=active,
             body=Markup(body),
@@ -579,6 +604,16 @@ class Pages:
             final=final,
         )
         return self._html(status, text)
+
+    def _nav(self) -> list[tuple[str, str, str]]:
+        """The navigation bar's entries: ``(key, path, label)``."""
+        return [
+            ("overview", "/", "Overview"),
+            ("tasks", "/tasks", "Tasks"),
+            ("workers", "/workers", "Workers"),
+            *(pages.nav for pages in self.extensions),
+            ("limits", "/limits", "Limits"),
+        ]
 
     def _error(self, request: Request, status: int, title: str, message: str) -> Response:
         body = render("error.html", self.view(request), title=title, message=message)
@@ -912,21 +947,6 @@ class Pages:
     async def load_workers(self) -> Any:
         return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
 
-    async def schedules(self, request: Request) -> Response:
-        view = self.view(request)
-        client = self.dash.client
-
-        async def load() -> Any:
-            return await client._run(_schedules.with_last_slots(), write=False)
-
-        try:
-            rows = await self.dash.reads.get("schedules", load)
-        except SchemaIncomplete as exc:
-            live = render("schedules.html", view, error=str(exc), rows=[])
-        else:
-            live = render("schedules.html", view, error="", rows=rows)
-        return self._page(request, title="Schedules", active="schedules", body="", region=live)
-
     async def limits(self, request: Request) -> Response:
         view = self.view(request)
         client = self.dash.client
@@ -941,59 +961,6 @@ class Pages:
         else:
             live = render("limits.html", view, error="", usages=usages, keys_shown=LIMIT_KEYS_SHOWN)
         return self._page(request, title="Limits", active="limits", body="", region=live)
-
-    async def schedule(self, request: Request) -> Response:
-        view = self.view(request)
-        query = incoming(request).query
-        name = query.get("name", "")
-        client = self.dash.client
-        try:
-            found = await client.get_schedule(name)
-            slots = (
-                [] if found is None else await client.schedule_history(name, limit=SCHEDULE_HISTORY)
-            )
-        except SchemaIncomplete as exc:
-            return self._error(request, 404, "No schedules", str(exc))
-        except InvalidArgument as exc:
-            return self._error(request, 400, "Bad schedule name", str(exc))
-        if found is None:
-            return self._no_schedule(request, name)
-        live = render("schedule.html", view, schedule=found, slots=slots)
-        body = render(
-            "schedule_head.html", view, schedule=found, done=NOTICES.get(query.get("done", ""), "")
-        )
-        return self._page(request, title=found.name, active="schedules", body=body, region=live)
-
-    def _no_schedule(self, request: Request, name: str) -> Response:
-        return self._error(request, 404, "No such schedule", f"No schedule is named {name!r}.")
-
-    async def schedule_action_page(self, request: Request) -> Response:
-        """A GET of a pause or resume address: the schedule's page, where its button is."""
-        if self.dash.read_only:
-            return self._forbidden(request, "This dashboard is read-only.")
-        return redirect(request, "/schedule", {"name": incoming(request).query.get("name", "")})
-
-    async def _schedule_action(self, request: Request, path: str) -> Response:
-        """Pause or resume the schedule the form names, then show its page."""
-        seen = incoming(request)
-        name = seen.form.get("name") or seen.query.get("name", "")
-        paused = path == "/schedule/pause"
-        client = self.dash.client
-        try:
-            if paused:
-                stored = await client.pause_schedule(name)
-            else:
-                stored = await client.resume_schedule(name)
-        except SchemaIncomplete as exc:
-            return self._error(request, 404, "No schedules", str(exc))
-        except InvalidArgument as exc:
-            return self._error(request, 400, "Bad request", str(exc))
-        if stored is None:
-            return self._no_schedule(request, name)
-        self.dash.reads.clear()
-        done = "paused" if paused else "resumed"
-        log.info("dashboard: schedule %s -> %s", name, done)
-        return redirect(request, "/schedule", {"name": name, "done": done})
 
     async def metrics(self, request: Request) -> Response:
         dash = self.dash
@@ -1017,7 +984,8 @@ class Pages:
         path = route_path(request.scope)
         if dash.read_only:
             return self._forbidden(request, "This dashboard is read-only: actions are disabled.")
-        if path not in ACTIONS + SCHEDULE_ACTIONS:
+        extension = next((p for p in self.extensions if path in p.actions), None)
+        if path not in ACTIONS and extension is None:
             return self._error(request, 404, "Not found", path)
         if not dash.security.same_origin(request):
             return self._forbidden(request, "Cross-site request refused.")
@@ -1026,8 +994,8 @@ class Pages:
                 request, "The form expired or did not come from this dashboard; reload and retry."
             )
         await dash.ensure_open()
-        if path in SCHEDULE_ACTIONS:
-            return await self._schedule_action(request, path)
+        if extension is not None:
+            return await extension.action(request, path)
         if path in ("/queue/pause", "/queue/resume"):
             return await self._pause_queue(request, pause=path == "/queue/pause")
         if path in ("/purge", "/tasks/retry", "/tasks/cancel"):

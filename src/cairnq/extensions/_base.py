@@ -25,10 +25,10 @@ from ..kernel.periodic import ErrorHook
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from ..schedules._model import ScheduleSpec
     from ..worker._limits import LimitBook
     from ..worker._pauses import Pauses
     from ..worker._workflows import WorkflowsSwitch
+    from .schedules._model import ScheduleSpec
 
 TaskRows = Literal["trigger", "swept", "not_task_keyed"]
 """How an extension table's rows about a task go when the task's row goes: a delete
@@ -123,6 +123,11 @@ class Extension:
         tables: Its tables, each with how its rows about a task are forgotten.
         words: What it is called in code; the kernel's modules name none of them
             (``tests/test_kernel_names.py``).
+        cli: The module that adds its ``cairnq`` commands (``add_commands``), or
+            ``None``. The CLI, above the extensions, imports it by this name.
+        pages: The module of its dashboard pages (``pages``), or ``None``; their
+            templates are in the ``templates/`` folder of the extension's package.
+            The dashboard imports it by this name.
     """
 
     name: ClassVar[str]
@@ -131,6 +136,8 @@ class Extension:
     optional: ClassVar[Sequence[str]] = ()
     tables: ClassVar[Mapping[str, TaskRows]] = {}
     words: ClassVar[Sequence[str]] = ()
+    cli: ClassVar[str | None] = None
+    pages: ClassVar[str | None] = None
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"

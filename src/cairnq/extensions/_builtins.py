@@ -1,9 +1,9 @@
 """The built-in features, declared as extensions; the code of most still lives where it did.
 
 Each declaration names the feature's migrations, tables and words, and builds its
-worker parts from the code in ``worker/`` and ``schedules/`` (the limit book, the
-pauses, the workflow sweeper, the scheduler), which moves into the feature's own
-folder later, as presence's has (``extensions/presence/``). Snooze, durable steps
+worker parts from the code in ``worker/`` (the limit book, the pauses, the
+workflow sweeper), which moves into the feature's own folder later, as presence's
+and schedules' have (``extensions/presence/``, ``extensions/schedules/``). Snooze, durable steps
 and attempt history have no worker part: they run inside the handler's context
 and the settlements.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from ..schedules._scheduler import Scheduler
 from ..worker._limits import LimitBook
 from ..worker._pauses import Pauses as PauseSet
 from ..worker._workflows import WorkflowSweeper
@@ -69,21 +68,6 @@ class WorkflowsComponent(Part):
         await self.sweeper.prepare()
 
 
-class SchedulesComponent(Part):
-    """Prepare stores the declared schedules (their tables missing: one line, no job);
-    the job evaluates them under its named lease."""
-
-    name = "schedules"
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-
-    async def prepare(self) -> None:
-        await self.scheduler.prepare()
-        # Without the schedules tables there is nothing to evaluate.
-        self.job = None if self.scheduler.absent else self.scheduler.job
-
-
 class Limits(Extension):
     name = "limits"
     migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
@@ -128,28 +112,6 @@ class Workflows(Extension):
     def components(self, worker: WorkerView) -> Sequence[Component]:
         sweeper = WorkflowSweeper(worker.backend, worker.switch, report=worker.report)
         return (WorkflowsComponent(sweeper),)
-
-
-class Schedules(Extension):
-    name = "schedules"
-    migrations = ("x0005_schedules.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {
-        "cairnq_schedules": "not_task_keyed",
-        "cairnq_schedule_slots": "not_task_keyed",
-    }
-    words = ("schedule",)
-
-    def components(self, worker: WorkerView) -> Sequence[Component]:
-        if not worker.evaluates_schedules:
-            return ()
-        scheduler = Scheduler(
-            worker.backend,
-            worker.codec,
-            worker.schedules,
-            report=worker.report,
-            worker_id=worker.worker_id,
-        )
-        return (SchedulesComponent(scheduler),)
 
 
 class Snooze(Extension):

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from ..errors import InvalidArgument
 from ._base import Component, Extension, WorkerView
-from ._builtins import History, Limits, Pauses, Schedules, Snooze, Steps, Workflows
+from ._builtins import History, Limits, Pauses, Snooze, Steps, Workflows
 from .presence import Presence
+from .schedules import Schedules
 
 
 def builtins() -> list[Extension]:

@@ -3,8 +3,13 @@
 ``read_statements`` and ``read_migrations`` read a protocol directory laid out as
 ``sql/<dialect>/<statement>.sql`` (one statement per file, the stem is its name)
 and ``migrations/<dialect>/<NNNN_name>.sql`` (applied in file-name order, the
-ledger records the file name). Backends run the directory shipped in the
-package (``statements``, ``migrations``); ``cairnq._sql`` reads any directory.
+ledger records the file name). Each extension shipped in the package keeps its own
+statements and migrations the same way in its folder (``extensions/<name>/sql/``,
+``extensions/<name>/migrations/``). ``gather_statements`` and ``gather_migrations``
+read several such folders into one namespace, where a name defined twice fails
+the loading. Backends run what the package ships (``statements``,
+``migrations``: the protocol directory and every extension's folders);
+``cairnq._sql`` reads any protocol directory with the shipped extensions' folders.
 
 Statement text is used as written. The only transformation is the placeholder
 style, converted at load time: SQLite binds ``:name`` natively; psycopg wants
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -81,6 +87,22 @@ def bundled_root() -> Traversable:
     return resources.files("cairnq") / "protocol"
 
 
+def extension_roots() -> tuple[Traversable, ...]:
+    """The folder of each extension shipped in the package that holds statements or
+    migrations (``cairnq/extensions/<name>/``), by name."""
+    base = resources.files("cairnq") / "extensions"
+    return tuple(
+        sorted(
+            (
+                entry
+                for entry in base.iterdir()
+                if entry.is_dir() and any((entry / kind).is_dir() for kind in ("sql", "migrations"))
+            ),
+            key=lambda e: e.name,
+        )
+    )
+
+
 def check_dialect(dialect: object) -> Dialect:
     """``dialect`` if it is one of ``DIALECTS``.
 
@@ -93,9 +115,13 @@ def check_dialect(dialect: object) -> Dialect:
     raise InvalidArgument(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
 
 
-def _sql_files(root: Traversable, kind: str, dialect: Dialect) -> list[Traversable]:
+def _sql_files(
+    root: Traversable, kind: str, dialect: Dialect, *, required: bool = True
+) -> list[Traversable]:
     folder = root / kind / dialect
     if not folder.is_dir():
+        if not required:
+            return []
         raise InvalidArgument(f"protocol directory {root} has no {kind}/{dialect} folder")
     return sorted(
         (entry for entry in folder.iterdir() if entry.name.endswith(".sql")),
@@ -129,13 +155,69 @@ def read_migrations(root: Traversable, dialect: Dialect) -> tuple[Migration, ...
     )
 
 
+def _one_namespace(
+    kind: str, roots: Sequence[Traversable], dialect: Dialect
+) -> dict[str, tuple[Traversable, Traversable]]:
+    """Each ``kind`` file of ``dialect`` in ``roots`` by file name, with its root.
+
+    The first root is a protocol directory and must have the ``kind/<dialect>``
+    folder; the others (extensions' folders) may lack it.
+    """
+    found: dict[str, tuple[Traversable, Traversable]] = {}
+    for position, root in enumerate(roots):
+        for entry in _sql_files(root, kind, dialect, required=position == 0):
+            if entry.name in found:
+                first = found[entry.name][0]
+                what = "statement" if kind == "sql" else "migration"
+                name = entry.name[: -len(".sql")] if kind == "sql" else entry.name
+                raise InvalidArgument(
+                    f"{what} {name} ({dialect}) is defined twice: in {first} and in {root}; "
+                    f"each {what} name belongs to one folder"
+                )
+            found[entry.name] = (root, entry)
+    return found
+
+
+def gather_statements(roots: Sequence[Traversable], dialect: Dialect) -> dict[str, Statement]:
+    """Every statement of ``dialect`` in ``roots`` (a protocol directory first, then
+    extensions' folders), by name, in one namespace.
+
+    Raises:
+        InvalidArgument: a statement name is in two of ``roots``, or the first root
+            has no ``sql/<dialect>`` folder.
+    """
+    return {
+        file_name[: -len(".sql")]: _load_statement(
+            dialect, file_name[: -len(".sql")], entry.read_text(encoding="utf-8")
+        )
+        for file_name, (_, entry) in _one_namespace("sql", roots, dialect).items()
+    }
+
+
+def gather_migrations(roots: Sequence[Traversable], dialect: Dialect) -> tuple[Migration, ...]:
+    """Every migration of ``dialect`` in ``roots`` (a protocol directory first, then
+    extensions' folders), in file-name order across them all.
+
+    Raises:
+        InvalidArgument: a migration's file name is in two of ``roots``, or the
+            first root has no ``migrations/<dialect>`` folder.
+    """
+    found = _one_namespace("migrations", roots, dialect)
+    return tuple(
+        Migration(name, dialect, found[name][1].read_text(encoding="utf-8"))
+        for name in sorted(found)
+    )
+
+
 @cache
 def statements(dialect: Dialect) -> dict[str, Statement]:
-    """Every statement of ``dialect`` the package ships, by name."""
-    return read_statements(bundled_root(), dialect)
+    """Every statement of ``dialect`` the package ships (the protocol's and every
+    extension's), by name."""
+    return gather_statements((bundled_root(), *extension_roots()), dialect)
 
 
 @cache
 def migrations(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration of ``dialect`` the package ships, in file-name order."""
-    return read_migrations(bundled_root(), dialect)
+    """Every migration of ``dialect`` the package ships (the protocol's and every
+    extension's), in file-name order."""
+    return gather_migrations((bundled_root(), *extension_roots()), dialect)

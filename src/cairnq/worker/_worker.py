@@ -34,13 +34,13 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component
+from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
 from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..store import TaskStore
 from . import _options
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits

@@ -2,7 +2,7 @@
 ``cairnq_worker_names``), written while it runs and deleted once it has drained.
 
 Its statements and reads (``protocol/sql``, ``kernel/views.py``) still live with the
-protocol's: the statement loader reads one folder per dialect.
+protocol's; the statement loader would read them from this folder's ``sql/`` too.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import _checks
-from .._json import JsonCodec
-from ..durations import parse_duration
-from ..errors import InvalidArgument
+from ... import _checks
+from ..._json import JsonCodec
+from ...durations import parse_duration
+from ...errors import InvalidArgument
 from ._timing import Timing
 
 __all__ = [

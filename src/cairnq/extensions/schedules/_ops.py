@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from .. import kernel
-from .._checks import MAX_DELAY_MS, check_int, check_text
-from .._json import JsonCodec
-from ..errors import InvalidArgument, SchemaIncomplete
-from ..kernel.procedures import Procedure, Run
-from ..schedules._model import Schedule, ScheduleSlot, ScheduleSpec
-from ..schedules._plan import Decision, plan, range_decision
-from .steps import NOW, Call, Op
+from ... import kernel
+from ..._checks import MAX_DELAY_MS, check_int, check_text
+from ..._json import JsonCodec
+from ...durations import format_duration
+from ...errors import InvalidArgument, SchemaIncomplete
+from ...kernel.procedures import Procedure, Run
+from ...protocol.steps import NOW, Call, Op
+from ._model import Schedule, ScheduleSlot, ScheduleSpec
+from ._plan import Decision, plan, range_decision
 
 SCHEDULES_MIGRATION = "x0005_schedules.sql"
 EVALUATE_BATCH = 100
@@ -157,6 +159,18 @@ def next_slot() -> Op[tuple[str, int] | None]:
         return None
     rows = yield Call("schedule_next", {})
     return (str(rows[0]["name"]), int(rows[0]["next_ms"])) if rows else None
+
+
+def next_slot_line(found: tuple[str, int] | None, now_ms: int) -> str | None:
+    """``next_slot``'s answer as ``cairnq top`` shows it under its header:
+    ``next schedule: nightly at 02:00:00 (in 3h)``, local time; ``None`` without one."""
+    if found is None:
+        return None
+    name, slot_ms = found
+    slot, now = datetime.fromtimestamp(slot_ms / 1000), datetime.fromtimestamp(now_ms / 1000)
+    when = slot.strftime("%H:%M:%S" if slot.date() == now.date() else "%Y-%m-%d %H:%M:%S")
+    wait = f"in {format_duration(slot_ms - now_ms)}" if slot_ms > now_ms else "due now"
+    return f"next schedule: {name} at {when} ({wait})"
 
 
 def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:

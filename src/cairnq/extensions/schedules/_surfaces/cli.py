@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ..client import SyncCairnQ
-from ..protocol import schedules as _schedules
-from ..schedules import Schedule, ScheduleSlot, ScheduleSpec
-from ..schedules._model import DEFAULT_CATCH_UP_MS
-from ..top import format_table
-from ._errors import CommandError
-from ._render import iso, json_text, write_lines
-from ._target import open_client
-from ._tasks import read_payload
+from ....cli._errors import CommandError
+from ....cli._render import iso, json_text, write_lines
+from ....cli._target import open_client
+from ....cli._tasks import read_payload
+from ....client import SyncCairnQ
+from ....top import format_table
+from .. import _ops as _schedules
+from .._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
 
 HISTORY_LIMIT = 20
 
@@ -189,12 +188,18 @@ def cmd_schedules_history(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_commands(
-    schedules: argparse.ArgumentParser,
+    command: Callable[[str, str, str], argparse.ArgumentParser],
     parents: Sequence[argparse.ArgumentParser],
     formatter: type[argparse.HelpFormatter],
     count: Any,
 ) -> None:
-    """The ``ls``, ``add``, ``pause``, ``resume``, ``rm`` and ``history`` subcommands."""
+    """``cairnq schedules`` (``command(name, summary, example)`` adds it to ``cairnq``)
+    and its ``ls``, ``add``, ``pause``, ``resume``, ``rm`` and ``history`` subcommands."""
+    schedules = command(
+        "schedules",
+        "list, add, pause, resume and remove schedules (periodic tasks)",
+        "cairnq schedules add nightly report.build --cron '0 2 * * *' --tz Europe/Paris",
+    )
     actions = schedules.add_subparsers(dest="action", metavar="ACTION")
 
     def action(name: str, summary: str, example: str, description: str = "") -> Any:

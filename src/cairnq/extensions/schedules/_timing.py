@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .._clock import SYSTEM_CLOCK
-from ..durations import MAX_DURATION_MS, UNIT_MS, format_duration, parse_duration
-from ..errors import InvalidArgument
+from ..._clock import SYSTEM_CLOCK
+from ...durations import MAX_DURATION_MS, UNIT_MS, format_duration, parse_duration
+from ...errors import InvalidArgument
 
 if TYPE_CHECKING:
     from cronsim import CronSim

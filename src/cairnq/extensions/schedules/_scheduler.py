@@ -20,12 +20,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .._json import JsonCodec
-from ..backends import Backend
-from ..kernel.periodic import NamedLease, PeriodicJob
-from ..kernel.procedures import afollow
-from ..protocol import schedules as _schedules
-from ..protocol.steps import Op
+from ..._json import JsonCodec
+from ...backends import Backend
+from ...kernel.periodic import NamedLease, PeriodicJob
+from ...kernel.procedures import afollow
+from ...protocol.steps import Op
+from . import _ops as _schedules
 from ._model import ScheduleSpec
 
 log = logging.getLogger("cairnq.schedules")

@@ -1,0 +1,79 @@
+"""Schedules: periodic tasks, one per slot, evaluated by every cairnq worker under a named lease.
+
+A schedule is stored in the database (``cairnq_schedules``, migration
+``x0005_schedules.sql``): declared by a worker (``@worker.periodic``,
+``worker.schedule``) or added by a client or ``cairnq schedules add``. Each slot's
+decision is recorded once (``cairnq_schedule_slots``) in the transaction that
+submits its task, so a slot submits at most one task however many processes
+evaluate (``_ops.evaluate``).
+
+Everything of the feature is in this folder: the model (``_model``, ``_timing``,
+``_plan``), the operations (``_ops``), the worker's evaluator (``_scheduler``), its
+statements (``sql/<dialect>/schedule_*.sql``) and migration
+(``migrations/<dialect>/x0005_schedules.sql``), the ``cairnq schedules`` commands
+and the dashboard's pages (``_surfaces/``, with ``templates/``). The CLI and the
+dashboard, above the extensions, import those two by the names the extension
+declares (``Extension.cli``, ``Extension.pages``). ``cairnq.schedules`` re-exports
+the public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from .._base import Component, Extension, Part, TaskRows, WorkerView
+from ._model import CATCH_UP_POLICIES, OUTCOMES, OVERLAPS, Schedule, ScheduleSlot, ScheduleSpec
+from ._scheduler import Scheduler
+from ._timing import Timing
+
+__all__ = [
+    "CATCH_UP_POLICIES",
+    "OUTCOMES",
+    "OVERLAPS",
+    "Schedule",
+    "ScheduleSlot",
+    "ScheduleSpec",
+    "Schedules",
+    "SchedulesComponent",
+    "Timing",
+]
+
+
+class SchedulesComponent(Part):
+    """Prepare stores the declared schedules (their tables missing: one line, no job);
+    the job evaluates them under its named lease."""
+
+    name = "schedules"
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    async def prepare(self) -> None:
+        await self.scheduler.prepare()
+        # Without the schedules tables there is nothing to evaluate.
+        self.job = None if self.scheduler.absent else self.scheduler.job
+
+
+class Schedules(Extension):
+    name = "schedules"
+    migrations = ("x0005_schedules.sql",)
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_schedules": "not_task_keyed",
+        "cairnq_schedule_slots": "not_task_keyed",
+    }
+    words = ("schedule",)
+    cli = "cairnq.extensions.schedules._surfaces.cli"
+    pages = "cairnq.extensions.schedules._surfaces.pages"
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        if not worker.evaluates_schedules:
+            return ()
+        scheduler = Scheduler(
+            worker.backend,
+            worker.codec,
+            worker.schedules,
+            report=worker.report,
+            worker_id=worker.worker_id,
+        )
+        return (SchedulesComponent(scheduler),)

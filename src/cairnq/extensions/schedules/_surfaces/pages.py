@@ -1,0 +1,128 @@
+"""The dashboard's schedules pages: the list, one schedule with its slots, and the
+pause and resume actions. Their templates are in ``templates/`` beside this module.
+
+The dashboard imports this module by the name the extension declares
+(``Schedules.pages``) and asks ``pages`` for its page set.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ....dashboard._http import Handler, incoming, redirect
+from ....dashboard._pages import Pages, render
+from ....errors import InvalidArgument, SchemaIncomplete
+from .. import _ops as _schedules
+
+log = logging.getLogger("cairnq.dashboard")
+
+# One schedule's page shows this many of its latest slots.
+SCHEDULE_HISTORY = 100
+NOTICES = {
+    "paused": "Schedule paused: no slot submits a task until it is resumed.",
+    "resumed": "Schedule resumed from now: the slots passed while paused were skipped.",
+}
+
+
+class SchedulePages:
+    """The schedules' pages and actions, rendered with the dashboard's ``Pages``."""
+
+    nav = ("schedules", "/schedules", "Schedules")
+    actions = ("/schedule/pause", "/schedule/resume")
+    """The paths that take a POST; the dashboard checks read-only, origin and CSRF first."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.dash = pages.dash
+
+    def routes(self) -> list[tuple[str, Handler]]:
+        """Each page by path (the dashboard wraps each in its endpoint)."""
+        return [
+            ("/schedules", self.schedules),
+            ("/schedule", self.schedule),
+            ("/schedule/pause", self.action_page),
+            ("/schedule/resume", self.action_page),
+        ]
+
+    async def schedules(self, request: Request) -> Response:
+        view = self.pages.view(request)
+        client = self.dash.client
+
+        async def load() -> Any:
+            return await client._run(_schedules.with_last_slots(), write=False)
+
+        try:
+            rows = await self.dash.reads.get("schedules", load)
+        except SchemaIncomplete as exc:
+            live = render("schedules.html", view, error=str(exc), rows=[])
+        else:
+            live = render("schedules.html", view, error="", rows=rows)
+        return self.pages._page(
+            request, title="Schedules", active="schedules", body="", region=live
+        )
+
+    async def schedule(self, request: Request) -> Response:
+        view = self.pages.view(request)
+        query = incoming(request).query
+        name = query.get("name", "")
+        client = self.dash.client
+        try:
+            found = await client.get_schedule(name)
+            slots = (
+                [] if found is None else await client.schedule_history(name, limit=SCHEDULE_HISTORY)
+            )
+        except SchemaIncomplete as exc:
+            return self.pages._error(request, 404, "No schedules", str(exc))
+        except InvalidArgument as exc:
+            return self.pages._error(request, 400, "Bad schedule name", str(exc))
+        if found is None:
+            return self._no_schedule(request, name)
+        live = render("schedule.html", view, schedule=found, slots=slots)
+        body = render(
+            "schedule_head.html", view, schedule=found, done=NOTICES.get(query.get("done", ""), "")
+        )
+        return self.pages._page(
+            request, title=found.name, active="schedules", body=body, region=live
+        )
+
+    def _no_schedule(self, request: Request, name: str) -> Response:
+        return self.pages._error(
+            request, 404, "No such schedule", f"No schedule is named {name!r}."
+        )
+
+    async def action_page(self, request: Request) -> Response:
+        """A GET of a pause or resume address: the schedule's page, where its button is."""
+        if self.dash.read_only:
+            return self.pages._forbidden(request, "This dashboard is read-only.")
+        return redirect(request, "/schedule", {"name": incoming(request).query.get("name", "")})
+
+    async def action(self, request: Request, path: str) -> Response:
+        """Pause or resume the schedule the form names, then show its page."""
+        seen = incoming(request)
+        name = seen.form.get("name") or seen.query.get("name", "")
+        paused = path == "/schedule/pause"
+        client = self.dash.client
+        try:
+            if paused:
+                stored = await client.pause_schedule(name)
+            else:
+                stored = await client.resume_schedule(name)
+        except SchemaIncomplete as exc:
+            return self.pages._error(request, 404, "No schedules", str(exc))
+        except InvalidArgument as exc:
+            return self.pages._error(request, 400, "Bad request", str(exc))
+        if stored is None:
+            return self._no_schedule(request, name)
+        self.dash.reads.clear()
+        done = "paused" if paused else "resumed"
+        log.info("dashboard: schedule %s -> %s", name, done)
+        return redirect(request, "/schedule", {"name": name, "done": done})
+
+
+def pages(host: Pages) -> SchedulePages:
+    """The schedules' page set for the dashboard's ``host``."""
+    return SchedulePages(host)
