@@ -126,7 +126,10 @@ async def test_the_last_dependency_s_completion_releases_the_dependent_in_its_tr
         second = await cq.submit("step", depends_on=[first], delay_ms=0)
         [lease] = await _claim_reference(cq)
         row = await cq.backend.arun(
-            kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+            kernel.complete(
+                lease, "ref", '"ok"', points=kernel.ending_with(_workflows.after_ended)
+            ),
+            write=True,
         )
         assert row["status"] == "succeeded"
         released = await cq.get(second.id)
@@ -141,7 +144,8 @@ async def test_a_released_task_keeps_its_submitted_delay_from_the_release(db: Da
         second = await cq.submit("step", depends_on=[first], delay_ms=3_600_000)
         [lease] = await _claim_reference(cq)
         await cq.backend.arun(
-            kernel.complete(lease, "ref", None, task_end=_workflows.after_ended), write=True
+            kernel.complete(lease, "ref", None, points=kernel.ending_with(_workflows.after_ended)),
+            write=True,
         )
         released = await cq.get(second.id)
         assert released is not None
@@ -207,7 +211,7 @@ async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope
                 '{"message":"boom"}',
                 retryable=False,
                 delay_ms=0,
-                task_end=_workflows.after_ended,
+                points=kernel.ending_with(_workflows.after_ended),
             ),
             write=True,
         )
@@ -364,7 +368,8 @@ def _purge_raw(db: Database, now_ms: int) -> list[str]:
 async def _complete_deciding(cq: CairnQ, lease: Lease) -> None:
     """A completion as cairnq's worker settles it: deciding the task's parked dependents."""
     await cq.backend.arun(
-        kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+        kernel.complete(lease, "ref", '"ok"', points=kernel.ending_with(_workflows.after_ended)),
+        write=True,
     )
 
 

@@ -1,28 +1,37 @@
 """The built-in features, declared as extensions; the code of most still lives where it did.
 
 Each declaration names the feature's migrations, tables and words, and builds its
-worker parts from the code in ``worker/`` and ``schedules/`` (the limit book, the
-pauses, the workflow sweeper, the scheduler), which moves into the feature's own
-folder later, as presence's has (``extensions/presence/``). Snooze, durable steps
-and attempt history have no worker part: they run inside the handler's context
-and the settlements.
+kernel hooks and worker parts from the code in ``protocol/``, ``worker/`` and
+``schedules/`` (the limit book, the pauses, the workflow sweeper, the scheduler),
+which moves into the feature's own folder later, as presence's has
+(``extensions/presence/``). Snooze and durable steps have no worker part: they
+run inside the handler's context; attempt history runs inside the settlements,
+through its hooks, and its part only reads whether its table exists.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from ..protocol import durable as _durable
+from ..protocol.durable import expired, record
+from ..protocol.workflows import after_ended
 from ..schedules._scheduler import Scheduler
 from ..worker._limits import LimitBook
 from ..worker._pauses import Pauses as PauseSet
 from ..worker._workflows import WorkflowSweeper
-from ._base import Component, Extension, Part, TaskRows, WorkerView
+from ..worker._workflows import gate as workflows_gate
+from ._base import Component, Extension, Hooks, Job, Part, TaskRows, WorkerView
+
+log = logging.getLogger("cairnq.worker")
 
 
 class LimitsComponent(Part):
     """Prepare stores the declared limits, and refuses the start on a database
-    without the limits tables when any are declared. No job: claims refresh the book."""
+    without the limits tables when any are declared; the job reloads the stored
+    limits once a second (none without the tables)."""
 
     name = "limits"
 
@@ -35,6 +44,7 @@ class LimitsComponent(Part):
         if missing and self.book.declared:
             raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
         await self.book.start(ready=not missing)
+        self.job = self.book.job if self.book.enabled else None
 
 
 class PausesComponent(Part):
@@ -56,17 +66,56 @@ class PausesComponent(Part):
             self._report(exc, {"phase": "pauses", "worker_id": self._worker_id})
 
 
+class Jobs:
+    """Several jobs started and stopped as one, in order (stopped in reverse)."""
+
+    def __init__(self, *jobs: Job) -> None:
+        self.jobs = jobs
+
+    def start(self) -> None:
+        for job in self.jobs:
+            job.start()
+
+    async def stop(self) -> None:
+        for job in reversed(self.jobs):
+            await job.stop()
+
+
 class WorkflowsComponent(Part):
-    """Prepare reads whether the workflow tables exist; the job sweeps under its named lease."""
+    """Prepare reads whether the workflow tables exist and a task is parked; the
+    jobs look for a parked task once a second and sweep under their named lease."""
 
     name = "workflows"
 
     def __init__(self, sweeper: WorkflowSweeper) -> None:
         self.sweeper = sweeper
-        self.job = sweeper.job
+        self.job = Jobs(sweeper.looks, sweeper.job)
 
     async def prepare(self) -> None:
         await self.sweeper.prepare()
+
+
+class HistoryComponent(Part):
+    """Prepare reads whether the attempt history's table exists (say so once if not):
+    settlements record attempts only then."""
+
+    name = "history"
+
+    def __init__(self, worker: WorkerView) -> None:
+        self.backend = worker.backend
+        self.switch = worker.switch
+        self.worker_id = worker.worker_id
+
+    async def prepare(self) -> None:
+        ready = await self.backend.arun(_durable.steps_ready(), write=False)
+        self.switch.history = ready
+        if not ready:
+            log.info(
+                "this database lacks %s: attempts are not recorded in the history and "
+                "ctx.step raises SchemaIncomplete (run `cairnq migrate` to add it)",
+                _durable.STEPS_MIGRATION,
+                extra={"worker_id": self.worker_id},
+            )
 
 
 class SchedulesComponent(Part):
@@ -95,6 +144,10 @@ class Limits(Extension):
     }
     words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
 
+    def hooks(self, worker: WorkerView) -> Hooks:
+        # The book governs claims while a limit is in force.
+        return Hooks(draw_claimer=worker.book, in_use=worker.book.in_use)
+
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (LimitsComponent(self, worker.book),)
 
@@ -105,6 +158,12 @@ class Pauses(Extension):
     migrations = ("x0007_flow.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_pauses": "not_task_keyed"}
     words = ("paused", "pause_list", "pause_queue", "pause_task", "cairnq_pauses", "pauses")
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        pauses = worker.pauses
+        return Hooks(
+            claim_filter=pauses.unpaused, in_use=lambda: bool(pauses.queues or pauses.names)
+        )
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (PausesComponent(worker.pauses, worker),)
@@ -124,6 +183,9 @@ class Workflows(Extension):
         "cairnq_parked": "trigger",
     }
     words = ("workflow", "parked", "depend", "gathering", "spawn")
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        return Hooks(task_end=after_ended, in_use=workflows_gate(worker.switch))
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         sweeper = WorkflowSweeper(worker.backend, worker.switch, report=worker.report)
@@ -171,7 +233,21 @@ class Steps(Extension):
 
 
 class History(Extension):
+    """Records each ended attempt in the settlement's transaction: in use wherever
+    its table exists, unless the worker was built with ``record_attempts=False``."""
+
     name = "history"
     needs = ("x0009_steps.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_attempts": "trigger"}
     words = ("history", "task_attempts", "attempt_record", "attempt_expired", "durable")
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        switch = worker.switch
+        return Hooks(
+            before_recover=expired,
+            attempt_end=record,
+            in_use=lambda: switch.record_attempts and switch.history,
+        )
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        return (HistoryComponent(worker),)

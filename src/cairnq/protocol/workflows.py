@@ -42,6 +42,7 @@ from .. import kernel
 from .._checks import check_text
 from ..errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
 from ..kernel._shared import _emit_for
+from ..kernel.points import ending_with
 from ..kernel.reads import _list
 from ..kernel.settle import _owned
 from ..kernel.submit import _insert
@@ -201,7 +202,9 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
                 f"depends_on names tasks that do not exist (or were purged): {', '.join(missing)}",
                 missing=missing,
             )
-    stored = yield from kernel.submit_many([node.spec for node in nodes], task_end=after_ended)
+    stored = yield from kernel.submit_many(
+        [node.spec for node in nodes], points=ending_with(after_ended)
+    )
     actual = [task.id for task in stored]
     edges: list[list[str]] = []
     parked: list[list[Any]] = []
@@ -354,6 +357,12 @@ def decide(
         ):
             release.append(task_id)
     return release, cancel, fail, gone
+
+
+def parked_exist() -> Op[bool]:
+    """Whether any task is parked: while none is, no settlement has a dependent to decide."""
+    rows = yield Call("workflow_in_use", {})
+    return bool(rows and rows[0]["in_use"])
 
 
 def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:

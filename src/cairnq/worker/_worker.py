@@ -78,7 +78,7 @@ class _Run:
     executor: Executor
     wake: Subscription
     settler: Settler
-    pauses: Pauses
+    view: extensions.WorkerView
     claimer: Claimer
 
     def close(self) -> None:
@@ -129,6 +129,8 @@ class Worker:
             cairnq worker on it, together with the limits operators set there.
             A worker declaring limits refuses to start on a database without
             them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
+        record_attempts: Record each ended attempt in the attempt history (``cq.attempts()``)
+            in the transaction that ends it, where its table exists; ``False`` saves that write.
 
     Example::
 
@@ -179,6 +181,7 @@ class Worker:
         schedules: bool = True,
         max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
         limits: Sequence[Limit] | None = None,
+        record_attempts: bool = True,
     ) -> None:
         self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
@@ -204,11 +207,10 @@ class Worker:
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
             max_snoozes=_flow.check_max_snoozes(max_snoozes),
+            record_attempts=bool(record_attempts),
         )
-        self.registry = Registry(resources)
-        self._retention = Retention.of(retention)
-        self.evaluates_schedules = bool(schedules)
-        self.limits = check_declared(limits)
+        self.registry, self._retention = Registry(resources), Retention.of(retention)
+        self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
         self._extensions = extensions.builtins()
         self._bind(self.client.backend)
@@ -329,7 +331,7 @@ class Worker:
             report=self._report,
             give_up=self._give_up,
         )
-        self._book = LimitBook(backend, self.limits, self.worker_id)
+        self._book = LimitBook(backend, self.limits, self.worker_id, report=self._report)
         self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
 
     # --- registration -----------------------------------------------------------------
@@ -837,21 +839,16 @@ class Worker:
     async def _open_checked(self) -> bool:
         """Open the client and read what the kernel needs; ``False`` when ``stop()`` came first."""
         opened = await self._open()
-        for phase, step in (
-            (
-                "lease tokens",
-                lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
-            ),
-            ("history", self._check_history),
-        ):
-            opened = opened and await self._start_step(step, phase)
-        return opened
+        return opened and await self._start_step(
+            lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
+            "lease tokens",
+        )
 
     async def _run_components(self, until_idle: bool) -> None:
         """Prepare the components, claim until stopped, drain, and stop them in reverse."""
         run = self._assemble(until_idle)
         lifecycle = Lifecycle(
-            self._components(run.claimer, run.pauses),
+            self._components(run),
             attempt=self._start_step,
             report=self._report,
             context={"worker_id": self.worker_id},
@@ -890,12 +887,11 @@ class Worker:
         self._wake = wake = backend.hub.subscribe(
             wants_queued(self.queues), claims=True, channels=("queued",)
         )
-        settler = Settler(
-            backend, self.worker_id, self._report, task_end=lambda: self._runtime.task_end
-        )
-        settler.history = self._runtime.history
-        self._runtime.settler = settler
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
+        view = self._view(pauses)
+        points = self._runtime.points = extensions.points(self._extensions, view)
+        settler = Settler(backend, self.worker_id, self._report, points=points)
+        self._runtime.settler = settler
         claimer = Claimer(
             self.client,
             self.registry,
@@ -910,23 +906,20 @@ class Worker:
             report=self._report,
             stop=self.stop,
             fail=self._fail,
-            pauses=pauses,
-            book=self._book,
+            points=points,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
-        return _Run(threads, executor, wake, settler, pauses, claimer)
+        return _Run(threads, executor, wake, settler, view, claimer)
 
-    def _components(self, claimer: Claimer, pauses: Pauses) -> list[Component]:
-        """This run's components, in start order (the table in ``_components.py``):
-        its extensions' parts, then the heartbeater, the recoverer and the retention sweeper."""
-        backend, report, worker_id = self.client.backend, self._report, self.worker_id
-        view = extensions.WorkerView(
-            backend=backend,
-            worker_id=worker_id,
+    def _view(self, pauses: Pauses) -> extensions.WorkerView:
+        """What this worker's extensions see of one run (or of a recovery outside one)."""
+        return extensions.WorkerView(
+            backend=self.client.backend,
+            worker_id=self.worker_id,
             queues=self.queues,
             concurrency=self.concurrency,
-            report=report,
+            report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
             pauses=pauses,
@@ -935,9 +928,15 @@ class Worker:
             schedules=self.schedules,
             evaluates_schedules=self.evaluates_schedules,
         )
+
+    def _components(self, run: _Run) -> list[Component]:
+        """This run's components, in start order (the table in ``_components.py``):
+        its extensions' parts, then the heartbeater, the recoverer and the retention sweeper."""
+        backend, report, worker_id = self.client.backend, self._report, self.worker_id
+        view = run.view
         heartbeater = Heartbeater(
             backend,
-            claimer.contexts,
+            run.claimer.contexts,
             worker_id=worker_id,
             lease_ms=self.lease_ms,
             interval_ms=self.heartbeat_interval_ms,
@@ -1103,18 +1102,6 @@ class Worker:
             self._drain_deadline = 0.0
         self.stop()
 
-    async def _check_history(self) -> None:
-        """Record attempt history only where ``x0009_steps.sql`` is applied; say so once if not."""
-        ready = await self.client.backend.arun(_durable.steps_ready(), write=False)
-        self._runtime.history = ready
-        if not ready:
-            log.info(
-                "this database lacks %s: attempts are not recorded in the history and "
-                "ctx.step raises SchemaIncomplete (run `cairnq migrate` to add it)",
-                _durable.STEPS_MIGRATION,
-                extra={"worker_id": self.worker_id},
-            )
-
     def _give_up(self, exc: SchemaIncomplete) -> None:
         self._fail(exc, False)
 
@@ -1124,9 +1111,10 @@ class Worker:
         Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
         """
         if not self._running:
-            self._runtime.history = await self.client.backend.arun(
-                _durable.steps_ready(), write=False
-            )
+            backend = self.client.backend
+            self._runtime.history = await backend.arun(_durable.steps_ready(), write=False)
+            pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
+            self._runtime.points = extensions.points(self._extensions, self._view(pauses))
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------
