@@ -36,7 +36,7 @@ def recover(limit: int, *, points: Points = NO_POINTS) -> Op[list[Row]]:
     """
     hooks = points.recovering()
     if not hooks:
-        return SingleStatement(_recover(limit))
+        return SingleStatement(_named(_recover(limit), "recover"))
     return _named(_recover_hooked(limit, hooks), "recover")
 
 
@@ -86,7 +86,10 @@ def claim(
     """
     claimers = points.claimers()
     live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
-    op = _claim(queues, worker_id, lease_ms, live, recover_limit, recovered, points, claimers)
+    op = _named(
+        _claim(queues, worker_id, lease_ms, live, recover_limit, recovered, points, claimers),
+        "claim",
+    )
     if alone and recover_limit <= 0 and not claimers and len(live) == 1:
         return SingleStatement(op)
     return op
