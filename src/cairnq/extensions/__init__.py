@@ -8,13 +8,15 @@ one lifecycle.
 """
 
 from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
-from ._registry import builtins, check, components, points
+from ._registry import LedgerWatch, Ready, builtins, check, components, points
 
 __all__ = [
     "Component",
     "Extension",
     "Hooks",
+    "LedgerWatch",
     "Part",
+    "Ready",
     "TaskRows",
     "WorkerView",
     "builtins",

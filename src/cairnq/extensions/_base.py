@@ -174,6 +174,9 @@ class Extension:
         tables: Its tables, each with how its rows about a task are forgotten.
         words: What it is called in code; the kernel's modules name none of them
             (``tests/test_kernel_names.py``).
+        says_when_missing: Its own part says in one line that it steps aside
+            where it is not ready; the others are named in the worker's one
+            shared line (``LedgerWatch``).
     """
 
     name: ClassVar[str]
@@ -182,6 +185,7 @@ class Extension:
     optional: ClassVar[Sequence[str]] = ()
     tables: ClassVar[Mapping[str, TaskRows]] = {}
     words: ClassVar[Sequence[str]] = ()
+    says_when_missing: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"

@@ -11,7 +11,6 @@ through its hooks, and its part only reads whether its table exists.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -24,8 +23,6 @@ from ..worker._pauses import Pauses as PauseSet
 from ..worker._workflows import WorkflowSweeper
 from ..worker._workflows import gate as workflows_gate
 from ._base import Component, Extension, Hooks, Job, Part, TaskRows, WorkerView
-
-log = logging.getLogger("cairnq.worker")
 
 
 class LimitsComponent(Part):
@@ -96,26 +93,17 @@ class WorkflowsComponent(Part):
 
 
 class HistoryComponent(Part):
-    """Prepare reads whether the attempt history's table exists (say so once if not):
-    settlements record attempts only then."""
+    """Prepare reads whether the attempt history's table exists: settlements record
+    attempts only then (the worker's shared line says when it does not)."""
 
     name = "history"
 
     def __init__(self, worker: WorkerView) -> None:
         self.backend = worker.backend
         self.switch = worker.switch
-        self.worker_id = worker.worker_id
 
     async def prepare(self) -> None:
-        ready = await self.backend.arun(_durable.steps_ready(), write=False)
-        self.switch.history = ready
-        if not ready:
-            log.info(
-                "this database lacks %s: attempts are not recorded in the history and "
-                "ctx.step raises SchemaIncomplete (run `cairnq migrate` to add it)",
-                _durable.STEPS_MIGRATION,
-                extra={"worker_id": self.worker_id},
-            )
+        self.switch.history = await self.backend.arun(_durable.steps_ready(), write=False)
 
 
 class SchedulesComponent(Part):
@@ -200,6 +188,7 @@ class Schedules(Extension):
         "cairnq_schedule_slots": "not_task_keyed",
     }
     words = ("schedule",)
+    says_when_missing = True  # the scheduler's line
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         if not worker.evaluates_schedules:

@@ -1,8 +1,8 @@
 """The worker's background parts, each as a ``Component`` its ``Lifecycle`` drives.
 
 A run's components, in start order (``Worker._components``; stopped in reverse):
-first its extensions' (``cairnq.extensions``, the built-ins by default), then the
-kernel's own, which are only jobs:
+first its extensions' (``cairnq.extensions``: the built-ins, and those given to
+``Worker(extensions=...)``), then the kernel's own:
 
 - ``limits``: prepare stores the declared limits, and refuses the start on a
   database without the limits tables (``SchemaIncomplete``); the job reloads
@@ -20,6 +20,9 @@ kernel's own, which are only jobs:
   its named lease.
 - ``history``: prepare reads whether the attempt history's table exists (one
   line if not). No job.
+- ``ledger``: prepare reads the migration ledger (which extensions are ready:
+  the hooks of one that is not stay out of claims and settlements) and says in
+  one line which step aside; the job reads it again every 30 s.
 - ``heartbeat``: the job renews the leases of calls in flight. Stops after the
   drain, so draining calls keep their leases.
 - ``recovery``: the job recovers expired leases; a stop cancels a recovery in

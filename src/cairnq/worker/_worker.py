@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from .. import _ids, extensions, kernel
+from .. import _ids, kernel
+from .. import extensions as _ext
 from .._aio import wait_set
 from .._checks import check_int, check_text
 from .._periodic import ErrorHook
@@ -34,7 +35,7 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
-from ..extensions import Component
+from ..extensions import Component, Extension
 from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
@@ -78,7 +79,8 @@ class _Run:
     executor: Executor
     wake: Subscription
     settler: Settler
-    view: extensions.WorkerView
+    view: _ext.WorkerView
+    ready: _ext.Ready
     claimer: Claimer
 
     def close(self) -> None:
@@ -131,6 +133,9 @@ class Worker:
             them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
         record_attempts: Record each ended attempt in the attempt history (``cq.attempts()``)
             in the transaction that ends it, where its table exists; ``False`` saves that write.
+        extensions: Extensions this worker runs besides cairnq's own
+            (``cairnq.extensions.builtins()``): their hooks in its claims and
+            settlements while each is ready, their parts in its lifecycle.
 
     Example::
 
@@ -144,6 +149,8 @@ class Worker:
         worker.serve()   # until SIGINT / SIGTERM
     """
 
+    on_error: ErrorHook
+    _report: ErrorHook
     # One run's state, set by run() and read by stop() (from any thread).
     _loop: asyncio.AbstractEventLoop | None = None
     _stopping: asyncio.Event | None = None
@@ -182,6 +189,7 @@ class Worker:
         max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
         limits: Sequence[Limit] | None = None,
         record_attempts: bool = True,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
@@ -196,8 +204,7 @@ class Worker:
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
         self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
         self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
-        self.on_error: ErrorHook = on_error or default_on_error
-        self._report: ErrorHook = self._report_error
+        self.on_error, self._report = on_error or default_on_error, self._report_error
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
@@ -212,7 +219,7 @@ class Worker:
         self.registry, self._retention = Registry(resources), Retention.of(retention)
         self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
-        self._extensions = extensions.builtins()
+        self._extensions = _ext.check([*_ext.builtins(), *extensions])
         self._bind(self.client.backend)
 
     @classmethod
@@ -889,7 +896,8 @@ class Worker:
         )
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
         view = self._view(pauses)
-        points = self._runtime.points = extensions.points(self._extensions, view)
+        ready = _ext.Ready(self._extensions)
+        points = self._runtime.points = _ext.points(self._extensions, view, ready)
         settler = Settler(backend, self.worker_id, self._report, points=points)
         self._runtime.settler = settler
         claimer = Claimer(
@@ -910,11 +918,11 @@ class Worker:
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
-        return _Run(threads, executor, wake, settler, view, claimer)
+        return _Run(threads, executor, wake, settler, view, ready, claimer)
 
-    def _view(self, pauses: Pauses) -> extensions.WorkerView:
+    def _view(self, pauses: Pauses) -> _ext.WorkerView:
         """What this worker's extensions see of one run (or of a recovery outside one)."""
-        return extensions.WorkerView(
+        return _ext.WorkerView(
             backend=self.client.backend,
             worker_id=self.worker_id,
             queues=self.queues,
@@ -930,8 +938,8 @@ class Worker:
         )
 
     def _components(self, run: _Run) -> list[Component]:
-        """This run's components, in start order (the table in ``_components.py``):
-        its extensions' parts, then the heartbeater, the recoverer and the retention sweeper."""
+        """This run's components, in start order (the table in ``_components.py``): its
+        extensions' parts, the ledger watch, the heartbeater, the recoverer, the retention."""
         backend, report, worker_id = self.client.backend, self._report, self.worker_id
         view = run.view
         heartbeater = Heartbeater(
@@ -942,7 +950,9 @@ class Worker:
             interval_ms=self.heartbeat_interval_ms,
             report=report,
         )
-        components = extensions.components(self._extensions, view)
+        components = _ext.components(self._extensions, view)
+        ledger = _ext.LedgerWatch(backend, run.ready, report=report, worker_id=worker_id)
+        components.append(ledger)
         components.append(JobComponent("heartbeat", heartbeater, stops_after_drain=True))
         components.append(JobComponent("recovery", self._recoverer))
         if self.sweeper is not None:
@@ -1114,7 +1124,7 @@ class Worker:
             backend = self.client.backend
             self._runtime.history = await backend.arun(_durable.steps_ready(), write=False)
             pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
-            self._runtime.points = extensions.points(self._extensions, self._view(pauses))
+            self._runtime.points = _ext.points(self._extensions, self._view(pauses))
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------
