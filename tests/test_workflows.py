@@ -449,6 +449,25 @@ async def test_the_sweep_records_a_success_a_reference_worker_settled_before_it_
         assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
 
 
+async def test_a_success_no_settlement_recorded_survives_a_purge_before_any_sweep(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b], on_dependency_failure="cancel")
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_reference(cq, leases[a.id])
+        # No sweep ran: the purge's trigger records a's success for c.
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_reference(cq, leases[b.id])
+        clock.advance(1)
+        assert await cq.purge(older_than_ms=0) == [b.id]
+        changed = await cq.backend.arun(_workflows.sweep(), write=True)
+        assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
+
+
 async def test_a_task_still_waiting_on_a_purged_success_takes_no_place_in_a_sweep(
     db: Database,
 ) -> None:

@@ -67,7 +67,7 @@ async def test_a_worker_decides_dependents_only_once_it_saw_a_parked_task_or_mad
 
 
 async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) -> None:
-    workflows = ("x0008", "x0010", "x0013")
+    workflows = ("x0008", "x0010", "x0013", "x0016")
     migrate_only(db, lambda name: not name.startswith(workflows))
     async with db.client(migrate=False) as mine:
         worker = Worker(mine, schedules=False)
@@ -75,6 +75,21 @@ async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) 
         try:
             await part.sweeper.look()
             assert not _decides(worker)
+        finally:
+            run.close()
+
+
+async def test_without_the_success_keeping_trigger_every_settlement_decides(
+    db: Database,
+) -> None:
+    migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
+    async with db.client(migrate=False) as mine:
+        worker = Worker(mine, schedules=False)
+        run, _ = await _prepared(worker)
+        try:
+            # Nothing parked, nothing submitted: a purge could still forget a success
+            # no settlement recorded, so every settlement decides.
+            assert _decides(worker)
         finally:
             run.close()
 

@@ -163,8 +163,10 @@ class Workflows(Extension):
         "x0008_workflows.sql",
         "x0010_dependencies_satisfied.sql",
         "x0013_workflows_forget.sql",
+        "x0016_workflows_keep_success.sql",
     )
-    optional = ("x0013_workflows_forget.sql",)
+    # Without x0016 every settlement decides dependents (``worker/_workflows.py``).
+    optional = ("x0013_workflows_forget.sql", "x0016_workflows_keep_success.sql")
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_dependencies": "trigger",
         "cairnq_dependencies_satisfied": "trigger",

@@ -52,6 +52,8 @@ from .steps import NOW, Call, Emit, Op, Row
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
 SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
 WORKFLOWS_MIGRATIONS = (WORKFLOWS_MIGRATION, SATISFIED_MIGRATION)
+# A purge of a succeeded dependency records the success for its parked dependents.
+KEEP_SUCCESS_MIGRATION = "x0016_workflows_keep_success.sql"
 # 9999-12-31T00:00:00Z: a parked task is due then, which no worker's clock reaches.
 PARKED_RUN_AT_MS = 253_402_214_400_000
 SWEEP_LIMIT = 1000

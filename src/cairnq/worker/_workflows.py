@@ -15,8 +15,11 @@ parked or this worker's client made one wait (``submit(depends_on=...)``,
 once a second (``looks``, no lease), so a graph another process submits is seen
 within about a second; a dependency this worker settles before it looks again
 leaves its dependents to the sweep, which releases them within about a second
-more. A settlement never decides wrongly either way: deciding is only ever
-skipped, and the sweep decides whatever was skipped.
+more (``tests/test_workflows_in_use.py`` shows the bound). Skipping a decision is
+never wrong: the sweep decides it, and a purge of the dependency meanwhile keeps
+its success (``x0016_workflows_keep_success.sql``'s trigger records it). On a
+database without that migration a purge could forget the success, so there every
+settlement decides, as a worker did before the gate.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from .. import kernel
 from .._periodic import ErrorHook, NamedLease, PeriodicJob
 from ..backends import Backend
 from ..protocol import workflows as _workflows
@@ -76,6 +80,8 @@ class WorkflowSweeper:
     ) -> None:
         self.backend = backend
         self.runtime = runtime
+        # The database records a purged dependency's success (x0016 applied).
+        self.keeps_success = False
         self.job = PeriodicJob(
             LEASE_NAME,
             self.tick,
@@ -98,17 +104,21 @@ class WorkflowSweeper:
     async def prepare(self) -> None:
         """Read whether the database has the workflow tables and a parked task (before
         the jobs start)."""
-        self.runtime.workflows = await self.backend.arun(_workflows.workflows_ready(), write=False)
         await self.look()
 
     async def look(self) -> None:
         """Note whether a task is parked now (and whether the tables appeared meanwhile)."""
-        if not self.runtime.workflows:
-            self.runtime.workflows = await self.backend.arun(
-                _workflows.workflows_ready(), write=False
+        runtime = self.runtime
+        if not runtime.workflows or not self.keeps_success:
+            applied = await self.backend.arun(kernel.applied_migrations(), write=False)
+            runtime.workflows = all(m in applied for m in _workflows.WORKFLOWS_MIGRATIONS)
+            self.keeps_success = _workflows.KEEP_SUCCESS_MIGRATION in applied
+        if runtime.workflows:
+            # Where a purge could forget a success no settlement recorded, every
+            # settlement decides.
+            runtime.parked = not self.keeps_success or await self.backend.arun(
+                _workflows.parked_exist(), write=False
             )
-        if self.runtime.workflows:
-            self.runtime.parked = await self.backend.arun(_workflows.parked_exist(), write=False)
 
     async def tick(self) -> int:
         """Sweep once; returns how many parked tasks it changed."""
