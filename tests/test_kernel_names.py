@@ -37,6 +37,7 @@ KERNEL = (
     "kernel/admin.py",
     "kernel/claim.py",
     "kernel/ledger.py",
+    "kernel/points.py",
     "kernel/reads.py",
     "kernel/settle.py",
     "kernel/submit.py",
