@@ -1,15 +1,17 @@
-"""What an extension is: one feature's tables, migrations, words and background parts.
+"""What an extension is: one feature's tables, migrations, words, kernel hooks and
+background parts.
 
 The kernel never imports an extension. A worker asks the registry (``_registry``)
-for its extensions' components and drives them with one lifecycle; a test asks
-each extension for its tables, migrations and words.
+to compile its extensions' hooks (``Hooks``) into the ``kernel.points.Points`` its
+claims and settlements run, and for their components, which it drives with one
+lifecycle; a test asks each extension for its tables, migrations and words.
 
 Readiness is one rule, ``Extension.missing``: an extension is ready on a database
 whose migration ledger holds every migration it owns (but those it marks
-``optional``) and every one it needs. A
-worker that declared something the extension stores (limits) refuses to start on
-a database where it is not ready (``Extension.refusal``, a ``SchemaIncomplete``);
-otherwise the extension's parts step aside and look again later.
+``optional``) and every one it needs. A worker that declared something the
+extension stores (limits) refuses to start on a database where it is not ready
+(``Extension.refusal``, a ``SchemaIncomplete``); otherwise the extension's hooks
+stay out (``_registry.Ready``) and its parts step aside and look again later.
 """
 
 from __future__ import annotations

@@ -241,7 +241,8 @@ def record(ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]
     ended, or (``recovered``) those a recovery ended, whose expired leases
     ``expired`` read first in the same transaction."""
     if recovered is not None:
-        candidates: Sequence[Row] = recovered.before  # type: ignore[assignment]
+        # ``expired``'s rows, read in the same transaction before the recovery.
+        candidates: Sequence[Row] = recovered.before or ()  # type: ignore[assignment]
         moved = {str(r["id"]) for r in recovered.rows}
         ended = [
             AttemptEnd(
