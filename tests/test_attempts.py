@@ -129,6 +129,31 @@ async def test_a_claim_that_recovers_an_expired_lease_records_it_lost(db: Databa
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "lost"), (2, "succeeded")]
 
 
+async def test_a_worker_that_records_no_attempts_leaves_the_history_empty(db: Database) -> None:
+    clock = FakeClock(START)
+    worker = _worker(db, clock, record_attempts=False)
+
+    @worker.task
+    async def job(ctx: Any) -> str:
+        if ctx.attempt == 1:
+            raise ValueError("first try breaks")
+        return "ok"
+
+    async with db.client(clock=clock) as cq:
+        task = await cq.submit("job", max_attempts=3)
+        lost = await cq.submit("job")
+        await cq.backend.arun(
+            kernel.claim(["default"], "w-dead", 1_000, [kernel.Draw([lost.name], 1)], 10),
+            write=True,
+        )
+        clock.advance(5_000)
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+        assert done is not None and (done.status, done.attempt) == ("succeeded", 2)
+        assert await cq.attempts(task.id) == []
+        assert await cq.attempts(lost.id) == []
+
+
 async def test_retention_removes_a_tasks_attempts_and_steps_with_it(db: Database) -> None:
     clock = FakeClock(START)
     worker = _worker(db, clock)

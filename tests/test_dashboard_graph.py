@@ -103,7 +103,8 @@ async def test_the_task_page_draws_a_diamond_with_nodes_edges_links_and_statuses
     tasks = await cq.submit_graph(DIAMOND)
     lease = await start(cq, "fetch")
     await cq.backend.arun(
-        kernel.complete(lease, WORKER, '"ok"', task_end=_workflows.after_ended), write=True
+        kernel.complete(lease, WORKER, '"ok"', points=kernel.ending_with(_workflows.after_ended)),
+        write=True,
     )
     ids = {name: t.id for name, t in tasks.items()}
     async with http(create_app(cq)) as client:

@@ -33,7 +33,12 @@ async def run_limited(cq: CairnQ, *limits: Limit, want: int = 100) -> int:
     for limit in limits:
         await cq.set_limit(limit)
     op = kernel.claim(
-        ["default"], WORKER, 60_000, [kernel.Draw(None, want)], 100, gate=ClaimGate(list(limits))
+        ["default"],
+        WORKER,
+        60_000,
+        [kernel.Draw(None, want)],
+        100,
+        points=kernel.claiming_with(ClaimGate(list(limits))),
     )
     return len(await cq.backend.arun(op, write=True))
 

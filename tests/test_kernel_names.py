@@ -39,6 +39,7 @@ KERNEL = (
     "kernel/ledger.py",
     "kernel/periodic.py",
     "kernel/procedures.py",
+    "kernel/points.py",
     "kernel/reads.py",
     "kernel/retention.py",
     "kernel/setup.py",

@@ -45,7 +45,14 @@ def _clock() -> FakeClock:
 async def _claim(
     cq: CairnQ, gate: ClaimGate | None, want: int, *, queues: Sequence[str] = ("default",)
 ) -> list[Any]:
-    op = kernel.claim(list(queues), WORKER, 60_000, [kernel.Draw(None, want)], 10, gate=gate)
+    op = kernel.claim(
+        list(queues),
+        WORKER,
+        60_000,
+        [kernel.Draw(None, want)],
+        10,
+        points=kernel.claiming_with(gate),
+    )
     return list(await cq.backend.arun(op, write=True))
 
 

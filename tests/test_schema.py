@@ -99,6 +99,7 @@ EXTENSION_MIGRATIONS = [
     "x0013_workflows_forget.sql",
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
+    "x0016_workflows_keep_success.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

@@ -261,7 +261,14 @@ def limited(cq: SyncCairnQ, *limits: Limit, want: int = 100, queue: str = "defau
     for limit in limits:
         cq.set_limit(limit)
     gate = ClaimGate(list(limits))
-    op = kernel.claim([queue], WORKER_ID, 60_000, [kernel.Draw(None, want)], 100, gate=gate)
+    op = kernel.claim(
+        [queue],
+        WORKER_ID,
+        60_000,
+        [kernel.Draw(None, want)],
+        100,
+        points=kernel.claiming_with(gate),
+    )
     return len(cq.backend.run(op, write=True))
 
 

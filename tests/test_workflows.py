@@ -126,7 +126,10 @@ async def test_the_last_dependency_s_completion_releases_the_dependent_in_its_tr
         second = await cq.submit("step", depends_on=[first], delay_ms=0)
         [lease] = await _claim_reference(cq)
         row = await cq.backend.arun(
-            kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+            kernel.complete(
+                lease, "ref", '"ok"', points=kernel.ending_with(_workflows.after_ended)
+            ),
+            write=True,
         )
         assert row["status"] == "succeeded"
         released = await cq.get(second.id)
@@ -141,7 +144,8 @@ async def test_a_released_task_keeps_its_submitted_delay_from_the_release(db: Da
         second = await cq.submit("step", depends_on=[first], delay_ms=3_600_000)
         [lease] = await _claim_reference(cq)
         await cq.backend.arun(
-            kernel.complete(lease, "ref", None, task_end=_workflows.after_ended), write=True
+            kernel.complete(lease, "ref", None, points=kernel.ending_with(_workflows.after_ended)),
+            write=True,
         )
         released = await cq.get(second.id)
         assert released is not None
@@ -207,7 +211,7 @@ async def test_policy_fail_fails_the_dependent_with_a_dependency_failed_envelope
                 '{"message":"boom"}',
                 retryable=False,
                 delay_ms=0,
-                task_end=_workflows.after_ended,
+                points=kernel.ending_with(_workflows.after_ended),
             ),
             write=True,
         )
@@ -364,7 +368,8 @@ def _purge_raw(db: Database, now_ms: int) -> list[str]:
 async def _complete_deciding(cq: CairnQ, lease: Lease) -> None:
     """A completion as cairnq's worker settles it: deciding the task's parked dependents."""
     await cq.backend.arun(
-        kernel.complete(lease, "ref", '"ok"', task_end=_workflows.after_ended), write=True
+        kernel.complete(lease, "ref", '"ok"', points=kernel.ending_with(_workflows.after_ended)),
+        write=True,
     )
 
 
@@ -440,6 +445,25 @@ async def test_the_sweep_records_a_success_a_reference_worker_settled_before_it_
         assert await cq.backend.arun(_workflows.sweep(), write=True) == []
         assert _purge_raw(db, clock.advance(1)) == [a.id]
         await _complete_reference(cq, leases[b.id])
+        changed = await cq.backend.arun(_workflows.sweep(), write=True)
+        assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
+
+
+async def test_a_success_no_settlement_recorded_survives_a_purge_before_any_sweep(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        a = await cq.submit("step")
+        b = await cq.submit("step")
+        c = await cq.submit("step", depends_on=[a, b], on_dependency_failure="cancel")
+        leases = {lease.id: lease for lease in await _claim_reference(cq)}
+        await _complete_reference(cq, leases[a.id])
+        # No sweep ran: the purge's trigger records a's success for c.
+        assert _purge_raw(db, clock.advance(1)) == [a.id]
+        await _complete_reference(cq, leases[b.id])
+        clock.advance(1)
+        assert await cq.purge(older_than_ms=0) == [b.id]
         changed = await cq.backend.arun(_workflows.sweep(), write=True)
         assert [(r["id"], r["status"]) for r in changed] == [(c.id, "queued")]
 

@@ -271,7 +271,7 @@ class TaskStore:
         if spec.key is None:
             return await self._write(kernel.insert(spec))
         ended = await self._task_end() if spec.conflict == "replace" else None
-        return await self._write(kernel.submit(spec, task_end=ended))
+        return await self._write(kernel.submit(spec, points=kernel.ending_with(ended)))
 
     async def get(self, task_id: str) -> Task | None:
         """The task, or ``None`` when there is none with that id."""
@@ -333,11 +333,15 @@ class TaskStore:
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a queued task at once, or request a running one's cancel; ``None`` if terminal."""
-        return await self._write(kernel.cancel(task_id, task_end=await self._task_end()))
+        return await self._write(
+            kernel.cancel(task_id, points=kernel.ending_with(await self._task_end()))
+        )
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` of the task the key points at; ``None`` for an unknown key."""
-        return await self._write(kernel.cancel_by_key(key, task_end=await self._task_end()))
+        return await self._write(
+            kernel.cancel_by_key(key, points=kernel.ending_with(await self._task_end()))
+        )
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Queue a failed or canceled task again; ``None`` for any other status."""
@@ -496,7 +500,9 @@ class TaskStore:
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: kernel.complete(lease, worker_id, encoded, task_end=ended),
+            lambda lease: kernel.complete(
+                lease, worker_id, encoded, points=kernel.ending_with(ended)
+            ),
             True,
         )
 
@@ -512,7 +518,9 @@ class TaskStore:
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: kernel.succeed(lease, worker_id, encoded, task_end=ended),
+            lambda lease: kernel.succeed(
+                lease, worker_id, encoded, points=kernel.ending_with(ended)
+            ),
             True,
         )
 
@@ -542,7 +550,12 @@ class TaskStore:
             task_id,
             worker_id,
             lambda lease: kernel.fail(
-                lease, worker_id, encoded, retryable=bool(retryable), delay_ms=delay, task_end=ended
+                lease,
+                worker_id,
+                encoded,
+                retryable=bool(retryable),
+                delay_ms=delay,
+                points=kernel.ending_with(ended),
             ),
             True,
         )

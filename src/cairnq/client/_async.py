@@ -34,7 +34,6 @@ from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
 from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ..workflows import Dependency, Graph, Workflow, check_graph
@@ -284,7 +283,7 @@ class AsyncOperations(_ClientCore):
         if spec.key is None:
             op = kernel.insert(spec)
         else:
-            op = kernel.submit(spec, task_end=await self._replaced_end([spec]))
+            op = kernel.submit(spec, points=await self._replaced_end([spec]))
         if conn is not None:
             stored: Task = await self._transactional(conn)(conn, op)
             return stored
@@ -309,7 +308,7 @@ class AsyncOperations(_ClientCore):
         for queue, count in Counter(n.spec.queue for n in nodes).items():
             if self.gate.limit_for(queue) is not None:
                 await self._follow(self.gate.admit(queue, count))
-        op = _workflows.submit_nodes(nodes)
+        op, self.submitted_dependents = _workflows.submit_nodes(nodes), True
         try:
             if conn is not None:
                 stored: TaskList = await self._transactional(conn)(conn, op)
@@ -488,7 +487,7 @@ class AsyncOperations(_ClientCore):
                 after_submit(finishers, stored, None)
                 return [task.id for task in stored]
         await self._admit_many(specs)
-        op = kernel.submit_many_ids(specs, task_end=await self._replaced_end(specs))
+        op = kernel.submit_many_ids(specs, points=await self._replaced_end(specs))
         if conn is not None:
             ids: IdList = await self._transactional(conn)(conn, op)
             return ids
@@ -504,19 +503,19 @@ class AsyncOperations(_ClientCore):
 
     async def _store_many(self, specs: list[kernel.NewTask], conn: Any) -> TaskList:
         await self._admit_many(specs)
-        op = kernel.submit_many(specs, task_end=await self._replaced_end(specs))
+        op = kernel.submit_many(specs, points=await self._replaced_end(specs))
         if conn is not None:
             stored: TaskList = await self._transactional(conn)(conn, op)
             return stored
         return await self._run(op, write=True)
 
-    async def _replaced_end(self, specs: list[kernel.NewTask]) -> TaskEnd | None:
-        """The hook a submit of ``specs`` runs on the tasks it replaces: the one deciding
-        their dependents when some item may replace a task (``conflict="replace"``) and
-        the database has the workflow tables. A submit that replaces nothing never asks."""
+    async def _replaced_end(self, specs: list[kernel.NewTask]) -> kernel.Points:
+        """The hooks a submit of ``specs`` runs on the tasks it replaces: ``_ends()`` when
+        some item may replace a task (``conflict="replace"``). A submit that replaces
+        nothing never asks."""
         if not any(spec.key is not None and spec.conflict == "replace" for spec in specs):
-            return None
-        return await self._task_end()
+            return kernel.NO_POINTS
+        return await self._ends()
 
     async def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -564,7 +563,7 @@ class AsyncOperations(_ClientCore):
             The task after the request, or ``None`` if it is unknown or already finished.
         """
         # A task canceled here ends in this transaction, which decides its parked dependents.
-        op = kernel.cancel(task_id, task_end=await self._task_end())
+        op = kernel.cancel(task_id, points=await self._ends())
         return await self._run(op, write=True)
 
     async def _has_workflows(self) -> bool:
@@ -573,14 +572,14 @@ class AsyncOperations(_ClientCore):
             self._workflows.note(await self._run(_workflows.workflows_ready(), write=False))
         return self._workflows.ready
 
-    async def _task_end(self) -> TaskEnd | None:
+    async def _ends(self) -> kernel.Points:
         """What a transaction that ends tasks runs: decide their dependents, where the
         database has the workflow tables."""
-        return _workflows.after_ended if await self._has_workflows() else None
+        return kernel.ending_with(_workflows.after_ended if await self._has_workflows() else None)
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""
-        op = kernel.cancel_by_key(key, task_end=await self._task_end())
+        op = kernel.cancel_by_key(key, points=await self._ends())
         return await self._run(op, write=True)
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:

@@ -205,6 +205,9 @@ class _ClientCore:
         # Whether the database has the workflow tables (cancels and replacing submits
         # then decide the dependents of the tasks they end).
         self._workflows = Readiness()
+        # Set before this client first submits a task that waits for others: from
+        # then on, a worker built on it decides dependents in its settlements.
+        self.submitted_dependents = False
         if store is not None:
             # Backpressure lives on the store, so the store's own submits are gated too.
             if max_queue_depth is None:

@@ -30,7 +30,6 @@ from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
 from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ..workflows import Dependency, Graph, Workflow, check_graph
@@ -280,7 +279,7 @@ class SyncOperations(_ClientCore):
         if spec.key is None:
             op = kernel.insert(spec)
         else:
-            op = kernel.submit(spec, task_end=self._replaced_end([spec]))
+            op = kernel.submit(spec, points=self._replaced_end([spec]))
         if conn is not None:
             stored: Task = self._transactional(conn)(conn, op)
             return stored
@@ -305,7 +304,7 @@ class SyncOperations(_ClientCore):
         for queue, count in Counter(n.spec.queue for n in nodes).items():
             if self.gate.limit_for(queue) is not None:
                 self._follow(self.gate.admit(queue, count))
-        op = _workflows.submit_nodes(nodes)
+        op, self.submitted_dependents = _workflows.submit_nodes(nodes), True
         try:
             if conn is not None:
                 stored: TaskList = self._transactional(conn)(conn, op)
@@ -484,7 +483,7 @@ class SyncOperations(_ClientCore):
                 after_submit(finishers, stored, None)
                 return [task.id for task in stored]
         self._admit_many(specs)
-        op = kernel.submit_many_ids(specs, task_end=self._replaced_end(specs))
+        op = kernel.submit_many_ids(specs, points=self._replaced_end(specs))
         if conn is not None:
             ids: IdList = self._transactional(conn)(conn, op)
             return ids
@@ -500,19 +499,19 @@ class SyncOperations(_ClientCore):
 
     def _store_many(self, specs: list[kernel.NewTask], conn: Any) -> TaskList:
         self._admit_many(specs)
-        op = kernel.submit_many(specs, task_end=self._replaced_end(specs))
+        op = kernel.submit_many(specs, points=self._replaced_end(specs))
         if conn is not None:
             stored: TaskList = self._transactional(conn)(conn, op)
             return stored
         return self._run(op, write=True)
 
-    def _replaced_end(self, specs: list[kernel.NewTask]) -> TaskEnd | None:
-        """The hook a submit of ``specs`` runs on the tasks it replaces: the one deciding
-        their dependents when some item may replace a task (``conflict="replace"``) and
-        the database has the workflow tables. A submit that replaces nothing never asks."""
+    def _replaced_end(self, specs: list[kernel.NewTask]) -> kernel.Points:
+        """The hooks a submit of ``specs`` runs on the tasks it replaces: ``_ends()`` when
+        some item may replace a task (``conflict="replace"``). A submit that replaces
+        nothing never asks."""
         if not any(spec.key is not None and spec.conflict == "replace" for spec in specs):
-            return None
-        return self._task_end()
+            return kernel.NO_POINTS
+        return self._ends()
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -560,7 +559,7 @@ class SyncOperations(_ClientCore):
             The task after the request, or ``None`` if it is unknown or already finished.
         """
         # A task canceled here ends in this transaction, which decides its parked dependents.
-        op = kernel.cancel(task_id, task_end=self._task_end())
+        op = kernel.cancel(task_id, points=self._ends())
         return self._run(op, write=True)
 
     def _has_workflows(self) -> bool:
@@ -569,14 +568,14 @@ class SyncOperations(_ClientCore):
             self._workflows.note(self._run(_workflows.workflows_ready(), write=False))
         return self._workflows.ready
 
-    def _task_end(self) -> TaskEnd | None:
+    def _ends(self) -> kernel.Points:
         """What a transaction that ends tasks runs: decide their dependents, where the
         database has the workflow tables."""
-        return _workflows.after_ended if self._has_workflows() else None
+        return kernel.ending_with(_workflows.after_ended if self._has_workflows() else None)
 
     def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""
-        op = kernel.cancel_by_key(key, task_end=self._task_end())
+        op = kernel.cancel_by_key(key, points=self._ends())
         return self._run(op, write=True)
 
     def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:

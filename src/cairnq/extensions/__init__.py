@@ -1,30 +1,37 @@
-"""Extensions: each feature's tables, migrations, words and worker parts, declared alike.
+"""Extensions: each feature's tables, migrations, words, kernel hooks and worker parts,
+declared alike.
 
-A worker's run asks ``components`` for its extensions' parts (by default
-``builtins()``), and drives them with the kernel's own parts in one lifecycle.
+A worker's run compiles its extensions' (by default ``builtins()``) hooks into one
+``kernel.points.Points`` (``points``), which its claimer and settlements run, and
+asks ``components`` for their parts, which it drives with the kernel's own parts in
+one lifecycle.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import Component, Extension, Part, TaskRows, WorkerView
+from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
 
 if TYPE_CHECKING:
-    from ._registry import builtins, check, components
+    from ._registry import LedgerWatch, Ready, builtins, check, components, points
 
 __all__ = [
     "Component",
     "Extension",
+    "Hooks",
+    "LedgerWatch",
     "Part",
+    "Ready",
     "TaskRows",
     "WorkerView",
     "builtins",
     "check",
     "components",
+    "points",
 ]
 
-_REGISTRY = ("builtins", "check", "components")
+_REGISTRY = ("LedgerWatch", "Ready", "builtins", "check", "components", "points")
 
 
 def __getattr__(name: str) -> Any:

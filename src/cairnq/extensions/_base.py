@@ -1,15 +1,17 @@
-"""What an extension is: one feature's tables, migrations, words and background parts.
+"""What an extension is: one feature's tables, migrations, words, kernel hooks and
+background parts.
 
 The kernel never imports an extension. A worker asks the registry (``_registry``)
-for its extensions' components and drives them with one lifecycle; a test asks
-each extension for its tables, migrations and words.
+to compile its extensions' hooks (``Hooks``) into the ``kernel.points.Points`` its
+claims and settlements run, and for their components, which it drives with one
+lifecycle; a test asks each extension for its tables, migrations and words.
 
 Readiness is one rule, ``Extension.missing``: an extension is ready on a database
 whose migration ledger holds every migration it owns (but those it marks
-``optional``) and every one it needs. A
-worker that declared something the extension stores (limits) refuses to start on
-a database where it is not ready (``Extension.refusal``, a ``SchemaIncomplete``);
-otherwise the extension's parts step aside and look again later.
+``optional``) and every one it needs. A worker that declared something the
+extension stores (limits) refuses to start on a database where it is not ready
+(``Extension.refusal``, a ``SchemaIncomplete``); otherwise the extension's hooks
+stay out (``_registry.Ready``) and its parts step aside and look again later.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ from .. import kernel
 from ..backends import Backend
 from ..errors import SchemaIncomplete
 from ..kernel.periodic import ErrorHook
+from ..kernel.points import (
+    AttemptEndHook,
+    BeforeRecover,
+    ClaimFilter,
+    DrawClaimer,
+    InUse,
+    TaskEnd,
+    always,
+)
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
     from ..worker._limits import LimitBook
     from ..worker._pauses import Pauses
-    from ..worker._workflows import WorkflowsSwitch
     from .schedules._model import ScheduleSpec
 
 TaskRows = Literal["trigger", "swept", "not_task_keyed"]
@@ -86,12 +96,55 @@ class Part:
 
 
 @dataclass(frozen=True)
-class WorkerView:
-    """What one run of a worker shows its extensions' components.
+class Hooks:
+    """What an extension plugs into the kernel's operations (``kernel.points``).
 
-    The run's ``pauses`` and limit ``book`` are built by the worker, whose
-    claimer reads them directly: the claim's extension points are not part of
-    this interface yet.
+    A field left ``None`` costs nothing: it is not compiled into the worker's
+    ``Points``. Each hook given runs only while ``in_use`` says so, a function read
+    per claim or settlement (an attribute read, never a statement), which the
+    extension's component keeps current.
+
+    Attributes:
+        claim_filter: Before a claim and its probe: the queues and draws left.
+        draw_claimer: Claims the draws it governs, inside the claim's transaction.
+        before_recover: Inside a recovery's transaction, before it; its value
+            reaches ``attempt_end``.
+        attempt_end: Inside the transaction that ended attempts (settlements,
+            releases, snoozes, recoveries).
+        task_end: Inside the transaction that ended tasks, on their rows.
+        in_use: Whether the extension has something to do now.
+    """
+
+    claim_filter: ClaimFilter | None = None
+    draw_claimer: DrawClaimer | None = None
+    before_recover: BeforeRecover | None = None
+    attempt_end: AttemptEndHook | None = None
+    task_end: TaskEnd | None = None
+    in_use: InUse = always
+
+
+class RunFlags(Protocol):
+    """A worker run's flags its extensions' gates read (the worker's ``Runtime``)."""
+
+    workflows: bool
+    parked: bool
+    history: bool
+    record_attempts: bool
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def submitted_dependents(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """What one run of a worker shows its extensions' hooks and components.
+
+    The run's ``pauses``, limit ``book`` and ``switch`` (the run's flags: which
+    feature tables exist, whether a task is parked, whether attempts are
+    recorded) are built by the worker until each feature builds its own.
     """
 
     backend: Backend
@@ -103,7 +156,7 @@ class WorkerView:
     codec: JsonCodec
     pauses: Pauses
     book: LimitBook
-    switch: WorkflowsSwitch
+    switch: RunFlags
     schedules: Sequence[ScheduleSpec]
     evaluates_schedules: bool
 
@@ -128,6 +181,9 @@ class Extension:
         pages: The module of its dashboard pages (``pages``), or ``None``; their
             templates are in the ``templates/`` folder of the extension's package.
             The dashboard imports it by this name.
+        says_when_missing: Its own part says in one line that it steps aside
+            where it is not ready; the others are named in the worker's one
+            shared line (``LedgerWatch``).
     """
 
     name: ClassVar[str]
@@ -138,6 +194,7 @@ class Extension:
     words: ClassVar[Sequence[str]] = ()
     cli: ClassVar[str | None] = None
     pages: ClassVar[str | None] = None
+    says_when_missing: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"
@@ -164,6 +221,11 @@ class Extension:
             f"({which}); run `cairnq migrate` (or open the worker with migrate=True)",
             missing=tuple(missing),
         )
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        """What it plugs into the kernel's operations in one run of ``worker`` (nothing,
+        by default); compiled with the other extensions' into one ``Points``."""
+        return Hooks()
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         """Its background parts in one run of ``worker``, in start order (none, by default)."""

@@ -1,11 +1,12 @@
 """The built-in features, declared as extensions; the code of most still lives where it did.
 
 Each declaration names the feature's migrations, tables and words, and builds its
-worker parts from the code in ``worker/`` (the limit book, the pauses, the
-workflow sweeper), which moves into the feature's own folder later, as presence's
-and schedules' have (``extensions/presence/``, ``extensions/schedules/``). Snooze, durable steps
-and attempt history have no worker part: they run inside the handler's context
-and the settlements.
+kernel hooks and worker parts from the code in ``protocol/`` and ``worker/`` (the
+limit book, the pauses, the workflow sweeper), which moves into the feature's own
+folder later, as presence's and schedules' have (``extensions/presence/``,
+``extensions/schedules/``). Snooze and durable steps have no worker part: they run
+inside the handler's context; attempt history runs inside the settlements, through
+its hooks, and its part only reads whether its table exists.
 """
 
 from __future__ import annotations
@@ -13,15 +14,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from ..protocol import durable as _durable
+from ..protocol.durable import expired, record
+from ..protocol.workflows import after_ended
 from ..worker._limits import LimitBook
 from ..worker._pauses import Pauses as PauseSet
 from ..worker._workflows import WorkflowSweeper
-from ._base import Component, Extension, Part, TaskRows, WorkerView
+from ..worker._workflows import gate as workflows_gate
+from ._base import Component, Extension, Hooks, Job, Part, TaskRows, WorkerView
 
 
 class LimitsComponent(Part):
     """Prepare stores the declared limits, and refuses the start on a database
-    without the limits tables when any are declared. No job: claims refresh the book."""
+    without the limits tables when any are declared; the job reloads the stored
+    limits once a second (none without the tables)."""
 
     name = "limits"
 
@@ -34,6 +40,7 @@ class LimitsComponent(Part):
         if missing and self.book.declared:
             raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
         await self.book.start(ready=not missing)
+        self.job = self.book.job if self.book.enabled else None
 
 
 class PausesComponent(Part):
@@ -55,17 +62,47 @@ class PausesComponent(Part):
             self._report(exc, {"phase": "pauses", "worker_id": self._worker_id})
 
 
+class Jobs:
+    """Several jobs started and stopped as one, in order (stopped in reverse)."""
+
+    def __init__(self, *jobs: Job) -> None:
+        self.jobs = jobs
+
+    def start(self) -> None:
+        for job in self.jobs:
+            job.start()
+
+    async def stop(self) -> None:
+        for job in reversed(self.jobs):
+            await job.stop()
+
+
 class WorkflowsComponent(Part):
-    """Prepare reads whether the workflow tables exist; the job sweeps under its named lease."""
+    """Prepare reads whether the workflow tables exist and a task is parked; the
+    jobs look for a parked task once a second and sweep under their named lease."""
 
     name = "workflows"
 
     def __init__(self, sweeper: WorkflowSweeper) -> None:
         self.sweeper = sweeper
-        self.job = sweeper.job
+        self.job = Jobs(sweeper.looks, sweeper.job)
 
     async def prepare(self) -> None:
         await self.sweeper.prepare()
+
+
+class HistoryComponent(Part):
+    """Prepare reads whether the attempt history's table exists: settlements record
+    attempts only then (the worker's shared line says when it does not)."""
+
+    name = "history"
+
+    def __init__(self, worker: WorkerView) -> None:
+        self.backend = worker.backend
+        self.switch = worker.switch
+
+    async def prepare(self) -> None:
+        self.switch.history = await self.backend.arun(_durable.steps_ready(), write=False)
 
 
 class Limits(Extension):
@@ -79,6 +116,10 @@ class Limits(Extension):
     }
     words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
 
+    def hooks(self, worker: WorkerView) -> Hooks:
+        # The book governs claims while a limit is in force.
+        return Hooks(draw_claimer=worker.book, in_use=worker.book.in_use)
+
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (LimitsComponent(self, worker.book),)
 
@@ -90,6 +131,12 @@ class Pauses(Extension):
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_pauses": "not_task_keyed"}
     words = ("paused", "pause_list", "pause_queue", "pause_task", "cairnq_pauses", "pauses")
 
+    def hooks(self, worker: WorkerView) -> Hooks:
+        pauses = worker.pauses
+        return Hooks(
+            claim_filter=pauses.unpaused, in_use=lambda: bool(pauses.queues or pauses.names)
+        )
+
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (PausesComponent(worker.pauses, worker),)
 
@@ -100,14 +147,19 @@ class Workflows(Extension):
         "x0008_workflows.sql",
         "x0010_dependencies_satisfied.sql",
         "x0013_workflows_forget.sql",
+        "x0016_workflows_keep_success.sql",
     )
-    optional = ("x0013_workflows_forget.sql",)
+    # Without x0016 every settlement decides dependents (``worker/_workflows.py``).
+    optional = ("x0013_workflows_forget.sql", "x0016_workflows_keep_success.sql")
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_dependencies": "trigger",
         "cairnq_dependencies_satisfied": "trigger",
         "cairnq_parked": "trigger",
     }
     words = ("workflow", "parked", "depend", "gathering", "spawn")
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        return Hooks(task_end=after_ended, in_use=workflows_gate(worker.switch))
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         sweeper = WorkflowSweeper(worker.backend, worker.switch, report=worker.report)
@@ -133,7 +185,21 @@ class Steps(Extension):
 
 
 class History(Extension):
+    """Records each ended attempt in the settlement's transaction: in use wherever
+    its table exists, unless the worker was built with ``record_attempts=False``."""
+
     name = "history"
     needs = ("x0009_steps.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_attempts": "trigger"}
     words = ("history", "task_attempts", "attempt_record", "attempt_expired", "durable")
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        switch = worker.switch
+        return Hooks(
+            before_recover=expired,
+            attempt_end=record,
+            in_use=lambda: switch.record_attempts and switch.history,
+        )
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        return (HistoryComponent(worker),)

@@ -1,14 +1,25 @@
-"""The built-in extensions, in order, and what a worker's run compiles from a list of them."""
+"""The built-in extensions, in order, and what a worker's run compiles from a list of
+them: their components, and their kernel hooks as one ``Points``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Collection, Sequence
 
+from .. import kernel
+from ..backends import Backend
 from ..errors import InvalidArgument
-from ._base import Component, Extension, WorkerView
+from ..kernel.periodic import ErrorHook, PeriodicJob
+from ..kernel.points import InUse, Points
+from ._base import Component, Extension, Part, WorkerView
 from ._builtins import History, Limits, Pauses, Snooze, Steps, Workflows
 from .presence import Presence
 from .schedules import Schedules
+
+log = logging.getLogger("cairnq.worker")
+
+# How often a worker reads the migration ledger again for its extensions' readiness.
+LEDGER_LOOK_MS = 30_000
 
 
 def builtins() -> list[Extension]:
@@ -50,3 +61,106 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
 def components(extensions: Sequence[Extension], worker: WorkerView) -> list[Component]:
     """The worker parts of ``extensions`` for one run of ``worker``, in their order."""
     return [part for extension in extensions for part in extension.components(worker)]
+
+
+class Ready:
+    """Which of a worker's extensions are ready, as last read from the migration ledger
+    (``Extension.missing``); each counts as ready until the first read."""
+
+    def __init__(self, extensions: Sequence[Extension]) -> None:
+        self.missing: dict[str, tuple[str, ...]] = {e.name: () for e in extensions}
+        self.extensions = list(extensions)
+
+    def note(self, applied: Collection[str]) -> list[Extension]:
+        """Read readiness from ``applied``; returns the extensions not ready now that were."""
+        stepped_aside = []
+        for extension in self.extensions:
+            missing = extension.missing(applied)
+            if missing and not self.missing[extension.name]:
+                stepped_aside.append(extension)
+            self.missing[extension.name] = missing
+        return stepped_aside
+
+    def gate(self, extension: Extension, in_use: InUse) -> InUse:
+        """``in_use``, and only while ``extension`` is ready."""
+        missing = self.missing
+        name = extension.name
+        return lambda: not missing[name] and in_use()
+
+
+def step_aside_line(extensions: Sequence[Extension], missing: dict[str, tuple[str, ...]]) -> str:
+    """The one line a worker logs for the extensions that step aside on its database."""
+    lacking = sorted({m for e in extensions for m in missing[e.name]})
+    which = f"migration {lacking[0]}" if len(lacking) == 1 else f"migrations {', '.join(lacking)}"
+    names = ", ".join(e.name for e in extensions)
+    return (
+        f"this database lacks cairnq's {which}: {names} step aside until it has them "
+        "(run `cairnq migrate`)"
+    )
+
+
+class LedgerWatch(Part):
+    """Reads the migration ledger before the first claim and every 30 s, keeping
+    ``Ready`` current; logs one line for the extensions that step aside (but those
+    that say so themselves, ``Extension.says_when_missing``)."""
+
+    name = "ledger"
+
+    def __init__(
+        self, backend: Backend, ready: Ready, *, report: ErrorHook, worker_id: str
+    ) -> None:
+        self.backend = backend
+        self.ready = ready
+        self.worker_id = worker_id
+        self.job = PeriodicJob(
+            "cairnq.ledger",
+            self.look,
+            interval_ms=LEDGER_LOOK_MS,
+            on_error=report,
+            phase="ledger",
+            context={"worker_id": worker_id},
+        )
+
+    async def prepare(self) -> None:
+        await self.look()
+
+    async def look(self) -> None:
+        """Read the ledger now."""
+        applied = await self.backend.arun(kernel.applied_migrations(), write=False)
+        aside = [e for e in self.ready.note(applied) if not e.says_when_missing]
+        if aside:
+            line = step_aside_line(aside, self.ready.missing)
+            log.info(line, extra={"worker_id": self.worker_id})
+
+
+def points(
+    extensions: Sequence[Extension], worker: WorkerView, ready: Ready | None = None
+) -> Points:
+    """The kernel hooks of ``extensions`` in one run of ``worker``, compiled in their order.
+
+    Each hook keeps its extension's ``in_use`` gate, and with ``ready`` runs only while
+    its extension is ready; an extension with no hook adds nothing, so a worker whose
+    extensions plug nothing in claims and settles as the kernel alone.
+    """
+    claim_filters, draw_claimers, attempt_end, task_end = [], [], [], []
+    for extension in extensions:
+        hooks = extension.hooks(worker)
+        in_use = hooks.in_use if ready is None else ready.gate(extension, hooks.in_use)
+        if hooks.claim_filter is not None:
+            claim_filters.append((hooks.claim_filter, in_use))
+        if hooks.draw_claimer is not None:
+            draw_claimers.append((hooks.draw_claimer, in_use))
+        if hooks.attempt_end is not None:
+            attempt_end.append((hooks.attempt_end, hooks.before_recover, in_use))
+        elif hooks.before_recover is not None:
+            raise InvalidArgument(
+                f"extension {extension.name}: before_recover without attempt_end reaches nothing"
+            )
+        if hooks.task_end is not None:
+            task_end.append((hooks.task_end, in_use))
+    return Points(
+        claim_filters=tuple(claim_filters),
+        draw_claimers=tuple(draw_claimers),
+        attempt_end=tuple(attempt_end),
+        task_end=tuple(task_end),
+    )

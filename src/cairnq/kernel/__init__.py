@@ -6,7 +6,7 @@ raises before a transaction opens), then returns a generator the backend drives
 (see ``protocol.steps``). The generator decides every branch of the protocol: key
 conflicts, recover-then-claim, cancel wins, ownership checks that turn zero rows
 into ``LostLease``. No feature is named here: a feature plugs in through the hooks
-of ``protocol._points``.
+of ``kernel.points`` (``Points``).
 
 ``submit``, ``claim``, ``settle``, ``admin``, ``reads`` and ``ledger`` hold the
 operations; this module hands on their public names, which callers use.
@@ -30,7 +30,6 @@ from .claim import claim as claim
 from .claim import claim_draw as claim_draw
 from .claim import expired_leases_exist as expired_leases_exist
 from .claim import hand_out_tokens as hand_out_tokens
-from .claim import is_lone_claim as is_lone_claim
 from .claim import probe as probe
 from .claim import recover as recover
 from .ledger import LEASES_MIGRATION as LEASES_MIGRATION
@@ -43,6 +42,13 @@ from .ledger import check_lease_tokens as check_lease_tokens
 from .ledger import check_protocol_version as check_protocol_version
 from .ledger import named_leases_ready as named_leases_ready
 from .ledger import protocol_version as protocol_version
+from .points import NO_POINTS as NO_POINTS
+from .points import AttemptEnd as AttemptEnd
+from .points import DrawClaimer as DrawClaimer
+from .points import Points as Points
+from .points import TaskEnd as TaskEnd
+from .points import claiming_with as claiming_with
+from .points import ending_with as ending_with
 from .reads import get as get
 from .reads import get_by_key as get_by_key
 from .reads import get_status as get_status

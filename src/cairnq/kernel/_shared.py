@@ -1,10 +1,11 @@
-"""What several kernel modules share: wake-ups for the rows a statement moved,
+"""What several kernel modules share: a claim's ``Draw``, wake-ups for the rows a statement moved,
 the checks of looked-up ids and keys, and the name an operation goes by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._checks import check_text
@@ -12,6 +13,17 @@ from ..models import TERMINAL_STATUSES
 from ..protocol.steps import Emit, Op, Row
 
 _R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One claim draw inside a claim transaction: up to ``limit`` tasks of ``names``.
+
+    ``names=None`` means any name; an empty list claims nothing.
+    """
+
+    names: Sequence[str] | None
+    limit: int
 
 
 def _emit_for(rows: Iterable[Row]) -> Op[None]:

@@ -4,30 +4,32 @@ purge, and the named leases that keep a periodic job to one holder.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
 from ..models import Task
-from ..protocol._points import TaskEnd
 from ..protocol.steps import NOW, Call, Op, SingleStatement, single_statement
 from ._shared import _emit_for, _id, _key, _named
+from .points import NO_POINTS, Points, TaskEnd
 
 
-def cancel(task_id: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
+def cancel(task_id: str, *, points: Points = NO_POINTS) -> Op[Task | None]:
     """Cancel a queued task at once, or request a running one's cancel.
 
-    ``task_end``: run on the row of a task that ends canceled here, in the same
-    transaction; without it the cancel is one statement.
+    The task hooks of ``points`` in use run on the row of a task that ends
+    canceled here, in the same transaction; without any the cancel is one statement.
     """
-    op = _named(_cancel(_id(task_id), task_end), "cancel")
-    return op if task_end is not None else SingleStatement(op)
+    hooks = points.ending().task
+    op = _named(_cancel(_id(task_id), hooks), "cancel")
+    return op if hooks else SingleStatement(op)
 
 
-def _cancel(task_id: str, task_end: TaskEnd | None) -> Op[Task | None]:
+def _cancel(task_id: str, hooks: Sequence[TaskEnd]) -> Op[Task | None]:
     rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    for hook in hooks:
+        yield from hook(rows)
     return Task.from_row(rows[0]) if rows else None
 
 
@@ -42,16 +44,16 @@ def _retry(task_id: str, reset_attempt: bool) -> Op[Task | None]:
     return Task.from_row(rows[0]) if rows else None
 
 
-def cancel_by_key(key: str, *, task_end: TaskEnd | None = None) -> Op[Task | None]:
-    """``cancel`` of the task the key points at (``task_end``: as for ``cancel``)."""
-    return _cancel_by_key(_key(key), task_end)
+def cancel_by_key(key: str, *, points: Points = NO_POINTS) -> Op[Task | None]:
+    """``cancel`` of the task the key points at (``points``: as for ``cancel``)."""
+    return _cancel_by_key(_key(key), points.ending().task)
 
 
-def _cancel_by_key(key: str, task_end: TaskEnd | None) -> Op[Task | None]:
+def _cancel_by_key(key: str, hooks: Sequence[TaskEnd]) -> Op[Task | None]:
     task_id = yield from _key_target(key)
     if task_id is None:
         return None
-    return (yield from _cancel(task_id, task_end))
+    return (yield from _cancel(task_id, hooks))
 
 
 def retry_by_key(key: str, reset_attempt: bool = False) -> Op[Task | None]:

@@ -4,29 +4,18 @@ with its draws (a ``DrawClaimer`` claims the draws it governs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from ..protocol._points import DrawClaimer
-from ..protocol.steps import NOW, Call, Op, Row, single_statement
-from ._shared import _emit_for
+from ..protocol.steps import NOW, Call, Op, Row, SingleStatement
+from ._shared import Draw as Draw
+from ._shared import _emit_for, _named
+from .points import NO_POINTS, BeforeRecover, DrawClaimer, Points, Recovered
 
 LEASE_EXPIRED_ERROR = (
     '{"type":"LeaseExpired","code":"lease_expired",'
     '"message":"task lease expired and max attempts reached","retryable":false,"details":{}}'
 )
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One claim draw inside a claim transaction: up to ``limit`` tasks of ``names``.
-
-    ``names=None`` means any name; an empty list claims nothing.
-    """
-
-    names: Sequence[str] | None
-    limit: int
 
 
 def probe(queues: Sequence[str], names: Sequence[str] | None) -> Op[bool]:
@@ -38,15 +27,36 @@ def probe(queues: Sequence[str], names: Sequence[str] | None) -> Op[bool]:
     return bool(rows and rows[0]["has_work"])
 
 
-@single_statement
-def recover(limit: int) -> Op[list[Row]]:
-    """Move up to ``limit`` expired leases out of ``running`` (any queue, any name)."""
+def recover(limit: int, *, points: Points = NO_POINTS) -> Op[list[Row]]:
+    """Move up to ``limit`` expired leases out of ``running`` (any queue, any name).
+
+    The attempt hooks of ``points`` in use run in the same transaction (each after
+    its ``BeforeRecover``, which runs before the recovery); without any the
+    recovery is one statement.
+    """
+    hooks = points.recovering()
+    if not hooks:
+        return SingleStatement(_named(_recover(limit), "recover"))
+    return _named(_recover_hooked(limit, hooks), "recover")
+
+
+def _recover(limit: int) -> Op[list[Row]]:
     rows = yield Call(
         "recover_leases",
         {"now_ms": NOW, "lease_expired_error": LEASE_EXPIRED_ERROR, "limit": limit},
     )
     yield from _emit_for(rows)
     return list(rows)
+
+
+def _recover_hooked(limit: int, hooks: Sequence[tuple[Any, BeforeRecover | None]]) -> Op[list[Row]]:
+    before: list[object] = []
+    for _, first in hooks:
+        before.append(None if first is None else (yield from first(limit)))
+    rows = yield from _recover(limit)
+    for (hook, _), seen in zip(hooks, before, strict=True):
+        yield from hook((), Recovered(seen, rows))
+    return rows
 
 
 def claim(
@@ -57,8 +67,8 @@ def claim(
     recover_limit: int,
     recovered: list[Row] | None = None,
     *,
-    recover_with: Callable[[int], Op[list[Row]]] | None = None,
-    gate: DrawClaimer | None = None,
+    points: Points = NO_POINTS,
+    alone: bool = False,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -66,39 +76,52 @@ def claim(
     worker's to fail, not a reason to abort the whole claim), in claim order.
     ``recovered``, when given, receives the rows the recovery moved out of
     ``running``, from the attempt that committed (a retried transaction starts it over).
-    ``recover_with`` replaces ``recover`` (``durable.recover`` records the attempts).
-    ``gate``, when given, claims the draws it governs (``protocol.limits``' gate
-    holds the limits in force); every other draw is claimed as without it.
+    The draw claimers of ``points`` in use claim the draws they govern (the first
+    that governs a draw claims it); every other draw is claimed as without them.
+    The recovery runs ``points``' attempt hooks as ``recover`` does.
     A ``recover_limit`` of 0 leaves expired leases to another claim or the recoverer.
+    ``alone``: the backend runs a lone claim statement autocommitted (PostgreSQL's
+    claim statements raise the lease tokens themselves); a claim that is one
+    statement (no recovery, no claimer in use, one draw) is then marked so.
     """
+    claimers = points.claimers()
+    live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
+    op = _named(
+        _claim(queues, worker_id, lease_ms, live, recover_limit, recovered, points, claimers),
+        "claim",
+    )
+    if alone and recover_limit <= 0 and not claimers and len(live) == 1:
+        return SingleStatement(op)
+    return op
+
+
+def _claim(
+    queues: Sequence[str],
+    worker_id: str,
+    lease_ms: int,
+    draws: Sequence[Draw],
+    recover_limit: int,
+    recovered: list[Row] | None,
+    points: Points,
+    claimers: Sequence[DrawClaimer],
+) -> Op[list[Row]]:
     if recover_limit > 0:
-        rows = yield from (recover_with or recover)(recover_limit)
+        rows = yield from recover(recover_limit, points=points)
         if recovered is not None:
             recovered[:] = rows
     claimed: list[Row] = []
     for draw in draws:
-        if draw.limit <= 0 or (draw.names is not None and not draw.names):
-            continue
-        governing = gate.governing(queues, draw.names) if gate is not None else []
-        if gate is not None and governing:
-            rows = yield from gate.claim(
-                queues, draw.names, draw.limit, worker_id, lease_ms, governing
-            )
-            claimed.extend(rows)
-            continue
-        rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
+        for claimer in claimers:
+            governing = claimer.governing(queues, draw.names)
+            if governing:
+                rows = yield from claimer.claim(
+                    queues, draw.names, draw.limit, worker_id, lease_ms, governing
+                )
+                break
+        else:
+            rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
         claimed.extend(rows)
     return claimed
-
-
-def is_lone_claim(draws: Sequence[Draw], recover_limit: int, gate: DrawClaimer | None) -> bool:
-    """Whether ``claim`` with these arguments is one claim statement on PostgreSQL.
-
-    PostgreSQL's claim statements raise the lease tokens themselves, so such a
-    claim can run as one autocommitted statement (``SingleStatement``).
-    """
-    live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
-    return recover_limit <= 0 and gate is None and len(live) == 1
 
 
 def claim_draw(

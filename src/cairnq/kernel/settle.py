@@ -1,7 +1,7 @@
 """What the holder of a lease does: heartbeats, progress, and each settlement of an
 attempt (complete, succeed, fail, release; ``hold`` and ``complete_held`` for a
-settlement inside another transaction). Each ending runs its ``TaskEnd`` hook,
-when given, in the same transaction.
+settlement inside another transaction). Each ending runs the end hooks of its
+``points`` in use in the same transaction.
 """
 
 from __future__ import annotations
@@ -14,6 +14,15 @@ from ..models import Lease
 from ..protocol._points import TaskEnd
 from ..protocol.steps import NOW, Call, Op, Row, SingleStatement, single_statement
 from ._shared import _emit_for, _named
+from .points import (
+    NO_POINTS,
+    AttemptEnd,
+    AttemptEndHook,
+    Ending,
+    Points,
+    run_ending,
+    settled_outcome,
+)
 
 
 @single_statement
@@ -98,25 +107,27 @@ def complete(
     worker_id: str,
     result: str | None,
     *,
-    task_end: TaskEnd | None = None,
+    points: Points = NO_POINTS,
+    started: int | None = None,
 ) -> Op[Row]:
     """Settle a returned attempt: succeeded, or canceled when a cancel is pending.
 
-    ``task_end``: run on the settled row in the same transaction (the workflow ops'
-    hook decides the task's parked dependents); without it the settlement is one
-    statement.
+    The end hooks of ``points`` in use run in the same transaction, the attempt
+    hooks told ``started`` (when it was claimed); without any the settlement is
+    one statement.
     """
-    op = _named(_complete(lease, worker_id, result, task_end), "complete")
-    return op if task_end is not None else SingleStatement(op)
+    ending = points.ending()
+    op = _named(_complete(lease, worker_id, result, ending, started), "complete")
+    return op if ending else SingleStatement(op)
 
 
 def _complete(
-    lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None
+    lease: Lease, worker_id: str, result: str | None, ending: Ending, started: int | None
 ) -> Op[Row]:
     rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    if ending:
+        yield from _ended(ending, rows, [(lease, started)], worker_id)
     return _owned_row(lease, rows)
 
 
@@ -125,20 +136,27 @@ def complete_many(
     results: Sequence[str | None],
     worker_id: str,
     *,
-    task_end: TaskEnd | None = None,
+    points: Points = NO_POINTS,
+    started: Sequence[int | None] | None = None,
 ) -> Op[dict[str, Row]]:
     """``complete`` for many attempts in one statement; returns the settled rows by task id.
 
     An attempt missing from the result was no longer owned (its lease is lost).
-    Each row carries only ``id``, ``status`` and ``queue``. ``task_end``: as for
-    ``complete``.
+    Each row carries only ``id``, ``status`` and ``queue``. ``points`` and
+    ``started`` (one per lease): as for ``complete``.
     """
-    op = _named(_complete_many(leases, results, worker_id, task_end), "complete_many")
-    return op if task_end is not None else SingleStatement(op)
+    ending = points.ending()
+    starts = list(started) if started is not None else [None] * len(leases)
+    op = _named(_complete_many(leases, results, worker_id, ending, starts), "complete_many")
+    return op if ending else SingleStatement(op)
 
 
 def _complete_many(
-    leases: Sequence[Lease], results: Sequence[str | None], worker_id: str, task_end: TaskEnd | None
+    leases: Sequence[Lease],
+    results: Sequence[str | None],
+    worker_id: str,
+    ending: Ending,
+    started: Sequence[int | None],
 ) -> Op[dict[str, Row]]:
     rows = yield Call(
         "complete_many",
@@ -152,27 +170,35 @@ def _complete_many(
         },
     )
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    if ending:
+        yield from _ended(ending, rows, list(zip(leases, started, strict=True)), worker_id)
     return {str(row["id"]): row for row in rows}
 
 
 def succeed(
-    lease: Lease, worker_id: str, result: str | None, *, task_end: TaskEnd | None = None
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    *,
+    points: Points = NO_POINTS,
+    started: int | None = None,
 ) -> Op[Row]:
     """Settle as succeeded whatever cancel is pending (the low-level primitive).
 
-    ``task_end``: as for ``complete``.
+    ``points`` and ``started``: as for ``complete``.
     """
-    op = _named(_succeed(lease, worker_id, result, task_end), "succeed")
-    return op if task_end is not None else SingleStatement(op)
+    ending = points.ending()
+    op = _named(_succeed(lease, worker_id, result, ending, started), "succeed")
+    return op if ending else SingleStatement(op)
 
 
-def _succeed(lease: Lease, worker_id: str, result: str | None, task_end: TaskEnd | None) -> Op[Row]:
+def _succeed(
+    lease: Lease, worker_id: str, result: str | None, ending: Ending, started: int | None
+) -> Op[Row]:
     rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    if ending:
+        yield from _ended(ending, rows, [(lease, started)], worker_id)
     return _owned_row(lease, rows)
 
 
@@ -183,14 +209,17 @@ def fail(
     *,
     retryable: bool,
     delay_ms: int,
-    task_end: TaskEnd | None = None,
+    points: Points = NO_POINTS,
+    started: int | None = None,
 ) -> Op[Row]:
     """Settle a failed attempt: requeued, failed, or canceled when a cancel is pending.
 
-    ``task_end``: as for ``complete`` (the hook sees a requeued task's row too).
+    ``points`` and ``started``: as for ``complete`` (the task hooks see a requeued
+    task's row too; the attempt hooks get ``error``).
     """
-    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, task_end), "fail")
-    return op if task_end is not None else SingleStatement(op)
+    ending = points.ending()
+    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, ending, started), "fail")
+    return op if ending else SingleStatement(op)
 
 
 def _fail(
@@ -199,16 +228,36 @@ def _fail(
     error: str,
     retryable: bool,
     delay_ms: int,
-    task_end: TaskEnd | None,
+    ending: Ending,
+    started: int | None,
 ) -> Op[Row]:
     rows = yield Call(
         "fail",
         _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
     )
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    if ending:
+        yield from _ended(ending, rows, [(lease, started)], worker_id, error)
     return _owned_row(lease, rows)
+
+
+def _ended(
+    ending: Ending,
+    rows: Sequence[Row],
+    attempts: Sequence[tuple[Lease, int | None]],
+    worker_id: str,
+    error: str | None = None,
+) -> Op[None]:
+    """Run ``ending`` on what a settlement ended: each settled attempt, then the rows."""
+    ends: list[AttemptEnd] = []
+    if ending.attempt:
+        by_id = {str(row["id"]): row for row in rows}
+        for lease, start in attempts:
+            row = by_id.get(lease.id)
+            if row is not None:
+                outcome = settled_outcome(row["status"])
+                ends.append(AttemptEnd(lease, worker_id, start, outcome, error))
+    yield from run_ending(ending, rows, ends)
 
 
 def hold(lease: Lease, worker_id: str) -> Op[bool]:
@@ -244,16 +293,31 @@ def complete_held(
     return _owned_row(lease, rows)
 
 
-@single_statement
-def release(lease: Lease, worker_id: str) -> Op[Row]:
+def release(
+    lease: Lease, worker_id: str, *, points: Points = NO_POINTS, started: int | None = None
+) -> Op[Row]:
     """Hand an attempt back unrun: queued again at once, its attempt not counted.
 
     For a worker that stops before running a task it claimed. A pending cancel
-    still wins (the task ends canceled).
+    still wins (the task ends canceled). The attempt hooks of ``points`` in use
+    run in the same transaction (outcome ``released``, or ``canceled``); the task
+    hooks do not.
     """
+    attempt = points.ending().attempt
+    op = _named(_release(lease, worker_id, attempt, started), "release")
+    return op if attempt else SingleStatement(op)
+
+
+def _release(
+    lease: Lease, worker_id: str, hooks: Sequence[AttemptEndHook], started: int | None
+) -> Op[Row]:
     rows = yield Call("release", _owned(lease, worker_id))
     yield from _emit_for(rows)
-    return _owned_row(lease, rows)
+    row = _owned_row(lease, rows)
+    outcome = "canceled" if row["status"] == "canceled" else "released"
+    for hook in hooks:
+        yield from hook([AttemptEnd(lease, worker_id, started, outcome)], None)
+    return row
 
 
 def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from .._checks import MAX_DELAY_MS, MAX_INT4, check_int, check_text
 from .._json import JsonCodec
 from ..errors import AlreadyExists, InvalidArgument
 from ..models import CONFLICTS, Task
-from ..protocol._points import TaskEnd
 from ..protocol.steps import NOW, Call, Emit, Op, Row, pipelined, single_statement
 from ._shared import _emit_for
+from .points import NO_POINTS, Points, TaskEnd
 
 
 @dataclass(frozen=True)
@@ -151,12 +151,13 @@ def decide_conflict(conflict: str, existing_status: str) -> Decision:
     return "insert"
 
 
-def submit(spec: NewTask, *, task_end: TaskEnd | None = None) -> Op[Task]:
+def submit(spec: NewTask, *, points: Points = NO_POINTS) -> Op[Task]:
     """Submit one task, deciding its key's conflict under the key's lock.
 
-    ``task_end``: run on the row of a task ``conflict="replace"`` cancels, in the
-    same transaction (the workflow ops' hook decides its parked dependents).
+    The task hooks of ``points`` in use run on the row of a task
+    ``conflict="replace"`` cancels, in the same transaction.
     """
+    task_end = points.task_end_hook()
     if spec.key is None:
         task = yield from _insert(spec)
         return task
@@ -248,15 +249,15 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
     return batch
 
 
-def submit_many(specs: Sequence[NewTask], *, task_end: TaskEnd | None = None) -> Op[list[Task]]:
+def submit_many(specs: Sequence[NewTask], *, points: Points = NO_POINTS) -> Op[list[Task]]:
     """Submit every task in one transaction, with a handful of statements for the lot.
 
     Key conflicts are decided as ``submit`` decides them, in order, so a key used
     twice in one batch sees the first use. All tasks are stored, or none. A batch
-    without keys is one statement (``insert_many``). ``task_end``: as for ``submit``.
+    without keys is one statement (``insert_many``). ``points``: as for ``submit``.
     """
     if any(spec.key is not None for spec in specs):
-        return _submit_many(specs, task_end)
+        return _submit_many(specs, points.task_end_hook())
     return _insert_many(specs)
 
 
@@ -295,15 +296,15 @@ def _submit_many(specs: Sequence[NewTask], task_end: TaskEnd | None) -> Op[list[
     return [stored[existing.get(i, spec.id)] for i, spec in enumerate(specs)]
 
 
-def submit_many_ids(specs: Sequence[NewTask], *, task_end: TaskEnd | None = None) -> Op[list[str]]:
+def submit_many_ids(specs: Sequence[NewTask], *, points: Points = NO_POINTS) -> Op[list[str]]:
     """``submit_many`` that returns only the ids, so nothing is read back after the writes.
 
     The rows written and the key decisions are ``submit_many``'s; a reused key
     gives the id of the task it points at. A batch without keys is one statement.
-    ``task_end``: as for ``submit``.
+    ``points``: as for ``submit``.
     """
     if any(spec.key is not None for spec in specs):
-        return _submit_many_ids(specs, task_end)
+        return _submit_many_ids(specs, points.task_end_hook())
     return _insert_many_ids(specs)
 
 

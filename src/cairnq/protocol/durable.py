@@ -27,6 +27,14 @@ from .. import kernel
 from .._checks import check_text
 from .._json import JsonCodec
 from ..errors import SchemaIncomplete, SerializationError, error_envelope
+from ..kernel.points import (
+    AttemptEnd,
+    AttemptEndHook,
+    Points,
+    Recovered,
+    always,
+    settled_outcome,
+)
 from ..kernel.settle import _owned, _owned_row
 from ..models import Lease
 from . import flow as _flow
@@ -224,18 +232,29 @@ def attempt_of(task_id: str, row: Row) -> Attempt:
 # --- attempts ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Ended:
-    """What the history records of one attempt the worker ended."""
-
-    lease: Lease
-    worker_id: str | None
-    started_at_ms: int | None
-    outcome: Outcome
-    error: str | None = None
+Ended = AttemptEnd
+"""What the history records of one attempt (``kernel.points.AttemptEnd``)."""
 
 
-def _record(ended: Sequence[Ended]) -> Op[None]:
+def record(ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]:
+    """The attempt history's ``attempt_end`` hook: record the attempts a settlement
+    ended, or (``recovered``) those a recovery ended, whose expired leases
+    ``expired`` read first in the same transaction."""
+    if recovered is not None:
+        # ``expired``'s rows, read in the same transaction before the recovery.
+        candidates: Sequence[Row] = recovered.before or ()  # type: ignore[assignment]
+        moved = {str(r["id"]) for r in recovered.rows}
+        ended = [
+            AttemptEnd(
+                Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
+                None if c["worker_id"] is None else str(c["worker_id"]),
+                None,
+                "lost",
+                lost_error(None if c["updated_at_ms"] is None else int(c["updated_at_ms"])),
+            )
+            for c in candidates
+            if str(c["id"]) in moved
+        ]
     if not ended:
         return
     rows = [
@@ -256,13 +275,23 @@ def _record(ended: Sequence[Ended]) -> Op[None]:
     )
 
 
-def _settled_outcome(status: str) -> Outcome:
-    """The outcome of an attempt its settlement left in ``status``."""
-    if status == "queued":
-        return "retry"
-    if status in ("succeeded", "failed", "canceled"):
-        return status  # type: ignore[return-value]
-    return "failed"
+def expired(limit: int) -> Op[list[Row]]:
+    """The attempt history's ``before_recover`` hook: the expired leases a recovery of
+    ``limit`` may move (their worker and claim; recovery clears the worker of a task
+    it queues again). An expired lease cannot be renewed or settled, so what is read
+    still describes it when ``record`` runs."""
+    rows = yield Call("attempt_expired", {"now_ms": NOW, "limit": limit})
+    return list(rows)
+
+
+RECORDING = Points(attempt_end=((record, expired, always),))
+"""The history's hooks alone, always in use."""
+
+
+def _recording(task_end: TaskEnd | None) -> Points:
+    if task_end is None:
+        return RECORDING
+    return Points(attempt_end=RECORDING.attempt_end, task_end=((task_end, always),))
 
 
 def complete(
@@ -274,9 +303,7 @@ def complete(
     task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """``kernel.complete``, with the attempt recorded in the same transaction."""
-    row = yield from kernel.complete(lease, worker_id, result, task_end=task_end)
-    yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]))])
-    return row
+    return kernel.complete(lease, worker_id, result, points=_recording(task_end), started=started)
 
 
 def complete_many(
@@ -288,15 +315,9 @@ def complete_many(
     task_end: TaskEnd | None = None,
 ) -> Op[dict[str, Row]]:
     """``kernel.complete_many``, with every settled attempt recorded in the same transaction."""
-    rows = yield from kernel.complete_many(leases, results, worker_id, task_end=task_end)
-    yield from _record(
-        [
-            Ended(lease, worker_id, start, _settled_outcome(rows[lease.id]["status"]))
-            for lease, start in zip(leases, started, strict=True)
-            if lease.id in rows
-        ]
+    return kernel.complete_many(
+        leases, results, worker_id, points=_recording(task_end), started=started
     )
-    return rows
 
 
 def fail(
@@ -310,36 +331,39 @@ def fail(
     task_end: TaskEnd | None = None,
 ) -> Op[Row]:
     """``kernel.fail``, with the attempt and its error recorded in the same transaction."""
-    row = yield from kernel.fail(
-        lease, worker_id, error, retryable=retryable, delay_ms=delay_ms, task_end=task_end
+    return kernel.fail(
+        lease,
+        worker_id,
+        error,
+        retryable=retryable,
+        delay_ms=delay_ms,
+        points=_recording(task_end),
+        started=started,
     )
-    yield from _record([Ended(lease, worker_id, started, _settled_outcome(row["status"]), error)])
-    return row
 
 
 def release(lease: Lease, worker_id: str, started: int | None) -> Op[Row]:
-    """``ops.release``, with the attempt recorded (``released``, or ``canceled``)."""
-    row = yield from kernel.release(lease, worker_id)
-    outcome: Outcome = "canceled" if row["status"] == "canceled" else "released"
-    yield from _record([Ended(lease, worker_id, started, outcome)])
-    return row
+    """``kernel.release``, with the attempt recorded (``released``, or ``canceled``)."""
+    return kernel.release(lease, worker_id, points=RECORDING, started=started)
 
 
-def snoozed(lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool) -> Op[None]:
-    """Record an attempt a snooze ended (``flow.snooze`` ran first in this transaction).
+def snoozed(
+    lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool
+) -> AttemptEnd:
+    """The attempt a snooze ended (``flow.snooze`` ran first in this transaction).
 
     ``counted`` is whether the snooze was counted (the task queued again); else the
     snooze limit failed the task, or a pending cancel won.
     """
     if counted:
-        outcome: Outcome = "snoozed"
+        outcome = "snoozed"
         error = None
     else:
-        outcome = _settled_outcome(row["status"])
+        outcome = settled_outcome(row["status"])
         error = row["error"] if outcome == "failed" else None
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
-    yield from _record([Ended(lease, worker_id, started, outcome, error)])
+    return AttemptEnd(lease, worker_id, started, outcome, error)
 
 
 def snooze(
@@ -350,12 +374,15 @@ def snooze(
     max_snoozes: int,
     limit_error: Callable[[int], str],
     started: int | None,
+    hooks: Sequence[AttemptEndHook] = (record,),
 ) -> Op[_flow.SnoozeOutcome]:
-    """``flow.snooze``, with the attempt recorded in the same transaction."""
+    """``flow.snooze``, with the attempt hooks (the history's) run in the same transaction."""
     outcome = yield from _flow.snooze(
         lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
     )
-    yield from snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
+    end = snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
+    for hook in hooks:
+        yield from hook([end], None)
     return outcome
 
 
@@ -374,29 +401,8 @@ def lost_error(last_heartbeat_ms: int | None) -> str:
 
 
 def recover(limit: int) -> Op[list[Row]]:
-    """``ops.recover``, with each recovered attempt recorded as ``lost``.
-
-    The expired leases are read first (their worker and claim; recovery clears
-    the worker of a task it queues again), then recovered; an attempt is recorded
-    when recovery moved its task and it was read. An expired lease cannot be
-    renewed or settled, so what was read still describes it.
-    """
-    candidates = yield Call("attempt_expired", {"now_ms": NOW, "limit": limit})
-    rows = yield from kernel.recover(limit)
-    moved = {str(r["id"]): r for r in rows}
-    ended = [
-        Ended(
-            Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
-            None if c["worker_id"] is None else str(c["worker_id"]),
-            None,
-            "lost",
-            lost_error(None if c["updated_at_ms"] is None else int(c["updated_at_ms"])),
-        )
-        for c in candidates
-        if str(c["id"]) in moved
-    ]
-    yield from _record(ended)
-    return rows
+    """``kernel.recover``, with each recovered attempt recorded as ``lost``."""
+    return kernel.recover(limit, points=RECORDING)
 
 
 def attempts(task_id: Any) -> Op[list[Attempt]]:

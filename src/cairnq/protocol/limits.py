@@ -193,6 +193,14 @@ class ClaimGate:
     _scan: int = field(default=MAX_SCAN, repr=False)
     _claims: int = field(default=0, repr=False)
 
+    def begin(self) -> None:
+        """A claim is about to run: count the tasks it passes over from zero."""
+        self.blocked = 0
+
+    def held_back(self) -> tuple[bool, int | None]:
+        """After a claim: whether it passed over due tasks, and ``retry_after_ms``."""
+        return self.blocked > 0, self.retry_after_ms
+
     def governing(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Limit]:
         """The limits that can govern a draw of ``names`` (``None``: any) in ``queues``."""
         return [

@@ -42,6 +42,7 @@ from .. import kernel
 from .._checks import check_text
 from ..errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
 from ..kernel._shared import _emit_for
+from ..kernel.points import ending_with
 from ..kernel.reads import _list
 from ..kernel.settle import _owned
 from ..kernel.submit import _insert
@@ -51,6 +52,8 @@ from .steps import NOW, Call, Emit, Op, Row
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
 SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
 WORKFLOWS_MIGRATIONS = (WORKFLOWS_MIGRATION, SATISFIED_MIGRATION)
+# A purge of a succeeded dependency records the success for its parked dependents.
+KEEP_SUCCESS_MIGRATION = "x0016_workflows_keep_success.sql"
 # 9999-12-31T00:00:00Z: a parked task is due then, which no worker's clock reaches.
 PARKED_RUN_AT_MS = 253_402_214_400_000
 SWEEP_LIMIT = 1000
@@ -201,7 +204,9 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
                 f"depends_on names tasks that do not exist (or were purged): {', '.join(missing)}",
                 missing=missing,
             )
-    stored = yield from kernel.submit_many([node.spec for node in nodes], task_end=after_ended)
+    stored = yield from kernel.submit_many(
+        [node.spec for node in nodes], points=ending_with(after_ended)
+    )
     actual = [task.id for task in stored]
     edges: list[list[str]] = []
     parked: list[list[Any]] = []
@@ -354,6 +359,12 @@ def decide(
         ):
             release.append(task_id)
     return release, cancel, fail, gone
+
+
+def parked_exist() -> Op[bool]:
+    """Whether any task is parked: while none is, no settlement has a dependent to decide."""
+    rows = yield Call("workflow_in_use", {})
+    return bool(rows and rows[0]["in_use"])
 
 
 def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:

@@ -29,14 +29,11 @@ from ..errors import (
     error_envelope,
 )
 from ..kernel.periodic import ErrorHook
+from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
-from ..protocol import durable as _durable
-from ..protocol.steps import SingleStatement
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor
-from ._limits import LimitBook
-from ._pauses import Pauses
 from ._recoverer import RECOVER_LIMIT, Recoverer
 from ._registry import Registration, Registry
 from ._settling import Settler
@@ -46,7 +43,8 @@ log = logging.getLogger("cairnq.worker")
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
 # A claim recovers expired leases itself when none were recovered for this long.
 CLAIM_RECOVERY_EVERY_S = 1.0
-# The longest wait for a rate limit's next token: limits are reloaded about this often.
+# The longest wait for held-back work's next admission (a rate limit's next token):
+# the limits are reloaded about this often.
 RATE_WAIT_MAX_S = 1.0
 
 
@@ -81,8 +79,7 @@ class Claimer:
         report: ErrorHook,
         stop: Callable[[], None],
         fail: Callable[[DatabaseError, bool], None],
-        pauses: Pauses | None = None,
-        book: LimitBook | None = None,
+        points: Points = NO_POINTS,
     ) -> None:
         self.client = client
         self.registry = registry
@@ -98,7 +95,8 @@ class Claimer:
         self._report = report
         self._stop = stop
         self._fail = fail
-        self.pauses = pauses
+        # The extensions' claim filters and draw claimers (those in use at each claim).
+        self.points = points
         self.calls: set[asyncio.Task[None]] = set()
         self.contexts: dict[str, TaskContext] = {}
         self._settling: set[asyncio.Task[Any]] = set()
@@ -107,7 +105,6 @@ class Claimer:
         self._typical_payload = 1024.0
         self._turn = 0
         self._backlog = False
-        self.book = book
         self._rate_wait_s: float | None = None
         self._held_back = False
         self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
@@ -240,20 +237,23 @@ class Claimer:
         straight on.
         """
         backend = self.client.backend
+        points = self.points
         queues = self.limits.queues
-        if self.pauses is not None:
-            queues, draws = self.pauses.unpaused(queues, draws)
+        if points.claim_filters:
+            queues, draws = points.filter_claim(queues, draws)
             if not queues or not draws:
                 return []
         self._held_back = False
         if probe and not self._backlog:
-            names = [n for n in self.registry.names() if n not in self.pauses_names]
+            names: list[str] = self.registry.names()
+            if points.claim_filters:
+                _, kept = points.filter_claim(queues, [kernel.Draw(names, 1)])
+                names = [name for draw in kept for name in draw.names or ()]
             if not await backend.arun(kernel.probe(queues, names), write=False):
                 return []
-        book = self.book
-        gate = await book.refresh() if book is not None and book.enabled else None
-        if gate is not None:
-            gate.blocked = 0
+        claimers = points.claimers()
+        for claimer in claimers:
+            claimer.begin()
         recovered: list[Mapping[str, Any]] = []
         # A claim with news of work (or a backlog) leaves recovery to the recoverer and
         # the polling claims while one ran lately: it is then one statement, no transaction.
@@ -267,28 +267,27 @@ class Claimer:
             draws,
             recover_limit,
             recovered,
-            recover_with=_durable.recover if self.runtime.history else None,
-            gate=gate,
+            points=points,
+            alone=self._one_statement_claims,
         )
-        if self._one_statement_claims and kernel.is_lone_claim(draws, recover_limit, gate):
-            claim = SingleStatement(claim)
         rows = await backend.arun(claim, write=True)
         if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
-        if gate is not None and gate.retry_after_ms is not None and not rows:
-            # Rate-limited: the next token is due then, so waiting longer gains nothing
-            # and waiting less finds nothing.
-            self._rate_wait_s = gate.retry_after_ms / 1000
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
-        # Due tasks held back by a limit are work still to come, not idleness.
-        self._held_back = gate is not None and gate.blocked > 0
+        waits: list[float] = []
+        for claimer in claimers:
+            held, retry_after_ms = claimer.held_back()
+            # Due tasks held back are work still to come, not idleness.
+            self._held_back = self._held_back or held
+            if retry_after_ms is not None and not rows:
+                waits.append(retry_after_ms / 1000)
+        if waits:
+            # Held back until then (a rate limit's next token): waiting longer gains
+            # nothing, and waiting less finds nothing.
+            self._rate_wait_s = min(waits)
         return rows
-
-    @property
-    def pauses_names(self) -> frozenset[str]:
-        return frozenset() if self.pauses is None else self.pauses.names
 
     def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
         for registration, group in group_calls(rows, self.registry):

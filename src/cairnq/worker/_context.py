@@ -29,11 +29,11 @@ from ..errors import (
     is_permanent,
     safe_str,
 )
+from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import workflows as _workflows
-from ..protocol._points import TaskEnd
 from ..protocol.steps import Op
 from ..workflows import Gathering
 
@@ -120,15 +120,22 @@ class Runtime:
     max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
     # Task names registered with their own max_snoozes.
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
-    # Whether ended attempts are recorded in the attempt history (x0009_steps.sql applied).
+    # The hooks of the worker's extensions that its settlements run (compiled per run).
+    points: Points = NO_POINTS
+    # The database has the attempt history's table (x0009_steps.sql applied).
     history: bool = False
-    # The database has the workflow tables: settlements decide parked dependents.
+    # Record each ended attempt in the history (the worker's ``record_attempts``).
+    record_attempts: bool = True
+    # The database has the workflow tables.
     workflows: bool = False
+    # A task is parked (the workflows' component looks about once a second).
+    parked: bool = False
 
     @property
-    def task_end(self) -> TaskEnd | None:
-        """What a settlement runs in its transaction on the rows it ended."""
-        return _workflows.after_ended if self.workflows else None
+    def submitted_dependents(self) -> bool:
+        """Whether the worker's client made a task wait for others (a ``gather`` here
+        included): its settlements then decide dependents without waiting for a look."""
+        return self.client.submitted_dependents
 
     def max_snoozes_for(self, name: str) -> int:
         return self.max_snoozes_by_name.get(name, self.max_snoozes)
@@ -494,13 +501,12 @@ class TaskContext:
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
-            end = self._runtime.task_end
-            op = (
-                _durable.complete(
-                    self.lease, self.worker_id, result, self.claimed_at_ms, task_end=end
-                )
-                if self._runtime.history
-                else kernel.complete(self.lease, self.worker_id, result, task_end=end)
+            op = kernel.complete(
+                self.lease,
+                self.worker_id,
+                result,
+                points=self._runtime.points,
+                started=self.claimed_at_ms,
             )
             row = await self._owned(op)
             return self._settled_as(row)
@@ -545,7 +551,8 @@ class TaskContext:
         self.in_transaction = True
         try:
             encode = functools.partial(self._runtime.client.codec.encode_optional, what="result")
-            lease, worker_id, end = self.lease, self.worker_id, self._runtime.task_end
+            lease, worker_id = self.lease, self.worker_id
+            end = self._runtime.points.task_end_hook()
             row = await backend.arun_around_write(
                 kernel.hold(lease, worker_id),
                 write,
@@ -582,25 +589,14 @@ class TaskContext:
         text = self._runtime.client.codec.encode_error(envelope, retryable=retryable)
         if delay_ms is None:
             delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
-        op = (
-            _durable.fail(
-                self.lease,
-                self.worker_id,
-                text,
-                retryable=retryable,
-                delay_ms=delay_ms,
-                started=self.claimed_at_ms,
-                task_end=self._runtime.task_end,
-            )
-            if self._runtime.history
-            else kernel.fail(
-                self.lease,
-                self.worker_id,
-                text,
-                retryable=retryable,
-                delay_ms=delay_ms,
-                task_end=self._runtime.task_end,
-            )
+        op = kernel.fail(
+            self.lease,
+            self.worker_id,
+            text,
+            retryable=retryable,
+            delay_ms=delay_ms,
+            points=self._runtime.points,
+            started=self.claimed_at_ms,
         )
         row = await self._owned(op, force=force)
         self.retry_delay_ms = delay_ms if retryable else None
@@ -645,6 +641,7 @@ class TaskContext:
         def limit_error(count: int) -> str:
             return codec.encode_error(_flow.snooze_limit_error(count, limit), retryable=False)
 
+        hooks = self._runtime.points.ending().attempt
         outcome = await self._owned(
             _durable.snooze(
                 self.lease,
@@ -653,8 +650,9 @@ class TaskContext:
                 max_snoozes=limit,
                 limit_error=limit_error,
                 started=self.claimed_at_ms,
+                hooks=hooks,
             )
-            if self._runtime.history
+            if hooks
             else _flow.snooze(
                 self.lease, self.worker_id, ms, max_snoozes=limit, limit_error=limit_error
             )
@@ -932,6 +930,8 @@ class TaskContext:
             SchemaIncomplete: the database lacks the workflow tables.
         """
         ids = [_workflows.dependency_id(c, "gather entry") for c in children]
+        # The children's settlements in this worker decide this task once it is parked.
+        self._runtime.client.submitted_dependents = True
         gathered = await self._owned(_workflows.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:
             if return_tasks:

@@ -1,6 +1,6 @@
 """The worker's limits: those it declares, stored at start, and those the database holds.
 
-The book reloads the stored limits at most once a second, so a limit an operator
+The book reloads the stored limits once a second, so a limit an operator
 sets, changes or removes applies to this worker within about a second (a claim
 reads the numbers under the limit's lock, so changed numbers apply at once). A
 function key is computed only by a worker that declares the limit; elsewhere the
@@ -15,9 +15,11 @@ from collections.abc import Sequence
 
 from ..backends import Backend
 from ..errors import InvalidArgument
+from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..limits import Limit
 from ..protocol import limits as _limits
 from ..protocol.limits import ClaimGate
+from ..protocol.steps import Op, Row
 
 log = logging.getLogger("cairnq.worker")
 
@@ -49,9 +51,15 @@ def check_declared(limits: Sequence[Limit] | None) -> list[Limit]:
 
 
 class LimitBook:
-    """Declared and stored limits, and the gate claims go through (``None``: no limits)."""
+    """Declared and stored limits, and the gate claims go through (``None``: no limits).
 
-    def __init__(self, backend: Backend, declared: Sequence[Limit], worker_id: str) -> None:
+    The book is the limits' draw claimer (``kernel.points.DrawClaimer``), in use while
+    a limit is in force (``in_use``); ``job`` reloads the stored limits once a second.
+    """
+
+    def __init__(
+        self, backend: Backend, declared: Sequence[Limit], worker_id: str, *, report: ErrorHook
+    ) -> None:
         self.backend = backend
         self.declared = {limit.id: limit for limit in declared}
         self.worker_id = worker_id
@@ -59,6 +67,43 @@ class LimitBook:
         self.gate: ClaimGate | None = None
         self._loaded_at = 0.0
         self._unknown: set[str] = set()
+        self.job = PeriodicJob(
+            "cairnq.limits",
+            self.reload,
+            interval_ms=int(REFRESH_S * 1000),
+            on_error=report,
+            phase="limits",
+            context={"worker_id": worker_id},
+        )
+
+    def in_use(self) -> bool:
+        """Whether a limit is in force: only then do claims go through the book."""
+        return self.gate is not None
+
+    def governing(self, queues: Sequence[str], names: Sequence[str] | None, /) -> list[Limit]:
+        gate = self.gate
+        return [] if gate is None else gate.governing(queues, names)
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        names: Sequence[str] | None,
+        want: int,
+        worker_id: str,
+        lease_ms: int,
+        governing: Sequence[Limit],
+        /,
+    ) -> Op[list[Row]]:
+        gate = self.gate
+        assert gate is not None  # governing() found limits in force
+        return gate.claim(queues, names, want, worker_id, lease_ms, governing)
+
+    def begin(self) -> None:
+        if self.gate is not None:
+            self.gate.begin()
+
+    def held_back(self) -> tuple[bool, int | None]:
+        return (False, None) if self.gate is None else self.gate.held_back()
 
     async def start(self, *, ready: bool) -> None:
         """Store the declared limits on a database with the limits tables (``ready``);
@@ -69,6 +114,10 @@ class LimitBook:
         self.enabled = True
         for limit in self.declared.values():
             await self.backend.arun(_limits.put(limit, source="worker"), write=True)
+        await self.refresh(force=True)
+
+    async def reload(self) -> None:
+        """Reload the stored limits now (the job's tick)."""
         await self.refresh(force=True)
 
     async def refresh(self, *, force: bool = False) -> ClaimGate | None:

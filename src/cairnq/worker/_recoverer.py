@@ -19,7 +19,6 @@ from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..models import Task
-from ..protocol import durable as _durable
 from ._context import Runtime, TaskEvent
 
 log = logging.getLogger("cairnq.worker")
@@ -75,9 +74,7 @@ class Recoverer:
             if not await self.backend.arun(kernel.expired_leases_exist(), write=False):
                 break
             rows: list[Mapping[str, Any]] = await self.backend.arun(
-                _durable.recover(RECOVER_LIMIT)
-                if self.runtime.history
-                else kernel.recover(RECOVER_LIMIT),
+                kernel.recover(RECOVER_LIMIT, points=self.runtime.points),
                 write=True,
             )
             recovered += len(rows)

@@ -12,16 +12,15 @@ shutdown, tasks this worker stopped running (``release``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .. import kernel
 from ..backends import Backend
 from ..errors import LostLease
 from ..kernel.periodic import ErrorHook
+from ..kernel.points import NO_POINTS, Points
 from ..models import Lease
-from ..protocol import durable as _durable
-from ..protocol._points import TaskEnd
 
 MAX_GROUP = 256
 Pending = tuple[Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
@@ -35,40 +34,31 @@ class Settler:
         backend: Backend,
         worker_id: str,
         report: ErrorHook | None = None,
-        task_end: Callable[[], TaskEnd | None] = lambda: None,
+        points: Points = NO_POINTS,
     ) -> None:
         self._backend = backend
-        # What a settlement runs in its transaction on the rows it ended, read per settlement.
-        self._task_end = task_end
+        # The extensions' hooks each settlement runs in its transaction (those in use then).
+        self.points = points
         self._worker_id = worker_id
         self._report = report
         self._pending: list[Pending] = []
         self._flushing = False
         self._task: asyncio.Future[None] | None = None
         self._rejects: set[asyncio.Future[Any]] = set()
-        # Whether each ended attempt is recorded in the attempt history (x0009 applied).
-        self.history = False
 
     def reject(self, lease: Lease, error: str, started: int | None = None) -> None:
         """Fail a claimed task for good with ``error`` (an encoded envelope), in the background.
 
         ``started`` is when it was claimed, for the attempt history.
         """
-        task_end = self._task_end()
-        op = (
-            _durable.fail(
-                lease,
-                self._worker_id,
-                error,
-                retryable=False,
-                delay_ms=0,
-                started=started,
-                task_end=task_end,
-            )
-            if self.history
-            else kernel.fail(
-                lease, self._worker_id, error, retryable=False, delay_ms=0, task_end=task_end
-            )
+        op = kernel.fail(
+            lease,
+            self._worker_id,
+            error,
+            retryable=False,
+            delay_ms=0,
+            points=self.points,
+            started=started,
         )
         call = asyncio.ensure_future(self._backend.arun(op, write=True))
         self._rejects.add(call)
@@ -89,11 +79,7 @@ class Settler:
 
     async def release(self, lease: Lease, started: int | None = None) -> None:
         """Hand a task this worker stopped running back to the queue, its attempt uncounted."""
-        op = (
-            _durable.release(lease, self._worker_id, started)
-            if self.history
-            else kernel.release(lease, self._worker_id)
-        )
+        op = kernel.release(lease, self._worker_id, points=self.points, started=started)
         try:
             await self._backend.arun(op, write=True)
         except Exception as exc:
@@ -123,17 +109,12 @@ class Settler:
                 group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
                 leases = [lease for lease, _, _, _ in group]
                 results = [result for _, result, _, _ in group]
-                task_end = self._task_end()
-                op = (
-                    _durable.complete_many(
-                        leases,
-                        results,
-                        self._worker_id,
-                        [start for _, _, start, _ in group],
-                        task_end=task_end,
-                    )
-                    if self.history
-                    else kernel.complete_many(leases, results, self._worker_id, task_end=task_end)
+                op = kernel.complete_many(
+                    leases,
+                    results,
+                    self._worker_id,
+                    points=self.points,
+                    started=[start for _, _, start, _ in group],
                 )
                 try:
                     rows = await self._backend.arun(op, write=True)

@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from .. import _ids, extensions, kernel
+from .. import _ids, kernel
+from .. import extensions as _ext
 from .._aio import wait_set
 from .._checks import check_int, check_text
 from .._wakeups import Subscription, wants_queued
@@ -33,7 +34,7 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
-from ..extensions import Component
+from ..extensions import Component, Extension
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
@@ -78,7 +79,8 @@ class _Run:
     executor: Executor
     wake: Subscription
     settler: Settler
-    pauses: Pauses
+    view: _ext.WorkerView
+    ready: _ext.Ready
     claimer: Claimer
 
     def close(self) -> None:
@@ -129,6 +131,11 @@ class Worker:
             cairnq worker on it, together with the limits operators set there.
             A worker declaring limits refuses to start on a database without
             them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
+        record_attempts: Record each ended attempt in the attempt history (``cq.attempts()``)
+            in the transaction that ends it, where its table exists; ``False`` saves that write.
+        extensions: Extensions this worker runs besides cairnq's own
+            (``cairnq.extensions.builtins()``): their hooks in its claims and
+            settlements while each is ready, their parts in its lifecycle.
 
     Example::
 
@@ -142,6 +149,8 @@ class Worker:
         worker.serve()   # until SIGINT / SIGTERM
     """
 
+    on_error: ErrorHook
+    _report: ErrorHook
     # One run's state, set by run() and read by stop() (from any thread).
     _loop: asyncio.AbstractEventLoop | None = None
     _stopping: asyncio.Event | None = None
@@ -179,6 +188,8 @@ class Worker:
         schedules: bool = True,
         max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
         limits: Sequence[Limit] | None = None,
+        record_attempts: bool = True,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
@@ -193,8 +204,7 @@ class Worker:
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
         self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
         self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
-        self.on_error: ErrorHook = on_error or default_on_error
-        self._report: ErrorHook = self._report_error
+        self.on_error, self._report = on_error or default_on_error, self._report_error
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
@@ -204,13 +214,12 @@ class Worker:
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
             max_snoozes=_flow.check_max_snoozes(max_snoozes),
+            record_attempts=bool(record_attempts),
         )
-        self.registry = Registry(resources)
-        self._retention = Retention.of(retention)
-        self.evaluates_schedules = bool(schedules)
-        self.limits = check_declared(limits)
+        self.registry, self._retention = Registry(resources), Retention.of(retention)
+        self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
-        self._extensions = extensions.builtins()
+        self._extensions = _ext.check([*_ext.builtins(), *extensions])
         self._bind(self.client.backend)
 
     @classmethod
@@ -329,7 +338,7 @@ class Worker:
             report=self._report,
             give_up=self._give_up,
         )
-        self._book = LimitBook(backend, self.limits, self.worker_id)
+        self._book = LimitBook(backend, self.limits, self.worker_id, report=self._report)
         self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
 
     # --- registration -----------------------------------------------------------------
@@ -837,21 +846,16 @@ class Worker:
     async def _open_checked(self) -> bool:
         """Open the client and read what the kernel needs; ``False`` when ``stop()`` came first."""
         opened = await self._open()
-        for phase, step in (
-            (
-                "lease tokens",
-                lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
-            ),
-            ("history", self._check_history),
-        ):
-            opened = opened and await self._start_step(step, phase)
-        return opened
+        return opened and await self._start_step(
+            lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
+            "lease tokens",
+        )
 
     async def _run_components(self, until_idle: bool) -> None:
         """Prepare the components, claim until stopped, drain, and stop them in reverse."""
         run = self._assemble(until_idle)
         lifecycle = Lifecycle(
-            self._components(run.claimer, run.pauses),
+            self._components(run),
             attempt=self._start_step,
             report=self._report,
             context={"worker_id": self.worker_id},
@@ -890,12 +894,12 @@ class Worker:
         self._wake = wake = backend.hub.subscribe(
             wants_queued(self.queues), claims=True, channels=("queued",)
         )
-        settler = Settler(
-            backend, self.worker_id, self._report, task_end=lambda: self._runtime.task_end
-        )
-        settler.history = self._runtime.history
-        self._runtime.settler = settler
         pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
+        view = self._view(pauses)
+        ready = _ext.Ready(self._extensions)
+        points = self._runtime.points = _ext.points(self._extensions, view, ready)
+        settler = Settler(backend, self.worker_id, self._report, points=points)
+        self._runtime.settler = settler
         claimer = Claimer(
             self.client,
             self.registry,
@@ -910,23 +914,20 @@ class Worker:
             report=self._report,
             stop=self.stop,
             fail=self._fail,
-            pauses=pauses,
-            book=self._book,
+            points=points,
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
-        return _Run(threads, executor, wake, settler, pauses, claimer)
+        return _Run(threads, executor, wake, settler, view, ready, claimer)
 
-    def _components(self, claimer: Claimer, pauses: Pauses) -> list[Component]:
-        """This run's components, in start order (the table in ``_components.py``):
-        its extensions' parts, then the heartbeater, the recoverer and the retention sweeper."""
-        backend, report, worker_id = self.client.backend, self._report, self.worker_id
-        view = extensions.WorkerView(
-            backend=backend,
-            worker_id=worker_id,
+    def _view(self, pauses: Pauses) -> _ext.WorkerView:
+        """What this worker's extensions see of one run (or of a recovery outside one)."""
+        return _ext.WorkerView(
+            backend=self.client.backend,
+            worker_id=self.worker_id,
             queues=self.queues,
             concurrency=self.concurrency,
-            report=report,
+            report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
             pauses=pauses,
@@ -935,15 +936,23 @@ class Worker:
             schedules=self.schedules,
             evaluates_schedules=self.evaluates_schedules,
         )
+
+    def _components(self, run: _Run) -> list[Component]:
+        """This run's components, in start order (the table in ``_components.py``): its
+        extensions' parts, the ledger watch, the heartbeater, the recoverer, the retention."""
+        backend, report, worker_id = self.client.backend, self._report, self.worker_id
+        view = run.view
         heartbeater = Heartbeater(
             backend,
-            claimer.contexts,
+            run.claimer.contexts,
             worker_id=worker_id,
             lease_ms=self.lease_ms,
             interval_ms=self.heartbeat_interval_ms,
             report=report,
         )
-        components = extensions.components(self._extensions, view)
+        components = _ext.components(self._extensions, view)
+        ledger = _ext.LedgerWatch(backend, run.ready, report=report, worker_id=worker_id)
+        components.append(ledger)
         components.append(JobComponent("heartbeat", heartbeater, stops_after_drain=True))
         components.append(JobComponent("recovery", self._recoverer))
         if self.sweeper is not None:
@@ -1103,18 +1112,6 @@ class Worker:
             self._drain_deadline = 0.0
         self.stop()
 
-    async def _check_history(self) -> None:
-        """Record attempt history only where ``x0009_steps.sql`` is applied; say so once if not."""
-        ready = await self.client.backend.arun(_durable.steps_ready(), write=False)
-        self._runtime.history = ready
-        if not ready:
-            log.info(
-                "this database lacks %s: attempts are not recorded in the history and "
-                "ctx.step raises SchemaIncomplete (run `cairnq migrate` to add it)",
-                _durable.STEPS_MIGRATION,
-                extra={"worker_id": self.worker_id},
-            )
-
     def _give_up(self, exc: SchemaIncomplete) -> None:
         self._fail(exc, False)
 
@@ -1124,9 +1121,10 @@ class Worker:
         Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
         """
         if not self._running:
-            self._runtime.history = await self.client.backend.arun(
-                _durable.steps_ready(), write=False
-            )
+            backend = self.client.backend
+            self._runtime.history = await backend.arun(_durable.steps_ready(), write=False)
+            pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
+            self._runtime.points = _ext.points(self._extensions, self._view(pauses))
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------

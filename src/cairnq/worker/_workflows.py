@@ -8,15 +8,27 @@ for a task still waiting on others, so retention purging that dependency later
 does not undo it. One process at a time sweeps (the lease); deciding twice is
 harmless, as every decision is written only while the task is still parked.
 
-The sweep also keeps ``Runtime.workflows`` (do settlements decide dependents?)
-current when the workflow tables appear after the worker started.
+Whether this worker's settlements decide dependents at all is the workflows'
+``in_use`` gate (``gate``): the workflow tables exist, and either a task is
+parked or this worker's client made one wait (``submit(depends_on=...)``,
+``submit_graph``, ``ctx.gather``). Every worker looks for a parked task about
+once a second (``looks``, no lease), so a graph another process submits is seen
+within about a second; a dependency this worker settles before it looks again
+leaves its dependents to the sweep, which releases them within about a second
+more (``tests/test_workflows_in_use.py`` shows the bound). Skipping a decision is
+never wrong: the sweep decides it, and a purge of the dependency meanwhile keeps
+its success (``x0016_workflows_keep_success.sql``'s trigger records it). On a
+database without that migration a purge could forget the success, so there every
+settlement decides, as a worker did before the gate.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
+from .. import kernel
 from ..backends import Backend
 from ..kernel.periodic import ErrorHook, NamedLease, PeriodicJob
 from ..protocol import workflows as _workflows
@@ -25,13 +37,28 @@ log = logging.getLogger("cairnq.worker")
 
 
 class WorkflowsSwitch(Protocol):
-    """Where the sweeper notes whether the database has the workflow tables (the
-    worker's ``Runtime``, whose settlements decide dependents only then)."""
+    """Where the sweeper notes whether the database has the workflow tables and
+    whether a task is parked (the worker's ``Runtime``)."""
 
     workflows: bool
+    parked: bool
 
     @property
     def worker_id(self) -> str: ...
+
+    @property
+    def submitted_dependents(self) -> bool:
+        """Whether the worker's client made a task wait for others."""
+        ...
+
+
+def gate(switch: WorkflowsSwitch) -> Callable[[], bool]:
+    """The workflows' ``in_use``: whether a settlement may have dependents to decide."""
+
+    def in_use() -> bool:
+        return switch.workflows and (switch.parked or switch.submitted_dependents)
+
+    return in_use
 
 
 LEASE_NAME = "cairnq.workflows"
@@ -53,6 +80,8 @@ class WorkflowSweeper:
     ) -> None:
         self.backend = backend
         self.runtime = runtime
+        # The database records a purged dependency's success (x0016 applied).
+        self.keeps_success = False
         self.job = PeriodicJob(
             LEASE_NAME,
             self.tick,
@@ -63,10 +92,33 @@ class WorkflowSweeper:
             phase="workflows",
             context={"worker_id": runtime.worker_id},
         )
+        self.looks = PeriodicJob(
+            "cairnq.workflows.look",
+            self.look,
+            interval_ms=interval_ms,
+            on_error=report,
+            phase="workflows",
+            context={"worker_id": runtime.worker_id},
+        )
 
     async def prepare(self) -> None:
-        """Read whether the database has the workflow tables (before ``job`` starts)."""
-        self.runtime.workflows = await self.backend.arun(_workflows.workflows_ready(), write=False)
+        """Read whether the database has the workflow tables and a parked task (before
+        the jobs start)."""
+        await self.look()
+
+    async def look(self) -> None:
+        """Note whether a task is parked now (and whether the tables appeared meanwhile)."""
+        runtime = self.runtime
+        if not runtime.workflows or not self.keeps_success:
+            applied = await self.backend.arun(kernel.applied_migrations(), write=False)
+            runtime.workflows = all(m in applied for m in _workflows.WORKFLOWS_MIGRATIONS)
+            self.keeps_success = _workflows.KEEP_SUCCESS_MIGRATION in applied
+        if runtime.workflows:
+            # Where a purge could forget a success no settlement recorded, every
+            # settlement decides.
+            runtime.parked = not self.keeps_success or await self.backend.arun(
+                _workflows.parked_exist(), write=False
+            )
 
     async def tick(self) -> int:
         """Sweep once; returns how many parked tasks it changed."""

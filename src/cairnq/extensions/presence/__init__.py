@@ -25,6 +25,7 @@ class Presence(Extension):
         "cairnq_worker_names": "not_task_keyed",
     }
     words = ("presence", "worker_beat", "worker_start", "worker_gone", "cairnq_workers")
+    says_when_missing = True  # its writer's line names cairnq_workers
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         writer = Writer(

@@ -65,6 +65,7 @@ class Schedules(Extension):
     words = ("schedule",)
     cli = "cairnq.extensions.schedules._surfaces.cli"
     pages = "cairnq.extensions.schedules._surfaces.pages"
+    says_when_missing = True  # the scheduler's line
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         if not worker.evaluates_schedules:

@@ -1,0 +1,122 @@
+"""A worker runs the extensions it is given besides cairnq's own, each only while ready.
+
+A ready extension's hooks run in the worker's settlements; one whose migrations
+the database lacks steps aside, and the worker says so in one shared line for
+every extension that does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from cairnq import InvalidArgument, Worker
+from cairnq.extensions import Extension, Hooks, WorkerView
+from cairnq.protocol.steps import Op, Row
+
+from ._db import Database
+from .test_statement_count import KERNEL_MIGRATIONS
+from .test_without_extensions import migrate_only
+
+
+class Audit(Extension):
+    """Notes the status of every task a settlement ends (in the settlement's transaction)."""
+
+    name = "audit"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        def record(rows: Sequence[Row]) -> Op[None]:
+            self.seen.extend((str(r["id"]), str(r["status"])) for r in rows)
+            return
+            yield  # a generator: an operation with no statement
+
+        return Hooks(task_end=record)
+
+
+class Unmigrated(Audit):
+    """As ``Audit``, on a migration no database has."""
+
+    name = "unmigrated"
+    needs = ("x_unmigrated_0001_log.sql",)
+
+
+async def test_an_extension_given_to_a_worker_runs_its_hook_in_each_settlement(
+    db: Database,
+) -> None:
+    audit = Audit()
+    worker = db.worker(poll_interval_ms=20, extensions=[audit])
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        return None
+
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+    await worker.close()
+    assert audit.seen == [(task.id, "succeeded")]
+
+
+async def test_an_extension_whose_migration_is_missing_steps_aside_in_the_shared_line(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cairnq.worker")
+    unmigrated = Unmigrated()
+    worker = db.worker(poll_interval_ms=20, extensions=[unmigrated])
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        return None
+
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert done is not None and done.status == "succeeded"
+    assert unmigrated.seen == []
+    lines = [r.getMessage() for r in caplog.records if "step aside" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "x_unmigrated_0001_log.sql" in lines[0] and "unmigrated step aside" in lines[0]
+    assert "cairnq migrate" in lines[0]
+
+
+async def test_on_a_kernel_only_database_every_extension_steps_aside_in_one_line(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    migrate_only(db, lambda name: not name.startswith("x") or name in KERNEL_MIGRATIONS)
+    caplog.set_level(logging.INFO, logger="cairnq.worker")
+    worker = Worker(db.backend(migrate=False), poll_interval_ms=20, schedules=False)
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        return None
+
+    async with db.client(migrate=False) as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert done is not None and done.status == "succeeded"
+    lines = [r.getMessage() for r in caplog.records if "step aside" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    for name in ("limits", "pauses", "workflows", "snooze", "steps", "history"):
+        assert name in lines[0]
+    # Presence and schedules say it in their own line.
+    assert "presence" not in lines[0] and "schedules" not in lines[0]
+    for migration in ("x0006_limits.sql", "x0007_flow.sql", "x0008_workflows.sql"):
+        assert migration in lines[0]
+
+
+def test_a_worker_refuses_an_extension_named_as_a_builtin(db: Database) -> None:
+    class Limits(Audit):
+        name = "limits"
+
+    with pytest.raises(InvalidArgument, match="two extensions are named limits"):
+        Worker(db.url, extensions=[Limits()])
