@@ -539,6 +539,10 @@ class _Screen:
                 self._data += chunk
                 self._more.notify_all()
 
+    def text(self) -> str:
+        with self._more:
+            return self._data.decode(errors="replace")
+
     def shows(self, text: bytes, timeout: float = 30.0) -> bool:
         with self._more:
             return self._more.wait_for(lambda: text in self._data, timeout)
@@ -592,6 +596,7 @@ def test_cairnq_top_restores_the_terminal_when_killed_by_a_signal(
     script = Path(sys.executable).parent / "cairnq"
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    env["PYTHONFAULTHANDLER"] = "1"  # a hang below shows where
     proc = subprocess.Popen(
         [str(script), "top", "--interval", "60", *db_args(db)],
         stdin=slave,
@@ -604,13 +609,22 @@ def test_cairnq_top_restores_the_terminal_when_killed_by_a_signal(
     def line_mode() -> bool:
         return bool(termios.tcgetattr(slave)[3] & termios.ICANON)
 
+    screen = _Screen(master)
     try:
-        assert _Screen(master).shows(b"cairnq top")
+        assert screen.shows(b"cairnq top")
         assert not line_mode()  # top reads single keys
         proc.send_signal(getattr(signal, sig))
         # A hang limit, not a timing: a process importing cairnq can take seconds to
         # start and to end on a loaded machine (the suite runs beside other processes).
-        assert proc.wait(timeout=EXIT_HANG_LIMIT_S) == 128 + getattr(signal, sig)
+        try:
+            code = proc.wait(timeout=EXIT_HANG_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            # Hung: SIGABRT makes its faulthandler print every thread's stack to the pty.
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=EXIT_HANG_LIMIT_S)
+            screen.shows(b"most recent call first", timeout=5)
+            raise AssertionError(f"cairnq top hung after {sig}:\n{screen.text()[-6000:]}") from None
+        assert code == 128 + getattr(signal, sig)
         attrs = termios.tcgetattr(slave)
         assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO
     finally:
