@@ -347,6 +347,22 @@ async def test_a_rate_limit_admits_its_burst_then_refills_with_the_clock(db: Dat
         assert len(await _claim(cq, gate, 20)) == 3
 
 
+async def test_a_claim_the_rate_limit_does_not_govern_forgets_the_last_claims_wait(
+    db: Database,
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.rate(10, per="1s", burst=1, queue="default"))
+        await _submit(cq, "a", 3)
+        gate.begin()
+        assert len(await _claim(cq, gate, 3)) == 1
+        gate.begin()
+        assert await _claim(cq, gate, 3) == []
+        assert gate.held_back() == (True, 100)
+        gate.begin()
+        assert await _claim(cq, gate, 3, queues=("other",)) == []
+        assert gate.held_back() == (False, None)
+
+
 async def test_a_rate_limit_per_key_keeps_a_bucket_for_each_key(db: Database) -> None:
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(

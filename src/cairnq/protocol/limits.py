@@ -194,8 +194,9 @@ class ClaimGate:
     _claims: int = field(default=0, repr=False)
 
     def begin(self) -> None:
-        """A claim is about to run: count the tasks it passes over from zero."""
+        """A claim is about to run: forget what the last one passed over and waited for."""
         self.blocked = 0
+        self.retry_after_ms = None
 
     def held_back(self) -> tuple[bool, int | None]:
         """After a claim: whether it passed over due tasks, and ``retry_after_ms``."""
