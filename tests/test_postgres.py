@@ -159,6 +159,27 @@ async def test_succeed_in_commits_the_write_and_the_completion_together(
     assert await _effect_rows(app_conn) == [(task.id, 1)]
 
 
+async def test_an_attempt_settled_by_succeed_in_is_recorded_in_the_attempt_history(
+    pg_db: Database, app_conn: Any
+) -> None:
+    await _effects_table(app_conn)
+    worker = pg_db.worker(poll_interval_ms=20, worker_id="w-in-tx")
+
+    @worker.task
+    async def record(ctx: TaskContext, payload: Any) -> None:
+        async def write(conn: Any) -> None:
+            await conn.execute("insert into effects values (%s, %s)", (ctx.task_id, ctx.attempt))
+
+        await ctx.succeed_in(write)
+
+    async with pg_db.client() as cq, worker.background():
+        task = await cq.submit("record", {})
+        await cq.wait(task.id, timeout_ms=10_000)
+        attempts = await cq.attempts(task.id)
+    await worker.close()
+    assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [(1, "succeeded", "w-in-tx")]
+
+
 async def test_succeed_in_rolls_the_write_back_when_it_raises(
     pg_db: Database, app_conn: Any
 ) -> None:

@@ -598,7 +598,10 @@ class TaskStore:
                 kernel.hold(lease, worker),
                 run,
                 lambda v: kernel.complete_held(
-                    lease, worker, self.codec.encode_optional(v, what="result"), task_end=end
+                    lease,
+                    worker,
+                    self.codec.encode_optional(v, what="result"),
+                    points=kernel.ending_with(end),
                 ),
             )
             return row

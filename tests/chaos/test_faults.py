@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -134,6 +135,22 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 30) -> Non
         time.sleep(0.01)
 
 
+def _write_lock(db: Database) -> str:
+    """Whether another process holds the database's write lock now (SQLite: a frozen
+    process stopped inside a write transaction keeps it, and every writer waits)."""
+    if db.path is None:
+        return "the write lock is not probed on this backend"
+    conn = sqlite3.connect(db.path, timeout=0)
+    try:
+        conn.execute("begin immediate")
+        conn.rollback()
+        return "no process holds the SQLite write lock"
+    except sqlite3.OperationalError as exc:
+        return f"the SQLite write lock is held ({exc})"
+    finally:
+        conn.close()
+
+
 def _events(run: Run, index: int, names: set[str]) -> list[dict[str, Any]]:
     path = run.folder / f"worker-{index}.jsonl"
     return [e for e in load([path]) if e["event"] in names]
@@ -156,10 +173,13 @@ def frozen_worker_run(db: Database, folder: Path, config: Config) -> object:
             )
         run.signal_worker(zombie, signal.SIGSTOP)
         rescuer = run.start_worker(concurrency=6)
-        _until(
-            lambda: any(e["attempt"] >= 2 for e in _events(run, rescuer, {"claim_ok"})),
-            "the second worker claimed a task of the frozen one again",
-        )
+        try:
+            _until(
+                lambda: any(e["attempt"] >= 2 for e in _events(run, rescuer, {"claim_ok"})),
+                "the second worker claimed a task of the frozen one again",
+            )
+        except AssertionError as stuck:
+            raise AssertionError(f"{stuck}; {_write_lock(db)}") from None
         resumed = time.monotonic()
         run.signal_worker(zombie, signal.SIGCONT)
         late = {"lease_lost", "settle_lost", "settle_ok", "settle_info"}

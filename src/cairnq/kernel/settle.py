@@ -11,7 +11,6 @@ from typing import Any
 
 from ..errors import LostLease
 from ..models import Lease
-from ..protocol._points import TaskEnd
 from ..protocol.steps import NOW, Call, Op, Row, SingleStatement, single_statement
 from ._shared import _emit_for, _named
 from .points import (
@@ -280,16 +279,18 @@ def complete_held(
     worker_id: str,
     result: str | None,
     *,
-    task_end: TaskEnd | None = None,
+    points: Points = NO_POINTS,
+    started: int | None = None,
 ) -> Op[Row]:
     """``complete`` for an attempt this transaction holds (``hold`` ran first).
 
-    ``task_end``: as for ``complete``.
+    ``points`` and ``started``: as for ``complete``, in the same transaction.
     """
     rows = yield Call("complete_held", _owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
-    if task_end is not None:
-        yield from task_end(rows)
+    ending = points.ending()
+    if ending:
+        yield from _ended(ending, rows, [(lease, started)], worker_id)
     return _owned_row(lease, rows)
 
 

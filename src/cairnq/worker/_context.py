@@ -552,11 +552,13 @@ class TaskContext:
         try:
             encode = functools.partial(self._runtime.client.codec.encode_optional, what="result")
             lease, worker_id = self.lease, self.worker_id
-            end = self._runtime.points.task_end_hook()
+            points, started = self._runtime.points, self.claimed_at_ms
             row = await backend.arun_around_write(
                 kernel.hold(lease, worker_id),
                 write,
-                lambda value: kernel.complete_held(lease, worker_id, encode(value), task_end=end),
+                lambda value: kernel.complete_held(
+                    lease, worker_id, encode(value), points=points, started=started
+                ),
             )
         except LostLease:
             self.mark_lost()
