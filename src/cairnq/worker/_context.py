@@ -551,13 +551,12 @@ class TaskContext:
         self.in_transaction = True
         try:
             encode = functools.partial(self._runtime.client.codec.encode_optional, what="result")
-            lease, worker_id = self.lease, self.worker_id
             points, started = self._runtime.points, self.claimed_at_ms
             row = await backend.arun_around_write(
-                kernel.hold(lease, worker_id),
+                kernel.hold(self.lease, self.worker_id),
                 write,
                 lambda value: kernel.complete_held(
-                    lease, worker_id, encode(value), points=points, started=started
+                    self.lease, self.worker_id, encode(value), points=points, started=started
                 ),
             )
         except LostLease:
