@@ -45,7 +45,6 @@ KERNEL = (
     "kernel/setup.py",
     "kernel/settle.py",
     "kernel/submit.py",
-    "protocol/_points.py",
     "protocol/statements.py",
     "protocol/steps.py",
     "protocol/__init__.py",

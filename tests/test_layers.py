@@ -56,7 +56,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "protocol",
         (
             "cairnq.protocol",
-            "cairnq.protocol._points",
             "cairnq.protocol.statements",
             "cairnq.protocol.steps",
         ),

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..models import Lease
-from ..protocol._points import TaskEnd as TaskEnd
 from ..protocol.steps import Op, Row
 from ._shared import Draw
+
+TaskEnd = Callable[[Sequence[Row]], Op[object]]
+"""Work inside the transaction that just ended tasks, given the rows it ended
+(each with at least ``id`` and ``status``; a requeued task's row is among them)."""
 
 InUse = Callable[[], bool]
 """Whether a hook has something to do now; read per operation."""

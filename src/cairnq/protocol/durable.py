@@ -32,13 +32,13 @@ from ..kernel.points import (
     AttemptEndHook,
     Points,
     Recovered,
+    TaskEnd,
     always,
     settled_outcome,
 )
 from ..kernel.settle import _owned, _owned_row
 from ..models import Lease
 from . import flow as _flow
-from ._points import TaskEnd
 from .steps import NOW, Call, Op, Row
 
 STEPS_MIGRATION = "x0009_steps.sql"
