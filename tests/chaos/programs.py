@@ -790,7 +790,7 @@ async def _client(config: dict[str, Any]) -> None:
             }
             queue = "default"
             if mode == "gather":
-                payload["children"] = _children(rng)
+                payload["children"] = _children(rng, config.get("gather_slow_ms", [105, 180]))
             elif mode == "limited":
                 payload |= {"mode": "ok", "customer": f"c{rng.randrange(3)}"}
                 queue = config.get("limit_queue", "default")
@@ -832,13 +832,14 @@ async def _client(config: dict[str, Any]) -> None:
                 await purger
 
 
-def _children(rng: random.Random) -> list[dict[str, Any]]:
-    """Two to four children for a gather, each slower than the one before; one in eight
-    fails for good."""
+def _children(rng: random.Random, slow_ms: list[int]) -> list[dict[str, Any]]:
+    """Two to four children for a gather, each slower than the one before (the second
+    sleeps ``slow_ms``); one in eight fails for good."""
+    low, high = slow_ms
     return [
         {
             "mode": "permanent" if rng.random() < 0.125 else "ok",
-            "sleep_ms": [5 + 100 * i, 30 + 150 * i],
+            "sleep_ms": [5, 30] if i == 0 else [low + 100 * (i - 1), high + 150 * (i - 1)],
         }
         for i in range(rng.randint(2, 4))
     ]
@@ -856,8 +857,10 @@ async def _graph(
     under ``policy``) in one ``submit_graph``, then ``e`` after ``d`` by ``depends_on``
     under a random policy, due ``graph_delay_ms`` after its release, every node in queue
     ``graph_queue``. One node in eight fails for good, and the root is canceled with
-    ``graph_cancel_p``."""
-    sleep = {"a": [5, 30], "b": [5, 30], "c": [100, 250], "d": [5, 30], "e": [5, 30]}
+    ``graph_cancel_p``. ``c`` sleeps ``graph_slow_ms``: longer than the workflow sweep's
+    interval, a sweep always runs while ``b`` has ended and ``c`` has not."""
+    slow = config.get("graph_slow_ms", [100, 250])
+    sleep = {"a": [5, 30], "b": [5, 30], "c": slow, "d": [5, 30], "e": [5, 30]}
     queue = config.get("graph_queue", "default")
 
     def node(name: str) -> dict[str, Any]:

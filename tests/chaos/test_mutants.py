@@ -370,7 +370,10 @@ def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run eight graphs (a diamond whose branches take different times, its
     dependents under each policy in turn, then a task after it due 1.5 s after its
     release), four parents gathering two to four children that end at different times,
-    and four tasks of durable steps replayed after a failure."""
+    and four tasks of durable steps replayed after a failure. A diamond's slow branch, and
+    every gathered child but the first, runs longer than a workflow sweep's interval:
+    whether or not a settlement decides the parked task (the workflows' ``in_use`` gate),
+    a sweep decides it while one dependency has succeeded and another still runs."""
     config = Config(
         workers=2,
         concurrency=4,
@@ -381,7 +384,13 @@ def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
         seed=23,
     )
     return _standard(
-        db, folder, config, cycle=["graph", "gather", "graph", "steps"], graph_delay_ms=1500
+        db,
+        folder,
+        config,
+        cycle=["graph", "gather", "graph", "steps"],
+        graph_delay_ms=1500,
+        graph_slow_ms=[1200, 1500],
+        gather_slow_ms=[1200, 1500],
     )
 
 
