@@ -52,7 +52,8 @@ class Job(Protocol):
 
     def start(self) -> None: ...
 
-    async def stop(self) -> None: ...
+    async def stop(self, *, wait: bool = True) -> None:
+        """Stop; ``wait=False`` cancels a run in progress instead of letting it finish."""
 
 
 class Component(Protocol):

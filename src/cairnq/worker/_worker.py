@@ -873,7 +873,9 @@ class Worker:
                     lifecycle.start()
                 await run.claimer.run()
         finally:
-            await lifecycle.stop(drain=lambda: self._drain(run))
+            await lifecycle.stop(
+                drain=lambda: self._drain(run), wait=not run.claimer.backend_closed
+            )
             run.close()
             log.info("worker stopped", extra={"worker_id": self.worker_id})
 
