@@ -25,8 +25,8 @@ from cairnq import (
     Task,
     kernel,
 )
+from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate
 from cairnq.models import Lease
-from cairnq.protocol.limits import MAX_SCAN, ClaimGate
 from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
 from cairnq.worker._settling import Settler
@@ -302,7 +302,7 @@ async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_valu
 
 
 def _record_keys(rows: str) -> Op[None]:
-    yield Call("limit_keys_put", {"rows": rows})
+    yield Call("limits_keys_put", {"rows": rows})
 
 
 async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(
