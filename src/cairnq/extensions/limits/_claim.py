@@ -80,7 +80,7 @@ class ClaimGate:
         """Claim up to ``want`` due tasks that every governing limit has room for.
 
         Returns the claimed rows (with ``lease_token``), in claim order. A task
-        whose key cannot be computed is claimed with ``limit_error`` (an error
+        whose key cannot be computed is claimed with ``refusal`` (an error
         envelope) for the worker to fail, counted against nothing.
         """
         ids = sorted(limit.id for limit in limits)
@@ -198,7 +198,7 @@ class ClaimGate:
         out = []
         for row in rows:
             if row["id"] in refused:
-                out.append({**dict(row), "limit_error": refused[row["id"]]})
+                out.append({**dict(row), "refusal": refused[row["id"]]})
             else:
                 out.append(row)
         return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
