@@ -1,5 +1,5 @@
-"""The dashboard's pages: overview, tasks, one task, workers, limits, the actions, /metrics,
-and the pages of the extensions that have some (``Extension.pages``: schedules).
+"""The dashboard's pages: overview, tasks, one task, workers, the actions, /metrics, and
+the pages of the extensions that have some (``Extension.pages``: limits, schedules).
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -28,13 +28,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
-from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..errors import DatabaseError, InvalidArgument
 from ..extensions import builtins
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import limits as _limits
 from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
 from ._graph import Picture, belongs_to_workflow, picture
@@ -44,8 +43,6 @@ from ._http import Handler, Incoming, incoming, redirect, route_path
 log = logging.getLogger("cairnq.dashboard")
 
 LIVE_HEADER = "x-cairnq-live"
-# The limits page shows this many keys of each limit (the busiest, or the emptiest buckets).
-LIMIT_KEYS_SHOWN = 5
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
 # The most one purge from the dashboard deletes; the page counts one more to say "over".
@@ -551,7 +548,6 @@ class Pages:
                 ("/queue/resume", self.back_to_overview),
                 ("/workers", self.workers),
                 *(route for pages in self.extensions for route in pages.routes()),
-                ("/limits", self.limits),
                 ("/metrics", self.metrics),
             )
         ]
@@ -612,7 +608,6 @@ class Pages:
             ("tasks", "/tasks", "Tasks"),
             ("workers", "/workers", "Workers"),
             *(pages.nav for pages in self.extensions),
-            ("limits", "/limits", "Limits"),
         ]
 
     def _error(self, request: Request, status: int, title: str, message: str) -> Response:
@@ -946,21 +941,6 @@ class Pages:
 
     async def load_workers(self) -> Any:
         return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
-
-    async def limits(self, request: Request) -> Response:
-        view = self.view(request)
-        client = self.dash.client
-
-        async def load() -> Any:
-            return await client._run(_limits.usage(), write=False)
-
-        try:
-            usages = await self.dash.reads.get("limits", load)
-        except SchemaIncomplete as exc:
-            live = render("limits.html", view, error=str(exc), usages=[])
-        else:
-            live = render("limits.html", view, error="", usages=usages, keys_shown=LIMIT_KEYS_SHOWN)
-        return self._page(request, title="Limits", active="limits", body="", region=live)
 
     async def metrics(self, request: Request) -> Response:
         dash = self.dash

@@ -36,8 +36,8 @@ from ..kernel.points import (
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from ..worker._limits import LimitBook
     from ..worker._pauses import Pauses
+    from .limits._component import LimitBook
     from .schedules._model import ScheduleSpec
 
 TaskRows = Literal["trigger", "swept", "not_task_keyed"]

@@ -311,9 +311,9 @@ class Claimer:
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
         lease = Lease.of(row)
-        limit_error = row.get("limit_error") if isinstance(row, dict) else None
-        if limit_error is not None:
-            self._reject(lease, limit_error, row)
+        refusal = row.get("refusal") if isinstance(row, dict) else None
+        if refusal is not None:  # a draw claimer's: fail the task with it
+            self._reject(lease, refusal, row)
             return None
         if registration is None:
             envelope = error_envelope(
