@@ -69,7 +69,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "extensions",
         (
             "cairnq.extensions.*",
-            "cairnq.protocol.durable",
             "cairnq.protocol.flow",
             "cairnq.protocol.limits",
             "cairnq.protocol.workflows",
@@ -97,7 +96,7 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "each goes with its feature's move into extensions/"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the features' operations still in protocol/ (durable, flow, limits, schedules, "
+        "the features' operations still in protocol/ (flow, limits, schedules, "
         "workflows) use the kernel, which builds on protocol.steps; goes as each feature "
         "moves into extensions/"
     ),

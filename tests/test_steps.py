@@ -16,7 +16,7 @@ import pytest
 
 from cairnq import CairnQ, InvalidArgument, LostLease, SerializationError, kernel
 from cairnq.models import Lease
-from cairnq.protocol import durable as _durable
+from cairnq.extensions.steps._ops import record_step
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
@@ -130,10 +130,10 @@ async def test_a_stale_attempts_step_write_is_refused(db: Database) -> None:
         assert current.id == stale.id == task.id
         with pytest.raises(LostLease):
             await cq.backend.arun(
-                _durable.record_step(stale, "w-old", "one", 1, '"stale"'), write=True
+                record_step(stale, "w-old", "one", 1, '"stale"'), write=True
             )
         await cq.backend.arun(
-            _durable.record_step(current, "w-new", "one", 1, '"current"'), write=True
+            record_step(current, "w-new", "one", 1, '"current"'), write=True
         )
         steps = await cq.steps(task.id)
     assert [(s.name, s.result, s.attempt) for s in steps] == [("one", "current", 2)]
@@ -284,7 +284,7 @@ async def test_a_transactional_steps_effect_is_rolled_back_when_its_record_is_re
 
         def record(lease: Lease, worker_id: str) -> Any:
             def after(value: Any) -> Any:
-                yield from _durable.record_step(lease, worker_id, value, 1, '"done"')
+                yield from record_step(lease, worker_id, value, 1, '"done"')
                 return value
 
             return after

@@ -21,8 +21,9 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
+from ..extensions.history._ops import Attempt, history_if_ready
+from ..extensions.steps._ops import StepRecord
 from ..models import Task
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import workflows as _workflows
 from ..top import run_top
@@ -224,7 +225,7 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
             write_lines(out, tree_lines(workflow, focus=task.id))
             return 0
         snoozes = client.backend.run(_flow.snoozes_if_ready(task.id), write=False)
-        history = client.backend.run(_durable.history_if_ready(task.id), write=False)
+        history = client.backend.run(history_if_ready(task.id), write=False)
     shown = task.to_dict()
     if snoozes is not None:
         shown["snoozes"] = {k: v for k, v in snoozes.to_dict().items() if k != "task_id"}
@@ -236,9 +237,7 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def timeline(
-    task: Task, attempts: list[_durable.Attempt], steps: list[_durable.StepRecord]
-) -> list[dict[str, Any]]:
+def timeline(task: Task, attempts: list[Attempt], steps: list[StepRecord]) -> list[dict[str, Any]]:
     """A task's life as events in time order: submitted, each attempt, each step, the end."""
     events: list[dict[str, Any]] = [{"event": "submitted", "at_ms": task.created_at_ms}]
     for attempt in attempts:

@@ -30,9 +30,9 @@ from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..extensions import builtins
+from ..extensions.history._ops import Attempt, history_if_ready
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
 from ..protocol import workflows as _workflows
@@ -335,9 +335,7 @@ class Event:
     error: Mapping[str, Any] | None = None
 
 
-def attempt_timeline(
-    task: Task, history: Sequence[_durable.Attempt], now: int
-) -> list[Event] | None:
+def attempt_timeline(task: Task, history: Sequence[Attempt], now: int) -> list[Event] | None:
     """The task's timeline from its recorded attempts, or ``None`` when they do not
     cover its runs (attempts ended by a worker that records none, or before ``x0009``).
 
@@ -741,7 +739,7 @@ class Pages:
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
-        history = await run(_durable.history_if_ready(task.id), write=False)
+        history = await run(history_if_ready(task.id), write=False)
         graph = await self._workflow_picture(task)
         done = incoming(request).query.get("done", "")
 
