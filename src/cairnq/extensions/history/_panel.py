@@ -1,5 +1,6 @@
-"""The attempt history as the dashboard's task page shows it: the task's timeline read
-from its recorded attempts (``attempt_timeline``)."""
+"""The attempt history as a task's displays show it: the dashboard's task page reads the
+task's timeline from its recorded attempts (``attempt_timeline``), ``cairnq get`` its
+attempts and steps as events (``timeline_events``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from ...durations import format_duration
 from ...models import Task
+from ..steps._ops import StepRecord
 from ._ops import Attempt
 
 
@@ -63,3 +65,40 @@ def attempt_timeline(
         events.append(Event(task.completed_at_ms, task.status))
     events.sort(key=lambda e: e.at)
     return events
+
+
+def timeline_events(
+    task: Task, attempts: Sequence[Attempt], steps: Sequence[StepRecord]
+) -> list[dict[str, Any]]:
+    """A task's life as events in time order (``cairnq get``'s ``timeline``): submitted,
+    each attempt, each step, the end."""
+    events: list[dict[str, Any]] = [{"event": "submitted", "at_ms": task.created_at_ms}]
+    for attempt in attempts:
+        shown = attempt.to_dict()
+        del shown["task_id"]
+        events.append({"event": "attempt", "at_ms": attempt.started_at_ms, **shown})
+    for step in steps:
+        events.append(
+            {
+                "event": "step",
+                "at_ms": step.recorded_at_ms,
+                "name": step.name,
+                "seq": step.seq,
+                "attempt": step.attempt,
+            }
+        )
+    if task.completed_at_ms is not None:
+        events.append({"event": task.status, "at_ms": task.completed_at_ms})
+    else:
+        events.append({"event": "last update", "at_ms": task.updated_at_ms})
+
+    order = {"submitted": 0, "attempt": 1, "step": 2}
+
+    def when(event: dict[str, Any]) -> tuple[int, int, int]:
+        # Within one millisecond: an attempt, then its steps, then the next attempt.
+        at = event["at_ms"]
+        instant = int(event.get("ended_at_ms") or 0) if at is None else int(at)
+        rank = order.get(event["event"], 3)
+        return instant, int(event.get("attempt", 0 if rank == 0 else 2**31)), rank
+
+    return sorted(events, key=when)
