@@ -35,8 +35,8 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
+from ..extensions.history._ops import history_ready
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
-from ..extensions.steps._ops import steps_ready
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
 from ..limits import Limit
@@ -1124,7 +1124,7 @@ class Worker:
         """
         if not self._running:
             backend = self.client.backend
-            self._runtime.history = await backend.arun(steps_ready(), write=False)
+            self._runtime.history = await backend.arun(history_ready(), write=False)
             pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
             self._runtime.points = _ext.points(self._extensions, self._view(pauses))
         return await self._recoverer.recover(batches)

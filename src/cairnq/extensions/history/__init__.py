@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from .._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
-from ..steps._ops import steps_ready
 from ._hooks import expired, record
-from ._ops import OUTCOMES, Attempt
+from ._ops import OUTCOMES, Attempt, history_ready
 
 __all__ = ["OUTCOMES", "Attempt", "History", "HistoryComponent"]
 
@@ -33,7 +32,7 @@ class HistoryComponent(Part):
         self.switch = worker.switch
 
     async def prepare(self) -> None:
-        self.switch.history = await self.backend.arun(steps_ready(), write=False)
+        self.switch.history = await self.backend.arun(history_ready(), write=False)
 
 
 class History(Extension):

@@ -75,6 +75,11 @@ class Attempt:
         }
 
 
+def history_ready() -> Op[bool]:
+    """Whether the database has the attempts' table (the steps' ``x0009_steps.sql``)."""
+    return steps_ready()
+
+
 def attempt_of(task_id: str, row: Row) -> Attempt:
     """An ``Attempt`` from a ``history_list`` row (an unreadable error reads as ``None``)."""
     try:
@@ -116,7 +121,7 @@ def history_if_ready(task_id: Any) -> Op[tuple[list[Attempt], list[StepRecord]] 
 
 
 def _history_if_ready(task_id: str) -> Op[tuple[list[Attempt], list[StepRecord]] | None]:
-    ready = yield from steps_ready()
+    ready = yield from history_ready()
     if not ready:
         return None
     attempt_rows = yield Call("history_list", {"id": task_id})
