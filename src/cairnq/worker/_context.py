@@ -24,7 +24,6 @@ from ..errors import (
     TaskError,
     UnsupportedBackend,
     error_envelope,
-    is_permanent,
     safe_str,
 )
 from ..extensions.history import _hooks as _history
@@ -965,17 +964,7 @@ class SyncTaskContext:
             return recorded
         if transactional:
             return self._call(inner._transaction_step(options, seq, fn, args, kwargs))
-        tried = 0
-        while True:
-            inner._guard()
-            try:
-                value = fn(*args, **kwargs)
-                break
-            except Exception as exc:
-                if tried >= options.retries or is_permanent(exc):
-                    raise
-                tried += 1
-                time.sleep(options.delay_s(tried))
+        value = _steps.run_step_sync(options, fn, args, kwargs, guard=inner._guard)
         return self._call(inner._step_record(options.name, seq, value))
 
     def transaction_step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

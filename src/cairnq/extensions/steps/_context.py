@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,28 @@ async def run_step(
                 exc_info=True,
             )
             await asyncio.sleep(options.delay_s(tried))
+
+
+def run_step_sync(
+    options: StepOptions,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    guard: Callable[[], None],
+) -> Any:
+    """``run_step`` for a plain ``def`` handler: ``fn`` runs in the calling thread, and a
+    retry waits with ``time.sleep``."""
+    tried = 0
+    while True:
+        guard()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if tried >= options.retries or is_permanent(exc):
+                raise
+            tried += 1
+            time.sleep(options.delay_s(tried))
 
 
 async def run_transactional(
