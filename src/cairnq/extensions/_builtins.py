@@ -3,10 +3,10 @@
 Each declaration names the feature's migrations, tables and words, and builds its
 kernel hooks and worker parts from the code in ``protocol/`` and ``worker/`` (the
 pauses, the workflow sweeper), which moves into the feature's own folder later, as
-presence's, schedules' and limits' have (``extensions/presence/``,
-``extensions/schedules/``, ``extensions/limits/``). Snooze and durable steps have no
-worker part: they run inside the handler's context; attempt history runs inside the
-settlements, through its hooks, and its part only reads whether its table exists.
+presence's, schedules', limits', durable steps' and the attempt history's have
+(``extensions/presence/``, ``extensions/schedules/``, ``extensions/limits/``,
+``extensions/steps/``, ``extensions/history/``). Snooze has no worker part: it runs
+inside the handler's context.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from ..protocol import durable as _durable
-from ..protocol.durable import expired, record
 from ..protocol.workflows import after_ended
 from ..worker._pauses import Pauses as PauseSet
 from ..worker._workflows import WorkflowSweeper
@@ -71,20 +69,6 @@ class WorkflowsComponent(Part):
         await self.sweeper.prepare()
 
 
-class HistoryComponent(Part):
-    """Prepare reads whether the attempt history's table exists: settlements record
-    attempts only then (the worker's shared line says when it does not)."""
-
-    name = "history"
-
-    def __init__(self, worker: WorkerView) -> None:
-        self.backend = worker.backend
-        self.switch = worker.switch
-
-    async def prepare(self) -> None:
-        self.switch.history = await self.backend.arun(_durable.steps_ready(), write=False)
-
-
 class Pauses(Extension):
     name = "pauses"
     # x0007 creates the snoozes' table too; snooze needs it.
@@ -134,33 +118,3 @@ class Snooze(Extension):
     needs = ("x0007_flow.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_snoozes": "trigger"}
     words = ("snooze",)
-
-
-class Steps(Extension):
-    name = "steps"
-    # x0009 and x0014 create and forget the attempts' table too; history needs them.
-    migrations = ("x0009_steps.sql", "x0014_steps_forget.sql")
-    optional = ("x0014_steps_forget.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_steps": "trigger"}
-    words = ("step_record", "recorded_step", "task_steps", "transaction_step", "steptransaction")
-
-
-class History(Extension):
-    """Records each ended attempt in the settlement's transaction: in use wherever
-    its table exists, unless the worker was built with ``record_attempts=False``."""
-
-    name = "history"
-    needs = ("x0009_steps.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_attempts": "trigger"}
-    words = ("history", "task_attempts", "attempt_record", "attempt_expired", "durable")
-
-    def hooks(self, worker: WorkerView) -> Hooks:
-        switch = worker.switch
-        return Hooks(
-            before_recover=expired,
-            attempt_end=record,
-            in_use=lambda: switch.record_attempts and switch.history,
-        )
-
-    def components(self, worker: WorkerView) -> Sequence[Component]:
-        return (HistoryComponent(worker),)
