@@ -52,6 +52,7 @@ KERNEL = (
     "backends/base.py",
     "backends/_registry.py",
     "backends/sqlite.py",
+    "backends/_sqlite_writer.py",
     "backends/postgres.py",
     "backends/_postgres_core.py",
     "backends/_pg_async.py",

@@ -1,6 +1,7 @@
 """The embedded backend: one SQLite file, the standard library's ``sqlite3``.
 
-Writes go through the only write connection, held under one lock. A writer
+Writes go through the only write connection, held under one lock (the
+group-commit writer, ``GroupWriter`` in ``_sqlite_writer.py``). A writer
 thread takes every write operation waiting in its queue and runs them in one
 ``BEGIN IMMEDIATE`` transaction, each inside its own savepoint (group commit):
 one operation's error rolls back only that operation, and every caller learns
@@ -32,7 +33,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
-import logging
 import os
 import queue
 import sqlite3
@@ -41,12 +41,11 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .. import _checks
 from .._clock import SYSTEM_CLOCK, Clock
-from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
 from .._filewatch import watch_database
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
@@ -59,41 +58,24 @@ from ..errors import (
 )
 from ..protocol import steps as _steps
 from ..protocol.statements import Dialect, statements
-from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
+from ..protocol.steps import NOW, Call, Op, Rows, Script, drive
 from ._registry import opening, register_backend
-from ._sqlite_errors import _busy, _out_of_space, _translate
+from ._sqlite_errors import _translate
 from ._sqlite_files import (
-    LOW_SPACE_BYTES,
     _check_file_mode,
     _create_file,
     _file_path,
-    _free_bytes,
     _path,
     split_script,
 )
+from ._sqlite_writer import _STOP, GroupWriter
 from .base import Inspection, LoopBinding, bind
 
 T = TypeVar("T")
 
-log = logging.getLogger("cairnq.sqlite")
-
 Synchronous = Literal["full", "normal"]
-MAX_GROUP = 128
-SPACE_CHECK_S = 1.0
-# The writer's waits for another process's write lock: first and longest pause.
-BEGIN_FIRST_PAUSE_S = 0.00005
-BEGIN_MAX_PAUSE_S = 0.002
 # Reads look at the file's identity at most this often (every write transaction does).
 FILE_CHECK_S = 1.0
-
-
-@dataclass
-class _Job:
-    op: Op[Any]
-    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
-
-
-_STOP = object()
 
 
 @dataclass(frozen=True)
@@ -108,7 +90,7 @@ def _around(work: Callable[[sqlite3.Connection], Any], after: Callable[[Any], Op
     return (yield from after(value))
 
 
-class SQLiteBackend:
+class SQLiteBackend(GroupWriter):
     """A SQLite database file, shared safely by threads and processes.
 
     Its async side belongs to the event loop that first used it, as on every
@@ -142,9 +124,6 @@ class SQLiteBackend:
     """
 
     dialect: Dialect = "sqlite"
-    # Every write transaction takes the write lock up front: a deferred one that reads
-    # first fails with SQLITE_BUSY_SNAPSHOT, without waiting, when another writer commits.
-    begin_write = "begin immediate"
 
     def __init__(
         self,
@@ -390,34 +369,6 @@ class SQLiteBackend:
             return result
         return self._read(op)
 
-    def _run_here(self, op: Op[T]) -> T:
-        """Run ``op`` as a group of one on this thread; the caller holds ``_write_lock``.
-
-        The writer thread's own steps (file check, ``BEGIN IMMEDIATE``, savepoint,
-        error translation, wake-ups after COMMIT), so the two paths keep the same
-        guarantees. A transaction left open by an interruption (Ctrl-C in the
-        middle) is rolled back before the lock is let go.
-        """
-        conn = self._write_conn
-        if self._state == "closed" or conn is None:
-            raise self._closed()
-        try:
-            self._before_group(conn)
-            [(value, error)] = self._transact(conn, [op])
-        except BaseException as exc:
-            translated = self._write_error(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
-        finally:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("rollback")
-        if error is not None:
-            raise error
-        result: T = value
-        return result
-
     async def arun(self, op: Op[T], *, write: bool) -> T:
         self._loops.check()
         if self._lost is not None:
@@ -554,16 +505,6 @@ class SQLiteBackend:
         if self._state == "new":
             self.open()
 
-    def _submit(self, op: Op[T]) -> concurrent.futures.Future[T]:
-        job = _Job(op)
-        if os.getpid() != self._pid:
-            self._ensure_open()
-        with self._open_lock:
-            if self._state == "closed":
-                raise self._closed()
-            self._jobs.put(job)
-        return job.future
-
     def _read(self, op: Op[T]) -> T:
         if time.monotonic() - self._file_checked_at >= FILE_CHECK_S:
             self._verify_file()
@@ -603,197 +544,6 @@ class SQLiteBackend:
             if conn in self._read_conns:
                 self._read_conns.remove(conn)
         conn.close()
-
-    # --- the writer thread ------------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        conn = self._write_conn
-        assert conn is not None
-        stopping = False
-        while not stopping:
-            first = self._jobs.get()
-            if first is _STOP:
-                break
-            # Set before waiting for the lock, so that a blocking caller arriving now
-            # queues behind this group instead of overtaking it.
-            self._writer_busy = True
-            with self._write_lock:
-                batch: list[_Job] = [first]
-                while len(batch) < MAX_GROUP:
-                    try:
-                        job = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is _STOP:
-                        stopping = True
-                        break
-                    batch.append(job)
-                try:
-                    self._before_group(conn)
-                    self._run_group(conn, batch)
-                except BaseException as exc:
-                    self._fail_stranded(conn, batch, exc)
-                finally:
-                    self._writer_busy = False
-        with self._write_lock:
-            # ``close`` marked the backend closed first: a blocking caller that takes
-            # the lock from now on refuses instead of using this connection.
-            self._drain_after_stop()
-            conn.close()
-
-    def _before_group(self, conn: sqlite3.Connection) -> None:
-        """Refuse to write into a file that left its path; make room in the WAL when short."""
-        if self._file is None:
-            return
-        self._verify_file()
-        now = time.monotonic()
-        if now - self._space_checked_at >= SPACE_CHECK_S:
-            self._space_checked_at = now
-            self._short_of_space = self._ran_out or _free_bytes(self._file) < LOW_SPACE_BYTES
-            self._ran_out = False
-        if self._short_of_space:
-            self._checkpoint(conn)
-
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        """Copy the WAL into the database and truncate it, without waiting for anyone.
-
-        Best effort: a reader or another process's writer in the way, or a database
-        that cannot grow yet, leaves it for the next transaction.
-        """
-        try:
-            conn.execute("pragma busy_timeout = 0")
-            try:
-                conn.execute("pragma wal_checkpoint(truncate)").fetchall()
-            finally:
-                conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
-        except sqlite3.Error as exc:
-            log.debug("checkpoint on a disk short of space failed: %s", exc)
-
-    def _write_error(self, exc: BaseException) -> BaseException:
-        """``_translate`` for the writer, which also notes a write that found no room."""
-        if _out_of_space(exc):
-            self._ran_out = self._short_of_space = True
-        return _translate(exc, self.busy_timeout_ms, self._file)
-
-    def _fail_stranded(
-        self, conn: sqlite3.Connection, batch: list[_Job], exc: BaseException
-    ) -> None:
-        """The group itself broke (not one operation): fail what it left unresolved, carry on."""
-        error = self._write_error(exc)
-        with contextlib.suppress(sqlite3.Error):
-            if conn.in_transaction:
-                conn.execute("rollback")
-        for job in batch:
-            if not job.future.done():
-                job.future.set_exception(error)
-
-    def _drain_after_stop(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is not _STOP and job.future.set_running_or_notify_cancel():
-                job.future.set_exception(self._closed())
-
-    def _run_group(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
-        """Run a group of write operations in one transaction; resolve each after COMMIT."""
-        jobs = [job for job in batch if job.future.set_running_or_notify_cancel()]
-        if not jobs:
-            return
-        outcomes = self._transact(conn, [job.op for job in jobs])
-        for job, (value, err) in zip(jobs, outcomes, strict=True):
-            if err is None:
-                job.future.set_result(value)
-            else:
-                job.future.set_exception(err)
-
-    def _transact(
-        self, conn: sqlite3.Connection, ops: list[Op[Any]]
-    ) -> list[tuple[Any, BaseException | None]]:
-        """Run ``ops`` in one transaction, each in a savepoint; (value, error) for each.
-
-        Wake-ups are published only after COMMIT, and only for operations that
-        committed. Raises only when the group itself broke (a savepoint could not
-        be taken): the caller then fails every operation and rolls back.
-        """
-        if PAUSE_ARMED is not None:
-            for op in ops:
-                pausepoint(f"before_write:{_op_name(op)}")
-        try:
-            self._begin(conn)
-        except BaseException as exc:
-            error = self._write_error(exc)
-            return [(None, error) for _ in ops]
-        outcomes: list[tuple[Any, list[Emit], BaseException | None]] = []
-        aborted: BaseException | None = None
-        for op in ops:
-            if aborted is not None:
-                outcomes.append((None, [], aborted))
-                continue
-            # A single statement that fails undoes itself; anything longer gets a savepoint.
-            guarded = not is_single_statement(op)
-            if guarded:
-                conn.execute("savepoint op")
-            try:
-                value, emits = drive(op, lambda step: self._execute(conn, step))
-            except BaseException as exc:
-                error = self._write_error(exc)
-                if conn.in_transaction:
-                    if guarded:
-                        conn.execute("rollback to op")
-                        conn.execute("release op")
-                    outcomes.append((None, [], error))
-                else:
-                    aborted = error
-                    outcomes = [(None, [], error) for _ in outcomes]
-                    outcomes.append((None, [], error))
-                continue
-            if guarded:
-                conn.execute("release op")
-            outcomes.append((value, emits, None))
-        if aborted is None:
-            if ARMED is not None:
-                for op in ops:
-                    around_commit("before_commit", _op_name(op))
-            try:
-                conn.execute("commit")
-            except BaseException as exc:
-                error = self._write_error(exc)
-                if conn.in_transaction:
-                    conn.execute("rollback")
-                outcomes = [(None, [], err or error) for _, _, err in outcomes]
-        if ARMED is not None and aborted is None:
-            for op in ops:
-                around_commit("after_commit", _op_name(op))
-        for _, emits, err in outcomes:
-            if err is None and emits:
-                self.hub.publish(emits)
-        return [(value, err) for value, _, err in outcomes]
-
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another process's write lock in fine steps.
-
-        SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries, so two
-        processes trading the lock every millisecond or two lose most of their time
-        asleep. The first try does not wait; later ones sleep from 50 µs up to 2 ms,
-        until ``busy_timeout_ms`` has passed.
-        """
-        conn.execute("pragma busy_timeout = 0")
-        try:
-            deadline = time.monotonic() + self.busy_timeout_ms / 1000
-            pause = BEGIN_FIRST_PAUSE_S
-            while True:
-                try:
-                    conn.execute(self.begin_write)
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(pause)
-                pause = min(pause * 2, BEGIN_MAX_PAUSE_S)
-        finally:
-            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
 
     # --- statements -------------------------------------------------------------------
 
@@ -884,10 +634,6 @@ class SQLiteBackend:
 
         setup = opening().setup("sqlite", migrate=self.migrate, repair=self.repair)
         self.migrations_applied = _steps.run_setup(setup, run)
-
-
-def _op_name(op: Op[Any]) -> str:
-    return str(getattr(op, "__name__", ""))
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:
