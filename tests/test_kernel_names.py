@@ -60,6 +60,7 @@ KERNEL = (
     "backends/_pg_errors.py",
     "backends/_postgres_inspect.py",
     "backends/pg_executor.py",
+    "backends/_asyncpg_executor.py",
     "_wakeups.py",
     "_clock.py",
     "_checks.py",

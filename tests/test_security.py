@@ -129,7 +129,7 @@ FORMATTED_SQL_ALLOWED = Counter(
         ("backends/_sqlite_writer.py", "pragma busy_timeout = {}"): 2,
         ("backends/sqlite.py", "pragma synchronous = {}"): 1,
         # asyncpg composes no identifiers: the schema name passed check_schema first.
-        ("backends/pg_executor.py", 'create schema if not exists "{}"'): 1,
+        ("backends/_asyncpg_executor.py", 'create schema if not exists "{}"'): 1,
         # Not SQL: the question `cairnq purge` asks on a terminal, and messages of
         # the testing helpers that happen to start with a keyword.
         ("cli/_tasks.py", "Delete {}? [y/N] "): 1,
@@ -171,7 +171,7 @@ INDIRECT_ALLOWED = {
     ("backends/sqlite.py", "self.begin_write"),
     ("backends/pg_executor.py", "step.source"),  # a migration file, through a PgSession
     # PoolExecutor's execute(sql): the PgSession contract, passing its caller's text on.
-    ("backends/pg_executor.py", "sql"),
+    ("backends/_asyncpg_executor.py", "sql"),
     # The PostgreSQL paths: the async source and the sync half generated from it.
     *(
         (half, text)

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from .._clock import Clock
+from ._asyncpg_executor import create_pool_executor
 from ._postgres_inspect import tool_options as _postgres_tool_options
 from ._registry import (
     Opening,
@@ -48,7 +49,6 @@ from .pg_executor import (
     PgExecutor,
     PgExecutorBackend,
     PgSession,
-    create_pool_executor,
     is_executor,
 )
 from .sqlite import SQLiteBackend, Synchronous
