@@ -17,7 +17,8 @@ against a model (``test_state_machine``), the protocol's conformance scenarios
 (``test_transitions``). It needs the ``test`` extra (pytest, hypothesis). See
 ``docs/adding-a-backend.md``.
 
-The modules holding tests are named ``test_*.py`` for Hypothesis too: it draws
+The modules holding tests, and the state machine's model
+(``test_state_model``), are named ``test_*.py`` for Hypothesis too: it draws
 constants from the source of every loaded module that is not test code, so
 under any other name the state machine's sequences would change with the
 suite's own source.

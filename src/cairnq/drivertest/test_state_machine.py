@@ -1,7 +1,7 @@
 """The task state machine and key table, driven at random against a model.
 
 A hypothesis ``RuleBasedStateMachine`` runs the protocol's operations on the
-driver's database and on a small pure-Python model
+driver's database and on a small pure-Python model (``test_state_model``)
 of the protocol's state machine (``src/cairnq/protocol/PROTOCOL.md``: statuses,
 attempts, ownership, cancel) and its keys. Time is a ``FakeClock`` handed to the
 backend, so leases expire only when a rule advances it. After every step every
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -47,9 +46,10 @@ from .. import kernel
 from .._json import DEFAULT_CODEC
 from ..backends import Backend
 from ..errors import AlreadyExists, LostLease
-from ..models import CONFLICTS, TERMINAL_STATUSES, Lease, Task
+from ..models import CONFLICTS, TERMINAL_STATUSES
 from ..testing import FakeClock
 from .driver import Driver
+from .test_state_model import Held, Model, expected_decision, observed
 
 __all__ = ["test_random_operation_sequences_keep_database_and_model_in_step"]
 
@@ -96,100 +96,6 @@ MUST_SEE = {
     "heartbeat_renewed",
     "heartbeat_refused",
 }
-
-
-# --- the model ------------------------------------------------------------------------------
-
-
-@dataclass
-class Model:
-    """One task as the protocol says it must be."""
-
-    id: str
-    priority: int
-    max_attempts: int
-    run_at: int
-    status: str = "queued"
-    attempt: int = 0
-    worker_id: str | None = None
-    lease_until: int | None = None
-    cancel_at: int | None = None
-    error: str | None = None
-    progress: float | None = None
-    result: Any = None
-    completed_at: int | None = None
-    bonus: int = 0  # retries without reset since the last reset
-    claims: int = 0  # the lease token: claims so far, never reset
-
-    def owned_by(self, held: Held, worker_id: str, now: int) -> bool:
-        """The ownership predicate every worker write carries (the fence)."""
-        return (
-            self.status == "running"
-            and self.worker_id == worker_id
-            and self.attempt == held.attempt
-            and self.claims == held.token
-            and self.lease_until is not None
-            and self.lease_until > now
-        )
-
-    def observed(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "attempt": self.attempt,
-            "worker_id": self.worker_id,
-            "lease_until_ms": self.lease_until,
-            "cancel_requested_at_ms": self.cancel_at,
-            "error": self.error,
-            "progress": self.progress,
-            "result": self.result,
-            "run_at_ms": self.run_at,
-            "completed_at_ms": self.completed_at,
-            "max_attempts": self.max_attempts,
-            "priority": self.priority,
-        }
-
-
-def observed(task: Task) -> dict[str, Any]:
-    error = task.error["code"] if task.error is not None else None
-    return {
-        "status": task.status,
-        "attempt": task.attempt,
-        "worker_id": task.worker_id,
-        "lease_until_ms": task.lease_until_ms,
-        "cancel_requested_at_ms": task.cancel_requested_at_ms,
-        "error": error,
-        "progress": task.progress,
-        "result": task.result,
-        "run_at_ms": task.run_at_ms,
-        "completed_at_ms": task.completed_at_ms,
-        "max_attempts": task.max_attempts,
-        "priority": task.priority,
-    }
-
-
-@dataclass(frozen=True)
-class Held:
-    """A lease a claim handed out: kept after it goes stale, to try settling with it."""
-
-    task_id: str
-    attempt: int
-    worker_id: str
-    token: int
-
-    def lease(self) -> Lease:
-        return Lease(self.task_id, self.attempt, self.token)
-
-
-def expected_decision(conflict: str, status: str) -> str:
-    """The key conflict table (PROTOCOL.md, "Keys"), written out as it reads."""
-    live = status in ("queued", "running")
-    table = {
-        "reuse": "return" if live else "insert",
-        "reuse-succeeded": "return" if live or status == "succeeded" else "insert",
-        "reject": "reject",
-        "replace": "replace" if live else "insert",
-    }
-    return table[conflict]
 
 
 # --- the machine ----------------------------------------------------------------------------
