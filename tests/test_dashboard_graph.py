@@ -11,7 +11,7 @@ import pytest
 from cairnq import CairnQ, kernel
 from cairnq.dashboard import create_app
 from cairnq.dashboard._graph import layers, layout
-from cairnq.protocol import workflows as _workflows
+from cairnq.extensions.workflows import _ops as _workflows
 
 from ._db import Database
 from .test_dashboard import WORKER, http, start

@@ -64,6 +64,25 @@ UNPREFIXED = {
             "slots_trim",
         )
     ),
+    "workflows": frozenset(
+        f"workflow_{what}"
+        for what in (
+            "decide",
+            "dependencies",
+            "edges",
+            "edges_put",
+            "fail",
+            "in_use",
+            "lock_parked",
+            "park",
+            "park_owned",
+            "parked_put",
+            "release",
+            "satisfy",
+            "stalled",
+            "unpark",
+        )
+    ),
 }
 
 
@@ -207,7 +226,7 @@ def test_the_builtin_declarations_keep_the_rules() -> None:
 
 
 def test_each_shipped_extension_folder_keeps_the_rules() -> None:
-    assert [f.name for f in shipped_folders()] == ["schedules"]
+    assert [f.name for f in shipped_folders()] == ["schedules", "workflows"]
     assert folder_faults(builtins(), shipped_folders()) == []
 
 

@@ -72,10 +72,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.protocol.durable",
             "cairnq.protocol.flow",
             "cairnq.protocol.limits",
-            "cairnq.protocol.workflows",
             "cairnq.worker._limits",
             "cairnq.worker._pauses",
-            "cairnq.worker._workflows",
         ),
     ),
 )
@@ -92,14 +90,13 @@ SURFACES: tuple[str, ...] = ("cairnq.extensions.schedules._surfaces.*",)
 # whose import is gone fails until it is removed.
 PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
     ("cairnq.extensions", "cairnq.worker"): (
-        "the built-in extensions build their worker parts from worker/_limits, _pauses "
-        "and _workflows, while the worker compiles its extensions' parts; "
+        "the built-in extensions build their worker parts from worker/_limits and "
+        "_pauses, while the worker compiles its extensions' parts; "
         "each goes with its feature's move into extensions/"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the features' operations still in protocol/ (durable, flow, limits, schedules, "
-        "workflows) use the kernel, which builds on protocol.steps; goes as each feature "
-        "moves into extensions/"
+        "the features' operations still in protocol/ (durable, flow, limits) use the "
+        "kernel, which builds on protocol.steps; goes as each feature moves into extensions/"
     ),
 }
 

@@ -20,7 +20,7 @@ GENERATED_MARK = "# generated from "
 OVER: dict[str, int] = {
     "backends/pg_executor.py": 821,
     "backends/sqlite.py": 1173,
-    "client/_async.py": 1150,
+    "client/_async.py": 1149,
     "dashboard/_pages.py": 1171,
     "drivertest/test_state_machine.py": 845,
     "worker/_context.py": 1075,

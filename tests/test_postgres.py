@@ -30,9 +30,9 @@ from cairnq import (
     kernel,
     migrate,
 )
+from cairnq.extensions.workflows._component import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
-from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
 from ._db import Database, admin_connect, drop_schema

@@ -27,8 +27,8 @@ from cairnq import (
     _readiness,
 )
 from cairnq.backends import Backend
+from cairnq.extensions.workflows._ops import WORKFLOWS_MIGRATIONS
 from cairnq.protocol.steps import Call, Op
-from cairnq.protocol.workflows import WORKFLOWS_MIGRATIONS
 from cairnq.store import ClaimDraw
 from cairnq.testing import FakeClock
 from cairnq.workflows import PARKED_RUN_AT_MS

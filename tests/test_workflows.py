@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed, kernel
+from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.models import Lease
-from cairnq.protocol import workflows as _workflows
 from cairnq.protocol.statements import statements
 from cairnq.protocol.steps import NOW, Call
 from cairnq.testing import FakeClock

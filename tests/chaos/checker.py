@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairnq.protocol.workflows import PARKED_RUN_AT_MS
+from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}

@@ -291,7 +291,7 @@ def _limit_per_process() -> None:
 def _pretend_succeeded(applies: Callable[[list[dict[str, Any]]], bool]) -> None:
     """Deciding a parked task whose dependencies' rows satisfy ``applies`` takes every one
     still queued or running as succeeded (``workflows.decide`` sees them so)."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows.decide
 
@@ -337,7 +337,7 @@ def _purged_success_forgotten() -> None:
     """Deciding ignores the recorded successes (``cairnq_dependencies_satisfied``): a
     dependency purged after it succeeded counts as gone, so its dependent is canceled or
     failed by policy ``cancel`` or ``fail`` once its other dependencies end."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows.decide
 
@@ -350,7 +350,7 @@ def _purged_success_forgotten() -> None:
 def _decided_stay_parked() -> None:
     """Deciding never forgets the decided tasks (``workflow_unpark`` is skipped), so the
     sweep finds them again."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows._decide_rounds
 

@@ -21,12 +21,12 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import tree_lines
 from ..models import Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ..top import run_top
-from ..workflows import tree_lines
 from ._errors import CommandError, one_line
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of

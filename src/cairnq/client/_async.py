@@ -23,6 +23,8 @@ from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
@@ -33,10 +35,8 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import workflows as _workflows
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
-from ..workflows import Dependency, Graph, Workflow, check_graph
 from ._core import (
     ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,

@@ -30,12 +30,12 @@ from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..extensions import builtins
+from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
-from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
 from ._graph import Picture, belongs_to_workflow, picture
 from ._host import PageHost, Redact

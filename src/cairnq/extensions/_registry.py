@@ -12,9 +12,10 @@ from ..errors import InvalidArgument
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Part, WorkerView
-from ._builtins import History, Limits, Pauses, Snooze, Steps, Workflows
+from ._builtins import History, Limits, Pauses, Snooze, Steps
 from .presence import Presence
 from .schedules import Schedules
+from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
 

@@ -29,13 +29,13 @@ from ..errors import (
     is_permanent,
     safe_str,
 )
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import Gathering
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ..protocol.steps import Op
-from ..workflows import Gathering
 
 log = logging.getLogger("cairnq.worker")
 

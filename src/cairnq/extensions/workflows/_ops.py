@@ -38,16 +38,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import kernel
-from .._checks import check_text
-from ..errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
-from ..kernel._shared import _emit_for
-from ..kernel.points import ending_with
-from ..kernel.reads import _list
-from ..kernel.settle import _owned
-from ..kernel.submit import _insert
-from ..models import TERMINAL_STATUSES, Lease, Task
-from .steps import NOW, Call, Emit, Op, Row
+from ... import kernel
+from ..._checks import check_text
+from ...errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
+from ...kernel._shared import _emit_for
+from ...kernel.points import ending_with
+from ...kernel.reads import _list
+from ...kernel.settle import _owned
+from ...kernel.submit import _insert
+from ...models import TERMINAL_STATUSES, Lease, Task
+from ...protocol.steps import NOW, Call, Emit, Op, Row
 
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
 SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
