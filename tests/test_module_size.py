@@ -21,7 +21,7 @@ OVER: dict[str, int] = {
     "backends/pg_executor.py": 821,
     "backends/sqlite.py": 1173,
     "client/_async.py": 1149,
-    "dashboard/_pages.py": 1171,
+    "dashboard/_pages.py": 1169,
     "drivertest/test_state_machine.py": 845,
     "worker/_context.py": 1075,
     "worker/_worker.py": 1185,

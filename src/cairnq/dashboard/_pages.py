@@ -1,5 +1,6 @@
 """The dashboard's pages: overview, tasks, one task, workers, limits, the actions, /metrics,
-and the pages of the extensions that have some (``Extension.pages``: schedules).
+and the pages and task-page cards of the extensions that have some (``Extension.pages``:
+schedules' pages, workflows' graph card).
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -37,7 +38,6 @@ from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol import limits as _limits
 from ._charts import activity_chart, sparkline
-from ._graph import Picture, belongs_to_workflow, picture
 from ._host import PageHost, Redact
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
@@ -91,6 +91,7 @@ NOTICES = {
 # The extensions' page modules (``Extension.pages``) and the packages whose
 # ``templates/`` folder holds their templates (the extension's own).
 EXTENSION_PAGES = tuple(ext.pages for ext in builtins() if ext.pages is not None)
+EXTENSION_NAMES = tuple(ext.name for ext in builtins() if ext.pages is not None)
 EXTENSION_TEMPLATES = tuple(type(ext).__module__ for ext in builtins() if ext.pages is not None)
 
 
@@ -98,11 +99,11 @@ class PageSet(Protocol):
     """An extension's pages, built by its page module's ``pages(host: Pages)``.
 
     Attributes:
-        nav: ``(key, path, label)`` of its entry in the navigation bar.
+        nav: ``(key, path, label)`` of its entry in the navigation bar, or ``None``.
         actions: The paths of its POST actions.
     """
 
-    nav: tuple[str, str, str]
+    nav: tuple[str, str, str] | None
     actions: tuple[str, ...]
 
     def routes(self) -> list[tuple[str, Handler]]:
@@ -111,6 +112,11 @@ class PageSet(Protocol):
 
     async def action(self, request: Request, path: str) -> Response:
         """The POST of one of ``actions``, once read-only, origin and CSRF are checked."""
+        ...
+
+    async def task_card(self, task: Task, view: View) -> str:
+        """Its card on the task page, below the task's own (``""`` for none); a live
+        refresh of the page renders it again."""
         ...
 
 
@@ -611,7 +617,7 @@ class Pages:
             ("overview", "/", "Overview"),
             ("tasks", "/tasks", "Tasks"),
             ("workers", "/workers", "Workers"),
-            *(pages.nav for pages in self.extensions),
+            *(pages.nav for pages in self.extensions if pages.nav is not None),
             ("limits", "/limits", "Limits"),
         ]
 
@@ -742,7 +748,10 @@ class Pages:
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         history = await run(_durable.history_if_ready(task.id), write=False)
-        graph = await self._workflow_picture(task)
+        cards = [
+            (name, Markup(await pages.task_card(task, view)))
+            for name, pages in zip(EXTENSION_NAMES, self.extensions, strict=True)
+        ]
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -755,7 +764,7 @@ class Pages:
             "snoozes": snoozes,
             "attempt_history": None if history is None else history[0],
             "step_history": None if history is None else history[1],
-            "graph": graph,
+            "cards": cards,
             "timeline": timeline(task, view.now_ms),
             "attempt_timeline": (
                 None if history is None else attempt_timeline(task, history[0], view.now_ms)
@@ -776,17 +785,6 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
-
-    async def _workflow_picture(self, task: Task) -> Picture | None:
-        """The graph of ``task``'s workflow, or ``None``: no workflow tables, or a task
-        without parent, children, dependencies or dependents."""
-        run = self.dash.client._run
-        if not await run(_workflows.workflows_ready(), write=False):
-            return None
-        found = await run(_workflows.workflow(task), write=False)
-        if not belongs_to_workflow(found, task.id):
-            return None
-        return picture(found, task.id)
 
     async def back_to_overview(self, request: Request) -> Response:
         """GET on a pause or resume action: its buttons live on the overview."""

@@ -12,8 +12,10 @@ Everything of the feature is in this folder: the model (``_model``: ``Graph``,
 sweep and the ``in_use`` gate (``_component``), its statements
 (``sql/<dialect>/workflow_*.sql``) and migrations (``migrations/<dialect>/``:
 ``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
-``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``).
-``cairnq.workflows`` re-exports the public names.
+``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
+graph card of the dashboard's task page (``_graph``'s layout, ``_surfaces/pages.py``,
+with ``templates/``), which the dashboard imports by the name the extension declares
+(``Extension.pages``). ``cairnq.workflows`` re-exports the public names.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Workflows(Extension):
         "cairnq_parked": "trigger",
     }
     words = ("workflow", "parked", "depend", "gathering", "spawn")
+    pages = "cairnq.extensions.workflows._surfaces.pages"
 
     def hooks(self, worker: WorkerView) -> Hooks:
         return Hooks(task_end=after_ended, in_use=gate(worker.switch))
