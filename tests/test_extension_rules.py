@@ -64,25 +64,6 @@ UNPREFIXED = {
             "slots_trim",
         )
     ),
-    "workflows": frozenset(
-        f"workflow_{what}"
-        for what in (
-            "decide",
-            "dependencies",
-            "edges",
-            "edges_put",
-            "fail",
-            "in_use",
-            "lock_parked",
-            "park",
-            "park_owned",
-            "parked_put",
-            "release",
-            "satisfy",
-            "stalled",
-            "unpark",
-        )
-    ),
 }
 
 

@@ -348,7 +348,7 @@ def _purged_success_forgotten() -> None:
 
 
 def _decided_stay_parked() -> None:
-    """Deciding never forgets the decided tasks (``workflow_unpark`` is skipped), so the
+    """Deciding never forgets the decided tasks (``workflows_unpark`` is skipped), so the
     sweep finds them again."""
     from cairnq.extensions.workflows import _ops as _workflows
 
@@ -359,7 +359,7 @@ def _decided_stay_parked() -> None:
         yield  # a generator that answers without a statement
 
     def rounds(ended: list[str], candidates: list[str]) -> Any:
-        return (yield from _answering(real(ended, candidates), "workflow_unpark", skipped))
+        return (yield from _answering(real(ended, candidates), "workflows_unpark", skipped))
 
     _workflows._decide_rounds = rounds
 
@@ -491,14 +491,14 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "sqlite": [
                 (
-                    "workflow_release",
+                    "workflows_release",
                     "and run_at_ms = :parked_run_at_ms",
                     "and :parked_run_at_ms is not null",
                 )
             ],
             "postgres": [
                 (
-                    "workflow_release",
+                    "workflows_release",
                     "and run_at_ms = :parked_run_at_ms::bigint",
                     "and :parked_run_at_ms::bigint is not null",
                 )

@@ -10,7 +10,7 @@ transaction did (``_component``).
 Everything of the feature is in this folder: the model (``_model``: ``Graph``,
 ``Gathering``, ``tree_lines``), the operations (``_ops``), the worker's part, its
 sweep and the ``in_use`` gate (``_component``), its statements
-(``sql/<dialect>/workflow_*.sql``) and migrations (``migrations/<dialect>/``:
+(``sql/<dialect>/workflows_*.sql``) and migrations (``migrations/<dialect>/``:
 ``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
 ``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
 graph card of the dashboard's task page (``_graph``'s layout, ``_surfaces/pages.py``,
