@@ -23,7 +23,11 @@ run, so each is compared with the plain drain of the same run:
 - keys, limit never binds, 1 per key: the tasks' payloads spread over 100 keys
   (``payload.k``), with no limit, with ``Limit.concurrency(1_000_000, key=
   "payload.k")``, and with the same at 1 (the worker modes ``loose`` and ``one``
-  of ``benchmarks/worker_main.py``, as ``python -m benchmarks``'s limit rows).
+  of ``benchmarks/worker_main.py``, as ``python -m benchmarks``'s limit rows);
+- kernel only: the plain drain on a database migrated with the protocol's and the
+  kernel's migrations only (no extension's), every process opened with
+  ``migrate=False``: each built-in extension steps aside, so this is the kernel
+  alone, against the plain drain's every extension installed and unused.
 
 Printed per variant: tasks/s, the worker's CPU per task (user + system; SQLite's
 work included, as it runs in the worker), on PostgreSQL the server's CPU per
@@ -46,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import SyncCairnQ
+from cairnq.extensions import builtins
+from cairnq.protocol.statements import migrations
 from cairnq.workflows import Graph
 
 from .cairnq_bench import BenchmarkError, _count, fresh_url
@@ -86,9 +92,40 @@ def _fan_in(cq: SyncCairnQ, count: int) -> None:
         cq.submit_graph(graph)
 
 
+def _kernel_only(url: str) -> None:
+    """Apply to the fresh database at ``url`` the protocol's migrations and the x-migrations
+    no built-in extension owns (the kernel's), each recorded in the ledger as cairnq would."""
+    owned = {name for extension in builtins() for name in extension.migrations}
+    dialect = "sqlite" if url.startswith("sqlite") else "postgres"
+    wanted = [m for m in migrations(dialect) if not m.name.startswith("x") or m.name not in owned]
+    ledger = (
+        "create table if not exists cairnq_migrations "
+        "(name text primary key, applied_at_ms bigint not null)"
+    )
+    if dialect == "sqlite":
+        import contextlib
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(url[len("sqlite:///") :])) as conn:
+            conn.execute(ledger)
+            for migration in wanted:
+                conn.executescript(migration.source)
+                conn.execute("insert into cairnq_migrations values (?, 0)", (migration.name,))
+            conn.commit()
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(ledger)
+        for migration in wanted:
+            pg.execute(migration.source.encode())
+            pg.execute("insert into cairnq_migrations values (%s, 0)", (migration.name,))
+
+
 # name -> (how the tasks are submitted, the worker's mode)
 VARIANTS: dict[str, tuple[Callable[[SyncCairnQ, int], None], str]] = {
     "plain": (_plain, "none"),
+    "kernel only": (_plain, "kernel"),
     "schedule": (_plain, "schedule"),
     "chains": (_chains, "none"),
     "fan-in": (_fan_in, "none"),
@@ -101,10 +138,14 @@ VARIANTS: dict[str, tuple[Callable[[SyncCairnQ, int], None], str]] = {
 def drain_variant(url: str, count: int, variant: str) -> dict[str, float]:
     """One drain of ``count`` tasks submitted as ``variant`` says; all must succeed."""
     submit, mode = VARIANTS[variant]
-    with SyncCairnQ.connect(url) as cq:
+    options: dict[str, Any] = {}
+    if mode == "kernel":
+        _kernel_only(url)
+        options["migrate"] = False
+    with SyncCairnQ.connect(url, **options) as cq:
         submit(cq, count)
     figures = run_children(url, [["benchmarks.worker_main", url, "100", mode]])
-    done = _count(url, "succeeded")
+    done = _count(url, "succeeded", **options)
     if done != count:
         raise BenchmarkError(f"the {variant} drain finished {done} of {count} tasks")
     out = per_task(figures, count)

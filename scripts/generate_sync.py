@@ -72,6 +72,7 @@ REPLACEMENTS = {
     "adrive": "drive",
     "arun_setup": "run_setup",
     "_abounded": "_bounded",
+    "apausepoint_when_quiet": "pausepoint_when_quiet",
     "_async_connection": "_sync_connection",
     "_execute_async": "_execute_sync",
     "_configure_async": "_configure_sync",

@@ -52,6 +52,11 @@ def pg_dsn() -> Iterator[str]:
     name = f"cairnq_test_{os.getpid()}_{secrets.token_hex(3)}"
     with admin:
         admin.execute(f'create database "{name}"')
+        # Commits need not wait for the WAL to reach the disk: what a test sees is the
+        # same (a commit is visible to other sessions at once); only a crash of this
+        # shared server could lose the last ones, and the crash tests run private
+        # clusters with the default settings (tests/chaos/pgcluster.py).
+        admin.execute(f'alter database "{name}" set synchronous_commit = off')
     from psycopg.conninfo import make_conninfo
 
     dsn = make_conninfo(PG_URL, dbname=name)

@@ -13,7 +13,7 @@ import pytest
 
 from cairnq import CairnQ, Limit, kernel
 from cairnq.dashboard import create_app
-from cairnq.protocol.limits import ClaimGate
+from cairnq.extensions.limits._claim import ClaimGate
 
 from ._db import Database
 from .test_dashboard import http

@@ -49,9 +49,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq._wait",
         ),
     ),
-    # The pure models of features (validation and data, importing leaves only), which
-    # the features' protocol ops read. Each leaves with its feature's package later.
-    ("feature models", ("cairnq.limits",)),
     (
         "protocol",
         (
@@ -71,8 +68,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.extensions.*",
             "cairnq.protocol.durable",
             "cairnq.protocol.flow",
-            "cairnq.protocol.limits",
-            "cairnq.worker._limits",
             "cairnq.worker._pauses",
         ),
     ),
@@ -84,6 +79,7 @@ TOP = "everything else"
 # CLI and the dashboard import them by the names the extensions declare, and no
 # module below imports them.
 SURFACES: tuple[str, ...] = (
+    "cairnq.extensions.limits._surfaces.*",
     "cairnq.extensions.schedules._surfaces.*",
     "cairnq.extensions.workflows._surfaces.*",
 )
@@ -93,13 +89,13 @@ SURFACES: tuple[str, ...] = (
 # whose import is gone fails until it is removed.
 PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
     ("cairnq.extensions", "cairnq.worker"): (
-        "the built-in extensions build their worker parts from worker/_limits and "
-        "_pauses, while the worker compiles its extensions' parts; "
+        "the built-in extensions build their worker parts from worker/_pauses, "
+        "while the worker compiles its extensions' parts; "
         "each goes with its feature's move into extensions/"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the features' operations still in protocol/ (durable, flow, limits) use the "
-        "kernel, which builds on protocol.steps; goes as each feature moves into extensions/"
+        "the features' operations still in protocol/ (durable, flow) use the kernel, "
+        "which builds on protocol.steps; goes as each feature moves into extensions/"
     ),
 }
 

@@ -35,7 +35,7 @@ class RecordedJob:
     def start(self) -> None:
         self.log.append(f"start {self.name}")
 
-    async def stop(self) -> None:
+    async def stop(self, *, wait: bool = True) -> None:
         self.log.append(f"stop {self.name}")
         if self.stop_raises is not None:
             raise self.stop_raises
@@ -144,6 +144,50 @@ async def test_a_job_that_raises_is_reported_and_keeps_running_at_its_backed_off
     assert still_running and not job.running
     assert pace == job.max_error_backoff_ms == 8
     assert errors[0] == {"phase": "broken", "job": "broken"}
+
+
+async def test_a_stop_without_waiting_cancels_a_run_in_progress() -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def waits_on_a_gone_database() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job = PeriodicJob("stuck", waits_on_a_gone_database, interval_ms=1, phase="stuck")
+    lifecycle = Lifecycle([Recorded("stuck", [], job=job)])
+    assert await lifecycle.prepare()
+    lifecycle.start()
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(lifecycle.stop(wait=False), 10)
+    assert cancelled.is_set() and not job.running
+
+
+async def test_a_stop_that_waits_lets_a_run_in_progress_finish() -> None:
+    started = asyncio.Event()
+    finish = asyncio.Event()
+    finished: list[bool] = []
+
+    async def run_to_its_end() -> None:
+        started.set()
+        await finish.wait()
+        finished.append(True)
+
+    job = PeriodicJob("slow", run_to_its_end, interval_ms=1, phase="slow")
+    lifecycle = Lifecycle([Recorded("slow", [], job=job)])
+    assert await lifecycle.prepare()
+    lifecycle.start()
+    await asyncio.wait_for(started.wait(), 10)
+    stopping = asyncio.ensure_future(lifecycle.stop())
+    await asyncio.sleep(0)
+    assert not stopping.done()
+    finish.set()
+    await asyncio.wait_for(stopping, 10)
+    assert finished == [True]
 
 
 async def test_a_cancelled_run_stops_every_component_in_reverse_order() -> None:

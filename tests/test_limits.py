@@ -25,8 +25,8 @@ from cairnq import (
     Task,
     kernel,
 )
+from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate
 from cairnq.models import Lease
-from cairnq.protocol.limits import MAX_SCAN, ClaimGate
 from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
 from cairnq.worker._settling import Settler
@@ -263,7 +263,7 @@ async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_a
         refused = await cq.submit("job", {"c": value})
         rows = await _claim(cq, gate, 1)
         assert [row["id"] for row in rows] == [refused.id]
-        assert rows[0]["limit_error"]["code"] == "limit_key"
+        assert rows[0]["refusal"]["code"] == "limit_key"
 
 
 async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim(
@@ -278,7 +278,7 @@ async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim
         listed = await cq.submit("job", {"a": [{"b": "x"}]})
         rows = await _claim(cq, gate, 1)
         assert [row["id"] for row in rows] == [listed.id]
-        assert rows[0]["limit_error"]["code"] == "limit_key"
+        assert rows[0]["refusal"]["code"] == "limit_key"
 
 
 async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_value(
@@ -296,13 +296,13 @@ async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_valu
         assert (await cq.limit_usage())[0].running == {"": 1}
         await cq.submit_many([("job", {"c": ""}) for _ in range(ONE_PAGE + 4)])
         claimed = await _claim(cq, gate, 2)
-        assert [(Task.from_row(r).payload, r["limit_error"]["code"]) for r in claimed] == [
+        assert [(Task.from_row(r).payload, r["refusal"]["code"]) for r in claimed] == [
             ({"c": ""}, "limit_key"),
         ] * 2
 
 
 def _record_keys(rows: str) -> Op[None]:
-    yield Call("limit_keys_put", {"rows": rows})
+    yield Call("limits_keys_put", {"rows": rows})
 
 
 async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(

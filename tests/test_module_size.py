@@ -19,9 +19,9 @@ GENERATED_MARK = "# generated from "
 # module -> its length today, a ceiling until it is split.
 OVER: dict[str, int] = {
     "backends/pg_executor.py": 821,
-    "backends/sqlite.py": 1173,
+    "backends/sqlite.py": 916,
     "client/_async.py": 1149,
-    "dashboard/_pages.py": 1169,
+    "dashboard/_pages.py": 1150,
     "drivertest/test_state_machine.py": 845,
     "worker/_context.py": 1075,
     "worker/_worker.py": 1185,

@@ -30,7 +30,9 @@ from cairnq import (
     kernel,
     migrate,
 )
+from cairnq.extensions import Component, Extension, Part, WorkerView
 from cairnq.extensions.workflows._component import LEASE_NAME as WORKFLOW_SWEEP_LEASE
+from cairnq.kernel.periodic import PeriodicJob
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
@@ -1096,4 +1098,48 @@ async def test_a_worker_whose_connection_pool_is_closed_under_it_stops_instead_o
         await pool.close()
         await asyncio.wait_for(running, timeout=10)
     assert "the worker's backend was closed; stopping" in caplog.text
+    await worker.close()
+
+
+class _StuckOnClose(Extension):
+    """An extension whose job's run waits, once the backend is closed, on what never
+    comes (as a ``getconn`` queued just after the pool closed does until its timeout)."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.closing = False
+        self.waiting = asyncio.Event()
+
+    def components(self, worker: WorkerView) -> list[Component]:
+        async def run() -> None:
+            if self.closing:
+                self.waiting.set()
+                await asyncio.Event().wait()
+
+        class Stuck(Part):
+            name = "stuck"
+            job = PeriodicJob("stuck", run, interval_ms=5, phase="stuck")
+
+        return [Stuck()]
+
+
+async def test_a_worker_whose_backend_closed_stops_without_waiting_on_its_components_runs(
+    pg_db: Database,
+) -> None:
+    stuck = _StuckOnClose()
+    worker = pg_db.worker(poll_interval_ms=20, extensions=[stuck])
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        pass
+
+    running = asyncio.ensure_future(worker.run())
+    async with pg_db.client() as cq:
+        task = await cq.submit("job")
+        assert (await cq.wait(task.id, timeout_ms=10_000)).status == "succeeded"
+    stuck.closing = True
+    await asyncio.wait_for(stuck.waiting.wait(), 10)
+    await worker.client.backend._async_source.close()  # type: ignore[attr-defined]
+    await asyncio.wait_for(running, timeout=10)
     await worker.close()

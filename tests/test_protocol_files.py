@@ -12,7 +12,7 @@ import pytest
 
 import cairnq
 from cairnq._sql import find_protocol_root, load_migrations, load_statements
-from cairnq.backends.sqlite import split_script
+from cairnq.backends._sqlite_files import split_script
 from cairnq.drivertest.test_parity import (
     DIALECT_EXTRAS,
     check_one_statement_per_file,

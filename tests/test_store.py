@@ -465,7 +465,7 @@ async def test_a_store_without_the_workflow_tables_settles_with_the_protocol_s_s
         assert replaced.status == "queued"
     # The ledger is read at most once for all four writes, and no workflow statement runs.
     assert backend.statements.count("ledger_applied") <= 1
-    assert [s for s in backend.statements if s.startswith("workflow_")] == []
+    assert [s for s in backend.statements if s.startswith("workflows_")] == []
 
 
 # --- stores made from a database, CairnQ(store), Worker(store, queues) ------------------------

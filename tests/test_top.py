@@ -16,8 +16,8 @@ import pytest
 
 from cairnq import Limit, SyncCairnQ, kernel
 from cairnq.cli import main
+from cairnq.extensions.limits._claim import ClaimGate
 from cairnq.models import Lease, Task
-from cairnq.protocol.limits import ClaimGate
 from cairnq.testing import FakeClock
 from cairnq.top import CLEAR_SCREEN, Frame, percent, progress_bar, render_frame, run_top
 

@@ -17,18 +17,26 @@ SIGCONT. The thread that reached the point then waits for the file named by
 only when the kernel next looks: without the wait, that thread could run on.
 ``before_write:<op>`` is a write operation about to start, after every check the
 process makes on its own and before anything of it reaches the database, with
-no transaction open (so a frozen process holds no lock).
+no transaction open (so a frozen process holds no lock): on PostgreSQL, where
+other calls of the process may be inside a write transaction of their own
+meanwhile, the point waits for them to end (``writes_open``; counted only while
+a pause point is armed).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 
 ARMED: str | None = os.environ.get("CAIRNQ_CRASHPOINT") or None
 PAUSE_ARMED: str | None = os.environ.get("CAIRNQ_PAUSEPOINT") or None
 _paused = False
+# Write transactions of this process open now, counted only while a pause point is armed.
+_writes_open = 0
+_writes_lock = threading.Lock()
 
 
 def crashpoint(name: str) -> None:
@@ -55,3 +63,38 @@ def pausepoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
         while resume and not os.path.exists(resume):
             time.sleep(0.002)
+
+
+def write_began() -> None:
+    """A write transaction opens (call only while a pause point is armed)."""
+    global _writes_open
+    with _writes_lock:
+        _writes_open += 1
+
+
+def write_ended() -> None:
+    """The write transaction ``write_began`` counted has ended."""
+    global _writes_open
+    with _writes_lock:
+        _writes_open -= 1
+
+
+def _pausing(name: str) -> bool:
+    return PAUSE_ARMED is not None and name == PAUSE_ARMED and not _paused
+
+
+async def apausepoint_when_quiet(name: str) -> None:
+    """``pausepoint(name)``, once no other write transaction of this process is open."""
+    if _pausing(name):
+        # Polled, not an Event: threads of the blocking paths count here too.
+        while _writes_open:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        pausepoint(name)
+
+
+def pausepoint_when_quiet(name: str) -> None:
+    """``pausepoint(name)``, once no other thread of this process has a write transaction open."""
+    if _pausing(name):
+        while _writes_open:
+            time.sleep(0.001)
+        pausepoint(name)

@@ -24,11 +24,11 @@ from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
+from .extensions.limits import _ops as _limits
+from .extensions.limits._model import LimitUsage
 from .extensions.schedules import _ops as _schedules
 from .kernel import views as _reads
-from .limits import LimitUsage
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
-from .protocol import limits as _limits
 
 __all__ = [
     "Frame",

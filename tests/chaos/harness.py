@@ -137,6 +137,14 @@ class Run:
             }
             self.clients.append(self._spawn("client", config))
 
+    def worker_stopped(self, index: int) -> bool:
+        """Whether worker ``index``'s process is stopped (SIGSTOP, or at its pause point)."""
+        try:
+            stat = Path(f"/proc/{self.workers[index].pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
     def signal_worker(self, index: int, sig: int) -> bool:
         """Signal a live worker's process group; whether it was alive to receive it."""
         proc = self.workers[index]

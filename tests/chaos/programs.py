@@ -255,7 +255,7 @@ def _limit_per_process() -> None:
     """Limits counted per process: a limited claim sees only this worker's running tasks
     (what a process-local counter, like a worker's ``resources``, would know), so every
     process admits up to the limit per key on its own."""
-    from cairnq.protocol import limits as _limits
+    from cairnq.extensions.limits import _claim as _limits
     from cairnq.protocol.steps import Call
 
     real = _limits.ClaimGate.claim
@@ -264,7 +264,7 @@ def _limit_per_process() -> None:
         return (
             yield from _answering(
                 real(self, queues, names, want, worker_id, *rest),
-                "limit_running",
+                "limits_running",
                 lambda step: _own_running(self, step.params["names"], worker_id),
             )
         )

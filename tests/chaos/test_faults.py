@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .._db import Database
+from .._db import Database, admin_connect
 from .harness import Config, Run, run_standard
 from .history import load
 
@@ -109,9 +109,10 @@ def test_a_frozen_worker_loses_its_lease_and_its_late_writes_change_nothing(
 ) -> None:
     """A worker frozen at a random point past its lease, another process sharing its worker id:
     the tasks are recovered and run again, and nothing the frozen one does after resuming
-    counts. Where it freezes is left to chance here; the scenario whose zombie is frozen
-    just before its settlement statement, so the write reaches the database, is
-    ``test_mutants``' stale-writer run."""
+    counts. Where it freezes is left to chance here, outside a write transaction (frozen
+    inside one, it would hold its locks until it resumed; docs/guarantees.md); the
+    scenario whose zombie is frozen just before its settlement statement, so the write
+    reaches the database, is ``test_mutants``' stale-writer run."""
     config = Config(
         workers=0,
         clients=1,
@@ -136,19 +137,44 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 30) -> Non
 
 
 def _write_lock(db: Database) -> str:
-    """Whether another process holds the database's write lock now (SQLite: a frozen
-    process stopped inside a write transaction keeps it, and every writer waits)."""
+    """Whether another process holds a write transaction open now (SQLite: the write
+    lock, which every writer then waits for; PostgreSQL: a lock that a write takes on a
+    table of the test's schema, whose rows a recovery then skips)."""
     if db.path is None:
-        return "the write lock is not probed on this backend"
+        assert db.schema is not None
+        with admin_connect(db.url) as conn:
+            row = conn.execute(
+                "select count(*) from pg_locks as l"
+                " join pg_class as c on c.oid = l.relation"
+                " join pg_namespace as n on n.oid = c.relnamespace"
+                " where n.nspname = %s and l.granted and l.mode = 'RowExclusiveLock'",
+                (db.schema,),
+            ).fetchone()
+        held = row[0] if row else 0
+        return f"{held} table lock(s) of a write held" if held else "no write is open"
     conn = sqlite3.connect(db.path, timeout=0)
     try:
         conn.execute("begin immediate")
         conn.rollback()
-        return "no process holds the SQLite write lock"
+        return "no write is open"
     except sqlite3.OperationalError as exc:
         return f"the SQLite write lock is held ({exc})"
     finally:
         conn.close()
+
+
+def _freeze_outside_a_write(run: Run, db: Database, index: int) -> None:
+    """SIGSTOP worker ``index`` at a moment it has no write transaction open, trying again
+    (SIGCONT, a few milliseconds, SIGSTOP) while it has: a process frozen inside one holds
+    its locks until it resumes, and what is tested is the recovery of its leases."""
+    for _ in range(200):
+        run.signal_worker(index, signal.SIGSTOP)
+        _until(lambda: run.worker_stopped(index), "the worker stopped")
+        if _write_lock(db) == "no write is open":
+            return
+        run.signal_worker(index, signal.SIGCONT)
+        time.sleep(0.005)
+    raise AssertionError(f"the worker never stopped outside a write: {_write_lock(db)}")
 
 
 def _events(run: Run, index: int, names: set[str]) -> list[dict[str, Any]]:
@@ -171,7 +197,7 @@ def frozen_worker_run(db: Database, folder: Path, config: Config) -> object:
                 lambda: client.stats().get("default", {}).get("running", 0) >= 1,
                 "the worker is running tasks",
             )
-        run.signal_worker(zombie, signal.SIGSTOP)
+        _freeze_outside_a_write(run, db, zombie)
         rescuer = run.start_worker(concurrency=6)
         try:
             _until(

@@ -38,15 +38,6 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 30) -> Non
         time.sleep(0.005)
 
 
-def _stopped(run: Run, index: int) -> bool:
-    """Whether the worker's process has stopped itself (SIGSTOP at its pause point)."""
-    try:
-        stat = Path(f"/proc/{run.workers[index].pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] == "T"
-
-
 def _running_tasks(client: SyncCairnQ) -> list[Any]:
     return client.list(status="running", limit=1000)
 
@@ -89,7 +80,7 @@ def _freeze_a_settling_zombie(run: Run) -> int:
         "CAIRNQ_PAUSEPOINT_RESUME": str(run.folder / "resume"),
     }
     zombie = run.start_worker(concurrency=6, env=env)
-    _until(lambda: _stopped(run, zombie), "the zombie froze before its settlement")
+    _until(lambda: run.worker_stopped(zombie), "the zombie froze before its settlement")
     return zombie
 
 

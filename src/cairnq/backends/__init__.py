@@ -24,6 +24,7 @@ from ._registry import (
     registration,
     url_scheme,
 )
+from ._sqlite_files import sqlite_path_from_url
 from .base import (
     Backend,
     Clocked,
@@ -50,7 +51,7 @@ from .pg_executor import (
     create_pool_executor,
     is_executor,
 )
-from .sqlite import SQLiteBackend, Synchronous, sqlite_path_from_url
+from .sqlite import SQLiteBackend, Synchronous
 
 if TYPE_CHECKING:
     from .postgres import (

@@ -13,7 +13,14 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from .._crashpoints import (
+    ARMED,
+    PAUSE_ARMED,
+    apausepoint_when_quiet,
+    around_commit,
+    write_began,
+    write_ended,
+)
 from ..errors import StoreClosed, UnsupportedBackend
 from ..protocol.steps import (
     Call,
@@ -121,8 +128,10 @@ class AsyncPostgresPaths(PostgresCore):
         return await self._arun_now(op, write=write)
 
     async def _arun_now(self, op: Op[T], *, write: bool) -> T:
-        if PAUSE_ARMED is not None and write:
-            pausepoint(f"before_write:{_op_name(op)}")
+        counted = PAUSE_ARMED is not None and write
+        if counted:
+            await apausepoint_when_quiet(f"before_write:{_op_name(op)}")
+            write_began()
 
         async def attempt() -> tuple[T, list[Emit]]:
             async with self._async_connection() as conn:
@@ -132,6 +141,9 @@ class AsyncPostgresPaths(PostgresCore):
             value, emits = await self._abounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
+        finally:
+            if counted:
+                write_ended()
         self.hub.publish(emits)
         return value
 

@@ -8,7 +8,14 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from .._crashpoints import ARMED, PAUSE_ARMED, around_commit, pausepoint
+from .._crashpoints import (
+    ARMED,
+    PAUSE_ARMED,
+    around_commit,
+    pausepoint_when_quiet,
+    write_began,
+    write_ended,
+)
 from ..errors import StoreClosed, UnsupportedBackend
 from ..protocol.steps import (
     Call,
@@ -114,8 +121,10 @@ class SyncPostgresPaths(PostgresCore):
         return self._run_now(op, write=write)
 
     def _run_now(self, op: Op[T], *, write: bool) -> T:
-        if PAUSE_ARMED is not None and write:
-            pausepoint(f"before_write:{_op_name(op)}")
+        counted = PAUSE_ARMED is not None and write
+        if counted:
+            pausepoint_when_quiet(f"before_write:{_op_name(op)}")
+            write_began()
 
         def attempt() -> tuple[T, list[Emit]]:
             with self._sync_connection() as conn:
@@ -125,6 +134,9 @@ class SyncPostgresPaths(PostgresCore):
             value, emits = self._bounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
+        finally:
+            if counted:
+                write_ended()
         self.hub.publish(emits)
         return value
 

@@ -36,7 +36,6 @@ import logging
 import os
 import queue
 import sqlite3
-import stat
 import tempfile
 import threading
 import time
@@ -52,7 +51,6 @@ from .._filewatch import watch_database
 from .._wakeups import WakeHub, hub_for
 from ..errors import (
     CairnQError,
-    DatabaseBusy,
     DatabaseError,
     DatabaseUnavailable,
     InvalidArgument,
@@ -62,8 +60,18 @@ from ..errors import (
 from ..protocol import steps as _steps
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Rows, Script, drive, is_single_statement
-from ._registry import opening, register_backend, registration
-from .base import Inspection, LoopBinding, bind, missing_table
+from ._registry import opening, register_backend
+from ._sqlite_errors import _busy, _out_of_space, _translate
+from ._sqlite_files import (
+    LOW_SPACE_BYTES,
+    _check_file_mode,
+    _create_file,
+    _file_path,
+    _free_bytes,
+    _path,
+    split_script,
+)
+from .base import Inspection, LoopBinding, bind
 
 T = TypeVar("T")
 
@@ -71,9 +79,6 @@ log = logging.getLogger("cairnq.sqlite")
 
 Synchronous = Literal["full", "normal"]
 MAX_GROUP = 128
-# Below this much free space the WAL, which grows by up to 1000 pages (4 MiB) between
-# automatic checkpoints, could take what is left; the writer then checkpoints eagerly.
-LOW_SPACE_BYTES = 16 * 1024 * 1024
 SPACE_CHECK_S = 1.0
 # The writer's waits for another process's write lock: first and longest pause.
 BEGIN_FIRST_PAUSE_S = 0.00005
@@ -883,268 +888,6 @@ class SQLiteBackend:
 
 def _op_name(op: Op[Any]) -> str:
     return str(getattr(op, "__name__", ""))
-
-
-def split_script(source: str) -> list[str]:
-    """Split a migration file into statements (never ``executescript``: it COMMITs)."""
-    out: list[str] = []
-    pending = ""
-    for line in source.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            if pending.strip():
-                out.append(pending)
-            pending = ""
-    if pending.strip() and any(
-        ln.strip() and not ln.strip().startswith("--") for ln in pending.splitlines()
-    ):
-        out.append(pending)
-    return out
-
-
-def _file_path(path: str) -> str:
-    """The file system path of a database named by a path or a ``file:`` URI."""
-    if not path.startswith("file:"):
-        return path
-    return urllib.parse.unquote(urllib.parse.urlsplit(path).path)
-
-
-def _free_bytes(path: str) -> int:
-    """Bytes an unprivileged writer may still use on ``path``'s file system."""
-    try:
-        st = os.statvfs(os.path.dirname(path) or ".")
-    except (OSError, AttributeError):
-        return LOW_SPACE_BYTES
-    return st.f_bavail * st.f_frsize
-
-
-def _busy(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite reporting the write lock held by another connection."""
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    return name.startswith("SQLITE_BUSY") or "database is locked" in str(exc)
-
-
-def _out_of_space(exc: BaseException) -> bool:
-    """A ``sqlite3`` error that may mean the disk is full (``SQLITE_FULL``, an I/O error)."""
-    if not isinstance(exc, sqlite3.Error):
-        return False
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    text = str(exc)
-    return (
-        name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
-        or "database or disk is full" in text
-        or "disk I/O error" in text
-    )
-
-
-def _check_file_mode(mode: int | None) -> int | None:
-    """``file_mode`` as given, once it is permission bits that let the owner read and write."""
-    if mode is None:
-        return None
-    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
-        raise InvalidArgument(f"file_mode must be permission bits such as 0o600, not {mode!r}")
-    if mode & 0o600 != 0o600:
-        raise InvalidArgument(
-            f"file_mode {mode:#o} must let the owner read and write the file (0o600 at least)"
-        )
-    return mode
-
-
-def _owner_and_mode(name: str) -> str:
-    try:
-        st = os.stat(name)
-    except OSError:
-        return ""
-    return f"owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
-
-
-def _read_only_file_system(folder: str) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):
-        return False
-
-
-def _may(name: str, flag: int) -> bool:
-    """``os.access`` for the effective user, the one the file system checks."""
-    effective = os.access in os.supports_effective_ids
-    return os.access(name, flag, effective_ids=effective)
-
-
-def _permission_problem(path: str) -> str | None:
-    """What keeps this process from opening the database at ``path``; None if nothing does.
-
-    SQLite needs to enter the file's directory, to read and write the file and
-    its ``-wal`` and ``-shm`` files, and to create those two in the directory
-    when they are missing.
-    """
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        return None
-    user = f"this user (uid {os.geteuid()})" if hasattr(os, "geteuid") else "this user"
-    if not _may(folder, os.X_OK):
-        return f"permission denied: {user} cannot enter the directory {folder}"
-    if _read_only_file_system(folder):
-        return f"the file system holding {folder} is mounted read-only"
-    names = [path, f"{path}-wal", f"{path}-shm"]
-    for name in names:
-        if not os.path.exists(name):
-            continue
-        lacking = [
-            word for flag, word in ((os.R_OK, "read"), (os.W_OK, "write")) if not _may(name, flag)
-        ]
-        if lacking:
-            return (
-                f"permission denied: {user} cannot {' or '.join(lacking)} the file {name} "
-                f"({_owner_and_mode(name)}; see the file_mode option for files shared by users)"
-            )
-    missing = [os.path.basename(name) for name in names if not os.path.exists(name)]
-    if missing and not _may(folder, os.W_OK):
-        return (
-            f"permission denied: {user} cannot write in the directory {folder} "
-            f"({_owner_and_mode(folder)}), where SQLite must create {', '.join(missing)}"
-        )
-    return None
-
-
-def _create_file(path: str, mode: int | None) -> None:
-    """Create the database file at ``path`` (absolute) unless it exists; never a directory.
-
-    With ``mode`` the file gets exactly those bits, whatever the umask; with None,
-    ``0o666`` less the umask. SQLite creates the ``-wal`` and ``-shm`` files with
-    the database file's mode.
-
-    Raises:
-        DatabaseUnavailable: the directory is missing, or the file cannot be created.
-    """
-    if os.path.exists(path):
-        return
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        what = "is not a directory" if os.path.exists(folder) else "does not exist"
-        raise DatabaseUnavailable(
-            f"cannot create SQLite database {path!r}: the directory {folder} {what}; "
-            "cairnq creates no directories: create it first, or fix the path",
-            retryable=False,
-        )
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 if mode is None else mode)
-    except FileExistsError:
-        return
-    except PermissionError as exc:
-        problem = _permission_problem(path) or f"permission denied ({exc.strerror})"
-        raise DatabaseUnavailable(f"cannot create SQLite database {path!r}: {problem}") from exc
-    except OSError as exc:
-        raise DatabaseUnavailable(f"cannot create SQLite database {path!r}: {exc}") from exc
-    try:
-        if mode is not None:
-            os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-
-
-def _translate(exc: BaseException, busy_timeout_ms: int, path: str | None = None) -> BaseException:
-    """Turn a ``sqlite3`` error into a ``cairnq.errors`` one; anything else passes through.
-
-    ``path`` is the database file: an error opening or writing it names the file
-    and, when permissions are the cause, what this process may not do.
-    """
-    if isinstance(exc, CairnQError) or not isinstance(exc, sqlite3.Error):
-        return exc
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    text = str(exc)
-    where = f" {path!r}" if path else ""
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
-        return DatabaseBusy(
-            f"SQLite database is locked: another connection held the write lock for longer "
-            f"than busy_timeout_ms={busy_timeout_ms}"
-        )
-    if name.startswith("SQLITE_FULL") or "database or disk is full" in text:
-        return DatabaseError(f"SQLite database or disk is full: {text}", retryable=True)
-    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
-        return DatabaseError(
-            f"SQLite could not read or write the disk ({name or text}); is it full or failing?",
-            retryable=True,
-        )
-    if name.startswith("SQLITE_READONLY") or "readonly" in text:
-        problem = _permission_problem(path) if path else None
-        because = f": {problem}" if problem else ""
-        return DatabaseError(
-            f"SQLite database{where} is read-only for this process ({text}){because}"
-        )
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
-        problem = _permission_problem(path) if path else None
-        if problem:
-            return DatabaseUnavailable(f"cannot open SQLite database{where}: {problem}")
-        return DatabaseUnavailable(f"cannot open SQLite database{where}: {text}")
-    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
-        return DatabaseError(f"file is not a usable SQLite database: {text}")
-    if "no such table: cairnq_" in text:
-        return missing_table(text.rsplit(":", 1)[-1].strip())
-    if isinstance(exc, sqlite3.IntegrityError):
-        return DatabaseError(f"SQLite rejected the write: {text}")
-    return DatabaseError(f"SQLite error: {text}")
-
-
-def sqlite_path_from_url(url: str) -> str:
-    """``sqlite:///relative.db`` -> ``relative.db``; ``sqlite:////abs/x.db`` -> ``/abs/x.db``.
-
-    Raises:
-        InvalidArgument: the URL has a host part (``sqlite://tasks.db``) or names no file.
-
-    Example::
-
-        sqlite_path_from_url("sqlite:////var/lib/app/q.db")   # "/var/lib/app/q.db"
-    """
-    rest = url[len("sqlite://") :]
-    if not rest.startswith("/"):
-        guess = rest.split("?", 1)[0]
-        hint = f"did you mean sqlite:///{guess} (relative)? " if guess else ""
-        raise InvalidArgument(
-            f"malformed SQLite URL {url!r}: {hint}"
-            "use sqlite:///relative/path.db or sqlite:////abs/path.db"
-        )
-    path = urllib.parse.unquote(rest[1:].split("?", 1)[0])
-    if not path:
-        raise InvalidArgument(f"SQLite URL {url!r} names no file")
-    return path
-
-
-def _check_sqlite_path(path: str) -> str:
-    """``path`` unless it is a misspelt URL that would name an oddly named file.
-
-    ``sqlite:tasks.db`` and ``sqlite:/tmp/x.db`` (no ``//``) are not URLs to
-    SQLite: as file paths they would create a file named ``sqlite:tasks.db`` or
-    a directory named ``sqlite:``. The same goes for the other registered URL
-    schemes (``postgresql:db``). ``file:`` URIs and ``:memory:`` are paths.
-
-    Raises:
-        InvalidArgument: the path starts with a URL scheme and a colon, without ``//``.
-    """
-    prefix, colon, rest = path.partition(":")
-    if not colon or "://" in path:
-        return path
-    if prefix.lower() == "sqlite":
-        if rest.startswith("/"):
-            spelled = rest.lstrip("/")
-            hint = f"sqlite:////{spelled} (absolute) or sqlite:///{spelled} (relative)"
-        elif rest:
-            hint = f"sqlite:///{rest} (relative) or sqlite:////abs/path.db"
-        else:
-            hint = "sqlite:///relative/path.db or sqlite:////abs/path.db"
-        raise InvalidArgument(f"malformed SQLite URL {path!r}: did you mean {hint}?")
-    if len(prefix) > 1 and prefix.lower() != "file" and registration(prefix.lower()) is not None:
-        raise InvalidArgument(
-            f"malformed database URL {path!r}: did you mean {prefix}://{rest.lstrip('/')}?"
-        )
-    return path
-
-
-def _path(url: str) -> str:
-    """The file a ``sqlite://`` URL or a path names (``location`` of the registration)."""
-    if url[: len("sqlite://")].lower() == "sqlite://":
-        return sqlite_path_from_url(url)
-    return _check_sqlite_path(url)
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:

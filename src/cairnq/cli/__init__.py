@@ -22,7 +22,6 @@ from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._flow import cmd_pause, cmd_paused, cmd_resume
-from ._limits import add_commands as add_limit_commands
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._target import (
@@ -430,8 +429,6 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--queue")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=cmd_stats)
-
-    add_limit_commands(commands, common)
 
     top = command(
         "top",

@@ -41,12 +41,12 @@ from ..errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
+from ..extensions.limits._model import Limit, LimitUsage
 from ..extensions.schedules._model import Schedule, ScheduleSlot
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from ..kernel.views import WORKERS_MIGRATION
-from ..limits import Limit, LimitUsage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from ..protocol.durable import Attempt, StepRecord
 from ..protocol.flow import Pause

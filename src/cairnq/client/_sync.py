@@ -17,6 +17,8 @@ from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
+from ..extensions.limits import _ops as _limits
+from ..extensions.limits._model import Limit
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..extensions.workflows import _ops as _workflows
@@ -26,11 +28,9 @@ from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, follow
 from ..kernel.retention import Retention, SyncRetentionSweeper
-from ..limits import Limit
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import limits as _limits
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._core import (

@@ -1,6 +1,5 @@
-"""The dashboard's pages: overview, tasks, one task, workers, limits, the actions, /metrics,
-and the pages and task-page cards of the extensions that have some (``Extension.pages``:
-schedules' pages, workflows' graph card).
+"""The dashboard's pages: overview, tasks, one task, workers, the actions, /metrics, and
+the pages and task-page cards of the extensions that have some (``Extension.pages``).
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -19,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import import_module
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -29,14 +28,13 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
-from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
+from ..errors import DatabaseError, InvalidArgument
 from ..extensions import builtins
 from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
-from ..protocol import limits as _limits
 from ._charts import activity_chart, sparkline
 from ._host import PageHost, Redact
 from ._http import Handler, Incoming, incoming, redirect, route_path
@@ -44,8 +42,6 @@ from ._http import Handler, Incoming, incoming, redirect, route_path
 log = logging.getLogger("cairnq.dashboard")
 
 LIVE_HEADER = "x-cairnq-live"
-# The limits page shows this many keys of each limit (the busiest, or the emptiest buckets).
-LIMIT_KEYS_SHOWN = 5
 PURGE_BATCH = 1000
 PURGE_MAX_BATCHES = 100
 # The most one purge from the dashboard deletes; the page counts one more to say "over".
@@ -114,10 +110,13 @@ class PageSet(Protocol):
         """The POST of one of ``actions``, once read-only, origin and CSRF are checked."""
         ...
 
+
+@runtime_checkable
+class TaskCard(Protocol):
+    """A page set that also puts a card on the task page, below the task's own."""
+
     async def task_card(self, task: Task, view: View) -> str:
-        """Its card on the task page, below the task's own (``""`` for none); a live
-        refresh of the page renders it again."""
-        ...
+        """Its card for ``task`` (``""`` for none), in a live part named by the extension."""
 
 
 @dataclass(frozen=True)
@@ -514,6 +513,8 @@ class Pages:
     def __init__(self, dash: PageHost) -> None:
         self.dash = dash
         self.extensions: list[PageSet] = [import_module(m).pages(self) for m in EXTENSION_PAGES]
+        named = zip(EXTENSION_NAMES, self.extensions, strict=True)
+        self.cards = [(name, pages) for name, pages in named if isinstance(pages, TaskCard)]
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -557,7 +558,6 @@ class Pages:
                 ("/queue/resume", self.back_to_overview),
                 ("/workers", self.workers),
                 *(route for pages in self.extensions for route in pages.routes()),
-                ("/limits", self.limits),
                 ("/metrics", self.metrics),
             )
         ]
@@ -618,7 +618,6 @@ class Pages:
             ("tasks", "/tasks", "Tasks"),
             ("workers", "/workers", "Workers"),
             *(pages.nav for pages in self.extensions if pages.nav is not None),
-            ("limits", "/limits", "Limits"),
         ]
 
     def _error(self, request: Request, status: int, title: str, message: str) -> Response:
@@ -748,10 +747,7 @@ class Pages:
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         history = await run(_durable.history_if_ready(task.id), write=False)
-        cards = [
-            (name, Markup(await pages.task_card(task, view)))
-            for name, pages in zip(EXTENSION_NAMES, self.extensions, strict=True)
-        ]
+        cards = [(name, Markup(await card.task_card(task, view))) for name, card in self.cards]
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -944,21 +940,6 @@ class Pages:
 
     async def load_workers(self) -> Any:
         return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
-
-    async def limits(self, request: Request) -> Response:
-        view = self.view(request)
-        client = self.dash.client
-
-        async def load() -> Any:
-            return await client._run(_limits.usage(), write=False)
-
-        try:
-            usages = await self.dash.reads.get("limits", load)
-        except SchemaIncomplete as exc:
-            live = render("limits.html", view, error=str(exc), usages=[])
-        else:
-            live = render("limits.html", view, error="", usages=usages, keys_shown=LIMIT_KEYS_SHOWN)
-        return self._page(request, title="Limits", active="limits", body="", region=live)
 
     async def metrics(self, request: Request) -> Response:
         dash = self.dash

@@ -36,8 +36,8 @@ from ..kernel.points import (
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from ..worker._limits import LimitBook
     from ..worker._pauses import Pauses
+    from .limits._component import LimitBook
     from .schedules._model import ScheduleSpec
 
 TaskRows = Literal["trigger", "swept", "not_task_keyed"]
@@ -52,7 +52,8 @@ class Job(Protocol):
 
     def start(self) -> None: ...
 
-    async def stop(self) -> None: ...
+    async def stop(self, *, wait: bool = True) -> None:
+        """Stop; ``wait=False`` cancels a run in progress instead of letting it finish."""
 
 
 class Component(Protocol):

@@ -2,11 +2,10 @@
 
 Each declaration names the feature's migrations, tables and words, and builds its
 kernel hooks and worker parts from the code in ``protocol/`` and ``worker/`` (the
-limit book, the pauses), which moves into the feature's own folder later, as
-presence's, schedules' and workflows' have (``extensions/<name>/``). Snooze and
-durable steps have no worker part: they run
-inside the handler's context; attempt history runs inside the settlements, through
-its hooks, and its part only reads whether its table exists.
+pauses), which moves into the feature's own folder later, as presence's, schedules',
+limits' and workflows' have (``extensions/<name>/``). Snooze and durable steps have no
+worker part: they run inside the handler's context; attempt history runs inside the
+settlements, through its hooks, and its part only reads whether its table exists.
 """
 
 from __future__ import annotations
@@ -16,28 +15,8 @@ from typing import ClassVar
 
 from ..protocol import durable as _durable
 from ..protocol.durable import expired, record
-from ..worker._limits import LimitBook
 from ..worker._pauses import Pauses as PauseSet
 from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
-
-
-class LimitsComponent(Part):
-    """Prepare stores the declared limits, and refuses the start on a database
-    without the limits tables when any are declared; the job reloads the stored
-    limits once a second (none without the tables)."""
-
-    name = "limits"
-
-    def __init__(self, extension: Extension, book: LimitBook) -> None:
-        self.extension = extension
-        self.book = book
-
-    async def prepare(self) -> None:
-        missing = await self.extension.amissing(self.book.backend)
-        if missing and self.book.declared:
-            raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
-        await self.book.start(ready=not missing)
-        self.job = self.book.job if self.book.enabled else None
 
 
 class PausesComponent(Part):
@@ -71,25 +50,6 @@ class HistoryComponent(Part):
 
     async def prepare(self) -> None:
         self.switch.history = await self.backend.arun(_durable.steps_ready(), write=False)
-
-
-class Limits(Extension):
-    name = "limits"
-    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
-    optional = ("x0015_limit_keys_unbound.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {
-        "cairnq_limits": "not_task_keyed",
-        "cairnq_limit_keys": "swept",
-        "cairnq_rate_buckets": "not_task_keyed",
-    }
-    words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
-
-    def hooks(self, worker: WorkerView) -> Hooks:
-        # The book governs claims while a limit is in force.
-        return Hooks(draw_claimer=worker.book, in_use=worker.book.in_use)
-
-    def components(self, worker: WorkerView) -> Sequence[Component]:
-        return (LimitsComponent(self, worker.book),)
 
 
 class Pauses(Extension):

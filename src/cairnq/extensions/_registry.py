@@ -12,7 +12,8 @@ from ..errors import InvalidArgument
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Part, WorkerView
-from ._builtins import History, Limits, Pauses, Snooze, Steps
+from ._builtins import History, Pauses, Snooze, Steps
+from .limits import Limits
 from .presence import Presence
 from .schedules import Schedules
 from .workflows import Workflows

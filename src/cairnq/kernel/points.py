@@ -98,7 +98,9 @@ class DrawClaimer(Protocol):
     ) -> Op[list[Row]]:
         """Claim up to ``want`` due tasks of the draw that ``governing`` lets through.
 
-        Returns the claimed rows (with ``lease_token``), in claim order.
+        Returns the claimed rows (with ``lease_token``), in claim order. A row
+        the claimer claimed only for the worker to fail carries ``refusal``: the
+        error envelope (``errors.error_envelope``) it fails the task with.
         """
         ...
 

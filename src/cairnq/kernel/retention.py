@@ -261,8 +261,9 @@ class RetentionSweeper(_Sweeping):
         self._loop = asyncio.get_running_loop()
         self._job.start()
 
-    async def stop(self) -> None:
-        """Stop promptly, including mid-sweep between batches; waits for the batch in flight.
+    async def stop(self, *, wait: bool = True) -> None:
+        """Stop promptly, including mid-sweep between batches; waits for the batch in flight
+        unless ``wait`` is false (then it is cancelled).
 
         From another event loop than the one it started on, only once that loop
         is closed (its task ended with it).
@@ -278,7 +279,7 @@ class RetentionSweeper(_Sweeping):
             return
         self._stopping.set()
         self._loop = None
-        await self._job.stop()
+        await self._job.stop(wait=wait)
 
     async def sweep(self) -> int:
         """Purge everything past the cutoffs now, batch by batch; returns rows deleted.

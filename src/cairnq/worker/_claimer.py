@@ -99,6 +99,8 @@ class Claimer:
         self.points = points
         self.calls: set[asyncio.Task[None]] = set()
         self.contexts: dict[str, TaskContext] = {}
+        # A claim found the backend closed: no run of a component can reach the database.
+        self.backend_closed = False
         self._settling: set[asyncio.Task[Any]] = set()
         self._calls_by_name: Counter[str] = Counter()
         self._bytes_in_flight = 0
@@ -142,6 +144,7 @@ class Claimer:
                 log.warning(
                     "the worker's backend was closed; stopping", extra={"worker_id": self.worker_id}
                 )
+                self.backend_closed = True
                 self._stop()
                 break
             except Exception as exc:
@@ -308,9 +311,9 @@ class Claimer:
     ) -> TaskContext | None:
         """A context for a claimed row, or None after failing a row no handler can take."""
         lease = Lease.of(row)
-        limit_error = row.get("limit_error") if isinstance(row, dict) else None
-        if limit_error is not None:
-            self._reject(lease, limit_error, row)
+        refusal = row.get("refusal") if isinstance(row, dict) else None
+        if refusal is not None:  # a draw claimer's: fail the task with it
+            self._reject(lease, refusal, row)
             return None
         if registration is None:
             envelope = error_envelope(

@@ -59,8 +59,8 @@ class Heartbeater:
         self._last_turn = time.monotonic()
         self.job.start()
 
-    async def stop(self) -> None:
-        await self.job.stop()
+    async def stop(self, *, wait: bool = True) -> None:
+        await self.job.stop(wait=wait)
         if self._beating is not None:
             self._beating.cancel()
 

@@ -117,38 +117,42 @@ class Lifecycle:
                 job.start()
         self.started = True
 
-    async def stop(self, *, drain: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def stop(
+        self, *, drain: Callable[[], Awaitable[None]] | None = None, wait: bool = True
+    ) -> None:
         """Stop every job and close every prepared component, in reverse order.
 
         Those without ``stops_after_drain`` go first, then ``drain()`` runs, then
         the others. An error a stop or close raises is reported and the others
         are stopped all the same; a cancel is raised once every one is stopped.
-        Nothing is stopped twice.
+        Nothing is stopped twice. ``wait=False`` cancels the jobs' runs in
+        progress instead of letting them finish (the database is gone: a run
+        waiting on it would only wait).
         """
         opened, self._open = self._open, []
         early = [entry for entry in reversed(opened) if not entry[0].stops_after_drain]
         late = [entry for entry in reversed(opened) if entry[0].stops_after_drain]
         try:
-            await self._stop_all(early)
+            await self._stop_all(early, wait)
             if drain is not None:
                 await drain()
         finally:
-            await self._stop_all(late)
+            await self._stop_all(late, wait)
 
-    async def _stop_all(self, entries: list[tuple[Component, Job | None]]) -> None:
+    async def _stop_all(self, entries: list[tuple[Component, Job | None]], wait: bool) -> None:
         cancelled: BaseException | None = None
         for component, job in entries:
             try:
-                await self._stop_one(component, job)
+                await self._stop_one(component, job, wait)
             except BaseException as exc:  # a cancel: the rest still stop, then it is raised
                 cancelled = cancelled or exc
         if cancelled is not None:
             raise cancelled
 
-    async def _stop_one(self, component: Component, job: Job | None) -> None:
+    async def _stop_one(self, component: Component, job: Job | None, wait: bool) -> None:
         try:
             if job is not None:
-                await job.stop()
+                await job.stop(wait=wait)
             await component.close()
         except Exception as exc:
             try:

@@ -63,8 +63,9 @@ class Recoverer:
     def start(self) -> None:
         self.job.start()
 
-    async def stop(self) -> None:
-        """Stop at once, a recovery in progress included (the next worker finishes it)."""
+    async def stop(self, *, wait: bool = True) -> None:
+        """Stop at once, a recovery in progress included (the next worker finishes it),
+        whatever ``wait`` says."""
         await self.job.stop(wait=False)
 
     async def recover(self, batches: int = RECOVERY_BATCHES) -> int:

@@ -35,10 +35,11 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
+from ..extensions.limits._component import LimitBook, check_declared
+from ..extensions.limits._model import Limit
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
-from ..limits import Limit
 from ..models import TaskDef
 from ..protocol import durable as _durable
 from ..protocol import flow as _flow
@@ -50,7 +51,6 @@ from ._context import CallScope, Listener, Runtime
 from ._executor import Executor
 from ._heartbeater import Heartbeater
 from ._lifecycle import Lifecycle
-from ._limits import LimitBook, check_declared
 from ._pauses import Pauses
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
@@ -873,7 +873,9 @@ class Worker:
                     lifecycle.start()
                 await run.claimer.run()
         finally:
-            await lifecycle.stop(drain=lambda: self._drain(run))
+            await lifecycle.stop(
+                drain=lambda: self._drain(run), wait=not run.claimer.backend_closed
+            )
             run.close()
             log.info("worker stopped", extra={"worker_id": self.worker_id})
 

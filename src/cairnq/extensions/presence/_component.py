@@ -179,9 +179,9 @@ class Presence:
                 return
             self._after_failing = False
 
-    async def stop(self) -> None:
+    async def stop(self, *, wait: bool = True) -> None:
         """Stop refreshing the row, then delete it (``close``)."""
-        await self.job.stop()
+        await self.job.stop(wait=wait)
         await self.close()
 
     async def close(self) -> None:

@@ -148,9 +148,9 @@ class Jobs:
         for job in self.jobs:
             job.start()
 
-    async def stop(self) -> None:
+    async def stop(self, *, wait: bool = True) -> None:
         for job in reversed(self.jobs):
-            await job.stop()
+            await job.stop(wait=wait)
 
 
 class WorkflowsComponent(Part):

@@ -14,9 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ....dashboard._http import Handler, incoming, redirect
-from ....dashboard._pages import Pages, View, render
+from ....dashboard._pages import Pages, render
 from ....errors import InvalidArgument, SchemaIncomplete
-from ....models import Task
 from .. import _ops as _schedules
 
 log = logging.getLogger("cairnq.dashboard")
@@ -122,10 +121,6 @@ class SchedulePages:
         done = "paused" if paused else "resumed"
         log.info("dashboard: schedule %s -> %s", name, done)
         return redirect(request, "/schedule", {"name": name, "done": done})
-
-    async def task_card(self, task: Task, view: View) -> str:
-        """No card on the task page."""
-        return ""
 
 
 def pages(host: Pages) -> SchedulePages:

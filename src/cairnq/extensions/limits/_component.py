@@ -13,13 +13,13 @@ import logging
 import time
 from collections.abc import Sequence
 
-from ..backends import Backend
-from ..errors import InvalidArgument
-from ..kernel.periodic import ErrorHook, PeriodicJob
-from ..limits import Limit
-from ..protocol import limits as _limits
-from ..protocol.limits import ClaimGate
-from ..protocol.steps import Op, Row
+from ...backends import Backend
+from ...errors import InvalidArgument
+from ...kernel.periodic import ErrorHook, PeriodicJob
+from ...protocol.steps import Op, Row
+from . import _ops as _limits
+from ._claim import ClaimGate
+from ._model import Limit
 
 log = logging.getLogger("cairnq.worker")
 

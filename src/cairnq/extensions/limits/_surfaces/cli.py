@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ..errors import InvalidArgument
-from ..limits import Limit, LimitUsage
-from ._render import json_text
-from ._target import open_client
+from ....cli._render import json_text
+from ....cli._target import open_client
+from ....errors import InvalidArgument
+from .._model import Limit, LimitUsage
 
 
 def add_commands(
-    commands: argparse._SubParsersAction[Any],
+    command: Callable[..., argparse.ArgumentParser],
     parents: Sequence[argparse.ArgumentParser],
+    formatter: type[argparse.HelpFormatter],
+    count: Any,
 ) -> None:
-    """Register ``cairnq limits`` and its subcommands."""
-    limits = commands.add_parser(
+    """``cairnq limits`` (``command(name, summary, example, description)`` adds it to
+    ``cairnq``) and its ``set``, ``ls`` and ``rm`` subcommands."""
+    limits = command(
         "limits",
-        help="set, list and remove concurrency and rate limits",
-        description="Concurrency and rate limits every cairnq worker on the database "
+        "set, list and remove concurrency and rate limits",
+        "cairnq limits set 2 --queue emails --key payload.customer",
+        "Concurrency and rate limits every cairnq worker on the database "
         "enforces when it claims; workers apply a change within about a second.",
-        epilog="example: cairnq limits set 2 --queue emails --key payload.customer",
-        parents=list(parents),
     )
     actions = limits.add_subparsers(dest="limits_command", metavar="ACTION", required=True)
     put = actions.add_parser(
@@ -33,6 +35,7 @@ def add_commands(
         "rate limit (N per period, as a token bucket of --burst).",
         epilog="example: cairnq limits set 20 --per 1s --burst 5 --queue llm",
         parents=list(parents),
+        formatter_class=formatter,
     )
     put.add_argument("limit", type=int, help="tasks running at once, or per period")
     scope = put.add_mutually_exclusive_group(required=True)
@@ -48,6 +51,7 @@ def add_commands(
         help="list limits with their running and waiting tasks",
         epilog="example: cairnq limits ls --json",
         parents=list(parents),
+        formatter_class=formatter,
     )
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(run=cmd_limits_ls)
@@ -56,6 +60,7 @@ def add_commands(
         help="remove a limit",
         epilog="example: cairnq limits rm per-customer",
         parents=list(parents),
+        formatter_class=formatter,
     )
     remove.add_argument("id", help="the limit's id (as `cairnq limits ls` shows it)")
     remove.set_defaults(run=cmd_limits_rm)

@@ -1,15 +1,13 @@
-"""Operations on limits (extension tables ``cairnq_limits``, ``cairnq_limit_keys``,
-``cairnq_rate_buckets``) and the limited claim.
+"""The limited claim: the limits' draw claimer, inside the worker's claim transaction.
 
-A limited claim runs inside the worker's claim transaction, for the draws some
-limit governs. It locks the governing limits' rows (PostgreSQL ``FOR UPDATE``;
-SQLite's write transaction is exclusive already), so claims under one limit run
-one at a time; reads the running tasks per key from the keys recorded at claim;
-then walks the due tasks in claim order, a page at a time, admitting each task
-whose every governing limit has room for its key and skipping the others, so a
-saturated key never holds back another. The admitted tasks are claimed, their
-keys recorded and the rate buckets they drew on written, all in that same
-transaction: the counts the next claim reads include them.
+A limited claim runs for the draws some limit governs. It locks the governing
+limits' rows (PostgreSQL ``FOR UPDATE``; SQLite's write transaction is exclusive
+already), so claims under one limit run one at a time; reads the running tasks per
+key from the keys recorded at claim; then walks the due tasks in claim order, a
+page at a time, admitting each task whose every governing limit has room for its
+key and skipping the others, so a saturated key never holds back another. The
+admitted tasks are claimed, their keys recorded and the rate buckets they drew on
+written, all in that same transaction: the counts the next claim reads include them.
 """
 
 from __future__ import annotations
@@ -19,161 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import kernel
-from .._checks import check_text
-from ..errors import InvalidArgument, SchemaIncomplete, SerializationError, error_envelope
-from ..limits import Limit, LimitKeyError, LimitUsage
-from ..models import Task
-from .steps import NOW, Call, Op, Row
+from ... import kernel
+from ...errors import SerializationError, error_envelope
+from ...models import Task
+from ...protocol.steps import Call, Op, Row
+from ._model import Limit, LimitKeyError
+from ._ops import database_now
 
-LIMITS_MIGRATION = "x0006_limits.sql"
 PAGE = 256
 MIN_PAGE = 16
 PRUNE_EVERY = 16
 MAX_SCAN = 4096
-WAITING_CAP = 10_000
-SOURCES = ("worker", "operator")
-
-
-def limits_ready() -> Op[bool]:
-    """Whether the database has the limits tables (migration ``x0006_limits.sql``)."""
-    applied = yield from kernel.applied_migrations()
-    return LIMITS_MIGRATION in applied
-
-
-def _require() -> Op[None]:
-    ready = yield from limits_ready()
-    if not ready:
-        raise SchemaIncomplete(
-            f"this database lacks cairnq's limits (migration {LIMITS_MIGRATION}); "
-            "run `cairnq migrate` to add them",
-            missing=(LIMITS_MIGRATION,),
-        )
-
-
-def _now() -> Op[int]:
-    rows = yield Call("clock_now", {"now_ms": NOW})
-    return int(rows[0]["now_ms"])
-
-
-# --- definitions -----------------------------------------------------------------------
-
-
-def put(limit: Limit, *, source: str) -> Op[Limit]:
-    """Store ``limit`` (replacing one of the same id); returns it as stored.
-
-    A rate limit whose numbers change starts its buckets full again.
-
-    Raises:
-        InvalidArgument: ``limit`` is not a ``Limit`` or ``source`` is unknown.
-        SchemaIncomplete: the database lacks the limits tables.
-    """
-    if not isinstance(limit, Limit):
-        raise InvalidArgument(f"expected a Limit, not {type(limit).__name__}")
-    if source not in SOURCES:
-        raise InvalidArgument(f"source must be one of {', '.join(SOURCES)}; got {source!r}")
-    return _put(limit, source)
-
-
-def _put(limit: Limit, source: str) -> Op[Limit]:
-    yield from _require()
-    before = yield Call("limit_lock", {"names": [limit.id]})
-    rows = yield Call(
-        "limit_put",
-        {
-            "name": limit.id,
-            "scope": limit.scope,
-            "target": limit.target,
-            "key_path": limit.key,
-            "kind": limit.kind,
-            "amount": limit.amount,
-            "period_ms": limit.period_ms,
-            "burst": limit.burst,
-            "source": source,
-            "now_ms": NOW,
-        },
-    )
-    stored = limit.with_amounts(rows[0])
-    if before and Limit.from_row(before[0]).with_amounts(rows[0]) != Limit.from_row(before[0]):
-        yield Call("limit_buckets_delete", {"name": limit.id})
-    return stored
-
-
-def list_all() -> Op[list[Limit]]:
-    """Every stored limit, by id."""
-    yield from _require()
-    rows = yield Call("limit_list", {})
-    return [Limit.from_row(r) for r in rows]
-
-
-def remove(limit_id: str) -> Op[bool]:
-    """Delete a limit with its recorded keys and buckets; ``False`` when none had the id."""
-    checked = check_text(limit_id, "limit id") or ""
-    return _remove(checked)
-
-
-def _remove(limit_id: str) -> Op[bool]:
-    yield from _require()
-    rows = yield Call("limit_delete", {"name": limit_id})
-    yield Call("limit_keys_delete", {"name": limit_id})
-    yield Call("limit_buckets_delete", {"name": limit_id})
-    return bool(rows)
-
-
-def usage() -> Op[list[LimitUsage]]:
-    """Every limit's running tasks per key, waiting tasks and rate tokens, now."""
-    yield from _require()
-    rows = yield Call("limit_list", {})
-    limits = [Limit.from_row(r) for r in rows]
-    if not limits:
-        return []
-    now = yield from _now()
-    names = [limit.id for limit in limits]
-    running: dict[str, dict[str, int]] = {}
-    for row in (yield Call("limit_running", {"names": names})):
-        running.setdefault(row["limit_name"], {})[row["key_value"]] = int(row["running"])
-    tokens: dict[str, dict[str, float]] = {}
-    by_id = {limit.id: limit for limit in limits}
-    for row in (yield Call("limit_buckets", {"names": names})):
-        limit = by_id[row["limit_name"]]
-        if limit.kind == "rate":
-            level = limit.refill(float(row["tokens"]), now - int(row["refreshed_at_ms"]))
-            tokens.setdefault(limit.id, {})[row["key_value"]] = level
-    out = []
-    for limit in limits:
-        waiting = yield Call(
-            "limit_waiting",
-            {
-                "queue": limit.target if limit.scope == "queue" else None,
-                "name": limit.target if limit.scope == "name" else None,
-                "now_ms": now,
-                "cap": WAITING_CAP,
-            },
-        )
-        out.append(
-            LimitUsage(
-                limit=limit,
-                running=running.get(limit.id, {}) if limit.kind == "concurrency" else {},
-                waiting=int(waiting[0]["waiting"]),
-                tokens=tokens.get(limit.id, {}),
-            )
-        )
-    return out
-
-
-def usage_if_ready() -> Op[list[LimitUsage] | None]:
-    """``usage()``, or ``None`` when the database lacks the limits tables.
-
-    For views (``cairnq top``) that show limits when there are any and have
-    nothing to show, not an error, on a database without them.
-    """
-    ready = yield from limits_ready()
-    if not ready:
-        return None
-    return (yield from usage())
-
-
-# --- the limited claim -------------------------------------------------------------------
 
 
 @dataclass
@@ -226,32 +80,32 @@ class ClaimGate:
         """Claim up to ``want`` due tasks that every governing limit has room for.
 
         Returns the claimed rows (with ``lease_token``), in claim order. A task
-        whose key cannot be computed is claimed with ``limit_error`` (an error
+        whose key cannot be computed is claimed with ``refusal`` (an error
         envelope) for the worker to fail, counted against nothing.
         """
         ids = sorted(limit.id for limit in limits)
-        locked = yield Call("limit_lock", {"names": ids})
+        locked = yield Call("limits_lock", {"names": ids})
         current = {row["name"]: row for row in locked}
         # The stored numbers win (an operator's change applies at the next claim); a limit
         # gone from the table governs nothing.
         active = [limit.with_amounts(current[limit.id]) for limit in limits if limit.id in current]
         if not active:
             return (yield from kernel.claim_draw(queues, names, want, worker_id, lease_ms))
-        now = yield from _now()
+        now = yield from database_now()
         names_active = [limit.id for limit in active]
         self._claims += 1
         if self._claims % PRUNE_EVERY == 1:
             # Rows of tasks no longer running count for nothing (the count joins on
             # status); pruning now and then only keeps the table small.
-            yield Call("limit_keys_prune", {"names": names_active})
+            yield Call("limits_keys_prune", {"names": names_active})
         running: dict[tuple[str, str], int] = {}
-        for row in (yield Call("limit_running", {"names": names_active})):
+        for row in (yield Call("limits_running", {"names": names_active})):
             running[(row["limit_name"], row["key_value"])] = int(row["running"])
         buckets: dict[tuple[str, str], float] = {}
         rates = [limit for limit in active if limit.kind == "rate"]
         if rates:
             by_id = {limit.id: limit for limit in rates}
-            stored = yield Call("limit_buckets", {"names": [limit.id for limit in rates]})
+            stored = yield Call("limits_buckets", {"names": [limit.id for limit in rates]})
             for row in stored:
                 limit = by_id[row["limit_name"]]
                 buckets[(limit.id, row["key_value"])] = limit.refill(
@@ -266,7 +120,7 @@ class ClaimGate:
         sieve = _sieve(active, queues, names, running)
         while len(admitted) + len(refused) < want and scanned < self._scan:
             page = yield Call(
-                "limit_candidates",
+                "limits_candidates",
                 {
                     "queues": list(queues),
                     "names": None if names is None else list(names),
@@ -330,7 +184,7 @@ class ClaimGate:
             if limit.kind == "concurrency"
         ]
         if key_rows:
-            yield Call("limit_keys_put", {"rows": json.dumps(key_rows)})
+            yield Call("limits_keys_put", {"rows": json.dumps(key_rows)})
         drawn = {
             (limit.id, key)
             for row, keys in admitted
@@ -340,11 +194,11 @@ class ClaimGate:
         }
         if drawn:
             spent = [[lid, key, buckets[(lid, key)], now] for lid, key in sorted(drawn)]
-            yield Call("limit_buckets_put", {"rows": json.dumps(spent)})
+            yield Call("limits_buckets_put", {"rows": json.dumps(spent)})
         out = []
         for row in rows:
             if row["id"] in refused:
-                out.append({**dict(row), "limit_error": refused[row["id"]]})
+                out.append({**dict(row), "refusal": refused[row["id"]]})
             else:
                 out.append(row)
         return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))

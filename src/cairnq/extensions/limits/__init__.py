@@ -1,0 +1,70 @@
+"""Limits: concurrency and rate limits every cairnq worker on the database enforces when
+it claims.
+
+A limit is stored in the database (``cairnq_limits``, migration
+``x0006_limits.sql``): declared by a worker (``Worker(limits=[...])``) or set by a
+client or ``cairnq limits set``. A limited claim records the keys it claimed
+(``cairnq_limit_keys``) and the rate buckets it drew on (``cairnq_rate_buckets``)
+in the claim's own transaction, so every worker's next claim counts them.
+
+Everything of the feature is in this folder: the model (``_model``), the operations
+(``_ops``), the limited claim (``_claim``, the ``ClaimGate``), the worker's book of
+limits in force (``_component``, the draw claimer its claims go through), its
+statements (``sql/<dialect>/limits_*.sql``) and migrations
+(``migrations/<dialect>/x0006_limits.sql``, ``x0015_limit_keys_unbound.sql``), the
+``cairnq limits`` commands and the dashboard's page (``_surfaces/``, with
+``templates/``). The CLI and the dashboard, above the extensions, import those two
+by the names the extension declares (``Extension.cli``, ``Extension.pages``).
+``cairnq.limits`` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from .._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
+from ._component import LimitBook
+from ._model import Limit, LimitKeyError, LimitUsage
+
+__all__ = ["Limit", "LimitKeyError", "LimitUsage", "Limits", "LimitsComponent"]
+
+
+class LimitsComponent(Part):
+    """Prepare stores the declared limits, and refuses the start on a database
+    without the limits tables when any are declared; the job reloads the stored
+    limits once a second (none without the tables)."""
+
+    name = "limits"
+
+    def __init__(self, extension: Extension, book: LimitBook) -> None:
+        self.extension = extension
+        self.book = book
+
+    async def prepare(self) -> None:
+        missing = await self.extension.amissing(self.book.backend)
+        if missing and self.book.declared:
+            raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
+        await self.book.start(ready=not missing)
+        self.job = self.book.job if self.book.enabled else None
+
+
+class Limits(Extension):
+    name = "limits"
+    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
+    optional = ("x0015_limit_keys_unbound.sql",)
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_limits": "not_task_keyed",
+        "cairnq_limit_keys": "swept",
+        "cairnq_rate_buckets": "not_task_keyed",
+    }
+    words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
+    cli = "cairnq.extensions.limits._surfaces.cli"
+    pages = "cairnq.extensions.limits._surfaces.pages"
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        # The book governs claims while a limit is in force.
+        return Hooks(draw_claimer=worker.book, in_use=worker.book.in_use)
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        return (LimitsComponent(self, worker.book),)
