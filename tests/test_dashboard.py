@@ -21,8 +21,9 @@ from cairnq import CairnQ, InvalidArgument, SyncCairnQ, Task, kernel
 from cairnq.cli import main
 from cairnq.dashboard import create_app, default_redact, mount
 from cairnq.dashboard._app import DashboardApp
+from cairnq.extensions.history import _hooks as _history
+from cairnq.extensions.steps._ops import record_step
 from cairnq.models import Lease
-from cairnq.protocol import durable as _durable
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -204,15 +205,13 @@ async def test_the_task_page_shows_each_attempt_with_its_error_and_the_steps(
 ) -> None:
     task = await cq.submit("a", max_attempts=2)
     first = await start(cq, "a")
-    await cq.backend.arun(
-        _durable.record_step(first, WORKER, "fetch-invoice", 1, '"A-1"'), write=True
-    )
+    await cq.backend.arun(record_step(first, WORKER, "fetch-invoice", 1, '"A-1"'), write=True)
     error = '{"type":"ValueError","code":"handler_error","message":"disk on fire"}'
     await cq.backend.arun(
-        _durable.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
+        _history.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
     )
     second = await start(cq, "a")
-    await cq.backend.arun(_durable.complete(second, WORKER, None, None), write=True)
+    await cq.backend.arun(_history.complete(second, WORKER, None, None), write=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/task", params={"id": task.id})).text
     history = re.search(r'<ol class="timeline attempt-history">(.*?)</ol>', page, re.S)
@@ -231,7 +230,7 @@ async def test_a_running_task_with_recorded_attempts_shows_them_and_the_running_
     first = await start(cq, "a")
     error = '{"type":"ValueError","code":"handler_error","message":"disk on fire"}'
     await cq.backend.arun(
-        _durable.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
+        _history.fail(first, WORKER, error, retryable=True, delay_ms=0, started=None), write=True
     )
     await start(cq, "a")
     async with http(create_app(cq)) as client:

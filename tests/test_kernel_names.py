@@ -7,7 +7,7 @@ attempt history, worker presence) plugs into them and is never named by them: no
 in an identifier, an attribute, an argument or a string (docstrings and comments
 aside, which may explain what plugs in where).
 
-Today's kernel still names features in places, listed in ``KNOWN``: the list may
+A mention the kernel still has is listed in ``KNOWN`` (none today): the list may
 only shrink. A count above its entry (a new mention) fails, and so does a count
 below it, so the entry is lowered with the change that removed the mention.
 """
@@ -30,7 +30,7 @@ SRC = Path(cairnq.__file__).parent
 WORDS: dict[str, tuple[str, ...]] = {ext.name: tuple(ext.words) for ext in builtins()}
 
 # The kernel: the modules below the features. Feature modules that still live in
-# ``protocol/`` (limits, flow, workflows, durable, schedules) are not kernel.
+# ``protocol/`` (limits, flow, workflows) are not kernel.
 KERNEL = (
     "kernel/__init__.py",
     "kernel/_shared.py",
@@ -72,10 +72,7 @@ KERNEL = (
 )
 
 # (module, feature) -> mentions today. Only ever lowered.
-KNOWN: dict[tuple[str, str], int] = {
-    ("backends/__init__.py", "steps"): 2,
-    ("backends/base.py", "steps"): 1,
-}
+KNOWN: dict[tuple[str, str], int] = {}
 
 
 def mentions(source: str) -> Counter[str]:

@@ -66,7 +66,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "extensions",
         (
             "cairnq.extensions.*",
-            "cairnq.protocol.durable",
             "cairnq.protocol.flow",
             "cairnq.worker._pauses",
         ),
@@ -94,8 +93,8 @@ PACKAGE_EDGES_KNOWN: dict[tuple[str, str], str] = {
         "each goes with its feature's move into extensions/"
     ),
     ("cairnq.protocol", "cairnq.kernel"): (
-        "the features' operations still in protocol/ (durable, flow) use the kernel, "
-        "which builds on protocol.steps; goes as each feature moves into extensions/"
+        "the features' operations still in protocol/ (flow) use the kernel, which "
+        "builds on protocol.steps; goes as each feature moves into extensions/"
     ),
 }
 

@@ -56,18 +56,18 @@ KNOWN_EXTRA: dict[tuple[str, str, str], int] = {}
 # PostgreSQL a transaction the one-statement settlement does not open, on SQLite a
 # savepoint around the op).
 HISTORY_COST: dict[tuple[str, str, str], int] = {
-    ("sqlite", "claim", "attempt_expired"): 1,
-    ("postgres", "claim", "attempt_expired"): 1,
-    ("sqlite", "settle", "attempt_record"): 1,
+    ("sqlite", "claim", "history_expired"): 1,
+    ("postgres", "claim", "history_expired"): 1,
+    ("sqlite", "settle", "history_record"): 1,
     ("sqlite", "settle", "savepoint op"): 1,
     ("sqlite", "settle", "release op"): 1,
-    ("postgres", "settle", "attempt_record"): 1,
+    ("postgres", "settle", "history_record"): 1,
     ("postgres", "settle", "begin"): 1,
     ("postgres", "settle", "commit"): 1,
-    ("sqlite", "fail", "attempt_record"): 1,
+    ("sqlite", "fail", "history_record"): 1,
     ("sqlite", "fail", "savepoint op"): 1,
     ("sqlite", "fail", "release op"): 1,
-    ("postgres", "fail", "attempt_record"): 1,
+    ("postgres", "fail", "history_record"): 1,
     ("postgres", "fail", "begin"): 1,
     ("postgres", "fail", "commit"): 1,
 }
@@ -240,7 +240,7 @@ async def test_recording_attempts_costs_one_read_per_recovering_claim_and_one_wr
 
 async def test_a_hidden_cost_no_longer_paid_must_leave_the_known_extras(db: Database) -> None:
     kernel, installed = await _both(db)
-    allowed = {(db.kind, "settle", "attempt_record"): 1}
+    allowed = {(db.kind, "settle", "history_record"): 1}
     problems = hidden_costs(db.kind, kernel, installed, allowed)
-    assert len(problems) == 1 and "settle: attempt_record" in problems[0], problems
+    assert len(problems) == 1 and "settle: history_record" in problems[0], problems
     assert "remove it" in problems[0]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, LostLease, SerializationError, kernel
+from cairnq.extensions.steps._ops import record_step
 from cairnq.models import Lease
-from cairnq.protocol import durable as _durable
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
@@ -129,12 +129,8 @@ async def test_a_stale_attempts_step_write_is_refused(db: Database) -> None:
         current = await _claim(cq, "w-new", lease_ms=60_000)
         assert current.id == stale.id == task.id
         with pytest.raises(LostLease):
-            await cq.backend.arun(
-                _durable.record_step(stale, "w-old", "one", 1, '"stale"'), write=True
-            )
-        await cq.backend.arun(
-            _durable.record_step(current, "w-new", "one", 1, '"current"'), write=True
-        )
+            await cq.backend.arun(record_step(stale, "w-old", "one", 1, '"stale"'), write=True)
+        await cq.backend.arun(record_step(current, "w-new", "one", 1, '"current"'), write=True)
         steps = await cq.steps(task.id)
     assert [(s.name, s.result, s.attempt) for s in steps] == [("one", "current", 2)]
 
@@ -284,7 +280,7 @@ async def test_a_transactional_steps_effect_is_rolled_back_when_its_record_is_re
 
         def record(lease: Lease, worker_id: str) -> Any:
             def after(value: Any) -> Any:
-                yield from _durable.record_step(lease, worker_id, value, 1, '"done"')
+                yield from record_step(lease, worker_id, value, 1, '"done"')
                 return value
 
             return after

@@ -6,6 +6,7 @@ read back; ``ctx.step`` writes the steps.
 
 from __future__ import annotations
 
-from .protocol.durable import OUTCOMES, Attempt, StepRecord
+from .extensions.history import OUTCOMES, Attempt
+from .extensions.steps import StepRecord
 
 __all__ = ["OUTCOMES", "Attempt", "StepRecord"]

@@ -26,6 +26,7 @@ from ._registry import (
 )
 from ._sqlite_files import sqlite_path_from_url
 from .base import (
+    AroundRunner,
     Backend,
     Clocked,
     Described,
@@ -36,7 +37,6 @@ from .base import (
     Migrating,
     OneStatementClaims,
     ReservedRunner,
-    StepTransactions,
     TransactionalRunner,
     clock_of,
     description_of,
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AroundRunner",
     "Backend",
     "Clocked",
     "Described",
@@ -74,7 +75,6 @@ __all__ = [
     "FileBound",
     "OneStatementClaims",
     "InTransactionCompleter",
-    "StepTransactions",
     "Inspection",
     "Inspector",
     "PgExecutor",

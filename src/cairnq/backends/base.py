@@ -183,12 +183,13 @@ class InTransactionCompleter(Protocol):
 
 
 @runtime_checkable
-class StepTransactions(Protocol):
+class AroundRunner(Protocol):
     """Runs an application's write and an operation in one write transaction of its own.
 
-    Used by the worker context for transactional steps (``ctx.step(..., transactional=True)``):
-    ``work(conn)`` runs on the transaction's connection, then ``after(value)`` records
-    the step; both commit together, or neither does.
+    ``work(conn)`` runs on the transaction's connection, then the operation
+    ``after(value)``; both commit together, or neither does. Used by the worker
+    context for transactional steps (``ctx.step(..., transactional=True)``), where
+    ``after`` records the step.
     """
 
     async def arun_around(self, work: Callable[[Any], Any], after: Callable[[Any], Op[T]]) -> T:

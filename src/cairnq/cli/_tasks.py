@@ -21,10 +21,11 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
+from ..extensions.history._ops import history_if_ready
+from ..extensions.history._panel import timeline_events
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import tree_lines
 from ..models import Task
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..top import run_top
 from ._errors import CommandError, one_line
@@ -224,52 +225,16 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
             write_lines(out, tree_lines(workflow, focus=task.id))
             return 0
         snoozes = client.backend.run(_flow.snoozes_if_ready(task.id), write=False)
-        history = client.backend.run(_durable.history_if_ready(task.id), write=False)
+        history = client.backend.run(history_if_ready(task.id), write=False)
     shown = task.to_dict()
     if snoozes is not None:
         shown["snoozes"] = {k: v for k, v in snoozes.to_dict().items() if k != "task_id"}
     if history is not None:
         # The timeline replaces the created/last-update pair it contains.
         del shown["created_at_ms"], shown["updated_at_ms"]
-        shown["timeline"] = timeline(task, *history)
+        shown["timeline"] = timeline_events(task, *history)
     out.write(json_text(shown, indent=2) + "\n")
     return 0
-
-
-def timeline(
-    task: Task, attempts: list[_durable.Attempt], steps: list[_durable.StepRecord]
-) -> list[dict[str, Any]]:
-    """A task's life as events in time order: submitted, each attempt, each step, the end."""
-    events: list[dict[str, Any]] = [{"event": "submitted", "at_ms": task.created_at_ms}]
-    for attempt in attempts:
-        shown = attempt.to_dict()
-        del shown["task_id"]
-        events.append({"event": "attempt", "at_ms": attempt.started_at_ms, **shown})
-    for step in steps:
-        events.append(
-            {
-                "event": "step",
-                "at_ms": step.recorded_at_ms,
-                "name": step.name,
-                "seq": step.seq,
-                "attempt": step.attempt,
-            }
-        )
-    if task.completed_at_ms is not None:
-        events.append({"event": task.status, "at_ms": task.completed_at_ms})
-    else:
-        events.append({"event": "last update", "at_ms": task.updated_at_ms})
-
-    order = {"submitted": 0, "attempt": 1, "step": 2}
-
-    def when(event: dict[str, Any]) -> tuple[int, int, int]:
-        # Within one millisecond: an attempt, then its steps, then the next attempt.
-        at = event["at_ms"]
-        instant = int(event.get("ended_at_ms") or 0) if at is None else int(at)
-        rank = order.get(event["event"], 3)
-        return instant, int(event.get("attempt", 0 if rank == 0 else 2**31)), rank
-
-    return sorted(events, key=when)
 
 
 def _unknown(args: argparse.Namespace) -> str:

@@ -21,10 +21,12 @@ from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
+from ..extensions.history import _ops as _history
 from ..extensions.limits import _ops as _limits
 from ..extensions.limits._model import Limit
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..extensions.steps import _ops as _steps
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
 from ..flow import Pause, Snoozes
@@ -33,7 +35,6 @@ from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
 from ..kernel.retention import Retention, RetentionSweeper
 from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
@@ -828,7 +829,7 @@ class AsyncOperations(_ClientCore):
             for attempt in await cq.attempts(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
-        return await self._run(_durable.attempts(task_id), write=False)
+        return await self._run(_history.attempts(task_id), write=False)
 
     async def steps(self, task_id: str) -> StepList:
         """The durable steps a task recorded (``ctx.step``), in the order they ran.
@@ -847,7 +848,7 @@ class AsyncOperations(_ClientCore):
 
             done = {step.name for step in await cq.steps(task.id)}
         """
-        return await self._run(_durable.steps(task_id), write=False)
+        return await self._run(_steps.steps(task_id), write=False)
 
     # --- limits --------------------------------------------------------------------------
 

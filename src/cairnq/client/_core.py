@@ -41,14 +41,15 @@ from ..errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
+from ..extensions.history._ops import Attempt
 from ..extensions.limits._model import Limit, LimitUsage
 from ..extensions.schedules._model import Schedule, ScheduleSlot
+from ..extensions.steps._ops import StepRecord
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from ..kernel.views import WORKERS_MIGRATION
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
-from ..protocol.durable import Attempt, StepRecord
 from ..protocol.flow import Pause
 from ..protocol.steps import Op
 from ..store import TaskStore

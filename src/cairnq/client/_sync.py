@@ -17,10 +17,12 @@ from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..errors import CairnQError, InvalidArgument
+from ..extensions.history import _ops as _history
 from ..extensions.limits import _ops as _limits
 from ..extensions.limits._model import Limit
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..extensions.steps import _ops as _steps
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
 from ..flow import Pause, Snoozes
@@ -29,7 +31,6 @@ from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, follow
 from ..kernel.retention import Retention, SyncRetentionSweeper
 from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
@@ -822,7 +823,7 @@ class SyncOperations(_ClientCore):
             for attempt in cq.attempts(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
-        return self._run(_durable.attempts(task_id), write=False)
+        return self._run(_history.attempts(task_id), write=False)
 
     def steps(self, task_id: str) -> StepList:
         """The durable steps a task recorded (``ctx.step``), in the order they ran.
@@ -841,7 +842,7 @@ class SyncOperations(_ClientCore):
 
             done = {step.name for step in cq.steps(task.id)}
         """
-        return self._run(_durable.steps(task_id), write=False)
+        return self._run(_steps.steps(task_id), write=False)
 
     # --- limits --------------------------------------------------------------------------
 

@@ -30,10 +30,11 @@ from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument
 from ..extensions import builtins
+from ..extensions.history._ops import history_if_ready
+from ..extensions.history._panel import Event, attempt_timeline
 from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ._charts import activity_chart, sparkline
 from ._host import PageHost, Redact
@@ -330,57 +331,12 @@ def error_state(task: Task, view: View) -> ErrorState:
     return ErrorState("final", "bad", note)
 
 
-@dataclass(frozen=True)
-class Event:
-    """One line of the attempt timeline: when, what, a note, and an attempt's error."""
-
-    at: int
-    what: str
-    note: str = ""
-    error: Mapping[str, Any] | None = None
-
-
-def attempt_timeline(
-    task: Task, history: Sequence[_durable.Attempt], now: int
-) -> list[Event] | None:
-    """The task's timeline from its recorded attempts, or ``None`` when they do not
-    cover its runs (attempts ended by a worker that records none, or before ``x0009``).
-
-    Lines: created; each attempt at its start (its end when the start is unknown)
-    with its outcome, worker, duration and error; then what the row says now
-    (parked, due, running, cancel requested, or ended without an attempt).
-    """
-    if not history:
+def parked_event(task: Task) -> Event | None:
+    """The attempt timeline's line for a parked task (queued until its dependencies or
+    children end), or ``None``."""
+    if not task.is_queued or task.run_at_ms != _workflows.PARKED_RUN_AT_MS:
         return None
-    ended_runs = task.attempt - (1 if task.is_running else 0)
-    if len({a.attempt for a in history}) < ended_runs:
-        return None
-    events = [Event(task.created_at_ms, "created")]
-    for a in history:
-        words = [f"attempt {a.attempt}", a.worker_id or "-"]
-        if a.duration_ms is not None:
-            words.append(f"took {format_duration(a.duration_ms)}")
-        at = a.started_at_ms if a.started_at_ms is not None else a.ended_at_ms
-        error = a.error if isinstance(a.error, Mapping) else None
-        events.append(Event(at, a.outcome, " · ".join(words), error))
-    if task.is_queued:
-        if task.run_at_ms == _workflows.PARKED_RUN_AT_MS:
-            note = "waits for its dependencies or children"
-            events.append(Event(task.updated_at_ms, "parked", note))
-        elif task.run_at_ms > now:
-            events.append(Event(task.run_at_ms, "scheduled", f"attempt {task.attempt + 1}"))
-    elif task.is_running:
-        note = f"attempt {task.attempt} on {task.worker_id or '-'}, claimed at or after this time"
-        # The running attempt was claimed after the recorded ones ended.
-        claimed = max(task.run_at_ms, max(a.ended_at_ms for a in history))
-        events.append(Event(claimed, "running", note))
-    if task.cancel_requested_at_ms is not None:
-        events.append(Event(task.cancel_requested_at_ms, "cancel requested"))
-    last = history[-1].outcome
-    if task.completed_at_ms is not None and last != task.status:
-        events.append(Event(task.completed_at_ms, task.status))
-    events.sort(key=lambda e: e.at)
-    return events
+    return Event(task.updated_at_ms, "parked", "waits for its dependencies or children")
 
 
 def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
@@ -746,7 +702,7 @@ class Pages:
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
-        history = await run(_durable.history_if_ready(task.id), write=False)
+        history = await run(history_if_ready(task.id), write=False)
         cards = [(name, Markup(await card.task_card(task, view))) for name, card in self.cards]
         done = incoming(request).query.get("done", "")
 
@@ -763,7 +719,14 @@ class Pages:
             "cards": cards,
             "timeline": timeline(task, view.now_ms),
             "attempt_timeline": (
-                None if history is None else attempt_timeline(task, history[0], view.now_ms)
+                None
+                if history is None
+                else attempt_timeline(
+                    task,
+                    history[0],
+                    view.now_ms,
+                    held=parked_event(task),
+                )
             ),
             "shown": shown,
             "error": error,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import math
 import threading
@@ -15,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .. import kernel
-from .._checks import check_int
-from ..backends import InTransactionCompleter, StepTransactions
+from ..backends import InTransactionCompleter
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
 from ..client._core import _outcome, task_or_name
@@ -26,14 +24,15 @@ from ..errors import (
     TaskError,
     UnsupportedBackend,
     error_envelope,
-    is_permanent,
     safe_str,
 )
+from ..extensions.history import _hooks as _history
+from ..extensions.steps import _context as _steps
+from ..extensions.steps._ops import record_step, recorded_steps
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import Gathering
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..protocol.steps import Op
 
@@ -172,39 +171,6 @@ def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any],
     return error_envelope(
         "TaskError", "task_error", safe_str(error), retryable=retryable
     ), retryable
-
-
-_UNRECORDED: Any = object()
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """A step's validated name and retry options."""
-
-    name: str
-    retries: int
-    backoff_ms: int
-
-    def delay_s(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1, 2, ...): the backoff, doubling."""
-        return float(self.backoff_ms * 2 ** (retry - 1)) / 1000
-
-
-def step_options(name: Any, fn: Any, retries: Any, backoff: Any) -> StepOptions:
-    """Validate a step's name, function and retry options.
-
-    Raises:
-        InvalidArgument: a bad name, a ``fn`` that is not callable, ``retries`` not a
-            whole number from 0, or a bad ``backoff``.
-    """
-    checked = _durable.check_step_name(name)
-    if not callable(fn):
-        raise InvalidArgument(f"step {checked!r} needs a function to run, not {type(fn).__name__}")
-    return StepOptions(
-        checked,
-        check_int(retries, "step retries", low=0, high=1000),
-        _flow.delay_ms_of(backoff, "step backoff"),
-    )
 
 
 class TaskContext:
@@ -644,7 +610,7 @@ class TaskContext:
 
         hooks = self._runtime.points.ending().attempt
         outcome = await self._owned(
-            _durable.snooze(
+            _history.snooze(
                 self.lease,
                 self.worker_id,
                 ms,
@@ -728,33 +694,15 @@ class TaskContext:
                 charge = await ctx.step("charge", charge_card, invoice, retries=3)
                 await ctx.step("email", send_receipt, charge)
         """
-        options = step_options(name, fn, retries, backoff)
+        options = _steps.step_options(name, fn, retries, backoff)
         recorded, seq = await self._step_begin(options.name)
-        if recorded is not _UNRECORDED:
+        if recorded is not _steps.UNRECORDED:
             return recorded
         if transactional:
             return await self._transaction_step(options, seq, fn, args, kwargs)
-        tried = 0
-        while True:
-            self._guard()
-            try:
-                value = fn(*args, **kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-                break
-            except Exception as exc:
-                if tried >= options.retries or is_permanent(exc):
-                    raise
-                tried += 1
-                log.info(
-                    "task %s step %r raised; retry %d of %d",
-                    self.task.id,
-                    options.name,
-                    tried,
-                    options.retries,
-                    exc_info=True,
-                )
-                await asyncio.sleep(options.delay_s(tried))
+        value = await _steps.run_step(
+            options, fn, args, kwargs, guard=self._guard, task_id=self.task.id
+        )
         return await self._step_record(options.name, seq, value)
 
     transaction_step = functools.partialmethod(step, transactional=True)
@@ -762,14 +710,12 @@ class TaskContext:
     async def steps(self) -> dict[str, Any]:
         """The results every attempt of this task recorded so far, by step name."""
         self._guard()
-        rows = await self._runtime.client.backend.arun(
-            _durable.recorded_steps(self.task.id), write=False
-        )
+        rows = await self._runtime.client.backend.arun(recorded_steps(self.task.id), write=False)
         decode = self._runtime.client.codec.decode
         return {str(r["name"]): decode(r["result"], what="step result") for r in rows}
 
     async def _step_begin(self, name: str) -> tuple[Any, int]:
-        """Claim ``name`` for this run; returns its recorded result (or ``_UNRECORDED``)
+        """Claim ``name`` for this run; returns its recorded result (or ``_steps.UNRECORDED``)
         and its seq."""
         self._guard()
         if name in self._step_names:
@@ -780,51 +726,39 @@ class TaskContext:
         if self._recorded_steps is None:
             self._recorded_steps = await self.steps()
         self._step_names.append(name)
-        return self._recorded_steps.get(name, _UNRECORDED), len(self._step_names)
+        return self._recorded_steps.get(name, _steps.UNRECORDED), len(self._step_names)
 
     async def _step_record(self, name: str, seq: int, value: Any) -> Any:
         codec = self._runtime.client.codec
         encoded = codec.encode(value, what=f"result of step {name!r}")
-        await self._owned(_durable.record_step(self.lease, self.worker_id, name, seq, encoded))
+        await self._owned(record_step(self.lease, self.worker_id, name, seq, encoded))
         return codec.decode(encoded, what="step result")
 
     async def _transaction_step(
         self,
-        options: StepOptions,
+        options: _steps.StepOptions,
         seq: int,
         fn: Callable[..., Any],
         args: Sequence[Any],
         kwargs: dict[str, Any],
     ) -> Any:
-        backend = self._runtime.client.backend
-        if not isinstance(backend, StepTransactions):
-            raise UnsupportedBackend(
-                f"transactional steps need the SQLite or the PostgreSQL backend, not "
-                f"{type(backend).__name__}"
+        runtime = self._runtime
+        try:
+            return await _steps.run_transactional(
+                runtime.client.backend,
+                runtime.client.codec,
+                self.lease,
+                self.worker_id,
+                options,
+                seq,
+                fn,
+                args,
+                kwargs,
+                guard=self._guard,
             )
-        codec = self._runtime.client.codec
-        lease, worker_id, name = self.lease, self.worker_id, options.name
-
-        def record(value: Any) -> Op[str]:
-            encoded = codec.encode(value, what=f"result of step {name!r}")
-            yield from _durable.record_step(lease, worker_id, name, seq, encoded)
-            return encoded
-
-        tried = 0
-        while True:
-            self._guard()
-            try:
-                encoded = await backend.arun_around(lambda conn: fn(conn, *args, **kwargs), record)
-                break
-            except LostLease:
-                self.mark_lost()
-                raise
-            except Exception as exc:
-                if tried >= options.retries or is_permanent(exc):
-                    raise
-                tried += 1
-                await asyncio.sleep(options.delay_s(tried))
-        return codec.decode(encoded, what="step result")
+        except LostLease:
+            self.mark_lost()
+            raise
 
     async def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
@@ -1023,24 +957,14 @@ class SyncTaskContext:
         transactional step's ``fn`` runs where the backend's transaction is (see
         ``TaskContext.step``).
         """
-        options = step_options(name, fn, retries, backoff)
+        options = _steps.step_options(name, fn, retries, backoff)
         inner = self._inner
         recorded, seq = self._call(inner._step_begin(options.name))
-        if recorded is not _UNRECORDED:
+        if recorded is not _steps.UNRECORDED:
             return recorded
         if transactional:
             return self._call(inner._transaction_step(options, seq, fn, args, kwargs))
-        tried = 0
-        while True:
-            inner._guard()
-            try:
-                value = fn(*args, **kwargs)
-                break
-            except Exception as exc:
-                if tried >= options.retries or is_permanent(exc):
-                    raise
-                tried += 1
-                time.sleep(options.delay_s(tried))
+        value = _steps.run_step_sync(options, fn, args, kwargs, guard=inner._guard)
         return self._call(inner._step_record(options.name, seq, value))
 
     def transaction_step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -35,13 +35,13 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
+from ..extensions.history._ops import history_ready
 from ..extensions.limits._component import LimitBook, check_declared
 from ..extensions.limits._model import Limit
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
 from ..models import TaskDef
-from ..protocol import durable as _durable
 from ..protocol import flow as _flow
 from ..store import TaskStore
 from . import _options
@@ -1124,7 +1124,7 @@ class Worker:
         """
         if not self._running:
             backend = self.client.backend
-            self._runtime.history = await backend.arun(_durable.steps_ready(), write=False)
+            self._runtime.history = await backend.arun(history_ready(), write=False)
             pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
             self._runtime.points = _ext.points(self._extensions, self._view(pauses))
         return await self._recoverer.recover(batches)

@@ -1,0 +1,204 @@
+"""The attempt history's kernel hooks, and the kernel's endings with them.
+
+An attempt's history row is written in the transaction that ends the attempt:
+the settlement (``complete``, ``fail``, a snooze, a release at shutdown) or
+cairnq's lease recovery (outcome ``lost``). Each row is keyed by the claim's
+lease token, which no other claim of the task shares, so an attempt number a
+snooze or a release gave back appears once per claim that used it.
+
+``record`` is the ``attempt_end`` hook and ``expired`` the ``before_recover`` one
+(``kernel.points``); ``complete``, ``fail``, ``release``, ``recover`` and the rest
+are the kernel's operations with them alone (``RECORDING``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from ... import kernel
+from ...errors import error_envelope
+from ...kernel.points import (
+    AttemptEnd,
+    AttemptEndHook,
+    Points,
+    Recovered,
+    TaskEnd,
+    always,
+    settled_outcome,
+)
+from ...models import Lease
+from ...protocol import flow as _flow
+from ...protocol.steps import NOW, Call, Op, Row
+
+Ended = AttemptEnd
+"""What the history records of one attempt (``kernel.points.AttemptEnd``)."""
+
+
+def record(ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]:
+    """The attempt history's ``attempt_end`` hook: record the attempts a settlement
+    ended, or (``recovered``) those a recovery ended, whose expired leases
+    ``expired`` read first in the same transaction."""
+    if recovered is not None:
+        # ``expired``'s rows, read in the same transaction before the recovery.
+        candidates: Sequence[Row] = recovered.before or ()  # type: ignore[assignment]
+        moved = {str(r["id"]) for r in recovered.rows}
+        ended = [
+            AttemptEnd(
+                Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
+                None if c["worker_id"] is None else str(c["worker_id"]),
+                None,
+                "lost",
+                lost_error(None if c["updated_at_ms"] is None else int(c["updated_at_ms"])),
+            )
+            for c in candidates
+            if str(c["id"]) in moved
+        ]
+    if not ended:
+        return
+    rows = [
+        [
+            e.lease.id,
+            e.lease.token,
+            e.lease.attempt,
+            e.worker_id,
+            e.started_at_ms,
+            e.outcome,
+            e.error,
+        ]
+        for e in ended
+    ]
+    yield Call(
+        "history_record",
+        {"rows": json.dumps(rows, ensure_ascii=False, separators=(",", ":")), "now_ms": NOW},
+    )
+
+
+def expired(limit: int) -> Op[list[Row]]:
+    """The attempt history's ``before_recover`` hook: the expired leases a recovery of
+    ``limit`` may move (their worker and claim; recovery clears the worker of a task
+    it queues again). An expired lease cannot be renewed or settled, so what is read
+    still describes it when ``record`` runs."""
+    rows = yield Call("history_expired", {"now_ms": NOW, "limit": limit})
+    return list(rows)
+
+
+RECORDING = Points(attempt_end=((record, expired, always),))
+"""The history's hooks alone, always in use."""
+
+
+def _recording(task_end: TaskEnd | None) -> Points:
+    if task_end is None:
+        return RECORDING
+    return Points(attempt_end=RECORDING.attempt_end, task_end=((task_end, always),))
+
+
+def complete(
+    lease: Lease,
+    worker_id: str,
+    result: str | None,
+    started: int | None,
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """``kernel.complete``, with the attempt recorded in the same transaction."""
+    return kernel.complete(lease, worker_id, result, points=_recording(task_end), started=started)
+
+
+def complete_many(
+    leases: Sequence[Lease],
+    results: Sequence[str | None],
+    worker_id: str,
+    started: Sequence[int | None],
+    *,
+    task_end: TaskEnd | None = None,
+) -> Op[dict[str, Row]]:
+    """``kernel.complete_many``, with every settled attempt recorded in the same transaction."""
+    return kernel.complete_many(
+        leases, results, worker_id, points=_recording(task_end), started=started
+    )
+
+
+def fail(
+    lease: Lease,
+    worker_id: str,
+    error: str,
+    *,
+    retryable: bool,
+    delay_ms: int,
+    started: int | None,
+    task_end: TaskEnd | None = None,
+) -> Op[Row]:
+    """``kernel.fail``, with the attempt and its error recorded in the same transaction."""
+    return kernel.fail(
+        lease,
+        worker_id,
+        error,
+        retryable=retryable,
+        delay_ms=delay_ms,
+        points=_recording(task_end),
+        started=started,
+    )
+
+
+def release(lease: Lease, worker_id: str, started: int | None) -> Op[Row]:
+    """``kernel.release``, with the attempt recorded (``released``, or ``canceled``)."""
+    return kernel.release(lease, worker_id, points=RECORDING, started=started)
+
+
+def snoozed(
+    lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool
+) -> AttemptEnd:
+    """The attempt a snooze ended (``flow.snooze`` ran first in this transaction).
+
+    ``counted`` is whether the snooze was counted (the task queued again); else the
+    snooze limit failed the task, or a pending cancel won.
+    """
+    if counted:
+        outcome = "snoozed"
+        error = None
+    else:
+        outcome = settled_outcome(row["status"])
+        error = row["error"] if outcome == "failed" else None
+    if error is not None and not isinstance(error, str):
+        error = json.dumps(error)
+    return AttemptEnd(lease, worker_id, started, outcome, error)
+
+
+def snooze(
+    lease: Lease,
+    worker_id: str,
+    delay_ms: int,
+    *,
+    max_snoozes: int,
+    limit_error: Callable[[int], str],
+    started: int | None,
+    hooks: Sequence[AttemptEndHook] = (record,),
+) -> Op[_flow.SnoozeOutcome]:
+    """``flow.snooze``, with the attempt hooks (the history's) run in the same transaction."""
+    outcome = yield from _flow.snooze(
+        lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
+    )
+    end = snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
+    for hook in hooks:
+        yield from hook([end], None)
+    return outcome
+
+
+def lost_error(last_heartbeat_ms: int | None) -> str:
+    """The envelope of an attempt whose lease expired (encoded)."""
+    return json.dumps(
+        error_envelope(
+            "LeaseExpired",
+            "lease_expired",
+            "the attempt's lease expired (its worker stopped renewing it); cairnq recovered it",
+            retryable=True,
+            details={"last_heartbeat_ms": last_heartbeat_ms},
+        ),
+        separators=(",", ":"),
+    )
+
+
+def recover(limit: int) -> Op[list[Row]]:
+    """``kernel.recover``, with each recovered attempt recorded as ``lost``."""
+    return kernel.recover(limit, points=RECORDING)
