@@ -5,6 +5,7 @@ Examples::
     python -m benchmarks.features                     # both backends, 10,000 tasks, median of 3
     python -m benchmarks.features --backend sqlite --runs 5
     python -m benchmarks.features --quick             # 1,000 tasks, one run: does it work?
+    python -m benchmarks.features --variants "kernel only" --runs 5   # beside the plain drain
 
 Each variant drains ``--tasks`` no-op tasks with one worker process
 (concurrency 100, ``run(until_idle=True)``) on a fresh database, timed as
@@ -24,12 +25,15 @@ run, so each is compared with the plain drain of the same run:
   (``payload.k``), with no limit, with ``Limit.concurrency(1_000_000, key=
   "payload.k")``, and with the same at 1 (the worker modes ``loose`` and ``one``
   of ``benchmarks/worker_main.py``, as ``python -m benchmarks``'s limit rows);
+- no attempt history: the plain drain with ``Worker(record_attempts=False)``, so every
+  extension is installed and none is in use (the plain drain records each attempt);
 - kernel only: the plain drain on a database migrated with the protocol's and the
   kernel's migrations only (no extension's), every process opened with
   ``migrate=False``: each built-in extension steps aside, so this is the kernel
-  alone, against the plain drain's every extension installed and unused.
+  alone, against every extension installed and unused (the row above).
 
-Printed per variant: tasks/s, the worker's CPU per task (user + system; SQLite's
+Printed per variant: tasks/s (the median, and the slowest and fastest run: the noise
+band), the worker's CPU per task (user + system; SQLite's
 work included, as it runs in the worker), on PostgreSQL the server's CPU per
 task for the database, and both throughput and CPU per task (worker plus
 server) relative to the plain drain. On a busy machine the CPU ratio is the
@@ -125,6 +129,7 @@ def _kernel_only(url: str) -> None:
 # name -> (how the tasks are submitted, the worker's mode)
 VARIANTS: dict[str, tuple[Callable[[SyncCairnQ, int], None], str]] = {
     "plain": (_plain, "none"),
+    "no attempt history": (_plain, "unrecorded"),
     "kernel only": (_plain, "kernel"),
     "schedule": (_plain, "schedule"),
     "chains": (_chains, "none"),
@@ -157,16 +162,22 @@ def drain_variant(url: str, count: int, variant: str) -> dict[str, float]:
     return out
 
 
-def measure(backend: str, folder: Path, count: int, runs: int) -> dict[str, dict[str, float]]:
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+def measure(
+    backend: str, folder: Path, count: int, runs: int, variants: list[str]
+) -> dict[str, dict[str, float]]:
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for _ in range(runs):
-        for name in VARIANTS:
+        for name in variants:
             url = fresh_url(backend, folder, f"feature-{name.replace(' ', '-')}")
             samples[name].append(drain_variant(url, count, name))
-    return {
-        name: {key: statistics.median(s[key] for s in runs_) for key in runs_[0]}
-        for name, runs_ in samples.items()
-    }
+    figures = {}
+    for name, runs_ in samples.items():
+        row = {key: statistics.median(s[key] for s in runs_) for key in runs_[0]}
+        # The noise band: the slowest and the fastest of the runs.
+        row["per_s_min"] = min(s["per_s"] for s in runs_)
+        row["per_s_max"] = max(s["per_s"] for s in runs_)
+        figures[name] = row
+    return figures
 
 
 def _cpu(row: dict[str, float]) -> float:
@@ -176,7 +187,7 @@ def _cpu(row: dict[str, float]) -> float:
 
 def table(backend: str, figures: dict[str, dict[str, float]]) -> str:
     postgres = backend == "postgres"
-    head = ["drain, 1 worker process", "tasks/s", "worker CPU µs/task"]
+    head = ["drain, 1 worker process", "tasks/s (slowest-fastest run)", "worker CPU µs/task"]
     head += ["server CPU µs/task"] if postgres else []
     head += ["throughput / plain", "CPU per task / plain"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -185,7 +196,8 @@ def table(backend: str, figures: dict[str, dict[str, float]]) -> str:
         label = name
         if "slots" in row:
             label += f" ({row['slots']:.0f} slot{'s' * (row['slots'] != 1)} submitted)"
-        cells = [label, _rate(row["per_s"]), f"{row['cairnq_us']:.0f}"]
+        band = f"{_rate(row['per_s_min'])}-{_rate(row['per_s_max'])}"
+        cells = [label, f"{_rate(row['per_s'])} ({band})", f"{row['cairnq_us']:.0f}"]
         if postgres:
             cells.append(f"{row['database_us'] + row['shared_us']:.0f}")
         cells.append(f"{row['per_s'] / plain['per_s']:.2f}")
@@ -205,7 +217,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="median of this many (3)")
     parser.add_argument("--quick", action="store_true", help="1,000 tasks, one run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--variants",
+        help="comma-separated variants to run beside the plain drain (default: all)",
+    )
     args = parser.parse_args()
+    variants = list(VARIANTS)
+    if args.variants:
+        chosen = [v.strip() for v in args.variants.split(",")]
+        unknown = [v for v in chosen if v not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"unknown variant(s) {unknown}; one of {', '.join(VARIANTS)}")
+        variants = ["plain", *(v for v in chosen if v != "plain")]
     count, runs = (1000, 1) if args.quick else (args.tasks, args.runs)
     if count % GROUP:
         raise SystemExit(f"--tasks must be a multiple of {GROUP}")
@@ -217,7 +240,7 @@ def main() -> int:
     )
     results: dict[str, Any] = {}
     for backend in backends:
-        results[backend] = measure(backend, folder, count, runs)
+        results[backend] = measure(backend, folder, count, runs, variants)
         print(f"\n{backend} (load average {os.getloadavg()[0]:.2f} at the end):\n")
         print(table(backend, results[backend]), flush=True)
     if args.json:
