@@ -10,10 +10,10 @@ again, so no other test sees its migration.
 
 from __future__ import annotations
 
+import importlib
 import io
 import re
 import sys
-import textwrap
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -159,6 +159,8 @@ async def test_the_command_and_the_page_answer(
 ) -> None:
     out = io.StringIO()
     assert main(["migrate", *db_args(db), "--extension", SPEC], out=out) == 0
+    async with client(db, migrate=False) as cq:
+        assert MIGRATION in await cq.backend.arun(kernel.applied_migrations(), write=False)
     async with client(db, extensions=[audit]) as cq:
         good, bad = await settle_two(cq, audit)
     out = io.StringIO()
@@ -249,13 +251,25 @@ def test_a_statement_another_folder_defines_is_refused(
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _FIRST = re.compile(r"^(?:#|--|\{#) (audit_ext/\S+)")
+_DOTTED = re.compile(r"`(cairnq(?:\.[A-Za-z_]\w*)+)`")
 
 
 def guide_blocks() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _FENCE.finditer(GUIDE.read_text())]
 
 
-def test_every_code_block_of_the_guide_is_a_file_of_the_extension_or_of_this_test() -> None:
+def guide_block(language: str) -> str:
+    (block,) = [b for lang, b in guide_blocks() if lang == language]
+    return block
+
+
+def in_order(lines: list[str], text: str) -> bool:
+    """Whether each of ``lines`` is a line of ``text`` (both stripped), in order."""
+    rest = iter(line.strip() for line in text.splitlines())
+    return all(any(line.strip() == other for other in rest) for line in lines if line.strip())
+
+
+def test_every_code_block_of_the_guide_is_a_file_of_the_extension_or_run_here() -> None:
     shown = set()
     here = Path(__file__).read_text()
     for language, block in guide_blocks():
@@ -265,12 +279,11 @@ def test_every_code_block_of_the_guide_is_a_file_of_the_extension_or_of_this_tes
             assert (PACKAGE.parent / name).read_text() == block, f"{name} differs from the guide"
             shown.add(name)
         elif language == "console":
-            for line in block.splitlines():
-                assert line.startswith("$ cairnq "), line
-                command = line[len("$ cairnq ") :].replace("audit_ext:Audit", SPEC)
-                assert "--extension" in command.split(), line
+            assert all(line.startswith("$ cairnq ") for line in block.splitlines())
+        elif language == "toml":
+            assert entry_point_of(block) == ("audit", "audit_ext:Audit")
         else:
-            assert textwrap.dedent(block) in here, f"a {language} block is in no test:\n{block}"
+            assert language == "python" and in_order(block.splitlines(), here), block
     files = {
         str(p.relative_to(PACKAGE.parent))
         for p in PACKAGE.rglob("*")
@@ -279,23 +292,58 @@ def test_every_code_block_of_the_guide_is_a_file_of_the_extension_or_of_this_tes
     assert shown == files
 
 
-def test_the_guide_s_commands_parse() -> None:
-    for language, block in guide_blocks():
-        if language != "console":
-            continue
-        for line in block.splitlines():
-            argv = line[len("$ cairnq ") :].replace("audit_ext:Audit", SPEC).split()
-            argv = [a for a in argv if not a.startswith("TASK")]
-            assert main([*argv, "--help"], out=io.StringIO()) == 0, line
+def test_every_cairnq_name_the_guide_quotes_exists() -> None:
+    for dotted in _DOTTED.findall(GUIDE.read_text()):
+        module, _, attr = dotted.rpartition(".")
+        try:
+            target: object = importlib.import_module(dotted)
+        except ImportError:
+            target = getattr(importlib.import_module(module), attr, None)
+        assert target is not None, dotted
+
+
+def test_the_guide_s_commands_parse(capsys: pytest.CaptureFixture[str]) -> None:
+    for line in guide_block("console").splitlines():
+        argv = line.removeprefix("$ cairnq ").replace("audit_ext:Audit", SPEC).split()
+        argv = [arg for arg in argv if arg != "TASK_ID"]
+        assert main([*argv, "--help"], out=io.StringIO()) == 0, line
+
+
+def entry_point_of(toml: str) -> tuple[str, str]:
+    tomllib = pytest.importorskip("tomllib")
+    ((name, value),) = tomllib.loads(toml)["project"]["entry-points"]["cairnq.extensions"].items()
+    return name, value
+
+
+async def test_the_guide_s_entry_point_loads_the_extension_for_the_command_line(
+    db: Database, audit: Audit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, value = entry_point_of(guide_block("toml"))
+    found = tmp_path / "audit_ext-1.0.dist-info"
+    found.mkdir()
+    (found / "METADATA").write_text("Metadata-Version: 2.1\nName: audit-ext\nVersion: 1.0\n")
+    (found / "entry_points.txt").write_text(f"[cairnq.extensions]\n{name} = tests.{value}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["migrate", *db_args(db)], out=io.StringIO()) == 0
+    async with client(db, extensions=[audit]) as cq:
+        good, _ = await settle_two(cq, audit)
+    out = io.StringIO()
+    assert main(["audit", good, *db_args(db)], out=out) == 0
+    assert out.getvalue() == f"{good}  attempt 1  succeeded\n"
 
 
 async def test_the_guide_s_usage(db: Database, audit: Audit) -> None:
-    url = db.url if db.kind == "sqlite" else None
-    if url is None:
-        pytest.skip("the usage block opens a SQLite URL")
-    # the guide's usage block:
+    url = db.backend()  # the test's database (the guide gives a URL)
     cq = CairnQ(url, extensions=[Audit()])
     worker = Worker(cq, extensions=[Audit()])
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        return None
+
     async with cq:
-        assert await cq.backend.arun(entries(), write=False) == []
+        await cq.submit("job")
+        await worker.run(until_idle=True)
+        rows = await cq.backend.arun(entries(), write=False)
     await worker.close()
+    assert [r["outcome"] for r in rows] == ["succeeded"]
