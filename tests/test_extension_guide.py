@@ -95,6 +95,11 @@ async def test_the_extension_migrates_loads_and_records_every_settlement(
         assert [r["task_id"] for r in await cq.backend.arun(entries(good), write=False)] == [good]
 
 
+def test_migrate_applies_the_extension_s_migrations(db: Database, audit: Audit) -> None:
+    applied = cairnq.migrate(db.backend(), extensions=[audit])
+    assert applied[-1] == MIGRATION
+
+
 async def test_the_audit_row_is_written_in_the_settlement_transaction(
     db: Database, audit: Audit
 ) -> None:
