@@ -34,6 +34,8 @@ from ._db import Database
 from .audit_ext import Audit, entries, record
 from .test_cli import db_args
 from .test_dashboard import http
+from .test_extension_rules import foreign_keys_to, protocol_tables
+from .test_migrate_repair import outside
 
 ROOT = Path(__file__).parents[1]
 GUIDE = ROOT / "docs" / "writing-an-extension.md"
@@ -98,6 +100,17 @@ async def test_the_extension_migrates_loads_and_records_every_settlement(
 def test_migrate_applies_the_extension_s_migrations(db: Database, audit: Audit) -> None:
     applied = cairnq.migrate(db.backend(), extensions=[audit])
     assert applied[-1] == MIGRATION
+
+
+async def test_the_extension_keeps_the_rules_of_cairnq_s_own(db: Database, audit: Audit) -> None:
+    async with client(db, extensions=[audit]) as cq:
+        await settle_two(cq, audit)
+        assert len(await cq.backend.arun(entries(), write=False)) == 2
+    assert foreign_keys_to(db, list(Audit.tables), protocol_tables()) == []
+    # The reference SDK's test reset (a delete on SQLite) empties the log too.
+    reset = "truncate cairnq_tasks, cairnq_task_keys" if db.kind == "postgres" else None
+    outside(db, reset or "delete from cairnq_tasks")
+    assert outside(db, "select count(*) from cairnq_audit_log") == [(0,)]
 
 
 async def test_the_audit_row_is_written_in_the_settlement_transaction(
