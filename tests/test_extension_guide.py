@@ -10,6 +10,7 @@ again, so no other test sees its migration.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import io
 import re
@@ -138,6 +139,21 @@ async def test_the_audit_row_is_written_in_the_settlement_transaction(
         assert [(r["task_id"], r["attempt"], r["outcome"]) for r in rows] == [
             (task.id, 1, "succeeded")
         ]
+
+
+async def test_a_recovery_of_an_expired_lease_is_audited_as_lost(
+    db: Database, audit: Audit
+) -> None:
+    audited = Points(attempt_end=((record, None, always),))
+    async with client(db, extensions=[audit]) as cq:
+        task = await cq.submit("job")
+        claim = kernel.claim(["default"], "w1", 100, [kernel.Draw(None, 1)], 10)
+        assert len(await cq.backend.arun(claim, write=True)) == 1
+        await asyncio.sleep(0.3)
+        again = kernel.claim(["default"], "w2", 60_000, [kernel.Draw(None, 1)], 10, points=audited)
+        assert [r["id"] for r in await cq.backend.arun(again, write=True)] == [task.id]
+        rows = await cq.backend.arun(entries(), write=False)
+        assert [(r["task_id"], r["outcome"]) for r in rows] == [(task.id, "lost")]
 
 
 async def test_a_process_that_does_not_know_the_extension_keeps_working(
