@@ -10,6 +10,7 @@ again, so no other test sees its migration.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib
 import io
@@ -279,6 +280,20 @@ def test_a_statement_another_folder_defines_is_refused(
     other = type("Twin", (Extension,), {"name": "audit", "package": twin})()
     with pytest.raises(InvalidExtension, match=r"audit_list .* is defined twice"):
         install([other])
+
+
+def test_the_extension_imports_only_cairnq_s_public_modules() -> None:
+    public = {"cairnq.extensions", "cairnq.cli", "cairnq.dashboard"}
+    for file in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith("cairnq") or name in public, f"{file.name}: {name}"
 
 
 # --- the guide ------------------------------------------------------------------------
