@@ -7,6 +7,7 @@ import json
 import secrets
 import shutil
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ def copy_sqlite_template(template: Path, path: Path) -> Path:
     return path
 
 
+# How long a test's teardown waits for the server processes of its closed connections to
+# end before it takes a session still there for one the test left open.
+SESSIONS_GONE_S = 1.0
+
 _CATALOG_DIGEST = """
 select md5(coalesce(string_agg(item, E'\\n' order by item), ''))
 from (select replace(item, %(ns)s::text, '~') as item from (
@@ -133,7 +138,9 @@ class SchemaPool:
     A test that changed the schema's definition (a dropped table, a changed
     grant: the catalog digest tells), or left a connection open to the database
     (it could hold a lock or a session setting into the next test), gets the
-    schema thrown away; the next test migrates a new one.
+    schema thrown away; the next test migrates a new one. The sessions connected
+    before that new schema existed are left out of the count from then on: they
+    knew only the schema thrown away.
     """
 
     def __init__(self, dsn: str) -> None:
@@ -145,6 +152,8 @@ class SchemaPool:
         self._seeded: list[str] = []  # parents first
         self._sequences: list[str] = []
         self._conn: Any = None
+        # Sessions connected when the current test began (left by earlier tests).
+        self._earlier: set[int] = set()
 
     def _admin(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -156,8 +165,13 @@ class SchemaPool:
         """The schema, empty and migrated, under a name no test had before."""
         from psycopg import sql
 
+        if self._schema is not None and self._sessions(self._admin()) - self._earlier:
+            # A session connected since the last test ended could know the schema.
+            self._discard(self._schema, self._seed)
+            self._schema = None
         if self._schema is None:
             self._schema = self._build()
+            self._earlier = self._sessions(self._admin())
             return self._schema
         renamed = f"t_{secrets.token_hex(5)}"
         self._admin().execute(
@@ -175,19 +189,36 @@ class SchemaPool:
             return
         try:
             conn = self._admin()
-            others = conn.execute(
-                "select count(*) from pg_stat_activity"
-                " where datname = current_database() and pid <> pg_backend_pid()"
-                " and backend_type = 'client backend'"
-            ).fetchone()[0]
             digest = conn.execute(_CATALOG_DIGEST, {"ns": schema}).fetchone()[0]
-            if others == 0 and digest == self._digest:
+            if digest == self._digest and self._others_gone(conn):
                 conn.execute(self._reset(schema))
                 return
         except Exception:
             self._drop_conn()
         self._schema = None
         self._discard(schema, self._seed)
+
+    def _sessions(self, conn: Any) -> set[int]:
+        """The other client sessions connected to the database now, by server pid."""
+        rows = conn.execute(
+            "select pid from pg_stat_activity"
+            " where datname = current_database() and pid <> pg_backend_pid()"
+            " and backend_type = 'client backend'"
+        ).fetchall()
+        return {pid for (pid,) in rows}
+
+    def _others_gone(self, conn: Any) -> bool:
+        """Whether every session the test opened is gone, waiting up to
+        ``SESSIONS_GONE_S`` for those of its closed connections (a server process goes
+        on for a moment after its client closed the connection). Sessions already
+        there when the test began are left out: an earlier test left them, and the
+        schema they knew was thrown away, so they cannot reach this one."""
+        deadline = time.monotonic() + SESSIONS_GONE_S
+        while self._sessions(conn) - self._earlier:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def close(self) -> None:
         if self._schema is not None:

@@ -10,8 +10,8 @@ import pytest
 
 from cairnq import CairnQ, kernel
 from cairnq.dashboard import create_app
-from cairnq.dashboard._graph import layers, layout
-from cairnq.protocol import workflows as _workflows
+from cairnq.extensions.workflows import _ops as _workflows
+from cairnq.extensions.workflows._graph import layers, layout
 
 from ._db import Database
 from .test_dashboard import WORKER, http, start
@@ -173,5 +173,5 @@ async def test_the_live_refresh_of_a_task_page_redraws_the_graph_with_fresh_stat
         lease = await start(cq, "fetch")
         live = {"X-Cairnq-Live": "1"}
         fragment = (await client.get("/task", params={"id": tasks["d"].id}, headers=live)).text
-    assert '<div data-live-part="workflow">' in fragment
+    assert '<div data-live-part="workflows">' in fragment
     assert f'<g class="wf-node s-running" data-task="{lease.id}"' in _svg(fragment)

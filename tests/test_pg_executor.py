@@ -31,7 +31,7 @@ from cairnq import (
 from cairnq._clock import Clock
 from cairnq.backends import Backend, PgExecutorBackend
 from cairnq.drivertest import *  # noqa: F403
-from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
+from cairnq.extensions.workflows._component import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
 from ._db import Database, admin_connect, drop_schema

@@ -31,10 +31,10 @@ from cairnq import (
     migrate,
 )
 from cairnq.extensions import Component, Extension, Part, WorkerView
+from cairnq.extensions.workflows._component import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.kernel.periodic import PeriodicJob
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
-from cairnq.worker._workflows import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
 from ._db import Database, admin_connect, drop_schema

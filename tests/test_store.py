@@ -27,8 +27,8 @@ from cairnq import (
     _readiness,
 )
 from cairnq.backends import Backend
+from cairnq.extensions.workflows._ops import WORKFLOWS_MIGRATIONS
 from cairnq.protocol.steps import Call, Op
-from cairnq.protocol.workflows import WORKFLOWS_MIGRATIONS
 from cairnq.store import ClaimDraw
 from cairnq.testing import FakeClock
 from cairnq.workflows import PARKED_RUN_AT_MS
@@ -465,7 +465,7 @@ async def test_a_store_without_the_workflow_tables_settles_with_the_protocol_s_s
         assert replaced.status == "queued"
     # The ledger is read at most once for all four writes, and no workflow statement runs.
     assert backend.statements.count("ledger_applied") <= 1
-    assert [s for s in backend.statements if s.startswith("workflow_")] == []
+    assert [s for s in backend.statements if s.startswith("workflows_")] == []
 
 
 # --- stores made from a database, CairnQ(store), Worker(store, queues) ------------------------

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed, kernel
+from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.models import Lease
-from cairnq.protocol import workflows as _workflows
 from cairnq.protocol.statements import statements
 from cairnq.protocol.steps import NOW, Call
 from cairnq.testing import FakeClock
@@ -509,11 +509,11 @@ def _park_as_before_x0010(task_id: str, dependencies: list[str]) -> Any:
     """Park a stored task on its dependencies with the statements a cairnq without
     ``x0010_dependencies_satisfied.sql`` submitted it with."""
     edges = [[task_id, d, "cancel"] for d in dependencies]
-    yield Call("workflow_edges_put", {"rows": json.dumps(edges)})
+    yield Call("workflows_edges_put", {"rows": json.dumps(edges)})
     parked = [[task_id, "dependencies", 0]]
-    yield Call("workflow_parked_put", {"rows": json.dumps(parked), "now_ms": NOW})
+    yield Call("workflows_parked_put", {"rows": json.dumps(parked), "now_ms": NOW})
     yield Call(
-        "workflow_park", {"ids": [task_id], "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
+        "workflows_park", {"ids": [task_id], "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
     )
 
 

@@ -5,7 +5,7 @@ while a task is parked (its workflows component looks once a second) or the
 worker's client made a task wait for others; otherwise they are the kernel's one
 statement. A graph another process submits is seen at the next look, and a
 dependency this worker settles before that is left to the sweep, which releases
-its dependents within about a second more (``worker/_workflows.py``).
+its dependents within about a second more (``extensions/workflows/_component.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from cairnq import Worker
-from cairnq.protocol import workflows as _workflows
+from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.worker._worker import _Run
 
 from ._db import Database

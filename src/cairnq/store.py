@@ -63,11 +63,11 @@ from .backends import (
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
+from .extensions.workflows import _ops as _workflows
 from .kernel.points import TaskEnd
 from .kernel.procedures import afollow
 from .kernel.retention import Retention, RetentionSweeper
 from .models import Lease, Task, TaskRef
-from .protocol import workflows as _workflows
 from .protocol.steps import NOW, Call, Op, Row
 
 __all__ = ["ClaimDraw", "PostgresStore", "SQLiteStore", "TaskStore"]

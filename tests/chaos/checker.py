@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cairnq.protocol.workflows import PARKED_RUN_AT_MS
+from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}
@@ -54,7 +54,7 @@ EDGES = {
     ("failed", "queued"),
     ("canceled", "queued"),
 }
-# A parked dependent failed without running by policy "fail" (``workflow_fail``) ends queued ->
+# A parked dependent failed without running by policy "fail" (``workflows_fail``) ends queued ->
 # failed with this error code; no other change takes a queued task to failed.
 DEPENDENCY_FAILED = "dependency_failed"
 # A settlement that could not be written because of its own content, not the database.

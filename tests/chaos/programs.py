@@ -291,7 +291,7 @@ def _limit_per_process() -> None:
 def _pretend_succeeded(applies: Callable[[list[dict[str, Any]]], bool]) -> None:
     """Deciding a parked task whose dependencies' rows satisfy ``applies`` takes every one
     still queued or running as succeeded (``workflows.decide`` sees them so)."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows.decide
 
@@ -337,7 +337,7 @@ def _purged_success_forgotten() -> None:
     """Deciding ignores the recorded successes (``cairnq_dependencies_satisfied``): a
     dependency purged after it succeeded counts as gone, so its dependent is canceled or
     failed by policy ``cancel`` or ``fail`` once its other dependencies end."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows.decide
 
@@ -348,9 +348,9 @@ def _purged_success_forgotten() -> None:
 
 
 def _decided_stay_parked() -> None:
-    """Deciding never forgets the decided tasks (``workflow_unpark`` is skipped), so the
+    """Deciding never forgets the decided tasks (``workflows_unpark`` is skipped), so the
     sweep finds them again."""
-    from cairnq.protocol import workflows as _workflows
+    from cairnq.extensions.workflows import _ops as _workflows
 
     real = _workflows._decide_rounds
 
@@ -359,7 +359,7 @@ def _decided_stay_parked() -> None:
         yield  # a generator that answers without a statement
 
     def rounds(ended: list[str], candidates: list[str]) -> Any:
-        return (yield from _answering(real(ended, candidates), "workflow_unpark", skipped))
+        return (yield from _answering(real(ended, candidates), "workflows_unpark", skipped))
 
     _workflows._decide_rounds = rounds
 
@@ -491,14 +491,14 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "sqlite": [
                 (
-                    "workflow_release",
+                    "workflows_release",
                     "and run_at_ms = :parked_run_at_ms",
                     "and :parked_run_at_ms is not null",
                 )
             ],
             "postgres": [
                 (
-                    "workflow_release",
+                    "workflows_release",
                     "and run_at_ms = :parked_run_at_ms::bigint",
                     "and :parked_run_at_ms::bigint is not null",
                 )

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
 from cairnq.protocol import statements as _protocol
-from cairnq.protocol.workflows import PARKED_RUN_AT_MS
 
 from .checker import DEPENDENCY_FAILED, History, check
 from .programs import MUTANTS, mutated

@@ -23,11 +23,11 @@ from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..extensions.history._ops import history_if_ready
 from ..extensions.history._panel import timeline_events
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import tree_lines
 from ..models import Task
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ..top import run_top
-from ..workflows import tree_lines
 from ._errors import CommandError, one_line
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of

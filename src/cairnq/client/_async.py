@@ -27,6 +27,8 @@ from ..extensions.limits._model import Limit
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..extensions.steps import _ops as _steps
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
 from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
@@ -34,10 +36,8 @@ from ..kernel.procedures import Procedure, afollow
 from ..kernel.retention import Retention, RetentionSweeper
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
-from ..workflows import Dependency, Graph, Workflow, check_graph
 from ._core import (
     ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,

@@ -15,9 +15,9 @@ from jinja2 import ChoiceLoader, Environment, PackageLoader
 
 from ..extensions import Extension, builtins
 
-# cairnq's own extensions' page modules, and the packages whose ``templates/`` hold
-# their templates.
-EXTENSION_PAGES = tuple(ext.pages for ext in builtins() if ext.pages is not None)
+# cairnq's own extensions' names with their page modules, and the packages whose
+# ``templates/`` hold their templates.
+EXTENSION_PAGES = tuple((ext.name, ext.pages) for ext in builtins() if ext.pages is not None)
 EXTENSION_TEMPLATES = tuple(type(ext).__module__ for ext in builtins() if ext.pages is not None)
 
 
@@ -26,11 +26,13 @@ def templates_package(extension: Extension) -> str:
     return extension.package or type(extension).__module__
 
 
-def page_modules(environment: Environment, extras: Sequence[Extension]) -> tuple[str, ...]:
-    """The page modules of cairnq's extensions and of ``extras``, in that order, once
-    ``environment`` finds the templates of ``extras`` too (``add_templates``)."""
+def page_modules(
+    environment: Environment, extras: Sequence[Extension]
+) -> tuple[tuple[str, str], ...]:
+    """The names and page modules of cairnq's extensions and of ``extras``, in that
+    order, once ``environment`` finds the templates of ``extras`` too (``add_templates``)."""
     add_templates(environment, extras)
-    return (*EXTENSION_PAGES, *(e.pages for e in extras if e.pages is not None))
+    return (*EXTENSION_PAGES, *((e.name, e.pages) for e in extras if e.pages is not None))
 
 
 def add_templates(environment: Environment, extensions: Sequence[Extension]) -> None:

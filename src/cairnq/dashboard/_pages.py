@@ -1,5 +1,5 @@
 """The dashboard's pages: overview, tasks, one task, workers, the actions, /metrics, and
-the pages of the extensions that have some (``Extension.pages``: limits, schedules).
+the pages and task-page cards of the extensions that have some (``Extension.pages``).
 
 Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
 queues, messages and JSON values are attacker-controlled text and reach the
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import import_module
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -32,13 +32,12 @@ from ..errors import DatabaseError, InvalidArgument
 from ..extensions import Extension
 from ..extensions.history._ops import history_if_ready
 from ..extensions.history._panel import Event, attempt_timeline
+from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ._charts import activity_chart, sparkline
 from ._extensions import EXTENSION_TEMPLATES, page_modules
-from ._graph import Picture, belongs_to_workflow, picture
 from ._host import PageHost, Redact
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
@@ -93,11 +92,11 @@ class PageSet(Protocol):
     """An extension's pages, built by its page module's ``pages(host: Pages)``.
 
     Attributes:
-        nav: ``(key, path, label)`` of its entry in the navigation bar.
+        nav: ``(key, path, label)`` of its entry in the navigation bar, or ``None``.
         actions: The paths of its POST actions.
     """
 
-    nav: tuple[str, str, str]
+    nav: tuple[str, str, str] | None
     actions: tuple[str, ...]
 
     def routes(self) -> list[tuple[str, Handler]]:
@@ -107,6 +106,14 @@ class PageSet(Protocol):
     async def action(self, request: Request, path: str) -> Response:
         """The POST of one of ``actions``, once read-only, origin and CSRF are checked."""
         ...
+
+
+@runtime_checkable
+class TaskCard(Protocol):
+    """A page set that also puts a card on the task page, below the task's own."""
+
+    async def task_card(self, task: Task, view: View) -> str:
+        """Its card for ``task`` (``""`` for none), in a live part named by the extension."""
 
 
 @dataclass(frozen=True)
@@ -457,8 +464,9 @@ class Pages:
 
     def __init__(self, dash: PageHost, extras: Sequence[Extension] = ()) -> None:
         self.dash = dash
-        modules = page_modules(TEMPLATES, extras)
-        self.extensions: list[PageSet] = [import_module(m).pages(self) for m in modules]
+        named = [(n, import_module(m).pages(self)) for n, m in page_modules(TEMPLATES, extras)]
+        self.extensions: list[PageSet] = [pages for _, pages in named]
+        self.cards = [(name, pages) for name, pages in named if isinstance(pages, TaskCard)]
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -563,7 +571,7 @@ class Pages:
             ("overview", "/", "Overview"),
             ("tasks", "/tasks", "Tasks"),
             ("workers", "/workers", "Workers"),
-            *(pages.nav for pages in self.extensions),
+            *(pages.nav for pages in self.extensions if pages.nav is not None),
         ]
 
     def _error(self, request: Request, status: int, title: str, message: str) -> Response:
@@ -693,7 +701,7 @@ class Pages:
         kids = await run(_reads.children(task), write=False)
         snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
         history = await run(history_if_ready(task.id), write=False)
-        graph = await self._workflow_picture(task)
+        cards = [(name, Markup(await card.task_card(task, view))) for name, card in self.cards]
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -706,7 +714,7 @@ class Pages:
             "snoozes": snoozes,
             "attempt_history": None if history is None else history[0],
             "step_history": None if history is None else history[1],
-            "graph": graph,
+            "cards": cards,
             "timeline": timeline(task, view.now_ms),
             "attempt_timeline": (
                 None
@@ -734,17 +742,6 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
-
-    async def _workflow_picture(self, task: Task) -> Picture | None:
-        """The graph of ``task``'s workflow, or ``None``: no workflow tables, or a task
-        without parent, children, dependencies or dependents."""
-        run = self.dash.client._run
-        if not await run(_workflows.workflows_ready(), write=False):
-            return None
-        found = await run(_workflows.workflow(task), write=False)
-        if not belongs_to_workflow(found, task.id):
-            return None
-        return picture(found, task.id)
 
     async def back_to_overview(self, request: Request) -> Response:
         """GET on a pause or resume action: its buttons live on the overview."""

@@ -12,12 +12,13 @@ from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Part, WorkerView
-from ._builtins import Pauses, Snooze, Workflows
+from ._builtins import Pauses, Snooze
 from .history import History
 from .limits import Limits
 from .presence import Presence
 from .schedules import Schedules
 from .steps import Steps
+from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
 

@@ -29,12 +29,12 @@ from ..errors import (
 from ..extensions.history import _hooks as _history
 from ..extensions.steps import _context as _steps
 from ..extensions.steps._ops import record_step, recorded_steps
+from ..extensions.workflows import _ops as _workflows
+from ..extensions.workflows._model import Gathering
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
 from ..protocol import flow as _flow
-from ..protocol import workflows as _workflows
 from ..protocol.steps import Op
-from ..workflows import Gathering
 
 log = logging.getLogger("cairnq.worker")
 

@@ -25,9 +25,9 @@ from ..errors import (
     is_permanent,
     safe_str,
 )
+from ..extensions.workflows._model import Gathering
 from ..flow import Snooze
 from ..kernel.periodic import ErrorHook
-from ..workflows import Gathering
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
 

@@ -155,9 +155,9 @@ class Presence:
             op = _reads.worker_beat(
                 self.worker_id, self.queues, self._host, self._pid, self.concurrency
             )
-        self._spawn(op)
+        self._start_write(op)
 
-    def _spawn(self, op: Op[None]) -> None:
+    def _start_write(self, op: Op[None]) -> None:
         self._pending = asyncio.ensure_future(self._write(op))
 
     async def _write(self, op: Op[None]) -> None:

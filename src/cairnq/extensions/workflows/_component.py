@@ -1,4 +1,5 @@
-"""The worker's workflow sweep: a periodic job under the named lease ``cairnq.workflows``.
+"""The workflows' worker part: a sweep under the named lease ``cairnq.workflows``, and a
+look for parked tasks that keeps the ``in_use`` gate current (``WorkflowsComponent``).
 
 cairnq's own complete, fail and cancel decide a task's parked dependents in the
 transaction that ends it. A reference SDK's worker sharing the database does
@@ -28,10 +29,11 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import kernel
-from ..backends import Backend
-from ..kernel.periodic import ErrorHook, NamedLease, PeriodicJob
-from ..protocol import workflows as _workflows
+from ... import kernel
+from ...backends import Backend
+from ...kernel.periodic import ErrorHook, NamedLease, PeriodicJob
+from .._base import Job, Part
+from . import _ops
 
 log = logging.getLogger("cairnq.worker")
 
@@ -111,24 +113,22 @@ class WorkflowSweeper:
         runtime = self.runtime
         if not runtime.workflows or not self.keeps_success:
             applied = await self.backend.arun(kernel.applied_migrations(), write=False)
-            runtime.workflows = all(m in applied for m in _workflows.WORKFLOWS_MIGRATIONS)
-            self.keeps_success = _workflows.KEEP_SUCCESS_MIGRATION in applied
+            runtime.workflows = all(m in applied for m in _ops.WORKFLOWS_MIGRATIONS)
+            self.keeps_success = _ops.KEEP_SUCCESS_MIGRATION in applied
         if runtime.workflows:
             # Where a purge could forget a success no settlement recorded, every
             # settlement decides.
             runtime.parked = not self.keeps_success or await self.backend.arun(
-                _workflows.parked_exist(), write=False
+                _ops.parked_exist(), write=False
             )
 
     async def tick(self) -> int:
         """Sweep once; returns how many parked tasks it changed."""
         if not self.runtime.workflows:
-            self.runtime.workflows = await self.backend.arun(
-                _workflows.workflows_ready(), write=False
-            )
+            self.runtime.workflows = await self.backend.arun(_ops.workflows_ready(), write=False)
             if not self.runtime.workflows:
                 return 0
-        changed = await self.backend.arun(_workflows.sweep(), write=True)
+        changed = await self.backend.arun(_ops.sweep(), write=True)
         if changed:
             log.debug(
                 "workflow sweep decided %d parked task(s)",
@@ -136,3 +136,32 @@ class WorkflowSweeper:
                 extra={"worker_id": self.runtime.worker_id, "phase": "workflows"},
             )
         return len(changed)
+
+
+class Jobs:
+    """Several jobs started and stopped as one, in order (stopped in reverse)."""
+
+    def __init__(self, *jobs: Job) -> None:
+        self.jobs = jobs
+
+    def start(self) -> None:
+        for job in self.jobs:
+            job.start()
+
+    async def stop(self, *, wait: bool = True) -> None:
+        for job in reversed(self.jobs):
+            await job.stop(wait=wait)
+
+
+class WorkflowsComponent(Part):
+    """Prepare reads whether the workflow tables exist and a task is parked; the
+    jobs look for a parked task once a second and sweep under their named lease."""
+
+    name = "workflows"
+
+    def __init__(self, sweeper: WorkflowSweeper) -> None:
+        self.sweeper = sweeper
+        self.job = Jobs(sweeper.looks, sweeper.job)
+
+    async def prepare(self) -> None:
+        await self.sweeper.prepare()

@@ -38,16 +38,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import kernel
-from .._checks import check_text
-from ..errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
-from ..kernel._shared import _emit_for
-from ..kernel.points import ending_with
-from ..kernel.reads import _list
-from ..kernel.settle import _owned
-from ..kernel.submit import _insert
-from ..models import TERMINAL_STATUSES, Lease, Task
-from .steps import NOW, Call, Emit, Op, Row
+from ... import kernel
+from ..._checks import check_text
+from ...errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
+from ...kernel._shared import _emit_for
+from ...kernel.points import ending_with
+from ...kernel.reads import _list
+from ...kernel.settle import _owned
+from ...kernel.submit import _insert
+from ...models import TERMINAL_STATUSES, Lease, Task
+from ...protocol.steps import NOW, Call, Emit, Op, Row
 
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
 SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
@@ -220,11 +220,11 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
             parked.append([task.id, "dependencies", node.spec.delay_ms])
     if not parked:
         return list(stored)
-    yield Call("workflow_edges_put", {"rows": _json(edges)})
-    yield Call("workflow_parked_put", {"rows": _json(parked), "now_ms": NOW})
+    yield Call("workflows_edges_put", {"rows": _json(edges)})
+    yield Call("workflows_parked_put", {"rows": _json(parked), "now_ms": NOW})
     ids = [str(p[0]) for p in parked]
     rows = yield Call(
-        "workflow_park", {"ids": ids, "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
+        "workflows_park", {"ids": ids, "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
     )
     latest = {str(r["id"]): Task.from_row(r) for r in rows}
     changed = yield from _decide_rounds([], ids)
@@ -254,15 +254,15 @@ def after_ended(rows: Iterable[Row]) -> Op[list[Row]]:
 def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
     """Decide parked tasks round by round: a dependent canceled or failed by one round
     is an ended dependency for the next. The successes of a task left waiting are
-    recorded (``workflow_satisfy``), so a purge of its dependencies cannot undo them."""
+    recorded (``workflows_satisfy``), so a purge of its dependencies cannot undo them."""
     changed: list[Row] = []
     while ended or candidates:
-        locked = yield Call("workflow_lock_parked", {"ended": ended, "candidates": candidates})
+        locked = yield Call("workflows_lock_parked", {"ended": ended, "candidates": candidates})
         ids = [str(r["task_id"]) for r in locked]
         ended, candidates = [], []
         if not ids:
             break
-        edges = yield Call("workflow_decide", {"ids": ids})
+        edges = yield Call("workflows_decide", {"ids": ids})
         release, cancel, fail, gone = decide(edges)
         decided = release + cancel + [task_id for task_id, _ in fail] + gone
         # A task left waiting keeps its dependencies' successes whatever retention deletes.
@@ -275,10 +275,10 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             and not r["satisfied"]
         ]
         if fresh:
-            yield Call("workflow_satisfy", {"rows": _json(fresh)})
+            yield Call("workflows_satisfy", {"rows": _json(fresh)})
         if release:
             rows = yield Call(
-                "workflow_release",
+                "workflows_release",
                 {"ids": release, "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW},
             )
             changed.extend(rows)
@@ -290,12 +290,12 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             ended.extend(str(r["id"]) for r in rows if r["status"] in TERMINAL_STATUSES)
             yield from _emit_for(rows)
         for task_id, error in fail:
-            rows = yield Call("workflow_fail", {"id": task_id, "error": error, "now_ms": NOW})
+            rows = yield Call("workflows_fail", {"id": task_id, "error": error, "now_ms": NOW})
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows)
             yield from _emit_for(rows)
         if decided:
-            yield Call("workflow_unpark", {"ids": decided})
+            yield Call("workflows_unpark", {"ids": decided})
     return changed
 
 
@@ -318,7 +318,7 @@ def dependency_failed_error(task_id: str, dependency: str, status: str | None) -
 def decide(
     edges: Sequence[Row],
 ) -> tuple[list[str], list[str], list[tuple[str, str]], list[str]]:
-    """Sort parked tasks by the statuses of their dependencies (``workflow_decide`` rows).
+    """Sort parked tasks by the statuses of their dependencies (``workflows_decide`` rows).
 
     Returns ``(release, cancel, fail, gone)``: tasks to release, to cancel, to
     fail (with the encoded envelope), and tasks no longer queued to forget.
@@ -363,7 +363,7 @@ def decide(
 
 def parked_exist() -> Op[bool]:
     """Whether any task is parked: while none is, no settlement has a dependent to decide."""
-    rows = yield Call("workflow_in_use", {})
+    rows = yield Call("workflows_in_use", {})
     return bool(rows and rows[0]["in_use"])
 
 
@@ -377,7 +377,7 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
     ready = yield from workflows_ready()
     if not ready:
         return []
-    rows = yield Call("workflow_stalled", {"limit": limit})
+    rows = yield Call("workflows_stalled", {"limit": limit})
     ids = [str(r["task_id"]) for r in rows]
     if not ids:
         return []
@@ -447,15 +447,15 @@ def gather(lease: Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Gathere
         by_id = {str(r["id"]): Task.from_row(r) for r in rows}
         return Gathered([by_id[i] for i in ids], None)
     owned = _owned(lease, worker_id) | {"parked_run_at_ms": PARKED_RUN_AT_MS}
-    rows = yield Call("workflow_park_owned", owned)
+    rows = yield Call("workflows_park_owned", owned)
     if not rows:
         raise LostLease(lease.id)
     row = rows[0]
     yield from _emit_for(rows)
     if row["status"] != "queued":
         return Gathered(None, row)
-    yield Call("workflow_edges_put", {"rows": _json([[lease.id, i, "run"] for i in ids])})
-    yield Call("workflow_parked_put", {"rows": _json([[lease.id, "gather", 0]]), "now_ms": NOW})
+    yield Call("workflows_edges_put", {"rows": _json([[lease.id, i, "run"] for i in ids])})
+    yield Call("workflows_parked_put", {"rows": _json([[lease.id, "gather", 0]]), "now_ms": NOW})
     return Gathered(None, row)
 
 
@@ -486,7 +486,7 @@ def dependencies(task_id: Any) -> Op[list[Dependency]]:
 
 def _dependencies(task_id: str) -> Op[list[Dependency]]:
     yield from _require("dependencies")
-    rows = yield Call("workflow_dependencies", {"id": task_id})
+    rows = yield Call("workflows_dependencies", {"id": task_id})
     return [
         Dependency(
             str(r["depends_on_id"]),
@@ -579,7 +579,7 @@ def workflow(task: Task) -> Op[Workflow]:
     ready = yield from workflows_ready()
     edges: list[Edge] = []
     if ready:
-        rows = yield Call("workflow_edges", {"ids": sorted(tasks)})
+        rows = yield Call("workflows_edges", {"ids": sorted(tasks)})
         edges = [
             Edge(str(r["task_id"]), str(r["depends_on_id"]), str(r["policy"]), bool(r["parked"]))
             for r in rows

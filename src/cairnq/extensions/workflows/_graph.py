@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..protocol.workflows import Workflow
+from ._ops import Workflow
 
 MAX_NODES = 200
 PER_ROW = 6

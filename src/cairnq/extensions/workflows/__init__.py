@@ -1,0 +1,79 @@
+"""Workflows: tasks that run after others, graphs submitted at once, fan-out and fan-in.
+
+A task submitted with dependencies (``submit(depends_on=...)``, ``submit_graph``,
+``ctx.gather``) waits **parked** (``cairnq_parked``, its edges in
+``cairnq_dependencies``) until its dependencies end; the transaction that ends a
+task decides its parked dependents (the ``task_end`` hook, ``_ops.after_ended``)
+while the extension is in use, and the worker's sweep decides what no such
+transaction did (``_component``).
+
+Everything of the feature is in this folder: the model (``_model``: ``Graph``,
+``Gathering``, ``tree_lines``), the operations (``_ops``), the worker's part, its
+sweep and the ``in_use`` gate (``_component``), its statements
+(``sql/<dialect>/workflows_*.sql``) and migrations (``migrations/<dialect>/``:
+``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
+``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
+graph card of the dashboard's task page (``_graph``'s layout, ``_surfaces/pages.py``,
+with ``templates/``), which the dashboard imports by the name the extension declares
+(``Extension.pages``). ``cairnq.workflows`` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from .._base import Component, Extension, Hooks, TaskRows, WorkerView
+from ._component import WorkflowsComponent, WorkflowSweeper, gate
+from ._model import (
+    PARKED_RUN_AT_MS,
+    POLICIES,
+    Dependency,
+    Edge,
+    Gathering,
+    Graph,
+    GraphNode,
+    Policy,
+    Workflow,
+)
+from ._ops import after_ended
+
+__all__ = [
+    "PARKED_RUN_AT_MS",
+    "POLICIES",
+    "Dependency",
+    "Edge",
+    "Gathering",
+    "Graph",
+    "GraphNode",
+    "Policy",
+    "Workflow",
+    "Workflows",
+    "WorkflowsComponent",
+]
+
+
+class Workflows(Extension):
+    name = "workflows"
+    migrations = (
+        "x0008_workflows.sql",
+        "x0010_dependencies_satisfied.sql",
+        "x0013_workflows_forget.sql",
+        "x0016_workflows_keep_success.sql",
+    )
+    # Without x0016 every settlement decides dependents (``_component``).
+    optional = ("x0013_workflows_forget.sql", "x0016_workflows_keep_success.sql")
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_dependencies": "trigger",
+        "cairnq_dependencies_satisfied": "trigger",
+        "cairnq_parked": "trigger",
+    }
+    words = ("workflow", "parked", "depend", "gathering", "spawn")
+    pages = "cairnq.extensions.workflows._surfaces.pages"
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        return Hooks(task_end=after_ended, in_use=gate(worker.switch))
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        sweeper = WorkflowSweeper(worker.backend, worker.switch, report=worker.report)
+        return (WorkflowsComponent(sweeper),)
