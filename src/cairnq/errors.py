@@ -5,7 +5,8 @@
     CairnQError
     ├── InvalidArgument (also ValueError)       a bad argument, rejected before any write
     │   ├── SerializationError (a ValueError)   a value that is not portable JSON
-    │   └── InvalidGraph                        a cycle, a missing node or dependency
+    │   ├── InvalidGraph                        a cycle, a missing node or dependency
+    │   └── InvalidExtension                    an extension declared against the rules
     ├── AlreadyExists                           keyed submit under conflict="reject"
     ├── QueueFull                               backpressure wait ran out
     ├── TaskTimeout (not an OSError)            wait/call gave up; the task keeps going
@@ -66,6 +67,7 @@ __all__ = [
     "EventLoopBlocked",
     "EventLoopMismatch",
     "InvalidArgument",
+    "InvalidExtension",
     "InvalidGraph",
     "ListenUnavailable",
     "LostLease",
@@ -137,6 +139,22 @@ class InvalidGraph(InvalidArgument):
         super().__init__(message)
         self.missing = tuple(missing)
         self.cycle = tuple(cycle)
+
+
+class InvalidExtension(InvalidArgument):
+    """An extension declared against cairnq's rules, refused before anything of it
+    is loaded or applied: a name taken or malformed, a migration not named
+    ``x_<extension>_NNNN_<what>.sql`` or not declared, a statement not named
+    ``<extension>_*``, a table not named ``cairnq_<extension>_*``, or a statement or
+    migration name another folder defines.
+
+    Attributes:
+        extension: The extension's name.
+    """
+
+    def __init__(self, message: str, *, extension: str) -> None:
+        super().__init__(f"extension {extension}: {message}")
+        self.extension = extension
 
 
 class AlreadyExists(CairnQError):

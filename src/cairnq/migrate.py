@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgument
 
+if TYPE_CHECKING:
+    from .extensions import Extension
 
-def migrate(target: Any, *, repair: bool = False, **options: Any) -> list[str]:
+
+def migrate(
+    target: Any, *, repair: bool = False, extensions: Sequence[Extension] = (), **options: Any
+) -> list[str]:
     """Apply pending migrations now and return the file names applied.
 
     For deployments that open with ``migrate=False`` and upgrade in a window of
@@ -20,6 +26,8 @@ def migrate(target: Any, *, repair: bool = False, **options: Any) -> list[str]:
         repair: Apply the earliest migration whose objects are missing and every
             later one again, in order (the files are safe to re-run); they are
             in the returned list too. Rows lost with a dropped table stay lost.
+        extensions: Extensions outside cairnq whose migrations to apply too
+            (``cairnq.extensions.install``).
         **options: Backend options when ``target`` is a URL (e.g. ``schema=``).
 
     Returns:
@@ -29,13 +37,16 @@ def migrate(target: Any, *, repair: bool = False, **options: Any) -> list[str]:
         SchemaIncomplete: recorded objects are missing and ``repair`` is false.
         InvalidArgument: a ``Backend`` opened with ``migrate=False``, or ``repair``
             with a ``Backend`` not opened with ``repair=True``.
+        InvalidExtension: one of ``extensions`` breaks the rules.
 
     Example::
 
         cairnq.migrate("postgresql://db/app", schema="jobs")
     """
     from .backends import Backend, migration_settings, open_backend
+    from .extensions import install
 
+    install(extensions)
     if isinstance(target, Backend):
         backend = target
         migrates, repairs, _ = migration_settings(backend)

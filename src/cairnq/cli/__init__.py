@@ -17,8 +17,9 @@ from typing import Any, NoReturn, TextIO
 
 from ..durations import parse_duration, parse_milliseconds
 from ..errors import CairnQError, InvalidArgument
-from ..extensions import builtins
+from ..extensions import Extension, builtins
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
+from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
 from ._flow import cmd_pause, cmd_paused, cmd_resume
@@ -132,6 +133,7 @@ def _interval(text: str) -> float:
 def _common() -> _Parser:
     common = _Parser(add_help=False)
     _database_options(common, default=argparse.SUPPRESS)
+    _extensions.add_option(common, default=argparse.SUPPRESS)
     return common
 
 
@@ -176,7 +178,7 @@ def _by_ids_or_keys(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cairnq",
         description="A durable task runtime on SQLite and PostgreSQL.",
@@ -184,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Help,
     )
     _database_options(parser, default=None)
+    _extensions.add_option(parser, default=None)
+    parser.set_defaults(extensions=list(extras))
     parser.add_argument("--version", action="version", version=f"cairnq {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = [_common()]
@@ -446,7 +450,7 @@ def _parser() -> argparse.ArgumentParser:
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=cmd_top)
 
-    for extension in builtins():
+    for extension in (*builtins(), *extras):
         if extension.cli is not None:
             import_module(extension.cli).add_commands(command, common, _Help, _count)
 
@@ -522,7 +526,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     Errors print one line to stderr (a traceback only with ``--debug``).
     """
     out = out or sys.stdout
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        extras = _extensions.loaded(argv)
+    except (CommandError, CairnQError) as exc:
+        sys.stderr.write(f"cairnq: error: {one_line(exc)}\n")
+        return exc.code if isinstance(exc, CommandError) else 1
+    parser = _parser(extras)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

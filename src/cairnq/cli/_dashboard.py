@@ -89,6 +89,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
         token=token,
         allowed_hosts=hosts,
         forwarded_allow_ips=args.forwarded_allow_ips,
+        extensions=getattr(args, "extensions", ()),
     )
     # The command made the client, so the app closes it when the server stops.
     app.owns_client = True

@@ -42,6 +42,9 @@ class CairnQ(AsyncOperations):
             ``QueueFull`` after ``max_queue_wait_ms`` (10 minutes).
         retention: A ``Retention`` (or an int: milliseconds to keep finished
             tasks) swept in the background while the client is open.
+        extensions: Extensions outside cairnq (``cairnq.extensions.install``): their
+            statements join the process's, and opening a backend with
+            ``migrate=True`` applies their migrations.
         **backend_options: Options for a backend made from a URL (``busy_timeout_ms``, ...).
 
     Example::

@@ -11,7 +11,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -41,6 +41,7 @@ from ..errors import (
     UnservedTaskWarning,
     UnsupportedBackend,
 )
+from ..extensions import Extension, install
 from ..extensions.history._ops import Attempt
 from ..extensions.limits._model import Limit, LimitUsage
 from ..extensions.schedules._model import Schedule, ScheduleSlot
@@ -182,8 +183,12 @@ class _ClientCore:
         max_json_depth: int = DEFAULT_MAX_DEPTH,
         max_queue_depth: DepthLimit = None,
         max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
+        extensions: Sequence[Extension] = (),
         **backend_options: Any,
     ) -> None:
+        # Extensions outside cairnq: checked, and their statements and migrations added
+        # before the backend opens (so opening it with migrate=True applies them).
+        self.extensions = install(extensions)
         store: TaskStore | None = None
         if isinstance(backend, TaskStore):
             # The reference's CairnQ(store): the client runs on the store's backend.

@@ -14,6 +14,10 @@ Example::
 
     cq = CairnQ.postgres("postgresql://app@db/app")
     app = Starlette(routes=[Mount("/cairnq", app=create_app(cq, token="s3cret-token"))])
+
+An extension's pages (``Extension.pages``) get the dashboard's ``Pages`` as their
+host: ``host.view(request)`` for what templates need, ``render`` for a template of
+the extension's ``templates/`` folder, ``host.page(...)`` for the whole page.
 """
 
 from .._extras import missing_extra
@@ -25,5 +29,6 @@ except ImportError as exc:
     raise missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn") from exc
 
 from ._app import DashboardApp, create_app, default_redact, mount
+from ._pages import Pages, render
 
-__all__ = ["DashboardApp", "create_app", "default_redact", "mount"]
+__all__ = ["DashboardApp", "Pages", "create_app", "default_redact", "mount", "render"]

@@ -24,6 +24,7 @@ from .._checks import check_int
 from ..backends import Backend, label_of
 from ..client import CairnQ, SyncCairnQ
 from ..errors import InvalidArgument
+from ..extensions import Extension, install
 from ..kernel import views as _reads
 from ..models import Task, TaskPage
 from ._host import Redact
@@ -66,6 +67,7 @@ class DashboardApp:
         metrics: Any = True,
         allowed_hosts: tuple[str, ...] | None = None,
         forwarded_allow_ips: Proxies | None = None,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.client = client
         # True: a Metrics of the dashboard's own, made on the first scrape; False: no /metrics.
@@ -107,7 +109,7 @@ class DashboardApp:
         self.lists: ListThrottle[TaskPage] = ListThrottle(refresh_ms)
         # The overview's and workers' reads scan by queue and status: shared the same way.
         self.reads: ListThrottle[Any] = ListThrottle(refresh_ms)
-        pages = Pages(self)
+        pages = Pages(self, extensions)
         self._asgi = build_app(
             pages.routes(),
             pages.endpoint(pages.not_found),
@@ -173,6 +175,7 @@ def create_app(
     metrics: Metrics | bool = True,
     allowed_hosts: Sequence[str] | None = None,
     forwarded_allow_ips: str | Sequence[str] | None = None,
+    extensions: Sequence[Extension] = (),
 ) -> DashboardApp:
     """The dashboard as an ASGI application, to serve or mount inside another app.
 
@@ -215,6 +218,9 @@ def create_app(
             addresses or networks, a list or a comma-separated string, ``"*"`` for
             any peer. Matched against the peer the ASGI server reports
             (``scope["client"]``). ``None`` (default) believes no forwarded header.
+        extensions: Extensions outside cairnq whose pages (``Extension.pages``) the
+            dashboard shows too, in its navigation bar after cairnq's own
+            (``cairnq.extensions.install``d first).
 
     Returns:
         The ASGI application.
@@ -240,6 +246,7 @@ def create_app(
         raise InvalidArgument("token must be a printable string of at least 8 characters")
     if redact is not None and not callable(redact):
         raise InvalidArgument("redact must be a callable (field, value, task) -> value")
+    extensions = install(extensions)
     if isinstance(client_or_url, CairnQ):
         client, owns = client_or_url, False
     elif isinstance(client_or_url, Backend):
@@ -267,6 +274,7 @@ def create_app(
         metrics=_check_metrics(metrics),
         allowed_hosts=None if allowed_hosts is None else tuple(str(h) for h in allowed_hosts),
         forwarded_allow_ips=parse_forwarded_allow_ips(forwarded_allow_ips),
+        extensions=extensions,
     )
 
 

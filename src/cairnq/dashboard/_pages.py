@@ -29,7 +29,7 @@ from .._clock import SYSTEM_CLOCK
 from ..backends import clock_of
 from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument
-from ..extensions import builtins
+from ..extensions import Extension
 from ..extensions.history._ops import history_if_ready
 from ..extensions.history._panel import Event, attempt_timeline
 from ..extensions.workflows import _ops as _workflows
@@ -37,6 +37,7 @@ from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ..protocol import flow as _flow
 from ._charts import activity_chart, sparkline
+from ._extensions import EXTENSION_TEMPLATES, page_modules
 from ._host import PageHost, Redact
 from ._http import Handler, Incoming, incoming, redirect, route_path
 
@@ -85,11 +86,6 @@ NOTICES = {
     "not_cancelable": "Nothing to cancel: the task had already finished.",
     "not_retryable": "Only failed or canceled tasks can be retried.",
 }
-# The extensions' page modules (``Extension.pages``) and the packages whose
-# ``templates/`` folder holds their templates (the extension's own).
-EXTENSION_PAGES = tuple(ext.pages for ext in builtins() if ext.pages is not None)
-EXTENSION_NAMES = tuple(ext.name for ext in builtins() if ext.pages is not None)
-EXTENSION_TEMPLATES = tuple(type(ext).__module__ for ext in builtins() if ext.pages is not None)
 
 
 class PageSet(Protocol):
@@ -466,10 +462,10 @@ def _queue_rows(
 class Pages:
     """The controllers, reading through the dashboard's client and throttles."""
 
-    def __init__(self, dash: PageHost) -> None:
+    def __init__(self, dash: PageHost, extras: Sequence[Extension] = ()) -> None:
         self.dash = dash
-        self.extensions: list[PageSet] = [import_module(m).pages(self) for m in EXTENSION_PAGES]
-        named = zip(EXTENSION_NAMES, self.extensions, strict=True)
+        named = [(n, import_module(m).pages(self)) for n, m in page_modules(TEMPLATES, extras)]
+        self.extensions: list[PageSet] = [pages for _, pages in named]
         self.cards = [(name, pages) for name, pages in named if isinstance(pages, TaskCard)]
 
     # --- plumbing --------------------------------------------------------------------------
@@ -566,6 +562,8 @@ class Pages:
             final=final,
         )
         return self._html(status, text)
+
+    page = _page  # the name extensions' page sets use (``cairnq.dashboard.Pages.page``)
 
     def _nav(self) -> list[tuple[str, str, str]]:
         """The navigation bar's entries: ``(key, path, label)``."""

@@ -5,29 +5,50 @@ A worker's run compiles its extensions' (by default ``builtins()``) hooks into o
 ``kernel.points.Points`` (``points``), which its claimer and settlements run, and
 asks ``components`` for their parts, which it drives with the kernel's own parts in
 one lifecycle.
+
+What a hook yields is the protocol's: ``Call`` (one statement by name, with its
+parameters; ``NOW`` for the database's clock), inside an ``Op``, which gets back
+``Row``s; an ``attempt_end`` hook is given ``AttemptEnd``s (or, in a recovery, a
+``Recovered``).
+
+An extension outside cairnq is declared the same way, with the ``package`` that
+holds its SQL; ``install`` checks it and adds its statements and migrations to
+the process (``CairnQ(extensions=...)``, ``Worker(extensions=...)`` and the
+command line's ``--extension`` call it). ``docs/writing-an-extension.md`` walks
+through one.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..kernel.points import AttemptEnd, Recovered
+from ..protocol.steps import NOW, Call, Op, Row
 from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
+from ._folders import install
 
 if TYPE_CHECKING:
     from ._registry import LedgerWatch, Ready, builtins, check, components, points
 
 __all__ = [
+    "NOW",
+    "AttemptEnd",
+    "Call",
     "Component",
     "Extension",
     "Hooks",
     "LedgerWatch",
+    "Op",
     "Part",
     "Ready",
+    "Recovered",
+    "Row",
     "TaskRows",
     "WorkerView",
     "builtins",
     "check",
     "components",
+    "install",
     "points",
 ]
 

@@ -185,6 +185,11 @@ class Extension:
         says_when_missing: Its own part says in one line that it steps aside
             where it is not ready; the others are named in the worker's one
             shared line (``LedgerWatch``).
+        package: For an extension outside cairnq, the import name of the package
+            whose ``sql/<dialect>/`` and ``migrations/<dialect>/`` folders hold its
+            statements and migrations (``install`` adds them to the process's
+            namespace) and whose ``templates/`` folder holds its page templates;
+            ``None`` for cairnq's own, which the package ships.
     """
 
     name: ClassVar[str]
@@ -196,6 +201,7 @@ class Extension:
     cli: ClassVar[str | None] = None
     pages: ClassVar[str | None] = None
     says_when_missing: ClassVar[bool] = False
+    package: ClassVar[str | None] = None
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"

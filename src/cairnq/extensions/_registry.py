@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 
 from .. import kernel
 from ..backends import Backend
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Part, WorkerView
@@ -39,7 +39,8 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
     """``extensions`` as a list, once each name, each migration and each table owned once.
 
     Raises:
-        InvalidArgument: two extensions share a name, or own the same migration or table.
+        InvalidExtension: two extensions share a name, or own the same migration or table.
+        InvalidArgument: one is no ``Extension``.
     """
     names: set[str] = set()
     owners: dict[tuple[str, str], str] = {}
@@ -47,7 +48,9 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
         if not isinstance(extension, Extension):
             raise InvalidArgument(f"not an Extension: {extension!r}")
         if extension.name in names:
-            raise InvalidArgument(f"two extensions are named {extension.name}")
+            raise InvalidExtension(
+                f"two extensions are named {extension.name}", extension=extension.name
+            )
         names.add(extension.name)
         owned = [
             *(("migration", m) for m in extension.migrations),
@@ -56,8 +59,8 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
         for kind, what in owned:
             owner = owners.setdefault((kind, what), extension.name)
             if owner != extension.name:
-                raise InvalidArgument(
-                    f"{kind} {what} is {owner}'s; extension {extension.name} declares it too"
+                raise InvalidExtension(
+                    f"{kind} {what} is {owner}'s; it declares it too", extension=extension.name
                 )
     return list(extensions)
 

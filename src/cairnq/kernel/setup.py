@@ -85,8 +85,13 @@ def find_damage(
 
 
 def newer_migrations(dialect: Dialect, applied: Collection[str]) -> list[str]:
-    """Migrations the ledger records that this version does not ship."""
-    return sorted(set(applied) - {m.name for m in migrations(dialect)})
+    """Migrations the ledger records that this version does not ship.
+
+    An extension outside the package (``x_<name>_NNNN_<what>.sql``) is not cairnq's:
+    a process that does not know it sees its migrations but none is newer.
+    """
+    known = {m.name for m in migrations(dialect)}
+    return sorted(m for m in set(applied) - known if not is_third_party(m))
 
 
 def _object_order(item: SchemaObject) -> tuple[int, str]:
@@ -218,11 +223,17 @@ def setup_steps(
 
 
 EXTENSION_PREFIX = "x"
+THIRD_PARTY_PREFIX = "x_"
 
 
 def is_extension(name: str) -> bool:
     """Whether a migration is one of cairnq's additive extensions (not the shared protocol)."""
     return name.startswith(EXTENSION_PREFIX)
+
+
+def is_third_party(name: str) -> bool:
+    """Whether a migration belongs to an extension outside the package (``x_<name>_...``)."""
+    return name.startswith(THIRD_PARTY_PREFIX)
 
 
 def pending(dialect: Dialect, applied: set[str]) -> list[str]:

@@ -8,8 +8,10 @@ statements and migrations the same way in its folder (``extensions/<name>/sql/``
 ``extensions/<name>/migrations/``). ``gather_statements`` and ``gather_migrations``
 read several such folders into one namespace, where a name defined twice fails
 the loading. Backends run what the package ships (``statements``,
-``migrations``: the protocol directory and every extension's folders);
-``cairnq._sql`` reads any protocol directory with the shipped extensions' folders.
+``migrations``: the protocol directory and every extension's folders) and the
+folders of extensions outside the package that this process added
+(``add_folder``); ``cairnq._sql`` reads any protocol directory with the shipped
+extensions' folders.
 
 Statement text is used as written. The only transformation is the placeholder
 style, converted at load time: SQLite binds ``:name`` natively; psycopg wants
@@ -209,15 +211,66 @@ def gather_migrations(roots: Sequence[Traversable], dialect: Dialect) -> tuple[M
     )
 
 
-@cache
+# Folders of extensions outside the package that this process added (``add_folder``),
+# and each dialect's namespace once read: a backend keeps the dict it was given,
+# so a folder added later still reaches it (the namespace only grows).
+_ADDED: list[Traversable] = []
+_NAMESPACES: dict[Dialect, dict[str, Statement]] = {}
+
+
+def roots() -> tuple[Traversable, ...]:
+    """The folders this process reads: the protocol directory, every extension
+    folder the package ships, then the folders added with ``add_folder``."""
+    return (bundled_root(), *extension_roots(), *_ADDED)
+
+
 def statements(dialect: Dialect) -> dict[str, Statement]:
-    """Every statement of ``dialect`` the package ships (the protocol's and every
-    extension's), by name."""
-    return gather_statements((bundled_root(), *extension_roots()), dialect)
+    """Every statement of ``dialect`` this process knows (the protocol's, every shipped
+    extension's and every added folder's), by name."""
+    found = _NAMESPACES.get(dialect)
+    if found is None:
+        found = _NAMESPACES[dialect] = gather_statements(roots(), dialect)
+    return found
 
 
 @cache
 def migrations(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration of ``dialect`` the package ships (the protocol's and every
-    extension's), in file-name order."""
-    return gather_migrations((bundled_root(), *extension_roots()), dialect)
+    """Every migration of ``dialect`` this process knows (the protocol's, every shipped
+    extension's and every added folder's), in file-name order."""
+    return gather_migrations(roots(), dialect)
+
+
+def add_folder(root: Traversable) -> bool:
+    """Add the folder of an extension outside the package (its ``sql/<dialect>/`` and
+    ``migrations/<dialect>/``) to what this process reads; ``False`` if it was there.
+
+    Every backend of the process then runs its statements, and opening one with
+    ``migrate=True`` applies its migrations (after every shipped one: their names
+    start ``x_``, which sorts after ``xNNNN``).
+
+    Raises:
+        InvalidArgument: one of its statement or migration names is already defined;
+            nothing is added then.
+    """
+    if any(str(known) == str(root) for known in _ADDED):
+        return False
+    wider = (*roots(), root)
+    found = {dialect: gather_statements(wider, dialect) for dialect in DIALECTS}
+    for dialect in DIALECTS:
+        gather_migrations(wider, dialect)
+    _ADDED.append(root)
+    for dialect, namespace in _NAMESPACES.items():
+        namespace.update(found[dialect])
+    migrations.cache_clear()
+    return True
+
+
+def drop_folder(root: Traversable) -> None:
+    """Undo ``add_folder(root)`` for this process (a test's clean-up): its statements
+    leave every namespace, its migrations the list."""
+    _ADDED[:] = [known for known in _ADDED if str(known) != str(root)]
+    for dialect, namespace in _NAMESPACES.items():
+        kept = gather_statements(roots(), dialect)
+        namespace.clear()
+        namespace.update(kept)
+    migrations.cache_clear()

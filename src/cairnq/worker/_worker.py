@@ -219,7 +219,7 @@ class Worker:
         self.registry, self._retention = Registry(resources), Retention.of(retention)
         self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
-        self._extensions = _ext.check([*_ext.builtins(), *extensions])
+        self._extensions = _ext.install(_ext.check([*_ext.builtins(), *extensions]))
         self._bind(self.client.backend)
 
     @classmethod
