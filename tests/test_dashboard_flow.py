@@ -9,8 +9,8 @@ import pytest
 
 from cairnq import CairnQ, kernel
 from cairnq.dashboard import create_app
+from cairnq.extensions.snooze import _ops as _snooze
 from cairnq.models import Lease
-from cairnq.protocol import flow as _flow
 
 from ._db import Database
 from .test_dashboard import csrf_from, http
@@ -76,7 +76,7 @@ async def test_the_task_page_shows_how_often_a_task_snoozed(cq: CairnQ) -> None:
     rows = await cq.backend.arun(
         kernel.claim(["default"], "w1", 60_000, [kernel.Draw(["a"], 1)], 10), write=True
     )
-    op = _flow.snooze(
+    op = _snooze.snooze(
         Lease.of(rows[0]),
         "w1",
         90_000,

@@ -210,7 +210,9 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
     assert [f.name for f in shipped_folders()] == [
         "history",
         "limits",
+        "pauses",
         "schedules",
+        "snooze",
         "steps",
         "workflows",
     ]

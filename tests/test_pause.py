@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker, kernel
+from cairnq.extensions import pauses
+from cairnq.extensions.pauses._filter import PauseSet
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
-from cairnq.worker import _worker
-from cairnq.worker._pauses import Pauses
 
 from ._db import Database
 from ._waits import ClaimTurns, eventually
@@ -44,18 +44,18 @@ def pause_refreshes(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
     waits for a refresh, and how often refreshes come changes nothing it checks.
     """
     seen: list[frozenset[str]] = []
-    refresh = Pauses.refresh
+    refresh = PauseSet.refresh
 
-    async def recorded(self: Pauses) -> None:
+    async def recorded(self: PauseSet) -> None:
         await refresh(self)
         seen.append(self.queues)
 
-    class Often(Pauses):
+    class Often(PauseSet):
         def __init__(self, *args: Any, **options: Any) -> None:
             super().__init__(*args, **{"interval_ms": 20, **options})
 
-    monkeypatch.setattr(Pauses, "refresh", recorded)
-    monkeypatch.setattr(_worker, "Pauses", Often)
+    monkeypatch.setattr(PauseSet, "refresh", recorded)
+    monkeypatch.setattr(pauses, "PauseSet", Often)
     return seen
 
 

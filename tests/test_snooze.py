@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, LostLease, SchemaIncomplete, Snooze, kernel
+from cairnq.extensions.snooze import _ops as _snooze_ops
 from cairnq.models import Lease
-from cairnq.protocol import flow as _flow
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -188,13 +188,13 @@ async def test_a_snoozed_task_shows_its_count_when_and_for_how_long(db: Database
 
 
 def _snooze(cq: CairnQ, lease: Lease, worker_id: str, delay_ms: int) -> Any:
-    return _flow.snooze(
+    return _snooze_ops.snooze(
         lease,
         worker_id,
         delay_ms,
         max_snoozes=20,
         limit_error=lambda count: cq.codec.encode_error(
-            _flow.snooze_limit_error(count, 20), retryable=False
+            _snooze_ops.snooze_limit_error(count, 20), retryable=False
         ),
     )
 

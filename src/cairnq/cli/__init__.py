@@ -22,7 +22,6 @@ from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
-from ._flow import cmd_pause, cmd_paused, cmd_resume
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._target import (
@@ -402,32 +401,6 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
         "-y", "--yes", action="store_true", help="delete without asking for confirmation"
     )
     purge.set_defaults(run=cmd_purge)
-
-    pause = command(
-        "pause",
-        "pause a queue or a task name for every cairnq worker",
-        "cairnq pause emails --by 'provider outage'",
-        "Pause a queue (or, with --task, a task name in every queue): cairnq workers "
-        "stop claiming it within about a second; running tasks finish and submits are "
-        "still accepted. Reference SDK workers do not know pauses and keep claiming.",
-    )
-    pause.add_argument("queue", nargs="?", metavar="QUEUE")
-    pause.add_argument("--task", metavar="NAME", help="pause this task name instead")
-    pause.add_argument("--by", help="who paused it and why, shown by `cairnq paused`")
-    pause.set_defaults(run=cmd_pause)
-
-    resume = command(
-        "resume",
-        "resume a paused queue or task name",
-        "cairnq resume emails",
-    )
-    resume.add_argument("queue", nargs="?", metavar="QUEUE")
-    resume.add_argument("--task", metavar="NAME", help="resume this task name instead")
-    resume.set_defaults(run=cmd_resume)
-
-    paused = command("paused", "list paused queues and task names", "cairnq paused --json")
-    paused.add_argument("--json", action="store_true", help="print a JSON array")
-    paused.set_defaults(run=cmd_paused)
 
     stats = command("stats", "count tasks by queue and status", "cairnq stats --queue emails")
     stats.add_argument("--queue")

@@ -23,10 +23,10 @@ from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..extensions.history._ops import history_if_ready
 from ..extensions.history._panel import timeline_events
+from ..extensions.snooze import _ops as _snooze
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import tree_lines
 from ..models import Task
-from ..protocol import flow as _flow
 from ..top import run_top
 from ._errors import CommandError, one_line
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
@@ -224,7 +224,7 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
             workflow = client.backend.run(_workflows.workflow(task), write=False)
             write_lines(out, tree_lines(workflow, focus=task.id))
             return 0
-        snoozes = client.backend.run(_flow.snoozes_if_ready(task.id), write=False)
+        snoozes = client.backend.run(_snooze.snoozes_if_ready(task.id), write=False)
         history = client.backend.run(history_if_ready(task.id), write=False)
     shown = task.to_dict()
     if snoozes is not None:

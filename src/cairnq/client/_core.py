@@ -51,7 +51,6 @@ from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
 from ..kernel.views import WORKERS_MIGRATION
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
-from ..protocol.flow import Pause
 from ..protocol.steps import Op
 from ..store import TaskStore
 
@@ -63,7 +62,6 @@ SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
 WorkerList = list[WorkerInfo]
 ScheduleList = list[Schedule]
-PauseList = list[Pause]
 LimitList = list[Limit]
 LimitUsageList = list[LimitUsage]
 SlotList = list[ScheduleSlot]

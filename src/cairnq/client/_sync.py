@@ -20,18 +20,19 @@ from ..errors import CairnQError, InvalidArgument
 from ..extensions.history import _ops as _history
 from ..extensions.limits import _ops as _limits
 from ..extensions.limits._model import Limit
+from ..extensions.pauses import _ops as _pauses
+from ..extensions.pauses._ops import Pause, PauseList
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
+from ..extensions.snooze import _ops as _snooze
 from ..extensions.steps import _ops as _steps
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
-from ..flow import Pause, Snoozes
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, follow
 from ..kernel.retention import Retention, SyncRetentionSweeper
 from ..models import Task, TaskDef, TaskPage, TaskRef
-from ..protocol import flow as _flow
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._core import (
@@ -46,7 +47,6 @@ from ._core import (
     IdList,
     LimitList,
     LimitUsageList,
-    PauseList,
     ScheduleList,
     SlotList,
     StepList,
@@ -748,7 +748,7 @@ class SyncOperations(_ClientCore):
 
             cq.pause_queue("emails", by="ops: provider outage")
         """
-        pause, _ = self._run(_flow.pause("queue", queue, by), write=True)
+        pause, _ = self._run(_pauses.pause("queue", queue, by), write=True)
         return pause
 
     def resume_queue(self, queue: str) -> Pause | None:
@@ -757,7 +757,7 @@ class SyncOperations(_ClientCore):
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
-        return self._run(_flow.resume("queue", queue), write=True)
+        return self._run(_pauses.resume("queue", queue), write=True)
 
     def pause_task(self, name: str | TaskDef[Any, Any], *, by: str | None = None) -> Pause:
         """Pause a task name across the deployment, in every queue (see ``pause_queue``).
@@ -767,13 +767,13 @@ class SyncOperations(_ClientCore):
             cq.pause_task("invoice.charge")
         """
         target = name.name if isinstance(name, TaskDef) else name
-        pause, _ = self._run(_flow.pause("name", target, by), write=True)
+        pause, _ = self._run(_pauses.pause("name", target, by), write=True)
         return pause
 
     def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
         """Resume a paused task name; ``None`` when it was not paused."""
         target = name.name if isinstance(name, TaskDef) else name
-        return self._run(_flow.resume("name", target), write=True)
+        return self._run(_pauses.resume("name", target), write=True)
 
     def paused(self) -> PauseList:
         """Every paused queue and task name: queues first, each by name.
@@ -781,9 +781,9 @@ class SyncOperations(_ClientCore):
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
-        return self._run(_flow.paused(), write=False)
+        return self._run(_pauses.paused(), write=False)
 
-    def snoozes(self, task_id: str) -> Snoozes | None:
+    def snoozes(self, task_id: str) -> _snooze.Snoozes | None:
         """How many times a task snoozed, and its latest snooze; ``None`` when it never did.
 
         A snoozed task is ``queued`` with ``run_at_ms`` at the snooze's end and
@@ -798,7 +798,7 @@ class SyncOperations(_ClientCore):
             if snoozes:
                 print(snoozes.count, snoozes.wake_at_ms)
         """
-        return self._run(_flow.snoozes(task_id), write=False)
+        return self._run(_snooze.snoozes(task_id), write=False)
 
     def attempts(self, task_id: str) -> AttemptList:
         """Every attempt of a task cairnq recorded, in the order they ran.

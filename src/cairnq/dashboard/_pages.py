@@ -32,10 +32,10 @@ from ..errors import DatabaseError, InvalidArgument
 from ..extensions import Extension
 from ..extensions.history._ops import history_if_ready
 from ..extensions.history._panel import Event, attempt_timeline
+from ..extensions.snooze import _ops as _snooze
 from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
 from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
-from ..protocol import flow as _flow
 from ._charts import activity_chart, sparkline
 from ._extensions import EXTENSION_TEMPLATES, page_modules
 from ._host import PageHost, Redact
@@ -61,8 +61,6 @@ ACTIONS = (
     "/purge",
     "/tasks/retry",
     "/tasks/cancel",
-    "/queue/pause",
-    "/queue/resume",
 )
 """The paths that take a POST: each checks read-only, origin and CSRF first."""
 # The statuses each bulk action applies to, as the protocol allows them.
@@ -114,6 +112,15 @@ class TaskCard(Protocol):
 
     async def task_card(self, task: Task, view: View) -> str:
         """Its card for ``task`` (``""`` for none), in a live part named by the extension."""
+
+
+@runtime_checkable
+class OverviewPart(Protocol):
+    """A page set that also adds to the overview: values for its template, read with
+    the overview's own reads (and kept as long as they are)."""
+
+    async def overview(self) -> Mapping[str, Any]:
+        """The values it gives the overview's template."""
 
 
 @dataclass(frozen=True)
@@ -506,8 +513,6 @@ class Pages:
                 ("/purge", self.confirm_purge),
                 ("/tasks/retry", self.confirm_bulk_retry),
                 ("/tasks/cancel", self.confirm_bulk_cancel),
-                ("/queue/pause", self.back_to_overview),
-                ("/queue/resume", self.back_to_overview),
                 ("/workers", self.workers),
                 *(route for pages in self.extensions for route in pages.routes()),
                 ("/metrics", self.metrics),
@@ -599,10 +604,13 @@ class Pages:
                 window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
             )
             unserved = await client.unserved(within_ms=self.dash.worker_window_ms)
-            pauses = await client._run(_flow.paused_if_ready(), write=False)
-            return summaries, activity, await self.load_workers(), unserved, pauses
+            added: dict[str, Any] = {}
+            for part in self.extensions:
+                if isinstance(part, OverviewPart):
+                    added.update(await part.overview())
+            return summaries, activity, await self.load_workers(), unserved, added
 
-        summaries, activity, workers, unserved, pauses = await self.dash.reads.get("overview", load)
+        summaries, activity, workers, unserved, added = await self.dash.reads.get("overview", load)
         failed = sum(sum(a.failed) for a in activity)
         ended = sum(sum(a.succeeded) + sum(a.failed) for a in activity)
         live = render(
@@ -618,11 +626,7 @@ class Pages:
             statuses=STATUSES,
             rows=_queue_rows(summaries, activity),
             unserved=unserved,
-            # None: the database lacks the flow-control tables; no pause buttons then.
-            paused_queues=None
-            if pauses is None
-            else {p.target for p in pauses if p.scope == "queue"},
-            paused_names=[] if pauses is None else [p for p in pauses if p.scope == "name"],
+            **added,
         )
         return self._page(request, title="Overview", active="overview", body="", region=live)
 
@@ -699,7 +703,7 @@ class Pages:
         view = self.view(request)
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
-        snoozes = await run(_flow.snoozes_if_ready(task.id), write=False)
+        snoozes = await run(_snooze.snoozes_if_ready(task.id), write=False)
         history = await run(history_if_ready(task.id), write=False)
         cards = [(name, Markup(await card.task_card(task, view))) for name, card in self.cards]
         done = incoming(request).query.get("done", "")
@@ -742,10 +746,6 @@ class Pages:
         return self._page(
             request, title=title, active="tasks", body=body, live=True, final=task.is_terminal
         )
-
-    async def back_to_overview(self, request: Request) -> Response:
-        """GET on a pause or resume action: its buttons live on the overview."""
-        return redirect(request, "/")
 
     async def confirm_cancel(self, request: Request) -> Response:
         return await self._confirm_task(request, "cancel")
@@ -936,8 +936,6 @@ class Pages:
         await dash.ensure_open()
         if extension is not None:
             return await extension.action(request, path)
-        if path in ("/queue/pause", "/queue/resume"):
-            return await self._pause_queue(request, pause=path == "/queue/pause")
         if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
             if path == "/purge":
                 response = await self._purge(request)
@@ -965,21 +963,6 @@ class Pages:
         dash.reads.clear()
         log.info("dashboard: %s %s -> %s", path.rsplit("/", 1)[-1], task_id, done)
         return redirect(request, "/task", {"id": task_id, "done": done})
-
-    async def _pause_queue(self, request: Request, *, pause: bool) -> Response:
-        """Pause or resume the queue the form names, then back to the overview."""
-        dash = self.dash
-        queue = incoming(request).form.get("queue", "")
-        try:
-            if pause:
-                await dash.client.pause_queue(queue, by="dashboard")
-            else:
-                await dash.client.resume_queue(queue)
-        except InvalidArgument as exc:
-            return self._error(request, 400, "Bad request", str(exc))
-        dash.reads.clear()
-        log.info("dashboard: %s queue %s", "pause" if pause else "resume", queue)
-        return redirect(request, "/")
 
     async def _call(
         self, request: Request, method: Callable[..., Awaitable[Task | None]], *args: Any, **kw: Any

@@ -16,7 +16,7 @@ stay out (``_registry.Ready``) and its parts step aside and look again later.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
@@ -36,7 +36,6 @@ from ..kernel.points import (
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from ..worker._pauses import Pauses
     from .limits._component import LimitBook
     from .schedules._model import ScheduleSpec
 
@@ -139,13 +138,16 @@ class RunFlags(Protocol):
     def submitted_dependents(self) -> bool: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WorkerView:
     """What one run of a worker shows its extensions' hooks and components.
 
-    The run's ``pauses``, limit ``book`` and ``switch`` (the run's flags: which
-    feature tables exist, whether a task is parked, whether attempts are
-    recorded) are built by the worker until each feature builds its own.
+    One view per run, compared by identity: an extension may key what its hooks
+    and components of one run share by it (the pauses' set). ``wake`` wakes the
+    claimer (something claimable may have changed). The run's limit ``book`` and
+    ``switch`` (the run's flags: which feature tables exist, whether a task is
+    parked, whether attempts are recorded) are built by the worker until each
+    feature builds its own.
     """
 
     backend: Backend
@@ -155,11 +157,11 @@ class WorkerView:
     report: ErrorHook
     task_names: Sequence[str]
     codec: JsonCodec
-    pauses: Pauses
     book: LimitBook
     switch: RunFlags
     schedules: Sequence[ScheduleSpec]
     evaluates_schedules: bool
+    wake: Callable[[], None]
 
 
 class Extension:

@@ -12,11 +12,12 @@ from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Part, WorkerView
-from ._builtins import Pauses, Snooze
 from .history import History
 from .limits import Limits
+from .pauses import Pauses
 from .presence import Presence
 from .schedules import Schedules
+from .snooze import Snoozing
 from .steps import Steps
 from .workflows import Workflows
 
@@ -32,7 +33,16 @@ def builtins() -> list[Extension]:
     Limits come first: a worker declaring limits on a database without them is
     refused before any other part has written anything (presence its row).
     """
-    return [Limits(), Pauses(), Presence(), Workflows(), Schedules(), Snooze(), Steps(), History()]
+    return [
+        Limits(),
+        Pauses(),
+        Presence(),
+        Workflows(),
+        Schedules(),
+        Snoozing(),
+        Steps(),
+        History(),
+    ]
 
 
 def check(extensions: Sequence[Extension]) -> list[Extension]:

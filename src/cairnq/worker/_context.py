@@ -27,13 +27,13 @@ from ..errors import (
     safe_str,
 )
 from ..extensions.history import _hooks as _history
+from ..extensions.snooze import _ops as _snooze
 from ..extensions.steps import _context as _steps
 from ..extensions.steps._ops import record_step, recorded_steps
 from ..extensions.workflows import _ops as _workflows
 from ..extensions.workflows._model import Gathering
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
-from ..protocol import flow as _flow
 from ..protocol.steps import Op
 
 log = logging.getLogger("cairnq.worker")
@@ -116,7 +116,7 @@ class Runtime:
     listeners: list[Listener] = field(default_factory=list)
     scopes: list[CallScope] = field(default_factory=list)
     settler: GroupSettler | None = None
-    max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES
+    max_snoozes: int = _snooze.DEFAULT_MAX_SNOOZES
     # Task names registered with their own max_snoozes.
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
     # The hooks of the worker's extensions that its settlements run (compiled per run).
@@ -209,7 +209,7 @@ class TaskContext:
         self.retry_delay_ms: int | None = None
         # Set when the attempt was settled by a snooze: its delay and the counts after it.
         self.snoozed_ms: int | None = None
-        self.snoozes: _flow.Snoozes | None = None
+        self.snoozes: _snooze.Snoozes | None = None
         # Set when the attempt was parked by gather: how many children it waits for.
         self.waiting_on: int | None = None
         # Children spawned so far by this run: the next spawn's index (its key).
@@ -601,12 +601,12 @@ class TaskContext:
         """
         if self._settled:
             return None
-        ms = _flow.snooze_delay_ms(delay, delay_ms)
+        ms = _snooze.snooze_delay_ms(delay, delay_ms)
         codec = self._runtime.client.codec
         limit = self._runtime.max_snoozes_for(self.name)
 
         def limit_error(count: int) -> str:
-            return codec.encode_error(_flow.snooze_limit_error(count, limit), retryable=False)
+            return codec.encode_error(_snooze.snooze_limit_error(count, limit), retryable=False)
 
         hooks = self._runtime.points.ending().attempt
         outcome = await self._owned(
@@ -620,7 +620,7 @@ class TaskContext:
                 hooks=hooks,
             )
             if hooks
-            else _flow.snooze(
+            else _snooze.snooze(
                 self.lease, self.worker_id, ms, max_snoozes=limit, limit_error=limit_error
             )
         )

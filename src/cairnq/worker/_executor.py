@@ -25,8 +25,8 @@ from ..errors import (
     is_permanent,
     safe_str,
 )
+from ..extensions.snooze import Snooze
 from ..extensions.workflows._model import Gathering
-from ..flow import Snooze
 from ..kernel.periodic import ErrorHook
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration

@@ -39,10 +39,10 @@ from ..extensions.history._ops import history_ready
 from ..extensions.limits._component import LimitBook, check_declared
 from ..extensions.limits._model import Limit
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
+from ..extensions.snooze import _ops as _snooze
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
 from ..models import TaskDef
-from ..protocol import flow as _flow
 from ..store import TaskStore
 from . import _options
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
@@ -51,7 +51,6 @@ from ._context import CallScope, Listener, Runtime
 from ._executor import Executor
 from ._heartbeater import Heartbeater
 from ._lifecycle import Lifecycle
-from ._pauses import Pauses
 from ._recoverer import RECOVERY_BATCHES, Recoverer
 from ._registry import Handler, Registration, Registry
 from ._reporting import default_on_error, listing, listing_extra, safe
@@ -186,7 +185,7 @@ class Worker:
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
         schedules: bool = True,
-        max_snoozes: int = _flow.DEFAULT_MAX_SNOOZES,
+        max_snoozes: int = _snooze.DEFAULT_MAX_SNOOZES,
         limits: Sequence[Limit] | None = None,
         record_attempts: bool = True,
         extensions: Sequence[Extension] = (),
@@ -213,7 +212,7 @@ class Worker:
             retry_backoff_max_ms=_options.check_ms(retry_backoff_max_ms, "retry_backoff_max_ms"),
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
-            max_snoozes=_flow.check_max_snoozes(max_snoozes),
+            max_snoozes=_snooze.check_max_snoozes(max_snoozes),
             record_attempts=bool(record_attempts),
         )
         self.registry, self._retention = Registry(resources), Retention.of(retention)
@@ -465,7 +464,7 @@ class Worker:
 
             worker.register("email.send", send_email)
         """
-        limit = None if max_snoozes is None else _flow.check_max_snoozes(max_snoozes)
+        limit = None if max_snoozes is None else _snooze.check_max_snoozes(max_snoozes)
         registration = self.registry.add(
             name, fn, batch=batch, concurrency=concurrency, resource=resource
         )
@@ -880,7 +879,7 @@ class Worker:
             log.info("worker stopped", extra={"worker_id": self.worker_id})
 
     def _assemble(self, until_idle: bool) -> _Run:
-        """One run's claim loop and what it needs: threads, wake-ups, the settler, pauses."""
+        """One run's claim loop and what it needs: threads, wake-ups, the settler."""
         stopping = self._stopping
         assert stopping is not None
         backend = self.client.backend
@@ -896,8 +895,7 @@ class Worker:
         self._wake = wake = backend.hub.subscribe(
             wants_queued(self.queues), claims=True, channels=("queued",)
         )
-        pauses = Pauses(backend, on_change=wake.set, report=self._report, worker_id=self.worker_id)
-        view = self._view(pauses)
+        view = self._view(wake.set)
         ready = _ext.Ready(self._extensions)
         points = self._runtime.points = _ext.points(self._extensions, view, ready)
         settler = Settler(backend, self.worker_id, self._report, points=points)
@@ -922,7 +920,7 @@ class Worker:
         executor.on_handler_done = claimer.handler_done
         return _Run(threads, executor, wake, settler, view, ready, claimer)
 
-    def _view(self, pauses: Pauses) -> _ext.WorkerView:
+    def _view(self, wake: Callable[[], None]) -> _ext.WorkerView:
         """What this worker's extensions see of one run (or of a recovery outside one)."""
         return _ext.WorkerView(
             backend=self.client.backend,
@@ -932,11 +930,11 @@ class Worker:
             report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
-            pauses=pauses,
             book=self._book,
             switch=self._runtime,
             schedules=self.schedules,
             evaluates_schedules=self.evaluates_schedules,
+            wake=wake,
         )
 
     def _components(self, run: _Run) -> list[Component]:
@@ -1125,8 +1123,7 @@ class Worker:
         if not self._running:
             backend = self.client.backend
             self._runtime.history = await backend.arun(history_ready(), write=False)
-            pauses = Pauses(backend, on_change=lambda: None, report=self._report, worker_id="")
-            self._runtime.points = _ext.points(self._extensions, self._view(pauses))
+            self._runtime.points = _ext.points(self._extensions, self._view(lambda: None))
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------

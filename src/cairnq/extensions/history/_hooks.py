@@ -28,8 +28,8 @@ from ...kernel.points import (
     settled_outcome,
 )
 from ...models import Lease
-from ...protocol import flow as _flow
 from ...protocol.steps import NOW, Call, Op, Row
+from ..snooze import _ops as _snooze
 
 Ended = AttemptEnd
 """What the history records of one attempt (``kernel.points.AttemptEnd``)."""
@@ -174,9 +174,9 @@ def snooze(
     limit_error: Callable[[int], str],
     started: int | None,
     hooks: Sequence[AttemptEndHook] = (record,),
-) -> Op[_flow.SnoozeOutcome]:
+) -> Op[_snooze.SnoozeOutcome]:
     """``flow.snooze``, with the attempt hooks (the history's) run in the same transaction."""
-    outcome = yield from _flow.snooze(
+    outcome = yield from _snooze.snooze(
         lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
     )
     end = snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)

@@ -20,8 +20,8 @@ from ..._json import JsonCodec
 from ...backends import AroundRunner
 from ...errors import InvalidArgument, LostLease, UnsupportedBackend, is_permanent
 from ...models import Lease
-from ...protocol import flow as _flow
 from ...protocol.steps import Op
+from ..snooze import _ops as _snooze
 from ._ops import check_step_name, record_step
 
 log = logging.getLogger("cairnq.worker")
@@ -56,7 +56,7 @@ def step_options(name: Any, fn: Any, retries: Any, backoff: Any) -> StepOptions:
     return StepOptions(
         checked,
         check_int(retries, "step retries", low=0, high=1000),
-        _flow.delay_ms_of(backoff, "step backoff"),
+        _snooze.delay_ms_of(backoff, "step backoff"),
     )
 
 

@@ -1,14 +1,16 @@
-"""Commands of flow control: pause, resume and paused."""
+"""``cairnq pause``, ``resume`` and ``paused``: pause a queue or a task name for every
+cairnq worker, resume it, list what is paused."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
-from ..flow import Pause
-from ._errors import CommandError
-from ._render import iso, json_text, write_lines
-from ._target import open_client
+from ....cli._errors import CommandError
+from ....cli._render import iso, json_text, write_lines
+from ....cli._target import open_client
+from .._ops import Pause
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
@@ -60,3 +62,38 @@ def cmd_paused(args: argparse.Namespace, out: TextIO) -> int:
 def _line(pause: Pause) -> str:
     by = f" by {pause.paused_by}" if pause.paused_by else ""
     return f"{_describe(pause.scope, pause.target)} paused since {iso(pause.paused_at_ms)}{by}"
+
+
+def add_commands(
+    command: Callable[..., argparse.ArgumentParser],
+    parents: Sequence[argparse.ArgumentParser],
+    formatter: type[argparse.HelpFormatter],
+    count: Any,
+) -> None:
+    """``cairnq pause``, ``resume`` and ``paused`` (``command(name, summary, example[,
+    description])`` adds each to ``cairnq``)."""
+    pause = command(
+        "pause",
+        "pause a queue or a task name for every cairnq worker",
+        "cairnq pause emails --by 'provider outage'",
+        "Pause a queue (or, with --task, a task name in every queue): cairnq workers "
+        "stop claiming it within about a second; running tasks finish and submits are "
+        "still accepted. Reference SDK workers do not know pauses and keep claiming.",
+    )
+    pause.add_argument("queue", nargs="?", metavar="QUEUE")
+    pause.add_argument("--task", metavar="NAME", help="pause this task name instead")
+    pause.add_argument("--by", help="who paused it and why, shown by `cairnq paused`")
+    pause.set_defaults(run=cmd_pause)
+
+    resume = command(
+        "resume",
+        "resume a paused queue or task name",
+        "cairnq resume emails",
+    )
+    resume.add_argument("queue", nargs="?", metavar="QUEUE")
+    resume.add_argument("--task", metavar="NAME", help="resume this task name instead")
+    resume.set_defaults(run=cmd_resume)
+
+    paused = command("paused", "list paused queues and task names", "cairnq paused --json")
+    paused.add_argument("--json", action="store_true", help="print a JSON array")
+    paused.set_defaults(run=cmd_paused)

@@ -1,26 +1,28 @@
-"""The paused queues and task names as this worker knows them, read again every half second.
+"""The pauses' claim filter: the paused queues and task names as this worker knows
+them, read again every half second.
 
-The claimer draws only what is not paused: a paused queue leaves the claim's
-queues, a paused name leaves every draw's names. A pause is honoured from the
-first refresh after it commits (``REFRESH_MS`` plus a claim in flight at most);
-calls already running finish. A database without the flow-control tables
-(``x0007_flow.sql``, opened with ``migrate=False``) has no pauses: the worker
-claims as usual and looks for the tables again on each refresh.
+The claimer draws only what is not paused (``PauseSet.unpaused``, the extension's
+claim filter): a paused queue leaves the claim's queues, a paused name leaves every
+draw's names. A pause is honoured from the first refresh after it commits
+(``REFRESH_MS`` plus a claim in flight at most); calls already running finish. A
+database without the flow-control tables (``x0007_flow.sql``, opened with
+``migrate=False``) has no pauses: the worker claims as usual and looks for the
+tables again on each refresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..backends import Backend
-from ..kernel import Draw
-from ..kernel.periodic import ErrorHook, PeriodicJob
-from ..protocol import flow as _flow
+from ...backends import Backend
+from ...kernel import Draw
+from ...kernel.periodic import ErrorHook, PeriodicJob
+from . import _ops
 
 REFRESH_MS = 500
 
 
-class Pauses:
+class PauseSet:
     """This worker's copy of ``cairnq_pauses``; ``job`` keeps it fresh while the worker runs.
 
     Args:
@@ -54,7 +56,7 @@ class Pauses:
 
     async def refresh(self) -> None:
         """Read the pauses now; wake the claimer when they changed."""
-        pauses = await self.backend.arun(_flow.paused_if_ready(), write=False)
+        pauses = await self.backend.arun(_ops.paused_if_ready(), write=False)
         queues = frozenset(p.target for p in pauses or () if p.scope == "queue")
         names = frozenset(p.target for p in pauses or () if p.scope == "name")
         if queues != self.queues or names != self.names:

@@ -1,4 +1,4 @@
-"""Operations of flow control (extension tables ``cairnq_task_snoozes`` and ``cairnq_pauses``).
+"""Operations of snoozing (extension table ``cairnq_task_snoozes``).
 
 Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
@@ -12,8 +12,8 @@ every owned write, and counted in ``cairnq_task_snoozes`` in the same
 transaction; the snooze past ``max_snoozes`` fails the task instead
 (``snooze_limit``).
 
-A pause is a row of ``cairnq_pauses``: cairnq workers leave the queue or task
-name it names unclaimed while it exists (see ``worker/_pauses.py``).
+The table is created by ``x0007_flow.sql``, which the pauses extension owns and
+ships (it creates ``cairnq_pauses`` too); snooze needs it.
 """
 
 from __future__ import annotations
@@ -22,22 +22,19 @@ import datetime
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from .. import kernel
-from .._checks import MAX_DELAY_MS, check_int, check_text
-from ..errors import InvalidArgument, SchemaIncomplete, error_envelope
-from ..kernel._shared import _emit_for
-from ..kernel.settle import _owned, _owned_row
-from ..models import Lease
-from .steps import NOW, Call, Op, Row
+from ... import kernel
+from ..._checks import MAX_DELAY_MS, check_int, check_text
+from ...errors import InvalidArgument, SchemaIncomplete, error_envelope
+from ...kernel._shared import _emit_for
+from ...kernel.settle import _owned, _owned_row
+from ...models import Lease
+from ...protocol.steps import NOW, Call, Op, Row
 
 FLOW_MIGRATION = "x0007_flow.sql"
 DEFAULT_MAX_SNOOZES = 20
 MAX_SNOOZE_DELAY_MS = MAX_DELAY_MS
-
-Scope = Literal["queue", "name"]
-SCOPES: tuple[Scope, ...] = ("queue", "name")
 
 
 @dataclass(frozen=True)
@@ -70,41 +67,6 @@ class Snoozes:
         }
 
 
-@dataclass(frozen=True)
-class Pause:
-    """A paused queue (``scope="queue"``) or task name (``scope="name"``).
-
-    Attributes:
-        scope: ``"queue"`` or ``"name"``.
-        target: The queue or the task name.
-        paused_at_ms: When it was paused (epoch ms).
-        paused_by: Who paused it, as given (``None`` when not said).
-    """
-
-    scope: Scope
-    target: str
-    paused_at_ms: int
-    paused_by: str | None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Pause:
-        scope = str(row["scope"])
-        return cls(
-            "queue" if scope == "queue" else "name",
-            str(row["target"]),
-            int(row["paused_at_ms"]),
-            None if row["paused_by"] is None else str(row["paused_by"]),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "target": self.target,
-            "paused_at_ms": self.paused_at_ms,
-            "paused_by": self.paused_by,
-        }
-
-
 # --- validation --------------------------------------------------------------------------
 
 
@@ -114,7 +76,7 @@ def delay_ms_of(delay: Any, what: str = "delay") -> int:
     Raises:
         InvalidArgument: not one of those, negative, not finite, or over 100 years.
     """
-    from ..durations import parse_duration
+    from ...durations import parse_duration
 
     if isinstance(delay, bool):
         raise InvalidArgument(f"{what} must be seconds, a timedelta or a duration such as '30s'")
@@ -159,23 +121,17 @@ def check_max_snoozes(value: Any) -> int:
     return check_int(value, "max_snoozes", low=0)
 
 
-def _scope(scope: Any) -> Scope:
-    if scope not in SCOPES:
-        raise InvalidArgument(f"pause scope must be 'queue' or 'name', got {scope!r}")
-    return "queue" if scope == "queue" else "name"
-
-
 # --- readiness ---------------------------------------------------------------------------
 
 
-def flow_ready() -> Op[bool]:
-    """Whether the database has the flow-control tables (migration ``x0007_flow.sql``)."""
+def snooze_ready() -> Op[bool]:
+    """Whether the database has the snoozes' table (migration ``x0007_flow.sql``)."""
     applied = yield from kernel.applied_migrations()
     return FLOW_MIGRATION in applied
 
 
 def _require() -> Op[None]:
-    ready = yield from flow_ready()
+    ready = yield from snooze_ready()
     if not ready:
         raise SchemaIncomplete(
             f"this database lacks cairnq's flow control (migration {FLOW_MIGRATION}); "
@@ -237,7 +193,7 @@ def snooze(
         )
         yield from _emit_for(rows)
         return SnoozeOutcome(_owned_row(lease, rows), None, True)
-    rows = yield Call("snooze", owned | {"delay_ms": delay_ms})
+    rows = yield Call("snooze_hand_back", owned | {"delay_ms": delay_ms})
     row = _owned_row(lease, rows)
     yield from _emit_for(rows)
     if row["status"] != "queued":
@@ -270,82 +226,8 @@ def snoozes_if_ready(task_id: Any) -> Op[Snoozes | None]:
 
 
 def _snoozes_if_ready(task_id: str) -> Op[Snoozes | None]:
-    ready = yield from flow_ready()
+    ready = yield from snooze_ready()
     if not ready:
         return None
     rows = yield Call("snooze_count", {"id": task_id})
     return _snoozes(task_id, rows[0]) if rows else None
-
-
-# --- pause and resume --------------------------------------------------------------------
-
-
-def pause(scope: Any, target: Any, paused_by: Any = None) -> Op[tuple[Pause, bool]]:
-    """Pause a queue or task name; returns the pause and whether this call created it.
-
-    Pausing what is paused already changes nothing (its first pause is returned).
-
-    Raises:
-        InvalidArgument: a bad scope, target or ``paused_by``.
-        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
-    """
-    checked = _scope(scope)
-    what = "queue" if checked == "queue" else "task name"
-    return _pause(
-        checked,
-        check_text(target, what) or "",
-        check_text(paused_by, "paused_by", optional=True),
-    )
-
-
-def _pause(scope: Scope, target: str, paused_by: str | None) -> Op[tuple[Pause, bool]]:
-    yield from _require()
-    rows = yield Call(
-        "pause_put", {"scope": scope, "target": target, "now_ms": NOW, "paused_by": paused_by}
-    )
-    if rows:
-        return Pause.from_row(rows[0]), True
-    listed = yield from _list()
-    existing = next(p for p in listed if p.scope == scope and p.target == target)
-    return existing, False
-
-
-def resume(scope: Any, target: Any) -> Op[Pause | None]:
-    """Resume a queue or task name; returns the pause ended, ``None`` when it was not paused.
-
-    Raises:
-        InvalidArgument: a bad scope or target.
-        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
-    """
-    checked = _scope(scope)
-    what = "queue" if checked == "queue" else "task name"
-    return _resume(checked, check_text(target, what) or "")
-
-
-def _resume(scope: Scope, target: str) -> Op[Pause | None]:
-    yield from _require()
-    rows = yield Call("pause_delete", {"scope": scope, "target": target})
-    return Pause.from_row(rows[0]) if rows else None
-
-
-def paused() -> Op[list[Pause]]:
-    """Every pause, queues first, each scope by target.
-
-    Raises:
-        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
-    """
-    yield from _require()
-    return (yield from _list())
-
-
-def _list() -> Op[list[Pause]]:
-    rows = yield Call("pause_list", {})
-    return [Pause.from_row(r) for r in rows]
-
-
-def paused_if_ready() -> Op[list[Pause] | None]:
-    """Every pause, or ``None`` on a database without the flow tables (workers, displays)."""
-    ready = yield from flow_ready()
-    if not ready:
-        return None
-    return (yield from _list())
