@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
+from typing import Any
 
+from ._checks import MAX_DELAY_MS, check_int
 from .errors import InvalidArgument
 
 __all__ = ["format_duration", "parse_duration", "parse_milliseconds"]
@@ -108,3 +112,32 @@ def format_duration(ms: int) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
+
+
+def delay_ms_of(delay: Any, what: str = "delay") -> int:
+    """Milliseconds in a delay: seconds as a number, a ``timedelta``, or text (``"30s"``).
+
+    Raises:
+        InvalidArgument: not one of those, negative, not finite, or over 100 years.
+    """
+    if isinstance(delay, bool):
+        raise InvalidArgument(f"{what} must be seconds, a timedelta or a duration such as '30s'")
+    if isinstance(delay, datetime.timedelta):
+        ms = delay // datetime.timedelta(milliseconds=1)
+    elif isinstance(delay, (int, float)):
+        if not math.isfinite(delay):
+            raise InvalidArgument(f"{what} must be finite, got {delay!r}")
+        if delay < 0:
+            raise InvalidArgument(f"{what} must be >= 0 (seconds), got {delay!r}")
+        ms = math.ceil(delay * 1000)
+    elif isinstance(delay, str):
+        try:
+            ms = parse_duration(delay)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{what}: {exc}; or give seconds as a number, e.g. 0.5") from None
+    else:
+        raise InvalidArgument(
+            f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
+            f"not {type(delay).__name__}"
+        )
+    return check_int(ms, f"{what} in milliseconds", low=0, high=MAX_DELAY_MS)

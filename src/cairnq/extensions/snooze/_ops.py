@@ -18,14 +18,13 @@ ships (it creates ``cairnq_pauses`` too); snooze needs it.
 
 from __future__ import annotations
 
-import datetime
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
+from ...durations import delay_ms_of
 from ...errors import InvalidArgument, SchemaIncomplete, error_envelope
 from ...kernel._shared import _emit_for
 from ...kernel.settle import _owned, _owned_row
@@ -68,37 +67,6 @@ class Snoozes:
 
 
 # --- validation --------------------------------------------------------------------------
-
-
-def delay_ms_of(delay: Any, what: str = "delay") -> int:
-    """Milliseconds in a delay: seconds as a number, a ``timedelta``, or text (``"30s"``).
-
-    Raises:
-        InvalidArgument: not one of those, negative, not finite, or over 100 years.
-    """
-    from ...durations import parse_duration
-
-    if isinstance(delay, bool):
-        raise InvalidArgument(f"{what} must be seconds, a timedelta or a duration such as '30s'")
-    if isinstance(delay, datetime.timedelta):
-        ms = delay // datetime.timedelta(milliseconds=1)
-    elif isinstance(delay, (int, float)):
-        if not math.isfinite(delay):
-            raise InvalidArgument(f"{what} must be finite, got {delay!r}")
-        if delay < 0:
-            raise InvalidArgument(f"{what} must be >= 0 (seconds), got {delay!r}")
-        ms = math.ceil(delay * 1000)
-    elif isinstance(delay, str):
-        try:
-            ms = parse_duration(delay)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{what}: {exc}; or give seconds as a number, e.g. 0.5") from None
-    else:
-        raise InvalidArgument(
-            f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
-            f"not {type(delay).__name__}"
-        )
-    return check_int(ms, f"{what} in milliseconds", low=0, high=MAX_SNOOZE_DELAY_MS)
 
 
 def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:

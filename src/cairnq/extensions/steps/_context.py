@@ -18,10 +18,10 @@ from typing import Any
 from ..._checks import check_int
 from ..._json import JsonCodec
 from ...backends import AroundRunner
+from ...durations import delay_ms_of
 from ...errors import InvalidArgument, LostLease, UnsupportedBackend, is_permanent
 from ...models import Lease
 from ...protocol.steps import Op
-from ..snooze import _ops as _snooze
 from ._ops import check_step_name, record_step
 
 log = logging.getLogger("cairnq.worker")
@@ -56,7 +56,7 @@ def step_options(name: Any, fn: Any, retries: Any, backoff: Any) -> StepOptions:
     return StepOptions(
         checked,
         check_int(retries, "step retries", low=0, high=1000),
-        _snooze.delay_ms_of(backoff, "step backoff"),
+        delay_ms_of(backoff, "step backoff"),
     )
 
 
