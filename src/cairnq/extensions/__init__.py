@@ -20,15 +20,11 @@ through one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
 from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
 from ._folders import install
-
-if TYPE_CHECKING:
-    from ._registry import LedgerWatch, Ready, builtins, check, components, points
+from ._registry import LedgerWatch, Ready, builtins, check, components, points
 
 __all__ = [
     "NOW",
@@ -51,16 +47,3 @@ __all__ = [
     "install",
     "points",
 ]
-
-_REGISTRY = ("LedgerWatch", "Ready", "builtins", "check", "components", "points")
-
-
-def __getattr__(name: str) -> Any:
-    # The registry loads on first use, not with the package: the built-ins whose
-    # parts are still in worker/ import the worker, which imports the client, which
-    # imports the extensions' code (an extension's operations and model).
-    if name in _REGISTRY:
-        from . import _registry
-
-        return getattr(_registry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
