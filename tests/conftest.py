@@ -180,6 +180,10 @@ machine: thousands of steps against a real database), so pytest's 120 s hang lim
 (``timeout`` in pyproject.toml) would cut a slow but healthy run short on a loaded machine."""
 LONG_RUNNING_TIMEOUT_S = 600
 
+FRESH_SCHEMA = {"test_every_migration_applies_to_a_fresh_database"}
+"""Tests of the driver suite (``cairnq.drivertest``, which knows no pytest mark of ours)
+that need a database not yet migrated: ``fresh_schema``."""
+
 
 LANES = {"mutants": "mutants", "chaos": "chaos", "slow": "processes", "browser": "processes"}
 """Marks whose tests run in a lane of their own under pytest-xdist (``--dist loadgroup``):
@@ -226,9 +230,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give the long-running tests a hang limit that fits their work, and the ``long`` mark
+    """Mark the driver suite's tests that need a database not yet migrated, and give the
+    long-running tests a hang limit that fits their work and the ``long`` mark
     (``./scripts/test.sh --fast`` leaves them out)."""
     for item in items:
+        if getattr(item, "originalname", "") in FRESH_SCHEMA:
+            item.add_marker(pytest.mark.fresh_schema)
         if getattr(item, "originalname", "") in LONG_RUNNING:
             item.add_marker(pytest.mark.timeout(LONG_RUNNING_TIMEOUT_S))
             item.add_marker(pytest.mark.long)

@@ -9,11 +9,8 @@ checker's (``tests/chaos/dbtools.py``).
 from __future__ import annotations
 
 import contextlib
-import secrets
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +20,7 @@ from cairnq.backends import Backend
 from cairnq.drivertest import *  # noqa: F403
 from cairnq.protocol.statements import Dialect
 
-from ._db import Database, admin_connect, drop_schema
+from ._db import Database, admin_connect
 from .chaos import dbtools
 
 WIPE = ("delete from cairnq_task_keys", "delete from cairnq_tasks")
@@ -62,17 +59,9 @@ class DatabaseDriver:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseDriver]:
-    """A fresh database of each backend cairnq ships."""
+def driver(request: pytest.FixtureRequest) -> DatabaseDriver:
+    """An empty, migrated database of each backend cairnq ships (the ``db`` fixtures';
+    not yet migrated for a test marked ``fresh_schema``)."""
     if request.param == "sqlite":
-        database = Database.sqlite(tmp_path / "cairnq.db")
-        yield DatabaseDriver(database, "sqlite", "sqlite")
-        database.close_all()
-        return
-    dsn = request.getfixturevalue("pg_dsn")
-    database = Database.postgres(dsn, f"t_{secrets.token_hex(5)}")
-    try:
-        yield DatabaseDriver(database, "postgres", "postgres")
-    finally:
-        database.close_all()
-        drop_schema(dsn, database.schema or "")
+        return DatabaseDriver(request.getfixturevalue("sqlite_db"), "sqlite", "sqlite")
+    return DatabaseDriver(request.getfixturevalue("pg_db"), "postgres", "postgres")

@@ -119,18 +119,15 @@ class ExecutorDriver(DatabaseDriver):
 
 
 @pytest.fixture
-def driver(pg_dsn: str) -> Iterator[ExecutorDriver]:
-    """A fresh schema, reached through asyncpg's pool executor."""
+def driver(pg_db: Database, pg_dsn: str) -> Iterator[ExecutorDriver]:
+    """An empty, migrated schema (``pg_db``'s), reached through asyncpg's pool executor."""
     loop = _LoopThread()
-    database = Database.postgres(pg_dsn, f"t_{secrets.token_hex(5)}")
-    suite_driver = ExecutorDriver(database, loop, asyncpg_url(pg_dsn))
+    suite_driver = ExecutorDriver(pg_db, loop, asyncpg_url(pg_dsn))
     try:
         yield suite_driver
     finally:
         suite_driver.close()
         loop.stop()
-        database.close_all()
-        drop_schema(pg_dsn, database.schema or "")
 
 
 # --- the client and the worker on an executor ---------------------------------------
