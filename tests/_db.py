@@ -341,6 +341,7 @@ class Database:
             "max_json_depth",
             "max_queue_depth",
             "max_queue_wait_ms",
+            "extensions",
         }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = CairnQ(self.backend(**options), **client_kw)

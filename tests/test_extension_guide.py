@@ -384,7 +384,7 @@ async def test_the_guide_s_entry_point_loads_the_extension_for_the_command_line(
 async def test_the_guide_s_usage(db: Database, audit: Audit) -> None:
     url = db.backend()  # the test's database (the guide gives a URL)
     cq = CairnQ(url, extensions=[Audit()])
-    worker = Worker(cq, extensions=[Audit()])
+    worker = Worker(cq)
 
     @worker.task
     async def job(ctx: Any) -> None:

@@ -1,7 +1,11 @@
 """Pay for what you use: a feature installed but not used adds nothing to a worker's
 claim and settlement, apart from the hidden costs pinned in ``KNOWN_EXTRA`` (none
 left); recording attempts, which the attempt history does wherever it is installed
-unless a worker turns it off, costs what ``HISTORY_COST`` pins.
+unless a worker turns it off, costs what ``HISTORY_COST`` pins. An extension
+outside cairnq (the guide's audit log, ``tests/audit_ext``) keeps the same rule:
+installed (its migration applied, given to the client and the worker) with its
+hook's ``in_use`` gate false, it adds nothing; in use, it costs what ``AUDIT_COST``
+pins.
 
 Two databases: the kernel alone (the protocol's migrations and the kernel's own
 extension migrations, named leases and lease tokens, opened with ``migrate=False``)
@@ -21,16 +25,23 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Generator, Iterator, Sequence
+from importlib import resources
 from typing import Any
 
+import pytest
+
+from cairnq import kernel as _kernel
+from cairnq.extensions import Extension, Hooks, WorkerView
 from cairnq.models import Lease, Task
+from cairnq.protocol.statements import drop_folder
 from cairnq.protocol.steps import Call, Op, Pipelined, SingleStatement
 from cairnq.worker import Worker
 from cairnq.worker._context import TaskContext
 
 from ._db import Database
 from ._statements import sent_statements
+from .audit_ext import Audit, record
 from .test_without_extensions import migrate_only
 
 KERNEL_MIGRATIONS = {"x0001_locks.sql", "x0003_leases.sql", "x0011_leases_forget.sql"}
@@ -68,6 +79,25 @@ HISTORY_COST: dict[tuple[str, str, str], int] = {
     ("sqlite", "fail", "savepoint op"): 1,
     ("sqlite", "fail", "release op"): 1,
     ("postgres", "fail", "history_record"): 1,
+    ("postgres", "fail", "begin"): 1,
+    ("postgres", "fail", "commit"): 1,
+}
+
+# What an extension outside cairnq costs in use: the audit log (``tests/audit_ext``)
+# writes its rows in each settlement's transaction (on PostgreSQL one the
+# one-statement settlement does not open, on SQLite a savepoint around the op); its
+# hook has nothing to write in a claim that recovers nothing.
+AUDIT_COST: dict[tuple[str, str, str], int] = {
+    ("sqlite", "settle", "audit_record"): 1,
+    ("sqlite", "settle", "savepoint op"): 1,
+    ("sqlite", "settle", "release op"): 1,
+    ("postgres", "settle", "audit_record"): 1,
+    ("postgres", "settle", "begin"): 1,
+    ("postgres", "settle", "commit"): 1,
+    ("sqlite", "fail", "audit_record"): 1,
+    ("sqlite", "fail", "savepoint op"): 1,
+    ("sqlite", "fail", "release op"): 1,
+    ("postgres", "fail", "audit_record"): 1,
     ("postgres", "fail", "begin"): 1,
     ("postgres", "fail", "commit"): 1,
 }
@@ -150,12 +180,21 @@ def _naming(op: Op[Any], heard: Any) -> Op[Any]:
     return run()
 
 
-async def _measure(db: Database, *, record_attempts: bool = False) -> Sequences:
-    """The worker's sequence on each path, on ``db`` as it is migrated."""
-    async with db.client(migrate=False) as cq:
+async def _measure(
+    db: Database, *, record_attempts: bool = False, extensions: Sequence[Extension] = ()
+) -> Sequences:
+    """The worker's sequence on each path, on ``db`` as it is migrated, with
+    ``extensions`` given to its client and to it."""
+    async with db.client(migrate=False, extensions=extensions) as cq:
         for _ in range(2 * TASKS):
             await cq.submit("job")
-        worker = Worker(cq, concurrency=2 * TASKS, schedules=False, record_attempts=record_attempts)
+        worker = Worker(
+            cq,
+            concurrency=2 * TASKS,
+            schedules=False,
+            record_attempts=record_attempts,
+            extensions=extensions,
+        )
         worker.task("job")(lambda ctx: None)
         worker._stopping = asyncio.Event()
         assert await worker._open_checked()
@@ -244,3 +283,49 @@ async def test_a_hidden_cost_no_longer_paid_must_leave_the_known_extras(db: Data
     problems = hidden_costs(db.kind, kernel, installed, allowed)
     assert len(problems) == 1 and "settle: history_record" in problems[0], problems
     assert "remove it" in problems[0]
+
+
+class SwitchedAudit(Audit):
+    """The audit extension, its hook gated by ``in_use``: off until a test sets ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def hooks(self, worker: WorkerView) -> Hooks:
+        return Hooks(attempt_end=record, in_use=lambda: self.on)
+
+
+@pytest.fixture
+def audit() -> Iterator[SwitchedAudit]:
+    """The switched audit extension; this process forgets its folder afterwards."""
+    try:
+        yield SwitchedAudit()
+    finally:
+        drop_folder(resources.files(Audit.package))
+
+
+async def _with_audit(db: Database, audit: SwitchedAudit) -> tuple[Sequences, Sequences]:
+    """The sequences with every feature installed but unused, and with the audit
+    extension installed too (its migration applied, given to client and worker) and
+    its gate as ``audit.on`` says."""
+    async with db.client(extensions=[audit]) as cq:  # applies every migration, its too
+        applied = await cq.backend.arun(_kernel.applied_migrations(), write=False)
+    assert "x_audit_0001_log.sql" in applied
+    return await _measure(db), await _measure(db, extensions=[audit])
+
+
+@pytest.mark.fresh_schema
+async def test_an_outside_extension_installed_but_not_in_use_adds_nothing(
+    db: Database, audit: SwitchedAudit
+) -> None:
+    installed, with_audit = await _with_audit(db, audit)
+    assert hidden_costs(db.kind, installed, with_audit, {}) == []
+
+
+@pytest.mark.fresh_schema
+async def test_an_outside_extension_in_use_costs_its_hook_s_statements(
+    db: Database, audit: SwitchedAudit
+) -> None:
+    audit.on = True
+    installed, in_use = await _with_audit(db, audit)
+    assert hidden_costs(db.kind, installed, in_use, AUDIT_COST) == []

@@ -1,8 +1,10 @@
-"""A worker runs the extensions it is given besides cairnq's own, each only while ready.
+"""A worker runs the extensions its client was given and those it is given besides
+cairnq's own, each only while ready.
 
 A ready extension's hooks run in the worker's settlements; one whose migrations
 the database lacks steps aside, and the worker says so in one shared line for
-every extension that does.
+every extension that does. An extension given to both the client and the worker
+runs once; two different extensions of one name are refused.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument, Worker
+from cairnq import InvalidArgument, InvalidExtension, Worker
 from cairnq.extensions import Extension, Hooks, WorkerView
 from cairnq.protocol.steps import Op, Row
 
@@ -39,6 +41,12 @@ class Audit(Extension):
         return Hooks(task_end=record)
 
 
+class Other(Audit):
+    """As ``Audit``, under another name."""
+
+    name = "other"
+
+
 class Unmigrated(Audit):
     """As ``Audit``, on a migration no database has."""
 
@@ -61,6 +69,50 @@ async def test_an_extension_given_to_a_worker_runs_its_hook_in_each_settlement(
         await worker.run(until_idle=True)
     await worker.close()
     assert audit.seen == [(task.id, "succeeded")]
+
+
+async def settle_one(worker: Worker) -> str:
+    """Submit one task through ``worker``'s client and run the worker until idle; its id."""
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        return None
+
+    task = await worker.client.submit("job")
+    await worker.run(until_idle=True)
+    await worker.close()
+    return task.id
+
+
+async def test_a_worker_runs_the_extensions_its_client_was_given(db: Database) -> None:
+    audit = Audit()
+    async with db.client(extensions=[audit]) as cq:
+        task_id = await settle_one(Worker(cq, poll_interval_ms=20))
+    assert audit.seen == [(task_id, "succeeded")]
+
+
+async def test_an_extension_given_to_the_client_and_the_worker_runs_once(db: Database) -> None:
+    of_client, of_worker = Audit(), Audit()
+    async with db.client(extensions=[of_client]) as cq:
+        task_id = await settle_one(Worker(cq, poll_interval_ms=20, extensions=[of_worker]))
+    assert of_worker.seen == [(task_id, "succeeded")]
+    assert of_client.seen == []
+
+
+async def test_a_worker_runs_its_client_s_extensions_and_its_own(db: Database) -> None:
+    audit, other = Audit(), Other()
+    async with db.client(extensions=[audit]) as cq:
+        task_id = await settle_one(Worker(cq, poll_interval_ms=20, extensions=[other]))
+    assert audit.seen == other.seen == [(task_id, "succeeded")]
+
+
+def test_two_different_extensions_of_one_name_are_refused(db: Database) -> None:
+    class Impostor(Other):
+        name = "audit"
+
+    cq = db.client(extensions=[Audit()])
+    with pytest.raises(InvalidExtension, match="two extensions are named audit"):
+        Worker(cq, extensions=[Impostor()])
 
 
 async def test_an_extension_whose_migration_is_missing_steps_aside_in_the_shared_line(

@@ -43,8 +43,9 @@ class CairnQ(AsyncOperations):
         retention: A ``Retention`` (or an int: milliseconds to keep finished
             tasks) swept in the background while the client is open.
         extensions: Extensions outside cairnq (``cairnq.extensions.install``): their
-            statements join the process's, and opening a backend with
-            ``migrate=True`` applies their migrations.
+            statements join the process's, opening a backend with ``migrate=True``
+            applies their migrations, and a ``Worker`` built on this client runs
+            their hooks and parts (besides any given to the worker).
         **backend_options: Options for a backend made from a URL (``busy_timeout_ms``, ...).
 
     Example::

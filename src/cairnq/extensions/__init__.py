@@ -14,7 +14,8 @@ parameters; ``NOW`` for the database's clock), inside an ``Op``, which gets back
 An extension outside cairnq is declared the same way, with the ``package`` that
 holds its SQL; ``install`` checks it and adds its statements and migrations to
 the process (``CairnQ(extensions=...)``, ``Worker(extensions=...)`` and the
-command line's ``--extension`` call it). ``docs/writing-an-extension.md`` walks
+command line's ``--extension`` call it). A worker runs the built-ins, its client's
+extensions and its own (``for_worker``). ``docs/writing-an-extension.md`` walks
 through one.
 """
 
@@ -24,7 +25,7 @@ from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
 from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
 from ._folders import install
-from ._registry import LedgerWatch, Ready, builtins, check, components, points
+from ._registry import LedgerWatch, Ready, builtins, check, components, for_worker, points
 
 __all__ = [
     "NOW",
@@ -45,5 +46,6 @@ __all__ = [
     "check",
     "components",
     "install",
+    "for_worker",
     "points",
 ]

@@ -75,6 +75,33 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
     return list(extensions)
 
 
+def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[Extension]:
+    """What a worker runs: cairnq's own extensions, then its ``client``'s, then the
+    others it is ``given``, checked (``check``).
+
+    An extension given to both the client and the worker (one of the same class and
+    name) counts once, in the client's place, and the worker's instance is the one
+    that runs.
+
+    Raises:
+        InvalidExtension: two different extensions share a name, or own the same
+            migration or table.
+        InvalidArgument: one is no ``Extension``.
+    """
+    extra = list(given)
+    joined: list[Extension] = []
+    for extension in client:
+        same = [i for i, e in enumerate(extra) if _same(e, extension)]
+        joined.append(extra.pop(same[0]) if same else extension)
+    return check([*builtins(), *joined, *extra])
+
+
+def _same(one: object, other: object) -> bool:
+    """Whether ``one`` and ``other`` are the same extension: one class, one name."""
+    name = getattr(one, "name", None)
+    return type(one) is type(other) and name is not None and name == getattr(other, "name", None)
+
+
 def components(extensions: Sequence[Extension], worker: WorkerView) -> list[Component]:
     """The worker parts of ``extensions`` for one run of ``worker``, in their order."""
     return [part for extension in extensions for part in extension.components(worker)]

@@ -1,8 +1,8 @@
 """The worker's background parts, each as a ``Component`` its ``Lifecycle`` drives.
 
 A run's components, in start order (``Worker._components``; stopped in reverse):
-first its extensions' (``cairnq.extensions``: the built-ins, and those given to
-``Worker(extensions=...)``), then the kernel's own:
+first its extensions' (``cairnq.extensions.for_worker``: the built-ins, its
+client's and those given to ``Worker(extensions=...)``), then the kernel's own:
 
 - ``limits``: prepare stores the declared limits, and refuses the start on a
   database without the limits tables (``SchemaIncomplete``); the job reloads

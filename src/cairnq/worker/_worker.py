@@ -132,9 +132,9 @@ class Worker:
             them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
         record_attempts: Record each ended attempt in the attempt history (``cq.attempts()``)
             in the transaction that ends it, where its table exists; ``False`` saves that write.
-        extensions: Extensions this worker runs besides cairnq's own
-            (``cairnq.extensions.builtins()``): their hooks in its claims and
-            settlements while each is ready, their parts in its lifecycle.
+        extensions: Extensions this worker runs besides cairnq's own and its client's
+            (``CairnQ(extensions=...)``; one given to both counts once): their hooks
+            in its claims and settlements while each is ready, their parts in its lifecycle.
 
     Example::
 
@@ -218,7 +218,7 @@ class Worker:
         self.registry, self._retention = Registry(resources), Retention.of(retention)
         self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
         self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
-        self._extensions = _ext.install(_ext.check([*_ext.builtins(), *extensions]))
+        self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
         self._bind(self.client.backend)
 
     @classmethod
@@ -319,7 +319,7 @@ class Worker:
         if self._running or self._loop is not None:
             raise InvalidArgument("this worker has already run; it cannot move")
         old = self.client
-        client = CairnQ(backend)
+        client = CairnQ(backend, extensions=old.extensions)
         client._owns_backend = True
         self.client = client
         self._runtime.client = client
