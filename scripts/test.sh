@@ -2,8 +2,8 @@
 # Set up .venv (first run) and run everything CI runs: format check, lint, types, tests.
 #
 #   ./scripts/test.sh              everything, in parallel test processes (pytest-xdist)
-#   ./scripts/test.sh --fast       the edit loop: no multi-process, chaos, browser or long
-#                                  random state-machine tests
+#   ./scripts/test.sh --fast       the edit loop: no multi-process, chaos, browser, long
+#                                  random state-machine or heavy tests
 #   ./scripts/test.sh --serial     one test process (for a debugger, or to compare)
 #   ./scripts/test.sh tests/x.py   any other arguments go to pytest as they are
 #
@@ -37,7 +37,7 @@ args=()
 parallel=1
 for arg in "$@"; do
     case "$arg" in
-        --fast) args+=(-m "not slow and not chaos and not browser and not long") ;;
+        --fast) args+=(-m "not slow and not chaos and not browser and not long and not heavy") ;;
         --serial) parallel=0 ;;
         *) args+=("$arg") ;;
     esac

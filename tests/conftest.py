@@ -180,6 +180,26 @@ machine: thousands of steps against a real database), so pytest's 120 s hang lim
 (``timeout`` in pyproject.toml) would cut a slow but healthy run short on a loaded machine."""
 LONG_RUNNING_TIMEOUT_S = 600
 
+HEAVY = {
+    # a whole first hour on the terminal, a process per command
+    "test_the_first_hour_reports_every_mistake_on_the_terminal",
+    # a hundred times the running tasks, to show a batch reads no more
+    "test_a_batch_reads_no_more_with_a_hundred_times_the_running_tasks",
+    # every scenario again, through the command line or with real sleeps
+    "test_cli_exits_zero_when_every_scenario_passes",
+    "test_scenarios_pass_with_real_sleeps",
+    "test_timed_scenarios_pass_through_the_store_layer_with_real_sleeps",
+    # processes killed, waited for, or answering on a pseudo-terminal
+    "test_submit_wait_reports_an_unclaimed_task_naming_the_database_without_a_timeout",
+    "test_a_task_killed_after_step_3_of_5_resumes_at_step_4_on_another_process",
+    "test_a_dependent_another_process_submitted_is_released_within_the_bound",
+    "test_a_killed_workers_last_attempt_fails_via_a_busy_worker_of_another_queue",
+    "test_purge_on_a_terminal_deletes_nothing_unless_the_answer_is_yes",
+}
+"""Tests of a few seconds each, of work that is the point (many processes, real sleeps, a
+hundred times the rows): marked ``heavy``, which ``./scripts/test.sh --fast`` leaves out
+and CI runs with the rest."""
+
 FRESH_SCHEMA = {"test_every_migration_applies_to_a_fresh_database"}
 """Tests of the driver suite (``cairnq.drivertest``, which knows no pytest mark of ours)
 that need a database not yet migrated: ``fresh_schema``."""
@@ -230,10 +250,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the driver suite's tests that need a database not yet migrated, and give the
-    long-running tests a hang limit that fits their work and the ``long`` mark
-    (``./scripts/test.sh --fast`` leaves them out)."""
+    """Mark the heavy tests, the driver suite's tests that need a database not yet
+    migrated, and give the long-running tests a hang limit that fits their work and the
+    ``long`` mark (``./scripts/test.sh --fast`` leaves the heavy and long ones out)."""
     for item in items:
+        if getattr(item, "originalname", "") in HEAVY:
+            item.add_marker(pytest.mark.heavy)
         if getattr(item, "originalname", "") in FRESH_SCHEMA:
             item.add_marker(pytest.mark.fresh_schema)
         if getattr(item, "originalname", "") in LONG_RUNNING:
