@@ -24,7 +24,7 @@ from typing import Any
 
 from cairnq import SyncCairnQ, kernel
 from cairnq.dashboard import create_app
-from cairnq.kernel import views as _reads
+from cairnq.extensions.presence import _ops as _presence
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
 
@@ -132,7 +132,7 @@ def seed(path: Path) -> str:
         for worker, queues in zip(
             WORKERS, (["emails", "media"], ["reports", "media"]), strict=True
         ):
-            op = _reads.worker_start(worker, queues, "app-host-1", 4242, 8)
+            op = _presence.worker_start(worker, queues, "app-host-1", 4242, 8)
             cq.backend.run(op, write=True)
         return str(running.id)
 

@@ -31,6 +31,8 @@ WORDS: dict[str, tuple[str, ...]] = {ext.name: tuple(ext.words) for ext in built
 
 # The kernel: the modules below the features. Feature modules that still live in
 # ``protocol/`` (limits, flow, workflows) are not kernel.
+# ``kernel/views.py`` is not read: its ``scheduled`` read (queued tasks not due yet,
+# statement ``queued_scheduled``) holds the schedules' word without naming that feature.
 KERNEL = (
     "kernel/__init__.py",
     "kernel/_shared.py",

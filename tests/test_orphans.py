@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from cairnq import UnservedTasks, UnservedTaskWarning
+from cairnq.extensions.presence import _ops as _presence
 from cairnq.extensions.presence._component import Presence
 from cairnq.extensions.presence._orphans import OrphanWatch
-from cairnq.kernel import views as _reads
 from cairnq.testing import FakeClock
 
 from ._db import Database, statement_work
@@ -48,7 +48,7 @@ async def present(
 
 def serving(db: Database, clock: FakeClock, queue: str, name: str) -> list[str] | None:
     with db.sync_client(clock=clock) as cq:
-        return cq.backend.run(_reads.serving(queue, name), write=False)
+        return cq.backend.run(_presence.serving(queue, name), write=False)
 
 
 def unserved(db: Database, clock: FakeClock, **options: Any) -> list[UnservedTasks]:
@@ -80,7 +80,7 @@ async def test_a_worker_does_not_serve_a_queue_it_lacks(db: Database) -> None:
 async def test_a_worker_not_seen_within_the_alive_window_serves_nothing(db: Database) -> None:
     clock = FakeClock()
     await present(db, clock, "w-gone", ["default"], ["email.send"])
-    clock.advance(_reads.ALIVE_WINDOW_MS + 1)
+    clock.advance(_presence.ALIVE_WINDOW_MS + 1)
     assert serving(db, clock, "default", "email.send") == []
 
 
@@ -98,7 +98,7 @@ async def test_a_clean_stop_deletes_the_names_with_the_row(db: Database) -> None
     await presence.stop()
     assert serving(db, clock, "default", "email.send") == []
     with db.sync_client(clock=clock) as cq:
-        rows = cq.backend.run(_reads.served(within_ms=3_600_000), write=False)
+        rows = cq.backend.run(_presence.served(within_ms=3_600_000), write=False)
     assert rows == {}
 
 
@@ -155,7 +155,7 @@ async def test_unserved_counts_stop_at_the_cap_and_say_so(db: Database) -> None:
     await present(db, clock, "w-mail", ["default"], ["email.send"])
     with db.sync_client(clock=clock) as cq:
         cq.submit_many([("emial.send", {"n": n}) for n in range(5)])
-        found = cq.backend.run(_reads.unserved(cap=3), write=False)
+        found = cq.backend.run(_presence.unserved(cap=3), write=False)
     assert [(u.count, u.capped) for u in found] == [(3, True)]
 
 

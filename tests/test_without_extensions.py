@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Retention
+from cairnq.extensions.presence import _ops as _presence
 from cairnq.extensions.presence._component import Presence
-from cairnq.kernel import views as _reads
 from cairnq.kernel.retention import LOCK_NAME, RetentionSweeper
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
@@ -123,13 +123,13 @@ async def test_presence_stopped_before_its_first_write_without_cairnq_workers_de
 ) -> None:
     protocol_only(db)
     deletes: list[str] = []
-    gone = _reads.worker_gone
+    gone = _presence.worker_gone
 
     def recorded(worker_id: str) -> Any:
         deletes.append(worker_id)
         return gone(worker_id)
 
-    monkeypatch.setattr(_reads, "worker_gone", recorded)
+    monkeypatch.setattr(_presence, "worker_gone", recorded)
     backend = db.backend(migrate=False)
     presence = Presence(backend, "w-quick-stop", ["default"], 1, refused)
     presence.start()

@@ -26,6 +26,7 @@ from ..extensions.limits import _ops as _limits
 from ..extensions.limits._model import Limit
 from ..extensions.pauses import _ops as _pauses
 from ..extensions.pauses._ops import Pause, PauseList
+from ..extensions.presence import _ops as _presence
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..extensions.snooze import _ops as _snooze
@@ -40,7 +41,6 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._core import (
-    ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
     DEFAULT_WAIT_TIMEOUT_MS,
@@ -223,10 +223,10 @@ class AsyncOperations(_ClientCore):
 
     async def _check_served(self, task: Task) -> None:
         try:
-            workers = await self._run(_reads.serving(task.queue, task.name), write=False)
+            workers = await self._run(_presence.serving(task.queue, task.name), write=False)
             served = None
             if workers == []:
-                served = await self._run(_reads.served(), write=False)
+                served = await self._run(_presence.served(), write=False)
         except CairnQError as exc:
             # The task is stored: a failed check must not look like a failed submit.
             self._check_failed(task, exc)
@@ -234,7 +234,7 @@ class AsyncOperations(_ClientCore):
         self._report_served(task, workers, served)
 
     async def unserved(
-        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self, *, within_ms: int = _presence.ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
 
@@ -264,7 +264,7 @@ class AsyncOperations(_ClientCore):
                 print(item.describe())   # emial.send on default: 3 queued, ...
         """
         queues = None if queue is None else [queue]
-        return await self._run(_reads.unserved(within_ms=within_ms, queues=queues), write=False)
+        return await self._run(_presence.unserved(within_ms=within_ms, queues=queues), write=False)
 
     async def _submit_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
         if not self.submit_hooks:
@@ -995,7 +995,7 @@ class AsyncOperations(_ClientCore):
         op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
         return await self._run(op, write=False)
 
-    async def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+    async def workers(self, *, within_ms: int = _presence.ALIVE_WINDOW_MS) -> WorkerList:
         """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
 
         A cairnq worker records itself on its heartbeat timer and removes itself
@@ -1016,7 +1016,7 @@ class AsyncOperations(_ClientCore):
             for info in await cq.workers():
                 print(info.worker_id, info.queues, [t.name for t in info.running])
         """
-        return await self._run(_reads.workers(within_ms=within_ms), write=False)
+        return await self._run(_presence.workers(within_ms=within_ms), write=False)
 
     async def wait(
         self,

@@ -44,12 +44,11 @@ from ..errors import (
 from ..extensions import Extension, install
 from ..extensions.history._ops import Attempt
 from ..extensions.limits._model import Limit, LimitUsage
+from ..extensions.presence._ops import WORKERS_MIGRATION
 from ..extensions.schedules._model import Schedule, ScheduleSlot
 from ..extensions.steps._ops import StepRecord
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
-from ..kernel.views import ALIVE_WINDOW_MS as ALIVE_WINDOW_MS
-from ..kernel.views import WORKERS_MIGRATION
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
 from ..protocol.steps import Op
 from ..store import TaskStore

@@ -22,6 +22,7 @@ from ..extensions.limits import _ops as _limits
 from ..extensions.limits._model import Limit
 from ..extensions.pauses import _ops as _pauses
 from ..extensions.pauses._ops import Pause, PauseList
+from ..extensions.presence import _ops as _presence
 from ..extensions.schedules import _ops as _schedules
 from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
 from ..extensions.snooze import _ops as _snooze
@@ -36,7 +37,6 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._core import (
-    ALIVE_WINDOW_MS,
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
     DEFAULT_WAIT_TIMEOUT_MS,
@@ -219,10 +219,10 @@ class SyncOperations(_ClientCore):
 
     def _check_served(self, task: Task) -> None:
         try:
-            workers = self._run(_reads.serving(task.queue, task.name), write=False)
+            workers = self._run(_presence.serving(task.queue, task.name), write=False)
             served = None
             if workers == []:
-                served = self._run(_reads.served(), write=False)
+                served = self._run(_presence.served(), write=False)
         except CairnQError as exc:
             # The task is stored: a failed check must not look like a failed submit.
             self._check_failed(task, exc)
@@ -230,7 +230,7 @@ class SyncOperations(_ClientCore):
         self._report_served(task, workers, served)
 
     def unserved(
-        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self, *, within_ms: int = _presence.ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
 
@@ -260,7 +260,7 @@ class SyncOperations(_ClientCore):
                 print(item.describe())   # emial.send on default: 3 queued, ...
         """
         queues = None if queue is None else [queue]
-        return self._run(_reads.unserved(within_ms=within_ms, queues=queues), write=False)
+        return self._run(_presence.unserved(within_ms=within_ms, queues=queues), write=False)
 
     def _submit_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
         if not self.submit_hooks:
@@ -989,7 +989,7 @@ class SyncOperations(_ClientCore):
         op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
         return self._run(op, write=False)
 
-    def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+    def workers(self, *, within_ms: int = _presence.ALIVE_WINDOW_MS) -> WorkerList:
         """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
 
         A cairnq worker records itself on its heartbeat timer and removes itself
@@ -1010,7 +1010,7 @@ class SyncOperations(_ClientCore):
             for info in cq.workers():
                 print(info.worker_id, info.queues, [t.name for t in info.running])
         """
-        return self._run(_reads.workers(within_ms=within_ms), write=False)
+        return self._run(_presence.workers(within_ms=within_ms), write=False)
 
     def wait(
         self,

@@ -1,8 +1,12 @@
 """Presence: each worker's row in ``cairnq_workers`` (and the task names it serves in
 ``cairnq_worker_names``), written while it runs and deleted once it has drained.
 
-Its statements and reads (``protocol/sql``, ``kernel/views.py``) still live with the
-protocol's; the statement loader would read them from this folder's ``sql/`` too.
+Everything of the feature is in this folder: the reads and writes (``_ops``: the
+workers list, who serves what, the alive window), the statements
+(``sql/<dialect>/presence_*.sql``), the migrations it owns (``migrations/<dialect>/``,
+x0002 and x0004), the worker's part (``_component``) and the orphan watch
+(``_orphans``). The client's ``workers()``, ``unserved()`` and
+``submit(warn_unserved=True)``, the dashboard and ``top`` call its reads.
 """
 
 from __future__ import annotations

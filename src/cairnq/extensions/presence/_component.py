@@ -27,10 +27,10 @@ from typing import Any
 
 from ... import kernel
 from ...backends import Backend
-from ...kernel import views as _reads
 from ...kernel.periodic import ErrorHook, PeriodicJob
 from ...protocol.steps import Op
 from .._base import Part
+from . import _ops
 from ._orphans import OrphanWatch
 
 log = logging.getLogger("cairnq.worker")
@@ -97,7 +97,7 @@ class Presence:
     async def _first_write(self) -> None:
         if not await self._table_present():
             return
-        op = _reads.worker_start(
+        op = _ops.worker_start(
             self.worker_id, self.queues, self._host, self._pid, self.concurrency, self.names
         )
         try:
@@ -113,7 +113,7 @@ class Presence:
                 "this database lacks migration %s, so this worker's task names are not "
                 "published: readers count it as serving every name on its queues "
                 "(run `cairnq migrate` to add it)",
-                _reads.WORKER_NAMES_MIGRATION,
+                _ops.WORKER_NAMES_MIGRATION,
                 extra={"worker_id": self.worker_id, "phase": "presence"},
             )
 
@@ -123,14 +123,14 @@ class Presence:
             applied = await self.backend.arun(kernel.applied_migrations(), write=False)
         except Exception:
             return True  # the write that follows reports what is wrong
-        if _reads.WORKERS_MIGRATION in applied:
+        if _ops.WORKERS_MIGRATION in applied:
             return True
         self.absent = True
         log.warning(
             "this database lacks table cairnq_workers (migration %s), so this worker "
             "publishes no presence and no task names: it shows only through the tasks it "
             "runs (run `cairnq migrate` to add it)",
-            _reads.WORKERS_MIGRATION,
+            _ops.WORKERS_MIGRATION,
             extra={"worker_id": self.worker_id, "phase": "presence"},
         )
         return False
@@ -148,11 +148,11 @@ class Presence:
             self._pending = asyncio.ensure_future(self._first_write())
             return
         if self.named and self.names is not None:
-            op = _reads.worker_beat_named(
+            op = _ops.worker_beat_named(
                 self.worker_id, self.queues, self._host, self._pid, self.concurrency, self.names
             )
         else:
-            op = _reads.worker_beat(
+            op = _ops.worker_beat(
                 self.worker_id, self.queues, self._host, self._pid, self.concurrency
             )
         self._start_write(op)
@@ -201,7 +201,7 @@ class Presence:
         # The delete is tried even when the refresh used the budget up: a row left
         # behind would show a stopped worker as alive for a whole window.
         remaining = max(deadline - time.monotonic(), DELETE_TIMEOUT_S)
-        gone = _reads.worker_gone_named if self.named else _reads.worker_gone
+        gone = _ops.worker_gone_named if self.named else _ops.worker_gone
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
                 self.backend.arun(gone(self.worker_id), write=True), timeout=remaining

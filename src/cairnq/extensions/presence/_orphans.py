@@ -15,8 +15,8 @@ import logging
 from collections.abc import Sequence
 
 from ...backends import Backend
-from ...kernel import views as _reads
 from ...models import UnservedTasks
+from . import _ops
 
 log = logging.getLogger("cairnq.worker")
 
@@ -31,7 +31,7 @@ class OrphanWatch:
         queues: Sequence[str],
         names: Sequence[str],
         *,
-        within_ms: int = _reads.ALIVE_WINDOW_MS,
+        within_ms: int = _ops.ALIVE_WINDOW_MS,
     ) -> None:
         self.backend = backend
         self.worker_id = worker_id
@@ -43,7 +43,7 @@ class OrphanWatch:
     async def check(self) -> list[UnservedTasks]:
         """Read the orphans on this worker's queues and log the new ones; returns those logged."""
         found = await self.backend.arun(
-            _reads.unserved(within_ms=self.within_ms, queues=self.queues), write=False
+            _ops.unserved(within_ms=self.within_ms, queues=self.queues), write=False
         )
         fresh = [
             item
