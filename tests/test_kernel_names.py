@@ -29,10 +29,7 @@ SRC = Path(cairnq.__file__).parent
 # or string holding one of these (case-insensitive) names the feature.
 WORDS: dict[str, tuple[str, ...]] = {ext.name: tuple(ext.words) for ext in builtins()}
 
-# The kernel: the modules below the features. Feature modules that still live in
-# ``protocol/`` (limits, flow, workflows) are not kernel.
-# ``kernel/views.py`` is not read: its ``scheduled`` read (queued tasks not due yet,
-# statement ``queued_scheduled``) holds the schedules' word without naming that feature.
+# The kernel: the modules below the features (every feature is in ``extensions/``).
 KERNEL = (
     "kernel/__init__.py",
     "kernel/_shared.py",
@@ -47,6 +44,7 @@ KERNEL = (
     "kernel/setup.py",
     "kernel/settle.py",
     "kernel/submit.py",
+    "kernel/views.py",
     "protocol/statements.py",
     "protocol/steps.py",
     "protocol/__init__.py",

@@ -241,7 +241,7 @@ def render_frame(
     Returns:
         This frame, to pass as ``previous`` next time.
     """
-    later = client.backend.run(_reads.scheduled(), write=False)
+    later = client.backend.run(_reads.not_due(), write=False)
     upcoming = client.backend.run(_schedules.next_slot(), write=False)
     usages = client.backend.run(_limits.usage_if_ready(), write=False) or []
     current = Frame(now_ms, client.stats(queue), later)

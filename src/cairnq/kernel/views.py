@@ -56,11 +56,11 @@ def overview() -> Op[list[QueueSummary]]:
     ]
 
 
-def scheduled() -> Op[dict[str, int]]:
+def not_due() -> Op[dict[str, int]]:
     """Per queue, the queued tasks not due yet (delayed, or retries in backoff), by the
     database's clock; queues without any are left out."""
     now = yield from _now()
-    rows = yield Call("queued_scheduled", {"now_ms": now})
+    rows = yield Call("queued_not_due", {"now_ms": now})
     return {str(row["queue"]): int(row["count"]) for row in rows}
 
 
