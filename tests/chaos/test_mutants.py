@@ -364,10 +364,12 @@ def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
     and four tasks of durable steps replayed after a failure. A diamond's slow branch, and
     every gathered child but the first, runs longer than a workflow sweep's interval:
     whether or not a settlement decides the parked task (the workflows' ``in_use`` gate),
-    a sweep decides it while one dependency has succeeded and another still runs."""
+    a sweep decides it while one dependency has succeeded and another still runs. The
+    workers have a slot for every task that can run at once, so a task released too
+    early is claimed at once, before the dependency still running ends."""
     config = Config(
         workers=2,
-        concurrency=4,
+        concurrency=16,
         clients=1,
         tasks_per_client=16,
         mutant=mutant,
