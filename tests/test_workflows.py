@@ -512,9 +512,7 @@ def _park_as_before_x0010(task_id: str, dependencies: list[str]) -> Any:
     yield Call("workflows_edges_put", {"rows": json.dumps(edges)})
     parked = [[task_id, "dependencies", 0]]
     yield Call("workflows_parked_put", {"rows": json.dumps(parked), "now_ms": NOW})
-    yield Call(
-        "workflows_park", {"ids": [task_id], "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
-    )
+    yield from kernel.defer([task_id], PARKED_RUN_AT_MS)
 
 
 def _before_satisfied(name: str) -> bool:

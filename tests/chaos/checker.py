@@ -54,7 +54,7 @@ EDGES = {
     ("failed", "queued"),
     ("canceled", "queued"),
 }
-# A parked dependent failed without running by policy "fail" (``workflows_fail``) ends queued ->
+# A parked dependent failed without running by policy "fail" (``fail_queued``) ends queued ->
 # failed with this error code; no other change takes a queued task to failed.
 DEPENDENCY_FAILED = "dependency_failed"
 # A settlement that could not be written because of its own content, not the database.

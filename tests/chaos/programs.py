@@ -34,7 +34,7 @@ from .history import Recorder, RecordingBackend
 
 Substitution = tuple[str, str, str]  # (statement, old text, new text)
 
-_OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "release")
+_OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "hand_back")
 _CLAIMS = ("claim", "claim_one_queue", "claim_one_name", "claim_one_queue_one_name")
 
 
@@ -490,17 +490,13 @@ MUTANTS: dict[str, Mutant] = {
     "sweep_decides_twice": Mutant(
         sql={
             "sqlite": [
-                (
-                    "workflows_release",
-                    "and run_at_ms = :parked_run_at_ms",
-                    "and :parked_run_at_ms is not null",
-                )
+                ("undefer", "and run_at_ms = :run_at_ms", "and :run_at_ms is not null"),
             ],
             "postgres": [
                 (
-                    "workflows_release",
-                    "and run_at_ms = :parked_run_at_ms::bigint",
-                    "and :parked_run_at_ms::bigint is not null",
+                    "undefer",
+                    "and t.run_at_ms = :run_at_ms::bigint",
+                    "and :run_at_ms::bigint is not null",
                 )
             ],
         },

@@ -17,6 +17,8 @@ from __future__ import annotations
 from ..backends import Opening, register_opening
 from .admin import cancel as cancel
 from .admin import cancel_by_key as cancel_by_key
+from .admin import defer as defer
+from .admin import fail_queued as fail_queued
 from .admin import lock_acquire as lock_acquire
 from .admin import lock_release as lock_release
 from .admin import purge as purge
@@ -24,6 +26,7 @@ from .admin import purge_counts as purge_counts
 from .admin import purge_exclusive as purge_exclusive
 from .admin import retry as retry
 from .admin import retry_by_key as retry_by_key
+from .admin import undefer as undefer
 from .claim import LEASE_EXPIRED_ERROR as LEASE_EXPIRED_ERROR
 from .claim import Draw as Draw
 from .claim import claim as claim
@@ -62,6 +65,7 @@ from .settle import complete as complete
 from .settle import complete_held as complete_held
 from .settle import complete_many as complete_many
 from .settle import fail as fail
+from .settle import hand_back as hand_back
 from .settle import heartbeat as heartbeat
 from .settle import heartbeat_batch as heartbeat_batch
 from .settle import hold as hold

@@ -1,15 +1,17 @@
 """Writes on tasks from outside an attempt: cancel and retry (by id or by key),
-purge, and the named leases that keep a periodic job to one holder.
+deferring queued tasks and bringing them back (``defer``, ``undefer``), failing a
+queued task without running it (``fail_queued``), purge, and the named leases that
+keep a periodic job to one holder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
 from ..models import Task
-from ..protocol.steps import NOW, Call, Op, SingleStatement, single_statement
+from ..protocol.steps import NOW, Call, Emit, Op, Row, SingleStatement, single_statement
 from ._shared import _emit_for, _id, _key, _named
 from .points import NO_POINTS, Points, TaskEnd
 
@@ -65,6 +67,40 @@ def _retry_by_key(key: str, reset_attempt: bool) -> Op[Task | None]:
     if task_id is None:
         return None
     return (yield from _retry(task_id, reset_attempt))
+
+
+def defer(task_ids: Sequence[str], run_at_ms: int) -> Op[list[Row]]:
+    """Make queued tasks due at ``run_at_ms``; returns their rows (a task no longer
+    queued is left as it is and missing from them). A time no clock reaches keeps
+    them unclaimed until ``undefer``."""
+    rows = yield Call("defer", {"ids": list(task_ids), "run_at_ms": run_at_ms, "now_ms": NOW})
+    return list(rows)
+
+
+def undefer(delays_ms: Mapping[str, int], run_at_ms: int) -> Op[list[Row]]:
+    """Make each task of ``delays_ms`` still queued and due at ``run_at_ms`` (as ``defer``
+    left it) due its delay after now; returns the changed rows, and wakes their queues."""
+    ids = list(delays_ms)
+    rows = yield Call(
+        "undefer",
+        {
+            "ids": ids,
+            "delays_ms": [delays_ms[i] for i in ids],
+            "run_at_ms": run_at_ms,
+            "now_ms": NOW,
+        },
+    )
+    for queue in sorted({str(r["queue"]) for r in rows}):
+        yield Emit("queued", queue)
+    return list(rows)
+
+
+def fail_queued(task_id: str, error: str) -> Op[list[Row]]:
+    """Fail a queued task for good with ``error`` (an encoded envelope) without running
+    it; returns its row, or nothing when it is no longer queued. No hooks run."""
+    rows = yield Call("fail_queued", {"id": task_id, "error": error, "now_ms": NOW})
+    yield from _emit_for(rows)
+    return list(rows)
 
 
 def _key_target(key: str) -> Op[str | None]:

@@ -1,7 +1,8 @@
 """What the holder of a lease does: heartbeats, progress, and each settlement of an
 attempt (complete, succeed, fail, release; ``hold`` and ``complete_held`` for a
-settlement inside another transaction). Each ending runs the end hooks of its
-``points`` in use in the same transaction.
+settlement inside another transaction), and ``hand_back``, which returns an attempt
+unspent for later. Each ending runs the end hooks of its ``points`` in use in the
+same transaction.
 """
 
 from __future__ import annotations
@@ -312,12 +313,27 @@ def release(
 def _release(
     lease: Lease, worker_id: str, hooks: Sequence[AttemptEndHook], started: int | None
 ) -> Op[Row]:
-    rows = yield Call("release", _owned(lease, worker_id))
-    yield from _emit_for(rows)
-    row = _owned_row(lease, rows)
+    row = yield from hand_back(lease, worker_id)
     outcome = "canceled" if row["status"] == "canceled" else "released"
     for hook in hooks:
         yield from hook([AttemptEnd(lease, worker_id, started, outcome)], None)
+    return row
+
+
+def hand_back(
+    lease: Lease, worker_id: str, *, delay_ms: int = 0, run_at_ms: int | None = None
+) -> Op[Row]:
+    """Hand an owned attempt back unspent: queued again with its attempt not counted,
+    due at ``run_at_ms`` when given, else ``delay_ms`` after now. A pending cancel
+    still wins (the task ends canceled). A step of a larger operation: no hooks run.
+
+    Raises:
+        LostLease: the attempt is no longer owned; nothing is written.
+    """
+    params = _owned(lease, worker_id) | {"delay_ms": delay_ms, "run_at_ms": run_at_ms}
+    rows = yield Call("hand_back", params)
+    row = _owned_row(lease, rows)
+    yield from _emit_for(rows)
     return row
 
 

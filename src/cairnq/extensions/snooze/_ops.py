@@ -3,14 +3,14 @@
 Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
 
-A snooze hands an owned attempt back: the task is queued again after a delay
-with the claim's attempt undone (``attempt - 1``, as ``release`` does), so the
-attempt it ran under is not spent, and ``max_attempts`` is left as submitted. A
-reference worker sharing the database reads such a task as any other queued
-task whose earlier claim never happened. The snooze is fenced on the lease like
-every owned write, and counted in ``cairnq_task_snoozes`` in the same
-transaction; the snooze past ``max_snoozes`` fails the task instead
-(``snooze_limit``).
+A snooze hands an owned attempt back (the kernel's ``hand_back``): the task is
+queued again after a delay with the claim's attempt undone (``attempt - 1``, as
+``release`` does), so the attempt it ran under is not spent, and
+``max_attempts`` is left as submitted. A reference worker sharing the database
+reads such a task as any other queued task whose earlier claim never happened.
+The snooze is fenced on the lease like every owned write, and counted in
+``cairnq_task_snoozes`` in the same transaction; the snooze past ``max_snoozes``
+fails the task instead (``snooze_limit``).
 
 The table is created by ``x0007_flow.sql``, which the pauses extension owns and
 ships (it creates ``cairnq_pauses`` too); snooze needs it.
@@ -26,8 +26,6 @@ from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
 from ...durations import delay_ms_of
 from ...errors import InvalidArgument, SchemaIncomplete, error_envelope
-from ...kernel._shared import _emit_for
-from ...kernel.settle import _owned, _owned_row
 from ...models import Lease
 from ...protocol.steps import NOW, Call, Op, Row
 
@@ -154,16 +152,12 @@ def snooze(
     yield from _require()
     rows = yield Call("snooze_count", {"id": lease.id})
     count = int(rows[0]["count"]) if rows else 0
-    owned = _owned(lease, worker_id)
     if count >= max_snoozes:
-        rows = yield Call(
-            "fail", owned | {"error": limit_error(count), "retryable": False, "delay_ms": 0}
+        failed = yield from kernel.fail(
+            lease, worker_id, limit_error(count), retryable=False, delay_ms=0
         )
-        yield from _emit_for(rows)
-        return SnoozeOutcome(_owned_row(lease, rows), None, True)
-    rows = yield Call("snooze_hand_back", owned | {"delay_ms": delay_ms})
-    row = _owned_row(lease, rows)
-    yield from _emit_for(rows)
+        return SnoozeOutcome(failed, None, True)
+    row = yield from kernel.hand_back(lease, worker_id, delay_ms=delay_ms)
     if row["status"] != "queued":
         return SnoozeOutcome(row, None, False)
     counted = yield Call("snooze_record", {"id": lease.id, "now_ms": NOW, "delay_ms": delay_ms})

@@ -40,14 +40,13 @@ from typing import Any, Literal
 
 from ... import kernel
 from ..._checks import check_text
-from ...errors import InvalidArgument, InvalidGraph, LostLease, SchemaIncomplete, error_envelope
+from ...errors import InvalidArgument, InvalidGraph, SchemaIncomplete, error_envelope
 from ...kernel._shared import _emit_for
 from ...kernel.points import ending_with
 from ...kernel.reads import _list
-from ...kernel.settle import _owned
 from ...kernel.submit import _insert
 from ...models import TERMINAL_STATUSES, Lease, Task
-from ...protocol.steps import NOW, Call, Emit, Op, Row
+from ...protocol.steps import NOW, Call, Op, Row
 
 WORKFLOWS_MIGRATION = "x0008_workflows.sql"
 SATISFIED_MIGRATION = "x0010_dependencies_satisfied.sql"
@@ -223,9 +222,7 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
     yield Call("workflows_edges_put", {"rows": _json(edges)})
     yield Call("workflows_parked_put", {"rows": _json(parked), "now_ms": NOW})
     ids = [str(p[0]) for p in parked]
-    rows = yield Call(
-        "workflows_park", {"ids": ids, "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW}
-    )
+    rows = yield from kernel.defer(ids, PARKED_RUN_AT_MS)
     latest = {str(r["id"]): Task.from_row(r) for r in rows}
     changed = yield from _decide_rounds([], ids)
     latest.update({str(r["id"]): Task.from_row(r) for r in changed})
@@ -259,6 +256,7 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
     while ended or candidates:
         locked = yield Call("workflows_lock_parked", {"ended": ended, "candidates": candidates})
         ids = [str(r["task_id"]) for r in locked]
+        delays = {str(r["task_id"]): int(r["delay_ms"]) for r in locked}
         ended, candidates = [], []
         if not ids:
             break
@@ -277,23 +275,17 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
         if fresh:
             yield Call("workflows_satisfy", {"rows": _json(fresh)})
         if release:
-            rows = yield Call(
-                "workflows_release",
-                {"ids": release, "parked_run_at_ms": PARKED_RUN_AT_MS, "now_ms": NOW},
-            )
-            changed.extend(rows)
-            for queue in sorted({str(r["queue"]) for r in rows}):
-                yield Emit("queued", queue)
+            released = yield from kernel.undefer({i: delays[i] for i in release}, PARKED_RUN_AT_MS)
+            changed.extend(released)
         for task_id in cancel:
             rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows if r["status"] in TERMINAL_STATUSES)
             yield from _emit_for(rows)
         for task_id, error in fail:
-            rows = yield Call("workflows_fail", {"id": task_id, "error": error, "now_ms": NOW})
+            rows = yield from kernel.fail_queued(task_id, error)
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows)
-            yield from _emit_for(rows)
         if decided:
             yield Call("workflows_unpark", {"ids": decided})
     return changed
@@ -446,12 +438,7 @@ def gather(lease: Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Gathere
             rows = yield Call("get_many", {"ids": ids})
         by_id = {str(r["id"]): Task.from_row(r) for r in rows}
         return Gathered([by_id[i] for i in ids], None)
-    owned = _owned(lease, worker_id) | {"parked_run_at_ms": PARKED_RUN_AT_MS}
-    rows = yield Call("workflows_park_owned", owned)
-    if not rows:
-        raise LostLease(lease.id)
-    row = rows[0]
-    yield from _emit_for(rows)
+    row = yield from kernel.hand_back(lease, worker_id, run_at_ms=PARKED_RUN_AT_MS)
     if row["status"] != "queued":
         return Gathered(None, row)
     yield Call("workflows_edges_put", {"rows": _json([[lease.id, i, "run"] for i in ids])})

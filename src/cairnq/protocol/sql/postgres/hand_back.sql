@@ -1,6 +1,6 @@
--- Snoozes an owned attempt: queued again after delay_ms with the claim's attempt undone (no attempt spent); canceled if a cancel is pending.
+-- Hands an owned attempt back unspent: queued again, due at run_at_ms when given, else delay_ms after now, with the claim's attempt undone; canceled if a cancel is pending.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, delay_ms
+-- params: id, attempt, lease_token, worker_id, now_ms, run_at_ms, delay_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
@@ -23,7 +23,8 @@ set status = case when cancel_requested_at_ms is not null then 'canceled' else '
     worker_id = case when cancel_requested_at_ms is not null then worker_id else null end,
     progress = case when cancel_requested_at_ms is not null then progress else null end,
     message = case when cancel_requested_at_ms is not null then message else null end,
-    run_at_ms = case when cancel_requested_at_ms is not null then run_at_ms else (select now_ms from clock) + :delay_ms::bigint end,
+    run_at_ms = case when cancel_requested_at_ms is not null then run_at_ms
+                     else coalesce(:run_at_ms::bigint, (select now_ms from clock) + :delay_ms::bigint) end,
     completed_at_ms = case when cancel_requested_at_ms is not null then (select now_ms from clock) else null end,
     lease_until_ms = null,
     updated_at_ms = (select now_ms from clock)

@@ -1,4 +1,4 @@
--- Fails a parked (queued) task for good with error, without running it: a dependency ended badly under policy 'fail'.
+-- Fails a queued task for good with error, without running it.
 -- Returns the updated row, or zero rows when the task is no longer queued.
 -- params: id, error, now_ms
 update cairnq_tasks
