@@ -251,6 +251,11 @@ def both(kind: str, file: str, text: str = "select 1") -> dict[str, str]:
         ),
         ({}, both("sql", "log_list.sql"), "is not named bad_*"),
         ({"tables": {"cairnq_log": "trigger"}}, {}, "table cairnq_log is not named cairnq_bad_*"),
+        (
+            {},
+            both("sql", "bad_touch.sql", "update cairnq_tasks set priority = 0 where id = :id"),
+            "statement sql/sqlite/bad_touch.sql writes cairnq_tasks, cairnq's own",
+        ),
     ],
 )
 def test_a_bad_declaration_is_refused_before_anything_is_added(

@@ -10,7 +10,11 @@
   every ``cairnq_*`` table is owned by one extension or by the kernel;
 - the folder an extension ships (``extensions/<name>/``) belongs to the extension of
   that name: the migrations in it are ones it owns, and each statement in it is named
-  ``<name>_*`` (today's names grandfathered in ``UNPREFIXED``).
+  ``<name>_*`` (today's names grandfathered in ``UNPREFIXED``);
+- no statement of an extension's folder (shipped, or added by an extension outside
+  cairnq) inserts into, updates, deletes from or truncates a table of cairnq's own
+  (the protocol's, the ledger, the kernel's): it changes tasks through the kernel's
+  operations, whose statements are the protocol directory's.
 
 Each rule is shown catching a synthetic bad extension.
 """
@@ -21,16 +25,26 @@ import contextlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from cairnq.errors import InvalidArgument
-from cairnq.extensions import Extension, TaskRows, builtins, check
-from cairnq.protocol.statements import DIALECTS, extension_roots, migrations
+from cairnq.extensions import Extension, TaskRows, builtins, check, install
+from cairnq.protocol.statements import (
+    DIALECTS,
+    core_tables,
+    drop_folder,
+    extension_roots,
+    migrations,
+    roots,
+    written_tables,
+)
 
 from ._db import Database, admin_connect
+from .audit_ext import Audit as GuideAudit
 from .test_migrate_repair import outside
 
 # The kernel's own x-migrations and tables (named leases, lease tokens).
@@ -152,6 +166,18 @@ def folder_faults(extensions: Sequence[Extension], folders: Sequence[Path]) -> l
 
 def shipped_folders() -> list[Path]:
     return [Path(str(root)) for root in extension_roots()]
+
+
+def core_writes(folders: Sequence[Path]) -> list[str]:
+    """Each statement of ``folders`` that writes a table of cairnq's own, with the tables."""
+    faults = []
+    for folder in folders:
+        for dialect in DIALECTS:
+            for path in sorted((folder / "sql" / dialect).glob("*.sql")):
+                written = written_tables(path.read_text(encoding="utf-8")) & core_tables()
+                if written:
+                    faults.append(f"{path.stem} ({dialect}) writes {', '.join(sorted(written))}")
+    return faults
 
 
 def foreign_keys_to(db: Database, tables: Sequence[str], targets: set[str]) -> list[str]:
@@ -327,3 +353,42 @@ def test_a_foreign_key_from_an_extension_table_to_a_protocol_table_is_caught(
     outside(db, "create table cairnq_audit_log (task_id text references cairnq_tasks (id))")
     tables = sorted(t for ext in [*builtins(), Audit()] for t in ext.tables)
     assert foreign_keys_to(db, tables, protocol_tables()) == ["cairnq_audit_log -> cairnq_tasks"]
+
+
+def test_cairnq_s_own_tables_are_the_protocol_s_the_ledger_and_the_kernel_s() -> None:
+    assert protocol_tables() | set(KERNEL_TABLES) | {"cairnq_migrations"} == core_tables()
+
+
+def test_no_extension_statement_writes_a_table_of_cairnq_s_own() -> None:
+    installed = resources.files(GuideAudit.package)
+    known = any(str(root) == str(installed) for root in roots())
+    install([GuideAudit()])
+    try:
+        folders = [Path(str(root)) for root in roots()[1:]]
+        assert Path(str(installed)) in folders
+        assert core_writes(folders) == []
+    finally:
+        if not known:
+            drop_folder(installed)
+
+
+def test_a_statement_writing_a_table_of_cairnq_s_own_is_caught(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    statements = {
+        "sql/sqlite/audit_record.sql": "insert into cairnq_audit_log (task_id) values (:id);",
+        "sql/sqlite/audit_touch.sql": "-- ends\nupdate cairnq_tasks set priority = 0 where id = 1",
+        "sql/postgres/audit_forget.sql": (
+            "with gone as (delete from CAIRNQ_TASK_KEYS where task_id = :id returning 1)\n"
+            "insert into cairnq_audit_log (task_id) select :id from gone"
+        ),
+        "sql/postgres/audit_reset.sql": "truncate cairnq_audit_log, public.cairnq_leases",
+        "sql/postgres/audit_note.sql": "select 'update cairnq_tasks' -- delete from cairnq_meta",
+    }
+    for name, text in statements.items():
+        (audit / name).parent.mkdir(parents=True, exist_ok=True)
+        (audit / name).write_text(text, encoding="utf-8")
+    assert core_writes([audit]) == [
+        "audit_touch (sqlite) writes cairnq_tasks",
+        "audit_forget (postgres) writes cairnq_task_keys",
+        "audit_reset (postgres) writes cairnq_leases",
+    ]

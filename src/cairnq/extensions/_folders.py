@@ -4,11 +4,13 @@ their folders added to the statements and migrations this process knows.
 An extension outside the package names its ``package`` (``Extension.package``),
 whose ``migrations/<dialect>/`` hold ``x_<name>_NNNN_<what>.sql`` files (each one
 declared in ``migrations``, in every dialect's folder) and whose ``sql/<dialect>/``
-hold statements named ``<name>_*``; its tables are ``cairnq_<name>_*``. Its name is
-not one of cairnq's own. ``install`` refuses anything else with ``InvalidExtension``
-before adding a thing, then adds the folder (``protocol.statements.add_folder``):
-from then on every backend of the process runs its statements, and opening one
-with ``migrate=True`` applies its migrations after cairnq's.
+hold statements named ``<name>_*``, which write only its own tables (never the
+protocol's, the ledger or the kernel's: ``protocol.statements.core_tables``); its
+tables are ``cairnq_<name>_*``. Its name is not one of cairnq's own. ``install``
+refuses anything else with ``InvalidExtension`` before adding a thing, then adds
+the folder (``protocol.statements.add_folder``): from then on every backend of the
+process runs its statements, and opening one with ``migrate=True`` applies its
+migrations after cairnq's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Collection, Sequence
 from importlib import resources
 
 from ..errors import InvalidArgument, InvalidExtension
-from ..protocol.statements import DIALECTS, add_folder
+from ..protocol.statements import DIALECTS, add_folder, core_tables, written_tables
 from ._base import Extension
 
 if sys.version_info >= (3, 11):
@@ -43,7 +45,8 @@ def folder_of(extension: Extension, taken: Collection[str]) -> Traversable:
 
     Raises:
         InvalidExtension: its name is malformed or ``taken``, its package does not
-            import, or a migration, statement or table breaks the naming rules.
+            import, a migration, statement or table breaks the naming rules, or a
+            statement writes a table of cairnq's own.
     """
     name = str(getattr(extension, "name", ""))
 
@@ -73,6 +76,13 @@ def folder_of(extension: Extension, taken: Collection[str]) -> Traversable:
         for file in _files(root, "sql", dialect):
             if not file.startswith(f"{name}_"):
                 raise refuse(f"statement sql/{dialect}/{file} is not named {name}_*")
+            text = (root / "sql" / dialect / file).read_text(encoding="utf-8")
+            core = sorted(written_tables(text) & core_tables())
+            if core:
+                raise refuse(
+                    f"statement sql/{dialect}/{file} writes {', '.join(core)}, cairnq's own; "
+                    "an extension changes tasks through cairnq.kernel's operations"
+                )
     for table in extension.tables:
         if not table.startswith(f"cairnq_{name}_"):
             raise refuse(f"table {table} is not named cairnq_{name}_*")

@@ -84,6 +84,56 @@ def _load_statement(dialect: Dialect, name: str, source: str) -> Statement:
     )
 
 
+_STRING = re.compile(r"'(?:[^']|'')*'")
+# insert [or ...] into T, replace into T, update [or ...] [only] T, delete from [only] T,
+# merge into T, truncate [table] [only] T[, T...]: the tables a statement writes (read
+# with its whitespace collapsed; an upsert's "do update" and a lock's "for [no key]
+# update" write nothing of their own).
+_WRITE = re.compile(
+    r"\b(?:insert\s+(?:or\s+\w+\s+)?into|replace\s+into|merge\s+into"
+    r"|(?<!\bdo )(?<!\bfor )(?<!\bkey )update(?:\s+or\s+\w+)?|delete\s+from)"
+    r"\s+(?:only\s+)?([\w.\"]+)"
+    r"|\btruncate\s+(?:table\s+)?(?:only\s+)?([\w.\"]+(?:\s*,\s*[\w.\"]+)*)",
+    re.IGNORECASE,
+)
+_CREATED = re.compile(r"\bcreate\s+table\s+(?:if\s+not\s+exists\s+)?([\w.\"]+)", re.IGNORECASE)
+
+
+def _table(name: str) -> str:
+    return name.replace('"', "").rsplit(".", 1)[-1].lower()
+
+
+def written_tables(source: str) -> frozenset[str]:
+    """The tables statement text ``source`` writes (``insert``, ``update``, ``delete``,
+    ``merge``, ``truncate``), by bare lower-case name; comments and string literals
+    are not read."""
+    code = " ".join(_STRING.sub("''", _strip_comments(source)).split())
+    found: set[str] = set()
+    for one, listed in _WRITE.findall(code):
+        found.update(_table(name) for name in (listed.split(",") if listed else [one]))
+    return frozenset(found)
+
+
+@cache
+def core_tables() -> frozenset[str]:
+    """The tables the protocol directory's own migrations and statements create: the
+    protocol's (``cairnq_tasks``, ``cairnq_task_keys``, ``cairnq_meta``), the
+    ledger (``cairnq_migrations``) and the kernel's (``cairnq_leases``,
+    ``cairnq_locks``). An extension writes none of them but through the kernel's
+    operations."""
+    sources = [
+        text
+        for dialect in DIALECTS
+        for text in (
+            *(m.source for m in read_migrations(bundled_root(), dialect)),
+            *(s.source for s in read_statements(bundled_root(), dialect).values()),
+        )
+    ]
+    return frozenset(
+        _table(name) for source in sources for name in _CREATED.findall(_strip_comments(source))
+    )
+
+
 def bundled_root() -> Traversable:
     """The protocol directory shipped in the package."""
     return resources.files("cairnq") / "protocol"
