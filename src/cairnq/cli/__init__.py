@@ -19,6 +19,7 @@ from ..durations import parse_duration, parse_milliseconds
 from ..errors import CairnQError, InvalidArgument
 from ..extensions import Extension
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
+from ..top import Section
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
@@ -46,9 +47,13 @@ from ._tasks import (
 )
 from ._worker import cmd_worker, load_worker
 
+TopSection = Section
+"""What an extension's ``top_section`` gives ``cairnq top`` (``cairnq.top.Section``)."""
+
 __all__ = [
     "CommandError",
     "Target",
+    "TopSection",
     "console",
     "inspect_database",
     "is_loopback",
