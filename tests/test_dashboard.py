@@ -407,6 +407,18 @@ async def test_static_files_are_served_with_their_types(db: Database, cq: CairnQ
     assert missing.status_code == 404
 
 
+@silent_refusal
+async def test_an_extension_s_stylesheet_is_served_and_linked_from_every_page(
+    db: Database, cq: CairnQ
+) -> None:
+    async with http(create_app(cq)) as client:
+        css = await client.get("/static/x/workflows/workflows.css")
+        page = await client.get("/workers")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert ".wf-graph" in css.text
+    assert '<link rel="stylesheet" href="/static/x/workflows/workflows.css">' in page.text
+
+
 # The overview's reads: test_the_overview_shows_each_queues_counts.
 @reads_proven_elsewhere
 async def test_pages_forbid_inline_scripts_and_framing(cq: CairnQ) -> None:

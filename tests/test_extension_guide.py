@@ -14,6 +14,7 @@ import ast
 import asyncio
 import importlib
 import io
+import json
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -213,6 +214,24 @@ async def test_the_command_and_the_page_answer(
     assert page.status_code == 200
     assert page.text.count("data-audit") == 2 and good in page.text and bad in page.text
     assert 'href="/audit"' in overview.text
+
+
+async def test_the_extension_adds_to_get_top_and_the_task_page(db: Database, audit: Audit) -> None:
+    assert main(["migrate", *db_args(db), "--extension", SPEC], out=io.StringIO()) == 0
+    async with client(db, extensions=[audit]) as cq:
+        good, bad = await settle_two(cq, audit)
+    out = io.StringIO()
+    assert main(["get", good, *db_args(db), "--extension", SPEC], out=out) == 0
+    assert json.loads(out.getvalue())["audit"] == ["succeeded"]
+    out = io.StringIO()
+    assert main(["top", "-n", "1", *db_args(db), "--extension", SPEC], out=out) == 0
+    assert f"audit: {bad} failed" in out.getvalue().splitlines()
+    from cairnq.dashboard import create_app
+
+    async with client(db) as cq, http(create_app(cq, extensions=[audit])) as browser:
+        page = await browser.get("/task", params={"id": bad})
+    assert page.status_code == 200
+    assert page.text.count("data-audit") == 1 and '<div data-live-part="audit">' in page.text
 
 
 def test_the_command_line_refuses_an_extension_it_cannot_load(

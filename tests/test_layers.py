@@ -70,9 +70,12 @@ TOP = "everything else"
 # CLI and the dashboard import them by the names the extensions declare, and no
 # module below imports them.
 SURFACES: tuple[str, ...] = (
+    "cairnq.extensions.history._surfaces.*",
     "cairnq.extensions.limits._surfaces.*",
     "cairnq.extensions.pauses._surfaces.*",
     "cairnq.extensions.schedules._surfaces.*",
+    "cairnq.extensions.snooze._surfaces.*",
+    "cairnq.extensions.steps._surfaces.*",
     "cairnq.extensions.workflows._surfaces.*",
 )
 

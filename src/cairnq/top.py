@@ -20,20 +20,19 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import import_module
 from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
-from .extensions.limits import _ops as _limits
-from .extensions.limits._model import LimitUsage
-from .extensions.schedules import _ops as _schedules
+from .extensions import Extension, builtins
 from .kernel import views as _reads
 from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
 
 __all__ = [
     "Frame",
+    "Section",
     "format_table",
-    "limit_lines",
     "percent",
     "progress_bar",
     "render_frame",
@@ -44,7 +43,6 @@ __all__ = [
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 BAR_WIDTH = 20
 DEFAULT_RUNNING_ROWS = 20
-BUSIEST_KEYS = 3
 
 
 @dataclass(frozen=True)
@@ -150,60 +148,34 @@ def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     return format_table(["ID", "NAME", "QUEUE", "PROGRESS", "AGE", "WORKER", "MESSAGE"], rows)
 
 
-def _rule(usage: LimitUsage) -> str:
-    limit = usage.limit
-    if limit.kind == "concurrency":
-        rule = f"{limit.amount} at once"
-    else:
-        rule = f"{limit.amount}/{limit.period_text} burst {limit.burst}"
-    return rule + (f" per {limit.key}" if limit.key else "")
+@dataclass(frozen=True)
+class Section:
+    """What an extension adds to a frame of ``cairnq top`` (its ``cli`` module's
+    ``top_section(client, queue=..., now_ms=...)`` gives it, or ``None``).
 
-
-def _use(usage: LimitUsage, most: int) -> str:
-    limit = usage.limit
-    more = (len(usage.tokens) if limit.kind == "rate" else len(usage.running)) - most
-    extra = f", +{more} keys" if more > 0 else ""
-    if limit.kind == "rate":
-        if not usage.tokens:
-            return f"tokens {limit.burst}/{limit.burst}"
-        if limit.key is None:
-            return f"tokens {usage.tokens.get('', 0.0):.1f}/{limit.burst}"
-        fewest = usage.lowest_tokens(most)
-        return "tokens " + ", ".join(f"{k} {t:.1f}/{limit.burst}" for k, t in fewest) + extra
-    if limit.key is None:
-        return f"{usage.running.get('', 0)}/{limit.amount}"
-    busiest = usage.busiest(most)
-    if not busiest:
-        return "0 running"
-    return ", ".join(f"{k} {n}/{limit.amount}" for k, n in busiest) + extra
-
-
-def limit_lines(
-    usages: Sequence[LimitUsage], *, queue: str | None = None, most: int = BUSIEST_KEYS
-) -> list[str]:
-    """The ``limits`` section: one row per limit with its rule, use now and waiting tasks.
-
-    A concurrency limit's use is its ``most`` busiest keys as ``key running/limit``
-    (one ``running/limit`` without a key); a rate limit's, its emptiest buckets'
-    tokens. ``WAITING`` counts the due queued tasks the limit governs. With
-    ``queue``, limits of other queues are left out. No lines without limits.
+    Attributes:
+        lines: The lines; none shows nothing.
+        head: Under the header line; else under the queues, after a blank line.
     """
-    shown = [
-        u for u in usages if queue is None or u.limit.scope != "queue" or u.limit.target == queue
-    ]
-    if not shown:
-        return []
-    rows = [
-        [
-            u.limit.id,
-            f"{'queue' if u.limit.scope == 'queue' else 'task'} {u.limit.target}",
-            _rule(u),
-            str(u.waiting),
-            _use(u, most),
-        ]
-        for u in shown
-    ]
-    return ["limits:", *format_table(["LIMIT", "ON", "RULE", "WAITING", "IN USE"], rows, right=[3])]
+
+    lines: Sequence[str]
+    head: bool = False
+
+
+def _sections(
+    client: SyncCairnQ, extensions: Sequence[Extension], queue: str | None, now_ms: int
+) -> list[Section]:
+    """The sections of cairnq's extensions, the client's and ``extensions``, in that
+    order (an extension named twice once), each with lines."""
+    named = {e.name: e for e in (*builtins(), *client.extensions, *extensions)}
+    found = []
+    for extension in named.values():
+        module = None if extension.cli is None else import_module(extension.cli)
+        section = getattr(module, "top_section", None)
+        part = None if section is None else section(client, queue=queue, now_ms=now_ms)
+        if part is not None and part.lines:
+            found.append(part)
+    return found
 
 
 def render_frame(
@@ -216,6 +188,7 @@ def render_frame(
     title: str = "",
     max_running: int = DEFAULT_RUNNING_ROWS,
     width: int | None = None,
+    extensions: Sequence[Extension] = (),
 ) -> Frame:
     """Read the counts and the running tasks once, write one frame to ``out``, return it.
 
@@ -230,20 +203,19 @@ def render_frame(
         title: Shown in the header (e.g. which database).
         max_running: Most running tasks listed.
         width: Cut lines to this many characters (``None``: never).
+        extensions: Extensions whose sections are shown besides those of cairnq's own
+            and of the client's (``Section``).
 
     Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
     (delayed, or retries in backoff); due tasks of a name no live cairnq worker
-    serves on their queue are flagged on an ``unserved:`` line each. Under the
-    header, the earliest next slot of the schedules not paused, if any. Under
-    the queues, the ``limits`` section (see ``limit_lines``) when the database
-    has limits.
+    serves on their queue are flagged on an ``unserved:`` line each. Each
+    extension's ``Section`` goes under the header or under the queues.
 
     Returns:
         This frame, to pass as ``previous`` next time.
     """
     later = client.backend.run(_reads.not_due(), write=False)
-    upcoming = client.backend.run(_schedules.next_slot(), write=False)
-    usages = client.backend.run(_limits.usage_if_ready(), write=False) or []
+    sections = _sections(client, extensions, queue, now_ms)
     current = Frame(now_ms, client.stats(queue), later)
     orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
@@ -251,9 +223,7 @@ def render_frame(
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
     header = "  ".join(part for part in ("cairnq top", title, clock) if part)
     lines = [header]
-    scheduled_line = _schedules.next_slot_line(upcoming, now_ms)
-    if scheduled_line is not None:
-        lines.append(scheduled_line)
+    lines += [line for section in sections if section.head for line in section.lines]
     lines.append("")
     if current.stats:
         lines += _queue_lines(current, previous)
@@ -261,9 +231,9 @@ def render_frame(
         lines.append("no tasks" + (f" in queue {queue!r}" if queue else ""))
     if orphans:
         lines += ["", *_unserved_lines(orphans)]
-    limits = limit_lines(usages, queue=queue)
-    if limits:
-        lines += ["", *limits]
+    for section in sections:
+        if not section.head:
+            lines += ["", *section.lines]
     lines += ["", f"running: {total_running}"]
     if running:
         lines += _running_lines(running, now_ms)
@@ -304,6 +274,7 @@ def run_top(
     queue: str | None = None,
     title: str = "",
     refreshes: int | None = None,
+    extensions: Sequence[Extension] = (),
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], int] = _now_ms,
     keys: Keys | None = None,
@@ -314,6 +285,8 @@ def run_top(
     out of here as usual.
 
     Args:
+        extensions: Extensions whose sections are shown besides cairnq's own and the
+            client's (``render_frame``).
         keys: Where key presses come from (``q`` quits at once). ``None``: stdin
             when it is a terminal, read without blocking; otherwise no keys, and
             ``sleep`` waits between frames.
@@ -333,7 +306,14 @@ def run_top(
         while True:
             width = shutil.get_terminal_size().columns if _is_terminal(out) else None
             previous = render_frame(
-                client, out, previous, clock(), queue=queue, title=title, width=width
+                client,
+                out,
+                previous,
+                clock(),
+                queue=queue,
+                title=title,
+                width=width,
+                extensions=extensions,
             )
             frames += 1
             if refreshes is not None and frames >= refreshes:
@@ -436,3 +416,13 @@ class _SignalLatch:
             signal.signal(sig, handler)
         os.close(self._read)
         os.close(self._write)
+
+
+def __getattr__(name: str) -> Any:
+    """A name an extension's ``cli`` module lists in its ``top_names`` (the helpers of
+    its section, which this module once held)."""
+    for extension in () if name.startswith("__") else builtins():
+        module = None if extension.cli is None else import_module(extension.cli)
+        if name in getattr(module, "top_names", ()):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

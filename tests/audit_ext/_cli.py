@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from cairnq.cli import open_client
+from cairnq.cli import TopSection, open_client
 
 from . import entries
 
@@ -31,3 +31,14 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
     for row in rows:
         out.write(f"{row['task_id']}  attempt {row['attempt']}  {row['outcome']}\n")
     return 0
+
+
+def add_to_get(args: argparse.Namespace, cq: Any, task: Any, shown: dict[str, Any]) -> None:
+    """``cairnq get`` shows the outcomes of the task's audited attempts too."""
+    shown["audit"] = [row["outcome"] for row in cq.backend.run(entries(task.id), write=False)]
+
+
+def top_section(cq: Any, *, queue: str | None, now_ms: int) -> TopSection:
+    """``cairnq top`` shows the three latest audited attempts under its queues."""
+    rows = cq.backend.run(entries(limit=3), write=False)
+    return TopSection([f"audit: {row['task_id']} {row['outcome']}" for row in rows])

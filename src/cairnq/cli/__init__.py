@@ -12,16 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import import_module, metadata
+from importlib import metadata
 from typing import Any, NoReturn, TextIO
 
 from ..durations import parse_duration, parse_milliseconds
 from ..errors import CairnQError, InvalidArgument
-from ..extensions import Extension, builtins
+from ..extensions import Extension
 from ..models import CONFLICTS, STATUSES, TERMINAL_STATUSES
+from ..top import Section
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
+from ._parts import add_get_options, cli_modules
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._target import (
@@ -45,9 +47,13 @@ from ._tasks import (
 )
 from ._worker import cmd_worker, load_worker
 
+TopSection = Section
+"""What an extension's ``top_section`` gives ``cairnq top`` (``cairnq.top.Section``)."""
+
 __all__ = [
     "CommandError",
     "Target",
+    "TopSection",
     "console",
     "inspect_database",
     "is_loopback",
@@ -321,19 +327,14 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
         "--no-warn-unserved",
         action="store_true",
         help="do not warn when no live cairnq worker serves the task (workers of other "
-        "SDKs publish no presence)",
+        "SDKs do not announce themselves)",
     )
     submit.add_argument("--json", action="store_true", help="print the whole task as JSON")
     submit.set_defaults(run=cmd_submit)
 
     get = command("get", "print a task as JSON", "cairnq get --key welcome:ada")
     _by_id_or_key(get)
-    get.add_argument(
-        "--tree",
-        action="store_true",
-        help="print the task's workflow instead: the tasks of its root, each under its "
-        "parent, with the dependencies it runs after and their statuses",
-    )
+    add_get_options(get, extras)
     get.set_defaults(run=cmd_get)
 
     ls = command(
@@ -411,11 +412,11 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
         "top",
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
-        "Refresh until q (or Ctrl-C): the next slot of the schedules, if any; per queue "
-        "the task counts by status, queued "
+        "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
         "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
         "finished per second since the last refresh; due tasks no live cairnq worker "
-        "serves, one line per name and queue; then the running tasks with id, "
+        "serves, one line per name and queue; what the extensions add (a line under "
+        "the header, a section under the queues); then the running tasks with id, "
         "progress, message, worker and age.",
     )
     top.add_argument("--interval", type=_interval, default=2.0, help="seconds between refreshes")
@@ -423,9 +424,10 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     top.add_argument("-n", "--iterations", type=_count(1), help="stop after this many refreshes")
     top.set_defaults(run=cmd_top)
 
-    for extension in (*builtins(), *extras):
-        if extension.cli is not None:
-            import_module(extension.cli).add_commands(command, common, _Help, _count)
+    for module in cli_modules(extras):
+        adder = getattr(module, "add_commands", None)
+        if adder is not None:
+            adder(command, common, _Help, _count)
 
     dashboard = command(
         "dashboard",

@@ -21,14 +21,10 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
-from ..extensions.history._ops import history_if_ready
-from ..extensions.history._panel import timeline_events
-from ..extensions.snooze import _ops as _snooze
-from ..extensions.workflows import _ops as _workflows
-from ..extensions.workflows._model import tree_lines
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
+from ._parts import get_output
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -151,7 +147,7 @@ def _pass_on(caught: list[warnings.WarningMessage], err: TextIO) -> None:
 
 
 def _wait(
-    client: SyncCairnQ, task: Task, limit_ms: int, where: str, err: TextIO, *, default: bool
+    client: SyncCairnQ, task: Task, most_ms: int, where: str, err: TextIO, *, default: bool
 ) -> Task:
     """Wait in short slices, telling stderr when the task sits unclaimed and how it goes."""
     started = time.monotonic()
@@ -160,16 +156,16 @@ def _wait(
     last_status = task.status
     while True:
         waited = int((time.monotonic() - started) * 1000)
-        remaining = max(0, limit_ms - waited)
+        remaining = max(0, most_ms - waited)
         try:
             return client.wait(task.id, timeout_ms=min(WAIT_SLICE_MS, remaining))
         except TaskTimeout as exc:
             seen = exc.task if isinstance(exc.task, Task) else task
             waited = int((time.monotonic() - started) * 1000)
-            if waited >= limit_ms:
+            if waited >= most_ms:
                 how = " (the --wait default; --timeout sets another)" if default else ""
                 raise CommandError(
-                    f"task {task.id} did not finish within {limit_ms} ms{how}: "
+                    f"task {task.id} did not finish within {most_ms} ms{how}: "
                     f"{why_not_done(seen, None, _now_ms(client), where)}; "
                     f"it carries on: {_follow_hint_plain(task.id)}"
                 ) from None
@@ -220,19 +216,10 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
         task = client.get(args.id) if args.key is None else client.get_by_key(args.key)
         if task is None:
             raise CommandError(_unknown(args))
-        if getattr(args, "tree", False):
-            workflow = client.backend.run(_workflows.workflow(task), write=False)
-            write_lines(out, tree_lines(workflow, focus=task.id))
-            return 0
-        snoozes = client.backend.run(_snooze.snoozes_if_ready(task.id), write=False)
-        history = client.backend.run(history_if_ready(task.id), write=False)
-    shown = task.to_dict()
-    if snoozes is not None:
-        shown["snoozes"] = {k: v for k, v in snoozes.to_dict().items() if k != "task_id"}
-    if history is not None:
-        # The timeline replaces the created/last-update pair it contains.
-        del shown["created_at_ms"], shown["updated_at_ms"]
-        shown["timeline"] = timeline_events(task, *history)
+        shown = get_output(args, client, task)
+    if isinstance(shown, list):
+        write_lines(out, shown)
+        return 0
     out.write(json_text(shown, indent=2) + "\n")
     return 0
 
@@ -441,6 +428,7 @@ def cmd_top(args: argparse.Namespace, out: TextIO) -> int:
                 queue=args.queue,
                 title=target.describe(),
                 refreshes=args.iterations,
+                extensions=getattr(args, "extensions", ()),
             )
         except KeyboardInterrupt:
             out.write("\n")

@@ -17,7 +17,8 @@ Example::
 
 An extension's pages (``Extension.pages``) get the dashboard's ``Pages`` as their
 host: ``host.view(request)`` for what templates need, ``render`` for a template of
-the extension's ``templates/`` folder, ``host.page(...)`` for the whole page.
+the extension's ``templates/`` folder, ``host.page(...)`` for the whole page. A page
+set with a ``task_card(task, view)`` adds to the task page (``TaskParts``).
 """
 
 from .._extras import missing_extra
@@ -29,6 +30,15 @@ except ImportError as exc:
     raise missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn") from exc
 
 from ._app import DashboardApp, create_app, default_redact, mount
-from ._pages import Pages, render
+from ._pages import Pages, PartsOnly, TaskParts, render
 
-__all__ = ["DashboardApp", "Pages", "create_app", "default_redact", "mount", "render"]
+__all__ = [
+    "DashboardApp",
+    "Pages",
+    "PartsOnly",
+    "TaskParts",
+    "create_app",
+    "default_redact",
+    "mount",
+    "render",
+]

@@ -116,6 +116,7 @@ class DashboardApp:
             self.security,
             bare_page,
             self._lifespan,
+            pages.statics,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,10 +1,15 @@
-"""Which extensions' pages the dashboard shows, and where their templates are.
+"""Which extensions' pages the dashboard shows, and where their templates and static
+files are.
 
 Each extension with pages (``Extension.pages``) names the module the dashboard
 asks for its page set (``pages(host)``), and keeps its templates in the
 ``templates/`` folder of its package, when it has any: cairnq's own in the
 module that declares it, one outside cairnq in its ``package``. The dashboard's
 template environment looks in cairnq's folder first, then in each extension's.
+
+An extension with pages may also ship a ``static/`` folder: the dashboard serves it
+under ``/static/x/<name>/`` (behind the same guard and Content-Security-Policy as
+its own files) and links each of its stylesheets (``*.css``) from every page.
 """
 
 from __future__ import annotations
@@ -32,9 +37,41 @@ EXTENSION_TEMPLATES = tuple(
 )
 
 
+# Where the static files of an extension named ``name`` are served: ``/static/x/<name>``.
+STATIC_PREFIX = "/static/x"
+
+
 def templates_package(extension: Extension) -> str:
     """The package whose ``templates/`` folder holds ``extension``'s templates."""
     return extension.package or type(extension).__module__
+
+
+def static_packages(extras: Sequence[Extension]) -> tuple[tuple[str, str], ...]:
+    """``(name, package)`` of cairnq's extensions and of ``extras`` with pages whose
+    package has a ``static/`` folder, in that order."""
+    return tuple(
+        (extension.name, templates_package(extension))
+        for extension in (*builtins(), *extras)
+        if extension.pages is not None and has_static(templates_package(extension))
+    )
+
+
+def has_static(package: str) -> bool:
+    """Whether ``package`` has a ``static/`` folder."""
+    return resources.files(package).joinpath("static").is_dir()
+
+
+def stylesheets(statics: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The paths of the stylesheets of ``statics`` (``static_packages``), each
+    extension's in name order."""
+    return tuple(
+        f"{STATIC_PREFIX}/{name}/{file.name}"
+        for name, package in statics
+        for file in sorted(
+            resources.files(package).joinpath("static").iterdir(), key=lambda f: f.name
+        )
+        if file.name.endswith(".css") and file.is_file()
+    )
 
 
 def page_modules(

@@ -383,8 +383,11 @@ def build_app(
     security: Security,
     refused: Callable[[str, str], str],
     lifespan: Lifespan[Any],
+    statics: Sequence[tuple[str, str]] = (),
 ) -> ASGIApp:
-    """The dashboard as one ASGI app: the guard, then the pages and ``/static``.
+    """The dashboard as one ASGI app: the guard, then the pages and ``/static``, with
+    each extension's ``static/`` folder of ``statics`` (``(name, package)``) under
+    ``/static/x/<name>``.
 
     Every page answers GET, HEAD and POST (its handler sends a POST to the actions);
     any other path gets ``not_found``. An ``HTTPException`` raised inside (``/static``
@@ -395,6 +398,8 @@ def build_app(
     table: list[BaseRoute] = [
         Route(path, handler, methods=["GET", "HEAD", "POST"]) for path, handler in routes
     ]
+    for name, package in statics:
+        table.append(Mount(f"/static/x/{name}", app=_Static(packages=[(package, "static")])))
     table.append(Mount("/static", app=_Static(packages=[("cairnq.dashboard", "static")])))
 
     async def default(scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,60 +1,50 @@
-"""The dashboard's pages: overview, tasks, one task, workers, the actions, /metrics, and
-the pages and task-page cards of the extensions that have some (``Extension.pages``).
+"""The dashboard's pages: overview, tasks, one task, workers, the task actions and
+/metrics (the purge and bulk pages are ``_bulk``'s), and the pages and task-page parts
+of the extensions that have some (``Extension.pages``).
 
-Pages are Jinja2 templates (``templates/``) with autoescaping on: task names,
-queues, messages and JSON values are attacker-controlled text and reach the
-page only escaped. The only markup passed in as safe is the SVG of
-``_charts`` (numbers and escaped labels) and templates rendered here.
+The only markup passed to a template as safe is the SVG of ``_charts`` (numbers and
+escaped labels) and templates rendered by the dashboard or an extension's page set.
 """
 
 from __future__ import annotations
 
-import asyncio
-import html
-import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from importlib import import_module
 from typing import Any, Protocol, runtime_checkable
 
-from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from .._clock import SYSTEM_CLOCK
-from ..backends import clock_of
-from ..durations import format_duration, parse_duration
 from ..errors import DatabaseError, InvalidArgument
 from ..extensions import Extension
-from ..extensions.history._ops import history_if_ready
-from ..extensions.history._panel import Event, attempt_timeline
-from ..extensions.snooze import _ops as _snooze
-from ..extensions.workflows import _ops as _workflows
 from ..kernel import views as _reads
-from ..models import STATUSES, TERMINAL_STATUSES, QueueActivity, QueueSummary, Task, TaskPage
+from ..models import STATUSES, QueueActivity, QueueSummary, Task, TaskPage
+from ._bulk import BULK_STATUSES, FILTER_LABELS, TASK_FILTERS, Bulk, bulk_notice
 from ._charts import activity_chart, sparkline
-from ._extensions import EXTENSION_TEMPLATES, page_modules
-from ._host import PageHost, Redact
-from ._http import Handler, Incoming, incoming, redirect, route_path
+from ._extensions import page_modules, static_packages, stylesheets
+from ._host import PageHost
+from ._http import Handler, incoming, redirect, route_path
+from ._view import TEMPLATES, View, bare_page, error_state, error_view, now_ms, render
+
+__all__ = [
+    "OverviewPart",
+    "PageSet",
+    "Pages",
+    "PartsOnly",
+    "QueueHold",
+    "TaskCard",
+    "TaskParts",
+    "View",
+    "bare_page",
+    "render",
+]
 
 log = logging.getLogger("cairnq.dashboard")
 
 LIVE_HEADER = "x-cairnq-live"
-PURGE_BATCH = 1000
-PURGE_MAX_BATCHES = 100
-# The most one purge from the dashboard deletes; the page counts one more to say "over".
-PURGE_MAX = PURGE_BATCH * PURGE_MAX_BATCHES
-PURGE_FIELDS = ("status", "queue", "name", "older_than")
-# What the purge page proposes: tasks finished a week ago or more.
-PURGE_DEFAULT_AGE = "7d"
-# Bulk retry and cancel: the most tasks one confirmation acts on, and how many
-# single-task operations run at once.
-BULK_MAX = 1000
-BULK_CHUNK = 50
 ACTIONS = (
     "/task/cancel",
     "/task/retry",
@@ -63,20 +53,10 @@ ACTIONS = (
     "/tasks/cancel",
 )
 """The paths that take a POST: each checks read-only, origin and CSRF first."""
-# The statuses each bulk action applies to, as the protocol allows them.
-BULK_STATUSES = {"retry": ("failed", "canceled"), "cancel": ("queued", "running")}
 ACTIVITY_WINDOW_MS = 3_600_000
 ACTIVITY_BUCKET_MS = 120_000
-TASK_FILTERS = ("status", "queue", "name", "key", "correlation_id", "id_prefix", "root_id")
-FILTER_LABELS = {
-    "status": "Status",
-    "queue": "Queue",
-    "name": "Name",
-    "key": "Key",
-    "correlation_id": "Correlation id",
-    "id_prefix": "Id prefix",
-    "root_id": "Root",
-}
+# The ``TaskParts`` the task page joins, every extension's in order, in one place each.
+PART_KINDS = ("facts", "beside_timeline", "cards")
 NOTICES = {
     "canceled": "Task canceled.",
     "cancel_requested": "Cancel requested: the handler stops at its next check.",
@@ -106,12 +86,43 @@ class PageSet(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TaskParts:
+    """What an extension adds to the task page, each part the markup of a template it
+    rendered (``render``); ``""`` adds nothing. The parts refresh with the page.
+
+    Attributes:
+        facts: ``<dt>``/``<dd>`` pairs at the end of the Details card.
+        timeline: A card shown instead of the Timeline card the task's row gives (the
+            first extension's that gives one).
+        beside_timeline: Cards right after the Timeline card.
+        cards: Cards at the end of the left column, before the lineage.
+        below: A card below both columns, in a live part named by the extension.
+    """
+
+    facts: str = ""
+    timeline: str = ""
+    beside_timeline: str = ""
+    cards: str = ""
+    below: str = ""
+
+
 @runtime_checkable
 class TaskCard(Protocol):
-    """A page set that also puts a card on the task page, below the task's own."""
+    """A page set that also adds to the task page: its ``TaskParts``, or the markup of
+    a card below the task's own (as ``TaskParts(below=...)``)."""
 
-    async def task_card(self, task: Task, view: View) -> str:
-        """Its card for ``task`` (``""`` for none), in a live part named by the extension."""
+    async def task_card(self, task: Task, view: View) -> str | TaskParts:
+        """What it adds for ``task`` (``""`` or ``TaskParts()`` for nothing)."""
+
+
+@runtime_checkable
+class QueueHold(Protocol):
+    """A page set that says why a queued task it holds back has no due time."""
+
+    def held(self, task: Task) -> tuple[str, str] | None:
+        """``(what, note)`` of the timeline's line for ``task`` while the extension holds
+        it back; ``None`` otherwise."""
 
 
 @runtime_checkable
@@ -123,227 +134,32 @@ class OverviewPart(Protocol):
         """The values it gives the overview's template."""
 
 
-@dataclass(frozen=True)
-class View:
-    """What every template needs to know about the request it answers."""
+class PartsOnly:
+    """A page set with no page, navigation entry or action of its own: the base of one
+    that only adds to the dashboard's pages (``TaskCard``, ``QueueHold``, ``OverviewPart``).
 
-    at: Incoming
-    read_only: bool
-    csrf: str
-    refresh_ms: int
-    title: str
-    label: str
-    now_ms: int
-    # The dashboard's redact hook, never raising (``PageHost.safe_redact``).
-    redact: Redact
-
-    def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
-        """A link under the mount point; empty query values are left out."""
-        return self.at.url(path, query)
-
-    def relative(self, ms: int) -> str:
-        """``ms`` as an age (``3s ago``) or, in the future, a wait (``in 3s``)."""
-        delta = self.now_ms - ms
-        return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
-
-    def message(self, task: Task) -> str:
-        """The one line a listing shows for ``task`` (``message_of``), its error redacted."""
-        if task.is_failed and task.error:
-            return message_of(task, self.redact("error", task.error, task))
-        return message_of(task)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def iso(ms: int | None) -> str:
-    """UTC time with milliseconds, e.g. ``2026-01-02 03:04:05.678Z``."""
-    if ms is None:
-        return ""
-    stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return stamp.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def short_id(task_id: str) -> str:
-    return task_id if len(task_id) <= 16 else task_id[:9] + "…" + task_id[-6:]
-
-
-def envelope(error: Any) -> dict[str, Any]:
-    """An error as an envelope, whatever shape another writer (or a redact hook) left it in."""
-    if error is None:
-        return {}
-    if isinstance(error, dict):
-        return error
-    return {"type": "Error", "code": "", "message": str(error)}
-
-
-def message_of(task: Task, error: Any = None) -> str:
-    """The one line a listing shows for a task: its error, cancel state or message.
-
-    ``error`` is the task's error as it may be shown (redacted); the stored one if
-    not given.
-    """
-    if task.is_failed and task.error:
-        shown = envelope(task.error if error is None else error)
-        return f"{shown.get('type', 'Error')}: {shown.get('message', '')}"
-    if task.cancel_requested and task.is_running:
-        return "cancel requested" + (f" · {task.message}" if task.message else "")
-    return task.message or ""
-
-
-def to_json(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-@dataclass(frozen=True)
-class ErrorView:
-    """An error envelope laid out for the page: multi-line texts (tracebacks) apart."""
-
-    type: str
-    code: str
-    message: str
-    # (key, text) of each details entry that is text over several lines, such as the
-    # ``traceback`` cairnq workers store or the ``stack`` of other SDKs: shown as text.
-    texts: list[tuple[str, str]]
-    # The other details, shown as JSON; None when there are none.
-    rest: Any
-
-
-def error_view(error: Any) -> ErrorView:
-    """``error`` (an envelope, as shown after redaction) for the error box."""
-    env = envelope(error)
-    details = env.get("details")
-    texts: list[tuple[str, str]] = []
-    rest: Any = details
-    if isinstance(details, dict):
-        texts = [
-            (str(k), v)
-            for k, v in details.items()
-            if isinstance(v, str) and ("\n" in v or k in ("traceback", "stack"))
-        ]
-        shown = {k for k, _ in texts}
-        rest = {k: v for k, v in details.items() if str(k) not in shown} or None
-    elif isinstance(details, str) and details:
-        texts, rest = [("details", details)], None
-    elif not details:
-        rest = None
-    return ErrorView(
-        type=str(env.get("type", "") or ""),
-        code=str(env.get("code", "") or ""),
-        message=str(env.get("message", "") or ""),
-        texts=texts,
-        rest=rest,
-    )
-
-
-@dataclass(frozen=True)
-class Attempts:
-    """How many runs a task had and may have, as the protocol counts them.
-
-    ``attempt`` counts claims. Runs up to ``max_attempts`` come by themselves (a
-    retryable failure with attempts left is queued again); a ``retry`` without
-    ``reset_attempt`` of a task at its last attempt grants exactly one run more, so
-    ``attempt`` can pass ``max_attempts``: those runs are ``by_retry``.
+    Attributes:
+        host: The dashboard's ``Pages``.
     """
 
-    attempt: int
-    max_attempts: int
-    # The runs this task is allowed: max_attempts, plus those granted by manual retry.
-    allowed: int
-    by_retry: int
+    nav: tuple[str, str, str] | None = None
+    actions: tuple[str, ...] = ()
 
-    @property
-    def short(self) -> str:
-        """For a listing: ``1/3``, or ``2/1+1`` when a manual retry granted a run."""
-        extra = f"+{self.by_retry}" if self.by_retry else ""
-        return f"{self.attempt}/{self.max_attempts}{extra}"
+    def __init__(self, host: Pages) -> None:
+        self.host = host
 
-    @property
-    def long(self) -> str:
-        """For the task page: ``1 of 3``, or ``2 of 2 allowed (max_attempts 1 + 1 by manual
-        retry)``."""
-        if not self.by_retry:
-            return f"{self.attempt} of {self.max_attempts}"
-        runs = "run" if self.by_retry == 1 else "runs"
-        return (
-            f"{self.attempt} of {self.allowed} allowed (max_attempts {self.max_attempts} "
-            f"+ {self.by_retry} {runs} by manual retry)"
-        )
+    def routes(self) -> list[tuple[str, Handler]]:
+        return []
 
-    @property
-    def title(self) -> str:
-        """A tooltip saying what the numbers mean."""
-        text = f"attempt {self.attempt}; max_attempts {self.max_attempts}"
-        if self.by_retry:
-            text += f"; {self.by_retry} more allowed by manual retry"
-        return text
+    async def action(self, request: Request, path: str) -> Response:
+        return await self.host.not_found(request)
 
 
-def attempts(task: Task) -> Attempts:
-    """``task``'s attempts: a queued task's count includes the run it waits for."""
-    # The run a queued task waits for is attempt + 1: past max_attempts only when a
-    # manual retry granted it (a retryable failure requeues only below max_attempts).
-    runs = task.attempt + 1 if task.is_queued else task.attempt
-    allowed = max(task.max_attempts, runs)
-    return Attempts(task.attempt, task.max_attempts, allowed, allowed - task.max_attempts)
-
-
-@dataclass(frozen=True)
-class ErrorState:
-    """What the error box says of the stored error: will the protocol run the task again?"""
-
-    pill: str
-    kind: str
-    note: str
-
-
-def error_state(task: Task, view: View) -> ErrorState:
-    """Whether the task's stored error ends it, and why, for the error box's pill.
-
-    The error is kept on every path but ``retry``: a queued task carrying one failed
-    retryably and waits for its next run (the protocol runs it again by itself); a
-    running or succeeded one carries an earlier attempt's; a failed one is final
-    whatever the envelope's ``retryable`` says, as nothing requeues a failed task
-    but a manual retry.
-    """
-    counts = attempts(task)
-    if task.is_queued:
-        when = view.relative(task.run_at_ms)
-        return ErrorState("retrying", "retry", f"attempt {task.attempt + 1} runs {when}")
-    if task.is_running:
-        return ErrorState(
-            "earlier attempt",
-            "",
-            f"from attempt {task.attempt - 1}; attempt {task.attempt} runs now",
-        )
-    if task.is_succeeded:
-        return ErrorState("earlier attempt", "", "from an earlier attempt; a later one succeeded")
-    if task.is_canceled:
-        return ErrorState("canceled", "off", "the task was canceled; retry runs it again")
-    retryable = envelope(task.error).get("retryable") is True
-    if retryable and task.attempt >= counts.allowed:
-        note = f"a retryable error, but no attempt left ({counts.long}): retry runs it again"
-    elif retryable:
-        note = "the task ended here: retry runs it again"
-    else:
-        note = "a non-retryable error: retry runs it again"
-    return ErrorState("final", "bad", note)
-
-
-def parked_event(task: Task) -> Event | None:
-    """The attempt timeline's line for a parked task (queued until its dependencies or
-    children end), or ``None``."""
-    if not task.is_queued or task.run_at_ms != _workflows.PARKED_RUN_AT_MS:
-        return None
-    return Event(task.updated_at_ms, "parked", "waits for its dependencies or children")
-
-
-def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
-    """``(when, what, note)`` of what the task's row records, oldest first.
+def timeline(
+    task: Task, now: int, held: tuple[str, str] | None = None
+) -> list[tuple[int, str, str]]:
+    """``(when, what, note)`` of what the task's row records, oldest first; ``held`` is
+    the line of a queued task an extension holds back (``QueueHold``).
 
     The row keeps one time per kind of event: created, due (``run_at_ms``), cancel
     requested, finished (``completed_at_ms``) and last written (``updated_at_ms``).
@@ -363,8 +179,8 @@ def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
         runs = "attempt 1" if earlier == 1 else f"attempts 1-{earlier}"
         events.append((task.created_at_ms, "earlier runs", f"{runs}: times not recorded"))
     if task.is_queued:
-        if task.run_at_ms == _workflows.PARKED_RUN_AT_MS:
-            events.append((task.updated_at_ms, "parked", "waits for its dependencies or children"))
+        if held is not None:
+            events.append((task.updated_at_ms, *held))
         elif not requeued:
             if task.run_at_ms > task.created_at_ms:
                 due = "scheduled" if task.run_at_ms > now else "due"
@@ -391,48 +207,6 @@ def timeline(task: Task, now: int) -> list[tuple[int, str, str]]:
         events.append((task.updated_at_ms, "last update", "claim, heartbeat or progress"))
     events.sort(key=lambda e: e[0])
     return events
-
-
-def _escape(value: Any) -> Any:
-    """Every printed value, escaped as ``html.escape`` does (``&quot;``, ``&#x27;``)."""
-    if hasattr(value, "__html__"):
-        return value
-    return Markup(html.escape("" if value is None else str(value), quote=True))
-
-
-TEMPLATES = Environment(
-    loader=ChoiceLoader(
-        [
-            PackageLoader("cairnq.dashboard", "templates"),
-            *(PackageLoader(package, "templates") for package in EXTENSION_TEMPLATES),
-        ]
-    ),
-    autoescape=True,
-    finalize=_escape,
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-)
-TEMPLATES.globals.update(
-    attempts=attempts,
-    format_duration=format_duration,
-    iso=iso,
-    short_id=short_id,
-    to_json=to_json,
-)
-
-
-def render(name: str, view: View | None = None, **values: Any) -> str:
-    """The template ``name`` filled in with ``values`` (and ``view``, for pages)."""
-    if view is not None:
-        values["view"] = view
-    return TEMPLATES.get_template(name).render(**values)
-
-
-def bare_page(title: str, message: str) -> str:
-    """A page for requests refused before any view exists (no token): no links, no data."""
-    return render("bare.html", title=title, message=message)
 
 
 @dataclass(frozen=True)
@@ -474,6 +248,11 @@ class Pages:
         named = [(n, import_module(m).pages(self)) for n, m in page_modules(TEMPLATES, extras)]
         self.extensions: list[PageSet] = [pages for _, pages in named]
         self.cards = [(name, pages) for name, pages in named if isinstance(pages, TaskCard)]
+        self.holds = [pages for pages in self.extensions if isinstance(pages, QueueHold)]
+        self.bulk = Bulk(self)
+        # (name, package) of the extensions' static folders, and the stylesheets in them.
+        self.statics = static_packages(extras)
+        self.styles = stylesheets(self.statics)
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -510,9 +289,9 @@ class Pages:
                 ("/task", self.task),
                 ("/task/cancel", self.confirm_cancel),
                 ("/task/retry", self.confirm_retry),
-                ("/purge", self.confirm_purge),
-                ("/tasks/retry", self.confirm_bulk_retry),
-                ("/tasks/cancel", self.confirm_bulk_cancel),
+                ("/purge", self.bulk.confirm_purge),
+                ("/tasks/retry", self.bulk.confirm_bulk_retry),
+                ("/tasks/cancel", self.bulk.confirm_bulk_cancel),
                 ("/workers", self.workers),
                 *(route for pages in self.extensions for route in pages.routes()),
                 ("/metrics", self.metrics),
@@ -559,6 +338,7 @@ class Pages:
             "page.html",
             self.view(request),
             nav=self._nav(),
+            styles=self.styles,
             title=title,
             active=active,
             body=Markup(body),
@@ -703,9 +483,7 @@ class Pages:
         view = self.view(request)
         run = self.dash.client._run
         kids = await run(_reads.children(task), write=False)
-        snoozes = await run(_snooze.snoozes_if_ready(task.id), write=False)
-        history = await run(history_if_ready(task.id), write=False)
-        cards = [(name, Markup(await card.task_card(task, view))) for name, card in self.cards]
+        parts = await self._task_parts(task, view)
         done = incoming(request).query.get("done", "")
 
         def shown(name: str) -> Any:
@@ -715,21 +493,10 @@ class Pages:
         values: dict[str, Any] = {
             "task": task,
             "children": kids,
-            "snoozes": snoozes,
-            "attempt_history": None if history is None else history[0],
-            "step_history": None if history is None else history[1],
-            "cards": cards,
-            "timeline": timeline(task, view.now_ms),
-            "attempt_timeline": (
-                None
-                if history is None
-                else attempt_timeline(
-                    task,
-                    history[0],
-                    view.now_ms,
-                    held=parked_event(task),
-                )
-            ),
+            "parts": {k: Markup("".join(getattr(p, k) for _, p in parts)) for k in PART_KINDS},
+            "own_timeline": next((Markup(p.timeline) for _, p in parts if p.timeline), None),
+            "cards": [(name, Markup(p.below)) for name, p in parts],
+            "timeline": timeline(task, view.now_ms, self.held(task)),
             "shown": shown,
             "error": error,
             "error_state": None if error is None else error_state(task, view),
@@ -762,137 +529,6 @@ class Pages:
         body = render("confirm_task.html", self.view(request), task=found, action=action)
         return self._page(request, title=f"{action} task", active="tasks", body=body)
 
-    async def confirm_purge(self, request: Request) -> Response:
-        if self.dash.read_only:
-            return self._forbidden(request, "This dashboard is read-only.")
-        query = incoming(request).query
-        filters = {k: query[k].strip() for k in PURGE_FIELDS if query.get(k, "").strip()}
-        if filters.get("status") not in TERMINAL_STATUSES:
-            filters.pop("status", None)
-        filters.setdefault("older_than", PURGE_DEFAULT_AGE)
-        return await self._purge_preview(request, filters)
-
-    async def _purge_preview(
-        self, request: Request, filters: Mapping[str, str], error: str | None = None
-    ) -> Response:
-        """The purge page for ``filters``, with how many tasks match them now."""
-        try:
-            older = parse_duration(filters.get("older_than", ""))
-            count = await self.dash.client._run(
-                _reads.purge_count(
-                    older_than_ms=older,
-                    status=filters.get("status"),
-                    queue=filters.get("queue"),
-                    name=filters.get("name"),
-                    cap=PURGE_MAX + 1,
-                ),
-                write=False,
-            )
-        except InvalidArgument as exc:
-            return self._purge_page(request, filters, str(exc), 400)
-        status = 200 if error is None else 400
-        return self._purge_page(
-            request,
-            filters,
-            error,
-            status,
-            count=count,
-            any_age=older == 0,
-            counted_at=self._now_ms(),
-        )
-
-    def _now_ms(self) -> int:
-        return (clock_of(self.dash.client.backend) or SYSTEM_CLOCK).now_ms()
-
-    def _purge_page(
-        self,
-        request: Request,
-        filters: Mapping[str, str],
-        error: str | None,
-        status: int,
-        *,
-        count: int | None = None,
-        any_age: bool = False,
-        counted_at: int | None = None,
-    ) -> Response:
-        body = render(
-            "confirm_purge.html",
-            self.view(request),
-            filters=filters,
-            error=error,
-            count=count,
-            most=PURGE_MAX,
-            any_age=any_age,
-            counted_at=counted_at,
-        )
-        return self._page(request, title="Purge", active="tasks", body=body, status=status)
-
-    async def confirm_bulk_retry(self, request: Request) -> Response:
-        return await self._confirm_bulk(request, "retry")
-
-    async def confirm_bulk_cancel(self, request: Request) -> Response:
-        return await self._confirm_bulk(request, "cancel")
-
-    async def _confirm_bulk(self, request: Request, action: str) -> Response:
-        if self.dash.read_only:
-            return self._forbidden(request, "This dashboard is read-only.")
-        query = incoming(request).query
-        filters = {k: query[k].strip() for k in TASK_FILTERS if query.get(k, "").strip()}
-        view = self.view(request)
-        try:
-            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
-        except InvalidArgument as exc:
-            body = render("confirm_bulk.html", view, action=action, filters=filters, error=str(exc))
-            return self._page(
-                request, title=f"{action} tasks", active="tasks", body=body, status=400
-            )
-        wanted = filters.get("status")
-        counts = dict.fromkeys((s for s in BULK_STATUSES[action] if wanted in (None, s)), 0)
-        for task in found:
-            counts[task.status] = counts.get(task.status, 0) + 1
-        body = render(
-            "confirm_bulk.html",
-            view,
-            action=action,
-            filters=filters,
-            error="",
-            count=len(found),
-            counts=counts,
-            most=BULK_MAX,
-            labels=FILTER_LABELS,
-        )
-        return self._page(request, title=f"{action} tasks", active="tasks", body=body)
-
-    async def _bulk_matches(
-        self, filters: Mapping[str, str], action: str, limit: int
-    ) -> list[Task]:
-        """Up to ``limit`` tasks of the filtered list that ``action`` applies to, newest
-        first within each status; each status through the listing's status index."""
-        wanted = filters.get("status")
-        statuses = [s for s in BULK_STATUSES[action] if wanted in (None, s)]
-        if wanted is not None and wanted not in STATUSES:
-            raise InvalidArgument(f"status must be one of {', '.join(STATUSES)}")
-        found: list[Task] = []
-        for status in statuses:
-            cursor: str | None = None
-            while len(found) < limit:
-                page = await self.dash.client.list_page(
-                    status=status,
-                    queue=filters.get("queue"),
-                    name=filters.get("name"),
-                    key=filters.get("key"),
-                    root_id=filters.get("root_id"),
-                    correlation_id=filters.get("correlation_id"),
-                    id_prefix=filters.get("id_prefix"),
-                    cursor=cursor,
-                    limit=min(_reads.MAX_PAGE, limit - len(found)),
-                )
-                found += page.tasks
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        return found[:limit]
-
     async def workers(self, request: Request) -> Response:
         view = self.view(request)
         workers = await self.dash.reads.get("workers", self.load_workers)
@@ -916,6 +552,21 @@ class Pages:
         await dash.metrics.refresh(dash.client)
         return Response(dash.metrics.exposition(), 200, media_type=CONTENT_TYPE)
 
+    async def _task_parts(self, task: Task, view: View) -> list[tuple[str, TaskParts]]:
+        """What each extension with a ``TaskCard`` adds to ``task``'s page, by name."""
+        found = []
+        for name, card in self.cards:
+            part = await card.task_card(task, view)
+            found.append((name, part if isinstance(part, TaskParts) else TaskParts(below=part)))
+        return found
+
+    def held(self, task: Task) -> tuple[str, str] | None:
+        """The timeline's line of a queued ``task`` an extension holds back (``QueueHold``),
+        or ``None``."""
+        if not task.is_queued:
+            return None
+        return next((line for hold in self.holds if (line := hold.held(task))), None)
+
     # --- actions ---------------------------------------------------------------------------
 
     async def _action(self, request: Request) -> Response:
@@ -938,9 +589,9 @@ class Pages:
             return await extension.action(request, path)
         if path in ("/purge", "/tasks/retry", "/tasks/cancel"):
             if path == "/purge":
-                response = await self._purge(request)
+                response = await self.bulk.purge(request)
             else:
-                response = await self._bulk(request, path.rsplit("/", 1)[-1])
+                response = await self.bulk.act(request, path.rsplit("/", 1)[-1])
             dash.lists.clear()
             dash.reads.clear()
             return response
@@ -971,124 +622,3 @@ class Pages:
             return await method(*args, **kw)
         except InvalidArgument as exc:
             return self._error(request, 400, "Bad request", str(exc))
-
-    async def _purge(self, request: Request) -> Response:
-        form = incoming(request).form
-        filters = {k: form.get(k, "").strip() for k in PURGE_FIELDS}
-        shown = {k: v for k, v in filters.items() if v}
-        client = self.dash.client
-        try:
-            if not filters["older_than"]:
-                raise InvalidArgument(
-                    "say how long ago the tasks must have finished, e.g. 7d; nothing was deleted"
-                )
-            older = parse_duration(filters["older_than"])
-            if older == 0 and form.get("any_age") != "1":
-                return await self._purge_preview(
-                    request,
-                    shown,
-                    "0s purges every finished task, even one that finished a moment ago: "
-                    "tick the box to confirm. Nothing was deleted.",
-                )
-            status = filters["status"] or None
-            if status is not None and status not in TERMINAL_STATUSES:
-                raise InvalidArgument("status must be succeeded, failed or canceled")
-            # What the page counted, no more: the cutoff stays where it was when counted
-            # (tasks finishing since are not old enough) and the deletes stop at the count.
-            older += self._since(form.get("counted_at", ""))
-            most = _whole(form.get("count", ""), PURGE_MAX)
-            total = 0
-            more = False
-            for batch in range(PURGE_MAX_BATCHES):
-                limit = min(PURGE_BATCH, most - total)
-                if limit <= 0:
-                    break
-                ids = await client.purge(
-                    older_than_ms=older,
-                    status=status,
-                    queue=filters["queue"] or None,
-                    name=filters["name"] or None,
-                    limit=limit,
-                )
-                total += len(ids)
-                if len(ids) < limit:
-                    break
-                more = batch == PURGE_MAX_BATCHES - 1
-        except InvalidArgument as exc:
-            return self._purge_page(request, shown, str(exc), 400)
-        log.info("dashboard: purged %d tasks", total)
-        query: dict[str, Any] = {"purged": total}
-        if more:
-            query["more"] = 1
-        return redirect(request, "/tasks", query)
-
-    def _since(self, counted_at: str) -> int:
-        """Milliseconds since the page's count (``counted_at``), 0 when absent or odd."""
-        if not counted_at.isdigit():
-            return 0
-        return max(0, self._now_ms() - int(counted_at))
-
-    async def _bulk(self, request: Request, action: str) -> Response:
-        """Retry or cancel, one task at a time, the tasks of the filtered list it applies to."""
-        form = incoming(request).form
-        filters = {k: form[k].strip() for k in TASK_FILTERS if form.get(k, "").strip()}
-        client = self.dash.client
-        reset = form.get("reset_attempt") == "1"
-        try:
-            found = await self._bulk_matches(filters, action, BULK_MAX + 1)
-        except InvalidArgument as exc:
-            return self._error(request, 400, "Bad request", str(exc))
-        # No more than the page counted and the button said.
-        most = _whole(form.get("count", ""), BULK_MAX)
-        chosen, more = found[:most], len(found) > most
-        done = skipped = requested = 0
-        for start in range(0, len(chosen), BULK_CHUNK):
-            chunk = chosen[start : start + BULK_CHUNK]
-            if action == "retry":
-                calls = [client.retry(t.id, reset_attempt=reset) for t in chunk]
-            else:
-                calls = [client.cancel(t.id) for t in chunk]
-            # None: the task left the status the action applies to since it was listed.
-            for result in await asyncio.gather(*calls):
-                if result is None:
-                    skipped += 1
-                elif result.is_running:
-                    requested += 1
-                else:
-                    done += 1
-        log.info(
-            "dashboard: bulk %s: %d done, %d cancel requested, %d skipped",
-            action,
-            done,
-            requested,
-            skipped,
-        )
-        query: dict[str, Any] = dict(filters, bulk=action, done=done)
-        if skipped:
-            query["skipped"] = skipped
-        if requested:
-            query["requested"] = requested
-        if more:
-            query["more"] = 1
-        return redirect(request, "/tasks", query)
-
-
-def bulk_notice(action: str, query: Mapping[str, str]) -> str:
-    """The notice after a bulk action, from the counts its redirect carries."""
-    done = int(query.get("done", "0"))
-    tasks = f"{done} task{'' if done == 1 else 's'}"
-    text = f"Queued {tasks} again." if action == "retry" else f"Canceled {tasks}."
-    requested = query.get("requested", "")
-    if requested.isdigit() and int(requested):
-        text += f" Cancel requested for {requested} running: each stops at its next check."
-    skipped = query.get("skipped", "")
-    if skipped.isdigit() and int(skipped):
-        text += f" {skipped} had changed state meanwhile and were left alone."
-    if query.get("more") == "1":
-        text += f" More match: {action} again."
-    return text
-
-
-def _whole(text: str, most: int) -> int:
-    """A whole number from a form field, at most ``most``; ``most`` when absent or odd."""
-    return min(int(text), most) if text.isdigit() else most

@@ -43,6 +43,8 @@ class History(Extension):
     needs = ("x0009_steps.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_attempts": "trigger"}
     words = ("history", "task_attempts", "record_attempts")
+    cli = "cairnq.extensions.history._surfaces.cli"
+    pages = "cairnq.extensions.history._surfaces.pages"
 
     def hooks(self, worker: WorkerView) -> Hooks:
         switch = worker.switch

@@ -130,3 +130,16 @@ def _history_if_ready(task_id: str) -> Op[tuple[list[Attempt], list[StepRecord]]
         [attempt_of(task_id, r) for r in attempt_rows],
         [step_of(task_id, r) for r in step_list],
     )
+
+
+def attempts_if_ready(task_id: Any) -> Op[list[Attempt] | None]:
+    """A task's recorded attempts, or ``None`` without ``x0009`` (for displays)."""
+    return _attempts_if_ready(check_text(task_id, "task id") or "")
+
+
+def _attempts_if_ready(task_id: str) -> Op[list[Attempt] | None]:
+    ready = yield from history_ready()
+    if not ready:
+        return None
+    rows = yield Call("history_list", {"id": task_id})
+    return [attempt_of(task_id, r) for r in rows]

@@ -62,3 +62,5 @@ class Snoozing(Extension):
     needs = ("x0007_flow.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_snoozes": "trigger"}
     words = ("snooze",)
+    cli = "cairnq.extensions.snooze._surfaces.cli"
+    pages = "cairnq.extensions.snooze._surfaces.pages"

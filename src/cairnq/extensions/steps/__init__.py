@@ -41,3 +41,4 @@ class Steps(Extension):
         "steps_record",
         "extensions.steps",
     )
+    pages = "cairnq.extensions.steps._surfaces.pages"

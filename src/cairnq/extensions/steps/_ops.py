@@ -149,3 +149,16 @@ def step_of(task_id: str, row: Row) -> StepRecord:
         int(row["attempt"]),
         int(row["recorded_at_ms"]),
     )
+
+
+def steps_if_ready(task_id: Any) -> Op[list[StepRecord] | None]:
+    """A task's recorded steps, or ``None`` without ``x0009_steps.sql`` (for displays)."""
+    return _steps_if_ready(check_text(task_id, "task id") or "")
+
+
+def _steps_if_ready(task_id: str) -> Op[list[StepRecord] | None]:
+    ready = yield from steps_ready()
+    if not ready:
+        return None
+    rows = yield from step_rows(task_id)
+    return [step_of(task_id, r) for r in rows]

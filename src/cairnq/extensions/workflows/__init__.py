@@ -69,6 +69,7 @@ class Workflows(Extension):
         "cairnq_parked": "trigger",
     }
     words = ("workflow", "parked", "depend", "gathering", "spawn")
+    cli = "cairnq.extensions.workflows._surfaces.cli"
     pages = "cairnq.extensions.workflows._surfaces.pages"
 
     def hooks(self, worker: WorkerView) -> Hooks:

@@ -1,4 +1,5 @@
-"""``cairnq limits set|ls|rm``: the concurrency and rate limits stored in the database."""
+"""``cairnq limits set|ls|rm``: the concurrency and rate limits stored in the database;
+and the ``limits`` section of ``cairnq top`` (``top_section``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ from typing import Any, TextIO
 
 from ....cli._render import json_text
 from ....cli._target import open_client
+from ....client import SyncCairnQ
 from ....errors import InvalidArgument
+from ....top import Section, format_table
+from .. import _ops as _limits
 from .._model import Limit, LimitUsage
+
+# What ``cairnq.top`` also answers for (it held them before the section came here).
+top_names = ("limit_lines",)
+BUSIEST_KEYS = 3
 
 
 def add_commands(
@@ -138,3 +146,65 @@ def cmd_limits_rm(args: argparse.Namespace, out: TextIO) -> int:
         removed = client.remove_limit(args.id)
     out.write(f"removed {args.id}\n" if removed else f"no limit {args.id!r}\n")
     return 0 if removed else 1
+
+
+def _rule(usage: LimitUsage) -> str:
+    limit = usage.limit
+    if limit.kind == "concurrency":
+        rule = f"{limit.amount} at once"
+    else:
+        rule = f"{limit.amount}/{limit.period_text} burst {limit.burst}"
+    return rule + (f" per {limit.key}" if limit.key else "")
+
+
+def _use(usage: LimitUsage, most: int) -> str:
+    limit = usage.limit
+    more = (len(usage.tokens) if limit.kind == "rate" else len(usage.running)) - most
+    extra = f", +{more} keys" if more > 0 else ""
+    if limit.kind == "rate":
+        if not usage.tokens:
+            return f"tokens {limit.burst}/{limit.burst}"
+        if limit.key is None:
+            return f"tokens {usage.tokens.get('', 0.0):.1f}/{limit.burst}"
+        fewest = usage.lowest_tokens(most)
+        return "tokens " + ", ".join(f"{k} {t:.1f}/{limit.burst}" for k, t in fewest) + extra
+    if limit.key is None:
+        return f"{usage.running.get('', 0)}/{limit.amount}"
+    busiest = usage.busiest(most)
+    if not busiest:
+        return "0 running"
+    return ", ".join(f"{k} {n}/{limit.amount}" for k, n in busiest) + extra
+
+
+def limit_lines(
+    usages: Sequence[LimitUsage], *, queue: str | None = None, most: int = BUSIEST_KEYS
+) -> list[str]:
+    """The ``limits`` section: one row per limit with its rule, use now and waiting tasks.
+
+    A concurrency limit's use is its ``most`` busiest keys as ``key running/limit``
+    (one ``running/limit`` without a key); a rate limit's, its emptiest buckets'
+    tokens. ``WAITING`` counts the due queued tasks the limit governs. With
+    ``queue``, limits of other queues are left out. No lines without limits.
+    """
+    shown = [
+        u for u in usages if queue is None or u.limit.scope != "queue" or u.limit.target == queue
+    ]
+    if not shown:
+        return []
+    rows = [
+        [
+            u.limit.id,
+            f"{'queue' if u.limit.scope == 'queue' else 'task'} {u.limit.target}",
+            _rule(u),
+            str(u.waiting),
+            _use(u, most),
+        ]
+        for u in shown
+    ]
+    return ["limits:", *format_table(["LIMIT", "ON", "RULE", "WAITING", "IN USE"], rows, right=[3])]
+
+
+def top_section(client: SyncCairnQ, *, queue: str | None, now_ms: int) -> Section | None:
+    """``cairnq top``'s ``limits`` section (``limit_lines``), under the queues."""
+    usages = client.backend.run(_limits.usage_if_ready(), write=False) or []
+    return Section(limit_lines(usages, queue=queue))

@@ -1,4 +1,5 @@
-"""``cairnq schedules``: list, add, pause, resume, remove schedules and read their history."""
+"""``cairnq schedules``: list, add, pause, resume, remove schedules and read their history;
+and the next slot due under the header of ``cairnq top`` (``top_section``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ....cli._render import iso, json_text, write_lines
 from ....cli._target import open_client
 from ....cli._tasks import read_payload
 from ....client import SyncCairnQ
-from ....top import format_table
+from ....top import Section, format_table
 from .. import _ops as _schedules
 from .._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
 
@@ -298,3 +299,10 @@ def add_commands(
     )
     history.add_argument("--json", action="store_true", help="print a JSON array")
     history.set_defaults(run=cmd_schedules_history)
+
+
+def top_section(client: SyncCairnQ, *, queue: str | None, now_ms: int) -> Section | None:
+    """The earliest next slot of the schedules not paused, under ``cairnq top``'s header."""
+    upcoming = client.backend.run(_schedules.next_slot(), write=False)
+    line = _schedules.next_slot_line(upcoming, now_ms)
+    return None if line is None else Section([line], head=True)

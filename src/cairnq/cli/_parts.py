@@ -1,0 +1,58 @@
+"""What the extensions add to the command line, through their ``cli`` modules
+(``Extension.cli``). Each name is optional:
+
+- ``add_commands(command, parents, formatter, count)``: commands of its own;
+- ``add_get_options(get)``: options of ``cairnq get`` (its ``argparse`` parser);
+- ``get_instead(args, client, task)``: the lines ``cairnq get`` prints instead of the
+  task's JSON (for an option of its own), or ``None``;
+- ``add_to_get(args, client, task, shown)``: adds its keys to the task's JSON object
+  ``shown`` (or replaces some);
+- ``top_section(client, queue=..., now_ms=...)``: its ``cairnq.top.Section`` of a
+  frame of ``cairnq top``, or ``None`` (see ``cairnq.top``).
+
+Each is called on cairnq's own extensions first, in order, then on those outside.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from importlib import import_module
+from types import ModuleType
+from typing import Any
+
+from ..client import SyncCairnQ
+from ..extensions import Extension, builtins
+from ..models import Task
+
+
+def cli_modules(extras: Sequence[Extension] = ()) -> list[ModuleType]:
+    """The ``cli`` modules of cairnq's extensions and of ``extras``, in that order."""
+    return [import_module(e.cli) for e in (*builtins(), *extras) if e.cli is not None]
+
+
+def add_get_options(get: argparse.ArgumentParser, extras: Sequence[Extension]) -> None:
+    """Each extension's options of ``cairnq get``."""
+    for module in cli_modules(extras):
+        adder = getattr(module, "add_get_options", None)
+        if adder is not None:
+            adder(get)
+
+
+def get_output(
+    args: argparse.Namespace, client: SyncCairnQ, task: Task
+) -> dict[str, Any] | list[str]:
+    """What ``cairnq get`` prints of ``task``: the first extension's lines printed instead
+    of the JSON, else the task's JSON object with what each extension adds."""
+    modules = cli_modules(getattr(args, "extensions", ()))
+    for module in modules:
+        instead = getattr(module, "get_instead", None)
+        lines = None if instead is None else instead(args, client, task)
+        if lines is not None:
+            return list(lines)
+    shown = task.to_dict()
+    for module in modules:
+        adder = getattr(module, "add_to_get", None)
+        if adder is not None:
+            adder(args, client, task, shown)
+    return shown
