@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import datetime
 import logging
 import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _ids, kernel
 from .. import extensions as _ext
@@ -35,16 +34,12 @@ from ..client import CairnQ
 from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
-from ..extensions.history._ops import history_ready
-from ..extensions.limits._component import LimitBook, check_declared
-from ..extensions.limits._model import Limit
-from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
-from ..extensions.snooze import _ops as _snooze
+from ..extensions._builtins_worker import BuiltinsWorkerAPI
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
 from ..models import TaskDef
 from ..store import TaskStore
-from . import _options
+from . import _compat, _options
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._components import JobComponent
 from ._context import CallScope, Listener, Runtime
@@ -57,9 +52,15 @@ from ._reporting import default_on_error, listing, listing_extra, safe
 from ._settling import Settler
 from ._signals import handling_signals
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._compat import TaskOptions, WorkerOptions
+
 log = logging.getLogger("cairnq.worker")
 
 F = TypeVar("F", bound=Handler)
+E = TypeVar("E", bound=Extension)
 
 SHUTDOWN_WRITE_TIMEOUT_S = 5.0
 # How long a worker waits before opening again a database it could not reach.
@@ -87,7 +88,7 @@ class _Run:
         self.wake.close()
 
 
-class Worker:
+class Worker(BuiltinsWorkerAPI, _compat.WorkerAttributes):
     """Claims tasks from the database and runs their handlers.
 
     Args:
@@ -135,6 +136,10 @@ class Worker:
         extensions: Extensions this worker runs besides cairnq's own and its client's
             (``CairnQ(extensions=...)``; one given to both counts once): their hooks
             in its claims and settlements while each is ready, their parts in its lifecycle.
+        **options: The keywords its extensions take (``Extension.options``):
+            ``schedules``, ``max_snoozes``, ``limits`` and ``record_attempts`` are
+            the built-ins'; each is checked when the worker is built (a bad one is
+            an ``InvalidArgument``, a keyword no extension takes a ``TypeError``).
 
     Example::
 
@@ -184,11 +189,8 @@ class Worker:
         recovery_interval_ms: int | None = None,
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
-        schedules: bool = True,
-        max_snoozes: int = _snooze.DEFAULT_MAX_SNOOZES,
-        limits: Sequence[Limit] | None = None,
-        record_attempts: bool = True,
         extensions: Sequence[Extension] = (),
+        **options: Unpack[WorkerOptions],
     ) -> None:
         self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
@@ -212,13 +214,11 @@ class Worker:
             retry_backoff_max_ms=_options.check_ms(retry_backoff_max_ms, "retry_backoff_max_ms"),
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
-            max_snoozes=_snooze.check_max_snoozes(max_snoozes),
-            record_attempts=bool(record_attempts),
         )
         self.registry, self._retention = Registry(resources), Retention.of(retention)
-        self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
-        self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
+        self._options = _ext.options(self._extensions, options)  # checked, by name
+        _compat.configure(self._runtime, self._options)
         self._bind(self.client.backend)
 
     @classmethod
@@ -328,7 +328,7 @@ class Worker:
         self._bind(backend)
 
     def _bind(self, backend: Backend) -> None:
-        """Make the parts that hold the database: the recoverer, the limit book, the sweeper."""
+        """Make the parts that hold the database: the recoverer, the sweeper."""
         self._recoverer = Recoverer(
             backend,
             self._runtime,
@@ -337,7 +337,6 @@ class Worker:
             report=self._report,
             give_up=self._give_up,
         )
-        self._book = LimitBook(backend, self.limits, self.worker_id, report=self._report)
         self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
 
     # --- registration -----------------------------------------------------------------
@@ -355,7 +354,7 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
-        max_snoozes: int | None = None,
+        **options: Unpack[TaskOptions],
     ) -> Callable[[F], F]: ...
 
     def task(
@@ -367,7 +366,7 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
-        max_snoozes: int | None = None,
+        **options: Unpack[TaskOptions],
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
 
@@ -382,8 +381,10 @@ class Worker:
             concurrency: At most this many calls of this name at once in this worker.
             resource: A resource declared in ``Worker(resources=...)``: calls of
                 this name count against its capacity, shared with other names.
-            max_snoozes: How many times each task of this name may snooze
-                (the worker's ``max_snoozes`` when not given).
+            **options: The keywords its extensions take for a handler
+                (``Extension.task_options``): ``max_snoozes``, how many times each
+                task of this name may snooze (the worker's ``max_snoozes`` when
+                not given).
 
         Returns:
             The handler, unchanged (or a decorator that registers one).
@@ -419,7 +420,7 @@ class Worker:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
-                max_snoozes=max_snoozes,
+                **options,
             )
             return name_or_fn
 
@@ -430,7 +431,7 @@ class Worker:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
-                max_snoozes=max_snoozes,
+                **options,
             )
             return fn
 
@@ -444,200 +445,42 @@ class Worker:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
-        max_snoozes: int | None = None,
+        **options: Unpack[TaskOptions],
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
 
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource, max_snoozes: As for ``task``.
+            batch, concurrency, resource, options: As for ``task``.
 
         Returns:
             The ``Registration``.
 
         Raises:
             InvalidArgument: the name is taken, ``fn`` cannot take the context
-                (see ``task``), or ``resource`` is not declared in ``resources``.
+                (see ``task``), ``resource`` is not declared in ``resources``, or an
+                option's value is bad (nothing is registered).
+            TypeError: a keyword no extension takes.
 
         Example::
 
             worker.register("email.send", send_email)
         """
-        limit = None if max_snoozes is None else _snooze.check_max_snoozes(max_snoozes)
+        checked = _ext.task_options(self._extensions, options, "register()")
         registration = self.registry.add(
             name, fn, batch=batch, concurrency=concurrency, resource=resource
         )
-        if limit is not None:
-            self._runtime.max_snoozes_by_name[registration.name] = limit
+        _compat.note_task(self._runtime, registration.name, checked)
         return registration
 
-    def periodic(
-        self,
-        cron: str | None = None,
-        /,
-        *,
-        every: str | int | datetime.timedelta | None = None,
-        name: str | TaskDef[Any, Any] | None = None,
-        schedule: str | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
-        concurrency: int | None = None,
-    ) -> Callable[[F], F]:
-        """Register a handler and a schedule that submits one task to it per slot.
-
-        Args:
-            cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
-                (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
-                needs the ``cron`` extra. Give ``cron`` or ``every``.
-            every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
-                its slots counted from the Unix epoch.
-            name: The task name (the function's name by default), or a ``TaskDef``.
-            schedule: The schedule's name (the task name by default); unique in the
-                database.
-            tz: The time zone cron slots are read in (``"UTC"``). A local time that
-                does not exist (spring forward) runs once at the first instant after
-                the gap; one that occurs twice (fall back) runs once, the first time.
-            payload, queue, priority, max_attempts, metadata: Each task's (queue:
-                the worker's first queue by default).
-            catch_up: How late a slot may still be submitted, after downtime (1 h).
-                Older slots are recorded as missed, never submitted.
-            catch_up_policy: ``"all"`` submits every slot inside ``catch_up``, oldest
-                first; ``"latest"`` only the newest, recording the others as superseded.
-            overlap: ``"allow"``; ``"skip"`` a slot while the previous slot's task is
-                queued or running; ``"queue"``: the slot waits until it ends.
-            jitter: Each task runs up to this long after its slot (a delay derived
-                from the slot, the same in every process).
-            concurrency: As for ``task``.
-
-        Returns:
-            A decorator that registers the handler and returns it unchanged.
-
-        Raises:
-            InvalidArgument: a bad cron expression, time zone, interval or option, a
-                payload that is not JSON, or a schedule name declared twice; nothing
-                is registered or stored.
-
-        Example::
-
-            @worker.periodic("0 9 * * 1-5", tz="Europe/Paris", catch_up="2h")
-            async def morning_report(ctx):
-                ...
-        """
-
-        options = {
-            "cron": cron,
-            "every": every,
-            "tz": tz,
-            "payload": payload,
-            "queue": queue,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "metadata": metadata,
-            "catch_up": catch_up,
-            "catch_up_policy": catch_up_policy,
-            "overlap": overlap,
-            "jitter": jitter,
-        }
-
-        def decorate(fn: F) -> F:
-            task_name = name.name if isinstance(name, TaskDef) else name
-            if task_name is None:
-                task_name = getattr(fn, "__name__", None)
-            spec = self._schedule_spec(schedule or task_name, task_name, **options)
-            self.registry.add(name, fn, concurrency=concurrency)
-            self._schedules[spec.name] = spec
-            return fn
-
-        return decorate
-
-    def schedule(
-        self,
-        schedule: str,
-        task: str | TaskDef[Any, Any],
-        *,
-        cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
-    ) -> ScheduleSpec:
-        """Declare a schedule for ``task`` (the imperative ``periodic``, no handler).
-
-        The worker stores it when it starts, replacing the definition of a stored
-        schedule of that name and keeping its cursor, history and paused state. A
-        schedule removed from the code stays in the database until
-        ``cairnq schedules rm NAME`` (or ``remove_schedule``).
-
-        Args:
-            schedule: The schedule's name.
-            task: The task name each slot submits (any name: a handler elsewhere
-                may run it), or a ``TaskDef``.
-            Others: As for ``periodic``.
-
-        Returns:
-            The validated definition.
-
-        Raises:
-            InvalidArgument: as for ``periodic``.
-
-        Example::
-
-            worker.schedule("hourly-sync", "crm.sync", every="1h", payload={"full": False})
-        """
-        spec = self._schedule_spec(
-            schedule,
-            task.name if isinstance(task, TaskDef) else task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
-        )
-        self._schedules[spec.name] = spec
-        return spec
-
-    def _schedule_spec(
-        self, schedule: Any, task: Any, *, queue: Any, **options: Any
-    ) -> ScheduleSpec:
-        """Validate a declaration; its queue defaults to the worker's first."""
-        spec = ScheduleSpec.build(
-            self.client.codec,
-            schedule,
-            task,
-            queue=self.queues[0] if queue is None else queue,
-            **options,
-        )
-        if spec.name in self._schedules:
-            raise InvalidArgument(f"schedule {spec.name!r} is declared twice on this worker")
-        return spec
-
-    @property
-    def schedules(self) -> list[ScheduleSpec]:
-        """The schedules this worker declares, stored when it starts."""
-        return list(self._schedules.values())
+    def _extension(self, kind: type[E]) -> E:
+        """This worker's extension of class ``kind`` (a built-in's worker API keeps
+        what it is given there)."""
+        for extension in self._extensions:
+            if isinstance(extension, kind):
+                return extension
+        raise LookupError(f"this worker runs no {kind.__name__}")
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
@@ -930,10 +773,8 @@ class Worker:
             report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
-            book=self._book,
             switch=self._runtime,
-            schedules=self.schedules,
-            evaluates_schedules=self.evaluates_schedules,
+            options=self._options,
             wake=wake,
         )
 
@@ -1121,9 +962,10 @@ class Worker:
         Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
         """
         if not self._running:
-            backend = self.client.backend
-            self._runtime.history = await backend.arun(history_ready(), write=False)
-            self._runtime.points = _ext.points(self._extensions, self._view(lambda: None))
+            ready = _ext.Ready(self._extensions)
+            ready.note(await self.client.backend.arun(kernel.applied_migrations(), write=False))
+            view = self._view(lambda: None)
+            self._runtime.points = _ext.points(self._extensions, view, ready)
         return await self._recoverer.recover(batches)
 
     # --- drain ------------------------------------------------------------------------
