@@ -19,8 +19,7 @@ GENERATED_MARK = "# generated from "
 # module -> its length today, a ceiling until it is split.
 OVER: dict[str, int] = {
     "client/_async.py": 1150,
-    "worker/_context.py": 999,
-    "worker/_worker.py": 1182,
+    "worker/_context.py": 995,
 }
 
 

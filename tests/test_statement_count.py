@@ -202,10 +202,10 @@ async def _measure(
         try:
             prepared = set()
             for part in worker._components(run):
-                if part.name in {"limits", "pauses", "workflows", "history"}:
+                if part.name in {"limits", "pauses", "workflows", "ledger"}:
                     await part.prepare()
                     prepared.add(part.name)
-            assert prepared == {"limits", "pauses", "workflows", "history"}
+            assert prepared == {"limits", "pauses", "workflows", "ledger"}
             backend = cq.backend
             arun = backend.arun
             taps: list[Any] = []

@@ -16,7 +16,7 @@ from typing import Any
 
 from cairnq import Worker
 from cairnq.extensions.workflows import _ops as _workflows
-from cairnq.worker._worker import _Run
+from cairnq.worker._run import Run
 
 from ._db import Database
 from .test_without_extensions import migrate_only
@@ -30,7 +30,7 @@ def _decides(worker: Worker) -> bool:
     return bool(worker._runtime.points.ending().task)
 
 
-async def _prepared(worker: Worker) -> tuple[_Run, Any]:
+async def _prepared(worker: Worker) -> tuple[Run, Any]:
     """``worker``'s run assembled and its workflows component prepared, no job started."""
     worker._stopping = asyncio.Event()
     assert await worker._open_checked()

@@ -23,9 +23,19 @@ from __future__ import annotations
 
 from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
-from ._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
+from ._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
 from ._folders import install
-from ._registry import LedgerWatch, Ready, builtins, check, components, for_worker, points
+from ._registry import (
+    LedgerWatch,
+    Ready,
+    builtins,
+    check,
+    components,
+    for_worker,
+    options,
+    points,
+    task_options,
+)
 
 __all__ = [
     "NOW",
@@ -36,6 +46,7 @@ __all__ = [
     "Hooks",
     "LedgerWatch",
     "Op",
+    "Option",
     "Part",
     "Ready",
     "Recovered",
@@ -47,5 +58,7 @@ __all__ = [
     "components",
     "install",
     "for_worker",
+    "options",
     "points",
+    "task_options",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from .. import kernel
 from ..backends import Backend
@@ -36,8 +36,6 @@ from ..kernel.points import (
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
-    from .limits._component import LimitBook
-    from .schedules._model import ScheduleSpec
 
 TaskRows = Literal["trigger", "swept", "not_task_keyed"]
 """How an extension table's rows about a task go when the task's row goes: a delete
@@ -123,13 +121,27 @@ class Hooks:
     in_use: InUse = always
 
 
+@dataclass(frozen=True)
+class Option:
+    """A keyword an extension takes from ``Worker(...)`` (``Extension.options``) or from
+    ``@worker.task(...)`` (``Extension.task_options``).
+
+    Attributes:
+        default: Its value when the keyword is not given.
+        check: Turns a given value (or ``default``) into the one the extension reads,
+            raising ``InvalidArgument`` for a bad one: the worker calls it when it is
+            built, so a bad option refuses the construction before anything is written.
+    """
+
+    default: object
+    check: Callable[[Any], object]
+
+
 class RunFlags(Protocol):
     """A worker run's flags its extensions' gates read (the worker's ``Runtime``)."""
 
     workflows: bool
     parked: bool
-    history: bool
-    record_attempts: bool
 
     @property
     def worker_id(self) -> str: ...
@@ -144,10 +156,12 @@ class WorkerView:
 
     One view per run, compared by identity: an extension may key what its hooks
     and components of one run share by it (the pauses' set). ``wake`` wakes the
-    claimer (something claimable may have changed). The run's limit ``book`` and
-    ``switch`` (the run's flags: which feature tables exist, whether a task is
-    parked, whether attempts are recorded) are built by the worker until each
-    feature builds its own.
+    claimer (something claimable may have changed). ``options`` holds the worker's
+    extension options, checked (``Extension.options``: every option of every
+    extension of the worker, by name); each extension builds its per-run state from
+    its own. ``switch`` (the run's flags: which feature tables exist, whether a task
+    is parked, whether attempts are recorded) is the worker's until each feature
+    keeps its own.
     """
 
     backend: Backend
@@ -157,10 +171,8 @@ class WorkerView:
     report: ErrorHook
     task_names: Sequence[str]
     codec: JsonCodec
-    book: LimitBook
     switch: RunFlags
-    schedules: Sequence[ScheduleSpec]
-    evaluates_schedules: bool
+    options: Mapping[str, object]
     wake: Callable[[], None]
 
 
@@ -187,6 +199,12 @@ class Extension:
         says_when_missing: Its own part says in one line that it steps aside
             where it is not ready; the others are named in the worker's one
             shared line (``LedgerWatch``).
+        options: The keywords it takes from ``Worker(...)``, by name, each with its
+            default and check; the worker hands their checked values to the
+            extension's hooks and components (``WorkerView.options``). A keyword no
+            extension of the worker takes is a ``TypeError``, as for any function.
+        task_options: The keywords it takes from ``@worker.task(...)`` and
+            ``worker.register(...)``, checked when the handler is registered.
         package: For an extension outside cairnq, the import name of the package
             whose ``sql/<dialect>/`` and ``migrations/<dialect>/`` folders hold its
             statements and migrations (``install`` adds them to the process's
@@ -204,6 +222,8 @@ class Extension:
     pages: ClassVar[str | None] = None
     says_when_missing: ClassVar[bool] = False
     package: ClassVar[str | None] = None
+    options: ClassVar[Mapping[str, Option]] = {}
+    task_options: ClassVar[Mapping[str, Option]] = {}
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"

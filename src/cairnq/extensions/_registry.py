@@ -4,14 +4,14 @@ them: their components, and their kernel hooks as one ``Points``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from .. import kernel
 from ..backends import Backend
 from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
-from ._base import Component, Extension, Part, WorkerView
+from ._base import Component, Extension, Option, Part, WorkerView
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -46,10 +46,11 @@ def builtins() -> list[Extension]:
 
 
 def check(extensions: Sequence[Extension]) -> list[Extension]:
-    """``extensions`` as a list, once each name, each migration and each table owned once.
+    """``extensions`` as a list, once each name, each migration, table and option owned once.
 
     Raises:
-        InvalidExtension: two extensions share a name, or own the same migration or table.
+        InvalidExtension: two extensions share a name, or own the same migration,
+            table, worker option or task option.
         InvalidArgument: one is no ``Extension``.
     """
     names: set[str] = set()
@@ -65,6 +66,8 @@ def check(extensions: Sequence[Extension]) -> list[Extension]:
         owned = [
             *(("migration", m) for m in extension.migrations),
             *(("table", t) for t in extension.tables),
+            *(("worker option", o) for o in extension.options),
+            *(("task option", o) for o in extension.task_options),
         ]
         for kind, what in owned:
             owner = owners.setdefault((kind, what), extension.name)
@@ -100,6 +103,57 @@ def _same(one: object, other: object) -> bool:
     """Whether ``one`` and ``other`` are the same extension: one class, one name."""
     name = getattr(one, "name", None)
     return type(one) is type(other) and name is not None and name == getattr(other, "name", None)
+
+
+def options(
+    extensions: Sequence[Extension], given: Mapping[str, object], where: str = "Worker()"
+) -> dict[str, object]:
+    """Every worker option of ``extensions`` (``Extension.options``), checked: its value in
+    ``given``, or its default.
+
+    Raises:
+        TypeError: ``given`` holds a keyword none of them takes (as ``where`` would
+            for an unexpected keyword).
+        InvalidArgument: a value its option's check refuses.
+    """
+    return _checked([(e.name, e.options) for e in extensions], given, where)
+
+
+def task_options(
+    extensions: Sequence[Extension], given: Mapping[str, object], where: str = "task()"
+) -> dict[str, object]:
+    """The task options of ``extensions`` (``Extension.task_options``) given for one
+    handler, checked; those not given are left out (the handler takes the worker's).
+
+    Raises:
+        TypeError: ``given`` holds a keyword none of them takes.
+        InvalidArgument: a value its option's check refuses.
+    """
+    declared = [(e.name, e.task_options) for e in extensions]
+    unknown(declared, given, where)
+    table = {name: option for _, owned in declared for name, option in owned.items()}
+    return {name: table[name].check(value) for name, value in given.items()}
+
+
+def _checked(
+    declared: Sequence[tuple[str, Mapping[str, Option]]], given: Mapping[str, object], where: str
+) -> dict[str, object]:
+    unknown(declared, given, where)
+    return {
+        name: option.check(given.get(name, option.default))
+        for _, owned in declared
+        for name, option in owned.items()
+    }
+
+
+def unknown(
+    declared: Sequence[tuple[str, Mapping[str, Option]]], given: Mapping[str, object], where: str
+) -> None:
+    """Raise ``TypeError`` for the first keyword of ``given`` no extension declares."""
+    taken = {name for _, owned in declared for name in owned}
+    for name in given:
+        if name not in taken:
+            raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
 
 
 def components(extensions: Sequence[Extension], worker: WorkerView) -> list[Component]:

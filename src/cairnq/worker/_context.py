@@ -121,10 +121,6 @@ class Runtime:
     max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
     # The hooks of the worker's extensions that its settlements run (compiled per run).
     points: Points = NO_POINTS
-    # The database has the attempt history's table (x0009_steps.sql applied).
-    history: bool = False
-    # Record each ended attempt in the history (the worker's ``record_attempts``).
-    record_attempts: bool = True
     # The database has the workflow tables.
     workflows: bool = False
     # A task is parked (the workflows' component looks about once a second).

@@ -1,12 +1,16 @@
-"""The worker: registration, and the run that assembles its parts.
+"""The worker: its options, and the run that assembles its parts.
 
-One run of a worker is a claimer (the claim loop and its calls in flight), a
-settler (its writes that end claims), and its components (``_components``):
-its extensions' (``cairnq.extensions.builtins()``: the limit book, pauses,
-presence, workflow sweeper and scheduler), then the heartbeater, recoverer and
-retention sweeper. A ``Lifecycle`` prepares the components before
-the first claim, starts their jobs, and on stop stops them in reverse order
-around the drain of in-flight calls.
+Its registration API is ``_registering``'s, its extensions' worker API
+``extensions._builtins_worker``'s (the schedules' ``periodic``), and the keywords
+its extensions take it hands on unread (``_compat`` types them).
+
+One run of a worker (``_run.Run``) is a claimer (the claim loop and its calls in
+flight), a settler (its writes that end claims), and its components
+(``_components``): its extensions' (``cairnq.extensions.builtins()`` and any
+others it runs), then the heartbeater, recoverer and retention sweeper. A
+``Lifecycle`` prepares the components before the first claim, starts their jobs,
+and on stop stops them in reverse order around the drain of in-flight calls
+(``_run.drain``).
 """
 
 from __future__ import annotations
@@ -14,80 +18,55 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import datetime
 import logging
 import os
 import signal
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from .. import _ids, kernel
 from .. import extensions as _ext
-from .._aio import wait_set
 from .._checks import check_int, check_text
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
-from ..client._core import task_or_name
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
-from ..extensions.history._ops import history_ready
-from ..extensions.limits._component import LimitBook, check_declared
-from ..extensions.limits._model import Limit
-from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
-from ..extensions.snooze import _ops as _snooze
+from ..extensions._builtins_worker import BuiltinsWorkerAPI
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
-from ..models import TaskDef
 from ..store import TaskStore
-from . import _options
+from . import _compat, _options, _starting
 from ._claimer import CLAIM_ERROR_BACKOFF_S, Claimer, ClaimLimits
 from ._components import JobComponent
-from ._context import CallScope, Listener, Runtime
+from ._context import Listener, Runtime
 from ._executor import Executor
 from ._heartbeater import Heartbeater
 from ._lifecycle import Lifecycle
 from ._recoverer import RECOVERY_BATCHES, Recoverer
-from ._registry import Handler, Registration, Registry
-from ._reporting import default_on_error, listing, listing_extra, safe
+from ._registering import Registering
+from ._registry import Registry
+from ._reporting import default_on_error, safe
+from ._run import Run, drain
 from ._settling import Settler
 from ._signals import handling_signals
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._compat import WorkerOptions
+
 log = logging.getLogger("cairnq.worker")
 
-F = TypeVar("F", bound=Handler)
-
-SHUTDOWN_WRITE_TIMEOUT_S = 5.0
-# How long a worker waits before opening again a database it could not reach.
-OPEN_RETRY_S = 5.0
 # The backend options Worker.postgres passes on to a PgExecutor's backend.
 _EXECUTOR_KEYS = frozenset({"clock", "migrate", "listen"})
 
 __all__ = ["CLAIM_ERROR_BACKOFF_S", "Worker"]
 
 
-@dataclass(frozen=True)
-class _Run:
-    """One run's claim loop and what it needs."""
-
-    threads: concurrent.futures.ThreadPoolExecutor
-    executor: Executor
-    wake: Subscription
-    settler: Settler
-    view: _ext.WorkerView
-    ready: _ext.Ready
-    claimer: Claimer
-
-    def close(self) -> None:
-        self.threads.shutdown(wait=False, cancel_futures=True)
-        self.wake.close()
-
-
-class Worker:
+class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
     """Claims tasks from the database and runs their handlers.
 
     Args:
@@ -135,6 +114,10 @@ class Worker:
         extensions: Extensions this worker runs besides cairnq's own and its client's
             (``CairnQ(extensions=...)``; one given to both counts once): their hooks
             in its claims and settlements while each is ready, their parts in its lifecycle.
+        **options: The keywords its extensions take (``Extension.options``):
+            ``schedules``, ``max_snoozes``, ``limits`` and ``record_attempts`` are
+            the built-ins'; each is checked when the worker is built (a bad one is
+            an ``InvalidArgument``, a keyword no extension takes a ``TypeError``).
 
     Example::
 
@@ -184,11 +167,8 @@ class Worker:
         recovery_interval_ms: int | None = None,
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
-        schedules: bool = True,
-        max_snoozes: int = _snooze.DEFAULT_MAX_SNOOZES,
-        limits: Sequence[Limit] | None = None,
-        record_attempts: bool = True,
         extensions: Sequence[Extension] = (),
+        **options: Unpack[WorkerOptions],
     ) -> None:
         self.client = store if isinstance(store, CairnQ) else CairnQ(store)
         self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
@@ -212,13 +192,11 @@ class Worker:
             retry_backoff_max_ms=_options.check_ms(retry_backoff_max_ms, "retry_backoff_max_ms"),
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
-            max_snoozes=_snooze.check_max_snoozes(max_snoozes),
-            record_attempts=bool(record_attempts),
         )
         self.registry, self._retention = Registry(resources), Retention.of(retention)
-        self.evaluates_schedules, self.limits = bool(schedules), check_declared(limits)
-        self._schedules: dict[str, ScheduleSpec] = {}  # by name; stored when the worker starts
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
+        self._options = _ext.options(self._extensions, options)  # checked, by name
+        _compat.configure(self._runtime, self._options)
         self._bind(self.client.backend)
 
     @classmethod
@@ -328,7 +306,7 @@ class Worker:
         self._bind(backend)
 
     def _bind(self, backend: Backend) -> None:
-        """Make the parts that hold the database: the recoverer, the limit book, the sweeper."""
+        """Make the parts that hold the database: the recoverer, the sweeper."""
         self._recoverer = Recoverer(
             backend,
             self._runtime,
@@ -337,354 +315,7 @@ class Worker:
             report=self._report,
             give_up=self._give_up,
         )
-        self._book = LimitBook(backend, self.limits, self.worker_id, report=self._report)
         self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
-
-    # --- registration -----------------------------------------------------------------
-
-    @overload
-    def task(self, fn: F, /) -> F: ...
-
-    @overload
-    def task(
-        self,
-        task: str | TaskDef[Any, Any] | None = None,
-        /,
-        *,
-        name: str | TaskDef[Any, Any] | None = None,
-        batch: int | None = None,
-        concurrency: int | None = None,
-        resource: str | None = None,
-        max_snoozes: int | None = None,
-    ) -> Callable[[F], F]: ...
-
-    def task(
-        self,
-        name_or_fn: Any = None,
-        /,
-        *,
-        name: str | TaskDef[Any, Any] | None = None,
-        batch: int | None = None,
-        concurrency: int | None = None,
-        resource: str | None = None,
-        max_snoozes: int | None = None,
-    ) -> Any:
-        """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
-
-        Args:
-            name: The task name or a ``TaskDef`` as a keyword
-                (``@worker.task(name="x")``, the reference SDK's spelling); give
-                it positionally or by keyword, not both.
-            batch: Deliver up to this many tasks per call as a list of contexts,
-                ``batch=1`` included (a list of one); return ``{task_id: result}``
-                (missing ids succeed with ``None``). Without ``batch`` the handler
-                gets one context.
-            concurrency: At most this many calls of this name at once in this worker.
-            resource: A resource declared in ``Worker(resources=...)``: calls of
-                this name count against its capacity, shared with other names.
-            max_snoozes: How many times each task of this name may snooze
-                (the worker's ``max_snoozes`` when not given).
-
-        Returns:
-            The handler, unchanged (or a decorator that registers one).
-
-        A handler taking two positional parameters gets ``(ctx, payload)``, one
-        gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
-        ``def`` handlers run in threads with a blocking ``SyncTaskContext``.
-
-        Raises:
-            InvalidArgument: the handler cannot take the context: a lone
-                parameter named for the payload (``async def f(payload)``; name it
-                ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
-                positional parameter, more than two required ones, or required
-                keyword-only ones. The message shows both accepted forms.
-                Also: the name given both positionally and as ``name=``, or
-                ``resource`` not declared in the worker's ``resources``.
-
-        Example::
-
-            @worker.task(name="email.send", batch=1)
-            async def send(contexts):
-                return {ctx.task_id: "sent" for ctx in contexts}
-        """
-        if name is not None:
-            if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
-                # @worker.task(fn, name=...) is not a decorator form: name it once.
-                raise InvalidArgument("pass the task name or the handler to task(), not both")
-            name_or_fn = task_or_name(name_or_fn, name, "task")
-        if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
-            self.register(
-                None,
-                name_or_fn,
-                batch=batch,
-                concurrency=concurrency,
-                resource=resource,
-                max_snoozes=max_snoozes,
-            )
-            return name_or_fn
-
-        def decorate(fn: F) -> F:
-            self.register(
-                name_or_fn,
-                fn,
-                batch=batch,
-                concurrency=concurrency,
-                resource=resource,
-                max_snoozes=max_snoozes,
-            )
-            return fn
-
-        return decorate
-
-    def register(
-        self,
-        name: str | TaskDef[Any, Any] | None,
-        fn: Handler,
-        *,
-        batch: int | None = None,
-        concurrency: int | None = None,
-        resource: str | None = None,
-        max_snoozes: int | None = None,
-    ) -> Registration:
-        """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
-
-        Args:
-            name: The task name, or a ``TaskDef``.
-            fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource, max_snoozes: As for ``task``.
-
-        Returns:
-            The ``Registration``.
-
-        Raises:
-            InvalidArgument: the name is taken, ``fn`` cannot take the context
-                (see ``task``), or ``resource`` is not declared in ``resources``.
-
-        Example::
-
-            worker.register("email.send", send_email)
-        """
-        limit = None if max_snoozes is None else _snooze.check_max_snoozes(max_snoozes)
-        registration = self.registry.add(
-            name, fn, batch=batch, concurrency=concurrency, resource=resource
-        )
-        if limit is not None:
-            self._runtime.max_snoozes_by_name[registration.name] = limit
-        return registration
-
-    def periodic(
-        self,
-        cron: str | None = None,
-        /,
-        *,
-        every: str | int | datetime.timedelta | None = None,
-        name: str | TaskDef[Any, Any] | None = None,
-        schedule: str | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
-        concurrency: int | None = None,
-    ) -> Callable[[F], F]:
-        """Register a handler and a schedule that submits one task to it per slot.
-
-        Args:
-            cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
-                (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
-                needs the ``cron`` extra. Give ``cron`` or ``every``.
-            every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
-                its slots counted from the Unix epoch.
-            name: The task name (the function's name by default), or a ``TaskDef``.
-            schedule: The schedule's name (the task name by default); unique in the
-                database.
-            tz: The time zone cron slots are read in (``"UTC"``). A local time that
-                does not exist (spring forward) runs once at the first instant after
-                the gap; one that occurs twice (fall back) runs once, the first time.
-            payload, queue, priority, max_attempts, metadata: Each task's (queue:
-                the worker's first queue by default).
-            catch_up: How late a slot may still be submitted, after downtime (1 h).
-                Older slots are recorded as missed, never submitted.
-            catch_up_policy: ``"all"`` submits every slot inside ``catch_up``, oldest
-                first; ``"latest"`` only the newest, recording the others as superseded.
-            overlap: ``"allow"``; ``"skip"`` a slot while the previous slot's task is
-                queued or running; ``"queue"``: the slot waits until it ends.
-            jitter: Each task runs up to this long after its slot (a delay derived
-                from the slot, the same in every process).
-            concurrency: As for ``task``.
-
-        Returns:
-            A decorator that registers the handler and returns it unchanged.
-
-        Raises:
-            InvalidArgument: a bad cron expression, time zone, interval or option, a
-                payload that is not JSON, or a schedule name declared twice; nothing
-                is registered or stored.
-
-        Example::
-
-            @worker.periodic("0 9 * * 1-5", tz="Europe/Paris", catch_up="2h")
-            async def morning_report(ctx):
-                ...
-        """
-
-        options = {
-            "cron": cron,
-            "every": every,
-            "tz": tz,
-            "payload": payload,
-            "queue": queue,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "metadata": metadata,
-            "catch_up": catch_up,
-            "catch_up_policy": catch_up_policy,
-            "overlap": overlap,
-            "jitter": jitter,
-        }
-
-        def decorate(fn: F) -> F:
-            task_name = name.name if isinstance(name, TaskDef) else name
-            if task_name is None:
-                task_name = getattr(fn, "__name__", None)
-            spec = self._schedule_spec(schedule or task_name, task_name, **options)
-            self.registry.add(name, fn, concurrency=concurrency)
-            self._schedules[spec.name] = spec
-            return fn
-
-        return decorate
-
-    def schedule(
-        self,
-        schedule: str,
-        task: str | TaskDef[Any, Any],
-        *,
-        cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
-    ) -> ScheduleSpec:
-        """Declare a schedule for ``task`` (the imperative ``periodic``, no handler).
-
-        The worker stores it when it starts, replacing the definition of a stored
-        schedule of that name and keeping its cursor, history and paused state. A
-        schedule removed from the code stays in the database until
-        ``cairnq schedules rm NAME`` (or ``remove_schedule``).
-
-        Args:
-            schedule: The schedule's name.
-            task: The task name each slot submits (any name: a handler elsewhere
-                may run it), or a ``TaskDef``.
-            Others: As for ``periodic``.
-
-        Returns:
-            The validated definition.
-
-        Raises:
-            InvalidArgument: as for ``periodic``.
-
-        Example::
-
-            worker.schedule("hourly-sync", "crm.sync", every="1h", payload={"full": False})
-        """
-        spec = self._schedule_spec(
-            schedule,
-            task.name if isinstance(task, TaskDef) else task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
-        )
-        self._schedules[spec.name] = spec
-        return spec
-
-    def _schedule_spec(
-        self, schedule: Any, task: Any, *, queue: Any, **options: Any
-    ) -> ScheduleSpec:
-        """Validate a declaration; its queue defaults to the worker's first."""
-        spec = ScheduleSpec.build(
-            self.client.codec,
-            schedule,
-            task,
-            queue=self.queues[0] if queue is None else queue,
-            **options,
-        )
-        if spec.name in self._schedules:
-            raise InvalidArgument(f"schedule {spec.name!r} is declared twice on this worker")
-        return spec
-
-    @property
-    def schedules(self) -> list[ScheduleSpec]:
-        """The schedules this worker declares, stored when it starts."""
-        return list(self._schedules.values())
-
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
-        self._runtime.listeners.append(listener)
-        return lambda: self._runtime.listeners.remove(listener)
-
-    def add_call_scope(self, scope: CallScope) -> Callable[[], None]:
-        """Run every handler call inside ``scope(contexts)``, a context manager.
-
-        The scope is entered on the worker's event loop before the call's
-        ``started`` events and exited once its settlements are written (or the
-        call was abandoned), so every task event of the call arrives while it
-        is open.
-        Context variables it sets are visible to the handler, plain ``def``
-        handlers in their threads included. Tracing uses it to make each
-        attempt's span current. A scope that fails to enter goes to ``on_error``
-        and the call runs without it.
-
-        Args:
-            scope: ``scope(list of TaskContext) -> context manager``.
-
-        Returns:
-            A function that removes the scope again.
-
-        Raises:
-            InvalidArgument: ``scope`` is not callable.
-
-        Example::
-
-            @contextlib.contextmanager
-            def timed(contexts):
-                started = time.monotonic()
-                yield
-                print(contexts[0].name, time.monotonic() - started)
-
-            worker.add_call_scope(timed)
-        """
-        if not callable(scope):
-            raise InvalidArgument(f"a call scope must be callable, got {scope!r}")
-        scopes = self._runtime.scopes
-        scopes.append(scope)
-
-        def remove() -> None:
-            if scope in scopes:
-                scopes.remove(scope)
-
-        return remove
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -878,7 +509,7 @@ class Worker:
             run.close()
             log.info("worker stopped", extra={"worker_id": self.worker_id})
 
-    def _assemble(self, until_idle: bool) -> _Run:
+    def _assemble(self, until_idle: bool) -> Run:
         """One run's claim loop and what it needs: threads, wake-ups, the settler."""
         stopping = self._stopping
         assert stopping is not None
@@ -918,7 +549,7 @@ class Worker:
         )
         executor.on_thread_freed = wake.set
         executor.on_handler_done = claimer.handler_done
-        return _Run(threads, executor, wake, settler, view, ready, claimer)
+        return Run(threads, executor, wake, settler, view, ready, claimer)
 
     def _view(self, wake: Callable[[], None]) -> _ext.WorkerView:
         """What this worker's extensions see of one run (or of a recovery outside one)."""
@@ -930,14 +561,12 @@ class Worker:
             report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
-            book=self._book,
             switch=self._runtime,
-            schedules=self.schedules,
-            evaluates_schedules=self.evaluates_schedules,
+            options=self._options,
             wake=wake,
         )
 
-    def _components(self, run: _Run) -> list[Component]:
+    def _components(self, run: Run) -> list[Component]:
         """This run's components, in start order (the table in ``_components.py``): its
         extensions' parts, the ledger watch, the heartbeater, the recoverer, the retention."""
         backend, report, worker_id = self.client.backend, self._report, self.worker_id
@@ -992,45 +621,12 @@ class Worker:
             self._started.set()
 
     async def _open(self) -> bool:
-        """Open the client; ``False`` when ``stop()`` came first.
-
-        A database that cannot be reached (``DatabaseUnavailable``) or is busy
-        (``DatabaseBusy``) is tried again every ``OPEN_RETRY_S``, one warning each
-        time, unless it is a file (SQLite) that is gone or refused this database,
-        role or credentials: no wait brings those back. A stop abandons the attempt
-        in progress.
-        """
+        """Open the client (``_starting.open_client``); ``False`` when ``stop()`` came first."""
         stopping = self._stopping
         assert stopping is not None
-        while True:
-            began = time.monotonic()
-            opening = asyncio.ensure_future(self.client.open())
-            stopped = asyncio.ensure_future(stopping.wait())
-            try:
-                await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopped.cancel()
-            if not opening.done():
-                opening.cancel()
-                # The backend closes what it had opened; bounded by the drain timeout.
-                await asyncio.wait({opening}, timeout=max(0.1, self.drain_timeout_ms / 1000))
-                return False
-            try:
-                opening.result()
-                return True
-            except DatabaseError as exc:
-                if not self._transient(exc):
-                    raise
-                log.warning(
-                    "%s; retrying in %.0fs",
-                    exc,
-                    OPEN_RETRY_S,
-                    extra={"worker_id": self.worker_id, "phase": "open"},
-                )
-            # An open that waited for the database already spent (part of) the interval.
-            pause = max(0.0, OPEN_RETRY_S - (time.monotonic() - began))
-            if await wait_set(stopping, pause):
-                return False
+        return await _starting.open_client(
+            self.client, stopping, abandon_ms=self.drain_timeout_ms, worker_id=self.worker_id
+        )
 
     def _report_error(self, exc: BaseException, context: dict[str, Any]) -> None:
         """Hand a background part's error to ``on_error``, unless it is the lost file.
@@ -1052,40 +648,14 @@ class Worker:
                     return
         safe(self.on_error)(exc, context)
 
-    def _transient(self, exc: DatabaseError) -> bool:
-        """Whether waiting may cure ``exc``: a retryable error, unless the SQLite file is gone."""
-        if isinstance(exc, DatabaseUnavailable) and isinstance(self.client.backend, FileBound):
-            return False
-        return exc.retryable
-
     async def _start_step(self, step: Callable[[], Awaitable[object]], phase: str) -> bool:
-        """Run one start-up read or write, trying it again while the database is busy or
-        away (one warning each, backing off as a failed claim does); ``False`` when
-        ``stop()`` came first. An error no wait cures is raised.
-        """
+        """Run one start-up step (``_starting.start_step``); ``False`` when ``stop()``
+        came first."""
         stopping = self._stopping
         assert stopping is not None
-        low, high = CLAIM_ERROR_BACKOFF_S
-        failures = 0
-        while True:
-            if stopping.is_set():
-                return False
-            try:
-                await step()
-                return True
-            except DatabaseError as exc:
-                if not self._transient(exc):
-                    raise
-                pause = min(high, low * 2 ** min(failures, 5))
-                failures += 1
-                log.warning(
-                    "worker start-up (%s): %s; retrying in %.2fs",
-                    phase,
-                    exc,
-                    pause,
-                    extra={"worker_id": self.worker_id, "phase": "start"},
-                )
-            await wait_set(stopping, pause)
+        return await _starting.start_step(
+            step, phase, backend=self.client.backend, stopping=stopping, worker_id=self.worker_id
+        )
 
     def _limits(self) -> ClaimLimits:
         return ClaimLimits(
@@ -1121,62 +691,19 @@ class Worker:
         Each recovered attempt is recorded (outcome ``lost``) where the attempt history exists.
         """
         if not self._running:
-            backend = self.client.backend
-            self._runtime.history = await backend.arun(history_ready(), write=False)
-            self._runtime.points = _ext.points(self._extensions, self._view(lambda: None))
+            ready = _ext.Ready(self._extensions)
+            ready.note(await self.client.backend.arun(kernel.applied_migrations(), write=False))
+            view = self._view(lambda: None)
+            self._runtime.points = _ext.points(self._extensions, view, ready)
         return await self._recoverer.recover(batches)
 
-    # --- drain ------------------------------------------------------------------------
-
-    async def _drain(self, run: _Run) -> None:
-        """Let in-flight calls finish within the drain timeout, then release the rest;
-        rejections still being written are awaited, with or without calls in flight."""
-        claimer, executor, settler = run.claimer, run.executor, run.settler
-        calls = claimer.calls
-        deadline = time.monotonic() + self.drain_timeout_ms / 1000
-        while calls:
-            limit = deadline if self._drain_deadline is None else self._drain_deadline
-            remaining = limit - time.monotonic()
-            if remaining <= 0:
-                break
-            await asyncio.wait(set(calls), timeout=min(remaining, 0.1))
-        leftovers = [c for c in claimer.contexts.values() if not c.settled]
-        for call in list(calls):
-            call.cancel()
-        if calls:
-            await asyncio.wait(set(calls))
-        # A handler thread that is still running cannot be stopped: its task is not handed
-        # back at once (a run started now would overlap it); its lease runs out instead,
-        # and the task is lost to this worker (announced: another attempt will run).
-        running = [c for c in leftovers if c in executor.in_threads]
-        for ctx in running:
-            ctx.mark_lost()
-        if running:
-            log.warning(
-                "%d handler threads still running at shutdown; their leases will expire "
-                "and the tasks run again: %s",
-                len(running),
-                listing(running),
-                extra=listing_extra(self.worker_id, running),
-            )
-        leftovers = [c for c in leftovers if c not in executor.in_threads]
-        for ctx in leftovers:
-            ctx.mark_lost(announce=False)
-        if leftovers:
-            log.warning(
-                "drain ended (drain_timeout_ms=%d) with %d tasks unfinished; handing them "
-                "back to the queue, their attempts uncounted: %s",
-                self.drain_timeout_ms,
-                len(leftovers),
-                listing(leftovers),
-                extra=listing_extra(self.worker_id, leftovers),
-            )
-        if leftovers and self._fatal is None:
-            await asyncio.wait(
-                [
-                    asyncio.ensure_future(settler.release(ctx.lease, ctx.claimed_at_ms))
-                    for ctx in leftovers
-                ],
-                timeout=SHUTDOWN_WRITE_TIMEOUT_S,
-            )
-        await settler.wait_rejects(SHUTDOWN_WRITE_TIMEOUT_S)
+    async def _drain(self, run: Run) -> None:
+        """Let in-flight calls finish within the drain timeout, then release the rest
+        (``_run.drain``)."""
+        await drain(
+            run,
+            timeout_ms=self.drain_timeout_ms,
+            deadline=lambda: self._drain_deadline,
+            fatal=lambda: self._fatal is not None,
+            worker_id=self.worker_id,
+        )

@@ -11,33 +11,20 @@ public names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import ClassVar
 
-from .._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
+from .._base import Extension, Hooks, Option, TaskRows, WorkerView
 from ._hooks import expired, record
-from ._ops import OUTCOMES, Attempt, history_ready
+from ._ops import OUTCOMES, Attempt
 
-__all__ = ["OUTCOMES", "Attempt", "History", "HistoryComponent"]
-
-
-class HistoryComponent(Part):
-    """Prepare reads whether the attempt history's table exists: settlements record
-    attempts only then (the worker's shared line says when it does not)."""
-
-    name = "history"
-
-    def __init__(self, worker: WorkerView) -> None:
-        self.backend = worker.backend
-        self.switch = worker.switch
-
-    async def prepare(self) -> None:
-        self.switch.history = await self.backend.arun(history_ready(), write=False)
+__all__ = ["OUTCOMES", "Attempt", "History"]
 
 
 class History(Extension):
     """Records each ended attempt in the settlement's transaction: in use wherever
-    its table exists, unless the worker was built with ``record_attempts=False``."""
+    its table exists (the extension is ready: the worker's shared line says when it
+    is not), unless the worker was built with ``record_attempts=False``."""
 
     name = "history"
     needs = ("x0009_steps.sql",)
@@ -45,14 +32,8 @@ class History(Extension):
     words = ("history", "task_attempts", "record_attempts")
     cli = "cairnq.extensions.history._surfaces.cli"
     pages = "cairnq.extensions.history._surfaces.pages"
+    options: ClassVar[Mapping[str, Option]] = {"record_attempts": Option(True, bool)}
 
     def hooks(self, worker: WorkerView) -> Hooks:
-        switch = worker.switch
-        return Hooks(
-            before_recover=expired,
-            attempt_end=record,
-            in_use=lambda: switch.record_attempts and switch.history,
-        )
-
-    def components(self, worker: WorkerView) -> Sequence[Component]:
-        return (HistoryComponent(worker),)
+        recording = bool(worker.options["record_attempts"])
+        return Hooks(before_recover=expired, attempt_end=record, in_use=lambda: recording)

@@ -21,10 +21,11 @@ by the names the extension declares (``Extension.cli``, ``Extension.pages``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, cast
+from weakref import WeakKeyDictionary
 
-from .._base import Component, Extension, Hooks, Part, TaskRows, WorkerView
-from ._component import LimitBook
+from .._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
+from ._component import LimitBook, check_declared
 from ._model import Limit, LimitKeyError, LimitUsage
 
 __all__ = ["Limit", "LimitKeyError", "LimitUsage", "Limits", "LimitsComponent"]
@@ -50,6 +51,9 @@ class LimitsComponent(Part):
 
 
 class Limits(Extension):
+    """Claims go through the run's limit book while a limit is in force; the worker's
+    ``limits=`` (``Limit`` values) are stored when it starts."""
+
     name = "limits"
     migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
     optional = ("x0015_limit_keys_unbound.sql",)
@@ -61,10 +65,26 @@ class Limits(Extension):
     words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
     cli = "cairnq.extensions.limits._surfaces.cli"
     pages = "cairnq.extensions.limits._surfaces.pages"
+    options: ClassVar[Mapping[str, Option]] = {"limits": Option(None, check_declared)}
+
+    def __init__(self) -> None:
+        self._runs: WeakKeyDictionary[WorkerView, LimitBook] = WeakKeyDictionary()
+
+    def book(self, worker: WorkerView) -> LimitBook:
+        """The limit book of one run of ``worker``, which its draw claimer and its
+        component share, holding the limits the worker declares."""
+        found = self._runs.get(worker)
+        if found is None:
+            declared = cast("list[Limit]", worker.options["limits"])
+            found = self._runs[worker] = LimitBook(
+                worker.backend, declared, worker.worker_id, report=worker.report
+            )
+        return found
 
     def hooks(self, worker: WorkerView) -> Hooks:
         # The book governs claims while a limit is in force.
-        return Hooks(draw_claimer=worker.book, in_use=worker.book.in_use)
+        book = self.book(worker)
+        return Hooks(draw_claimer=book, in_use=book.in_use)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
-        return (LimitsComponent(self, worker.book),)
+        return (LimitsComponent(self, self.book(worker)),)

@@ -8,7 +8,8 @@ submits its task, so a slot submits at most one task however many processes
 evaluate (``_ops.evaluate``).
 
 Everything of the feature is in this folder: the model (``_model``, ``_timing``,
-``_plan``), the operations (``_ops``), the worker's evaluator (``_scheduler``), its
+``_plan``), the operations (``_ops``), the worker's evaluator (``_scheduler``) and
+API (``_worker``: ``periodic``, ``schedule``, ``schedules``, mixed into the worker), its
 statements (``sql/<dialect>/schedule_*.sql``) and migration
 (``migrations/<dialect>/x0005_schedules.sql``), the ``cairnq schedules`` commands
 and the dashboard's pages (``_surfaces/``, with ``templates/``). The CLI and the
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from .._base import Component, Extension, Part, TaskRows, WorkerView
+from .._base import Component, Extension, Option, Part, TaskRows, WorkerView
 from ._model import CATCH_UP_POLICIES, OUTCOMES, OVERLAPS, Schedule, ScheduleSlot, ScheduleSpec
 from ._scheduler import Scheduler
 from ._timing import Timing
@@ -56,6 +57,9 @@ class SchedulesComponent(Part):
 
 
 class Schedules(Extension):
+    """Evaluates the database's schedules (unless ``Worker(schedules=False)``), and
+    stores the worker's declared ones (``declared``, by name) when it starts."""
+
     name = "schedules"
     migrations = ("x0005_schedules.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {
@@ -66,14 +70,18 @@ class Schedules(Extension):
     cli = "cairnq.extensions.schedules._surfaces.cli"
     pages = "cairnq.extensions.schedules._surfaces.pages"
     says_when_missing = True  # the scheduler's line
+    options: ClassVar[Mapping[str, Option]] = {"schedules": Option(True, bool)}
+
+    def __init__(self) -> None:
+        self.declared: dict[str, ScheduleSpec] = {}
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
-        if not worker.evaluates_schedules:
+        if not worker.options["schedules"]:
             return ()
         scheduler = Scheduler(
             worker.backend,
             worker.codec,
-            worker.schedules,
+            list(self.declared.values()),
             report=worker.report,
             worker_id=worker.worker_id,
         )

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from .._base import Extension, TaskRows
-from ._ops import DEFAULT_MAX_SNOOZES, Snoozes, snooze_delay_ms
+from .._base import Extension, Option, TaskRows
+from ._ops import DEFAULT_MAX_SNOOZES, Snoozes, check_max_snoozes, snooze_delay_ms
 
 __all__ = ["DEFAULT_MAX_SNOOZES", "Snooze", "Snoozes", "Snoozing"]
 
@@ -64,3 +64,8 @@ class Snoozing(Extension):
     words = ("snooze",)
     cli = "cairnq.extensions.snooze._surfaces.cli"
     pages = "cairnq.extensions.snooze._surfaces.pages"
+    # How many times a task may snooze: the worker's, and a handler's own.
+    options: ClassVar[Mapping[str, Option]] = {
+        "max_snoozes": Option(DEFAULT_MAX_SNOOZES, check_max_snoozes)
+    }
+    task_options: ClassVar[Mapping[str, Option]] = {"max_snoozes": Option(None, check_max_snoozes)}

@@ -1,0 +1,221 @@
+"""A worker's registration API: its handlers (``task``, ``register``), its listeners
+(``subscribe``) and its call scopes (``add_call_scope``), mixed into ``Worker``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from .. import extensions as _ext
+from ..client._core import task_or_name
+from ..errors import InvalidArgument
+from ..extensions import Extension
+from ..models import TaskDef
+from . import _compat
+from ._context import CallScope, Listener, Runtime
+from ._registry import Handler, Registration, Registry
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._compat import TaskOptions
+
+F = TypeVar("F", bound=Handler)
+E = TypeVar("E", bound=Extension)
+
+
+class Registering:
+    """``task``, ``register``, ``subscribe`` and ``add_call_scope`` of a worker, on its
+    ``registry``, its ``runtime`` and its extensions."""
+
+    registry: Registry
+    _runtime: Runtime
+    _extensions: Sequence[Extension]
+
+    @overload
+    def task(self, fn: F, /) -> F: ...
+
+    @overload
+    def task(
+        self,
+        task: str | TaskDef[Any, Any] | None = None,
+        /,
+        *,
+        name: str | TaskDef[Any, Any] | None = None,
+        batch: int | None = None,
+        concurrency: int | None = None,
+        resource: str | None = None,
+        **options: Unpack[TaskOptions],
+    ) -> Callable[[F], F]: ...
+
+    def task(
+        self,
+        name_or_fn: Any = None,
+        /,
+        *,
+        name: str | TaskDef[Any, Any] | None = None,
+        batch: int | None = None,
+        concurrency: int | None = None,
+        resource: str | None = None,
+        **options: Unpack[TaskOptions],
+    ) -> Any:
+        """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
+
+        Args:
+            name: The task name or a ``TaskDef`` as a keyword
+                (``@worker.task(name="x")``, the reference SDK's spelling); give
+                it positionally or by keyword, not both.
+            batch: Deliver up to this many tasks per call as a list of contexts,
+                ``batch=1`` included (a list of one); return ``{task_id: result}``
+                (missing ids succeed with ``None``). Without ``batch`` the handler
+                gets one context.
+            concurrency: At most this many calls of this name at once in this worker.
+            resource: A resource declared in ``Worker(resources=...)``: calls of
+                this name count against its capacity, shared with other names.
+            **options: The keywords its extensions take for a handler
+                (``Extension.task_options``): ``max_snoozes``, how many times each
+                task of this name may snooze (the worker's ``max_snoozes`` when
+                not given).
+
+        Returns:
+            The handler, unchanged (or a decorator that registers one).
+
+        A handler taking two positional parameters gets ``(ctx, payload)``, one
+        gets ``(ctx)``. ``async def`` handlers run on the event loop; plain
+        ``def`` handlers run in threads with a blocking ``SyncTaskContext``.
+
+        Raises:
+            InvalidArgument: the handler cannot take the context: a lone
+                parameter named for the payload (``async def f(payload)``; name it
+                ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
+                positional parameter, more than two required ones, or required
+                keyword-only ones. The message shows both accepted forms.
+                Also: the name given both positionally and as ``name=``, or
+                ``resource`` not declared in the worker's ``resources``.
+
+        Example::
+
+            @worker.task(name="email.send", batch=1)
+            async def send(contexts):
+                return {ctx.task_id: "sent" for ctx in contexts}
+        """
+        if name is not None:
+            if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
+                # @worker.task(fn, name=...) is not a decorator form: name it once.
+                raise InvalidArgument("pass the task name or the handler to task(), not both")
+            name_or_fn = task_or_name(name_or_fn, name, "task")
+        if callable(name_or_fn) and not isinstance(name_or_fn, (str, TaskDef)):
+            self.register(
+                None,
+                name_or_fn,
+                batch=batch,
+                concurrency=concurrency,
+                resource=resource,
+                **options,
+            )
+            return name_or_fn
+
+        def decorate(fn: F) -> F:
+            self.register(
+                name_or_fn,
+                fn,
+                batch=batch,
+                concurrency=concurrency,
+                resource=resource,
+                **options,
+            )
+            return fn
+
+        return decorate
+
+    def register(
+        self,
+        name: str | TaskDef[Any, Any] | None,
+        fn: Handler,
+        *,
+        batch: int | None = None,
+        concurrency: int | None = None,
+        resource: str | None = None,
+        **options: Unpack[TaskOptions],
+    ) -> Registration:
+        """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
+
+        Args:
+            name: The task name, or a ``TaskDef``.
+            fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
+            batch, concurrency, resource, options: As for ``task``.
+
+        Returns:
+            The ``Registration``.
+
+        Raises:
+            InvalidArgument: the name is taken, ``fn`` cannot take the context
+                (see ``task``), ``resource`` is not declared in ``resources``, or an
+                option's value is bad (nothing is registered).
+            TypeError: a keyword no extension takes.
+
+        Example::
+
+            worker.register("email.send", send_email)
+        """
+        checked = _ext.task_options(self._extensions, options, "register()")
+        registration = self.registry.add(
+            name, fn, batch=batch, concurrency=concurrency, resource=resource
+        )
+        _compat.note_task(self._runtime, registration.name, checked)
+        return registration
+
+    def _extension(self, kind: type[E]) -> E:
+        """This worker's extension of class ``kind`` (a built-in's worker API keeps
+        what it is given there)."""
+        for extension in self._extensions:
+            if isinstance(extension, kind):
+                return extension
+        raise LookupError(f"this worker runs no {kind.__name__}")
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(TaskEvent)`` for every task event here; returns an unsubscribe."""
+        self._runtime.listeners.append(listener)
+        return lambda: self._runtime.listeners.remove(listener)
+
+    def add_call_scope(self, scope: CallScope) -> Callable[[], None]:
+        """Run every handler call inside ``scope(contexts)``, a context manager.
+
+        The scope is entered on the worker's event loop before the call's
+        ``started`` events and exited once its settlements are written (or the
+        call was abandoned), so every task event of the call arrives while it
+        is open.
+        Context variables it sets are visible to the handler, plain ``def``
+        handlers in their threads included. Tracing uses it to make each
+        attempt's span current. A scope that fails to enter goes to ``on_error``
+        and the call runs without it.
+
+        Args:
+            scope: ``scope(list of TaskContext) -> context manager``.
+
+        Returns:
+            A function that removes the scope again.
+
+        Raises:
+            InvalidArgument: ``scope`` is not callable.
+
+        Example::
+
+            @contextlib.contextmanager
+            def timed(contexts):
+                started = time.monotonic()
+                yield
+                print(contexts[0].name, time.monotonic() - started)
+
+            worker.add_call_scope(timed)
+        """
+        if not callable(scope):
+            raise InvalidArgument(f"a call scope must be callable, got {scope!r}")
+        scopes = self._runtime.scopes
+        scopes.append(scope)
+
+        def remove() -> None:
+            if scope in scopes:
+                scopes.remove(scope)
+
+        return remove
