@@ -51,6 +51,31 @@ PAIRS = {
         "src/cairnq/backends/_pg_sync.py",
         "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
     ),
+    "src/cairnq/extensions/_client_async.py": Twin(
+        "src/cairnq/extensions/_client_sync.py",
+        "What an extension's client code needs from the blocking client: ``SyncClientView``.",
+    ),
+    "src/cairnq/extensions/_builtins_client_async.py": Twin(
+        "src/cairnq/extensions/_builtins_client_sync.py",
+        "The built-in extensions' client parts, composed, blocking: ``SyncCairnQ`` inherits"
+        " ``SyncBuiltins``.",
+    ),
+    **{
+        f"src/cairnq/extensions/{name}/_client_async.py": Twin(
+            f"src/cairnq/extensions/{name}/_client_sync.py",
+            f"The client's {title}, blocking: ``SyncCairnQ`` inherits its mixin.",
+        )
+        for name, title in (
+            ("history", "attempt history"),
+            ("limits", "limits"),
+            ("pauses", "pauses"),
+            ("presence", "view of worker presence"),
+            ("schedules", "schedules"),
+            ("snooze", "snoozes"),
+            ("steps", "durable steps"),
+            ("workflows", "workflows"),
+        )
+    },
 }
 
 # unasync's own table already maps __aenter__, __aexit__, __aiter__, __anext__,
@@ -62,6 +87,9 @@ REPLACEMENTS = {
     "wait_async": "wait",
     "until_live_async": "until_live",
     "arun_on": "run_on",
+    # The extensions' client parts, and the modules they import.
+    "_client_async": "_client_sync",
+    "_builtins_client_async": "_builtins_client_sync",
     # The backend, and the names of each half's own state and hooks.
     "aopen": "open",
     "aclose": "close",
