@@ -53,7 +53,7 @@ PAIRS = {
     ),
     "src/cairnq/extensions/_client_async.py": Twin(
         "src/cairnq/extensions/_client_sync.py",
-        "What an extension's client code needs from the blocking client: ``SyncClientView``.",
+        "What an extension's client code needs from the blocking client: ``ClientView``.",
     ),
     "src/cairnq/extensions/_builtins_client_async.py": Twin(
         "src/cairnq/extensions/_builtins_client_sync.py",

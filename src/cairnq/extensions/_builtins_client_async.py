@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..models import Task, TaskDef
-from ._client_async import AsyncClientView
+from ._client_async import ClientView
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
@@ -29,7 +29,7 @@ from .steps._client_async import AsyncStepsClient
 from .workflows._client_async import AsyncWorkflowsClient
 
 
-class _Client(AsyncClientView, Protocol):
+class _Client(ClientView, Protocol):
     """The client with the state the built-ins' client parts keep on it."""
 
     submitted_dependents: bool

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..models import Task, TaskDef
-from ._client_sync import SyncClientView
+from ._client_sync import ClientView
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
@@ -18,7 +18,7 @@ from .steps._client_sync import SyncStepsClient
 from .workflows._client_sync import SyncWorkflowsClient
 
 
-class _Client(SyncClientView, Protocol):
+class _Client(ClientView, Protocol):
     """The client with the state the built-ins' client parts keep on it."""
 
     submitted_dependents: bool

@@ -1,12 +1,13 @@
-"""What an extension's client code needs from the async client: ``AsyncClientView``.
+"""What an extension's client code needs from the async client: ``ClientView``.
 
 An extension adds to the client a namespace (``cq.<name>``) and, for the built-ins,
 the flat methods that came before it, through a mixin the client classes inherit.
 The extensions are below the client, so the mixin never imports it: its methods
-take the client as an ``AsyncClientView``, what every ``CairnQ`` is.
+take the client as a ``ClientView``, what every ``CairnQ`` is.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it
-(``SyncClientView``, what every ``SyncCairnQ`` is).
+(the same ``ClientView``, what every ``SyncCairnQ`` is; one name in both
+halves, so the flat methods' signatures read the same on both clients).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..protocol.steps import Op
 T = TypeVar("T")
 
 
-class AsyncClientView(Protocol):
+class ClientView(Protocol):
     """The client as its extensions' client parts use it."""
 
     codec: JsonCodec

@@ -1,5 +1,5 @@
 # generated from src/cairnq/extensions/_client_async.py by scripts/generate_sync.py; do not edit
-"""What an extension's client code needs from the blocking client: ``SyncClientView``."""
+"""What an extension's client code needs from the blocking client: ``ClientView``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..protocol.steps import Op
 T = TypeVar("T")
 
 
-class SyncClientView(Protocol):
+class ClientView(Protocol):
     """The client as its extensions' client parts use it."""
 
     codec: JsonCodec

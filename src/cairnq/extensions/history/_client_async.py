@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._ops import Attempt
 
@@ -17,7 +17,7 @@ class AsyncHistory:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def list(self, task_id: str) -> AttemptList:
@@ -50,11 +50,11 @@ class AsyncHistoryClient:
     """The client's ``history`` namespace, and its flat method."""
 
     @property
-    def history(self: AsyncClientView) -> AsyncHistory:
+    def history(self: ClientView) -> AsyncHistory:
         """The attempts of each task: ``list``."""
         return AsyncHistory(self)
 
-    async def attempts(self: AsyncClientView, task_id: str) -> AttemptList:
+    async def attempts(self: ClientView, task_id: str) -> AttemptList:
         """Every attempt of a task cairnq recorded: ``cq.history.list``, which see.
 
         Example::

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._ops import Attempt
 
@@ -15,7 +15,7 @@ class SyncHistory:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def list(self, task_id: str) -> AttemptList:
@@ -48,11 +48,11 @@ class SyncHistoryClient:
     """The client's ``history`` namespace, and its flat method."""
 
     @property
-    def history(self: SyncClientView) -> SyncHistory:
+    def history(self: ClientView) -> SyncHistory:
         """The attempts of each task: ``list``."""
         return SyncHistory(self)
 
-    def attempts(self: SyncClientView, task_id: str) -> AttemptList:
+    def attempts(self: ClientView, task_id: str) -> AttemptList:
         """Every attempt of a task cairnq recorded: ``cq.history.list``, which see.
 
         Example::

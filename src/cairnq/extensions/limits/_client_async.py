@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
 
@@ -19,7 +19,7 @@ class AsyncLimits:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def set(self, limit: Limit) -> Limit:
@@ -65,12 +65,12 @@ class AsyncLimitsClient:
     namespace's method it names)."""
 
     @property
-    def limits(self: AsyncClientView) -> AsyncLimits:
+    def limits(self: ClientView) -> AsyncLimits:
         """Concurrency and rate limits every cairnq worker enforces: ``set``, ``list``,
         ``remove``, ``usage``."""
         return AsyncLimits(self)
 
-    async def set_limit(self: AsyncClientView, limit: Limit) -> Limit:
+    async def set_limit(self: ClientView, limit: Limit) -> Limit:
         """Store a concurrency or rate limit: ``cq.limits.set``, which see.
 
         Example::
@@ -79,14 +79,14 @@ class AsyncLimitsClient:
         """
         return await AsyncLimits(self).set(limit)
 
-    async def list_limits(self: AsyncClientView) -> LimitList:
+    async def list_limits(self: ClientView) -> LimitList:
         """Every stored limit, by id: ``cq.limits.list``."""
         return await AsyncLimits(self).list()
 
-    async def remove_limit(self: AsyncClientView, limit_id: str) -> bool:
+    async def remove_limit(self: ClientView, limit_id: str) -> bool:
         """Delete a stored limit; ``False`` when none has the id: ``cq.limits.remove``."""
         return await AsyncLimits(self).remove(limit_id)
 
-    async def limit_usage(self: AsyncClientView) -> LimitUsageList:
+    async def limit_usage(self: ClientView) -> LimitUsageList:
         """Each stored limit's use now: ``cq.limits.usage``."""
         return await AsyncLimits(self).usage()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
 
@@ -17,7 +17,7 @@ class SyncLimits:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def set(self, limit: Limit) -> Limit:
@@ -63,12 +63,12 @@ class SyncLimitsClient:
     namespace's method it names)."""
 
     @property
-    def limits(self: SyncClientView) -> SyncLimits:
+    def limits(self: ClientView) -> SyncLimits:
         """Concurrency and rate limits every cairnq worker enforces: ``set``, ``list``,
         ``remove``, ``usage``."""
         return SyncLimits(self)
 
-    def set_limit(self: SyncClientView, limit: Limit) -> Limit:
+    def set_limit(self: ClientView, limit: Limit) -> Limit:
         """Store a concurrency or rate limit: ``cq.limits.set``, which see.
 
         Example::
@@ -77,14 +77,14 @@ class SyncLimitsClient:
         """
         return SyncLimits(self).set(limit)
 
-    def list_limits(self: SyncClientView) -> LimitList:
+    def list_limits(self: ClientView) -> LimitList:
         """Every stored limit, by id: ``cq.limits.list``."""
         return SyncLimits(self).list()
 
-    def remove_limit(self: SyncClientView, limit_id: str) -> bool:
+    def remove_limit(self: ClientView, limit_id: str) -> bool:
         """Delete a stored limit; ``False`` when none has the id: ``cq.limits.remove``."""
         return SyncLimits(self).remove(limit_id)
 
-    def limit_usage(self: SyncClientView) -> LimitUsageList:
+    def limit_usage(self: ClientView) -> LimitUsageList:
         """Each stored limit's use now: ``cq.limits.usage``."""
         return SyncLimits(self).usage()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...models import TaskDef
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._ops import Pause, PauseList
 
@@ -19,7 +19,7 @@ class AsyncPauses:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
@@ -84,12 +84,12 @@ class AsyncPausesClient:
     namespace's method it names)."""
 
     @property
-    def pauses(self: AsyncClientView) -> AsyncPauses:
+    def pauses(self: ClientView) -> AsyncPauses:
         """Queues and task names paused across the deployment: ``pause_queue``,
         ``resume_queue``, ``pause_task``, ``resume_task``, ``list``."""
         return AsyncPauses(self)
 
-    async def pause_queue(self: AsyncClientView, queue: str, *, by: str | None = None) -> Pause:
+    async def pause_queue(self: ClientView, queue: str, *, by: str | None = None) -> Pause:
         """Pause a queue across the deployment: ``cq.pauses.pause_queue``, which see.
 
         Example::
@@ -98,20 +98,20 @@ class AsyncPausesClient:
         """
         return await AsyncPauses(self).pause_queue(queue, by=by)
 
-    async def resume_queue(self: AsyncClientView, queue: str) -> Pause | None:
+    async def resume_queue(self: ClientView, queue: str) -> Pause | None:
         """Resume a paused queue: ``cq.pauses.resume_queue``."""
         return await AsyncPauses(self).resume_queue(queue)
 
     async def pause_task(
-        self: AsyncClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
+        self: ClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
     ) -> Pause:
         """Pause a task name in every queue: ``cq.pauses.pause_task``."""
         return await AsyncPauses(self).pause_task(name, by=by)
 
-    async def resume_task(self: AsyncClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
+    async def resume_task(self: ClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
         """Resume a paused task name: ``cq.pauses.resume_task``."""
         return await AsyncPauses(self).resume_task(name)
 
-    async def paused(self: AsyncClientView) -> PauseList:
+    async def paused(self: ClientView) -> PauseList:
         """Every paused queue and task name: ``cq.pauses.list``."""
         return await AsyncPauses(self).list()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...models import TaskDef
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._ops import Pause, PauseList
 
@@ -17,7 +17,7 @@ class SyncPauses:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
@@ -82,12 +82,12 @@ class SyncPausesClient:
     namespace's method it names)."""
 
     @property
-    def pauses(self: SyncClientView) -> SyncPauses:
+    def pauses(self: ClientView) -> SyncPauses:
         """Queues and task names paused across the deployment: ``pause_queue``,
         ``resume_queue``, ``pause_task``, ``resume_task``, ``list``."""
         return SyncPauses(self)
 
-    def pause_queue(self: SyncClientView, queue: str, *, by: str | None = None) -> Pause:
+    def pause_queue(self: ClientView, queue: str, *, by: str | None = None) -> Pause:
         """Pause a queue across the deployment: ``cq.pauses.pause_queue``, which see.
 
         Example::
@@ -96,20 +96,20 @@ class SyncPausesClient:
         """
         return SyncPauses(self).pause_queue(queue, by=by)
 
-    def resume_queue(self: SyncClientView, queue: str) -> Pause | None:
+    def resume_queue(self: ClientView, queue: str) -> Pause | None:
         """Resume a paused queue: ``cq.pauses.resume_queue``."""
         return SyncPauses(self).resume_queue(queue)
 
     def pause_task(
-        self: SyncClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
+        self: ClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
     ) -> Pause:
         """Pause a task name in every queue: ``cq.pauses.pause_task``."""
         return SyncPauses(self).pause_task(name, by=by)
 
-    def resume_task(self: SyncClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
+    def resume_task(self: ClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
         """Resume a paused task name: ``cq.pauses.resume_task``."""
         return SyncPauses(self).resume_task(name)
 
-    def paused(self: SyncClientView) -> PauseList:
+    def paused(self: ClientView) -> PauseList:
         """Every paused queue and task name: ``cq.pauses.list``."""
         return SyncPauses(self).list()

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._ops import ALIVE_WINDOW_MS
 from ._served import cannot_tell, check_failed, warn_unserved
@@ -24,7 +24,7 @@ class AsyncPresence:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
@@ -85,7 +85,7 @@ class AsyncPresence:
         return await self._client._run(op, write=False)
 
 
-class _Checking(AsyncClientView, Protocol):
+class _Checking(ClientView, Protocol):
     """A client that says once that its database cannot tell who serves what."""
 
     _told_no_presence: bool
@@ -99,11 +99,11 @@ class AsyncPresenceClient:
     _told_no_presence: bool = False
 
     @property
-    def presence(self: AsyncClientView) -> AsyncPresence:
+    def presence(self: ClientView) -> AsyncPresence:
         """The workers alive now and what they serve: ``workers``, ``unserved``."""
         return AsyncPresence(self)
 
-    async def workers(self: AsyncClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+    async def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
         """Workers alive now: ``cq.presence.workers``, which see.
 
         Example::
@@ -114,7 +114,7 @@ class AsyncPresenceClient:
         return await AsyncPresence(self).workers(within_ms=within_ms)
 
     async def unserved(
-        self: AsyncClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
         which see.

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._ops import ALIVE_WINDOW_MS
 from ._served import cannot_tell, check_failed, warn_unserved
@@ -21,7 +21,7 @@ class SyncPresence:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
@@ -82,7 +82,7 @@ class SyncPresence:
         return self._client._run(op, write=False)
 
 
-class _Checking(SyncClientView, Protocol):
+class _Checking(ClientView, Protocol):
     """A client that says once that its database cannot tell who serves what."""
 
     _told_no_presence: bool
@@ -96,11 +96,11 @@ class SyncPresenceClient:
     _told_no_presence: bool = False
 
     @property
-    def presence(self: SyncClientView) -> SyncPresence:
+    def presence(self: ClientView) -> SyncPresence:
         """The workers alive now and what they serve: ``workers``, ``unserved``."""
         return SyncPresence(self)
 
-    def workers(self: SyncClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+    def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
         """Workers alive now: ``cq.presence.workers``, which see.
 
         Example::
@@ -111,7 +111,7 @@ class SyncPresenceClient:
         return SyncPresence(self).workers(within_ms=within_ms)
 
     def unserved(
-        self: SyncClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
         which see.

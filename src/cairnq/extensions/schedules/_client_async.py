@@ -9,7 +9,7 @@ import datetime
 from typing import Any
 
 from ...models import TaskDef
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
 
@@ -24,7 +24,7 @@ class AsyncSchedules:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def add(
@@ -139,13 +139,13 @@ class AsyncSchedulesClient:
     the namespace's method it names)."""
 
     @property
-    def schedules(self: AsyncClientView) -> AsyncSchedules:
+    def schedules(self: ClientView) -> AsyncSchedules:
         """Periodic tasks stored in the database: ``add``, ``get``, ``list``, ``pause``,
         ``resume``, ``remove``, ``history``, ``run_due``."""
         return AsyncSchedules(self)
 
     async def add_schedule(
-        self: AsyncClientView,
+        self: ClientView,
         name: str,
         task: str | TaskDef[Any, Any],
         *,
@@ -190,30 +190,30 @@ class AsyncSchedulesClient:
             replace=replace,
         )
 
-    async def get_schedule(self: AsyncClientView, name: str) -> Schedule | None:
+    async def get_schedule(self: ClientView, name: str) -> Schedule | None:
         """One stored schedule, or ``None``: ``cq.schedules.get``."""
         return await AsyncSchedules(self).get(name)
 
-    async def list_schedules(self: AsyncClientView) -> ScheduleList:
+    async def list_schedules(self: ClientView) -> ScheduleList:
         """Every stored schedule, by name: ``cq.schedules.list``."""
         return await AsyncSchedules(self).list()
 
-    async def pause_schedule(self: AsyncClientView, name: str) -> Schedule | None:
+    async def pause_schedule(self: ClientView, name: str) -> Schedule | None:
         """Pause a schedule: ``cq.schedules.pause``."""
         return await AsyncSchedules(self).pause(name)
 
-    async def resume_schedule(self: AsyncClientView, name: str) -> Schedule | None:
+    async def resume_schedule(self: ClientView, name: str) -> Schedule | None:
         """Resume a paused schedule from now: ``cq.schedules.resume``."""
         return await AsyncSchedules(self).resume(name)
 
-    async def remove_schedule(self: AsyncClientView, name: str) -> bool:
+    async def remove_schedule(self: ClientView, name: str) -> bool:
         """Delete a schedule: ``cq.schedules.remove``."""
         return await AsyncSchedules(self).remove(name)
 
-    async def schedule_history(self: AsyncClientView, name: str, *, limit: int = 50) -> SlotList:
+    async def schedule_history(self: ClientView, name: str, *, limit: int = 50) -> SlotList:
         """A schedule's latest slot decisions, newest first: ``cq.schedules.history``."""
         return await AsyncSchedules(self).history(name, limit=limit)
 
-    async def run_schedules(self: AsyncClientView) -> int:
+    async def run_schedules(self: ClientView) -> int:
         """Evaluate every due schedule now: ``cq.schedules.run_due``."""
         return await AsyncSchedules(self).run_due()

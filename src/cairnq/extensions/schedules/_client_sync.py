@@ -7,7 +7,7 @@ import datetime
 from typing import Any
 
 from ...models import TaskDef
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
 
@@ -22,7 +22,7 @@ class SyncSchedules:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def add(
@@ -137,13 +137,13 @@ class SyncSchedulesClient:
     the namespace's method it names)."""
 
     @property
-    def schedules(self: SyncClientView) -> SyncSchedules:
+    def schedules(self: ClientView) -> SyncSchedules:
         """Periodic tasks stored in the database: ``add``, ``get``, ``list``, ``pause``,
         ``resume``, ``remove``, ``history``, ``run_due``."""
         return SyncSchedules(self)
 
     def add_schedule(
-        self: SyncClientView,
+        self: ClientView,
         name: str,
         task: str | TaskDef[Any, Any],
         *,
@@ -188,30 +188,30 @@ class SyncSchedulesClient:
             replace=replace,
         )
 
-    def get_schedule(self: SyncClientView, name: str) -> Schedule | None:
+    def get_schedule(self: ClientView, name: str) -> Schedule | None:
         """One stored schedule, or ``None``: ``cq.schedules.get``."""
         return SyncSchedules(self).get(name)
 
-    def list_schedules(self: SyncClientView) -> ScheduleList:
+    def list_schedules(self: ClientView) -> ScheduleList:
         """Every stored schedule, by name: ``cq.schedules.list``."""
         return SyncSchedules(self).list()
 
-    def pause_schedule(self: SyncClientView, name: str) -> Schedule | None:
+    def pause_schedule(self: ClientView, name: str) -> Schedule | None:
         """Pause a schedule: ``cq.schedules.pause``."""
         return SyncSchedules(self).pause(name)
 
-    def resume_schedule(self: SyncClientView, name: str) -> Schedule | None:
+    def resume_schedule(self: ClientView, name: str) -> Schedule | None:
         """Resume a paused schedule from now: ``cq.schedules.resume``."""
         return SyncSchedules(self).resume(name)
 
-    def remove_schedule(self: SyncClientView, name: str) -> bool:
+    def remove_schedule(self: ClientView, name: str) -> bool:
         """Delete a schedule: ``cq.schedules.remove``."""
         return SyncSchedules(self).remove(name)
 
-    def schedule_history(self: SyncClientView, name: str, *, limit: int = 50) -> SlotList:
+    def schedule_history(self: ClientView, name: str, *, limit: int = 50) -> SlotList:
         """A schedule's latest slot decisions, newest first: ``cq.schedules.history``."""
         return SyncSchedules(self).history(name, limit=limit)
 
-    def run_schedules(self: SyncClientView) -> int:
+    def run_schedules(self: ClientView) -> int:
         """Evaluate every due schedule now: ``cq.schedules.run_due``."""
         return SyncSchedules(self).run_due()

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._ops import Snoozes
 
@@ -15,7 +15,7 @@ class AsyncSnooze:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def get(self, task_id: str) -> Snoozes | None:
@@ -40,10 +40,10 @@ class AsyncSnoozeClient:
     """The client's ``snooze`` namespace, and its flat method."""
 
     @property
-    def snooze(self: AsyncClientView) -> AsyncSnooze:
+    def snooze(self: ClientView) -> AsyncSnooze:
         """What tasks' snoozes left: ``get``."""
         return AsyncSnooze(self)
 
-    async def snoozes(self: AsyncClientView, task_id: str) -> Snoozes | None:
+    async def snoozes(self: ClientView, task_id: str) -> Snoozes | None:
         """How many times a task snoozed, and its latest snooze: ``cq.snooze.get``, which see."""
         return await AsyncSnooze(self).get(task_id)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._ops import Snoozes
 
@@ -13,7 +13,7 @@ class SyncSnooze:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def get(self, task_id: str) -> Snoozes | None:
@@ -38,10 +38,10 @@ class SyncSnoozeClient:
     """The client's ``snooze`` namespace, and its flat method."""
 
     @property
-    def snooze(self: SyncClientView) -> SyncSnooze:
+    def snooze(self: ClientView) -> SyncSnooze:
         """What tasks' snoozes left: ``get``."""
         return SyncSnooze(self)
 
-    def snoozes(self: SyncClientView, task_id: str) -> Snoozes | None:
+    def snoozes(self: ClientView, task_id: str) -> Snoozes | None:
         """How many times a task snoozed, and its latest snooze: ``cq.snooze.get``, which see."""
         return SyncSnooze(self).get(task_id)

@@ -8,7 +8,7 @@ called, the same as ``cq.steps.list(task_id)``.
 
 from __future__ import annotations
 
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._ops import StepRecord
 
@@ -23,7 +23,7 @@ class AsyncSteps:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: AsyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     async def list(self, task_id: str) -> StepList:
@@ -54,6 +54,6 @@ class AsyncStepsClient:
     """The client's ``steps`` namespace, which is also the flat method before it."""
 
     @property
-    def steps(self: AsyncClientView) -> AsyncSteps:
+    def steps(self: ClientView) -> AsyncSteps:
         """The durable steps each task recorded: ``list``, or call it with a task id."""
         return AsyncSteps(self)

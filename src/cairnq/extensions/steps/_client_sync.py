@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._ops import StepRecord
 
@@ -18,7 +18,7 @@ class SyncSteps:
 
     __slots__ = ("_client",)
 
-    def __init__(self, client: SyncClientView) -> None:
+    def __init__(self, client: ClientView) -> None:
         self._client = client
 
     def list(self, task_id: str) -> StepList:
@@ -49,6 +49,6 @@ class SyncStepsClient:
     """The client's ``steps`` namespace, which is also the flat method before it."""
 
     @property
-    def steps(self: SyncClientView) -> SyncSteps:
+    def steps(self: ClientView) -> SyncSteps:
         """The durable steps each task recorded: ``list``, or call it with a task id."""
         return SyncSteps(self)

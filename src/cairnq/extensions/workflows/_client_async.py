@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ... import kernel
 from ...models import Task
 from ...protocol.steps import Op
-from .._client_async import AsyncClientView
+from .._client_async import ClientView
 from . import _ops
 from ._model import Dependency, Graph, Workflow, check_graph
 
@@ -21,7 +21,7 @@ TaskMap = dict[str, Task]
 DependencyList = list[Dependency]
 
 
-class _Submitting(AsyncClientView, Protocol):
+class _Submitting(ClientView, Protocol):
     """A client that notes when it first submits a task that waits for others: from
     then on, a worker built on it decides dependents in its settlements."""
 
@@ -202,7 +202,7 @@ class AsyncWorkflowsClient:
         stored = await _store_nodes(self, [node], conn)
         return stored[0]
 
-    async def _ends(self: AsyncClientView) -> kernel.Points:
+    async def _ends(self: ClientView) -> kernel.Points:
         """What a transaction that ends tasks runs: decide their dependents, where the
         database has the workflow tables."""
         readiness = self._readiness("workflows")

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ... import kernel
 from ...models import Task
 from ...protocol.steps import Op
-from .._client_sync import SyncClientView
+from .._client_sync import ClientView
 from . import _ops
 from ._model import Dependency, Graph, Workflow, check_graph
 
@@ -18,7 +18,7 @@ TaskMap = dict[str, Task]
 DependencyList = list[Dependency]
 
 
-class _Submitting(SyncClientView, Protocol):
+class _Submitting(ClientView, Protocol):
     """A client that notes when it first submits a task that waits for others: from
     then on, a worker built on it decides dependents in its settlements."""
 
@@ -199,7 +199,7 @@ class SyncWorkflowsClient:
         stored = _store_nodes(self, [node], conn)
         return stored[0]
 
-    def _ends(self: SyncClientView) -> kernel.Points:
+    def _ends(self: ClientView) -> kernel.Points:
         """What a transaction that ends tasks runs: decide their dependents, where the
         database has the workflow tables."""
         readiness = self._readiness("workflows")
