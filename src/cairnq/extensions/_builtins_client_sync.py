@@ -1,5 +1,6 @@
 # generated from src/cairnq/extensions/_builtins_client_async.py by scripts/generate_sync.py; do not edit
-"""The built-in extensions' client parts, composed, blocking: ``SyncCairnQ`` inherits ``SyncBuiltins``."""
+# ruff: noqa: E501
+"""The built-in extensions' client parts, blocking: ``SyncCairnQ`` inherits them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 # generated from src/cairnq/extensions/presence/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
 """The client's view of worker presence, blocking: ``SyncCairnQ`` inherits its mixin."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 # generated from src/cairnq/extensions/snooze/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
 """The client's snoozes, blocking: ``SyncCairnQ`` inherits its mixin."""
 
 from __future__ import annotations
