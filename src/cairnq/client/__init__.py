@@ -6,7 +6,10 @@ protocol decision live in ``kernel``; the two classes only run operations and wa
 
 The operations are written once, async, in ``_async.py``; the blocking ones in
 ``_sync.py`` are generated from them; ``_core.py`` holds what both share. What
-only one half has is here.
+only one half has is here. Each class inherits the built-in extensions' client
+parts (``cairnq.extensions._builtins_client_async``): their namespaces
+(``cq.schedules``, ``cq.limits``, ...), the flat methods before them, and
+``submit``'s keywords that belong to an extension.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ..extensions._builtins_client_async import AsyncBuiltins
+from ..extensions._builtins_client_sync import SyncBuiltins
 from ._async import AsyncOperations
 from ._core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
 from ._core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
@@ -27,7 +32,7 @@ from ._sync import SyncOperations
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
 
-class CairnQ(AsyncOperations):
+class CairnQ(AsyncBuiltins, AsyncOperations):
     """The async client.
 
     Args:
@@ -59,7 +64,7 @@ class CairnQ(AsyncOperations):
         return self.open().__await__()
 
 
-class SyncCairnQ(SyncOperations):
+class SyncCairnQ(SyncBuiltins, SyncOperations):
     """The blocking client: ``CairnQ``'s operations for code without an event loop.
 
     It takes the same arguments as ``CairnQ``; a ``retention`` policy is swept

@@ -7,11 +7,9 @@ per-half differences out of this file: they belong in ``cairnq/client/__init__.p
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import os
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -20,19 +18,7 @@ from .._checks import check_int, check_names
 from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
-from ..errors import CairnQError, InvalidArgument
-from ..extensions.history import _ops as _history
-from ..extensions.limits import _ops as _limits
-from ..extensions.limits._model import Limit
-from ..extensions.pauses import _ops as _pauses
-from ..extensions.pauses._ops import Pause, PauseList
-from ..extensions.presence import _ops as _presence
-from ..extensions.schedules import _ops as _schedules
-from ..extensions.schedules._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSpec
-from ..extensions.snooze import _ops as _snooze
-from ..extensions.steps import _ops as _steps
-from ..extensions.workflows import _ops as _workflows
-from ..extensions.workflows._model import Dependency, Graph, Workflow, check_graph
+from ..errors import InvalidArgument
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
@@ -47,19 +33,11 @@ from ._core import (
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
-    AttemptList,
     IdList,
-    LimitList,
-    LimitUsageList,
-    ScheduleList,
-    SlotList,
-    StepList,
     SubmitItem,
     SummaryList,
     TaskList,
-    UnservedList,
     WatchSignal,
-    WorkerList,
     _ClientCore,
     _outcome,
     _waiting,
@@ -142,129 +120,55 @@ class AsyncOperations(_ClientCore):
         root_id: str | None = None,
         correlation_id: str | None = None,
         conn: Any = None,
-        warn_unserved: bool = False,
-        depends_on: Iterable[Any] | None = None,
-        on_dependency_failure: str = "cancel",
     ) -> Task:
-        """Enqueue a task.
+        """Enqueue a task, with the kernel's options only.
 
-        Args:
-            task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
-                priority become the defaults).
-            payload: Any JSON value (``None`` stores ``{}``).
-            name: Another spelling of ``task`` (the reference SDK's); give one of the two.
-            key: Idempotency key; ``conflict`` says what happens when it is taken.
-            queue: Queue name (``"default"``).
-            conflict: ``"reuse"`` (return the live task), ``"reuse-succeeded"``
-                (also return a succeeded one), ``"reject"`` (raise ``AlreadyExists``)
-                or ``"replace"`` (cancel the live task, enqueue anew).
-            max_attempts: Runs allowed, counting crashed ones (3).
-            priority: Higher runs first (0).
-            metadata: Any JSON value, opaque to cairnq (``{}``).
-            delay_ms: Earliest start, from now.
-            parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
-            conn: PostgreSQL only: the application's psycopg connection. The task is
-                written in that connection's transaction: visible when it commits,
-                gone if it rolls back.
-            warn_unserved: After storing a queued task, check that a live cairnq
-                worker serves its name on its queue; if none does, log a warning
-                (logger ``cairnq.client``) and emit an ``UnservedTaskWarning``. The
-                task stays submitted either way. Off by default: an application
-                often submits before its workers start, and workers of other SDKs
-                publish no presence, so a queue they alone serve would warn. The
-                ``cairnq submit`` command turns it on (``--no-warn-unserved``).
-            depends_on: Tasks (``Task`` objects or ids) this one runs after: it is
-                stored parked (queued, due 9999-12-31, so no worker claims it) and
-                released, due ``delay_ms`` later, in the transaction where the last
-                of them succeeds. Needs the workflow tables (``cairnq migrate``).
-            on_dependency_failure: When a dependency ends failed or canceled:
-                ``"cancel"`` this task (and, in turn, what depends on it),
-                ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
-                once every dependency ended (``ctx.dependencies()`` shows how).
-
-        Returns:
-            The stored task (for a reused key, the existing one).
-
-        Raises:
-            InvalidArgument: a bad name, queue, key or number, or both ``task``
-                and ``name``; nothing is written.
-            SerializationError: payload or metadata is not portable JSON.
-            AlreadyExists: the key is taken and ``conflict="reject"``.
-            UnsupportedBackend: ``conn`` given on a backend without shared connections.
-            InvalidGraph: a dependency does not exist (or was purged); nothing is written.
-            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
-
-        Example::
-
-            task = await cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
-            report = await cq.submit("report.build", depends_on=[task])
+        ``CairnQ.submit`` (the built-in extensions') takes these and the
+        extensions' own keywords; its docstring describes them all.
         """
-        spec = self._new_task(
-            task_or_name(task, name, "submit"),
-            payload,
-            key=key,
-            queue=queue,
-            conflict=conflict,
-            max_attempts=max_attempts,
-            priority=priority,
-            metadata=metadata,
-            delay_ms=delay_ms,
-            parent_id=parent_id,
-            root_id=root_id,
-            correlation_id=correlation_id,
-        )
-        if depends_on is not None:
-            stored = await self._submit_after(spec, depends_on, on_dependency_failure, conn)
-        else:
-            stored = await self._submit_spec(spec, conn, self.gate)
-        if warn_unserved and stored.is_queued:
-            await self._check_served(stored)
-        return stored
+        options = {
+            "key": key,
+            "queue": queue,
+            "conflict": conflict,
+            "max_attempts": max_attempts,
+            "priority": priority,
+            "metadata": metadata,
+            "delay_ms": delay_ms,
+            "parent_id": parent_id,
+            "root_id": root_id,
+            "correlation_id": correlation_id,
+        }
+        return await self._submit_one(self._spec(task, payload, name, options), conn)
 
-    async def _check_served(self, task: Task) -> None:
+    async def _submit_one(self, spec: kernel.NewTask, conn: Any) -> Task:
+        """Store one task through this client's submit hooks and backpressure gate."""
+        return await self._submit_spec(spec, conn, self.gate)
+
+    async def _submit_specs(
+        self,
+        specs: list[kernel.NewTask],
+        build: Callable[[list[kernel.NewTask]], Op[TaskList]],
+        conn: Any,
+    ) -> TaskList:
+        """Store tasks in one transaction with the op ``build`` makes of them, after this
+        client's submit hooks (which may change them) and backpressure gate."""
+        finishers = None
+        if self.submit_hooks:
+            specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
+        await self._admit_many(specs)
+        op = build(specs)
         try:
-            workers = await self._run(_presence.serving(task.queue, task.name), write=False)
-            served = None
-            if workers == []:
-                served = await self._run(_presence.served(), write=False)
-        except CairnQError as exc:
-            # The task is stored: a failed check must not look like a failed submit.
-            self._check_failed(task, exc)
-            return
-        self._report_served(task, workers, served)
-
-    async def unserved(
-        self, *, within_ms: int = _presence.ALIVE_WINDOW_MS, queue: str | None = None
-    ) -> UnservedList:
-        """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
-
-        A cairnq worker publishes the queues and task names it serves while it runs
-        (the presence tables); a (queue, name) pair is unserved when no worker seen
-        within ``within_ms`` has that queue and that name. A worker that publishes
-        no names (an older cairnq) counts as serving every name on its queues;
-        workers of other SDKs publish nothing, so tasks they alone serve are listed.
-        The read costs an index seek per queue and per distinct queued name, plus a
-        count (capped at 10,000) per unserved pair; served backlogs are not read.
-
-        Args:
-            within_ms: How recently a worker must have been seen (a minute, the
-                dashboard's alive window).
-            queue: Only this queue.
-
-        Returns:
-            One ``UnservedTasks`` per (queue, name), sorted by queue then name;
-            empty when the database has no presence table (another SDK's schema).
-
-        Raises:
-            InvalidArgument: a bad window or queue.
-
-        Example::
-
-            for item in await cq.unserved():
-                print(item.describe())   # emial.send on default: 3 queued, ...
-        """
-        queues = None if queue is None else [queue]
-        return await self._run(_presence.unserved(within_ms=within_ms, queues=queues), write=False)
+            if conn is not None:
+                stored: TaskList = await self._transactional(conn)(conn, op)
+            else:
+                stored = await self._run(op, write=True)
+        except BaseException as exc:
+            if finishers is not None:
+                after_submit(finishers, None, exc)
+            raise
+        if finishers is not None:
+            after_submit(finishers, stored, None)
+        return stored
 
     async def _submit_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
         if not self.submit_hooks:
@@ -279,7 +183,7 @@ class AsyncOperations(_ClientCore):
         return stored
 
     async def _store_spec(self, spec: kernel.NewTask, conn: Any, gate: QueueGate) -> Task:
-        if gate.limit_for(spec.queue) is not None:
+        if gate.gates_any:
             await self._follow(gate.admit(spec.queue))
         if spec.key is None:
             op = kernel.insert(spec)
@@ -289,134 +193,6 @@ class AsyncOperations(_ClientCore):
             stored: Task = await self._transactional(conn)(conn, op)
             return stored
         return await self._run(op, write=True)
-
-    async def _submit_after(
-        self, spec: kernel.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
-    ) -> Task:
-        ids = _workflows.dependency_ids(depends_on)
-        checked = _workflows.check_policy(policy)
-        if not ids:
-            return await self._submit_spec(spec, conn, self.gate)
-        node = _workflows.Node(spec, external=tuple(ids), policy=checked)
-        stored = await self._store_nodes([node], conn)
-        return stored[0]
-
-    async def _store_nodes(self, nodes: list[_workflows.Node], conn: Any) -> TaskList:
-        finishers = None
-        if self.submit_hooks:
-            specs, finishers = before_submit(self.submit_hooks, [n.spec for n in nodes], self.codec)
-            nodes = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
-        for queue, count in Counter(n.spec.queue for n in nodes).items():
-            if self.gate.limit_for(queue) is not None:
-                await self._follow(self.gate.admit(queue, count))
-        op, self.submitted_dependents = _workflows.submit_nodes(nodes), True
-        try:
-            if conn is not None:
-                stored: TaskList = await self._transactional(conn)(conn, op)
-            else:
-                stored = await self._run(op, write=True)
-        except BaseException as exc:
-            if finishers is not None:
-                after_submit(finishers, None, exc)
-            raise
-        if finishers is not None:
-            after_submit(finishers, stored, None)
-        return stored
-
-    async def submit_graph(
-        self,
-        graph: Graph | dict[str, Any],
-        *,
-        root_id: str | None = None,
-        correlation_id: str | None = None,
-        conn: Any = None,
-    ) -> dict[str, Task]:
-        """Submit a graph of tasks in one transaction: all are stored, or none.
-
-        Every node runs after the nodes it names in ``after`` (and the stored
-        tasks in ``depends_on``), as ``submit(depends_on=...)`` does; nodes
-        without dependencies are due at once. The nodes share one root (the
-        first node's id, unless ``root_id`` is given), so ``cairnq get ID --tree``
-        and the dashboard show the graph together.
-
-        Args:
-            graph: A ``Graph``, or a dict ``{name: {"task": ..., "payload": ...,
-                "after": [names], "depends_on": [tasks], "on_dependency_failure": ...,
-                **submit options}}``.
-            root_id: The root every node gets (default: the first node's id).
-            correlation_id: The correlation id of every node without its own.
-            conn: PostgreSQL only: the application's connection (see ``submit``).
-
-        Returns:
-            The stored tasks by node name.
-
-        Raises:
-            InvalidGraph: a cycle, an ``after`` naming no node, or a ``depends_on``
-                task that does not exist; nothing is written.
-            InvalidArgument, SerializationError: a bad node; nothing is written.
-            SchemaIncomplete: the database lacks the workflow tables.
-
-        Example::
-
-            tasks = await cq.submit_graph({
-                "fetch": {"task": "etl.fetch"},
-                "clean": {"task": "etl.clean", "after": ["fetch"]},
-                "stats": {"task": "etl.stats", "after": ["fetch"]},
-                "report": {"task": "etl.report", "after": ["clean", "stats"]},
-            })
-        """
-        built = Graph.of(graph)
-        check_graph(built)
-        order = _workflows.topological_order(
-            list(built.nodes), {name: node.after for name, node in built.nodes.items()}
-        )
-        index: dict[str, int] = {}
-        nodes: list[_workflows.Node] = []
-        root = root_id
-        for name in order:
-            node = built.nodes[name]
-            options: dict[str, Any] = {
-                "root_id": root,
-                "correlation_id": correlation_id,
-                **node.options,
-            }
-            spec = self._item({"task": node.task, "payload": node.payload, **options})
-            if root is None:
-                root = spec.root_id
-            nodes.append(
-                _workflows.Node(
-                    spec,
-                    tuple(index[a] for a in node.after),
-                    tuple(node.depends_on),
-                    node.on_dependency_failure,
-                )
-            )
-            index[name] = len(nodes) - 1
-        stored = await self._store_nodes(nodes, conn)
-        return {name: stored[index[name]] for name in built.nodes}
-
-    async def dependencies(self, task_id: str) -> list[Dependency]:
-        """The tasks ``task_id`` runs after, each with its policy and current row.
-
-        Returns:
-            One ``Dependency`` per edge, in id order (its ``task`` is ``None``
-            once purged); empty for a task without dependencies.
-
-        Raises:
-            SchemaIncomplete: the database lacks the workflow tables.
-        """
-        return await self._run(_workflows.dependencies(task_id), write=False)
-
-    async def workflow(self, task_id: str) -> Workflow | None:
-        """The workflow of a task: every task of its root and their dependency edges.
-
-        Returns:
-            The ``Workflow`` (at most 1,000 tasks), or ``None`` when the task is unknown.
-        """
-        task = await self.get(task_id)
-        if task is None:
-            return None
-        return await self._run(_workflows.workflow(task), write=False)
 
     async def submit_many(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> TaskList:
         """Submit many tasks in one transaction: all are stored, or none.
@@ -499,8 +275,7 @@ class AsyncOperations(_ClientCore):
         if not self.gate.gates_any:
             return
         for queue, count in Counter(spec.queue for spec in specs).items():
-            if self.gate.limit_for(queue) is not None:
-                await self._follow(self.gate.admit(queue, count))
+            await self._follow(self.gate.admit(queue, count))
 
     async def _store_many(self, specs: list[kernel.NewTask], conn: Any) -> TaskList:
         await self._admit_many(specs)
@@ -563,20 +338,15 @@ class AsyncOperations(_ClientCore):
         Returns:
             The task after the request, or ``None`` if it is unknown or already finished.
         """
-        # A task canceled here ends in this transaction, which decides its parked dependents.
+        # A task canceled here ends in this transaction, which runs the task-end hooks.
         op = kernel.cancel(task_id, points=await self._ends())
         return await self._run(op, write=True)
 
-    async def _has_workflows(self) -> bool:
-        """Whether the database has the workflow tables (see ``Readiness``)."""
-        if self._workflows.stale():
-            self._workflows.note(await self._run(_workflows.workflows_ready(), write=False))
-        return self._workflows.ready
-
     async def _ends(self) -> kernel.Points:
-        """What a transaction that ends tasks runs: decide their dependents, where the
-        database has the workflow tables."""
-        return kernel.ending_with(_workflows.after_ended if await self._has_workflows() else None)
+        """What a transaction that ends tasks runs: nothing of the kernel's own. An
+        extension's client part whose tables hold what an ending decides (the built-in
+        workflows' dependents) overrides it."""
+        return kernel.NO_POINTS
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""
@@ -621,273 +391,6 @@ class AsyncOperations(_ClientCore):
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
         return await self._run(kernel.queue_depth(queue, max_depth), write=False)
-
-    # --- schedules ---------------------------------------------------------------------
-
-    async def add_schedule(
-        self,
-        name: str,
-        task: str | TaskDef[Any, Any],
-        *,
-        cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str = "default",
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
-        paused: bool = False,
-        replace: bool = False,
-    ) -> Schedule:
-        """Store a schedule in the database: every cairnq worker on it evaluates it.
-
-        Args:
-            name: The schedule's name, unique in the database.
-            task: The task name each slot submits, or a ``TaskDef``.
-            cron, every, tz, payload, queue, priority, max_attempts, metadata,
-                catch_up, catch_up_policy, overlap, jitter: As for
-                ``Worker.periodic`` (queue ``"default"``).
-            paused: Store it paused (``resume_schedule`` starts it).
-            replace: Replace the definition of a stored schedule of that name,
-                keeping its cursor, history and paused state.
-
-        Returns:
-            The stored schedule. Its first slot is the first after now: a new
-            schedule catches nothing up.
-
-        Raises:
-            InvalidArgument: a bad cron expression, time zone, interval or option,
-                or the name is taken and ``replace`` is false; nothing is stored.
-            SerializationError: payload or metadata is not portable JSON.
-            SchemaIncomplete: the database lacks the schedules tables (``cairnq migrate``).
-
-        Example::
-
-            await cq.add_schedule("nightly-report", "report.build", cron="0 2 * * *",
-                                  tz="Europe/Paris", catch_up="6h")
-        """
-        spec = ScheduleSpec.build(
-            self.codec,
-            name,
-            task.name if isinstance(task, TaskDef) else task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
-            paused=paused,
-        )
-        stored, _ = await self._run(
-            _schedules.put(spec, source="api", replace=bool(replace)), write=True
-        )
-        return stored
-
-    async def get_schedule(self, name: str) -> Schedule | None:
-        """One stored schedule with its next slot and last task, or ``None``."""
-        return await self._run(_schedules.get(name), write=False)
-
-    async def list_schedules(self) -> ScheduleList:
-        """Every stored schedule, by name."""
-        return await self._run(_schedules.list_all(), write=False)
-
-    async def pause_schedule(self, name: str) -> Schedule | None:
-        """Pause a schedule: no slot submits a task until resumed. ``None``: no such schedule."""
-        return await self._run(_schedules.set_paused(name, True), write=True)
-
-    async def resume_schedule(self, name: str) -> Schedule | None:
-        """Resume a paused schedule from now: the slots passed while paused are recorded
-        as ``paused``, not submitted. ``None``: no such schedule."""
-        return await self._run(_schedules.set_paused(name, False), write=True)
-
-    async def remove_schedule(self, name: str) -> bool:
-        """Delete a schedule and its slot record; the tasks it submitted stay.
-        ``False``: no such schedule."""
-        return await self._run(_schedules.remove(name), write=True)
-
-    async def schedule_history(self, name: str, *, limit: int = 50) -> SlotList:
-        """A schedule's latest slot decisions, newest first (at most ``limit``, <= 500)."""
-        return await self._run(_schedules.history(name, limit), write=False)
-
-    async def run_schedules(self) -> int:
-        """Evaluate every due schedule now, as a worker does each second.
-
-        Safe beside running workers: a slot submits one task whoever evaluates it.
-
-        Returns:
-            How many tasks were submitted.
-        """
-        done = await self._follow(_schedules.run_due(self.codec))
-        return sum(len(d.enqueued) for d in done)
-
-    # --- flow control ------------------------------------------------------------------
-
-    async def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
-        """Pause a queue across the deployment: no cairnq worker claims from it until resumed.
-
-        Workers honour it within about a second; calls already running finish.
-        Tasks can still be submitted to it. Pausing a paused queue changes nothing.
-
-        Args:
-            queue: The queue.
-            by: Who paused it, kept with the pause (shown by ``cairnq paused``).
-
-        Returns:
-            The pause (the first one, when it was paused already).
-
-        Raises:
-            InvalidArgument: a bad queue name.
-            SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
-
-        Example::
-
-            await cq.pause_queue("emails", by="ops: provider outage")
-        """
-        pause, _ = await self._run(_pauses.pause("queue", queue, by), write=True)
-        return pause
-
-    async def resume_queue(self, queue: str) -> Pause | None:
-        """Resume a paused queue; ``None`` when it was not paused.
-
-        Raises:
-            SchemaIncomplete: the database lacks the flow-control tables.
-        """
-        return await self._run(_pauses.resume("queue", queue), write=True)
-
-    async def pause_task(self, name: str | TaskDef[Any, Any], *, by: str | None = None) -> Pause:
-        """Pause a task name across the deployment, in every queue (see ``pause_queue``).
-
-        Example::
-
-            await cq.pause_task("invoice.charge")
-        """
-        target = name.name if isinstance(name, TaskDef) else name
-        pause, _ = await self._run(_pauses.pause("name", target, by), write=True)
-        return pause
-
-    async def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
-        """Resume a paused task name; ``None`` when it was not paused."""
-        target = name.name if isinstance(name, TaskDef) else name
-        return await self._run(_pauses.resume("name", target), write=True)
-
-    async def paused(self) -> PauseList:
-        """Every paused queue and task name: queues first, each by name.
-
-        Raises:
-            SchemaIncomplete: the database lacks the flow-control tables.
-        """
-        return await self._run(_pauses.paused(), write=False)
-
-    async def snoozes(self, task_id: str) -> _snooze.Snoozes | None:
-        """How many times a task snoozed, and its latest snooze; ``None`` when it never did.
-
-        A snoozed task is ``queued`` with ``run_at_ms`` at the snooze's end and
-        its attempt given back.
-
-        Raises:
-            SchemaIncomplete: the database lacks the flow-control tables.
-
-        Example::
-
-            snoozes = await cq.snoozes(task.id)
-            if snoozes:
-                print(snoozes.count, snoozes.wake_at_ms)
-        """
-        return await self._run(_snooze.snoozes(task_id), write=False)
-
-    async def attempts(self, task_id: str) -> AttemptList:
-        """Every attempt of a task cairnq recorded, in the order they ran.
-
-        Each ``Attempt`` has the worker, start and end, outcome (``succeeded``,
-        ``failed``, ``retry``, ``canceled``, ``snoozed``, ``lost`` or ``released``)
-        and error envelope. Attempts a reference SDK worker ran are not recorded,
-        nor attempts on a database without the history table at the time.
-
-        Args:
-            task_id: The task.
-
-        Returns:
-            The attempts (empty for a task never claimed, or one purged).
-
-        Raises:
-            InvalidArgument: a bad task id.
-            SchemaIncomplete: the database lacks the history table (``cairnq migrate``).
-
-        Example::
-
-            for attempt in await cq.attempts(task.id):
-                print(attempt.attempt, attempt.outcome, attempt.error)
-        """
-        return await self._run(_history.attempts(task_id), write=False)
-
-    async def steps(self, task_id: str) -> StepList:
-        """The durable steps a task recorded (``ctx.step``), in the order they ran.
-
-        Args:
-            task_id: The task.
-
-        Returns:
-            One ``StepRecord`` per step (name, seq, result, attempt, when).
-
-        Raises:
-            InvalidArgument: a bad task id.
-            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
-
-        Example::
-
-            done = {step.name for step in await cq.steps(task.id)}
-        """
-        return await self._run(_steps.steps(task_id), write=False)
-
-    # --- limits --------------------------------------------------------------------------
-
-    async def set_limit(self, limit: Limit) -> Limit:
-        """Store a concurrency or rate limit that every cairnq worker on the database enforces.
-
-        Replaces a limit of the same id; workers apply the change within about a
-        second. A function key is computed only by workers that declare the limit.
-
-        Args:
-            limit: ``Limit.concurrency(...)`` or ``Limit.rate(...)``.
-
-        Returns:
-            The limit as stored (``source="operator"``).
-
-        Raises:
-            InvalidArgument: ``limit`` is not a ``Limit``.
-            SchemaIncomplete: the database lacks the limits tables (``cairnq migrate``).
-
-        Example::
-
-            await cq.set_limit(Limit.concurrency(2, queue="emails", key="payload.customer"))
-        """
-        return await self._run(_limits.put(limit, source="operator"), write=True)
-
-    async def list_limits(self) -> LimitList:
-        """Every stored limit (declared by workers or set by operators), by id."""
-        return await self._run(_limits.list_all(), write=False)
-
-    async def remove_limit(self, limit_id: str) -> bool:
-        """Delete a stored limit; ``False`` when none has the id.
-
-        A worker that declares it stores it again when it next starts.
-        """
-        return await self._run(_limits.remove(limit_id), write=True)
-
-    async def limit_usage(self) -> LimitUsageList:
-        """Each stored limit's running tasks per key, waiting tasks and rate tokens, now."""
-        return await self._run(_limits.usage(), write=False)
 
     async def overview(self) -> SummaryList:
         """Every queue holding a task: counts per status and how late its oldest due task is.
@@ -994,29 +497,6 @@ class AsyncOperations(_ClientCore):
         """
         op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
         return await self._run(op, write=False)
-
-    async def workers(self, *, within_ms: int = _presence.ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
-
-        A cairnq worker records itself on its heartbeat timer and removes itself
-        when it stops cleanly; workers of other SDKs appear through the running
-        tasks they hold a live lease on.
-
-        Args:
-            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
-
-        Returns:
-            ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
-
-        Raises:
-            InvalidArgument: a bad window.
-
-        Example::
-
-            for info in await cq.workers():
-                print(info.worker_id, info.queues, [t.name for t in info.running])
-        """
-        return await self._run(_presence.workers(within_ms=within_ms), write=False)
 
     async def wait(
         self,

@@ -6,11 +6,9 @@ runs the operations.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -33,23 +31,16 @@ from ..backends import (
 )
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..errors import (
-    CairnQError,
     InvalidArgument,
     TaskCanceled,
     TaskFailed,
     TaskTimeout,
-    UnservedTaskWarning,
     UnsupportedBackend,
 )
 from ..extensions import Extension, install
-from ..extensions.history._ops import Attempt
-from ..extensions.limits._model import Limit, LimitUsage
-from ..extensions.presence._ops import WORKERS_MIGRATION
-from ..extensions.schedules._model import Schedule, ScheduleSlot
-from ..extensions.steps._ops import StepRecord
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
-from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef, UnservedTasks, WorkerInfo
+from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
 from ..store import TaskStore
 
@@ -59,14 +50,6 @@ TaskList = list[Task]
 IdList = list[str]
 SummaryList = list[QueueSummary]
 ActivityList = list[QueueActivity]
-WorkerList = list[WorkerInfo]
-ScheduleList = list[Schedule]
-LimitList = list[Limit]
-LimitUsageList = list[LimitUsage]
-SlotList = list[ScheduleSlot]
-UnservedList = list[UnservedTasks]
-AttemptList = list[Attempt]
-StepList = list[StepRecord]
 
 log = logging.getLogger("cairnq.client")
 
@@ -205,12 +188,8 @@ class _ClientCore:
                 f"expected a Backend, a TaskStore or a database URL, got {backend!r}"
             )
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
-        # Whether the database has the workflow tables (cancels and replacing submits
-        # then decide the dependents of the tasks they end).
-        self._workflows = Readiness()
-        # Set before this client first submits a task that waits for others: from
-        # then on, a worker built on it decides dependents in its settlements.
-        self.submitted_dependents = False
+        # Whether the database has each extension's tables, by extension name, as last read.
+        self._ready: dict[str, Readiness] = {}
         if store is not None:
             # Backpressure lives on the store, so the store's own submits are gated too.
             if max_queue_depth is None:
@@ -223,8 +202,6 @@ class _ClientCore:
             max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
         )
-        # Said once per client: the database cannot tell who serves what.
-        self._told_no_presence = False
         self._store = store
 
     @property
@@ -246,45 +223,17 @@ class _ClientCore:
         """The database in words, without any password."""
         return description_of(self.backend)
 
-    def _report_served(
-        self,
-        task: Task,
-        workers: list[str] | None,
-        served: dict[str, frozenset[str] | None] | None = None,
-    ) -> None:
-        """``submit(warn_unserved=True)``: warn when no live worker serves ``task``.
+    def _readiness(self, name: str) -> Readiness:
+        """Whether the database has the tables of the extension ``name``, as this client
+        last read it (the extension's client part reads and notes it)."""
+        found = self._ready.get(name)
+        if found is None:
+            found = self._ready[name] = Readiness()
+        return found
 
-        ``served`` (queue -> names live workers serve there) adds a "did you mean".
-        """
-        if workers is None:
-            if not self._told_no_presence:
-                self._told_no_presence = True
-                log.warning(
-                    "cannot tell whether a worker serves the tasks submitted to %s: it has no "
-                    "cairnq presence table (%s; run `cairnq migrate`), so warn_unserved "
-                    "checks nothing",
-                    self._where(),
-                    WORKERS_MIGRATION,
-                )
-            return
-        if workers:
-            return
-        message = unserved_message(task, self._where(), served)
-        log.warning(message, extra={"task_id": task.id, "queue": task.queue})
-        # Level 4: this frame, _check_served, submit, the application's call.
-        warnings.warn(
-            UnservedTaskWarning(message, task_id=task.id, name=task.name, queue=task.queue),
-            stacklevel=4,
-        )
-
-    def _check_failed(self, task: Task, exc: CairnQError) -> None:
-        log.warning(
-            "task %s is submitted, but checking whether a worker serves %r on queue %r failed: %s",
-            task.id,
-            task.name,
-            task.queue,
-            exc,
-        )
+    def _spec(self, task: Any, payload: Any, name: Any, options: dict[str, Any]) -> kernel.NewTask:
+        """``submit``'s task, named as ``task=`` or ``name=``, with its kernel options."""
+        return self._new_task(task_or_name(task, name, "submit"), payload, **options)
 
     @classmethod
     def sqlite(
@@ -625,28 +574,6 @@ def delayed(task: Task, now_ms: int) -> str:
         f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
         f"~{task.run_at_ms - now_ms}ms: it was submitted with a delay, and no worker "
         "may claim it before then"
-    )
-
-
-def unserved_message(
-    task: Task, where: str, served: dict[str, frozenset[str] | None] | None = None
-) -> str:
-    """One line: ``task`` stays queued because no live worker serves it on ``where``;
-    with ``served`` (queue -> names served there), the closest name or queue served."""
-    hint = ""
-    if served:
-        names = served.get(task.queue)
-        if names:
-            close = difflib.get_close_matches(task.name, sorted(names), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-        elif task.queue not in served:
-            close = difflib.get_close_matches(task.queue, sorted(served), n=1)
-            hint = f" (did you mean queue {close[0]!r}?)" if close else ""
-    return (
-        f"no live cairnq worker on {where} serves task {task.name!r} on queue "
-        f"{task.queue!r}{hint}; {task.id} stays queued until one does. Workers of other "
-        "SDKs publish no presence: if one serves it, warn_unserved=False "
-        "(cairnq submit --no-warn-unserved) silences this"
     )
 
 

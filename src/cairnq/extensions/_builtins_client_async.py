@@ -1,0 +1,146 @@
+"""The built-in extensions' client parts, composed: what ``CairnQ`` adds to the kernel's
+operations. Part of the registry of built-ins (``_registry.builtins``).
+
+Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespace
+(``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
+``cq.snooze``, ``cq.steps``, ``cq.history``) and the flat methods that came before
+it; ``AsyncBuiltins`` joins them, and extends ``submit`` with the keywords that
+belong to a built-in: ``depends_on`` and ``on_dependency_failure`` (workflows),
+``warn_unserved`` (presence).
+
+``scripts/generate_sync.py`` turns this file into ``_builtins_client_sync.py``
+beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from ..models import Task, TaskDef
+from ._client_async import ClientView
+from .history._client_async import AsyncHistoryClient
+from .limits._client_async import AsyncLimitsClient
+from .pauses._client_async import AsyncPausesClient
+from .presence._client_async import AsyncPresenceClient
+from .schedules._client_async import AsyncSchedulesClient
+from .snooze._client_async import AsyncSnoozeClient
+from .steps._client_async import AsyncStepsClient
+from .workflows._client_async import AsyncWorkflowsClient
+
+
+class _Client(ClientView, Protocol):
+    """The client with the state the built-ins' client parts keep on it."""
+
+    submitted_dependents: bool
+    _told_no_presence: bool
+
+
+class AsyncBuiltins(
+    AsyncLimitsClient,
+    AsyncPausesClient,
+    AsyncPresenceClient,
+    AsyncWorkflowsClient,
+    AsyncSchedulesClient,
+    AsyncSnoozeClient,
+    AsyncStepsClient,
+    AsyncHistoryClient,
+):
+    """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
+
+    async def submit(
+        self: _Client,
+        task: str | TaskDef[Any, Any] | None = None,
+        payload: Any = None,
+        *,
+        name: str | TaskDef[Any, Any] | None = None,
+        key: str | None = None,
+        queue: str | None = None,
+        conflict: str = "reuse",
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        metadata: Any = None,
+        delay_ms: int = 0,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        conn: Any = None,
+        warn_unserved: bool = False,
+        depends_on: Iterable[Any] | None = None,
+        on_dependency_failure: str = "cancel",
+    ) -> Task:
+        """Enqueue a task.
+
+        Args:
+            task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
+                priority become the defaults).
+            payload: Any JSON value (``None`` stores ``{}``).
+            name: Another spelling of ``task`` (the reference SDK's); give one of the two.
+            key: Idempotency key; ``conflict`` says what happens when it is taken.
+            queue: Queue name (``"default"``).
+            conflict: ``"reuse"`` (return the live task), ``"reuse-succeeded"``
+                (also return a succeeded one), ``"reject"`` (raise ``AlreadyExists``)
+                or ``"replace"`` (cancel the live task, enqueue anew).
+            max_attempts: Runs allowed, counting crashed ones (3).
+            priority: Higher runs first (0).
+            metadata: Any JSON value, opaque to cairnq (``{}``).
+            delay_ms: Earliest start, from now.
+            parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
+            conn: PostgreSQL only: the application's psycopg connection. The task is
+                written in that connection's transaction: visible when it commits,
+                gone if it rolls back.
+            warn_unserved: After storing a queued task, check that a live cairnq
+                worker serves its name on its queue; if none does, log a warning
+                (logger ``cairnq.client``) and emit an ``UnservedTaskWarning``. The
+                task stays submitted either way. Off by default: an application
+                often submits before its workers start, and workers of other SDKs
+                publish no presence, so a queue they alone serve would warn. The
+                ``cairnq submit`` command turns it on (``--no-warn-unserved``).
+            depends_on: Tasks (``Task`` objects or ids) this one runs after: it is
+                stored parked (queued, due 9999-12-31, so no worker claims it) and
+                released, due ``delay_ms`` later, in the transaction where the last
+                of them succeeds. Needs the workflow tables (``cairnq migrate``).
+            on_dependency_failure: When a dependency ends failed or canceled:
+                ``"cancel"`` this task (and, in turn, what depends on it),
+                ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
+                once every dependency ended (``ctx.dependencies()`` shows how).
+
+        Returns:
+            The stored task (for a reused key, the existing one).
+
+        Raises:
+            InvalidArgument: a bad name, queue, key or number, or both ``task``
+                and ``name``; nothing is written.
+            SerializationError: payload or metadata is not portable JSON.
+            AlreadyExists: the key is taken and ``conflict="reject"``.
+            UnsupportedBackend: ``conn`` given on a backend without shared connections.
+            InvalidGraph: a dependency does not exist (or was purged); nothing is written.
+            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+
+        Example::
+
+            task = await cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
+            report = await cq.submit("report.build", depends_on=[task])
+        """
+        options = {
+            "key": key,
+            "queue": queue,
+            "conflict": conflict,
+            "max_attempts": max_attempts,
+            "priority": priority,
+            "metadata": metadata,
+            "delay_ms": delay_ms,
+            "parent_id": parent_id,
+            "root_id": root_id,
+            "correlation_id": correlation_id,
+        }
+        spec = self._spec(task, payload, name, options)
+        if depends_on is not None:
+            stored = await AsyncWorkflowsClient._submit_after(
+                self, spec, depends_on, on_dependency_failure, conn
+            )
+        else:
+            stored = await self._submit_one(spec, conn)
+        if warn_unserved and stored.is_queued:
+            await AsyncPresenceClient._check_served(self, stored)
+        return stored

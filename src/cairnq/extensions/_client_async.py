@@ -1,0 +1,59 @@
+"""What an extension's client code needs from the async client: ``ClientView``.
+
+An extension adds to the client a namespace (``cq.<name>``) and, for the built-ins,
+the flat methods that came before it, through a mixin the client classes inherit.
+The extensions are below the client, so the mixin never imports it: its methods
+take the client as a ``ClientView``, what every ``CairnQ`` is.
+
+``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it
+(the same ``ClientView``, what every ``SyncCairnQ`` is; one name in both
+halves, so the flat methods' signatures read the same on both clients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from .. import kernel
+from .._json import JsonCodec
+from .._readiness import Readiness
+from .._wakeups import Subscription
+from ..kernel.procedures import Procedure
+from ..models import Task
+from ..protocol.steps import Op
+
+T = TypeVar("T")
+
+
+class ClientView(Protocol):
+    """The client as its extensions' client parts use it."""
+
+    codec: JsonCodec
+
+    async def _run(self, op: Op[T], *, write: bool) -> T: ...
+
+    async def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T: ...
+
+    async def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+        ...
+
+    def _where(self) -> str: ...
+
+    def _readiness(self, name: str) -> Readiness: ...
+
+    def _spec(
+        self, task: Any, payload: Any, name: Any, options: dict[str, Any]
+    ) -> kernel.NewTask: ...
+
+    def _item(self, item: Any, task_id: str | None = None) -> kernel.NewTask: ...
+
+    async def _submit_one(self, spec: kernel.NewTask, conn: Any) -> Task: ...
+
+    async def _submit_specs(
+        self,
+        specs: list[kernel.NewTask],
+        build: Callable[[list[kernel.NewTask]], Op[list[Task]]],
+        conn: Any,
+    ) -> list[Task]: ...

@@ -1,0 +1,91 @@
+# generated from src/cairnq/extensions/limits/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
+"""The client's limits, blocking: ``SyncCairnQ`` inherits its mixin."""
+
+from __future__ import annotations
+
+from .._client_sync import ClientView
+from . import _ops
+from ._model import Limit, LimitUsage
+
+LimitList = list[Limit]
+LimitUsageList = list[LimitUsage]
+
+
+class SyncLimits:
+    """``cq.limits``: concurrency and rate limits stored in the database, which every
+    cairnq worker on it enforces when it claims (see ``cairnq.limits``)."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    def set(self, limit: Limit) -> Limit:
+        """Store a concurrency or rate limit that every cairnq worker on the database enforces.
+
+        Replaces a limit of the same id; workers apply the change within about a
+        second. A function key is computed only by workers that declare the limit.
+
+        Args:
+            limit: ``Limit.concurrency(...)`` or ``Limit.rate(...)``.
+
+        Returns:
+            The limit as stored (``source="operator"``).
+
+        Raises:
+            InvalidArgument: ``limit`` is not a ``Limit``.
+            SchemaIncomplete: the database lacks the limits tables (``cairnq migrate``).
+
+        Example::
+
+            cq.limits.set(Limit.concurrency(2, queue="emails", key="payload.customer"))
+        """
+        return self._client._run(_ops.put(limit, source="operator"), write=True)
+
+    def list(self) -> LimitList:
+        """Every stored limit (declared by workers or set by operators), by id."""
+        return self._client._run(_ops.list_all(), write=False)
+
+    def remove(self, limit_id: str) -> bool:
+        """Delete a stored limit; ``False`` when none has the id.
+
+        A worker that declares it stores it again when it next starts.
+        """
+        return self._client._run(_ops.remove(limit_id), write=True)
+
+    def usage(self) -> LimitUsageList:
+        """Each stored limit's running tasks per key, waiting tasks and rate tokens, now."""
+        return self._client._run(_ops.usage(), write=False)
+
+
+class SyncLimitsClient:
+    """The client's ``limits`` namespace, and its flat methods (each the same as the
+    namespace's method it names)."""
+
+    @property
+    def limits(self: ClientView) -> SyncLimits:
+        """Concurrency and rate limits every cairnq worker enforces: ``set``, ``list``,
+        ``remove``, ``usage``."""
+        return SyncLimits(self)
+
+    def set_limit(self: ClientView, limit: Limit) -> Limit:
+        """Store a concurrency or rate limit: ``cq.limits.set``, which see.
+
+        Example::
+
+            cq.set_limit(Limit.concurrency(2, queue="emails", key="payload.customer"))
+        """
+        return SyncLimits(self).set(limit)
+
+    def list_limits(self: ClientView) -> LimitList:
+        """Every stored limit, by id: ``cq.limits.list``."""
+        return SyncLimits(self).list()
+
+    def remove_limit(self: ClientView, limit_id: str) -> bool:
+        """Delete a stored limit; ``False`` when none has the id: ``cq.limits.remove``."""
+        return SyncLimits(self).remove(limit_id)
+
+    def limit_usage(self: ClientView) -> LimitUsageList:
+        """Each stored limit's use now: ``cq.limits.usage``."""
+        return SyncLimits(self).usage()

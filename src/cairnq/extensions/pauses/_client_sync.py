@@ -1,0 +1,116 @@
+# generated from src/cairnq/extensions/pauses/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
+"""The client's pauses, blocking: ``SyncCairnQ`` inherits its mixin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...models import TaskDef
+from .._client_sync import ClientView
+from . import _ops
+from ._ops import Pause, PauseList
+
+
+class SyncPauses:
+    """``cq.pauses``: queues and task names paused across the deployment, claimed by
+    no cairnq worker until resumed."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
+        """Pause a queue across the deployment: no cairnq worker claims from it until resumed.
+
+        Workers honour it within about a second; calls already running finish.
+        Tasks can still be submitted to it. Pausing a paused queue changes nothing.
+
+        Args:
+            queue: The queue.
+            by: Who paused it, kept with the pause (shown by ``cairnq paused``).
+
+        Returns:
+            The pause (the first one, when it was paused already).
+
+        Raises:
+            InvalidArgument: a bad queue name.
+            SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
+
+        Example::
+
+            cq.pauses.pause_queue("emails", by="ops: provider outage")
+        """
+        pause, _ = self._client._run(_ops.pause("queue", queue, by), write=True)
+        return pause
+
+    def resume_queue(self, queue: str) -> Pause | None:
+        """Resume a paused queue; ``None`` when it was not paused.
+
+        Raises:
+            SchemaIncomplete: the database lacks the flow-control tables.
+        """
+        return self._client._run(_ops.resume("queue", queue), write=True)
+
+    def pause_task(self, name: str | TaskDef[Any, Any], *, by: str | None = None) -> Pause:
+        """Pause a task name across the deployment, in every queue (see ``pause_queue``).
+
+        Example::
+
+            cq.pauses.pause_task("invoice.charge")
+        """
+        target = name.name if isinstance(name, TaskDef) else name
+        pause, _ = self._client._run(_ops.pause("name", target, by), write=True)
+        return pause
+
+    def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
+        """Resume a paused task name; ``None`` when it was not paused."""
+        target = name.name if isinstance(name, TaskDef) else name
+        return self._client._run(_ops.resume("name", target), write=True)
+
+    def list(self) -> PauseList:
+        """Every paused queue and task name: queues first, each by name.
+
+        Raises:
+            SchemaIncomplete: the database lacks the flow-control tables.
+        """
+        return self._client._run(_ops.paused(), write=False)
+
+
+class SyncPausesClient:
+    """The client's ``pauses`` namespace, and its flat methods (each the same as the
+    namespace's method it names)."""
+
+    @property
+    def pauses(self: ClientView) -> SyncPauses:
+        """Queues and task names paused across the deployment: ``pause_queue``,
+        ``resume_queue``, ``pause_task``, ``resume_task``, ``list``."""
+        return SyncPauses(self)
+
+    def pause_queue(self: ClientView, queue: str, *, by: str | None = None) -> Pause:
+        """Pause a queue across the deployment: ``cq.pauses.pause_queue``, which see.
+
+        Example::
+
+            cq.pause_queue("emails", by="ops: provider outage")
+        """
+        return SyncPauses(self).pause_queue(queue, by=by)
+
+    def resume_queue(self: ClientView, queue: str) -> Pause | None:
+        """Resume a paused queue: ``cq.pauses.resume_queue``."""
+        return SyncPauses(self).resume_queue(queue)
+
+    def pause_task(
+        self: ClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
+    ) -> Pause:
+        """Pause a task name in every queue: ``cq.pauses.pause_task``."""
+        return SyncPauses(self).pause_task(name, by=by)
+
+    def resume_task(self: ClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
+        """Resume a paused task name: ``cq.pauses.resume_task``."""
+        return SyncPauses(self).resume_task(name)
+
+    def paused(self: ClientView) -> PauseList:
+        """Every paused queue and task name: ``cq.pauses.list``."""
+        return SyncPauses(self).list()

@@ -1,0 +1,146 @@
+"""The client's view of worker presence: ``cq.presence``, the flat methods before it and
+``submit(warn_unserved=True)``'s check, async.
+
+``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ...errors import CairnQError
+from ...models import Task, UnservedTasks, WorkerInfo
+from .._client_async import ClientView
+from . import _ops
+from ._ops import ALIVE_WINDOW_MS
+from ._served import cannot_tell, check_failed, warn_unserved
+
+WorkerList = list[WorkerInfo]
+UnservedList = list[UnservedTasks]
+
+
+class AsyncPresence:
+    """``cq.presence``: the workers alive now, and the queued tasks none of them serves."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    async def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
+
+        A cairnq worker records itself on its heartbeat timer and removes itself
+        when it stops cleanly; workers of other SDKs appear through the running
+        tasks they hold a live lease on.
+
+        Args:
+            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
+
+        Returns:
+            ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
+
+        Raises:
+            InvalidArgument: a bad window.
+
+        Example::
+
+            for info in await cq.presence.workers():
+                print(info.worker_id, info.queues, [t.name for t in info.running])
+        """
+        return await self._client._run(_ops.workers(within_ms=within_ms), write=False)
+
+    async def unserved(
+        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+    ) -> UnservedList:
+        """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
+
+        A cairnq worker publishes the queues and task names it serves while it runs
+        (the presence tables); a (queue, name) pair is unserved when no worker seen
+        within ``within_ms`` has that queue and that name. A worker that publishes
+        no names (an older cairnq) counts as serving every name on its queues;
+        workers of other SDKs publish nothing, so tasks they alone serve are listed.
+        The read costs an index seek per queue and per distinct queued name, plus a
+        count (capped at 10,000) per unserved pair; served backlogs are not read.
+
+        Args:
+            within_ms: How recently a worker must have been seen (a minute, the
+                dashboard's alive window).
+            queue: Only this queue.
+
+        Returns:
+            One ``UnservedTasks`` per (queue, name), sorted by queue then name;
+            empty when the database has no presence table (another SDK's schema).
+
+        Raises:
+            InvalidArgument: a bad window or queue.
+
+        Example::
+
+            for item in await cq.presence.unserved():
+                print(item.describe())   # emial.send on default: 3 queued, ...
+        """
+        queues = None if queue is None else [queue]
+        op = _ops.unserved(within_ms=within_ms, queues=queues)
+        return await self._client._run(op, write=False)
+
+
+class _Checking(ClientView, Protocol):
+    """A client that says once that its database cannot tell who serves what."""
+
+    _told_no_presence: bool
+
+
+class AsyncPresenceClient:
+    """The client's ``presence`` namespace, its flat methods (each the same as the
+    namespace's method it names), and the check of ``submit(warn_unserved=True)``."""
+
+    # Said once per client: the database cannot tell who serves what.
+    _told_no_presence: bool = False
+
+    @property
+    def presence(self: ClientView) -> AsyncPresence:
+        """The workers alive now and what they serve: ``workers``, ``unserved``."""
+        return AsyncPresence(self)
+
+    async def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
+        """Workers alive now: ``cq.presence.workers``, which see.
+
+        Example::
+
+            for info in await cq.workers():
+                print(info.worker_id, info.queues, [t.name for t in info.running])
+        """
+        return await AsyncPresence(self).workers(within_ms=within_ms)
+
+    async def unserved(
+        self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+    ) -> UnservedList:
+        """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
+        which see.
+
+        Example::
+
+            for item in await cq.unserved():
+                print(item.describe())   # emial.send on default: 3 queued, ...
+        """
+        return await AsyncPresence(self).unserved(within_ms=within_ms, queue=queue)
+
+    async def _check_served(self: _Checking, task: Task) -> None:
+        """Warn when no live worker serves ``task`` (``submit(warn_unserved=True)``)."""
+        try:
+            workers = await self._run(_ops.serving(task.queue, task.name), write=False)
+            served = None
+            if workers == []:
+                served = await self._run(_ops.served(), write=False)
+        except CairnQError as exc:
+            # The task is stored: a failed check must not look like a failed submit.
+            check_failed(task, exc)
+            return
+        if workers is None:
+            if not self._told_no_presence:
+                self._told_no_presence = True
+                cannot_tell(self._where())
+            return
+        if not workers:
+            warn_unserved(task, self._where(), served)

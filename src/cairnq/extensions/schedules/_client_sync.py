@@ -1,0 +1,218 @@
+# generated from src/cairnq/extensions/schedules/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
+"""The client's schedules, blocking: ``SyncCairnQ`` inherits its mixin."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ...models import TaskDef
+from .._client_sync import ClientView
+from . import _ops
+from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+
+ScheduleList = list[Schedule]
+SlotList = list[ScheduleSlot]
+Span = str | int | datetime.timedelta
+
+
+class SyncSchedules:
+    """``cq.schedules``: periodic tasks stored in the database, which every cairnq
+    worker on it evaluates (see ``cairnq.schedules``)."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    def add(
+        self,
+        name: str,
+        task: str | TaskDef[Any, Any],
+        *,
+        cron: str | None = None,
+        every: Span | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 3,
+        metadata: Any = None,
+        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: str = "all",
+        overlap: str = "allow",
+        jitter: Span | None = None,
+        paused: bool = False,
+        replace: bool = False,
+    ) -> Schedule:
+        """Store a schedule in the database: every cairnq worker on it evaluates it.
+
+        Args:
+            name: The schedule's name, unique in the database.
+            task: The task name each slot submits, or a ``TaskDef``.
+            cron, every, tz, payload, queue, priority, max_attempts, metadata,
+                catch_up, catch_up_policy, overlap, jitter: As for
+                ``Worker.periodic`` (queue ``"default"``).
+            paused: Store it paused (``resume`` starts it).
+            replace: Replace the definition of a stored schedule of that name,
+                keeping its cursor, history and paused state.
+
+        Returns:
+            The stored schedule. Its first slot is the first after now: a new
+            schedule catches nothing up.
+
+        Raises:
+            InvalidArgument: a bad cron expression, time zone, interval or option,
+                or the name is taken and ``replace`` is false; nothing is stored.
+            SerializationError: payload or metadata is not portable JSON.
+            SchemaIncomplete: the database lacks the schedules tables (``cairnq migrate``).
+
+        Example::
+
+            cq.schedules.add("nightly-report", "report.build", cron="0 2 * * *",
+                                   tz="Europe/Paris", catch_up="6h")
+        """
+        spec = ScheduleSpec.build(
+            self._client.codec,
+            name,
+            task.name if isinstance(task, TaskDef) else task,
+            cron=cron,
+            every=every,
+            tz=tz,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            metadata=metadata,
+            catch_up=catch_up,
+            catch_up_policy=catch_up_policy,
+            overlap=overlap,
+            jitter=jitter,
+            paused=paused,
+        )
+        op = _ops.put(spec, source="api", replace=bool(replace))
+        stored, _ = self._client._run(op, write=True)
+        return stored
+
+    def get(self, name: str) -> Schedule | None:
+        """One stored schedule with its next slot and last task, or ``None``."""
+        return self._client._run(_ops.get(name), write=False)
+
+    def list(self) -> ScheduleList:
+        """Every stored schedule, by name."""
+        return self._client._run(_ops.list_all(), write=False)
+
+    def pause(self, name: str) -> Schedule | None:
+        """Pause a schedule: no slot submits a task until resumed. ``None``: no such schedule."""
+        return self._client._run(_ops.set_paused(name, True), write=True)
+
+    def resume(self, name: str) -> Schedule | None:
+        """Resume a paused schedule from now: the slots passed while paused are recorded
+        as ``paused``, not submitted. ``None``: no such schedule."""
+        return self._client._run(_ops.set_paused(name, False), write=True)
+
+    def remove(self, name: str) -> bool:
+        """Delete a schedule and its slot record; the tasks it submitted stay.
+        ``False``: no such schedule."""
+        return self._client._run(_ops.remove(name), write=True)
+
+    def history(self, name: str, *, limit: int = 50) -> SlotList:
+        """A schedule's latest slot decisions, newest first (at most ``limit``, <= 500)."""
+        return self._client._run(_ops.history(name, limit), write=False)
+
+    def run_due(self) -> int:
+        """Evaluate every due schedule now, as a worker does each second.
+
+        Safe beside running workers: a slot submits one task whoever evaluates it.
+
+        Returns:
+            How many tasks were submitted.
+        """
+        done = self._client._follow(_ops.run_due(self._client.codec))
+        return sum(len(d.enqueued) for d in done)
+
+
+class SyncSchedulesClient:
+    """The client's ``schedules`` namespace, and its flat methods (each the same as
+    the namespace's method it names)."""
+
+    @property
+    def schedules(self: ClientView) -> SyncSchedules:
+        """Periodic tasks stored in the database: ``add``, ``get``, ``list``, ``pause``,
+        ``resume``, ``remove``, ``history``, ``run_due``."""
+        return SyncSchedules(self)
+
+    def add_schedule(
+        self: ClientView,
+        name: str,
+        task: str | TaskDef[Any, Any],
+        *,
+        cron: str | None = None,
+        every: Span | None = None,
+        tz: str | None = None,
+        payload: Any = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 3,
+        metadata: Any = None,
+        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up_policy: str = "all",
+        overlap: str = "allow",
+        jitter: Span | None = None,
+        paused: bool = False,
+        replace: bool = False,
+    ) -> Schedule:
+        """Store a schedule in the database: ``cq.schedules.add``, which see.
+
+        Example::
+
+            cq.add_schedule("nightly-report", "report.build", cron="0 2 * * *",
+                                  tz="Europe/Paris", catch_up="6h")
+        """
+        return SyncSchedules(self).add(
+            name,
+            task,
+            cron=cron,
+            every=every,
+            tz=tz,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            metadata=metadata,
+            catch_up=catch_up,
+            catch_up_policy=catch_up_policy,
+            overlap=overlap,
+            jitter=jitter,
+            paused=paused,
+            replace=replace,
+        )
+
+    def get_schedule(self: ClientView, name: str) -> Schedule | None:
+        """One stored schedule, or ``None``: ``cq.schedules.get``."""
+        return SyncSchedules(self).get(name)
+
+    def list_schedules(self: ClientView) -> ScheduleList:
+        """Every stored schedule, by name: ``cq.schedules.list``."""
+        return SyncSchedules(self).list()
+
+    def pause_schedule(self: ClientView, name: str) -> Schedule | None:
+        """Pause a schedule: ``cq.schedules.pause``."""
+        return SyncSchedules(self).pause(name)
+
+    def resume_schedule(self: ClientView, name: str) -> Schedule | None:
+        """Resume a paused schedule from now: ``cq.schedules.resume``."""
+        return SyncSchedules(self).resume(name)
+
+    def remove_schedule(self: ClientView, name: str) -> bool:
+        """Delete a schedule: ``cq.schedules.remove``."""
+        return SyncSchedules(self).remove(name)
+
+    def schedule_history(self: ClientView, name: str, *, limit: int = 50) -> SlotList:
+        """A schedule's latest slot decisions, newest first: ``cq.schedules.history``."""
+        return SyncSchedules(self).history(name, limit=limit)
+
+    def run_schedules(self: ClientView) -> int:
+        """Evaluate every due schedule now: ``cq.schedules.run_due``."""
+        return SyncSchedules(self).run_due()

@@ -1,0 +1,55 @@
+# generated from src/cairnq/extensions/steps/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
+"""The client's durable steps, blocking: ``SyncCairnQ`` inherits its mixin."""
+
+from __future__ import annotations
+
+from .._client_sync import ClientView
+from . import _ops
+from ._ops import StepRecord
+
+StepList = list[StepRecord]
+
+
+class SyncSteps:
+    """``cq.steps``: the durable steps (``ctx.step``) each task recorded.
+
+    Called, it is ``list``: ``cq.steps(task.id)``.
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    def list(self, task_id: str) -> StepList:
+        """The durable steps a task recorded (``ctx.step``), in the order they ran.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            One ``StepRecord`` per step (name, seq, result, attempt, when).
+
+        Raises:
+            InvalidArgument: a bad task id.
+            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
+
+        Example::
+
+            done = {step.name for step in cq.steps.list(task.id)}
+        """
+        return self._client._run(_ops.steps(task_id), write=False)
+
+    def __call__(self, task_id: str) -> StepList:
+        """The durable steps a task recorded: ``list``, which see."""
+        return self.list(task_id)
+
+
+class SyncStepsClient:
+    """The client's ``steps`` namespace, which is also the flat method before it."""
+
+    @property
+    def steps(self: ClientView) -> SyncSteps:
+        """The durable steps each task recorded: ``list``, or call it with a task id."""
+        return SyncSteps(self)

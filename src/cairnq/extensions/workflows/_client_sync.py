@@ -1,0 +1,209 @@
+# generated from src/cairnq/extensions/workflows/_client_async.py by scripts/generate_sync.py; do not edit
+# ruff: noqa: E501
+"""The client's workflows, blocking: ``SyncCairnQ`` inherits its mixin."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from ... import kernel
+from ...models import Task
+from ...protocol.steps import Op
+from .._client_sync import ClientView
+from . import _ops
+from ._model import Dependency, Graph, Workflow, check_graph
+
+TaskMap = dict[str, Task]
+DependencyList = list[Dependency]
+
+
+class _Submitting(ClientView, Protocol):
+    """A client that notes when it first submits a task that waits for others: from
+    then on, a worker built on it decides dependents in its settlements."""
+
+    submitted_dependents: bool
+
+
+def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
+    """Store ``nodes`` in one transaction, through the client's submit hooks and gate."""
+
+    def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:
+        hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
+        return _ops.submit_nodes(hooked)
+
+    client.submitted_dependents = True
+    return client._submit_specs([n.spec for n in nodes], build, conn)
+
+
+class SyncWorkflows:
+    """``cq.workflows``: tasks that run after others, and graphs of them submitted at once."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: _Submitting) -> None:
+        self._client = client
+
+    def submit(
+        self,
+        graph: Graph | dict[str, Any],
+        *,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        conn: Any = None,
+    ) -> TaskMap:
+        """Submit a graph of tasks in one transaction: all are stored, or none.
+
+        Every node runs after the nodes it names in ``after`` (and the stored
+        tasks in ``depends_on``), as ``submit(depends_on=...)`` does; nodes
+        without dependencies are due at once. The nodes share one root (the
+        first node's id, unless ``root_id`` is given), so ``cairnq get ID --tree``
+        and the dashboard show the graph together.
+
+        Args:
+            graph: A ``Graph``, or a dict ``{name: {"task": ..., "payload": ...,
+                "after": [names], "depends_on": [tasks], "on_dependency_failure": ...,
+                **submit options}}``.
+            root_id: The root every node gets (default: the first node's id).
+            correlation_id: The correlation id of every node without its own.
+            conn: PostgreSQL only: the application's connection (see ``submit``).
+
+        Returns:
+            The stored tasks by node name.
+
+        Raises:
+            InvalidGraph: a cycle, an ``after`` naming no node, or a ``depends_on``
+                task that does not exist; nothing is written.
+            InvalidArgument, SerializationError: a bad node; nothing is written.
+            SchemaIncomplete: the database lacks the workflow tables.
+
+        Example::
+
+            tasks = cq.workflows.submit({
+                "fetch": {"task": "etl.fetch"},
+                "clean": {"task": "etl.clean", "after": ["fetch"]},
+                "stats": {"task": "etl.stats", "after": ["fetch"]},
+                "report": {"task": "etl.report", "after": ["clean", "stats"]},
+            })
+        """
+        built = Graph.of(graph)
+        check_graph(built)
+        order = _ops.topological_order(
+            list(built.nodes), {name: node.after for name, node in built.nodes.items()}
+        )
+        index: dict[str, int] = {}
+        nodes: list[_ops.Node] = []
+        root = root_id
+        for name in order:
+            node = built.nodes[name]
+            options: dict[str, Any] = {
+                "root_id": root,
+                "correlation_id": correlation_id,
+                **node.options,
+            }
+            spec = self._client._item({"task": node.task, "payload": node.payload, **options})
+            if root is None:
+                root = spec.root_id
+            nodes.append(
+                _ops.Node(
+                    spec,
+                    tuple(index[a] for a in node.after),
+                    tuple(node.depends_on),
+                    node.on_dependency_failure,
+                )
+            )
+            index[name] = len(nodes) - 1
+        stored = _store_nodes(self._client, nodes, conn)
+        return {name: stored[index[name]] for name in built.nodes}
+
+    def dependencies(self, task_id: str) -> DependencyList:
+        """The tasks ``task_id`` runs after, each with its policy and current row.
+
+        Returns:
+            One ``Dependency`` per edge, in id order (its ``task`` is ``None``
+            once purged); empty for a task without dependencies.
+
+        Raises:
+            SchemaIncomplete: the database lacks the workflow tables.
+        """
+        return self._client._run(_ops.dependencies(task_id), write=False)
+
+    def get(self, task_id: str) -> Workflow | None:
+        """The workflow of a task: every task of its root and their dependency edges.
+
+        Returns:
+            The ``Workflow`` (at most 1,000 tasks), or ``None`` when the task is unknown.
+        """
+        task = self._client.get(task_id)
+        if task is None:
+            return None
+        return self._client._run(_ops.workflow(task), write=False)
+
+
+class SyncWorkflowsClient:
+    """The client's ``workflows`` namespace, its flat methods (each the same as the
+    namespace's method it names), ``submit(depends_on=...)``'s store, and the task-end
+    hook of the client's transactions that end tasks (cancels, replacing submits)."""
+
+    # Set before this client first submits a task that waits for others: from then
+    # on, a worker built on it decides dependents in its settlements.
+    submitted_dependents: bool = False
+
+    @property
+    def workflows(self: _Submitting) -> SyncWorkflows:
+        """Tasks that run after others: ``submit`` (a graph), ``dependencies``, ``get``."""
+        return SyncWorkflows(self)
+
+    def submit_graph(
+        self: _Submitting,
+        graph: Graph | dict[str, Any],
+        *,
+        root_id: str | None = None,
+        correlation_id: str | None = None,
+        conn: Any = None,
+    ) -> TaskMap:
+        """Submit a graph of tasks in one transaction: ``cq.workflows.submit``, which see.
+
+        Example::
+
+            tasks = cq.submit_graph({
+                "fetch": {"task": "etl.fetch"},
+                "report": {"task": "etl.report", "after": ["fetch"]},
+            })
+        """
+        return SyncWorkflows(self).submit(
+            graph, root_id=root_id, correlation_id=correlation_id, conn=conn
+        )
+
+    def dependencies(self: _Submitting, task_id: str) -> DependencyList:
+        """The tasks ``task_id`` runs after: ``cq.workflows.dependencies``."""
+        return SyncWorkflows(self).dependencies(task_id)
+
+    def workflow(self: _Submitting, task_id: str) -> Workflow | None:
+        """The workflow of a task, or ``None``: ``cq.workflows.get``."""
+        return SyncWorkflows(self).get(task_id)
+
+    def _submit_after(
+        self: _Submitting,
+        spec: kernel.NewTask,
+        depends_on: Iterable[Any],
+        policy: Any,
+        conn: Any,
+    ) -> Task:
+        """``submit(depends_on=...)``: store ``spec`` parked until its dependencies end."""
+        ids = _ops.dependency_ids(depends_on)
+        checked = _ops.check_policy(policy)
+        if not ids:
+            return self._submit_one(spec, conn)
+        node = _ops.Node(spec, external=tuple(ids), policy=checked)
+        stored = _store_nodes(self, [node], conn)
+        return stored[0]
+
+    def _ends(self: ClientView) -> kernel.Points:
+        """What a transaction that ends tasks runs: decide their dependents, where the
+        database has the workflow tables."""
+        readiness = self._readiness("workflows")
+        if readiness.stale():
+            readiness.note(self._run(_ops.workflows_ready(), write=False))
+        return kernel.ending_with(_ops.after_ended if readiness.ready else None)
