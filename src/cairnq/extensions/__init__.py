@@ -34,6 +34,7 @@ from ._registry import (
     for_worker,
     options,
     points,
+    signals,
     task_options,
 )
 
@@ -60,5 +61,6 @@ __all__ = [
     "for_worker",
     "options",
     "points",
+    "signals",
     "task_options",
 ]

@@ -33,6 +33,7 @@ from ..kernel.points import (
     TaskEnd,
     always,
 )
+from ._context import Signal
 
 if TYPE_CHECKING:
     from .._json import JsonCodec
@@ -137,19 +138,6 @@ class Option:
     check: Callable[[Any], object]
 
 
-class RunFlags(Protocol):
-    """A worker run's flags its extensions' gates read (the worker's ``Runtime``)."""
-
-    workflows: bool
-    parked: bool
-
-    @property
-    def worker_id(self) -> str: ...
-
-    @property
-    def submitted_dependents(self) -> bool: ...
-
-
 @dataclass(frozen=True, eq=False)
 class WorkerView:
     """What one run of a worker shows its extensions' hooks and components.
@@ -159,9 +147,8 @@ class WorkerView:
     claimer (something claimable may have changed). ``options`` holds the worker's
     extension options, checked (``Extension.options``: every option of every
     extension of the worker, by name); each extension builds its per-run state from
-    its own. ``switch`` (the run's flags: which feature tables exist, whether a task
-    is parked, whether attempts are recorded) is the worker's until each feature
-    keeps its own.
+    its own. ``client`` is the worker's client (a ``CairnQ``, a layer above: an
+    extension types what it reads of it).
     """
 
     backend: Backend
@@ -171,7 +158,7 @@ class WorkerView:
     report: ErrorHook
     task_names: Sequence[str]
     codec: JsonCodec
-    switch: RunFlags
+    client: object
     options: Mapping[str, object]
     wake: Callable[[], None]
 
@@ -259,3 +246,8 @@ class Extension:
     def components(self, worker: WorkerView) -> Sequence[Component]:
         """Its background parts in one run of ``worker``, in start order (none, by default)."""
         return ()
+
+    def signals(self) -> Mapping[type[BaseException], Signal]:
+        """The handler signals it settles (none, by default): each exception class a
+        handler may raise, with the ``Signal`` that settles the call instead of failing it."""
+        return {}

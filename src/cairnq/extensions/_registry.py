@@ -12,6 +12,7 @@ from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points
 from ._base import Component, Extension, Option, Part, WorkerView
+from ._context import Signal
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -159,6 +160,25 @@ def unknown(
 def components(extensions: Sequence[Extension], worker: WorkerView) -> list[Component]:
     """The worker parts of ``extensions`` for one run of ``worker``, in their order."""
     return [part for extension in extensions for part in extension.components(worker)]
+
+
+def signals(extensions: Sequence[Extension]) -> dict[type[BaseException], Signal]:
+    """The handler signals ``extensions`` settle, by exception class.
+
+    Raises:
+        InvalidExtension: two extensions settle the same class.
+    """
+    table: dict[type[BaseException], Signal] = {}
+    owners: dict[type[BaseException], str] = {}
+    for extension in extensions:
+        for kind, signal in extension.signals().items():
+            if kind in table:
+                raise InvalidExtension(
+                    f"handler signal {kind.__name__} is {owners[kind]}'s; it declares it too",
+                    extension=extension.name,
+                )
+            table[kind], owners[kind] = signal, extension.name
+    return table
 
 
 class Ready:

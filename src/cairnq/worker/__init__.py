@@ -1,6 +1,7 @@
 """The worker: claims tasks, runs their handlers, keeps their leases, settles them."""
 
-from ._context import SyncTaskContext, TaskContext, TaskEvent
+from ._context import SyncTaskContext, TaskContext
+from ._task_events import TaskEvent
 from ._worker import Worker
 
 __all__ = ["SyncTaskContext", "TaskContext", "TaskEvent", "Worker"]

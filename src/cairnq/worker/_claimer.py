@@ -332,7 +332,7 @@ class Claimer:
         previous = self.contexts.get(task.id)
         if previous is not None:
             previous.mark_lost()
-        ctx = TaskContext(self.runtime, task, lease, size)
+        ctx = TaskContext(self.runtime, task, lease, size, options=registration.options)
         self.contexts[task.id] = ctx
         self._bytes_in_flight += size
         self._typical_payload = 0.8 * self._typical_payload + 0.2 * size

@@ -4,9 +4,8 @@ Each is an option of one built-in extension (``Extension.options``,
 ``Extension.task_options``), which checks it when the worker is built (or the
 handler registered) and builds its own state from it; the worker hands them on as
 ``**options`` without reading them, typed here (``WorkerOptions``, ``TaskOptions``)
-so that a type checker still knows each keyword. What the worker's task context
-still reads of them (how many times a task may snooze) and the worker's old
-attributes for them are set and read here too.
+so that a type checker still knows each keyword. The worker's old attributes for
+them are read here too.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, TypedDict, cast
 
 from ..extensions.limits._model import Limit
-from ._context import Runtime
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -31,17 +29,6 @@ class TaskOptions(TypedDict, total=False):
     """The built-in extensions' keywords of ``@worker.task(...)`` and ``register(...)``."""
 
     max_snoozes: int | None
-
-
-def configure(runtime: Runtime, options: Mapping[str, object]) -> None:
-    """Give the worker's task contexts what they read of its checked ``options``."""
-    runtime.max_snoozes = cast(int, options["max_snoozes"])
-
-
-def note_task(runtime: Runtime, name: str, options: Mapping[str, object]) -> None:
-    """Give the task contexts of ``name`` what they read of its checked task ``options``."""
-    if options.get("max_snoozes") is not None:
-        runtime.max_snoozes_by_name[name] = cast(int, options["max_snoozes"])
 
 
 class _Optioned(Protocol):

@@ -11,13 +11,13 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .. import kernel
 from ..backends import InTransactionCompleter
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
-from ..client._core import _outcome, task_or_name
+from ..client._core import _ITEM_FIELDS, task_or_name
 from ..errors import (
     InvalidArgument,
     LostLease,
@@ -26,15 +26,12 @@ from ..errors import (
     error_envelope,
     safe_str,
 )
-from ..extensions.history import _hooks as _history
-from ..extensions.snooze import _ops as _snooze
-from ..extensions.steps import _context as _steps
-from ..extensions.steps._ops import record_step, recorded_steps
-from ..extensions.workflows import _ops as _workflows
-from ..extensions.workflows._model import Gathering
+from ..extensions._builtins_context import BuiltinContext, SyncBuiltinContext
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
 from ..protocol.steps import Op
+from ._task_events import SETTLED_AS, EventKind, TaskEvent
+from ._task_events import Listener as Listener  # re-exported for the worker's on_event
 
 log = logging.getLogger("cairnq.worker")
 
@@ -42,49 +39,12 @@ if TYPE_CHECKING:
     from ..client import CairnQ
 
 T = TypeVar("T")
+S = TypeVar("S")
 # Guards the lazily made threading.Event of every context (rarely taken: lease loss,
 # or a sync handler asking for the event).
 _LOST_EVENT_LOCK = threading.Lock()
 
 
-EventKind = Literal[
-    "started", "succeeded", "failed", "retried", "snoozed", "canceled", "lost", "recovered"
-]
-SETTLED_AS: dict[str, EventKind] = {
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "canceled": "canceled",
-    "queued": "retried",
-}
-
-
-@dataclass(frozen=True)
-class TaskEvent:
-    """Something that happened to a task in this worker, for metrics and tracing hooks.
-
-    ``kind`` is ``started``, ``succeeded``, ``failed``, ``retried`` (failed, queued
-    again), ``snoozed`` (queued again after a delay, no attempt spent),
-    ``canceled``, ``lost`` (the lease was lost; another attempt may run) or
-    ``recovered`` (this worker's maintenance moved the task, whose lease had
-    expired elsewhere, out of ``running``: ``task.status`` says to what).
-    ``duration_ms`` is the attempt's run time so far; ``error`` the envelope recorded.
-    ``task`` is the task as this attempt claimed it (status ``running``; its
-    ``run_at_ms``, ``updated_at_ms`` (the claim instant, by the database clock)
-    and ``metadata``), or as recovered; ``None`` when the row could not be read.
-    """
-
-    kind: EventKind
-    task_id: str
-    name: str
-    queue: str
-    attempt: int
-    worker_id: str
-    duration_ms: float | None = None
-    error: dict[str, Any] | None = None
-    task: Task | None = field(default=None, repr=False)
-
-
-Listener = Callable[[TaskEvent], None]
 CallScope = Callable[[Sequence["TaskContext"]], AbstractContextManager[object]]
 """``scope(contexts)``: a context manager a worker enters around each handler call."""
 
@@ -116,24 +76,10 @@ class Runtime:
     listeners: list[Listener] = field(default_factory=list)
     scopes: list[CallScope] = field(default_factory=list)
     settler: GroupSettler | None = None
-    max_snoozes: int = _snooze.DEFAULT_MAX_SNOOZES
-    # Task names registered with their own max_snoozes.
-    max_snoozes_by_name: dict[str, int] = field(default_factory=dict)
     # The hooks of the worker's extensions that its settlements run (compiled per run).
     points: Points = NO_POINTS
-    # The database has the workflow tables.
-    workflows: bool = False
-    # A task is parked (the workflows' component looks about once a second).
-    parked: bool = False
-
-    @property
-    def submitted_dependents(self) -> bool:
-        """Whether the worker's client made a task wait for others (a ``gather`` here
-        included): its settlements then decide dependents without waiting for a look."""
-        return self.client.submitted_dependents
-
-    def max_snoozes_for(self, name: str) -> int:
-        return self.max_snoozes_by_name.get(name, self.max_snoozes)
+    # The worker's extension options, checked (``Extension.options``), by name.
+    options: Mapping[str, object] = field(default_factory=dict)
 
     def delay_after(self, attempt: int) -> int:
         return retry_delay_ms(
@@ -169,7 +115,7 @@ def envelope_for(error: Any, *, retryable: bool = True) -> tuple[dict[str, Any],
     ), retryable
 
 
-class TaskContext:
+class TaskContext(BuiltinContext):
     """A handler's handle on the task it runs: its data, progress, cancel and settlement.
 
     Every write is fenced on this attempt: once the lease is lost (another
@@ -187,9 +133,19 @@ class TaskContext:
             return {"ok": True}
     """
 
-    def __init__(self, runtime: Runtime, task: Task, lease: Lease, payload_bytes: int) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        task: Task,
+        lease: Lease,
+        payload_bytes: int,
+        *,
+        options: Mapping[str, object] | None = None,
+    ) -> None:
         self._runtime = runtime
         self.task = task
+        # The extension options its handler was registered with (``Extension.task_options``).
+        self._task_options = options or {}
         self.lease = lease
         self.payload_bytes = payload_bytes
         self.lease_lost = asyncio.Event()
@@ -203,18 +159,12 @@ class TaskContext:
         # How the attempt was settled (the row's status) and, when requeued, after how long.
         self.settled_status: str | None = None
         self.retry_delay_ms: int | None = None
-        # Set when the attempt was settled by a snooze: its delay and the counts after it.
-        self.snoozed_ms: int | None = None
-        self.snoozes: _snooze.Snoozes | None = None
-        # Set when the attempt was parked by gather: how many children it waits for.
-        self.waiting_on: int | None = None
-        # Children spawned so far by this run: the next spawn's index (its key).
-        self._spawned = 0
+        # How an extension that settled the attempt queued again describes it in the
+        # attempt's log line: (outcome, words).
+        self.ending: tuple[str, str] | None = None
         self._cancel_seen = task.cancel_requested_at_ms is not None
-        # Durable steps: the results earlier attempts recorded (read at the first step),
-        # and the names this run used so far (their count is the next step's seq).
-        self._recorded_steps: dict[str, Any] | None = None
-        self._step_names: list[str] = []
+        # The extensions' mixins' state in this attempt, by kind (``_state``).
+        self._states: dict[object, object] | None = None
         self.started = time.monotonic()
         # When the lease runs out by this host's clock, renewed by each successful beat
         # (from the moment the beat was sent: never later than the database's expiry).
@@ -345,17 +295,40 @@ class TaskContext:
                 )
             )
 
-    def _settled_as(self, row: Any, *, snoozed: bool = False) -> Task:
-        """Record that this attempt is settled; tell listeners how it ended."""
+    def _settled_as(
+        self, row: Any, *, event: str | None = None, ending: tuple[str, str] | None = None
+    ) -> Task:
+        """Record that this attempt is settled; tell listeners how it ended.
+
+        For a task queued again, ``event`` is the listeners' kind (``retried`` by
+        default) and ``ending`` the (outcome, words) of the attempt's log line.
+        """
         self._settled = True
         task = Task.from_row(row)
         self.settled_status = task.status
         error = None if task.status == "succeeded" else task.error
-        if snoozed and task.status == "queued":
-            self._emit("snoozed")
+        if event is not None and task.status == "queued":
+            self.ending = ending
+            self._emit(cast(EventKind, event))
         else:
             self._emit(SETTLED_AS.get(task.status, "failed"), error)
         return task
+
+    def _option(self, name: str) -> object:
+        """An extension option for this task: its handler's own when registered with one,
+        else the worker's."""
+        own = self._task_options.get(name)
+        return self._runtime.options[name] if own is None else own
+
+    def _state(self, kind: Callable[[], S]) -> S:
+        """This attempt's state of an extension's mixin: ``kind()`` made on first use."""
+        states = self._states
+        if states is None:
+            states = self._states = {}
+        found = states.get(kind)
+        if found is None:
+            found = states[kind] = kind()
+        return cast(S, found)
 
     def mark_cancel_requested(self) -> None:
         self._cancel_seen = True
@@ -565,197 +538,6 @@ class TaskContext:
         self.retry_delay_ms = delay_ms if retryable else None
         return self._settled_as(row)
 
-    async def snooze(self, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
-        """Settle now by snoozing: the task is queued again after ``delay``, no attempt spent.
-
-        For a service that answers "not now" (an HTTP 429 with ``Retry-After``):
-        the claim's attempt is given back, so ``ctx.attempt`` is the same next
-        time. Each task may snooze ``max_snoozes`` times (the worker's option,
-        or the handler's own, 20 by default); the snooze past that fails the
-        task for good with a ``snooze_limit`` error. A pending cancel wins: the
-        task ends canceled. Return from the handler after it; further writes
-        raise ``LostLease``. Settling twice is a no-op returning ``None``.
-
-        Args:
-            delay: Seconds (a number), a ``timedelta``, or a duration such as
-                ``"30s"``; give it or ``delay_ms``.
-            delay_ms: The delay in milliseconds.
-
-        Returns:
-            The task as written: ``queued`` (snoozed), ``failed`` (over
-            ``max_snoozes``) or ``canceled``.
-
-        Raises:
-            InvalidArgument: no delay, both, or a bad one; nothing is written.
-            LostLease: this worker no longer owns the task.
-            SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
-
-        Example::
-
-            if response.status_code == 429:
-                return await ctx.snooze(float(response.headers["Retry-After"]))
-        """
-        if self._settled:
-            return None
-        ms = _snooze.snooze_delay_ms(delay, delay_ms)
-        codec = self._runtime.client.codec
-        limit = self._runtime.max_snoozes_for(self.name)
-
-        def limit_error(count: int) -> str:
-            return codec.encode_error(_snooze.snooze_limit_error(count, limit), retryable=False)
-
-        hooks = self._runtime.points.ending().attempt
-        outcome = await self._owned(
-            _history.snooze(
-                self.lease,
-                self.worker_id,
-                ms,
-                max_snoozes=limit,
-                limit_error=limit_error,
-                started=self.claimed_at_ms,
-                hooks=hooks,
-            )
-            if hooks
-            else _snooze.snooze(
-                self.lease, self.worker_id, ms, max_snoozes=limit, limit_error=limit_error
-            )
-        )
-        if outcome.snoozes is not None:
-            self.snoozed_ms = ms
-            self.snoozes = outcome.snoozes
-        return self._settled_as(outcome.row, snoozed=outcome.snoozes is not None)
-
-    # --- durable steps ----------------------------------------------------------------------
-
-    async def step(
-        self,
-        name: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        retries: int = 0,
-        backoff: Any = 1.0,
-        transactional: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Run ``fn(*args, **kwargs)`` once per task: its result is recorded, and a later
-        attempt (a retry, a run after a crash) gets the recorded result back instead.
-
-        The result is written fenced on this attempt's lease, so a stale attempt's
-        write is refused. It must be JSON the client's codec can encode (the same
-        rules as a task's result); it is returned as read back from JSON, so the
-        first run and a replay see the same value (a tuple comes back a list).
-        Each step name may be used once per run; a name used twice raises.
-
-        ``fn`` may be a plain or a coroutine function. An exception from ``fn`` is
-        retried ``retries`` times, waiting ``backoff`` (doubling each time); after
-        that it propagates, and the attempt fails like any handler error (nothing
-        is recorded, so the next attempt runs the step again). A permanent error
-        (``errors.is_permanent``: an ``InvalidArgument`` such as a result that is
-        not JSON, a name used twice or a bad option) is not retried: it fails the
-        task at once, whatever attempts are left.
-
-        With ``transactional=True``, ``fn(conn, *args, **kwargs)`` runs inside the
-        transaction that records the step, so its writes commit exactly when the
-        step is recorded: on PostgreSQL ``conn`` is the ``psycopg.AsyncConnection``
-        (``fn`` may be async); on SQLite it is the ``sqlite3.Connection`` of the
-        write transaction (``fn`` must be a plain function; use it for tables in
-        the same database file). ``fn`` must not commit or roll back.
-
-        Args:
-            name: The step's name, unique within the task (``"fetch-invoice"``).
-            fn: What the step does.
-            *args: Positional arguments for ``fn``.
-            retries: How many times to retry ``fn`` after an exception (0 by default).
-            backoff: The wait before the first retry: seconds, a ``timedelta`` or
-                ``"2s"`` (1 second by default), doubling for each further retry.
-            transactional: Run ``fn`` inside the recording transaction.
-            **kwargs: Keyword arguments for ``fn`` (other than the names above).
-
-        Returns:
-            The step's result: recorded now, or by an earlier attempt.
-
-        Raises:
-            InvalidArgument: a bad name or option, or a name this run used already
-                (nothing is written).
-            SerializationError: the result is not JSON the codec accepts (nothing is written).
-            LostLease: this attempt no longer owns the task; nothing is recorded.
-            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
-            UnsupportedBackend: ``transactional=True`` on a backend without it.
-
-        Example::
-
-            @worker.task
-            async def bill(ctx, payload):
-                invoice = await ctx.step("fetch-invoice", fetch_invoice, payload["id"])
-                charge = await ctx.step("charge", charge_card, invoice, retries=3)
-                await ctx.step("email", send_receipt, charge)
-        """
-        options = _steps.step_options(name, fn, retries, backoff)
-        recorded, seq = await self._step_begin(options.name)
-        if recorded is not _steps.UNRECORDED:
-            return recorded
-        if transactional:
-            return await self._transaction_step(options, seq, fn, args, kwargs)
-        value = await _steps.run_step(
-            options, fn, args, kwargs, guard=self._guard, task_id=self.task.id
-        )
-        return await self._step_record(options.name, seq, value)
-
-    transaction_step = functools.partialmethod(step, transactional=True)
-
-    async def steps(self) -> dict[str, Any]:
-        """The results every attempt of this task recorded so far, by step name."""
-        self._guard()
-        rows = await self._runtime.client.backend.arun(recorded_steps(self.task.id), write=False)
-        decode = self._runtime.client.codec.decode
-        return {str(r["name"]): decode(r["result"], what="step result") for r in rows}
-
-    async def _step_begin(self, name: str) -> tuple[Any, int]:
-        """Claim ``name`` for this run; returns its recorded result (or ``_steps.UNRECORDED``)
-        and its seq."""
-        self._guard()
-        if name in self._step_names:
-            raise InvalidArgument(
-                f"step name {name!r} is used twice in one run of task {self.task.id}; "
-                "give each step its own name (for a loop, put the index in the name)"
-            )
-        if self._recorded_steps is None:
-            self._recorded_steps = await self.steps()
-        self._step_names.append(name)
-        return self._recorded_steps.get(name, _steps.UNRECORDED), len(self._step_names)
-
-    async def _step_record(self, name: str, seq: int, value: Any) -> Any:
-        codec = self._runtime.client.codec
-        encoded = codec.encode(value, what=f"result of step {name!r}")
-        await self._owned(record_step(self.lease, self.worker_id, name, seq, encoded))
-        return codec.decode(encoded, what="step result")
-
-    async def _transaction_step(
-        self,
-        options: _steps.StepOptions,
-        seq: int,
-        fn: Callable[..., Any],
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        runtime = self._runtime
-        try:
-            return await _steps.run_transactional(
-                runtime.client.backend,
-                runtime.client.codec,
-                self.lease,
-                self.worker_id,
-                options,
-                seq,
-                fn,
-                args,
-                kwargs,
-                guard=self._guard,
-            )
-        except LostLease:
-            self.mark_lost()
-            raise
-
     async def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
     ) -> Task:
@@ -778,119 +560,34 @@ class TaskContext:
 
             child = await ctx.submit("thumbnail.make", {"image": payload["image"]})
         """
-        task = task_or_name(task, name, "submit")
+        # Options the client's submit takes beyond a task's own fields are an
+        # extension's (``_submit_extra``).
+        extra = {k: options.pop(k) for k in list(options) if k not in _ITEM_FIELDS}
+        spec = self._child(task, payload, name, options, "submit")
+        if extra:
+            stored = await self._submit_extra(spec, extra)
+            if stored is not None:
+                return stored
+        return await self._runtime.client._submit_spec(spec, None, self._runtime.gate)
+
+    def _child(
+        self, task: Any, payload: Any, name: Any, options: dict[str, Any], where: str
+    ) -> kernel.NewTask:
+        """A child task's spec: parent this task, root and correlation id inherited."""
+        task = task_or_name(task, name, where)
         if self._lost or self._abandoned:
             raise LostLease(self.task.id)
         options.setdefault("parent_id", self.task.id)
         options.setdefault("root_id", self.task.root_id or self.task.id)
         options.setdefault("correlation_id", self.task.correlation_id)
-        depends_on = options.pop("depends_on", None)
-        policy = options.pop("on_dependency_failure", "cancel")
-        client = self._runtime.client
-        spec = client._item({"task": task, "payload": payload, **options})
-        if depends_on is not None:
-            return await client._submit_after(spec, depends_on, policy, None)
-        return await client._submit_spec(spec, None, self._runtime.gate)
-
-    async def spawn(
-        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
-    ) -> Task:
-        """Submit a child for ``gather``: the same child on every run of this task.
-
-        The n-th spawn of a run gets the key ``cairnq.spawn:<this id>:<n>``, so a
-        re-run (after ``gather`` parked this task, or a retry) returns the child
-        the first run spawned, whatever its status, instead of a duplicate. Spawn
-        in the same order on every run. Lineage as for ``submit``.
-
-        Args:
-            task: The task name or a ``TaskDef``.
-            payload: Any JSON value.
-            name: Another spelling of ``task``.
-            **options: As for ``CairnQ.submit``, but not ``key`` (spawn sets it).
-
-        Returns:
-            The child task.
-
-        Raises:
-            InvalidArgument: a bad argument, or a ``key``.
-            LostLease: this worker no longer owns the task.
-            SchemaIncomplete: the database lacks the workflow tables.
-
-        Example::
-
-            parts = [await ctx.spawn("resize", {"part": i}) for i in range(10)]
-            sizes = await ctx.gather(parts)
-        """
-        task = task_or_name(task, name, "spawn")
-        if "key" in options or "depends_on" in options:
-            raise InvalidArgument("spawn takes no key or depends_on: it keys the child itself")
-        if self._lost or self._abandoned:
-            raise LostLease(self.task.id)
-        options.setdefault("parent_id", self.task.id)
-        options.setdefault("root_id", self.task.root_id or self.task.id)
-        options.setdefault("correlation_id", self.task.correlation_id)
-        options["key"] = _workflows.spawn_key(self.task.id, self._spawned)
-        client = self._runtime.client
-        spec = client._item({"task": task, "payload": payload, **options})
-        child = await client.backend.arun(_workflows.spawn(spec), write=True)
-        self._spawned += 1
-        return child
-
-    async def gather(self, children: Sequence[Any], *, return_tasks: bool = False) -> list[Any]:
-        """The children's results once all ended; until then, park this task.
-
-        When a child is still queued or running, this attempt ends here: the task
-        is parked (queued, not due, its attempt not spent, no worker slot held)
-        and ``Gathering`` is raised (let it propagate). The last child to end
-        releases it; the re-run's ``spawn`` calls return the same children and
-        ``gather`` returns.
-
-        Args:
-            children: ``Task`` objects (from ``spawn`` or ``submit``) or ids.
-            return_tasks: Return the children's ``Task`` rows instead of results.
-
-        Returns:
-            The results, in the order given (or the tasks with ``return_tasks``).
-
-        Raises:
-            TaskFailed: a child ended failed (unless ``return_tasks``).
-            TaskCanceled: a child ended canceled (unless ``return_tasks``).
-            Gathering: children are still running; the attempt is parked.
-            InvalidGraph: a child does not exist.
-            LostLease: this worker no longer owns the task.
-            SchemaIncomplete: the database lacks the workflow tables.
-        """
-        ids = [_workflows.dependency_id(c, "gather entry") for c in children]
-        # The children's settlements in this worker decide this task once it is parked.
-        self._runtime.client.submitted_dependents = True
-        gathered = await self._owned(_workflows.gather(self.lease, self.worker_id, ids))
-        if gathered.children is not None:
-            if return_tasks:
-                return list(gathered.children)
-            return [_outcome(child) for child in gathered.children]
-        assert gathered.parked is not None
-        self.waiting_on = len(ids)
-        self._settled_as(gathered.parked, snoozed=True)
-        raise Gathering(self.task.id, len(ids))
-
-    async def dependencies(self) -> list[_workflows.Dependency]:
-        """The tasks this one ran after, with their status, result and error.
-
-        For ``on_dependency_failure="run"``: how each dependency ended.
-
-        Raises:
-            SchemaIncomplete: the database lacks the workflow tables.
-        """
-        return await self._runtime.client.backend.arun(
-            _workflows.dependencies(self.task.id), write=False
-        )
+        return self._runtime.client._item({"task": task, "payload": payload, **options})
 
     async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         """Wait for another task to finish (see ``CairnQ.wait``)."""
         return await self._runtime.client.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms)
 
 
-class SyncTaskContext:
+class SyncTaskContext(SyncBuiltinContext):
     """The context a plain ``def`` handler gets: the same API, with blocking methods.
 
     The handler runs in a thread; each method runs on the worker's event loop and
@@ -933,63 +630,11 @@ class SyncTaskContext:
     def fail(self, error: Any = "task failed", *, retryable: bool = True) -> Task | None:
         return self._call(self._inner.fail(error, retryable=retryable))
 
-    def snooze(self, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
-        """Snooze the task: queued again after ``delay``, no attempt spent (see ``TaskContext``)."""
-        return self._call(self._inner.snooze(delay, delay_ms=delay_ms))
-
-    def step(
-        self,
-        name: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        retries: int = 0,
-        backoff: Any = 1.0,
-        transactional: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Run ``fn`` once per task, its result recorded (see ``TaskContext.step``).
-
-        ``fn`` runs in the handler's thread, retries wait with ``time.sleep``; a
-        transactional step's ``fn`` runs where the backend's transaction is (see
-        ``TaskContext.step``).
-        """
-        options = _steps.step_options(name, fn, retries, backoff)
-        inner = self._inner
-        recorded, seq = self._call(inner._step_begin(options.name))
-        if recorded is not _steps.UNRECORDED:
-            return recorded
-        if transactional:
-            return self._call(inner._transaction_step(options, seq, fn, args, kwargs))
-        value = _steps.run_step_sync(options, fn, args, kwargs, guard=inner._guard)
-        return self._call(inner._step_record(options.name, seq, value))
-
-    def transaction_step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``step(..., transactional=True)``."""
-        return self.step(name, fn, *args, transactional=True, **kwargs)
-
-    def steps(self) -> dict[str, Any]:
-        """The results every attempt of this task recorded so far, by step name."""
-        return self._call(self._inner.steps())
-
     def submit(
         self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
     ) -> Task:
         """Submit a child task (see ``TaskContext.submit``); ``name=`` spells ``task``."""
         return self._call(self._inner.submit(task, payload, name=name, **options))
-
-    def spawn(
-        self, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
-    ) -> Task:
-        """Submit a child for ``gather`` (see ``TaskContext.spawn``)."""
-        return self._call(self._inner.spawn(task, payload, name=name, **options))
-
-    def gather(self, children: Sequence[Any], *, return_tasks: bool = False) -> list[Any]:
-        """The children's results, or park this task until they end (see ``TaskContext``)."""
-        return self._call(self._inner.gather(children, return_tasks=return_tasks))
-
-    def dependencies(self) -> list[_workflows.Dependency]:
-        """The tasks this one ran after (see ``TaskContext.dependencies``)."""
-        return self._call(self._inner.dependencies())
 
     def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
         return self._call(self._inner.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms))

@@ -6,27 +6,24 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
-import functools
 import inspect
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._crashpoints import crashpoint
 from ..errors import (
     DatabaseError,
     LostLease,
-    SchemaIncomplete,
     SerializationError,
     TaskError,
     error_envelope,
     is_permanent,
     safe_str,
 )
-from ..extensions.snooze import Snooze
-from ..extensions.workflows._model import Gathering
+from ..extensions._context import Signal
 from ..kernel.periodic import ErrorHook
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
 from ._registry import Registration
@@ -75,13 +72,9 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
     retry_in_ms = None
     suffix = ""
     status = ctx.settled_status
-    if status == "queued" and ctx.waiting_on is not None:
-        outcome = "waiting"
-        words = f"parked until its {ctx.waiting_on} child task(s) end"
-    elif status == "queued" and ctx.snoozed_ms is not None:
-        outcome = "snoozed"
-        count = ctx.snoozes.count if ctx.snoozes is not None else 0
-        words = f"snoozed for {_seconds(ctx.snoozed_ms)} (snooze {count})"
+    if status == "queued" and ctx.ending is not None:
+        # Queued again by an extension, no attempt spent: it says how.
+        outcome, words = ctx.ending
     elif status == "queued":
         outcome = "retrying"
         retry_in_ms = ctx.retry_delay_ms or 0
@@ -147,8 +140,11 @@ class Executor:
         threads: concurrent.futures.ThreadPoolExecutor,
         on_error: ErrorHook,
         scopes: list[CallScope] | None = None,
+        signals: Mapping[type[BaseException], Signal] | None = None,
     ) -> None:
         self._max_run_ms = max_run_ms
+        # The handler signals the worker's extensions settle, by exception class.
+        self._signals: Mapping[type[BaseException], Signal] = signals or {}
         self._threads = threads
         self._on_error = on_error
         # Shared with the worker, so scopes added while it runs apply to later calls.
@@ -209,20 +205,6 @@ class Executor:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
             return None
-        except Gathering:
-            # ctx.gather parked the task: its attempt is settled already.
-            return None
-        except Snooze as snooze:
-            # Every task of the call still unsettled is snoozed; those a handler settled stay.
-            delay_ms = snooze.delay_ms
-            await asyncio.gather(
-                *(
-                    self._settle(ctx, functools.partial(self._snooze, ctx, delay_ms))
-                    for ctx in contexts
-                    if not ctx.settled and not ctx.lost_lease
-                )
-            )
-            return None
         except HandlerTimeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
@@ -239,6 +221,10 @@ class Executor:
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
+            signal = self._signal(exc)
+            if signal is not None:
+                await signal(exc, contexts, self._settle)
+                return None
             envelope, retryable = handler_failure(exc)
             await self._fail_all(contexts, envelope, retryable=retryable)
             return exc
@@ -351,14 +337,16 @@ class Executor:
             return
         await self._settle(ctx, lambda: ctx.succeed_encoded(encoded, grouped=True))
 
-    async def _snooze(self, ctx: TaskContext, delay_ms: int) -> None:
-        """Snooze for a raised ``Snooze``; without the flow tables, fail the attempt instead
-        (retryable), so the task is not left to its lease."""
-        try:
-            await ctx.snooze(delay_ms=delay_ms)
-        except SchemaIncomplete as exc:
-            envelope = error_envelope("SchemaIncomplete", "snooze_unavailable", str(exc))
-            await ctx._record_failure(envelope, retryable=True)
+    def _signal(self, raised: Exception) -> Signal | None:
+        """The signal an extension settles ``raised`` with, by its class or a base."""
+        signals = self._signals
+        if not signals:
+            return None
+        for kind in type(raised).__mro__:
+            found = signals.get(kind)
+            if found is not None:
+                return found
+        return None
 
     async def _fail_all(
         self,
@@ -378,7 +366,7 @@ class Executor:
 
         await asyncio.gather(*(fail(ctx) for ctx in contexts))
 
-    async def _settle(self, ctx: TaskContext, write: Callable[[], Any]) -> None:
+    async def _settle(self, ctx: Any, write: Callable[[], Awaitable[object]]) -> None:
         """Write a settlement, retrying transient database errors while it may still matter."""
         for attempt in range(1, SETTLE_ATTEMPTS + 1):
             try:

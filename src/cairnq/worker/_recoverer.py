@@ -19,7 +19,8 @@ from ..backends import Backend
 from ..errors import SchemaIncomplete, SerializationError
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..models import Task
-from ._context import Runtime, TaskEvent
+from ._context import Runtime
+from ._task_events import TaskEvent
 
 log = logging.getLogger("cairnq.worker")
 

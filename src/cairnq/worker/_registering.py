@@ -11,7 +11,6 @@ from ..client._core import task_or_name
 from ..errors import InvalidArgument
 from ..extensions import Extension
 from ..models import TaskDef
-from . import _compat
 from ._context import CallScope, Listener, Runtime
 from ._registry import Handler, Registration, Registry
 
@@ -159,11 +158,9 @@ class Registering:
             worker.register("email.send", send_email)
         """
         checked = _ext.task_options(self._extensions, options, "register()")
-        registration = self.registry.add(
-            name, fn, batch=batch, concurrency=concurrency, resource=resource
+        return self.registry.add(
+            name, fn, batch=batch, concurrency=concurrency, resource=resource, options=checked
         )
-        _compat.note_task(self._runtime, registration.name, checked)
-        return registration
 
     def _extension(self, kind: type[E]) -> E:
         """This worker's extension of class ``kind`` (a built-in's worker API keeps

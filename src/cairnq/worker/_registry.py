@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .._checks import check_int, check_text
@@ -24,6 +24,8 @@ class Registration:
     list of up to ``batch`` contexts per call; otherwise one context. ``concurrency``
     caps how many calls of this name run at once in this worker; ``resource`` names
     a ceiling on calls shared with every other name holding the same resource.
+    ``options`` are the extension options it was registered with, checked
+    (``Extension.task_options``); its contexts read them before the worker's.
     """
 
     name: str
@@ -34,6 +36,7 @@ class Registration:
     takes_payload: bool
     listed: bool = False
     resource: str | None = None
+    options: Mapping[str, object] = field(default_factory=dict)
 
 
 def _is_async(fn: Handler) -> bool:
@@ -196,6 +199,7 @@ class Registry:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        options: Mapping[str, object] | None = None,
     ) -> Registration:
         if not callable(fn):
             raise InvalidArgument(f"handler for {name!r} is not callable")
@@ -229,6 +233,7 @@ class Registry:
             takes_payload=_takes_payload(fn, checked, batch is not None),
             listed=batch is not None,
             resource=resource,
+            options=dict(options or {}),
         )
         self._by_name[checked] = registration
         return registration

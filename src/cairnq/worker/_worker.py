@@ -184,6 +184,8 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
         self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error, self._report = on_error or default_on_error, self._report_error
+        self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
+        self._options = _ext.options(self._extensions, options)  # checked, by name
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
@@ -192,11 +194,9 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             retry_backoff_max_ms=_options.check_ms(retry_backoff_max_ms, "retry_backoff_max_ms"),
             gate=_options.queue_gate(self.client, max_queue_depth, max_queue_wait_ms),
             listeners=[] if on_event is None else [on_event],
+            options=self._options,
         )
         self.registry, self._retention = Registry(resources), Retention.of(retention)
-        self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
-        self._options = _ext.options(self._extensions, options)  # checked, by name
-        _compat.configure(self._runtime, self._options)
         self._bind(self.client.backend)
 
     @classmethod
@@ -522,6 +522,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             threads=threads,
             on_error=self._report,
             scopes=self._runtime.scopes,
+            signals=_ext.signals(self._extensions),
         )
         self._wake = wake = backend.hub.subscribe(
             wants_queued(self.queues), claims=True, channels=("queued",)
@@ -561,7 +562,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             report=self._report,
             task_names=self.registry.names(),
             codec=self.client.codec,
-            switch=self._runtime,
+            client=self.client,
             options=self._options,
             wake=wake,
         )

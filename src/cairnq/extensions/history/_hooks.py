@@ -14,22 +14,19 @@ are the kernel's operations with them alone (``RECORDING``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ... import kernel
 from ...errors import error_envelope
 from ...kernel.points import (
     AttemptEnd,
-    AttemptEndHook,
     Points,
     Recovered,
     TaskEnd,
     always,
-    settled_outcome,
 )
 from ...models import Lease
 from ...protocol.steps import NOW, Call, Op, Row
-from ..snooze import _ops as _snooze
 
 Ended = AttemptEnd
 """What the history records of one attempt (``kernel.points.AttemptEnd``)."""
@@ -144,45 +141,6 @@ def fail(
 def release(lease: Lease, worker_id: str, started: int | None) -> Op[Row]:
     """``kernel.release``, with the attempt recorded (``released``, or ``canceled``)."""
     return kernel.release(lease, worker_id, points=RECORDING, started=started)
-
-
-def snoozed(
-    lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool
-) -> AttemptEnd:
-    """The attempt a snooze ended (``flow.snooze`` ran first in this transaction).
-
-    ``counted`` is whether the snooze was counted (the task queued again); else the
-    snooze limit failed the task, or a pending cancel won.
-    """
-    if counted:
-        outcome = "snoozed"
-        error = None
-    else:
-        outcome = settled_outcome(row["status"])
-        error = row["error"] if outcome == "failed" else None
-    if error is not None and not isinstance(error, str):
-        error = json.dumps(error)
-    return AttemptEnd(lease, worker_id, started, outcome, error)
-
-
-def snooze(
-    lease: Lease,
-    worker_id: str,
-    delay_ms: int,
-    *,
-    max_snoozes: int,
-    limit_error: Callable[[int], str],
-    started: int | None,
-    hooks: Sequence[AttemptEndHook] = (record,),
-) -> Op[_snooze.SnoozeOutcome]:
-    """``flow.snooze``, with the attempt hooks (the history's) run in the same transaction."""
-    outcome = yield from _snooze.snooze(
-        lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
-    )
-    end = snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
-    for hook in hooks:
-        yield from hook([end], None)
-    return outcome
 
 
 def lost_error(last_heartbeat_ms: int | None) -> str:

@@ -7,54 +7,32 @@ the pauses extension owns and ships, so this extension needs it; it owns
 ``x0012_snoozes_forget.sql`` (a task's counts go with its row), which it works
 without.
 
-The operations (``_ops``), the statements (``sql/<dialect>/snooze_*.sql``) and
-the migration are in this folder. The worker's context, executor and client call
-them; ``cairnq.flow`` re-exports ``Snooze``, ``Snoozes`` and ``DEFAULT_MAX_SNOOZES``.
+The operations (``_ops``), the context's ``snooze`` and the ``Snooze`` signal
+(``_context``), the statements (``sql/<dialect>/snooze_*.sql``) and the migration
+are in this folder, its CLI and pages in ``_surfaces/``. The client calls the
+operations; ``cairnq.flow`` re-exports ``Snooze``, ``Snoozes`` and
+``DEFAULT_MAX_SNOOZES``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .._base import Extension, Option, TaskRows
-from ._ops import DEFAULT_MAX_SNOOZES, Snoozes, check_max_snoozes, snooze_delay_ms
+from .._context import Signal
+from ._context import Snooze, settle_snooze
+from ._ops import DEFAULT_MAX_SNOOZES, Snoozes, check_max_snoozes
 
 __all__ = ["DEFAULT_MAX_SNOOZES", "Snooze", "Snoozes", "Snoozing"]
 
 
-class Snooze(Exception):
-    """Raise from a handler to queue its task again after a delay without spending an attempt.
-
-    The same as ``await ctx.snooze(delay)`` and returning: bounded by the task's
-    ``max_snoozes``, past which the task fails with a ``snooze_limit`` error.
-    Raised from a batch handler, it snoozes every task of the call still unsettled.
-
-    Args:
-        delay: Seconds (a number), a ``timedelta``, or a duration such as ``"30s"``;
-            give it or ``delay_ms``.
-        delay_ms: The delay in milliseconds.
-
-    Raises:
-        InvalidArgument: no delay, both, or a bad one (when raised, not when handled).
-
-    Example::
-
-        @worker.task
-        async def call_api(ctx, payload):
-            response = await http.post(URL, json=payload)
-            if response.status_code == 429:
-                raise Snooze(float(response.headers.get("Retry-After", 30)))
-            return response.json()
-    """
-
-    def __init__(self, delay: Any = None, *, delay_ms: int | None = None) -> None:
-        self.delay_ms = snooze_delay_ms(delay, delay_ms)
-        super().__init__(f"snooze for {self.delay_ms} ms")
-
-
 class Snoozing(Extension):
-    """The snooze extension (``Snooze`` is the exception a handler raises)."""
+    """The snooze extension: ``ctx.snooze``, and the ``Snooze`` signal a handler raises.
+
+    How many times a task may snooze is its options: the worker's ``max_snoozes``,
+    and a handler's own (``@worker.task(max_snoozes=...)``), which the context reads.
+    """
 
     name = "snooze"
     migrations = ("x0012_snoozes_forget.sql",)
@@ -64,8 +42,10 @@ class Snoozing(Extension):
     words = ("snooze",)
     cli = "cairnq.extensions.snooze._surfaces.cli"
     pages = "cairnq.extensions.snooze._surfaces.pages"
-    # How many times a task may snooze: the worker's, and a handler's own.
     options: ClassVar[Mapping[str, Option]] = {
         "max_snoozes": Option(DEFAULT_MAX_SNOOZES, check_max_snoozes)
     }
     task_options: ClassVar[Mapping[str, Option]] = {"max_snoozes": Option(None, check_max_snoozes)}
+
+    def signals(self) -> Mapping[type[BaseException], Signal]:
+        return {Snooze: settle_snooze}

@@ -18,7 +18,8 @@ ships (it creates ``cairnq_pauses`` too); snooze needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
 from ...durations import delay_ms_of
 from ...errors import InvalidArgument, SchemaIncomplete, error_envelope
+from ...kernel.points import AttemptEnd, AttemptEndHook, settled_outcome
 from ...models import Lease
 from ...protocol.steps import NOW, Call, Op, Row
 
@@ -193,3 +195,43 @@ def _snoozes_if_ready(task_id: str) -> Op[Snoozes | None]:
         return None
     rows = yield Call("snooze_count", {"id": task_id})
     return _snoozes(task_id, rows[0]) if rows else None
+
+
+def snoozed(
+    lease: Lease, worker_id: str, started: int | None, row: Row, counted: bool
+) -> AttemptEnd:
+    """The attempt a snooze ended (``snooze`` ran first in this transaction).
+
+    ``counted`` is whether the snooze was counted (the task queued again); else the
+    snooze limit failed the task, or a pending cancel won.
+    """
+    if counted:
+        outcome = "snoozed"
+        error = None
+    else:
+        outcome = settled_outcome(row["status"])
+        error = row["error"] if outcome == "failed" else None
+    if error is not None and not isinstance(error, str):
+        error = json.dumps(error)
+    return AttemptEnd(lease, worker_id, started, outcome, error)
+
+
+def snooze_ending(
+    lease: Lease,
+    worker_id: str,
+    delay_ms: int,
+    *,
+    max_snoozes: int,
+    limit_error: Callable[[int], str],
+    started: int | None,
+    hooks: Sequence[AttemptEndHook],
+) -> Op[SnoozeOutcome]:
+    """``snooze``, with the attempt-end ``hooks`` in use (the history's) run in the same
+    transaction on the attempt it ended."""
+    outcome = yield from snooze(
+        lease, worker_id, delay_ms, max_snoozes=max_snoozes, limit_error=limit_error
+    )
+    end = snoozed(lease, worker_id, started, outcome.row, outcome.snoozes is not None)
+    for hook in hooks:
+        yield from hook([end], None)
+    return outcome

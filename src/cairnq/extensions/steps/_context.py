@@ -1,18 +1,22 @@
-"""What a handler's context runs for a durable step (``ctx.step``, ``ctx.transaction_step``):
-the step's checked options, its retries and the transactional step's one transaction.
+"""What durable steps add to a handler's context: ``ctx.step``, ``ctx.transaction_step``
+and ``ctx.steps`` (``StepsContext``, and ``SyncStepsContext`` for a plain ``def``
+handler), with the step's checked options, its retries and the transactional step's
+one transaction.
 
-The context (``worker/_context.py``) keeps the run's step names and the recorded
-results it read; these functions run one step's function and record its value.
+Each attempt keeps the step names its run used and the recorded results it read
+(``RunSteps``, the attempt's state of the mixin); the functions below run one
+step's function and record its value.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._checks import check_int
@@ -22,7 +26,8 @@ from ...durations import delay_ms_of
 from ...errors import InvalidArgument, LostLease, UnsupportedBackend, is_permanent
 from ...models import Lease
 from ...protocol.steps import Op
-from ._ops import check_step_name, record_step
+from .._context import ContextHost, SyncHost
+from ._ops import check_step_name, record_step, recorded_steps
 
 log = logging.getLogger("cairnq.worker")
 
@@ -168,3 +173,198 @@ async def run_transactional(
             tried += 1
             await asyncio.sleep(options.delay_s(tried))
     return codec.decode(encoded, what="step result")
+
+
+@dataclass
+class RunSteps:
+    """One attempt's steps: the results earlier attempts recorded (read at the first
+    step) and the names this run used so far (their count is the next step's seq)."""
+
+    recorded: dict[str, Any] | None = None
+    names: list[str] = field(default_factory=list)
+
+
+class StepsContext:
+    """``ctx.step``, ``ctx.transaction_step`` and ``ctx.steps``, mixed into ``TaskContext``."""
+
+    async def step(
+        self: ContextHost,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: Any = 1.0,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per task: its result is recorded, and a later
+        attempt (a retry, a run after a crash) gets the recorded result back instead.
+
+        The result is written fenced on this attempt's lease, so a stale attempt's
+        write is refused. It must be JSON the client's codec can encode (the same
+        rules as a task's result); it is returned as read back from JSON, so the
+        first run and a replay see the same value (a tuple comes back a list).
+        Each step name may be used once per run; a name used twice raises.
+
+        ``fn`` may be a plain or a coroutine function. An exception from ``fn`` is
+        retried ``retries`` times, waiting ``backoff`` (doubling each time); after
+        that it propagates, and the attempt fails like any handler error (nothing
+        is recorded, so the next attempt runs the step again). A permanent error
+        (``errors.is_permanent``: an ``InvalidArgument`` such as a result that is
+        not JSON, a name used twice or a bad option) is not retried: it fails the
+        task at once, whatever attempts are left.
+
+        With ``transactional=True``, ``fn(conn, *args, **kwargs)`` runs inside the
+        transaction that records the step, so its writes commit exactly when the
+        step is recorded: on PostgreSQL ``conn`` is the ``psycopg.AsyncConnection``
+        (``fn`` may be async); on SQLite it is the ``sqlite3.Connection`` of the
+        write transaction (``fn`` must be a plain function; use it for tables in
+        the same database file). ``fn`` must not commit or roll back.
+
+        Args:
+            name: The step's name, unique within the task (``"fetch-invoice"``).
+            fn: What the step does.
+            *args: Positional arguments for ``fn``.
+            retries: How many times to retry ``fn`` after an exception (0 by default).
+            backoff: The wait before the first retry: seconds, a ``timedelta`` or
+                ``"2s"`` (1 second by default), doubling for each further retry.
+            transactional: Run ``fn`` inside the recording transaction.
+            **kwargs: Keyword arguments for ``fn`` (other than the names above).
+
+        Returns:
+            The step's result: recorded now, or by an earlier attempt.
+
+        Raises:
+            InvalidArgument: a bad name or option, or a name this run used already
+                (nothing is written).
+            SerializationError: the result is not JSON the codec accepts (nothing is written).
+            LostLease: this attempt no longer owns the task; nothing is recorded.
+            SchemaIncomplete: the database lacks the steps table (``cairnq migrate``).
+            UnsupportedBackend: ``transactional=True`` on a backend without it.
+
+        Example::
+
+            @worker.task
+            async def bill(ctx, payload):
+                invoice = await ctx.step("fetch-invoice", fetch_invoice, payload["id"])
+                charge = await ctx.step("charge", charge_card, invoice, retries=3)
+                await ctx.step("email", send_receipt, charge)
+        """
+        options = step_options(name, fn, retries, backoff)
+        recorded, seq = await step_begin(self, options.name)
+        if recorded is not UNRECORDED:
+            return recorded
+        if transactional:
+            return await transaction_step(self, options, seq, fn, args, kwargs)
+        value = await run_step(options, fn, args, kwargs, guard=self._guard, task_id=self.task.id)
+        return await step_record(self, options.name, seq, value)
+
+    transaction_step = functools.partialmethod(step, transactional=True)
+
+    async def steps(self: ContextHost) -> dict[str, Any]:
+        """The results every attempt of this task recorded so far, by step name."""
+        return await read_steps(self)
+
+
+async def read_steps(ctx: ContextHost) -> dict[str, Any]:
+    """The results every attempt of ``ctx``'s task recorded so far, by step name."""
+    ctx._guard()
+    client = ctx._runtime.client
+    rows = await client.backend.arun(recorded_steps(ctx.task.id), write=False)
+    return {str(r["name"]): client.codec.decode(r["result"], what="step result") for r in rows}
+
+
+async def step_begin(ctx: ContextHost, name: str) -> tuple[Any, int]:
+    """Claim ``name`` for this run; returns its recorded result (or ``UNRECORDED``) and
+    its seq."""
+    ctx._guard()
+    run = ctx._state(RunSteps)
+    if name in run.names:
+        raise InvalidArgument(
+            f"step name {name!r} is used twice in one run of task {ctx.task.id}; "
+            "give each step its own name (for a loop, put the index in the name)"
+        )
+    if run.recorded is None:
+        run.recorded = await read_steps(ctx)
+    run.names.append(name)
+    return run.recorded.get(name, UNRECORDED), len(run.names)
+
+
+async def step_record(ctx: ContextHost, name: str, seq: int, value: Any) -> Any:
+    """Record ``value`` as step ``seq``, fenced on ``ctx``'s lease; returns it as read
+    back from JSON."""
+    codec = ctx._runtime.client.codec
+    encoded = codec.encode(value, what=f"result of step {name!r}")
+    await ctx._owned(record_step(ctx.lease, ctx.worker_id, name, seq, encoded))
+    return codec.decode(encoded, what="step result")
+
+
+async def transaction_step(
+    ctx: ContextHost,
+    options: StepOptions,
+    seq: int,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> Any:
+    """Run a transactional step for ``ctx`` (``run_transactional``); a lost lease marks
+    ``ctx`` lost."""
+    client = ctx._runtime.client
+    try:
+        return await run_transactional(
+            client.backend,
+            client.codec,
+            ctx.lease,
+            ctx.worker_id,
+            options,
+            seq,
+            fn,
+            args,
+            kwargs,
+            guard=ctx._guard,
+        )
+    except LostLease:
+        ctx.mark_lost()
+        raise
+
+
+class SyncStepsContext:
+    """``ctx.step``, ``ctx.transaction_step`` and ``ctx.steps``, mixed into
+    ``SyncTaskContext``."""
+
+    def step(
+        self: SyncHost,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: Any = 1.0,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn`` once per task, its result recorded (see ``TaskContext.step``).
+
+        ``fn`` runs in the handler's thread, retries wait with ``time.sleep``; a
+        transactional step's ``fn`` runs where the backend's transaction is (see
+        ``TaskContext.step``).
+        """
+        options = step_options(name, fn, retries, backoff)
+        inner: ContextHost = self._inner
+        recorded, seq = self._call(step_begin(inner, options.name))
+        if recorded is not UNRECORDED:
+            return recorded
+        if transactional:
+            return self._call(transaction_step(inner, options, seq, fn, args, kwargs))
+        value = run_step_sync(options, fn, args, kwargs, guard=inner._guard)
+        return self._call(step_record(inner, options.name, seq, value))
+
+    def transaction_step(
+        self: SyncHost, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """``step(..., transactional=True)``."""
+        return SyncStepsContext.step(self, name, fn, *args, transactional=True, **kwargs)
+
+    def steps(self: SyncHost) -> dict[str, Any]:
+        """The results every attempt of this task recorded so far, by step name."""
+        inner: ContextHost = self._inner
+        return self._call(read_steps(inner))

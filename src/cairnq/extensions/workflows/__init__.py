@@ -9,7 +9,9 @@ transaction did (``_component``).
 
 Everything of the feature is in this folder: the model (``_model``: ``Graph``,
 ``Gathering``, ``tree_lines``), the operations (``_ops``), the worker's part, its
-sweep and the ``in_use`` gate (``_component``), its statements
+sweep and the ``in_use`` gate with the run's state it reads (``_component``), the
+context's ``spawn``, ``gather`` and ``dependencies`` and the ``Gathering`` signal
+(``_context``), its statements
 (``sql/<dialect>/workflows_*.sql``) and migrations (``migrations/<dialect>/``:
 ``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
 ``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
@@ -22,9 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
+from weakref import WeakKeyDictionary
 
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
-from ._component import WorkflowsComponent, WorkflowSweeper, gate
+from .._context import Signal
+from ._component import WorkflowsComponent, WorkflowsRun, WorkflowSweeper, gate
+from ._context import settle_gathering
 from ._model import (
     PARKED_RUN_AT_MS,
     POLICIES,
@@ -72,9 +77,22 @@ class Workflows(Extension):
     cli = "cairnq.extensions.workflows._surfaces.cli"
     pages = "cairnq.extensions.workflows._surfaces.pages"
 
+    def __init__(self) -> None:
+        self._runs: WeakKeyDictionary[WorkerView, WorkflowsRun] = WeakKeyDictionary()
+
+    def run(self, worker: WorkerView) -> WorkflowsRun:
+        """The workflows state of one run of ``worker``, which its gate and its sweeper share."""
+        found = self._runs.get(worker)
+        if found is None:
+            found = self._runs[worker] = WorkflowsRun(worker.worker_id, worker.client)
+        return found
+
     def hooks(self, worker: WorkerView) -> Hooks:
-        return Hooks(task_end=after_ended, in_use=gate(worker.switch))
+        return Hooks(task_end=after_ended, in_use=gate(self.run(worker)))
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
-        sweeper = WorkflowSweeper(worker.backend, worker.switch, report=worker.report)
+        sweeper = WorkflowSweeper(worker.backend, self.run(worker), report=worker.report)
         return (WorkflowsComponent(sweeper),)
+
+    def signals(self) -> Mapping[type[BaseException], Signal]:
+        return {Gathering: settle_gathering}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from ... import kernel
 from ...backends import Backend
@@ -38,27 +38,33 @@ from . import _ops
 log = logging.getLogger("cairnq.worker")
 
 
-class WorkflowsSwitch(Protocol):
-    """Where the sweeper notes whether the database has the workflow tables and
-    whether a task is parked (the worker's ``Runtime``)."""
-
-    workflows: bool
-    parked: bool
-
-    @property
-    def worker_id(self) -> str: ...
+class DependentsClient(Protocol):
+    """What the gate reads of the worker's client (a ``CairnQ``)."""
 
     @property
     def submitted_dependents(self) -> bool:
-        """Whether the worker's client made a task wait for others."""
+        """Whether the client made a task wait for others (a ``ctx.gather`` included)."""
         ...
 
 
-def gate(switch: WorkflowsSwitch) -> Callable[[], bool]:
+class WorkflowsRun:
+    """One worker run's workflows state: whether the database has the workflow tables
+    and whether a task is parked (the sweeper notes both), and the worker's client,
+    whose settlements decide dependents once it made a task wait."""
+
+    def __init__(self, worker_id: str, client: object) -> None:
+        self.worker_id = worker_id
+        self.client = cast(DependentsClient, client)
+        self.workflows = False
+        self.parked = False
+
+
+def gate(run: WorkflowsRun) -> Callable[[], bool]:
     """The workflows' ``in_use``: whether a settlement may have dependents to decide."""
+    client = run.client
 
     def in_use() -> bool:
-        return switch.workflows and (switch.parked or switch.submitted_dependents)
+        return run.workflows and (run.parked or client.submitted_dependents)
 
     return in_use
 
@@ -74,7 +80,7 @@ class WorkflowSweeper:
     def __init__(
         self,
         backend: Backend,
-        runtime: WorkflowsSwitch,
+        runtime: WorkflowsRun,
         *,
         report: ErrorHook,
         interval_ms: int = INTERVAL_MS,
