@@ -9,14 +9,17 @@ runs once; two different extensions of one name are refused.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from cairnq import InvalidArgument, InvalidExtension, Worker
-from cairnq.extensions import Extension, Hooks, WorkerView
+from cairnq.errors import error_envelope
+from cairnq.extensions import Extension, Hooks, WorkerView, signals
+from cairnq.extensions._context import Settle, Signal
 from cairnq.protocol.steps import Op, Row
 
 from ._db import Database
@@ -172,3 +175,54 @@ def test_a_worker_refuses_an_extension_named_as_a_builtin(db: Database) -> None:
 
     with pytest.raises(InvalidArgument, match="two extensions are named limits"):
         Worker(db.url, extensions=[Limits()])
+
+
+class Later(Exception):
+    """A handler signal of the ``Deferring`` extension: give the task back, retried at once."""
+
+
+class Deferring(Extension):
+    """Settles a raised ``Later`` by failing the attempt retryable with no delay."""
+
+    name = "deferring"
+
+    def __init__(self) -> None:
+        self.signalled: list[str] = []
+
+    def signals(self) -> Mapping[type[BaseException], Signal]:
+        async def later(raised: BaseException, contexts: Sequence[Any], settle: Settle) -> None:
+            envelope = error_envelope("Later", "later", str(raised), retryable=True)
+            for ctx in contexts:
+                self.signalled.append(ctx.task.id)
+                write = functools.partial(ctx._record_failure, envelope, retryable=True, delay_ms=0)
+                await settle(ctx, write)
+
+        return {Later: later}
+
+
+async def test_a_signal_an_extension_declares_settles_the_handler_s_call(db: Database) -> None:
+    deferring = Deferring()
+    worker = db.worker(poll_interval_ms=20, extensions=[deferring])
+    runs: list[int] = []
+
+    @worker.task
+    async def job(ctx: Any) -> None:
+        runs.append(ctx.attempt)
+        if len(runs) == 1:
+            raise Later("not yet")
+
+    async with db.client() as cq:
+        task = await cq.submit("job", max_attempts=3)
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert deferring.signalled == [task.id]
+    assert done.status == "succeeded" and runs == [1, 2]
+
+
+def test_two_extensions_settling_one_signal_are_refused(db: Database) -> None:
+    class Again(Deferring):
+        name = "again"
+
+    with pytest.raises(InvalidExtension, match="handler signal Later is deferring's"):
+        signals([Deferring(), Again()])
