@@ -18,7 +18,7 @@ import pytest
 
 from cairnq import InvalidArgument, InvalidExtension, Worker
 from cairnq.errors import error_envelope
-from cairnq.extensions import Extension, Hooks, WorkerView, signals
+from cairnq.extensions import Extension, Hooks, WorkerView
 from cairnq.extensions._context import Settle, Signal
 from cairnq.protocol.steps import Op, Row
 
@@ -220,9 +220,9 @@ async def test_a_signal_an_extension_declares_settles_the_handler_s_call(db: Dat
     assert done.status == "succeeded" and runs == [1, 2]
 
 
-def test_two_extensions_settling_one_signal_are_refused(db: Database) -> None:
+def test_a_worker_refuses_two_extensions_settling_one_signal(db: Database) -> None:
     class Again(Deferring):
         name = "again"
 
     with pytest.raises(InvalidExtension, match="handler signal Later is deferring's"):
-        signals([Deferring(), Again()])
+        Worker(db.url, extensions=[Deferring(), Again()])

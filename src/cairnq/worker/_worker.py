@@ -186,6 +186,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self.on_error, self._report = on_error or default_on_error, self._report_error
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
         self._options = _ext.options(self._extensions, options)  # checked, by name
+        self._signals = _ext.signals(self._extensions)  # handler signals, by exception class
         self._runtime = Runtime(
             client=self.client,
             worker_id=self.worker_id,
@@ -522,7 +523,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             threads=threads,
             on_error=self._report,
             scopes=self._runtime.scopes,
-            signals=_ext.signals(self._extensions),
+            signals=self._signals,
         )
         self._wake = wake = backend.hub.subscribe(
             wants_queued(self.queues), claims=True, channels=("queued",)
