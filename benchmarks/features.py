@@ -30,7 +30,10 @@ run, so each is compared with the plain drain of the same run:
 - kernel only: the plain drain on a database migrated with the protocol's and the
   kernel's migrations only (no extension's), every process opened with
   ``migrate=False``: each built-in extension steps aside, so this is the kernel
-  alone, against every extension installed and unused (the row above).
+  alone, against every extension installed and unused (the row above);
+- tables only: the plain drain on a database with every migration, the worker
+  running no extension (its registry of built-ins emptied): beside the two rows
+  above, it tells what the extensions' tables cost from what their worker parts do.
 
 Printed per variant: tasks/s (the median, and the slowest and fastest run: the noise
 band), the worker's CPU per task (user + system; SQLite's
@@ -131,6 +134,7 @@ VARIANTS: dict[str, tuple[Callable[[SyncCairnQ, int], None], str]] = {
     "plain": (_plain, "none"),
     "no attempt history": (_plain, "unrecorded"),
     "kernel only": (_plain, "kernel"),
+    "tables only": (_plain, "bare"),
     "schedule": (_plain, "schedule"),
     "chains": (_chains, "none"),
     "fan-in": (_fan_in, "none"),

@@ -7,9 +7,11 @@ worker also declares an every-second schedule, whose ``tick`` tasks go to the
 queue ``ticks`` that no worker serves, so the drain pays for evaluating and
 submitting its slots and for nothing else), ``unrecorded`` (as ``none``, with
 ``record_attempts=False``: no attempt history)
-or ``kernel`` (as ``none``, opened with ``migrate=False`` on a database that has
+``kernel`` (as ``none``, opened with ``migrate=False`` on a database that has
 only the protocol's and the kernel's migrations, so every built-in extension
-steps aside).
+steps aside) or ``bare`` (as ``none`` on a database with every migration, the
+worker running no extension at all: with ``kernel``, it tells the extensions'
+tables from their worker parts).
 
 With ``CAIRNQ_BENCH_HANDSHAKE=1`` in the environment, the process connects,
 prints ``ready`` and waits for a line on stdin before it starts draining, so a
@@ -35,7 +37,7 @@ LIMITS = {
     "loose": [Limit.concurrency(1_000_000, queue="default", key="payload.k")],
     "one": [Limit.concurrency(1, queue="default", key="payload.k")],
 }
-MODES = ("none", "loose", "one", "schedule", "unrecorded", "kernel")
+MODES = ("none", "loose", "one", "schedule", "unrecorded", "kernel", "bare")
 
 
 def cpu_seconds() -> float:
@@ -48,12 +50,19 @@ async def main(url: str, concurrency: int, mode: str = "none") -> None:
     if mode not in MODES:
         raise SystemExit(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     async with CairnQ.connect(url, **({"migrate": False} if mode == "kernel" else {})) as cq:
-        worker = Worker(
-            cq,
-            concurrency=concurrency,
-            limits=LIMITS.get(mode),
-            record_attempts=mode != "unrecorded",
-        )
+        if mode == "bare":
+            # The worker's registry of built-ins, emptied: it runs the kernel alone.
+            from cairnq.extensions import _registry
+
+            _registry.builtins = list  # type: ignore[assignment]
+            worker = Worker(cq, concurrency=concurrency)
+        else:
+            worker = Worker(
+                cq,
+                concurrency=concurrency,
+                limits=LIMITS.get(mode),
+                record_attempts=mode != "unrecorded",
+            )
 
         @worker.task
         async def noop(ctx: Any, payload: Any) -> None:
