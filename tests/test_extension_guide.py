@@ -271,6 +271,12 @@ def test_an_extension_without_a_namespace_is_refused_by_name(db: Database, audit
         sync.extension(type(bare))  # type: ignore[arg-type]
 
 
+def test_the_namespace_is_asked_for_by_the_extension_s_class(db: Database, audit: Audit) -> None:
+    cq = CairnQ(db.backend(), extensions=[audit])
+    with pytest.raises(InvalidArgument, match=r"expected an Extension class"):
+        cq.extension(audit)  # type: ignore[arg-type]
+
+
 async def test_the_worker_option_turns_the_log_off(db: Database, audit: Audit) -> None:
     async with client(db, extensions=[audit]) as cq:
         worker = Worker(cq, poll_interval_ms=20, audit=False)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._json import JsonCodec
 from ..backends import Backend
-from ..errors import InvalidExtension
+from ..errors import InvalidArgument, InvalidExtension
 from ..models import Task
 from ._base import Extension
 
@@ -72,15 +72,18 @@ def namespace_of(
     extension ``kind`` for ``client``: the one in ``built``, else a new one kept there.
 
     Raises:
+        InvalidArgument: ``kind`` is not an ``Extension`` class.
         InvalidExtension: ``client`` was not given ``kind`` (``extensions``), or
             ``kind`` declares no such namespace.
     """
-    found = built.get(kind)
+    found = built.get(kind) if isinstance(kind, type) else None
     if found is not None:
         return found
-    name = getattr(kind, "name", kind.__name__)
+    if not (isinstance(kind, type) and issubclass(kind, Extension)):
+        raise InvalidArgument(f"expected an Extension class (Audit, not Audit()), got {kind!r}")
+    name = kind.name
     spelled = f"{kind.__module__}.{kind.__qualname__}"
-    factory = getattr(kind, attribute, None) if isinstance(kind, type) else None
+    factory = getattr(kind, attribute, None)
     if factory is None:
         raise InvalidExtension(
             f"{spelled} declares no namespace for a {type(client).__name__} "
