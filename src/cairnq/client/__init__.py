@@ -9,17 +9,19 @@ The operations are written once, async, in ``_async.py``; the blocking ones in
 only one half has is here. Each class inherits the built-in extensions' client
 parts (``cairnq.extensions._builtins_client_async``): their namespaces
 (``cq.schedules``, ``cq.limits``, ...), the flat methods before them, and
-``submit``'s keywords that belong to an extension.
+``submit``'s keywords that belong to an extension; and ``extension(Kind)``, the
+namespace of an extension outside cairnq.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any
 
 from ..extensions._builtins_client_async import AsyncBuiltins
 from ..extensions._builtins_client_sync import SyncBuiltins
-from ..extensions._namespace import Namespaced, SyncNamespaced, namespace_of
+from ..extensions._client_async import AsyncNamespaces
+from ..extensions._client_sync import SyncNamespaces
 from ._async import AsyncOperations
 from ._core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
 from ._core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
@@ -32,10 +34,8 @@ from ._sync import SyncOperations
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
-N = TypeVar("N")
 
-
-class CairnQ(AsyncBuiltins, AsyncOperations):
+class CairnQ(AsyncBuiltins, AsyncNamespaces, AsyncOperations):
     """The async client.
 
     Args:
@@ -66,24 +66,8 @@ class CairnQ(AsyncBuiltins, AsyncOperations):
     def __await__(self) -> Generator[Any, None, CairnQ]:
         return self.open().__await__()
 
-    def extension(self, kind: type[Namespaced[N]]) -> N:
-        """The client namespace of the extension class ``kind`` (its
-        ``Extension.namespace``, built with this client on first use, then kept).
 
-        Raises:
-            InvalidExtension: this client was not given ``kind``
-                (``CairnQ(..., extensions=[...])``), or ``kind`` has no namespace.
-
-        Example::
-
-            cq = CairnQ(url, extensions=[Audit()])
-            rows = await cq.extension(Audit).recent()
-        """
-        found: N = namespace_of(self, self.extensions, kind, self._namespaces, "namespace")
-        return found
-
-
-class SyncCairnQ(SyncBuiltins, SyncOperations):
+class SyncCairnQ(SyncBuiltins, SyncNamespaces, SyncOperations):
     """The blocking client: ``CairnQ``'s operations for code without an event loop.
 
     It takes the same arguments as ``CairnQ``; a ``retention`` policy is swept
@@ -95,20 +79,3 @@ class SyncCairnQ(SyncBuiltins, SyncOperations):
             task = cq.submit("report.build", {"month": "2026-11"})
             print(cq.wait(task.id).result)
     """
-
-    def extension(self, kind: type[SyncNamespaced[N]]) -> N:
-        """The blocking client namespace of the extension class ``kind`` (its
-        ``Extension.sync_namespace``, built with this client on first use, then kept).
-
-        Raises:
-            InvalidExtension: this client was not given ``kind``
-                (``SyncCairnQ(..., extensions=[...])``), or ``kind`` has no
-                blocking namespace.
-
-        Example::
-
-            cq = SyncCairnQ(url, extensions=[Audit()])
-            rows = cq.extension(Audit).recent()
-        """
-        found: N = namespace_of(self, self.extensions, kind, self._namespaces, "sync_namespace")
-        return found

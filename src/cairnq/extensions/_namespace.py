@@ -1,5 +1,6 @@
 """An extension's client namespace: what it is given (``ClientView``,
-``SyncClientView``) and how a client finds it (``namespace_of``).
+``SyncClientView``) and how a client finds it (``namespace_of``, behind
+``cq.extension``, in ``_client_async.py`` and its blocking twin).
 
 An extension declares ``Extension.namespace``, a class the async client builds
 with itself, and ``Extension.sync_namespace``, the one the blocking client builds
@@ -11,16 +12,14 @@ both, as cairnq's own are written async and generated blocking.
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import MutableMapping, Sequence
+from typing import Any, Protocol
 
 from .._json import JsonCodec
 from ..backends import Backend
 from ..errors import InvalidArgument, InvalidExtension
 from ..models import Task
 from ._base import Extension
-
-N = TypeVar("N", covariant=True)
 
 
 class ClientView(Protocol):
@@ -45,20 +44,6 @@ class SyncClientView(Protocol):
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
         ...
-
-
-class Namespaced(Protocol[N]):
-    """An extension class with an async namespace (``Extension.namespace``)."""
-
-    @property
-    def namespace(self) -> Callable[[Any], N]: ...
-
-
-class SyncNamespaced(Protocol[N]):
-    """An extension class with a blocking namespace (``Extension.sync_namespace``)."""
-
-    @property
-    def sync_namespace(self) -> Callable[[Any], N]: ...
 
 
 def namespace_of(
