@@ -89,6 +89,8 @@ REPLACEMENTS = {
     # The extensions' client parts, and the modules they import.
     "_client_async": "_client_sync",
     "_builtins_client_async": "_builtins_client_sync",
+    # An outside extension's namespace class for each half (``Extension.namespace``).
+    "namespace": "sync_namespace",
     # The backend, and the names of each half's own state and hooks.
     "aopen": "open",
     "aclose": "close",

@@ -354,6 +354,7 @@ class Database:
             "max_json_depth",
             "max_queue_depth",
             "max_queue_wait_ms",
+            "extensions",
         }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = SyncCairnQ(self.backend(**options), **client_kw)

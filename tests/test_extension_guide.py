@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 import cairnq
-from cairnq import CairnQ, InvalidExtension, Worker, kernel
+from cairnq import CairnQ, InvalidArgument, InvalidExtension, SyncCairnQ, Worker, kernel
+from cairnq._sql import load_migrations, load_statements
 from cairnq.cli import main
 from cairnq.extensions import Extension, install
 from cairnq.kernel.points import Points, always
@@ -34,7 +35,7 @@ from cairnq.models import Lease
 from cairnq.protocol.statements import drop_folder, migrations, statements
 
 from ._db import Database
-from .audit_ext import Audit, entries, record
+from .audit_ext import Audit, AuditLog, SyncAuditLog, entries, record
 from .test_cli import db_args
 from .test_dashboard import http
 from .test_extension_rules import foreign_keys_to, protocol_tables
@@ -234,6 +235,79 @@ async def test_the_extension_adds_to_get_top_and_the_task_page(db: Database, aud
     assert page.text.count("data-audit") == 1 and '<div data-live-part="audit">' in page.text
 
 
+async def test_the_namespace_reads_the_log_through_the_client(db: Database, audit: Audit) -> None:
+    async with client(db, extensions=[audit]) as cq:
+        good, bad = await settle_two(cq, audit)
+        log = cq.extension(Audit)
+        assert isinstance(log, AuditLog) and cq.extension(Audit) is log
+        assert await log.recent() == await cq.backend.arun(entries(), write=False)
+        assert [r["outcome"] for r in await log.recent(good)] == ["succeeded"]
+        assert [r["task_id"] for r in await log.recent(limit=1)] == [bad]
+
+
+async def test_the_blocking_client_has_the_blocking_namespace(db: Database, audit: Audit) -> None:
+    async with client(db, extensions=[audit]) as cq:
+        good, _ = await settle_two(cq, audit)
+    with db.sync_client(extensions=[audit]) as sync:
+        log = sync.extension(Audit)
+        assert isinstance(log, SyncAuditLog) and sync.extension(Audit) is log
+        assert [r["outcome"] for r in log.recent(good)] == ["succeeded"]
+        assert len(log.recent()) == 2
+
+
+def test_a_client_not_given_the_extension_refuses_its_namespace(db: Database, audit: Audit) -> None:
+    cq = CairnQ(db.backend(), extensions=[])
+    with pytest.raises(InvalidExtension, match=re.escape("CairnQ(..., extensions=[Audit()])")):
+        cq.extension(Audit)
+    sync = SyncCairnQ(db.backend())
+    with pytest.raises(InvalidExtension, match=re.escape("tests.audit_ext")):
+        sync.extension(Audit)
+
+
+def test_an_extension_without_a_namespace_is_refused_by_name(db: Database, audit: Audit) -> None:
+    bare = type("Bare", (Audit,), {"sync_namespace": None})()
+    sync = SyncCairnQ(db.backend(), extensions=[bare])
+    with pytest.raises(InvalidExtension, match=r"declares no namespace for a SyncCairnQ"):
+        sync.extension(type(bare))  # type: ignore[arg-type]
+
+
+def test_the_namespace_is_asked_for_by_the_extension_s_class(db: Database, audit: Audit) -> None:
+    cq = CairnQ(db.backend(), extensions=[audit])
+    with pytest.raises(InvalidArgument, match=r"expected an Extension class"):
+        cq.extension(audit)  # type: ignore[arg-type]
+
+
+async def test_the_worker_option_turns_the_log_off(db: Database, audit: Audit) -> None:
+    async with client(db, extensions=[audit]) as cq:
+        worker = Worker(cq, poll_interval_ms=20, audit=False)
+
+        @worker.task
+        async def ok(ctx: Any) -> None:
+            return None
+
+        task = await cq.submit("ok")
+        await worker.run(until_idle=True)
+        await worker.close()
+        assert (await cq.get(task.id)).status == "succeeded"  # type: ignore[union-attr]
+        assert await cq.extension(Audit).recent() == []
+
+
+def test_a_bad_worker_option_is_refused_when_the_worker_is_built(
+    db: Database, audit: Audit
+) -> None:
+    cq = CairnQ(db.backend(), extensions=[audit])
+    with pytest.raises(InvalidArgument, match="audit must be True or False"):
+        Worker(cq, audit="no")
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_the_protocol_files_include_an_installed_extension_s(dialect: str, audit: Audit) -> None:
+    assert "audit_list" not in load_statements(dialect)
+    install([audit])
+    assert {"audit_list", "audit_record"} <= set(load_statements(dialect))
+    assert load_migrations(dialect)[-1][0] == MIGRATION
+
+
 def test_the_command_line_refuses_an_extension_it_cannot_load(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -307,7 +381,7 @@ def test_a_statement_another_folder_defines_is_refused(
 
 
 def test_the_extension_imports_only_cairnq_s_public_modules() -> None:
-    public = {"cairnq.extensions", "cairnq.cli", "cairnq.dashboard"}
+    public = {"cairnq", "cairnq.extensions", "cairnq.cli", "cairnq.dashboard"}
     for file in PACKAGE.glob("*.py"):
         for node in ast.walk(ast.parse(file.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -417,6 +491,6 @@ async def test_the_guide_s_usage(db: Database, audit: Audit) -> None:
     async with cq:
         await cq.submit("job")
         await worker.run(until_idle=True)
-        rows = await cq.backend.arun(entries(), write=False)
+        rows = await cq.extension(Audit).recent()
     await worker.close()
     assert [r["outcome"] for r in rows] == ["succeeded"]

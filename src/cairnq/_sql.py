@@ -5,8 +5,10 @@ A protocol directory holds ``sql/<dialect>/<statement>.sql`` and
 named by the ``CAIRNQ_PROTOCOL_DIR`` environment variable, else the one shipped
 in the package; ``load_statements`` and ``load_migrations`` read it, with the
 statements and migrations of the extensions shipped in the package
-(``extensions/<name>/sql/``, ``migrations/``), with the loader the backends use.
-The backends themselves always run the shipped files.
+(``extensions/<name>/sql/``, ``migrations/``) and of those outside it that this
+process installed (``cairnq.extensions.install``, which ``CairnQ(extensions=...)``
+calls), with the loader the backends use. The backends themselves always run the
+shipped files and the installed extensions'.
 
 Example::
 
@@ -20,16 +22,25 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import InvalidArgument
 from .protocol.statements import (
+    added_roots,
     bundled_root,
     check_dialect,
     extension_roots,
     gather_migrations,
     gather_statements,
 )
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 __all__ = ["PROTOCOL_DIR_ENV", "find_protocol_root", "load_migrations", "load_statements"]
 
@@ -63,14 +74,14 @@ def find_protocol_root() -> Path:
 def load_statements(dialect: str, root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Every statement of ``dialect`` (``"sqlite"`` or ``"postgres"``): file stem to text.
 
-    The protocol directory's and the shipped extensions'. The text is the file's,
-    comments included. ``root`` defaults to ``find_protocol_root()``.
+    The protocol directory's, the shipped extensions' and the installed ones'. The
+    text is the file's, comments included. ``root`` defaults to ``find_protocol_root()``.
 
     Raises:
         InvalidArgument: an unknown dialect, a protocol directory without
             ``sql/<dialect>``, or a statement name defined twice.
     """
-    found = gather_statements((_root(root), *extension_roots()), check_dialect(dialect))
+    found = gather_statements(_roots(root), check_dialect(dialect))
     return {name: statement.source for name, statement in found.items()}
 
 
@@ -79,17 +90,18 @@ def load_migrations(
 ) -> list[tuple[str, str]]:
     """Every migration of ``dialect`` as ``(file name, text)``, in the order they apply.
 
-    The protocol directory's and the shipped extensions'. The file name
-    (``0001_init.sql``) is what the migration ledger records. ``root`` defaults to
-    ``find_protocol_root()``.
+    The protocol directory's, the shipped extensions' and the installed ones'. The
+    file name (``0001_init.sql``) is what the migration ledger records. ``root``
+    defaults to ``find_protocol_root()``.
 
     Raises:
         InvalidArgument: an unknown dialect, a protocol directory without
             ``migrations/<dialect>``, or a migration file name defined twice.
     """
-    found = gather_migrations((_root(root), *extension_roots()), check_dialect(dialect))
+    found = gather_migrations(_roots(root), check_dialect(dialect))
     return [(migration.name, migration.source) for migration in found]
 
 
-def _root(root: str | os.PathLike[str] | None) -> Path:
-    return find_protocol_root() if root is None else Path(root)
+def _roots(root: str | os.PathLike[str] | None) -> tuple[Traversable, ...]:
+    found = find_protocol_root() if root is None else Path(root)
+    return (found, *extension_roots(), *added_roots())

@@ -146,7 +146,8 @@ class InvalidExtension(InvalidArgument):
     is loaded or applied: a name taken or malformed, a migration not named
     ``x_<extension>_NNNN_<what>.sql`` or not declared, a statement not named
     ``<extension>_*``, a table not named ``cairnq_<extension>_*``, or a statement or
-    migration name another folder defines.
+    migration name another folder defines. A client raises it too when asked for
+    the namespace (``cq.extension(...)``) of an extension it was not given.
 
     Attributes:
         extension: The extension's name.

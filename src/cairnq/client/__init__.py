@@ -9,7 +9,8 @@ The operations are written once, async, in ``_async.py``; the blocking ones in
 only one half has is here. Each class inherits the built-in extensions' client
 parts (``cairnq.extensions._builtins_client_async``): their namespaces
 (``cq.schedules``, ``cq.limits``, ...), the flat methods before them, and
-``submit``'s keywords that belong to an extension.
+``submit``'s keywords that belong to an extension; and ``extension(Kind)``, the
+namespace of an extension outside cairnq.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from ..extensions._builtins_client_async import AsyncBuiltins
 from ..extensions._builtins_client_sync import SyncBuiltins
+from ..extensions._client_async import AsyncNamespaces
+from ..extensions._client_sync import SyncNamespaces
 from ._async import AsyncOperations
 from ._core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
 from ._core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
@@ -32,7 +35,7 @@ from ._sync import SyncOperations
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
 
-class CairnQ(AsyncBuiltins, AsyncOperations):
+class CairnQ(AsyncBuiltins, AsyncNamespaces, AsyncOperations):
     """The async client.
 
     Args:
@@ -64,7 +67,7 @@ class CairnQ(AsyncBuiltins, AsyncOperations):
         return self.open().__await__()
 
 
-class SyncCairnQ(SyncBuiltins, SyncOperations):
+class SyncCairnQ(SyncBuiltins, SyncNamespaces, SyncOperations):
     """The blocking client: ``CairnQ``'s operations for code without an event loop.
 
     It takes the same arguments as ``CairnQ``; a ``retention`` policy is swept

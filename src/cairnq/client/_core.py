@@ -169,6 +169,8 @@ class _ClientCore:
         # Extensions outside cairnq: checked, and their statements and migrations added
         # before the backend opens (so opening it with migrate=True applies them).
         self.extensions = install(extensions)
+        # Each extension's namespace on this client, by extension class, built on first use.
+        self._namespaces: dict[type[Any], object] = {}
         store: TaskStore | None = None
         if isinstance(backend, TaskStore):
             # The reference's CairnQ(store): the client runs on the store's backend.

@@ -15,7 +15,9 @@ An extension outside cairnq is declared the same way, with the ``package`` that
 holds its SQL; ``install`` checks it and adds its statements and migrations to
 the process (``CairnQ(extensions=...)``, ``Worker(extensions=...)`` and the
 command line's ``--extension`` call it). A worker runs the built-ins, its client's
-extensions and its own (``for_worker``). ``docs/writing-an-extension.md`` walks
+extensions and its own (``for_worker``). Its ``namespace`` (a class built with the
+client, a ``ClientView``; ``sync_namespace`` with a ``SyncClientView``) is what
+``cq.extension(TheExtension)`` gives. ``docs/writing-an-extension.md`` walks
 through one.
 """
 
@@ -25,6 +27,7 @@ from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
 from ._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
 from ._folders import install
+from ._namespace import ClientView, SyncClientView
 from ._registry import (
     LedgerWatch,
     Ready,
@@ -42,6 +45,7 @@ __all__ = [
     "NOW",
     "AttemptEnd",
     "Call",
+    "ClientView",
     "Component",
     "Extension",
     "Hooks",
@@ -52,6 +56,7 @@ __all__ = [
     "Ready",
     "Recovered",
     "Row",
+    "SyncClientView",
     "TaskRows",
     "WorkerView",
     "builtins",

@@ -197,6 +197,11 @@ class Extension:
             statements and migrations (``install`` adds them to the process's
             namespace) and whose ``templates/`` folder holds its page templates;
             ``None`` for cairnq's own, which the package ships.
+        namespace: The class of its client namespace on ``CairnQ``, built with the
+            client (a ``ClientView``), once per client: ``cq.extension(Audit)``.
+            cairnq's own have static ones instead (``cq.limits``).
+        sync_namespace: The same on ``SyncCairnQ`` (a ``SyncClientView``), whose
+            methods block.
     """
 
     name: ClassVar[str]
@@ -211,6 +216,8 @@ class Extension:
     package: ClassVar[str | None] = None
     options: ClassVar[Mapping[str, Option]] = {}
     task_options: ClassVar[Mapping[str, Option]] = {}
+    namespace: ClassVar[Callable[..., object] | None] = None
+    sync_namespace: ClassVar[Callable[..., object] | None] = None
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"

@@ -3,7 +3,9 @@
 An extension adds to the client a namespace (``cq.<name>``) and, for the built-ins,
 the flat methods that came before it, through a mixin the client classes inherit.
 The extensions are below the client, so the mixin never imports it: its methods
-take the client as a ``ClientView``, what every ``CairnQ`` is.
+take the client as a ``ClientView``, what every ``CairnQ`` is. An extension outside
+cairnq declares its namespace's class instead (``Extension.namespace``), which
+``AsyncNamespaces.extension`` builds.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it
 (the same ``ClientView``, what every ``SyncCairnQ`` is; one name in both
@@ -22,8 +24,11 @@ from .._wakeups import Subscription
 from ..kernel.procedures import Procedure
 from ..models import Task
 from ..protocol.steps import Op
+from ._base import Extension
+from ._namespace import namespace_of
 
 T = TypeVar("T")
+N = TypeVar("N", covariant=True)
 
 
 class ClientView(Protocol):
@@ -57,3 +62,37 @@ class ClientView(Protocol):
         build: Callable[[list[kernel.NewTask]], Op[list[Task]]],
         conn: Any,
     ) -> list[Task]: ...
+
+
+class Namespaced(Protocol[N]):
+    """An extension class with a namespace for this client."""
+
+    @property
+    def namespace(self) -> Callable[[Any], N]: ...
+
+
+class _Host(Protocol):
+    extensions: list[Extension]
+    _namespaces: dict[type[Any], object]
+
+
+class AsyncNamespaces:
+    """``cq.extension(Kind)``: the client namespaces of extensions outside cairnq."""
+
+    def extension(self: _Host, kind: type[Namespaced[N]]) -> N:
+        """The namespace of the extension class ``kind`` on this client, built with the
+        client on first use, then kept.
+
+        Raises:
+            InvalidArgument: ``kind`` is not an ``Extension`` class.
+            InvalidExtension: this client was not given ``kind``
+                (``CairnQ(..., extensions=[...])``), or ``kind`` declares no namespace
+                for it.
+
+        Example::
+
+            cq = CairnQ(url, extensions=[Audit()])
+            rows = await cq.extension(Audit).recent()
+        """
+        found: N = namespace_of(self, self.extensions, kind, self._namespaces, "namespace")
+        return found

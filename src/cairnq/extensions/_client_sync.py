@@ -13,8 +13,11 @@ from .._wakeups import Subscription
 from ..kernel.procedures import Procedure
 from ..models import Task
 from ..protocol.steps import Op
+from ._base import Extension
+from ._namespace import namespace_of
 
 T = TypeVar("T")
+N = TypeVar("N", covariant=True)
 
 
 class ClientView(Protocol):
@@ -48,3 +51,37 @@ class ClientView(Protocol):
         build: Callable[[list[kernel.NewTask]], Op[list[Task]]],
         conn: Any,
     ) -> list[Task]: ...
+
+
+class Namespaced(Protocol[N]):
+    """An extension class with a namespace for this client."""
+
+    @property
+    def sync_namespace(self) -> Callable[[Any], N]: ...
+
+
+class _Host(Protocol):
+    extensions: list[Extension]
+    _namespaces: dict[type[Any], object]
+
+
+class SyncNamespaces:
+    """``cq.extension(Kind)``: the client namespaces of extensions outside cairnq."""
+
+    def extension(self: _Host, kind: type[Namespaced[N]]) -> N:
+        """The namespace of the extension class ``kind`` on this client, built with the
+        client on first use, then kept.
+
+        Raises:
+            InvalidArgument: ``kind`` is not an ``Extension`` class.
+            InvalidExtension: this client was not given ``kind``
+                (``SyncCairnQ(..., extensions=[...])``), or ``kind`` declares no namespace
+                for it.
+
+        Example::
+
+            cq = SyncCairnQ(url, extensions=[Audit()])
+            rows = cq.extension(Audit).recent()
+        """
+        found: N = namespace_of(self, self.extensions, kind, self._namespaces, "sync_namespace")
+        return found

@@ -11,7 +11,7 @@ the loading. Backends run what the package ships (``statements``,
 ``migrations``: the protocol directory and every extension's folders) and the
 folders of extensions outside the package that this process added
 (``add_folder``); ``cairnq._sql`` reads any protocol directory with the shipped
-extensions' folders.
+extensions' folders and the added ones (``added_roots``).
 
 Statement text is used as written. The only transformation is the placeholder
 style, converted at load time: SQLite binds ``:name`` natively; psycopg wants
@@ -272,6 +272,11 @@ def roots() -> tuple[Traversable, ...]:
     """The folders this process reads: the protocol directory, every extension
     folder the package ships, then the folders added with ``add_folder``."""
     return (bundled_root(), *extension_roots(), *_ADDED)
+
+
+def added_roots() -> tuple[Traversable, ...]:
+    """The folders of extensions outside the package this process added, in order."""
+    return tuple(_ADDED)
 
 
 def statements(dialect: Dialect) -> dict[str, Statement]:
