@@ -5,7 +5,7 @@ unless a worker turns it off, costs what ``HISTORY_COST`` pins. An extension
 outside cairnq (the guide's audit log, ``tests/audit_ext``) keeps the same rule:
 installed (its migration applied, given to the client and the worker) with its
 hook's ``in_use`` gate false, it adds nothing; in use, it costs what ``AUDIT_COST``
-pins.
+pins. A client's cancel, outside a worker run, costs what ``CANCEL_COST`` pins.
 
 Two databases: the kernel alone (the protocol's migrations and the kernel's own
 extension migrations, named leases and lease tokens, opened with ``migrate=False``)
@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from cairnq import _readiness
 from cairnq import kernel as _kernel
 from cairnq.extensions import Extension, Hooks, WorkerView
 from cairnq.models import Lease, Task
@@ -110,11 +111,12 @@ def hidden_costs(
     kernel: Sequences,
     installed: Sequences,
     extras: dict[tuple[str, str, str], int] = KNOWN_EXTRA,
+    paths: Sequence[str] = PATHS,
 ) -> list[str]:
     """Each way ``installed`` differs from ``kernel`` beyond ``extras`` (``KNOWN_EXTRA``),
     and each entry of it that is no longer (or less) seen; ``[]`` when they match it exactly."""
     problems: list[str] = []
-    for path in PATHS:
+    for path in paths:
         extra = Counter(installed[path])
         extra.subtract(kernel[path])
         known = {name: n for (k, p, name), n in extras.items() if (k, p) == (kind, path)}
@@ -329,3 +331,66 @@ async def test_an_outside_extension_in_use_costs_its_hook_s_statements(
     audit.on = True
     installed, in_use = await _with_audit(db, audit)
     assert hidden_costs(db.kind, installed, in_use, AUDIT_COST) == []
+
+
+CANCEL_PATHS = ("cancel queued", "cancel running")
+# What a client's cancel costs with every feature installed but unused, over the kernel
+# alone: where the workflow tables exist, a cancel that ends a task decides its waiting
+# dependents in its transaction (one look when it has none), whether or not a graph
+# was ever submitted; a cancel that only asks a running task to stop ends nothing,
+# so runs nothing but the transaction the hook's presence opens. The attempt
+# history's hook never runs on a cancel: a cancel ends no attempt.
+CANCEL_COST: dict[tuple[str, str, str], int] = {
+    ("sqlite", "cancel queued", "workflows_lock_parked"): 1,
+    ("sqlite", "cancel queued", "savepoint op"): 1,
+    ("sqlite", "cancel queued", "release op"): 1,
+    ("sqlite", "cancel running", "savepoint op"): 1,
+    ("sqlite", "cancel running", "release op"): 1,
+    ("postgres", "cancel queued", "workflows_lock_parked"): 1,
+    ("postgres", "cancel queued", "begin"): 1,
+    ("postgres", "cancel queued", "commit"): 1,
+    ("postgres", "cancel running", "begin"): 1,
+    ("postgres", "cancel running", "commit"): 1,
+}
+
+
+async def _measure_cancel(db: Database) -> Sequences:
+    """A client's cancel of a queued task and of a running one, on ``db`` as it is migrated."""
+    async with db.client(migrate=False) as cq:
+        running = await cq.submit("job")
+        await cq.backend.arun(
+            _kernel.claim(["default"], "w1", 60_000, [_kernel.Draw(None, 1)], 0), write=True
+        )
+        warm, queued = [await cq.submit("job") for _ in range(2)]
+        await cq.cancel(warm.id)  # reads the ledger for the extensions' readiness
+        backend = cq.backend
+        arun = backend.arun
+        taps: list[Any] = []
+
+        async def naming_arun(op: Op[Any], *, write: bool) -> Any:
+            return await arun(_naming(op, taps[0]), write=write)
+
+        backend.arun = naming_arun  # type: ignore[method-assign]
+        try:
+            with sent_statements(backend) as heard:
+                taps.append(heard)
+                ended = await cq.cancel(queued.id)
+                on_queued = _names(heard)
+                heard.clear()
+                asked = await cq.cancel(running.id)
+                on_running = _names(heard)
+        finally:
+            del backend.arun
+    assert ended is not None and ended.status == "canceled"
+    assert asked is not None and asked.cancel_requested
+    return {"cancel queued": on_queued, "cancel running": on_running}
+
+
+async def test_a_client_cancel_with_every_feature_installed_but_unused_costs_the_known_decision(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_readiness, "RECHECK_S", 3_600.0)
+    installed = await _measure_cancel(db)
+    migrate_only(db, lambda name: not name.startswith("x") or name in KERNEL_MIGRATIONS)
+    kernel = await _measure_cancel(db)
+    assert hidden_costs(db.kind, kernel, installed, CANCEL_COST, CANCEL_PATHS) == []

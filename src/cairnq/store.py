@@ -21,13 +21,16 @@ claimed by an SDK that keeps no lease token, raises ``LostLease``. A store
 remembers its last ``REMEMBERED_LEASES`` claims; one older than that is treated
 as one it never claimed.
 
-On a database with cairnq's workflow tables, a write that ends a task
-(``complete``, ``succeed``, ``fail``, ``complete_in``, ``cancel``,
-``cancel_by_key``, and the cancel of a ``conflict="replace"`` submit) also
-decides the task's parked dependents in its transaction, as cairnq's worker and
-client do: a dependent released is due once the write returns, and a success is
-recorded for a dependent still waiting on others, so a purge cannot undo it.
-Without those tables these writes are the protocol's statements alone.
+A write that ends a task or an attempt (``complete``, ``succeed``, ``fail``,
+``complete_in``, ``cancel``, ``cancel_by_key``, and the cancel of a
+``conflict="replace"`` submit) runs, in its transaction, the ending hooks of the
+store's extensions (cairnq's own and those given, ``extensions.Endings``) that are
+ready on the database, as cairnq's worker and client do: with the workflow tables
+it decides the task's parked dependents (a dependent released is due once the
+write returns, and a success is recorded for a dependent still waiting on others,
+so a purge cannot undo it); with the attempt history's table a settlement records
+the attempt. Where no extension is ready these writes are the protocol's
+statements alone.
 
 Example::
 
@@ -51,7 +54,6 @@ from typing import Any, TypeVar
 from . import kernel
 from ._checks import MAX_DELAY_MS, MAX_LIST_LIMIT, check_int, check_names, check_text
 from ._json import DEFAULT_CODEC, JsonCodec
-from ._readiness import Readiness
 from ._wakeups import wants_done, wants_queued
 from .backends import (
     Backend,
@@ -63,8 +65,8 @@ from .backends import (
 )
 from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from .errors import InvalidArgument, LostLease, UnsupportedBackend
-from .extensions.workflows import _ops as _workflows
-from .kernel.points import TaskEnd
+from .extensions import Endings, Extension
+from .kernel.points import Points
 from .kernel.procedures import afollow
 from .kernel.retention import Retention, RetentionSweeper
 from .models import Lease, Task, TaskRef
@@ -117,6 +119,8 @@ class TaskStore:
             path or a DSN own theirs; ``CairnQ.store`` does not).
         codec: JSON limits for payloads, metadata and results (the defaults).
         gate: The backpressure gate ``submit`` passes through (none by default).
+        extensions: Extensions besides cairnq's own whose ending hooks its writes
+            that end tasks run (``CairnQ.store`` passes the client's).
 
     Raises:
         InvalidArgument: ``backend`` is not a cairnq ``Backend``.
@@ -136,6 +140,7 @@ class TaskStore:
         owns_backend: bool = False,
         codec: JsonCodec = DEFAULT_CODEC,
         gate: QueueGate | None = None,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         if not isinstance(backend, Backend):
             raise InvalidArgument(f"a TaskStore runs over a cairnq Backend, got {backend!r}")
@@ -145,12 +150,13 @@ class TaskStore:
         self.gate = gate if gate is not None else QueueGate(None)
         self.sweeper: RetentionSweeper | None = None
         self._leases: OrderedDict[tuple[str, str], Lease] = OrderedDict()
+        # When each remembered claim was made (the claimed row's ``updated_at_ms``).
+        self._claimed_at: dict[tuple[str, str], int] = {}
         # (task, worker id) whose claim by this store was lost or settled: its writes
         # are refused until this store claims the task again.
         self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
-        # Whether the database has the workflow tables: writes ending a task then
-        # decide its parked dependents.
-        self._workflows = Readiness()
+        # The hooks of the writes that end tasks or attempts, each once its extension is ready.
+        self._endings = Endings(extensions)
 
     async def __aenter__(self) -> TaskStore:
         await self.connect()
@@ -266,12 +272,12 @@ class TaskStore:
             root_id=root_id,
             correlation_id=correlation_id,
         )
-        if self.gate.limit_for(spec.queue) is not None:
+        if self.gate.gates_any:
             await afollow(self.gate.admit(spec.queue), self._run_step)
         if spec.key is None:
             return await self._write(kernel.insert(spec))
-        ended = await self._task_end() if spec.conflict == "replace" else None
-        return await self._write(kernel.submit(spec, points=kernel.ending_with(ended)))
+        points = await self._ends() if spec.conflict == "replace" else kernel.NO_POINTS
+        return await self._write(kernel.submit(spec, points=points))
 
     async def get(self, task_id: str) -> Task | None:
         """The task, or ``None`` when there is none with that id."""
@@ -333,15 +339,11 @@ class TaskStore:
 
     async def cancel(self, task_id: str) -> Task | None:
         """Cancel a queued task at once, or request a running one's cancel; ``None`` if terminal."""
-        return await self._write(
-            kernel.cancel(task_id, points=kernel.ending_with(await self._task_end()))
-        )
+        return await self._write(kernel.cancel(task_id, points=await self._ends()))
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` of the task the key points at; ``None`` for an unknown key."""
-        return await self._write(
-            kernel.cancel_by_key(key, points=kernel.ending_with(await self._task_end()))
-        )
+        return await self._write(kernel.cancel_by_key(key, points=await self._ends()))
 
     async def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
         """Queue a failed or canceled task again; ``None`` for any other status."""
@@ -457,7 +459,7 @@ class TaskStore:
         """
         lease_ms = check_int(lease_ms, "lease_ms", low=1, high=2**40)
         return await self._owned(
-            task_id, worker_id, lambda lease: kernel.heartbeat(lease, worker_id, lease_ms)
+            task_id, worker_id, lambda lease, _: kernel.heartbeat(lease, worker_id, lease_ms)
         )
 
     async def heartbeat_batch(
@@ -485,7 +487,9 @@ class TaskStore:
             LostLease: ``worker_id`` no longer holds the task.
         """
         return await self._owned(
-            task_id, worker_id, lambda lease: kernel.progress(lease, worker_id, progress, message)
+            task_id,
+            worker_id,
+            lambda lease, _: kernel.progress(lease, worker_id, progress, message),
         )
 
     async def complete(self, *, task_id: str, worker_id: str, result: Any) -> Task:
@@ -496,12 +500,12 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
-        ended = await self._task_end()
+        points = await self._ends()
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: kernel.complete(
-                lease, worker_id, encoded, points=kernel.ending_with(ended)
+            lambda lease, started: kernel.complete(
+                lease, worker_id, encoded, points=points, started=started
             ),
             True,
         )
@@ -514,12 +518,12 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
-        ended = await self._task_end()
+        points = await self._ends()
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: kernel.succeed(
-                lease, worker_id, encoded, points=kernel.ending_with(ended)
+            lambda lease, started: kernel.succeed(
+                lease, worker_id, encoded, points=points, started=started
             ),
             True,
         )
@@ -545,17 +549,18 @@ class TaskStore:
         """
         delay = check_int(delay_ms, "delay_ms", low=0, high=MAX_DELAY_MS)
         encoded = self.codec.encode_error(error, retryable=bool(retryable))
-        ended = await self._task_end()
+        points = await self._ends()
         return await self._owned(
             task_id,
             worker_id,
-            lambda lease: kernel.fail(
+            lambda lease, started: kernel.fail(
                 lease,
                 worker_id,
                 encoded,
                 retryable=bool(retryable),
                 delay_ms=delay,
-                points=kernel.ending_with(ended),
+                points=points,
+                started=started,
             ),
             True,
         )
@@ -601,13 +606,14 @@ class TaskStore:
                     lease,
                     worker,
                     self.codec.encode_optional(v, what="result"),
-                    points=kernel.ending_with(end),
+                    points=points,
+                    started=self._claimed_at.get((lease.id, worker)),
                 ),
             )
             return row
 
         lease = await self._lease(task_id, worker)
-        end = await self._task_end()
+        points = await self._ends()
         try:
             row = await settle(lease)
         except LostLease:
@@ -627,17 +633,14 @@ class TaskStore:
     async def _run_step(self, op: Op[Any], write: bool) -> Any:
         return await self.backend.arun(op, write=write)
 
-    async def _decides(self) -> bool:
-        """Whether writes ending a task decide its parked dependents: the database has
-        the workflow tables (read at most once a second while it has not)."""
-        if self._workflows.stale():
-            self._workflows.note(await self._read(_workflows.workflows_ready()))
-        return self._workflows.ready
-
-    async def _task_end(self) -> TaskEnd | None:
-        """What a write ending a task runs in its transaction: decide its parked
-        dependents, where the database has the workflow tables."""
-        return _workflows.after_ended if await self._decides() else None
+    async def _ends(self) -> Points:
+        """What a write ending a task or an attempt runs in its transaction: the ending
+        hooks of the store's extensions ready on the database (the ledger read at most
+        once a second while one is not)."""
+        endings = self._endings
+        if endings.stale():
+            return endings.note(await self._read(kernel.applied_migrations()))
+        return endings.points
 
     @staticmethod
     def _claim_args(queues: Iterable[str], worker_id: str, lease_ms: int) -> tuple[_Ids, str, int]:
@@ -658,19 +661,22 @@ class TaskStore:
         draw = kernel.Draw(names, count)
         rows = await self._write(kernel.claim(queues, worker_id, lease_ms, [draw], RECOVER_LIMIT))
         for row in rows:
-            self._remember(Lease.of(row), worker_id)
+            self._remember(Lease.of(row), worker_id, int(row["updated_at_ms"]))
         return [Task.from_row(row) for row in rows]
 
-    def _remember(self, lease: Lease, worker_id: str) -> None:
+    def _remember(self, lease: Lease, worker_id: str, claimed_at_ms: int) -> None:
         self._leases[(lease.id, worker_id)] = lease
         self._leases.move_to_end((lease.id, worker_id))
+        self._claimed_at[(lease.id, worker_id)] = claimed_at_ms
         self._ended.pop((lease.id, worker_id), None)
         while len(self._leases) > REMEMBERED_LEASES:
-            self._leases.popitem(last=False)
+            evicted, _ = self._leases.popitem(last=False)
+            self._claimed_at.pop(evicted, None)
 
     def _forget(self, task_id: str, worker_id: str) -> None:
         """This store's claim of ``task_id`` under ``worker_id`` ended (lost or settled)."""
         self._leases.pop((task_id, worker_id), None)
+        self._claimed_at.pop((task_id, worker_id), None)
         self._ended[(task_id, worker_id)] = None
         self._ended.move_to_end((task_id, worker_id))
         while len(self._ended) > REMEMBERED_LEASES:
@@ -698,13 +704,15 @@ class TaskStore:
         self,
         task_id: str,
         worker_id: str,
-        make: Callable[[Lease], Op[Row]],
+        make: Callable[[Lease, int | None], Op[Row]],
         settles: bool = False,
     ) -> Task:
+        """Run ``make(lease, claimed_at_ms)`` on the attempt ``worker_id`` holds (the
+        claim's time when this store made it, else ``None``)."""
         worker = check_text(worker_id, "worker_id") or ""
         lease = await self._lease(task_id, worker)
         try:
-            row = await self._write(make(lease))
+            row = await self._write(make(lease, self._claimed_at.get((lease.id, worker))))
         except LostLease:
             self._forget(lease.id, worker)
             raise

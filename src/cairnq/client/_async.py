@@ -343,10 +343,13 @@ class AsyncOperations(_ClientCore):
         return await self._run(op, write=True)
 
     async def _ends(self) -> kernel.Points:
-        """What a transaction that ends tasks runs: nothing of the kernel's own. An
-        extension's client part whose tables hold what an ending decides (the built-in
-        workflows' dependents) overrides it."""
-        return kernel.NO_POINTS
+        """What a transaction that ends tasks runs: the ending hooks of this client's
+        extensions (``extensions.Endings``), those ready on this database; the ledger
+        is read at most once a second while one is not."""
+        endings = self._endings
+        if endings.stale():
+            return endings.note(await self._run(kernel.applied_migrations(), write=False))
+        return endings.points
 
     async def cancel_by_key(self, key: str) -> Task | None:
         """``cancel`` the task a key points at."""

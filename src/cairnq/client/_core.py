@@ -37,7 +37,7 @@ from ..errors import (
     TaskTimeout,
     UnsupportedBackend,
 )
-from ..extensions import Extension, install
+from ..extensions import Endings, Extension, install
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
@@ -192,6 +192,8 @@ class _ClientCore:
         self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
         # Whether the database has each extension's tables, by extension name, as last read.
         self._ready: dict[str, Readiness] = {}
+        # The hooks of the writes that end tasks here (cancels, replacing submits).
+        self._endings = Endings(self.extensions, self._readiness)
         if store is not None:
             # Backpressure lives on the store, so the store's own submits are gated too.
             if max_queue_depth is None:
@@ -218,7 +220,9 @@ class _ClientCore:
             [task] = await cq.store.claim(queues=["default"], worker_id="w1")
         """
         if self._store is None:
-            self._store = TaskStore(self.backend, codec=self.codec, gate=self.gate)
+            self._store = TaskStore(
+                self.backend, codec=self.codec, gate=self.gate, extensions=self.extensions
+            )
         return self._store
 
     def _where(self) -> str:

@@ -4,7 +4,8 @@ declared alike.
 A worker's run compiles its extensions' (by default ``builtins()``) hooks into one
 ``kernel.points.Points`` (``points``), which its claimer and settlements run, and
 asks ``components`` for their parts, which it drives with the kernel's own parts in
-one lifecycle.
+one lifecycle. A client and a store compile their extensions' ``ending_hooks`` into
+the ``Points`` of the writes they end tasks with (``Endings``).
 
 What a hook yields is the protocol's: ``Call`` (one statement by name, with its
 parameters; ``NOW`` for the database's clock), inside an ``Op``, which gets back
@@ -29,6 +30,7 @@ from ._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerVi
 from ._folders import install
 from ._namespace import ClientView, SyncClientView
 from ._registry import (
+    Endings,
     LedgerWatch,
     Ready,
     builtins,
@@ -47,6 +49,7 @@ __all__ = [
     "Call",
     "ClientView",
     "Component",
+    "Endings",
     "Extension",
     "Hooks",
     "LedgerWatch",

@@ -250,6 +250,13 @@ class Extension:
         by default); compiled with the other extensions' into one ``Points``."""
         return Hooks()
 
+    def ending_hooks(self) -> Hooks:
+        """What it plugs into the writes that end tasks or attempts outside a worker
+        run: a client's cancels and replacing submits, a store's settlements (nothing,
+        by default). Only ``attempt_end``, ``task_end`` and ``in_use`` are read; each
+        hook runs only while the extension is ready (``_registry.Endings``)."""
+        return Hooks()
+
     def components(self, worker: WorkerView) -> Sequence[Component]:
         """Its background parts in one run of ``worker``, in start order (none, by default)."""
         return ()

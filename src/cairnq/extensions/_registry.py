@@ -1,12 +1,14 @@
 """The built-in extensions, in order, and what a worker's run compiles from a list of
-them: their components, and their kernel hooks as one ``Points``."""
+them: their components, and their kernel hooks as one ``Points``; and the ``Points``
+of the writes that end tasks or attempts outside a worker run (``Endings``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from .. import kernel
+from .._readiness import Readiness
 from ..backends import Backend
 from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
@@ -282,3 +284,65 @@ def points(
         attempt_end=tuple(attempt_end),
         task_end=tuple(task_end),
     )
+
+
+class Endings:
+    """The ``Points`` of the writes that end tasks or attempts outside a worker run
+    (a client's cancels and replacing submits, a store's settlements), compiled once
+    from the ``ending_hooks`` of cairnq's own extensions and then ``extensions``.
+
+    Each hook runs only while its extension is ready and its ``in_use`` gate says
+    so. Readiness is read from the migration ledger by the caller: ``stale()`` says
+    when (at most once a second while some extension with a hook is not ready;
+    never once all are), ``note`` records what the ledger holds. With no hook at
+    all ``points`` is ``NO_POINTS``.
+
+    Args:
+        extensions: Those besides cairnq's own (a client's), checked with them.
+        readiness: The ``Readiness`` of an extension by name, shared with what else
+            reads it (the client's); by default one of its own per extension.
+
+    Raises:
+        InvalidExtension: two extensions share a name, a migration or a table.
+        InvalidArgument: one is no ``Extension``.
+    """
+
+    def __init__(
+        self,
+        extensions: Sequence[Extension] = (),
+        readiness: Callable[[str], Readiness] | None = None,
+    ) -> None:
+        watched: list[tuple[Extension, Readiness]] = []
+        attempt_end, task_end = [], []
+        for extension in for_worker(extensions, ()):
+            hooks = extension.ending_hooks()
+            if hooks.attempt_end is None and hooks.task_end is None:
+                continue
+            ready = Readiness() if readiness is None else readiness(extension.name)
+            watched.append((extension, ready))
+            in_use = _when_ready(ready, hooks.in_use)
+            if hooks.attempt_end is not None:
+                attempt_end.append((hooks.attempt_end, None, in_use))
+            if hooks.task_end is not None:
+                task_end.append((hooks.task_end, in_use))
+        self._watched = tuple(watched)
+        self.points = (
+            Points(attempt_end=tuple(attempt_end), task_end=tuple(task_end))
+            if watched
+            else kernel.NO_POINTS
+        )
+
+    def stale(self) -> bool:
+        """Whether the ledger should be read (``note``) before ``points`` is used."""
+        return any(ready.stale() for _, ready in self._watched)
+
+    def note(self, applied: Collection[str]) -> Points:
+        """Record which extensions are ready on a ledger holding ``applied``; ``points``."""
+        for extension, ready in self._watched:
+            if ready.stale():
+                ready.note(not extension.missing(applied))
+        return self.points
+
+
+def _when_ready(ready: Readiness, in_use: InUse) -> InUse:
+    return lambda: ready.ready and in_use()

@@ -24,7 +24,8 @@ __all__ = ["OUTCOMES", "Attempt", "History"]
 class History(Extension):
     """Records each ended attempt in the settlement's transaction: in use wherever
     its table exists (the extension is ready: the worker's shared line says when it
-    is not), unless the worker was built with ``record_attempts=False``."""
+    is not), unless the worker was built with ``record_attempts=False``; a store's
+    settlements are recorded wherever the table exists."""
 
     name = "history"
     needs = ("x0009_steps.sql",)
@@ -37,3 +38,6 @@ class History(Extension):
     def hooks(self, worker: WorkerView) -> Hooks:
         recording = bool(worker.options["record_attempts"])
         return Hooks(before_recover=expired, attempt_end=record, in_use=lambda: recording)
+
+    def ending_hooks(self) -> Hooks:
+        return Hooks(attempt_end=record)

@@ -90,6 +90,10 @@ class Workflows(Extension):
     def hooks(self, worker: WorkerView) -> Hooks:
         return Hooks(task_end=after_ended, in_use=gate(self.run(worker)))
 
+    def ending_hooks(self) -> Hooks:
+        # Outside a worker run no look keeps a gate current: decide wherever ready.
+        return Hooks(task_end=after_ended)
+
     def components(self, worker: WorkerView) -> Sequence[Component]:
         sweeper = WorkflowSweeper(worker.backend, self.run(worker), report=worker.report)
         return (WorkflowsComponent(sweeper),)

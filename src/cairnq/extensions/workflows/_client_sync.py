@@ -143,8 +143,7 @@ class SyncWorkflows:
 
 class SyncWorkflowsClient:
     """The client's ``workflows`` namespace, its flat methods (each the same as the
-    namespace's method it names), ``submit(depends_on=...)``'s store, and the task-end
-    hook of the client's transactions that end tasks (cancels, replacing submits)."""
+    namespace's method it names) and ``submit(depends_on=...)``'s store."""
 
     # Set before this client first submits a task that waits for others: from then
     # on, a worker built on it decides dependents in its settlements.
@@ -199,11 +198,3 @@ class SyncWorkflowsClient:
         node = _ops.Node(spec, external=tuple(ids), policy=checked)
         stored = _store_nodes(self, [node], conn)
         return stored[0]
-
-    def _ends(self: ClientView) -> kernel.Points:
-        """What a transaction that ends tasks runs: decide their dependents, where the
-        database has the workflow tables."""
-        readiness = self._readiness("workflows")
-        if readiness.stale():
-            readiness.note(self._run(_ops.workflows_ready(), write=False))
-        return kernel.ending_with(_ops.after_ended if readiness.ready else None)
