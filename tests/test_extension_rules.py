@@ -35,9 +35,11 @@ from cairnq.errors import InvalidArgument
 from cairnq.extensions import Extension, TaskRows, builtins, check, install
 from cairnq.protocol.statements import (
     DIALECTS,
+    bundled_root,
     core_tables,
     drop_folder,
     extension_roots,
+    kernel_root,
     migrations,
     roots,
     written_tables,
@@ -355,6 +357,12 @@ def test_a_foreign_key_from_an_extension_table_to_a_protocol_table_is_caught(
     assert foreign_keys_to(db, tables, protocol_tables()) == ["cairnq_audit_log -> cairnq_tasks"]
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_kernel_folder_ships_the_kernel_s_migrations_alone(dialect: str) -> None:
+    folder = Path(str(kernel_root())) / "migrations" / dialect
+    assert sorted(f.name for f in folder.glob("*.sql")) == sorted(KERNEL_MIGRATIONS)
+
+
 def test_cairnq_s_own_tables_are_the_protocol_s_the_ledger_and_the_kernel_s() -> None:
     assert protocol_tables() | set(KERNEL_TABLES) | {"cairnq_migrations"} == core_tables()
 
@@ -364,7 +372,8 @@ def test_no_extension_statement_writes_a_table_of_cairnq_s_own() -> None:
     known = any(str(root) == str(installed) for root in roots())
     install([GuideAudit()])
     try:
-        folders = [Path(str(root)) for root in roots()[1:]]
+        core = {str(bundled_root()), str(kernel_root())}
+        folders = [Path(str(root)) for root in roots() if str(root) not in core]
         assert Path(str(installed)) in folders
         assert core_writes(folders) == []
     finally:

@@ -3,9 +3,10 @@
 A protocol directory holds ``sql/<dialect>/<statement>.sql`` and
 ``migrations/<dialect>/<NNNN_name>.sql``. ``find_protocol_root()`` is the one
 named by the ``CAIRNQ_PROTOCOL_DIR`` environment variable, else the one shipped
-in the package; ``load_statements`` and ``load_migrations`` read it, with the
-statements and migrations of the extensions shipped in the package
-(``extensions/<name>/sql/``, ``migrations/``), with the loader the backends use.
+in the package (the reference protocol's files); ``load_statements`` and
+``load_migrations`` read it, with the kernel's statements and migrations and the
+extensions' shipped in the package (``kernel/sql/``, ``kernel/migrations/``,
+``extensions/<name>/sql/``, ``migrations/``), with the loader the backends use.
 The backends themselves always run the shipped files.
 
 Example::
@@ -26,9 +27,9 @@ from .errors import InvalidArgument
 from .protocol.statements import (
     bundled_root,
     check_dialect,
-    extension_roots,
     gather_migrations,
     gather_statements,
+    shipped_roots,
 )
 
 __all__ = ["PROTOCOL_DIR_ENV", "find_protocol_root", "load_migrations", "load_statements"]
@@ -63,14 +64,14 @@ def find_protocol_root() -> Path:
 def load_statements(dialect: str, root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Every statement of ``dialect`` (``"sqlite"`` or ``"postgres"``): file stem to text.
 
-    The protocol directory's and the shipped extensions'. The text is the file's,
-    comments included. ``root`` defaults to ``find_protocol_root()``.
+    The protocol directory's, the kernel's and the shipped extensions'. The text is
+    the file's, comments included. ``root`` defaults to ``find_protocol_root()``.
 
     Raises:
         InvalidArgument: an unknown dialect, a protocol directory without
             ``sql/<dialect>``, or a statement name defined twice.
     """
-    found = gather_statements((_root(root), *extension_roots()), check_dialect(dialect))
+    found = gather_statements((_root(root), *shipped_roots()), check_dialect(dialect))
     return {name: statement.source for name, statement in found.items()}
 
 
@@ -79,7 +80,7 @@ def load_migrations(
 ) -> list[tuple[str, str]]:
     """Every migration of ``dialect`` as ``(file name, text)``, in the order they apply.
 
-    The protocol directory's and the shipped extensions'. The file name
+    The protocol directory's, the kernel's and the shipped extensions'. The file name
     (``0001_init.sql``) is what the migration ledger records. ``root`` defaults to
     ``find_protocol_root()``.
 
@@ -87,7 +88,7 @@ def load_migrations(
         InvalidArgument: an unknown dialect, a protocol directory without
             ``migrations/<dialect>``, or a migration file name defined twice.
     """
-    found = gather_migrations((_root(root), *extension_roots()), check_dialect(dialect))
+    found = gather_migrations((_root(root), *shipped_roots()), check_dialect(dialect))
     return [(migration.name, migration.source) for migration in found]
 
 
