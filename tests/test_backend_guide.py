@@ -141,8 +141,8 @@ def test_the_check_reports_names_that_do_not_exist() -> None:
 
 
 def test_a_glob_must_match_for_every_dialect() -> None:
-    assert unresolved("`src/cairnq/protocol/sql/<dialect>/claim_tokens.sql`") == [
-        "src/cairnq/protocol/sql/<dialect>/claim_tokens.sql"
+    assert unresolved("`src/cairnq/kernel/sql/<dialect>/claim_tokens.sql`") == [
+        "src/cairnq/kernel/sql/<dialect>/claim_tokens.sql"
     ]
 
 

@@ -14,13 +14,17 @@
 - no statement of an extension's folder (shipped, or added by an extension outside
   cairnq) inserts into, updates, deletes from or truncates a table of cairnq's own
   (the protocol's, the ledger, the kernel's): it changes tasks through the kernel's
-  operations, whose statements are the protocol directory's.
+  operations, whose statements are the protocol's and the kernel's;
+- no module under ``cairnq/extensions/`` imports or reads a private name (``_x``) of
+  ``cairnq.kernel``, nor runs a statement of the protocol's or the kernel's that
+  writes a table of cairnq's own: an extension uses the kernel's public names alone.
 
 Each rule is shown catching a synthetic bad extension.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import re
 import sqlite3
@@ -31,13 +35,17 @@ from typing import ClassVar
 
 import pytest
 
+import cairnq
 from cairnq.errors import InvalidArgument
 from cairnq.extensions import Extension, TaskRows, builtins, check, install
 from cairnq.protocol.statements import (
     DIALECTS,
+    bundled_root,
     core_tables,
     drop_folder,
     extension_roots,
+    gather_statements,
+    kernel_root,
     migrations,
     roots,
     written_tables,
@@ -46,6 +54,8 @@ from cairnq.protocol.statements import (
 from ._db import Database, admin_connect
 from .audit_ext import Audit as GuideAudit
 from .test_migrate_repair import outside
+
+SRC = Path(cairnq.__file__).parent
 
 # The kernel's own x-migrations and tables (named leases, lease tokens).
 KERNEL_MIGRATIONS = ("x0001_locks.sql", "x0003_leases.sql", "x0011_leases_forget.sql")
@@ -355,6 +365,12 @@ def test_a_foreign_key_from_an_extension_table_to_a_protocol_table_is_caught(
     assert foreign_keys_to(db, tables, protocol_tables()) == ["cairnq_audit_log -> cairnq_tasks"]
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_kernel_folder_ships_the_kernel_s_migrations_alone(dialect: str) -> None:
+    folder = Path(str(kernel_root())) / "migrations" / dialect
+    assert sorted(f.name for f in folder.glob("*.sql")) == sorted(KERNEL_MIGRATIONS)
+
+
 def test_cairnq_s_own_tables_are_the_protocol_s_the_ledger_and_the_kernel_s() -> None:
     assert protocol_tables() | set(KERNEL_TABLES) | {"cairnq_migrations"} == core_tables()
 
@@ -364,7 +380,8 @@ def test_no_extension_statement_writes_a_table_of_cairnq_s_own() -> None:
     known = any(str(root) == str(installed) for root in roots())
     install([GuideAudit()])
     try:
-        folders = [Path(str(root)) for root in roots()[1:]]
+        core = {str(bundled_root()), str(kernel_root())}
+        folders = [Path(str(root)) for root in roots() if str(root) not in core]
         assert Path(str(installed)) in folders
         assert core_writes(folders) == []
     finally:
@@ -391,4 +408,137 @@ def test_a_statement_writing_a_table_of_cairnq_s_own_is_caught(tmp_path: Path) -
         "audit_touch (sqlite) writes cairnq_tasks",
         "audit_forget (postgres) writes cairnq_task_keys",
         "audit_reset (postgres) writes cairnq_leases",
+    ]
+
+
+def _private(dotted: str) -> bool:
+    """Whether ``dotted`` reaches a private name of ``cairnq.kernel`` (a ``_x`` part after
+    it; dunders are Python's own)."""
+    if dotted != "cairnq.kernel" and not dotted.startswith("cairnq.kernel."):
+        return False
+    return any(
+        part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+        for part in dotted.split(".")[2:]
+    )
+
+
+def private_kernel_uses(root: Path) -> list[str]:
+    """``module:line name`` for each private name of ``cairnq.kernel`` that a module
+    under ``root/extensions/`` imports or reads as an attribute of what it imported
+    (``root`` is a ``cairnq`` package folder)."""
+    found = []
+    for path in sorted((root / "extensions").rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        module = ".".join(parts)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        bound: dict[str, str] = {}
+        uses: list[tuple[int, str]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    uses.append((node.lineno, alias.name))
+                    bound[alias.asname or alias.name.partition(".")[0]] = (
+                        alias.name if alias.asname else alias.name.partition(".")[0]
+                    )
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
+                target = (
+                    ".".join([*base, node.module] if node.module else base)
+                    if node.level
+                    else node.module or ""
+                )
+                for alias in node.names:
+                    uses.append((node.lineno, f"{target}.{alias.name}"))
+                    bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+        inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or id(node) in inner:
+                continue
+            chain: list[str] = []
+            value: ast.expr = node
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                uses.append((node.lineno, ".".join([bound[value.id], *chain])))
+        found.extend(f"{module}:{line} {name}" for line, name in uses if _private(name))
+    return sorted(set(found))
+
+
+def test_no_extension_uses_a_private_name_of_the_kernel() -> None:
+    assert private_kernel_uses(SRC) == []
+
+
+def test_a_private_name_of_the_kernel_is_caught_however_it_is_reached(tmp_path: Path) -> None:
+    bad = tmp_path / "cairnq" / "extensions" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "_ops.py").write_text(
+        "import cairnq.kernel.settle\n"
+        "from ... import kernel\n"
+        "from ...kernel import insert, list_tasks\n"
+        "from ...kernel._shared import Draw\n"
+        "from ...kernel.reads import _list\n"
+        "from cairnq.kernel import points as p\n"
+        "kernel._emit_for([])\n"
+        "cairnq.kernel.settle._owned_row(None, [])\n"
+        "p._gate\n"
+        "kernel.insert.__name__\n",
+        encoding="utf-8",
+    )
+    assert private_kernel_uses(tmp_path / "cairnq") == [
+        "cairnq.extensions.bad._ops:4 cairnq.kernel._shared.Draw",
+        "cairnq.extensions.bad._ops:5 cairnq.kernel.reads._list",
+        "cairnq.extensions.bad._ops:7 cairnq.kernel._emit_for",
+        "cairnq.extensions.bad._ops:8 cairnq.kernel.settle._owned_row",
+        "cairnq.extensions.bad._ops:9 cairnq.kernel.points._gate",
+    ]
+
+
+def core_statements_called(root: Path) -> list[str]:
+    """``module:line statement`` for each ``Call("<statement>", ...)`` in a module under
+    ``root/extensions/`` running a statement of the protocol's or the kernel's that
+    writes a table of cairnq's own (which only the kernel's operations run)."""
+    writing = {
+        name
+        for dialect in DIALECTS
+        for name, statement in gather_statements((bundled_root(), kernel_root()), dialect).items()
+        if written_tables(statement.source) & core_tables()
+    }
+    found = []
+    for path in sorted((root / "extensions").rglob("*.py")):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "Call"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in writing
+            ):
+                found.append(f"{module}:{node.lineno} {node.args[0].value}")
+    return found
+
+
+def test_no_extension_runs_a_statement_writing_a_table_of_cairnq_s_own() -> None:
+    assert core_statements_called(SRC) == []
+
+
+def test_an_extension_running_a_statement_writing_a_table_of_cairnq_s_own_is_caught(
+    tmp_path: Path,
+) -> None:
+    bad = tmp_path / "cairnq" / "extensions" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "_ops.py").write_text(
+        'rows = yield Call("cancel", {"id": task_id})\n'
+        'yield Call("get", {"id": task_id})\n'
+        'yield Call("upsert_key", {"key": key})\n',
+        encoding="utf-8",
+    )
+    assert core_statements_called(tmp_path / "cairnq") == [
+        "cairnq.extensions.bad._ops:1 cancel",
+        "cairnq.extensions.bad._ops:3 upsert_key",
     ]

@@ -66,11 +66,13 @@ def test_the_protocol_ships_as_package_data() -> None:
 
 
 def shipped_files(kind: str, dialect: str) -> list[Path]:
-    """The ``kind/<dialect>/*.sql`` files of the protocol and of every extension's folder."""
+    """The ``kind/<dialect>/*.sql`` files of the protocol, the kernel and every
+    extension's folder."""
     package = Path(cairnq.__file__).parent
     return sorted(
         [
             *(package / "protocol" / kind / dialect).glob("*.sql"),
+            *(package / "kernel" / kind / dialect).glob("*.sql"),
             *(package / "extensions").glob(f"*/{kind}/{dialect}/*.sql"),
         ],
         key=lambda f: f.name,
@@ -92,6 +94,7 @@ def test_every_data_file_of_the_package_matches_the_package_data_of_the_wheel() 
     }
     assert sorted(str(p.relative_to(package)) for p in data - included) == []
     assert any(p.parts[-4:-2] == ("schedules", "sql") for p in included)
+    assert any(p.parts[-4:-2] == ("kernel", "migrations") for p in included)
     assert any(p.parts[-2] == "templates" and "extensions" in p.parts for p in included)
 
 
@@ -106,6 +109,50 @@ def test_the_shipped_namespace_holds_each_extension_s_statements_and_migrations(
     assert {"x0005_schedules.sql"} == {
         f.name for f in (package / "migrations" / "postgres").glob("*.sql")
     }
+
+
+# The reference protocol's statements and migrations (its catalogue), which the
+# protocol directory holds alone; cairnq's additions are the kernel's folder's.
+REFERENCE_STATEMENTS = {
+    *("insert_task", "get", "get_by_key", "get_key", "get_status", "get_status_by_key"),
+    *("lock_key", "upsert_key", "list", "cancel", "retry", "claimable_probe"),
+    *("recover_leases", "claim", "claim_one_queue", "claim_one_name"),
+    *("claim_one_queue_one_name", "heartbeat", "heartbeat_batch", "progress", "succeed"),
+    *("complete", "fail", "purge", "queue_depth", "stats", "protocol_version"),
+}
+REFERENCE_MIGRATIONS = {
+    *("0001_init", "0002_purge_index", "0004_lease_index", "0005_clear_terminal_lease"),
+    *("0006_claim_name_index", "0007_purge_status_index", "0008_claim_due_index"),
+    *("0009_purge_queue_index", "0010_drop_status_index"),
+}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_protocol_directory_holds_the_reference_protocol_s_files_alone(
+    dialect: Dialect,
+) -> None:
+    root = Path(cairnq.__file__).parent / "protocol"
+    only_here = {"postgres": ({"installations"}, {"0003_notify"}), "sqlite": (set(), set())}
+    extra_statements, extra_migrations = only_here[dialect]
+    assert {f.stem for f in (root / "sql" / dialect).glob("*.sql")} == (
+        REFERENCE_STATEMENTS | extra_statements
+    )
+    assert {f.stem for f in (root / "migrations" / dialect).glob("*.sql")} == (
+        REFERENCE_MIGRATIONS | extra_migrations
+    )
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_kernel_s_statements_and_migrations_load_beside_the_protocol_s(
+    dialect: Dialect,
+) -> None:
+    kernel = Path(cairnq.__file__).parent / "kernel"
+    names = [m.name for m in migrations(dialect)]
+    assert {f.name for f in (kernel / "migrations" / dialect).glob("*.sql")} <= set(names)
+    assert "x0003_leases.sql" in names
+    assert statements(dialect)["hand_back"].source == (
+        kernel / "sql" / dialect / "hand_back.sql"
+    ).read_text(encoding="utf-8")
 
 
 def _folder(root: Path, files: dict[str, str]) -> Path:

@@ -3,12 +3,13 @@
 A protocol directory holds ``sql/<dialect>/<statement>.sql`` and
 ``migrations/<dialect>/<NNNN_name>.sql``. ``find_protocol_root()`` is the one
 named by the ``CAIRNQ_PROTOCOL_DIR`` environment variable, else the one shipped
-in the package; ``load_statements`` and ``load_migrations`` read it, with the
-statements and migrations of the extensions shipped in the package
-(``extensions/<name>/sql/``, ``migrations/``) and of those outside it that this
-process installed (``cairnq.extensions.install``, which ``CairnQ(extensions=...)``
-calls), with the loader the backends use. The backends themselves always run the
-shipped files and the installed extensions'.
+in the package (the reference protocol's files); ``load_statements`` and
+``load_migrations`` read it, with the kernel's statements and migrations, the
+extensions' shipped in the package (``kernel/sql/``, ``kernel/migrations/``,
+``extensions/<name>/sql/``, ``migrations/``) and those of the extensions outside
+it that this process installed (``cairnq.extensions.install``, which
+``CairnQ(extensions=...)`` calls), with the loader the backends use. The backends
+themselves always run the shipped files and the installed extensions'.
 
 Example::
 
@@ -31,9 +32,9 @@ from .protocol.statements import (
     added_roots,
     bundled_root,
     check_dialect,
-    extension_roots,
     gather_migrations,
     gather_statements,
+    shipped_roots,
 )
 
 if TYPE_CHECKING:
@@ -74,8 +75,9 @@ def find_protocol_root() -> Path:
 def load_statements(dialect: str, root: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Every statement of ``dialect`` (``"sqlite"`` or ``"postgres"``): file stem to text.
 
-    The protocol directory's, the shipped extensions' and the installed ones'. The
-    text is the file's, comments included. ``root`` defaults to ``find_protocol_root()``.
+    The protocol directory's, the kernel's, the shipped extensions' and the installed
+    ones'. The text is the file's, comments included. ``root`` defaults to
+    ``find_protocol_root()``.
 
     Raises:
         InvalidArgument: an unknown dialect, a protocol directory without
@@ -90,9 +92,9 @@ def load_migrations(
 ) -> list[tuple[str, str]]:
     """Every migration of ``dialect`` as ``(file name, text)``, in the order they apply.
 
-    The protocol directory's, the shipped extensions' and the installed ones'. The
-    file name (``0001_init.sql``) is what the migration ledger records. ``root``
-    defaults to ``find_protocol_root()``.
+    The protocol directory's, the kernel's, the shipped extensions' and the installed
+    ones'. The file name (``0001_init.sql``) is what the migration ledger records.
+    ``root`` defaults to ``find_protocol_root()``.
 
     Raises:
         InvalidArgument: an unknown dialect, a protocol directory without
@@ -104,4 +106,4 @@ def load_migrations(
 
 def _roots(root: str | os.PathLike[str] | None) -> tuple[Traversable, ...]:
     found = find_protocol_root() if root is None else Path(root)
-    return (found, *extension_roots(), *added_roots())
+    return (found, *shipped_roots(), *added_roots())

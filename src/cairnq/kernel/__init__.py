@@ -9,7 +9,13 @@ into ``LostLease``. No feature is named here: a feature plugs in through the hoo
 of ``kernel.points`` (``Points``).
 
 ``submit``, ``claim``, ``settle``, ``admin``, ``reads`` and ``ledger`` hold the
-operations; this module hands on their public names, which callers use.
+operations; this module hands on their public names, which callers use. An
+extension uses only these (and the public modules ``points``, ``periodic``,
+``procedures``, ``ledger``, ``views``), never a ``_`` name: for its own writes
+fenced on an attempt, ``owned`` and ``owned_row``; for a task it adds, claims,
+ends or holds back inside its own operation, ``insert``, ``submit_first``,
+``claim_ids``, ``cancel_rows``, ``fail_queued``, ``defer``, ``undefer`` and
+``hand_back``; ``list_tasks`` and the reads.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from ..backends import Opening, register_opening
 from .admin import cancel as cancel
 from .admin import cancel_by_key as cancel_by_key
+from .admin import cancel_rows as cancel_rows
 from .admin import defer as defer
 from .admin import fail_queued as fail_queued
 from .admin import lock_acquire as lock_acquire
@@ -31,6 +38,7 @@ from .claim import LEASE_EXPIRED_ERROR as LEASE_EXPIRED_ERROR
 from .claim import Draw as Draw
 from .claim import claim as claim
 from .claim import claim_draw as claim_draw
+from .claim import claim_ids as claim_ids
 from .claim import expired_leases_exist as expired_leases_exist
 from .claim import hand_out_tokens as hand_out_tokens
 from .claim import probe as probe
@@ -69,6 +77,8 @@ from .settle import hand_back as hand_back
 from .settle import heartbeat as heartbeat
 from .settle import heartbeat_batch as heartbeat_batch
 from .settle import hold as hold
+from .settle import owned as owned
+from .settle import owned_row as owned_row
 from .settle import progress as progress
 from .settle import release as release
 from .settle import succeed as succeed
@@ -80,6 +90,7 @@ from .submit import insert as insert
 from .submit import new_plain_task as new_plain_task
 from .submit import new_task as new_task
 from .submit import submit as submit
+from .submit import submit_first as submit_first
 from .submit import submit_many as submit_many
 from .submit import submit_many_ids as submit_many_ids
 

@@ -1,4 +1,5 @@
-"""Writes on tasks from outside an attempt: cancel and retry (by id or by key),
+"""Writes on tasks from outside an attempt: cancel and retry (by id or by key,
+``cancel_rows`` as a step of another operation),
 deferring queued tasks and bringing them back (``defer``, ``undefer``), failing a
 queued task without running it (``fail_queued``), purge, and the named leases that
 keep a periodic job to one holder.
@@ -28,11 +29,20 @@ def cancel(task_id: str, *, points: Points = NO_POINTS) -> Op[Task | None]:
 
 
 def _cancel(task_id: str, hooks: Sequence[TaskEnd]) -> Op[Task | None]:
-    rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
-    yield from _emit_for(rows)
+    rows = yield from cancel_rows(task_id)
     for hook in hooks:
         yield from hook(rows)
     return Task.from_row(rows[0]) if rows else None
+
+
+def cancel_rows(task_id: str) -> Op[list[Row]]:
+    """Cancel a queued task at once, or request a running one's cancel, as a step of
+    the caller's operation; returns the changed row (nothing once the task has ended)
+    and wakes whoever waits on it. No hooks run: the caller decides what the ending
+    does."""
+    rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+    yield from _emit_for(rows)
+    return list(rows)
 
 
 @single_statement

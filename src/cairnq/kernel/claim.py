@@ -137,6 +137,19 @@ def claim_draw(
     return sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
 
 
+def claim_ids(ids: Sequence[str], now_ms: int, worker_id: str, lease_ms: int) -> Op[list[Row]]:
+    """Claim the tasks ``ids`` that are still queued and due at ``now_ms`` for
+    ``worker_id``, each with its new lease token, as a step of a claim transaction (a
+    draw claimer's, which chose them); the claimed rows."""
+    rows = yield Call(
+        "claim_ids",
+        {"ids": list(ids), "now_ms": now_ms, "worker_id": worker_id, "lease_ms": lease_ms},
+    )
+    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
+        rows = yield from hand_out_tokens(rows)
+    return list(rows)
+
+
 def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
     """A new lease token for each claimed row, in the claim's transaction.
 

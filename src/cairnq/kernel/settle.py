@@ -27,8 +27,8 @@ from .points import (
 
 @single_statement
 def heartbeat(lease: Lease, worker_id: str, lease_ms: int) -> Op[Row]:
-    rows = yield Call("heartbeat", _owned(lease, worker_id) | {"lease_ms": lease_ms})
-    return _owned_row(lease, rows)
+    rows = yield Call("heartbeat", owned(lease, worker_id) | {"lease_ms": lease_ms})
+    return owned_row(lease, rows)
 
 
 class Beat(dict[str, bool]):
@@ -96,10 +96,8 @@ def cancel_requested(task_id: str) -> Op[bool]:
 
 @single_statement
 def progress(lease: Lease, worker_id: str, value: float | None, message: str | None) -> Op[Row]:
-    rows = yield Call(
-        "progress", _owned(lease, worker_id) | {"progress": value, "message": message}
-    )
-    return _owned_row(lease, rows)
+    rows = yield Call("progress", owned(lease, worker_id) | {"progress": value, "message": message})
+    return owned_row(lease, rows)
 
 
 def complete(
@@ -124,11 +122,11 @@ def complete(
 def _complete(
     lease: Lease, worker_id: str, result: str | None, ending: Ending, started: int | None
 ) -> Op[Row]:
-    rows = yield Call("complete", _owned(lease, worker_id) | {"result": result})
+    rows = yield Call("complete", owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id)
-    return _owned_row(lease, rows)
+    return owned_row(lease, rows)
 
 
 def complete_many(
@@ -195,11 +193,11 @@ def succeed(
 def _succeed(
     lease: Lease, worker_id: str, result: str | None, ending: Ending, started: int | None
 ) -> Op[Row]:
-    rows = yield Call("succeed", _owned(lease, worker_id) | {"result": result, "message": None})
+    rows = yield Call("succeed", owned(lease, worker_id) | {"result": result, "message": None})
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id)
-    return _owned_row(lease, rows)
+    return owned_row(lease, rows)
 
 
 def fail(
@@ -233,12 +231,12 @@ def _fail(
 ) -> Op[Row]:
     rows = yield Call(
         "fail",
-        _owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
+        owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
     )
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id, error)
-    return _owned_row(lease, rows)
+    return owned_row(lease, rows)
 
 
 def _ended(
@@ -271,8 +269,8 @@ def hold(lease: Lease, worker_id: str) -> Op[bool]:
     Raises:
         LostLease: the attempt is no longer owned.
     """
-    rows = yield Call("hold", _owned(lease, worker_id))
-    return _owned_row(lease, rows)["cancel_requested_at_ms"] is not None
+    rows = yield Call("hold", owned(lease, worker_id))
+    return owned_row(lease, rows)["cancel_requested_at_ms"] is not None
 
 
 def complete_held(
@@ -287,12 +285,12 @@ def complete_held(
 
     ``points`` and ``started``: as for ``complete``, in the same transaction.
     """
-    rows = yield Call("complete_held", _owned(lease, worker_id) | {"result": result})
+    rows = yield Call("complete_held", owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
     ending = points.ending()
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id)
-    return _owned_row(lease, rows)
+    return owned_row(lease, rows)
 
 
 def release(
@@ -330,14 +328,17 @@ def hand_back(
     Raises:
         LostLease: the attempt is no longer owned; nothing is written.
     """
-    params = _owned(lease, worker_id) | {"delay_ms": delay_ms, "run_at_ms": run_at_ms}
+    params = owned(lease, worker_id) | {"delay_ms": delay_ms, "run_at_ms": run_at_ms}
     rows = yield Call("hand_back", params)
-    row = _owned_row(lease, rows)
+    row = owned_row(lease, rows)
     yield from _emit_for(rows)
     return row
 
 
-def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
+def owned(lease: Lease, worker_id: str) -> dict[str, Any]:
+    """The parameters that fence a write on the attempt ``lease`` of ``worker_id`` (the
+    protocol's ownership predicate and the lease token); a statement written with them
+    changes nothing once the attempt is no longer owned."""
     return {
         "id": lease.id,
         "attempt": lease.attempt,
@@ -347,8 +348,12 @@ def _owned(lease: Lease, worker_id: str) -> dict[str, Any]:
     }
 
 
-def _owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
-    """The row an owned write changed, undecoded: settling never depends on reading JSON."""
+def owned_row(lease: Lease, rows: Sequence[Row]) -> Row:
+    """The row an owned write changed, undecoded: settling never depends on reading JSON.
+
+    Raises:
+        LostLease: ``rows`` is empty, the attempt was no longer owned.
+    """
     if not rows:
         raise LostLease(lease.id)
     return rows[0]

@@ -190,6 +190,23 @@ def insert(spec: NewTask) -> Op[Task]:
     return task
 
 
+def submit_first(spec: NewTask) -> Op[Task]:
+    """The task ``spec.key`` points at, whatever its status, else ``spec`` inserted and
+    the key pointed at it, decided under the key's lock: submitting again under one
+    key gets the first task.
+    """
+    key = spec.key or ""
+    yield Call("lock_key", {"key": key})
+    pointer = yield Call("get_key", {"key": key})
+    if pointer:
+        rows = yield Call("get", {"id": pointer[0]["task_id"]})
+        if rows:
+            return Task.from_row(rows[0])
+    task = yield from _insert(spec)
+    yield Call("upsert_key", {"key": key, "task_id": task.id, "now_ms": NOW})
+    return task
+
+
 @dataclass
 class _Batch:
     """What a batch submit writes, decided under its key locks.

@@ -3,15 +3,17 @@
 ``read_statements`` and ``read_migrations`` read a protocol directory laid out as
 ``sql/<dialect>/<statement>.sql`` (one statement per file, the stem is its name)
 and ``migrations/<dialect>/<NNNN_name>.sql`` (applied in file-name order, the
-ledger records the file name). Each extension shipped in the package keeps its own
-statements and migrations the same way in its folder (``extensions/<name>/sql/``,
-``extensions/<name>/migrations/``). ``gather_statements`` and ``gather_migrations``
-read several such folders into one namespace, where a name defined twice fails
-the loading. Backends run what the package ships (``statements``,
-``migrations``: the protocol directory and every extension's folders) and the
-folders of extensions outside the package that this process added
-(``add_folder``); ``cairnq._sql`` reads any protocol directory with the shipped
-extensions' folders and the added ones (``added_roots``).
+ledger records the file name). The protocol directory holds the reference
+protocol's files alone; the kernel keeps its own statements and migrations the
+same way in its folder (``kernel/sql/``, ``kernel/migrations/``), and so does
+each extension shipped in the package (``extensions/<name>/sql/``,
+``extensions/<name>/migrations/``). ``gather_statements`` and
+``gather_migrations`` read several such folders into one namespace, where a name
+defined twice fails the loading. Backends run what the package ships
+(``statements``, ``migrations``: the protocol directory, the kernel's folder and
+every extension's) and the folders of extensions outside the package that this
+process added (``add_folder``); ``cairnq._sql`` reads any protocol directory with
+the kernel's and the shipped extensions' folders and the added ones (``added_roots``).
 
 Statement text is used as written. The only transformation is the placeholder
 style, converted at load time: SQLite binds ``:name`` natively; psycopg wants
@@ -116,17 +118,18 @@ def written_tables(source: str) -> frozenset[str]:
 
 @cache
 def core_tables() -> frozenset[str]:
-    """The tables the protocol directory's own migrations and statements create: the
-    protocol's (``cairnq_tasks``, ``cairnq_task_keys``, ``cairnq_meta``), the
-    ledger (``cairnq_migrations``) and the kernel's (``cairnq_leases``,
-    ``cairnq_locks``). An extension writes none of them but through the kernel's
-    operations."""
+    """The tables the migrations and statements of the protocol directory and the
+    kernel's folder create: the protocol's (``cairnq_tasks``, ``cairnq_task_keys``,
+    ``cairnq_meta``), the ledger (``cairnq_migrations``) and the kernel's
+    (``cairnq_leases``, ``cairnq_locks``). An extension writes none of them but
+    through the kernel's operations."""
+    core = (bundled_root(), kernel_root())
     sources = [
         text
         for dialect in DIALECTS
         for text in (
-            *(m.source for m in read_migrations(bundled_root(), dialect)),
-            *(s.source for s in read_statements(bundled_root(), dialect).values()),
+            *(m.source for m in gather_migrations(core, dialect)),
+            *(s.source for s in gather_statements(core, dialect).values()),
         )
     ]
     return frozenset(
@@ -135,8 +138,16 @@ def core_tables() -> frozenset[str]:
 
 
 def bundled_root() -> Traversable:
-    """The protocol directory shipped in the package."""
+    """The protocol directory shipped in the package: the reference protocol's
+    statements and migrations."""
     return resources.files("cairnq") / "protocol"
+
+
+def kernel_root() -> Traversable:
+    """The kernel's folder of statements and migrations beyond the reference
+    protocol's (``cairnq/kernel/``: its ``sql/<dialect>/`` and
+    ``migrations/<dialect>/``)."""
+    return resources.files("cairnq") / "kernel"
 
 
 def extension_roots() -> tuple[Traversable, ...]:
@@ -213,7 +224,7 @@ def _one_namespace(
     """Each ``kind`` file of ``dialect`` in ``roots`` by file name, with its root.
 
     The first root is a protocol directory and must have the ``kind/<dialect>``
-    folder; the others (extensions' folders) may lack it.
+    folder; the others (the kernel's and extensions' folders) may lack it.
     """
     found: dict[str, tuple[Traversable, Traversable]] = {}
     for position, root in enumerate(roots):
@@ -232,7 +243,7 @@ def _one_namespace(
 
 def gather_statements(roots: Sequence[Traversable], dialect: Dialect) -> dict[str, Statement]:
     """Every statement of ``dialect`` in ``roots`` (a protocol directory first, then
-    extensions' folders), by name, in one namespace.
+    the kernel's and extensions' folders), by name, in one namespace.
 
     Raises:
         InvalidArgument: a statement name is in two of ``roots``, or the first root
@@ -248,7 +259,7 @@ def gather_statements(roots: Sequence[Traversable], dialect: Dialect) -> dict[st
 
 def gather_migrations(roots: Sequence[Traversable], dialect: Dialect) -> tuple[Migration, ...]:
     """Every migration of ``dialect`` in ``roots`` (a protocol directory first, then
-    extensions' folders), in file-name order across them all.
+    the kernel's and extensions' folders), in file-name order across them all.
 
     Raises:
         InvalidArgument: a migration's file name is in two of ``roots``, or the
@@ -268,10 +279,17 @@ _ADDED: list[Traversable] = []
 _NAMESPACES: dict[Dialect, dict[str, Statement]] = {}
 
 
+def shipped_roots() -> tuple[Traversable, ...]:
+    """The folders the package ships beside the protocol directory: the kernel's,
+    then each extension's."""
+    return (kernel_root(), *extension_roots())
+
+
 def roots() -> tuple[Traversable, ...]:
-    """The folders this process reads: the protocol directory, every extension
-    folder the package ships, then the folders added with ``add_folder``."""
-    return (bundled_root(), *extension_roots(), *_ADDED)
+    """The folders this process reads: the protocol directory, the kernel's folder,
+    every extension folder the package ships, then the folders added with
+    ``add_folder``."""
+    return (bundled_root(), *shipped_roots(), *_ADDED)
 
 
 def added_roots() -> tuple[Traversable, ...]:
@@ -280,8 +298,8 @@ def added_roots() -> tuple[Traversable, ...]:
 
 
 def statements(dialect: Dialect) -> dict[str, Statement]:
-    """Every statement of ``dialect`` this process knows (the protocol's, every shipped
-    extension's and every added folder's), by name."""
+    """Every statement of ``dialect`` this process knows (the protocol's, the kernel's,
+    every shipped extension's and every added folder's), by name."""
     found = _NAMESPACES.get(dialect)
     if found is None:
         found = _NAMESPACES[dialect] = gather_statements(roots(), dialect)
@@ -290,8 +308,8 @@ def statements(dialect: Dialect) -> dict[str, Statement]:
 
 @cache
 def migrations(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration of ``dialect`` this process knows (the protocol's, every shipped
-    extension's and every added folder's), in file-name order."""
+    """Every migration of ``dialect`` this process knows (the protocol's, the kernel's,
+    every shipped extension's and every added folder's), in file-name order."""
     return gather_migrations(roots(), dialect)
 
 

@@ -169,12 +169,7 @@ class ClaimGate:
         chosen = [row["id"] for row, _ in admitted] + list(refused)
         if not chosen:
             return []
-        rows = yield Call(
-            "claim_ids",
-            {"ids": chosen, "now_ms": now, "worker_id": worker_id, "lease_ms": lease_ms},
-        )
-        if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-            rows = yield from kernel.hand_out_tokens(rows)
+        rows = yield from kernel.claim_ids(chosen, now, worker_id, lease_ms)
         claimed = {row["id"] for row in rows}
         key_rows = [
             [row["id"], limit.id, key]
@@ -195,7 +190,7 @@ class ClaimGate:
         if drawn:
             spent = [[lid, key, buckets[(lid, key)], now] for lid, key in sorted(drawn)]
             yield Call("limits_buckets_put", {"rows": json.dumps(spent)})
-        out = []
+        out: list[Row] = []
         for row in rows:
             if row["id"] in refused:
                 out.append({**dict(row), "refusal": refused[row["id"]]})

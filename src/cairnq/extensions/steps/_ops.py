@@ -23,7 +23,7 @@ from ... import kernel
 from ..._checks import check_text
 from ..._json import JsonCodec
 from ...errors import SchemaIncomplete
-from ...kernel.settle import _owned, _owned_row
+from ...kernel import owned, owned_row
 from ...models import Lease
 from ...protocol.steps import Call, Op, Row
 
@@ -119,9 +119,9 @@ def record_step(lease: Lease, worker_id: str, name: str, seq: int, result: str) 
     """
     rows = yield Call(
         "steps_record",
-        _owned(lease, worker_id) | {"name": name, "seq": seq, "result": result},
+        owned(lease, worker_id) | {"name": name, "seq": seq, "result": result},
     )
-    return _owned_row(lease, rows)
+    return owned_row(lease, rows)
 
 
 def steps(task_id: Any) -> Op[list[StepRecord]]:

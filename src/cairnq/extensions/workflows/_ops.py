@@ -41,10 +41,7 @@ from typing import Any, Literal
 from ... import kernel
 from ..._checks import check_text
 from ...errors import InvalidArgument, InvalidGraph, SchemaIncomplete, error_envelope
-from ...kernel._shared import _emit_for
 from ...kernel.points import ending_with
-from ...kernel.reads import _list
-from ...kernel.submit import _insert
 from ...models import TERMINAL_STATUSES, Lease, Task
 from ...protocol.steps import NOW, Call, Op, Row
 
@@ -278,10 +275,9 @@ def _decide_rounds(ended: list[str], candidates: list[str]) -> Op[list[Row]]:
             released = yield from kernel.undefer({i: delays[i] for i in release}, PARKED_RUN_AT_MS)
             changed.extend(released)
         for task_id in cancel:
-            rows = yield Call("cancel", {"id": task_id, "now_ms": NOW})
+            rows = yield from kernel.cancel_rows(task_id)
             changed.extend(rows)
             ended.extend(str(r["id"]) for r in rows if r["status"] in TERMINAL_STATUSES)
-            yield from _emit_for(rows)
         for task_id, error in fail:
             rows = yield from kernel.fail_queued(task_id, error)
             changed.extend(rows)
@@ -388,15 +384,7 @@ def spawn(spec: kernel.NewTask) -> Op[Task]:
     """Submit a child under its spawn key, or return the task the key already points at
     (whatever its status): a re-run of the parent gets the same children."""
     yield from _require("spawn")
-    key = spec.key or ""
-    yield Call("lock_key", {"key": key})
-    pointer = yield Call("get_key", {"key": key})
-    if pointer:
-        rows = yield Call("get", {"id": pointer[0]["task_id"]})
-        if rows:
-            return Task.from_row(rows[0])
-    task = yield from _insert(spec)
-    yield Call("upsert_key", {"key": key, "task_id": task.id, "now_ms": NOW})
+    task = yield from kernel.submit_first(spec)
     return task
 
 
@@ -550,17 +538,7 @@ def workflow(task: Task) -> Op[Workflow]:
     On a database without the workflow tables, the tasks with no edges.
     """
     root = task.root_id or task.id
-    listed = yield from _list(
-        {
-            "status": None,
-            "queue": None,
-            "name": None,
-            "root_id": root,
-            "correlation_id": None,
-            "limit": MAX_WORKFLOW_TASKS,
-            "offset": 0,
-        }
-    )
+    listed = yield from kernel.list_tasks(root_id=root, limit=MAX_WORKFLOW_TASKS)
     tasks = {t.id: t for t in sorted(listed, key=lambda t: (t.created_at_ms, t.id))}
     tasks.setdefault(task.id, task)
     ready = yield from workflows_ready()
