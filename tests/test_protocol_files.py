@@ -22,6 +22,7 @@ from cairnq.errors import InvalidArgument
 from cairnq.protocol.statements import (
     DIALECTS,
     Dialect,
+    added_roots,
     gather_migrations,
     gather_statements,
     migrations,
@@ -66,14 +67,17 @@ def test_the_protocol_ships_as_package_data() -> None:
 
 
 def shipped_files(kind: str, dialect: str) -> list[Path]:
-    """The ``kind/<dialect>/*.sql`` files of the protocol, the kernel and every
-    extension's folder."""
+    """The ``kind/<dialect>/*.sql`` files of the protocol, the kernel, every
+    extension's folder, and the folders of outside extensions an earlier test in this
+    process installed (``cairnq._sql`` reads those too)."""
     package = Path(cairnq.__file__).parent
+    added = [Path(str(root)) for root in added_roots()]
     return sorted(
         [
             *(package / "protocol" / kind / dialect).glob("*.sql"),
             *(package / "kernel" / kind / dialect).glob("*.sql"),
             *(package / "extensions").glob(f"*/{kind}/{dialect}/*.sql"),
+            *(f for root in added for f in (root / kind / dialect).glob("*.sql")),
         ],
         key=lambda f: f.name,
     )
