@@ -12,7 +12,8 @@ Each variant drains ``--tasks`` no-op tasks with one worker process
 ``python -m benchmarks.scaling`` times its drains (from a go signal after the
 process has started and connected, until it has drained), and is checked in the
 database afterwards (every task succeeded). The variants take turns within each
-run, so each is compared with the plain drain of the same run:
+run (each run starting one variant later than the run before), so each is compared
+with the plain drain of the same run:
 
 - plain: independent tasks;
 - schedule: the worker also declares an every-second schedule, evaluated each
@@ -170,8 +171,10 @@ def measure(
     backend: str, folder: Path, count: int, runs: int, variants: list[str]
 ) -> dict[str, dict[str, float]]:
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    for _ in range(runs):
-        for name in variants:
+    for run in range(runs):
+        # Each run starts one variant later, so no variant always follows the same one
+        # (a drain runs faster or slower after another on a busy machine).
+        for name in variants[run % len(variants) :] + variants[: run % len(variants)]:
             url = fresh_url(backend, folder, f"feature-{name.replace(' ', '-')}")
             samples[name].append(drain_variant(url, count, name))
     figures = {}
