@@ -161,7 +161,7 @@ def drain_variant(url: str, count: int, variant: str) -> dict[str, float]:
     out = per_task(figures, count)
     if mode == "schedule":
         with SyncCairnQ.connect(url) as cq:
-            if not any(s.name == "bench-tick" for s in cq.list_schedules()):
+            if not any(s.name == "bench-tick" for s in cq.schedules.list()):
                 raise BenchmarkError("the schedule was not stored")
             out["slots"] = cq.stats("ticks").get("ticks", {}).get("queued", 0)
     return out

@@ -31,11 +31,11 @@ def schedules(db: Database, capsys: pytest.CaptureFixture[str], *argv: str) -> R
 def decide_slots(db: Database, name: str, slots: int) -> None:
     """Decide ``name``'s next ``slots`` slots (every one inside catch-up) as a worker would."""
     with db.sync_client() as reader:
-        stored = reader.get_schedule(name)
+        stored = reader.schedules.get(name)
     assert stored is not None and stored.every_ms is not None and stored.next_ms is not None
     clock = FakeClock(stored.next_ms + (slots - 1) * stored.every_ms)
     with db.sync_client(clock=clock) as cq:
-        cq.run_schedules()
+        cq.schedules.run_due()
 
 
 def test_add_stores_an_interval_schedule_and_says_when_it_runs_next(
@@ -46,7 +46,7 @@ def test_add_stores_an_interval_schedule_and_says_when_it_runs_next(
         "--payload", '{"a": 1}', "--priority", "5", "--max-attempts", "2",
         "--catch-up", "5m", "--catch-up-policy", "latest", "--overlap", "skip", "--jitter", "2s",
     )  # fmt: skip
-    stored = cq.get_schedule("tick")
+    stored = cq.schedules.get("tick")
     assert stored is not None
     assert result.code == 0
     assert result.lines == [f"added schedule tick: job every 10s, next run {iso(stored.next_ms)}"]  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ def test_add_stores_a_cron_schedule_in_its_time_zone(
     result = schedules(
         db, capsys, "add", "nightly", "report", "--cron", "@daily", "--tz", "Asia/Tokyo"
     )
-    stored = cq.get_schedule("nightly")
+    stored = cq.schedules.get("nightly")
     assert result.code == 0 and stored is not None
     assert (stored.cron, stored.tz) == ("0 0 * * *", "Asia/Tokyo")
 
@@ -78,21 +78,21 @@ def test_add_stores_a_cron_schedule_in_its_time_zone(
 def test_add_of_a_taken_name_is_refused_and_names_replace(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     result = schedules(db, capsys, "add", "tick", "other", "--every", "20s")
     assert result.code == 1
     assert result.err.startswith("cairnq: error: a schedule named 'tick' exists")
     assert "--replace" in result.err and len(result.err.splitlines()) == 1
-    assert cq.get_schedule("tick").task == "job"  # type: ignore[union-attr]
+    assert cq.schedules.get("tick").task == "job"  # type: ignore[union-attr]
 
 
 def test_add_with_replace_replaces_the_definition(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     result = schedules(db, capsys, "add", "tick", "other", "--every", "20s", "--replace")
     assert result.code == 0 and result.out.startswith("replaced schedule tick: other every 20s")
-    assert cq.get_schedule("tick").task == "other"  # type: ignore[union-attr]
+    assert cq.schedules.get("tick").task == "other"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_add_refuses_bad_input_in_one_line_and_stores_nothing(
     result = schedules(db, capsys, "add", "tick", "job", *argv)
     assert result.code == 1
     assert len(result.err.splitlines()) == 1 and message in result.err
-    assert cq.list_schedules() == []
+    assert cq.schedules.list() == []
 
 
 def test_tz_without_cron_is_a_usage_error(
@@ -123,7 +123,7 @@ def test_tz_without_cron_is_a_usage_error(
 ) -> None:
     result = schedules(db, capsys, "add", "tick", "job", "--every", "10s", "--tz", "UTC")
     assert result.code == 2 and "--tz applies to --cron only" in result.err
-    assert cq.list_schedules() == []
+    assert cq.schedules.list() == []
 
 
 def test_add_needs_exactly_one_of_cron_and_every(
@@ -149,10 +149,10 @@ def test_add_of_a_cron_schedule_without_the_cron_extra_says_which_extra(
 def test_ls_lists_timing_queue_task_next_run_last_outcome_and_state(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s", queue="mail")
-    cq.add_schedule("nightly", "report", cron="0 2 * * *", tz="Europe/Paris", paused=True)
+    cq.schedules.add("tick", "job", every="10s", queue="mail")
+    cq.schedules.add("nightly", "report", cron="0 2 * * *", tz="Europe/Paris", paused=True)
     decide_slots(db, "tick", 1)
-    tick = cq.get_schedule("tick")
+    tick = cq.schedules.get("tick")
     assert tick is not None and tick.next_ms is not None and tick.last_slot_ms is not None
     result = schedules(db, capsys, "ls")
     header, nightly, tick_row = result.lines
@@ -172,7 +172,7 @@ def test_ls_lists_timing_queue_task_next_run_last_outcome_and_state(
 def test_ls_json_gives_each_schedule_with_its_last_slot(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     decide_slots(db, "tick", 2)
     [listed] = json.loads(schedules(db, capsys, "ls", "--json").out)
     assert (listed["name"], listed["when"], listed["paused"]) == ("tick", "every 10s", False)
@@ -190,21 +190,21 @@ def test_ls_without_schedules_says_so(
 def test_pause_and_resume_change_the_paused_state(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     paused = schedules(db, capsys, "pause", "tick")
     assert paused.lines == ["paused schedule tick"]
-    assert cq.get_schedule("tick").paused  # type: ignore[union-attr]
+    assert cq.schedules.get("tick").paused  # type: ignore[union-attr]
     resumed = schedules(db, capsys, "resume", "tick")
     assert resumed.code == 0 and resumed.out.startswith("resumed schedule tick: next run ")
-    assert not cq.get_schedule("tick").paused  # type: ignore[union-attr]
+    assert not cq.schedules.get("tick").paused  # type: ignore[union-attr]
 
 
 def test_rm_removes_a_schedule(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     assert schedules(db, capsys, "rm", "tick").lines == ["removed schedule tick"]
-    assert cq.list_schedules() == []
+    assert cq.schedules.list() == []
 
 
 @pytest.mark.parametrize("action", ["pause", "resume", "rm", "history"])
@@ -219,9 +219,9 @@ def test_an_unknown_name_is_one_error_line_and_exit_1(
 def test_history_shows_slot_time_decision_task_and_status_newest_first(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     decide_slots(db, "tick", 3)
-    slots = cq.schedule_history("tick")
+    slots = cq.schedules.history("tick")
     result = schedules(db, capsys, "history", "tick", "--limit", "2")
     assert result.lines[0].split() == ["SLOT", "DECISION", "TASK", "STATUS"]
     assert [line.split() for line in result.lines[1:]] == [
@@ -232,7 +232,7 @@ def test_history_shows_slot_time_decision_task_and_status_newest_first(
 def test_history_json_gives_the_slot_decisions(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     decide_slots(db, "tick", 1)
     [slot] = json.loads(schedules(db, capsys, "history", "tick", "--json").out)
     assert (slot["schedule"], slot["outcome"], slot["task_status"]) == (

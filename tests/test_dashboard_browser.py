@@ -235,7 +235,7 @@ def test_retry_from_the_task_page(page: Any, cq: SyncCairnQ, db_path: Path) -> N
 
 
 def test_pause_and_resume_from_the_schedules_page(page: Any, cq: SyncCairnQ, db_path: Path) -> None:
-    cq.add_schedule("tick", "job", every="10s")
+    cq.schedules.add("tick", "job", every="10s")
     with serve(create_app(str(db_path))) as url:
         page.goto(f"{url}/schedules")
         page.click("tr[data-schedule=tick] button:has-text('Pause')")
@@ -244,7 +244,7 @@ def test_pause_and_resume_from_the_schedules_page(page: Any, cq: SyncCairnQ, db_
         page.click("button:has-text('Resume')")
         page.wait_for_url("**done=resumed*")
         assert page.locator("h1 .pill").count() == 0
-    assert cq.get_schedule("tick").paused is False  # type: ignore[union-attr]
+    assert cq.schedules.get("tick").paused is False  # type: ignore[union-attr]
 
 
 def test_read_only_mode_hides_the_actions(page: Any, cq: SyncCairnQ, db_path: Path) -> None:

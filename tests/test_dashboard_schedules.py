@@ -41,7 +41,7 @@ def row(page: str, name: str) -> str:
 
 
 async def paused(cq: CairnQ, name: str) -> bool:
-    stored = await cq.get_schedule(name)
+    stored = await cq.schedules.get(name)
     assert stored is not None
     return stored.paused
 
@@ -58,8 +58,8 @@ async def test_every_page_links_to_the_schedules_page(cq: CairnQ) -> None:
 async def test_the_schedules_page_lists_each_schedule_with_its_timing_and_state(
     cq: CairnQ,
 ) -> None:
-    await cq.add_schedule("tick", "job", every="10s", queue="mail")
-    await cq.add_schedule("nightly", "report", cron="0 2 * * *", tz="Europe/Paris", paused=True)
+    await cq.schedules.add("tick", "job", every="10s", queue="mail")
+    await cq.schedules.add("nightly", "report", cron="0 2 * * *", tz="Europe/Paris", paused=True)
     async with http(create_app(cq)) as client:
         page = (await client.get("/schedules")).text
     tick, nightly = row(page, "tick"), row(page, "nightly")
@@ -70,9 +70,9 @@ async def test_the_schedules_page_lists_each_schedule_with_its_timing_and_state(
 async def test_the_schedules_page_shows_the_last_slots_decision_and_its_tasks_status(
     cq: CairnQ, clock: FakeClock
 ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
+    await cq.schedules.add("tick", "job", every="10s")
     clock.advance(10_000)
-    assert await cq.run_schedules() == 1
+    assert await cq.schedules.run_due() == 1
     [task] = await cq.list(name="job")
     async with http(create_app(cq)) as client:
         tick = row((await client.get("/schedules")).text, "tick")
@@ -84,9 +84,9 @@ async def test_the_schedules_page_shows_the_last_slots_decision_and_its_tasks_st
 async def test_a_schedules_page_lists_its_slots_each_linking_to_its_task(
     cq: CairnQ, clock: FakeClock
 ) -> None:
-    await cq.add_schedule("tick", "job", every="10s", catch_up="30s")
+    await cq.schedules.add("tick", "job", every="10s", catch_up="30s")
     clock.advance(100_000)
-    assert await cq.run_schedules() == 3
+    assert await cq.schedules.run_due() == 3
     tasks = await cq.list(name="job")
     async with http(create_app(cq)) as client:
         page = (await client.get("/schedule", params={"name": "tick"})).text
@@ -127,7 +127,7 @@ async def test_without_the_schedules_tables_the_page_says_so_in_one_line(db: Dat
 
 
 async def test_pause_then_resume_from_the_schedules_page(cq: CairnQ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
+    await cq.schedules.add("tick", "job", every="10s")
     async with http(create_app(cq)) as client:
         page = (await client.get("/schedule", params={"name": "tick"})).text
         pause = await client.post("/schedule/pause", data={"csrf": csrf_from(page), "name": "tick"})
@@ -153,7 +153,7 @@ async def test_pausing_an_unknown_schedule_is_not_found(cq: CairnQ) -> None:
 
 
 async def test_a_pause_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
+    await cq.schedules.add("tick", "job", every="10s")
     async with http(create_app(cq)) as client:
         response = await client.post("/schedule/pause", data={"name": "tick"})
     assert response.status_code == 403
@@ -161,7 +161,7 @@ async def test_a_pause_without_a_csrf_token_is_refused(cq: CairnQ) -> None:
 
 
 async def test_a_cross_site_pause_is_refused(cq: CairnQ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
+    await cq.schedules.add("tick", "job", every="10s")
     app = create_app(cq)
     async with http(app) as client:
         response = await client.post(
@@ -174,7 +174,7 @@ async def test_a_cross_site_pause_is_refused(cq: CairnQ) -> None:
 
 
 async def test_a_get_of_a_pause_address_changes_nothing(cq: CairnQ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
+    await cq.schedules.add("tick", "job", every="10s")
     app = create_app(cq)
     async with http(app) as client:
         await client.get("/schedule/pause", params={"name": "tick", "csrf": app.csrf_token()})
@@ -182,8 +182,8 @@ async def test_a_get_of_a_pause_address_changes_nothing(cq: CairnQ) -> None:
 
 
 async def test_read_only_hides_and_refuses_pause_and_resume(cq: CairnQ) -> None:
-    await cq.add_schedule("tick", "job", every="10s")
-    await cq.add_schedule("halted", "job", every="10s", paused=True)
+    await cq.schedules.add("tick", "job", every="10s")
+    await cq.schedules.add("halted", "job", every="10s", paused=True)
     app = create_app(cq, read_only=True)
     async with http(app) as client:
         pages = [

@@ -58,7 +58,7 @@ async def _task_slots(cq: CairnQ) -> list[int]:
 
 async def _decisions(cq: CairnQ) -> list[tuple[int, int | None, str, int]]:
     """Every recorded decision of schedule "tick", oldest first: (slot, through, outcome, slots)."""
-    history = await cq.schedule_history("tick", limit=500)
+    history = await cq.schedules.history("tick", limit=500)
     return [(h.slot_ms, h.through_ms, h.outcome, h.slots) for h in reversed(history)]
 
 
@@ -68,7 +68,7 @@ async def test_a_worker_back_from_downtime_inside_catch_up_runs_each_missed_slot
     clock = FakeClock(START + 1)
     ran: list[int] = []
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="1h")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="1h")
         clock.advance(10 * MINUTE)  # every worker down for ten slots
         worker = _recording_worker(db, clock, ran)
         async with worker.background():
@@ -81,9 +81,9 @@ async def test_a_worker_back_from_downtime_inside_catch_up_runs_each_missed_slot
 async def test_a_caught_up_slot_task_is_due_at_its_slot(db: Database) -> None:
     clock = FakeClock(START + 1)
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="1h")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="1h")
         clock.advance(3 * MINUTE)
-        assert await cq.run_schedules() == 3
+        assert await cq.schedules.run_due() == 3
         tasks = await cq.list(name="job")
     assert sorted(t.run_at_ms for t in tasks) == _slots(1, 3)
 
@@ -94,7 +94,7 @@ async def test_a_worker_back_after_more_than_catch_up_runs_the_slots_inside_and_
     clock = FakeClock(START + 1)
     ran: list[int] = []
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="4m")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="4m")
         clock.advance(10 * MINUTE)
         # now is START + 10 min + 1 ms: slots after START + 6 min + 1 ms are inside catch_up
         worker = _recording_worker(db, clock, ran)
@@ -113,9 +113,9 @@ async def test_downtime_far_beyond_catch_up_records_every_slot_as_one_counted_mi
 ) -> None:
     clock = FakeClock(START + 1)
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="2m")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="2m")
         clock.advance(3 * 24 * 60 * MINUTE)  # three days down
-        assert await cq.run_schedules() == 2
+        assert await cq.schedules.run_due() == 2
         decisions = await _decisions(cq)
     last = 3 * 24 * 60
     assert decisions == [
@@ -131,7 +131,7 @@ async def test_catch_up_policy_latest_runs_only_the_newest_missed_slot(
     clock = FakeClock(START + 1)
     ran: list[int] = []
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="1h", catch_up_policy="latest")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="1h", catch_up_policy="latest")
         clock.advance(10 * MINUTE)
         worker = _recording_worker(db, clock, ran)
         async with worker.background():
@@ -165,7 +165,7 @@ async def test_a_restart_in_the_middle_of_a_catch_up_doubles_nothing(db: Databas
     clock = FakeClock(START + 1)
     ran: list[int] = []
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="1m", catch_up="1h")
+        await cq.schedules.add("tick", "job", every="1m", catch_up="1h")
         clock.advance(10 * MINUTE)
         # A first evaluator decides four of the ten slots, then one dies mid-transaction.
         first = await cq.backend.arun(_schedules.evaluate("tick", cq.codec, batch=4), write=True)
@@ -184,7 +184,7 @@ async def test_a_restart_in_the_middle_of_a_catch_up_doubles_nothing(db: Databas
         worker = _recording_worker(db, clock, ran)
         async with worker.background():
             await _until_ran(ran, 10)
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 0
         assert ran == _slots(1, 10)
         assert await _task_slots(cq) == _slots(1, 10)
         assert await _decisions(cq) == [(slot, None, "enqueued", 1) for slot in _slots(1, 10)]

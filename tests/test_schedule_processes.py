@@ -53,7 +53,7 @@ def _lease_holder(db: Database) -> str | None:
 
 
 def _recorded(client: SyncCairnQ) -> int:
-    return len(client.schedule_history("tick", limit=500))
+    return len(client.schedules.history("tick", limit=500))
 
 
 def _until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
@@ -72,7 +72,7 @@ def test_four_workers_with_the_evaluating_one_killed_twice_submit_every_slot_onc
     procs: dict[str, subprocess.Popen[bytes]] = {}
     killed: list[str] = []
     with db.sync_client() as client:
-        created = client.add_schedule("tick", "job", every="1s")
+        created = client.schedules.add("tick", "job", every="1s")
         try:
             for n in range(4):
                 procs[f"w{n}"] = _spawn(db, f"w{n}", tmp_path)
@@ -92,7 +92,7 @@ def test_four_workers_with_the_evaluating_one_killed_twice_submit_every_slot_onc
                 name = f"w{len(procs)}"
                 procs[name] = _spawn(db, name, tmp_path)
             _until(lambda: _recorded(client) >= SLOTS + 2, f"{SLOTS + 2} slots recorded")
-            client.pause_schedule("tick")
+            client.schedules.pause("tick")
         finally:
             (tmp_path / "stop").touch()
             for proc in procs.values():
@@ -101,8 +101,8 @@ def test_four_workers_with_the_evaluating_one_killed_twice_submit_every_slot_onc
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        history = list(reversed(client.schedule_history("tick", limit=500)))
-        final = client.get_schedule("tick")
+        history = list(reversed(client.schedules.history("tick", limit=500)))
+        final = client.schedules.get("tick")
         tasks = client.list(name="job", limit=1000)
         keyed = {s.slot_ms: client.get_by_key(slot_key("tick", s.slot_ms)) for s in history}
 

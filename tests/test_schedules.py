@@ -40,7 +40,7 @@ async def _slots_of(cq: CairnQ, name: str) -> list[int]:
 
 async def test_a_new_schedule_starts_at_the_first_slot_after_now(db: Database) -> None:
     async with db.client(clock=_clock()) as cq:
-        stored = await cq.add_schedule("tick", "job", every="10s", payload={"a": 1})
+        stored = await cq.schedules.add("tick", "job", every="10s", payload={"a": 1})
         assert (stored.next_ms, stored.cursor_ms) == (START + 10_000, START + 1)
         assert (stored.task, stored.queue, stored.payload, stored.source) == (
             "job",
@@ -48,8 +48,8 @@ async def test_a_new_schedule_starts_at_the_first_slot_after_now(db: Database) -
             {"a": 1},
             "api",
         )
-        assert await cq.get_schedule("tick") == stored
-        assert [s.name for s in await cq.list_schedules()] == ["tick"]
+        assert await cq.schedules.get("tick") == stored
+        assert [s.name for s in await cq.schedules.list()] == ["tick"]
 
 
 @pytest.mark.parametrize(
@@ -73,8 +73,8 @@ async def test_bad_input_is_refused_before_anything_is_stored(
 ) -> None:
     async with db.client() as cq:
         with pytest.raises(InvalidArgument, match=message):
-            await cq.add_schedule("tick", "job", **options)
-        assert await cq.list_schedules() == []
+            await cq.schedules.add("tick", "job", **options)
+        assert await cq.schedules.list() == []
 
 
 async def test_a_payload_that_is_not_json_is_refused_before_anything_is_stored(
@@ -82,29 +82,29 @@ async def test_a_payload_that_is_not_json_is_refused_before_anything_is_stored(
 ) -> None:
     async with db.client() as cq:
         with pytest.raises(SerializationError):
-            await cq.add_schedule("tick", "job", every="10s", payload={"when": object()})
-        assert await cq.list_schedules() == []
+            await cq.schedules.add("tick", "job", every="10s", payload={"when": object()})
+        assert await cq.schedules.list() == []
 
 
 async def test_adding_a_taken_name_is_refused_without_replace(db: Database) -> None:
     async with db.client() as cq:
-        await cq.add_schedule("tick", "job", every="10s")
+        await cq.schedules.add("tick", "job", every="10s")
         with pytest.raises(InvalidArgument, match="a schedule named 'tick' exists"):
-            await cq.add_schedule("tick", "other", every="20s")
-        assert (await cq.get_schedule("tick")).task == "job"  # type: ignore[union-attr]
+            await cq.schedules.add("tick", "other", every="20s")
+        assert (await cq.schedules.get("tick")).task == "job"  # type: ignore[union-attr]
 
 
 async def test_replace_changes_the_definition_and_keeps_cursor_and_history(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s")
+        await cq.schedules.add("tick", "job", every="10s")
         clock.advance(10_000)
-        assert await cq.run_schedules() == 1
-        replaced = await cq.add_schedule("tick", "job2", every="20s", replace=True)
+        assert await cq.schedules.run_due() == 1
+        replaced = await cq.schedules.add("tick", "job2", every="20s", replace=True)
         assert (replaced.task, replaced.every_ms) == ("job2", 20_000)
         assert replaced.cursor_ms == START + 10_001
         assert replaced.next_ms == START + 20_000
-        assert len(await cq.schedule_history("tick")) == 1
+        assert len(await cq.schedules.history("tick")) == 1
 
 
 # --- evaluating ----------------------------------------------------------------------------
@@ -115,21 +115,21 @@ async def test_each_due_slot_submits_one_task_with_the_slot_key_and_metadata(
 ) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", metadata={"team": "ops"})
-        assert await cq.run_schedules() == 0
+        await cq.schedules.add("tick", "job", every="10s", metadata={"team": "ops"})
+        assert await cq.schedules.run_due() == 0
         clock.advance(30_000)
-        assert await cq.run_schedules() == 3
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 3
+        assert await cq.schedules.run_due() == 0
         slots = [START + 10_000, START + 20_000, START + 30_000]
         assert await _slots_of(cq, "job") == slots
         for slot in slots:
             task = await cq.get_by_key(slot_key("tick", slot))
             assert task is not None and task.metadata["team"] == "ops"
-        history = await cq.schedule_history("tick")
+        history = await cq.schedules.history("tick")
         assert [(h.slot_ms, h.outcome, h.task_status) for h in history] == [
             (slot, "enqueued", "queued") for slot in reversed(slots)
         ]
-        stored = await cq.get_schedule("tick")
+        stored = await cq.schedules.get("tick")
         assert stored is not None
         assert (stored.last_slot_ms, stored.last_status) == (slots[-1], "queued")
         assert stored.next_ms == START + 40_000
@@ -138,9 +138,9 @@ async def test_each_due_slot_submits_one_task_with_the_slot_key_and_metadata(
 async def test_a_slot_task_runs_at_its_slot_plus_the_schedules_jitter(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", jitter="5s")
+        await cq.schedules.add("tick", "job", every="10s", jitter="5s")
         clock.advance(10_000)
-        await cq.run_schedules()
+        await cq.schedules.run_due()
         [task] = await cq.list(name="job")
     slot = START + 10_000
     assert task.run_at_ms == slot + jitter_for("tick", slot, 5_000)
@@ -149,10 +149,10 @@ async def test_a_slot_task_runs_at_its_slot_plus_the_schedules_jitter(db: Databa
 async def test_evaluators_racing_on_one_schedule_submit_each_slot_once(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as first, db.client(clock=clock) as second:
-        await first.add_schedule("tick", "job", every="10s")
+        await first.schedules.add("tick", "job", every="10s")
         for _ in range(20):
             clock.advance(10_000)
-            await asyncio.gather(first.run_schedules(), second.run_schedules())
+            await asyncio.gather(first.schedules.run_due(), second.schedules.run_due())
         slots = await _slots_of(first, "job")
     assert slots == [START + 10_000 * i for i in range(1, 21)]
 
@@ -160,11 +160,11 @@ async def test_evaluators_racing_on_one_schedule_submit_each_slot_once(db: Datab
 async def test_after_downtime_only_slots_inside_catch_up_are_submitted(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", catch_up="35s")
+        await cq.schedules.add("tick", "job", every="10s", catch_up="35s")
         clock.advance(100_000)
         # now is START + 100_001: slots from START + 70_000 are under 35 s old
-        assert await cq.run_schedules() == 4
-        history = await cq.schedule_history("tick")
+        assert await cq.schedules.run_due() == 4
+        history = await cq.schedules.history("tick")
     assert [(h.slot_ms - START, h.outcome, h.slots) for h in reversed(history)] == [
         (10_000, "missed", 6),
         (70_000, "enqueued", 1),
@@ -182,9 +182,9 @@ async def test_a_cron_slot_that_does_not_exist_locally_runs_once_after_the_gap(
     before = 1_774_731_600_000  # 2026-03-28 21:00 UTC
     clock = FakeClock(before)
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("night", "job", cron="30 2 * * *", tz="Europe/Paris", catch_up="3d")
+        await cq.schedules.add("night", "job", cron="30 2 * * *", tz="Europe/Paris", catch_up="3d")
         clock.advance(2 * 86_400_000)
-        assert await cq.run_schedules() == 2
+        assert await cq.schedules.run_due() == 2
         slots = await _slots_of(cq, "job")
     gap_end = 1_774_746_000_000  # 2026-03-29 01:00 UTC = 03:00 CEST
     next_night = 1_774_830_600_000  # 2026-03-30 00:30 UTC = 02:30 CEST
@@ -197,17 +197,17 @@ async def test_a_cron_slot_that_does_not_exist_locally_runs_once_after_the_gap(
 async def test_a_paused_schedule_submits_nothing_and_resumes_from_now(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s")
-        paused = await cq.pause_schedule("tick")
+        await cq.schedules.add("tick", "job", every="10s")
+        paused = await cq.schedules.pause("tick")
         assert paused is not None and paused.paused
         clock.advance(50_000)
-        assert await cq.run_schedules() == 0
-        resumed = await cq.resume_schedule("tick")
+        assert await cq.schedules.run_due() == 0
+        resumed = await cq.schedules.resume("tick")
         assert resumed is not None and not resumed.paused
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 0
         clock.advance(10_000)
-        assert await cq.run_schedules() == 1
-        history = await cq.schedule_history("tick")
+        assert await cq.schedules.run_due() == 1
+        history = await cq.schedules.history("tick")
         assert await _slots_of(cq, "job") == [START + 60_000]
     assert [(h.outcome, h.slots) for h in reversed(history)] == [("paused", 5), ("enqueued", 1)]
 
@@ -215,28 +215,28 @@ async def test_a_paused_schedule_submits_nothing_and_resumes_from_now(db: Databa
 async def test_a_schedule_can_be_created_paused(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", paused=True)
+        await cq.schedules.add("tick", "job", every="10s", paused=True)
         clock.advance(20_000)
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 0
 
 
 async def test_pause_resume_and_remove_of_an_unknown_name_say_so(db: Database) -> None:
     async with db.client() as cq:
-        assert await cq.pause_schedule("nope") is None
-        assert await cq.resume_schedule("nope") is None
-        assert await cq.remove_schedule("nope") is False
-        assert await cq.get_schedule("nope") is None
+        assert await cq.schedules.pause("nope") is None
+        assert await cq.schedules.resume("nope") is None
+        assert await cq.schedules.remove("nope") is False
+        assert await cq.schedules.get("nope") is None
 
 
 async def test_removing_a_schedule_keeps_the_tasks_it_submitted(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s")
+        await cq.schedules.add("tick", "job", every="10s")
         clock.advance(10_000)
-        await cq.run_schedules()
-        assert await cq.remove_schedule("tick") is True
-        assert await cq.list_schedules() == []
-        assert await cq.schedule_history("tick") == []
+        await cq.schedules.run_due()
+        assert await cq.schedules.remove("tick") is True
+        assert await cq.schedules.list() == []
+        assert await cq.schedules.history("tick") == []
         assert len(await cq.list(name="job")) == 1
 
 
@@ -248,31 +248,31 @@ async def test_overlap_skip_records_a_slot_due_while_the_previous_task_is_queued
 ) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", overlap="skip")
+        await cq.schedules.add("tick", "job", every="10s", overlap="skip")
         clock.advance(10_000)
-        assert await cq.run_schedules() == 1
+        assert await cq.schedules.run_due() == 1
         clock.advance(10_000)
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 0
         [first] = await cq.list(name="job")
         await cq.cancel(first.id)
         clock.advance(10_000)
-        assert await cq.run_schedules() == 1
-        history = await cq.schedule_history("tick")
+        assert await cq.schedules.run_due() == 1
+        history = await cq.schedules.history("tick")
     assert [h.outcome for h in reversed(history)] == ["enqueued", "overlap", "enqueued"]
 
 
 async def test_overlap_queue_holds_slots_until_the_previous_task_ends(db: Database) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "job", every="10s", overlap="queue")
+        await cq.schedules.add("tick", "job", every="10s", overlap="queue")
         clock.advance(10_000)
-        assert await cq.run_schedules() == 1
+        assert await cq.schedules.run_due() == 1
         clock.advance(20_000)
-        assert await cq.run_schedules() == 0
+        assert await cq.schedules.run_due() == 0
         [first] = await cq.list(name="job")
         await cq.cancel(first.id)
-        assert await cq.run_schedules() == 1
-        assert await cq.run_schedules() == 0  # the next waits for this one
+        assert await cq.schedules.run_due() == 1
+        assert await cq.schedules.run_due() == 0  # the next waits for this one
         assert await _slots_of(cq, "job") == [START + 10_000, START + 20_000]
 
 
@@ -298,7 +298,7 @@ async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(
         ran.append(ctx.task.metadata["cairnq.schedule"]["slot_ms"])
 
     async with db.client(clock=clock) as cq, worker.background():
-        stored = await _eventually(lambda: cq.get_schedule("tick"))
+        stored = await _eventually(lambda: cq.schedules.get("tick"))
         assert (stored.task, stored.source, stored.payload) == ("tick", "code", {"n": 1})
         clock.advance(10_000)
         await _eventually(lambda: _true_if(ran))
@@ -310,9 +310,9 @@ async def test_a_worker_replaces_the_definition_of_its_declared_schedule_keeping
 ) -> None:
     clock = _clock()
     async with db.client(clock=clock) as cq:
-        await cq.add_schedule("tick", "tick", every="10s")
+        await cq.schedules.add("tick", "tick", every="10s")
         clock.advance(10_000)
-        await cq.run_schedules()
+        await cq.schedules.run_due()
         worker = db.worker(clock=clock, schedules=True)
         worker.schedule("tick", "tick", every="20s")
         async with worker.background():
@@ -332,7 +332,7 @@ async def test_a_worker_with_schedules_off_stores_and_evaluates_nothing(
         # Claiming: the worker's start, which stores and starts its schedules, is over.
         await turns.passed(1)
     async with db.client(clock=clock) as cq:
-        assert await cq.list_schedules() == []
+        assert await cq.schedules.list() == []
 
 
 def test_a_schedule_declared_twice_on_a_worker_is_refused(db: Database) -> None:
@@ -360,9 +360,9 @@ async def test_client_schedule_calls_name_the_missing_migration(db: Database) ->
     protocol_only(db)
     async with db.client(migrate=False) as cq:
         with pytest.raises(SchemaIncomplete, match=r"x0005_schedules\.sql"):
-            await cq.add_schedule("tick", "job", every="10s")
+            await cq.schedules.add("tick", "job", every="10s")
         with pytest.raises(SchemaIncomplete, match="cairnq migrate"):
-            await cq.list_schedules()
+            await cq.schedules.list()
         assert (await cq.submit("job")).status == "queued"
 
 
@@ -407,7 +407,7 @@ async def _true_if(items: list[Any]) -> bool | None:
 
 
 async def _if_every(cq: CairnQ, every_ms: int) -> Any:
-    stored = await cq.get_schedule("tick")
+    stored = await cq.schedules.get("tick")
     return stored if stored is not None and stored.every_ms == every_ms else None
 
 

@@ -224,10 +224,10 @@ def test_the_header_names_the_earliest_next_slot_of_the_schedules_not_paused(
 ) -> None:
     # 08:00:10 UTC: five seconds before it is the same day in every zone.
     cq = db.sync_client(clock=FakeClock(1_800_000_000_001)).open()
-    cq.add_schedule("hourly", "job", every="1h")
-    cq.add_schedule("often", "job", every="10s")
-    cq.add_schedule("halted", "job", every="1s", paused=True)
-    often = cq.get_schedule("often")
+    cq.schedules.add("hourly", "job", every="1h")
+    cq.schedules.add("often", "job", every="10s")
+    cq.schedules.add("halted", "job", every="1s", paused=True)
+    often = cq.schedules.get("often")
     assert often is not None and often.next_ms is not None
     at = datetime.fromtimestamp(often.next_ms / 1000).strftime("%H:%M:%S")
     lines = frame(cq, often.next_ms - 5_000).splitlines()
@@ -235,13 +235,13 @@ def test_the_header_names_the_earliest_next_slot_of_the_schedules_not_paused(
 
 
 def test_a_due_next_slot_says_due_now(db: Database, cq: SyncCairnQ) -> None:
-    often = cq.add_schedule("often", "job", every="10s")
+    often = cq.schedules.add("often", "job", every="10s")
     assert often.next_ms is not None
     assert frame(cq, often.next_ms + 1).splitlines()[1].endswith("(due now)")
 
 
 def test_a_frame_without_schedules_shows_no_schedule_line(db: Database, cq: SyncCairnQ) -> None:
-    cq.add_schedule("halted", "job", every="1s", paused=True)
+    cq.schedules.add("halted", "job", every="1s", paused=True)
     assert "next schedule" not in frame(cq, 1_000)
 
 

@@ -44,7 +44,7 @@ def schedules_run(db: Database, folder: Path, mutant: str | None) -> Report:
     try:
         with db.sync_client() as client:
             for name, catch_up in SCHEDULES:
-                client.add_schedule(name, "job", every="1s", catch_up=catch_up, payload=PAYLOAD)
+                client.schedules.add(name, "job", every="1s", catch_up=catch_up, payload=PAYLOAD)
         for _ in range(3):
             _start(run)
         for _ in range(3):
@@ -58,7 +58,7 @@ def schedules_run(db: Database, folder: Path, mutant: str | None) -> Report:
         time.sleep(2.0)
         with db.sync_client() as client:
             for name, _ in SCHEDULES:
-                client.pause_schedule(name)
+                client.schedules.pause(name)
         run.quiesce()
     finally:
         run.stop()

@@ -202,9 +202,9 @@ def _with_schedules(db: Database, paused: bool) -> None:
             with db.sync_client() as client:
                 for name, catch_up in SCHEDULES:
                     if paused:
-                        client.pause_schedule(name)
+                        client.schedules.pause(name)
                     else:
-                        client.add_schedule(
+                        client.schedules.add(
                             name,
                             "job",
                             every="1s",

@@ -7,6 +7,9 @@ decision is recorded once (``cairnq_schedule_slots``) in the transaction that
 submits its task, so a slot submits at most one task however many processes
 evaluate (``_ops.evaluate``).
 
+A schedule's options (``ScheduleOptions``, or the same names as keywords,
+``ScheduleKeywords``) are one object every entry takes, checked in one place.
+
 Everything of the feature is in this folder: the model (``_model``, ``_timing``,
 ``_plan``), the operations (``_ops``), the worker's evaluator (``_scheduler``) and
 API (``_worker``: ``periodic``, ``schedule``, ``schedules``, mixed into the worker), its
@@ -24,7 +27,16 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from .._base import Component, Extension, Option, Part, TaskRows, WorkerView
-from ._model import CATCH_UP_POLICIES, OUTCOMES, OVERLAPS, Schedule, ScheduleSlot, ScheduleSpec
+from ._model import (
+    CATCH_UP_POLICIES,
+    OUTCOMES,
+    OVERLAPS,
+    Schedule,
+    ScheduleKeywords,
+    ScheduleOptions,
+    ScheduleSlot,
+    ScheduleSpec,
+)
 from ._scheduler import Scheduler
 from ._timing import Timing
 
@@ -33,6 +45,8 @@ __all__ = [
     "OUTCOMES",
     "OVERLAPS",
     "Schedule",
+    "ScheduleKeywords",
+    "ScheduleOptions",
     "ScheduleSlot",
     "ScheduleSpec",
     "Schedules",

@@ -1,21 +1,25 @@
-"""The client's schedules: ``cq.schedules`` and the flat methods before it, async.
+"""The client's schedules: ``cq.schedules``, and the flat methods before it (deprecated), async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
 
 from __future__ import annotations
 
-import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_async import ClientView
 from . import _ops
-from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+from ._model import Schedule, ScheduleOptions, ScheduleSlot, ScheduleSpec
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._model import ScheduleKeywords
 
 ScheduleList = list[Schedule]
 SlotList = list[ScheduleSlot]
-Span = str | int | datetime.timedelta
 
 
 class AsyncSchedules:
@@ -31,33 +35,24 @@ class AsyncSchedules:
         self,
         name: str,
         task: str | TaskDef[Any, Any],
+        options: ScheduleOptions | None = None,
         *,
-        cron: str | None = None,
-        every: Span | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str = "default",
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: Span | None = None,
         paused: bool = False,
         replace: bool = False,
+        **keywords: Unpack[ScheduleKeywords],
     ) -> Schedule:
         """Store a schedule in the database: every cairnq worker on it evaluates it.
 
         Args:
             name: The schedule's name, unique in the database.
             task: The task name each slot submits, or a ``TaskDef``.
-            cron, every, tz, payload, queue, priority, max_attempts, metadata,
-                catch_up, catch_up_policy, overlap, jitter: As for
-                ``Worker.periodic`` (queue ``"default"``).
+            options: When its slots fall and what each slot's task gets
+                (``ScheduleOptions``; queue ``"default"`` when not given).
             paused: Store it paused (``resume`` starts it).
             replace: Replace the definition of a stored schedule of that name,
                 keeping its cursor, history and paused state.
+            **keywords: The options as keywords (``cron=``, ``every=``, ...: the
+                fields of ``ScheduleOptions``); they replace those of ``options``.
 
         Returns:
             The stored schedule. Its first slot is the first after now: a new
@@ -73,24 +68,16 @@ class AsyncSchedules:
 
             await cq.schedules.add("nightly-report", "report.build", cron="0 2 * * *",
                                    tz="Europe/Paris", catch_up="6h")
+            nightly = ScheduleOptions(cron="0 2 * * *", tz="Europe/Paris")
+            await cq.schedules.add("nightly-export", "export.run", nightly, queue="exports")
         """
         spec = ScheduleSpec.build(
             self._client.codec,
             name,
             task.name if isinstance(task, TaskDef) else task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
+            options,
             paused=paused,
+            **keywords,
         )
         op = _ops.put(spec, source="api", replace=bool(replace))
         stored, _ = await self._client._run(op, write=True)
@@ -135,8 +122,8 @@ class AsyncSchedules:
 
 
 class AsyncSchedulesClient:
-    """The client's ``schedules`` namespace, and its flat methods (each the same as
-    the namespace's method it names)."""
+    """The client's ``schedules`` namespace, and the flat methods that came before it,
+    kept for one release: each warns once and does what the namespace's method does."""
 
     @property
     def schedules(self: ClientView) -> AsyncSchedules:
@@ -148,72 +135,49 @@ class AsyncSchedulesClient:
         self: ClientView,
         name: str,
         task: str | TaskDef[Any, Any],
+        options: ScheduleOptions | None = None,
         *,
-        cron: str | None = None,
-        every: Span | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str = "default",
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: Span | None = None,
         paused: bool = False,
         replace: bool = False,
+        **keywords: Unpack[ScheduleKeywords],
     ) -> Schedule:
-        """Store a schedule in the database: ``cq.schedules.add``, which see.
-
-        Example::
-
-            await cq.add_schedule("nightly-report", "report.build", cron="0 2 * * *",
-                                  tz="Europe/Paris", catch_up="6h")
-        """
+        """Deprecated: ``cq.schedules.add``, which see."""
+        renamed("cq.add_schedule(...)", "cq.schedules.add(...)")
         return await AsyncSchedules(self).add(
-            name,
-            task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
-            paused=paused,
-            replace=replace,
+            name, task, options, paused=paused, replace=replace, **keywords
         )
 
     async def get_schedule(self: ClientView, name: str) -> Schedule | None:
-        """One stored schedule, or ``None``: ``cq.schedules.get``."""
+        """Deprecated: ``cq.schedules.get``."""
+        renamed("cq.get_schedule(...)", "cq.schedules.get(...)")
         return await AsyncSchedules(self).get(name)
 
     async def list_schedules(self: ClientView) -> ScheduleList:
-        """Every stored schedule, by name: ``cq.schedules.list``."""
+        """Deprecated: ``cq.schedules.list``."""
+        renamed("cq.list_schedules()", "cq.schedules.list()")
         return await AsyncSchedules(self).list()
 
     async def pause_schedule(self: ClientView, name: str) -> Schedule | None:
-        """Pause a schedule: ``cq.schedules.pause``."""
+        """Deprecated: ``cq.schedules.pause``."""
+        renamed("cq.pause_schedule(...)", "cq.schedules.pause(...)")
         return await AsyncSchedules(self).pause(name)
 
     async def resume_schedule(self: ClientView, name: str) -> Schedule | None:
-        """Resume a paused schedule from now: ``cq.schedules.resume``."""
+        """Deprecated: ``cq.schedules.resume``."""
+        renamed("cq.resume_schedule(...)", "cq.schedules.resume(...)")
         return await AsyncSchedules(self).resume(name)
 
     async def remove_schedule(self: ClientView, name: str) -> bool:
-        """Delete a schedule: ``cq.schedules.remove``."""
+        """Deprecated: ``cq.schedules.remove``."""
+        renamed("cq.remove_schedule(...)", "cq.schedules.remove(...)")
         return await AsyncSchedules(self).remove(name)
 
     async def schedule_history(self: ClientView, name: str, *, limit: int = 50) -> SlotList:
-        """A schedule's latest slot decisions, newest first: ``cq.schedules.history``."""
+        """Deprecated: ``cq.schedules.history``."""
+        renamed("cq.schedule_history(...)", "cq.schedules.history(...)")
         return await AsyncSchedules(self).history(name, limit=limit)
 
     async def run_schedules(self: ClientView) -> int:
-        """Evaluate every due schedule now: ``cq.schedules.run_due``."""
+        """Deprecated: ``cq.schedules.run_due``."""
+        renamed("cq.run_schedules()", "cq.schedules.run_due()")
         return await AsyncSchedules(self).run_due()

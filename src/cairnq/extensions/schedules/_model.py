@@ -1,11 +1,14 @@
-"""What a schedule is: its definition (validated once, before anything is stored) and its state."""
+"""What a schedule is: its options and definition (each checked once, before anything is
+stored) and its state."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from ... import _checks
 from ..._json import JsonCodec
@@ -13,14 +16,20 @@ from ...durations import parse_duration
 from ...errors import InvalidArgument
 from ._timing import Timing
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "CATCH_UP_POLICIES",
-    "DEFAULT_CATCH_UP_MS",
     "OUTCOMES",
     "OVERLAPS",
     "Schedule",
+    "ScheduleKeywords",
+    "ScheduleOptions",
     "ScheduleSlot",
     "ScheduleSpec",
+    "Span",
+    "schedule_options",
 ]
 
 CatchUpPolicy = Literal["all", "latest"]
@@ -30,8 +39,10 @@ Outcome = Literal["enqueued", "missed", "superseded", "overlap", "paused"]
 CATCH_UP_POLICIES: tuple[CatchUpPolicy, ...] = ("all", "latest")
 OVERLAPS: tuple[Overlap, ...] = ("allow", "skip", "queue")
 OUTCOMES: tuple[Outcome, ...] = ("enqueued", "missed", "superseded", "overlap", "paused")
-DEFAULT_CATCH_UP_MS = 3_600_000
 MAX_CATCH_UP_MS = 366 * 86_400_000
+
+Span = str | int | datetime.timedelta
+"""A duration: text such as ``"90s"`` or ``"1h30m"``, milliseconds, or a ``timedelta``."""
 
 
 def _ms(value: Any, what: str, *, low: int) -> int:
@@ -52,6 +63,152 @@ def _ms(value: Any, what: str, *, low: int) -> int:
     if ms > MAX_CATCH_UP_MS:
         raise InvalidArgument(f"{what} must be at most 366 days; got {value!r}")
     return ms
+
+
+class ScheduleKeywords(TypedDict, total=False):
+    """A schedule's options as keywords: ``**options: Unpack[ScheduleKeywords]``.
+
+    The names and types of ``ScheduleOptions``'s fields, which documents each;
+    ``tests/test_schedule_options.py`` keeps the two the same.
+    """
+
+    cron: str | None
+    every: Span | None
+    tz: str | None
+    payload: Any
+    queue: str | None
+    priority: int
+    max_attempts: int
+    metadata: Any
+    catch_up: Span
+    catch_up_policy: str
+    overlap: str
+    jitter: Span | None
+
+
+class _Checked(NamedTuple):
+    """What ``ScheduleOptions`` checked, parsed."""
+
+    timing: Timing
+    queue: str | None
+    priority: int
+    max_attempts: int
+    catch_up_ms: int
+    catch_up_policy: CatchUpPolicy
+    overlap: Overlap
+    jitter_ms: int
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """When a schedule's slots fall and what each slot's task gets, checked when built.
+
+    Every way of declaring a schedule takes these options, as this object or as
+    keywords of the same names (``ScheduleKeywords``): ``cq.schedules.add``,
+    ``@worker.periodic``, ``worker.schedule`` and ``ScheduleSpec.build``. Keywords
+    given beside an object replace its fields. Each entry refuses a bad option here,
+    with the same message.
+
+    Attributes:
+        cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
+            (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
+            needs the ``cron`` extra. Give ``cron`` or ``every``.
+        every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
+            its slots counted from the Unix epoch.
+        tz: The time zone cron slots are read in (``"UTC"``). A local time that
+            does not exist (spring forward) runs once at the first instant after
+            the gap; one that occurs twice (fall back) runs once, the first time.
+        payload: Each task's payload, any JSON value (``{}``); the client or worker
+            storing the schedule encodes it.
+        queue: Each task's queue; ``None``: ``"default"`` for a client, the
+            worker's first queue for a worker.
+        priority: Each task's priority: higher runs first (0).
+        max_attempts: Runs allowed to each task, counting crashed ones (3).
+        metadata: Each task's metadata, any JSON value (``{}``).
+        catch_up: How late a slot may still be submitted, after downtime (1 h).
+            Older slots are recorded as missed, never submitted.
+        catch_up_policy: ``"all"`` submits every slot inside ``catch_up``, oldest
+            first; ``"latest"`` only the newest, recording the others as superseded.
+        overlap: ``"allow"``; ``"skip"`` a slot while the previous slot's task is
+            queued or running; ``"queue"``: the slot waits until it ends.
+        jitter: Each task runs up to this long after its slot (a delay derived
+            from the slot, the same in every process); shorter than ``every``.
+
+    Raises:
+        InvalidArgument: a bad cron expression, time zone, interval or option
+            (``ScheduleOptions(...)`` raises it, and so does each entry given it).
+
+    Example::
+
+        nightly = ScheduleOptions(cron="0 2 * * *", tz="Europe/Paris", catch_up="6h")
+        await cq.schedules.add("nightly-report", "report.build", nightly)
+        worker.schedule("nightly-export", "export.run", nightly, queue="exports")
+    """
+
+    cron: str | None = None
+    every: Span | None = None
+    tz: str | None = None
+    payload: Any = None
+    queue: str | None = None
+    priority: int = 0
+    max_attempts: int = 3
+    metadata: Any = None
+    catch_up: Span = "1h"
+    catch_up_policy: str = "all"
+    overlap: str = "allow"
+    jitter: Span | None = None
+
+    def __post_init__(self) -> None:
+        _ = self._checked
+
+    @cached_property
+    def _checked(self) -> _Checked:
+        """The one check of the options; their JSON is the storing client's codec's to encode."""
+        if self.catch_up_policy not in CATCH_UP_POLICIES:
+            raise InvalidArgument(
+                f"catch_up_policy must be one of {', '.join(CATCH_UP_POLICIES)}; "
+                f"got {self.catch_up_policy!r}"
+            )
+        if self.overlap not in OVERLAPS:
+            raise InvalidArgument(
+                f"overlap must be one of {', '.join(OVERLAPS)}; got {self.overlap!r}"
+            )
+        timing = Timing.parse(cron=self.cron, every=self.every, tz=self.tz)
+        jitter_ms = 0 if self.jitter is None else _ms(self.jitter, "jitter", low=0)
+        if timing.every_ms is not None and jitter_ms >= timing.every_ms:
+            raise InvalidArgument(
+                f"jitter must be shorter than the interval ({timing.describe()}); "
+                f"got {self.jitter!r}"
+            )
+        return _Checked(
+            timing=timing,
+            queue=_checks.check_text(self.queue, "queue", optional=True),
+            priority=_checks.check_int(self.priority, "priority", low=-_checks.MAX_INT4 - 1),
+            max_attempts=_checks.check_int(self.max_attempts, "max_attempts", low=1),
+            catch_up_ms=_ms(self.catch_up, "catch_up", low=1_000),
+            catch_up_policy=self.catch_up_policy,
+            overlap=self.overlap,
+            jitter_ms=jitter_ms,
+        )
+
+
+def schedule_options(
+    options: ScheduleOptions | None, keywords: ScheduleKeywords
+) -> ScheduleOptions:
+    """``options`` with ``keywords`` replacing its fields (the defaults' when ``None``), checked.
+
+    Raises:
+        InvalidArgument: ``options`` is not a ``ScheduleOptions``, or the result is
+            refused (see ``ScheduleOptions``).
+    """
+    if options is None:
+        return ScheduleOptions(**keywords)
+    if not isinstance(options, ScheduleOptions):
+        raise InvalidArgument(
+            "schedule options must be a ScheduleOptions, or keywords (**options); "
+            f"got {type(options).__name__}"
+        )
+    return dataclasses.replace(options, **keywords) if keywords else options
 
 
 @dataclass(frozen=True)
@@ -78,50 +235,46 @@ class ScheduleSpec:
         codec: JsonCodec,
         name: Any,
         task: Any,
+        options: ScheduleOptions | None = None,
         *,
-        cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: Any = "default",
-        priority: Any = 0,
-        max_attempts: Any = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: Any = "all",
-        overlap: Any = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
         paused: Any = False,
+        **keywords: Unpack[ScheduleKeywords],
     ) -> ScheduleSpec:
-        """Validate everything; raises ``InvalidArgument``/``SerializationError`` on bad input."""
-        if catch_up_policy not in CATCH_UP_POLICIES:
-            raise InvalidArgument(
-                f"catch_up_policy must be one of {', '.join(CATCH_UP_POLICIES)}; "
-                f"got {catch_up_policy!r}"
-            )
-        if overlap not in OVERLAPS:
-            raise InvalidArgument(f"overlap must be one of {', '.join(OVERLAPS)}; got {overlap!r}")
+        """Validate a definition: its name, task and options (queue ``"default"`` when ``None``).
+
+        Args:
+            codec: Encodes the payload and metadata.
+            name: The schedule's name.
+            task: The task name each slot submits.
+            options: The options (``ScheduleOptions``); ``keywords`` replace its fields.
+            paused: Whether it is stored paused.
+            **keywords: The options as keywords (``ScheduleKeywords``).
+
+        Returns:
+            The definition, ready to store.
+
+        Raises:
+            InvalidArgument: a bad name or option (see ``ScheduleOptions``).
+            SerializationError: the payload or metadata is not portable JSON.
+        """
+        given = schedule_options(options, keywords)
+        checked = given._checked
         if not isinstance(paused, bool):
             raise InvalidArgument(f"paused must be True or False; got {paused!r}")
-        timing = Timing.parse(cron=cron, every=every, tz=tz)
-        jitter_ms = 0 if jitter is None else _ms(jitter, "jitter", low=0)
-        if timing.every_ms is not None and jitter_ms >= timing.every_ms:
-            raise InvalidArgument(
-                f"jitter must be shorter than the interval ({timing.describe()}); got {jitter!r}"
-            )
+        payload, metadata = given.payload, given.metadata
         return cls(
             name=_checks.check_text(name, "schedule name") or "",
             task=_checks.check_text(task, "task name") or "",
-            timing=timing,
-            queue=_checks.check_text(queue, "queue") or "",
+            timing=checked.timing,
+            queue=checked.queue or "default",
             payload=codec.encode({} if payload is None else payload, what="payload"),
             metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
-            priority=_checks.check_int(priority, "priority", low=-_checks.MAX_INT4 - 1),
-            max_attempts=_checks.check_int(max_attempts, "max_attempts", low=1),
-            catch_up_ms=_ms(catch_up, "catch_up", low=1_000),
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter_ms=jitter_ms,
+            priority=checked.priority,
+            max_attempts=checked.max_attempts,
+            catch_up_ms=checked.catch_up_ms,
+            catch_up_policy=checked.catch_up_policy,
+            overlap=checked.overlap,
+            jitter_ms=checked.jitter_ms,
             paused=paused,
         )
 

@@ -8,18 +8,21 @@ once (nothing is registered or stored for a bad one) and kept by the worker's
 
 from __future__ import annotations
 
-import datetime
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ...errors import InvalidArgument
 from ...models import TaskDef
 from . import Schedules
-from ._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
+from ._model import ScheduleOptions, ScheduleSpec, schedule_options
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..._json import JsonCodec
     from .._base import Extension
+    from ._model import ScheduleKeywords
 
 F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound="Extension")
@@ -56,49 +59,27 @@ class ScheduleWorkerAPI:
 
     def periodic(
         self: ScheduleHost,
-        cron: str | None = None,
+        when: str | ScheduleOptions | None = None,
         /,
         *,
-        every: str | int | datetime.timedelta | None = None,
         name: str | TaskDef[Any, Any] | None = None,
         schedule: str | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
         concurrency: int | None = None,
+        **options: Unpack[ScheduleKeywords],
     ) -> Callable[[F], F]:
         """Register a handler and a schedule that submits one task to it per slot.
 
         Args:
-            cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
-                (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
-                needs the ``cron`` extra. Give ``cron`` or ``every``.
-            every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
-                its slots counted from the Unix epoch.
+            when: A cron expression (the ``cron`` option, given first), or the
+                options as a ``ScheduleOptions``.
             name: The task name (the function's name by default), or a ``TaskDef``.
             schedule: The schedule's name (the task name by default); unique in the
                 database.
-            tz: The time zone cron slots are read in (``"UTC"``). A local time that
-                does not exist (spring forward) runs once at the first instant after
-                the gap; one that occurs twice (fall back) runs once, the first time.
-            payload, queue, priority, max_attempts, metadata: Each task's (queue:
-                the worker's first queue by default).
-            catch_up: How late a slot may still be submitted, after downtime (1 h).
-                Older slots are recorded as missed, never submitted.
-            catch_up_policy: ``"all"`` submits every slot inside ``catch_up``, oldest
-                first; ``"latest"`` only the newest, recording the others as superseded.
-            overlap: ``"allow"``; ``"skip"`` a slot while the previous slot's task is
-                queued or running; ``"queue"``: the slot waits until it ends.
-            jitter: Each task runs up to this long after its slot (a delay derived
-                from the slot, the same in every process).
             concurrency: As for ``task``.
+            **options: The schedule's options as keywords (``every=``, ``tz=``,
+                ``catch_up=``, ...: the fields of ``ScheduleOptions``, which
+                documents each); they replace those of ``when``. The queue is the
+                worker's first unless given.
 
         Returns:
             A decorator that registers the handler and returns it unchanged.
@@ -114,27 +95,13 @@ class ScheduleWorkerAPI:
             async def morning_report(ctx):
                 ...
         """
-
-        options = {
-            "cron": cron,
-            "every": every,
-            "tz": tz,
-            "payload": payload,
-            "queue": queue,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "metadata": metadata,
-            "catch_up": catch_up,
-            "catch_up_policy": catch_up_policy,
-            "overlap": overlap,
-            "jitter": jitter,
-        }
+        given = _given(when, options)
 
         def decorate(fn: F) -> F:
             task_name = name.name if isinstance(name, TaskDef) else name
             if task_name is None:
                 task_name = getattr(fn, "__name__", None)
-            spec = _spec(self, schedule or task_name, task_name, **options)
+            spec = _spec(self, schedule or task_name, task_name, given)
             self.register(name, fn, concurrency=concurrency)
             declared(self)[spec.name] = spec
             return fn
@@ -145,32 +112,23 @@ class ScheduleWorkerAPI:
         self: ScheduleHost,
         schedule: str,
         task: str | TaskDef[Any, Any],
-        *,
-        cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
-        tz: str | None = None,
-        payload: Any = None,
-        queue: str | None = None,
-        priority: int = 0,
-        max_attempts: int = 3,
-        metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
-        catch_up_policy: str = "all",
-        overlap: str = "allow",
-        jitter: str | int | datetime.timedelta | None = None,
+        options: ScheduleOptions | None = None,
+        **keywords: Unpack[ScheduleKeywords],
     ) -> ScheduleSpec:
         """Declare a schedule for ``task`` (the imperative ``periodic``, no handler).
 
         The worker stores it when it starts, replacing the definition of a stored
         schedule of that name and keeping its cursor, history and paused state. A
         schedule removed from the code stays in the database until
-        ``cairnq schedules rm NAME`` (or ``remove_schedule``).
+        ``cairnq schedules rm NAME`` (or ``cq.schedules.remove``).
 
         Args:
             schedule: The schedule's name.
             task: The task name each slot submits (any name: a handler elsewhere
                 may run it), or a ``TaskDef``.
-            Others: As for ``periodic``.
+            options: The options (``ScheduleOptions``).
+            **keywords: The options as keywords, replacing those of ``options``
+                (as for ``periodic``).
 
         Returns:
             The validated definition.
@@ -186,18 +144,7 @@ class ScheduleWorkerAPI:
             self,
             schedule,
             task.name if isinstance(task, TaskDef) else task,
-            cron=cron,
-            every=every,
-            tz=tz,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            metadata=metadata,
-            catch_up=catch_up,
-            catch_up_policy=catch_up_policy,
-            overlap=overlap,
-            jitter=jitter,
+            schedule_options(options, keywords),
         )
         declared(self)[spec.name] = spec
         return spec
@@ -208,17 +155,20 @@ class ScheduleWorkerAPI:
         return list(declared(self).values())
 
 
-def _spec(
-    host: ScheduleHost, schedule: Any, task: Any, *, queue: Any, **options: Any
-) -> ScheduleSpec:
+def _given(when: str | ScheduleOptions | None, keywords: ScheduleKeywords) -> ScheduleOptions:
+    """``periodic``'s options: ``when``, a cron expression or options, and its keywords."""
+    if when is None or isinstance(when, ScheduleOptions):
+        return schedule_options(when, keywords)
+    if "cron" in keywords:
+        raise InvalidArgument(f"cron given twice: {when!r} first and cron={keywords['cron']!r}")
+    return schedule_options(None, {**keywords, "cron": when})
+
+
+def _spec(host: ScheduleHost, schedule: Any, task: Any, options: ScheduleOptions) -> ScheduleSpec:
     """Validate a declaration; its queue defaults to the worker's first."""
-    spec = ScheduleSpec.build(
-        host.client.codec,
-        schedule,
-        task,
-        queue=host.queues[0] if queue is None else queue,
-        **options,
-    )
+    if options.queue is None:
+        options = dataclasses.replace(options, queue=host.queues[0])
+    spec = ScheduleSpec.build(host.client.codec, schedule, task, options)
     if spec.name in declared(host):
         raise InvalidArgument(f"schedule {spec.name!r} is declared twice on this worker")
     return spec

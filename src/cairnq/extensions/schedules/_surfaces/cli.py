@@ -4,6 +4,7 @@ and the next slot due under the header of ``cairnq top`` (``top_section``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -14,7 +15,14 @@ from ....cli._tasks import read_payload
 from ....client import SyncCairnQ
 from ....top import Section, format_table
 from .. import _ops as _schedules
-from .._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+from .._model import (
+    CATCH_UP_POLICIES,
+    OVERLAPS,
+    Schedule,
+    ScheduleOptions,
+    ScheduleSlot,
+    ScheduleSpec,
+)
 
 HISTORY_LIMIT = 20
 
@@ -106,25 +114,9 @@ def cmd_schedules_add(args: argparse.Namespace, out: TextIO) -> int:
         raise CommandError(
             "--tz applies to --cron only: intervals are counted in absolute time", code=2
         )
-    payload = read_payload(args.payload)
+    options = _options(args)
     with open_client(args) as client:
-        spec = ScheduleSpec.build(
-            client.codec,
-            args.name,
-            args.task,
-            cron=args.cron,
-            every=args.every,
-            tz=args.tz,
-            payload=payload,
-            queue=args.queue,
-            priority=args.priority,
-            max_attempts=args.max_attempts,
-            catch_up=DEFAULT_CATCH_UP_MS if args.catch_up is None else args.catch_up,
-            catch_up_policy=args.catch_up_policy,
-            overlap=args.overlap,
-            jitter=args.jitter,
-            paused=args.paused,
-        )
+        spec = ScheduleSpec.build(client.codec, args.name, args.task, options, paused=args.paused)
         stored, created = client._run(
             _schedules.put(spec, source="api", replace=args.replace), write=True
         )
@@ -135,6 +127,19 @@ def cmd_schedules_add(args: argparse.Namespace, out: TextIO) -> int:
     state = "paused" if stored.paused else f"next run {next_run(stored)}"
     out.write(f"{verb} schedule {stored.name}: {stored.task} {stored.when}, {state}\n")
     return 0
+
+
+def _options(args: argparse.Namespace) -> ScheduleOptions:
+    """The options ``schedules add`` was given (each flag's destination is the option's
+    name); those not given keep ``ScheduleOptions``'s defaults."""
+    given = {
+        option.name: getattr(args, option.name)
+        for option in dataclasses.fields(ScheduleOptions)
+        if getattr(args, option.name, None) is not None
+    }
+    if "payload" in given:
+        given["payload"] = read_payload(args.payload)
+    return ScheduleOptions(**given)
 
 
 def _set_paused(args: argparse.Namespace, out: TextIO, paused: bool) -> int:
@@ -150,7 +155,7 @@ def _set_paused(args: argparse.Namespace, out: TextIO, paused: bool) -> int:
 
 
 def _pause(client: SyncCairnQ, name: str, paused: bool) -> Schedule | None:
-    return client.pause_schedule(name) if paused else client.resume_schedule(name)
+    return client.schedules.pause(name) if paused else client.schedules.resume(name)
 
 
 def cmd_schedules_pause(args: argparse.Namespace, out: TextIO) -> int:
@@ -166,7 +171,7 @@ def cmd_schedules_resume(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_schedules_rm(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq schedules rm NAME``: the tasks its slots submitted stay."""
     with open_client(args) as client:
-        removed = client.remove_schedule(args.name)
+        removed = client.schedules.remove(args.name)
     if not removed:
         raise _unknown(args.name)
     out.write(f"removed schedule {args.name}\n")
@@ -176,9 +181,9 @@ def cmd_schedules_rm(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_schedules_history(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq schedules history NAME``."""
     with open_client(args) as client:
-        if client.get_schedule(args.name) is None:
+        if client.schedules.get(args.name) is None:
             raise _unknown(args.name)
-        slots = client.schedule_history(args.name, limit=args.limit)
+        slots = client.schedules.history(args.name, limit=args.limit)
     if args.json:
         out.write(json_text([s.to_dict() for s in slots], indent=2) + "\n")
     elif not slots:
@@ -245,10 +250,10 @@ def add_commands(
     )
     timing.add_argument("--every", metavar="DURATION", help="an interval: 90s, 5m, 1h30m")
     add.add_argument("--tz", help="IANA zone the --cron expression is read in (UTC)")
-    add.add_argument("--queue", default="default", help="queue (default)")
+    add.add_argument("--queue", help="queue (default)")
     add.add_argument("--payload", metavar="JSON", help="each task's payload; - reads stdin")
-    add.add_argument("--priority", type=int, default=0, help="higher runs first (0)")
-    add.add_argument("--max-attempts", type=count(1), default=3, help="runs allowed (3)")
+    add.add_argument("--priority", type=int, help="higher runs first (0)")
+    add.add_argument("--max-attempts", type=count(1), help="runs allowed (3)")
     add.add_argument(
         "--catch-up",
         metavar="DURATION",
@@ -257,15 +262,13 @@ def add_commands(
     )
     add.add_argument(
         "--catch-up-policy",
-        choices=("all", "latest"),
-        default="all",
+        choices=CATCH_UP_POLICIES,
         help="all: every missed slot inside --catch-up, oldest first; latest: only the "
         "newest (all)",
     )
     add.add_argument(
         "--overlap",
-        choices=("allow", "skip", "queue"),
-        default="allow",
+        choices=OVERLAPS,
         help="while the previous slot's task is queued or running: allow a new one, "
         "skip the slot, or queue it to wait (allow)",
     )

@@ -71,9 +71,11 @@ class SchedulePages:
         name = query.get("name", "")
         client = self.dash.client
         try:
-            found = await client.get_schedule(name)
+            found = await client.schedules.get(name)
             slots = (
-                [] if found is None else await client.schedule_history(name, limit=SCHEDULE_HISTORY)
+                []
+                if found is None
+                else await client.schedules.history(name, limit=SCHEDULE_HISTORY)
             )
         except SchemaIncomplete as exc:
             return self.pages._error(request, 404, "No schedules", str(exc))
@@ -108,9 +110,9 @@ class SchedulePages:
         client = self.dash.client
         try:
             if paused:
-                stored = await client.pause_schedule(name)
+                stored = await client.schedules.pause(name)
             else:
-                stored = await client.resume_schedule(name)
+                stored = await client.schedules.resume(name)
         except SchemaIncomplete as exc:
             return self.pages._error(request, 404, "No schedules", str(exc))
         except InvalidArgument as exc:
