@@ -1,6 +1,6 @@
 """The dashboard's schedule pages over HTTP: listing, one schedule's slots, pause and resume.
 
-Slots come due on a ``FakeClock`` the backend reads; ``run_schedules`` decides them
+Slots come due on a ``FakeClock`` the backend reads; ``cq.schedules.run_due`` decides them
 as a worker would. Pause and resume go through the same origin, CSRF and
 read-only checks as every other action.
 """
