@@ -11,7 +11,7 @@ from typing import Any
 from ...models import TaskDef
 from .._client_async import ClientView
 from . import _ops
-from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+from ._model import DEFAULT_CATCH_UP, Schedule, ScheduleSlot, ScheduleSpec
 
 ScheduleList = list[Schedule]
 SlotList = list[ScheduleSlot]
@@ -40,7 +40,7 @@ class AsyncSchedules:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up: Span = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: Span | None = None,
@@ -157,7 +157,7 @@ class AsyncSchedulesClient:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up: Span = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: Span | None = None,

@@ -10,7 +10,7 @@ from typing import Any
 from ...models import TaskDef
 from .._client_sync import ClientView
 from . import _ops
-from ._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+from ._model import DEFAULT_CATCH_UP, Schedule, ScheduleSlot, ScheduleSpec
 
 ScheduleList = list[Schedule]
 SlotList = list[ScheduleSlot]
@@ -39,7 +39,7 @@ class SyncSchedules:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up: Span = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: Span | None = None,
@@ -156,7 +156,7 @@ class SyncSchedulesClient:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: Span = DEFAULT_CATCH_UP_MS,
+        catch_up: Span = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: Span | None = None,

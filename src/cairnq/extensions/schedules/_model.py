@@ -9,12 +9,13 @@ from typing import Any, Literal
 
 from ... import _checks
 from ..._json import JsonCodec
-from ...durations import parse_duration
+from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ._timing import Timing
 
 __all__ = [
     "CATCH_UP_POLICIES",
+    "DEFAULT_CATCH_UP",
     "DEFAULT_CATCH_UP_MS",
     "OUTCOMES",
     "OVERLAPS",
@@ -31,27 +32,14 @@ CATCH_UP_POLICIES: tuple[CatchUpPolicy, ...] = ("all", "latest")
 OVERLAPS: tuple[Overlap, ...] = ("allow", "skip", "queue")
 OUTCOMES: tuple[Outcome, ...] = ("enqueued", "missed", "superseded", "overlap", "paused")
 DEFAULT_CATCH_UP_MS = 3_600_000
+DEFAULT_CATCH_UP = datetime.timedelta(milliseconds=DEFAULT_CATCH_UP_MS)
+"""``catch_up``'s default as the option takes it (a bare number there means seconds)."""
 MAX_CATCH_UP_MS = 366 * 86_400_000
 
 
 def _ms(value: Any, what: str, *, low: int) -> int:
-    """A duration given as text (``"1h"``), whole milliseconds or a ``timedelta``."""
-    if isinstance(value, datetime.timedelta):
-        ms = value // datetime.timedelta(milliseconds=1)
-    elif isinstance(value, str):
-        ms = parse_duration(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        ms = value
-    else:
-        raise InvalidArgument(
-            f"{what} must be a duration such as '1h' or '90s', milliseconds or a timedelta; "
-            f"got {value!r}"
-        )
-    if ms < low:
-        raise InvalidArgument(f"{what} must be at least {low} ms; got {value!r}")
-    if ms > MAX_CATCH_UP_MS:
-        raise InvalidArgument(f"{what} must be at most 366 days; got {value!r}")
-    return ms
+    """A duration: seconds as a number, a string with a unit (``"1h"``) or a ``timedelta``."""
+    return duration_ms(value, what, low_ms=low, high_ms=MAX_CATCH_UP_MS)
 
 
 @dataclass(frozen=True)
@@ -87,7 +75,7 @@ class ScheduleSpec:
         priority: Any = 0,
         max_attempts: Any = 3,
         metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP,
         catch_up_policy: Any = "all",
         overlap: Any = "allow",
         jitter: str | int | datetime.timedelta | None = None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ...errors import InvalidArgument
 from ...models import TaskDef
 from . import Schedules
-from ._model import DEFAULT_CATCH_UP_MS, ScheduleSpec
+from ._model import DEFAULT_CATCH_UP, ScheduleSpec
 
 if TYPE_CHECKING:
     from ..._json import JsonCodec
@@ -68,7 +68,7 @@ class ScheduleWorkerAPI:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: str | int | datetime.timedelta | None = None,
@@ -80,7 +80,7 @@ class ScheduleWorkerAPI:
             cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
                 (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
                 needs the ``cron`` extra. Give ``cron`` or ``every``.
-            every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
+            every: An interval (``"90s"``, ``"1h"``, seconds as a number or a ``timedelta``),
                 its slots counted from the Unix epoch.
             name: The task name (the function's name by default), or a ``TaskDef``.
             schedule: The schedule's name (the task name by default); unique in the
@@ -154,7 +154,7 @@ class ScheduleWorkerAPI:
         priority: int = 0,
         max_attempts: int = 3,
         metadata: Any = None,
-        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP_MS,
+        catch_up: str | int | datetime.timedelta = DEFAULT_CATCH_UP,
         catch_up_policy: str = "all",
         overlap: str = "allow",
         jitter: str | int | datetime.timedelta | None = None,

@@ -14,7 +14,7 @@ from ....cli._tasks import read_payload
 from ....client import SyncCairnQ
 from ....top import Section, format_table
 from .. import _ops as _schedules
-from .._model import DEFAULT_CATCH_UP_MS, Schedule, ScheduleSlot, ScheduleSpec
+from .._model import DEFAULT_CATCH_UP, Schedule, ScheduleSlot, ScheduleSpec
 
 HISTORY_LIMIT = 20
 
@@ -119,7 +119,7 @@ def cmd_schedules_add(args: argparse.Namespace, out: TextIO) -> int:
             queue=args.queue,
             priority=args.priority,
             max_attempts=args.max_attempts,
-            catch_up=DEFAULT_CATCH_UP_MS if args.catch_up is None else args.catch_up,
+            catch_up=DEFAULT_CATCH_UP if args.catch_up is None else args.catch_up,
             catch_up_policy=args.catch_up_policy,
             overlap=args.overlap,
             jitter=args.jitter,
