@@ -56,7 +56,7 @@ async def test_run_at_in_the_past_is_due_now(db: Database) -> None:
 
 async def test_a_naive_run_at_is_refused_and_nothing_is_stored(db: Database) -> None:
     async with db.client(clock=FakeClock(NOW)) as cq:
-        with pytest.raises(InvalidArgument, match="naive datetime .* add a tzinfo"):
+        with pytest.raises(InvalidArgument, match=r"naive datetime .* add a tzinfo"):
             await cq.submit("job", run_at=datetime.datetime(2030, 1, 1))
         assert await cq.list() == []
 
