@@ -348,6 +348,8 @@ def test_db_may_come_before_the_command(
         ("1m30s500ms", 90_500),
         ("0s", 0),
         (" 7D ", 7 * 86_400_000),
+        ("1.5s", 1_500),
+        ("0.5h", 1_800_000),
     ],
 )
 def test_duration_is_parsed_to_milliseconds(text: str, ms: int) -> None:
@@ -355,7 +357,7 @@ def test_duration_is_parsed_to_milliseconds(text: str, ms: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "7", "7x", "-5m", "1.5h", "30m1h", "1h1h", "h", "5 m", "7dd", "1w"]
+    "text", ["", "7", "1.5", "7x", "-5m", "1.h", "30m1h", "1h1h", "h", "5 m", "7dd", "1w"]
 )
 def test_malformed_duration_is_refused(text: str) -> None:
     with pytest.raises(InvalidArgument, match="duration"):

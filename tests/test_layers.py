@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq._ids",
             "cairnq._clock",
             "cairnq.durations",
+            "cairnq.lineage",
             "cairnq.backoff",
             "cairnq.logging",
             "cairnq._aio",

@@ -9,6 +9,7 @@ the backend reads: rate buckets refill only when the test advances it.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -439,13 +440,27 @@ def test_the_sync_client_sets_and_lists_limits(db: Database) -> None:
 
 
 @pytest.mark.parametrize(
+    "per",
+    [
+        pytest.param(datetime.timedelta(minutes=1), id="timedelta"),
+        pytest.param("1m", id="string"),
+        pytest.param(60, id="seconds"),
+    ],
+)
+def test_a_rate_period_is_a_timedelta_a_string_or_seconds(per: Any) -> None:
+    assert Limit.rate(5, per=per, queue="q").period_ms == 60_000
+
+
+@pytest.mark.parametrize(
     ("build", "message"),
     [
         (lambda: Limit.concurrency(0, queue="q"), "limit must be >= 1"),
         (lambda: Limit.concurrency(-3, queue="q"), "limit must be >= 1"),
         (lambda: Limit.concurrency(True, queue="q"), "must be an integer"),
-        (lambda: Limit.rate(5, per=0, queue="q"), "per must be a positive duration"),
-        (lambda: Limit.rate(5, per="0s", queue="q"), "per must be a positive duration"),
+        (lambda: Limit.rate(5, per=0, queue="q"), "per must be 0.001 seconds or more, got 0"),
+        (lambda: Limit.rate(5, per="0s", queue="q"), "per must be 1ms or more, got '0s'"),
+        (lambda: Limit.rate(5, per="60", queue="q"), "has no unit"),
+        (lambda: Limit.rate(5, per=True, queue="q"), "per must be a duration"),
         (lambda: Limit.rate(5, per="soon", queue="q"), "duration"),
         (lambda: Limit.rate(5, burst=0, queue="q"), "burst must be >= 1"),
         (lambda: Limit.concurrency(1), "exactly one of queue"),

@@ -52,6 +52,24 @@ async def test_a_new_schedule_starts_at_the_first_slot_after_now(db: Database) -
         assert [s.name for s in await cq.schedules.list()] == ["tick"]
 
 
+async def test_every_3600_schedules_hourly(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        stored = await cq.schedules.add("hourly", "job", every=3600)
+        assert (stored.every_ms, stored.when) == (3_600_000, "every 1h00m")
+
+
+async def test_a_schedule_without_catch_up_may_run_an_hour_late(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        stored = await cq.schedules.add("tick", "job", every=60)
+        assert stored.catch_up_ms == 3_600_000
+
+
+async def test_catch_up_and_jitter_numbers_mean_seconds(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        stored = await cq.schedules.add("tick", "job", every=60, catch_up=120, jitter=1.5)
+        assert (stored.catch_up_ms, stored.jitter_ms) == (120_000, 1_500)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -60,7 +78,7 @@ async def test_a_new_schedule_starts_at_the_first_slot_after_now(db: Database) -
         ({"every": "10s", "catch_up_policy": "some"}, "catch_up_policy must be one of all, latest"),
         ({"every": "10s", "overlap": "never"}, "overlap must be one of allow, skip, queue"),
         ({"every": "10s", "jitter": "10s"}, "jitter must be shorter than the interval"),
-        ({"every": "10s", "catch_up": "0s"}, "catch_up must be at least"),
+        ({"every": "10s", "catch_up": "0s"}, "catch_up must be 1s or more, got .0s."),
         ({}, "every"),
         ({"cron": "61 * * * *"}, "61 \\* \\* \\* \\*"),
         ({"cron": "@reboot"}, "@reboot"),

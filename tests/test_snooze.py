@@ -243,11 +243,11 @@ async def test_snooze_counts_go_with_their_task_when_it_is_purged(db: Database) 
     [
         ((), {}, "snooze needs one delay"),
         ((5,), {"delay_ms": 5}, "snooze needs one delay"),
-        ((-1,), {}, "must be >= 0"),
-        ((float("nan"),), {}, "must be finite"),
+        ((-1,), {}, "must be 0 seconds or more, got -1"),
+        ((float("nan"),), {}, "must be a finite number"),
         (("soon",), {}, "invalid duration"),
-        ((True,), {}, "must be seconds"),
-        (([5],), {}, "not list"),
+        ((True,), {}, "must be a duration: seconds"),
+        (([5],), {}, r"got \[5\]"),
         ((), {"delay_ms": -5}, "delay_ms must be >= 0"),
     ],
 )

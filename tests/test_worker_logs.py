@@ -160,7 +160,7 @@ async def test_a_misuse_of_the_api_is_logged_once_at_error_without_a_traceback(
         f"task nap {task.id} attempt 1/3 on queue default: failed after "
     )
     assert ended.getMessage().endswith(
-        ": InvalidArgument: snooze delay must be >= 0 (seconds), got -5; "
+        ": InvalidArgument: snooze delay must be 0 seconds or more, got -5; "
         "not retried: the same call fails the same way on every attempt"
     )
 

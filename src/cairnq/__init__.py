@@ -56,6 +56,7 @@ from .flow import Pause, Snooze, Snoozes
 from .history import Attempt, StepRecord
 from .kernel.retention import Retention, RetentionRule
 from .limits import Limit, LimitKeyError, LimitUsage
+from .lineage import Lineage
 from .migrate import migrate
 from .models import (
     STATUSES,
@@ -125,6 +126,7 @@ __all__ = [
     "PgSession",
     "create_pool_executor",
     # models
+    "Lineage",
     "STATUSES",
     "Conflict",
     "Task",

@@ -1,16 +1,94 @@
-"""Durations as people type them (``7d``, ``12h``, ``1h30m``, ``500ms``) and as they read them."""
+"""Durations and points in time: one rule for every option that takes one.
+
+The rule:
+
+- A duration option whose name does not end in ``_ms`` (``delay=``, ``every=``,
+  ``jitter=``, ``catch_up=``, ``per=``, ``backoff=``, ``Snooze(...)``,
+  ``ctx.snooze(...)``) takes a ``datetime.timedelta``, a string with a unit
+  (``"5m"``, ``"1.5s"``, ``"1h30m"``, ``"500ms"``), or a bare ``int``/``float``
+  meaning **seconds**, as ``asyncio.sleep``, ``time.sleep`` and ``timedelta`` read
+  a bare number. A string without a unit (``"60"``) and a ``bool`` are refused.
+- A point in time (``run_at=``) is an aware ``datetime``; a naive one is refused.
+- An option whose name ends in ``_ms`` is an ``int`` of milliseconds. These are the
+  reference SDK's options: submit's ``delay_ms``, wait/call ``timeout_ms``,
+  ``poll_ms``, ``max_poll_ms``, the Worker's ``lease_ms``, ``poll_interval_ms``,
+  ``retry_backoff_ms``, ``retry_backoff_max_ms``, ``max_run_ms``,
+  ``max_queue_wait_ms``, purge's and Retention's ``older_than_ms``, Retention's
+  ``interval_ms``.
+- The command line takes durations with a unit (``--delay 30s``); a bare number
+  is refused there, except in options spelled ``--...-ms`` (milliseconds).
+
+``duration_ms`` and ``point_ms`` are the one check every such option goes
+through; an error names the value as the caller gave it and the bound in the
+caller's unit (``snooze delay must be 0 seconds or more, got -5``).
+
+Every duration and time option of the public API (``docs/durations.md`` has the
+same table, with the old meanings):
+
+====================================  =========================================
+option                                takes
+====================================  =========================================
+``submit(delay=)``                    duration (seconds when a number)
+``submit(run_at=)``                   aware ``datetime`` (in the past: now)
+``submit(delay_ms=)``                 int ms (reference)
+``submit_many`` dict items            as ``submit``: ``delay``, ``run_at``, ``delay_ms``
+``wait/call(timeout_ms, poll_ms,``    int ms (reference)
+``max_poll_ms)``
+``purge(older_than_ms=)``             int ms (reference)
+``Worker(lease_ms, poll_interval_ms,  int ms (reference)
+retry_backoff_ms,
+retry_backoff_max_ms, max_run_ms,
+max_queue_wait_ms, ...)``
+``Retention(older_than_ms,            int ms (reference)
+interval_ms)``
+``Snooze(delay)``, ``ctx.snooze``     duration (seconds when a number)
+``Snooze(delay_ms=)``,                int ms
+``ctx.snooze(delay_ms=)``
+``ctx.step(backoff=)``                duration (seconds when a number)
+``Limit.rate(per=)``                  duration (seconds when a number)
+schedules ``every=``                  duration (seconds when a number), >= 1s
+schedules ``jitter=``                 duration (seconds when a number)
+schedules ``catch_up=``               duration (seconds when a number), >= 1s
+CLI ``--delay``, ``--timeout``,       duration with a unit
+``--older-than``, ``--every``,
+``--jitter``, ``--catch-up``,
+``--per``
+CLI ``--delay-ms``, ``--timeout-ms``  int ms, or a duration with a unit
+CLI ``top --interval``                seconds (a number)
+====================================  =========================================
+
+Example::
+
+    duration_ms(90, "delay")  # 90_000
+    duration_ms("1.5s", "delay")  # 1_500
+    duration_ms(datetime.timedelta(minutes=5), "delay")  # 300_000
+"""
 
 from __future__ import annotations
 
 import datetime
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, TypeAlias
 
-from ._checks import MAX_DELAY_MS, check_int
+from ._checks import MAX_DELAY_MS
 from .errors import InvalidArgument
 
-__all__ = ["format_duration", "parse_duration", "parse_milliseconds"]
+__all__ = [
+    "Duration",
+    "delay_ms_of",
+    "duration_ms",
+    "exact_duration",
+    "format_duration",
+    "parse_duration",
+    "parse_milliseconds",
+    "point_ms",
+]
+
+Duration: TypeAlias = datetime.timedelta | str | int | float
+"""What a duration option takes: a ``timedelta``, a string with a unit, or seconds."""
 
 UNIT_MS: dict[str, int] = {
     "d": 86_400_000,
@@ -21,17 +99,21 @@ UNIT_MS: dict[str, int] = {
 }
 MAX_DURATION_MS = 2**62
 
-_PART = re.compile(r"(\d+)(ms|d|h|m|s)")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 _WHOLE = re.compile(r"[0-9]+")
-_EXAMPLES = "e.g. 7d, 12h, 30m, 45s, 500ms or 1h30m"
+_EXAMPLES = "e.g. 7d, 12h, 30m, 1.5s, 500ms or 1h30m"
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_US = datetime.timedelta(microseconds=1)
 
 
 def parse_duration(text: str) -> int:
-    """Milliseconds in a duration such as ``7d``, ``12h``, ``30m``, ``45s``, ``500ms``.
+    """Milliseconds in a duration such as ``7d``, ``12h``, ``30m``, ``1.5s``, ``500ms``.
 
     Parts combine largest unit first, each unit at most once: ``1h30m``, ``2d12h``,
-    ``1m30s500ms``. A bare number, a negative or fractional amount, an unknown
-    unit or units out of order are refused.
+    ``1m30s500ms``. An amount may have decimals (``1.5s``, ``0.5h``); a total
+    that falls between two milliseconds is rounded up. A bare number, a negative
+    amount, an unknown unit or units out of order are refused.
 
     Raises:
         InvalidArgument: ``text`` is not such a duration; the message says why.
@@ -39,22 +121,23 @@ def parse_duration(text: str) -> int:
     Example::
 
         parse_duration("1h30m")  # 5_400_000
+        parse_duration("1.5s")  # 1_500
     """
     if not isinstance(text, str):
         raise InvalidArgument(f"a duration must be a string, not {type(text).__name__}")
     source = text.strip().lower()
     if not source:
         raise InvalidArgument(f"empty duration: give a number and a unit, {_EXAMPLES}")
-    if source.isdigit():
+    if _NUMBER.fullmatch(source):
         raise InvalidArgument(f"duration {text!r} has no unit: {_EXAMPLES}")
-    total = 0
+    total = Fraction(0)
     position = 0
     previous_rank = -1
     ranks = list(UNIT_MS)
     for match in _PART.finditer(source):
         if match.start() != position:
             break
-        amount, unit = int(match.group(1)), match.group(2)
+        amount, unit = Fraction(match.group(1)), match.group(2)
         rank = ranks.index(unit)
         if rank <= previous_rank:
             raise InvalidArgument(
@@ -67,7 +150,7 @@ def parse_duration(text: str) -> int:
         raise InvalidArgument(f"invalid duration {text!r}: use a number and a unit, {_EXAMPLES}")
     if total > MAX_DURATION_MS:
         raise InvalidArgument(f"duration {text!r} is too long")
-    return total
+    return math.ceil(total)
 
 
 def parse_milliseconds(text: str) -> int:
@@ -114,30 +197,136 @@ def format_duration(ms: int) -> str:
     return f"{days}d{hours:02d}h"
 
 
-def delay_ms_of(delay: Any, what: str = "delay") -> int:
-    """Milliseconds in a delay: seconds as a number, a ``timedelta``, or text (``"30s"``).
+def duration_ms(
+    value: Any,
+    what: str,
+    *,
+    low_ms: int = 0,
+    high_ms: int = MAX_DELAY_MS,
+) -> int:
+    """Milliseconds in a duration option, checked: the one rule (see the module docstring).
+
+    Args:
+        value: A ``datetime.timedelta``, a string with a unit (``"5m"``, ``"1.5s"``,
+            ``"1h30m"``), or a bare ``int``/``float`` of seconds. A part of a
+            millisecond is rounded up.
+        what: The option's name for messages (``"delay"``, ``"every"``).
+        low_ms, high_ms: The bounds, inclusive, in milliseconds.
+
+    Returns:
+        Whole milliseconds within ``[low_ms, high_ms]``.
 
     Raises:
-        InvalidArgument: not one of those, negative, not finite, or over 100 years.
+        InvalidArgument: a ``bool``, another type, a string without a unit, a
+            number that is not finite, or a value out of bounds; the message names
+            the value as given and the bound in the caller's unit.
+
+    Example::
+
+        duration_ms(3600, "every", low_ms=1_000)  # 3_600_000
+        duration_ms("500ms", "jitter")  # 500
     """
-    if isinstance(delay, bool):
-        raise InvalidArgument(f"{what} must be seconds, a timedelta or a duration such as '30s'")
-    if isinstance(delay, datetime.timedelta):
-        ms = delay // datetime.timedelta(milliseconds=1)
-    elif isinstance(delay, (int, float)):
-        if not math.isfinite(delay):
-            raise InvalidArgument(f"{what} must be finite, got {delay!r}")
-        if delay < 0:
-            raise InvalidArgument(f"{what} must be >= 0 (seconds), got {delay!r}")
-        ms = math.ceil(delay * 1000)
-    elif isinstance(delay, str):
-        try:
-            ms = parse_duration(delay)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{what}: {exc}; or give seconds as a number, e.g. 0.5") from None
-    else:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, datetime.timedelta)):
         raise InvalidArgument(
-            f"{what} must be seconds (a number), a timedelta or a duration such as '30s', "
-            f"not {type(delay).__name__}"
+            f"{what} must be a duration: seconds (a number), a timedelta or a string "
+            f"with a unit ({_EXAMPLES}); got {value!r}"
         )
-    return check_int(ms, f"{what} in milliseconds", low=0, high=MAX_DELAY_MS)
+    if isinstance(value, str):
+        try:
+            ms = parse_duration(value)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{what}: {exc}; or give seconds as a number, e.g. 90") from None
+        _check_bounds(ms, ms, repr(value), what, low_ms, high_ms, exact_duration)
+        return ms
+    if isinstance(value, datetime.timedelta):
+        micro = value // _US
+        ms = -(-micro // 1000)
+        _check_bounds(
+            micro / 1000,
+            ms,
+            f"timedelta(seconds={value.total_seconds():g})",
+            what,
+            low_ms,
+            high_ms,
+            exact_duration,
+        )
+        return ms
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{what} must be a finite number of seconds, got {value!r}")
+    ms = value * 1000 if isinstance(value, int) else math.ceil(round(value * 1000, 6))
+    _check_bounds(value * 1000, ms, repr(value), what, low_ms, high_ms, _seconds_text)
+    return ms
+
+
+def delay_ms_of(delay: Any, what: str = "delay") -> int:
+    """Milliseconds in a delay from now: ``duration_ms`` from 0 up to 100 years.
+
+    Raises:
+        InvalidArgument: as ``duration_ms``.
+    """
+    return duration_ms(delay, what, low_ms=0, high_ms=MAX_DELAY_MS)
+
+
+def point_ms(value: Any, what: str) -> int:
+    """Epoch milliseconds of a point in time given as an aware ``datetime``.
+
+    A part of a millisecond is rounded up, so the instant is never earlier than
+    the one given.
+
+    Raises:
+        InvalidArgument: not a ``datetime`` (a ``date`` alone included), or a
+            naive one (no ``tzinfo``): a naive time has no single instant.
+
+    Example::
+
+        point_ms(datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc), "run_at")
+    """
+    if not isinstance(value, datetime.datetime):
+        raise InvalidArgument(
+            f"{what} must be an aware datetime, such as "
+            f"datetime.now(timezone.utc) + timedelta(hours=1); got {value!r}"
+        )
+    if value.utcoffset() is None:
+        raise InvalidArgument(
+            f"{what}={value.isoformat()} is a naive datetime (no tzinfo), which names no "
+            f"single instant: add a tzinfo, e.g. .replace(tzinfo=timezone.utc) or "
+            f"datetime.now(timezone.utc)"
+        )
+    micro = (value - _EPOCH) // _US
+    return -(-micro // 1000)
+
+
+def exact_duration(ms: int) -> str:
+    """``ms`` as a duration that reads back exactly: ``1h30m``, ``1s500ms``, ``36500d``."""
+    if ms <= 0:
+        return "0s"
+    parts = []
+    rest = ms
+    for unit, size in UNIT_MS.items():
+        amount, rest = divmod(rest, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts)
+
+
+def _check_bounds(
+    exact: float,
+    ms: int,
+    shown: str,
+    what: str,
+    low_ms: int,
+    high_ms: int,
+    unit: Callable[[int], str],
+) -> None:
+    """Refuse a value below ``low_ms`` or above ``high_ms``, naming both in the caller's unit."""
+    if exact < low_ms:
+        raise InvalidArgument(f"{what} must be {unit(low_ms)} or more, got {shown}")
+    if ms > high_ms:
+        raise InvalidArgument(f"{what} must be at most {unit(high_ms)}, got {shown}")
+
+
+def _seconds_text(ms: int) -> str:
+    """``ms`` in seconds for messages: ``0 seconds``, ``1.5 seconds``, ``60 seconds (1m)``."""
+    seconds = str(ms // 1000) if ms % 1000 == 0 else f"{ms / 1000:g}"
+    word = "second" if seconds == "1" else "seconds"
+    return f"{seconds} {word}" + (f" ({exact_duration(ms)})" if ms >= 60_000 else "")

@@ -7,6 +7,7 @@ per-half differences out of this file: they belong in ``cairnq/client/__init__.p
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -18,11 +19,13 @@ from .._checks import check_int, check_names
 from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
+from ..durations import Duration
 from ..errors import InvalidArgument
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
 from ..kernel.retention import Retention, RetentionSweeper
+from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
@@ -115,10 +118,13 @@ class AsyncOperations(_ClientCore):
         max_attempts: int | None = None,
         priority: int | None = None,
         metadata: Any = None,
-        delay_ms: int = 0,
+        delay_ms: int | None = None,
+        delay: Duration | None = None,
+        run_at: datetime.datetime | None = None,
         parent_id: str | None = None,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        lineage: Lineage | None = None,
         conn: Any = None,
     ) -> Task:
         """Enqueue a task, with the kernel's options only.
@@ -134,9 +140,12 @@ class AsyncOperations(_ClientCore):
             "priority": priority,
             "metadata": metadata,
             "delay_ms": delay_ms,
+            "delay": delay,
+            "run_at": run_at,
             "parent_id": parent_id,
             "root_id": root_id,
             "correlation_id": correlation_id,
+            "lineage": lineage,
         }
         return await self._submit_one(self._spec(task, payload, name, options), conn)
 

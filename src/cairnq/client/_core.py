@@ -6,6 +6,7 @@ runs the operations.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import time
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 from .. import _ids, kernel
-from .._checks import check_int
+from .._checks import MAX_DELAY_MS, check_int
 from .._clock import SYSTEM_CLOCK, Clock
 from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from .._readiness import Readiness
@@ -30,6 +31,7 @@ from ..backends import (
     open_backend,
 )
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from ..durations import Duration, delay_ms_of, format_duration, point_ms
 from ..errors import (
     InvalidArgument,
     TaskCanceled,
@@ -40,6 +42,7 @@ from ..errors import (
 from ..extensions import Endings, Extension, install
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
+from ..lineage import Lineage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
 from ..store import TaskStore
@@ -64,13 +67,18 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
     "max_attempts": None,
     "priority": None,
     "metadata": None,
-    "delay_ms": 0,
+    "delay_ms": None,
+    "delay": None,
+    "run_at": None,
     "parent_id": None,
     "root_id": None,
     "correlation_id": None,
+    "lineage": None,
 }
 # What a submit_many dict may hold: the task, its payload and submit's options.
 _ITEM_FIELDS = frozenset({"task", "payload", *_SUBMIT_DEFAULTS})
+# The fields ``_named_item`` reads as they are, with no conversion.
+_PLAIN_FIELDS = _ITEM_FIELDS - {"delay", "run_at", "lineage"}
 WATCH_BUFFER = 1024
 
 
@@ -411,7 +419,9 @@ class _ClientCore:
             if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
                 specs.append(kernel.new_plain_task(codec, item[0], item[1], task_id, names))
             elif (
-                type(item) is dict and type(item.get("task")) is str and item.keys() <= _ITEM_FIELDS
+                type(item) is dict
+                and type(item.get("task")) is str
+                and item.keys() <= _PLAIN_FIELDS
             ):
                 specs.append(_named_item(codec, item, task_id))
             else:
@@ -447,10 +457,13 @@ class _ClientCore:
         max_attempts: int | None,
         priority: int | None,
         metadata: Any,
-        delay_ms: int,
+        delay_ms: int | None,
+        delay: Duration | None,
+        run_at: datetime.datetime | None,
         parent_id: str | None,
         root_id: str | None,
         correlation_id: str | None,
+        lineage: Lineage | None,
         task_id: str | None = None,
     ) -> kernel.NewTask:
         if isinstance(task, TaskDef):
@@ -460,6 +473,10 @@ class _ClientCore:
             priority = priority if priority is not None else task.priority
         else:
             name = task
+        start_ms = self._start_delay_ms(delay, run_at, delay_ms)
+        lineage = Lineage.of(
+            lineage, parent_id=parent_id, root_id=root_id, correlation_id=correlation_id
+        )
         return kernel.new_task(
             self.codec,
             name,
@@ -470,12 +487,41 @@ class _ClientCore:
             max_attempts=3 if max_attempts is None else max_attempts,
             priority=0 if priority is None else priority,
             metadata=metadata,
-            delay_ms=delay_ms,
-            parent_id=parent_id,
-            root_id=root_id,
-            correlation_id=correlation_id,
+            delay_ms=start_ms,
+            parent_id=lineage.parent_id,
+            root_id=lineage.root_id,
+            correlation_id=lineage.correlation_id,
             task_id=task_id,
         )
+
+    def _start_delay_ms(self, delay: Any, run_at: Any, delay_ms: Any) -> Any:
+        """How long from now a task waits: from at most one of ``delay``, ``run_at``, ``delay_ms``.
+
+        ``run_at`` is measured against this client's clock; one in the past means now.
+        ``delay_ms`` is passed on as given (``new_task`` checks it).
+
+        Raises:
+            InvalidArgument: more than one given, or a bad value.
+        """
+        given = [
+            n
+            for n, v in (("delay", delay), ("run_at", run_at), ("delay_ms", delay_ms))
+            if v is not None
+        ]
+        if len(given) > 1:
+            raise InvalidArgument(
+                f"give at most one of delay=, run_at= and delay_ms=; got {', '.join(given)}"
+            )
+        if delay is not None:
+            return delay_ms_of(delay, "delay")
+        if run_at is not None:
+            wait_ms = max(0, point_ms(run_at, "run_at") - self._clock().now_ms())
+            if wait_ms > MAX_DELAY_MS:
+                raise InvalidArgument(
+                    f"run_at={run_at.isoformat()} is more than {format_duration(MAX_DELAY_MS)} away"
+                )
+            return wait_ms
+        return 0 if delay_ms is None else delay_ms
 
 
 SubmitItem = tuple[Any, Any] | dict[str, Any]
@@ -495,7 +541,7 @@ def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.
         max_attempts=3 if max_attempts is None else max_attempts,
         priority=0 if priority is None else priority,
         metadata=get("metadata"),
-        delay_ms=get("delay_ms", 0),
+        delay_ms=0 if get("delay_ms") is None else get("delay_ms"),
         parent_id=get("parent_id"),
         root_id=get("root_id"),
         correlation_id=get("correlation_id"),

@@ -14,9 +14,12 @@ beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from ..durations import Duration
+from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
 from .history._client_async import AsyncHistoryClient
@@ -60,10 +63,13 @@ class AsyncBuiltins(
         max_attempts: int | None = None,
         priority: int | None = None,
         metadata: Any = None,
-        delay_ms: int = 0,
+        delay_ms: int | None = None,
+        delay: Duration | None = None,
+        run_at: datetime.datetime | None = None,
         parent_id: str | None = None,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        lineage: Lineage | None = None,
         conn: Any = None,
         warn_unserved: bool = False,
         depends_on: Iterable[Any] | None = None,
@@ -84,8 +90,16 @@ class AsyncBuiltins(
             max_attempts: Runs allowed, counting crashed ones (3).
             priority: Higher runs first (0).
             metadata: Any JSON value, opaque to cairnq (``{}``).
-            delay_ms: Earliest start, from now.
-            parent_id, root_id, correlation_id: Lineage (root defaults to the task itself).
+            delay_ms: Earliest start, from now, in milliseconds (the reference SDK's).
+            delay: Earliest start, from now: seconds as a number, a ``timedelta``
+                or a string with a unit (``"5m"``, ``"1.5s"``).
+            run_at: Earliest start as an aware ``datetime`` (a naive one is
+                refused), read against this client's clock; one in the past
+                means now. Give at most one of ``delay``, ``run_at``, ``delay_ms``.
+            parent_id, root_id, correlation_id: Lineage (root defaults to the task
+                itself); or give them as ``lineage=``.
+            lineage: A ``cairnq.Lineage``: the three above as one value. Give it or
+                them, not both.
             conn: PostgreSQL only: the application's psycopg connection. The task is
                 written in that connection's transaction: visible when it commits,
                 gone if it rolls back.
@@ -109,8 +123,10 @@ class AsyncBuiltins(
             The stored task (for a reused key, the existing one).
 
         Raises:
-            InvalidArgument: a bad name, queue, key or number, or both ``task``
-                and ``name``; nothing is written.
+            InvalidArgument: a bad name, queue, key, number or duration, a naive
+                ``run_at``, more than one of ``delay``/``run_at``/``delay_ms``,
+                ``lineage`` with the lineage keywords, or both ``task`` and
+                ``name``; nothing is written.
             SerializationError: payload or metadata is not portable JSON.
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
@@ -121,6 +137,7 @@ class AsyncBuiltins(
 
             task = await cq.submit("email.send", {"to": "ada@example.com"}, warn_unserved=True)
             report = await cq.submit("report.build", depends_on=[task])
+            later = await cq.submit("digest.send", delay="1h30m")
         """
         options = {
             "key": key,
@@ -130,9 +147,12 @@ class AsyncBuiltins(
             "priority": priority,
             "metadata": metadata,
             "delay_ms": delay_ms,
+            "delay": delay,
+            "run_at": run_at,
             "parent_id": parent_id,
             "root_id": root_id,
             "correlation_id": correlation_id,
+            "lineage": lineage,
         }
         spec = self._spec(task, payload, name, options)
         if depends_on is not None:

@@ -28,6 +28,7 @@ from ..errors import (
 )
 from ..extensions._builtins_context import BuiltinContext, SyncBuiltinContext
 from ..kernel.points import NO_POINTS, Points
+from ..lineage import Lineage
 from ..models import Lease, Task
 from ..protocol.steps import Op
 from ._task_events import SETTLED_AS, EventKind, TaskEvent
@@ -577,9 +578,7 @@ class TaskContext(BuiltinContext):
         task = task_or_name(task, name, where)
         if self._lost or self._abandoned:
             raise LostLease(self.task.id)
-        options.setdefault("parent_id", self.task.id)
-        options.setdefault("root_id", self.task.root_id or self.task.id)
-        options.setdefault("correlation_id", self.task.correlation_id)
+        options["lineage"] = Lineage.pop_from(options).over(Lineage.below(self.task))
         return self._runtime.client._item({"task": task, "payload": payload, **options})
 
     async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...durations import format_duration, parse_duration
+from ...durations import MAX_DURATION_MS, Duration, duration_ms, format_duration
 from ...errors import InvalidArgument
 from ...models import Task
 
@@ -60,19 +60,8 @@ def _amount(value: Any, what: str) -> int:
 
 
 def _period(per: Any) -> int:
-    if isinstance(per, bool):
-        raise InvalidArgument("per must be a duration such as '1s' or milliseconds")
-    if isinstance(per, int):
-        period = per
-    elif isinstance(per, str):
-        period = parse_duration(per)
-    else:
-        raise InvalidArgument(
-            f"per must be a duration such as '1s' or milliseconds, not {type(per).__name__}"
-        )
-    if period <= 0:
-        raise InvalidArgument(f"per must be a positive duration, got {per!r}")
-    return period
+    """A rate limit's period: seconds as a number, a string with a unit or a ``timedelta``."""
+    return duration_ms(per, "per", low_ms=1, high_ms=MAX_DURATION_MS)
 
 
 def _key_path(key: str) -> str:
@@ -191,7 +180,7 @@ class Limit:
         cls,
         limit: int,
         *,
-        per: str | int = "1s",
+        per: Duration = "1s",
         burst: int | None = None,
         queue: str | None = None,
         name: str | None = None,
@@ -206,7 +195,8 @@ class Limit:
 
         Args:
             limit: Tasks per period, >= 1.
-            per: The period: a duration (``"1s"``, ``"1m"``) or milliseconds, > 0.
+            per: The period, > 0: a string with a unit (``"1s"``, ``"1m"``),
+                a ``timedelta``, or seconds as a number (``per=60`` is a minute).
             burst: The bucket's size (default: ``limit``), >= 1.
             queue, name, key, id: As for ``Limit.concurrency``.
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from ... import _checks
 from ..._json import JsonCodec
-from ...durations import parse_duration
+from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ._timing import Timing
 
@@ -41,28 +41,13 @@ OVERLAPS: tuple[Overlap, ...] = ("allow", "skip", "queue")
 OUTCOMES: tuple[Outcome, ...] = ("enqueued", "missed", "superseded", "overlap", "paused")
 MAX_CATCH_UP_MS = 366 * 86_400_000
 
-Span = str | int | datetime.timedelta
-"""A duration: text such as ``"90s"`` or ``"1h30m"``, milliseconds, or a ``timedelta``."""
+Span = str | int | float | datetime.timedelta
+"""A duration: text such as ``"90s"`` or ``"1h30m"``, seconds as a number, or a ``timedelta``."""
 
 
 def _ms(value: Any, what: str, *, low: int) -> int:
-    """A duration given as text (``"1h"``), whole milliseconds or a ``timedelta``."""
-    if isinstance(value, datetime.timedelta):
-        ms = value // datetime.timedelta(milliseconds=1)
-    elif isinstance(value, str):
-        ms = parse_duration(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        ms = value
-    else:
-        raise InvalidArgument(
-            f"{what} must be a duration such as '1h' or '90s', milliseconds or a timedelta; "
-            f"got {value!r}"
-        )
-    if ms < low:
-        raise InvalidArgument(f"{what} must be at least {low} ms; got {value!r}")
-    if ms > MAX_CATCH_UP_MS:
-        raise InvalidArgument(f"{what} must be at most 366 days; got {value!r}")
-    return ms
+    """A duration: seconds as a number, a string with a unit (``"1h"``) or a ``timedelta``."""
+    return duration_ms(value, what, low_ms=low, high_ms=MAX_CATCH_UP_MS)
 
 
 class ScheduleKeywords(TypedDict, total=False):
@@ -113,7 +98,7 @@ class ScheduleOptions:
         cron: A cron expression: 5 fields, or 6 with seconds first, or an alias
             (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``, ``@yearly``);
             needs the ``cron`` extra. Give ``cron`` or ``every``.
-        every: An interval (``"90s"``, ``"1h"``, milliseconds or a ``timedelta``),
+        every: An interval (``"90s"``, ``"1h"``, seconds as a number or a ``timedelta``),
             its slots counted from the Unix epoch.
         tz: The time zone cron slots are read in (``"UTC"``). A local time that
             does not exist (spring forward) runs once at the first instant after

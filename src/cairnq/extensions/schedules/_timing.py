@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..._clock import SYSTEM_CLOCK
-from ...durations import MAX_DURATION_MS, UNIT_MS, format_duration, parse_duration
+from ...durations import MAX_DURATION_MS, UNIT_MS, duration_ms, format_duration, parse_duration
 from ...errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Timing:
         cls,
         *,
         cron: str | None = None,
-        every: str | int | datetime.timedelta | None = None,
+        every: str | float | datetime.timedelta | None = None,
         tz: str | None = None,
         now_ms: int | None = None,
     ) -> Timing:
@@ -93,9 +93,10 @@ class Timing:
                 with seconds first (``"*/20 * * * * *"``), or one of the aliases
                 ``@yearly`` ``@annually`` ``@monthly`` ``@weekly`` ``@daily``
                 ``@midnight`` ``@hourly``. Needs the ``cron`` extra (cronsim).
-            every: An interval of at least one second: a duration such as
-                ``"90s"`` or ``"1h30m"``, a positive int of milliseconds, or a
-                ``timedelta``.
+            every: An interval of at least one second: seconds as a number
+                (``3600`` is hourly), a string with a unit (``"90s"``,
+                ``"1h30m"``) or a ``timedelta``; a part of a millisecond is
+                rounded up.
             tz: The IANA zone whose wall clock ``cron`` is read in (default
                 ``"UTC"``). Only for ``cron``.
             now_ms: Where the check that ``cron`` fires within five years
@@ -109,7 +110,7 @@ class Timing:
                 expression cronsim refuses, ``@reboot`` or another unknown
                 alias; an expression with no slot in the five years after
                 ``now_ms``; an unknown zone; ``tz`` with ``every``; an interval
-                under one second or of another type (bool and float included);
+                under one second or of another type (bool included);
                 ``cron`` without the cron extra installed.
 
         Example::
@@ -273,7 +274,7 @@ class Timing:
 
         Example::
 
-            Timing.parse(every=90_000).describe()  # 'every 1m30s'
+            Timing.parse(every=90).describe()  # 'every 1m30s'
         """
         if self.every_ms is not None:
             return f"every {_duration_text(self.every_ms)}"
@@ -375,30 +376,8 @@ def _zone(name: object) -> ZoneInfo:
 
 
 def _interval_ms(every: object) -> int:
-    """Milliseconds in an interval given as a duration string, an int of ms or a timedelta."""
-    accepted = (
-        "give a duration such as '90s' or '1h30m', a whole number of milliseconds, or a timedelta"
-    )
-    if isinstance(every, bool) or not isinstance(every, (str, int, datetime.timedelta)):
-        raise InvalidArgument(f"every={every!r} is not an interval: {accepted}")
-    if isinstance(every, str):
-        try:
-            ms = parse_duration(every)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"every={every!r}: {exc}") from None
-    elif isinstance(every, datetime.timedelta):
-        ms, rest = divmod(every, _MS)
-        if rest:
-            raise InvalidArgument(f"every={every!r} is not a whole number of milliseconds")
-    else:
-        ms = every
-    if ms < MIN_EVERY_MS:
-        raise InvalidArgument(
-            f"every={every!r} is {ms} ms: an interval must be at least 1 second (1000 ms)"
-        )
-    if ms > MAX_DURATION_MS:
-        raise InvalidArgument(f"every={every!r} is too long: at most {MAX_DURATION_MS} ms")
-    return ms
+    """Milliseconds in an interval: seconds as a number, a string with a unit, or a timedelta."""
+    return duration_ms(every, "every", low_ms=MIN_EVERY_MS, high_ms=MAX_DURATION_MS)
 
 
 def _instant_arg(value: object, name: str) -> int:

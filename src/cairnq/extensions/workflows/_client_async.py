@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ... import kernel
+from ...lineage import Lineage
 from ...models import Task
 from ...protocol.steps import Op
 from .._client_async import ClientView
@@ -53,6 +54,7 @@ class AsyncWorkflows:
         *,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        lineage: Lineage | None = None,
         conn: Any = None,
     ) -> TaskMap:
         """Submit a graph of tasks in one transaction: all are stored, or none.
@@ -69,6 +71,9 @@ class AsyncWorkflows:
                 **submit options}}``.
             root_id: The root every node gets (default: the first node's id).
             correlation_id: The correlation id of every node without its own.
+            lineage: A ``cairnq.Lineage``: ``root_id`` and ``correlation_id`` as one
+                value (give it or them, not both); its ``parent_id`` goes to every
+                node without its own.
             conn: PostgreSQL only: the application's connection (see ``submit``).
 
         Returns:
@@ -96,14 +101,13 @@ class AsyncWorkflows:
         )
         index: dict[str, int] = {}
         nodes: list[_ops.Node] = []
-        root = root_id
+        shared = Lineage.of(lineage, root_id=root_id, correlation_id=correlation_id)
+        root = shared.root_id
         for name in order:
             node = built.nodes[name]
-            options: dict[str, Any] = {
-                "root_id": root,
-                "correlation_id": correlation_id,
-                **node.options,
-            }
+            options: dict[str, Any] = dict(node.options)
+            own = Lineage.pop_from(options)
+            options["lineage"] = own.over(dataclasses.replace(shared, root_id=root))
             spec = self._client._item({"task": node.task, "payload": node.payload, **options})
             if root is None:
                 root = spec.root_id
@@ -162,6 +166,7 @@ class AsyncWorkflowsClient:
         *,
         root_id: str | None = None,
         correlation_id: str | None = None,
+        lineage: Lineage | None = None,
         conn: Any = None,
     ) -> TaskMap:
         """Submit a graph of tasks in one transaction: ``cq.workflows.submit``, which see.
@@ -174,7 +179,7 @@ class AsyncWorkflowsClient:
             })
         """
         return await AsyncWorkflows(self).submit(
-            graph, root_id=root_id, correlation_id=correlation_id, conn=conn
+            graph, root_id=root_id, correlation_id=correlation_id, lineage=lineage, conn=conn
         )
 
     async def dependencies(self: _Submitting, task_id: str) -> DependencyList:
