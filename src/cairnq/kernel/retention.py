@@ -11,16 +11,25 @@ lock; SQLite's write transaction): no two batches run at once, though several
 processes' sweeps may interleave batch by batch; a process that finds the lock
 taken skips its turn. ``stop()`` is prompt whatever the sweeper is doing, and
 a stopped sweeper can be started again.
+
+A sweeper takes a backend or a store (``RetentionSweeper(cq.store, policy)``, as
+the reference SDK's): over a store whose ``purge`` is replaced (set on the
+instance or overridden by a subclass), each batch is that ``purge``; otherwise
+it is the same statement run on the store's backend. Both sweepers run one
+procedure (``_Sweeping``); they differ only in how they wait and what they run
+on (the event loop, or a daemon thread; the blocking one runs a replaced
+``purge``'s coroutine to its end on a loop of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .. import _ids, kernel
 from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
@@ -30,6 +39,7 @@ from ..errors import InvalidArgument
 from ..protocol.steps import Op
 from .periodic import PeriodicJob
 from .procedures import Nap, Procedure, Run, afollow, follow
+from .store_calls import StoreCall
 
 log = logging.getLogger("cairnq.retention")
 
@@ -129,6 +139,25 @@ class Retention:
         return cls(value)
 
 
+class PurgingStore(Protocol):
+    """What a sweeper needs of a store (``cairnq.store.TaskStore``): its backend, its
+    ``purge``, and whether that ``purge`` is replaced."""
+
+    backend: Backend
+
+    def _replaces(self, name: str) -> bool: ...
+
+    def purge(
+        self,
+        *,
+        older_than_ms: int = 0,
+        queue: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 1000,
+    ) -> Awaitable[list[str]]: ...
+
+
 @dataclass
 class _Tally:
     """Rows a sweep deleted so far; kept outside the procedure so a failed sweep reports it."""
@@ -139,8 +168,13 @@ class _Tally:
 class _Sweeping:
     """The sweep, written once as a procedure; each sweeper half runs it its own way."""
 
-    def __init__(self, backend: Backend, retention: Retention) -> None:
-        self.backend = backend
+    def __init__(self, source: Backend | PurgingStore, retention: Retention) -> None:
+        if isinstance(source, Backend):
+            self.store: PurgingStore | None = None
+            self.backend = source
+        else:
+            self.store = source
+            self.backend = source.backend
         self.retention = retention
         self.holder = "sweeper_" + _ids.ulid()
         # Whether the database has cairnq_locks (x0001); looked up at the first sweep.
@@ -213,13 +247,22 @@ class _Sweeping:
         return deleted
 
     def _purge(self, rule: RetentionRule) -> Op[list[str]]:
-        return kernel.purge(
-            older_than_ms=rule.older_than_ms,
-            queue=rule.queue,
-            status=rule.status,
-            name=rule.name,
-            limit=self.retention.limit,
-        )
+        arguments: dict[str, Any] = {
+            "older_than_ms": rule.older_than_ms,
+            "queue": rule.queue,
+            "status": rule.status,
+            "name": rule.name,
+            "limit": self.retention.limit,
+        }
+        return StoreCall(kernel.purge(**arguments), "purge", (), arguments)
+
+    def _replaced(self, op: Op[Any]) -> Callable[[], Any] | None:
+        """The call of the store's replaced method ``op`` stands for, if it is replaced."""
+        store = self.store
+        if store is None or not isinstance(op, StoreCall) or not store._replaces(op.method):
+            return None
+        method = getattr(store, op.method)
+        return lambda: method(*op.args, **op.kwargs)
 
     def _report(self, exc: BaseException) -> None:
         if self.retention.on_error is not None:
@@ -229,7 +272,18 @@ class _Sweeping:
 
 
 class RetentionSweeper(_Sweeping):
-    """Runs a ``Retention`` against one backend on the event loop; see the module docstring.
+    """Runs a ``Retention`` against one backend or store on the event loop; see the
+    module docstring.
+
+    Args:
+        source: A ``Backend``, or a store (``cq.store``, a ``SQLiteStore``...): a
+            ``purge`` replaced on it is each batch.
+        retention: The policy.
+
+    Example::
+
+        sweeper = RetentionSweeper(cq.store, Retention(older_than_ms=86_400_000))
+        deleted = await sweeper.sweep()
 
     Its timer is a local ``PeriodicJob``: every process with a ``Retention`` takes
     its turn, and the sweep itself takes the named lease in ``cairnq_locks``
@@ -237,8 +291,8 @@ class RetentionSweeper(_Sweeping):
     demand (``sweep()``) is fenced the same way.
     """
 
-    def __init__(self, backend: Backend, retention: Retention) -> None:
-        super().__init__(backend, retention)
+    def __init__(self, source: Backend | PurgingStore, retention: Retention) -> None:
+        super().__init__(source, retention)
         self._stopping = asyncio.Event()
         self._job = self._new_job()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -294,14 +348,19 @@ class RetentionSweeper(_Sweeping):
         return self._swept(tally)
 
     async def _run_op(self, op: Op[Any], write: bool) -> Any:
+        call = self._replaced(op)
+        if call is not None:
+            return await call()
+        if isinstance(op, StoreCall):
+            op = op.inner
         return await self.backend.arun(op, write=write)
 
 
 class SyncRetentionSweeper(_Sweeping):
     """``RetentionSweeper`` for the blocking client: the same sweep, from a daemon thread."""
 
-    def __init__(self, backend: Backend, retention: Retention) -> None:
-        super().__init__(backend, retention)
+    def __init__(self, source: Backend | PurgingStore, retention: Retention) -> None:
+        super().__init__(source, retention)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -352,4 +411,14 @@ class SyncRetentionSweeper(_Sweeping):
         return self._swept(tally)
 
     def _run_op(self, op: Op[Any], write: bool) -> Any:
+        call = self._replaced(op)
+        if call is not None:
+            result = call()
+            return asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
+        if isinstance(op, StoreCall):
+            op = op.inner
         return self.backend.run(op, write=write)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
