@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, Limit, Retention, Task, TaskStore
+from cairnq import CairnQ, Limit, LostLease, Retention, Task, TaskStore, kernel
 from cairnq.hooks import PendingSubmit
 from cairnq.kernel.retention import RetentionSweeper, SyncRetentionSweeper
+from cairnq.models import Lease
 from cairnq.store import ClaimDraw, replaced
 from cairnq.testing import FakeClock
 from cairnq.worker import Worker
+from cairnq.worker._settling import Settler
 
 from ._db import Database
 from .test_tracing import Traces
@@ -330,3 +332,22 @@ async def test_a_limit_holds_when_the_workers_claim_session_is_wrapped(cq: Cairn
     assert max(peak.values()) == 2
     stats = await cq.stats()
     assert stats["default"]["succeeded"] == 18
+
+
+async def test_a_worker_settling_through_a_replaced_complete_is_fenced_on_its_attempts_lease(
+    cq: CairnQ, clock: FakeClock
+) -> None:
+    await cq.submit("job")
+    claim = kernel.claim(["default"], "w1", 1_000, [kernel.Draw(None, 1)], 10)
+    [first] = await cq.backend.arun(claim, write=True)
+    clock.advance(5_000)
+    claim = kernel.claim(["default"], "w1", 60_000, [kernel.Draw(None, 1)], 10)
+    [second] = await cq.backend.arun(claim, write=True)
+    complete = Calls(cq.store, "complete")
+    settler = Settler(cq.backend, "w1")
+    settler.overriding = cq._overriding
+    with pytest.raises(LostLease):
+        await settler.complete(Lease.of(first), None, int(first["updated_at_ms"]))
+    assert complete.count == 1
+    task = await cq.get(second["id"])
+    assert task is not None and (task.status, task.attempt) == ("running", second["attempt"])

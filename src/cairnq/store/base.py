@@ -67,7 +67,11 @@ class TaskStore:
 
     Every method is a coroutine except ``use_backpressure`` and ``use_retention``.
     Use ``SQLiteStore`` or ``PostgresStore`` to open a database, or
-    ``CairnQ.store`` for the store of a client you already have.
+    ``CairnQ.store`` for the store of a client you already have. Replace ``get``,
+    ``queue_depth``, ``task_done_wake``, ``purge``, ``complete`` or
+    ``claim_session`` on an instance, or override it in a subclass, and the
+    client, the worker, ``wait`` and the retention sweeper over this store call
+    yours (see ``cairnq.store``).
 
     Args:
         backend: The cairnq ``Backend`` the operations run on.
@@ -386,6 +390,12 @@ class TaskStore:
         Returns ``None`` without claiming when the probe finds nothing due and no
         expired lease; else whatever ``plan`` returns. Each draw is a claim
         transaction of its own (recovery, then the draw).
+
+        A worker over this store claims through it when it is replaced: the
+        worker's plan draws its draws, and ``draw`` then claims with the worker's
+        limits and draw claimers (the kernel claim the worker's own path runs),
+        handing the worker the rows it claimed. A replacement that does not call
+        ``draw`` claims nothing for the worker.
         """
         queue_list, worker, lease = self._claim_args(queues, worker_id, lease_ms)
         listed = self._names(names)
