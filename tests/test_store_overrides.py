@@ -351,3 +351,19 @@ async def test_a_worker_settling_through_a_replaced_complete_is_fenced_on_its_at
     assert complete.count == 1
     task = await cq.get(second["id"])
     assert task is not None and (task.status, task.attempt) == ("running", second["attempt"])
+
+
+def test_a_replaced_purge_is_called_by_the_blocking_sweeper_over_the_store(db: Database) -> None:
+    with db.sync_client() as cq:
+        asked: list[dict[str, Any]] = []
+
+        async def purge(**kwargs: Any) -> list[str]:
+            asked.append(kwargs)
+            return []
+
+        cq.store.purge = purge  # type: ignore[method-assign]
+        sweeper = SyncRetentionSweeper(cq.store, Retention(older_than_ms=DAY_MS, limit=9))
+        assert sweeper.sweep() == 0
+        assert asked == [
+            {"older_than_ms": DAY_MS, "queue": None, "status": None, "name": None, "limit": 9}
+        ]
