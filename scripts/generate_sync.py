@@ -51,6 +51,10 @@ PAIRS = {
         "src/cairnq/backends/_pg_sync.py",
         "The PostgreSQL backend's blocking paths: ``PostgresBackend`` mixes them in.",
     ),
+    "src/cairnq/kernel/_sweeper_async.py": Twin(
+        "src/cairnq/kernel/_sweeper_sync.py",
+        "The retention sweeper, blocking: ``SyncRetentionSweeper`` sweeps from a daemon thread.",
+    ),
     "src/cairnq/extensions/_client_async.py": Twin(
         "src/cairnq/extensions/_client_sync.py",
         "What an extension's client code needs from the blocking client: ``ClientView``.",
@@ -125,8 +129,11 @@ PROSE = (
     (re.compile(r"\bawait "), ""),
     (re.compile(r"\basync (with|for) "), r"\1 "),
     (re.compile(r"(?<![\w.])CairnQ\b"), "SyncCairnQ"),
+    (re.compile(r"(?<![\w.])RetentionSweeper\b"), "SyncRetentionSweeper"),
     # The blocking half belongs to no event loop.
     (re.compile(r"\n *EventLoopMismatch: .*"), ""),
+    # A section left empty by that.
+    (re.compile(r"\n\n *Raises:\n(?= *\"\"\")"), "\n"),
 )
 
 # ruff's line length (pyproject.toml).

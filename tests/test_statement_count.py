@@ -183,15 +183,20 @@ def _naming(op: Op[Any], heard: Any) -> Op[Any]:
 
 
 async def _measure(
-    db: Database, *, record_attempts: bool = False, extensions: Sequence[Extension] = ()
+    db: Database,
+    *,
+    record_attempts: bool = False,
+    extensions: Sequence[Extension] = (),
+    over_store: bool = False,
 ) -> Sequences:
     """The worker's sequence on each path, on ``db`` as it is migrated, with
-    ``extensions`` given to its client and to it."""
+    ``extensions`` given to its client and to it; ``over_store``: the worker runs over
+    the client's store (``Worker(cq.store)``), nothing replaced on it."""
     async with db.client(migrate=False, extensions=extensions) as cq:
         for _ in range(2 * TASKS):
             await cq.submit("job")
         worker = Worker(
-            cq,
+            cq.store if over_store else cq,
             concurrency=2 * TASKS,
             schedules=False,
             record_attempts=record_attempts,
@@ -260,6 +265,13 @@ async def test_installed_but_unused_features_add_only_the_known_hidden_costs(
     kernel, installed = await _both(db)
     assert "complete_many" in kernel["settle"] and "claimable_probe" in kernel["claim"]
     assert hidden_costs(db.kind, kernel, installed) == []
+
+
+async def test_a_worker_over_a_store_with_nothing_replaced_claims_and_settles_as_over_its_client(
+    db: Database,
+) -> None:
+    over_client = await _measure(db)
+    assert await _measure(db, over_store=True) == over_client
 
 
 async def test_a_statement_an_unused_feature_adds_is_reported(db: Database) -> None:

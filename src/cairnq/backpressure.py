@@ -17,6 +17,7 @@ from . import kernel
 from ._checks import check_int, check_text
 from .errors import QueueFull
 from .kernel.procedures import Nap, Procedure, Run
+from .kernel.store_calls import StoreCall
 
 GRANT_MAX = 64
 FIRST_PAUSE_S = 0.25
@@ -91,7 +92,9 @@ class QueueGate:
         started = time.monotonic()
         pause = FIRST_PAUSE_S
         while True:
-            headroom = yield Run(kernel.queue_depth(queue, limit))
+            # A store's replaced ``queue_depth`` answers this probe (``cairnq.store``).
+            probe = StoreCall(kernel.queue_depth(queue, limit), "queue_depth", (queue, limit))
+            headroom = yield Run(probe)
             if self._grant(queue, int(headroom), count):
                 return
             waited = time.monotonic() - started

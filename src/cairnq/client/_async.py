@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from .. import kernel
 from .._checks import check_int, check_names
-from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
+from .._events import Latch
+from .._wakeups import LIVE_WAIT_S, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..durations import Duration
@@ -25,6 +26,7 @@ from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
 from ..kernel.retention import Retention, RetentionSweeper
+from ..kernel.store_calls import StoreCall
 from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
@@ -36,6 +38,7 @@ from ._core import (
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
+    DoneWake,
     IdList,
     SubmitItem,
     SummaryList,
@@ -65,7 +68,8 @@ class AsyncOperations(_ClientCore):
     ) -> None:
         super().__init__(backend, **options)
         policy = Retention.of(retention)
-        self.sweeper = RetentionSweeper(self.backend, policy) if policy else None
+        # It sweeps through the store, so a ``purge`` replaced on ``cq.store`` is called.
+        self.sweeper = RetentionSweeper(self.store, policy) if policy else None
 
     async def open(self: C) -> C:
         """Connect and migrate now rather than on first use; start retention if configured."""
@@ -304,6 +308,10 @@ class AsyncOperations(_ClientCore):
 
     async def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
+        store = self._overriding("get")
+        if store is not None:
+            task: Task | None = await store.get(task_id)
+            return task
         return await self._run(kernel.get(task_id), write=False)
 
     async def get_by_key(self, key: str) -> Task | None:
@@ -391,6 +399,12 @@ class AsyncOperations(_ClientCore):
         Returns:
             The ids deleted (their keys go with them).
         """
+        store = self._overriding("purge")
+        if store is not None:
+            ids: IdList = await store.purge(
+                older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+            )
+            return ids
         op = kernel.purge(
             older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
         )
@@ -402,6 +416,10 @@ class AsyncOperations(_ClientCore):
 
     async def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
+        store = self._overriding("queue_depth")
+        if store is not None:
+            headroom: int = await store.queue_depth(queue, max_depth)
+            return headroom
         return await self._run(kernel.queue_depth(queue, max_depth), write=False)
 
     async def overview(self) -> SummaryList:
@@ -536,6 +554,9 @@ class AsyncOperations(_ClientCore):
                 clock=self._clock(),
                 where=self._where(),
             )
+            store = self._overriding("task_done_wake")
+            if store is not None:
+                return await self._follow(procedure, DoneWake(store, task_id, sub))
             return await self._follow(procedure, sub)
 
     async def wait_by_key(
@@ -562,10 +583,16 @@ class AsyncOperations(_ClientCore):
             )
             return await self._follow(procedure, sub)
 
-    async def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T:
+    async def _follow(self, procedure: Procedure[T], sub: Latch | None = None) -> T:
         return await afollow(procedure, self._run_step, sub)
 
     async def _run_step(self, op: Op[Any], write: bool) -> Any:
+        if isinstance(op, StoreCall):
+            # The step stands for a store method: a replaced one answers it.
+            store = self._overriding(op.method)
+            if store is not None:
+                return await getattr(store, op.method)(*op.args, **op.kwargs)
+            op = op.inner
         return await self.backend.arun(op, write=write)
 
     async def call(

@@ -42,10 +42,11 @@ from ..errors import (
 from ..extensions import Endings, Extension, install
 from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
+from ..kernel.store_calls import StoreCall
 from ..lineage import Lineage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
-from ..store import TaskStore
+from ..store import TaskStore, replaced
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -208,8 +209,9 @@ class _ClientCore:
                 self.gate = store.gate
             else:
                 store.gate = self.gate
-        # Checked once per submit: with no hooks a submit does nothing more.
-        self.submit_hooks: list[SubmitHook] = []
+        # Checked once per submit: with no hooks a submit does nothing more. The list is
+        # the store's own (``store.submit`` runs the same hooks), shared, never copied.
+        self.submit_hooks: list[SubmitHook] = [] if store is None else store.submit_hooks
         self.codec = JsonCodec(
             max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
@@ -220,8 +222,10 @@ class _ClientCore:
     def store(self) -> TaskStore:
         """The store layer over this client's backend (the reference SDK's ``cq.store``).
 
-        The same store for the life of the client; it shares the client's backend
-        and backpressure gate, and closing it leaves the backend open.
+        The same store for the life of the client; it shares the client's backend,
+        backpressure gate and submit hooks, and closing it leaves the backend open.
+        A method replaced on it changes what the client and a worker over this
+        client do (see ``cairnq.store``).
 
         Example::
 
@@ -229,9 +233,27 @@ class _ClientCore:
         """
         if self._store is None:
             self._store = TaskStore(
-                self.backend, codec=self.codec, gate=self.gate, extensions=self.extensions
+                self.backend,
+                codec=self.codec,
+                gate=self.gate,
+                extensions=self.extensions,
+                submit_hooks=self.submit_hooks,
             )
         return self._store
+
+    def _overriding(self, name: str) -> Any:
+        """This client's store (a ``TaskStore``) when its method ``name`` is replaced
+        (``cairnq.store``), else ``None``: the client then takes its own path.
+
+        Only the async client calls a replaced method (the store's are coroutines);
+        the blocking one, whose operations run with ``run_on``, always takes its own,
+        so this says ``None`` there (typed ``Any``: the one source of both halves
+        awaits the call in one and not the other).
+        """
+        store = self._store
+        if store is None or self._RUN_ON != "arun_on" or not replaced(store, name):
+            return None
+        return store
 
     def _where(self) -> str:
         """The database in words, without any password."""
@@ -574,7 +596,8 @@ def _waiting(
         sub.clear()
         ref: TaskRef | None = yield Run(lookup())
         if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
-            task: Task | None = yield Run(kernel.get(ref.id))
+            # A store's replaced ``get`` answers this read (``cairnq.store``).
+            task: Task | None = yield Run(StoreCall(kernel.get(ref.id), "get", (ref.id,)))
             if task is not None and task.is_terminal:
                 return task
         remaining = deadline - time.monotonic()
@@ -589,6 +612,28 @@ def _waiting(
             )
         yield Nap(min(interval / 1000, remaining))
         interval = next_poll_ms(interval, ceiling)
+
+
+class DoneWake:
+    """``wait``'s sleep through a store's replaced ``task_done_wake(task_id, timeout_ms)``.
+
+    A nap of the wait procedure becomes one call of it; the blocking ``wait`` (which
+    calls no replaced store method) falls back to the subscription.
+    """
+
+    def __init__(self, store: TaskStore, task_id: str, sub: Subscription) -> None:
+        self._store = store
+        self._task_id = task_id
+        self._sub = sub
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block on the subscription (no store method is called from a thread)."""
+        return self._sub.wait(timeout_s)
+
+    async def wait_async(self, timeout_s: float) -> bool:
+        """Sleep in ``task_done_wake``, up to ``timeout_s``."""
+        await self._store.task_done_wake(self._task_id, max(0, round(timeout_s * 1000)))
+        return False
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:

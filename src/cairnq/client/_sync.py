@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from .. import kernel
 from .._checks import check_int, check_names
-from .._wakeups import LIVE_WAIT_S, Subscription, wants_done
+from .._events import Latch
+from .._wakeups import LIVE_WAIT_S, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
 from ..durations import Duration
@@ -21,6 +22,7 @@ from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, follow
 from ..kernel.retention import Retention, SyncRetentionSweeper
+from ..kernel.store_calls import StoreCall
 from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
@@ -32,6 +34,7 @@ from ._core import (
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
+    DoneWake,
     IdList,
     SubmitItem,
     SummaryList,
@@ -61,7 +64,8 @@ class SyncOperations(_ClientCore):
     ) -> None:
         super().__init__(backend, **options)
         policy = Retention.of(retention)
-        self.sweeper = SyncRetentionSweeper(self.backend, policy) if policy else None
+        # It sweeps through the store, so a ``purge`` replaced on ``cq.store`` is called.
+        self.sweeper = SyncRetentionSweeper(self.store, policy) if policy else None
 
     def open(self: C) -> C:
         """Connect and migrate now rather than on first use; start retention if configured."""
@@ -300,6 +304,10 @@ class SyncOperations(_ClientCore):
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
+        store = self._overriding("get")
+        if store is not None:
+            task: Task | None = store.get(task_id)
+            return task
         return self._run(kernel.get(task_id), write=False)
 
     def get_by_key(self, key: str) -> Task | None:
@@ -387,6 +395,12 @@ class SyncOperations(_ClientCore):
         Returns:
             The ids deleted (their keys go with them).
         """
+        store = self._overriding("purge")
+        if store is not None:
+            ids: IdList = store.purge(
+                older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
+            )
+            return ids
         op = kernel.purge(
             older_than_ms=older_than_ms, queue=queue, status=status, name=name, limit=limit
         )
@@ -398,6 +412,10 @@ class SyncOperations(_ClientCore):
 
     def queue_depth(self, queue: str, max_depth: int) -> int:
         """Headroom under ``max_depth`` queued tasks of ``queue`` (0 when at or over)."""
+        store = self._overriding("queue_depth")
+        if store is not None:
+            headroom: int = store.queue_depth(queue, max_depth)
+            return headroom
         return self._run(kernel.queue_depth(queue, max_depth), write=False)
 
     def overview(self) -> SummaryList:
@@ -532,6 +550,9 @@ class SyncOperations(_ClientCore):
                 clock=self._clock(),
                 where=self._where(),
             )
+            store = self._overriding("task_done_wake")
+            if store is not None:
+                return self._follow(procedure, DoneWake(store, task_id, sub))
             return self._follow(procedure, sub)
 
     def wait_by_key(
@@ -558,10 +579,16 @@ class SyncOperations(_ClientCore):
             )
             return self._follow(procedure, sub)
 
-    def _follow(self, procedure: Procedure[T], sub: Subscription | None = None) -> T:
+    def _follow(self, procedure: Procedure[T], sub: Latch | None = None) -> T:
         return follow(procedure, self._run_step, sub)
 
     def _run_step(self, op: Op[Any], write: bool) -> Any:
+        if isinstance(op, StoreCall):
+            # The step stands for a store method: a replaced one answers it.
+            store = self._overriding(op.method)
+            if store is not None:
+                return getattr(store, op.method)(*op.args, **op.kwargs)
+            op = op.inner
         return self.backend.run(op, write=write)
 
     def call(

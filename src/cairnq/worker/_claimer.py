@@ -31,6 +31,8 @@ from ..errors import (
 from ..kernel.periodic import ErrorHook
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
+from ..store import ClaimDraw
+from ..store._leases import WORKER_CLAIM, WorkerClaim
 from ._claiming import group_calls, plan_claim
 from ._context import Runtime, TaskContext
 from ._executor import Executor
@@ -110,6 +112,8 @@ class Claimer:
         self._rate_wait_s: float | None = None
         self._held_back = False
         self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
+        # A ``complete`` replaced on the client's store settles the handlers that return.
+        settler.overriding = client._overriding
 
     async def run(self) -> None:
         """Claim and dispatch until ``stopping`` is set (or the store is gone for good)."""
@@ -247,7 +251,9 @@ class Claimer:
             if not queues or not draws:
                 return []
         self._held_back = False
-        if probe and not self._backlog:
+        # A ``claim_session`` replaced on the client's store makes the claim (it probes).
+        store = self.client._overriding("claim_session")
+        if store is None and probe and not self._backlog:
             names: list[str] = self.registry.names()
             if points.claim_filters:
                 _, kept = points.filter_claim(queues, [kernel.Draw(names, 1)])
@@ -263,17 +269,20 @@ class Claimer:
         recover_limit = RECOVER_LIMIT
         if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
             recover_limit = 0
-        claim = kernel.claim(
-            queues,
-            self.worker_id,
-            self.limits.lease_ms,
-            draws,
-            recover_limit,
-            recovered,
-            points=points,
-            alone=self._one_statement_claims,
-        )
-        rows = await backend.arun(claim, write=True)
+        if store is not None:
+            rows = await self._claim_through(store, queues, draws, recover_limit, recovered)
+        else:
+            claim = kernel.claim(
+                queues,
+                self.worker_id,
+                self.limits.lease_ms,
+                draws,
+                recover_limit,
+                recovered,
+                points=points,
+                alone=self._one_statement_claims,
+            )
+            rows = await backend.arun(claim, write=True)
         if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
         if recovered:
@@ -291,6 +300,46 @@ class Claimer:
             # nothing, and waiting less finds nothing.
             self._rate_wait_s = min(waits)
         return rows
+
+    async def _claim_through(
+        self,
+        store: Any,
+        queues: list[str],
+        draws: list[kernel.Draw],
+        recover_limit: int,
+        recovered: list[Mapping[str, Any]],
+    ) -> list[Mapping[str, Any]]:
+        """Claim ``draws`` with the store's replaced ``claim_session``: its plan draws
+        each of them. The store's own draw claims with this worker's extension points
+        (its limits, its draw claimers) and recovers as this claim would, and hands
+        back the rows it claimed, which the worker runs (a ``WorkerClaim``)."""
+        handoff = WorkerClaim(
+            points=self.points, recover_limit=recover_limit, alone=self._one_statement_claims
+        )
+
+        async def plan(draw: ClaimDraw) -> None:
+            for each in draws:
+                await draw(each.names, each.limit)
+
+        names: list[str] | None = []
+        for each in draws:
+            if each.names is None or names is None:
+                names = None
+            else:
+                names += [name for name in each.names if name not in names]
+        token = WORKER_CLAIM.set(handoff)
+        try:
+            await store.claim_session(
+                queues=queues,
+                worker_id=self.worker_id,
+                lease_ms=self.limits.lease_ms,
+                names=names,
+                plan=plan,
+            )
+        finally:
+            WORKER_CLAIM.reset(token)
+        recovered[:] = handoff.recovered
+        return list(handoff.rows)
 
     def _dispatch(self, rows: list[Mapping[str, Any]]) -> None:
         for registration, group in group_calls(rows, self.registry):

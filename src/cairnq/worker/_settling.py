@@ -12,7 +12,8 @@ shutdown, tasks this worker stopped running (``release``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import kernel
@@ -21,6 +22,7 @@ from ..errors import LostLease
 from ..kernel.periodic import ErrorHook
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease
+from ..store._leases import WORKER_LEASE, WorkerLease
 
 MAX_GROUP = 256
 Pending = tuple[Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
@@ -45,6 +47,9 @@ class Settler:
         self._flushing = False
         self._task: asyncio.Future[None] | None = None
         self._rejects: set[asyncio.Future[Any]] = set()
+        # The client's store when its method is replaced (``CairnQ._overriding``), else
+        # None; a replaced ``complete`` settles each success in place of the group write.
+        self.overriding: Callable[[str], Any] | None = None
 
     def reject(self, lease: Lease, error: str, started: int | None = None) -> None:
         """Fail a claimed task for good with ``error`` (an encoded envelope), in the background.
@@ -96,12 +101,28 @@ class Settler:
         Raises:
             LostLease: the attempt was no longer owned when the group was written.
         """
+        store = None if self.overriding is None else self.overriding("complete")
+        if store is not None:
+            return await self._complete_through(store, lease, result, started)
         future: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending.append((lease, result, started, future))
         if not self._flushing:
             self._flushing = True
             self._task = asyncio.ensure_future(self._flush())
         return await future
+
+    async def _complete_through(
+        self, store: Any, lease: Lease, result: str | None, started: int | None
+    ) -> Mapping[str, Any]:
+        """Settle with the store's replaced ``complete``, fenced on this attempt's lease
+        (a ``WorkerLease``: the store's own ``complete`` settles exactly this attempt)."""
+        value = None if result is None else json.loads(result)
+        token = WORKER_LEASE.set(WorkerLease(lease, self._worker_id, started))
+        try:
+            task = await store.complete(task_id=lease.id, worker_id=self._worker_id, result=value)
+        finally:
+            WORKER_LEASE.reset(token)
+        return {"id": task.id, "status": task.status, "queue": task.queue}
 
     async def _flush(self) -> None:
         try:

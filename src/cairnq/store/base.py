@@ -1,86 +1,38 @@
-"""The store layer: the protocol's operations one by one, as the reference SDK exposes them.
+"""``TaskStore``: the protocol's operations one by one, with the reference SDK's signatures.
 
-``TaskStore`` runs each operation over a cairnq ``Backend``; ``SQLiteStore`` and
-``PostgresStore`` make that backend from a path or a PostgreSQL source, and
-``CairnQ.store`` returns the store over any client's backend. The method names,
-keyword-only signatures and return shapes are the reference SDK's (protocol
-section 5.11), so code that drives its store directly runs on cairnq unchanged;
-``CairnQ(store)`` and ``Worker(store, queues)`` take a store as well.
-
-Owned writes (``heartbeat``, ``progress``, ``complete``, ``succeed``, ``fail``)
-are fenced on the worker id, as in the reference, and also on the attempt and
-the lease token of the claim (cairnq's fence against a stale handler writing
-into a later claim under the same worker id). The store remembers the lease of
-every claim it made; once that claim is lost or settled, the store's writes for
-the task under that worker id raise ``LostLease`` until the store claims it
-again, even if another process has since claimed it under the same worker id.
-For a task it never claimed (another store or process, the same worker id), it
-reads the current lease of the task, and uses it only if the task is running
-under that worker id with a live lease. A task held by another worker id, or
-claimed by an SDK that keeps no lease token, raises ``LostLease``. A store
-remembers its last ``REMEMBERED_LEASES`` claims; one older than that is treated
-as one it never claimed.
-
-A write that ends a task or an attempt (``complete``, ``succeed``, ``fail``,
-``complete_in``, ``cancel``, ``cancel_by_key``, and the cancel of a
-``conflict="replace"`` submit) runs, in its transaction, the ending hooks of the
-store's extensions (cairnq's own and those given, ``extensions.Endings``) that are
-ready on the database, as cairnq's worker and client do: with the workflow tables
-it decides the task's parked dependents (a dependent released is due once the
-write returns, and a success is recorded for a dependent still waiting on others,
-so a purge cannot undo it); with the attempt history's table a settlement records
-the attempt. Where no extension is ready these writes are the protocol's
-statements alone.
-
-Example::
-
-    from cairnq import SQLiteStore
-
-    store = SQLiteStore("tasks.db")
-    await store.connect()
-    await store.submit(name="email.send", payload={"to": "ada@example.com"})
-    [task] = await store.claim(queues=["default"], worker_id="w1")
-    await store.complete(task_id=task.id, worker_id="w1", result={"sent": True})
-    await store.close()
+See ``cairnq.store`` for what the store is and which of its methods, replaced
+on an instance or overridden by a subclass, change what the client and the
+worker do; ``replaced`` is the one check of that.
 """
 
 from __future__ import annotations
 
-import os
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from . import kernel
-from ._checks import MAX_DELAY_MS, MAX_LIST_LIMIT, check_int, check_names, check_text
-from ._json import DEFAULT_CODEC, JsonCodec
-from ._wakeups import wants_done, wants_queued
-from .backends import (
-    Backend,
-    InTransactionCompleter,
-    PgExecutorBackend,
-    SQLiteBackend,
-    is_executor,
-    registration,
-)
-from .backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from .errors import InvalidArgument, LostLease, UnsupportedBackend
-from .extensions import Endings, Extension
-from .kernel.points import Points
-from .kernel.procedures import afollow
-from .kernel.retention import Retention, RetentionSweeper
-from .models import Lease, Task, TaskRef
-from .protocol.steps import NOW, Call, Op, Row
+from .. import kernel
+from .._checks import MAX_DELAY_MS, MAX_LIST_LIMIT, check_int, check_names, check_text
+from .._json import DEFAULT_CODEC, JsonCodec
+from .._wakeups import wants_done, wants_queued
+from ..backends import Backend, InTransactionCompleter
+from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
+from ..errors import InvalidArgument, LostLease, SerializationError, UnsupportedBackend
+from ..extensions import Endings, Extension
+from ..hooks import SubmitHook, after_submit, before_submit
+from ..kernel.points import Points
+from ..kernel.procedures import afollow
+from ..kernel.retention import Retention, RetentionSweeper
+from ..kernel.store_calls import StoreCall
+from ..models import Lease, Task, TaskRef
+from ..protocol.steps import Op, Row
+from ._leases import WORKER_CLAIM, WORKER_LEASE, LeaseMemory, current_lease
 
-__all__ = ["ClaimDraw", "PostgresStore", "SQLiteStore", "TaskStore"]
+__all__ = ["ClaimDraw", "TaskStore", "replaced"]
 
 T = TypeVar("T")
 
 # Expired leases a claim moves out of ``running`` before it draws (as the worker's claims).
 RECOVER_LIMIT = 100
-# Claims remembered per store (held, and lost or settled); an evicted one is treated
-# as a claim the store never made.
-REMEMBERED_LEASES = 65_536
 
 _TaskList = list[Task]
 _Ids = list[str]
@@ -89,21 +41,25 @@ _Values = list[Any]
 ClaimDraw = Callable[[Sequence[str] | None, int], Awaitable[list[Task]]]
 """``claim_session``'s draw: ``await draw(names, limit)`` claims up to ``limit`` of ``names``."""
 
+# The methods whose replacement changes what the client, the worker, ``wait`` and the
+# retention sweeper do (see ``cairnq.store``).
+DISPATCHED = ("get", "queue_depth", "task_done_wake", "purge", "complete", "claim_session")
 
-def _current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, Lease]]:
-    """The lease each task is held under by ``worker_id`` now (running, lease live).
 
-    Tasks held by anyone else, not running, or claimed without a lease token are left out.
+def replaced(store: TaskStore, name: str) -> bool:
+    """Whether ``store``'s method ``name`` is not ``TaskStore``'s own: set on the instance
+    (``store.get = my_get``) or overridden by a subclass.
+
+    Where it is, the client, the worker, ``wait`` and the retention sweeper call
+    ``getattr(store, name)`` where the reference SDK calls it; where it is not, they
+    take their own path, which does the same with fewer round trips.
+
+    Example::
+
+        store.queue_depth = my_depth
+        assert replaced(store, "queue_depth") and not replaced(store, "get")
     """
-    rows = yield Call("lease_states", {"ids": list(task_ids), "now_ms": NOW})
-    return {
-        str(row["id"]): Lease(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
-        for row in rows
-        if row["status"] == "running"
-        and row["worker_id"] == worker_id
-        and row["lease_token"] is not None
-        and row["lease_live"]
-    }
+    return name in store.__dict__ or getattr(type(store), name) is not getattr(TaskStore, name)
 
 
 class TaskStore:
@@ -111,7 +67,11 @@ class TaskStore:
 
     Every method is a coroutine except ``use_backpressure`` and ``use_retention``.
     Use ``SQLiteStore`` or ``PostgresStore`` to open a database, or
-    ``CairnQ.store`` for the store of a client you already have.
+    ``CairnQ.store`` for the store of a client you already have. Replace ``get``,
+    ``queue_depth``, ``task_done_wake``, ``purge``, ``complete`` or
+    ``claim_session`` on an instance, or override it in a subclass, and the
+    client, the worker, ``wait`` and the retention sweeper over this store call
+    yours (see ``cairnq.store``).
 
     Args:
         backend: The cairnq ``Backend`` the operations run on.
@@ -119,6 +79,9 @@ class TaskStore:
             path or a DSN own theirs; ``CairnQ.store`` does not).
         codec: JSON limits for payloads, metadata and results (the defaults).
         gate: The backpressure gate ``submit`` passes through (none by default).
+        submit_hooks: The hooks every ``submit`` runs (``CairnQ.store`` shares the
+            client's list, so a hook added with ``cq.add_submit_hook`` runs on
+            ``cq.store.submit`` too).
         extensions: Extensions besides cairnq's own whose ending hooks its writes
             that end tasks run (``CairnQ.store`` passes the client's).
 
@@ -141,6 +104,7 @@ class TaskStore:
         codec: JsonCodec = DEFAULT_CODEC,
         gate: QueueGate | None = None,
         extensions: Sequence[Extension] = (),
+        submit_hooks: list[SubmitHook] | None = None,
     ) -> None:
         if not isinstance(backend, Backend):
             raise InvalidArgument(f"a TaskStore runs over a cairnq Backend, got {backend!r}")
@@ -149,12 +113,9 @@ class TaskStore:
         self.codec = codec
         self.gate = gate if gate is not None else QueueGate(None)
         self.sweeper: RetentionSweeper | None = None
-        self._leases: OrderedDict[tuple[str, str], Lease] = OrderedDict()
-        # When each remembered claim was made (the claimed row's ``updated_at_ms``).
-        self._claimed_at: dict[tuple[str, str], int] = {}
-        # (task, worker id) whose claim by this store was lost or settled: its writes
-        # are refused until this store claims the task again.
-        self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Run by every submit; the list itself is shared with a client over this store.
+        self.submit_hooks: list[SubmitHook] = [] if submit_hooks is None else submit_hooks
+        self._memory = LeaseMemory()
         # The hooks of the writes that end tasks or attempts, each once its extension is ready.
         self._endings = Endings(extensions)
 
@@ -216,7 +177,7 @@ class TaskStore:
             store.use_retention(Retention(older_than_ms=7 * 86_400_000))
         """
         policy = Retention.of(retention)
-        self.sweeper = RetentionSweeper(self.backend, policy) if policy else None
+        self.sweeper = RetentionSweeper(self, policy) if policy else None
 
     # --- submit and reads -----------------------------------------------------------
 
@@ -236,7 +197,7 @@ class TaskStore:
         correlation_id: str | None = None,
         delay_ms: int = 0,
     ) -> Task:
-        """Enqueue a task (through the backpressure gate, if any).
+        """Enqueue a task (through the store's submit hooks and backpressure gate, if any).
 
         Args:
             name: The handler name.
@@ -272,6 +233,18 @@ class TaskStore:
             root_id=root_id,
             correlation_id=correlation_id,
         )
+        if not self.submit_hooks:
+            return await self._store(spec)
+        (spec,), finishers = before_submit(self.submit_hooks, [spec], self.codec)
+        try:
+            stored = await self._store(spec)
+        except BaseException as exc:
+            after_submit(finishers, None, exc)
+            raise
+        after_submit(finishers, [stored], None)
+        return stored
+
+    async def _store(self, spec: kernel.NewTask) -> Task:
         if self.gate.gates_any:
             await afollow(self.gate.admit(spec.queue), self._run_step)
         if spec.key is None:
@@ -417,6 +390,12 @@ class TaskStore:
         Returns ``None`` without claiming when the probe finds nothing due and no
         expired lease; else whatever ``plan`` returns. Each draw is a claim
         transaction of its own (recovery, then the draw).
+
+        A worker over this store claims through it when it is replaced: the
+        worker's plan draws its draws, and ``draw`` then claims with the worker's
+        limits and draw claimers (the kernel claim the worker's own path runs),
+        handing the worker the rows it claimed. A replacement that does not call
+        ``draw`` claims nothing for the worker.
         """
         queue_list, worker, lease = self._claim_args(queues, worker_id, lease_ms)
         listed = self._names(names)
@@ -475,7 +454,7 @@ class TaskStore:
         leases = await self._leases_for(ids, worker)
         beat = await self._write(kernel.heartbeat_batch(list(leases.values()), worker, lease_ms))
         for lost in leases.keys() - beat.keys():
-            self._forget(lost, worker)
+            self._memory.forget(lost, worker)
         return {i: bool(beat[i]) for i in ids if i in beat}
 
     async def progress(
@@ -607,19 +586,19 @@ class TaskStore:
                     worker,
                     self.codec.encode_optional(v, what="result"),
                     points=points,
-                    started=self._claimed_at.get((lease.id, worker)),
+                    started=started,
                 ),
             )
             return row
 
-        lease = await self._lease(task_id, worker)
+        lease, started = await self._held(task_id, worker)
         points = await self._ends()
         try:
             row = await settle(lease)
         except LostLease:
-            self._forget(lease.id, worker)
+            self._memory.forget(lease.id, worker)
             raise
-        self._forget(lease.id, worker)
+        self._memory.forget(lease.id, worker)
         return Task.from_row(row), (values[0] if values else None)
 
     # --- internals ------------------------------------------------------------------
@@ -631,7 +610,17 @@ class TaskStore:
         return await self.backend.arun(op, write=True)
 
     async def _run_step(self, op: Op[Any], write: bool) -> Any:
+        if isinstance(op, StoreCall):
+            # The step stands for one of this store's methods: a replaced one answers it.
+            if replaced(self, op.method):
+                return await getattr(self, op.method)(*op.args, **op.kwargs)
+            op = op.inner
         return await self.backend.arun(op, write=write)
+
+    def _replaces(self, name: str) -> bool:
+        """``replaced(self, name)``, for what takes a store without importing this module
+        (the retention sweeper)."""
+        return replaced(self, name)
 
     async def _ends(self) -> Points:
         """What a write ending a task or an attempt runs in its transaction: the ending
@@ -657,48 +646,62 @@ class TaskStore:
     async def _claim(
         self, queues: _Ids, worker_id: str, lease_ms: int, names: _Ids | None, limit: int
     ) -> _TaskList:
+        """One claim transaction: recovery, then the draw (with the extension points of
+        the worker claiming through this store, if one is)."""
         count = check_int(limit, "limit", low=0, high=MAX_LIST_LIMIT)
-        draw = kernel.Draw(names, count)
-        rows = await self._write(kernel.claim(queues, worker_id, lease_ms, [draw], RECOVER_LIMIT))
+        draws = [kernel.Draw(names, count)]
+        handoff = WORKER_CLAIM.get()
+        if handoff is None:
+            rows = await self._write(
+                kernel.claim(queues, worker_id, lease_ms, draws, RECOVER_LIMIT)
+            )
+        else:
+            # The worker's first draw recovers as its own claim would; later ones do not.
+            recover_limit, handoff.recover_limit = handoff.recover_limit, 0
+            recovered: list[Row] = []
+            claim = kernel.claim(
+                queues,
+                worker_id,
+                lease_ms,
+                draws,
+                recover_limit,
+                recovered,
+                points=handoff.points,
+                alone=handoff.alone,
+            )
+            rows = await self._write(claim)
+            handoff.recovered.extend(recovered)
+            handoff.rows.extend(rows)
         for row in rows:
-            self._remember(Lease.of(row), worker_id, int(row["updated_at_ms"]))
-        return [Task.from_row(row) for row in rows]
-
-    def _remember(self, lease: Lease, worker_id: str, claimed_at_ms: int) -> None:
-        self._leases[(lease.id, worker_id)] = lease
-        self._leases.move_to_end((lease.id, worker_id))
-        self._claimed_at[(lease.id, worker_id)] = claimed_at_ms
-        self._ended.pop((lease.id, worker_id), None)
-        while len(self._leases) > REMEMBERED_LEASES:
-            evicted, _ = self._leases.popitem(last=False)
-            self._claimed_at.pop(evicted, None)
-
-    def _forget(self, task_id: str, worker_id: str) -> None:
-        """This store's claim of ``task_id`` under ``worker_id`` ended (lost or settled)."""
-        self._leases.pop((task_id, worker_id), None)
-        self._claimed_at.pop((task_id, worker_id), None)
-        self._ended[(task_id, worker_id)] = None
-        self._ended.move_to_end((task_id, worker_id))
-        while len(self._ended) > REMEMBERED_LEASES:
-            self._ended.popitem(last=False)
+            self._memory.remember(Lease.of(row), worker_id, int(row["updated_at_ms"]))
+        if handoff is None:
+            return [Task.from_row(row) for row in rows]
+        return _tasks_of(rows)
 
     async def _leases_for(self, task_ids: Sequence[str], worker_id: str) -> dict[str, Lease]:
-        """The lease of each task ``worker_id`` holds: remembered from this store's claims,
-        else read from the database; tasks it does not hold are left out."""
-        known = {
-            i: self._leases[(i, worker_id)] for i in task_ids if (i, worker_id) in self._leases
-        }
-        unknown = [i for i in task_ids if i not in known and (i, worker_id) not in self._ended]
+        """The lease of each task ``worker_id`` holds: the one a worker settling through
+        this store holds, else remembered from this store's claims, else read from the
+        database; tasks it does not hold are left out."""
+        known, unknown = self._memory.split(task_ids, worker_id)
+        handed = WORKER_LEASE.get()
+        if handed is not None and handed.worker_id == worker_id and handed.lease.id in task_ids:
+            known[handed.lease.id] = handed.lease
+            unknown = [i for i in unknown if i != handed.lease.id]
         if unknown:
-            known.update(await self._read(_current_lease(unknown, worker_id)))
+            known.update(await self._read(current_lease(unknown, worker_id)))
         return {i: known[i] for i in task_ids if i in known}
 
-    async def _lease(self, task_id: str, worker_id: str) -> Lease:
+    async def _held(self, task_id: str, worker_id: str) -> tuple[Lease, int | None]:
+        """The lease ``worker_id`` holds on the task and when it was claimed (``None``
+        when unknown); ``LostLease`` when it holds none."""
         task = check_text(task_id, "task id") or ""
         lease = (await self._leases_for([task], worker_id)).get(task)
         if lease is None:
             raise LostLease(task)
-        return lease
+        handed = WORKER_LEASE.get()
+        if handed is not None and handed.lease == lease and handed.worker_id == worker_id:
+            return lease, handed.started
+        return lease, self._memory.claimed_at(task, worker_id)
 
     async def _owned(
         self,
@@ -708,89 +711,28 @@ class TaskStore:
         settles: bool = False,
     ) -> Task:
         """Run ``make(lease, claimed_at_ms)`` on the attempt ``worker_id`` holds (the
-        claim's time when this store made it, else ``None``)."""
+        claim's time when known, else ``None``)."""
         worker = check_text(worker_id, "worker_id") or ""
-        lease = await self._lease(task_id, worker)
+        lease, started = await self._held(task_id, worker)
         try:
-            row = await self._write(make(lease, self._claimed_at.get((lease.id, worker))))
+            row = await self._write(make(lease, started))
         except LostLease:
-            self._forget(lease.id, worker)
+            self._memory.forget(lease.id, worker)
             raise
         if settles:
-            self._forget(lease.id, worker)
+            self._memory.forget(lease.id, worker)
         return Task.from_row(row)
 
 
-class SQLiteStore(TaskStore):
-    """A store on a SQLite file, created and migrated on ``connect()``.
-
-    Args:
-        path: The database file (its directory must exist).
-        busy_timeout_ms: How long a write waits for another process's lock.
-        **options: Further ``SQLiteBackend`` options (``clock``, ``migrate``, ...).
-
-    Example::
-
-        store = SQLiteStore("tasks.db")
-        await store.connect()
-    """
-
-    def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000, **options: Any
-    ) -> None:
-        super().__init__(
-            SQLiteBackend(path, busy_timeout_ms=busy_timeout_ms, **options), owns_backend=True
-        )
-
-
-class PostgresStore(TaskStore):
-    """A store on PostgreSQL, through a DSN or the application's psycopg pool or connection.
-
-    Args:
-        source: A DSN (``postgresql://user@host/db``), a psycopg pool or connection
-            (used, never closed).
-        min_size, max_size: Pool size when the store makes the pool.
-        schema: The schema holding cairnq's tables (see ``PostgresBackend``).
-        **options: Further ``PostgresBackend`` options (``migrate``, ``listen``, ...).
-
-    Raises:
-        InvalidArgument: ``source`` is none of these.
-
-    Example::
-
-        store = PostgresStore("postgresql://localhost/app", max_size=4)
-        await store.connect()
-    """
-
-    def __init__(
-        self,
-        source: Any,
-        *,
-        min_size: int = 1,
-        max_size: int = 10,
-        schema: str | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(
-            _postgres_backend(
-                source, min_size=min_size, max_size=max_size, schema=schema, **options
-            ),
-            owns_backend=True,
-        )
-
-
-def _postgres_backend(source: Any, **options: Any) -> Backend:
-    """The backend a ``PostgresStore`` runs on, for every kind of ``source`` it accepts.
-
-    A ``PgExecutor`` (``create_pool_executor``, or one's own) runs on the executor
-    backend, which sizes no pool; anything else is opened through the backend
-    registry: the ``postgresql`` opener takes a DSN, a psycopg pool or a connection.
-    """
-    if is_executor(source):
-        options.pop("min_size", None)
-        options.pop("max_size", None)
-        return PgExecutorBackend(source, **options)
-    entry = registration("postgresql")
-    if entry is None:  # pragma: no cover - registered when cairnq.backends loads
-        raise UnsupportedBackend("no PostgreSQL backend is registered")
-    return entry.opener(source, **options)
+def _tasks_of(rows: Sequence[Row]) -> _TaskList:
+    """The tasks of a worker's draw: a row refused by a draw claimer, or whose JSON cannot
+    be read, is the worker's to fail, and is left out."""
+    tasks: _TaskList = []
+    for row in rows:
+        if isinstance(row, dict) and row.get("refusal") is not None:
+            continue
+        try:
+            tasks.append(Task.from_row(row))
+        except SerializationError:
+            continue
+    return tasks
