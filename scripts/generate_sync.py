@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
@@ -262,9 +263,9 @@ def _prose(text: str) -> str:
 def _docstring(node: ast.AST, text: str) -> str | None:
     """The docstring literal opening ``node``'s body, as written (indented as the source)."""
     body = getattr(node, "body", [])
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        if isinstance(body[0].value.value, str):
-            return ast.get_source_segment(text, body[0])
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        return ast.get_source_segment(text, first) if isinstance(first.value.value, str) else None
     return None
 
 
@@ -321,9 +322,7 @@ def _blocking_class(node: ast.ClassDef, spec: Blocking, text: str) -> str:
         and n.name not in spec.skip
     }
     if spec.docstring is not None:
-        lines = spec.docstring.splitlines()
-        end = "\n    " if len(lines) > 1 else ""
-        doc = '"""' + "\n".join(f"    {s}" if s else s for s in lines).lstrip() + f'{end}"""'
+        doc = f'"""{textwrap.indent(spec.docstring, "    ").lstrip()}\n    """'
     else:
         doc = _prose(_docstring(node, text) or f'"""The blocking twin of ``{node.name}``."""')
     parts = [f"class Sync{node.name}({', '.join(bases)}):\n    {doc}"]
