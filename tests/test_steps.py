@@ -225,6 +225,27 @@ async def test_a_sync_handler_s_step_runs_its_function_and_retries_in_the_handle
     assert step_threads == handler_threads * 2
 
 
+async def test_a_sync_handler_s_step_of_a_coroutine_function_records_its_awaited_value(
+    db: Database,
+) -> None:
+    worker = _worker(db)
+
+    async def fetch(invoice: str) -> str:
+        return invoice.upper()
+
+    @worker.task
+    def job(ctx: Any) -> Any:
+        return ctx.step("fetch", fetch, "a-1")
+
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+        steps = await cq.steps(task.id)
+    assert done is not None and (done.status, done.result) == ("succeeded", "A-1")
+    assert [(s.name, s.result) for s in steps] == [("fetch", "A-1")]
+
+
 # --- transactional steps --------------------------------------------------------------------
 
 
