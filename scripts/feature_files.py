@@ -33,7 +33,8 @@ REGISTRY = (
     "extensions/_builtins_client_async.py",
     "extensions/_builtins_client_sync.py",
     "extensions/_builtins_worker.py",
-    "extensions/_builtins_context.py",
+    "extensions/_builtins_context_async.py",
+    "extensions/_builtins_context_sync.py",
 )
 
 # Public import paths that re-export the built-ins' names, and the worker's typed keywords.
@@ -51,7 +52,7 @@ FACADES = (
 # (file, feature) -> the other sense in which the file uses one of the feature's words.
 OTHER_SENSE = {
     ("backpressure.py", "limits"): "a queue's depth limit (limit_for)",
-    ("extensions/snooze/_context.py", "limits"): "the snooze limit (limit_error)",
+    ("extensions/snooze/_context_async.py", "limits"): "the snooze limit (limit_error)",
     ("extensions/snooze/_ops.py", "limits"): "the snooze limit (limit_error)",
     ("_crashpoints.py", "pauses"): "a crash test's pause point",
     ("extensions/schedules/_client_async.py", "pauses"): "a schedule paused",
@@ -73,7 +74,7 @@ OTHER_SENSE = {
     ("extensions/history/_panel.py", "schedules"): "scheduled: a queued task not due yet",
     ("extensions/history/_ops.py", "snooze"): "the attempt outcome 'snoozed'",
     ("worker/_task_events.py", "snooze"): "the task event kind 'snoozed'",
-    ("extensions/workflows/_context.py", "snooze"): "the task event kind 'snoozed'",
+    ("extensions/workflows/_context_async.py", "snooze"): "the task event kind 'snoozed'",
 }
 
 

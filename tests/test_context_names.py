@@ -1,7 +1,7 @@
 """The worker's handler context and its executor name no feature: each extension adds
-its context methods from its own package (``extensions/<name>/_context.py``, composed in
-``extensions/_builtins_context.py``) and declares the handler signals it settles
-(``Extension.signals``)."""
+its context methods from its own package (``extensions/<name>/_context_async.py``, composed
+in ``extensions/_builtins_context_async.py``, their blocking twins generated) and declares
+the handler signals it settles (``Extension.signals``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 
 from .test_kernel_names import SRC, mentions
 
-NEUTRAL = ("worker/_context.py", "worker/_executor.py")
+NEUTRAL = (
+    "worker/_context.py",
+    "worker/_context_async.py",
+    "worker/_context_sync.py",
+    "worker/_blocking.py",
+    "worker/_executor.py",
+)
 
 
 @pytest.mark.parametrize("module", NEUTRAL)

@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.backoff",
             "cairnq.logging",
             "cairnq._aio",
+            "cairnq._handoff",
             "cairnq._checks",
             "cairnq._events",
             "cairnq._crashpoints",

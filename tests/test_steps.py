@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections import Counter
 from typing import Any
 
@@ -196,6 +197,53 @@ async def test_a_sync_handler_has_the_same_step_api(db: Database) -> None:
         done = await cq.get(task.id)
     assert done is not None and (done.status, done.result) == ("succeeded", "A-1")
     assert effects == {"fetch": 1}
+
+
+async def test_a_sync_handler_s_step_runs_its_function_and_retries_in_the_handler_s_thread(
+    db: Database,
+) -> None:
+    handler_threads: list[int] = []
+    step_threads: list[int] = []
+    worker = _worker(db)
+
+    def flaky() -> str:
+        step_threads.append(threading.get_ident())
+        if len(step_threads) == 1:
+            raise RuntimeError("first try fails")
+        return "ok"
+
+    @worker.task
+    def job(ctx: Any) -> Any:
+        handler_threads.append(threading.get_ident())
+        return ctx.step("flaky", flaky, retries=1, backoff=0)
+
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+    assert done is not None and (done.status, done.result) == ("succeeded", "ok")
+    assert step_threads == handler_threads * 2
+
+
+async def test_a_sync_handler_s_step_of_a_coroutine_function_records_its_awaited_value(
+    db: Database,
+) -> None:
+    worker = _worker(db)
+
+    async def fetch(invoice: str) -> str:
+        return invoice.upper()
+
+    @worker.task
+    def job(ctx: Any) -> Any:
+        return ctx.step("fetch", fetch, "a-1")
+
+    async with db.client() as cq:
+        task = await cq.submit("job")
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+        steps = await cq.steps(task.id)
+    assert done is not None and (done.status, done.result) == ("succeeded", "A-1")
+    assert [(s.name, s.result) for s in steps] == [("fetch", "A-1")]
 
 
 # --- transactional steps --------------------------------------------------------------------

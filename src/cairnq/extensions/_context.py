@@ -1,13 +1,15 @@
 """What a handler's context offers the extensions that add methods to it, and how an
 extension settles a signal a handler raises.
 
-An extension's context methods are a mixin in its own package (``<name>/_context.py``:
-an async one and its blocking twin); ``_builtins_context`` composes the built-ins'
-mixins, and the worker's ``TaskContext`` and ``SyncTaskContext`` inherit the
-composition. A mixin types ``self`` as ``ContextHost`` (``SyncHost`` for the blocking
-twin): the task, its lease, the worker's client and the run's hooks, the task's
-extension options, the fenced write helpers and a slot for the mixin's own state
-in one attempt, never the worker itself, which is a layer above.
+An extension's context methods are an async mixin in its own package
+(``<name>/_context_async.py``); its blocking twin, each method run on the worker's loop
+while the handler's thread waits, is generated from it (``<name>/_context_sync.py``, by
+``scripts/generate_sync.py``). ``_builtins_context_async`` composes the built-ins'
+mixins (and ``_builtins_context_sync`` their twins), and the worker's ``TaskContext``
+and ``SyncTaskContext`` inherit the composition. A mixin types ``self`` as
+``ContextHost`` (its twin as ``SyncHost``): the task, its lease, the worker's client and
+the run's hooks, the task's extension options, the fenced write helpers and a slot for
+the mixin's own state in one attempt, never the worker itself, which is a layer above.
 
 A handler signal is an exception a handler raises (or lets through) to have its
 attempt settled another way than failed (``raise Snooze(30)``). An extension
@@ -128,7 +130,7 @@ class ContextHost(Protocol):
 
 
 class SyncHost(Protocol):
-    """What the blocking twin of a mixin uses of a ``SyncTaskContext``."""
+    """What the generated blocking twin of a mixin uses of a ``SyncTaskContext``."""
 
     @property
     def _inner(self) -> Any:

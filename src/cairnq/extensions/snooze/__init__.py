@@ -8,10 +8,10 @@ the pauses extension owns and ships, so this extension needs it; it owns
 without.
 
 The operations (``_ops``), the context's ``snooze`` and the ``Snooze`` signal
-(``_context``), the statements (``sql/<dialect>/snooze_*.sql``) and the migration
-are in this folder, its CLI and pages in ``_surfaces/``. The client calls the
-operations; ``cairnq.flow`` re-exports ``Snooze``, ``Snoozes`` and
-``DEFAULT_MAX_SNOOZES``.
+(``_context_async``, its blocking twin generated), the statements
+(``sql/<dialect>/snooze_*.sql``) and the migration are in this folder, its CLI and
+pages in ``_surfaces/``. The client calls the operations; ``cairnq.flow`` re-exports
+``Snooze``, ``Snoozes`` and ``DEFAULT_MAX_SNOOZES``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from .._base import Extension, Option, TaskRows
 from .._context import Signal
-from ._context import Snooze, settle_snooze
+from ._context_async import Snooze, settle_snooze
 from ._ops import DEFAULT_MAX_SNOOZES, Snoozes, check_max_snoozes
 
 __all__ = ["DEFAULT_MAX_SNOOZES", "Snooze", "Snoozes", "Snoozing"]

@@ -7,7 +7,8 @@ Each result is written fenced on the attempt's lease into ``cairnq_task_steps``
 a trigger).
 
 Everything of the feature is in this folder: the operations (``_ops``), what the
-handler's context runs for a step (``_context``), its statements
+handler's context runs for a step (``_context_async``, its blocking twin generated), its
+statements
 (``sql/<dialect>/steps_*.sql``) and its migrations (``migrations/<dialect>/``). The
 context's methods and the client's ``steps`` call them; ``cairnq.history``
 re-exports ``StepRecord``.

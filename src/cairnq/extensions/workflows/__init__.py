@@ -11,7 +11,7 @@ Everything of the feature is in this folder: the model (``_model``: ``Graph``,
 ``Gathering``, ``tree_lines``), the operations (``_ops``), the worker's part, its
 sweep and the ``in_use`` gate with the run's state it reads (``_component``), the
 context's ``spawn``, ``gather`` and ``dependencies`` and the ``Gathering`` signal
-(``_context``), its statements
+(``_context_async``, its blocking twin generated), its statements
 (``sql/<dialect>/workflows_*.sql``) and migrations (``migrations/<dialect>/``:
 ``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
 ``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
@@ -29,7 +29,7 @@ from weakref import WeakKeyDictionary
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
 from .._context import Signal
 from ._component import WorkflowsComponent, WorkflowsRun, WorkflowSweeper, gate
-from ._context import settle_gathering
+from ._context_async import settle_gathering
 from ._model import (
     PARKED_RUN_AT_MS,
     POLICIES,

@@ -1,5 +1,6 @@
-"""What snoozing adds to a handler's context: ``ctx.snooze`` (async and blocking), the
-``Snooze`` signal a handler raises instead, and how many snoozes each task may take.
+"""What snoozing adds to a handler's context: ``ctx.snooze`` (``SnoozeContext``; its
+blocking twin is generated from it, ``_context_sync``), the ``Snooze`` signal a handler
+raises instead, and how many snoozes each task may take.
 
 How many times a task may snooze is the extension's option ``max_snoozes``: the
 handler's own (``@worker.task(max_snoozes=...)``), else the worker's.
@@ -15,7 +16,7 @@ from typing import Any, cast
 
 from ...errors import SchemaIncomplete, error_envelope
 from ...models import Task
-from .._context import ContextHost, Settle, SyncHost
+from .._context import ContextHost, Settle
 from . import _ops
 from ._ops import Snoozes, snooze_delay_ms
 
@@ -136,15 +137,6 @@ class SnoozeContext:
         state.delay_ms, state.snoozes = ms, counts
         words = f"snoozed for {_seconds(ms)} (snooze {counts.count})"
         return self._settled_as(outcome.row, event="snoozed", ending=("snoozed", words))
-
-
-class SyncSnoozeContext:
-    """``ctx.snooze``, mixed into ``SyncTaskContext``."""
-
-    def snooze(self: SyncHost, delay: Any = None, *, delay_ms: int | None = None) -> Task | None:
-        """Snooze the task: queued again after ``delay``, no attempt spent (see ``TaskContext``)."""
-        result: Task | None = self._call(self._inner.snooze(delay, delay_ms=delay_ms))
-        return result
 
 
 async def settle_snooze(

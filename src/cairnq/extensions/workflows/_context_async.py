@@ -1,6 +1,7 @@
 """What workflows add to a handler's context: ``ctx.spawn``, ``ctx.gather``,
-``ctx.dependencies`` and ``ctx.submit(depends_on=...)`` (``WorkflowsContext``, and
-``SyncWorkflowsContext`` for a plain ``def`` handler), and the ``Gathering`` signal.
+``ctx.dependencies`` and ``ctx.submit(depends_on=...)`` (``WorkflowsContext``; its
+blocking twin for a plain ``def`` handler is generated from it, ``_context_sync``), and
+the ``Gathering`` signal.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Protocol, cast
 from ... import kernel
 from ...errors import InvalidArgument, TaskCanceled, TaskFailed
 from ...models import Task
-from .._context import ContextHost, Settle, SyncHost
+from .._context import ContextHost, Settle
 from . import _ops
 from ._model import Dependency, Gathering
 
@@ -158,27 +159,6 @@ class WorkflowsContext:
             SchemaIncomplete: the database lacks the workflow tables.
         """
         return await self._runtime.client.backend.arun(_ops.dependencies(self.task.id), write=False)
-
-
-class SyncWorkflowsContext:
-    """``ctx.spawn``, ``ctx.gather`` and ``ctx.dependencies``, mixed into ``SyncTaskContext``."""
-
-    def spawn(
-        self: SyncHost, task: Any = None, payload: Any = None, *, name: Any = None, **options: Any
-    ) -> Task:
-        """Submit a child for ``gather`` (see ``TaskContext.spawn``)."""
-        child: Task = self._call(self._inner.spawn(task, payload, name=name, **options))
-        return child
-
-    def gather(self: SyncHost, children: Sequence[Any], *, return_tasks: bool = False) -> list[Any]:
-        """The children's results, or park this task until they end (see ``TaskContext``)."""
-        found: list[Any] = self._call(self._inner.gather(children, return_tasks=return_tasks))
-        return found
-
-    def dependencies(self: SyncHost) -> list[Dependency]:
-        """The tasks this one ran after (see ``TaskContext.dependencies``)."""
-        found: list[Dependency] = self._call(self._inner.dependencies())
-        return found
 
 
 async def settle_gathering(

@@ -1,7 +1,7 @@
 """What durable steps add to a handler's context: ``ctx.step``, ``ctx.transaction_step``
-and ``ctx.steps`` (``StepsContext``, and ``SyncStepsContext`` for a plain ``def``
-handler), with the step's checked options, its retries and the transactional step's
-one transaction.
+and ``ctx.steps`` (``StepsContext``; its blocking twin for a plain ``def`` handler is
+generated from it, ``_context_sync``), with the step's checked options, its retries and
+the transactional step's one transaction.
 
 Each attempt keeps the step names its run used and the recorded results it read
 (``RunSteps``, the attempt's state of the mixin); the functions below run one
@@ -14,19 +14,19 @@ import asyncio
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._checks import check_int
+from ..._handoff import in_waiting_thread
 from ..._json import JsonCodec
 from ...backends import AroundRunner
 from ...durations import delay_ms_of
 from ...errors import InvalidArgument, LostLease, UnsupportedBackend, is_permanent
 from ...models import Lease
 from ...protocol.steps import Op
-from .._context import ContextHost, SyncHost
+from .._context import ContextHost
 from ._ops import check_step_name, record_step, recorded_steps
 
 log = logging.getLogger("cairnq.worker")
@@ -75,7 +75,9 @@ async def run_step(
     task_id: str,
 ) -> Any:
     """``fn(*args, **kwargs)``'s value (awaited when it is awaitable), retried after an
-    exception ``options.retries`` times; ``guard()`` runs before each try.
+    exception ``options.retries`` times; ``guard()`` runs before each try. ``fn`` is
+    called in the handler's thread: here for an async handler, in its thread for a plain
+    ``def`` one (``_handoff.in_waiting_thread``).
 
     Raises:
         Exception: ``fn``'s, once no retry is left or at once when it is permanent
@@ -85,7 +87,7 @@ async def run_step(
     while True:
         guard()
         try:
-            value = fn(*args, **kwargs)
+            value = await in_waiting_thread(fn, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
             return value
@@ -102,28 +104,6 @@ async def run_step(
                 exc_info=True,
             )
             await asyncio.sleep(options.delay_s(tried))
-
-
-def run_step_sync(
-    options: StepOptions,
-    fn: Callable[..., Any],
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    *,
-    guard: Callable[[], None],
-) -> Any:
-    """``run_step`` for a plain ``def`` handler: ``fn`` runs in the calling thread, and a
-    retry waits with ``time.sleep``."""
-    tried = 0
-    while True:
-        guard()
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            if tried >= options.retries or is_permanent(exc):
-                raise
-            tried += 1
-            time.sleep(options.delay_s(tried))
 
 
 async def run_transactional(
@@ -206,7 +186,9 @@ class StepsContext:
         first run and a replay see the same value (a tuple comes back a list).
         Each step name may be used once per run; a name used twice raises.
 
-        ``fn`` may be a plain or a coroutine function. An exception from ``fn`` is
+        ``fn`` may be a plain or a coroutine function; it runs in the handler's thread
+        (a plain ``def`` handler's own), a transactional step's where the transaction
+        is. An exception from ``fn`` is
         retried ``retries`` times, waiting ``backoff`` (doubling each time); after
         that it propagates, and the attempt fails like any handler error (nothing
         is recorded, so the next attempt runs the step again). A permanent error
@@ -326,45 +308,3 @@ async def transaction_step(
     except LostLease:
         ctx.mark_lost()
         raise
-
-
-class SyncStepsContext:
-    """``ctx.step``, ``ctx.transaction_step`` and ``ctx.steps``, mixed into
-    ``SyncTaskContext``."""
-
-    def step(
-        self: SyncHost,
-        name: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        retries: int = 0,
-        backoff: Any = 1.0,
-        transactional: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Run ``fn`` once per task, its result recorded (see ``TaskContext.step``).
-
-        ``fn`` runs in the handler's thread, retries wait with ``time.sleep``; a
-        transactional step's ``fn`` runs where the backend's transaction is (see
-        ``TaskContext.step``).
-        """
-        options = step_options(name, fn, retries, backoff)
-        inner: ContextHost = self._inner
-        recorded, seq = self._call(step_begin(inner, options.name))
-        if recorded is not UNRECORDED:
-            return recorded
-        if transactional:
-            return self._call(transaction_step(inner, options, seq, fn, args, kwargs))
-        value = run_step_sync(options, fn, args, kwargs, guard=inner._guard)
-        return self._call(step_record(inner, options.name, seq, value))
-
-    def transaction_step(
-        self: SyncHost, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> Any:
-        """``step(..., transactional=True)``."""
-        return SyncStepsContext.step(self, name, fn, *args, transactional=True, **kwargs)
-
-    def steps(self: SyncHost) -> dict[str, Any]:
-        """The results every attempt of this task recorded so far, by step name."""
-        inner: ContextHost = self._inner
-        return self._call(read_steps(inner))

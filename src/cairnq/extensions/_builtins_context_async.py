@@ -1,0 +1,17 @@
+"""The built-in extensions' context methods, composed: what ``TaskContext`` inherits
+(part of the registry of the built-ins, ``_registry``). ``SyncTaskContext`` inherits
+their blocking twins, generated from this module (``_builtins_context_sync``).
+
+Each mixin is in its extension's package (``<name>/_context_async.py``) and types
+``self`` as ``_context.ContextHost``.
+"""
+
+from __future__ import annotations
+
+from .snooze._context_async import SnoozeContext
+from .steps._context_async import StepsContext
+from .workflows._context_async import WorkflowsContext
+
+
+class BuiltinContext(SnoozeContext, StepsContext, WorkflowsContext):
+    """The built-ins' methods of an async handler's context."""
