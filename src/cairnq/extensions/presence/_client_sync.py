@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..._deprecated import renamed
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_sync import ClientView
@@ -91,7 +92,8 @@ class _Checking(ClientView, Protocol):
 
 class SyncPresenceClient:
     """The client's ``presence`` namespace, its flat methods (each the same as the
-    namespace's method it names), and the check of ``submit(warn_unserved=True)``."""
+    namespace's method it names, deprecated: it warns once), and the check of
+    ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -102,26 +104,15 @@ class SyncPresenceClient:
         return SyncPresence(self)
 
     def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: ``cq.presence.workers``, which see.
-
-        Example::
-
-            for info in cq.workers():
-                print(info.worker_id, info.queues, [t.name for t in info.running])
-        """
+        """Deprecated: ``cq.presence.workers``, which see."""
+        renamed("cq.workers()", "cq.presence.workers()")
         return SyncPresence(self).workers(within_ms=within_ms)
 
     def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
-        which see.
-
-        Example::
-
-            for item in cq.unserved():
-                print(item.describe())   # emial.send on default: 3 queued, ...
-        """
+        """Deprecated: ``cq.presence.unserved``, which see."""
+        renamed("cq.unserved()", "cq.presence.unserved()")
         return SyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     def _check_served(self: _Checking, task: Task) -> None:
