@@ -5,8 +5,8 @@ Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespa
 (``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
 ``cq.snooze``, ``cq.steps``, ``cq.attempts``) and the flat methods that came before
 it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
-extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and ``on_dependency_failure`` (workflows),
-``warn_unserved`` (presence).
+extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and
+``on_dependency_failure`` (workflows), ``warn_unserved`` (presence).
 
 ``scripts/generate_sync.py`` turns this file into ``_builtins_client_sync.py``
 beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).

@@ -4,8 +4,9 @@ it claims.
 A limit is stored in the database (``cairnq_limits``, migration
 ``x0006_limits.sql``): declared by a worker (``Worker(extensions=[Limits([...])])``)
 or set by a client (``cq.limits.set``) or ``cairnq limits set``. A limited claim
-records the keys it claimed (``cairnq_limit_keys``) and the rate buckets it drew on (``cairnq_rate_buckets``)
-in the claim's own transaction, so every worker's next claim counts them.
+records the keys it claimed (``cairnq_limit_keys``) and the rate buckets it drew on
+(``cairnq_rate_buckets``) in the claim's own transaction, so every worker's next
+claim counts them.
 
 Everything of the feature is in this folder: the model (``_model``), the operations
 (``_ops``), the limited claim (``_claim``, the ``ClaimGate``), the worker's book of
