@@ -1,7 +1,7 @@
 """The old spellings kept for one release: each still works, and warns once
 (``CairnQDeprecationWarning``) naming what replaces it.
 
-The client's flat methods of limits, pauses, presence, the workflows' reads, snooze,
+The client's flat methods of limits, pauses, the workflows' reads, snooze,
 steps and attempts (``cq.set_limit(...)`` for ``cq.limits.set(...)``, ...), on both
 clients; ``cq.history`` for ``cq.attempts``; and ``Worker(...)``'s feature keywords
 (``limits=``, ``max_snoozes=``, ``record_attempts=``, ``schedules=``, and an outside
@@ -82,11 +82,6 @@ ALIASES: dict[str, Alias] = {
     "cq.paused()": (
         lambda cq, s: cq.paused(),
         lambda got, s: [p.target for p in got] == ["q", "t.x"],
-    ),
-    "cq.workers()": (lambda cq, s: cq.workers(), lambda got, s: got == []),
-    "cq.unserved()": (
-        lambda cq, s: cq.unserved(),
-        lambda got, s: [(u.queue, u.name) for u in got] == [("default", "a")],
     ),
     "cq.dependencies(...)": (
         lambda cq, s: cq.dependencies(s.b),

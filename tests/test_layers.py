@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq._loop_end",
             "cairnq._readiness",
             "cairnq._wait",
+            "cairnq._deprecated",
         ),
     ),
     (

@@ -217,7 +217,7 @@ def render_frame(
     later = client.backend.run(_reads.not_due(), write=False)
     sections = _sections(client, extensions, queue, now_ms)
     current = Frame(now_ms, client.stats(queue), later)
-    orphans = client.presence.unserved(queue=queue)
+    orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")

@@ -383,7 +383,7 @@ class Pages:
             activity = await client.activity(
                 window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
             )
-            unserved = await client.presence.unserved(within_ms=self.dash.worker_window_ms)
+            unserved = await client.unserved(within_ms=self.dash.worker_window_ms)
             added: dict[str, Any] = {}
             for part in self.extensions:
                 if isinstance(part, OverviewPart):
@@ -536,7 +536,7 @@ class Pages:
         return self._page(request, title="Workers", active="workers", body="", region=live)
 
     async def load_workers(self) -> Any:
-        return await self.dash.client.presence.workers(within_ms=self.dash.worker_window_ms)
+        return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
 
     async def metrics(self, request: Request) -> Response:
         dash = self.dash

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..._deprecated import renamed
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_sync import ClientView
@@ -91,9 +90,9 @@ class _Checking(ClientView, Protocol):
 
 
 class SyncPresenceClient:
-    """The client's ``presence`` namespace, its flat methods (each the same as the
-    namespace's method it names, deprecated: it warns once), and the check of
-    ``submit(warn_unserved=True)``."""
+    """The client's ``presence`` namespace, ``workers`` and ``unserved`` (each the same as
+    the namespace's method it names: the deployment's questions every surface asks, which
+    name no feature), and the check of ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -104,15 +103,13 @@ class SyncPresenceClient:
         return SyncPresence(self)
 
     def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Deprecated: ``cq.presence.workers``, which see."""
-        renamed("cq.workers()", "cq.presence.workers()")
+        """Workers alive now: ``cq.presence.workers``, which see."""
         return SyncPresence(self).workers(within_ms=within_ms)
 
     def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Deprecated: ``cq.presence.unserved``, which see."""
-        renamed("cq.unserved()", "cq.presence.unserved()")
+        """Due queued tasks no live cairnq worker serves: ``cq.presence.unserved``, which see."""
         return SyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     def _check_served(self: _Checking, task: Task) -> None:

@@ -9,7 +9,7 @@ a trigger).
 Everything of the feature is in this folder: the operations (``_ops``), what the
 handler's context runs for a step (``_context``), its statements
 (``sql/<dialect>/steps_*.sql``) and its migrations (``migrations/<dialect>/``). The
-context's methods and the client's ``steps`` call them; ``cairnq.history``
+context's methods and the client's ``cq.steps.list`` call them; ``cairnq.history``
 re-exports ``StepRecord``.
 """
 

@@ -40,7 +40,11 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq resume``: resuming what is not paused says so and is no error."""
     scope, target = _target(args)
     with open_client(args) as client:
-        ended = client.pauses.resume_queue(target) if scope == "queue" else client.pauses.resume_task(target)
+        ended = (
+            client.pauses.resume_queue(target)
+            if scope == "queue"
+            else client.pauses.resume_task(target)
+        )
     words = "resumed" if ended is not None else "was not paused"
     out.write(f"{_describe(scope, target)} {words}\n")
     return 0
