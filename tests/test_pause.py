@@ -228,7 +228,7 @@ def test_pause_calls_on_a_database_without_the_flow_tables_name_the_migration(
             lambda: cq.pauses.pause_queue("emails"),
             lambda: cq.pauses.resume_queue("emails"),
             lambda: cq.pauses.pause_task("job"),
-            cq.paused,
+            cq.pauses.list,
         ):
             with pytest.raises(SchemaIncomplete) as raised:
                 call()
