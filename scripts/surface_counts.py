@@ -4,11 +4,13 @@
 
     python scripts/surface_counts.py          # the installed (or PYTHONPATH's) cairnq
 
-A name counts as a deprecated alias when its docstring starts with ``Deprecated``.
+A name counts as a deprecated alias when its docstring starts with ``Deprecated``; a
+namespace that may be called (``cq.steps(task_id)``) says so after its methods.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from typing import Any
@@ -37,7 +39,11 @@ def client_counts(client: type[Any]) -> None:
         if isinstance(member, property):
             kind = _namespace_class(member)
             if kind is not None and not _deprecated(member):
-                namespaces[name] = [m for m in dir(kind) if not m.startswith("_")]
+                methods = [m for m in dir(kind) if not m.startswith("_")]
+                if "__call__" in vars(kind):
+                    called = vars(kind)["__call__"]
+                    methods.append("(called: deprecated)" if _deprecated(called) else "(called)")
+                namespaces[name] = methods
                 continue
         if _deprecated(member):
             deprecated.append(name)
@@ -62,7 +68,15 @@ def worker_counts() -> None:
     print(f"Worker(...): {len(named)} named parameters ({len(keyword)} keyword-only)")
     print(f"  {', '.join(named)}")
     options = [name for e in cairnq.extensions.builtins() for name in e.options]
-    print(f"  the built-ins' options through **options: {len(options)}: {', '.join(options)}")
+    compat = importlib.import_module("cairnq.worker._compat")
+    state = "deprecated, each warns" if hasattr(compat, "deprecated_options") else "current"
+    print(f"  the built-ins' options through **options ({state}): {len(options)}: ", end="")
+    print(", ".join(options))
+    if state != "current":
+        print(
+            "  given instead to the extension: extensions=[Limits([...]), Schedules(evaluate=...),"
+        )
+        print("    Snoozing(max_snoozes=...), History(record=...)]")
 
 
 def main() -> None:
