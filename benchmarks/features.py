@@ -26,7 +26,7 @@ with the plain drain of the same run:
   (``payload.k``), with no limit, with ``Limit.concurrency(1_000_000, key=
   "payload.k")``, and with the same at 1 (the worker modes ``loose`` and ``one``
   of ``benchmarks/worker_main.py``, as ``python -m benchmarks``'s limit rows);
-- no attempt history: the plain drain with ``Worker(record_attempts=False)``, so every
+- no attempt history: the plain drain with ``Worker(extensions=[History(record=False)])``, so every
   extension is installed and none is in use (the plain drain records each attempt);
 - kernel only: the plain drain on a database migrated with the protocol's and the
   kernel's migrations only (no extension's), every process opened with

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import CairnQ, Limit, SyncCairnQ, Worker
+from cairnq.extensions import Limits
 
 TASKS, KEYS, PROCESSES = 2000, 20, 4
 LIMIT = Limit.concurrency(2, queue="limited", key="payload.customer")
@@ -41,7 +42,7 @@ def child(target: str, schema: str, log_path: str, stop_path: str) -> None:
         CairnQ(_open(target, schema)),
         queues=["limited"],
         concurrency=8,
-        limits=[LIMIT],
+        extensions=[Limits([LIMIT])],
         poll_interval_ms=int(os.environ.get("POLL_MS", "500")),
     )
 
@@ -70,7 +71,7 @@ def main(backend: str) -> None:
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     log, stop = os.path.join(folder, "runs.log"), os.path.join(folder, "stop")
     with SyncCairnQ(_open(target, schema)) as cq:
-        cq.set_limit(LIMIT)
+        cq.limits.set(LIMIT)
         cq.submit_many(
             [
                 {"task": "job", "payload": {"customer": f"k{i % KEYS}"}, "queue": "limited"}

@@ -6,7 +6,7 @@ comes near), ``one`` (at most 1 running per ``payload.k``), ``schedule`` (the
 worker also declares an every-second schedule, whose ``tick`` tasks go to the
 queue ``ticks`` that no worker serves, so the drain pays for evaluating and
 submitting its slots and for nothing else), ``unrecorded`` (as ``none``, with
-``record_attempts=False``: no attempt history)
+``History(record=False)``: no attempt history)
 ``kernel`` (as ``none``, opened with ``migrate=False`` on a database that has
 only the protocol's and the kernel's migrations, so every built-in extension
 steps aside) or ``bare`` (as ``none`` on a database with every migration, the
@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from cairnq import CairnQ, Limit, Worker
+from cairnq.extensions import History, Limits
 
 LIMITS = {
     "loose": [Limit.concurrency(1_000_000, queue="default", key="payload.k")],
@@ -60,8 +61,7 @@ async def main(url: str, concurrency: int, mode: str = "none") -> None:
             worker = Worker(
                 cq,
                 concurrency=concurrency,
-                limits=LIMITS.get(mode),
-                record_attempts=mode != "unrecorded",
+                extensions=[Limits(LIMITS.get(mode)), History(record=mode != "unrecorded")],
             )
 
         @worker.task

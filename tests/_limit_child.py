@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from cairnq import CairnQ, Limit, Worker
+from cairnq.extensions import Limits
 
 from ._child import open_backend
 
@@ -34,7 +35,7 @@ def main(spec: dict[str, Any], mode: str, log_path: str, stop_path: str) -> None
         queues=[queue],
         concurrency=8,
         poll_interval_ms=20,
-        limits=[limit],
+        extensions=[Limits([limit])],
     )
 
     async def record(ctx: Any, key: str, seconds: float) -> None:

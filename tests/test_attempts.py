@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Retention, Worker, kernel
+from cairnq.extensions import History
 from cairnq.kernel.retention import RetentionSweeper
 from cairnq.testing import FakeClock
 
@@ -41,7 +42,7 @@ async def test_a_failed_attempt_then_a_successful_one_are_both_recorded(db: Data
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", max_attempts=3)
         await worker.run(until_idle=True)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [
         (1, "retry", "w-history"),
         (2, "succeeded", "w-history"),
@@ -62,7 +63,7 @@ async def test_a_final_failure_is_recorded_with_its_error(db: Database) -> None:
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", max_attempts=1)
         await worker.run(until_idle=True)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "failed")]
     assert attempts[0].error is not None and attempts[0].error["message"] == "no luck"
 
@@ -85,7 +86,7 @@ async def test_a_snoozed_attempt_is_recorded_and_the_next_claim_repeats_its_numb
         await worker.run(until_idle=True)
         clock.advance(10_000)
         await worker.run(until_idle=True)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "snoozed"), (1, "succeeded")]
     assert attempts[1].started_at_ms == START + 10_000
 
@@ -103,7 +104,7 @@ async def test_an_attempt_whose_lease_expired_is_recorded_lost_by_the_recoverer(
         worker = _worker(db, clock)
         assert await worker.recover_expired() == 1
         await worker.close()
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [(1, "lost", "w-dead")]
     lost = attempts[0]
     assert lost.ended_at_ms == START + 5_000 and lost.started_at_ms is None
@@ -125,13 +126,13 @@ async def test_a_claim_that_recovers_an_expired_lease_records_it_lost(db: Databa
         )
         clock.advance(5_000)
         await worker.run(until_idle=True)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "lost"), (2, "succeeded")]
 
 
 async def test_a_worker_that_records_no_attempts_leaves_the_history_empty(db: Database) -> None:
     clock = FakeClock(START)
-    worker = _worker(db, clock, record_attempts=False)
+    worker = _worker(db, clock, extensions=[History(record=False)])
 
     @worker.task
     async def job(ctx: Any) -> str:
@@ -150,8 +151,8 @@ async def test_a_worker_that_records_no_attempts_leaves_the_history_empty(db: Da
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
         assert done is not None and (done.status, done.attempt) == ("succeeded", 2)
-        assert await cq.attempts(task.id) == []
-        assert await cq.attempts(lost.id) == []
+        assert await cq.attempts.list(task.id) == []
+        assert await cq.attempts.list(lost.id) == []
 
 
 async def test_retention_removes_a_tasks_attempts_and_steps_with_it(db: Database) -> None:
@@ -165,12 +166,12 @@ async def test_retention_removes_a_tasks_attempts_and_steps_with_it(db: Database
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job")
         await worker.run(until_idle=True)
-        assert len(await cq.attempts(task.id)) == 1
-        assert len(await cq.steps(task.id)) == 1
+        assert len(await cq.attempts.list(task.id)) == 1
+        assert len(await cq.steps.list(task.id)) == 1
         clock.advance(2 * HOUR)
         assert await RetentionSweeper(cq.backend, Retention(HOUR)).sweep() == 1
-        assert await cq.attempts(task.id) == []
-        assert await cq.steps(task.id) == []
+        assert await cq.attempts.list(task.id) == []
+        assert await cq.steps.list(task.id) == []
     assert _count(db, "cairnq_task_attempts") == _count(db, "cairnq_task_steps") == 0
 
 

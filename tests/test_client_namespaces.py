@@ -1,6 +1,6 @@
 """The built-in extensions' client namespaces (``cq.schedules``, ``cq.limits``, ...) on both
-clients and both backends, each flat method the same as the namespace method it names, and
-a client that names no feature itself."""
+clients and both backends, and a client that names no feature itself. The deprecated flat
+methods: ``tests/test_deprecated_surface.py``."""
 
 from __future__ import annotations
 
@@ -53,12 +53,9 @@ async def test_the_limits_namespace_sets_lists_reports_usage_and_removes(db: Dat
         stored = await cq.limits.set(Limit.concurrency(2, queue="emails", id="emails-2"))
         assert stored.id == "emails-2"
         assert [limit.id for limit in await cq.limits.list()] == ["emails-2"]
-        assert await cq.limits.list() == await cq.list_limits()
         assert [u.limit.id for u in await cq.limits.usage()] == ["emails-2"]
-        assert await cq.limits.usage() == await cq.limit_usage()
         assert await cq.limits.remove("emails-2") is True
-        assert await cq.remove_limit("emails-2") is False
-        assert await cq.set_limit(stored) == stored
+        assert await cq.limits.remove("emails-2") is False
 
 
 async def test_the_pauses_namespace_pauses_and_resumes_queues_and_task_names(db: Database) -> None:
@@ -67,13 +64,10 @@ async def test_the_pauses_namespace_pauses_and_resumes_queues_and_task_names(db:
         name = await cq.pauses.pause_task("invoice.charge")
         assert (queue.target, queue.paused_by, name.target) == ("emails", "ops", "invoice.charge")
         assert [p.target for p in await cq.pauses.list()] == ["emails", "invoice.charge"]
-        assert await cq.pauses.list() == await cq.paused()
         assert await cq.pauses.resume_queue("emails") == queue
-        assert await cq.resume_queue("emails") is None
+        assert await cq.pauses.resume_queue("emails") is None
         assert await cq.pauses.resume_task("invoice.charge") == name
-        assert await cq.resume_task("invoice.charge") is None
-        assert await cq.pause_queue("emails") == (await cq.pauses.list())[0]
-        assert await cq.pause_task("report.build") == (await cq.pauses.list())[1]
+        assert await cq.pauses.resume_task("invoice.charge") is None
 
 
 async def test_the_workflows_namespace_submits_a_graph_and_reads_it_back(db: Database) -> None:
@@ -84,11 +78,9 @@ async def test_the_workflows_namespace_submits_a_graph_and_reads_it_back(db: Dat
         report = tasks["report"]
         [dependency] = await cq.workflows.dependencies(report.id)
         assert dependency.task is not None and dependency.task.id == tasks["fetch"].id
-        assert await cq.workflows.dependencies(report.id) == await cq.dependencies(report.id)
         workflow = await cq.workflows.get(report.id)
         assert workflow is not None
         assert set(workflow.tasks) == {tasks["fetch"].id, report.id}
-        assert await cq.workflows.get(report.id) == await cq.workflow(report.id)
         assert await cq.workflows.get("task_unknown") is None
         assert cq.submitted_dependents
 
@@ -102,7 +94,7 @@ async def test_submit_graph_is_the_namespace_submit(db: Database) -> None:
         assert [d.id for d in await cq.workflows.dependencies(dependent.id)] == [tasks["b"].id]
 
 
-async def test_the_task_reads_of_history_steps_snooze_and_presence_match_the_flat_ones(
+async def test_the_attempts_steps_snooze_and_presence_namespaces_read_a_task_s_runs(
     db: Database,
 ) -> None:
     clock = FakeClock(START)
@@ -118,51 +110,49 @@ async def test_the_task_reads_of_history_steps_snooze_and_presence_match_the_fla
         snoozes = await _eventually(lambda: cq.snooze.get(task.id))
         await cq.submit("nobody.serves", queue="work")
         assert snoozes.count == 1
-        assert snoozes == await cq.snoozes(task.id)
-        [attempt] = await cq.history.list(task.id)
+        [attempt] = await cq.attempts.list(task.id)
         assert attempt.outcome == "snoozed"
-        assert await cq.history.list(task.id) == await cq.attempts(task.id)
         [step] = await cq.steps.list(task.id)
         assert (step.name, step.result) == ("load", 41)
-        assert await cq.steps.list(task.id) == await cq.steps(task.id)
         workers = await cq.presence.workers()
         assert worker.worker_id in [w.worker_id for w in workers]
-        assert [w.worker_id for w in workers] == [w.worker_id for w in await cq.workers()]
         unserved = await cq.presence.unserved(queue="work")
         assert [(u.queue, u.name) for u in unserved] == [("work", "nobody.serves")]
         assert unserved == await cq.unserved(queue="work")
+        assert [w.worker_id for w in workers] == [w.worker_id for w in await cq.workers()]
 
 
 def test_the_blocking_namespaces_do_what_the_async_ones_do(db: Database) -> None:
     with db.sync_client() as cq:
         assert [cq.schedules.add("nightly", "report.build", every="1h")] == cq.schedules.list()
-        assert cq.limits.set(Limit.concurrency(1, queue="q", id="q-1")) == cq.list_limits()[0]
-        assert cq.limits.usage() == cq.limit_usage()
-        assert cq.pauses.pause_queue("q") == cq.paused()[0]
-        assert cq.pauses.list() == cq.paused()
+        assert cq.limits.set(Limit.concurrency(1, queue="q", id="q-1")) == cq.limits.list()[0]
+        assert [u.limit.id for u in cq.limits.usage()] == ["q-1"]
+        assert cq.pauses.pause_queue("q") == cq.pauses.list()[0]
         tasks = cq.workflows.submit({"a": {"task": "a"}, "b": {"task": "b", "after": ["a"]}})
-        assert cq.workflows.dependencies(tasks["b"].id) == cq.dependencies(tasks["b"].id)
-        assert cq.workflows.get(tasks["b"].id) == cq.workflow(tasks["b"].id)
-        assert cq.history.list(tasks["a"].id) == cq.attempts(tasks["a"].id) == []
-        assert cq.steps.list(tasks["a"].id) == cq.steps(tasks["a"].id) == []
-        assert cq.snooze.get(tasks["a"].id) is cq.snoozes(tasks["a"].id) is None
+        [dependency] = cq.workflows.dependencies(tasks["b"].id)
+        assert dependency.task is not None and dependency.task.id == tasks["a"].id
+        workflow = cq.workflows.get(tasks["b"].id)
+        assert workflow is not None and len(workflow.tasks) == 2
+        assert cq.attempts.list(tasks["a"].id) == []
+        assert cq.steps.list(tasks["a"].id) == []
+        assert cq.snooze.get(tasks["a"].id) is None
         assert [(u.queue, u.name) for u in cq.presence.unserved()] == [("default", "a")]
-        assert cq.presence.unserved() == cq.unserved()
-        assert cq.presence.workers() == cq.workers() == []
+        assert cq.presence.workers() == []
         assert cq.schedules.remove("nightly") and cq.limits.remove("q-1")
         assert cq.pauses.resume_queue("q") is not None
 
 
-NAMESPACES = (
-    "history",
-    "limits",
-    "pauses",
-    "presence",
-    "schedules",
-    "snooze",
-    "steps",
-    "workflows",
-)
+# Each built-in extension's namespace on the client, by extension name.
+NAMESPACES = {
+    "history": "attempts",
+    "limits": "limits",
+    "pauses": "pauses",
+    "presence": "presence",
+    "schedules": "schedules",
+    "snooze": "snooze",
+    "steps": "steps",
+    "workflows": "workflows",
+}
 
 
 @pytest.mark.parametrize("client", [CairnQ, SyncCairnQ])
@@ -170,7 +160,7 @@ def test_each_client_has_a_namespace_per_built_in_extension_with_a_client_part(
     client: type[Any],
 ) -> None:
     names = {n for n in dir(client) if isinstance(getattr(client, n), property)}
-    assert set(NAMESPACES) <= names
+    assert set(NAMESPACES.values()) <= names
     assert {ext.name for ext in cairnq.extensions.builtins()} == set(NAMESPACES)
 
 

@@ -39,12 +39,12 @@ async def test_the_pause_button_pauses_the_queue_and_the_row_then_offers_resume(
             "/queue/pause", data={"csrf": csrf_from(page), "queue": "emails"}
         )
         assert (response.status_code, response.headers["location"]) == (303, "/")
-        paused = await cq.paused()
+        paused = await cq.pauses.list()
         assert [(p.target, p.paused_by) for p in paused] == [("emails", "dashboard")]
         row = _row((await client.get("/")).text, "emails")
         assert "paused</span>" in row and 'action="/queue/resume"' in row
         await client.post("/queue/resume", data={"csrf": csrf_from(page), "queue": "emails"})
-    assert await cq.paused() == []
+    assert await cq.pauses.list() == []
 
 
 async def test_a_pause_without_a_csrf_token_is_refused_and_pauses_nothing(cq: CairnQ) -> None:
@@ -52,14 +52,14 @@ async def test_a_pause_without_a_csrf_token_is_refused_and_pauses_nothing(cq: Ca
     async with http(create_app(cq)) as client:
         response = await client.post("/queue/pause", data={"queue": "emails"})
     assert response.status_code == 403
-    assert await cq.paused() == []
+    assert await cq.pauses.list() == []
 
 
 async def test_a_read_only_dashboard_shows_a_paused_queue_but_no_buttons_and_refuses_a_pause(
     cq: CairnQ,
 ) -> None:
     await cq.submit("a", queue="emails")
-    await cq.pause_queue("emails")
+    await cq.pauses.pause_queue("emails")
     app = create_app(cq, read_only=True)
     async with http(app) as client:
         row = _row((await client.get("/")).text, "emails")
@@ -68,7 +68,7 @@ async def test_a_read_only_dashboard_shows_a_paused_queue_but_no_buttons_and_ref
         )
     assert "paused</span>" in row and "<form" not in row
     assert response.status_code == 403
-    assert [p.target for p in await cq.paused()] == ["emails"]
+    assert [p.target for p in await cq.pauses.list()] == ["emails"]
 
 
 async def test_the_task_page_shows_how_often_a_task_snoozed(cq: CairnQ) -> None:

@@ -31,7 +31,7 @@ async def cq(db: Database) -> AsyncIterator[CairnQ]:
 async def run_limited(cq: CairnQ, *limits: Limit, want: int = 100) -> int:
     """Store ``limits`` and claim up to ``want`` due tasks under them, as a worker would."""
     for limit in limits:
-        await cq.set_limit(limit)
+        await cq.limits.set(limit)
     op = kernel.claim(
         ["default"],
         WORKER,

@@ -280,9 +280,9 @@ def test_the_namespace_is_asked_for_by_the_extension_s_class(db: Database, audit
         cq.extension(audit)  # type: ignore[arg-type]
 
 
-async def test_the_worker_option_turns_the_log_off(db: Database, audit: Audit) -> None:
+async def test_the_extension_s_option_turns_the_log_off(db: Database, audit: Audit) -> None:
     async with client(db, extensions=[audit]) as cq:
-        worker = Worker(cq, poll_interval_ms=20, audit=False)
+        worker = Worker(cq, poll_interval_ms=20, extensions=[Audit(audit=False)])
 
         @worker.task
         async def ok(ctx: Any) -> None:
@@ -295,12 +295,9 @@ async def test_the_worker_option_turns_the_log_off(db: Database, audit: Audit) -
         assert await cq.extension(Audit).recent() == []
 
 
-def test_a_bad_worker_option_is_refused_when_the_worker_is_built(
-    db: Database, audit: Audit
-) -> None:
-    cq = CairnQ(db.backend(), extensions=[audit])
+def test_a_bad_option_is_refused_when_the_extension_is_built() -> None:
     with pytest.raises(InvalidArgument, match="audit must be True or False"):
-        Worker(cq, audit="no")
+        Audit(audit="no")
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgres"])

@@ -96,7 +96,10 @@ def test_a_paused_queue_stops_new_claims_on_every_process_within_a_second(
     db: Database, tmp_path: Path
 ) -> None:
     starts, paused_at, resumed_at = _run_paused(
-        db, tmp_path, lambda cq: cq.pause_queue("default"), lambda cq: cq.resume_queue("default")
+        db,
+        tmp_path,
+        lambda cq: cq.pauses.pause_queue("default"),
+        lambda cq: cq.pauses.resume_queue("default"),
     )
     late = [s for s in starts if paused_at + HONOURED_WITHIN_S < s[0] < resumed_at]
     assert late == []
@@ -107,7 +110,10 @@ def test_a_resumed_queue_is_claimed_from_again_by_every_process(
     db: Database, tmp_path: Path
 ) -> None:
     starts, _, resumed_at = _run_paused(
-        db, tmp_path, lambda cq: cq.pause_queue("default"), lambda cq: cq.resume_queue("default")
+        db,
+        tmp_path,
+        lambda cq: cq.pauses.pause_queue("default"),
+        lambda cq: cq.pauses.resume_queue("default"),
     )
     assert {s[3] for s in starts if s[0] > resumed_at} == set(range(PROCESSES))
 
@@ -116,7 +122,10 @@ def test_a_paused_task_name_stops_its_claims_on_every_process_while_others_run(
     db: Database, tmp_path: Path
 ) -> None:
     starts, paused_at, resumed_at = _run_paused(
-        db, tmp_path, lambda cq: cq.pause_task("tick"), lambda cq: cq.resume_task("tick")
+        db,
+        tmp_path,
+        lambda cq: cq.pauses.pause_task("tick"),
+        lambda cq: cq.pauses.resume_task("tick"),
     )
     window = [s for s in starts if paused_at + HONOURED_WITHIN_S < s[0] < resumed_at]
     assert [s for s in window if s[1] == "tick"] == []

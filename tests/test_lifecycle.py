@@ -287,7 +287,7 @@ async def drain_noted(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
 
 async def recorded_row(cq: CairnQ, worker_id: str) -> bool:
     """Whether the worker's own row (presence) is in ``cairnq_workers``."""
-    infos = {info.worker_id: info for info in await cq.workers()}
+    infos = {info.worker_id: info for info in await cq.presence.workers()}
     info = infos.get(worker_id)
     return info is not None and info.last_seen_ms is not None
 

@@ -151,12 +151,14 @@ def test_a_rate_limit_of_twenty_per_second_admits_two_hundred_in_ten_seconds_acr
 ) -> None:
     log, stop = tmp_path / "runs.log", tmp_path / "stop"
     with db.sync_client() as client:
-        client.set_limit(Limit.rate(20, per="1s", burst=5, queue="rated"))
+        client.limits.set(Limit.rate(20, per="1s", burst=5, queue="rated"))
         workers = [_spawn(db, "rate", log, stop) for _ in range(PROCESSES)]
         try:
             # Every process is up (its presence row written) before the tasks arrive.
             eventually_sync(
-                lambda: sum(w.last_seen_ms is not None for w in client.workers()) >= PROCESSES,
+                lambda: (
+                    sum(w.last_seen_ms is not None for w in client.presence.workers()) >= PROCESSES
+                ),
                 "every worker process up",
                 timeout=60,
             )

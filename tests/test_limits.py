@@ -26,6 +26,7 @@ from cairnq import (
     Task,
     kernel,
 )
+from cairnq.extensions import Limits
 from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate
 from cairnq.models import Lease
 from cairnq.protocol.steps import Call, Op
@@ -71,7 +72,7 @@ async def _submit(cq: CairnQ, customer: str, count: int) -> None:
 
 async def _stored_gate(cq: CairnQ, *limits: Limit) -> ClaimGate:
     for limit in limits:
-        await cq.set_limit(limit)
+        await cq.limits.set(limit)
     return ClaimGate(list(limits))
 
 
@@ -215,7 +216,7 @@ async def test_a_limit_of_one_per_key_holds_each_value_and_lets_its_neighbour_pa
     db: Database, value: Any, neighbour: Any
 ) -> None:
     async with db.client(clock=_clock()) as cq:
-        await cq.set_limit(_c_limit())
+        await cq.limits.set(_c_limit())
         gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
         assert await _held(cq, gate, value, neighbour, saturate=value) == [neighbour]
 
@@ -238,7 +239,7 @@ async def test_an_integer_and_its_digits_as_a_string_are_one_key(
     db: Database, running: Any, same: Any
 ) -> None:
     async with db.client(clock=_clock()) as cq:
-        await cq.set_limit(_c_limit())
+        await cq.limits.set(_c_limit())
         gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
         assert await _held(cq, gate, same, "other", saturate=running) == ["other"]
 
@@ -257,7 +258,7 @@ async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_a
     db: Database, value: Any
 ) -> None:
     async with db.client(clock=_clock()) as cq:
-        await cq.set_limit(_c_limit())
+        await cq.limits.set(_c_limit())
         gate = ClaimGate([_c_limit()])
         await cq.submit_many([("job", {"c": text}) for text in LOOKALIKES])
         assert sorted(_c(await _claim(cq, gate, len(LOOKALIKES)))) == sorted(LOOKALIKES)
@@ -272,7 +273,7 @@ async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim
 ) -> None:
     limit = Limit.concurrency(1, queue="default", key="payload.a.b")
     async with db.client(clock=_clock()) as cq:
-        await cq.set_limit(limit)
+        await cq.limits.set(limit)
         gate = ClaimGate([limit])
         await cq.submit("job", {"a": {"b": "x"}})
         assert len(await _claim(cq, gate, 1)) == 1
@@ -288,13 +289,13 @@ async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_valu
     """An empty value is refused whatever was recorded before: the tasks that hold one
     fail at claim rather than wait behind an empty key."""
     async with db.client(clock=_clock()) as cq:
-        await cq.set_limit(_c_limit())
+        await cq.limits.set(_c_limit())
         gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
         await cq.submit("job", {"c": "x"})
         (running,) = await _claim(cq, gate, 1)
         rows = json.dumps([[running["id"], _c_limit().id, ""]])
         await cq.backend.arun(_record_keys(rows), write=True)
-        assert (await cq.limit_usage())[0].running == {"": 1}
+        assert (await cq.limits.usage())[0].running == {"": 1}
         await cq.submit_many([("job", {"c": ""}) for _ in range(ONE_PAGE + 4)])
         claimed = await _claim(cq, gate, 2)
         assert [(Task.from_row(r).payload, r["refusal"]["code"]) for r in claimed] == [
@@ -310,7 +311,7 @@ async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(
     db: Database,
 ) -> None:
     """More due tasks of the saturated key than one claim looks at, then another key's."""
-    worker = db.worker(poll_interval_ms=10, concurrency=2, limits=[_c_limit()])
+    worker = db.worker(poll_interval_ms=10, concurrency=2, extensions=[Limits([_c_limit()])])
     release = asyncio.Event()
     other_started = asyncio.Event()
 
@@ -387,7 +388,7 @@ async def test_rate_and_concurrency_limits_on_one_queue_must_both_have_room(db: 
         assert len(first) == 1
         await _finish(cq, first[0])
         assert len(await _claim(cq, gate, 5)) == 1
-        usage = {u.limit.id: u for u in await cq.limit_usage()}
+        usage = {u.limit.id: u for u in await cq.limits.usage()}
         assert usage["rate:queue=default"].tokens == {"": 3.0}
 
 
@@ -400,7 +401,7 @@ async def test_an_operator_raising_a_limit_applies_at_the_next_claim(db: Databas
         gate = await _stored_gate(cq, limit)
         await _submit(cq, "a", 5)
         assert len(await _claim(cq, gate, 5)) == 1
-        await cq.set_limit(
+        await cq.limits.set(
             Limit.concurrency(3, queue="default", key="payload.customer", id="per-customer")
         )
         assert len(await _claim(cq, gate, 5)) == 2
@@ -410,9 +411,9 @@ async def test_a_removed_limit_governs_nothing(db: Database) -> None:
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(1, queue="default"))
         await _submit(cq, "a", 3)
-        assert await cq.remove_limit("concurrency:queue=default") is True
+        assert await cq.limits.remove("concurrency:queue=default") is True
         assert len(await _claim(cq, gate, 3)) == 3
-        assert await cq.remove_limit("concurrency:queue=default") is False
+        assert await cq.limits.remove("concurrency:queue=default") is False
 
 
 async def test_limits_are_listed_and_their_usage_counts_running_and_waiting(db: Database) -> None:
@@ -422,16 +423,16 @@ async def test_limits_are_listed_and_their_usage_counts_running_and_waiting(db: 
         await _submit(cq, "a", 4)
         await _submit(cq, "b", 1)
         await _claim(cq, gate, 5)
-        stored = await cq.list_limits()
+        stored = await cq.limits.list()
         assert [(lim.id, lim.amount, lim.source) for lim in stored] == [(limit.id, 2, "operator")]
-        (usage,) = await cq.limit_usage()
+        (usage,) = await cq.limits.usage()
         assert (usage.running, usage.waiting, usage.saturated) == ({"a": 2, "b": 1}, 2, ["a"])
 
 
 def test_the_sync_client_sets_and_lists_limits(db: Database) -> None:
     with db.sync_client() as cq:
-        cq.set_limit(Limit.rate(5, per="10s", queue="mail"))
-        assert [(lim.amount, lim.period_ms, lim.burst) for lim in cq.list_limits()] == [
+        cq.limits.set(Limit.rate(5, per="10s", queue="mail"))
+        assert [(lim.amount, lim.period_ms, lim.burst) for lim in cq.limits.list()] == [
             (5, 10_000, 5)
         ]
 
@@ -515,7 +516,11 @@ async def test_a_task_whose_key_cannot_be_computed_fails_clearly_and_the_queue_f
     worker = db.worker(
         poll_interval_ms=20,
         concurrency=4,
-        limits=[Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])],
+        extensions=[
+            Limits(
+                [Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])]
+            )
+        ],
     )
     ran: list[str] = []
 
@@ -561,7 +566,11 @@ async def test_an_until_idle_run_returns_once_its_refused_task_is_written_failed
     monkeypatch.setattr(Settler, "reject", late_reject)
     worker = db.worker(
         poll_interval_ms=20,
-        limits=[Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])],
+        extensions=[
+            Limits(
+                [Limit.concurrency(1, queue="default", key=lambda task: task.payload["customer"])]
+            )
+        ],
     )
 
     @worker.task
@@ -584,7 +593,7 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
     worker = db.worker(
         poll_interval_ms=10,
         concurrency=12,
-        limits=[Limit.concurrency(2, queue="default", key="payload.customer")],
+        extensions=[Limits([Limit.concurrency(2, queue="default", key="payload.customer")])],
     )
     running: Counter[str] = Counter()
     peak: Counter[str] = Counter()
@@ -601,7 +610,7 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
         for customer in ("a", "b", "c"):
             await _submit(cq, customer, 12)
         await worker.run(until_idle=True)
-        stored = await cq.list_limits()
+        stored = await cq.limits.list()
         assert [(lim.source, lim.amount) for lim in stored] == [("worker", 2)]
         assert await cq.stats() == {
             "default": {
@@ -619,7 +628,7 @@ def _migrate_all_but_limits(db: Database) -> None:
 async def test_a_worker_declaring_limits_refuses_a_database_without_them(db: Database) -> None:
     _migrate_all_but_limits(db)
     client = CairnQ(db.backend(migrate=False))
-    worker = _worker_on(client, limits=[Limit.concurrency(1, queue="default")])
+    worker = _worker_on(client, extensions=[Limits([Limit.concurrency(1, queue="default")])])
     with pytest.raises(SchemaIncomplete, match=r"declares 1 limit\(s\).*x0006_limits\.sql"):
         await worker.run(until_idle=True)
     await client.close()

@@ -53,7 +53,7 @@ def serving(db: Database, clock: FakeClock, queue: str, name: str) -> list[str] 
 
 def unserved(db: Database, clock: FakeClock, **options: Any) -> list[UnservedTasks]:
     with db.sync_client(clock=clock) as cq:
-        return cq.unserved(**options)
+        return cq.presence.unserved(**options)
 
 
 # --- publishing and the serving read ------------------------------------------------------------

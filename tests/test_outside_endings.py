@@ -52,7 +52,7 @@ async def test_a_client_cancel_of_a_running_task_is_recorded_canceled_when_its_w
         canceled.set()
         await asyncio.wait_for(run, 10)
         ended = await cq.get(task.id)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert ended is not None and ended.status == "canceled"
     assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [(1, "canceled", "w-cancel")]
 
@@ -67,7 +67,7 @@ async def test_a_handler_s_succeed_in_is_recorded_succeeded(pg_db: Database) -> 
     async with pg_db.client() as cq:
         task = await cq.submit("job")
         await worker.run(until_idle=True)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [(1, "succeeded", "w-in")]
 
 
@@ -78,8 +78,8 @@ async def test_a_store_s_settlements_are_recorded_in_the_attempt_history(db: Dat
         await cq.store.claim(queues=["default"], worker_id="w-store", limit=2)
         await cq.store.complete(task_id=done.id, worker_id="w-store", result=1)
         await cq.store.fail(task_id=broken.id, worker_id="w-store", error=ERROR)
-        succeeded = await cq.attempts(done.id)
-        failed = await cq.attempts(broken.id)
+        succeeded = await cq.attempts.list(done.id)
+        failed = await cq.attempts.list(broken.id)
     assert [(a.attempt, a.outcome, a.worker_id) for a in succeeded] == [(1, "succeeded", "w-store")]
     assert [(a.attempt, a.outcome) for a in failed] == [(1, "failed")]
     assert failed[0].error is not None and failed[0].error["message"] == "it broke"
@@ -91,7 +91,7 @@ async def test_a_store_complete_after_a_client_cancel_is_recorded_canceled(db: D
         await cq.store.claim(queues=["default"], worker_id="w-store")
         await cq.cancel(task.id)
         ended = await cq.store.complete(task_id=task.id, worker_id="w-store", result=1)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert ended.status == "canceled"
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "canceled")]
 
@@ -103,7 +103,7 @@ async def test_a_store_complete_in_is_recorded_succeeded(pg_db: Database) -> Non
         done, _ = await cq.store.complete_in(
             task_id=task.id, worker_id="w-store", write=lambda conn: asyncio.sleep(0)
         )
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     assert done.status == "succeeded"
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "succeeded")]
 

@@ -67,41 +67,41 @@ async def test_pausing_a_queue_and_a_task_name_lists_both_with_when_and_by_whom(
 ) -> None:
     clock = FakeClock(START)
     async with db.client(clock=clock) as cq:
-        queue = await cq.pause_queue("emails", by="ops")
+        queue = await cq.pauses.pause_queue("emails", by="ops")
         clock.advance(5)
-        name = await cq.pause_task("invoice.charge")
+        name = await cq.pauses.pause_task("invoice.charge")
         assert queue == Pause("queue", "emails", START, "ops")
         assert name == Pause("name", "invoice.charge", START + 5, None)
-        assert await cq.paused() == [queue, name]
+        assert await cq.pauses.list() == [queue, name]
 
 
 async def test_pausing_what_is_paused_keeps_the_first_pause(db: Database) -> None:
     clock = FakeClock(START)
     async with db.client(clock=clock) as cq:
-        first = await cq.pause_queue("emails", by="alice")
+        first = await cq.pauses.pause_queue("emails", by="alice")
         clock.advance(1_000)
-        again = await cq.pause_queue("emails", by="bob")
+        again = await cq.pauses.pause_queue("emails", by="bob")
         assert again == first
-        assert await cq.paused() == [first]
+        assert await cq.pauses.list() == [first]
 
 
 async def test_resuming_returns_the_pause_it_ended_and_none_when_nothing_was_paused(
     db: Database,
 ) -> None:
     async with db.client() as cq:
-        paused = await cq.pause_task("report.build")
-        assert await cq.resume_queue("report.build") is None
-        assert await cq.resume_task("report.build") == paused
-        assert await cq.resume_task("report.build") is None
-        assert await cq.paused() == []
+        paused = await cq.pauses.pause_task("report.build")
+        assert await cq.pauses.resume_queue("report.build") is None
+        assert await cq.pauses.resume_task("report.build") == paused
+        assert await cq.pauses.resume_task("report.build") is None
+        assert await cq.pauses.list() == []
 
 
 def test_the_blocking_client_pauses_and_resumes(db: Database) -> None:
     with db.sync_client() as cq:
-        cq.pause_queue("emails")
-        assert [p.target for p in cq.paused()] == ["emails"]
-        assert cq.resume_queue("emails") is not None
-        assert cq.paused() == []
+        cq.pauses.pause_queue("emails")
+        assert [p.target for p in cq.pauses.list()] == ["emails"]
+        assert cq.pauses.resume_queue("emails") is not None
+        assert cq.pauses.list() == []
 
 
 @pytest.mark.parametrize("target", ["", 5, None, "a\x00b"])
@@ -110,8 +110,8 @@ async def test_a_bad_pause_target_is_refused_and_nothing_is_written(
 ) -> None:
     async with db.client() as cq:
         with pytest.raises(InvalidArgument):
-            await cq.pause_queue(target)
-        assert await cq.paused() == []
+            await cq.pauses.pause_queue(target)
+        assert await cq.pauses.list() == []
 
 
 # --- workers ----------------------------------------------------------------------------------
@@ -130,14 +130,14 @@ async def test_a_worker_claims_nothing_from_a_paused_queue_until_it_is_resumed(
         ran.append(ctx.queue)
 
     async with db.client() as cq:
-        await cq.pause_queue("default")
+        await cq.pauses.pause_queue("default")
         paused_task = await cq.submit("job")
         async with worker.background():
             await cq.submit("job", queue="other")
             await _eventually(lambda: _true(ran == ["other"]))
             await turns.passed(3)  # claims that would have taken the paused queue's task
             assert (await cq.get(paused_task.id)).status == "queued"
-            await cq.resume_queue("default")
+            await cq.pauses.resume_queue("default")
             await _eventually(lambda: _true(sorted(ran) == ["default", "other"]))
 
 
@@ -158,14 +158,14 @@ async def test_a_paused_task_name_is_left_queued_while_other_names_in_its_queue_
         ran.append("fast")
 
     async with db.client() as cq:
-        await cq.pause_task("slow")
+        await cq.pauses.pause_task("slow")
         held = await cq.submit("slow")
         async with worker.background():
             await cq.submit("fast")
             await _eventually(lambda: _true(ran == ["fast"]))
             await turns.passed(3)  # claims that would have taken the paused name's task
             assert (await cq.get(held.id)).status == "queued"
-            await cq.resume_task("slow")
+            await cq.pauses.resume_task("slow")
             await _eventually(lambda: _true(ran == ["fast", "slow"]))
 
 
@@ -186,7 +186,7 @@ async def test_a_call_running_when_its_queue_is_paused_finishes(
     async with db.client() as cq, worker.background():
         task = await cq.submit("job")
         await asyncio.wait_for(started.wait(), 10)
-        await cq.pause_queue("default")
+        await cq.pauses.pause_queue("default")
         await eventually(lambda: refreshes and "default" in refreshes[-1], "the pause seen")
         release.set()
         done = await cq.wait(task.id, timeout_ms=10_000)
@@ -225,10 +225,10 @@ def test_pause_calls_on_a_database_without_the_flow_tables_name_the_migration(
     _all_but_flow(db)
     with db.sync_client(migrate=False) as cq:
         for call in (
-            lambda: cq.pause_queue("emails"),
-            lambda: cq.resume_queue("emails"),
-            lambda: cq.pause_task("job"),
-            cq.paused,
+            lambda: cq.pauses.pause_queue("emails"),
+            lambda: cq.pauses.resume_queue("emails"),
+            lambda: cq.pauses.pause_task("job"),
+            cq.pauses.list,
         ):
             with pytest.raises(SchemaIncomplete) as raised:
                 call()

@@ -177,7 +177,7 @@ async def test_an_attempt_settled_by_succeed_in_is_recorded_in_the_attempt_histo
     async with pg_db.client() as cq, worker.background():
         task = await cq.submit("record", {})
         await cq.wait(task.id, timeout_ms=10_000)
-        attempts = await cq.attempts(task.id)
+        attempts = await cq.attempts.list(task.id)
     await worker.close()
     assert [(a.attempt, a.outcome, a.worker_id) for a in attempts] == [(1, "succeeded", "w-in-tx")]
 

@@ -256,7 +256,7 @@ def test_activity_refuses_more_than_a_thousand_buckets(cq: SyncCairnQ) -> None:
 async def seen(cq: CairnQ, worker_id: str) -> dict[str, WorkerInfo]:
     """The workers listed once ``worker_id`` is among them (its first write is asynchronous)."""
     for _ in range(100):
-        infos = {i.worker_id: i for i in await cq.workers()}
+        infos = {i.worker_id: i for i in await cq.presence.workers()}
         if worker_id in infos and infos[worker_id].last_seen_ms is not None:
             return infos
         await asyncio.sleep(0.05)
@@ -268,7 +268,7 @@ def test_a_lease_held_by_another_sdk_shows_as_a_worker_from_its_running_tasks(
 ) -> None:
     task = cq.submit("t")
     claim(cq, "t", worker="ts-worker-1")
-    (info,) = cq.workers()
+    (info,) = cq.presence.workers()
     assert info.worker_id == "ts-worker-1"
     assert info.last_seen_ms is None and info.queues is None
     assert [t.id for t in info.running] == [task.id]
@@ -278,7 +278,7 @@ def test_an_expired_lease_is_not_running_on_any_worker(cq: SyncCairnQ, clock: Fa
     cq.submit("t")
     claim(cq, "t", worker="ts-worker-1")
     clock.advance(60_001)
-    assert cq.workers() == []
+    assert cq.presence.workers() == []
 
 
 async def test_a_running_cairnq_worker_lists_itself_with_its_queues_and_task(
@@ -315,7 +315,7 @@ async def test_a_worker_that_stops_cleanly_removes_itself(db: Database) -> None:
     async with db.client() as cq:
         async with worker.background():
             await cq.call("noop", timeout_ms=10_000)
-        assert await cq.workers() == []
+        assert await cq.presence.workers() == []
 
 
 def test_the_read_models_are_exported_from_the_package() -> None:
@@ -335,7 +335,7 @@ def test_without_the_workers_table_lease_holders_still_show(sqlite_db: Database)
     cq = sqlite_db.sync_client(migrate=False).open()
     cq.submit("t")
     claim(cq, "t", worker="ts-worker-1")
-    assert [w.worker_id for w in cq.workers()] == ["ts-worker-1"]
+    assert [w.worker_id for w in cq.presence.workers()] == ["ts-worker-1"]
 
 
 @pytest.mark.parametrize(

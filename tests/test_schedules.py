@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, SchemaIncomplete, SerializationError, Worker
+from cairnq.extensions import Schedules
 from cairnq.extensions import schedules as schedules_extension
 from cairnq.extensions.schedules._ops import slot_key
 from cairnq.extensions.schedules._plan import jitter_for
@@ -331,7 +332,7 @@ async def test_a_worker_replaces_the_definition_of_its_declared_schedule_keeping
         await cq.schedules.add("tick", "tick", every="10s")
         clock.advance(10_000)
         await cq.schedules.run_due()
-        worker = db.worker(clock=clock, schedules=True)
+        worker = db.worker(clock=clock, extensions=[Schedules(evaluate=True)])
         worker.schedule("tick", "tick", every="20s")
         async with worker.background():
             stored = await _eventually(lambda: _if_every(cq, 20_000))
@@ -344,7 +345,7 @@ async def test_a_worker_with_schedules_off_stores_and_evaluates_nothing(
 ) -> None:
     turns = ClaimTurns(monkeypatch)
     clock = _clock()
-    worker = db.worker(clock=clock, schedules=False, poll_interval_ms=20)
+    worker = db.worker(clock=clock, extensions=[Schedules(evaluate=False)], poll_interval_ms=20)
     worker.schedule("tick", "job", every="10s")
     async with worker.background():
         # Claiming: the worker's start, which stores and starts its schedules, is over.

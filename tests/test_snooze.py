@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, LostLease, SchemaIncomplete, Snooze, kernel
+from cairnq.extensions import Snoozing
 from cairnq.extensions.snooze import _ops as _snooze_ops
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
@@ -82,7 +83,7 @@ async def test_ctx_snooze_queues_the_task_after_the_delay_without_spending_an_at
 
 
 async def _snoozed(cq: CairnQ, task_id: str) -> Any:
-    snoozes = await cq.snoozes(task_id)
+    snoozes = await cq.snooze.get(task_id)
     return await cq.get(task_id) if snoozes is not None else None
 
 
@@ -130,7 +131,7 @@ async def test_a_sync_handler_snoozes_through_its_blocking_context(db: Database)
 async def test_the_snooze_past_max_snoozes_fails_the_task_with_a_snooze_limit_envelope(
     db: Database,
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, max_snoozes=2)
+    worker = db.worker(poll_interval_ms=20, extensions=[Snoozing(max_snoozes=2)])
     runs: list[int] = []
 
     @worker.task
@@ -141,7 +142,7 @@ async def test_the_snooze_past_max_snoozes_fails_the_task_with_a_snooze_limit_en
     async with db.client() as cq, worker.background():
         task = await cq.submit("fetch", max_attempts=5)
         failed = await _eventually(_status(cq, task.id, "failed"))
-        snoozes = await cq.snoozes(task.id)
+        snoozes = await cq.snooze.get(task.id)
     assert runs == [1, 1, 1]
     assert failed.attempt == 1
     assert failed.error["code"] == "snooze_limit"
@@ -153,7 +154,7 @@ async def test_the_snooze_past_max_snoozes_fails_the_task_with_a_snooze_limit_en
 
 
 async def test_a_handler_s_own_max_snoozes_overrides_the_worker_s(db: Database) -> None:
-    worker = db.worker(poll_interval_ms=20, max_snoozes=5)
+    worker = db.worker(poll_interval_ms=20, extensions=[Snoozing(max_snoozes=5)])
     runs: list[int] = []
 
     @worker.task(max_snoozes=0)
@@ -175,12 +176,12 @@ async def test_a_snoozed_task_shows_its_count_when_and_for_how_long(db: Database
     clock = FakeClock(START)
     async with db.client(clock=clock) as cq:
         task = await cq.submit("fetch")
-        assert await cq.snoozes(task.id) is None
+        assert await cq.snooze.get(task.id) is None
         for delay_ms in (1_000, 2_500):
             lease = await _claim(cq, "w1")
             await cq.backend.arun(_snooze(cq, lease, "w1", delay_ms), write=True)
             clock.advance(delay_ms)
-        snoozes = await cq.snoozes(task.id)
+        snoozes = await cq.snooze.get(task.id)
     assert snoozes is not None
     assert (snoozes.count, snoozes.last_delay_ms) == (2, 2_500)
     assert snoozes.last_snoozed_at_ms == START + 1_000
@@ -209,7 +210,7 @@ async def test_a_stale_lease_cannot_snooze_and_counts_nothing(db: Database) -> N
         with pytest.raises(LostLease):
             await cq.backend.arun(_snooze(cq, stale, "w1", 5_000), write=True)
         after = await cq.get(task.id)
-        assert await cq.snoozes(task.id) is None
+        assert await cq.snooze.get(task.id) is None
     assert (after.status, after.worker_id, after.attempt) == ("running", "w2", current.attempt)
 
 
@@ -220,7 +221,7 @@ async def test_a_pending_cancel_wins_over_a_snooze(db: Database) -> None:
         await cq.cancel(task.id)
         outcome = await cq.backend.arun(_snooze(cq, lease, "w1", 5_000), write=True)
         assert outcome.row["status"] == "canceled"
-        assert await cq.snoozes(task.id) is None
+        assert await cq.snooze.get(task.id) is None
 
 
 async def test_snooze_counts_go_with_their_task_when_it_is_purged(db: Database) -> None:
@@ -232,7 +233,7 @@ async def test_snooze_counts_go_with_their_task_when_it_is_purged(db: Database) 
         await cq.cancel(task.id)
         clock.advance(1_000)
         assert await cq.purge(older_than_ms=0, status="canceled") == [task.id]
-        assert await cq.snoozes(task.id) is None
+        assert await cq.snooze.get(task.id) is None
 
 
 # --- bad input and missing tables ---------------------------------------------------------
@@ -268,7 +269,7 @@ def test_a_snooze_delay_reads_seconds_durations_and_timedeltas(delay: Any, ms: i
 
 def test_a_negative_max_snoozes_is_refused(db: Database) -> None:
     with pytest.raises(InvalidArgument, match="max_snoozes must be >= 0"):
-        db.worker(max_snoozes=-1)
+        db.worker(extensions=[Snoozing(max_snoozes=-1)])
 
 
 async def test_snoozes_on_a_database_without_the_flow_tables_names_the_migration(
@@ -278,7 +279,7 @@ async def test_snoozes_on_a_database_without_the_flow_tables_names_the_migration
     async with db.client(migrate=False) as cq:
         task = await cq.submit("fetch")
         with pytest.raises(SchemaIncomplete, match=r"x0007_flow\.sql.*cairnq migrate"):
-            await cq.snoozes(task.id)
+            await cq.snooze.get(task.id)
 
 
 def test_cairnq_get_shows_a_snoozed_task_s_snoozes(

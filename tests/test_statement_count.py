@@ -33,7 +33,7 @@ import pytest
 
 from cairnq import _readiness
 from cairnq import kernel as _kernel
-from cairnq.extensions import Extension, Hooks, WorkerView
+from cairnq.extensions import Extension, History, Hooks, Schedules, WorkerView
 from cairnq.models import Lease, Task
 from cairnq.protocol.statements import drop_folder
 from cairnq.protocol.steps import Call, Op, Pipelined, SingleStatement
@@ -198,9 +198,7 @@ async def _measure(
         worker = Worker(
             cq.store if over_store else cq,
             concurrency=2 * TASKS,
-            schedules=False,
-            record_attempts=record_attempts,
-            extensions=extensions,
+            extensions=[Schedules(evaluate=False), History(record=record_attempts), *extensions],
         )
         worker.task("job")(lambda ctx: None)
         worker._stopping = asyncio.Event()

@@ -75,7 +75,7 @@ def test_a_task_killed_after_step_3_of_5_resumes_at_step_4_on_another_process(
             (tmp_path / "stop-second").touch()
             _, errors = second.communicate(timeout=60)
         done = cq.get(task.id)
-        attempts = cq.attempts(task.id)
+        attempts = cq.attempts.list(task.id)
     effects = [line.split() for line in (tmp_path / "effects").read_text().splitlines()]
     assert done is not None and done.status == "succeeded", errors
     assert done.result == [10, 20, 30, 40, 50]

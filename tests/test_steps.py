@@ -62,7 +62,7 @@ async def test_a_retried_attempt_gets_recorded_results_and_does_not_run_the_step
         task = await cq.submit("bill", max_attempts=2)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and done.status == "succeeded"
     assert done.result == ["invoice A-1", {"charged": 5}]
     assert effects == {"fetch": 1, "charge": 1}
@@ -114,7 +114,7 @@ async def test_a_step_still_raising_after_its_retries_fails_the_attempt_and_reco
         task = await cq.submit("job", max_attempts=1)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and done.status == "failed"
     assert done.error is not None and done.error["type"] == "ValueError"
     assert len(calls) == 2
@@ -132,7 +132,7 @@ async def test_a_stale_attempts_step_write_is_refused(db: Database) -> None:
         with pytest.raises(LostLease):
             await cq.backend.arun(record_step(stale, "w-old", "one", 1, '"stale"'), write=True)
         await cq.backend.arun(record_step(current, "w-new", "one", 1, '"current"'), write=True)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert [(s.name, s.result, s.attempt) for s in steps] == [("one", "current", 2)]
 
 
@@ -150,7 +150,7 @@ async def test_a_step_name_used_twice_in_one_run_fails_the_attempt_with_a_clear_
         task = await cq.submit("job", max_attempts=1)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and done.error is not None
     assert done.error["type"] == InvalidArgument.__name__
     assert "used twice" in done.error["message"]
@@ -170,7 +170,7 @@ async def test_a_step_result_that_is_not_json_fails_the_attempt_and_writes_nothi
         task = await cq.submit("job", max_attempts=1)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and done.error is not None
     assert done.error["type"] == SerializationError.__name__
     assert steps == []
@@ -308,7 +308,7 @@ async def test_a_transactional_step_keeps_its_effect_when_recorded_and_runs_once
         task = await cq.submit("job", max_attempts=2)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and (done.status, done.result) == ("succeeded", "insert")
     assert [s.name for s in steps] == ["insert"]
     assert _app_rows(db) == ["insert"]
@@ -340,7 +340,7 @@ async def test_a_transactional_steps_effect_is_rolled_back_when_its_record_is_re
         await cq.backend.arun_around(  # type: ignore[attr-defined]
             _insert_effect(db, "current"), record(current, "w-new")
         )
-        steps = await cq.steps(current.id)
+        steps = await cq.steps.list(current.id)
     assert _app_rows(db) == ["current"]
     assert [s.name for s in steps] == ["current"]
 
@@ -373,7 +373,7 @@ async def test_a_transactional_steps_effect_is_rolled_back_when_the_step_raises(
         task = await cq.submit("job", max_attempts=1)
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and done.status == "failed"
     assert steps == []
     assert _app_rows(db) == []

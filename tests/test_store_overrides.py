@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Limit, LostLease, Retention, Task, TaskStore, kernel
+from cairnq.extensions import Limits
 from cairnq.hooks import PendingSubmit
 from cairnq.kernel.retention import RetentionSweeper, SyncRetentionSweeper
 from cairnq.models import Lease
@@ -297,7 +298,7 @@ async def test_a_limit_holds_when_the_workers_claim_session_is_wrapped(cq: Cairn
         cq,
         poll_interval_ms=10,
         concurrency=12,
-        limits=[Limit.concurrency(2, queue="default", key="payload.customer")],
+        extensions=[Limits([Limit.concurrency(2, queue="default", key="payload.customer")])],
     )
     running: Counter[str] = Counter()
     peak: Counter[str] = Counter()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Limit
+from cairnq.extensions import Limits
 from cairnq.kernel.setup import expected_objects
 from cairnq.protocol.statements import DIALECTS, Dialect, migrations
 from cairnq.testing import FakeClock
@@ -103,7 +104,7 @@ async def fill_every_task_keyed_table(
         clock=clock,
         migrate=migrate,
         poll_interval_ms=20,
-        limits=[Limit.concurrency(5, queue="default", key="payload.customer")],
+        extensions=[Limits([Limit.concurrency(5, queue="default", key="payload.customer")])],
     )
     snoozed: list[str] = []
 
@@ -143,7 +144,7 @@ async def test_truncating_the_protocol_tables_empties_every_task_keyed_extension
         counts = row_counts(pg_db)
         assert {t: counts[t] for t in FORGOTTEN} == dict.fromkeys(FORGOTTEN, 0)
         # The limit keys left behind count against nothing.
-        [usage] = await cq.limit_usage()
+        [usage] = await cq.limits.usage()
         assert usage.running == {}
 
 
@@ -162,7 +163,7 @@ async def test_a_purge_leaves_no_rows_of_purged_tasks_and_a_full_drain_runs_afte
         assert {t: n for t, n in orphans(db).items() if t not in HARMLESS} == dict.fromkeys(
             FORGOTTEN, 0
         )
-        [usage] = await cq.limit_usage()
+        [usage] = await cq.limits.usage()
         assert usage.running == {}
         again = [await cq.submit("stepped", {"customer": c}, key=f"stepped-{c}") for c in "ab"]
         worker = db.worker(clock=clock, poll_interval_ms=20)

@@ -259,7 +259,7 @@ def test_a_frame_on_a_database_without_the_schedules_tables_shows_the_rest(
 def limited(cq: SyncCairnQ, *limits: Limit, want: int = 100, queue: str = "default") -> int:
     """Store ``limits`` and claim up to ``want`` due tasks under them, as a worker would."""
     for limit in limits:
-        cq.set_limit(limit)
+        cq.limits.set(limit)
     gate = ClaimGate(list(limits))
     op = kernel.claim(
         [queue],
@@ -323,8 +323,8 @@ def test_a_rate_limit_shows_its_rule_and_the_tokens_left(db: Database, cq: SyncC
 def test_limits_of_other_queues_are_left_out_with_the_queue_option(
     db: Database, cq: SyncCairnQ
 ) -> None:
-    cq.set_limit(Limit.concurrency(1, queue="mail", id="mail"))
-    cq.set_limit(Limit.concurrency(1, queue="sms", id="sms"))
+    cq.limits.set(Limit.concurrency(1, queue="mail", id="mail"))
+    cq.limits.set(Limit.concurrency(1, queue="sms", id="sms"))
     assert set(limit_rows(frame(cq, 1_000, queue="mail"))) == {"mail"}
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from cairnq import InvalidArgument, InvalidExtension, Worker
 from cairnq.errors import error_envelope
-from cairnq.extensions import Extension, Hooks, WorkerView
+from cairnq.extensions import Extension, Hooks, Schedules, WorkerView
 from cairnq.extensions._context import Settle, Signal
 from cairnq.protocol.steps import Op, Row
 
@@ -147,7 +147,9 @@ async def test_on_a_kernel_only_database_every_extension_steps_aside_in_one_line
 ) -> None:
     migrate_only(db, lambda name: not name.startswith("x") or name in KERNEL_MIGRATIONS)
     caplog.set_level(logging.INFO, logger="cairnq.worker")
-    worker = Worker(db.backend(migrate=False), poll_interval_ms=20, schedules=False)
+    worker = Worker(
+        db.backend(migrate=False), poll_interval_ms=20, extensions=[Schedules(evaluate=False)]
+    )
 
     @worker.task
     async def job(ctx: Any) -> None:

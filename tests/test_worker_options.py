@@ -1,12 +1,15 @@
-"""A worker hands the keywords its extensions take to them, checked when it is built.
+"""A worker's extensions take their options, checked when each is built, and read them in
+each run.
 
-``Worker(limits=..., max_snoozes=..., record_attempts=..., schedules=...)`` and
-``@worker.task(max_snoozes=...)`` are the built-in extensions' options
-(``Extension.options``, ``Extension.task_options``); an extension outside cairnq
+``Limits([...])``, ``Snoozing(max_snoozes=...)``, ``History(record=...)`` and
+``Schedules(evaluate=...)``, given to ``Worker(extensions=[...])``, replace the
+built-in defaults; ``@worker.task(max_snoozes=...)`` is a task option
+(``Extension.options``, ``Extension.task_options``). An extension outside cairnq
 declares its own the same way and reads their checked values in
-``WorkerView.options``. A bad value is the option's own error when the worker is
+``WorkerView.options``. A bad value is the option's own error when the extension is
 built (or the handler registered), before anything is written; a keyword no
-extension takes is a ``TypeError``. The worker's module names no feature.
+extension takes is a ``TypeError``. The worker's module names no feature. The old
+keywords of ``Worker(...)``: ``tests/test_deprecated_surface.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 
 import pytest
 
+import cairnq.extensions
 import cairnq.worker
 from cairnq import InvalidArgument, InvalidExtension, Limit, Worker
-from cairnq.extensions import Extension, Hooks, Option, WorkerView
+from cairnq.extensions import Extension, Hooks, Limits, Option, Schedules, Snoozing, WorkerView
 
 from ._db import Database
 from .test_kernel_names import mentions
@@ -33,12 +37,13 @@ def check_level(value: Any) -> int:
 
 
 class Leveled(Extension):
-    """Takes ``Worker(level=...)`` and notes the value each run's hooks are given."""
+    """Takes ``Leveled(level=...)`` and notes the value each run's hooks are given."""
 
     name = "leveled"
     options = {"level": Option(1, check_level)}  # noqa: RUF012
 
-    def __init__(self) -> None:
+    def __init__(self, **settings: object) -> None:
+        super().__init__(**settings)
         self.seen: list[object] = []
 
     def hooks(self, worker: WorkerView) -> Hooks:
@@ -58,21 +63,26 @@ def test_the_feature_scan_finds_a_worker_keyword_named_in_code() -> None:
     assert set(mentions(source)) == {"snooze", "history"}
 
 
-async def test_a_bad_limits_option_refuses_the_worker_and_stores_nothing(db: Database) -> None:
+async def test_a_bad_limits_option_refuses_the_extension_and_stores_nothing(db: Database) -> None:
     async with db.client() as cq:
         with pytest.raises(InvalidArgument, match="a list of Limit values"):
-            Worker(cq, limits=Limit.concurrency(1, name="job"))  # type: ignore[arg-type]
-        assert await cq.list_limits() == []
+            Worker(cq, extensions=[Limits(Limit.concurrency(1, name="job"))])  # type: ignore[arg-type]
+        assert await cq.limits.list() == []
 
 
-def test_a_bad_max_snoozes_option_refuses_the_worker(db: Database) -> None:
+def test_a_bad_max_snoozes_option_refuses_the_extension() -> None:
     with pytest.raises(InvalidArgument, match="max_snoozes"):
-        db.worker(max_snoozes=-1)
+        Snoozing(max_snoozes=-1)
 
 
 def test_a_keyword_no_extension_takes_is_a_type_error(db: Database) -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_snooze'"):
         db.worker(max_snooze=3)
+
+
+def test_an_extension_keyword_it_declares_no_option_for_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"Leveled\(\) got an unexpected keyword argument 'depth'"):
+        Leveled(depth=3)
 
 
 def test_a_bad_task_option_registers_nothing(db: Database) -> None:
@@ -94,8 +104,8 @@ def test_a_task_keyword_no_extension_takes_is_a_type_error(db: Database) -> None
 
 
 async def test_an_extension_reads_its_option_checked_in_each_run(db: Database) -> None:
-    leveled = Leveled()
-    worker = db.worker(poll_interval_ms=20, extensions=[leveled], level=2)
+    leveled = Leveled(level=2)
+    worker = db.worker(poll_interval_ms=20, extensions=[leveled])
     await worker.run(until_idle=True)
     await worker.close()
     assert leveled.seen == [2]
@@ -107,9 +117,26 @@ def test_an_extension_option_not_given_takes_its_default(db: Database) -> None:
     assert worker._options["level"] == 1
 
 
-def test_a_bad_extension_option_is_its_check_s_error(db: Database) -> None:
+def test_a_bad_extension_option_is_its_check_s_error() -> None:
     with pytest.raises(InvalidArgument, match="level must be 1, 2 or 3"):
-        db.worker(extensions=[Leveled()], level=5)
+        Leveled(level=5)
+
+
+async def test_an_extension_given_to_the_client_brings_its_options_to_the_worker(
+    db: Database,
+) -> None:
+    async with db.client(extensions=[Snoozing(max_snoozes=4)]) as cq:
+        worker = Worker(cq)
+        assert worker._options["max_snoozes"] == 4
+
+
+def test_a_built_in_given_to_the_worker_takes_the_default_s_place(db: Database) -> None:
+    snoozing = Snoozing(max_snoozes=7)
+    worker = db.worker(extensions=[snoozing])
+    names = [e.name for e in worker._extensions]
+    assert names == [e.name for e in cairnq.extensions.builtins()]
+    assert snoozing in worker._extensions
+    assert worker._options["max_snoozes"] == 7
 
 
 def test_two_extensions_taking_one_option_are_refused(db: Database) -> None:
@@ -131,6 +158,6 @@ def test_an_extension_cannot_take_a_built_in_s_option(db: Database) -> None:
 
 def test_the_old_option_attributes_read_the_checked_options(db: Database) -> None:
     limit = Limit.concurrency(1, name="job")
-    worker = db.worker(limits=[limit], schedules=False)
+    worker = db.worker(extensions=[Limits([limit]), Schedules(evaluate=False)])
     assert worker.limits == [limit]
     assert worker.evaluates_schedules is False

@@ -13,6 +13,7 @@ import pytest
 
 from cairnq import CairnQ, Limit, Worker
 from cairnq.backends import SQLiteBackend
+from cairnq.extensions import Limits
 
 from ._db import Database
 
@@ -29,7 +30,9 @@ def _hold_write_lock(path: Path, release: threading.Event, held: threading.Event
 def _limited_worker(path: Path) -> Worker:
     client = CairnQ(SQLiteBackend(path, busy_timeout_ms=50))
     client._owns_backend = True
-    worker = Worker(client, limits=[Limit.concurrency(1, queue="default", key="payload.customer")])
+    worker = Worker(
+        client, extensions=[Limits([Limit.concurrency(1, queue="default", key="payload.customer")])]
+    )
     worker._owns_client = True
 
     @worker.task("job")

@@ -295,7 +295,7 @@ async def test_submit_graph_gives_every_node_the_first_node_s_root(db: Database)
         tasks = await cq.submit_graph(Graph().add("b", "step", after=["a"]).add("a", "step"))
         assert tasks["a"].root_id == tasks["a"].id
         assert tasks["b"].root_id == tasks["a"].id
-        workflow = await cq.workflow(tasks["b"].id)
+        workflow = await cq.workflows.get(tasks["b"].id)
         assert workflow is not None
         assert [(e.task_id, e.depends_on_id) for e in workflow.edges] == [
             (tasks["b"].id, tasks["a"].id)

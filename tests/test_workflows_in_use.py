@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from cairnq import Worker
+from cairnq.extensions import Schedules
 from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.worker._run import Run
 
@@ -44,7 +45,7 @@ async def test_a_worker_decides_dependents_only_once_it_saw_a_parked_task_or_mad
     db: Database,
 ) -> None:
     async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, schedules=False)
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
             assert not _decides(worker)
@@ -70,7 +71,7 @@ async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) 
     workflows = ("x0008", "x0010", "x0013", "x0016")
     migrate_only(db, lambda name: not name.startswith(workflows))
     async with db.client(migrate=False) as mine:
-        worker = Worker(mine, schedules=False)
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
             await part.sweeper.look()
@@ -84,7 +85,7 @@ async def test_without_the_success_keeping_trigger_every_settlement_decides(
 ) -> None:
     migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
     async with db.client(migrate=False) as mine:
-        worker = Worker(mine, schedules=False)
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, _ = await _prepared(worker)
         try:
             # Nothing parked, nothing submitted: a purge could still forget a success
@@ -97,7 +98,7 @@ async def test_without_the_success_keeping_trigger_every_settlement_decides(
 async def test_a_dependent_another_process_submitted_is_released_within_the_bound(
     db: Database,
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, schedules=False)
+    worker = db.worker(poll_interval_ms=20, extensions=[Schedules(evaluate=False)])
     ran: dict[str, float] = {}
     decided: list[bool] = []
 

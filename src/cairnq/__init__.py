@@ -12,6 +12,15 @@ Example::
 
     async with CairnQ.sqlite("tasks.db") as cq, worker.background():
         assert await cq.call("add", {"a": 1, "b": 2}) == 3
+
+``__all__`` is the kernel's surface: the clients, the worker, the store layer, the
+models, the errors. What belongs to one feature is imported from its module:
+``cairnq.limits`` (``Limit``, ``LimitUsage``, ``LimitKeyError``, ``Limits``),
+``cairnq.flow`` (``Snooze``, ``Snoozes``, ``Pause``, ``Snoozing``), ``cairnq.history``
+(``Attempt``, ``StepRecord``, ``History``), ``cairnq.schedules`` (``Schedule``,
+``ScheduleSlot``), and every extension from ``cairnq.extensions``. Those names are
+still importable from ``cairnq`` itself (``from cairnq import Limit``), outside
+``__all__``.
 """
 
 from typing import Any
@@ -52,10 +61,31 @@ from .errors import (
     UnsupportedBackend,
     error_envelope,
 )
-from .flow import Pause, Snooze, Snoozes
-from .history import Attempt, StepRecord
+from .flow import (
+    Pause as Pause,
+)
+from .flow import (
+    Snooze as Snooze,
+)
+from .flow import (
+    Snoozes as Snoozes,
+)
+from .history import (
+    Attempt as Attempt,
+)
+from .history import (
+    StepRecord as StepRecord,
+)
 from .kernel.retention import Retention, RetentionRule
-from .limits import Limit, LimitKeyError, LimitUsage
+from .limits import (
+    Limit as Limit,
+)
+from .limits import (
+    LimitKeyError as LimitKeyError,
+)
+from .limits import (
+    LimitUsage as LimitUsage,
+)
 from .lineage import Lineage
 from .migrate import migrate
 from .models import (
@@ -72,7 +102,12 @@ from .models import (
     WorkerInfo,
     is_terminal_status,
 )
-from .schedules import Schedule, ScheduleSlot
+from .schedules import (
+    Schedule as Schedule,
+)
+from .schedules import (
+    ScheduleSlot as ScheduleSlot,
+)
 from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
@@ -103,15 +138,6 @@ __all__ = [
     "TaskEvent",
     "Retention",
     "RetentionRule",
-    "Schedule",
-    "ScheduleSlot",
-    "Snooze",
-    "Snoozes",
-    "Pause",
-    "Attempt",
-    "StepRecord",
-    "Limit",
-    "LimitUsage",
     # backends
     "Backend",
     "SQLiteBackend",
@@ -151,7 +177,6 @@ __all__ = [
     "InvalidExtension",
     "InvalidGraph",
     "ListenUnavailable",
-    "LimitKeyError",
     "LostLease",
     "ProtocolVersionMismatch",
     "QueueFull",

@@ -1,7 +1,7 @@
 """Flow control a handler or an operator asks for: snoozing a task, pausing a queue or a name.
 
-``Snooze`` is raised from a handler; ``Snoozes`` and ``Pause`` are what the
-client's ``snoozes`` and ``paused`` read back. They live in their extensions
+``Snooze`` is raised from a handler; ``Snoozes`` and ``Pause`` are what
+``cq.snooze.get`` and ``cq.pauses.list`` read back. They live in their extensions
 (``cairnq.extensions.snooze``, ``cairnq.extensions.pauses``); this module
 re-exports them.
 """
@@ -9,6 +9,6 @@ re-exports them.
 from __future__ import annotations
 
 from .extensions.pauses import Pause
-from .extensions.snooze import DEFAULT_MAX_SNOOZES, Snooze, Snoozes
+from .extensions.snooze import DEFAULT_MAX_SNOOZES, Snooze, Snoozes, Snoozing
 
-__all__ = ["DEFAULT_MAX_SNOOZES", "Pause", "Snooze", "Snoozes"]
+__all__ = ["DEFAULT_MAX_SNOOZES", "Pause", "Snooze", "Snoozes", "Snoozing"]

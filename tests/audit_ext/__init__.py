@@ -49,7 +49,7 @@ class SyncAuditLog:
 
 
 def flag(value: object) -> bool:
-    """The check of the worker's ``audit=`` option: ``True`` or ``False``."""
+    """The check of the ``audit`` option (``Audit(audit=...)``): ``True`` or ``False``."""
     if not isinstance(value, bool):
         raise InvalidArgument(f"audit must be True or False, got {value!r}")
     return value
@@ -70,7 +70,7 @@ class Audit(Extension):
     pages = f"{__name__}._pages"
 
     def hooks(self, worker: WorkerView) -> Hooks:
-        on = bool(worker.options["audit"])  # Worker(cq, audit=False) records nothing
+        on = bool(worker.options["audit"])  # Audit(audit=False) records nothing
         return Hooks(attempt_end=record, in_use=lambda: on)
 
 

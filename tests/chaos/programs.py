@@ -27,6 +27,7 @@ from typing import Any
 
 from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors, kernel
 from cairnq.backends import Backend, SQLiteBackend
+from cairnq.extensions import Limits
 from cairnq.protocol import statements as _protocol
 from cairnq.workflows import Gathering, Graph
 
@@ -578,7 +579,7 @@ def run_worker(config: dict[str, Any]) -> None:
         worker_id=config.get("worker_id"),
         drain_timeout_ms=config.get("drain_ms", 2000),
         max_run_ms=config.get("max_run_ms"),
-        limits=_limits_of(config),
+        extensions=[Limits(_limits_of(config))],
     )
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
     tokens: dict[tuple[str, int], Any] = {}

@@ -20,6 +20,11 @@ extensions and its own (``for_worker``). Its ``namespace`` (a class built with t
 client, a ``ClientView``; ``sync_namespace`` with a ``SyncClientView``) is what
 ``cq.extension(TheExtension)`` gives. ``docs/writing-an-extension.md`` walks
 through one.
+
+cairnq's own are here too, each taking its worker options:
+``Worker(cq, extensions=[Limits([...]), Snoozing(max_snoozes=5), History(record=False),
+Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows`` and ``Steps``
+take none).
 """
 
 from __future__ import annotations
@@ -42,9 +47,25 @@ from ._registry import (
     signals,
     task_options,
 )
+from .history import History
+from .limits import Limits
+from .pauses import Pauses
+from .presence import Presence
+from .schedules import Schedules
+from .snooze import Snoozing
+from .steps import Steps
+from .workflows import Workflows
 
 __all__ = [
     "NOW",
+    "History",
+    "Limits",
+    "Pauses",
+    "Presence",
+    "Schedules",
+    "Snoozing",
+    "Steps",
+    "Workflows",
     "AttemptEnd",
     "Call",
     "ClientView",

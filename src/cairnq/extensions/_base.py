@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from .. import kernel
@@ -186,10 +187,13 @@ class Extension:
         says_when_missing: Its own part says in one line that it steps aside
             where it is not ready; the others are named in the worker's one
             shared line (``LedgerWatch``).
-        options: The keywords it takes from ``Worker(...)``, by name, each with its
-            default and check; the worker hands their checked values to the
-            extension's hooks and components (``WorkerView.options``). A keyword no
-            extension of the worker takes is a ``TypeError``, as for any function.
+        options: Its worker options, by name, each with its default and check: given
+            to its constructor (``Audit(audit=False)``; cairnq's own name theirs,
+            ``Limits([...])``, ``Snoozing(max_snoozes=5)``, ``History(record=False)``),
+            the instance given to ``Worker(extensions=[...])`` or to its client. The
+            worker hands their checked values to the extension's hooks and components
+            (``WorkerView.options``). ``Worker(audit=False)`` still works for one
+            release, with a ``CairnQDeprecationWarning``.
         task_options: The keywords it takes from ``@worker.task(...)`` and
             ``worker.register(...)``, checked when the handler is registered.
         package: For an extension outside cairnq, the import name of the package
@@ -202,6 +206,8 @@ class Extension:
             cairnq's own have static ones instead (``cq.limits``).
         sync_namespace: The same on ``SyncCairnQ`` (a ``SyncClientView``), whose
             methods block.
+        settings: The worker options this instance was given, checked, by name
+            (those not given take their default).
     """
 
     name: ClassVar[str]
@@ -218,6 +224,20 @@ class Extension:
     task_options: ClassVar[Mapping[str, Option]] = {}
     namespace: ClassVar[Callable[..., object] | None] = None
     sync_namespace: ClassVar[Callable[..., object] | None] = None
+    settings: Mapping[str, object] = MappingProxyType({})
+
+    def __init__(self, **settings: object) -> None:
+        """An extension with its worker options (``options``), by name.
+
+        Raises:
+            TypeError: a keyword it declares no option for.
+            InvalidArgument: a value its option's check refuses.
+
+        Example::
+
+            worker = Worker(cq, extensions=[Audit(audit=False)])
+        """
+        self.settings = settled(self, settings)
 
     def __repr__(self) -> str:
         return f"<Extension {self.name}>"
@@ -265,3 +285,22 @@ class Extension:
         """The handler signals it settles (none, by default): each exception class a
         handler may raise, with the ``Signal`` that settles the call instead of failing it."""
         return {}
+
+
+def settled(extension: Extension, given: Mapping[str, object]) -> Mapping[str, object]:
+    """``given``, the worker options of ``extension``'s constructor, each checked
+    (``Option.check``); read-only.
+
+    Raises:
+        TypeError: a keyword ``extension`` declares no option for.
+        InvalidArgument: a value its option's check refuses.
+    """
+    checked: dict[str, object] = {}
+    for name, value in given.items():
+        option = extension.options.get(name)
+        if option is None:
+            raise TypeError(
+                f"{type(extension).__qualname__}() got an unexpected keyword argument {name!r}"
+            )
+        checked[name] = option.check(value)
+    return MappingProxyType(checked)

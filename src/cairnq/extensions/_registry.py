@@ -87,7 +87,8 @@ def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[
 
     An extension given to both the client and the worker (one of the same class and
     name) counts once, in the client's place, and the worker's instance is the one
-    that runs.
+    that runs. One of cairnq's own given to either (``Limits([...])``, with its
+    options) takes the place of the default instance, in cairnq's order.
 
     Raises:
         InvalidExtension: two different extensions share a name, or own the same
@@ -99,7 +100,16 @@ def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[
     for extension in client:
         same = [i for i, e in enumerate(extra) if _same(e, extension)]
         joined.append(extra.pop(same[0]) if same else extension)
-    return check([*builtins(), *joined, *extra])
+    own = builtins()
+    for i, default in enumerate(own):
+        same = [j for j, e in enumerate(joined) if _same(e, default)]
+        if same:
+            own[i] = joined.pop(same[0])
+        else:
+            same = [j for j, e in enumerate(extra) if _same(e, default)]
+            if same:
+                own[i] = extra.pop(same[0])
+    return check([*own, *joined, *extra])
 
 
 def _same(one: object, other: object) -> bool:
@@ -112,14 +122,23 @@ def options(
     extensions: Sequence[Extension], given: Mapping[str, object], where: str = "Worker()"
 ) -> dict[str, object]:
     """Every worker option of ``extensions`` (``Extension.options``), checked: its value in
-    ``given``, or its default.
+    ``given`` (the worker's keywords, kept for one release), else the one its extension
+    was built with (``Extension.settings``), else its default.
 
     Raises:
         TypeError: ``given`` holds a keyword none of them takes (as ``where`` would
             for an unexpected keyword).
         InvalidArgument: a value its option's check refuses.
     """
-    return _checked([(e.name, e.options) for e in extensions], given, where)
+    declared = [(e.name, e.options) for e in extensions]
+    unknown(declared, given, where)
+    values = {name: value for e in extensions for name, value in e.settings.items()}
+    values.update(given)
+    return {
+        name: option.check(values.get(name, option.default))
+        for _, owned in declared
+        for name, option in owned.items()
+    }
 
 
 def task_options(
@@ -136,17 +155,6 @@ def task_options(
     unknown(declared, given, where)
     table = {name: option for _, owned in declared for name, option in owned.items()}
     return {name: table[name].check(value) for name, value in given.items()}
-
-
-def _checked(
-    declared: Sequence[tuple[str, Mapping[str, Option]]], given: Mapping[str, object], where: str
-) -> dict[str, object]:
-    unknown(declared, given, where)
-    return {
-        name: option.check(given.get(name, option.default))
-        for _, owned in declared
-        for name, option in owned.items()
-    }
 
 
 def unknown(

@@ -1,11 +1,13 @@
-"""The feature keywords ``Worker(...)`` and ``@worker.task(...)`` take by name, for typing.
+"""The feature keywords ``Worker(...)`` and ``@worker.task(...)`` take by name, for typing,
+and the old spellings of the worker's.
 
-Each is an option of one built-in extension (``Extension.options``,
+Each is an option of one extension (``Extension.options``,
 ``Extension.task_options``), which checks it when the worker is built (or the
-handler registered) and builds its own state from it; the worker hands them on as
-``**options`` without reading them, typed here (``WorkerOptions``, ``TaskOptions``)
-so that a type checker still knows each keyword. The worker's old attributes for
-them are read here too.
+handler registered) and builds its own state from it. A worker option is given to
+the extension's constructor (``Worker(cq, extensions=[Snoozing(max_snoozes=5)])``);
+as a keyword of ``Worker(...)`` it is kept for one release (``deprecated_options``
+warns), typed here (``WorkerOptions``) so that a type checker still knows each
+built-in's. The worker's old attributes for them are read here too.
 """
 
 from __future__ import annotations
@@ -13,11 +15,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, TypedDict, cast
 
+from .._deprecated import renamed
+from ..extensions import Extension
 from ..extensions.limits._model import Limit
+
+# The built-ins' worker options as their extensions' constructors spell them.
+_SPELLED = {
+    "schedules": "Schedules(evaluate=...)",
+    "max_snoozes": "Snoozing(max_snoozes=...)",
+    "limits": "Limits([...])",
+    "record_attempts": "History(record=...)",
+}
 
 
 class WorkerOptions(TypedDict, total=False):
-    """The built-in extensions' keywords of ``Worker(...)`` (see ``Worker``'s arguments)."""
+    """The built-in extensions' keywords of ``Worker(...)``, each kept for one release:
+    ``Worker(extensions=[...])`` takes the extension with its option instead."""
 
     schedules: bool
     max_snoozes: int
@@ -29,6 +42,19 @@ class TaskOptions(TypedDict, total=False):
     """The built-in extensions' keywords of ``@worker.task(...)`` and ``register(...)``."""
 
     max_snoozes: int | None
+
+
+def deprecated_options(options: Mapping[str, object], extensions: Sequence[Extension]) -> None:
+    """Warn, once per keyword, for each worker option in ``options`` given to ``Worker(...)``
+    instead of to its extension (a keyword no extension takes is left to
+    ``extensions.options``, which raises ``TypeError``)."""
+    owners = {name: type(e) for e in extensions for name in e.options}
+    for name in options:
+        kind = owners.get(name)
+        if kind is None:
+            continue
+        spelled = _SPELLED.get(name, f"{kind.__qualname__}({name}=...)")
+        renamed(f"Worker({name}=...)", f"Worker(extensions=[{spelled}])", stacklevel=4)
 
 
 class _Optioned(Protocol):

@@ -97,27 +97,20 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         resources: Ceilings shared by several task names in this worker,
             ``{"gpu": 1}``: at most that many calls of all names registered with
             ``resource="gpu"`` run at once. Each capacity must be >= 1.
-        schedules: Evaluate the database's schedules (``@worker.periodic``,
-            ``cairnq schedules add``): every worker may, one at a time under a
-            named lease. ``False`` leaves it to other workers; schedules this
-            worker declares are then not stored either.
-        max_snoozes: How many times each task may snooze (``ctx.snooze``,
-            ``raise Snooze``) before the next snooze fails it (20); a handler
-            may set its own (``@worker.task(max_snoozes=...)``).
-        limits: Concurrency and rate limits (``Limit.concurrency``, ``Limit.rate``)
-            stored in the database when the worker starts and enforced by every
-            cairnq worker on it, together with the limits operators set there.
-            A worker declaring limits refuses to start on a database without
-            them (``SchemaIncomplete``; ``cairnq migrate`` adds them).
-        record_attempts: Record each ended attempt in the attempt history (``cq.attempts()``)
-            in the transaction that ends it, where its table exists; ``False`` saves that write.
-        extensions: Extensions this worker runs besides cairnq's own and its client's
-            (``CairnQ(extensions=...)``; one given to both counts once): their hooks
-            in its claims and settlements while each is ready, their parts in its lifecycle.
-        **options: The keywords its extensions take (``Extension.options``):
-            ``schedules``, ``max_snoozes``, ``limits`` and ``record_attempts`` are
-            the built-ins'; each is checked when the worker is built (a bad one is
-            an ``InvalidArgument``, a keyword no extension takes a ``TypeError``).
+        extensions: Extensions this worker runs, with their options, besides its
+            client's (``CairnQ(extensions=...)``; one given to both counts once):
+            their hooks in its claims and settlements while each is ready, their
+            parts in its lifecycle. cairnq's own always run; one given here replaces
+            its default: ``Limits([Limit.concurrency(...)])`` declares limits,
+            ``Snoozing(max_snoozes=5)`` bounds snoozes, ``History(record=False)``
+            records no attempts, ``Schedules(evaluate=False)`` leaves schedules to
+            other workers (all in ``cairnq.extensions``). Each option is checked
+            when the extension is built (a bad one is an ``InvalidArgument``).
+        **options: Deprecated, kept for one release: an extension's option as a
+            keyword of ``Worker`` (``schedules``, ``max_snoozes``, ``limits``,
+            ``record_attempts``, or another extension's), which warns once
+            (``CairnQDeprecationWarning``) and wins over the extension's own; a
+            keyword no extension takes is a ``TypeError``.
 
     Example::
 
@@ -185,6 +178,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error, self._report = on_error or default_on_error, self._report_error
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
+        _compat.deprecated_options(options, self._extensions)
         self._options = _ext.options(self._extensions, options)  # checked, by name
         self._signals = _ext.signals(self._extensions)  # handler signals, by exception class
         self._runtime = Runtime(

@@ -1,5 +1,5 @@
 """Attempt history: one row per ended attempt of a task (``cairnq_task_attempts``), written
-in the transaction that ends it, read back by ``cq.attempts()``, ``cairnq get`` and the
+in the transaction that ends it, read back by ``cq.attempts.list()``, ``cairnq get`` and the
 dashboard's task page.
 
 The table comes with the steps' migration (``x0009_steps.sql``), which the history
@@ -24,8 +24,17 @@ __all__ = ["OUTCOMES", "Attempt", "History"]
 class History(Extension):
     """Records each ended attempt in the settlement's transaction: in use wherever
     its table exists (the extension is ready: the worker's shared line says when it
-    is not), unless the worker was built with ``record_attempts=False``; a store's
-    settlements are recorded wherever the table exists."""
+    is not), unless the worker was given ``History(record=False)``; a store's
+    settlements are recorded wherever the table exists.
+
+    Args:
+        record: Record each ended attempt in the transaction that ends it, where
+            the table exists; ``False`` saves that write.
+
+    Example::
+
+        worker = Worker(cq, extensions=[History(record=False)])
+    """
 
     name = "history"
     needs = ("x0009_steps.sql",)
@@ -34,6 +43,9 @@ class History(Extension):
     cli = "cairnq.extensions.history._surfaces.cli"
     pages = "cairnq.extensions.history._surfaces.pages"
     options: ClassVar[Mapping[str, Option]] = {"record_attempts": Option(True, bool)}
+
+    def __init__(self, *, record: bool = True) -> None:
+        super().__init__(record_attempts=record)
 
     def hooks(self, worker: WorkerView) -> Hooks:
         recording = bool(worker.options["record_attempts"])

@@ -1,10 +1,15 @@
-"""The client's attempt history: ``cq.history`` and the flat method before it, async.
+"""The client's attempt history: ``cq.attempts``, async.
+
+``cq.attempts(task_id)``, the flat method before the namespace, is the namespace
+called: the same as ``cq.attempts.list(task_id)``. It and ``cq.history``, the
+namespace's first name, are kept for one release (each warns once).
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_async import ClientView
 from . import _ops
 from ._ops import Attempt
@@ -12,8 +17,11 @@ from ._ops import Attempt
 AttemptList = list[Attempt]
 
 
-class AsyncHistory:
-    """``cq.history``: the attempts of each task, recorded as they ended."""
+class AsyncAttempts:
+    """``cq.attempts``: the attempts of each task, recorded as they ended.
+
+    Called, it is ``list`` (deprecated: ``await cq.attempts(task.id)``).
+    """
 
     __slots__ = ("_client",)
 
@@ -40,26 +48,27 @@ class AsyncHistory:
 
         Example::
 
-            for attempt in await cq.history.list(task.id):
+            for attempt in await cq.attempts.list(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
         return await self._client._run(_ops.attempts(task_id), write=False)
 
+    async def __call__(self, task_id: str) -> AttemptList:
+        """Deprecated: ``cq.attempts.list(task_id)``, which see."""
+        renamed("cq.attempts(task_id)", "cq.attempts.list(task_id)")
+        return await self.list(task_id)
+
 
 class AsyncHistoryClient:
-    """The client's ``history`` namespace, and its flat method."""
+    """The client's ``attempts`` namespace, and ``history``, its deprecated first name."""
 
     @property
-    def history(self: ClientView) -> AsyncHistory:
+    def attempts(self: ClientView) -> AsyncAttempts:
         """The attempts of each task: ``list``."""
-        return AsyncHistory(self)
+        return AsyncAttempts(self)
 
-    async def attempts(self: ClientView, task_id: str) -> AttemptList:
-        """Every attempt of a task cairnq recorded: ``cq.history.list``, which see.
-
-        Example::
-
-            for attempt in await cq.attempts(task.id):
-                print(attempt.attempt, attempt.outcome, attempt.error)
-        """
-        return await AsyncHistory(self).list(task_id)
+    @property
+    def history(self: ClientView) -> AsyncAttempts:
+        """Deprecated: ``cq.attempts``, which see."""
+        renamed("cq.history", "cq.attempts")
+        return AsyncAttempts(self)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_sync import ClientView
 from . import _ops
 from ._ops import Attempt
@@ -11,8 +12,11 @@ from ._ops import Attempt
 AttemptList = list[Attempt]
 
 
-class SyncHistory:
-    """``cq.history``: the attempts of each task, recorded as they ended."""
+class SyncAttempts:
+    """``cq.attempts``: the attempts of each task, recorded as they ended.
+
+    Called, it is ``list`` (deprecated: ``cq.attempts(task.id)``).
+    """
 
     __slots__ = ("_client",)
 
@@ -39,26 +43,27 @@ class SyncHistory:
 
         Example::
 
-            for attempt in cq.history.list(task.id):
+            for attempt in cq.attempts.list(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
         return self._client._run(_ops.attempts(task_id), write=False)
 
+    def __call__(self, task_id: str) -> AttemptList:
+        """Deprecated: ``cq.attempts.list(task_id)``, which see."""
+        renamed("cq.attempts(task_id)", "cq.attempts.list(task_id)")
+        return self.list(task_id)
+
 
 class SyncHistoryClient:
-    """The client's ``history`` namespace, and its flat method."""
+    """The client's ``attempts`` namespace, and ``history``, its deprecated first name."""
 
     @property
-    def history(self: ClientView) -> SyncHistory:
+    def attempts(self: ClientView) -> SyncAttempts:
         """The attempts of each task: ``list``."""
-        return SyncHistory(self)
+        return SyncAttempts(self)
 
-    def attempts(self: ClientView, task_id: str) -> AttemptList:
-        """Every attempt of a task cairnq recorded: ``cq.history.list``, which see.
-
-        Example::
-
-            for attempt in cq.attempts(task.id):
-                print(attempt.attempt, attempt.outcome, attempt.error)
-        """
-        return SyncHistory(self).list(task_id)
+    @property
+    def history(self: ClientView) -> SyncAttempts:
+        """Deprecated: ``cq.attempts``, which see."""
+        renamed("cq.history", "cq.attempts")
+        return SyncAttempts(self)

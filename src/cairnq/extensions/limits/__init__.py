@@ -2,10 +2,11 @@
 it claims.
 
 A limit is stored in the database (``cairnq_limits``, migration
-``x0006_limits.sql``): declared by a worker (``Worker(limits=[...])``) or set by a
-client or ``cairnq limits set``. A limited claim records the keys it claimed
-(``cairnq_limit_keys``) and the rate buckets it drew on (``cairnq_rate_buckets``)
-in the claim's own transaction, so every worker's next claim counts them.
+``x0006_limits.sql``): declared by a worker (``Worker(extensions=[Limits([...])])``)
+or set by a client (``cq.limits.set``) or ``cairnq limits set``. A limited claim
+records the keys it claimed (``cairnq_limit_keys``) and the rate buckets it drew on
+(``cairnq_rate_buckets``) in the claim's own transaction, so every worker's next
+claim counts them.
 
 Everything of the feature is in this folder: the model (``_model``), the operations
 (``_ops``), the limited claim (``_claim``, the ``ClaimGate``), the worker's book of
@@ -20,7 +21,7 @@ by the names the extension declares (``Extension.cli``, ``Extension.pages``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, cast
 from weakref import WeakKeyDictionary
 
@@ -51,8 +52,19 @@ class LimitsComponent(Part):
 
 
 class Limits(Extension):
-    """Claims go through the run's limit book while a limit is in force; the worker's
-    ``limits=`` (``Limit`` values) are stored when it starts."""
+    """Claims go through the run's limit book while a limit is in force; the limits a
+    worker declares are stored when it starts.
+
+    Args:
+        declared: ``Limit`` values (``Limit.concurrency``, ``Limit.rate``) the worker
+            stores in the database when it starts, enforced by every cairnq worker on
+            it with the limits operators set there. A worker declaring limits refuses
+            to start on a database without them (``SchemaIncomplete``).
+
+    Example::
+
+        worker = Worker(cq, extensions=[Limits([Limit.concurrency(2, queue="emails")])])
+    """
 
     name = "limits"
     migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
@@ -67,7 +79,8 @@ class Limits(Extension):
     pages = "cairnq.extensions.limits._surfaces.pages"
     options: ClassVar[Mapping[str, Option]] = {"limits": Option(None, check_declared)}
 
-    def __init__(self) -> None:
+    def __init__(self, declared: Iterable[Limit] | None = None) -> None:
+        super().__init__(**({} if declared is None else {"limits": declared}))
         self._runs: WeakKeyDictionary[WorkerView, LimitBook] = WeakKeyDictionary()
 
     def book(self, worker: WorkerView) -> LimitBook:

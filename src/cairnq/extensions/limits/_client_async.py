@@ -1,10 +1,12 @@
-"""The client's limits: ``cq.limits`` and the flat methods before it, async.
+"""The client's limits: ``cq.limits``, and the flat methods before it (kept for one
+release, each warning once), async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_async import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
@@ -62,7 +64,7 @@ class AsyncLimits:
 
 class AsyncLimitsClient:
     """The client's ``limits`` namespace, and its flat methods (each the same as the
-    namespace's method it names)."""
+    namespace's method it names, deprecated: it warns once, ``CairnQDeprecationWarning``)."""
 
     @property
     def limits(self: ClientView) -> AsyncLimits:
@@ -71,22 +73,21 @@ class AsyncLimitsClient:
         return AsyncLimits(self)
 
     async def set_limit(self: ClientView, limit: Limit) -> Limit:
-        """Store a concurrency or rate limit: ``cq.limits.set``, which see.
-
-        Example::
-
-            await cq.set_limit(Limit.concurrency(2, queue="emails", key="payload.customer"))
-        """
+        """Deprecated: ``cq.limits.set``, which see."""
+        renamed("cq.set_limit(...)", "cq.limits.set(...)")
         return await AsyncLimits(self).set(limit)
 
     async def list_limits(self: ClientView) -> LimitList:
-        """Every stored limit, by id: ``cq.limits.list``."""
+        """Deprecated: ``cq.limits.list``."""
+        renamed("cq.list_limits()", "cq.limits.list()")
         return await AsyncLimits(self).list()
 
     async def remove_limit(self: ClientView, limit_id: str) -> bool:
-        """Delete a stored limit; ``False`` when none has the id: ``cq.limits.remove``."""
+        """Deprecated: ``cq.limits.remove``."""
+        renamed("cq.remove_limit(...)", "cq.limits.remove(...)")
         return await AsyncLimits(self).remove(limit_id)
 
     async def limit_usage(self: ClientView) -> LimitUsageList:
-        """Each stored limit's use now: ``cq.limits.usage``."""
+        """Deprecated: ``cq.limits.usage``."""
+        renamed("cq.limit_usage()", "cq.limits.usage()")
         return await AsyncLimits(self).usage()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_sync import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
@@ -61,7 +62,7 @@ class SyncLimits:
 
 class SyncLimitsClient:
     """The client's ``limits`` namespace, and its flat methods (each the same as the
-    namespace's method it names)."""
+    namespace's method it names, deprecated: it warns once, ``CairnQDeprecationWarning``)."""
 
     @property
     def limits(self: ClientView) -> SyncLimits:
@@ -70,22 +71,21 @@ class SyncLimitsClient:
         return SyncLimits(self)
 
     def set_limit(self: ClientView, limit: Limit) -> Limit:
-        """Store a concurrency or rate limit: ``cq.limits.set``, which see.
-
-        Example::
-
-            cq.set_limit(Limit.concurrency(2, queue="emails", key="payload.customer"))
-        """
+        """Deprecated: ``cq.limits.set``, which see."""
+        renamed("cq.set_limit(...)", "cq.limits.set(...)")
         return SyncLimits(self).set(limit)
 
     def list_limits(self: ClientView) -> LimitList:
-        """Every stored limit, by id: ``cq.limits.list``."""
+        """Deprecated: ``cq.limits.list``."""
+        renamed("cq.list_limits()", "cq.limits.list()")
         return SyncLimits(self).list()
 
     def remove_limit(self: ClientView, limit_id: str) -> bool:
-        """Delete a stored limit; ``False`` when none has the id: ``cq.limits.remove``."""
+        """Deprecated: ``cq.limits.remove``."""
+        renamed("cq.remove_limit(...)", "cq.limits.remove(...)")
         return SyncLimits(self).remove(limit_id)
 
     def limit_usage(self: ClientView) -> LimitUsageList:
-        """Each stored limit's use now: ``cq.limits.usage``."""
+        """Deprecated: ``cq.limits.usage``."""
+        renamed("cq.limit_usage()", "cq.limits.usage()")
         return SyncLimits(self).usage()

@@ -9,12 +9,13 @@ tasks of other keys behind it.
 
 Example::
 
-    from cairnq import Limit, Worker
+    from cairnq import Worker
+    from cairnq.limits import Limit, Limits
 
-    worker = Worker(store, queues=["emails"], limits=[
+    worker = Worker(store, queues=["emails"], extensions=[Limits([
         Limit.concurrency(2, queue="emails", key="payload.customer"),
         Limit.rate(20, per="1s", burst=5, queue="emails"),
-    ])
+    ])])
 """
 
 from __future__ import annotations

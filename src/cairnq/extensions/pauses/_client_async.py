@@ -1,4 +1,5 @@
-"""The client's pauses: ``cq.pauses`` and the flat methods before it, async.
+"""The client's pauses: ``cq.pauses``, and the flat methods before it (kept for one
+release, each warning once), async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_async import ClientView
 from . import _ops
@@ -81,7 +83,7 @@ class AsyncPauses:
 
 class AsyncPausesClient:
     """The client's ``pauses`` namespace, and its flat methods (each the same as the
-    namespace's method it names)."""
+    namespace's method it names, deprecated: it warns once, ``CairnQDeprecationWarning``)."""
 
     @property
     def pauses(self: ClientView) -> AsyncPauses:
@@ -90,28 +92,28 @@ class AsyncPausesClient:
         return AsyncPauses(self)
 
     async def pause_queue(self: ClientView, queue: str, *, by: str | None = None) -> Pause:
-        """Pause a queue across the deployment: ``cq.pauses.pause_queue``, which see.
-
-        Example::
-
-            await cq.pause_queue("emails", by="ops: provider outage")
-        """
+        """Deprecated: ``cq.pauses.pause_queue``, which see."""
+        renamed("cq.pause_queue(...)", "cq.pauses.pause_queue(...)")
         return await AsyncPauses(self).pause_queue(queue, by=by)
 
     async def resume_queue(self: ClientView, queue: str) -> Pause | None:
-        """Resume a paused queue: ``cq.pauses.resume_queue``."""
+        """Deprecated: ``cq.pauses.resume_queue``."""
+        renamed("cq.resume_queue(...)", "cq.pauses.resume_queue(...)")
         return await AsyncPauses(self).resume_queue(queue)
 
     async def pause_task(
         self: ClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
     ) -> Pause:
-        """Pause a task name in every queue: ``cq.pauses.pause_task``."""
+        """Deprecated: ``cq.pauses.pause_task``."""
+        renamed("cq.pause_task(...)", "cq.pauses.pause_task(...)")
         return await AsyncPauses(self).pause_task(name, by=by)
 
     async def resume_task(self: ClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
-        """Resume a paused task name: ``cq.pauses.resume_task``."""
+        """Deprecated: ``cq.pauses.resume_task``."""
+        renamed("cq.resume_task(...)", "cq.pauses.resume_task(...)")
         return await AsyncPauses(self).resume_task(name)
 
     async def paused(self: ClientView) -> PauseList:
-        """Every paused queue and task name: ``cq.pauses.list``."""
+        """Deprecated: ``cq.pauses.list``."""
+        renamed("cq.paused()", "cq.pauses.list()")
         return await AsyncPauses(self).list()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_sync import ClientView
 from . import _ops
@@ -80,7 +81,7 @@ class SyncPauses:
 
 class SyncPausesClient:
     """The client's ``pauses`` namespace, and its flat methods (each the same as the
-    namespace's method it names)."""
+    namespace's method it names, deprecated: it warns once, ``CairnQDeprecationWarning``)."""
 
     @property
     def pauses(self: ClientView) -> SyncPauses:
@@ -89,28 +90,28 @@ class SyncPausesClient:
         return SyncPauses(self)
 
     def pause_queue(self: ClientView, queue: str, *, by: str | None = None) -> Pause:
-        """Pause a queue across the deployment: ``cq.pauses.pause_queue``, which see.
-
-        Example::
-
-            cq.pause_queue("emails", by="ops: provider outage")
-        """
+        """Deprecated: ``cq.pauses.pause_queue``, which see."""
+        renamed("cq.pause_queue(...)", "cq.pauses.pause_queue(...)")
         return SyncPauses(self).pause_queue(queue, by=by)
 
     def resume_queue(self: ClientView, queue: str) -> Pause | None:
-        """Resume a paused queue: ``cq.pauses.resume_queue``."""
+        """Deprecated: ``cq.pauses.resume_queue``."""
+        renamed("cq.resume_queue(...)", "cq.pauses.resume_queue(...)")
         return SyncPauses(self).resume_queue(queue)
 
     def pause_task(
         self: ClientView, name: str | TaskDef[Any, Any], *, by: str | None = None
     ) -> Pause:
-        """Pause a task name in every queue: ``cq.pauses.pause_task``."""
+        """Deprecated: ``cq.pauses.pause_task``."""
+        renamed("cq.pause_task(...)", "cq.pauses.pause_task(...)")
         return SyncPauses(self).pause_task(name, by=by)
 
     def resume_task(self: ClientView, name: str | TaskDef[Any, Any]) -> Pause | None:
-        """Resume a paused task name: ``cq.pauses.resume_task``."""
+        """Deprecated: ``cq.pauses.resume_task``."""
+        renamed("cq.resume_task(...)", "cq.pauses.resume_task(...)")
         return SyncPauses(self).resume_task(name)
 
     def paused(self: ClientView) -> PauseList:
-        """Every paused queue and task name: ``cq.pauses.list``."""
+        """Deprecated: ``cq.pauses.list``."""
+        renamed("cq.paused()", "cq.pauses.list()")
         return SyncPauses(self).list()

@@ -1,5 +1,6 @@
-"""The client's view of worker presence: ``cq.presence``, the flat methods before it and
-``submit(warn_unserved=True)``'s check, async.
+"""The client's view of worker presence: ``cq.presence``, the client's own ``workers`` and
+``unserved`` (the same reads, for the pages every feature adds to: the dashboard, ``cairnq
+top``) and ``submit(warn_unserved=True)``'s check, async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
@@ -92,8 +93,9 @@ class _Checking(ClientView, Protocol):
 
 
 class AsyncPresenceClient:
-    """The client's ``presence`` namespace, its flat methods (each the same as the
-    namespace's method it names), and the check of ``submit(warn_unserved=True)``."""
+    """The client's ``presence`` namespace, ``workers`` and ``unserved`` (each the same as
+    the namespace's method it names: the deployment's questions every surface asks, which
+    name no feature), and the check of ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -104,26 +106,13 @@ class AsyncPresenceClient:
         return AsyncPresence(self)
 
     async def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: ``cq.presence.workers``, which see.
-
-        Example::
-
-            for info in await cq.workers():
-                print(info.worker_id, info.queues, [t.name for t in info.running])
-        """
+        """Workers alive now: ``cq.presence.workers``, which see."""
         return await AsyncPresence(self).workers(within_ms=within_ms)
 
     async def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
-        which see.
-
-        Example::
-
-            for item in await cq.unserved():
-                print(item.describe())   # emial.send on default: 3 queued, ...
-        """
+        """Due queued tasks no live cairnq worker serves: ``cq.presence.unserved``, which see."""
         return await AsyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     async def _check_served(self: _Checking, task: Task) -> None:

@@ -90,8 +90,9 @@ class _Checking(ClientView, Protocol):
 
 
 class SyncPresenceClient:
-    """The client's ``presence`` namespace, its flat methods (each the same as the
-    namespace's method it names), and the check of ``submit(warn_unserved=True)``."""
+    """The client's ``presence`` namespace, ``workers`` and ``unserved`` (each the same as
+    the namespace's method it names: the deployment's questions every surface asks, which
+    name no feature), and the check of ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -102,26 +103,13 @@ class SyncPresenceClient:
         return SyncPresence(self)
 
     def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: ``cq.presence.workers``, which see.
-
-        Example::
-
-            for info in cq.workers():
-                print(info.worker_id, info.queues, [t.name for t in info.running])
-        """
+        """Workers alive now: ``cq.presence.workers``, which see."""
         return SyncPresence(self).workers(within_ms=within_ms)
 
     def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Due queued tasks that no live cairnq worker serves: ``cq.presence.unserved``,
-        which see.
-
-        Example::
-
-            for item in cq.unserved():
-                print(item.describe())   # emial.send on default: 3 queued, ...
-        """
+        """Due queued tasks no live cairnq worker serves: ``cq.presence.unserved``, which see."""
         return SyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     def _check_served(self: _Checking, task: Task) -> None:

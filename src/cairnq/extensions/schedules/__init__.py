@@ -71,8 +71,18 @@ class SchedulesComponent(Part):
 
 
 class Schedules(Extension):
-    """Evaluates the database's schedules (unless ``Worker(schedules=False)``), and
-    stores the worker's declared ones (``declared``, by name) when it starts."""
+    """Evaluates the database's schedules (unless ``Schedules(evaluate=False)``), and
+    stores the worker's declared ones (``declared``, by name) when it starts.
+
+    Args:
+        evaluate: Evaluate the database's schedules: every worker may, one at a
+            time under a named lease. ``False`` leaves it to other workers; the
+            schedules this worker declares are then not stored either.
+
+    Example::
+
+        worker = Worker(cq, extensions=[Schedules(evaluate=False)])
+    """
 
     name = "schedules"
     migrations = ("x0005_schedules.sql",)
@@ -86,7 +96,8 @@ class Schedules(Extension):
     says_when_missing = True  # the scheduler's line
     options: ClassVar[Mapping[str, Option]] = {"schedules": Option(True, bool)}
 
-    def __init__(self) -> None:
+    def __init__(self, *, evaluate: bool = True) -> None:
+        super().__init__(schedules=evaluate)
         self.declared: dict[str, ScheduleSpec] = {}
 
     def components(self, worker: WorkerView) -> Sequence[Component]:

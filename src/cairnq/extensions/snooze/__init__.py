@@ -32,6 +32,14 @@ class Snoozing(Extension):
 
     How many times a task may snooze is its options: the worker's ``max_snoozes``,
     and a handler's own (``@worker.task(max_snoozes=...)``), which the context reads.
+
+    Args:
+        max_snoozes: How many times each task may snooze before the next snooze
+            fails it (20), unless its handler sets its own.
+
+    Example::
+
+        worker = Worker(cq, extensions=[Snoozing(max_snoozes=5)])
     """
 
     name = "snooze"
@@ -46,6 +54,9 @@ class Snoozing(Extension):
         "max_snoozes": Option(DEFAULT_MAX_SNOOZES, check_max_snoozes)
     }
     task_options: ClassVar[Mapping[str, Option]] = {"max_snoozes": Option(None, check_max_snoozes)}
+
+    def __init__(self, *, max_snoozes: int = DEFAULT_MAX_SNOOZES) -> None:
+        super().__init__(max_snoozes=max_snoozes)
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
         return {Snooze: settle_snooze}

@@ -1,10 +1,12 @@
-"""The client's snoozes: ``cq.snooze`` and the flat method before it, async.
+"""The client's snoozes: ``cq.snooze``, and the flat method before it (kept for one
+release, warning once), async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_async import ClientView
 from . import _ops
 from ._ops import Snoozes
@@ -37,7 +39,7 @@ class AsyncSnooze:
 
 
 class AsyncSnoozeClient:
-    """The client's ``snooze`` namespace, and its flat method."""
+    """The client's ``snooze`` namespace, and its deprecated flat method."""
 
     @property
     def snooze(self: ClientView) -> AsyncSnooze:
@@ -45,5 +47,6 @@ class AsyncSnoozeClient:
         return AsyncSnooze(self)
 
     async def snoozes(self: ClientView, task_id: str) -> Snoozes | None:
-        """How many times a task snoozed, and its latest snooze: ``cq.snooze.get``, which see."""
+        """Deprecated: ``cq.snooze.get``, which see."""
+        renamed("cq.snoozes(...)", "cq.snooze.get(...)")
         return await AsyncSnooze(self).get(task_id)

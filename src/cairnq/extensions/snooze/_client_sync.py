@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_sync import ClientView
 from . import _ops
 from ._ops import Snoozes
@@ -36,7 +37,7 @@ class SyncSnooze:
 
 
 class SyncSnoozeClient:
-    """The client's ``snooze`` namespace, and its flat method."""
+    """The client's ``snooze`` namespace, and its deprecated flat method."""
 
     @property
     def snooze(self: ClientView) -> SyncSnooze:
@@ -44,5 +45,6 @@ class SyncSnoozeClient:
         return SyncSnooze(self)
 
     def snoozes(self: ClientView, task_id: str) -> Snoozes | None:
-        """How many times a task snoozed, and its latest snooze: ``cq.snooze.get``, which see."""
+        """Deprecated: ``cq.snooze.get``, which see."""
+        renamed("cq.snoozes(...)", "cq.snooze.get(...)")
         return SyncSnooze(self).get(task_id)

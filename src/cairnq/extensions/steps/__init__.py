@@ -10,7 +10,7 @@ Everything of the feature is in this folder: the operations (``_ops``), what the
 handler's context runs for a step (``_context_async``, its blocking twin generated), its
 statements
 (``sql/<dialect>/steps_*.sql``) and its migrations (``migrations/<dialect>/``). The
-context's methods and the client's ``steps`` call them; ``cairnq.history``
+context's methods and the client's ``cq.steps.list`` call them; ``cairnq.history``
 re-exports ``StepRecord``.
 """
 

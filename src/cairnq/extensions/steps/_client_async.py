@@ -1,13 +1,14 @@
 """The client's durable steps: ``cq.steps``, async.
 
 ``cq.steps(task_id)``, the flat method before the namespace, is the namespace
-called, the same as ``cq.steps.list(task_id)``.
+called: the same as ``cq.steps.list(task_id)``, kept for one release (it warns once).
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_async import ClientView
 from . import _ops
 from ._ops import StepRecord
@@ -18,7 +19,7 @@ StepList = list[StepRecord]
 class AsyncSteps:
     """``cq.steps``: the durable steps (``ctx.step``) each task recorded.
 
-    Called, it is ``list``: ``await cq.steps(task.id)``.
+    Called, it is ``list`` (deprecated: ``await cq.steps(task.id)``).
     """
 
     __slots__ = ("_client",)
@@ -46,14 +47,15 @@ class AsyncSteps:
         return await self._client._run(_ops.steps(task_id), write=False)
 
     async def __call__(self, task_id: str) -> StepList:
-        """The durable steps a task recorded: ``list``, which see."""
+        """Deprecated: ``cq.steps.list(task_id)``, which see."""
+        renamed("cq.steps(task_id)", "cq.steps.list(task_id)")
         return await self.list(task_id)
 
 
 class AsyncStepsClient:
-    """The client's ``steps`` namespace, which is also the flat method before it."""
+    """The client's ``steps`` namespace, which, called, is the deprecated flat method before it."""
 
     @property
     def steps(self: ClientView) -> AsyncSteps:
-        """The durable steps each task recorded: ``list``, or call it with a task id."""
+        """The durable steps each task recorded: ``list``."""
         return AsyncSteps(self)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..._deprecated import renamed
 from .._client_sync import ClientView
 from . import _ops
 from ._ops import StepRecord
@@ -14,7 +15,7 @@ StepList = list[StepRecord]
 class SyncSteps:
     """``cq.steps``: the durable steps (``ctx.step``) each task recorded.
 
-    Called, it is ``list``: ``cq.steps(task.id)``.
+    Called, it is ``list`` (deprecated: ``cq.steps(task.id)``).
     """
 
     __slots__ = ("_client",)
@@ -42,14 +43,15 @@ class SyncSteps:
         return self._client._run(_ops.steps(task_id), write=False)
 
     def __call__(self, task_id: str) -> StepList:
-        """The durable steps a task recorded: ``list``, which see."""
+        """Deprecated: ``cq.steps.list(task_id)``, which see."""
+        renamed("cq.steps(task_id)", "cq.steps.list(task_id)")
         return self.list(task_id)
 
 
 class SyncStepsClient:
-    """The client's ``steps`` namespace, which is also the flat method before it."""
+    """The client's ``steps`` namespace, which, called, is the deprecated flat method before it."""
 
     @property
     def steps(self: ClientView) -> SyncSteps:
-        """The durable steps each task recorded: ``list``, or call it with a task id."""
+        """The durable steps each task recorded: ``list``."""
         return SyncSteps(self)

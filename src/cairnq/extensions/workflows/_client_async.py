@@ -1,5 +1,6 @@
-"""The client's workflows: ``cq.workflows``, the flat methods before it and
-``submit(depends_on=...)``, async.
+"""The client's workflows: ``cq.workflows``, ``cq.submit_graph`` (beside ``submit`` and
+``submit_many``, the same as ``cq.workflows.submit``), the flat reads before the namespace
+(kept for one release, each warning once) and ``submit(depends_on=...)``, async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ... import kernel
+from ..._deprecated import renamed
 from ...lineage import Lineage
 from ...models import Task
 from ...protocol.steps import Op
@@ -148,8 +150,8 @@ class AsyncWorkflows:
 
 
 class AsyncWorkflowsClient:
-    """The client's ``workflows`` namespace, its flat methods (each the same as the
-    namespace's method it names) and ``submit(depends_on=...)``'s store."""
+    """The client's ``workflows`` namespace, ``submit_graph``, the deprecated flat reads
+    (each the same as the namespace's method it names) and ``submit(depends_on=...)``'s store."""
 
     # Set before this client first submits a task that waits for others: from then
     # on, a worker built on it decides dependents in its settlements.
@@ -169,7 +171,8 @@ class AsyncWorkflowsClient:
         lineage: Lineage | None = None,
         conn: Any = None,
     ) -> TaskMap:
-        """Submit a graph of tasks in one transaction: ``cq.workflows.submit``, which see.
+        """Submit a graph of tasks in one transaction, all or none: ``cq.workflows.submit``,
+        which see. The client's ways to enqueue are ``submit``, ``submit_many`` and this.
 
         Example::
 
@@ -183,11 +186,13 @@ class AsyncWorkflowsClient:
         )
 
     async def dependencies(self: _Submitting, task_id: str) -> DependencyList:
-        """The tasks ``task_id`` runs after: ``cq.workflows.dependencies``."""
+        """Deprecated: ``cq.workflows.dependencies``."""
+        renamed("cq.dependencies(...)", "cq.workflows.dependencies(...)")
         return await AsyncWorkflows(self).dependencies(task_id)
 
     async def workflow(self: _Submitting, task_id: str) -> Workflow | None:
-        """The workflow of a task, or ``None``: ``cq.workflows.get``."""
+        """Deprecated: ``cq.workflows.get``."""
+        renamed("cq.workflow(...)", "cq.workflows.get(...)")
         return await AsyncWorkflows(self).get(task_id)
 
     async def _submit_after(

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ... import kernel
+from ..._deprecated import renamed
 from ...lineage import Lineage
 from ...models import Task
 from ...protocol.steps import Op
@@ -146,8 +147,8 @@ class SyncWorkflows:
 
 
 class SyncWorkflowsClient:
-    """The client's ``workflows`` namespace, its flat methods (each the same as the
-    namespace's method it names) and ``submit(depends_on=...)``'s store."""
+    """The client's ``workflows`` namespace, ``submit_graph``, the deprecated flat reads
+    (each the same as the namespace's method it names) and ``submit(depends_on=...)``'s store."""
 
     # Set before this client first submits a task that waits for others: from then
     # on, a worker built on it decides dependents in its settlements.
@@ -167,7 +168,8 @@ class SyncWorkflowsClient:
         lineage: Lineage | None = None,
         conn: Any = None,
     ) -> TaskMap:
-        """Submit a graph of tasks in one transaction: ``cq.workflows.submit``, which see.
+        """Submit a graph of tasks in one transaction, all or none: ``cq.workflows.submit``,
+        which see. The client's ways to enqueue are ``submit``, ``submit_many`` and this.
 
         Example::
 
@@ -181,11 +183,13 @@ class SyncWorkflowsClient:
         )
 
     def dependencies(self: _Submitting, task_id: str) -> DependencyList:
-        """The tasks ``task_id`` runs after: ``cq.workflows.dependencies``."""
+        """Deprecated: ``cq.workflows.dependencies``."""
+        renamed("cq.dependencies(...)", "cq.workflows.dependencies(...)")
         return SyncWorkflows(self).dependencies(task_id)
 
     def workflow(self: _Submitting, task_id: str) -> Workflow | None:
-        """The workflow of a task, or ``None``: ``cq.workflows.get``."""
+        """Deprecated: ``cq.workflows.get``."""
+        renamed("cq.workflow(...)", "cq.workflows.get(...)")
         return SyncWorkflows(self).get(task_id)
 
     def _submit_after(

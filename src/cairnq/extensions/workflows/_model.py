@@ -1,8 +1,8 @@
 """The model of workflows: graphs to submit, what is read back, and ``Gathering``.
 
 ``Graph`` describes tasks and the edges between them for ``CairnQ.submit_graph``;
-``Dependency``, ``Workflow`` and ``Edge`` are what ``dependencies`` and
-``workflow`` read back. ``Gathering`` is what ``ctx.gather`` raises to end the
+``Dependency``, ``Workflow`` and ``Edge`` are what ``cq.workflows.dependencies`` and
+``cq.workflows.get`` read back. ``Gathering`` is what ``ctx.gather`` raises to end the
 attempt while its children run (let it propagate).
 """
 

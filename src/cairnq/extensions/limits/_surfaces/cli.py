@@ -84,7 +84,7 @@ def cmd_limits_set(args: argparse.Namespace, out: TextIO) -> int:
     else:
         limit = Limit.rate(args.limit, per=args.per, burst=args.burst, **scope)
     with open_client(args) as client:
-        stored = client.set_limit(limit)
+        stored = client.limits.set(limit)
     out.write(f"{stored.id}: {stored.describe()}\n")
     return 0
 
@@ -112,7 +112,7 @@ def usage_lines(usages: list[LimitUsage]) -> list[str]:
 def cmd_limits_ls(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq limits ls``."""
     with open_client(args) as client:
-        usages = client.limit_usage()
+        usages = client.limits.usage()
     if args.json:
         rows = [
             {
@@ -143,7 +143,7 @@ def cmd_limits_ls(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_limits_rm(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq limits rm``."""
     with open_client(args) as client:
-        removed = client.remove_limit(args.id)
+        removed = client.limits.remove(args.id)
     out.write(f"removed {args.id}\n" if removed else f"no limit {args.id!r}\n")
     return 0 if removed else 1
 

@@ -29,9 +29,9 @@ def cmd_pause(args: argparse.Namespace, out: TextIO) -> int:
     scope, target = _target(args)
     with open_client(args) as client:
         if scope == "queue":
-            pause = client.pause_queue(target, by=args.by)
+            pause = client.pauses.pause_queue(target, by=args.by)
         else:
-            pause = client.pause_task(target, by=args.by)
+            pause = client.pauses.pause_task(target, by=args.by)
     out.write(f"{_describe(scope, target)} paused since {iso(pause.paused_at_ms)}\n")
     return 0
 
@@ -40,7 +40,11 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq resume``: resuming what is not paused says so and is no error."""
     scope, target = _target(args)
     with open_client(args) as client:
-        ended = client.resume_queue(target) if scope == "queue" else client.resume_task(target)
+        ended = (
+            client.pauses.resume_queue(target)
+            if scope == "queue"
+            else client.pauses.resume_task(target)
+        )
     words = "resumed" if ended is not None else "was not paused"
     out.write(f"{_describe(scope, target)} {words}\n")
     return 0
@@ -49,7 +53,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_paused(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq paused``."""
     with open_client(args) as client:
-        pauses = client.paused()
+        pauses = client.pauses.list()
     if args.json:
         out.write(json_text([p.to_dict() for p in pauses], indent=2) + "\n")
     elif not pauses:

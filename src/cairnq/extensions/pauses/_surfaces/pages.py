@@ -62,9 +62,9 @@ class PausePages:
         pause = path == "/queue/pause"
         try:
             if pause:
-                await dash.client.pause_queue(queue, by="dashboard")
+                await dash.client.pauses.pause_queue(queue, by="dashboard")
             else:
-                await dash.client.resume_queue(queue)
+                await dash.client.pauses.resume_queue(queue)
         except InvalidArgument as exc:
             return self.pages._error(request, 400, "Bad request", str(exc))
         dash.reads.clear()
