@@ -1,11 +1,11 @@
 """The worker's schedule evaluator: a periodic job under the named lease ``cairnq.schedules``.
 
-Every cairnq worker runs one (``Worker(extensions=[Schedules(evaluate=False)])``
-turns it off); the lease lets one process at a time evaluate, and another takes
-over within the lease's time to live when the holder dies. Exactly one task per slot does not rest on
-the lease: ``evaluate`` records each slot under its primary key in the
-transaction that submits its task, so two evaluators (a lease that ran out
-mid-evaluation, a database without named leases) still submit a slot once.
+Every cairnq worker runs one (``Worker(extensions=[Schedules(evaluate=False)])`` turns
+it off); the lease lets one process at a time evaluate, and another takes over within
+the lease's time to live when the holder dies. Exactly one task per slot does not rest
+on the lease: ``evaluate`` records each slot under its primary key in the transaction
+that submits its task, so two evaluators (a lease that ran out mid-evaluation, a
+database without named leases) still submit a slot once.
 
 At start the worker stores the schedules it declares (``@worker.periodic``,
 ``worker.schedule``), replacing their definitions and keeping their cursors,
