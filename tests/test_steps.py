@@ -241,7 +241,7 @@ async def test_a_sync_handler_s_step_of_a_coroutine_function_records_its_awaited
         task = await cq.submit("job")
         await worker.run(until_idle=True)
         done = await cq.get(task.id)
-        steps = await cq.steps(task.id)
+        steps = await cq.steps.list(task.id)
     assert done is not None and (done.status, done.result) == ("succeeded", "A-1")
     assert [(s.name, s.result) for s in steps] == [("fetch", "A-1")]
 
