@@ -200,3 +200,29 @@ def test_a_worker_feature_keyword_wins_over_the_extension_s_own(db: Database) ->
     with pytest.warns(CairnQDeprecationWarning):
         worker = db.worker(extensions=[Snoozing(max_snoozes=9)], max_snoozes=2)
     assert worker._options["max_snoozes"] == 2
+
+
+def test_a_worker_keyword_warning_points_at_the_application_line_through_worker_sqlite(
+    tmp_path: Any,
+) -> None:
+    from cairnq import Worker
+
+    forget_warnings()
+    with pytest.warns(CairnQDeprecationWarning) as caught:
+        worker = Worker.sqlite(tmp_path / "tasks.db", max_snoozes=3)
+    assert worker is not None
+    assert [w.filename for w in caught] == [__file__]
+
+
+def test_a_flat_method_warning_points_at_the_application_line(db: Database) -> None:
+    forget_warnings()
+    with db.sync_client() as cq, pytest.warns(CairnQDeprecationWarning) as caught:
+        cq.list_limits()
+    assert [w.filename for w in caught] == [__file__]
+
+
+def test_cairnq_deprecation_warning_is_importable_from_cairnq() -> None:
+    import cairnq
+
+    assert cairnq.CairnQDeprecationWarning is CairnQDeprecationWarning
+    assert issubclass(CairnQDeprecationWarning, DeprecationWarning)

@@ -25,6 +25,7 @@ still importable from ``cairnq`` itself (``from cairnq import Limit``), outside
 
 from typing import Any
 
+from ._deprecated import CairnQDeprecationWarning
 from .backends import (
     Backend,
     PgExecutor,
@@ -153,6 +154,7 @@ __all__ = [
     "create_pool_executor",
     # models
     "Lineage",
+    "CairnQDeprecationWarning",
     "STATUSES",
     "Conflict",
     "Task",

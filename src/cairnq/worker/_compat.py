@@ -54,7 +54,7 @@ def deprecated_options(options: Mapping[str, object], extensions: Sequence[Exten
         if kind is None:
             continue
         spelled = _SPELLED.get(name, f"{kind.__qualname__}({name}=...)")
-        renamed(f"Worker({name}=...)", f"Worker(extensions=[{spelled}])", stacklevel=4)
+        renamed(f"Worker({name}=...)", f"Worker(extensions=[{spelled}])")
 
 
 class _Optioned(Protocol):

@@ -15,7 +15,7 @@ client's and those given to ``Worker(extensions=...)``), then the kernel's own:
 - ``workflows``: prepare reads whether the workflow tables exist and a task is
   parked; the jobs look for a parked task once a second (the settlements'
   ``in_use`` gate) and sweep under their named lease.
-- ``schedules`` (unless ``schedules=False``): prepare stores the declared
+- ``schedules`` (unless ``Schedules(evaluate=False)``): prepare stores the declared
   schedules (their tables missing: one line, no job); the job evaluates under
   its named lease.
 - ``history``: prepare reads whether the attempt history's table exists (one

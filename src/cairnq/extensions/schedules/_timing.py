@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..._clock import SYSTEM_CLOCK
-from ...durations import MAX_DURATION_MS, UNIT_MS, duration_ms, format_duration, parse_duration
+from ...durations import (
+    MAX_DURATION_MS,
+    duration_ms,
+    exact_duration,
+    format_duration,
+    parse_duration,
+)
 from ...errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -449,12 +455,4 @@ def _iso(ms: int) -> str:
 def _duration_text(ms: int) -> str:
     """``format_duration``'s text when it reads back exactly, else every unit spelled out."""
     text = format_duration(ms)
-    if parse_duration(text) == ms:
-        return text
-    parts = []
-    rest = ms
-    for unit, size in UNIT_MS.items():
-        amount, rest = divmod(rest, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts)
+    return text if parse_duration(text) == ms else exact_duration(ms)
