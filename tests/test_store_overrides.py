@@ -355,16 +355,24 @@ async def test_a_worker_settling_through_a_replaced_complete_is_fenced_on_its_at
 
 
 def test_a_replaced_purge_is_called_by_the_blocking_sweeper_over_the_store(db: Database) -> None:
-    with db.sync_client() as cq:
+    clock = FakeClock(START_MS)
+    with db.sync_client(clock=clock) as cq:
+        for _ in range(5):
+            cq.cancel(cq.submit("job").id)
+        clock.advance(2 * DAY_MS)
         asked: list[dict[str, Any]] = []
+        own = cq.store.purge
 
         async def purge(**kwargs: Any) -> list[str]:
             asked.append(kwargs)
-            return []
+            return await own(**kwargs)
 
         cq.store.purge = purge  # type: ignore[method-assign]
-        sweeper = SyncRetentionSweeper(cq.store, Retention(older_than_ms=DAY_MS, limit=9))
-        assert sweeper.sweep() == 0
-        assert asked == [
-            {"older_than_ms": DAY_MS, "queue": None, "status": None, "name": None, "limit": 9}
-        ]
+        sweeper = SyncRetentionSweeper(cq.store, Retention(older_than_ms=DAY_MS, limit=2))
+        try:
+            assert sweeper.sweep() == 5
+            assert sweeper.sweep() == 0
+        finally:
+            sweeper.stop()
+        rule = {"older_than_ms": DAY_MS, "queue": None, "status": None, "name": None}
+        assert asked == [{**rule, "limit": 2}] * 4

@@ -316,6 +316,11 @@ class SyncSweepTimer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # The loop a replaced store method's coroutines run on, one for the life of the
+        # sweeper: the store's own methods it awaits bind the backend to the first loop
+        # that used them, so every batch and every sweep must run on that same loop.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
 
     def stopping(self) -> bool:
         """Whether ``stop()`` was called since the last ``start()``."""
@@ -346,16 +351,25 @@ class SyncSweepTimer:
             thread, self._thread = self._thread, None
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
+        if wait or thread is None:
+            with self._loop_lock:
+                loop, self._loop = self._loop, None
+            if loop is not None:
+                loop.close()
 
     def _run(self, stopping: threading.Event) -> None:
         while not stopping.wait(self._interval_ms / 1000):
             self._sweep()
 
-    @staticmethod
-    def outcome(value: Any) -> Any:
-        """What a replaced store method gave: a coroutine is run to its end on a loop
-        of its own, in this thread."""
-        return asyncio.run(_awaited(value)) if inspect.isawaitable(value) else value
+    def outcome(self, value: Any) -> Any:
+        """What a replaced store method gave: a coroutine is run to its end, in this
+        thread, on the sweeper's loop (made on first use, closed by ``stop()``)."""
+        if not inspect.isawaitable(value):
+            return value
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(_awaited(value))
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
