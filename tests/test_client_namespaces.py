@@ -118,8 +118,6 @@ async def test_the_attempts_steps_snooze_and_presence_namespaces_read_a_task_s_r
         assert worker.worker_id in [w.worker_id for w in workers]
         unserved = await cq.presence.unserved(queue="work")
         assert [(u.queue, u.name) for u in unserved] == [("work", "nobody.serves")]
-        assert unserved == await cq.unserved(queue="work")
-        assert [w.worker_id for w in workers] == [w.worker_id for w in await cq.workers()]
 
 
 def test_the_blocking_namespaces_do_what_the_async_ones_do(db: Database) -> None:
