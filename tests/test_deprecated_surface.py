@@ -2,7 +2,7 @@
 (``CairnQDeprecationWarning``) naming what replaces it.
 
 The client's flat methods of limits, pauses, the workflows' reads, snooze,
-steps and attempts (``cq.set_limit(...)`` for ``cq.limits.set(...)``, ...), on both
+steps, attempts and presence (``cq.set_limit(...)`` for ``cq.limits.set(...)``, ...), on both
 clients; ``cq.history`` for ``cq.attempts``; and ``Worker(...)``'s feature keywords
 (``limits=``, ``max_snoozes=``, ``record_attempts=``, ``schedules=``, and an outside
 extension's) for the extension given with its option.
@@ -95,6 +95,11 @@ ALIASES: dict[str, Alias] = {
     "cq.attempts(task_id)": (lambda cq, s: cq.attempts(s.a), lambda got, s: got == []),
     "cq.steps(task_id)": (lambda cq, s: cq.steps(s.a), lambda got, s: got == []),
     "cq.history": (lambda cq, s: cq.history.list(s.a), lambda got, s: got == []),
+    "cq.workers()": (lambda cq, s: cq.workers(), lambda got, s: got == []),
+    "cq.unserved()": (
+        lambda cq, s: cq.unserved(queue="default"),
+        lambda got, s: [(u.queue, u.name, u.count) for u in got] == [("default", "a", 1)],
+    ),
 }
 
 

@@ -313,7 +313,7 @@ class QueueActivity:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """A worker as the database sees it (``CairnQ.workers``).
+    """A worker as the database sees it (``cq.presence.workers``).
 
     cairnq workers record themselves (``last_seen_ms`` and the fields after it
     are set); workers of other SDKs are known only from the tasks they hold, so
@@ -334,7 +334,7 @@ class WorkerInfo:
 @dataclass(frozen=True)
 class UnservedTasks:
     """Due queued tasks of one name on one queue that no live cairnq worker serves
-    (``CairnQ.unserved``).
+    (``cq.presence.unserved``).
 
     ``count`` is capped: ``capped`` says it is the cap, so there may be more.
     ``oldest_run_at_ms`` is the earliest ``run_at_ms`` among the tasks counted.

@@ -27,7 +27,7 @@ from .client import SyncCairnQ
 from .durations import format_duration
 from .extensions import Extension, builtins
 from .kernel import views as _reads
-from .models import STATUSES, TERMINAL_STATUSES, Task, UnservedTasks
+from .models import STATUSES, TERMINAL_STATUSES, Task
 
 __all__ = [
     "Frame",
@@ -128,10 +128,6 @@ def _queue_lines(current: Frame, previous: Frame | None) -> list[str]:
     return format_table(headers, rows, right=range(1, len(headers)))
 
 
-def _unserved_lines(found: Sequence[UnservedTasks]) -> list[str]:
-    return [f"unserved: {item.describe()}" for item in found]
-
-
 def _running_lines(tasks: Sequence[Task], now_ms: int) -> list[str]:
     rows = [
         [
@@ -207,9 +203,9 @@ def render_frame(
             and of the client's (``Section``).
 
     Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
-    (delayed, or retries in backoff); due tasks of a name no live cairnq worker
-    serves on their queue are flagged on an ``unserved:`` line each. Each
-    extension's ``Section`` goes under the header or under the queues.
+    (delayed, or retries in backoff). Each extension's ``Section`` goes under the
+    header or under the queues (presence's flags, on an ``unserved:`` line each, due
+    tasks of a name no live cairnq worker serves on their queue).
 
     Returns:
         This frame, to pass as ``previous`` next time.
@@ -217,7 +213,6 @@ def render_frame(
     later = client.backend.run(_reads.not_due(), write=False)
     sections = _sections(client, extensions, queue, now_ms)
     current = Frame(now_ms, client.stats(queue), later)
-    orphans = client.unserved(queue=queue)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
     clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
@@ -229,8 +224,6 @@ def render_frame(
         lines += _queue_lines(current, previous)
     else:
         lines.append("no tasks" + (f" in queue {queue!r}" if queue else ""))
-    if orphans:
-        lines += ["", *_unserved_lines(orphans)]
     for section in sections:
         if not section.head:
             lines += ["", *section.lines]

@@ -1,4 +1,4 @@
-"""The dashboard's pages: overview, tasks, one task, workers, the task actions and
+"""The dashboard's pages: overview, tasks, one task, the task actions and
 /metrics (the purge and bulk pages are ``_bulk``'s), and the pages and task-page parts
 of the extensions that have some (``Extension.pages``).
 
@@ -292,7 +292,6 @@ class Pages:
                 ("/purge", self.bulk.confirm_purge),
                 ("/tasks/retry", self.bulk.confirm_bulk_retry),
                 ("/tasks/cancel", self.bulk.confirm_bulk_cancel),
-                ("/workers", self.workers),
                 *(route for pages in self.extensions for route in pages.routes()),
                 ("/metrics", self.metrics),
             )
@@ -355,7 +354,6 @@ class Pages:
         return [
             ("overview", "/", "Overview"),
             ("tasks", "/tasks", "Tasks"),
-            ("workers", "/workers", "Workers"),
             *(pages.nav for pages in self.extensions if pages.nav is not None),
         ]
 
@@ -383,14 +381,13 @@ class Pages:
             activity = await client.activity(
                 window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
             )
-            unserved = await client.unserved(within_ms=self.dash.worker_window_ms)
             added: dict[str, Any] = {}
             for part in self.extensions:
                 if isinstance(part, OverviewPart):
                     added.update(await part.overview())
-            return summaries, activity, await self.load_workers(), unserved, added
+            return summaries, activity, added
 
-        summaries, activity, workers, unserved, added = await self.dash.reads.get("overview", load)
+        summaries, activity, added = await self.dash.reads.get("overview", load)
         failed = sum(sum(a.failed) for a in activity)
         ended = sum(sum(a.succeeded) + sum(a.failed) for a in activity)
         live = render(
@@ -400,12 +397,10 @@ class Pages:
             running=sum(s.counts.get("running", 0) for s in summaries),
             finished=sum(a.finished for a in activity),
             rate="-" if ended == 0 else f"{failed * 100 / ended:.1f}%",
-            workers=len(workers),
             # Numbers and escaped labels only: see _charts.
             chart=Markup(activity_chart(activity)),
             statuses=STATUSES,
             rows=_queue_rows(summaries, activity),
-            unserved=unserved,
             **added,
         )
         return self._page(request, title="Overview", active="overview", body="", region=live)
@@ -528,15 +523,6 @@ class Pages:
             return found
         body = render("confirm_task.html", self.view(request), task=found, action=action)
         return self._page(request, title=f"{action} task", active="tasks", body=body)
-
-    async def workers(self, request: Request) -> Response:
-        view = self.view(request)
-        workers = await self.dash.reads.get("workers", self.load_workers)
-        live = render("workers.html", view, workers=workers, window_ms=self.dash.worker_window_ms)
-        return self._page(request, title="Workers", active="workers", body="", region=live)
-
-    async def load_workers(self) -> Any:
-        return await self.dash.client.workers(within_ms=self.dash.worker_window_ms)
 
     async def metrics(self, request: Request) -> Response:
         dash = self.dash

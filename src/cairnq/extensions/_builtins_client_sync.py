@@ -25,7 +25,7 @@ from .workflows._client_sync import SyncWorkflowsClient
 class _Client(ClientView, Protocol):
     """The client with the state the built-ins' client parts keep on it."""
 
-    submitted_dependents: bool
+    _submitted_dependents: bool
     _told_no_presence: bool
 
 

@@ -4,9 +4,11 @@
 Everything of the feature is in this folder: the reads and writes (``_ops``: the
 workers list, who serves what, the alive window), the statements
 (``sql/<dialect>/presence_*.sql``), the migrations it owns (``migrations/<dialect>/``,
-x0002 and x0004), the worker's part (``_component``) and the orphan watch
-(``_orphans``). The client's ``workers()``, ``unserved()`` and
-``submit(warn_unserved=True)``, the dashboard and ``top`` call its reads.
+x0002 and x0004), the worker's part (``_component``), the orphan watch
+(``_orphans``), the client's ``cq.presence`` and ``submit(warn_unserved=True)``'s check
+(``_client_async``), and what the dashboard and ``cairnq top`` show of it
+(``_surfaces``: the Workers page, the overview's workers tile and unserved notices,
+top's ``unserved:`` lines).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Presence(Extension):
     }
     words = ("presence", "worker_beat", "worker_start", "worker_gone", "cairnq_workers")
     says_when_missing = True  # its writer's line names cairnq_workers
+    cli = "cairnq.extensions.presence._surfaces.cli"
+    pages = "cairnq.extensions.presence._surfaces.pages"
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         writer = Writer(

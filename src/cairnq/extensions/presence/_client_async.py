@@ -1,6 +1,5 @@
-"""The client's view of worker presence: ``cq.presence``, the client's own ``workers`` and
-``unserved`` (the same reads, for the pages every feature adds to: the dashboard, ``cairnq
-top``) and ``submit(warn_unserved=True)``'s check, async.
+"""The client's view of worker presence: ``cq.presence``, the deprecated flat ``workers``
+and ``unserved`` (the same reads) and ``submit(warn_unserved=True)``'s check, async.
 
 ``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
 """
@@ -9,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..._deprecated import renamed
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_async import ClientView
@@ -93,9 +93,8 @@ class _Checking(ClientView, Protocol):
 
 
 class AsyncPresenceClient:
-    """The client's ``presence`` namespace, ``workers`` and ``unserved`` (each the same as
-    the namespace's method it names: the deployment's questions every surface asks, which
-    name no feature), and the check of ``submit(warn_unserved=True)``."""
+    """The client's ``presence`` namespace, the deprecated flat reads (each the same as the
+    namespace's method it names) and the check of ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -106,13 +105,15 @@ class AsyncPresenceClient:
         return AsyncPresence(self)
 
     async def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: ``cq.presence.workers``, which see."""
+        """Deprecated: ``cq.presence.workers``, which see."""
+        renamed("cq.workers()", "cq.presence.workers()")
         return await AsyncPresence(self).workers(within_ms=within_ms)
 
     async def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Due queued tasks no live cairnq worker serves: ``cq.presence.unserved``, which see."""
+        """Deprecated: ``cq.presence.unserved``, which see."""
+        renamed("cq.unserved()", "cq.presence.unserved()")
         return await AsyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     async def _check_served(self: _Checking, task: Task) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..._deprecated import renamed
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_sync import ClientView
@@ -90,9 +91,8 @@ class _Checking(ClientView, Protocol):
 
 
 class SyncPresenceClient:
-    """The client's ``presence`` namespace, ``workers`` and ``unserved`` (each the same as
-    the namespace's method it names: the deployment's questions every surface asks, which
-    name no feature), and the check of ``submit(warn_unserved=True)``."""
+    """The client's ``presence`` namespace, the deprecated flat reads (each the same as the
+    namespace's method it names) and the check of ``submit(warn_unserved=True)``."""
 
     # Said once per client: the database cannot tell who serves what.
     _told_no_presence: bool = False
@@ -103,13 +103,15 @@ class SyncPresenceClient:
         return SyncPresence(self)
 
     def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: ``cq.presence.workers``, which see."""
+        """Deprecated: ``cq.presence.workers``, which see."""
+        renamed("cq.workers()", "cq.presence.workers()")
         return SyncPresence(self).workers(within_ms=within_ms)
 
     def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
-        """Due queued tasks no live cairnq worker serves: ``cq.presence.unserved``, which see."""
+        """Deprecated: ``cq.presence.unserved``, which see."""
+        renamed("cq.unserved()", "cq.presence.unserved()")
         return SyncPresence(self).unserved(within_ms=within_ms, queue=queue)
 
     def _check_served(self: _Checking, task: Task) -> None:

@@ -1,6 +1,6 @@
 """A worker's row in ``cairnq_workers``: written on a timer of its own, deleted on a clean stop.
 
-The row is what the dashboard's workers view reads (``CairnQ.workers``); beside it,
+The row is what the dashboard's Workers page reads (``cq.presence.workers``); beside it,
 the task names the worker serves (``cairnq_worker_names``, x0004), which tell
 ``submit(warn_unserved=True)``, ``top`` and the dashboard whether anything serves a
 task. On a database without x0004 the row is written without names (logged once):

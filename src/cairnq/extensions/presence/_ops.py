@@ -27,7 +27,7 @@ WORKER_ROW_TTL_MS = 86_400_000
 WORKERS_MIGRATION = "x0002_workers.sql"
 WORKER_NAMES_MIGRATION = "x0004_worker_names.sql"
 # A cairnq worker counts as alive when seen this recently: the dashboard's and
-# ``workers()``'s default window, four presence intervals.
+# ``cq.presence.workers()``'s default window, four presence intervals.
 ALIVE_WINDOW_MS = 60_000
 UNSERVED_COUNT_CAP = 10_000
 

@@ -28,7 +28,7 @@ class _Submitting(ClientView, Protocol):
     """A client that notes when it first submits a task that waits for others: from
     then on, a worker built on it decides dependents in its settlements."""
 
-    submitted_dependents: bool
+    _submitted_dependents: bool
 
 
 async def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
@@ -38,7 +38,7 @@ async def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
         return _ops.submit_nodes(hooked)
 
-    client.submitted_dependents = True
+    client._submitted_dependents = True
     return await client._submit_specs([n.spec for n in nodes], build, conn)
 
 
@@ -155,7 +155,7 @@ class AsyncWorkflowsClient:
 
     # Set before this client first submits a task that waits for others: from then
     # on, a worker built on it decides dependents in its settlements.
-    submitted_dependents: bool = False
+    _submitted_dependents: bool = False
 
     @property
     def workflows(self: _Submitting) -> AsyncWorkflows:

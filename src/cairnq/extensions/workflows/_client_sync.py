@@ -25,7 +25,7 @@ class _Submitting(ClientView, Protocol):
     """A client that notes when it first submits a task that waits for others: from
     then on, a worker built on it decides dependents in its settlements."""
 
-    submitted_dependents: bool
+    _submitted_dependents: bool
 
 
 def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
@@ -35,7 +35,7 @@ def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
         return _ops.submit_nodes(hooked)
 
-    client.submitted_dependents = True
+    client._submitted_dependents = True
     return client._submit_specs([n.spec for n in nodes], build, conn)
 
 
@@ -152,7 +152,7 @@ class SyncWorkflowsClient:
 
     # Set before this client first submits a task that waits for others: from then
     # on, a worker built on it decides dependents in its settlements.
-    submitted_dependents: bool = False
+    _submitted_dependents: bool = False
 
     @property
     def workflows(self: _Submitting) -> SyncWorkflows:

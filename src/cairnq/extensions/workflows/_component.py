@@ -42,7 +42,7 @@ class DependentsClient(Protocol):
     """What the gate reads of the worker's client (a ``CairnQ``)."""
 
     @property
-    def submitted_dependents(self) -> bool:
+    def _submitted_dependents(self) -> bool:
         """Whether the client made a task wait for others (a ``ctx.gather`` included)."""
         ...
 
@@ -64,7 +64,7 @@ def gate(run: WorkflowsRun) -> Callable[[], bool]:
     client = run.client
 
     def in_use() -> bool:
-        return run.workflows and (run.parked or client.submitted_dependents)
+        return run.workflows and (run.parked or client._submitted_dependents)
 
     return in_use
 

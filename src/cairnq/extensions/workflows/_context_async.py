@@ -21,7 +21,7 @@ from ._model import Dependency, Gathering
 class WorkflowsClient(Protocol):
     """What the workflows' context methods use of the worker's client (a ``CairnQ``)."""
 
-    submitted_dependents: bool
+    _submitted_dependents: bool
 
     async def _submit_after(
         self, spec: kernel.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
@@ -138,7 +138,7 @@ class WorkflowsContext:
         """
         ids = [_ops.dependency_id(c, "gather entry") for c in children]
         # The children's settlements in this worker decide this task once it is parked.
-        _client(self).submitted_dependents = True
+        _client(self)._submitted_dependents = True
         gathered = await self._owned(_ops.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:
             if return_tasks:
