@@ -22,14 +22,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease, Task
 from ..protocol.steps import NOW, Call, Op, Row
-
-if TYPE_CHECKING:
-    from .base import TaskStore
 
 # Claims remembered per store (held, and lost or settled); an evicted one is treated
 # as a claim the store never made.
@@ -62,8 +59,14 @@ WORKER_CLAIM: ContextVar[WorkerClaim | None] = ContextVar("cairnq_worker_claim",
 WORKER_LEASE: ContextVar[WorkerLease | None] = ContextVar("cairnq_worker_lease", default=None)
 
 
+class Completing(Protocol):
+    """What ``complete_attempt`` needs of a store (``TaskStore``): its ``complete``."""
+
+    async def complete(self, *, task_id: str, worker_id: str, result: Any) -> Task: ...
+
+
 async def complete_attempt(
-    store: TaskStore, lease: Lease, worker_id: str, started: int | None, result: str | None
+    store: Completing, lease: Lease, worker_id: str, started: int | None, result: str | None
 ) -> Task:
     """Settle the attempt ``lease`` with ``store.complete`` (a replaced one), as a worker.
 
