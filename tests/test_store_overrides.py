@@ -206,6 +206,17 @@ async def test_a_replaced_purge_is_called_by_the_sweep_of_a_client_over_the_stor
         assert purge.count == 1
 
 
+async def test_a_replaced_purge_is_called_by_the_sweep_of_a_worker_over_the_store(
+    cq: CairnQ, clock: FakeClock
+) -> None:
+    old = await _finished_long_ago(cq, clock)
+    purge = Calls(cq.store, "purge")
+    worker = Worker(cq.store, retention=Retention(older_than_ms=DAY_MS, limit=2))
+    assert worker.sweeper is not None
+    assert await worker.sweeper.sweep() == len(old)
+    assert purge.count == 2
+
+
 # --- get, queue_depth, task_done_wake ------------------------------------------------------
 
 
@@ -250,6 +261,37 @@ async def test_a_replaced_task_done_wake_is_wait_s_sleep(cq: CairnQ) -> None:
     assert all(args[0] == task.id and args[1] > 0 for args, _ in wake.args)
 
 
+async def _woken_on(wake: Calls, task_id: str) -> None:
+    while not any(args[0] == task_id for args, _ in wake.args):
+        await asyncio.sleep(0.01)
+
+
+async def test_a_replaced_task_done_wake_is_wait_by_key_s_sleep_on_the_keys_task(
+    cq: CairnQ,
+) -> None:
+    wake = Calls(cq.store, "task_done_wake")
+    waiting = asyncio.ensure_future(cq.wait_by_key("k", timeout_ms=10_000, poll_ms=20))
+    task = await cq.submit("job", key="k")
+    await _woken_on(wake, task.id)
+    await cq.cancel(task.id)
+    assert (await waiting).id == task.id
+    assert all(args[0] == task.id and args[1] > 0 for args, _ in wake.args)
+
+
+async def test_wait_by_key_s_replaced_task_done_wake_follows_the_key_to_its_new_task(
+    cq: CairnQ,
+) -> None:
+    first = await cq.submit("job", key="k")
+    wake = Calls(cq.store, "task_done_wake")
+    waiting = asyncio.ensure_future(cq.wait_by_key("k", timeout_ms=10_000, poll_ms=20))
+    await _woken_on(wake, first.id)
+    second = await cq.submit("job", key="k", conflict="replace")
+    await _woken_on(wake, second.id)
+    await cq.cancel(second.id)
+    done = await waiting
+    assert (done.id, done.status) == (second.id, "canceled")
+
+
 async def test_a_replaced_queue_depth_is_called_by_the_clients_queue_depth(cq: CairnQ) -> None:
     depth = Calls(cq.store, "queue_depth")
     assert await cq.queue_depth("default", 10) == 10
@@ -282,6 +324,61 @@ async def test_a_replaced_complete_settles_the_workers_successes(cq: CairnQ) -> 
     assert sorted(kw["task_id"] for _, kw in complete.args) == sorted(t.id for t in tasks)
     assert {kw["result"] for _, kw in complete.args} == {"done"}
     assert [(await cq.get(t.id)).status for t in tasks] == ["succeeded"] * 3  # type: ignore[union-attr]
+
+
+async def test_a_replaced_complete_settles_a_handlers_own_succeed(cq: CairnQ) -> None:
+    task = await cq.submit("own")
+    complete = Calls(cq.store, "complete")
+    worker = Worker(cq, poll_interval_ms=10)
+
+    @worker.task
+    async def own(ctx: Any, payload: Any) -> None:
+        await ctx.succeed({"by": "handler"})
+
+    await worker.run(until_idle=True)
+    assert complete.args == [
+        ((), {"task_id": task.id, "worker_id": worker.worker_id, "result": {"by": "handler"}})
+    ]
+    done = await cq.get(task.id)
+    assert done is not None and (done.status, done.result) == ("succeeded", {"by": "handler"})
+
+
+async def test_a_replaced_complete_settles_a_blocking_handlers_own_complete(cq: CairnQ) -> None:
+    task = await cq.submit("own")
+    complete = Calls(cq.store, "complete")
+    worker = Worker(cq, poll_interval_ms=10)
+    settled: list[str] = []
+
+    @worker.task
+    def own(ctx: Any, payload: Any) -> None:
+        settled.append(ctx.complete("blocking").status)
+
+    await worker.run(until_idle=True)
+    assert [kw["task_id"] for _, kw in complete.args] == [task.id]
+    assert settled == ["succeeded"]
+
+
+async def test_a_handlers_succeed_through_a_replaced_complete_is_fenced_on_its_attempts_lease(
+    cq: CairnQ, clock: FakeClock
+) -> None:
+    await cq.submit("own")
+    complete = Calls(cq.store, "complete")
+    worker = Worker(cq, poll_interval_ms=10, lease_ms=1_000)
+    lost: list[bool] = []
+
+    @worker.task
+    async def own(ctx: Any, payload: Any) -> None:
+        clock.advance(5_000)
+        later = kernel.claim(["default"], ctx.worker_id, 60_000, [kernel.Draw(None, 1)], 10)
+        await cq.backend.arun(later, write=True)
+        with pytest.raises(LostLease):
+            await ctx.succeed("stale")
+        lost.append(ctx.lost_lease)
+
+    await worker.run(until_idle=True)
+    assert complete.count == 1 and lost == [True]
+    [task] = await cq.list()
+    assert (task.status, task.attempt) == ("running", 2)
 
 
 async def test_a_replaced_claim_session_makes_the_workers_claims(cq: CairnQ) -> None:

@@ -582,11 +582,13 @@ def _waiting(
     max_poll_ms: int,
     clock: Clock,
     where: str = "this database",
+    seen: Callable[[str | None], None] | None = None,
 ) -> Procedure[Task]:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
     A nap ends early when this process settles a task (the subscription), so a
-    waiter in the same process as the worker sees the result at once.
+    waiter in the same process as the worker sees the result at once. ``seen``
+    is told the id of the task each look found (``None``: none), before the nap.
     """
     check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
     interval = check_int(poll_ms, "poll_ms", low=1)
@@ -595,6 +597,8 @@ def _waiting(
     while True:
         sub.clear()
         ref: TaskRef | None = yield Run(lookup())
+        if seen is not None:
+            seen(None if ref is None else ref.id)
         if ref is not None and ref.status in ("succeeded", "failed", "canceled"):
             # A store's replaced ``get`` answers this read (``cairnq.store``).
             task: Task | None = yield Run(StoreCall(kernel.get(ref.id), "get", (ref.id,)))
@@ -618,13 +622,19 @@ class DoneWake:
     """``wait``'s sleep through a store's replaced ``task_done_wake(task_id, timeout_ms)``.
 
     A nap of the wait procedure becomes one call of it; the blocking ``wait`` (which
-    calls no replaced store method) falls back to the subscription.
+    calls no replaced store method) falls back to the subscription. For
+    ``wait_by_key`` the task is the one the key pointed at on the last look
+    (``follow``); while the key points at none, the nap is the subscription's.
     """
 
-    def __init__(self, store: TaskStore, task_id: str, sub: Subscription) -> None:
+    def __init__(self, store: TaskStore, task_id: str | None, sub: Subscription) -> None:
         self._store = store
         self._task_id = task_id
         self._sub = sub
+
+    def follow(self, task_id: str | None) -> None:
+        """Sleep on ``task_id`` from now (the task the key points at; ``None``: none)."""
+        self._task_id = task_id
 
     def wait(self, timeout_s: float) -> bool:
         """Block on the subscription (no store method is called from a thread)."""
@@ -632,6 +642,8 @@ class DoneWake:
 
     async def wait_async(self, timeout_s: float) -> bool:
         """Sleep in ``task_done_wake``, up to ``timeout_s``."""
+        if self._task_id is None:
+            return await self._sub.wait_async(timeout_s)
         await self._store.task_done_wake(self._task_id, max(0, round(timeout_s * 1000)))
         return False
 

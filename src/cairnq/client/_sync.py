@@ -563,9 +563,15 @@ class SyncOperations(_ClientCore):
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
     ) -> Task:
-        """Like ``wait``, following the key to whichever task it points at as it changes."""
+        """Like ``wait``, following the key to whichever task it points at as it changes.
+
+        On the async client, a ``task_done_wake`` replaced on the store is the sleep
+        between looks, on the task the key pointed at on the last look (``cairnq.store``).
+        """
         with self.backend.hub.subscribe(lambda e: e.channel == "done", channels=("done",)) as sub:
             sub.until_live(LIVE_WAIT_S)
+            store = self._overriding("task_done_wake")
+            wake = None if store is None else DoneWake(store, None, sub)
             procedure = _waiting(
                 lambda: kernel.get_status_by_key(key),
                 sub,
@@ -576,8 +582,9 @@ class SyncOperations(_ClientCore):
                 max_poll_ms=max_poll_ms,
                 clock=self._clock(),
                 where=self._where(),
+                seen=None if wake is None else wake.follow,
             )
-            return self._follow(procedure, sub)
+            return self._follow(procedure, sub if wake is None else wake)
 
     def _follow(self, procedure: Procedure[T], sub: Latch | None = None) -> T:
         return follow(procedure, self._run_step, sub)

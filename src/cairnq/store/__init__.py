@@ -17,12 +17,28 @@ by them in place of their own path:
 - ``get``: the client's ``get`` and ``wait``'s read of the finished task;
 - ``queue_depth``: the backpressure gate's probe of a full queue's headroom
   (the client's ``queue_depth`` too);
-- ``task_done_wake``: ``wait``'s sleep between looks at the task;
-- ``purge``: the client's ``purge`` and the retention sweeper's batches;
-- ``complete``: the worker's settlement of a handler that returned;
+- ``task_done_wake``: ``wait``'s sleep between looks at the task, and
+  ``wait_by_key``'s on the task the key pointed at on its last look (while the
+  key points at no task, that sleep is the client's own); the key may move to
+  another task during a sleep (``conflict="replace"``), which then lasts at most
+  its poll interval before the next look follows the key;
+- ``purge``: the client's ``purge`` and the retention sweeper's batches (a
+  client's ``retention=``, a worker's ``retention=``, ``RetentionSweeper(store, ...)``);
+- ``complete``: the worker's settlement of a handler that returned, and a
+  handler's own ``ctx.succeed(...)`` / ``ctx.complete(...)``, each fenced on the
+  attempt's lease;
 - ``claim_session``: the worker's claim (its draws still go through the kernel
   claim with the worker's extension points, so limits and the ownership fence
-  hold whichever path a claim takes).
+  hold whichever path a worker's claim takes).
+
+Limits (``extensions.Limits``) and the other claim hooks of extensions apply to
+workers' claims only. A direct ``store.claim(...)`` or ``store.claim_session(...)``
+that no worker makes claims as the protocol's ``claim`` does, with no limit: an
+extension's claim hooks are made for one worker run (``Extension.hooks(worker)``)
+and live with it (the limits' book of stored limits, reloaded by a job of that
+run; a rate limit's tokens; the draw claimers that refuse rows the worker then
+fails), and a store has no run to hold them. Claim through a worker to have
+limits hold.
 
 ``replaced(store, name)`` is the check. Where nothing is replaced, the client
 and the worker keep their own paths (the worker's batched claim and grouped

@@ -10,18 +10,22 @@ A worker whose store has ``claim_session`` or ``complete`` replaced calls them
 with a ``WorkerClaim`` or a ``WorkerLease`` set for the call (context variables,
 so they reach the store's own method through any wrapper): the store's draw then
 claims with the worker's extension points (its limits and draw claimers), and its
-``complete`` settles the attempt the worker holds, fenced on that attempt's lease.
+``complete`` settles the attempt the worker holds, fenced on that attempt's lease
+(``complete_attempt``: the worker's settlement of a returned handler and a
+handler's own ``ctx.succeed`` both settle through it).
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..kernel.points import NO_POINTS, Points
-from ..models import Lease
+from ..models import Lease, Task
 from ..protocol.steps import NOW, Call, Op, Row
 
 # Claims remembered per store (held, and lost or settled); an evicted one is treated
@@ -53,6 +57,33 @@ class WorkerLease:
 
 WORKER_CLAIM: ContextVar[WorkerClaim | None] = ContextVar("cairnq_worker_claim", default=None)
 WORKER_LEASE: ContextVar[WorkerLease | None] = ContextVar("cairnq_worker_lease", default=None)
+
+
+class Completing(Protocol):
+    """What ``complete_attempt`` needs of a store (``TaskStore``): its ``complete``."""
+
+    async def complete(self, *, task_id: str, worker_id: str, result: Any) -> Task: ...
+
+
+async def complete_attempt(
+    store: Completing, lease: Lease, worker_id: str, started: int | None, result: str | None
+) -> Task:
+    """Settle the attempt ``lease`` with ``store.complete`` (a replaced one), as a worker.
+
+    ``result`` is the handler's result already encoded as JSON text; the store's
+    method gets its value. The ``WorkerLease`` set for the call fences the store's
+    own ``complete`` on exactly this attempt, so a stale handler cannot settle a
+    later claim of the task under the same worker id.
+
+    Raises:
+        LostLease: the attempt is no longer held (whatever the replacement raises).
+    """
+    value = None if result is None else json.loads(result)
+    token = WORKER_LEASE.set(WorkerLease(lease, worker_id, started))
+    try:
+        return await store.complete(task_id=lease.id, worker_id=worker_id, result=value)
+    finally:
+        WORKER_LEASE.reset(token)
 
 
 def current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, Lease]]:

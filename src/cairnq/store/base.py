@@ -359,6 +359,9 @@ class TaskStore:
     ) -> _TaskList:
         """Recover expired leases, then claim up to ``limit`` due tasks, in one transaction.
 
+        Extensions' limits do not apply: only a worker's claims go through them
+        (see ``cairnq.store``).
+
         Args:
             queues: The queues to claim from.
             worker_id: The claimant; owned writes are fenced on it.
@@ -389,7 +392,8 @@ class TaskStore:
 
         Returns ``None`` without claiming when the probe finds nothing due and no
         expired lease; else whatever ``plan`` returns. Each draw is a claim
-        transaction of its own (recovery, then the draw).
+        transaction of its own (recovery, then the draw). Called directly, its draws
+        claim without extensions' limits, as ``claim`` does.
 
         A worker over this store claims through it when it is replaced: the
         worker's plan draws its draws, and ``draw`` then claims with the worker's

@@ -39,6 +39,7 @@ from ..kernel.points import NO_POINTS, Points
 from ..lineage import Lineage
 from ..models import Lease, Task
 from ..protocol.steps import Op
+from ..store._leases import complete_attempt
 from ._task_events import SETTLED_AS, EventKind, TaskEvent
 from ._task_events import Listener as Listener  # re-exported for the worker's on_event
 
@@ -312,8 +313,13 @@ class TaskContext(BuiltinContext):
         For a task queued again, ``event`` is the listeners' kind (``retried`` by
         default) and ``ending`` the (outcome, words) of the attempt's log line.
         """
+        return self._settled_task(Task.from_row(row), event=event, ending=ending)
+
+    def _settled_task(
+        self, task: Task, *, event: str | None = None, ending: tuple[str, str] | None = None
+    ) -> Task:
+        """``_settled_as`` of the task as settled (already read from its row)."""
         self._settled = True
-        task = Task.from_row(row)
         self.settled_status = task.status
         error = None if task.status == "succeeded" else task.error
         if event is not None and task.status == "queued":
@@ -445,6 +451,11 @@ class TaskContext(BuiltinContext):
         """
         settler = self._runtime.settler if grouped else None
         if settler is None:
+            # A ``complete`` replaced on the client's store settles the handler's success,
+            # as it does the worker's (``cairnq.store``).
+            store = self._runtime.client._overriding("complete")
+            if store is not None:
+                return await self._complete_through(store, result)
             op = kernel.complete(
                 self.lease,
                 self.worker_id,
@@ -464,6 +475,18 @@ class TaskContext(BuiltinContext):
         self.settled_status = row["status"]
         self._emit(SETTLED_AS.get(row["status"], "failed"))
         return None
+
+    async def _complete_through(self, store: Any, result: str | None) -> Task:
+        """Settle through the store's replaced ``complete``, fenced on this attempt's lease."""
+        self._guard()
+        try:
+            task = await complete_attempt(
+                store, self.lease, self.worker_id, self.claimed_at_ms, result
+            )
+        except LostLease:
+            self.mark_lost()
+            raise
+        return self._settled_task(task)
 
     async def succeed_in(self, write: Callable[[Any], Awaitable[Any]]) -> Task | None:
         """Run ``write(connection)`` and settle in one transaction (PostgreSQL only).

@@ -12,7 +12,6 @@ shutdown, tasks this worker stopped running (``release``).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from ..errors import LostLease
 from ..kernel.periodic import ErrorHook
 from ..kernel.points import NO_POINTS, Points
 from ..models import Lease
-from ..store._leases import WORKER_LEASE, WorkerLease
+from ..store._leases import complete_attempt
 
 MAX_GROUP = 256
 Pending = tuple[Lease, "str | None", "int | None", "asyncio.Future[Mapping[str, Any]]"]
@@ -116,12 +115,7 @@ class Settler:
     ) -> Mapping[str, Any]:
         """Settle with the store's replaced ``complete``, fenced on this attempt's lease
         (a ``WorkerLease``: the store's own ``complete`` settles exactly this attempt)."""
-        value = None if result is None else json.loads(result)
-        token = WORKER_LEASE.set(WorkerLease(lease, self._worker_id, started))
-        try:
-            task = await store.complete(task_id=lease.id, worker_id=self._worker_id, result=value)
-        finally:
-            WORKER_LEASE.reset(token)
+        task = await complete_attempt(store, lease, self._worker_id, started, result)
         return {"id": task.id, "status": task.status, "queue": task.queue}
 
     async def _flush(self) -> None:

@@ -90,7 +90,8 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             here (more listeners: ``subscribe``).
         max_queue_depth, max_queue_wait_ms: Backpressure for ``ctx.submit`` (see
             ``CairnQ``).
-        retention: A ``Retention`` this worker sweeps (one process sweeps at a time).
+        retention: A ``Retention`` this worker sweeps (one process sweeps at a time),
+            through its client's store (a ``purge`` replaced on it is each batch).
         recovery_interval_ms: How often this worker moves expired leases out of
             ``running`` for every queue, even while it is busy (``lease_ms // 2``,
             at most 30 s).
@@ -310,7 +311,9 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             report=self._report,
             give_up=self._give_up,
         )
-        self.sweeper = RetentionSweeper(backend, self._retention) if self._retention else None
+        # It sweeps through the client's store, so a ``purge`` replaced on it is each batch.
+        retention = self._retention
+        self.sweeper = RetentionSweeper(self.client.store, retention) if retention else None
 
     # --- lifecycle --------------------------------------------------------------------
 
