@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, Limit, LostLease, Retention, Task, TaskStore, kernel
-from cairnq.extensions import Limits
+from cairnq.extensions import History, Limits
 from cairnq.hooks import PendingSubmit
 from cairnq.kernel.retention import RetentionSweeper, SyncRetentionSweeper
 from cairnq.models import Lease
@@ -473,3 +473,69 @@ def test_a_replaced_purge_is_called_by_the_blocking_sweeper_over_the_store(db: D
             sweeper.stop()
         rule = {"older_than_ms": DAY_MS, "queue": None, "status": None, "name": None}
         assert asked == [{**rule, "limit": 2}] * 4
+
+
+async def test_a_replaced_complete_runs_the_workers_ending_hooks_not_the_stores(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("job")
+    Calls(cq.store, "complete")
+    await _worker(cq, extensions=[History(record=False)]).run(until_idle=True)
+    assert (await cq.get(task.id)).status == "succeeded"  # type: ignore[union-attr]
+    assert await cq.attempts.list(task.id) == []
+
+
+async def test_a_replaced_complete_records_the_workers_attempt_once(cq: CairnQ) -> None:
+    task = await cq.submit("job")
+    Calls(cq.store, "complete")
+    await _worker(cq).run(until_idle=True)
+    [attempt] = await cq.attempts.list(task.id)
+    assert attempt.outcome == "succeeded"
+
+
+async def test_tasks_claimed_before_a_replaced_claim_session_raises_are_run(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("job")
+    own = cq.store.claim_session
+    errors: list[BaseException] = []
+
+    async def claim_session(**kwargs: Any) -> Any:
+        result = await own(**kwargs)
+        if not errors:
+            raise RuntimeError("audit log down")
+        return result
+
+    cq.store.claim_session = claim_session  # type: ignore[method-assign]
+    worker = _worker(cq, on_error=lambda exc, *args, **kwargs: errors.append(exc))
+    await worker.run(until_idle=True)
+    assert (await cq.get(task.id)).status == "succeeded"  # type: ignore[union-attr]
+    assert [str(e) for e in errors][:1] == ["audit log down"]
+
+
+async def test_a_claim_for_another_worker_id_inside_a_replaced_claim_session_is_not_the_workers(
+    cq: CairnQ,
+) -> None:
+    theirs = await cq.submit("job", queue="other")
+    own = cq.store.claim_session
+    taken: list[Task] = []
+
+    async def claim_session(**kwargs: Any) -> Any:
+        if not taken:
+            taken.extend(await cq.store.claim(queues=["other"], worker_id="someone-else"))
+        return await own(**kwargs)
+
+    cq.store.claim_session = claim_session  # type: ignore[method-assign]
+    ran: list[str] = []
+    worker = Worker(cq, ["default", "other"], poll_interval_ms=10)
+
+    @worker.task
+    async def job(ctx: Any, payload: Any) -> None:
+        ran.append(ctx.task.id)
+
+    mine = await cq.submit("job")
+    await worker.run(until_idle=True)
+    assert [t.id for t in taken] == [theirs.id]
+    assert ran == [mine.id]
+    held = await cq.get(theirs.id)
+    assert held is not None and (held.status, held.worker_id) == ("running", "someone-else")

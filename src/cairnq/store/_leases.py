@@ -38,6 +38,7 @@ class WorkerClaim:
     """A worker's claim made through ``store.claim_session``: what its draws claim with,
     and what they claimed (undecoded rows, as the worker's own claim returns them)."""
 
+    worker_id: str = ""
     points: Points = NO_POINTS
     recover_limit: int = 0
     alone: bool = False
@@ -48,11 +49,13 @@ class WorkerClaim:
 @dataclass(frozen=True)
 class WorkerLease:
     """The attempt a worker settles through ``store.complete``: its lease, its worker
-    id, and when it was claimed (for the attempt history)."""
+    id, when it was claimed (for the attempt history), and the worker's extension
+    points, whose ending hooks the settlement runs (as the worker's own would)."""
 
     lease: Lease
     worker_id: str
     started: int | None
+    points: Points = NO_POINTS
 
 
 WORKER_CLAIM: ContextVar[WorkerClaim | None] = ContextVar("cairnq_worker_claim", default=None)
@@ -66,20 +69,26 @@ class Completing(Protocol):
 
 
 async def complete_attempt(
-    store: Completing, lease: Lease, worker_id: str, started: int | None, result: str | None
+    store: Completing,
+    lease: Lease,
+    worker_id: str,
+    started: int | None,
+    result: str | None,
+    points: Points = NO_POINTS,
 ) -> Task:
     """Settle the attempt ``lease`` with ``store.complete`` (a replaced one), as a worker.
 
     ``result`` is the handler's result already encoded as JSON text; the store's
     method gets its value. The ``WorkerLease`` set for the call fences the store's
     own ``complete`` on exactly this attempt, so a stale handler cannot settle a
-    later claim of the task under the same worker id.
+    later claim of the task under the same worker id, and runs the worker's ending
+    hooks (``points``), not the store's.
 
     Raises:
         LostLease: the attempt is no longer held (whatever the replacement raises).
     """
     value = None if result is None else json.loads(result)
-    token = WORKER_LEASE.set(WorkerLease(lease, worker_id, started))
+    token = WORKER_LEASE.set(WorkerLease(lease, worker_id, started, points))
     try:
         return await store.complete(task_id=lease.id, worker_id=worker_id, result=value)
     finally:

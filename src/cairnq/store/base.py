@@ -41,9 +41,6 @@ _Values = list[Any]
 ClaimDraw = Callable[[Sequence[str] | None, int], Awaitable[list[Task]]]
 """``claim_session``'s draw: ``await draw(names, limit)`` claims up to ``limit`` of ``names``."""
 
-# The methods whose replacement changes what the client, the worker, ``wait`` and the
-# retention sweeper do (see ``cairnq.store``).
-DISPATCHED = ("get", "queue_depth", "task_done_wake", "purge", "complete", "claim_session")
 
 
 def replaced(store: TaskStore, name: str) -> bool:
@@ -483,7 +480,7 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
-        points = await self._ends()
+        points = await self._settling_points(task_id, worker_id)
         return await self._owned(
             task_id,
             worker_id,
@@ -501,7 +498,7 @@ class TaskStore:
             SerializationError: ``result`` is not portable JSON.
         """
         encoded = self.codec.encode_optional(result, what="result")
-        points = await self._ends()
+        points = await self._settling_points(task_id, worker_id)
         return await self._owned(
             task_id,
             worker_id,
@@ -655,6 +652,10 @@ class TaskStore:
         count = check_int(limit, "limit", low=0, high=MAX_LIST_LIMIT)
         draws = [kernel.Draw(names, count)]
         handoff = WORKER_CLAIM.get()
+        if handoff is not None and handoff.worker_id != worker_id:
+            # A claim for another worker id, made inside a worker's replaced
+            # claim_session: not the worker's, so neither its points nor its rows.
+            handoff = None
         if handoff is None:
             rows = await self._write(
                 kernel.claim(queues, worker_id, lease_ms, draws, RECOVER_LIMIT)
@@ -694,6 +695,14 @@ class TaskStore:
         if unknown:
             known.update(await self._read(current_lease(unknown, worker_id)))
         return {i: known[i] for i in task_ids if i in known}
+
+    async def _settling_points(self, task_id: str, worker_id: str) -> Points:
+        """The ending hooks a settlement of ``task_id`` runs: those of the worker settling
+        it through this store (a ``WorkerLease`` handed for the call), else the store's."""
+        handed = WORKER_LEASE.get()
+        if handed is not None and handed.lease.id == task_id and handed.worker_id == worker_id:
+            return handed.points
+        return await self._ends()
 
     async def _held(self, task_id: str, worker_id: str) -> tuple[Lease, int | None]:
         """The lease ``worker_id`` holds on the task and when it was claimed (``None``

@@ -314,7 +314,10 @@ class Claimer:
         (its limits, its draw claimers) and recovers as this claim would, and hands
         back the rows it claimed, which the worker runs (a ``WorkerClaim``)."""
         handoff = WorkerClaim(
-            points=self.points, recover_limit=recover_limit, alone=self._one_statement_claims
+            worker_id=self.worker_id,
+            points=self.points,
+            recover_limit=recover_limit,
+            alone=self._one_statement_claims,
         )
 
         async def plan(draw: ClaimDraw) -> None:
@@ -336,6 +339,12 @@ class Claimer:
                 names=names,
                 plan=plan,
             )
+        except Exception as exc:
+            if not handoff.rows:
+                raise
+            # The draws committed these claims before the replacement raised: they are
+            # this worker's to run (left alone, they would wait out their lease).
+            self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
         finally:
             WORKER_CLAIM.reset(token)
         recovered[:] = handoff.recovered

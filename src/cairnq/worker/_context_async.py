@@ -481,7 +481,12 @@ class TaskContext(BuiltinContext):
         self._guard()
         try:
             task = await complete_attempt(
-                store, self.lease, self.worker_id, self.claimed_at_ms, result
+                store,
+                self.lease,
+                self.worker_id,
+                self.claimed_at_ms,
+                result,
+                self._runtime.points,
             )
         except LostLease:
             self.mark_lost()

@@ -115,7 +115,7 @@ class Settler:
     ) -> Mapping[str, Any]:
         """Settle with the store's replaced ``complete``, fenced on this attempt's lease
         (a ``WorkerLease``: the store's own ``complete`` settles exactly this attempt)."""
-        task = await complete_attempt(store, lease, self._worker_id, started, result)
+        task = await complete_attempt(store, lease, self._worker_id, started, result, self.points)
         return {"id": task.id, "status": task.status, "queue": task.queue}
 
     async def _flush(self) -> None:
