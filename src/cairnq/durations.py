@@ -73,13 +73,14 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, TypeAlias
 
-from ._checks import MAX_DELAY_MS
+from ._checks import MAX_DELAY_MS, check_int
 from .errors import InvalidArgument
 
 __all__ = [
     "Duration",
     "delay_ms_of",
     "duration_ms",
+    "duration_or_ms",
     "exact_duration",
     "format_duration",
     "parse_duration",
@@ -256,6 +257,46 @@ def duration_ms(
     ms = value * 1000 if isinstance(value, int) else math.ceil(round(value * 1000, 6))
     _check_bounds(value * 1000, ms, repr(value), what, low_ms, high_ms, _seconds_text)
     return ms
+
+
+def duration_or_ms(
+    value: Any,
+    value_ms: Any,
+    what: str,
+    *,
+    low_ms: int = 0,
+    high_ms: int = MAX_DELAY_MS,
+) -> int | None:
+    """Milliseconds in an option given as a duration (``what``) or as ``what_ms``, checked.
+
+    An option with both spellings (``timeout=`` beside ``timeout_ms=``) takes at
+    most one; the ``_ms`` one is an ``int`` of milliseconds.
+
+    Args:
+        value: The duration spelling's value (``None``: not given), as for ``duration_ms``.
+        value_ms: The ``_ms`` spelling's value (``None``: not given).
+        what: The duration spelling's name (``"timeout"``); the other is ``what + "_ms"``.
+        low_ms, high_ms: The bounds, inclusive, in milliseconds.
+
+    Returns:
+        Whole milliseconds, or ``None`` when neither is given.
+
+    Raises:
+        InvalidArgument: both given, or the one given is not such a value or out
+            of bounds (the message names it in the caller's unit).
+
+    Example::
+
+        duration_or_ms("50ms", None, "timeout")  # 50
+        duration_or_ms(None, 50, "timeout")  # 50
+    """
+    if value is not None and value_ms is not None:
+        raise InvalidArgument(f"give {what} or {what}_ms, not both")
+    if value is not None:
+        return duration_ms(value, what, low_ms=low_ms, high_ms=high_ms)
+    if value_ms is not None:
+        return check_int(value_ms, f"{what}_ms", low=low_ms, high=high_ms)
+    return None
 
 
 def delay_ms_of(delay: Any, what: str = "delay") -> int:

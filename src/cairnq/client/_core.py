@@ -31,7 +31,7 @@ from ..backends import (
     open_backend,
 )
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from ..durations import Duration, delay_ms_of, format_duration, point_ms
+from ..durations import Duration, delay_ms_of, duration_or_ms, format_duration, point_ms
 from ..errors import (
     InvalidArgument,
     TaskCanceled,
@@ -577,20 +577,22 @@ def _waiting(
     *,
     task_id: str | None,
     key: str | None,
-    timeout_ms: int,
+    timeout_ms: int | None,
     poll_ms: int,
     max_poll_ms: int,
     clock: Clock,
     where: str = "this database",
     seen: Callable[[str | None], None] | None = None,
+    timeout: Duration | None = None,
 ) -> Procedure[Task]:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
     A nap ends early when this process settles a task (the subscription), so a
     waiter in the same process as the worker sees the result at once. ``seen``
     is told the id of the task each look found (``None``: none), before the nap.
+    The timeout is ``timeout`` (a duration) or ``timeout_ms``, at most one of them.
     """
-    check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
+    timeout_ms = wait_timeout_ms(timeout, timeout_ms)
     interval = check_int(poll_ms, "poll_ms", low=1)
     ceiling = max(interval, check_int(max_poll_ms, "max_poll_ms", low=1))
     deadline = time.monotonic() + timeout_ms / 1000
@@ -646,6 +648,17 @@ class DoneWake:
             return await self._sub.wait_async(timeout_s)
         await self._store.task_done_wake(self._task_id, max(0, round(timeout_s * 1000)))
         return False
+
+
+def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:
+    """A wait's timeout in milliseconds: ``timeout`` (a duration), or ``timeout_ms`` (the
+    reference SDK's int ms), or 30 s.
+
+    Raises:
+        InvalidArgument: both given, or a bad value (named as given).
+    """
+    ms = duration_or_ms(timeout, timeout_ms, "timeout", high_ms=2**62)
+    return DEFAULT_WAIT_TIMEOUT_MS if ms is None else ms
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:

@@ -16,7 +16,7 @@ from .._events import Latch
 from .._wakeups import LIVE_WAIT_S, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
-from ..durations import Duration
+from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
@@ -30,7 +30,6 @@ from ..store import TaskStore
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
-    DEFAULT_WAIT_TIMEOUT_MS,
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
@@ -44,6 +43,7 @@ from ._core import (
     _outcome,
     _waiting,
     task_or_name,
+    wait_timeout_ms,
 )
 
 T = TypeVar("T")
@@ -384,17 +384,33 @@ class SyncOperations(_ClientCore):
     def purge(
         self,
         *,
-        older_than_ms: int = 0,
+        older_than_ms: int | None = None,
         queue: str | None = None,
         status: str | None = None,
         name: str | None = None,
         limit: int = 1000,
+        older_than: Duration | None = None,
     ) -> IdList:
-        """Delete up to ``limit`` finished tasks completed over ``older_than_ms`` ago.
+        """Delete up to ``limit`` finished tasks completed over ``older_than`` ago.
+
+        Args:
+            older_than_ms: The age, in milliseconds (the reference SDK's; 0: any age).
+            queue, status, name: Only tasks that match (``status`` a finished one).
+            limit: The most tasks deleted by this call.
+            older_than: The age as a duration (``"7d"``, ``timedelta``, seconds as
+                a number); give it or ``older_than_ms``.
 
         Returns:
             The ids deleted (their keys go with them).
+
+        Raises:
+            InvalidArgument: both ``older_than`` and ``older_than_ms``, or a bad value.
+
+        Example::
+
+            cq.purge(older_than="7d", status="succeeded")
         """
+        older_than_ms = duration_or_ms(older_than, older_than_ms, "older_than") or 0
         store = self._overriding("purge")
         if store is not None:
             ids: IdList = store.purge(
@@ -528,14 +544,27 @@ class SyncOperations(_ClientCore):
         self,
         task_id: str,
         *,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
     ) -> Task:
         """Wait until a task is finished (succeeded, failed or canceled) and return it.
 
+        Args:
+            task_id: The task to wait for.
+            timeout_ms: How long to wait, in milliseconds (the reference SDK's; 30 s).
+            poll_ms, max_poll_ms: The first and the longest interval between reads.
+            timeout: How long to wait, as a duration (``"5m"``, ``timedelta``,
+                seconds as a number); give it or ``timeout_ms``.
+
         Raises:
-            TaskTimeout: not finished within ``timeout_ms``; the task is unaffected.
+            InvalidArgument: both ``timeout`` and ``timeout_ms``, or a bad value.
+            TaskTimeout: not finished within the timeout; the task is unaffected.
+
+        Example::
+
+            task = cq.wait(task_id, timeout="2m")
         """
         with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
             sub.until_live(LIVE_WAIT_S)
@@ -549,6 +578,7 @@ class SyncOperations(_ClientCore):
                 max_poll_ms=max_poll_ms,
                 clock=self._clock(),
                 where=self._where(),
+                timeout=timeout,
             )
             store = self._overriding("task_done_wake")
             if store is not None:
@@ -559,9 +589,10 @@ class SyncOperations(_ClientCore):
         self,
         key: str,
         *,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
     ) -> Task:
         """Like ``wait``, following the key to whichever task it points at as it changes.
 
@@ -583,6 +614,7 @@ class SyncOperations(_ClientCore):
                 clock=self._clock(),
                 where=self._where(),
                 seen=None if wake is None else wake.follow,
+                timeout=timeout,
             )
             return self._follow(procedure, sub if wake is None else wake)
 
@@ -604,9 +636,10 @@ class SyncOperations(_ClientCore):
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
         **submit_options: Any,
     ) -> Any:
         """Submit, wait, and return the task's result.
@@ -615,22 +648,24 @@ class SyncOperations(_ClientCore):
             task: The handler name or a ``TaskDef`` (as for ``submit``).
             payload: Any JSON value.
             name: Another spelling of ``task`` (the reference SDK's); give one of the two.
-            timeout_ms, poll_ms, max_poll_ms: As for ``wait``.
+            timeout_ms, poll_ms, max_poll_ms, timeout: As for ``wait``.
             **submit_options: As for ``submit``.
 
         Returns:
             The task's result.
 
         Raises:
-            InvalidArgument: a bad argument, or both ``task`` and ``name``.
+            InvalidArgument: a bad argument (nothing is submitted), both ``task``
+                and ``name``, or both ``timeout`` and ``timeout_ms``.
             TaskFailed: the task ended failed (carries its error envelope).
             TaskCanceled: the task ended canceled.
-            TaskTimeout: it did not finish within ``timeout_ms``.
+            TaskTimeout: it did not finish within the timeout.
 
         Example::
 
-            total = cq.call("add", {"a": 1, "b": 2}, timeout_ms=5_000)
+            total = cq.call("add", {"a": 1, "b": 2}, timeout="5s")
         """
+        timeout_ms = wait_timeout_ms(timeout, timeout_ms)
         submitted = self.submit(task_or_name(task, name, "call"), payload, **submit_options)
         done = self.wait(
             submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms
