@@ -241,3 +241,33 @@ async def test_ctx_snooze_delay_ms_still_works_and_warns(db: Database) -> None:
         with pytest.warns(CairnQDeprecationWarning, match=r"ctx\.snooze\(delay_ms=\.\.\.\)"):
             assert await cq.call("napper", timeout="30s") == "awake"
     assert len(snoozed) == 1
+
+
+# --- cq.activity(window=, bucket=) and the Starlette follow(poll=) -------------------------------
+
+
+async def test_activity_takes_a_window_and_a_bucket_as_durations(db: Database) -> None:
+    async with db.client() as cq:
+        (series,) = await cq.activity(window="1m", bucket="20s", queue="idle")
+    assert (series.bucket_ms, len(series.succeeded)) == (20_000, 3)
+
+
+async def test_activity_window_ms_and_bucket_ms_still_work_and_warn(db: Database) -> None:
+    forget_warnings()
+    async with db.client() as cq:
+        with pytest.warns(
+            CairnQDeprecationWarning, match=r"cq\.activity\((window|bucket)_ms=\.\.\.\)"
+        ):
+            (series,) = await cq.activity(window_ms=60_000, bucket_ms=20_000, queue="idle")
+    assert (series.bucket_ms, len(series.succeeded)) == (20_000, 3)
+
+
+async def test_follow_poll_ms_still_works_and_warns(db: Database) -> None:
+    starlette = pytest.importorskip("cairnq.contrib.starlette")
+    forget_warnings()
+    async with db.client() as cq:
+        task = await cq.submit("report.build")
+        await cq.cancel(task.id)
+        with pytest.warns(CairnQDeprecationWarning, match=r"follow\(poll_ms=\.\.\.\)"):
+            seen = [t.status async for t in starlette.follow(cq, task.id, poll_ms=20)]
+    assert seen == ["canceled"]

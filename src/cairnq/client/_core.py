@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar, overload
 from .. import _ids, kernel
 from .._checks import MAX_DELAY_MS, check_int
 from .._clock import SYSTEM_CLOCK, Clock
+from .._deprecated import renamed
 from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from .._readiness import Readiness
 from .._wait import next_poll_ms
@@ -648,6 +649,23 @@ class DoneWake:
             return await self._sub.wait_async(timeout_s)
         await self._store.task_done_wake(self._task_id, max(0, round(timeout_s * 1000)))
         return False
+
+
+def activity_spans(
+    window: Duration | None, bucket: Duration | None, window_ms: Any, bucket_ms: Any
+) -> tuple[int, int]:
+    """``activity``'s window and bucket in milliseconds (an hour, five minutes by
+    default); the old ``window_ms``/``bucket_ms`` warn once each, kept one release.
+
+    Raises:
+        InvalidArgument: both spellings of one, or a bad value (named as given).
+    """
+    for old, new, value in (("window_ms", "window", window_ms), ("bucket_ms", "bucket", bucket_ms)):
+        if value is not None:
+            renamed(f"cq.activity({old}=...)", f"cq.activity({new}=...) (a duration)")
+    window_of = duration_or_ms(window, window_ms, "window", low_ms=1, high_ms=2**62)
+    bucket_of = duration_or_ms(bucket, bucket_ms, "bucket", low_ms=1, high_ms=2**62)
+    return window_of or 3_600_000, bucket_of or 300_000
 
 
 def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:

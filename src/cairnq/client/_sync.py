@@ -42,6 +42,7 @@ from ._core import (
     _ClientCore,
     _outcome,
     _waiting,
+    activity_spans,
     task_or_name,
     wait_timeout_ms,
 )
@@ -513,18 +514,27 @@ class SyncOperations(_ClientCore):
         return self._run(op, write=False)
 
     def activity(
-        self, *, window_ms: int = 3_600_000, bucket_ms: int = 300_000, queue: str | None = None
+        self,
+        *,
+        window: Duration | None = None,
+        bucket: Duration | None = None,
+        queue: str | None = None,
+        window_ms: int | None = None,
+        bucket_ms: int | None = None,
     ) -> ActivityList:
-        """Tasks finished per queue and time bucket over the last ``window_ms``.
+        """Tasks finished per queue and time bucket over the last ``window``.
 
         Counts come from ``completed_at_ms``, split by outcome (succeeded, failed,
         canceled). Only queues that finished something appear, unless ``queue``
         names one. Purged tasks no longer count.
 
         Args:
-            window_ms: How far back (an hour); the buckets end now.
-            bucket_ms: Width of a bucket (5 minutes); at most 1000 buckets.
+            window: How far back, a duration (``"1h"``, a ``timedelta``, seconds
+                as a number; an hour); the buckets end now.
+            bucket: Width of a bucket, a duration (5 minutes); at most 1000 buckets.
             queue: Only this queue.
+            window_ms, bucket_ms: The old spellings (int ms), kept for one
+                release; each warns once.
 
         Returns:
             One ``QueueActivity`` per queue, sorted by name.
@@ -534,10 +544,11 @@ class SyncOperations(_ClientCore):
 
         Example::
 
-            for series in cq.activity(window_ms=3_600_000, bucket_ms=60_000):
+            for series in cq.activity(window="1h", bucket="1m"):
                 print(series.queue, series.finished, series.failure_rate)
         """
-        op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
+        window_of, bucket_of = activity_spans(window, bucket, window_ms, bucket_ms)
+        op = _reads.activity(window_ms=window_of, bucket_ms=bucket_of, queue=queue)
         return self._run(op, write=False)
 
     def wait(
