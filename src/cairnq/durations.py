@@ -3,18 +3,22 @@
 The rule:
 
 - A duration option whose name does not end in ``_ms`` (``delay=``, ``every=``,
-  ``jitter=``, ``catch_up=``, ``per=``, ``backoff=``, ``Snooze(...)``,
-  ``ctx.snooze(...)``) takes a ``datetime.timedelta``, a string with a unit
-  (``"5m"``, ``"1.5s"``, ``"1h30m"``, ``"500ms"``), or a bare ``int``/``float``
-  meaning **seconds**, as ``asyncio.sleep``, ``time.sleep`` and ``timedelta`` read
-  a bare number. A string without a unit (``"60"``) and a ``bool`` are refused.
+  ``jitter=``, ``catch_up=``, ``per=``, ``backoff=``, ``timeout=``,
+  ``older_than=``, ``heartbeat_interval=``, ``drain_timeout=``,
+  ``recovery_interval=``, ``op_timeout=``, ``Snooze(...)``, ``ctx.snooze(...)``)
+  takes a ``datetime.timedelta``, a string with a unit (``"5m"``, ``"1.5s"``,
+  ``"1h30m"``, ``"500ms"``), or a bare ``int``/``float`` meaning **seconds**, as
+  ``asyncio.sleep``, ``time.sleep`` and ``timedelta`` read a bare number. A string
+  without a unit (``"60"``) and a ``bool`` are refused.
 - A point in time (``run_at=``) is an aware ``datetime``; a naive one is refused.
 - An option whose name ends in ``_ms`` is an ``int`` of milliseconds. These are the
   reference SDK's options: submit's ``delay_ms``, wait/call ``timeout_ms``,
   ``poll_ms``, ``max_poll_ms``, the Worker's ``lease_ms``, ``poll_interval_ms``,
   ``retry_backoff_ms``, ``retry_backoff_max_ms``, ``max_run_ms``,
   ``max_queue_wait_ms``, purge's and Retention's ``older_than_ms``, Retention's
-  ``interval_ms``.
+  ``interval_ms``. Where a length of time is most often written, a duration
+  option sits beside one (``timeout=``, ``older_than=``): give one of the two
+  (``duration_or_ms``).
 - The command line takes durations with a unit (``--delay 30s``); a bare number
   is refused there, except in options spelled ``--...-ms`` (milliseconds).
 
@@ -25,37 +29,46 @@ caller's unit (``snooze delay must be 0 seconds or more, got -5``).
 Every duration and time option of the public API (``docs/durations.md`` has the
 same table, with the old meanings):
 
-====================================  =========================================
-option                                takes
-====================================  =========================================
-``submit(delay=)``                    duration (seconds when a number)
-``submit(run_at=)``                   aware ``datetime`` (in the past: now)
-``submit(delay_ms=)``                 int ms (reference)
-``submit_many`` dict items            as ``submit``: ``delay``, ``run_at``, ``delay_ms``
-``wait/call(timeout_ms, poll_ms,``    int ms (reference)
-``max_poll_ms)``
-``purge(older_than_ms=)``             int ms (reference)
-``Worker(lease_ms, poll_interval_ms,  int ms (reference)
+======================================  ========================================
+option                                  takes
+======================================  ========================================
+``submit(delay=)``                      duration (seconds when a number)
+``submit(run_at=)``                     aware ``datetime`` (in the past: now)
+``submit(delay_ms=)``                   int ms (reference)
+``submit_many`` dict items              as ``submit``: ``delay``, ``run_at``, ``delay_ms``
+``wait/wait_by_key/call/ctx.wait``      int ms (reference)
+``(timeout_ms, poll_ms, max_poll_ms)``
+``wait/wait_by_key/call/ctx.wait``      duration, or ``timeout_ms``
+``(timeout=)``
+``purge(older_than_ms=)``               int ms (reference)
+``purge(older_than=)``                  duration, or ``older_than_ms``
+``Worker(lease_ms, poll_interval_ms,    int ms (reference)
 retry_backoff_ms,
 retry_backoff_max_ms, max_run_ms,
-max_queue_wait_ms, ...)``
-``Retention(older_than_ms,            int ms (reference)
+max_queue_wait_ms)``
+``Worker(heartbeat_interval,            duration (the ``_ms`` spellings kept
+drain_timeout, recovery_interval)``     one release)
+``Retention(older_than_ms,              int ms (reference)
 interval_ms)``
-``Snooze(delay)``, ``ctx.snooze``     duration (seconds when a number)
-``Snooze(delay_ms=)``,                int ms
-``ctx.snooze(delay_ms=)``
-``ctx.step(backoff=)``                duration (seconds when a number)
-``Limit.rate(per=)``                  duration (seconds when a number)
-schedules ``every=``                  duration (seconds when a number), >= 1s
-schedules ``jitter=``                 duration (seconds when a number)
-schedules ``catch_up=``               duration (seconds when a number), >= 1s
-CLI ``--delay``, ``--timeout``,       duration with a unit
+``Retention(older_than=)``              duration or ``{status: duration}``
+``PostgresBackend(op_timeout,           duration (the ``_s`` spellings kept
+listen_health)``                        one release)
+``Snooze(delay)``, ``ctx.snooze``       duration (``delay_ms`` kept one release)
+``ctx.step(backoff=)``                  duration (seconds when a number)
+``cq.activity(window, bucket)``         duration (the ``_ms`` spellings kept
+                                        one release)
+starlette ``follow/task_events(poll)``  duration (``poll_ms`` kept one release)
+``Limit.rate(per=)``                    duration (seconds when a number)
+schedules ``every=``                    duration (seconds when a number), >= 1s
+schedules ``jitter=``                   duration (seconds when a number)
+schedules ``catch_up=``                 duration (seconds when a number), >= 1s
+CLI ``--delay``, ``--timeout``,         duration with a unit
 ``--older-than``, ``--every``,
 ``--jitter``, ``--catch-up``,
 ``--per``
-CLI ``--delay-ms``, ``--timeout-ms``  int ms, or a duration with a unit
-CLI ``top --interval``                seconds (a number)
-====================================  =========================================
+CLI ``--delay-ms``, ``--timeout-ms``    int ms, or a duration with a unit
+CLI ``top --interval``                  seconds (a number)
+======================================  ========================================
 
 Example::
 
