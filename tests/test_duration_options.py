@@ -271,3 +271,27 @@ async def test_follow_poll_ms_still_works_and_warns(db: Database) -> None:
         with pytest.warns(CairnQDeprecationWarning, match=r"follow\(poll_ms=\.\.\.\)"):
             seen = [t.status async for t in starlette.follow(cq, task.id, poll_ms=20)]
     assert seen == ["canceled"]
+
+
+# --- cq.presence.workers(within=), cq.presence.unserved(within=) ---------------------------------
+
+
+async def test_presence_unserved_takes_a_duration_window(db: Database) -> None:
+    async with db.client() as cq:
+        await cq.submit("report.build")
+        unserved = await cq.presence.unserved(within="1m")
+    assert [(u.queue, u.name) for u in unserved] == [("default", "report.build")]
+
+
+async def test_presence_workers_within_ms_still_works_and_warns(db: Database) -> None:
+    forget_warnings()
+    async with db.client() as cq:
+        with pytest.warns(CairnQDeprecationWarning, match=r"cq\.presence\.workers\(within_ms="):
+            assert await cq.presence.workers(within_ms=60_000) == []
+
+
+async def test_presence_unserved_within_ms_still_works_and_warns(db: Database) -> None:
+    forget_warnings()
+    async with db.client() as cq:
+        with pytest.warns(CairnQDeprecationWarning, match=r"cq\.presence\.unserved\(within_ms="):
+            assert await cq.presence.unserved(within_ms=60_000) == []

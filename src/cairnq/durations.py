@@ -58,6 +58,8 @@ listen_health)``                        one release)
 ``cq.activity(window, bucket)``         duration (the ``_ms`` spellings kept
                                         one release)
 starlette ``follow/task_events(poll)``  duration (``poll_ms`` kept one release)
+``cq.presence.workers/unserved``        duration (``within_ms`` kept one
+``(within)``                            release)
 ``Limit.rate(per=)``                    duration (seconds when a number)
 schedules ``every=``                    duration (seconds when a number), >= 1s
 schedules ``jitter=``                   duration (seconds when a number)
