@@ -60,7 +60,7 @@ def cmd_worker(spec: dict[str, Any], log_path: str, stop_path: str, concurrency:
 
 def cmd_serve(spec: dict[str, Any], marker: str) -> None:
     """``Worker.serve()`` with one slow task handler; writes ``marker`` when a task starts."""
-    worker = Worker(open_backend(spec), poll_interval_ms=50, drain_timeout_ms=10_000)
+    worker = Worker(open_backend(spec), poll_interval_ms=50, drain_timeout="10s")
 
     @worker.task
     async def slow(ctx: Any, payload: Any) -> Any:

@@ -60,7 +60,7 @@ def report_app(cq: CairnQ, paced: Paced) -> FastAPI:
 
     @app.get("/tasks/{task_id}/events")
     async def report_events(task_id: str, cq: Client) -> Response:
-        return await task_events(cq, task_id, poll_ms=20)
+        return await task_events(cq, task_id, poll="20ms")
 
     return app
 

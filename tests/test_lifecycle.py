@@ -325,7 +325,7 @@ async def test_a_call_still_running_in_the_drain_keeps_its_lease_renewed(
 ) -> None:
     draining = await drain_noted(monkeypatch)
     clock = FakeClock()
-    worker = db.worker(clock=clock, poll_interval_ms=20, lease_ms=60_000, heartbeat_interval_ms=50)
+    worker = db.worker(clock=clock, poll_interval_ms=20, lease_ms=60_000, heartbeat_interval="50ms")
     started, release = asyncio.Event(), asyncio.Event()
 
     @worker.task

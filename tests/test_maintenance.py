@@ -42,7 +42,7 @@ async def test_a_killed_workers_last_attempt_fails_via_a_busy_worker_of_another_
         assert running is not None and running.status == "running"
 
         other = db.worker(
-            queues=["other"], concurrency=1, poll_interval_ms=60_000, recovery_interval_ms=200
+            queues=["other"], concurrency=1, poll_interval_ms=60_000, recovery_interval="200ms"
         )
         release = asyncio.Event()
 
@@ -76,7 +76,7 @@ async def test_recovery_with_attempts_left_requeues_and_with_a_cancel_cancels(
         await cq.backend.arun(claim, write=True)
         await cq.cancel(cancel.id)
         clock.advance(1001)
-        worker = db.worker(clock=clock, queues=["elsewhere"], recovery_interval_ms=50)
+        worker = db.worker(clock=clock, queues=["elsewhere"], recovery_interval="50ms")
 
         @worker.task
         async def noop(ctx: TaskContext) -> None: ...

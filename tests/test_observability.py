@@ -130,7 +130,7 @@ async def test_a_lease_recovered_by_a_workers_claim_is_reported_as_recovered(
         clock.advance(1001)
         # The maintenance timer never fires in this test: only the claim path recovers.
         worker = db.worker(
-            clock=clock, poll_interval_ms=20, recovery_interval_ms=3_600_000, on_event=events.append
+            clock=clock, poll_interval_ms=20, recovery_interval="1h", on_event=events.append
         )
 
         @worker.task

@@ -209,7 +209,7 @@ async def test_succeed_in_after_a_cancel_skips_the_write_and_ends_canceled(
     pg_db: Database, app_conn: Any
 ) -> None:
     await _effects_table(app_conn)
-    worker = pg_db.worker(poll_interval_ms=20, heartbeat_interval_ms=50, lease_ms=600)
+    worker = pg_db.worker(poll_interval_ms=20, heartbeat_interval="50ms", lease_ms=600)
     started = asyncio.Event()
     writes: list[str] = []
     settled_as: list[str] = []
@@ -274,7 +274,7 @@ async def test_succeed_in_with_a_write_longer_than_the_lease_still_succeeds_once
     await _effects_table(app_conn)
     turns = ClaimTurns(monkeypatch)
     lease_ms = 200
-    worker = pg_db.worker(poll_interval_ms=20, lease_ms=lease_ms, heartbeat_interval_ms=50)
+    worker = pg_db.worker(poll_interval_ms=20, lease_ms=lease_ms, heartbeat_interval="50ms")
     events: list[str] = []
     worker.subscribe(lambda event: events.append(event.kind))
 
@@ -311,7 +311,7 @@ async def test_succeed_in_after_a_lost_lease_raises_and_leaves_exactly_one_effec
 
     def make_worker() -> Worker:
         worker = pg_db.worker(
-            clock=clock, poll_interval_ms=20, lease_ms=60_000, heartbeat_interval_ms=50_000
+            clock=clock, poll_interval_ms=20, lease_ms=60_000, heartbeat_interval="50s"
         )
 
         @worker.task
@@ -485,7 +485,7 @@ async def test_a_wait_returns_when_a_worker_in_another_process_finishes_the_task
         cwd=ROOT,
     )
     try:
-        async with pg_db.client(listen=True, listen_health_s=3600) as cq:
+        async with pg_db.client(listen=True, listen_health=3600) as cq:
             # Due after the wait's first look, which then naps for ten minutes and
             # no health probe pokes it: only the completion's notification can end
             # the wait within the minute.
@@ -551,7 +551,7 @@ async def test_heartbeats_skip_a_row_an_application_transaction_holds(
     pg_db: Database, app_conn: Any
 ) -> None:
     worker = pg_db.worker(
-        poll_interval_ms=20, concurrency=2, lease_ms=3000, heartbeat_interval_ms=100
+        poll_interval_ms=20, concurrency=2, lease_ms=3000, heartbeat_interval="100ms"
     )
     release = asyncio.Event()
     contexts: list[TaskContext] = []
@@ -593,7 +593,7 @@ async def _later(read: Any, than: int) -> int:
 
 async def test_every_connection_names_cairnq_and_its_role(pg_db: Database) -> None:
     worker = Worker.postgres(
-        pg_db.url, schema=pg_db.schema, poll_interval_ms=20, heartbeat_interval_ms=50
+        pg_db.url, schema=pg_db.schema, poll_interval_ms=20, heartbeat_interval="50ms"
     )
     release = asyncio.Event()
     started = asyncio.Event()

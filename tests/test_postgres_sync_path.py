@@ -57,7 +57,7 @@ def test_a_blocking_operation_on_a_silent_connection_fails_after_op_timeout_s(
             listen=False,
             min_size=1,
             max_size=1,
-            op_timeout_s=0.5,
+            op_timeout=0.5,
         )
         try:
             backend.run(kernel.stats(None), write=False)
@@ -73,7 +73,7 @@ def test_a_blocking_operation_on_a_silent_connection_fails_after_op_timeout_s(
 
 
 def test_a_blocking_operation_answered_in_time_is_not_cut(pg_db: Database) -> None:
-    with pg_db.sync_client(op_timeout_s=0.5) as cq:
+    with pg_db.sync_client(op_timeout=0.5) as cq:
         tasks = [cq.submit("job", {"i": i}) for i in range(20)]
         time.sleep(0.7)
         listed = cq.list(limit=100)
@@ -122,7 +122,7 @@ def test_a_timed_out_operation_on_the_applications_connection_is_cancelled_not_b
         app.execute(search_path)
         locker.execute(search_path)
         locker.execute("select id from cairnq_tasks where id = %s for update", (task.id,))
-        cq = SyncCairnQ(PostgresBackend(app, schema=pg_db.schema, op_timeout_s=0.5))
+        cq = SyncCairnQ(PostgresBackend(app, schema=pg_db.schema, op_timeout=0.5))
         with pytest.raises(DatabaseUnavailable, match=r"did not answer within 0\.5 s"):
             cq.cancel(task.id)
         locker.rollback()

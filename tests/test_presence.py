@@ -18,7 +18,7 @@ def refused(exc: BaseException, context: Any) -> None:
 
 async def row(db: Database, clock: FakeClock, worker_id: str) -> WorkerInfo:
     async with db.client(clock=clock) as cq:
-        infos = {i.worker_id: i for i in await cq.presence.workers(within_ms=3_600_000)}
+        infos = {i.worker_id: i for i in await cq.presence.workers(within="1h")}
     return infos[worker_id]
 
 

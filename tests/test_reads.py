@@ -222,7 +222,7 @@ def test_activity_counts_finished_tasks_per_bucket_by_outcome(
     succeed(cq, claim(cq, "ok2", "q"))
     cq.cancel(cq.list(name="gone")[0].id)
     clock.advance(5 * 60_000)
-    (series,) = cq.activity(window_ms=30 * 60_000, bucket_ms=10 * 60_000)
+    (series,) = cq.activity(window="30m", bucket="10m")
     assert series.queue == "q"
     assert series.start_ms == clock.now_ms() - 30 * 60_000
     assert series.succeeded == (1, 0, 1)
@@ -241,13 +241,13 @@ def test_activity_leaves_out_tasks_finished_before_the_window(
 
 
 def test_activity_of_a_named_queue_is_zeros_when_nothing_finished(cq: SyncCairnQ) -> None:
-    (series,) = cq.activity(window_ms=60_000, bucket_ms=20_000, queue="idle")
+    (series,) = cq.activity(window="1m", bucket="20s", queue="idle")
     assert (series.queue, series.succeeded, series.failure_rate) == ("idle", (0, 0, 0), None)
 
 
 def test_activity_refuses_more_than_a_thousand_buckets(cq: SyncCairnQ) -> None:
     with pytest.raises(InvalidArgument, match="buckets"):
-        cq.activity(window_ms=3_600_000, bucket_ms=1000)
+        cq.activity(window="1h", bucket="1s")
 
 
 # --- workers ---------------------------------------------------------------------------------

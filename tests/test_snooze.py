@@ -137,7 +137,7 @@ async def test_the_snooze_past_max_snoozes_fails_the_task_with_a_snooze_limit_en
     @worker.task
     async def fetch(ctx: Any) -> None:
         runs.append(ctx.attempt)
-        raise Snooze(delay_ms=0)
+        raise Snooze(0)
 
     async with db.client() as cq, worker.background():
         task = await cq.submit("fetch", max_attempts=5)
@@ -249,7 +249,6 @@ async def test_snooze_counts_go_with_their_task_when_it_is_purged(db: Database) 
         (("soon",), {}, "invalid duration"),
         ((True,), {}, "must be a duration: seconds"),
         (([5],), {}, r"got \[5\]"),
-        ((), {"delay_ms": -5}, "delay_ms must be >= 0"),
     ],
 )
 def test_a_bad_snooze_delay_is_refused_with_a_clear_message(

@@ -326,7 +326,7 @@ def test_a_backend_used_after_fork_says_so_instead_of_hanging(sqlite_db: Databas
 async def test_a_heartbeat_stuck_behind_a_lock_flags_the_lease_lost_in_time(
     sqlite_db: Database,
 ) -> None:
-    worker = sqlite_db.worker(poll_interval_ms=20, lease_ms=300, heartbeat_interval_ms=50)
+    worker = sqlite_db.worker(poll_interval_ms=20, lease_ms=300, heartbeat_interval="50ms")
     started = asyncio.Event()
     release = asyncio.Event()
     seen: list[bool] = []

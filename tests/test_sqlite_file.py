@@ -100,7 +100,7 @@ def test_serve_ends_with_database_unavailable_without_waiting_for_in_flight_call
 ) -> None:
     path = sqlite_db.path
     assert path is not None
-    worker = sqlite_db.worker(poll_interval_ms=50, drain_timeout_ms=60_000)
+    worker = sqlite_db.worker(poll_interval_ms=50, drain_timeout="1m")
     started = threading.Event()
 
     @worker.task

@@ -116,7 +116,7 @@ async def fill_every_task_keyed_table(
     async def napper(ctx: Any, payload: Any) -> str:
         if not snoozed:
             snoozed.append(ctx.task_id)
-            await ctx.snooze(delay_ms=0)
+            await ctx.snooze(0)
         return "awake"
 
     first = await cq.submit("stepped", {"customer": "a"}, key="stepped-a")

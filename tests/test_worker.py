@@ -285,7 +285,7 @@ async def test_max_run_ms_abandons_the_attempt_as_handler_timeout(db: Database) 
 
 
 async def test_cancel_of_a_running_task_is_seen_and_wins(db: Database) -> None:
-    worker = db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=50)
+    worker = db.worker(poll_interval_ms=20, lease_ms=600, heartbeat_interval="50ms")
     started = asyncio.Event()
 
     @worker.task
@@ -405,7 +405,7 @@ async def test_handler_writes_after_a_lost_lease_raise_without_touching_the_row(
     db: Database,
 ) -> None:
     clock = FakeClock()
-    worker = db.worker(clock=clock, poll_interval_ms=20, lease_ms=1000, heartbeat_interval_ms=50)
+    worker = db.worker(clock=clock, poll_interval_ms=20, lease_ms=1000, heartbeat_interval="50ms")
     started = asyncio.Event()
     proceed = asyncio.Event()
     outcome: dict[str, Any] = {}
@@ -445,7 +445,9 @@ async def test_handler_writes_after_a_lost_lease_raise_without_touching_the_row(
 async def test_one_heartbeat_statement_per_interval_covers_every_running_task(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, concurrency=5, lease_ms=3000, heartbeat_interval_ms=100)
+    worker = db.worker(
+        poll_interval_ms=20, concurrency=5, lease_ms=3000, heartbeat_interval="100ms"
+    )
     calls: list[int] = []
     original = kernel.heartbeat_batch
 
@@ -602,7 +604,7 @@ async def test_a_handler_blocking_the_loop_is_reported_as_event_loop_blocked(
     reported: list[BaseException] = []
     worker = db.worker(
         poll_interval_ms=20,
-        heartbeat_interval_ms=50,
+        heartbeat_interval="50ms",
         on_error=lambda exc, context: reported.append(exc),
     )
 
@@ -847,7 +849,7 @@ def test_a_lambda_needs_an_explicit_name(db: Database) -> None:
     [
         {"concurrency": 0},
         {"lease_ms": 5},
-        {"heartbeat_interval_ms": 40_000},
+        {"heartbeat_interval": "40s"},
         {"queues": []},
         {"queues": "default"},
         {"max_run_ms": 0},
@@ -958,7 +960,7 @@ async def test_until_idle_with_nothing_due_returns_at_once(
 async def test_drain_timeout_hands_unfinished_tasks_back_with_the_attempt_uncounted(
     db: Database,
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, drain_timeout_ms=100)
+    worker = db.worker(poll_interval_ms=20, drain_timeout="100ms")
     started = asyncio.Event()
 
     @worker.task
@@ -1124,7 +1126,11 @@ async def test_a_raising_on_error_hook_does_not_stop_heartbeats(db: Database) ->
         raise RuntimeError("the hook itself is broken")
 
     worker = db.worker(
-        poll_interval_ms=20, lease_ms=600, heartbeat_interval_ms=100, on_error=broken, concurrency=2
+        poll_interval_ms=20,
+        lease_ms=600,
+        heartbeat_interval="100ms",
+        on_error=broken,
+        concurrency=2,
     )
 
     started, release = asyncio.Event(), asyncio.Event()

@@ -221,7 +221,7 @@ def test_worker_on_an_unreachable_postgres_logs_one_line_per_interval_and_stops_
     pytest.importorskip("psycopg_pool")
     port = free_port()
     url = f"postgresql://cairnq@127.0.0.1:{port}/app"
-    write_app(tmp_path / "jobs_down.py", f"Worker({url!r}, drain_timeout_ms=2000)")
+    write_app(tmp_path / "jobs_down.py", f"Worker({url!r}, drain_timeout='2s')")
     env = {k: v for k, v in os.environ.items() if k not in ("CAIRNQ_DATABASE_URL", "CAIRNQ_SCHEMA")}
     proc = subprocess.Popen(
         [str(SCRIPT), "worker", "jobs_down:worker"],

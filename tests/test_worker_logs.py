@@ -193,7 +193,7 @@ async def test_a_canceled_task_end_is_logged_as_canceled(
 async def test_a_drain_timeout_lists_the_tasks_it_hands_back_at_warning(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    worker = db.worker(poll_interval_ms=20, drain_timeout_ms=50, concurrency=2)
+    worker = db.worker(poll_interval_ms=20, drain_timeout="50ms", concurrency=2)
     started = 0
     both = asyncio.Event()
 

@@ -29,7 +29,7 @@ SAMPLES: list[tuple[str, dict[str, Any]]] = [
 
 def build_worker(cq: CairnQ) -> Worker:
     """The demo's worker: four handlers, one of which fails once before it succeeds."""
-    worker = Worker(cq, concurrency=4, retry_backoff_ms=200, heartbeat_interval_ms=500)
+    worker = Worker(cq, concurrency=4, retry_backoff_ms=200, heartbeat_interval="500ms")
 
     async def steps(ctx: TaskContext, label: str, count: int) -> None:
         for step in range(1, count + 1):

@@ -3,18 +3,22 @@
 The rule:
 
 - A duration option whose name does not end in ``_ms`` (``delay=``, ``every=``,
-  ``jitter=``, ``catch_up=``, ``per=``, ``backoff=``, ``Snooze(...)``,
-  ``ctx.snooze(...)``) takes a ``datetime.timedelta``, a string with a unit
-  (``"5m"``, ``"1.5s"``, ``"1h30m"``, ``"500ms"``), or a bare ``int``/``float``
-  meaning **seconds**, as ``asyncio.sleep``, ``time.sleep`` and ``timedelta`` read
-  a bare number. A string without a unit (``"60"``) and a ``bool`` are refused.
+  ``jitter=``, ``catch_up=``, ``per=``, ``backoff=``, ``timeout=``,
+  ``older_than=``, ``heartbeat_interval=``, ``drain_timeout=``,
+  ``recovery_interval=``, ``op_timeout=``, ``Snooze(...)``, ``ctx.snooze(...)``)
+  takes a ``datetime.timedelta``, a string with a unit (``"5m"``, ``"1.5s"``,
+  ``"1h30m"``, ``"500ms"``), or a bare ``int``/``float`` meaning **seconds**, as
+  ``asyncio.sleep``, ``time.sleep`` and ``timedelta`` read a bare number. A string
+  without a unit (``"60"``) and a ``bool`` are refused.
 - A point in time (``run_at=``) is an aware ``datetime``; a naive one is refused.
 - An option whose name ends in ``_ms`` is an ``int`` of milliseconds. These are the
   reference SDK's options: submit's ``delay_ms``, wait/call ``timeout_ms``,
   ``poll_ms``, ``max_poll_ms``, the Worker's ``lease_ms``, ``poll_interval_ms``,
   ``retry_backoff_ms``, ``retry_backoff_max_ms``, ``max_run_ms``,
   ``max_queue_wait_ms``, purge's and Retention's ``older_than_ms``, Retention's
-  ``interval_ms``.
+  ``interval_ms``. Where a length of time is most often written, a duration
+  option sits beside one (``timeout=``, ``older_than=``): give one of the two
+  (``duration_or_ms``).
 - The command line takes durations with a unit (``--delay 30s``); a bare number
   is refused there, except in options spelled ``--...-ms`` (milliseconds).
 
@@ -25,37 +29,48 @@ caller's unit (``snooze delay must be 0 seconds or more, got -5``).
 Every duration and time option of the public API (``docs/durations.md`` has the
 same table, with the old meanings):
 
-====================================  =========================================
-option                                takes
-====================================  =========================================
-``submit(delay=)``                    duration (seconds when a number)
-``submit(run_at=)``                   aware ``datetime`` (in the past: now)
-``submit(delay_ms=)``                 int ms (reference)
-``submit_many`` dict items            as ``submit``: ``delay``, ``run_at``, ``delay_ms``
-``wait/call(timeout_ms, poll_ms,``    int ms (reference)
-``max_poll_ms)``
-``purge(older_than_ms=)``             int ms (reference)
-``Worker(lease_ms, poll_interval_ms,  int ms (reference)
+======================================  ========================================
+option                                  takes
+======================================  ========================================
+``submit(delay=)``                      duration (seconds when a number)
+``submit(run_at=)``                     aware ``datetime`` (in the past: now)
+``submit(delay_ms=)``                   int ms (reference)
+``submit_many`` dict items              as ``submit``: ``delay``, ``run_at``, ``delay_ms``
+``wait/wait_by_key/call/ctx.wait``      int ms (reference)
+``(timeout_ms, poll_ms, max_poll_ms)``
+``wait/wait_by_key/call/ctx.wait``      duration, or ``timeout_ms``
+``(timeout=)``
+``purge(older_than_ms=)``               int ms (reference)
+``purge(older_than=)``                  duration, or ``older_than_ms``
+``Worker(lease_ms, poll_interval_ms,    int ms (reference)
 retry_backoff_ms,
 retry_backoff_max_ms, max_run_ms,
-max_queue_wait_ms, ...)``
-``Retention(older_than_ms,            int ms (reference)
+max_queue_wait_ms)``
+``Worker(heartbeat_interval,            duration (the ``_ms`` spellings kept
+drain_timeout, recovery_interval)``     one release)
+``Retention(older_than_ms,              int ms (reference)
 interval_ms)``
-``Snooze(delay)``, ``ctx.snooze``     duration (seconds when a number)
-``Snooze(delay_ms=)``,                int ms
-``ctx.snooze(delay_ms=)``
-``ctx.step(backoff=)``                duration (seconds when a number)
-``Limit.rate(per=)``                  duration (seconds when a number)
-schedules ``every=``                  duration (seconds when a number), >= 1s
-schedules ``jitter=``                 duration (seconds when a number)
-schedules ``catch_up=``               duration (seconds when a number), >= 1s
-CLI ``--delay``, ``--timeout``,       duration with a unit
+``Retention(older_than=)``              duration or ``{status: duration}``
+``PostgresBackend(op_timeout,           duration (the ``_s`` spellings kept
+listen_health)``                        one release)
+``Snooze(delay)``, ``ctx.snooze``       duration (``delay_ms`` kept one release)
+``ctx.step(backoff=)``                  duration (seconds when a number)
+``cq.activity(window, bucket)``         duration (the ``_ms`` spellings kept
+                                        one release)
+starlette ``follow/task_events(poll)``  duration (``poll_ms`` kept one release)
+``cq.presence.workers/unserved``        duration (``within_ms`` kept one
+``(within)``                            release)
+``Limit.rate(per=)``                    duration (seconds when a number)
+schedules ``every=``                    duration (seconds when a number), >= 1s
+schedules ``jitter=``                   duration (seconds when a number)
+schedules ``catch_up=``                 duration (seconds when a number), >= 1s
+CLI ``--delay``, ``--timeout``,         duration with a unit
 ``--older-than``, ``--every``,
 ``--jitter``, ``--catch-up``,
 ``--per``
-CLI ``--delay-ms``, ``--timeout-ms``  int ms, or a duration with a unit
-CLI ``top --interval``                seconds (a number)
-====================================  =========================================
+CLI ``--delay-ms``, ``--timeout-ms``    int ms, or a duration with a unit
+CLI ``top --interval``                  seconds (a number)
+======================================  ========================================
 
 Example::
 
@@ -73,13 +88,14 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, TypeAlias
 
-from ._checks import MAX_DELAY_MS
+from ._checks import MAX_DELAY_MS, check_int
 from .errors import InvalidArgument
 
 __all__ = [
     "Duration",
     "delay_ms_of",
     "duration_ms",
+    "duration_or_ms",
     "exact_duration",
     "format_duration",
     "parse_duration",
@@ -256,6 +272,46 @@ def duration_ms(
     ms = value * 1000 if isinstance(value, int) else math.ceil(round(value * 1000, 6))
     _check_bounds(value * 1000, ms, repr(value), what, low_ms, high_ms, _seconds_text)
     return ms
+
+
+def duration_or_ms(
+    value: Any,
+    value_ms: Any,
+    what: str,
+    *,
+    low_ms: int = 0,
+    high_ms: int = MAX_DELAY_MS,
+) -> int | None:
+    """Milliseconds in an option given as a duration (``what``) or as ``what_ms``, checked.
+
+    An option with both spellings (``timeout=`` beside ``timeout_ms=``) takes at
+    most one; the ``_ms`` one is an ``int`` of milliseconds.
+
+    Args:
+        value: The duration spelling's value (``None``: not given), as for ``duration_ms``.
+        value_ms: The ``_ms`` spelling's value (``None``: not given).
+        what: The duration spelling's name (``"timeout"``); the other is ``what + "_ms"``.
+        low_ms, high_ms: The bounds, inclusive, in milliseconds.
+
+    Returns:
+        Whole milliseconds, or ``None`` when neither is given.
+
+    Raises:
+        InvalidArgument: both given, or the one given is not such a value or out
+            of bounds (the message names it in the caller's unit).
+
+    Example::
+
+        duration_or_ms("50ms", None, "timeout")  # 50
+        duration_or_ms(None, 50, "timeout")  # 50
+    """
+    if value is not None and value_ms is not None:
+        raise InvalidArgument(f"give {what} or {what}_ms, not both")
+    if value is not None:
+        return duration_ms(value, what, low_ms=low_ms, high_ms=high_ms)
+    if value_ms is not None:
+        return check_int(value_ms, f"{what}_ms", low=low_ms, high=high_ms)
+    return None
 
 
 def delay_ms_of(delay: Any, what: str = "delay") -> int:

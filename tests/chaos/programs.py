@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import random
@@ -552,12 +553,17 @@ def open_backend(spec: dict[str, Any], **options: Any) -> Backend:
     from cairnq.backends.postgres import PostgresBackend
 
     if spec.get("op_timeout_s") is not None:
-        options["op_timeout_s"] = spec["op_timeout_s"]
+        options["op_timeout"] = spec["op_timeout_s"]
     return PostgresBackend(spec["url"], schema=spec["schema"], **options)
 
 
 # Messages a handler raises with in ``nasty_error`` mode: none can be stored as given.
 NASTY_MESSAGES = ("bad\x00byte", "lone \ud800 surrogate", "\x00")
+
+
+def _ms(value: int | None) -> datetime.timedelta | None:
+    """A config's milliseconds as a duration (``None`` stays)."""
+    return None if value is None else datetime.timedelta(milliseconds=value)
 
 
 def run_worker(config: dict[str, Any]) -> None:
@@ -571,13 +577,13 @@ def run_worker(config: dict[str, Any]) -> None:
         queues=config.get("queues", ["default"]),
         concurrency=config.get("concurrency", 4),
         lease_ms=config.get("lease_ms", 1000),
-        heartbeat_interval_ms=config.get("heartbeat_ms"),
+        heartbeat_interval=_ms(config.get("heartbeat_ms")),
         poll_interval_ms=config.get("poll_ms", 100),
         retry_backoff_ms=config.get("backoff_ms", 50),
         retry_backoff_max_ms=config.get("backoff_max_ms", 200),
-        recovery_interval_ms=config.get("recovery_ms", 200),
+        recovery_interval=_ms(config.get("recovery_ms", 200)),
         worker_id=config.get("worker_id"),
-        drain_timeout_ms=config.get("drain_ms", 2000),
+        drain_timeout=_ms(config.get("drain_ms", 2000)),
         max_run_ms=config.get("max_run_ms"),
         extensions=[Limits(_limits_of(config))],
     )

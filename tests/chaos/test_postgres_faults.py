@@ -158,7 +158,7 @@ async def test_a_half_open_listen_connection_is_detected_and_replaced(
     with PgProxy() as proxy:
         route = _through(proxy, pg_db)
         worker = Worker.postgres(
-            route.url, schema=pg_db.schema, poll_interval_ms=120_000, listen_health_s=1.0
+            route.url, schema=pg_db.schema, poll_interval_ms=120_000, listen_health=1.0
         )
         backend = worker.client.backend
 

@@ -4,7 +4,7 @@ import sys
 
 from cairnq import Worker
 
-worker = Worker.sqlite(sys.argv[1], poll_interval_ms=50, drain_timeout_ms=10_000)
+worker = Worker.sqlite(sys.argv[1], poll_interval_ms=50, drain_timeout="10s")
 
 
 @worker.task

@@ -42,6 +42,7 @@ from .._clock import Clock
 from .._crashpoints import ARMED
 from .._loop_end import close_at_loop_end
 from .._wakeups import LISTEN_LINGER_S, WakeHub, hub_for
+from ..durations import Duration
 from ..errors import (
     DatabaseError,
     DatabaseUnavailable,
@@ -51,6 +52,8 @@ from ..errors import (
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
 from ._pg_errors import translate as _translate
+from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, timeouts
+from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._registry import opening
 from .base import LoopBinding, bind
 
@@ -66,7 +69,6 @@ KEEPALIVES = {
     "keepalives_interval": 5,
     "keepalives_count": 2,
 }
-LISTEN_HEALTH_S = 10.0
 # How long the LISTEN connection waits for its own probe notification before
 # concluding that notifications are not delivered (a module constant so tests can shorten it).
 LISTEN_PROBE_TIMEOUT_S = 5.0
@@ -373,8 +375,9 @@ class PostgresCore:
         listen: bool = True,
         application_name: str = "cairnq",
         role: str = "client",
-        listen_health_s: float = LISTEN_HEALTH_S,
-        op_timeout_s: float | None = 60.0,
+        listen_health: Duration = LISTEN_HEALTH,
+        op_timeout: Duration | None = OP_TIMEOUT,
+        **old: float | None,
     ) -> None:
         self.schema = check_schema(schema)
         self.min_size = _checks.check_int(min_size, "min_size", low=0, high=10_000)
@@ -384,12 +387,7 @@ class PostgresCore:
         self.repair = _checks.check_repair(repair, migrate)
         self.application_name = _checks.check_text(application_name, "application_name") or ""
         self.role = _checks.check_text(role, "role") or ""
-        if not 0 < listen_health_s <= 3600:
-            raise InvalidArgument("listen_health_s must be between 0 and 3600 seconds")
-        self.listen_health_s = float(listen_health_s)
-        if op_timeout_s is not None and not 0 < op_timeout_s <= 86_400:
-            raise InvalidArgument("op_timeout_s must be positive (seconds), or None")
-        self.op_timeout_s = op_timeout_s
+        self.listen_health_s, self.op_timeout_s = timeouts(listen_health, op_timeout, old)
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None

@@ -67,13 +67,17 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             suffix names the connection's role (``-client``, ``-worker``,
             ``-heartbeat``, ``-listen``, ``-migrate``).
         role: The role of this backend's pooled connections (``"client"``).
-        listen_health_s: After this long without a notification, the LISTEN
+        listen_health: After this long without a notification, the LISTEN
             connection is probed; a probe unanswered this long means it is dead
-            (a half-open socket) and it is replaced.
-        op_timeout_s: An operation still unanswered after this long fails with
+            (a half-open socket) and it is replaced. A duration (``"10s"``,
+            seconds as a number, a ``timedelta``), at most an hour (10 s).
+        op_timeout: An operation still unanswered after this long fails with
             ``DatabaseUnavailable`` and its connection is discarded (a server or
             network that went silent); ``None`` waits forever. A blocking
-            operation's connection is shut down under it when the time is up.
+            operation's connection is shut down under it when the time is up. A
+            duration, at most a day (60 s).
+        **old: ``listen_health_s``, ``op_timeout_s``: the old spellings (seconds),
+            kept for one release; each warns once.
     """
 
     async def aclose(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar, overload
 from .. import _ids, kernel
 from .._checks import MAX_DELAY_MS, check_int
 from .._clock import SYSTEM_CLOCK, Clock
+from .._deprecated import renamed
 from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from .._readiness import Readiness
 from .._wait import next_poll_ms
@@ -31,7 +32,7 @@ from ..backends import (
     open_backend,
 )
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
-from ..durations import Duration, delay_ms_of, format_duration, point_ms
+from ..durations import Duration, delay_ms_of, duration_or_ms, format_duration, point_ms
 from ..errors import (
     InvalidArgument,
     TaskCanceled,
@@ -577,20 +578,22 @@ def _waiting(
     *,
     task_id: str | None,
     key: str | None,
-    timeout_ms: int,
+    timeout_ms: int | None,
     poll_ms: int,
     max_poll_ms: int,
     clock: Clock,
     where: str = "this database",
     seen: Callable[[str | None], None] | None = None,
+    timeout: Duration | None = None,
 ) -> Procedure[Task]:
     """The wait loop, shared by both clients: probe the status, nap, grow the interval.
 
     A nap ends early when this process settles a task (the subscription), so a
     waiter in the same process as the worker sees the result at once. ``seen``
     is told the id of the task each look found (``None``: none), before the nap.
+    The timeout is ``timeout`` (a duration) or ``timeout_ms``, at most one of them.
     """
-    check_int(timeout_ms, "timeout_ms", low=0, high=2**62)
+    timeout_ms = wait_timeout_ms(timeout, timeout_ms)
     interval = check_int(poll_ms, "poll_ms", low=1)
     ceiling = max(interval, check_int(max_poll_ms, "max_poll_ms", low=1))
     deadline = time.monotonic() + timeout_ms / 1000
@@ -646,6 +649,34 @@ class DoneWake:
             return await self._sub.wait_async(timeout_s)
         await self._store.task_done_wake(self._task_id, max(0, round(timeout_s * 1000)))
         return False
+
+
+def activity_spans(
+    window: Duration | None, bucket: Duration | None, window_ms: Any, bucket_ms: Any
+) -> tuple[int, int]:
+    """``activity``'s window and bucket in milliseconds (an hour, five minutes by
+    default); the old ``window_ms``/``bucket_ms`` warn once each, kept one release.
+
+    Raises:
+        InvalidArgument: both spellings of one, or a bad value (named as given).
+    """
+    for old, new, value in (("window_ms", "window", window_ms), ("bucket_ms", "bucket", bucket_ms)):
+        if value is not None:
+            renamed(f"cq.activity({old}=...)", f"cq.activity({new}=...) (a duration)")
+    window_of = duration_or_ms(window, window_ms, "window", low_ms=1, high_ms=2**62)
+    bucket_of = duration_or_ms(bucket, bucket_ms, "bucket", low_ms=1, high_ms=2**62)
+    return window_of or 3_600_000, bucket_of or 300_000
+
+
+def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:
+    """A wait's timeout in milliseconds: ``timeout`` (a duration), or ``timeout_ms`` (the
+    reference SDK's int ms), or 30 s.
+
+    Raises:
+        InvalidArgument: both given, or a bad value (named as given).
+    """
+    ms = duration_or_ms(timeout, timeout_ms, "timeout", high_ms=2**62)
+    return DEFAULT_WAIT_TIMEOUT_MS if ms is None else ms
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:

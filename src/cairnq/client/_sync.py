@@ -16,7 +16,7 @@ from .._events import Latch
 from .._wakeups import LIVE_WAIT_S, wants_done
 from ..backends import Backend
 from ..backpressure import QueueGate
-from ..durations import Duration
+from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
@@ -30,7 +30,6 @@ from ..store import TaskStore
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
-    DEFAULT_WAIT_TIMEOUT_MS,
     DEFAULT_WATCH_POLL_MS,
     WATCH_BUFFER,
     ActivityList,
@@ -43,7 +42,9 @@ from ._core import (
     _ClientCore,
     _outcome,
     _waiting,
+    activity_spans,
     task_or_name,
+    wait_timeout_ms,
 )
 
 T = TypeVar("T")
@@ -384,17 +385,33 @@ class SyncOperations(_ClientCore):
     def purge(
         self,
         *,
-        older_than_ms: int = 0,
+        older_than_ms: int | None = None,
         queue: str | None = None,
         status: str | None = None,
         name: str | None = None,
         limit: int = 1000,
+        older_than: Duration | None = None,
     ) -> IdList:
-        """Delete up to ``limit`` finished tasks completed over ``older_than_ms`` ago.
+        """Delete up to ``limit`` finished tasks completed over ``older_than`` ago.
+
+        Args:
+            older_than_ms: The age, in milliseconds (the reference SDK's; 0: any age).
+            queue, status, name: Only tasks that match (``status`` a finished one).
+            limit: The most tasks deleted by this call.
+            older_than: The age as a duration (``"7d"``, ``timedelta``, seconds as
+                a number); give it or ``older_than_ms``.
 
         Returns:
             The ids deleted (their keys go with them).
+
+        Raises:
+            InvalidArgument: both ``older_than`` and ``older_than_ms``, or a bad value.
+
+        Example::
+
+            cq.purge(older_than="7d", status="succeeded")
         """
+        older_than_ms = duration_or_ms(older_than, older_than_ms, "older_than") or 0
         store = self._overriding("purge")
         if store is not None:
             ids: IdList = store.purge(
@@ -497,18 +514,27 @@ class SyncOperations(_ClientCore):
         return self._run(op, write=False)
 
     def activity(
-        self, *, window_ms: int = 3_600_000, bucket_ms: int = 300_000, queue: str | None = None
+        self,
+        *,
+        window: Duration | None = None,
+        bucket: Duration | None = None,
+        queue: str | None = None,
+        window_ms: int | None = None,
+        bucket_ms: int | None = None,
     ) -> ActivityList:
-        """Tasks finished per queue and time bucket over the last ``window_ms``.
+        """Tasks finished per queue and time bucket over the last ``window``.
 
         Counts come from ``completed_at_ms``, split by outcome (succeeded, failed,
         canceled). Only queues that finished something appear, unless ``queue``
         names one. Purged tasks no longer count.
 
         Args:
-            window_ms: How far back (an hour); the buckets end now.
-            bucket_ms: Width of a bucket (5 minutes); at most 1000 buckets.
+            window: How far back, a duration (``"1h"``, a ``timedelta``, seconds
+                as a number; an hour); the buckets end now.
+            bucket: Width of a bucket, a duration (5 minutes); at most 1000 buckets.
             queue: Only this queue.
+            window_ms, bucket_ms: The old spellings (int ms), kept for one
+                release; each warns once.
 
         Returns:
             One ``QueueActivity`` per queue, sorted by name.
@@ -518,24 +544,38 @@ class SyncOperations(_ClientCore):
 
         Example::
 
-            for series in cq.activity(window_ms=3_600_000, bucket_ms=60_000):
+            for series in cq.activity(window="1h", bucket="1m"):
                 print(series.queue, series.finished, series.failure_rate)
         """
-        op = _reads.activity(window_ms=window_ms, bucket_ms=bucket_ms, queue=queue)
+        window_of, bucket_of = activity_spans(window, bucket, window_ms, bucket_ms)
+        op = _reads.activity(window_ms=window_of, bucket_ms=bucket_of, queue=queue)
         return self._run(op, write=False)
 
     def wait(
         self,
         task_id: str,
         *,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
     ) -> Task:
         """Wait until a task is finished (succeeded, failed or canceled) and return it.
 
+        Args:
+            task_id: The task to wait for.
+            timeout_ms: How long to wait, in milliseconds (the reference SDK's; 30 s).
+            poll_ms, max_poll_ms: The first and the longest interval between reads.
+            timeout: How long to wait, as a duration (``"5m"``, ``timedelta``,
+                seconds as a number); give it or ``timeout_ms``.
+
         Raises:
-            TaskTimeout: not finished within ``timeout_ms``; the task is unaffected.
+            InvalidArgument: both ``timeout`` and ``timeout_ms``, or a bad value.
+            TaskTimeout: not finished within the timeout; the task is unaffected.
+
+        Example::
+
+            task = cq.wait(task_id, timeout="2m")
         """
         with self.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
             sub.until_live(LIVE_WAIT_S)
@@ -549,6 +589,7 @@ class SyncOperations(_ClientCore):
                 max_poll_ms=max_poll_ms,
                 clock=self._clock(),
                 where=self._where(),
+                timeout=timeout,
             )
             store = self._overriding("task_done_wake")
             if store is not None:
@@ -559,9 +600,10 @@ class SyncOperations(_ClientCore):
         self,
         key: str,
         *,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
     ) -> Task:
         """Like ``wait``, following the key to whichever task it points at as it changes.
 
@@ -583,6 +625,7 @@ class SyncOperations(_ClientCore):
                 clock=self._clock(),
                 where=self._where(),
                 seen=None if wake is None else wake.follow,
+                timeout=timeout,
             )
             return self._follow(procedure, sub if wake is None else wake)
 
@@ -604,9 +647,10 @@ class SyncOperations(_ClientCore):
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,
-        timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+        timeout_ms: int | None = None,
         poll_ms: int = DEFAULT_POLL_MS,
         max_poll_ms: int = DEFAULT_MAX_POLL_MS,
+        timeout: Duration | None = None,
         **submit_options: Any,
     ) -> Any:
         """Submit, wait, and return the task's result.
@@ -615,22 +659,24 @@ class SyncOperations(_ClientCore):
             task: The handler name or a ``TaskDef`` (as for ``submit``).
             payload: Any JSON value.
             name: Another spelling of ``task`` (the reference SDK's); give one of the two.
-            timeout_ms, poll_ms, max_poll_ms: As for ``wait``.
+            timeout_ms, poll_ms, max_poll_ms, timeout: As for ``wait``.
             **submit_options: As for ``submit``.
 
         Returns:
             The task's result.
 
         Raises:
-            InvalidArgument: a bad argument, or both ``task`` and ``name``.
+            InvalidArgument: a bad argument (nothing is submitted), both ``task``
+                and ``name``, or both ``timeout`` and ``timeout_ms``.
             TaskFailed: the task ended failed (carries its error envelope).
             TaskCanceled: the task ended canceled.
-            TaskTimeout: it did not finish within ``timeout_ms``.
+            TaskTimeout: it did not finish within the timeout.
 
         Example::
 
-            total = cq.call("add", {"a": 1, "b": 2}, timeout_ms=5_000)
+            total = cq.call("add", {"a": 1, "b": 2}, timeout="5s")
         """
+        timeout_ms = wait_timeout_ms(timeout, timeout_ms)
         submitted = self.submit(task_or_name(task, name, "call"), payload, **submit_options)
         done = self.wait(
             submitted.id, timeout_ms=timeout_ms, poll_ms=poll_ms, max_poll_ms=max_poll_ms

@@ -34,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -44,8 +45,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._checks import check_int
+from .._deprecated import renamed
 from .._wakeups import LIVE_WAIT_S, wants_done
 from ..client import CairnQ
+from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument, StoreClosed
 from ..models import Task
 from ..worker import Worker
@@ -190,11 +193,11 @@ def _snapshot(task: Task) -> tuple[Any, ...]:
 
 
 async def follow(
-    cq: CairnQ, task_id: str, *, poll_ms: int = DEFAULT_FOLLOW_POLL_MS
+    cq: CairnQ, task_id: str, *, poll: Duration | None = None, poll_ms: int | None = None
 ) -> AsyncIterator[Task]:
     """The task now, then each time its status, progress, message or attempt changes.
 
-    The task is read every ``poll_ms``, and at once when it finishes in this process
+    The task is read every ``poll``, and at once when it finishes in this process
     (or, on PostgreSQL, anywhere: NOTIFY). Each read shows the latest values, so
     several ``ctx.progress`` calls between two reads appear as the last of them.
     The iteration ends after yielding the finished task (succeeded, failed or
@@ -203,20 +206,22 @@ async def follow(
     Args:
         cq: An open client.
         task_id: The task to follow.
-        poll_ms: Longest time between two reads.
+        poll: Longest time between two reads, a duration (``"250ms"``, seconds
+            as a number, a ``timedelta``; 250 ms).
+        poll_ms: The old spelling (int ms), kept for one release; it warns once.
 
     Yields:
         ``Task`` snapshots, the last one finished.
 
     Raises:
-        InvalidArgument: a bad ``poll_ms``, or no task ``task_id``.
+        InvalidArgument: a bad ``poll``, or no task ``task_id``.
 
     Example::
 
         async for task in follow(cq, task.id):
             print(task.status, task.progress, task.message)
     """
-    interval = check_int(poll_ms, "poll_ms", low=1) / 1000
+    interval = _poll_ms(poll, poll_ms, "follow") / 1000
     last: tuple[Any, ...] | None = None
     with cq.backend.hub.subscribe(wants_done(task_id), channels=("done",)) as sub:
         await sub.until_live_async(LIVE_WAIT_S)
@@ -238,8 +243,16 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {body}\n\n".encode()
 
 
+def _poll_ms(poll: Duration | None, poll_ms: int | None, where: str) -> int:
+    """The poll interval in milliseconds: ``poll``, or the old ``poll_ms`` (warns once)."""
+    if poll_ms is not None:
+        renamed(f"{where}(poll_ms=...)", f"{where}(poll=...) (a duration)")
+    ms = duration_or_ms(poll, poll_ms, "poll", low_ms=1)
+    return DEFAULT_FOLLOW_POLL_MS if ms is None else ms
+
+
 async def task_events(
-    cq: CairnQ, task_id: str, *, poll_ms: int = DEFAULT_FOLLOW_POLL_MS
+    cq: CairnQ, task_id: str, *, poll: Duration | None = None, poll_ms: int | None = None
 ) -> Response:
     """A server-sent-events response following a task until it finishes.
 
@@ -251,13 +264,14 @@ async def task_events(
     Args:
         cq: An open client.
         task_id: The task to follow.
-        poll_ms: Longest time between two reads.
+        poll: Longest time between two reads, a duration (250 ms).
+        poll_ms: The old spelling (int ms), kept for one release; it warns once.
 
     Returns:
         A ``text/event-stream`` response (404 when there is no such task).
 
     Raises:
-        InvalidArgument: a bad ``poll_ms``.
+        InvalidArgument: a bad ``poll``.
 
     Example::
 
@@ -265,12 +279,12 @@ async def task_events(
         async def events(task_id: str, cq: Client):
             return await task_events(cq, task_id)
     """
-    check_int(poll_ms, "poll_ms", low=1)
+    interval_ms = _poll_ms(poll, poll_ms, "task_events")
     if await cq.get(task_id) is None:
         return JSONResponse({"error": f"no task {task_id!r}"}, status_code=404)
 
     async def stream() -> AsyncIterator[bytes]:
-        async for task in follow(cq, task_id, poll_ms=poll_ms):
+        async for task in follow(cq, task_id, poll=datetime.timedelta(milliseconds=interval_ms)):
             if task.is_terminal:
                 yield _event(
                     "done",

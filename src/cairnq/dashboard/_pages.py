@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib import import_module
 from typing import Any, Protocol, runtime_checkable
 
@@ -379,7 +380,8 @@ class Pages:
         async def load() -> Any:
             summaries = await client.overview()
             activity = await client.activity(
-                window_ms=ACTIVITY_WINDOW_MS, bucket_ms=ACTIVITY_BUCKET_MS
+                window=timedelta(milliseconds=ACTIVITY_WINDOW_MS),
+                bucket=timedelta(milliseconds=ACTIVITY_BUCKET_MS),
             )
             added: dict[str, Any] = {}
             for part in self.extensions:

@@ -20,6 +20,7 @@ from .. import _ids, kernel
 from .._checks import MAX_LIST_LIMIT, check_int, check_status, check_text
 from ..backends import Backend
 from ..backends.base import event_loop_mismatch
+from ..durations import Duration, duration_ms
 from ..errors import InvalidArgument
 from ..protocol.steps import Op
 from .periodic import PeriodicJob
@@ -68,15 +69,19 @@ class Retention:
     """How long finished tasks are kept.
 
     Args:
-        older_than_ms: One cutoff for every finished task, a ``{status: ms}``
-            mapping (only the statuses named are swept), or a list of
-            ``RetentionRule``.
+        older_than_ms: One cutoff for every finished task, in milliseconds, a
+            ``{status: ms}`` mapping (only the statuses named are swept), or a
+            list of ``RetentionRule`` (the reference SDK's).
         interval_ms: Time between sweeps (one hour).
         limit: Rows deleted per batch (1000); each batch is one short transaction.
         on_error: Called with an exception a sweep survived (default: logged).
+        older_than: The cutoff as a duration (``"7d"``, a ``timedelta``, seconds
+            as a number), or a ``{status: duration}`` mapping; give it or
+            ``older_than_ms``.
 
     Attributes:
-        older_than_ms: The cutoff argument as given (int, mapping or rules).
+        older_than_ms: The cutoff argument as given (int, mapping or rules;
+            ``older_than`` in milliseconds).
         rules: The ``RetentionRule`` tuple it stands for; also callable,
             ``rules()``, as in the reference SDK.
 
@@ -85,18 +90,20 @@ class Retention:
 
     Example::
 
-        CairnQ.sqlite("tasks.db", retention=Retention({"succeeded": 86_400_000,
-                                                       "failed": 7 * 86_400_000}))
+        CairnQ.sqlite("tasks.db", retention=Retention(older_than={"succeeded": "1d",
+                                                                  "failed": "7d"}))
     """
 
     def __init__(
         self,
-        older_than_ms: int | Mapping[str, int] | Sequence[RetentionRule],
+        older_than_ms: int | Mapping[str, int] | Sequence[RetentionRule] | None = None,
         *,
         interval_ms: int = DEFAULT_INTERVAL_MS,
         limit: int = DEFAULT_LIMIT,
         on_error: Callable[[BaseException], None] | None = None,
+        older_than: Duration | Mapping[str, Duration] | None = None,
     ) -> None:
+        older_than_ms = _cutoff_ms(older_than, older_than_ms)
         if isinstance(older_than_ms, Mapping):
             rules = [RetentionRule(ms, status=status) for status, ms in older_than_ms.items()]
         elif isinstance(older_than_ms, Sequence):
@@ -122,6 +129,27 @@ class Retention:
         if value is None or isinstance(value, Retention):
             return value
         return cls(value)
+
+
+def _cutoff_ms(
+    older_than: Duration | Mapping[str, Duration] | None,
+    older_than_ms: int | Mapping[str, int] | Sequence[RetentionRule] | None,
+) -> int | Mapping[str, int] | Sequence[RetentionRule]:
+    """``Retention``'s cutoff: ``older_than`` in milliseconds, or ``older_than_ms``; one of them."""
+    if older_than is None:
+        if older_than_ms is None:
+            raise InvalidArgument(
+                "retention needs a cutoff: older_than (a duration such as '7d') or older_than_ms"
+            )
+        return older_than_ms
+    if older_than_ms is not None:
+        raise InvalidArgument("give older_than or older_than_ms, not both")
+    if isinstance(older_than, Mapping):
+        return {
+            status: duration_ms(value, f"older_than[{status!r}]", high_ms=2**62)
+            for status, value in older_than.items()
+        }
+    return duration_ms(older_than, "older_than", high_ms=2**62)
 
 
 class PurgingStore(Protocol):

@@ -1,5 +1,6 @@
 """The feature keywords ``Worker(...)`` and ``@worker.task(...)`` take by name, for typing,
-and the old spellings of the worker's.
+and the old spellings of the worker's (its extensions' options, and its own ``*_ms``
+options that became durations: ``renamed_durations``).
 
 Each is an option of one extension (``Extension.options``,
 ``Extension.task_options``), which checks it when the worker is built (or the
@@ -13,7 +14,7 @@ built-in's. The worker's old attributes for them are read here too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypedDict, cast
+from typing import Any, Protocol, TypedDict, cast
 
 from .._deprecated import renamed
 from ..extensions import Extension
@@ -28,14 +29,43 @@ _SPELLED = {
 }
 
 
+# The worker's own old ``*_ms`` options and the duration options that replace them.
+RENAMED_MS = {
+    "heartbeat_interval_ms": "heartbeat_interval",
+    "drain_timeout_ms": "drain_timeout",
+    "recovery_interval_ms": "recovery_interval",
+}
+
+
 class WorkerOptions(TypedDict, total=False):
-    """The built-in extensions' keywords of ``Worker(...)``, each kept for one release:
-    ``Worker(extensions=[...])`` takes the extension with its option instead."""
+    """The keywords of ``Worker(...)`` kept for one release: the built-in extensions'
+    (``Worker(extensions=[...])`` takes the extension with its option instead), and
+    the worker's old ``*_ms`` spellings of ``heartbeat_interval``, ``drain_timeout``
+    and ``recovery_interval``."""
 
     schedules: bool
     max_snoozes: int
     limits: Sequence[Limit] | None
     record_attempts: bool
+    heartbeat_interval_ms: int | None
+    drain_timeout_ms: int
+    recovery_interval_ms: int | None
+
+
+def renamed_durations(options: Mapping[str, object]) -> dict[str, Any]:
+    """Take the worker's old ``*_ms`` options out of ``options`` (a dict), warning once
+    each that the duration option replaces it.
+
+    Returns:
+        The old options given, by old name (``{"drain_timeout_ms": 5000}``).
+    """
+    given = cast("dict[str, Any]", options)
+    found: dict[str, Any] = {}
+    for old, new in RENAMED_MS.items():
+        if old in given:
+            renamed(f"Worker({old}=...)", f"Worker({new}=...)")
+            found[old] = given.pop(old)
+    return found
 
 
 class TaskOptions(TypedDict, total=False):

@@ -26,6 +26,7 @@ from ..backends import InTransactionCompleter
 from ..backoff import retry_delay_ms
 from ..backpressure import QueueGate
 from ..client._core import _ITEM_FIELDS, task_or_name
+from ..durations import Duration
 from ..errors import (
     InvalidArgument,
     LostLease,
@@ -617,6 +618,16 @@ class TaskContext(BuiltinContext):
         options["lineage"] = Lineage.pop_from(options).over(Lineage.below(self.task))
         return self._runtime.client._item({"task": task, "payload": payload, **options})
 
-    async def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
-        """Wait for another task to finish (see ``CairnQ.wait``)."""
-        return await self._runtime.client.wait(task_id, timeout_ms=timeout_ms, poll_ms=poll_ms)
+    async def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int | None = None,
+        poll_ms: int = 100,
+        timeout: Duration | None = None,
+    ) -> Task:
+        """Wait for another task to finish (see ``CairnQ.wait``): ``timeout_ms`` (the
+        reference SDK's) or ``timeout`` (a duration such as ``"5s"``), 30 s by default."""
+        return await self._runtime.client.wait(
+            task_id, timeout_ms=timeout_ms, poll_ms=poll_ms, timeout=timeout
+        )

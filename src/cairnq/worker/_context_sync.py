@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..durations import Duration
 from ..extensions._builtins_context_sync import SyncBuiltinContext
 from ..models import Task
 from ._blocking import BlockingContext
@@ -93,8 +94,18 @@ class SyncTaskContext(BlockingContext, SyncBuiltinContext):
         """
         return self._call(TaskContext.submit(self._inner, task, payload, name=name, **options))
 
-    def wait(self, task_id: str, *, timeout_ms: int = 30_000, poll_ms: int = 100) -> Task:
-        """Wait for another task to finish (see ``SyncCairnQ.wait``)."""
+    def wait(
+        self,
+        task_id: str,
+        *,
+        timeout_ms: int | None = None,
+        poll_ms: int = 100,
+        timeout: Duration | None = None,
+    ) -> Task:
+        """Wait for another task to finish (see ``SyncCairnQ.wait``): ``timeout_ms`` (the
+        reference SDK's) or ``timeout`` (a duration such as ``"5s"``), 30 s by default."""
         return self._call(
-            TaskContext.wait(self._inner, task_id, timeout_ms=timeout_ms, poll_ms=poll_ms)
+            TaskContext.wait(
+                self._inner, task_id, timeout_ms=timeout_ms, poll_ms=poll_ms, timeout=timeout
+            )
         )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .._checks import MAX_INT4, check_int, check_names
 from ..backpressure import DepthLimit, QueueGate
 from ..client import CairnQ
+from ..durations import duration_or_ms
 from ..errors import InvalidArgument
 
 MAX_CONCURRENCY = 100_000
@@ -38,20 +40,40 @@ def check_in_flight_bytes(value: int | None) -> int | None:
     return check_optional(value, "max_in_flight_bytes", high=2**62)
 
 
-def lease_periods(
-    lease_ms: int, heartbeat_ms: int | None, recovery_ms: int | None
-) -> tuple[int, int]:
-    """The heartbeat and recovery intervals, by default derived from the lease.
+def periods(
+    lease_ms: int,
+    heartbeat_interval: Any,
+    recovery_interval: Any,
+    drain_timeout: Any,
+    old: Mapping[str, Any],
+) -> tuple[int, int, int]:
+    """The heartbeat, recovery and drain periods in milliseconds, checked.
 
-    A heartbeat every third of the lease (at least 50 ms, at most half of it),
-    and strictly shorter than the lease; recovery every half lease (100 ms to 30 s).
+    Each is a duration (or its old ``*_ms`` spelling in ``old``, not both). By
+    default, a heartbeat every third of the lease (at least 50 ms, at most half of
+    it), and strictly shorter than the lease; recovery every half lease (100 ms to
+    30 s); a drain of 30 s.
     """
+    heartbeat_ms = duration_or_ms(
+        heartbeat_interval,
+        old.get("heartbeat_interval_ms"),
+        "heartbeat_interval",
+        low_ms=1,
+        high_ms=lease_ms - 1,
+    )
     if heartbeat_ms is None:
         heartbeat_ms = min(max(50, lease_ms // 3), lease_ms // 2)
-    heartbeat_ms = check_int(heartbeat_ms, "heartbeat_interval_ms", low=1, high=lease_ms - 1)
+    recovery_ms = duration_or_ms(
+        recovery_interval,
+        old.get("recovery_interval_ms"),
+        "recovery_interval",
+        low_ms=1,
+        high_ms=2**40,
+    )
     if recovery_ms is None:
         recovery_ms = min(30_000, max(100, lease_ms // 2))
-    return heartbeat_ms, check_int(recovery_ms, "recovery_interval_ms", low=1, high=2**40)
+    drain_ms = duration_or_ms(drain_timeout, old.get("drain_timeout_ms"), "drain_timeout")
+    return heartbeat_ms, recovery_ms, 30_000 if drain_ms is None else drain_ms
 
 
 def queue_gate(client: CairnQ, max_depth: DepthLimit, max_wait_ms: int) -> QueueGate:

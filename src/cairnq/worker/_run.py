@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .. import extensions as _ext
 from .._wakeups import Subscription
+from ..durations import exact_duration
 from ._claimer import Claimer
 from ._executor import Executor
 from ._reporting import listing, listing_extra
@@ -85,9 +86,9 @@ async def drain(
         ctx.mark_lost(announce=False)
     if leftovers:
         log.warning(
-            "drain ended (drain_timeout_ms=%d) with %d tasks unfinished; handing them "
+            "drain ended (drain_timeout=%s) with %d tasks unfinished; handing them "
             "back to the queue, their attempts uncounted: %s",
-            timeout_ms,
+            exact_duration(timeout_ms),
             len(leftovers),
             listing(leftovers),
             extra=listing_extra(worker_id, leftovers),

@@ -32,6 +32,7 @@ from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
+from ..durations import Duration
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
 from ..extensions import Component, Extension
 from ..extensions._builtins_worker import BuiltinsWorkerAPI
@@ -77,12 +78,13 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         concurrency: Handler calls running at once (a batch call counts once).
         lease_ms: How long a claim holds a task without a heartbeat (30 s).
         poll_interval_ms: Longest idle wait between claims when nothing wakes the worker.
-        heartbeat_interval_ms: Lease renewal period (``lease_ms // 3``, at least 50 ms).
+        heartbeat_interval: Lease renewal period, a duration (``lease_ms // 3``, at
+            least 50 ms).
         retry_backoff_ms, retry_backoff_max_ms: Retry delay window (1 s doubling to 30 s).
         max_run_ms: Abandon an attempt after this long and fail it as ``handler_timeout``.
         claim_batch: Most tasks taken per claim draw (default: free capacity).
         max_in_flight_bytes: Stop claiming while this many payload bytes are in flight.
-        drain_timeout_ms: On stop, how long in-flight calls may finish (30 s).
+        drain_timeout: On stop, how long in-flight calls may finish, a duration (30 s).
         on_error: ``on_error(exc, context)`` for errors the worker survives
             (claims, heartbeats, settlements, ``EventLoopBlocked``).
         on_event: ``on_event(TaskEvent)`` when a task starts, succeeds, fails, is
@@ -92,9 +94,9 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             ``CairnQ``).
         retention: A ``Retention`` this worker sweeps (one process sweeps at a time),
             through its client's store (a ``purge`` replaced on it is each batch).
-        recovery_interval_ms: How often this worker moves expired leases out of
-            ``running`` for every queue, even while it is busy (``lease_ms // 2``,
-            at most 30 s).
+        recovery_interval: How often this worker moves expired leases out of
+            ``running`` for every queue, even while it is busy, a duration
+            (``lease_ms // 2``, at most 30 s).
         resources: Ceilings shared by several task names in this worker,
             ``{"gpu": 1}``: at most that many calls of all names registered with
             ``resource="gpu"`` run at once. Each capacity must be >= 1.
@@ -111,7 +113,10 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             keyword of ``Worker`` (``schedules``, ``max_snoozes``, ``limits``,
             ``record_attempts``, or another extension's), which warns once
             (``CairnQDeprecationWarning``) and wins over the extension's own; a
-            keyword no extension takes is a ``TypeError``.
+            keyword no extension takes is a ``TypeError``; and the old spellings
+            ``heartbeat_interval_ms``, ``drain_timeout_ms``, ``recovery_interval_ms``
+            (int ms), which warn once each. A duration is a ``timedelta``, a string
+            with a unit (``"5s"``) or a number of seconds (``docs/durations.md``).
 
     Example::
 
@@ -146,19 +151,19 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         concurrency: int = 1,
         lease_ms: int = 30_000,
         poll_interval_ms: int = 500,
-        heartbeat_interval_ms: int | None = None,
+        heartbeat_interval: Duration | None = None,
         retry_backoff_ms: int = DEFAULT_BASE_MS,
         retry_backoff_max_ms: int = DEFAULT_MAX_MS,
         max_run_ms: int | None = None,
         claim_batch: int | None = None,
         max_in_flight_bytes: int | None = None,
-        drain_timeout_ms: int = 30_000,
+        drain_timeout: Duration | None = None,
         on_error: ErrorHook | None = None,
         on_event: Listener | None = None,
         max_queue_depth: DepthLimit = None,
         max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
         retention: Retention | int | None = None,
-        recovery_interval_ms: int | None = None,
+        recovery_interval: Duration | None = None,
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
         extensions: Sequence[Extension] = (),
@@ -170,12 +175,14 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self.concurrency = _options.check_concurrency(concurrency)
         self.lease_ms = check_int(lease_ms, "lease_ms", low=100, high=2**40)
         self.poll_interval_ms = check_int(poll_interval_ms, "poll_interval_ms", low=1)
-        periods = _options.lease_periods(self.lease_ms, heartbeat_interval_ms, recovery_interval_ms)
-        self.heartbeat_interval_ms, self.recovery_interval_ms = periods
+        old = _compat.renamed_durations(options)
+        periods = _options.periods(
+            self.lease_ms, heartbeat_interval, recovery_interval, drain_timeout, old
+        )
+        self.heartbeat_interval_ms, self.recovery_interval_ms, self.drain_timeout_ms = periods
         self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
         self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
-        self.drain_timeout_ms = _options.check_ms(drain_timeout_ms, "drain_timeout_ms")
         self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
         self.on_error, self._report = on_error or default_on_error, self._report_error
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
@@ -264,7 +271,14 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             return cls._owning(executor_backend, queues, concurrency, lease_ms, options)
         from ..backends import PostgresBackend
 
-        backend_keys = {"clock", "migrate", "listen", "application_name", "listen_health_s"}
+        backend_keys = {
+            "clock",
+            "migrate",
+            "listen",
+            "application_name",
+            "listen_health",
+            "listen_health_s",
+        }
         backend_kw = {k: options.pop(k) for k in list(options) if k in backend_keys}
         backend = PostgresBackend(
             source, schema=schema, min_size=min_size, max_size=max_size, role="worker", **backend_kw

@@ -6,9 +6,11 @@ and ``unserved`` (the same reads) and ``submit(warn_unserved=True)``'s check, as
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Protocol
 
 from ..._deprecated import renamed
+from ...durations import Duration
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_async import ClientView
@@ -28,15 +30,19 @@ class AsyncPresence:
     def __init__(self, client: ClientView) -> None:
         self._client = client
 
-    async def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
+    async def workers(
+        self, *, within: Duration | None = None, within_ms: int | None = None
+    ) -> WorkerList:
+        """Workers alive now: cairnq workers seen within ``within``, and every lease holder.
 
         A cairnq worker records itself on its heartbeat timer and removes itself
         when it stops cleanly; workers of other SDKs appear through the running
         tasks they hold a live lease on.
 
         Args:
-            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
+            within: How recent a cairnq worker's last heartbeat must be, a duration
+                (``"5m"``, a ``timedelta``, seconds as a number; a minute).
+            within_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
@@ -49,25 +55,31 @@ class AsyncPresence:
             for info in await cq.presence.workers():
                 print(info.worker_id, info.queues, [t.name for t in info.running])
         """
-        return await self._client._run(_ops.workers(within_ms=within_ms), write=False)
+        window = _ops.within_of(within, within_ms, "cq.presence.workers")
+        return await self._client._run(_ops.workers(within_ms=window), write=False)
 
     async def unserved(
-        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self,
+        *,
+        within: Duration | None = None,
+        queue: str | None = None,
+        within_ms: int | None = None,
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
 
         A cairnq worker publishes the queues and task names it serves while it runs
         (the presence tables); a (queue, name) pair is unserved when no worker seen
-        within ``within_ms`` has that queue and that name. A worker that publishes
+        within ``within`` has that queue and that name. A worker that publishes
         no names (an older cairnq) counts as serving every name on its queues;
         workers of other SDKs publish nothing, so tasks they alone serve are listed.
         The read costs an index seek per queue and per distinct queued name, plus a
         count (capped at 10,000) per unserved pair; served backlogs are not read.
 
         Args:
-            within_ms: How recently a worker must have been seen (a minute, the
-                dashboard's alive window).
+            within: How recently a worker must have been seen, a duration (a
+                minute, the dashboard's alive window).
             queue: Only this queue.
+            within_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             One ``UnservedTasks`` per (queue, name), sorted by queue then name;
@@ -82,7 +94,8 @@ class AsyncPresence:
                 print(item.describe())   # emial.send on default: 3 queued, ...
         """
         queues = None if queue is None else [queue]
-        op = _ops.unserved(within_ms=within_ms, queues=queues)
+        window = _ops.within_of(within, within_ms, "cq.presence.unserved")
+        op = _ops.unserved(within_ms=window, queues=queues)
         return await self._client._run(op, write=False)
 
 
@@ -107,14 +120,15 @@ class AsyncPresenceClient:
     async def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
         """Deprecated: ``cq.presence.workers``, which see."""
         renamed("cq.workers()", "cq.presence.workers()")
-        return await AsyncPresence(self).workers(within_ms=within_ms)
+        return await AsyncPresence(self).workers(within=timedelta(milliseconds=within_ms))
 
     async def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Deprecated: ``cq.presence.unserved``, which see."""
         renamed("cq.unserved()", "cq.presence.unserved()")
-        return await AsyncPresence(self).unserved(within_ms=within_ms, queue=queue)
+        window = timedelta(milliseconds=within_ms)
+        return await AsyncPresence(self).unserved(within=window, queue=queue)
 
     async def _check_served(self: _Checking, task: Task) -> None:
         """Warn when no live worker serves ``task`` (``submit(warn_unserved=True)``)."""

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Protocol
 
 from ..._deprecated import renamed
+from ...durations import Duration
 from ...errors import CairnQError
 from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_sync import ClientView
@@ -26,15 +28,19 @@ class SyncPresence:
     def __init__(self, client: ClientView) -> None:
         self._client = client
 
-    def workers(self, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
-        """Workers alive now: cairnq workers seen within ``within_ms``, and every lease holder.
+    def workers(
+        self, *, within: Duration | None = None, within_ms: int | None = None
+    ) -> WorkerList:
+        """Workers alive now: cairnq workers seen within ``within``, and every lease holder.
 
         A cairnq worker records itself on its heartbeat timer and removes itself
         when it stops cleanly; workers of other SDKs appear through the running
         tasks they hold a live lease on.
 
         Args:
-            within_ms: How recent a cairnq worker's last heartbeat must be (a minute).
+            within: How recent a cairnq worker's last heartbeat must be, a duration
+                (``"5m"``, a ``timedelta``, seconds as a number; a minute).
+            within_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             ``WorkerInfo`` per worker, sorted by id, each with its running tasks.
@@ -47,25 +53,31 @@ class SyncPresence:
             for info in cq.presence.workers():
                 print(info.worker_id, info.queues, [t.name for t in info.running])
         """
-        return self._client._run(_ops.workers(within_ms=within_ms), write=False)
+        window = _ops.within_of(within, within_ms, "cq.presence.workers")
+        return self._client._run(_ops.workers(within_ms=window), write=False)
 
     def unserved(
-        self, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
+        self,
+        *,
+        within: Duration | None = None,
+        queue: str | None = None,
+        within_ms: int | None = None,
     ) -> UnservedList:
         """Due queued tasks that no live cairnq worker serves, grouped by queue and name.
 
         A cairnq worker publishes the queues and task names it serves while it runs
         (the presence tables); a (queue, name) pair is unserved when no worker seen
-        within ``within_ms`` has that queue and that name. A worker that publishes
+        within ``within`` has that queue and that name. A worker that publishes
         no names (an older cairnq) counts as serving every name on its queues;
         workers of other SDKs publish nothing, so tasks they alone serve are listed.
         The read costs an index seek per queue and per distinct queued name, plus a
         count (capped at 10,000) per unserved pair; served backlogs are not read.
 
         Args:
-            within_ms: How recently a worker must have been seen (a minute, the
-                dashboard's alive window).
+            within: How recently a worker must have been seen, a duration (a
+                minute, the dashboard's alive window).
             queue: Only this queue.
+            within_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             One ``UnservedTasks`` per (queue, name), sorted by queue then name;
@@ -80,7 +92,8 @@ class SyncPresence:
                 print(item.describe())   # emial.send on default: 3 queued, ...
         """
         queues = None if queue is None else [queue]
-        op = _ops.unserved(within_ms=within_ms, queues=queues)
+        window = _ops.within_of(within, within_ms, "cq.presence.unserved")
+        op = _ops.unserved(within_ms=window, queues=queues)
         return self._client._run(op, write=False)
 
 
@@ -105,14 +118,15 @@ class SyncPresenceClient:
     def workers(self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS) -> WorkerList:
         """Deprecated: ``cq.presence.workers``, which see."""
         renamed("cq.workers()", "cq.presence.workers()")
-        return SyncPresence(self).workers(within_ms=within_ms)
+        return SyncPresence(self).workers(within=timedelta(milliseconds=within_ms))
 
     def unserved(
         self: ClientView, *, within_ms: int = ALIVE_WINDOW_MS, queue: str | None = None
     ) -> UnservedList:
         """Deprecated: ``cq.presence.unserved``, which see."""
         renamed("cq.unserved()", "cq.presence.unserved()")
-        return SyncPresence(self).unserved(within_ms=within_ms, queue=queue)
+        window = timedelta(milliseconds=within_ms)
+        return SyncPresence(self).unserved(within=window, queue=queue)
 
     def _check_served(self: _Checking, task: Task) -> None:
         """Warn when no live worker serves ``task`` (``submit(warn_unserved=True)``)."""

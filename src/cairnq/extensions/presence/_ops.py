@@ -17,6 +17,8 @@ import json
 from typing import Any
 
 from ..._checks import MAX_INT4, check_int, check_names, check_text
+from ..._deprecated import renamed
+from ...durations import duration_or_ms
 from ...kernel.ledger import applied_migrations
 from ...kernel.views import MAX_WINDOW_MS, light_task
 from ...models import Task, UnservedTasks, WorkerInfo
@@ -38,6 +40,19 @@ def _now() -> Op[int]:
 
 
 # --- workers ---------------------------------------------------------------------------------
+
+
+def within_of(within: Any, within_ms: Any, where: str) -> int:
+    """How recently a worker must have been seen, in milliseconds: ``within`` (a
+    duration), or the old ``within_ms`` (warns once, kept one release); a minute.
+
+    Raises:
+        InvalidArgument: both given, or a bad value (named as given).
+    """
+    if within_ms is not None:
+        renamed(f"{where}(within_ms=...)", f"{where}(within=...) (a duration)")
+    ms = duration_or_ms(within, within_ms, "within", low_ms=1, high_ms=MAX_WINDOW_MS)
+    return ALIVE_WINDOW_MS if ms is None else ms
 
 
 def workers(*, within_ms: Any = ALIVE_WINDOW_MS, max_running: Any = 1000) -> Op[list[WorkerInfo]]:

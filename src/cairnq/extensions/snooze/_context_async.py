@@ -29,9 +29,8 @@ class Snooze(Exception):
     Raised from a batch handler, it snoozes every task of the call still unsettled.
 
     Args:
-        delay: Seconds (a number), a ``timedelta``, or a duration such as ``"30s"``;
-            give it or ``delay_ms``.
-        delay_ms: The delay in milliseconds.
+        delay: Seconds (a number), a ``timedelta``, or a duration such as ``"30s"``.
+        delay_ms: The old spelling (int ms), kept for one release; it warns once.
 
     Raises:
         InvalidArgument: no delay, both, or a bad one (when raised, not when handled).
@@ -47,7 +46,7 @@ class Snooze(Exception):
     """
 
     def __init__(self, delay: Any = None, *, delay_ms: int | None = None) -> None:
-        self.delay_ms = snooze_delay_ms(delay, delay_ms)
+        self.delay_ms = snooze_delay_ms(delay, delay_ms, spelled="Snooze")
         super().__init__(f"snooze for {self.delay_ms} ms")
 
 
@@ -87,8 +86,8 @@ class SnoozeContext:
 
         Args:
             delay: Seconds (a number), a ``timedelta``, or a duration such as
-                ``"30s"``; give it or ``delay_ms``.
-            delay_ms: The delay in milliseconds.
+                ``"30s"`` or ``"500ms"``.
+            delay_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             The task as written: ``queued`` (snoozed), ``failed`` (over
@@ -106,37 +105,39 @@ class SnoozeContext:
         """
         if self.settled:
             return None
-        ms = snooze_delay_ms(delay, delay_ms)
-        runtime = self._runtime
-        codec = runtime.client.codec
-        limit = cast(int, self._option("max_snoozes"))
+        return await _snooze_for(self, snooze_delay_ms(delay, delay_ms))
 
-        def limit_error(count: int) -> str:
-            return codec.encode_error(_ops.snooze_limit_error(count, limit), retryable=False)
 
-        hooks = runtime.points.ending().attempt
-        outcome = await self._owned(
-            _ops.snooze_ending(
-                self.lease,
-                self.worker_id,
-                ms,
-                max_snoozes=limit,
-                limit_error=limit_error,
-                started=self.claimed_at_ms,
-                hooks=hooks,
-            )
-            if hooks
-            else _ops.snooze(
-                self.lease, self.worker_id, ms, max_snoozes=limit, limit_error=limit_error
-            )
+async def _snooze_for(ctx: ContextHost, ms: int) -> Task | None:
+    """Snooze the task ``ctx`` holds for ``ms`` milliseconds (checked)."""
+    runtime = ctx._runtime
+    codec = runtime.client.codec
+    limit = cast(int, ctx._option("max_snoozes"))
+
+    def limit_error(count: int) -> str:
+        return codec.encode_error(_ops.snooze_limit_error(count, limit), retryable=False)
+
+    hooks = runtime.points.ending().attempt
+    outcome = await ctx._owned(
+        _ops.snooze_ending(
+            ctx.lease,
+            ctx.worker_id,
+            ms,
+            max_snoozes=limit,
+            limit_error=limit_error,
+            started=ctx.claimed_at_ms,
+            hooks=hooks,
         )
-        counts = outcome.snoozes
-        if counts is None:
-            return self._settled_as(outcome.row)
-        state = self._state(Snoozed)
-        state.delay_ms, state.snoozes = ms, counts
-        words = f"snoozed for {_seconds(ms)} (snooze {counts.count})"
-        return self._settled_as(outcome.row, event="snoozed", ending=("snoozed", words))
+        if hooks
+        else _ops.snooze(ctx.lease, ctx.worker_id, ms, max_snoozes=limit, limit_error=limit_error)
+    )
+    counts = outcome.snoozes
+    if counts is None:
+        return ctx._settled_as(outcome.row)
+    state = ctx._state(Snoozed)
+    state.delay_ms, state.snoozes = ms, counts
+    words = f"snoozed for {_seconds(ms)} (snooze {counts.count})"
+    return ctx._settled_as(outcome.row, event="snoozed", ending=("snoozed", words))
 
 
 async def settle_snooze(
@@ -159,7 +160,8 @@ async def _snooze_or_fail(ctx: ContextHost, *, delay_ms: int) -> None:
     """Snooze for a raised ``Snooze``; without the flow tables, fail the attempt instead
     (retryable), so the task is not left to its lease."""
     try:
-        await SnoozeContext.snooze(ctx, delay_ms=delay_ms)
+        if not ctx.settled:
+            await _snooze_for(ctx, delay_ms)
     except SchemaIncomplete as exc:
         envelope = error_envelope("SchemaIncomplete", "snooze_unavailable", str(exc))
         await ctx._record_failure(envelope, retryable=True)

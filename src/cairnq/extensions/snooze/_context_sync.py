@@ -27,8 +27,8 @@ class SyncSnoozeContext:
 
         Args:
             delay: Seconds (a number), a ``timedelta``, or a duration such as
-                ``"30s"``; give it or ``delay_ms``.
-            delay_ms: The delay in milliseconds.
+                ``"30s"`` or ``"500ms"``.
+            delay_ms: The old spelling (int ms), kept for one release; it warns once.
 
         Returns:
             The task as written: ``queued`` (snoozed), ``failed`` (over

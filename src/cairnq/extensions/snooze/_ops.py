@@ -25,6 +25,7 @@ from typing import Any
 
 from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
+from ..._deprecated import renamed
 from ...durations import delay_ms_of
 from ...errors import InvalidArgument, SchemaIncomplete, error_envelope
 from ...kernel.points import AttemptEnd, AttemptEndHook, settled_outcome
@@ -69,17 +70,19 @@ class Snoozes:
 # --- validation --------------------------------------------------------------------------
 
 
-def snooze_delay_ms(delay: Any, delay_ms: Any) -> int:
+def snooze_delay_ms(delay: Any, delay_ms: Any, *, spelled: str = "ctx.snooze") -> int:
     """The snooze delay in milliseconds, from exactly one of ``delay`` and ``delay_ms``.
+
+    ``delay_ms`` is the old spelling, kept for one release: it warns once
+    (``spelled`` names the caller, ``Snooze`` or ``ctx.snooze``).
 
     Raises:
         InvalidArgument: neither or both given, or a bad value.
     """
     if (delay is None) == (delay_ms is None):
-        raise InvalidArgument(
-            "snooze needs one delay: delay (seconds, a timedelta or '30s') or delay_ms"
-        )
+        raise InvalidArgument("snooze needs one delay: seconds (a number), a timedelta or '30s'")
     if delay_ms is not None:
+        renamed(f"{spelled}(delay_ms=...)", f"{spelled}(delay) (a duration: '500ms')")
         return check_int(delay_ms, "delay_ms", low=0, high=MAX_SNOOZE_DELAY_MS)
     return delay_ms_of(delay, "snooze delay")
 

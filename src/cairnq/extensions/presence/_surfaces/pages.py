@@ -9,6 +9,7 @@ The dashboard imports this module by the name the extension declares
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -44,13 +45,14 @@ class PresencePages:
 
     async def load_workers(self) -> list[WorkerInfo]:
         """The workers alive within the dashboard's window (``cq.presence.workers``)."""
-        return await self.dash.client.presence.workers(within_ms=self.dash.worker_window_ms)
+        window = timedelta(milliseconds=self.dash.worker_window_ms)
+        return await self.dash.client.presence.workers(within=window)
 
     async def overview(self) -> Mapping[str, Any]:
         """The overview template's ``workers`` (how many are alive) and ``unserved``
         (a notice each; none on a database without the presence tables)."""
         window = self.dash.worker_window_ms
-        unserved = await self.dash.client.presence.unserved(within_ms=window)
+        unserved = await self.dash.client.presence.unserved(within=timedelta(milliseconds=window))
         return {"workers": len(await self.load_workers()), "unserved": unserved}
 
     async def action(self, request: Request, path: str) -> Response:
