@@ -192,10 +192,6 @@ def test_postgres_refuses_op_timeout_and_op_timeout_s_together() -> None:
 # --- the old spellings, kept one release: each still works and warns --------------------------
 
 OLD_SPELLINGS: dict[str, tuple[Callable[[], Any], Callable[[Any], bool]]] = {
-    "Worker(heartbeat_interval_ms=...)": (
-        lambda: Worker(":memory:", heartbeat_interval_ms=250),
-        lambda w: w.heartbeat_interval_ms == 250,
-    ),
     "Worker(drain_timeout_ms=...)": (
         lambda: Worker(":memory:", drain_timeout_ms=5_000),
         lambda w: w.drain_timeout_ms == 5_000,
@@ -295,3 +291,11 @@ async def test_presence_unserved_within_ms_still_works_and_warns(db: Database) -
     async with db.client() as cq:
         with pytest.warns(CairnQDeprecationWarning, match=r"cq\.presence\.unserved\(within_ms="):
             assert await cq.presence.unserved(within_ms=60_000) == []
+
+
+def test_worker_heartbeat_interval_ms_the_reference_sdks_spelling_is_taken_without_a_warning() -> (
+    None
+):
+    forget_warnings()
+    worker = Worker(":memory:", heartbeat_interval_ms=250)
+    assert worker.heartbeat_interval_ms == 250

@@ -42,7 +42,6 @@ ClaimDraw = Callable[[Sequence[str] | None, int], Awaitable[list[Task]]]
 """``claim_session``'s draw: ``await draw(names, limit)`` claims up to ``limit`` of ``names``."""
 
 
-
 def replaced(store: TaskStore, name: str) -> bool:
     """Whether ``store``'s method ``name`` is not ``TaskStore``'s own: set on the instance
     (``store.get = my_get``) or overridden by a subclass.

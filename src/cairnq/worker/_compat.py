@@ -29,12 +29,15 @@ _SPELLED = {
 }
 
 
-# The worker's own old ``*_ms`` options and the duration options that replace them.
+# The worker's ``*_ms`` options and the duration options beside them.
 RENAMED_MS = {
     "heartbeat_interval_ms": "heartbeat_interval",
     "drain_timeout_ms": "drain_timeout",
     "recovery_interval_ms": "recovery_interval",
 }
+# Of those, the reference SDKs' own spellings (the Node SDK's ``heartbeatIntervalMs``,
+# the reference Python repository's ``heartbeat_interval_ms``): taken without a warning.
+REFERENCE_MS = frozenset({"heartbeat_interval_ms"})
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -53,8 +56,9 @@ class WorkerOptions(TypedDict, total=False):
 
 
 def renamed_durations(options: Mapping[str, object]) -> dict[str, Any]:
-    """Take the worker's old ``*_ms`` options out of ``options`` (a dict), warning once
-    each that the duration option replaces it.
+    """Take the worker's ``*_ms`` options out of ``options`` (a dict), warning once each
+    that the duration option replaces it (but for the reference SDKs' own,
+    ``REFERENCE_MS``).
 
     Returns:
         The old options given, by old name (``{"drain_timeout_ms": 5000}``).
@@ -63,7 +67,8 @@ def renamed_durations(options: Mapping[str, object]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for old, new in RENAMED_MS.items():
         if old in given:
-            renamed(f"Worker({old}=...)", f"Worker({new}=...)")
+            if old not in REFERENCE_MS:
+                renamed(f"Worker({old}=...)", f"Worker({new}=...)")
             found[old] = given.pop(old)
     return found
 
