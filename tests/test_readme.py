@@ -189,6 +189,26 @@ def test_the_store_layer_example_claims_settles_and_purges_one_task(tmp_path: Pa
     assert ran.stdout.splitlines() == ["succeeded {'ok': True}", "True"]
 
 
+async def test_the_store_replacement_example_is_called_by_the_clients_purge(
+    tmp_path: Path,
+) -> None:
+    from cairnq import CairnQ
+
+    [example] = [b for b in _python_blocks("The store layer") if "audited_purge" in b]
+    lines: list[str] = []
+
+    class Audit:
+        def info(self, message: str, *args: Any) -> None:
+            lines.append(message % args)
+
+    async with CairnQ.sqlite(tmp_path / "tasks.db") as cq:
+        task = await cq.submit("job")
+        await cq.cancel(task.id)
+        exec(example, {"cq": cq, "audit": Audit()})
+        deleted = await cq.purge(older_than_ms=0)
+    assert lines == [f"purged {len(deleted)} tasks"]
+
+
 def _stated_key_order() -> tuple[dict[str, Any], list[str]]:
     text = " ".join((ROOT / "README.md").read_text().split())
     found = re.search(r"written as `(\{[^`]*\})` comes back as `(\{[^`]*\})`", text)
