@@ -497,9 +497,13 @@ class _ClientCore:
         else:
             name = task
         start_ms = self._start_delay_ms(delay, run_at, delay_ms)
-        lineage = Lineage.of(
-            lineage, parent_id=parent_id, root_id=root_id, correlation_id=correlation_id
-        )
+        if lineage is not None:
+            # The three keywords alone need no Lineage: new_task checks them the same way.
+            lineage = Lineage.of(
+                lineage, parent_id=parent_id, root_id=root_id, correlation_id=correlation_id
+            )
+            parent_id, root_id = lineage.parent_id, lineage.root_id
+            correlation_id = lineage.correlation_id
         return kernel.new_task(
             self.codec,
             name,
@@ -511,9 +515,9 @@ class _ClientCore:
             priority=0 if priority is None else priority,
             metadata=metadata,
             delay_ms=start_ms,
-            parent_id=lineage.parent_id,
-            root_id=lineage.root_id,
-            correlation_id=lineage.correlation_id,
+            parent_id=parent_id,
+            root_id=root_id,
+            correlation_id=correlation_id,
             task_id=task_id,
         )
 
