@@ -6,6 +6,11 @@ Examples::
     python -m benchmarks --peers               # ... and PgQueuer + huey (own venv)
     python -m benchmarks --quick               # small sizes, to check it runs
     python -m benchmarks --baseline ../old     # an older checkout, run for run alongside
+    python -m benchmarks --peers --baseline ../afa --baseline ../f7b   # two of them
+    python -m benchmarks --only drains,latency # a subset of the workloads, by name
+
+After the figures, a "Goals" table: each goal of the current speed work as a
+ratio of two cells of the same run, its bar, and whether it is met.
 
 Every figure comes from work verified in the database afterwards; a workload
 that did not finish its tasks aborts the run instead of printing a number.
@@ -15,7 +20,6 @@ Median of ``--runs`` runs (3 by default), each on a fresh database.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
@@ -23,11 +27,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import cairnq_bench as bench
+from . import workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,29 +60,25 @@ ROWS = [
 ]
 
 
-def _cairnq(backend: str, folder: Path, sizes: dict[str, int]) -> dict[str, Any]:
-    figures: dict[str, Any] = {}
-
-    def fresh(name: str) -> str:
-        return bench.fresh_url(backend, folder, name)
-
-    figures.update(asyncio.run(bench.submit_single(fresh("single"), sizes["single"])))
-    figures.update(bench.submit_single_sync(fresh("single-sync"), sizes["single"]))
-    figures.update(asyncio.run(bench.submit_concurrent(fresh("concurrent"), sizes["single"])))
-    figures.update(asyncio.run(bench.submit_bulk(fresh("bulk"), sizes["drain"])))
-    figures.update(asyncio.run(bench.submit_bulk(fresh("bulk-ids"), sizes["drain"], ids_only=True)))
-    figures.update(
-        asyncio.run(
-            bench.submit_bulk(fresh("bulk-plain"), sizes["drain"], keyed=False, ids_only=True)
-        )
-    )
-    for processes in (1, 2, 4):
-        figures.update(bench.drain(fresh(f"drain{processes}"), sizes["drain"], processes))
-    for limits in ("none", "loose", "one"):
-        figures.update(bench.drain_limited(fresh(f"limits-{limits}"), sizes["drain"], limits))
-    figures.update(bench.latency(fresh("latency"), sizes["latency"]))
-    figures.update(bench.backlog(fresh("backlog"), sizes["due"], sizes["backlog"]))
-    figures.update(bench.probe_cost(fresh("probe"), sizes["backlog"]))
+def _measure(
+    tree: Path, backend: str, folder: Path, sizes: dict[str, int], names: list[str]
+) -> dict[str, Any]:
+    """One run of ``names`` on ``tree``, in a child process importing the tree's own
+    ``src/`` and ``benchmarks.cairnq_bench`` (this tree is measured the same way)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree)])}
+    script = Path(__file__).resolve().parent / "workloads.py"
+    command = [
+        sys.executable,
+        str(script),
+        backend,
+        str(folder),
+        json.dumps(sizes),
+        ",".join(names),
+    ]
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the run of {tree} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
 
@@ -125,22 +127,6 @@ def _commit(checkout: Path) -> str:
     return done.stdout.strip() + ("+changes" if dirty else "")
 
 
-def _baseline(checkout: Path, backend: str, *, quick: bool) -> dict[str, Any]:
-    """One run of the older checkout's own ``python -m benchmarks``, its figures as a dict."""
-    command = [sys.executable, "-m", "benchmarks", "--backend", backend, "--runs", "1", "--json"]
-    if quick:
-        command.append("--quick")
-    env = {**os.environ, "PYTHONPATH": str(checkout.resolve() / "src")}
-    done = subprocess.run(
-        command, cwd=checkout, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the baseline run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    text = done.stdout[done.stdout.index("\n{") + 1 :]
-    columns: dict[str, dict[str, Any]] = json.loads(text)
-    return columns[f"cairnq {backend}"]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -153,38 +139,91 @@ def main() -> int:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="a checkout of an older commit (its src/ is imported): each run measures it "
-        "first, then this tree, so both columns see the same machine state",
+        action="append",
+        default=[],
+        help="a checkout of an older commit (its src/ and its benchmarks.cairnq_bench are "
+        "used); may be given more than once. Each run measures every baseline, then this "
+        "tree, then the peers, so all columns see the same machine state",
+    )
+    parser.add_argument(
+        "--only",
+        help="comma-separated workloads to run (default: all): "
+        + ", ".join(workloads.WORKLOADS)
+        + "; or a group: "
+        + ", ".join(f"{k} ({'+'.join(v)})" for k, v in workloads.GROUPS.items()),
     )
     args = parser.parse_args()
+    try:
+        names = workloads.expand(args.only)
+    except ValueError as exc:
+        parser.error(str(exc))
     sizes = {"single": 1000, "drain": 10_000, "latency": 200, "due": 1000, "backlog": 20_000}
     runs = args.runs
     if args.quick:
         sizes = {"single": 200, "drain": 1000, "latency": 30, "due": 200, "backlog": 2000}
         runs = 1
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    columns: dict[str, dict[str, Any]] = {}
+    trees = [tree.resolve() for tree in args.baseline]
+    labels = [_commit(tree) for tree in trees]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} ({tree})" for label, tree in zip(labels, trees, strict=True)]
+    here = _commit(ROOT)
+    peers = _peers(args.peers, backends, names, sizes) if args.peers else {}
     folder = Path(tempfile.mkdtemp(prefix="cairnq-bench-"))
+    columns: dict[str, dict[str, Any]] = {}
+    roles: dict[str, tuple[str, str]] = {}
+    started = time.monotonic()
     for backend in backends:
-        if args.baseline is not None:
-            label = f"cairnq {backend} at {_commit(args.baseline)}"
-            old, new = [], []
-            for _ in range(runs):
-                old.append(_baseline(args.baseline, backend, quick=args.quick))
-                new.append(_cairnq(backend, folder, sizes))
-            columns[label] = _median(old)
-            columns[f"cairnq {backend} at {_commit(ROOT)}"] = _median(new)
-        else:
-            columns[f"cairnq {backend}"] = _median(
-                [_cairnq(backend, folder, sizes) for _ in range(runs)]
-            )
-    if args.peers:
-        from .peers.setup import ensure_venv
+        turns: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+        for tree, label in zip(trees, labels, strict=True):
+            name = f"cairnq {backend} at {label}"
+            roles[name] = ("baseline " + label, backend)
+            turns.append((name, _bind(tree, backend, folder, sizes, names)))
+        name = f"cairnq {backend} at {here}" if trees else f"cairnq {backend}"
+        roles[name] = ("this", backend)
+        turns.append((name, _bind(ROOT, backend, folder, sizes, names)))
+        for peer, (peer_backend, measure) in peers.items():
+            if peer_backend == backend:
+                roles[peer] = (peer.split()[0], backend)
+                turns.append((peer, lambda measure=measure: measure(folder)))  # type: ignore[misc]
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in turns}
+        for _ in range(runs):
+            for name, measure_turn in turns:
+                results[name].append(measure_turn())
+        for name, _ in turns:
+            columns[name] = _median(results[name])
+    elapsed = time.monotonic() - started
+    print(_table(columns, sizes, runs))
+    print()
+    print(_goals(columns, roles, labels, backends))
+    print(f"\n{len(names)} workloads, {len(trees)} baselines, {runs} runs: {elapsed / 60:.1f} min")
+    if args.json:
+        print(json.dumps(columns, indent=2))
+    return 0
 
-        python = ensure_venv(ROOT)
-        peers: dict[str, Callable[[], dict[str, Any]]] = {}
-        if "postgres" in backends:
-            peers["PgQueuer postgres"] = lambda: _peer(
+
+def _bind(
+    tree: Path, backend: str, folder: Path, sizes: dict[str, int], names: list[str]
+) -> Callable[[], dict[str, Any]]:
+    return lambda: _measure(tree, backend, folder, sizes, names)
+
+
+def _peers(
+    wanted: bool, backends: list[str], names: list[str], sizes: dict[str, int]
+) -> dict[str, tuple[str, Callable[[Path], dict[str, Any]]]]:
+    """The peers measuring any of ``names``: column -> (backend, measure(folder))."""
+    from .peers.setup import ensure_venv
+
+    chosen = sorted({peer for name in names if (peer := workloads.WORKLOADS[name][2])})
+    if not wanted or not chosen:
+        return {}
+    python = ensure_venv(ROOT)
+    found: dict[str, tuple[str, Callable[[Path], dict[str, Any]]]] = {}
+    if "postgres" in backends:
+        only = ",".join(chosen)
+        found["PgQueuer postgres"] = (
+            "postgres",
+            lambda folder: _peer(
                 "pgqueuer_bench",
                 python,
                 [
@@ -193,11 +232,17 @@ def main() -> int:
                     "--tasks",
                     str(sizes["drain"]),
                     "--latency",
-                    str(min(100, sizes["latency"])),
+                    str(sizes["latency"]),
+                    "--only",
+                    only,
                 ],
-            )
-        if "sqlite" in backends:
-            peers["huey sqlite"] = lambda: _peer(
+            ),
+        )
+    huey = [peer for peer in chosen if peer in ("submit_single", "drain", "latency")]
+    if "sqlite" in backends and huey:
+        found["huey sqlite"] = (
+            "sqlite",
+            lambda folder: _peer(
                 "huey_bench",
                 python,
                 [
@@ -208,15 +253,138 @@ def main() -> int:
                     "--single",
                     str(sizes["single"]),
                     "--latency",
-                    str(min(100, sizes["latency"])),
+                    str(sizes["latency"]),
+                    "--only",
+                    ",".join(huey),
                 ],
+            ),
+        )
+    return found
+
+
+DRAIN_KEYS = [
+    "drain_1p_per_s",
+    "drain_2p_per_s",
+    "drain_4p_per_s",
+    "drain_limits_none_per_s",
+    "drain_limits_loose_per_s",
+    "drain_limits_one_per_s",
+]
+Cell = tuple[str, str, str]  # (role, backend, figure): role "this", "PgQueuer", "huey"
+# (the goal, numerator, denominator, the bar, whether the ratio must reach it or stay below)
+GOALS: list[tuple[str, Cell, Cell, float, bool]] = [
+    (
+        "drain, 1 process: PostgreSQL vs PgQueuer",
+        ("this", "postgres", "drain_1p_per_s"),
+        ("PgQueuer", "postgres", "drain_1p_per_s"),
+        2.0,
+        True,
+    ),
+    (
+        "drain, 1 process: SQLite vs huey",
+        ("this", "sqlite", "drain_1p_per_s"),
+        ("huey", "sqlite", "drain_1p_per_s"),
+        6.0,
+        True,
+    ),
+    (
+        "a limit that never binds vs no limits, SQLite",
+        ("this", "sqlite", "drain_limits_loose_per_s"),
+        ("this", "sqlite", "drain_limits_none_per_s"),
+        0.9,
+        True,
+    ),
+    (
+        "a limit that never binds vs no limits, PostgreSQL",
+        ("this", "postgres", "drain_limits_loose_per_s"),
+        ("this", "postgres", "drain_limits_none_per_s"),
+        0.9,
+        True,
+    ),
+    (
+        "submit one at a time, SQLite blocking client vs huey",
+        ("this", "sqlite", "submit_single_sync_per_s"),
+        ("huey", "sqlite", "submit_single_per_s"),
+        1.0,
+        True,
+    ),
+    (
+        "submit one at a time, PostgreSQL (awaited) vs PgQueuer",
+        ("this", "postgres", "submit_single_per_s"),
+        ("PgQueuer", "postgres", "submit_single_per_s"),
+        1.0,
+        True,
+    ),
+    (
+        "submit_many_ids plain vs PgQueuer's batch enqueue",
+        ("this", "postgres", "submit_bulk_plain_ids_per_s"),
+        ("PgQueuer", "postgres", "submit_bulk_plain_ids_per_s"),
+        1.0,
+        True,
+    ),
+    (
+        "submit_many_ids with keys vs PgQueuer's (dedupe_key)",
+        ("this", "postgres", "submit_bulk_ids_per_s"),
+        ("PgQueuer", "postgres", "submit_bulk_ids_per_s"),
+        1.0,
+        True,
+    ),
+    (
+        "submit -> handler start p99, PostgreSQL vs PgQueuer",
+        ("this", "postgres", "latency_p99_ms"),
+        ("PgQueuer", "postgres", "latency_p99_ms"),
+        1.0,
+        False,
+    ),
+]
+
+
+def _goals(
+    columns: dict[str, dict[str, Any]],
+    roles: dict[str, tuple[str, str]],
+    baselines: list[str],
+    backends: list[str],
+) -> str:
+    """The goals as ratios of this run's cells: measured, bar, met (or not measured)."""
+    by_role = {role: columns[name] for name, role in roles.items()}
+
+    def cell(role: str, backend: str, key: str) -> float | None:
+        value = by_role.get((role, backend), {}).get(key)
+        return None if value is None else float(value)
+
+    rows = []
+    for text, top, bottom, bar, reach in GOALS:
+        num, den = cell(*top), cell(*bottom)
+        ratio = None if num is None or not den else num / den
+        rows.append((text, ratio, ("≥ " if reach else "< ") + f"{bar:g}", reach, bar, ""))
+    for label in baselines:
+        for backend in backends:
+            ratios = [
+                (now / then, key)
+                for key in DRAIN_KEYS
+                if (now := cell("this", backend, key)) is not None
+                and (then := cell("baseline " + label, backend, key))
+            ]
+            lowest = min(ratios) if ratios else None
+            rows.append(
+                (
+                    f"every drain row vs {label}, {backend} (the lowest)",
+                    None if lowest is None else lowest[0],
+                    "≥ 1",
+                    True,
+                    1.0,
+                    "" if lowest is None else lowest[1].removesuffix("_per_s"),
+                )
             )
-        for name, measure in peers.items():
-            columns[name] = _median([measure() for _ in range(runs)])
-    print(_table(columns, sizes, runs))
-    if args.json:
-        print(json.dumps(columns, indent=2))
-    return 0
+    lines = ["Goals", "", "| goal | ratio | bar | met |", "|---|---|---|---|"]
+    for text, ratio, shown, reach, bar, which in rows:
+        if ratio is None:
+            lines.append(f"| {text} | - | {shown} | not measured |")
+            continue
+        met = ratio >= bar if reach else ratio < bar
+        detail = f" ({which})" if which else ""
+        lines.append(f"| {text} | {ratio:.2f}{detail} | {shown} | {'yes' if met else 'no'} |")
+    return "\n".join(lines)
 
 
 def _table(columns: dict[str, dict[str, Any]], sizes: dict[str, int], runs: int) -> str:

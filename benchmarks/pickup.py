@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import json
 import statistics
 import subprocess
@@ -67,8 +68,14 @@ def _instrument(events: list[tuple[float, str]]) -> None:
 
     _postgres_core._Listener._dispatch = heard  # type: ignore[method-assign]
 
+    def collected(phase: str, info: dict[str, int]) -> None:
+        events.append((time.time(), f"gc{info['generation']} {phase}"))
 
-async def _worker(url: str) -> list[tuple[float, str]]:
+    gc.callbacks.append(collected)
+
+
+async def _worker(url: str) -> tuple[list[tuple[float, str]], float]:
+    """The events, and the worker's CPU time (s) from ready to told to stop."""
     events: list[tuple[float, str]] = []
     _instrument(events)
     async with CairnQ.connect(url) as cq:
@@ -82,9 +89,11 @@ async def _worker(url: str) -> list[tuple[float, str]]:
 
         async with worker.background():
             await asyncio.sleep(0.5)
+            cpu = time.process_time()
             print("ready", flush=True)
             await asyncio.to_thread(sys.stdin.readline)
-    return events
+            cpu = time.process_time() - cpu
+    return events, cpu
 
 
 def _split(sent: float, back: float, start: float, events: list[Any]) -> dict[str, float] | None:
@@ -109,11 +118,26 @@ def _split(sent: float, back: float, start: float, events: list[Any]) -> dict[st
     }
 
 
-def pickup(samples: int) -> tuple[dict[str, tuple[float, float]], int, list[Any]]:
-    """Medians and 90th percentiles (ms) of each step, samples left out, statements seen.
+def _percentiles(values: list[float]) -> tuple[float, float, float]:
+    values = sorted(values)
+    return (
+        statistics.median(values),
+        values[max(0, int(len(values) * 0.9) - 1)],
+        values[max(0, int(len(values) * 0.99) - 1)],
+    )
 
-    The last item counts the worker's statement sequences from submit to handler
-    start, most common first.
+
+def pickup(samples: int) -> dict[str, Any]:
+    """One run of ``samples`` pickups, split into steps; see the module docstring.
+
+    Returns ``steps`` (p50, p90, p99 in ms of each step), ``left_out`` (samples
+    where a step was not seen), ``sequences`` (the worker's statement sequences
+    from submit to handler start, most common first), ``beside`` (for each set of
+    other statements the worker ran during a sample: how many samples, and their
+    p50 and slowest total), ``slowest`` (the slowest 1%: total and what the worker
+    did meanwhile), ``cpu_us`` (the worker's CPU time per sample, its idle work
+    between samples included) and ``collections`` (the worker's garbage
+    collections during the samples, by generation).
     """
     with tempfile.TemporaryDirectory() as folder:
         url = fresh_url("postgres", Path(folder), "pickup")
@@ -144,43 +168,81 @@ def pickup(samples: int) -> tuple[dict[str, tuple[float, float]], int, list[Any]
         worker.stdin.write("\n")
         worker.stdin.flush()
         worker.wait(timeout=30)
-        events = json.loads(Path(out).read_text())
-    splits = [s for s in (_split(*run, events) for run in runs[20:]) if s is not None]
+        recorded = json.loads(Path(out).read_text())
+    events: list[tuple[float, str]] = sorted((t, what) for t, what in recorded["events"])
+    runs = runs[20:]
+    splits = [s for s in (_split(*run, events) for run in runs) if s is not None]
     if not splits:
         raise BenchmarkError("no sample showed every step")
-    figures = {}
-    for step in STEPS:
-        values = sorted(s[step] for s in splits)
-        figures[step] = (statistics.median(values), values[int(len(values) * 0.9) - 1])
+
+    def during(sent: float, start: float) -> list[tuple[float, str]]:
+        return [(t, what) for t, what in events if sent <= t <= start]
+
     sequences = collections.Counter(
-        " ".join(
-            what.split()[1]
-            for t, what in sorted(events)
-            if sent <= t <= start and what.startswith("start")
-        )
-        for sent, _, start in runs[20:]
+        " ".join(what.split()[1] for _, what in during(sent, start) if what.startswith("start"))
+        for sent, _, start in runs
     )
-    return figures, samples - len(splits), sequences.most_common(3)
+    beside: dict[str, list[float]] = collections.defaultdict(list)
+    for sent, _, start in runs:
+        others = sorted(
+            {
+                what.split()[1]
+                for _, what in during(sent, start)
+                if what.startswith("start") and " claim" not in what
+            }
+        )
+        beside[" ".join(others) or "(the claim alone)"].append((start - sent) * 1000)
+    slowest = sorted(runs, key=lambda run: run[2] - run[0])[-max(1, len(runs) // 100) :]
+    first, last = runs[0][0], runs[-1][2]
+    collections_seen = collections.Counter(
+        what.split()[0] for t, what in events if first <= t <= last and what.endswith(" start")
+    )
+    return {
+        "steps": {step: _percentiles([s[step] for s in splits]) for step in STEPS},
+        "left_out": len(runs) - len(splits),
+        "sequences": sequences.most_common(3),
+        "beside": sorted(
+            ((names, len(v), statistics.median(v), max(v)) for names, v in beside.items()),
+            key=lambda row: -row[1],
+        ),
+        "slowest": [
+            (
+                (start - sent) * 1000,
+                [f"{(t - sent) * 1000:.2f} {what}" for t, what in during(sent - 0.005, start)],
+            )
+            for sent, _, start in slowest
+        ],
+        "cpu_us": recorded["cpu_s"] / (samples + 20) * 1e6,
+        "collections": dict(sorted(collections_seen.items())),
+    }
 
 
 def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        events = asyncio.run(_worker(sys.argv[2]))
-        Path(sys.argv[3]).write_text(json.dumps(events))
+        events, cpu = asyncio.run(_worker(sys.argv[2]))
+        Path(sys.argv[3]).write_text(json.dumps({"events": events, "cpu_s": cpu}))
         return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--samples", type=int, default=400)
     args = parser.parse_args()
-    figures, left_out, sequences = pickup(args.samples)
-    print(f"postgres: {args.samples} samples, {left_out} left out\n")
-    print("| step | p50 (ms) | p90 (ms) |\n|---|---|---|")
-    for step, (p50, p90) in figures.items():
-        print(f"| {step} | {p50:.2f} | {p90:.2f} |")
+    found = pickup(args.samples)
+    print(f"postgres: {args.samples} samples, {found['left_out']} left out\n")
+    print("| step | p50 (ms) | p90 (ms) | p99 (ms) |\n|---|---|---|---|")
+    for step, (p50, p90, p99) in found["steps"].items():
+        print(f"| {step} | {p50:.2f} | {p90:.2f} | {p99:.2f} |")
     print("\nthe worker's statements from submit to handler start, most common first:")
-    for sequence, count in sequences:
+    for sequence, count in found["sequences"]:
         print(f"  {count} x {sequence or '(none)'}")
+    print("\nwhat else the worker ran during a sample: samples, total p50 / slowest (ms):")
+    for names, count, p50, slowest in found["beside"]:
+        print(f"  {count} x {names}: {p50:.2f} / {slowest:.2f}")
+    print("\nthe slowest 1% of samples: what the worker did, ms from the submit:")
+    for total, seen in found["slowest"]:
+        print(f"  {total:.2f} ms: " + "; ".join(seen))
+    gcs = ", ".join(f"{gen} x {n}" for gen, n in found["collections"].items()) or "none"
+    print(f"\nworker CPU per sample: {found['cpu_us']:.0f} us; garbage collections: {gcs}")
     return 0
 
 

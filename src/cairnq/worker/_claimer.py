@@ -43,8 +43,6 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
-# A claim recovers expired leases itself when none were recovered for this long.
-CLAIM_RECOVERY_EVERY_S = 1.0
 # The longest wait for held-back work's next admission (a rate limit's next token):
 # the limits are reloaded about this often.
 RATE_WAIT_MAX_S = 1.0
@@ -264,10 +262,11 @@ class Claimer:
         for claimer in claimers:
             claimer.begin()
         recovered: list[Mapping[str, Any]] = []
-        # A claim with news of work (or a backlog) leaves recovery to the recoverer and
-        # the polling claims while one ran lately: it is then one statement, no transaction.
+        # A claim with news of work leaves recovery to the recoverer while it keeps its
+        # schedule (and to the polling claims): it is then one statement, no
+        # transaction, and the task it picks up never waits on a recovery.
         recover_limit = RECOVER_LIMIT
-        if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
+        if not probe and time.monotonic() - self.recoverer.recovered_at < self.recoverer.overdue_s:
             recover_limit = 0
         if store is not None:
             rows = await self._claim_through(store, queues, draws, recover_limit, recovered)
