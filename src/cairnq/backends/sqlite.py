@@ -260,7 +260,7 @@ class SQLiteBackend(GroupWriter):
                 self._migrate(conn)
                 self._file_id = None if self._file is None else self._identity()
                 # From here on the writer waits for the write lock in ``_begin``, its way.
-                conn.execute("pragma busy_timeout = 0")
+                _wait_for_locks(conn, 0)
             except BaseException:
                 conn.close()
                 raise
@@ -554,11 +554,11 @@ class SQLiteBackend(GroupWriter):
     def _execute(self, conn: sqlite3.Connection, step: Call | Script) -> Rows:
         if isinstance(step, _Work):
             # The application's statements wait for locks as the backend was told to.
-            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+            _wait_for_locks(conn, self.busy_timeout_ms)
             try:
                 return step.fn(conn)  # type: ignore[no-any-return]
             finally:
-                conn.execute("pragma busy_timeout = 0")
+                _wait_for_locks(conn, 0)
         if isinstance(step, Script):
             for sql in split_script(step.source):
                 conn.execute(sql)
@@ -599,7 +599,7 @@ class SQLiteBackend(GroupWriter):
             raise _translate(exc, self.busy_timeout_ms, self._file) from exc
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+            _wait_for_locks(conn, self.busy_timeout_ms)
             conn.execute("pragma foreign_keys = on")
             if writer:
                 if not self._memory:
@@ -643,6 +643,11 @@ class SQLiteBackend(GroupWriter):
 
         setup = opening().setup("sqlite", migrate=self.migrate, repair=self.repair)
         self.migrations_applied = _steps.run_setup(setup, run)
+
+
+def _wait_for_locks(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Set how long ``conn``'s statements wait for another connection's lock."""
+    conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:
