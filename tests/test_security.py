@@ -126,7 +126,6 @@ SQL_CLAUSE = re.compile(
 FORMATTED_SQL_ALLOWED = Counter(
     {
         ("backends/sqlite.py", "pragma busy_timeout = {}"): 1,
-        ("backends/_sqlite_writer.py", "pragma busy_timeout = {}"): 2,
         ("backends/sqlite.py", "pragma synchronous = {}"): 1,
         # asyncpg composes no identifiers: the schema name passed check_schema first.
         ("backends/_asyncpg_executor.py", 'create schema if not exists "{}"'): 1,

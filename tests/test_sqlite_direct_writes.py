@@ -319,3 +319,26 @@ def test_a_blocking_write_is_refused_once_the_file_was_replaced(
     with sub, pytest.raises(DatabaseUnavailable):
         backend.run(kernel.insert(new_spec()), write=True)
     assert threads == []
+
+
+def test_an_awaited_write_cancelled_before_the_writer_takes_it_up_is_not_written(
+    backend: SQLiteBackend, sqlite_db: Database
+) -> None:
+    async def scenario() -> None:
+        entered, go = threading.Event(), threading.Event()
+        holding = asyncio.ensure_future(
+            backend.arun(insert_then_wait(new_spec(), entered, go), write=True)
+        )
+        assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)
+        queued = asyncio.ensure_future(backend.arun(kernel.insert(new_spec()), write=True))
+        await asyncio.sleep(0)  # a turn of the loop: it waits in the writer's queue now
+        queued.cancel()
+        go.set()
+        await holding
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        # Queued after the cancelled one: once it is written, the writer has passed it.
+        await backend.arun(kernel.insert(new_spec()), write=True)
+
+    asyncio.run(scenario())
+    assert count_rows(sqlite_db) == 2

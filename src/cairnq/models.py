@@ -146,6 +146,9 @@ class Task:
         Raises:
             SerializationError: a JSON column holds text Python cannot read.
         """
+        if type(row) is not dict and not isinstance(row, Mapping):
+            # A sqlite3.Row finds each name by a scan of its columns: read them all once.
+            row = dict(zip(row.keys(), row, strict=True))
         task_id = str(row["id"])
         decode = JsonCodec.decode
         return cls(

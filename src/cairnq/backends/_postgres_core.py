@@ -55,7 +55,7 @@ from ._pg_errors import translate as _translate
 from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, timeouts
 from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._registry import opening
-from .base import LoopBinding, bind
+from .base import PLAIN_VALUES, LoopBinding, bind
 
 log = logging.getLogger("cairnq.postgres")
 
@@ -527,7 +527,7 @@ class PostgresCore:
         text = _ENCODED.get(statement.text)
         if text is None:
             text = _ENCODED[statement.text] = statement.text.encode()
-        return text, bind(statement, step.params, self._adapt)
+        return text, bind(statement, step.params, self._adapt, unchanged=PLAIN_VALUES)
 
     def _adapt(self, name: str, value: Any) -> Any:
         if value is NOW:

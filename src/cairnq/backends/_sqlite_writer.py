@@ -16,6 +16,7 @@ and holds the state it runs on: the queue, the lock, the write connection.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -45,10 +46,56 @@ BEGIN_FIRST_PAUSE_S = 0.00005
 BEGIN_MAX_PAUSE_S = 0.002
 
 
+class _LoopResult:
+    """Where the writer puts an awaited operation's outcome: the awaiting loop's own
+    future, settled on that loop (``asyncio.wrap_future`` without a concurrent
+    future and its chaining in between).
+
+    It answers the writer as a ``concurrent.futures.Future`` would: an operation
+    whose caller was cancelled before the writer took it up is not run.
+    """
+
+    __slots__ = ("_done", "_loop", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self._done = False
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return not self.future.cancelled()
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._settle(None, error)
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        self._done = True
+        # A closed loop has nobody left awaiting.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(_settle, self.future, value, error)
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
+
+
 @dataclass
 class _Job:
     op: Op[Any]
-    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+    future: concurrent.futures.Future[Any] | _LoopResult = field(
+        default_factory=concurrent.futures.Future
+    )
 
 
 _STOP = object()
@@ -91,14 +138,23 @@ class GroupWriter:
         def _execute(self, conn: sqlite3.Connection, step: Call | Script) -> Rows: ...
 
     def _submit(self, op: Op[T]) -> concurrent.futures.Future[T]:
-        job = _Job(op)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._enqueue(_Job(op, future))
+        return future
+
+    def _asubmit(self, op: Op[T]) -> asyncio.Future[T]:
+        """``_submit`` for a caller on an event loop: a future of that loop."""
+        result = _LoopResult(asyncio.get_running_loop())
+        self._enqueue(_Job(op, result))
+        return result.future
+
+    def _enqueue(self, job: _Job) -> None:
         if os.getpid() != self._pid:
             self._ensure_open()
         with self._open_lock:
             if self._state == "closed":
                 raise self._closed()
             self._jobs.put(job)
-        return job.future
 
     def _run_here(self, op: Op[T]) -> T:
         """Run ``op`` as a group of one on this thread; the caller holds ``_write_lock``.
@@ -183,11 +239,8 @@ class GroupWriter:
         that cannot grow yet, leaves it for the next transaction.
         """
         try:
-            conn.execute("pragma busy_timeout = 0")
-            try:
-                conn.execute("pragma wal_checkpoint(truncate)").fetchall()
-            finally:
-                conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+            # The write connection's busy timeout is 0 outside a transaction (``_begin``).
+            conn.execute("pragma wal_checkpoint(truncate)").fetchall()
         except sqlite3.Error as exc:
             log.debug("checkpoint on a disk short of space failed: %s", exc)
 
@@ -300,22 +353,22 @@ class GroupWriter:
         processes trading the lock every millisecond or two lose most of their time
         asleep. The first try does not wait; later ones sleep from 50 µs up to 2 ms,
         until ``busy_timeout_ms`` has passed.
+
+        The write connection keeps a busy timeout of 0 once opened (``open``), so no
+        statement sets it per transaction: SQLite's handler would only ever wait
+        for the write lock, and every statement after ``BEGIN IMMEDIATE`` holds it.
         """
-        conn.execute("pragma busy_timeout = 0")
-        try:
-            deadline = time.monotonic() + self.busy_timeout_ms / 1000
-            pause = BEGIN_FIRST_PAUSE_S
-            while True:
-                try:
-                    conn.execute(self.begin_write)
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(pause)
-                pause = min(pause * 2, BEGIN_MAX_PAUSE_S)
-        finally:
-            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        pause = BEGIN_FIRST_PAUSE_S
+        while True:
+            try:
+                conn.execute(self.begin_write)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, BEGIN_MAX_PAUSE_S)
 
 
 def _op_name(op: Op[Any]) -> str:

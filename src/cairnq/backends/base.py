@@ -308,12 +308,22 @@ class LoopBinding:
         return True
 
 
+# The value types every built-in backend's ``adapt`` returns as they are.
+PLAIN_VALUES: frozenset[type] = frozenset((str, int, float, bool, bytes, type(None)))
+
+
 def bind(
     statement: Statement,
     params: dict[str, Any] | Any,
     adapt: Callable[[str, Any], Any],
+    *,
+    unchanged: frozenset[type] = frozenset(),
 ) -> dict[str, Any]:
-    """Check that ``params`` names exactly the statement's parameters, and adapt each value."""
+    """Check that ``params`` names exactly the statement's parameters, and adapt each value.
+
+    A value whose type is in ``unchanged`` (types ``adapt`` returns as they are,
+    ``PLAIN_VALUES`` for the built-in backends) is passed on without the call.
+    """
     if params.keys() != statement.params:
         missing = sorted(statement.params - params.keys())
         extra = sorted(params.keys() - statement.params)
@@ -321,4 +331,9 @@ def bind(
             f"statement {statement.name!r} ({statement.dialect}) was called with the wrong "
             f"parameters: missing {missing}, unexpected {extra}"
         )
-    return {name: adapt(name, value) for name, value in params.items()}
+    if not unchanged:
+        return {name: adapt(name, value) for name, value in params.items()}
+    return {
+        name: value if type(value) in unchanged else adapt(name, value)
+        for name, value in params.items()
+    }

@@ -59,7 +59,7 @@ from ..protocol.steps import (
 from ._asyncpg_executor import PoolExecutor as PoolExecutor
 from ._asyncpg_executor import create_pool_executor as create_pool_executor
 from ._registry import opening
-from .base import LoopBinding, bind, missing_table
+from .base import PLAIN_VALUES, LoopBinding, bind, missing_table
 
 log = logging.getLogger("cairnq.postgres")
 
@@ -371,7 +371,7 @@ class PgExecutorBackend:
         if compiled is None:
             compiled = self._compiled[step.statement] = positional(statement.text)
         text, names = compiled
-        params = bind(statement, step.params, self._adapt)
+        params = bind(statement, step.params, self._adapt, unchanged=PLAIN_VALUES)
         rows = await session.query(text, [params[name] for name in names])
         return [dict(row) for row in rows] if rows else []
 

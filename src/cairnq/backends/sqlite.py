@@ -69,7 +69,7 @@ from ._sqlite_files import (
     split_script,
 )
 from ._sqlite_writer import _STOP, GroupWriter
-from .base import Inspection, LoopBinding, bind
+from .base import PLAIN_VALUES, Inspection, LoopBinding, bind
 
 T = TypeVar("T")
 
@@ -259,6 +259,8 @@ class SQLiteBackend(GroupWriter):
             try:
                 self._migrate(conn)
                 self._file_id = None if self._file is None else self._identity()
+                # From here on the writer waits for the write lock in ``_begin``, its way.
+                _wait_for_locks(conn, 0)
             except BaseException:
                 conn.close()
                 raise
@@ -377,7 +379,7 @@ class SQLiteBackend(GroupWriter):
             await self.aopen()
             self._ensure_open()
         if write or self._memory:
-            return await asyncio.wrap_future(self._submit(op))
+            return await self._asubmit(op)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, self._read, op)
 
@@ -441,7 +443,9 @@ class SQLiteBackend(GroupWriter):
             if isinstance(step, Script):
                 raise InvalidArgument("a script cannot run on the application's connection")
             statement = self._statements[step.statement]
-            return cur.execute(statement.text, bind(statement, step.params, self._adapt)).fetchall()
+            return cur.execute(
+                statement.text, bind(statement, step.params, self._adapt, unchanged=PLAIN_VALUES)
+            ).fetchall()
 
         joined = conn.in_transaction
         try:
@@ -549,13 +553,18 @@ class SQLiteBackend(GroupWriter):
 
     def _execute(self, conn: sqlite3.Connection, step: Call | Script) -> Rows:
         if isinstance(step, _Work):
-            return step.fn(conn)  # type: ignore[no-any-return]
+            # The application's statements wait for locks as the backend was told to.
+            _wait_for_locks(conn, self.busy_timeout_ms)
+            try:
+                return step.fn(conn)  # type: ignore[no-any-return]
+            finally:
+                _wait_for_locks(conn, 0)
         if isinstance(step, Script):
             for sql in split_script(step.source):
                 conn.execute(sql)
             return []
         statement = self._statements[step.statement]
-        params = bind(statement, step.params, self._adapt)
+        params = bind(statement, step.params, self._adapt, unchanged=PLAIN_VALUES)
         return conn.execute(statement.text, params).fetchall()
 
     def _adapt(self, name: str, value: Any) -> Any:
@@ -590,7 +599,7 @@ class SQLiteBackend(GroupWriter):
             raise _translate(exc, self.busy_timeout_ms, self._file) from exc
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute(f"pragma busy_timeout = {self.busy_timeout_ms}")
+            _wait_for_locks(conn, self.busy_timeout_ms)
             conn.execute("pragma foreign_keys = on")
             if writer:
                 if not self._memory:
@@ -634,6 +643,11 @@ class SQLiteBackend(GroupWriter):
 
         setup = opening().setup("sqlite", migrate=self.migrate, repair=self.repair)
         self.migrations_applied = _steps.run_setup(setup, run)
+
+
+def _wait_for_locks(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Set how long ``conn``'s statements wait for another connection's lock."""
+    conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
 
 
 def _open(url: str, **options: Any) -> SQLiteBackend:

@@ -159,6 +159,10 @@ Example::
 """
 
 
+# The most task names a client remembers as checked; past it, it starts again.
+CHECKED_NAMES = 1024
+
+
 class _ClientCore:
     """State and op-building shared by both clients; performs no IO."""
 
@@ -213,6 +217,8 @@ class _ClientCore:
         # Checked once per submit: with no hooks a submit does nothing more. The list is
         # the store's own (``store.submit`` runs the same hooks), shared, never copied.
         self.submit_hooks: list[SubmitHook] = [] if store is None else store.submit_hooks
+        # Task names a plain submit has checked already (``_plain_spec``).
+        self._checked_names: set[str] = set()
         self.codec = JsonCodec(
             max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
@@ -271,6 +277,15 @@ class _ClientCore:
     def _spec(self, task: Any, payload: Any, name: Any, options: dict[str, Any]) -> kernel.NewTask:
         """``submit``'s task, named as ``task=`` or ``name=``, with its kernel options."""
         return self._new_task(task_or_name(task, name, "submit"), payload, **options)
+
+    def _plain_spec(self, task: str, payload: Any) -> kernel.NewTask:
+        """``_spec`` of a task named by a string, every option at its default: the same
+        task and the same errors, with no options to read; a name checked once is
+        not checked again by this client."""
+        names = self._checked_names
+        if len(names) >= CHECKED_NAMES:
+            names.clear()
+        return kernel.new_plain_task(self.codec, task, payload, _ids.task_id(), names)
 
     @classmethod
     def sqlite(
