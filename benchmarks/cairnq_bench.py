@@ -251,8 +251,25 @@ def fresh_url(backend: str, folder: Path, name: str) -> str:
     import psycopg
 
     admin = os.environ.get("CAIRNQ_BENCH_POSTGRES_URL", "postgresql://127.0.0.1:5432/postgres")
+    # One database per benchmark process and workload, so runs side by side (two
+    # trees, two people) never drop each other's; those of processes gone are dropped.
+    database = f"bench_{os.getpid()}_{name}"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "bench_{name}" with (force)')
-        conn.execute(f'create database "bench_{name}"')
+        names = conn.execute("select datname from pg_database where datname like 'bench\\_%'")
+        for (old,) in names.fetchall():
+            owner = old.split("_")[1]
+            if old == database or (owner.isdigit() and not _alive(int(owner))):
+                conn.execute(f'drop database if exists "{old}" with (force)')
+        conn.execute(f'create database "{database}"')
     base = admin.rsplit("/", 1)[0]
-    return f"{base}/bench_{name}"
+    return f"{base}/{database}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -76,6 +76,7 @@ def _default_log() -> str:
 def drain_profile(tasks: int, log_path: str, *, lean: bool) -> dict[str, tuple[int, float]]:
     """Run one drain; returns {statement: (executions, milliseconds)} from the server log."""
     url = fresh_url("postgres", Path("/tmp"), DATABASE)
+    database = url.rsplit("/", 1)[1]
     with SyncCairnQ.connect(url) as cq:
         for start in range(0, tasks, 1000):
             cq.submit_many([("noop", {}) for _ in range(min(1000, tasks - start))])
@@ -84,7 +85,7 @@ def drain_profile(tasks: int, log_path: str, *, lean: bool) -> dict[str, tuple[i
             for index in UNREAD_BY_DRAIN:
                 conn.execute(f"drop index {index}")
                 conn.execute(f"create index {index} on cairnq_tasks (id) where false")
-        conn.execute(f"alter database bench_{DATABASE} set log_min_duration_statement = 0")
+        conn.execute(f"alter database {database} set log_min_duration_statement = 0")
         conn.execute("checkpoint")
     log = Path(log_path)
     start_at = log.stat().st_size
@@ -104,7 +105,7 @@ def drain_profile(tasks: int, log_path: str, *, lean: bool) -> dict[str, tuple[i
     known = _catalogue()
     totals: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for entry in _ENTRY.split(text):
-        if f"bench_{DATABASE}" not in entry.split("\n", 1)[0]:
+        if database not in entry.split("\n", 1)[0]:
             continue
         found = _DURATION.search(entry)
         if found is None:
