@@ -1,7 +1,7 @@
 """The history checker: proves cairnq's guarantees held in a run, from what actually happened.
 
 Inputs: the database's transition log (``dbtools``: a row per change to a task, a
-key pointer or a lease token, written by triggers in the changing transaction),
+key pointer, written by triggers in the changing transaction),
 the client and worker histories (JSONL, ``history``), the final rows, and, when
 the run wrote any, the effect rows handlers committed with ``succeed_in``. Each
 invariant is numbered as in ``docs/guarantees.md``, which says which README
@@ -21,10 +21,10 @@ policy in ``detail``) and the parked rows (``tbl = 'parked'``, the reason in
 ``queued`` and due at ``PARKED_RUN_AT_MS``. Edges stay in the log when their
 tasks are purged.
 
-Claims. A claim is identified by its lease token (``cairnq_leases``, logged as
-``tbl = 'lease'`` rows in the claim's transaction). A claim with no token (a
-database without the extension, a reference SDK's worker) is identified by
-(attempt, worker id) instead.
+Claims. A claim is identified by its nonce: a cairnq worker's claim writes its
+worker id and a nonce fresh for the claim into ``worker_id`` (``models.holder``),
+so the claim's own log row names it. A claim with no nonce (a store's, a
+reference SDK's worker) is identified by (attempt, worker id) instead.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
+from cairnq.models import parse_holder
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}
@@ -314,11 +315,10 @@ class Replay:
         for task, rows in rows_of.items():
             rows.sort(key=lambda r: r["seq"])
             current: Claim | None = None
-            for i, row in enumerate(rows):
+            for row in rows:
                 if _is_claim(row):
-                    current = Claim(
-                        task, row["seq"], row["new_attempt"], row["new_worker"], _token(rows, i)
-                    )
+                    worker, nonce = parse_holder(row["new_worker"])
+                    current = Claim(task, row["seq"], row["new_attempt"], worker, nonce)
                     claims.append(current)
                     claims_of[task].append(current)
                 elif _leaves_running(row) and current is not None:
@@ -334,19 +334,6 @@ class Replay:
             (r for rows in self.rows_of.values() for r in rows if r["tbl"] == "task"),
             key=lambda r: r["seq"],
         )
-
-
-def _token(rows: list[dict[str, Any]], i: int) -> int | None:
-    """The token the claim at ``rows[i]`` handed out: a lease row next to it, same transaction.
-
-    SQLite logs it right after the claim (``claim_tokens``); PostgreSQL's claim
-    statement writes both rows, in either order. A claim with no lease row beside
-    it handed out no token.
-    """
-    for j in (i + 1, i - 1):
-        if 0 <= j < len(rows) and rows[j]["tbl"] == "lease" and _same_transaction(rows[i], rows[j]):
-            return int(rows[j]["token"])
-    return None
 
 
 def check(history: History) -> Report:
@@ -505,7 +492,7 @@ def inv4_only_the_holder_ends_a_live_claim(h: History, r: Replay) -> Iterator[Vi
     """INV-4 (fencing): a claim that left ``running`` with its lease live was settled by its holder.
 
     The database row says which claim it ended; the process holding exactly that
-    claim (same lease token) must have sent a settlement. A writer holding an
+    claim (same nonce) must have sent a settlement. A writer holding an
     older claim, or recovery taking a live lease, shows up here.
     """
     events = _settle_events(h)

@@ -44,7 +44,7 @@ class _Run:
         [row] = self.backend.run(
             kernel.claim(["default"], worker_id, LEASE_MS, draws, 100), write=True
         )
-        return Lease(row["id"], row["attempt"], row["lease_token"])
+        return Lease.of(row)
 
     def log(self, task_id: str) -> list[dict[str, Any]]:
         """The task's and its key's rows (lease rows are the driver's own business)."""
