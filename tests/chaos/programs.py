@@ -437,8 +437,8 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 (
                     "hold",
-                    "select o.cancel_requested_at_ms",
-                    "select null::bigint as cancel_requested_at_ms",
+                    "select cancel_requested_at_ms\nfrom",
+                    "select null::bigint as cancel_requested_at_ms\nfrom",
                 )
             ]
         },
@@ -450,7 +450,7 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 *[(n, "for update skip locked", "") for n in _CLAIMS],
                 *[
-                    (n, "      and status = 'queued'\n    returning", "    returning")
+                    (n, "  and status = 'queued'\nreturning", "returning")
                     for n in _CLAIMS
                 ],
             ]
