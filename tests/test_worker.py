@@ -26,7 +26,7 @@ from cairnq import (
     Worker,
     kernel,
 )
-from cairnq.models import Lease
+from cairnq.models import Lease, worker_of
 from cairnq.testing import FakeClock
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
@@ -395,7 +395,7 @@ async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_
     db: Database,
 ) -> None:
     """Worker id and attempt repeat (attempt 1 ends failed, ``retry(reset_attempt=True)``,
-    the same worker claims attempt 1 again): the first claim's lease token does not."""
+    the same worker claims attempt 1 again): the first claim's nonce does not."""
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {}, max_attempts=1)
@@ -412,7 +412,10 @@ async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_
         ]
         await cq.retry(task.id, reset_attempt=True)
         second = await claim()
-        assert (first["attempt"], first["worker_id"]) == (second["attempt"], second["worker_id"])
+        assert (first["attempt"], worker_of(first["worker_id"])) == (
+            second["attempt"],
+            worker_of(second["worker_id"]),
+        )
         with pytest.raises(LostLease):
             await backend.arun(kernel.complete(Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)

@@ -449,10 +449,7 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "postgres": [
                 *[(n, "for update skip locked", "") for n in _CLAIMS],
-                *[
-                    (n, "  and status = 'queued'\nreturning", "returning")
-                    for n in _CLAIMS
-                ],
+                *[(n, "  and status = 'queued'\nreturning", "returning") for n in _CLAIMS],
             ]
         },
         dialects=("postgres",),
