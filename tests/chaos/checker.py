@@ -155,6 +155,10 @@ class Claim:
     # held the task's row from its fenced lock to its end, so its end is the holder's
     # even when the commit came after the lease's instant.
     held: bool = False
+    # The process that reported claiming it, where claims sharing its ident (a repeated
+    # nonce, or none) pair one for one with the claims reported: a settlement is then its
+    # holder's only if that process sent it.
+    pid: int | None = None
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -336,9 +340,22 @@ class Replay:
         )
 
 
+def _pair_claimers(replay: Replay, events: list[dict[str, Any]]) -> None:
+    """Give each claim the process that reported it, where an ident names several claims
+    and as many claims were reported under it (log order against report order)."""
+    reported: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for event in sorted((e for e in events if e["event"] == "claim_ok"), key=lambda e: e["t"]):
+        reported[event_ident(event)].append(event)
+    for ident, claims in replay.by_ident.items():
+        if len(claims) > 1 and len(reported.get(ident, [])) == len(claims):
+            for claim, event in zip(claims, reported[ident], strict=True):
+                claim.pid = event.get("pid")
+
+
 def check(history: History) -> Report:
     """Run every invariant over ``history``."""
     replay = Replay.of(history.transitions)
+    _pair_claimers(replay, history.events)
     for event in history.events:
         if event["event"] == "settle_ok" and event.get("op") == "complete_in":
             for held in replay.by_ident.get(event_ident(event), []):
@@ -497,7 +514,10 @@ def inv4_only_the_holder_ends_a_live_claim(h: History, r: Replay) -> Iterator[Vi
     """
     events = _settle_events(h)
     for claim in r.claims:
-        if not claim.ended_by_holder or _holder_settled(events.get(claim.ident, [])):
+        mine = [
+            e for e in events.get(claim.ident, []) if claim.pid is None or e.get("pid") == claim.pid
+        ]
+        if not claim.ended_by_holder or _holder_settled(mine):
             continue
         others = [
             e

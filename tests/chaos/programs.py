@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import importlib
 import json
 import os
 import random
@@ -67,19 +68,20 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
     ]
 
 
+def _claim_module() -> Any:
+    """The module ``cairnq.kernel.claim`` (the attribute of that name is its function)."""
+    return importlib.import_module("cairnq.kernel.claim")
+
+
 def _bare_claims() -> None:
     """Claims write the worker id without a nonce: owned writes are fenced on (worker id,
     attempt), as the reference's are."""
-    from cairnq.kernel import claim as _claim
-
-    _claim._claimant = lambda worker_id, bare: worker_id  # type: ignore[assignment]
+    _claim_module()._claimant = lambda worker_id, bare: worker_id
 
 
 def _repeated_nonce() -> None:
     """Every claim of this process writes the same nonce."""
-    from cairnq.kernel import claim as _claim
-
-    _claim.new_nonce = lambda: 7  # type: ignore[assignment]
+    _claim_module().new_nonce = lambda: 7
 
 
 def _both(substitutions: Callable[[str], list[Substitution]]) -> dict[str, list[Substitution]]:
