@@ -33,7 +33,7 @@ from cairnq import (
 from cairnq.extensions import Component, Extension, Part, WorkerView
 from cairnq.extensions.workflows._component import LEASE_NAME as WORKFLOW_SWEEP_LEASE
 from cairnq.kernel.periodic import PeriodicJob
-from cairnq.models import Lease
+from cairnq.models import Lease, holder, new_nonce
 from cairnq.testing import FakeClock
 from cairnq.workflows import PARKED_RUN_AT_MS as PARKED
 
@@ -960,7 +960,8 @@ async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refus
     """A stale write that sees the old claim's row, then waits on the lock of a transaction
     that leaves the row as a new claim of the same attempt by the same worker id (what
     recovery, a reset retry and a claim leave, here in one transaction), is checked against
-    the rows that transaction committed: not against the lease token it read before."""
+    the rows that transaction committed: not against the claim's worker_id value it read
+    before."""
     clock = FakeClock()
     async with pg_db.client(clock=clock) as cq:
         task = await cq.submit("job", {}, max_attempts=1)
@@ -968,11 +969,9 @@ async def test_a_stale_write_waiting_on_a_new_claim_of_the_same_attempt_is_refus
         stale = Lease.of((await cq.backend.arun(claim, write=True))[0])
         async with app_conn.transaction():
             await app_conn.execute(
-                "update cairnq_tasks set lease_until_ms = lease_until_ms + 1 where id = %s",
-                (task.id,),
-            )
-            await app_conn.execute(
-                "update cairnq_leases set token = token + 1 where task_id = %s", (task.id,)
+                "update cairnq_tasks set lease_until_ms = lease_until_ms + 1, worker_id = %s"
+                " where id = %s",
+                (holder("w", new_nonce()), task.id),
             )
             write = asyncio.ensure_future(
                 cq.backend.arun(kernel.complete(stale, "w", '"stale"'), write=True)

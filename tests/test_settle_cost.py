@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from cairnq import SyncCairnQ, kernel
+from cairnq.kernel.settle import owned_many
 from cairnq.models import Lease
 from cairnq.protocol.statements import statements
 
@@ -47,10 +48,7 @@ def _claim(cq: SyncCairnQ, worker_id: str, count: int) -> list[Lease]:
 
 def _params(name: str, leases: list[Lease]) -> dict[str, Any]:
     params: dict[str, Any] = {
-        "ids": [lease.id for lease in leases],
-        "attempts": [lease.attempt for lease in leases],
-        "lease_tokens": [lease.token for lease in leases],
-        "worker_id": MINE,
+        **owned_many(leases, MINE),
         "now_ms": int(time.time() * 1000),
     }
     if name == "complete_many":

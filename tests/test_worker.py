@@ -16,7 +16,6 @@ import pytest
 
 from cairnq import (
     CairnQ,
-    DatabaseError,
     EventLoopBlocked,
     InvalidArgument,
     LostLease,
@@ -27,12 +26,13 @@ from cairnq import (
     Worker,
     kernel,
 )
-from cairnq.models import Lease
+from cairnq.models import Lease, worker_of
 from cairnq.testing import FakeClock
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from ._db import Database, admin_connect
 from ._waits import ClaimTurns, eventually, results_of
+from .test_without_extensions import protocol_only
 
 
 async def settled(cq: CairnQ, task_id: str, timeout_ms: int = 10_000) -> Any:
@@ -345,7 +345,7 @@ async def test_an_old_attempt_cannot_be_settled_after_the_same_worker_reclaims(
         clock.advance(1001)
         claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
         second = (await backend.arun(claim, write=True))[0]
-        assert (first["attempt"], second["attempt"], second["worker_id"]) == (1, 2, "w")
+        assert (first["attempt"], second["attempt"]) == (1, 2)
         with pytest.raises(LostLease):
             await backend.arun(kernel.complete(Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)
@@ -354,11 +354,48 @@ async def test_an_old_attempt_cannot_be_settled_after_the_same_worker_reclaims(
     assert (done["status"], done["result"]) == ("succeeded", '"fresh"')
 
 
+async def test_a_batch_renews_and_settles_leases_of_different_claims_but_no_stale_one(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        for _ in range(3):
+            await cq.submit("job", {})
+        backend = cq.backend
+
+        async def claim_one() -> Lease:
+            op = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
+            return Lease.of((await backend.arun(op, write=True))[0])
+
+        first, second, third = await claim_one(), await claim_one(), await claim_one()
+        beat = await backend.arun(kernel.heartbeat_batch([first, second], "w", 5000), write=True)
+        assert beat.renewed == {first.id, second.id}
+        clock.advance(1001)
+        again = await claim_one()
+        assert (again.id, again.attempt) == (third.id, 2)
+        leases = [first, second, third]
+        beat = await backend.arun(kernel.heartbeat_batch(leases, "w", 5000), write=True)
+        assert beat.renewed == {first.id, second.id}
+        settle = kernel.complete_many([*leases, again], ['"a"', '"b"', '"stale"', '"c"'], "w")
+        settled = await backend.arun(settle, write=True)
+        again_done = await cq.get(third.id)
+    assert set(settled) == {first.id, second.id, third.id}
+    assert again_done is not None and again_done.result == "c"
+
+
+async def test_a_worker_id_holding_the_claim_separator_is_refused(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="must not contain '#'"):
+            Worker(cq, worker_id="host#1")
+        with pytest.raises(InvalidArgument, match="must not contain '#'"):
+            await cq.store.claim(queues=["default"], worker_id="host#1")
+
+
 async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_claimed_again(
     db: Database,
 ) -> None:
     """Worker id and attempt repeat (attempt 1 ends failed, ``retry(reset_attempt=True)``,
-    the same worker claims attempt 1 again): the first claim's lease token does not."""
+    the same worker claims attempt 1 again): the first claim's nonce does not."""
     clock = FakeClock()
     async with db.client(clock=clock) as cq:
         task = await cq.submit("job", {}, max_attempts=1)
@@ -375,7 +412,10 @@ async def test_a_claim_from_before_a_reset_retry_cannot_settle_the_same_attempt_
         ]
         await cq.retry(task.id, reset_attempt=True)
         second = await claim()
-        assert (first["attempt"], first["worker_id"]) == (second["attempt"], second["worker_id"])
+        assert (first["attempt"], worker_of(first["worker_id"])) == (
+            second["attempt"],
+            worker_of(second["worker_id"]),
+        )
         with pytest.raises(LostLease):
             await backend.arun(kernel.complete(Lease.of(first), "w", '"stale"'), write=True)
         current = await cq.get(task.id)
@@ -1200,41 +1240,36 @@ async def test_an_expired_but_unrecovered_lease_is_not_reported_as_held(db: Data
         assert await cq.backend.arun(beat, write=True) == {}
 
 
-def _forget_lease_tokens(db: Database) -> None:
-    """Make ``db`` look migrated without cairnq's lease-token extension."""
-    statements = ("drop table cairnq_leases", "delete from cairnq_migrations where name = '{}'")
-    if db.kind == "sqlite":
-        assert db.path is not None
-        with contextlib.closing(sqlite3.connect(db.path)) as conn, conn:
-            for text in statements:
-                conn.execute(text.format(kernel.LEASES_MIGRATION))
-        return
-    with admin_connect(db.url) as conn:
-        conn.execute(f'set search_path to "{db.schema}"')
-        for text in statements:
-            conn.execute(text.format(kernel.LEASES_MIGRATION))  # type: ignore[arg-type]
-
-
-async def test_a_worker_refuses_a_database_without_lease_tokens_and_clients_still_work(
+async def test_a_worker_serves_a_database_only_the_protocol_migrations_created(
     db: Database,
 ) -> None:
-    with db.sync_client() as cq:
-        task = cq.submit("job", {})
-    _forget_lease_tokens(db)
+    protocol_only(db)
     client = CairnQ(db.backend(migrate=False))
     client._owns_backend = True
-    worker = Worker(client)
+    worker = Worker(client, poll_interval_ms=20)
 
     @worker.task
-    async def job(ctx: TaskContext, payload: Any) -> None:
-        return None
+    async def job(ctx: TaskContext, payload: Any) -> str:
+        return f"done {payload['n']}"
 
-    with pytest.raises(DatabaseError, match=r"x0003_leases\.sql.*cairnq migrate"):
-        await worker.run()
-    await worker.close()
     async with CairnQ(db.backend(migrate=False)) as cq:
-        assert (await cq.get_status(task.id)).status == "queued"  # type: ignore[union-attr]
-        assert (await cq.submit("job", {})).status == "queued"
+        tasks = [await cq.submit("job", {"n": n}) for n in range(3)]
+        async with worker.background():
+            done = [await cq.wait(t.id, timeout_ms=10_000, poll_ms=20) for t in tasks]
+    await worker.close()
+    assert [(t.status, t.result) for t in done] == [("succeeded", f"done {n}") for n in range(3)]
+
+
+async def test_a_worker_claim_writes_its_id_and_a_nonce_the_task_shows_its_id(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        task = await cq.submit("job", {})
+        claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, 1)], 100)
+        [row] = await cq.backend.arun(claim, write=True)
+        shown = await cq.get(task.id)
+    assert row["worker_id"] == f"w#{Lease.of(row).token % 2**64:016x}"
+    assert shown is not None and shown.worker_id == "w"
 
 
 async def test_a_call_just_claimed_starts_before_the_claim_loop_reads_again(db: Database) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import InvalidArgument
-from .models import STATUSES, TERMINAL_STATUSES
+from .models import HOLDER_SEPARATOR, STATUSES, TERMINAL_STATUSES
 
 MAX_TEXT_BYTES = 1000
 MAX_INT4 = 2**31 - 1
@@ -36,6 +36,18 @@ def check_text(value: Any, what: str, *, optional: bool = False) -> str | None:
     if size > MAX_TEXT_BYTES:
         raise InvalidArgument(f"{what} is {size} bytes, over the limit of {MAX_TEXT_BYTES}")
     return value
+
+
+def check_worker_id(value: Any, *, optional: bool = False) -> str | None:
+    """A worker id: ``check_text``'s, without ``HOLDER_SEPARATOR`` (a claim writes the
+    worker id and its nonce joined by it, and readers split the column there)."""
+    worker = check_text(value, "worker_id", optional=optional)
+    if worker is not None and HOLDER_SEPARATOR in worker:
+        raise InvalidArgument(
+            f"worker_id must not contain {HOLDER_SEPARATOR!r} (cairnq joins a worker id "
+            f"and its claim's nonce with it), not {worker!r}"
+        )
+    return worker
 
 
 def check_int(value: Any, what: str, *, low: int, high: int = MAX_INT4) -> int:

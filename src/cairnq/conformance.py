@@ -342,7 +342,8 @@ class _Interpreter:
     def _lease(self, task_id: str) -> Lease:
         """The lease of the scenario's latest claim of the task (a never-claimed one holds none).
 
-        Token 0 is never handed out, so a write with it is refused as a stranger's.
+        Nonce 0 names no claim in practice (nonces are 64 random bits), so a write with it
+        is refused as a stranger's.
         """
         lease = self.leases.get(task_id)
         if lease is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, get_args
@@ -43,23 +44,77 @@ def is_terminal_status(status: str) -> bool:
     return status in TERMINAL_STATUSES
 
 
+HOLDER_SEPARATOR = "#"
+"""What separates a worker id from its claim's nonce in the ``worker_id`` column of a
+task a cairnq worker claimed (``worker_1#9f86d081884c7d65``). Worker ids never contain it."""
+
+_NONCE_DIGITS = 16
+_U64 = 1 << 64
+
+
+def new_nonce() -> int:
+    """A fresh claim nonce: 64 random bits, as a signed 64-bit integer."""
+    return int.from_bytes(os.urandom(8), "big", signed=True)
+
+
+def holder(worker_id: str, nonce: int | None) -> str:
+    """The ``worker_id`` column value of a claim by ``worker_id`` with ``nonce`` (the bare
+    id for a claim made without one: a store claim, as the reference makes it)."""
+    if nonce is None:
+        return worker_id
+    return f"{worker_id}{HOLDER_SEPARATOR}{nonce % _U64:0{_NONCE_DIGITS}x}"
+
+
+def parse_holder(value: str | None) -> tuple[str | None, int | None]:
+    """``holder`` read back: the worker id part of a ``worker_id`` column value, and the
+    claim's nonce (``None`` when the value carries none: a reference claim, a store's)."""
+    if value is None:
+        return None, None
+    worker, sep, digits = value.rpartition(HOLDER_SEPARATOR)
+    if not sep or len(digits) != _NONCE_DIGITS:
+        return value, None
+    try:
+        unsigned = int(digits, 16)
+    except ValueError:
+        return value, None
+    return worker, unsigned - _U64 if unsigned >= _U64 // 2 else unsigned
+
+
+def worker_of(value: str | None) -> str | None:
+    """The worker id a ``worker_id`` column value names (without its claim's nonce)."""
+    return parse_holder(value)[0]
+
+
 @dataclass(frozen=True)
 class Lease:
-    """What a worker holds: a task id, the attempt it claimed and the claim's lease token.
+    """What a worker holds: a task id, the attempt it claimed and the claim's nonce.
 
-    Every owned write is fenced on all three (and on the worker id and a live
-    lease). The token is the one value no other claim of the task ever had: a
-    worker id can be shared and an attempt repeats after ``retry(reset_attempt=True)``.
+    A cairnq worker's claim writes its worker id and ``token`` (64 random bits, fresh
+    for every claim statement) into the task's ``worker_id`` column, so every owned
+    write is fenced by the protocol's own predicate (id, running, worker id, attempt,
+    live lease) on a value no other claim of the task had: a worker id can be shared
+    and an attempt repeats after ``retry(reset_attempt=True)``. ``bare``: the claim
+    wrote the worker id alone (a store claim, as the reference makes it), fenced on
+    (worker id, attempt) as the reference's are; ``token`` is then a nonce of this
+    process's own, naming the claim in the attempt history only.
     """
 
     id: str
     attempt: int
     token: int
+    bare: bool = False
 
     @classmethod
     def of(cls, row: Row) -> Lease:
         """The lease a claimed row stands for."""
-        return cls(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
+        _, nonce = parse_holder(row["worker_id"])
+        if nonce is None:
+            return cls(str(row["id"]), int(row["attempt"]), new_nonce(), bare=True)
+        return cls(str(row["id"]), int(row["attempt"]), nonce)
+
+    def holder(self, worker_id: str) -> str:
+        """The ``worker_id`` column value this lease's owned writes are fenced on."""
+        return holder(worker_id, None if self.bare else self.token)
 
 
 @dataclass(frozen=True)
@@ -165,7 +220,7 @@ class Task:
             attempt=int(row["attempt"]),
             max_attempts=int(row["max_attempts"]),
             priority=int(row["priority"]),
-            worker_id=row["worker_id"],
+            worker_id=worker_of(row["worker_id"]),
             lease_until_ms=_opt_int(row["lease_until_ms"]),
             run_at_ms=int(row["run_at_ms"]),
             cancel_requested_at_ms=_opt_int(row["cancel_requested_at_ms"]),

@@ -1,7 +1,7 @@
 """The history checker: proves cairnq's guarantees held in a run, from what actually happened.
 
 Inputs: the database's transition log (``dbtools``: a row per change to a task, a
-key pointer or a lease token, written by triggers in the changing transaction),
+key pointer, written by triggers in the changing transaction),
 the client and worker histories (JSONL, ``history``), the final rows, and, when
 the run wrote any, the effect rows handlers committed with ``succeed_in``. Each
 invariant is numbered as in ``docs/guarantees.md``, which says which README
@@ -21,10 +21,10 @@ policy in ``detail``) and the parked rows (``tbl = 'parked'``, the reason in
 ``queued`` and due at ``PARKED_RUN_AT_MS``. Edges stay in the log when their
 tasks are purged.
 
-Claims. A claim is identified by its lease token (``cairnq_leases``, logged as
-``tbl = 'lease'`` rows in the claim's transaction). A claim with no token (a
-database without the extension, a reference SDK's worker) is identified by
-(attempt, worker id) instead.
+Claims. A claim is identified by its nonce: a cairnq worker's claim writes its
+worker id and a nonce fresh for the claim into ``worker_id`` (``models.holder``),
+so the claim's own log row names it. A claim with no nonce (a store's, a
+reference SDK's worker) is identified by (attempt, worker id) instead.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
+from cairnq.models import parse_holder
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}
@@ -154,6 +155,10 @@ class Claim:
     # held the task's row from its fenced lock to its end, so its end is the holder's
     # even when the commit came after the lease's instant.
     held: bool = False
+    # The process that reported claiming it, where claims sharing its ident (a repeated
+    # nonce, or none) pair one for one with the claims reported: a settlement is then its
+    # holder's only if that process sent it.
+    pid: int | None = None
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -314,11 +319,10 @@ class Replay:
         for task, rows in rows_of.items():
             rows.sort(key=lambda r: r["seq"])
             current: Claim | None = None
-            for i, row in enumerate(rows):
+            for row in rows:
                 if _is_claim(row):
-                    current = Claim(
-                        task, row["seq"], row["new_attempt"], row["new_worker"], _token(rows, i)
-                    )
+                    worker, nonce = parse_holder(row["new_worker"])
+                    current = Claim(task, row["seq"], row["new_attempt"], worker, nonce)
                     claims.append(current)
                     claims_of[task].append(current)
                 elif _leaves_running(row) and current is not None:
@@ -336,22 +340,22 @@ class Replay:
         )
 
 
-def _token(rows: list[dict[str, Any]], i: int) -> int | None:
-    """The token the claim at ``rows[i]`` handed out: a lease row next to it, same transaction.
-
-    SQLite logs it right after the claim (``claim_tokens``); PostgreSQL's claim
-    statement writes both rows, in either order. A claim with no lease row beside
-    it handed out no token.
-    """
-    for j in (i + 1, i - 1):
-        if 0 <= j < len(rows) and rows[j]["tbl"] == "lease" and _same_transaction(rows[i], rows[j]):
-            return int(rows[j]["token"])
-    return None
+def _pair_claimers(replay: Replay, events: list[dict[str, Any]]) -> None:
+    """Give each claim the process that reported it, where an ident names several claims
+    and as many claims were reported under it (log order against report order)."""
+    reported: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for event in sorted((e for e in events if e["event"] == "claim_ok"), key=lambda e: e["t"]):
+        reported[event_ident(event)].append(event)
+    for ident, claims in replay.by_ident.items():
+        if len(claims) > 1 and len(reported.get(ident, [])) == len(claims):
+            for claim, event in zip(claims, reported[ident], strict=True):
+                claim.pid = event.get("pid")
 
 
 def check(history: History) -> Report:
     """Run every invariant over ``history``."""
     replay = Replay.of(history.transitions)
+    _pair_claimers(replay, history.events)
     for event in history.events:
         if event["event"] == "settle_ok" and event.get("op") == "complete_in":
             for held in replay.by_ident.get(event_ident(event), []):
@@ -505,12 +509,15 @@ def inv4_only_the_holder_ends_a_live_claim(h: History, r: Replay) -> Iterator[Vi
     """INV-4 (fencing): a claim that left ``running`` with its lease live was settled by its holder.
 
     The database row says which claim it ended; the process holding exactly that
-    claim (same lease token) must have sent a settlement. A writer holding an
+    claim (same nonce) must have sent a settlement. A writer holding an
     older claim, or recovery taking a live lease, shows up here.
     """
     events = _settle_events(h)
     for claim in r.claims:
-        if not claim.ended_by_holder or _holder_settled(events.get(claim.ident, [])):
+        mine = [
+            e for e in events.get(claim.ident, []) if claim.pid is None or e.get("pid") == claim.pid
+        ]
+        if not claim.ended_by_holder or _holder_settled(mine):
             continue
         others = [
             e

@@ -219,7 +219,7 @@ create trigger cairnq_test_parked after insert or update or delete on cairnq_par
     for each row execute function cairnq_test_log_parked();
 """
 
-# The rows handlers write inside succeed_in, with the claim (lease token) that wrote them.
+# The rows handlers write inside succeed_in, with the claim (its nonce) that wrote them.
 EFFECTS_TABLE = """
 create table if not exists cairnq_test_effects (task_id text not null, token bigint not null)
 """

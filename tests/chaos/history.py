@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import errors
+from cairnq.models import parse_holder
 from cairnq.protocol.steps import Op
 
 SETTLE_OPS = {"complete", "succeed", "fail", "release"}
@@ -40,12 +41,19 @@ class Recorder:
             self._file.flush()
 
 
+def nonce_of(lease: Any) -> int | None:
+    """The nonce a lease's claim wrote into ``worker_id`` (``None`` for a bare claim)."""
+    if lease is None or getattr(lease, "bare", False):
+        return None
+    return getattr(lease, "token", None)
+
+
 def _claim_of(lease: Any, worker: Any) -> dict[str, Any]:
-    """The fields naming the claim a settlement writes for (a lease token when it has one)."""
+    """The fields naming the claim a settlement writes for (its nonce when it has one)."""
     return {
         "task": getattr(lease, "id", None),
         "attempt": getattr(lease, "attempt", None),
-        "token": getattr(lease, "token", None),
+        "token": nonce_of(lease),
         "worker": worker,
     }
 
@@ -145,12 +153,9 @@ class RecordingBackend:
             raise
         if name == "claim":
             for row in result:
+                worker, nonce = parse_holder(row["worker_id"])
                 self._record(
-                    "claim_ok",
-                    task=row["id"],
-                    attempt=row["attempt"],
-                    token=row.get("lease_token") if isinstance(row, dict) else None,
-                    worker=row["worker_id"],
+                    "claim_ok", task=row["id"], attempt=row["attempt"], token=nonce, worker=worker
                 )
         else:
             self._record("settle_ok", op=name, status=result["status"], **claim)

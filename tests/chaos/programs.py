@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import importlib
 import json
 import os
 import random
@@ -32,7 +33,7 @@ from cairnq.extensions import Limits
 from cairnq.protocol import statements as _protocol
 from cairnq.workflows import Gathering, Graph
 
-from .history import Recorder, RecordingBackend
+from .history import Recorder, RecordingBackend, nonce_of
 
 Substitution = tuple[str, str, str]  # (statement, old text, new text)
 
@@ -40,52 +41,15 @@ _OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "hand_back")
 _CLAIMS = ("claim", "claim_one_queue", "claim_one_name", "claim_one_queue_one_name")
 
 
-def _token_fence(dialect: str) -> list[Substitution]:
-    """Every owned write stops checking the lease token."""
-    if dialect == "sqlite":
-        owned = "exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)"
-        return [
-            *[(n, owned, ":lease_token is not null") for n in _OWNED],
-            (
-                "heartbeat_batch",
-                "exists (select 1 from cairnq_leases as l\n"
-                "              where l.task_id = held.held_id and l.token = held.held_token)",
-                "held.held_token is not null",
-            ),
-            (
-                "complete_many",
-                "exists (select 1 from cairnq_leases as l\n"
-                "              where l.task_id = settled.settled_id"
-                " and l.token = settled.settled_token)",
-                "settled.settled_token is not null",
-            ),
-        ]
-    owned = "and token = :lease_token::bigint"
-    return [
-        *[
-            (n, owned, "and :lease_token::bigint is not null")
-            for n in (*_OWNED, "hold", "complete_held")
-        ],
-        ("heartbeat_batch", "where l.token = h.token", "where h.token is not null"),
-        ("complete_many", "where l.token = o.token", "where o.token is not null"),
-    ]
-
-
 def _attempt_fence(dialect: str) -> list[Substitution]:
     """Every owned write stops checking the attempt."""
     if dialect == "sqlite":
         return [
             *[(n, "attempt = :attempt and ", ":attempt is not null and ") for n in _OWNED],
-            (
-                "heartbeat_batch",
-                "cairnq_tasks.attempt = held.held_attempt",
-                "held.held_attempt is not null",
-            ),
-            (
-                "complete_many",
-                "cairnq_tasks.attempt = settled.settled_attempt",
-                "settled.settled_attempt is not null",
-            ),
+            *[
+                (n, "cairnq_tasks.attempt = p.attempt", "p.attempt is not null")
+                for n in ("heartbeat_batch", "complete_many")
+            ],
         ]
     return [
         *[
@@ -97,9 +61,27 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
             "and attempt = :attempt::integer\n",
             "and :attempt::integer is not null\n",
         ),
-        ("heartbeat_batch", "where t.attempt = p.attempt", "where p.attempt is not null"),
-        ("complete_many", "where t.attempt = s.attempt", "where s.attempt is not null"),
+        *[
+            (n, "and t.attempt = p.attempt", "and p.attempt is not null")
+            for n in ("heartbeat_batch", "complete_many")
+        ],
     ]
+
+
+def _claim_module() -> Any:
+    """The module ``cairnq.kernel.claim`` (the attribute of that name is its function)."""
+    return importlib.import_module("cairnq.kernel.claim")
+
+
+def _bare_claims() -> None:
+    """Claims write the worker id without a nonce: owned writes are fenced on (worker id,
+    attempt), as the reference's are."""
+    _claim_module()._claimant = lambda worker_id, bare: worker_id
+
+
+def _repeated_nonce() -> None:
+    """Every claim of this process writes the same nonce."""
+    _claim_module().new_nonce = lambda: 7
 
 
 def _both(substitutions: Callable[[str], list[Substitution]]) -> dict[str, list[Substitution]]:
@@ -367,12 +349,15 @@ def _decided_stay_parked() -> None:
 
 
 MUTANTS: dict[str, Mutant] = {
-    # Owned writes fenced on the worker id alone, as the reference does.
-    "no_fence": Mutant(
-        sql={d: _token_fence(d) + _attempt_fence(d) for d in ("sqlite", "postgres")}
-    ),
-    # Owned writes fenced on worker id and attempt, not the lease token.
-    "no_token_fence": Mutant(sql=_both(_token_fence)),
+    # Claims without a nonce and owned writes not fenced on the attempt: the worker id
+    # alone fences them.
+    "no_fence": Mutant(sql=_both(_attempt_fence), patch=_bare_claims),
+    # Claims write the worker id without a nonce: fenced on (worker id, attempt), as the
+    # reference's are.
+    "claim_without_nonce": Mutant(patch=_bare_claims),
+    # Every claim writes the same nonce: claims of one worker id are told apart by the
+    # attempt alone.
+    "nonce_repeated": Mutant(patch=_repeated_nonce),
     # Recovery that requeues (or fails) a task whose cancel was requested.
     "recover_ignores_cancel": Mutant(
         sql=_both(
@@ -454,8 +439,8 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 (
                     "hold",
-                    "select o.cancel_requested_at_ms",
-                    "select null::bigint as cancel_requested_at_ms",
+                    "select cancel_requested_at_ms\nfrom",
+                    "select null::bigint as cancel_requested_at_ms\nfrom",
                 )
             ]
         },
@@ -466,10 +451,7 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "postgres": [
                 *[(n, "for update skip locked", "") for n in _CLAIMS],
-                *[
-                    (n, "      and status = 'queued'\n    returning", "    returning")
-                    for n in _CLAIMS
-                ],
+                *[(n, "  and status = 'queued'\nreturning", "returning") for n in _CLAIMS],
             ]
         },
         dialects=("postgres",),
@@ -604,12 +586,11 @@ def run_worker(config: dict[str, Any]) -> None:
     worker.subscribe(noticed)
 
     def claim_of(ctx: TaskContext) -> dict[str, Any]:
-        tokens[(ctx.task_id, ctx.attempt)] = getattr(ctx.lease, "token", None)
-        lease = ctx.lease
+        tokens[(ctx.task_id, ctx.attempt)] = nonce_of(ctx.lease)
         return {
             "task": ctx.task_id,
             "attempt": ctx.attempt,
-            "token": getattr(lease, "token", None),
+            "token": nonce_of(ctx.lease),
             "worker": ctx.worker_id,
         }
 
@@ -649,7 +630,7 @@ def run_worker(config: dict[str, Any]) -> None:
         try:
             time.sleep(payload.get("sleep_s", 0.05))
             outcome = "return"
-            return {"n": payload.get("n"), "attempt": ctx.attempt, "token": ctx.lease.token}
+            return {"n": payload.get("n"), "attempt": ctx.attempt, "token": nonce_of(ctx.lease)}
         finally:
             record("handler_end", outcome=outcome, **claim_of(ctx))
 
@@ -691,13 +672,13 @@ async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) ->
             if await ctx.canceled():
                 break
             await asyncio.sleep(0.01)
-    result = {"n": payload.get("n"), "attempt": ctx.attempt, "token": ctx.lease.token}
+    result = {"n": payload.get("n"), "attempt": ctx.attempt, "token": nonce_of(ctx.lease)}
     if mode == "effect":
         for _ in range(payload.get("wait_cancel_polls", 0)):
             if await ctx.canceled():
                 break
             await asyncio.sleep(0.01)
-        token = ctx.lease.token
+        token = nonce_of(ctx.lease)
 
         async def write(conn: Any) -> dict[str, Any]:
             await conn.execute(
@@ -723,7 +704,7 @@ async def _steps(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) 
 
         async def one() -> dict[str, Any]:
             await asyncio.sleep(rng.uniform(low, high) / 1000)
-            return {"attempt": ctx.attempt, "token": ctx.lease.token}
+            return {"attempt": ctx.attempt, "token": nonce_of(ctx.lease)}
 
         done.append(await ctx.step(f"s{i}", one))
         if i == 0 and ctx.attempt < payload.get("fail_until", 2):

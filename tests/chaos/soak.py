@@ -69,7 +69,7 @@ def _redeliveries(events: list[dict[str, Any]]) -> tuple[list[float], list[float
     next run's start, and how long the two ran at once (0 when the first had
     ended). A run after a recorded settlement (a retry after a failure, a gathering
     parent's run after its park) is not a redelivery. Runs are told apart by their
-    claim (lease token), and all times come from one host's monotonic clock, which
+    claim (its nonce), and all times come from one host's monotonic clock, which
     every process shares.
     """
     starts: dict[tuple[Any, ...], float] = {}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
+from cairnq.models import holder
 from cairnq.protocol import statements as _protocol
 
 from .checker import DEPENDENCY_FAILED, History, check
@@ -45,11 +46,14 @@ def row(seq: int, op: str, old: str | None, new: str | None, **fields: Any) -> d
     return base
 
 
-def claim(seq: int, attempt: int, worker: str, lease: int = 10_000, **f: Any) -> dict[str, Any]:
+def claim(
+    seq: int, attempt: int, worker: str, lease: int = 10_000, token: int | None = None, **f: Any
+) -> dict[str, Any]:
+    """A claim's row; with ``token``, the claim wrote that nonce beside the worker id."""
     fields = {
         "old_attempt": attempt - 1,
         "new_attempt": attempt,
-        "new_worker": worker,
+        "new_worker": holder(worker, token),
         "new_lease": lease,
     }
     return row(seq, "update", "queued", "running", **(fields | f))
@@ -222,10 +226,6 @@ def test_busy_errors_count_only_where_the_run_forbids_them(allowed: bool) -> Non
     assert invariants(history) == (set() if allowed else {"E2"})
 
 
-def lease_row(seq: int, token: int, task: str = T) -> dict[str, Any]:
-    return {**row(seq, "update", None, None, task_id=task), "tbl": "lease", "token": token}
-
-
 def event(
     kind: str, attempt: int, worker: str, token: int | None = None, **f: Any
 ) -> dict[str, Any]:
@@ -238,8 +238,7 @@ def reset_retry_history(stale_ok: bool) -> History:
     return History(
         transitions=[
             row(1, "insert", None, "queued"),
-            claim(2, 1, "w"),
-            lease_row(3, 1),
+            claim(2, 1, "w", token=1),
             row(
                 4,
                 "update",
@@ -254,8 +253,7 @@ def reset_retry_history(stale_ok: bool) -> History:
                 new_completed=600,
             ),
             row(5, "update", "failed", "queued", old_attempt=1, new_attempt=0),
-            claim(6, 1, "w"),
-            lease_row(7, 2),
+            claim(6, 1, "w", token=2),
             settle(8, 1, "w"),
         ],
         events=[
@@ -296,11 +294,9 @@ def runs_history(earlier_end: dict[str, Any], handler_end_t: float) -> History:
     return History(
         transitions=[
             row(1, "insert", None, "queued"),
-            claim(2, 1, "w1"),
-            lease_row(3, 1),
+            claim(2, 1, "w1", token=1),
             earlier_end,
-            claim(5, 2, "w2"),
-            lease_row(6, 2),
+            claim(5, 2, "w2", token=2),
             settle(7, 2, "w2"),
         ],
         events=[
@@ -412,8 +408,7 @@ def effect_history(status: str, effects: int) -> History:
     return History(
         transitions=[
             row(1, "insert", None, "queued"),
-            claim(2, 1, "w1"),
-            lease_row(3, 1),
+            claim(2, 1, "w1", token=1),
             settle(4, 1, "w1", new=status),
         ],
         events=[event("settle_ok", 1, "w1", 1)],
@@ -571,8 +566,7 @@ def limited_history(*, expired: bool) -> History:
     for i, task in enumerate(tasks):
         transitions += [
             row(10 * i + 1, "insert", None, "queued", task_id=task),
-            claim(10 * i + 2, 1, "w", task_id=task),
-            lease_row(10 * i + 3, i + 1, task),
+            claim(10 * i + 2, 1, "w", task_id=task, token=i + 1),
         ]
     first_end = settle(40, 1, "w", task_id="task_1")
     if expired:
@@ -713,8 +707,7 @@ def moved(seq: int, task: str, old_run_at: int, new_run_at: int) -> dict[str, An
 def run_to(seq: int, task: str, status: str, token: int) -> list[dict[str, Any]]:
     """A claim of ``task`` (its lease row beside it) and its settlement to ``status``."""
     return [
-        claim(seq, 1, "w", task_id=task),
-        lease_row(seq + 1, token, task),
+        claim(seq, 1, "w", task_id=task, token=token),
         settle(seq + 2, 1, "w", new=status, task_id=task),
     ]
 
@@ -778,7 +771,7 @@ def test_a_dependent_claimed_before_its_dependency_succeeded_or_ended_is_wf1(
 
 def test_a_dependent_retried_by_hand_runs_whatever_its_dependencies() -> None:
     history = dependent_history("cancel", "failed")
-    history.transitions[-4:] = [
+    history.transitions[-3:] = [
         row(20, "update", "queued", "canceled", task_id=DEPENDENT, old_run_at=PARKED),
         row(21, "update", "canceled", "queued", task_id=DEPENDENT, new_run_at=1021),
         *run_to(22, DEPENDENT, "succeeded", 2),
@@ -906,7 +899,7 @@ PARENT, CHILD = "task_parent", "task_child"
 def gather_history(*, resumed_at: int = 20) -> History:
     """A parent's first run spawns a child and parks in gather; the child runs; the parent
     is released at ``resumed_at`` and runs again."""
-    first = [claim(2, 1, "w", task_id=PARENT), lease_row(3, 1, PARENT)]
+    first = [claim(2, 1, "w", task_id=PARENT, token=1)]
     park = row(
         5,
         "update",
@@ -997,8 +990,7 @@ def held_history(op: str) -> History:
     return History(
         transitions=[
             row(1, "insert", None, "queued"),
-            claim(2, 1, "w1"),
-            lease_row(3, 1),
+            claim(2, 1, "w1", token=1),
             settle(4, 1, "w1", new_updated=10_005, new_result='{"attempt": 1}'),
         ],
         events=[event("settle_ok", 1, "w1", 1, op=op)],

@@ -121,7 +121,7 @@ def _stale_writer_run(db: Database, folder: Path, mutant: str | None) -> Report:
 def _reset_retry_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """As the stale writer, but the tasks fail for good (max_attempts=1), are retried with
     ``reset_attempt=True`` and claimed again by the same worker id at attempt 1: only the
-    lease token tells the frozen claim from the new one."""
+    claim's nonce tells the frozen claim from the new one."""
     run = Run(db, folder, Config(**ZOMBIE_CONFIG, max_attempts=1, mutant=mutant))  # type: ignore[arg-type]
     try:
         zombie = _freeze_a_settling_zombie(run)
@@ -407,7 +407,8 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
 # mutant -> (scenario, invariants that must report it, the backend CI runs it on)
 MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "no_fence": (_stale_writer_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
-    "no_token_fence": (_reset_retry_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
+    "claim_without_nonce": (_reset_retry_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
+    "nonce_repeated": (_reset_retry_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
     "recover_ignores_cancel": (_canceled_then_crashed_run, {"INV-8"}, ("sqlite",)),
     "recover_live_leases": (_long_tasks_run, {"INV-4", "INV-7"}, ("postgres",)),
     "retries_unbounded": (_retries_run, {"INV-10"}, ("sqlite",)),

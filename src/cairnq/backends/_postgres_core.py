@@ -359,7 +359,7 @@ class PostgresCore:
     """Settings and state of a ``PostgresBackend``; see that class for the arguments."""
 
     dialect: Dialect = "postgres"
-    # Its claim statements raise the lease tokens in cairnq_leases themselves.
+    # A lone claim statement runs autocommitted (OneStatementClaims).
     claims_hand_out_tokens = True
 
     def __init__(

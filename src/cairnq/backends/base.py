@@ -198,11 +198,11 @@ class AroundRunner(Protocol):
 
 @runtime_checkable
 class OneStatementClaims(Protocol):
-    """A database whose claim statements hand out the lease tokens themselves.
+    """A database that runs a lone claim statement on its own.
 
-    A claim of one draw with nothing to recover is then a single statement, which
-    may run on its own (``SingleStatement``). Elsewhere (SQLite) a claim is followed
-    by the statement that writes the tokens.
+    A claim of one draw with nothing to recover is a single statement, which such a
+    backend runs as one (``SingleStatement``, autocommitted); SQLite runs it in its
+    write transaction as any other.
     """
 
     claims_hand_out_tokens: bool

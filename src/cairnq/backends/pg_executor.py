@@ -215,7 +215,7 @@ class PgExecutorBackend:
     """
 
     dialect: Dialect = "postgres"
-    # Its claim statements raise the lease tokens in cairnq_leases themselves.
+    # A lone claim statement runs autocommitted (OneStatementClaims).
     claims_hand_out_tokens = True
 
     def __init__(

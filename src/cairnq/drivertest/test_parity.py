@@ -29,8 +29,7 @@ REFERENCE: Dialect = "sqlite"
 """The dialect the canonical statement list is read from."""
 
 DIALECT_EXTRAS: dict[str, frozenset[str]] = {
-    # PostgreSQL's claim statements hand out lease tokens themselves (a data-modifying CTE).
-    "sqlite": frozenset({"claim_tokens"}),
+    "sqlite": frozenset(),
     "postgres": frozenset({"installations", "hold", "complete_held"}),
 }
 """Statements only that dialect ships, for what only it does."""

@@ -12,7 +12,7 @@ Invariants checked on the database itself after every step:
 
 - ``lease_until_ms`` is set iff the task is running;
 - ``attempt <= max_attempts + retries without reset`` (since the last reset);
-- an owned write with a stale attempt or lease token, another worker's id or an
+- an owned write with a stale attempt or claim nonce, another worker's id or an
   expired lease raises ``LostLease`` and changes nothing (each settle rule checks
   this), including the write of a claim made before a ``retry(reset_attempt=True)``
   when the same worker claims the task again at the same attempt number;
@@ -46,7 +46,7 @@ from .. import kernel
 from .._json import DEFAULT_CODEC
 from ..backends import Backend
 from ..errors import AlreadyExists, LostLease
-from ..models import CONFLICTS, TERMINAL_STATUSES
+from ..models import CONFLICTS, TERMINAL_STATUSES, Lease
 from ..testing import FakeClock
 from .driver import Driver
 from .test_state_model import Held, Model, expected_decision, observed
@@ -135,7 +135,7 @@ def machine_for(
             return (
                 task is not None
                 and task.status == "running"
-                and (task.attempt, task.worker_id, task.claims)
+                and (task.attempt, task.worker_id, task.token)
                 == (held.attempt, held.worker_id, held.token)
             )
 
@@ -152,9 +152,9 @@ def machine_for(
         def fenced_only(self, held: Held) -> bool:
             """An older attempt whose worker holds the task again, its lease live."""
             task = self.model.get(held.task_id)
-            if task is None or task.claims == held.token:
+            if task is None or task.token is None or task.token == held.token:
                 return False
-            current = Held(held.task_id, task.attempt, held.worker_id, task.claims)
+            current = Held(held.task_id, task.attempt, held.worker_id, task.token)
             return task.owned_by(current, held.worker_id, self.now)
 
         def exhausted(self) -> list[str]:
@@ -261,15 +261,16 @@ def machine_for(
             )[:limit]
             assert [r["id"] for r in rows] == [t.id for t in ready]
             for task, row in zip(ready, rows, strict=True):
-                task.claims += 1
-                assert row["lease_token"] == task.claims
+                nonce = Lease.of(row).token
+                assert nonce != task.token
+                task.token = nonce
                 task.status = "running"
                 task.attempt += 1
                 task.worker_id = worker_id
                 task.lease_until = now + lease_ms
                 if task.attempt > task.max_attempts:
                     seen["ran_past_max_attempts"] += 1
-                self.issued.append(Held(task.id, task.attempt, worker_id, task.claims))
+                self.issued.append(Held(task.id, task.attempt, worker_id, nonce))
                 seen["claimed"] += 1
 
         def recover_model(self) -> set[str]:
@@ -310,9 +311,9 @@ def machine_for(
                 if task is not None and task.status == "running":
                     if task.worker_id != worker_id:
                         seen["impostor_write_refused"] += 1
-                    elif task.claims != held.token:
+                    elif task.token != held.token:
                         if task.lease_until is not None and task.lease_until > self.now:
-                            # Only the fence said no: by the attempt, or by the token alone.
+                            # Only the fence said no: by the attempt, or by the nonce alone.
                             seen[
                                 "stale_write_refused"
                                 if task.attempt != held.attempt
@@ -600,7 +601,7 @@ def machine_for(
             """Attempt 1 ends for good (a failure, or its lease running out), the task is
             retried with ``reset_attempt=True`` and the same worker claims it again: attempt
             1 once more, by the same worker id. The first claim's writes must be refused:
-            only the lease token tells the two claims apart."""
+            only the claim's nonce tells the two claims apart."""
             self.do_submit(None, "reuse", 1, 0, 0, priority=TOP_PRIORITY + self.serial)
             task_id = self.submitted[-1]
             self.do_claim(worker_id, 1, LEASES_MS[0])
@@ -616,7 +617,7 @@ def machine_for(
             self.do_claim(worker_id, 1, LEASES_MS[1])
             [second] = self.held_now([task_id])
             assert (second.attempt, second.worker_id) == (first.attempt, first.worker_id)
-            assert second.token == first.token + 1
+            assert second.token != first.token
             self.assert_every_write_refused(first, worker_id)
 
         @rule(

@@ -35,7 +35,7 @@ class Model:
     result: Any = None
     completed_at: int | None = None
     bonus: int = 0  # retries without reset since the last reset
-    claims: int = 0  # the lease token: claims so far, never reset
+    token: int | None = None  # the latest claim's nonce (Lease.token)
 
     def owned_by(self, held: Held, worker_id: str, now: int) -> bool:
         """The ownership predicate every worker write carries (the fence)."""
@@ -43,7 +43,7 @@ class Model:
             self.status == "running"
             and self.worker_id == worker_id
             and self.attempt == held.attempt
-            and self.claims == held.token
+            and self.token == held.token
             and self.lease_until is not None
             and self.lease_until > now
         )

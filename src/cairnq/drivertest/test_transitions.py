@@ -44,7 +44,7 @@ class _Run:
         [row] = self.backend.run(
             kernel.claim(["default"], worker_id, LEASE_MS, draws, 100), write=True
         )
-        return Lease(row["id"], row["attempt"], row["lease_token"])
+        return Lease.of(row)
 
     def log(self, task_id: str) -> list[dict[str, Any]]:
         """The task's and its key's rows (lease rows are the driver's own business)."""
@@ -93,7 +93,8 @@ def test_the_transition_log_shows_a_task_run_to_success(driver: Driver) -> None:
     inserted, claimed, settled = rows
     assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
     assert inserted["max_attempts"] == 3
-    assert (claimed["old_worker"], claimed["new_worker"]) == (None, "w1")
+    # The claim writes the worker id with its nonce (the lease's token), the fence of its writes.
+    assert (claimed["old_worker"], claimed["new_worker"]) == (None, lease.holder("w1"))
     assert claimed["new_lease"] == START_MS + LEASE_MS
     assert (settled["old_lease"], settled["new_lease"]) == (START_MS + LEASE_MS, None)
     assert settled["new_completed"] == START_MS

@@ -40,16 +40,13 @@ from .claim import claim as claim
 from .claim import claim_draw as claim_draw
 from .claim import claim_ids as claim_ids
 from .claim import expired_leases_exist as expired_leases_exist
-from .claim import hand_out_tokens as hand_out_tokens
 from .claim import probe as probe
 from .claim import recover as recover
-from .ledger import LEASES_MIGRATION as LEASES_MIGRATION
 from .ledger import NAMED_LEASES_MIGRATION as NAMED_LEASES_MIGRATION
 from .ledger import PROTOCOL_VERSION as PROTOCOL_VERSION
 from .ledger import applied_migrations as applied_migrations
 from .ledger import apply_migration as apply_migration
 from .ledger import check_installation as check_installation
-from .ledger import check_lease_tokens as check_lease_tokens
 from .ledger import check_protocol_version as check_protocol_version
 from .ledger import named_leases_ready as named_leases_ready
 from .ledger import protocol_version as protocol_version

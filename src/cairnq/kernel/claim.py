@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..models import holder, new_nonce
 from ..protocol.steps import NOW, Call, Op, Row, SingleStatement
 from ._shared import Draw as Draw
 from ._shared import _emit_for, _named
@@ -69,6 +70,7 @@ def claim(
     *,
     points: Points = NO_POINTS,
     alone: bool = False,
+    bare: bool = False,
 ) -> Op[list[Row]]:
     """Recover expired leases, then claim each draw, all in one transaction.
 
@@ -80,14 +82,15 @@ def claim(
     that governs a draw claims it); every other draw is claimed as without them.
     The recovery runs ``points``' attempt hooks as ``recover`` does.
     A ``recover_limit`` of 0 leaves expired leases to another claim or the recoverer.
-    ``alone``: the backend runs a lone claim statement autocommitted (PostgreSQL's
-    claim statements raise the lease tokens themselves); a claim that is one
-    statement (no recovery, no claimer in use, one draw) is then marked so.
+    ``alone``: the backend runs a lone claim statement autocommitted; a claim that is
+    one statement (no recovery, no claimer in use, one draw) is then marked so.
+    Each claim statement writes ``worker_id`` with a nonce fresh for it (the fence of
+    every owned write); ``bare``: the id alone, as the reference's store claims write it.
     """
     claimers = points.claimers()
     live = [d for d in draws if d.limit > 0 and (d.names is None or d.names)]
     op = _named(
-        _claim(queues, worker_id, lease_ms, live, recover_limit, recovered, points, claimers),
+        _claim(queues, worker_id, lease_ms, live, recover_limit, recovered, points, claimers, bare),
         "claim",
     )
     if alone and recover_limit <= 0 and not claimers and len(live) == 1:
@@ -104,6 +107,7 @@ def _claim(
     recovered: list[Row] | None,
     points: Points,
     claimers: Sequence[DrawClaimer],
+    bare: bool,
 ) -> Op[list[Row]]:
     if recover_limit > 0:
         rows = yield from recover(recover_limit, points=points)
@@ -119,46 +123,60 @@ def _claim(
                 )
                 break
         else:
-            rows = yield from claim_draw(queues, draw.names, draw.limit, worker_id, lease_ms)
+            rows = yield from claim_draw(
+                queues, draw.names, draw.limit, worker_id, lease_ms, bare=bare
+            )
         claimed.extend(rows)
     return claimed
 
 
 def claim_draw(
-    queues: Sequence[str], names: Sequence[str] | None, limit: int, worker_id: str, lease_ms: int
+    queues: Sequence[str],
+    names: Sequence[str] | None,
+    limit: int,
+    worker_id: str,
+    lease_ms: int,
+    *,
+    bare: bool = False,
 ) -> Op[list[Row]]:
-    """Claim up to ``limit`` due tasks of ``names`` in ``queues``: one statement (and the
-    lease tokens); the claimed rows in claim order."""
+    """Claim up to ``limit`` due tasks of ``names`` in ``queues``: one statement, writing
+    ``worker_id`` with a fresh nonce (``bare``: the id alone, as the reference's store
+    claims); the claimed rows in claim order."""
     statement, params = _claim_variant(queues, names)
-    params.update({"now_ms": NOW, "worker_id": worker_id, "lease_ms": lease_ms, "limit": limit})
+    params.update(
+        {
+            "now_ms": NOW,
+            "worker_id": _claimant(worker_id, bare),
+            "lease_ms": lease_ms,
+            "limit": limit,
+        }
+    )
     rows = yield Call(statement, params)
-    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-        rows = yield from hand_out_tokens(rows)
     return sorted(rows, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
 
 
-def claim_ids(ids: Sequence[str], now_ms: int, worker_id: str, lease_ms: int) -> Op[list[Row]]:
+def claim_ids(
+    ids: Sequence[str], now_ms: int, worker_id: str, lease_ms: int, *, bare: bool = False
+) -> Op[list[Row]]:
     """Claim the tasks ``ids`` that are still queued and due at ``now_ms`` for
-    ``worker_id``, each with its new lease token, as a step of a claim transaction (a
-    draw claimer's, which chose them); the claimed rows."""
+    ``worker_id`` (with a fresh nonce, unless ``bare``), as a step of a claim
+    transaction (a draw claimer's, which chose them); the claimed rows."""
     rows = yield Call(
         "claim_ids",
-        {"ids": list(ids), "now_ms": now_ms, "worker_id": worker_id, "lease_ms": lease_ms},
+        {
+            "ids": list(ids),
+            "now_ms": now_ms,
+            "worker_id": _claimant(worker_id, bare),
+            "lease_ms": lease_ms,
+        },
     )
-    if rows and "lease_token" not in rows[0].keys():  # noqa: SIM118 (sqlite3.Row)
-        rows = yield from hand_out_tokens(rows)
     return list(rows)
 
 
-def hand_out_tokens(rows: Sequence[Row]) -> Op[list[Row]]:
-    """A new lease token for each claimed row, in the claim's transaction.
-
-    PostgreSQL's claim statements raise the tokens themselves; SQLite has no
-    data-modifying subqueries, so its claims are followed by ``claim_tokens``.
-    """
-    tokens = yield Call("claim_tokens", {"ids": [row["id"] for row in rows]})
-    by_id = {t["task_id"]: t["token"] for t in tokens}
-    return [{**dict(row), "lease_token": by_id[row["id"]]} for row in rows]
+def _claimant(worker_id: str, bare: bool) -> str:
+    """The ``worker_id`` column value a claim statement writes: the worker id and a nonce
+    fresh for this statement, so no two claims of a task write the same value."""
+    return holder(worker_id, None if bare else new_nonce())
 
 
 def _claim_variant(

@@ -11,9 +11,6 @@ from ..protocol.steps import NOW, Call, Op, Script
 PROTOCOL_VERSION = 1
 
 
-LEASES_MIGRATION = "x0003_leases.sql"
-
-
 NAMED_LEASES_MIGRATION = "x0001_locks.sql"
 
 
@@ -31,21 +28,6 @@ def named_leases_ready() -> Op[bool]:
 def applied_migrations() -> Op[set[str]]:
     rows = yield Call("ledger_applied", {})
     return {str(r["name"]) for r in rows}
-
-
-def check_lease_tokens() -> Op[None]:
-    """Refuse to claim on a database without cairnq's lease tokens (opened with ``migrate=False``).
-
-    Raises:
-        DatabaseError: the ledger lacks ``x0003_leases.sql``.
-    """
-    applied = yield from applied_migrations()
-    if LEASES_MIGRATION not in applied:
-        raise DatabaseError(
-            f"this database lacks cairnq's lease tokens (migration {LEASES_MIGRATION}), "
-            "which a worker fences its writes on; run `cairnq migrate` first "
-            "(or open the worker with migrate=True)"
-        )
 
 
 def apply_migration(name: str, source: str, *, again: bool = False) -> Op[bool]:

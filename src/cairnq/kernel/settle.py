@@ -53,10 +53,7 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
     rows = yield Call(
         "heartbeat_batch",
         {
-            "ids": [lease.id for lease in leases],
-            "attempts": [lease.attempt for lease in leases],
-            "lease_tokens": [lease.token for lease in leases],
-            "worker_id": worker_id,
+            **owned_many(leases, worker_id),
             "now_ms": NOW,
             "lease_ms": lease_ms,
         },
@@ -79,9 +76,8 @@ def heartbeat_batch(leases: Sequence[Lease], worker_id: str, lease_ms: int) -> O
 def _still_held(row: Row, lease: Lease, worker_id: str) -> bool:
     return bool(
         row["status"] == "running"
-        and row["worker_id"] == worker_id
+        and row["worker_id"] == lease.holder(worker_id)
         and row["attempt"] == lease.attempt
-        and row["lease_token"] == lease.token
         and row["lease_live"]
     )
 
@@ -159,11 +155,8 @@ def _complete_many(
     rows = yield Call(
         "complete_many",
         {
-            "ids": [lease.id for lease in leases],
-            "attempts": [lease.attempt for lease in leases],
-            "lease_tokens": [lease.token for lease in leases],
+            **owned_many(leases, worker_id),
             "results": list(results),
-            "worker_id": worker_id,
             "now_ms": NOW,
         },
     )
@@ -336,15 +329,25 @@ def hand_back(
 
 
 def owned(lease: Lease, worker_id: str) -> dict[str, Any]:
-    """The parameters that fence a write on the attempt ``lease`` of ``worker_id`` (the
-    protocol's ownership predicate and the lease token); a statement written with them
-    changes nothing once the attempt is no longer owned."""
+    """The parameters that fence a write on the attempt ``lease`` of ``worker_id``: the
+    protocol's ownership predicate (id, running, worker id, attempt, live lease), the
+    worker id as the claim wrote it (with the claim's nonce); a statement written with
+    them changes nothing once the attempt is no longer owned."""
     return {
         "id": lease.id,
         "attempt": lease.attempt,
-        "lease_token": lease.token,
-        "worker_id": worker_id,
+        "worker_id": lease.holder(worker_id),
         "now_ms": NOW,
+    }
+
+
+def owned_many(leases: Sequence[Lease], worker_id: str) -> dict[str, list[Any]]:
+    """``owned`` for a batch: ``ids[i]`` held at ``attempts[i]`` by ``worker_ids[i]`` (each
+    lease's own claim, so one batch may hold leases of several claims)."""
+    return {
+        "ids": [lease.id for lease in leases],
+        "attempts": [lease.attempt for lease in leases],
+        "worker_ids": [lease.holder(worker_id) for lease in leases],
     }
 
 

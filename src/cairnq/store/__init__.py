@@ -49,11 +49,14 @@ one submitted through ``cq``. The blocking ``SyncCairnQ`` calls no replaced
 store method (the store's methods are coroutines).
 
 Owned writes (``heartbeat``, ``progress``, ``complete``, ``succeed``, ``fail``)
-are fenced on the worker id, as in the reference, and also on the attempt and
-the lease token of the claim (cairnq's fence against a stale handler writing
-into a later claim under the same worker id); ``cairnq.store._leases`` says how
-the store knows the lease. A task held by another worker id, or claimed by an
-SDK that keeps no lease token, raises ``LostLease``.
+are fenced on the worker id, as in the reference, and also on the attempt of the
+claim. The store's own claims write the worker id alone, as the reference's do
+(so the row holds exactly the id given); a worker's claim made through a
+replaced ``claim_session`` writes the worker id with the claim's nonce, and the
+store's writes for it are fenced on that value (cairnq's fence against a stale
+handler writing into a later claim under the same worker id).
+``cairnq.store._leases`` says how the store knows the lease. A task held by
+another worker id raises ``LostLease``.
 
 A write that ends a task or an attempt (``complete``, ``succeed``, ``fail``,
 ``complete_in``, ``cancel``, ``cancel_by_key``, and the cancel of a

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..kernel.points import NO_POINTS, Points
-from ..models import Lease, Task
+from ..models import Lease, Task, worker_of
 from ..protocol.steps import NOW, Call, Op, Row
 
 # Claims remembered per store (held, and lost or settled); an evicted one is treated
@@ -96,17 +96,17 @@ async def complete_attempt(
 
 
 def current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, Lease]]:
-    """The lease each task is held under by ``worker_id`` now (running, lease live).
+    """The lease each task is held under by ``worker_id`` now (running, lease live): a
+    claim that wrote the id alone (a store's) or with its nonce (a worker's).
 
-    Tasks held by anyone else, not running, or claimed without a lease token are left out.
+    Tasks held by anyone else or not running are left out.
     """
     rows = yield Call("lease_states", {"ids": list(task_ids), "now_ms": NOW})
     return {
-        str(row["id"]): Lease(str(row["id"]), int(row["attempt"]), int(row["lease_token"]))
+        str(row["id"]): Lease.of(row)
         for row in rows
         if row["status"] == "running"
-        and row["worker_id"] == worker_id
-        and row["lease_token"] is not None
+        and worker_of(row["worker_id"]) == worker_id
         and row["lease_live"]
     }
 

@@ -11,7 +11,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .. import kernel
-from .._checks import MAX_DELAY_MS, MAX_LIST_LIMIT, check_int, check_names, check_text
+from .._checks import (
+    MAX_DELAY_MS,
+    MAX_LIST_LIMIT,
+    check_int,
+    check_names,
+    check_text,
+    check_worker_id,
+)
 from .._json import DEFAULT_CODEC, JsonCodec
 from .._wakeups import wants_done, wants_queued
 from ..backends import Backend, InTransactionCompleter
@@ -636,7 +643,7 @@ class TaskStore:
         queue_list = check_names(queues, "queues")
         if not queue_list:
             raise InvalidArgument("claim needs at least one queue")
-        worker = check_text(worker_id, "worker_id") or ""
+        worker = check_worker_id(worker_id) or ""
         return queue_list, worker, check_int(lease_ms, "lease_ms", low=1, high=2**40)
 
     @staticmethod
@@ -656,8 +663,9 @@ class TaskStore:
             # claim_session: not the worker's, so neither its points nor its rows.
             handoff = None
         if handoff is None:
+            # The store's own claim writes the worker id alone, as the reference's does.
             rows = await self._write(
-                kernel.claim(queues, worker_id, lease_ms, draws, RECOVER_LIMIT)
+                kernel.claim(queues, worker_id, lease_ms, draws, RECOVER_LIMIT, bare=True)
             )
         else:
             # The worker's first draw recovers as its own claim would; later ones do not.

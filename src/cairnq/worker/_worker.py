@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _ids, kernel
 from .. import extensions as _ext
-from .._checks import check_int, check_text
+from .._checks import check_int, check_worker_id
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
@@ -183,7 +183,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
         self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
-        self.worker_id = check_text(worker_id, "worker_id", optional=True) or _ids.worker_id()
+        self.worker_id = check_worker_id(worker_id, optional=True) or _ids.worker_id()
         self.on_error, self._report = on_error or default_on_error, self._report_error
         self._extensions = _ext.install(_ext.for_worker(self.client.extensions, extensions))
         _compat.deprecated_options(options, self._extensions)
@@ -487,11 +487,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
 
     async def _open_checked(self) -> bool:
         """Open the client and read what the kernel needs; ``False`` when ``stop()`` came first."""
-        opened = await self._open()
-        return opened and await self._start_step(
-            lambda: self.client.backend.arun(kernel.check_lease_tokens(), write=False),
-            "lease tokens",
-        )
+        return await self._open()
 
     async def _run_components(self, until_idle: bool) -> None:
         """Prepare the components, claim until stopped, drain, and stop them in reverse."""

@@ -2,9 +2,10 @@
 
 An attempt's history row is written in the transaction that ends the attempt:
 the settlement (``complete``, ``fail``, a snooze, a release at shutdown) or
-cairnq's lease recovery (outcome ``lost``). Each row is keyed by the claim's
-lease token, which no other claim of the task shares, so an attempt number a
-snooze or a release gave back appears once per claim that used it.
+cairnq's lease recovery (outcome ``lost``, for a cairnq worker's claims: the
+``worker_id`` column names their nonce). Each row is keyed by the claim's nonce,
+which no other claim of the task shares, so an attempt number a snooze or a
+release gave back appears once per claim that used it.
 
 ``record`` is the ``attempt_end`` hook and ``expired`` the ``before_recover`` one
 (``kernel.points``); ``complete``, ``fail``, ``release``, ``recover`` and the rest
@@ -25,7 +26,7 @@ from ...kernel.points import (
     TaskEnd,
     always,
 )
-from ...models import Lease
+from ...models import Lease, parse_holder
 from ...protocol.steps import NOW, Call, Op, Row
 
 Ended = AttemptEnd
@@ -40,17 +41,15 @@ def record(ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]
         # ``expired``'s rows, read in the same transaction before the recovery.
         candidates: Sequence[Row] = recovered.before or ()  # type: ignore[assignment]
         moved = {str(r["id"]) for r in recovered.rows}
-        ended = [
-            AttemptEnd(
-                Lease(str(c["id"]), int(c["attempt"]), int(c["claim"])),
-                None if c["worker_id"] is None else str(c["worker_id"]),
-                None,
-                "lost",
-                lost_error(None if c["updated_at_ms"] is None else int(c["updated_at_ms"])),
-            )
-            for c in candidates
-            if str(c["id"]) in moved
-        ]
+        ended = []
+        for c in candidates:
+            worker, nonce = parse_holder(c["worker_id"])
+            # A claim without a nonce (a store's or a reference SDK's) names no claim to
+            # record it under.
+            if nonce is not None and str(c["id"]) in moved:
+                heartbeat = None if c["updated_at_ms"] is None else int(c["updated_at_ms"])
+                lease = Lease(str(c["id"]), int(c["attempt"]), nonce)
+                ended.append(AttemptEnd(lease, worker, None, "lost", lost_error(heartbeat)))
     if not ended:
         return
     rows = [

@@ -34,7 +34,8 @@ class Attempt:
 
     Attributes:
         task_id: The task.
-        claim: The claim's lease token (orders the attempts; one per claim).
+        claim: The claim's nonce (one per claim; attempts are listed in the order
+            they ended).
         attempt: The attempt number the claim ran under (a snoozed or released
             claim gives its number back, so the next claim repeats it).
         worker_id: The worker that ran it.

@@ -73,7 +73,8 @@ def _workers(window: int, most: int) -> Op[list[WorkerInfo]]:
     leases = yield Call("running_leases", {"now_ms": now, "limit": most})
     running: dict[str, list[Task]] = {}
     for row in leases:
-        running.setdefault(str(row["worker_id"]), []).append(light_task(row))
+        task = light_task(row)
+        running.setdefault(str(task.worker_id), []).append(task)
     out: dict[str, WorkerInfo] = {}
     for row in seen:
         worker_id = str(row["worker_id"])

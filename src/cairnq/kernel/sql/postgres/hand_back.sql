@@ -1,21 +1,8 @@
 -- Hands an owned attempt back unspent: queued again, due at run_at_ms when given, else delay_ms after now, with the claim's attempt undone; canceled if a cancel is pending.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, run_at_ms, delay_ms
+-- params: id, attempt, worker_id, now_ms, run_at_ms, delay_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-),
-owned as materialized (
-    select id
-    from cairnq_tasks
-    where id = :id::text and status = 'running' and worker_id = :worker_id::text
-      and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
-    for update
-),
-fenced as materialized (
-    select task_id
-    from cairnq_leases
-    where task_id in (select id from owned) and token = :lease_token::bigint
-    for share
 )
 update cairnq_tasks
 set status = case when cancel_requested_at_ms is not null then 'canceled' else 'queued' end,
@@ -28,5 +15,6 @@ set status = case when cancel_requested_at_ms is not null then 'canceled' else '
     completed_at_ms = case when cancel_requested_at_ms is not null then (select now_ms from clock) else null end,
     lease_until_ms = null,
     updated_at_ms = (select now_ms from clock)
-where id in (select task_id from fenced)
+where id = :id::text and status = 'running' and worker_id = :worker_id::text
+  and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
 returning *;

@@ -1,6 +1,6 @@
 -- Hands an owned attempt back unspent: queued again, due at run_at_ms when given, else delay_ms after now, with the claim's attempt undone; canceled if a cancel is pending.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, run_at_ms, delay_ms
+-- params: id, attempt, worker_id, now_ms, run_at_ms, delay_ms
 update cairnq_tasks
 set status = case when cancel_requested_at_ms is not null then 'canceled' else 'queued' end,
     attempt = case when cancel_requested_at_ms is not null then attempt else attempt - 1 end,
@@ -14,5 +14,4 @@ set status = case when cancel_requested_at_ms is not null then 'canceled' else '
     updated_at_ms = :now_ms
 where id = :id and status = 'running' and worker_id = :worker_id
   and attempt = :attempt and lease_until_ms > :now_ms
-  and exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)
 returning *;

@@ -1,6 +1,6 @@
 -- Records error on an owned attempt: canceled if cancel was asked, queued after delay_ms if retryable with attempts left, else failed.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, error, retryable, delay_ms
+-- params: id, attempt, worker_id, now_ms, error, retryable, delay_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
@@ -15,12 +15,6 @@ decided as materialized (
     where id = :id::text and status = 'running' and worker_id = :worker_id::text
       and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
     for update
-),
-fenced as materialized (
-    select task_id
-    from cairnq_leases
-    where task_id in (select id from decided) and token = :lease_token::bigint
-    for share
 )
 update cairnq_tasks as t
 set status = d.next_status,
@@ -33,5 +27,5 @@ set status = d.next_status,
     lease_until_ms = null,
     updated_at_ms = (select now_ms from clock)
 from decided as d
-where t.id = d.id and t.id in (select task_id from fenced)
+where t.id = d.id
 returning t.*;

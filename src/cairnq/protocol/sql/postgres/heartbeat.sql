@@ -1,24 +1,12 @@
 -- Extends an owned lease to now + lease_ms.
 -- Returns the updated row (carrying the cancel flag), or zero rows when the lease is lost.
--- params: id, attempt, lease_token, worker_id, now_ms, lease_ms
+-- params: id, attempt, worker_id, now_ms, lease_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-),
-owned as materialized (
-    select id
-    from cairnq_tasks
-    where id = :id::text and status = 'running' and worker_id = :worker_id::text
-      and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
-    for update
-),
-fenced as materialized (
-    select task_id
-    from cairnq_leases
-    where task_id in (select id from owned) and token = :lease_token::bigint
-    for share
 )
 update cairnq_tasks
 set lease_until_ms = (select now_ms from clock) + :lease_ms::bigint,
     updated_at_ms = (select now_ms from clock)
-where id in (select task_id from fenced)
+where id = :id::text and status = 'running' and worker_id = :worker_id::text
+  and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
 returning *;

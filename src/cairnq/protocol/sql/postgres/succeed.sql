@@ -1,21 +1,8 @@
 -- Settles an owned attempt as succeeded with result, whether or not a cancel was requested.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, result, message
+-- params: id, attempt, worker_id, now_ms, result, message
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
-),
-owned as materialized (
-    select id
-    from cairnq_tasks
-    where id = :id::text and status = 'running' and worker_id = :worker_id::text
-      and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
-    for update
-),
-fenced as materialized (
-    select task_id
-    from cairnq_leases
-    where task_id in (select id from owned) and token = :lease_token::bigint
-    for share
 )
 update cairnq_tasks
 set status = 'succeeded',
@@ -25,5 +12,6 @@ set status = 'succeeded',
     lease_until_ms = null,
     completed_at_ms = (select now_ms from clock),
     updated_at_ms = (select now_ms from clock)
-where id in (select task_id from fenced)
+where id = :id::text and status = 'running' and worker_id = :worker_id::text
+  and attempt = :attempt::integer and lease_until_ms > (select now_ms from clock)
 returning *;

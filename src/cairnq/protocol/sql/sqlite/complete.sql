@@ -1,6 +1,6 @@
 -- Settles an owned attempt: succeeded with result, or canceled (result kept) when a cancel was requested.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, result
+-- params: id, attempt, worker_id, now_ms, result
 update cairnq_tasks
 set status = case when cancel_requested_at_ms is null then 'succeeded' else 'canceled' end,
     result = case when cancel_requested_at_ms is null then :result else result end,
@@ -10,5 +10,4 @@ set status = case when cancel_requested_at_ms is null then 'succeeded' else 'can
     updated_at_ms = :now_ms
 where id = :id and status = 'running' and worker_id = :worker_id
   and attempt = :attempt and lease_until_ms > :now_ms
-  and exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)
 returning *;

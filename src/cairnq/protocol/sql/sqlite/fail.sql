@@ -1,6 +1,6 @@
 -- Records error on an owned attempt: canceled if cancel was asked, queued after delay_ms if retryable with attempts left, else failed.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, error, retryable, delay_ms
+-- params: id, attempt, worker_id, now_ms, error, retryable, delay_ms
 with decided as (
     select id,
            case
@@ -11,7 +11,6 @@ with decided as (
     from cairnq_tasks
     where id = :id and status = 'running' and worker_id = :worker_id
       and attempt = :attempt and lease_until_ms > :now_ms
-      and exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)
 )
 update cairnq_tasks as t
 set status = d.next_status,

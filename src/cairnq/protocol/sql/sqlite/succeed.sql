@@ -1,6 +1,6 @@
 -- Settles an owned attempt as succeeded with result, whether or not a cancel was requested.
 -- Returns the updated row, or zero rows when the caller no longer owns the attempt (lost lease).
--- params: id, attempt, lease_token, worker_id, now_ms, result, message
+-- params: id, attempt, worker_id, now_ms, result, message
 update cairnq_tasks
 set status = 'succeeded',
     result = :result,
@@ -11,5 +11,4 @@ set status = 'succeeded',
     updated_at_ms = :now_ms
 where id = :id and status = 'running' and worker_id = :worker_id
   and attempt = :attempt and lease_until_ms > :now_ms
-  and exists (select 1 from cairnq_leases where task_id = :id and token = :lease_token)
 returning *;

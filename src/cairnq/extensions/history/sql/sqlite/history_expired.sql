@@ -1,9 +1,8 @@
--- Reads up to limit running tasks whose lease has expired, oldest first, with their cairnq claim (for the attempt history of a recovery).
--- Returns (id, attempt, worker_id, updated_at_ms, claim) per task, or zero rows when no lease has expired.
+-- Reads up to limit running tasks whose lease has expired, oldest first, with their claimant (for the attempt history of a recovery: a cairnq worker's claim names its nonce in worker_id).
+-- Returns (id, attempt, worker_id, updated_at_ms) per task, or zero rows when no lease has expired.
 -- params: now_ms, limit
-select t.id, t.attempt, t.worker_id, t.updated_at_ms, l.token as claim
+select t.id, t.attempt, t.worker_id, t.updated_at_ms
 from cairnq_tasks as t
-join cairnq_leases as l on l.task_id = t.id
 where t.status = 'running' and t.lease_until_ms is not null
   and t.lease_until_ms <= :now_ms
 order by t.lease_until_ms
