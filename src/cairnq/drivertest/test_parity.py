@@ -31,7 +31,13 @@ REFERENCE: Dialect = "sqlite"
 DIALECT_EXTRAS: dict[str, frozenset[str]] = {
     # PostgreSQL's claim statements hand out lease tokens themselves (a data-modifying CTE).
     "sqlite": frozenset({"claim_tokens"}),
-    "postgres": frozenset({"installations", "hold", "complete_held"}),
+    # The attempt history's settling statements that record in the same statement.
+    "postgres": frozenset(
+        {
+            *("installations", "hold", "complete_held"),
+            *("history_complete", "history_complete_many", "history_fail"),
+        }
+    ),
 }
 """Statements only that dialect ships, for what only it does."""
 

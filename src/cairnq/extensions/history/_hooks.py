@@ -14,7 +14,7 @@ are the kernel's operations with them alone (``RECORDING``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ... import kernel
 from ...errors import error_envelope
@@ -78,6 +78,21 @@ def expired(limit: int) -> Op[list[Row]]:
     still describes it when ``record`` runs."""
     rows = yield Call("history_expired", {"now_ms": NOW, "limit": limit})
     return list(rows)
+
+
+SETTLING = {
+    "complete": "history_complete",
+    "complete_many": "history_complete_many",
+    "fail": "history_fail",
+}
+"""The settling statements that record their attempts themselves (PostgreSQL only:
+a data-modifying CTE), by the kernel statement each stands in for."""
+
+
+def settling_for(dialect: str) -> Mapping[str, str] | None:
+    """The settling statements that record their attempts themselves on ``dialect``
+    (``SETTLING`` on PostgreSQL; SQLite has no data-modifying CTE: ``None``)."""
+    return SETTLING if dialect == "postgres" else None
 
 
 RECORDING = Points(attempt_end=((record, expired, always),))
