@@ -40,6 +40,10 @@ _OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "hand_back")
 _CLAIMS = ("claim", "claim_one_queue", "claim_one_name", "claim_one_queue_one_name")
 
 
+# The attempt history's settling statements (PostgreSQL), fenced as complete and fail.
+_HISTORY_OWNED = ("history_complete", "history_fail")
+
+
 def _token_fence(dialect: str) -> list[Substitution]:
     """Every owned write stops checking the lease token."""
     if dialect == "sqlite":
@@ -64,10 +68,13 @@ def _token_fence(dialect: str) -> list[Substitution]:
     return [
         *[
             (n, owned, "and :lease_token::bigint is not null")
-            for n in (*_OWNED, "hold", "complete_held")
+            for n in (*_OWNED, *_HISTORY_OWNED, "hold", "complete_held")
         ],
         ("heartbeat_batch", "where l.token = h.token", "where h.token is not null"),
-        ("complete_many", "where l.token = o.token", "where o.token is not null"),
+        *[
+            (n, "where l.token = o.token", "where o.token is not null")
+            for n in ("complete_many", "history_complete_many")
+        ],
     ]
 
 
@@ -90,7 +97,7 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
     return [
         *[
             (n, "attempt = :attempt::integer and ", ":attempt::integer is not null and ")
-            for n in (*_OWNED, "hold")
+            for n in (*_OWNED, *_HISTORY_OWNED, "hold")
         ],
         (
             "complete_held",
@@ -98,7 +105,10 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
             "and :attempt::integer is not null\n",
         ),
         ("heartbeat_batch", "where t.attempt = p.attempt", "where p.attempt is not null"),
-        ("complete_many", "where t.attempt = s.attempt", "where s.attempt is not null"),
+        *[
+            (n, "where t.attempt = s.attempt", "where s.attempt is not null")
+            for n in ("complete_many", "history_complete_many")
+        ],
     ]
 
 
