@@ -36,7 +36,7 @@ Settle = Callable[[list[Lease], Points], Op[Any]]
 
 def _compiled(db: Database) -> Points:
     """The history's hooks as a worker on ``db`` compiles them."""
-    settling = settling_for("postgres" if db.kind == "postgres" else "sqlite")
+    settling = settling_for(db.kind)
     found = () if settling is None else (Settling(record, settling),)
     return Points(attempt_end=RECORDING.attempt_end, settling=found)
 

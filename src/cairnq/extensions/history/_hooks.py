@@ -26,6 +26,7 @@ from ...kernel.points import (
     always,
 )
 from ...models import Lease
+from ...protocol.statements import Dialect, statements
 from ...protocol.steps import NOW, Call, Op, Row
 
 Ended = AttemptEnd
@@ -85,14 +86,17 @@ SETTLING = {
     "complete_many": "history_complete_many",
     "fail": "history_fail",
 }
-"""The settling statements that record their attempts themselves (PostgreSQL only:
-a data-modifying CTE), by the kernel statement each stands in for."""
+"""The settling statements that record their attempts themselves (a data-modifying
+CTE, shipped for PostgreSQL), by the kernel statement each stands in for."""
 
 
-def settling_for(dialect: str) -> Mapping[str, str] | None:
-    """The settling statements that record their attempts themselves on ``dialect``
-    (``SETTLING`` on PostgreSQL; SQLite has no data-modifying CTE: ``None``)."""
-    return SETTLING if dialect == "postgres" else None
+def settling_for(dialect: Dialect) -> Mapping[str, str] | None:
+    """The settling statements that record their attempts themselves, of those
+    ``dialect`` ships (PostgreSQL ships them all; SQLite, without data-modifying CTEs,
+    none: ``None``)."""
+    shipped = statements(dialect)
+    found = {kernel: variant for kernel, variant in SETTLING.items() if variant in shipped}
+    return found or None
 
 
 RECORDING = Points(attempt_end=((record, expired, always),))
