@@ -352,7 +352,7 @@ def test_the_extension_table_holds_named_leases(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_locks"] == _columns(db, LOCK_COLUMNS)
 
 
-def test_the_lease_token_extension_table_holds_one_token_per_claimed_task(db: Database) -> None:
+def test_the_legacy_lease_token_extension_table_keeps_its_columns(db: Database) -> None:
     assert read_schema(db)["tables"]["cairnq_leases"] == _columns(db, LEASE_TOKEN_COLUMNS)
 
 

@@ -41,6 +41,10 @@ _OWNED = ("complete", "succeed", "fail", "progress", "heartbeat", "hand_back")
 _CLAIMS = ("claim", "claim_one_queue", "claim_one_name", "claim_one_queue_one_name")
 
 
+# The attempt history's settling statements (PostgreSQL), fenced as complete and fail.
+_HISTORY_OWNED = ("history_complete", "history_fail")
+
+
 def _attempt_fence(dialect: str) -> list[Substitution]:
     """Every owned write stops checking the attempt."""
     if dialect == "sqlite":
@@ -54,7 +58,7 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
     return [
         *[
             (n, "attempt = :attempt::integer and ", ":attempt::integer is not null and ")
-            for n in (*_OWNED, "hold")
+            for n in (*_OWNED, *_HISTORY_OWNED, "hold")
         ],
         (
             "complete_held",
@@ -63,7 +67,7 @@ def _attempt_fence(dialect: str) -> list[Substitution]:
         ),
         *[
             (n, "and t.attempt = p.attempt", "and p.attempt is not null")
-            for n in ("heartbeat_batch", "complete_many")
+            for n in ("heartbeat_batch", "complete_many", "history_complete_many")
         ],
     ]
 

@@ -30,7 +30,13 @@ REFERENCE: Dialect = "sqlite"
 
 DIALECT_EXTRAS: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
-    "postgres": frozenset({"installations", "hold", "complete_held"}),
+    # The attempt history's settling statements that record in the same statement.
+    "postgres": frozenset(
+        {
+            *("installations", "hold", "complete_held"),
+            *("history_complete", "history_complete_many", "history_fail"),
+        }
+    ),
 }
 """Statements only that dialect ships, for what only it does."""
 

@@ -113,6 +113,10 @@ class Hooks:
             releases, snoozes, recoveries).
         task_end: Inside the transaction that ended tasks, on their rows.
         in_use: Whether the extension has something to do now.
+        settling: ``attempt_end``'s write made by the settling statement itself: the
+            extension's variant of each kernel settling statement it covers, by the
+            kernel's name (``kernel.points.Settling``); a settlement it does not
+            cover runs ``attempt_end`` after its statement.
     """
 
     claim_filter: ClaimFilter | None = None
@@ -121,6 +125,7 @@ class Hooks:
     attempt_end: AttemptEndHook | None = None
     task_end: TaskEnd | None = None
     in_use: InUse = always
+    settling: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from .._readiness import Readiness
 from ..backends import Backend
 from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
-from ..kernel.points import InUse, Points
+from ..kernel.points import InUse, Points, Settling
 from ._base import Component, Extension, Option, Part, WorkerView
 from ._context import Signal
 from .history import History
@@ -271,6 +271,7 @@ def points(
     extensions plug nothing in claims and settles as the kernel alone.
     """
     claim_filters, draw_claimers, attempt_end, task_end = [], [], [], []
+    settling: list[Settling] = []
     for extension in extensions:
         hooks = extension.hooks(worker)
         in_use = hooks.in_use if ready is None else ready.gate(extension, hooks.in_use)
@@ -280,6 +281,8 @@ def points(
             draw_claimers.append((hooks.draw_claimer, in_use))
         if hooks.attempt_end is not None:
             attempt_end.append((hooks.attempt_end, hooks.before_recover, in_use))
+            if hooks.settling:
+                settling.append(Settling(hooks.attempt_end, hooks.settling))
         elif hooks.before_recover is not None:
             raise InvalidArgument(
                 f"extension {extension.name}: before_recover without attempt_end reaches nothing"
@@ -291,6 +294,7 @@ def points(
         draw_claimers=tuple(draw_claimers),
         attempt_end=tuple(attempt_end),
         task_end=tuple(task_end),
+        settling=tuple(settling),
     )
 
 

@@ -12,7 +12,7 @@ A worker compiles its extensions' hooks into one ``Points`` per run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -98,7 +98,7 @@ class DrawClaimer(Protocol):
     ) -> Op[list[Row]]:
         """Claim up to ``want`` due tasks of the draw that ``governing`` lets through.
 
-        Returns the claimed rows (with ``lease_token``), in claim order. A row
+        Returns the claimed rows (``worker_id`` holding the claim's nonce), in claim order. A row
         the claimer claimed only for the worker to fail carries ``refusal``: the
         error envelope (``errors.error_envelope``) it fails the task with.
         """
@@ -115,14 +115,45 @@ class DrawClaimer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Settling:
+    """An attempt-end hook whose write the settling statement itself can make.
+
+    ``statements`` maps a kernel settling statement (``complete``, ``complete_many``,
+    ``fail``) to the extension's variant of it: the same settlement, fenced the same
+    way, returning the same rows, that also writes what ``hook`` would for each
+    attempt it settles (on PostgreSQL, a data-modifying CTE). A variant takes the
+    kernel statement's parameters and when the attempt was claimed: ``started_at_ms``,
+    or ``started`` (one per lease) for ``complete_many``. The kernel runs the variant
+    in place of its statement and of the hook, so a settlement with nothing else to
+    run stays one statement.
+    """
+
+    hook: AttemptEndHook
+    statements: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Ending:
-    """The end hooks in use for one operation."""
+    """The end hooks in use for one operation (true when it has any), and the hook
+    among them whose write a settling statement's variant can make (``settling``)."""
 
     attempt: tuple[AttemptEndHook, ...] = ()
     task: tuple[TaskEnd, ...] = ()
+    settling: Settling | None = None
 
     def __bool__(self) -> bool:
         return bool(self.attempt or self.task)
+
+    def settled_by(self, statement: str) -> tuple[str, Ending, bool]:
+        """The statement that settles in place of the kernel's ``statement``, the hooks
+        left to run after it, and whether it is a ``Settling`` variant (it then takes
+        when the attempt was claimed)."""
+        settling = self.settling
+        variant = None if settling is None else settling.statements.get(statement)
+        if settling is None or variant is None:
+            return statement, self, False
+        rest = tuple(hook for hook in self.attempt if hook is not settling.hook)
+        return variant, Ending(rest, self.task), True
 
 
 NOTHING = Ending()
@@ -137,6 +168,9 @@ class Points:
     # Each attempt hook with the ``BeforeRecover`` of the same extension, if any.
     attempt_end: tuple[tuple[AttemptEndHook, BeforeRecover | None, InUse], ...] = ()
     task_end: tuple[tuple[TaskEnd, InUse], ...] = ()
+    # Attempt hooks whose write a settling statement's variant can make (the first
+    # of them in use is made so).
+    settling: tuple[Settling, ...] = ()
 
     def ending(self) -> Ending:
         """The end hooks in use now; ``NOTHING`` (falsy) on a feature-free hot path."""
@@ -144,7 +178,10 @@ class Points:
             return NOTHING
         attempt = tuple(hook for hook, _, in_use in self.attempt_end if in_use())
         task = tuple(hook for hook, in_use in self.task_end if in_use())
-        return Ending(attempt, task) if attempt or task else NOTHING
+        if not attempt and not task:
+            return NOTHING
+        settling = next((s for s in self.settling if s.hook in attempt), None)
+        return Ending(attempt, task, settling)
 
     def recovering(self) -> tuple[tuple[AttemptEndHook, BeforeRecover | None], ...]:
         """The attempt hooks in use now, each with its ``BeforeRecover``."""

@@ -2,7 +2,9 @@
 attempt (complete, succeed, fail, release; ``hold`` and ``complete_held`` for a
 settlement inside another transaction), and ``hand_back``, which returns an attempt
 unspent for later. Each ending runs the end hooks of its ``points`` in use in the
-same transaction.
+same transaction; an attempt hook with a ``Settling`` variant of the settling
+statement (``complete``, ``complete_many``, ``fail``) has its write made by that
+statement, run in place of the kernel's.
 """
 
 from __future__ import annotations
@@ -110,15 +112,23 @@ def complete(
     hooks told ``started`` (when it was claimed); without any the settlement is
     one statement.
     """
-    ending = points.ending()
-    op = _named(_complete(lease, worker_id, result, ending, started), "complete")
+    statement, ending, variant = points.ending().settled_by("complete")
+    params = owned(lease, worker_id) | {"result": result}
+    if variant:
+        params |= recorded(lease, worker_id, started)
+    op = _named(_complete(lease, worker_id, statement, params, ending, started), "complete")
     return op if ending else SingleStatement(op)
 
 
 def _complete(
-    lease: Lease, worker_id: str, result: str | None, ending: Ending, started: int | None
+    lease: Lease,
+    worker_id: str,
+    statement: str,
+    params: dict[str, Any],
+    ending: Ending,
+    started: int | None,
 ) -> Op[Row]:
-    rows = yield Call("complete", owned(lease, worker_id) | {"result": result})
+    rows = yield Call(statement, params)
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id)
@@ -139,27 +149,34 @@ def complete_many(
     Each row carries only ``id``, ``status`` and ``queue``. ``points`` and
     ``started`` (one per lease): as for ``complete``.
     """
-    ending = points.ending()
+    statement, ending, variant = points.ending().settled_by("complete_many")
     starts = list(started) if started is not None else [None] * len(leases)
-    op = _named(_complete_many(leases, results, worker_id, ending, starts), "complete_many")
+    params: dict[str, Any] = {
+        **owned_many(leases, worker_id),
+        "results": list(results),
+        "now_ms": NOW,
+    }
+    if variant:
+        params |= {
+            "started": starts,
+            "claims": [lease.token for lease in leases],
+            "worker": worker_id,
+        }
+    op = _named(
+        _complete_many(leases, statement, params, worker_id, ending, starts), "complete_many"
+    )
     return op if ending else SingleStatement(op)
 
 
 def _complete_many(
     leases: Sequence[Lease],
-    results: Sequence[str | None],
+    statement: str,
+    params: dict[str, Any],
     worker_id: str,
     ending: Ending,
     started: Sequence[int | None],
 ) -> Op[dict[str, Row]]:
-    rows = yield Call(
-        "complete_many",
-        {
-            **owned_many(leases, worker_id),
-            "results": list(results),
-            "now_ms": NOW,
-        },
-    )
+    rows = yield Call(statement, params)
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, list(zip(leases, started, strict=True)), worker_id)
@@ -208,8 +225,15 @@ def fail(
     ``points`` and ``started``: as for ``complete`` (the task hooks see a requeued
     task's row too; the attempt hooks get ``error``).
     """
-    ending = points.ending()
-    op = _named(_fail(lease, worker_id, error, retryable, delay_ms, ending, started), "fail")
+    statement, ending, variant = points.ending().settled_by("fail")
+    params = owned(lease, worker_id) | {
+        "error": error,
+        "retryable": retryable,
+        "delay_ms": delay_ms,
+    }
+    if variant:
+        params |= recorded(lease, worker_id, started)
+    op = _named(_fail(lease, worker_id, error, statement, params, ending, started), "fail")
     return op if ending else SingleStatement(op)
 
 
@@ -217,15 +241,12 @@ def _fail(
     lease: Lease,
     worker_id: str,
     error: str,
-    retryable: bool,
-    delay_ms: int,
+    statement: str,
+    params: dict[str, Any],
     ending: Ending,
     started: int | None,
 ) -> Op[Row]:
-    rows = yield Call(
-        "fail",
-        owned(lease, worker_id) | {"error": error, "retryable": retryable, "delay_ms": delay_ms},
-    )
+    rows = yield Call(statement, params)
     yield from _emit_for(rows)
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id, error)
@@ -339,6 +360,12 @@ def owned(lease: Lease, worker_id: str) -> dict[str, Any]:
         "worker_id": lease.holder(worker_id),
         "now_ms": NOW,
     }
+
+
+def recorded(lease: Lease, worker_id: str, started: int | None) -> dict[str, Any]:
+    """What a ``Settling`` variant records of the attempt beside ``owned``'s fence: the
+    claim (its nonce), the worker id alone, and when it was claimed (``None``: not known)."""
+    return {"claim": lease.token, "worker": worker_id, "started_at_ms": started}
 
 
 def owned_many(leases: Sequence[Lease], worker_id: str) -> dict[str, list[Any]]:

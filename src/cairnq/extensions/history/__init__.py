@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from .._base import Extension, Hooks, Option, TaskRows, WorkerView
-from ._hooks import expired, record
+from ._hooks import expired, record, settling_for
 from ._ops import OUTCOMES, Attempt
 
 __all__ = ["OUTCOMES", "Attempt", "History"]
@@ -49,7 +49,12 @@ class History(Extension):
 
     def hooks(self, worker: WorkerView) -> Hooks:
         recording = bool(worker.options["record_attempts"])
-        return Hooks(before_recover=expired, attempt_end=record, in_use=lambda: recording)
+        return Hooks(
+            before_recover=expired,
+            attempt_end=record,
+            in_use=lambda: recording,
+            settling=settling_for(worker.backend.dialect),
+        )
 
     def ending_hooks(self) -> Hooks:
         return Hooks(attempt_end=record)

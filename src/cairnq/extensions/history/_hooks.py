@@ -15,7 +15,7 @@ are the kernel's operations with them alone (``RECORDING``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ... import kernel
 from ...errors import error_envelope
@@ -27,6 +27,7 @@ from ...kernel.points import (
     always,
 )
 from ...models import Lease, parse_holder
+from ...protocol.statements import Dialect, statements
 from ...protocol.steps import NOW, Call, Op, Row
 
 Ended = AttemptEnd
@@ -77,6 +78,24 @@ def expired(limit: int) -> Op[list[Row]]:
     still describes it when ``record`` runs."""
     rows = yield Call("history_expired", {"now_ms": NOW, "limit": limit})
     return list(rows)
+
+
+SETTLING = {
+    "complete": "history_complete",
+    "complete_many": "history_complete_many",
+    "fail": "history_fail",
+}
+"""The settling statements that record their attempts themselves (a data-modifying
+CTE, shipped for PostgreSQL), by the kernel statement each stands in for."""
+
+
+def settling_for(dialect: Dialect) -> Mapping[str, str] | None:
+    """The settling statements that record their attempts themselves, of those
+    ``dialect`` ships (PostgreSQL ships them all; SQLite, without data-modifying CTEs,
+    none: ``None``)."""
+    shipped = statements(dialect)
+    found = {kernel: variant for kernel, variant in SETTLING.items() if variant in shipped}
+    return found or None
 
 
 RECORDING = Points(attempt_end=((record, expired, always),))

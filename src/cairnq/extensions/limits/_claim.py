@@ -79,7 +79,7 @@ class ClaimGate:
     ) -> Op[list[Row]]:
         """Claim up to ``want`` due tasks that every governing limit has room for.
 
-        Returns the claimed rows (with ``lease_token``), in claim order. A task
+        Returns the claimed rows (``worker_id`` holding the claim's nonce), in claim order. A task
         whose key cannot be computed is claimed with ``refusal`` (an error
         envelope) for the worker to fail, counted against nothing.
         """
