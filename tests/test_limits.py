@@ -631,8 +631,10 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
 def _migrate_all_but_limits(db: Database) -> None:
     migrate_only(
         db,
-        lambda name: name
-        not in ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0030_limit_counts.sql"),
+        lambda name: (
+            name
+            not in ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0030_limit_counts.sql")
+        ),
     )
 
 

@@ -4,7 +4,8 @@ Their rows go with their task through triggers on ``cairnq_tasks`` (x0011-x0014)
 ``truncate cairnq_tasks, cairnq_task_keys`` (the reference SDK's test reset) works on a
 database cairnq migrated, and a purge leaves no rows behind. ``cairnq_limit_keys`` has no
 trigger (x0015): a row of a task that is gone counts for nothing, and workers
-reconciling the limits' running counts prune it. Both backends, real databases, rows made through cairnq's public API.
+reconciling the limits' running counts prune it. Both backends, real databases, rows
+made through cairnq's public API.
 """
 
 from __future__ import annotations

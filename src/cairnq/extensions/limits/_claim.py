@@ -127,10 +127,11 @@ class ClaimGate:
         size = min(PAGE, max(MIN_PAGE, 2 * want))
         sieve = paged is not None and paged.key is not None
         while len(admitted) + len(refused) < want and scanned < self._scan:
+            one = len(queues) == 1
             page = yield Call(
-                "limits_page",
+                "limits_page_one_queue" if one else "limits_page",
                 {
-                    "queues": list(queues),
+                    **({"queue": queues[0]} if one else {"queues": list(queues)}),
                     "names": None if names is None else list(names),
                     "now_ms": now,
                     "after_priority": cursor[0],
@@ -285,15 +286,16 @@ def reconcile(names: Sequence[str]) -> Op[int]:
     """Correct the named limits' running counts from the running tasks: forget the keys
     recorded for tasks no longer running (settled or recovered by a reference SDK worker,
     purged), then set every count that differs from its recorded keys to their number
-    (keys forgotten without their count: a truncate, the sweep). Returns how many keys
-    and counts it corrected."""
+    (keys forgotten without their count: a truncate, the sweep). Returns how many keys'
+    counts it corrected."""
     pruned = yield Call("limits_keys_prune", {"names": list(names)})
+    corrected = {(row["limit_name"], row["key_value"]) for row in pruned}
     wrong = yield Call("limits_counts_lock", {"names": list(names)})
-    if not wrong:
-        return len(pruned)
-    pairs = [[row["limit_name"], row["key_value"]] for row in wrong]
-    fixed = yield Call("limits_counts_fix", {"rows": json.dumps(pairs, ensure_ascii=False)})
-    return len(pruned) + len(fixed)
+    if wrong:
+        pairs = [[row["limit_name"], row["key_value"]] for row in wrong]
+        fixed = yield Call("limits_counts_fix", {"rows": json.dumps(pairs, ensure_ascii=False)})
+        corrected.update((row["limit_name"], row["key_value"]) for row in fixed)
+    return len(corrected)
 
 
 def release(ids: Sequence[str]) -> Op[None]:

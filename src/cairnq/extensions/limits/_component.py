@@ -166,7 +166,11 @@ class LimitBook:
         """Correct the running counts of the limits in force from the running tasks now
         (``_claim.reconcile``); how many keys and counts it corrected."""
         gate = self.gate
-        names = sorted({limit.id for limit in gate.limits if limit.kind == "concurrency"}) if gate else []
+        names = (
+            sorted({limit.id for limit in gate.limits if limit.kind == "concurrency"})
+            if gate
+            else []
+        )
         if not names:
             return 0
         return await self.backend.arun(reconcile(names), write=True)
