@@ -161,6 +161,7 @@ REPLACEMENTS = {
     "arun": "run",
     "_arun_now": "_run_now",
     "_adrive_on": "_drive_on",
+    "_arun_alone": "_run_alone",
     "_adrive_pipelined": "_drive_pipelined",
     "adrive": "drive",
     "arun_setup": "run_setup",

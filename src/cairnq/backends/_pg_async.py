@@ -137,8 +137,18 @@ class AsyncPostgresPaths(PostgresCore):
             async with self._async_connection() as conn:
                 return await self._adrive_on(conn, op, write=write)
 
+        source = self._async_source
         try:
-            value, emits = await self._abounded(attempt)
+            if (
+                ARMED is None
+                and is_single_statement(op)
+                and isinstance(source, psycopg_pool.AsyncConnectionPool)
+            ):
+                value, emits = await self._abounded(
+                    lambda: self._arun_alone(source, op, write=write)
+                )
+            else:
+                value, emits = await self._abounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
         finally:
@@ -146,6 +156,30 @@ class AsyncPostgresPaths(PostgresCore):
                 write_ended()
         self.hub.publish(emits)
         return value
+
+    async def _arun_alone(
+        self, pool: psycopg_pool.AsyncConnectionPool[Any], op: Op[T], *, write: bool
+    ) -> tuple[T, list[Emit]]:
+        """Run one-statement ``op`` on a connection of ``pool``, taken and given back directly.
+
+        On an autocommit connection the statement commits as it runs, so the
+        connection's own context (a commit, or a rollback after an error) has
+        nothing to do; the pool still discards a connection returned broken.
+        Any other connection runs ``op`` as ``_adrive_on`` does.
+        """
+        conn = await pool.getconn()
+        try:
+            if not conn.autocommit:
+                async with conn:
+                    return await self._adrive_on(conn, op, write=write)
+
+            async def execute(step: Call | Script) -> Rows:
+                return await self._execute_async(conn, step)
+
+            with self._watch(conn):
+                return await adrive(op, execute)
+        finally:
+            await pool.putconn(conn)
 
     async def _adrive_on(
         self,

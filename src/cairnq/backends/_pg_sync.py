@@ -130,8 +130,16 @@ class SyncPostgresPaths(PostgresCore):
             with self._sync_connection() as conn:
                 return self._drive_on(conn, op, write=write)
 
+        source = self._sync_source
         try:
-            value, emits = self._bounded(attempt)
+            if (
+                ARMED is None
+                and is_single_statement(op)
+                and isinstance(source, psycopg_pool.ConnectionPool)
+            ):
+                value, emits = self._bounded(lambda: self._run_alone(source, op, write=write))
+            else:
+                value, emits = self._bounded(attempt)
         except BaseException as exc:
             raise _translate(exc) from exc
         finally:
@@ -139,6 +147,30 @@ class SyncPostgresPaths(PostgresCore):
                 write_ended()
         self.hub.publish(emits)
         return value
+
+    def _run_alone(
+        self, pool: psycopg_pool.ConnectionPool[Any], op: Op[T], *, write: bool
+    ) -> tuple[T, list[Emit]]:
+        """Run one-statement ``op`` on a connection of ``pool``, taken and given back directly.
+
+        On an autocommit connection the statement commits as it runs, so the
+        connection's own context (a commit, or a rollback after an error) has
+        nothing to do; the pool still discards a connection returned broken.
+        Any other connection runs ``op`` as ``_adrive_on`` does.
+        """
+        conn = pool.getconn()
+        try:
+            if not conn.autocommit:
+                with conn:
+                    return self._drive_on(conn, op, write=write)
+
+            def execute(step: Call | Script) -> Rows:
+                return self._execute_sync(conn, step)
+
+            with self._watch(conn):
+                return drive(op, execute)
+        finally:
+            pool.putconn(conn)
 
     def _drive_on(
         self,

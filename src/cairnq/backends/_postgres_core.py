@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from .._extras import missing_extra
@@ -52,7 +52,7 @@ from ..errors import (
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
 from ._pg_errors import translate as _translate
-from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, timeouts
+from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, LoopDeadlines, timeouts
 from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._registry import opening
 from .base import PLAIN_VALUES, LoopBinding, bind
@@ -242,16 +242,9 @@ class _Deadline:
         self.may_sever = may_sever
         self.fired = False
 
-    @contextlib.contextmanager
-    def watching(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
-        watch = _Watch(self, conn)
-        _WATCHDOG.arm(watch)
-        try:
-            yield
-        finally:
-            if watch.end() and self.may_sever:
-                with contextlib.suppress(Exception):
-                    conn.close()
+    def watching(self, conn: psycopg.Connection[Any]) -> _Watch:
+        """A context in which ``conn`` is watched (armed on entry; closed at its end if severed)."""
+        return _Watch(self, conn)
 
 
 class _Watch:
@@ -265,6 +258,14 @@ class _Watch:
         self._lock = threading.Lock()
         self.done = False
         self.fired = False
+
+    def __enter__(self) -> None:
+        _WATCHDOG.arm(self)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.end() and self.deadline.may_sever:
+            with contextlib.suppress(Exception):
+                self._conn.close()
 
     def end(self) -> bool:
         """Stop watching; whether the deadline fired on this connection."""
@@ -317,7 +318,7 @@ class _Watchdog:
                 heap[:] = [entry for entry in heap if not entry[2].done]
                 heapq.heapify(heap)
             heapq.heappush(heap, (watch.deadline.expires_at, next(self._seq), watch))
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="cairnq-pg-deadlines", daemon=True
                 )
@@ -343,15 +344,13 @@ class _Watchdog:
 
 
 CANCEL_TIMEOUT_S = 5.0
-_TIMEOUT_SCOPE: Callable[[float], contextlib.AbstractAsyncContextManager[Any]] | None = getattr(
-    asyncio, "timeout", None
-)  # Python 3.11+
 _WATCHDOG = _Watchdog()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 _deadlines = threading.local()
+_UNWATCHED = contextlib.nullcontext()
 _ENCODED: dict[str, bytes] = {}
 
 
@@ -424,6 +423,7 @@ class PostgresCore:
         self._listener: _Listener | None = None
         # Releases the guard closing cairnq's own async pool if its loop ends first.
         self._release_pool_guard: Callable[[], None] | None = None
+        self._deadlines: LoopDeadlines | None = None
         self._reserved: psycopg.AsyncConnection[Any] | None = None
         self._reserved_lock: asyncio.Lock | None = None
         # The pools, locks and LISTEN task above belong to one event loop.
@@ -587,18 +587,13 @@ class PostgresCore:
 
     async def _abounded(self, work: Callable[[], Awaitable[T]]) -> T:
         """``work()`` within ``op_timeout_s``; a silent server becomes ``DatabaseUnavailable``."""
-        if self.op_timeout_s is None:
+        seconds = self.op_timeout_s
+        if seconds is None:
             return await work()
-        try:
-            if _TIMEOUT_SCOPE is not None:
-                # In the caller's task: wait_for would run ``work`` in a task of its own.
-                async with _TIMEOUT_SCOPE(self.op_timeout_s):
-                    return await work()
-            return await asyncio.wait_for(work(), self.op_timeout_s)
-        except asyncio.TimeoutError:
-            raise DatabaseUnavailable(
-                f"PostgreSQL did not answer within {self.op_timeout_s:g} s"
-            ) from None
+        deadlines = self._deadlines
+        if deadlines is None or not deadlines.serves(seconds):
+            deadlines = self._deadlines = LoopDeadlines(seconds)
+        return await deadlines.run(work)
 
     def _bounded(self, work: Callable[[], T]) -> T:
         """``work()`` within ``op_timeout_s``; a silent server becomes ``DatabaseUnavailable``.
@@ -622,15 +617,13 @@ class PostgresCore:
         finally:
             _deadlines.current = None
 
-    @contextlib.contextmanager
-    def _watch(self, conn: Any) -> Iterator[None]:
-        """Sever ``conn`` if this thread's blocking operation outlives its deadline."""
+    def _watch(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        """A context that severs ``conn`` if this thread's blocking operation outlives its
+        deadline (none for an awaited operation, or without ``op_timeout``)."""
         deadline: _Deadline | None = getattr(_deadlines, "current", None)
         if deadline is None:
-            yield
-            return
-        with deadline.watching(conn):
-            yield
+            return _UNWATCHED
+        return deadline.watching(conn)
 
 
 class _Listener:
