@@ -11,8 +11,13 @@ does to the database.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
+import uuid
 from collections.abc import Generator, Sequence
 from typing import Any
+
+import pytest
 
 from cairnq import CairnQ, Limit, Task, kernel
 from cairnq.extensions import Limits
@@ -23,6 +28,7 @@ from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._waits import eventually
 from .test_migrate_repair import outside
 
 WORKER = "worker-a"
@@ -172,3 +178,56 @@ async def test_a_worker_reconciles_a_key_left_full_and_runs_its_tasks(db: Databa
         await _submit(cq, "a", 1)
         async with worker.background():
             await asyncio.wait_for(ran.wait(), timeout=20)
+
+
+def _paused(op: Op[Any], taken: threading.Event, go: threading.Event) -> Op[Any]:
+    """``op``, then ``taken`` set and a wait for ``go`` before its transaction commits."""
+    result = yield from op
+    taken.set()
+    go.wait(timeout=30)
+    return result
+
+
+@pytest.mark.postgres
+async def test_a_reconciliation_beside_a_claim_reusing_a_key_row_leaves_the_task_counted(
+    pg_db: Database,
+) -> None:
+    """A key row left behind (the task parked without its release) is taken again by a
+    limited claim while a reconciliation runs: the reconciliation waits for the claim and
+    sees the task running, so the task stays counted."""
+    name = f"cq-rec-{uuid.uuid4().hex[:12]}"
+    async with pg_db.client() as cq:
+        await cq.limits.set(LIMIT)
+        await _submit(cq, "a", 1)
+        [row] = await _claim(cq, 1)
+        parked = kernel.hand_back(Lease.of(row), WORKER)  # as a gather parks: no release
+        await cq.backend.arun(parked, write=True)
+    claimer, reconciler = pg_db.backend(), pg_db.backend(application_name=name)
+    claim = kernel.claim(
+        ["default"],
+        WORKER,
+        60_000,
+        [kernel.Draw(None, 1)],
+        0,
+        points=kernel.claiming_with(ClaimGate([LIMIT])),
+    )
+    taken, go = threading.Event(), threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        claimed = pool.submit(claimer.run, _paused(claim, taken, go), write=True)
+        assert await asyncio.to_thread(taken.wait, 30)
+        reconciled = pool.submit(reconciler.run, reconcile([LIMIT.id]), write=True)
+
+        def waiting() -> bool:
+            found = outside(
+                pg_db,
+                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                f"and application_name like '{name}%'",
+            )
+            return reconciled.done() or bool(found[0][0])
+
+        await eventually(waiting, "the reconciliation waiting on the claim's lock")
+        go.set()
+        assert [r["id"] for r in claimed.result(timeout=30)] == [row["id"]]
+        reconciled.result(timeout=30)
+    assert outside(pg_db, "select task_id, key_value from cairnq_limit_keys") == [(row["id"], "a")]
+    assert outside(pg_db, "select key_value, running from cairnq_limit_counts") == [("a", 1)]
