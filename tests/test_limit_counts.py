@@ -22,6 +22,8 @@ import pytest
 from cairnq import CairnQ, Limit, Task, kernel
 from cairnq.extensions import Limits
 from cairnq.extensions.limits._claim import ClaimGate, reconcile, release
+from cairnq.extensions.limits._component import LimitBook
+from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.kernel.points import AttemptEnd, Points, Recovered, always
 from cairnq.models import Lease
 from cairnq.protocol.steps import Call, Op
@@ -231,3 +233,35 @@ async def test_a_reconciliation_beside_a_claim_reusing_a_key_row_leaves_the_task
         reconciled.result(timeout=30)
     assert outside(pg_db, "select task_id, key_value from cairnq_limit_keys") == [(row["id"], "a")]
     assert outside(pg_db, "select key_value, running from cairnq_limit_counts") == [("a", 1)]
+
+
+def _book(cq: CairnQ) -> LimitBook:
+    """A limit book that claimed nothing: the hook of a worker other than the claimer's."""
+    return LimitBook(cq.backend, [LIMIT], "worker-b", report=lambda exc, context: None)
+
+
+async def test_a_settlement_frees_the_key_of_a_task_another_worker_claimed(db: Database) -> None:
+    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
+        await cq.limits.set(LIMIT)
+        await _submit(cq, "a", 1)
+        [row] = await _claim(cq, 1)
+        points = Points(attempt_end=((_book(cq).attempt_end, None, always),))
+        await cq.backend.arun(
+            kernel.complete(Lease.of(row), WORKER, None, points=points), write=True
+        )
+        assert await _running(cq) == {}
+        assert outside(db, "select count(*) from cairnq_limit_keys") == [(0,)]
+
+
+async def test_a_parent_parked_by_gather_frees_its_key(db: Database) -> None:
+    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
+        await cq.limits.set(LIMIT)
+        await _submit(cq, "a", 1)
+        [row] = await _claim(cq, 1)
+        child = await cq.submit("child", {}, queue="other")
+        hooks = [_book(cq).attempt_end]
+        parking = _workflows.gather(Lease.of(row), WORKER, [child.id], hooks=hooks)
+        gathered = await cq.backend.arun(parking, write=True)
+        assert gathered.parked is not None and gathered.parked["status"] == "queued"
+        assert await _running(cq) == {}
+        assert outside(db, "select count(*) from cairnq_limit_keys") == [(0,)]
