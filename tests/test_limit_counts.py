@@ -265,3 +265,38 @@ async def test_a_parent_parked_by_gather_frees_its_key(db: Database) -> None:
         assert gathered.parked is not None and gathered.parked["status"] == "queued"
         assert await _running(cq) == {}
         assert outside(db, "select count(*) from cairnq_limit_keys") == [(0,)]
+
+
+async def _claimed_by_an_older_worker(db: Database, cq: CairnQ) -> None:
+    """A task of key ``a`` claimed by a worker from before the counts (x0030): it records
+    the task's key and no count (SQLite's triggers count it all the same)."""
+    [row] = await cq.backend.arun(
+        kernel.claim(["default"], WORKER, 60_000, [kernel.Draw(None, 1)], 0), write=True
+    )
+    outside(
+        db,
+        "insert into cairnq_limit_keys (task_id, limit_name, key_value) "
+        f"values ('{row['id']}', '{LIMIT.id}', 'a')",
+    )
+
+
+async def test_a_first_count_starts_from_the_keys_an_older_worker_recorded(db: Database) -> None:
+    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
+        await cq.limits.set(LIMIT)
+        await _submit(cq, "a", 1)
+        await _claimed_by_an_older_worker(db, cq)
+        await _submit(cq, "a", 3)
+        assert _customers(await _claim(cq, 3)) == ["a"]
+        assert await _running(cq) == {"a": 2}
+
+
+async def test_a_reconciliation_counts_keys_an_older_worker_recorded_without_a_count(
+    db: Database,
+) -> None:
+    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
+        await cq.limits.set(LIMIT)
+        await _submit(cq, "a", 1)
+        await _claimed_by_an_older_worker(db, cq)
+        outside(db, "delete from cairnq_limit_counts")  # as before x0030's counts
+        await cq.backend.arun(reconcile([LIMIT.id]), write=True)
+        assert outside(db, "select key_value, running from cairnq_limit_counts") == [("a", 1)]
