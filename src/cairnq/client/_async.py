@@ -137,41 +137,10 @@ class AsyncOperations(_ClientCore):
         ``CairnQ.submit`` (the built-in extensions') takes these and the
         extensions' own keywords; its docstring describes them all.
         """
-        if (
-            type(task) is str
-            and name is None
-            and key is None
-            and queue is None
-            and conflict == "reuse"
-            and max_attempts is None
-            and priority is None
-            and metadata is None
-            and delay_ms is None
-            and delay is None
-            and run_at is None
-            and parent_id is None
-            and root_id is None
-            and correlation_id is None
-            and lineage is None
-        ):
-            spec = self._plain_spec(task, payload)
-        else:
-            options = {
-                "key": key,
-                "queue": queue,
-                "conflict": conflict,
-                "max_attempts": max_attempts,
-                "priority": priority,
-                "metadata": metadata,
-                "delay_ms": delay_ms,
-                "delay": delay,
-                "run_at": run_at,
-                "parent_id": parent_id,
-                "root_id": root_id,
-                "correlation_id": correlation_id,
-                "lineage": lineage,
-            }
-            spec = self._spec(task, payload, name, options)
+        spec = self._spec_for_submit(
+            task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
+            delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
+        )  # fmt: skip
         return await self._submit_one(spec, conn)
 
     async def _submit_one(self, spec: kernel.NewTask, conn: Any) -> Task:

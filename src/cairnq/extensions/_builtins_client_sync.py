@@ -129,41 +129,10 @@ class SyncBuiltins(
             report = cq.submit("report.build", depends_on=[task])
             later = cq.submit("digest.send", delay="1h30m")
         """
-        if (
-            type(task) is str
-            and name is None
-            and key is None
-            and queue is None
-            and conflict == "reuse"
-            and max_attempts is None
-            and priority is None
-            and metadata is None
-            and delay_ms is None
-            and delay is None
-            and run_at is None
-            and parent_id is None
-            and root_id is None
-            and correlation_id is None
-            and lineage is None
-        ):
-            spec = self._plain_spec(task, payload)
-        else:
-            options = {
-                "key": key,
-                "queue": queue,
-                "conflict": conflict,
-                "max_attempts": max_attempts,
-                "priority": priority,
-                "metadata": metadata,
-                "delay_ms": delay_ms,
-                "delay": delay,
-                "run_at": run_at,
-                "parent_id": parent_id,
-                "root_id": root_id,
-                "correlation_id": correlation_id,
-                "lineage": lineage,
-            }
-            spec = self._spec(task, payload, name, options)
+        spec = self._spec_for_submit(
+            task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
+            delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
+        )  # fmt: skip
         if depends_on is not None:
             stored = SyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
