@@ -22,6 +22,7 @@ from ..backends import Backend
 from ..backpressure import QueueGate
 from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument
+from ..extensions._submit_path import spec_for_submit
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
@@ -137,7 +138,8 @@ class AsyncOperations(_ClientCore):
         ``CairnQ.submit`` (the built-in extensions') takes these and the
         extensions' own keywords; its docstring describes them all.
         """
-        spec = self._spec_for_submit(
+        spec = spec_for_submit(
+            self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip

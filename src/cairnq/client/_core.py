@@ -278,63 +278,6 @@ class _ClientCore:
         """``submit``'s task, named as ``task=`` or ``name=``, with its kernel options."""
         return self._new_task(task_or_name(task, name, "submit"), payload, **options)
 
-    def _spec_for_submit(
-        self,
-        task: Any,
-        payload: Any,
-        name: Any,
-        key: str | None,
-        queue: str | None,
-        conflict: str,
-        max_attempts: int | None,
-        priority: int | None,
-        metadata: Any,
-        delay_ms: int | None,
-        delay: Any,
-        run_at: Any,
-        parent_id: str | None,
-        root_id: str | None,
-        correlation_id: str | None,
-        lineage: Any,
-    ) -> kernel.NewTask:
-        """``submit``'s task: ``_plain_spec`` for a task named by a string with every
-        option at its default (no options to gather), else ``_spec``. Positional, so a
-        plain submit builds no mapping of its options."""
-        if (
-            type(task) is str
-            and name is None
-            and key is None
-            and queue is None
-            and conflict == "reuse"
-            and max_attempts is None
-            and priority is None
-            and metadata is None
-            and delay_ms is None
-            and delay is None
-            and run_at is None
-            and parent_id is None
-            and root_id is None
-            and correlation_id is None
-            and lineage is None
-        ):
-            return self._plain_spec(task, payload)
-        options = {
-            "key": key,
-            "queue": queue,
-            "conflict": conflict,
-            "max_attempts": max_attempts,
-            "priority": priority,
-            "metadata": metadata,
-            "delay_ms": delay_ms,
-            "delay": delay,
-            "run_at": run_at,
-            "parent_id": parent_id,
-            "root_id": root_id,
-            "correlation_id": correlation_id,
-            "lineage": lineage,
-        }
-        return self._spec(task, payload, name, options)
-
     def _plain_spec(self, task: str, payload: Any) -> kernel.NewTask:
         """``_spec`` of a task named by a string, every option at its default: the same
         task and the same errors, with no options to read; a name checked once is

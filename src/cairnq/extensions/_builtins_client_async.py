@@ -22,6 +22,7 @@ from ..durations import Duration
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
+from ._submit_path import spec_for_submit
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
@@ -139,7 +140,8 @@ class AsyncBuiltins(
             report = await cq.submit("report.build", depends_on=[task])
             later = await cq.submit("digest.send", delay="1h30m")
         """
-        spec = self._spec_for_submit(
+        spec = spec_for_submit(
+            self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip

@@ -12,6 +12,7 @@ from ..durations import Duration
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_sync import ClientView
+from ._submit_path import spec_for_submit
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
@@ -129,7 +130,8 @@ class SyncBuiltins(
             report = cq.submit("report.build", depends_on=[task])
             later = cq.submit("digest.send", delay="1h30m")
         """
-        spec = self._spec_for_submit(
+        spec = spec_for_submit(
+            self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip

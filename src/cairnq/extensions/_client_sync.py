@@ -41,26 +41,6 @@ class ClientView(Protocol):
         self, task: Any, payload: Any, name: Any, options: dict[str, Any]
     ) -> kernel.NewTask: ...
 
-    def _spec_for_submit(
-        self,
-        task: Any,
-        payload: Any,
-        name: Any,
-        key: str | None,
-        queue: str | None,
-        conflict: str,
-        max_attempts: int | None,
-        priority: int | None,
-        metadata: Any,
-        delay_ms: int | None,
-        delay: Any,
-        run_at: Any,
-        parent_id: str | None,
-        root_id: str | None,
-        correlation_id: str | None,
-        lineage: Any,
-    ) -> kernel.NewTask: ...
-
     def _plain_spec(self, task: str, payload: Any) -> kernel.NewTask: ...
 
     def _item(self, item: Any, task_id: str | None = None) -> kernel.NewTask: ...
