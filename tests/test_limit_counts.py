@@ -11,26 +11,18 @@ does to the database.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import threading
-import uuid
 from collections.abc import Generator, Sequence
 from typing import Any
-
-import pytest
 
 from cairnq import CairnQ, Limit, Task, kernel
 from cairnq.extensions import Limits
 from cairnq.extensions.limits._claim import ClaimGate, reconcile, release
-from cairnq.extensions.limits._component import LimitBook
-from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.kernel.points import AttemptEnd, Points, Recovered, always
 from cairnq.models import Lease
 from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
 
 from ._db import Database
-from ._waits import eventually
 from .test_migrate_repair import outside
 
 WORKER = "worker-a"
@@ -180,123 +172,3 @@ async def test_a_worker_reconciles_a_key_left_full_and_runs_its_tasks(db: Databa
         await _submit(cq, "a", 1)
         async with worker.background():
             await asyncio.wait_for(ran.wait(), timeout=20)
-
-
-def _paused(op: Op[Any], taken: threading.Event, go: threading.Event) -> Op[Any]:
-    """``op``, then ``taken`` set and a wait for ``go`` before its transaction commits."""
-    result = yield from op
-    taken.set()
-    go.wait(timeout=30)
-    return result
-
-
-@pytest.mark.postgres
-async def test_a_reconciliation_beside_a_claim_reusing_a_key_row_leaves_the_task_counted(
-    pg_db: Database,
-) -> None:
-    """A key row left behind (the task parked without its release) is taken again by a
-    limited claim while a reconciliation runs: the reconciliation waits for the claim and
-    sees the task running, so the task stays counted."""
-    name = f"cq-rec-{uuid.uuid4().hex[:12]}"
-    async with pg_db.client() as cq:
-        await cq.limits.set(LIMIT)
-        await _submit(cq, "a", 1)
-        [row] = await _claim(cq, 1)
-        parked = kernel.hand_back(Lease.of(row), WORKER)  # as a gather parks: no release
-        await cq.backend.arun(parked, write=True)
-    claimer, reconciler = pg_db.backend(), pg_db.backend(application_name=name)
-    claim = kernel.claim(
-        ["default"],
-        WORKER,
-        60_000,
-        [kernel.Draw(None, 1)],
-        0,
-        points=kernel.claiming_with(ClaimGate([LIMIT])),
-    )
-    taken, go = threading.Event(), threading.Event()
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        claimed = pool.submit(claimer.run, _paused(claim, taken, go), write=True)
-        assert await asyncio.to_thread(taken.wait, 30)
-        reconciled = pool.submit(reconciler.run, reconcile([LIMIT.id]), write=True)
-
-        def waiting() -> bool:
-            found = outside(
-                pg_db,
-                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
-                f"and application_name like '{name}%'",
-            )
-            return reconciled.done() or bool(found[0][0])
-
-        await eventually(waiting, "the reconciliation waiting on the claim's lock")
-        go.set()
-        assert [r["id"] for r in claimed.result(timeout=30)] == [row["id"]]
-        reconciled.result(timeout=30)
-    assert outside(pg_db, "select task_id, key_value from cairnq_limit_keys") == [(row["id"], "a")]
-    assert outside(pg_db, "select key_value, running from cairnq_limit_counts") == [("a", 1)]
-
-
-def _book(cq: CairnQ) -> LimitBook:
-    """A limit book that claimed nothing: the hook of a worker other than the claimer's."""
-    return LimitBook(cq.backend, [LIMIT], "worker-b", report=lambda exc, context: None)
-
-
-async def test_a_settlement_frees_the_key_of_a_task_another_worker_claimed(db: Database) -> None:
-    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
-        await cq.limits.set(LIMIT)
-        await _submit(cq, "a", 1)
-        [row] = await _claim(cq, 1)
-        points = Points(attempt_end=((_book(cq).attempt_end, None, always),))
-        await cq.backend.arun(
-            kernel.complete(Lease.of(row), WORKER, None, points=points), write=True
-        )
-        assert await _running(cq) == {}
-        assert outside(db, "select count(*) from cairnq_limit_keys") == [(0,)]
-
-
-async def test_a_parent_parked_by_gather_frees_its_key(db: Database) -> None:
-    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
-        await cq.limits.set(LIMIT)
-        await _submit(cq, "a", 1)
-        [row] = await _claim(cq, 1)
-        child = await cq.submit("child", {}, queue="other")
-        hooks = [_book(cq).attempt_end]
-        parking = _workflows.gather(Lease.of(row), WORKER, [child.id], hooks=hooks)
-        gathered = await cq.backend.arun(parking, write=True)
-        assert gathered.parked is not None and gathered.parked["status"] == "queued"
-        assert await _running(cq) == {}
-        assert outside(db, "select count(*) from cairnq_limit_keys") == [(0,)]
-
-
-async def _claimed_by_an_older_worker(db: Database, cq: CairnQ) -> None:
-    """A task of key ``a`` claimed by a worker from before the counts (x0030): it records
-    the task's key and no count (SQLite's triggers count it all the same)."""
-    [row] = await cq.backend.arun(
-        kernel.claim(["default"], WORKER, 60_000, [kernel.Draw(None, 1)], 0), write=True
-    )
-    outside(
-        db,
-        "insert into cairnq_limit_keys (task_id, limit_name, key_value) "
-        f"values ('{row['id']}', '{LIMIT.id}', 'a')",
-    )
-
-
-async def test_a_first_count_starts_from_the_keys_an_older_worker_recorded(db: Database) -> None:
-    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
-        await cq.limits.set(LIMIT)
-        await _submit(cq, "a", 1)
-        await _claimed_by_an_older_worker(db, cq)
-        await _submit(cq, "a", 3)
-        assert _customers(await _claim(cq, 3)) == ["a"]
-        assert await _running(cq) == {"a": 2}
-
-
-async def test_a_reconciliation_counts_keys_an_older_worker_recorded_without_a_count(
-    db: Database,
-) -> None:
-    async with db.client(clock=FakeClock(1_800_000_000_000)) as cq:
-        await cq.limits.set(LIMIT)
-        await _submit(cq, "a", 1)
-        await _claimed_by_an_older_worker(db, cq)
-        outside(db, "delete from cairnq_limit_counts")  # as before x0030's counts
-        await cq.backend.arun(reconcile([LIMIT.id]), write=True)
-        assert outside(db, "select key_value, running from cairnq_limit_counts") == [("a", 1)]

@@ -372,18 +372,13 @@ def _decided_stay_parked() -> None:
 _TAKE_CHECKED = (
     "    on conflict (limit_name, key_value) do update set\n"
     "        granted = greatest(0, least(\n"
-    "            (select s.n from seeded s\n"
-    "             where s.limit_name = c.limit_name and s.key_value = c.key_value),\n"
+    "            excluded.granted,\n"
     "            (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running\n"
     "        )),\n"
     "        running = c.running + greatest(0, least(\n"
-    "            (select s.n from seeded s\n"
-    "             where s.limit_name = c.limit_name and s.key_value = c.key_value),\n"
+    "            excluded.granted,\n"
     "            (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running\n"
     "        ))\n"
-)
-_TAKE_ASKED = (
-    "(select s.n from seeded s where s.limit_name = c.limit_name and s.key_value = c.key_value)"
 )
 
 
@@ -516,8 +511,8 @@ MUTANTS: dict[str, Mutant] = {
                     "limits_take",
                     _TAKE_CHECKED,
                     "    on conflict (limit_name, key_value) do update set\n"
-                    f"        granted = {_TAKE_ASKED},\n"
-                    f"        running = c.running + {_TAKE_ASKED}\n",
+                    "        granted = excluded.granted,\n"
+                    "        running = c.running + excluded.granted\n",
                 )
             ]
         },

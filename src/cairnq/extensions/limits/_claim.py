@@ -283,21 +283,19 @@ def _take(admitted: Sequence[tuple[Row, list[tuple[Limit, str]]]]) -> Op[set[str
 
 
 def reconcile(names: Sequence[str]) -> Op[int]:
-    """Correct the named limits' running counts from the running tasks: lock, in key
-    order, the counts to correct (those that differ from their recorded keys, those with
-    keys recorded for tasks no longer running: settled or recovered by a reference SDK
-    worker, parked by a gather, purged; and keys recorded without a count), forget the
-    recorded keys of tasks no longer running, then set each locked count to the number of
-    its keys left. A limited claim locks a key's count before its recorded keys, as here,
-    so the two never wait on each other in a cycle, and a claim that took a key before the
-    lock is seen with its task running. Returns how many keys' counts it corrected."""
+    """Correct the named limits' running counts from the running tasks: forget the keys
+    recorded for tasks no longer running (settled or recovered by a reference SDK worker,
+    purged), then set every count that differs from its recorded keys to their number
+    (keys forgotten without their count: a truncate, the sweep). Returns how many keys'
+    counts it corrected."""
+    pruned = yield Call("limits_keys_prune", {"names": list(names)})
+    corrected = {(row["limit_name"], row["key_value"]) for row in pruned}
     wrong = yield Call("limits_counts_lock", {"names": list(names)})
-    if not wrong:
-        return 0
-    pairs = json.dumps([[row["limit_name"], row["key_value"]] for row in wrong], ensure_ascii=False)
-    yield Call("limits_keys_prune", {"rows": pairs})
-    yield Call("limits_counts_fix", {"rows": pairs})
-    return len(wrong)
+    if wrong:
+        pairs = [[row["limit_name"], row["key_value"]] for row in wrong]
+        fixed = yield Call("limits_counts_fix", {"rows": json.dumps(pairs, ensure_ascii=False)})
+        corrected.update((row["limit_name"], row["key_value"]) for row in fixed)
+    return len(corrected)
 
 
 def release(ids: Sequence[str]) -> Op[None]:

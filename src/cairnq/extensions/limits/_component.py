@@ -6,8 +6,8 @@ reads the stored numbers, so changed numbers apply at once). A function key is
 computed only by a worker that declares the limit; elsewhere the tasks it governs
 are left for the workers that can.
 
-The book is also the limits' ``attempt_end`` hook: while a limit is in force, a
-settlement or recovery takes the task from its key's count in the same
+The book is also the limits' ``attempt_end`` hook: a settlement or recovery of a
+task its claims counted takes the task from its key's count in the same
 transaction. Its job reconciles the counts with the running tasks every
 ``RECONCILE_S``, and at its next tick when a claim passed over a key at its limit
 (a count a reference SDK worker's settlement left behind would block that key).
@@ -32,6 +32,7 @@ log = logging.getLogger("cairnq.worker")
 
 REFRESH_S = 1.0
 RECONCILE_S = 10.0
+HELD_MAX = 100_000
 
 
 def check_declared(limits: Sequence[Limit] | None) -> list[Limit]:
@@ -76,6 +77,8 @@ class LimitBook:
         self._loaded_at = 0.0
         self._reconciled_at = 0.0
         self._unknown: set[str] = set()
+        # The tasks this worker's limited claims counted, until their attempts end.
+        self._held: dict[str, None] = {}
         self.job = PeriodicJob(
             "cairnq.limits",
             self.reload,
@@ -105,17 +108,26 @@ class LimitBook:
     ) -> Op[list[Row]]:
         gate = self.gate
         assert gate is not None  # governing() found limits in force
-        return (yield from gate.claim(queues, names, want, worker_id, lease_ms, governing))
+        rows = yield from gate.claim(queues, names, want, worker_id, lease_ms, governing)
+        held = self._held
+        for row in rows:
+            if "refusal" not in row.keys():  # noqa: SIM118 (sqlite3.Row)
+                held[row["id"]] = None
+        if len(held) > HELD_MAX:  # attempts lost to expiry, settled by no one here
+            for task_id in list(held)[: len(held) - HELD_MAX]:
+                del held[task_id]
+        return rows
 
     def attempt_end(self, ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]:
         """The limits' ``attempt_end`` hook: take the tasks whose attempts ended from
-        their keys' counts, whoever claimed them (a settlement or recovery that ended an
-        attempt owns its task, so the keys recorded for it are that attempt's, or left
-        behind by an earlier one that ended without its release)."""
+        their keys' counts (a settlement's, of tasks this worker's claims counted; a
+        recovery's, whoever claimed them)."""
         if recovered is not None:
             ids = [str(row["id"]) for row in recovered.rows]
         else:
-            ids = [e.lease.id for e in ended]
+            ids = [e.lease.id for e in ended if e.lease.id in self._held]
+        for task_id in ids:
+            self._held.pop(task_id, None)
         if ids:
             yield from release(ids)
 

@@ -139,10 +139,7 @@ class WorkflowsContext:
         ids = [_ops.dependency_id(c, "gather entry") for c in children]
         # The children's settlements in this worker decide this task once it is parked.
         _client(self)._submitted_dependents = True
-        hooks = self._runtime.points.ending().attempt
-        gathered = await self._owned(
-            _ops.gather(self.lease, self.worker_id, ids, started=self.claimed_at_ms, hooks=hooks)
-        )
+        gathered = await self._owned(_ops.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:
             if return_tasks:
                 return list(gathered.children)

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from ... import kernel
 from ..._checks import check_text
 from ...errors import InvalidArgument, InvalidGraph, SchemaIncomplete, error_envelope
-from ...kernel.points import AttemptEnd, AttemptEndHook, ending_with, settled_outcome
+from ...kernel.points import ending_with
 from ...models import TERMINAL_STATUSES, Lease, Task
 from ...protocol.steps import NOW, Call, Op, Row
 
@@ -396,22 +396,12 @@ class Gathered:
     parked: Row | None
 
 
-def gather(
-    lease: Lease,
-    worker_id: str,
-    child_ids: Sequence[str],
-    *,
-    started: int | None = None,
-    hooks: Sequence[AttemptEndHook] = (),
-) -> Op[Gathered]:
+def gather(lease: Lease, worker_id: str, child_ids: Sequence[str]) -> Op[Gathered]:
     """The children when every one ended; else park the owned attempt until they do.
 
     Parking hands the attempt back unspent (as a snooze does), fenced on the lease,
     and records the parent as depending on each child under policy ``"run"``:
-    the last child to end releases it, and its re-run gathers again. The attempt-end
-    ``hooks`` in use (a limit's release, the history's record) run on the attempt it
-    ended, in the same transaction: outcome ``snoozed`` (or how a pending cancel ended
-    it), claimed at ``started``.
+    the last child to end releases it, and its re-run gathers again.
 
     Raises:
         InvalidGraph: a child does not exist; nothing is written.
@@ -437,27 +427,11 @@ def gather(
         by_id = {str(r["id"]): Task.from_row(r) for r in rows}
         return Gathered([by_id[i] for i in ids], None)
     row = yield from kernel.hand_back(lease, worker_id, run_at_ms=PARKED_RUN_AT_MS)
-    if hooks:
-        yield from _parked_ending(lease, worker_id, started, row, hooks)
     if row["status"] != "queued":
         return Gathered(None, row)
     yield Call("workflows_edges_put", {"rows": _json([[lease.id, i, "run"] for i in ids])})
     yield Call("workflows_parked_put", {"rows": _json([[lease.id, "gather", 0]]), "now_ms": NOW})
     return Gathered(None, row)
-
-
-def _parked_ending(
-    lease: Lease, worker_id: str, started: int | None, row: Row, hooks: Sequence[AttemptEndHook]
-) -> Op[None]:
-    """Run the attempt-end ``hooks`` on the attempt a gather's hand-back ended."""
-    status = str(row["status"])
-    outcome = "snoozed" if status == "queued" else settled_outcome(status)
-    error = row["error"] if outcome == "failed" else None
-    if error is not None and not isinstance(error, str):
-        error = json.dumps(error)
-    end = AttemptEnd(lease, worker_id, started, outcome, error)
-    for hook in hooks:
-        yield from hook([end], None)
 
 
 # --- reads -------------------------------------------------------------------------------

@@ -1,16 +1,28 @@
--- Forgets the recorded keys of the listed counts whose task is no longer running (a reference SDK worker settled or recovered it, a gather parked it, it was purged); rows is a JSON array of [limit_name, key_value], locked by limits_counts_lock earlier in the transaction, so no claim is taking these keys. A key a settlement is forgetting now is skipped (its release takes it from the count). limits_counts_fix then sets the counts from the keys left.
--- Returns (limit_name, key_value) for each key forgotten.
--- params: rows
-with stale as (
-    select k.task_id, k.limit_name
-    from cairnq_limit_keys k
-    join jsonb_array_elements(:rows::jsonb) as r
-        on k.limit_name = r ->> 0 and k.key_value = r ->> 1
-    left join cairnq_tasks t on t.id = k.task_id
-    where t.status is distinct from 'running'
-    for update of k skip locked
+-- Forgets the recorded keys of the named limits whose task is no longer running (a reference SDK worker settled or recovered it, or it was purged), and takes each from its key's running count, locking the counts in key order.
+-- Returns (limit_name, key_value, n) for each count it lowered.
+-- params: names
+with gone as (
+    delete from cairnq_limit_keys k
+    where k.limit_name = any(:names::text[])
+      and not exists (
+          select 1 from cairnq_tasks t where t.id = k.task_id and t.status = 'running'
+      )
+    returning k.limit_name, k.key_value
+),
+freed as (
+    select limit_name, key_value, count(*) as n
+    from gone
+    group by limit_name, key_value
+),
+locked as (
+    select c.limit_name, c.key_value, f.n
+    from cairnq_limit_counts c
+    join freed f on f.limit_name = c.limit_name and f.key_value = c.key_value
+    order by c.limit_name, c.key_value
+    for update of c
 )
-delete from cairnq_limit_keys k
-using stale s
-where k.task_id = s.task_id and k.limit_name = s.limit_name
-returning k.limit_name, k.key_value;
+update cairnq_limit_counts c
+set running = greatest(0, c.running - locked.n)
+from locked
+where c.limit_name = locked.limit_name and c.key_value = locked.key_value
+returning c.limit_name, c.key_value, locked.n;

@@ -1,4 +1,4 @@
--- Counts the keys a limited claim admits and records them; rows is a JSON array of [task_id, limit_name, key_value, rank], rank being the task's place (1, 2, ...) among the claim's tasks of that limit and key. Each key's count grows by as many of its tasks as its limit (the stored amount) still has room for (a key with no count yet starts from the keys recorded for it: a worker without x0030 records keys but no counts), under the key's row lock alone: claims of other keys never wait, and a claim that read an older count is granted only the room left. The tasks of rank up to the grant have their keys recorded.
+-- Counts the keys a limited claim admits and records them; rows is a JSON array of [task_id, limit_name, key_value, rank], rank being the task's place (1, 2, ...) among the claim's tasks of that limit and key. Each key's count grows by as many of its tasks as its limit (the stored amount) still has room for, under the key's row lock alone: claims of other keys never wait, and a claim that read an older count is granted only the room left. The tasks of rank up to the grant have their keys recorded.
 -- Returns (task_id, limit_name) for each task and limit granted.
 -- params: rows
 with wanted as (
@@ -6,36 +6,23 @@ with wanted as (
     from jsonb_array_elements(:rows::jsonb) as r
 ),
 asked as (
-    select w.limit_name, w.key_value, least(count(*), min(l.amount)) as n, min(l.amount) as amount
+    select w.limit_name, w.key_value, least(count(*), min(l.amount)) as n
     from wanted w
     join cairnq_limits l on l.name = w.limit_name
     group by w.limit_name, w.key_value
 ),
-seeded as (
-    select a.limit_name, a.key_value, a.n, greatest(0, least(a.n, a.amount - a.recorded)) as g,
-        a.recorded
-    from (
-        select w.limit_name, w.key_value, w.n, w.amount, (
-            select count(*) from cairnq_limit_keys k
-            where k.limit_name = w.limit_name and k.key_value = w.key_value
-        ) as recorded
-        from asked w
-    ) as a
-),
 granted as (
     insert into cairnq_limit_counts as c (limit_name, key_value, running, granted)
-    select limit_name, key_value, recorded + g, g
-    from seeded
+    select limit_name, key_value, n, n
+    from asked
     order by limit_name, key_value
     on conflict (limit_name, key_value) do update set
         granted = greatest(0, least(
-            (select s.n from seeded s
-             where s.limit_name = c.limit_name and s.key_value = c.key_value),
+            excluded.granted,
             (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running
         )),
         running = c.running + greatest(0, least(
-            (select s.n from seeded s
-             where s.limit_name = c.limit_name and s.key_value = c.key_value),
+            excluded.granted,
             (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running
         ))
     returning c.limit_name, c.key_value, c.granted

@@ -1,32 +1,11 @@
--- The running counts of the named limits the reconciliation corrects: those that differ from the number of keys recorded for them, and those of keys recorded for a task no longer running or with no count, added at 0 (SQLite's write transaction holds them already); the prune (limits_keys_prune) and the correction (limits_counts_fix) follow.
+-- The running counts of the named limits that differ from the number of keys recorded for them (a count the reconciliation corrects; SQLite's write transaction holds them already).
 -- Returns (limit_name, key_value) per count.
 -- params: names
-with wanted as (
-    select c.limit_name, c.key_value
-    from cairnq_limit_counts c
-    where c.limit_name in (select value from json_each(:names))
-      and c.running <> (
-          select count(*) from cairnq_limit_keys k
-          where k.limit_name = c.limit_name and k.key_value = c.key_value
-      )
-    union
-    select k.limit_name, k.key_value
-    from cairnq_limit_keys k
-    where k.limit_name in (select value from json_each(:names))
-      and (
-          not exists (
-              select 1 from cairnq_tasks t where t.id = k.task_id and t.status = 'running'
-          )
-          or not exists (
-              select 1 from cairnq_limit_counts c
-              where c.limit_name = k.limit_name and c.key_value = k.key_value
-          )
-      )
-)
-insert into cairnq_limit_counts (limit_name, key_value, running, granted)
-select limit_name, key_value, 0, 0
-from wanted
-where true
-order by limit_name, key_value
-on conflict (limit_name, key_value) do update set running = running
-returning limit_name, key_value;
+select c.limit_name, c.key_value
+from cairnq_limit_counts c
+where c.limit_name in (select value from json_each(:names))
+  and c.running <> (
+      select count(*) from cairnq_limit_keys k
+      where k.limit_name = c.limit_name and k.key_value = c.key_value
+  )
+order by c.limit_name, c.key_value;
