@@ -27,8 +27,7 @@ from cairnq import (
     kernel,
 )
 from cairnq.extensions import Limits
-from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate, release
-from cairnq.kernel.points import AttemptEnd, Points, always
+from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate
 from cairnq.models import Lease
 from cairnq.protocol.steps import Call, Op
 from cairnq.testing import FakeClock
@@ -59,14 +58,8 @@ async def _claim(
     return list(await cq.backend.arun(op, write=True))
 
 
-def _released(ended: Sequence[AttemptEnd], recovered: Any) -> Op[None]:
-    yield from release([e.lease.id for e in ended])
-
-
 async def _finish(cq: CairnQ, row: Any) -> None:
-    """Settle ``row`` as a cairnq worker does: its settlement takes it from its key's count."""
-    points = Points(attempt_end=((_released, None, always),))
-    await cq.backend.arun(kernel.complete(Lease.of(row), WORKER, None, points=points), write=True)
+    await cq.backend.arun(kernel.complete(Lease.of(row), WORKER, None), write=True)
 
 
 def _keys(rows: Sequence[Any]) -> Counter[str]:
@@ -629,13 +622,7 @@ async def test_a_worker_stores_its_limits_and_never_runs_more_than_the_limit_per
 
 
 def _migrate_all_but_limits(db: Database) -> None:
-    migrate_only(
-        db,
-        lambda name: (
-            name
-            not in ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0030_limit_counts.sql")
-        ),
-    )
+    migrate_only(db, lambda name: name not in ("x0006_limits.sql", "x0015_limit_keys_unbound.sql"))
 
 
 async def test_a_worker_declaring_limits_refuses_a_database_without_them(db: Database) -> None:

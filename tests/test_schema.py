@@ -100,7 +100,6 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
-    "x0030_limit_counts.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -329,7 +328,6 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_dependencies",
         "cairnq_dependencies_satisfied",
         "cairnq_leases",
-        "cairnq_limit_counts",
         "cairnq_limit_keys",
         "cairnq_limits",
         "cairnq_locks",

@@ -3,9 +3,8 @@
 Their rows go with their task through triggers on ``cairnq_tasks`` (x0011-x0014), so
 ``truncate cairnq_tasks, cairnq_task_keys`` (the reference SDK's test reset) works on a
 database cairnq migrated, and a purge leaves no rows behind. ``cairnq_limit_keys`` has no
-trigger (x0015): a row of a task that is gone counts for nothing, and workers
-reconciling the limits' running counts prune it. Both backends, real databases, rows
-made through cairnq's public API.
+trigger (x0015): a row of a task that is gone counts for nothing and is pruned by limited
+claims. Both backends, real databases, rows made through cairnq's public API.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ TASK_KEYED = (
     "cairnq_task_snoozes",
     "cairnq_task_steps",
 )
-# Rows of a task that is gone count for nothing here, and reconciling the counts prunes them.
+# Rows of a task that is gone count for nothing here, and limited claims prune them.
 HARMLESS = ("cairnq_limit_keys",)
 FORGOTTEN = tuple(t for t in TASK_KEYED if t not in HARMLESS)
 PROTOCOL_TABLES = ("cairnq_tasks", "cairnq_task_keys")
@@ -50,8 +49,6 @@ FORGET_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
 ]
-
-COUNTS_MIGRATION = "x0030_limit_counts.sql"
 
 
 def references_to_protocol_tables(db: Database) -> list[tuple[str, str]]:
@@ -102,17 +99,12 @@ async def fill_every_task_keyed_table(
 ) -> None:
     """Through the public API: keyed tasks that a limited worker runs to the end, one with a
     step, one snoozed once; a dependent released by its dependency; and a dependent still
-    parked on a dependency that succeeded and one that never runs; a limit key left
-    recorded for the task that never runs (as a claim whose attempt a reference SDK worker
-    ended leaves it). Without ``migrate``, the database predates the running counts
-    (x0030), and the worker runs the tasks without the limit."""
-    limit = Limit.concurrency(5, queue="default", key="payload.customer")
-    await cq.limits.set(limit)
+    parked on a dependency that succeeded and one that never runs."""
     worker = db.worker(
         clock=clock,
         migrate=migrate,
         poll_interval_ms=20,
-        extensions=[Limits([limit] if migrate else [])],
+        extensions=[Limits([Limit.concurrency(5, queue="default", key="payload.customer")])],
     )
     snoozed: list[str] = []
 
@@ -134,11 +126,6 @@ async def fill_every_task_keyed_table(
     await worker.run(until_idle=True)
     await cq.submit("stepped", {"customer": "e"}, depends_on=[first, never])
     await worker.close()
-    outside(
-        db,
-        "insert into cairnq_limit_keys (task_id, limit_name, key_value) "
-        f"values ('{never.id}', '{limit.id}', 'd')",
-    )
     assert snoozed
     # The lease tokens an older cairnq's claims wrote (x0003), which this one no longer
     # writes: a database may still hold them, and they go with their tasks all the same.
@@ -211,7 +198,7 @@ def test_the_reference_check_reports_a_table_that_references_the_task_table(
 async def test_a_database_migrated_before_the_forget_migrations_keeps_its_rows_and_loses_its_keys(
     db: Database, clock: FakeClock
 ) -> None:
-    migrate_only(db, lambda name: name not in (*FORGET_MIGRATIONS, COUNTS_MIGRATION))
+    migrate_only(db, lambda name: name not in FORGET_MIGRATIONS)
     async with db.client(clock=clock, migrate=False) as cq:
         await fill_every_task_keyed_table(db, cq, clock, migrate=False)
     before = row_counts(db)
@@ -223,7 +210,7 @@ async def test_a_database_migrated_before_the_forget_migrations_keeps_its_rows_a
     )
     backend = db.backend()
     await backend.aopen()
-    assert backend.migrations_applied == [*FORGET_MIGRATIONS, COUNTS_MIGRATION]  # type: ignore[attr-defined]
+    assert backend.migrations_applied == FORGET_MIGRATIONS  # type: ignore[attr-defined]
     await backend.aclose()
     assert row_counts(db) == before
     assert references_to_protocol_tables(db) == [("cairnq_task_keys", "cairnq_tasks")]

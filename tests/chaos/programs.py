@@ -242,37 +242,22 @@ def _answering(op: Any, statement: str, answer: Callable[[Any], Any]) -> Any:
 def _limit_per_process() -> None:
     """Limits counted per process: a limited claim sees only this worker's running tasks
     (what a process-local counter, like a worker's ``resources``, would know), so every
-    process admits up to the limit per key on its own. Its pages count this worker's
-    tasks and leave out no key, and its takes grant all they ask without counting."""
+    process admits up to the limit per key on its own."""
     from cairnq.extensions.limits import _claim as _limits
     from cairnq.protocol.steps import Call
 
     real = _limits.ClaimGate.claim
 
     def claim(self: Any, queues: Any, names: Any, want: Any, worker_id: str, *rest: Any) -> Any:
-        op = real(self, queues, names, want, worker_id, *rest)
-        for statement in ("limits_page", "limits_page_one_queue"):
-            op = _answering(op, statement, lambda step: _own_page(self, step, worker_id))
-        op = _answering(op, "limits_counts", lambda step: _own_counts(self, worker_id))
-        return (yield from _answering(op, "limits_take", _granted))
+        return (
+            yield from _answering(
+                real(self, queues, names, want, worker_id, *rest),
+                "limits_running",
+                lambda step: _own_running(self, step.params["names"], worker_id),
+            )
+        )
 
-    def _own_page(gate: Any, step: Any, worker_id: str) -> Any:
-        rows = yield Call(step.statement, {**step.params, "sieve": False})
-        counts = yield from _own_counts(gate, worker_id)
-        mine = {(c["limit_name"], c["key_value"]): c["running"] for c in counts}
-        return [
-            {
-                **dict(row),
-                "limit_running": mine.get((step.params["limit_name"], row["limit_key"]), 0),
-            }
-            for row in rows
-        ]
-
-    def _granted(step: Any) -> Any:
-        return [{"task_id": r[0], "limit_name": r[1]} for r in json.loads(step.params["rows"])]
-        yield  # a generator that answers without a statement
-
-    def _own_counts(gate: Any, worker_id: str) -> Any:
+    def _own_running(gate: Any, names: list[str], worker_id: str) -> Any:
         params = dict.fromkeys(("status", "queue", "name", "root_id", "correlation_id"))
         rows = yield Call("list", {**params, "status": "running", "limit": 10_000, "offset": 0})
         counts: dict[tuple[str, str], int] = {}
@@ -283,7 +268,7 @@ def _limit_per_process() -> None:
                 json.loads(row["payload"]) if isinstance(row["payload"], str) else row["payload"]
             )
             for limit in gate.limits:
-                if limit.governs(row["queue"], row["name"]):
+                if limit.id in names and limit.governs(row["queue"], row["name"]):
                     key = limit.key_in(payload, payload)
                     counts[(limit.id, key)] = counts.get((limit.id, key), 0) + 1
         return [{"limit_name": n, "key_value": k, "running": c} for (n, k), c in counts.items()]
@@ -365,21 +350,6 @@ def _decided_stay_parked() -> None:
         return (yield from _answering(real(ended, candidates), "workflows_unpark", skipped))
 
     _workflows._decide_rounds = rounds
-
-
-# The key's check in limits_take (PostgreSQL): each count grows by no more than its
-# limit's room, read under the count's row lock.
-_TAKE_CHECKED = (
-    "    on conflict (limit_name, key_value) do update set\n"
-    "        granted = greatest(0, least(\n"
-    "            excluded.granted,\n"
-    "            (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running\n"
-    "        )),\n"
-    "        running = c.running + greatest(0, least(\n"
-    "            excluded.granted,\n"
-    "            (select l.amount from cairnq_limits l where l.name = c.limit_name) - c.running\n"
-    "        ))\n"
-)
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -502,22 +472,6 @@ MUTANTS: dict[str, Mutant] = {
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
     "limit_per_process": Mutant(patch=_limit_per_process),
-    # A limited claim counts its keys without their rows' check: a claim that read a count
-    # another claim has since raised is granted all it asks.
-    "limit_unlocked_keys": Mutant(
-        sql={
-            "postgres": [
-                (
-                    "limits_take",
-                    _TAKE_CHECKED,
-                    "    on conflict (limit_name, key_value) do update set\n"
-                    "        granted = excluded.granted,\n"
-                    "        running = c.running + excluded.granted\n",
-                )
-            ]
-        },
-        dialects=("postgres",),
-    ),
     "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
     # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
     # a release no longer checks that the task is still parked.
@@ -598,25 +552,9 @@ def _ms(value: int | None) -> datetime.timedelta | None:
     return None if value is None else datetime.timedelta(milliseconds=value)
 
 
-def _as_reference_worker() -> None:
-    """This worker knows no limits, as a reference SDK's worker sharing the database: it
-    claims limited tasks freely, and its settlements and recoveries leave the limits'
-    running counts as they are."""
-    from cairnq.extensions import _registry
-
-    every = _registry.builtins
-
-    def without_limits() -> list[Any]:
-        return [extension for extension in every() if extension.name != "limits"]
-
-    _registry.builtins = without_limits
-
-
 def run_worker(config: dict[str, Any]) -> None:
     spec = config["db"]
     apply_mutant(config.get("mutant"), spec["kind"])
-    if config.get("reference"):
-        _as_reference_worker()
     record = Recorder(config["history"])
     options = {"listen": True} if spec["kind"] == "postgres" else {}
     backend = RecordingBackend(open_backend(spec, **options), record)
@@ -633,7 +571,7 @@ def run_worker(config: dict[str, Any]) -> None:
         worker_id=config.get("worker_id"),
         drain_timeout=_ms(config.get("drain_ms", 2000)),
         max_run_ms=config.get("max_run_ms"),
-        extensions=[] if config.get("reference") else [Limits(_limits_of(config))],
+        extensions=[Limits(_limits_of(config))],
     )
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
     tokens: dict[tuple[str, int], Any] = {}

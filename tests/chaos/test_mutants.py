@@ -357,42 +357,6 @@ def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return _finish(run)
 
 
-def _reference_beside_limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
-    """Two limited worker processes (2 running per key over 3 keys) and a reference SDK's
-    worker (one that knows no limits) share the queue; one limited process is killed with
-    tasks running, so whoever recovers them first (the reference worker's recovery takes
-    nothing from the counts) may leave their keys counted. The limit must hold for the
-    limited workers' runs, and every task must still finish: no key stays blocked."""
-    config = Config(workers=0, clients=0, mutant=mutant, lease_ms=600, quiescence_s=30)
-    run = Run(db, folder, config)
-    try:
-        with db.sync_client() as client:
-            started = [run.start_worker(concurrency=4, poll_ms=20, limit=2) for _ in range(2)]
-            started.append(run.start_worker(concurrency=2, poll_ms=20, reference=True))
-            _until(
-                lambda: all(_has_started(folder, index) for index in started),
-                "every worker process started",
-                timeout=60,
-            )
-            client.submit_many(
-                [
-                    {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [100, 200]}}
-                    for i in range(60)
-                ]
-            )
-            _until(lambda: len(_running_tasks(client)) >= 4, "tasks running")
-            run.kill_worker(started[0])
-            _until(
-                lambda: client.stats().get("default", {}).get("succeeded", 0) == 60,
-                "every task succeeded, none of its key left blocked",
-                timeout=60,
-            )
-    except BaseException:
-        run.stop()
-        raise
-    return _finish(run)
-
-
 def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run eight graphs (a diamond whose branches take different times, its
     dependents under each policy in turn, then a task after it due 1.5 s after its
@@ -462,7 +426,6 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
     "limit_per_process": (_limited_run, {"INV-18"}, ("sqlite", "postgres")),
-    "limit_unlocked_keys": (_limited_run, {"INV-18"}, ("postgres",)),
     "release_ignores_a_dependency": (_workflows_run, {"WF-1"}, ("sqlite",)),
     "sweep_decides_twice": (_workflows_run, {"WF-2"}, ("postgres",)),
     "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
@@ -484,7 +447,6 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _full_disk_run: ("sqlite",),
     schedules_run: ("sqlite", "postgres"),
     _limited_run: ("sqlite", "postgres"),
-    _reference_beside_limited_run: ("sqlite", "postgres"),
     _workflows_run: ("sqlite", "postgres"),
     _purged_dependencies_run: ("sqlite", "postgres"),
 }

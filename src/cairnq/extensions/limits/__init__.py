@@ -4,17 +4,15 @@ it claims.
 A limit is stored in the database (``cairnq_limits``, migration
 ``x0006_limits.sql``): declared by a worker (``Worker(extensions=[Limits([...])])``)
 or set by a client (``cq.limits.set``) or ``cairnq limits set``. A limited claim
-adds the tasks it claims to their keys' running counts (``cairnq_limit_counts``),
-records their keys (``cairnq_limit_keys``) and the rate buckets it drew on
+records the keys it claimed (``cairnq_limit_keys``) and the rate buckets it drew on
 (``cairnq_rate_buckets``) in the claim's own transaction, so every worker's next
-claim counts them; a cairnq worker's settlement or recovery takes them out.
+claim counts them.
 
 Everything of the feature is in this folder: the model (``_model``), the operations
 (``_ops``), the limited claim (``_claim``, the ``ClaimGate``), the worker's book of
 limits in force (``_component``, the draw claimer its claims go through), its
 statements (``sql/<dialect>/limits_*.sql``) and migrations
-(``migrations/<dialect>/x0006_limits.sql``, ``x0015_limit_keys_unbound.sql``,
-``x0030_limit_counts.sql``), the
+(``migrations/<dialect>/x0006_limits.sql``, ``x0015_limit_keys_unbound.sql``), the
 ``cairnq limits`` commands and the dashboard's page (``_surfaces/``, with
 ``templates/``). The CLI and the dashboard, above the extensions, import those two
 by the names the extension declares (``Extension.cli``, ``Extension.pages``).
@@ -69,13 +67,12 @@ class Limits(Extension):
     """
 
     name = "limits"
-    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0030_limit_counts.sql")
+    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
     optional = ("x0015_limit_keys_unbound.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",
         "cairnq_limit_keys": "swept",
         "cairnq_rate_buckets": "not_task_keyed",
-        "cairnq_limit_counts": "not_task_keyed",
     }
     words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
     cli = "cairnq.extensions.limits._surfaces.cli"
@@ -100,7 +97,7 @@ class Limits(Extension):
     def hooks(self, worker: WorkerView) -> Hooks:
         # The book governs claims while a limit is in force.
         book = self.book(worker)
-        return Hooks(draw_claimer=book, attempt_end=book.attempt_end, in_use=book.in_use)
+        return Hooks(draw_claimer=book, in_use=book.in_use)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
         return (LimitsComponent(self, self.book(worker)),)

@@ -2,15 +2,9 @@
 
 The book reloads the stored limits once a second, so a limit an operator
 sets, changes or removes applies to this worker within about a second (a claim
-reads the stored numbers, so changed numbers apply at once). A function key is
-computed only by a worker that declares the limit; elsewhere the tasks it governs
-are left for the workers that can.
-
-The book is also the limits' ``attempt_end`` hook: a settlement or recovery of a
-task its claims counted takes the task from its key's count in the same
-transaction. Its job reconciles the counts with the running tasks every
-``RECONCILE_S``, and at its next tick when a claim passed over a key at its limit
-(a count a reference SDK worker's settlement left behind would block that key).
+reads the numbers under the limit's lock, so changed numbers apply at once). A
+function key is computed only by a worker that declares the limit; elsewhere the
+tasks it governs are left for the workers that can.
 """
 
 from __future__ import annotations
@@ -22,17 +16,14 @@ from collections.abc import Sequence
 from ...backends import Backend
 from ...errors import InvalidArgument
 from ...kernel.periodic import ErrorHook, PeriodicJob
-from ...kernel.points import AttemptEnd, Recovered
 from ...protocol.steps import Op, Row
 from . import _ops as _limits
-from ._claim import ClaimGate, reconcile, release
+from ._claim import ClaimGate
 from ._model import Limit
 
 log = logging.getLogger("cairnq.worker")
 
 REFRESH_S = 1.0
-RECONCILE_S = 10.0
-HELD_MAX = 100_000
 
 
 def check_declared(limits: Sequence[Limit] | None) -> list[Limit]:
@@ -75,10 +66,7 @@ class LimitBook:
         self.enabled = False
         self.gate: ClaimGate | None = None
         self._loaded_at = 0.0
-        self._reconciled_at = 0.0
         self._unknown: set[str] = set()
-        # The tasks this worker's limited claims counted, until their attempts end.
-        self._held: dict[str, None] = {}
         self.job = PeriodicJob(
             "cairnq.limits",
             self.reload,
@@ -108,28 +96,7 @@ class LimitBook:
     ) -> Op[list[Row]]:
         gate = self.gate
         assert gate is not None  # governing() found limits in force
-        rows = yield from gate.claim(queues, names, want, worker_id, lease_ms, governing)
-        held = self._held
-        for row in rows:
-            if "refusal" not in row.keys():  # noqa: SIM118 (sqlite3.Row)
-                held[row["id"]] = None
-        if len(held) > HELD_MAX:  # attempts lost to expiry, settled by no one here
-            for task_id in list(held)[: len(held) - HELD_MAX]:
-                del held[task_id]
-        return rows
-
-    def attempt_end(self, ended: Sequence[AttemptEnd], recovered: Recovered | None) -> Op[None]:
-        """The limits' ``attempt_end`` hook: take the tasks whose attempts ended from
-        their keys' counts (a settlement's, of tasks this worker's claims counted; a
-        recovery's, whoever claimed them)."""
-        if recovered is not None:
-            ids = [str(row["id"]) for row in recovered.rows]
-        else:
-            ids = [e.lease.id for e in ended if e.lease.id in self._held]
-        for task_id in ids:
-            self._held.pop(task_id, None)
-        if ids:
-            yield from release(ids)
+        return gate.claim(queues, names, want, worker_id, lease_ms, governing)
 
     def begin(self) -> None:
         if self.gate is not None:
@@ -150,30 +117,8 @@ class LimitBook:
         await self.refresh(force=True)
 
     async def reload(self) -> None:
-        """Reload the stored limits now (the job's tick), and reconcile the counts when
-        ``RECONCILE_S`` passed or a claim found a key at its limit since the last time."""
-        gate = await self.refresh(force=True)
-        if gate is None:
-            return
-        now = time.monotonic()
-        if now - self._reconciled_at < (REFRESH_S if gate.full else RECONCILE_S):
-            return
-        gate.full = False
-        self._reconciled_at = now
-        await self.reconcile()
-
-    async def reconcile(self) -> int:
-        """Correct the running counts of the limits in force from the running tasks now
-        (``_claim.reconcile``); how many keys and counts it corrected."""
-        gate = self.gate
-        names = (
-            sorted({limit.id for limit in gate.limits if limit.kind == "concurrency"})
-            if gate
-            else []
-        )
-        if not names:
-            return 0
-        return await self.backend.arun(reconcile(names), write=True)
+        """Reload the stored limits now (the job's tick)."""
+        await self.refresh(force=True)
 
     async def refresh(self, *, force: bool = False) -> ClaimGate | None:
         """Reload the stored limits if a second has passed; returns the gate in force."""

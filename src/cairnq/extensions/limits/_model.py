@@ -94,7 +94,7 @@ def key_text(value: Any, source: str) -> str:
     digits, so ``7`` and ``"7"`` are one key while ``"007"``, ``"7.0"`` and ``"1e3"`` are
     keys of their own.
 
-    This is the one key rule: the page statement (``limits_page.sql``) derives
+    This is the one key rule: the candidate statement (``limits_candidates.sql``) derives
     the same text from a task's JSON on either backend, and a value refused here matches
     no key there.
 

@@ -100,7 +100,6 @@ def _remove(limit_id: str) -> Op[bool]:
     yield from _require()
     rows = yield Call("limits_delete", {"name": limit_id})
     yield Call("limits_keys_delete", {"name": limit_id})
-    yield Call("limits_counts_delete", {"name": limit_id})
     yield Call("limits_buckets_delete", {"name": limit_id})
     return bool(rows)
 
