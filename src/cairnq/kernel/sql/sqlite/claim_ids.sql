@@ -8,5 +8,6 @@ set status = 'running',
     attempt = attempt + 1,
     updated_at_ms = :now_ms
 where id in (select value from json_each(:ids))
-  and status = 'queued'
+  -- The unary + keeps the planner on the primary key (not the status index's queued rows).
+  and +status = 'queued'
 returning *;
