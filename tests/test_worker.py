@@ -28,7 +28,6 @@ from cairnq import (
 )
 from cairnq.models import Lease, worker_of
 from cairnq.testing import FakeClock
-from cairnq.worker._recoverer import RECOVER_LIMIT, Recoverer
 from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from ._db import Database, admin_connect
@@ -1302,33 +1301,3 @@ async def test_a_call_just_claimed_starts_before_the_claim_loop_reads_again(db: 
     await worker.close()
     claimed = order.index("claim")
     assert order.index("handler") < order.index("probe", claimed), order
-
-
-async def _expired_leases(cq: CairnQ, clock: FakeClock, count: int) -> None:
-    await cq.submit_many([("job", {}) for _ in range(count)])
-    claim = kernel.claim(["default"], "w", 1000, [kernel.Draw(None, count)], 0)
-    assert len(await cq.backend.arun(claim, write=True)) == count
-    clock.advance(1001)
-
-
-async def test_a_recovery_stopped_at_its_cap_leaves_claims_with_news_recovering(
-    db: Database,
-) -> None:
-    clock = FakeClock()
-    async with db.client(clock=clock) as cq:
-        await _expired_leases(cq, clock, RECOVER_LIMIT + 1)
-        worker = Worker(cq)
-        recoverer = Recoverer(
-            cq.backend,
-            worker._runtime,
-            worker_id="w",
-            interval_ms=1000,
-            report=lambda *a, **k: None,
-            give_up=lambda error: None,
-        )
-        capped = await recoverer.recover(batches=1)
-        after_cap = recoverer.recovered_at
-        rest = await recoverer.recover(batches=1)
-    assert (capped, rest) == (RECOVER_LIMIT, 1)
-    assert after_cap == float("-inf")
-    assert recoverer.recovered_at > float("-inf")

@@ -282,7 +282,7 @@ class Claimer:
                 alone=self._one_statement_claims,
             )
             rows = await backend.arun(claim, write=True)
-        if recover_limit and len(recovered) < recover_limit:
+        if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
         if recovered:
             self.recoverer.announce(recovered)

@@ -77,10 +77,8 @@ class Recoverer:
     async def recover(self, batches: int = RECOVERY_BATCHES) -> int:
         """Recover expired leases now, at most ``batches`` x 100 rows; returns how many."""
         recovered = 0
-        caught_up = False
         for _ in range(batches):
             if not await self.backend.arun(kernel.expired_leases_exist(), write=False):
-                caught_up = True
                 break
             rows: list[Mapping[str, Any]] = await self.backend.arun(
                 kernel.recover(RECOVER_LIMIT, points=self.runtime.points),
@@ -89,12 +87,8 @@ class Recoverer:
             recovered += len(rows)
             self.announce(rows)
             if len(rows) < RECOVER_LIMIT:
-                caught_up = True
                 break
-        # Only a recovery that found no more expired leases lets claims with news of
-        # work skip theirs: after a capped one, those claims help with the rest.
-        if caught_up:
-            self.recovered_at = time.monotonic()
+        self.recovered_at = time.monotonic()
         if recovered:
             log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
         return recovered
