@@ -74,11 +74,11 @@ class Subscription:
         self._flag = threading.Event()
         self._matched = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        # The futures of the ``wait_async`` calls suspended right now, resolved by
-        # ``set``. A set from another thread crosses into the loop only for them: a
-        # waiter that arrives later finds ``_flag`` set, because it adds itself
-        # before it looks at the flag.
-        self._waiters: list[asyncio.Future[None]] = []
+        self._async_flag: asyncio.Event | None = None
+        # How many ``wait_async`` calls are suspended right now. A set from another
+        # thread crosses into the loop only for them: a waiter that arrives later
+        # finds ``_flag`` set, because it counts itself before it looks at the flag.
+        self._waiting = 0
 
     def _deliver(self, emit: Emit) -> None:
         if self._match(emit):
@@ -100,24 +100,22 @@ class Subscription:
         """Set the latch directly (other wake sources: LISTEN, a file watcher, a poke)."""
         if not self._flag.is_set():  # Event.set takes a lock and notifies even when set
             self._flag.set()
-        loop = self._loop
-        if loop is None or not self._waiters:
-            return
-        if asyncio._get_running_loop() is loop:
-            self._wake_waiters()  # on the waiters' own loop: no self-pipe write, no extra turn
-            return
-        # A closed loop raises RuntimeError: nobody is waiting there any more.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self._wake_waiters)
-
-    def _wake_waiters(self) -> None:
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        loop, flag = self._loop, self._async_flag
+        if loop is not None and flag is not None:
+            if asyncio._get_running_loop() is loop:
+                flag.set()  # on the waiter's own loop: no self-pipe write, no extra turn
+                return
+            if not self._waiting:
+                return
+            # A closed loop raises RuntimeError: nobody is waiting there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(flag.set)
 
     def clear(self) -> None:
         self._matched = False
         self._flag.clear()
+        if self._async_flag is not None:
+            self._async_flag.clear()
 
     def is_set(self) -> bool:
         return self._flag.is_set()
@@ -135,28 +133,19 @@ class Subscription:
         return self._flag.wait(timeout_s)
 
     async def wait_async(self, timeout_s: float) -> bool:
-        """Wait on the running loop until an event arrives or ``timeout_s`` passes.
-
-        A cancel that lands as the event arrives still raises ``CancelledError``.
-        """
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        # One future, resolved by ``set`` or the timer: the waiting task resumes on
-        # the loop's next turn, with no task or ``asyncio.wait`` of its own.
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
+        """Wait on the running loop until an event arrives or ``timeout_s`` passes."""
+        if self._async_flag is None:
+            self._loop = asyncio.get_running_loop()
+            self._async_flag = asyncio.Event()
+        self._waiting += 1
         try:
             if self._flag.is_set():
                 return True
-            timer = loop.call_later(timeout_s, _resolve, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
+            if await wait_set(self._async_flag, timeout_s):
+                return True
             return self._flag.is_set()
         finally:
-            self._waiters.remove(waiter)
+            self._waiting -= 1
 
     def _went_live(self) -> None:
         self._live.set()
@@ -372,11 +361,6 @@ class WakeHub:
         for sub in self._subs:
             if sub.claims or not claimers_only:
                 sub.set()
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 _HUBS: dict[str, WakeHub] = {}

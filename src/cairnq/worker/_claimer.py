@@ -43,6 +43,8 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+# A claim recovers expired leases itself when none were recovered for this long.
+CLAIM_RECOVERY_EVERY_S = 1.0
 # The longest wait for held-back work's next admission (a rate limit's next token):
 # the limits are reloaded about this often.
 RATE_WAIT_MAX_S = 1.0
@@ -262,11 +264,10 @@ class Claimer:
         for claimer in claimers:
             claimer.begin()
         recovered: list[Mapping[str, Any]] = []
-        # A claim with news of work leaves recovery to the recoverer while it keeps its
-        # schedule (and to the polling claims): it is then one statement, no
-        # transaction, and the task it picks up never waits on a recovery.
+        # A claim with news of work (or a backlog) leaves recovery to the recoverer and
+        # the polling claims while one ran lately: it is then one statement, no transaction.
         recover_limit = RECOVER_LIMIT
-        if not probe and time.monotonic() - self.recoverer.recovered_at < self.recoverer.overdue_s:
+        if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
             recover_limit = 0
         if store is not None:
             rows = await self._claim_through(store, queues, draws, recover_limit, recovered)

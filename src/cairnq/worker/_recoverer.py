@@ -26,8 +26,6 @@ log = logging.getLogger("cairnq.worker")
 
 RECOVER_LIMIT = 100
 RECOVERY_BATCHES = 10
-# How far past its interval a recovery may be before claims with news recover too.
-OVERDUE_AFTER_S = 1.0
 
 
 class Recoverer:
@@ -50,9 +48,6 @@ class Recoverer:
         self._report = report
         # When expired leases were last recovered (time.monotonic), here or by a claim.
         self.recovered_at = float("-inf")
-        # A recovery older than this (seconds) means the recoverer is behind its schedule
-        # (its runs fail, or one is slow): claims with news of work then recover too.
-        self.overdue_s = interval_ms / 1000 + OVERDUE_AFTER_S
         self.job = PeriodicJob(
             "cairnq.recovery",
             self.recover,
