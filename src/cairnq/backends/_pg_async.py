@@ -168,10 +168,13 @@ class AsyncPostgresPaths(PostgresCore):
         Any other connection runs ``op`` as ``_adrive_on`` does.
         """
         conn = await pool.getconn()
+        if not conn.autocommit:
+            # Not a connection of cairnq's own pool: the pool's context commits or rolls
+            # back what the op leaves open (``async with conn`` would close it).
+            await pool.putconn(conn)
+            async with self._async_connection() as held:
+                return await self._adrive_on(held, op, write=write)
         try:
-            if not conn.autocommit:
-                async with conn:
-                    return await self._adrive_on(conn, op, write=write)
 
             async def execute(step: Call | Script) -> Rows:
                 return await self._execute_async(conn, step)

@@ -159,10 +159,13 @@ class SyncPostgresPaths(PostgresCore):
         Any other connection runs ``op`` as ``_adrive_on`` does.
         """
         conn = pool.getconn()
+        if not conn.autocommit:
+            # Not a connection of cairnq's own pool: the pool's context commits or rolls
+            # back what the op leaves open (``with conn`` would close it).
+            pool.putconn(conn)
+            with self._sync_connection() as held:
+                return self._drive_on(held, op, write=write)
         try:
-            if not conn.autocommit:
-                with conn:
-                    return self._drive_on(conn, op, write=write)
 
             def execute(step: Call | Script) -> Rows:
                 return self._execute_sync(conn, step)
