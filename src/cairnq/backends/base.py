@@ -205,7 +205,7 @@ class OneStatementClaims(Protocol):
     write transaction as any other.
     """
 
-    claims_hand_out_tokens: bool
+    runs_lone_claims: bool
 
 
 @runtime_checkable

@@ -216,7 +216,7 @@ class PgExecutorBackend:
 
     dialect: Dialect = "postgres"
     # A lone claim statement runs autocommitted (OneStatementClaims).
-    claims_hand_out_tokens = True
+    runs_lone_claims = True
 
     def __init__(
         self,
