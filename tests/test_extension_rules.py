@@ -17,7 +17,10 @@
   operations, whose statements are the protocol's and the kernel's; the one exception
   is a settling variant (``Hooks.settling``: the attempt history's, listed in
   ``SETTLING_VARIANTS``), which the kernel runs in place of its own settling statement
-  and which settles exactly as that one does (``tests/test_settling_variants.py``);
+  and which settles exactly as that one does (``tests/test_settling_variants.py``), and
+  a claiming variant (the limits' one-statement page, in ``CLAIMING_VARIANTS``), which
+  claims the tasks it admits exactly as the kernel's ``claim_ids`` does
+  (``tests/test_limits.py``);
 - no module under ``cairnq/extensions/`` imports or reads a private name (``_x``) of
   ``cairnq.kernel``, nor runs a statement of the protocol's or the kernel's that
   writes a table of cairnq's own: an extension uses the kernel's public names alone.
@@ -184,17 +187,19 @@ def shipped_folders() -> list[Path]:
 
 # Statements run in place of a kernel settling statement: each may update cairnq_tasks.
 SETTLING_VARIANTS = frozenset(HISTORY_SETTLING.values())
+# Statements that claim the tasks a draw claimer admits as ``claim_ids`` claims them.
+CLAIMING_VARIANTS = frozenset({"limits_claim_keyed"})
 
 
 def core_writes(folders: Sequence[Path]) -> list[str]:
     """Each statement of ``folders`` that writes a table of cairnq's own, with the tables
-    (a settling variant's update of ``cairnq_tasks`` aside)."""
+    (a settling or claiming variant's update of ``cairnq_tasks`` aside)."""
     faults = []
     for folder in folders:
         for dialect in DIALECTS:
             for path in sorted((folder / "sql" / dialect).glob("*.sql")):
                 written = written_tables(path.read_text(encoding="utf-8")) & core_tables()
-                if path.stem in SETTLING_VARIANTS:
+                if path.stem in SETTLING_VARIANTS | CLAIMING_VARIANTS:
                     written -= {"cairnq_tasks"}
                 if written:
                     faults.append(f"{path.stem} ({dialect}) writes {', '.join(sorted(written))}")

@@ -28,8 +28,9 @@ from cairnq import (
 )
 from cairnq.extensions import Limits
 from cairnq.extensions.limits._claim import MAX_SCAN, ClaimGate
-from cairnq.models import Lease
-from cairnq.protocol.steps import Call, Op
+from cairnq.extensions.limits._keyed import FLAVOURS
+from cairnq.models import Lease, worker_of
+from cairnq.protocol.steps import Call, Op, Pipelined
 from cairnq.testing import FakeClock
 from cairnq.worker._settling import Settler
 
@@ -73,7 +74,12 @@ async def _submit(cq: CairnQ, customer: str, count: int) -> None:
 async def _stored_gate(cq: CairnQ, *limits: Limit) -> ClaimGate:
     for limit in limits:
         await cq.limits.set(limit)
-    return ClaimGate(list(limits))
+    return _gate(cq, limits)
+
+
+def _gate(cq: CairnQ, limits: Sequence[Limit], *, scan: int = MAX_SCAN) -> ClaimGate:
+    """The gate a worker on ``cq``'s backend claims through (one statement where it can)."""
+    return ClaimGate(list(limits), keyed=FLAVOURS.get(cq.backend.dialect), _scan=scan)
 
 
 # --- concurrency -----------------------------------------------------------------------
@@ -217,7 +223,7 @@ async def test_a_limit_of_one_per_key_holds_each_value_and_lets_its_neighbour_pa
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
         assert await _held(cq, gate, value, neighbour, saturate=value) == [neighbour]
 
 
@@ -240,7 +246,7 @@ async def test_an_integer_and_its_digits_as_a_string_are_one_key(
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
         assert await _held(cq, gate, same, "other", saturate=running) == ["other"]
 
 
@@ -259,7 +265,7 @@ async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_a
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = ClaimGate([_c_limit()])
+        gate = _gate(cq, [_c_limit()])
         await cq.submit_many([("job", {"c": text}) for text in LOOKALIKES])
         assert sorted(_c(await _claim(cq, gate, len(LOOKALIKES)))) == sorted(LOOKALIKES)
         refused = await cq.submit("job", {"c": value})
@@ -274,7 +280,7 @@ async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim
     limit = Limit.concurrency(1, queue="default", key="payload.a.b")
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(limit)
-        gate = ClaimGate([limit])
+        gate = _gate(cq, [limit])
         await cq.submit("job", {"a": {"b": "x"}})
         assert len(await _claim(cq, gate, 1)) == 1
         listed = await cq.submit("job", {"a": [{"b": "x"}]})
@@ -290,7 +296,7 @@ async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_valu
     fail at claim rather than wait behind an empty key."""
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = ClaimGate([_c_limit()], _scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
         await cq.submit("job", {"c": "x"})
         (running,) = await _claim(cq, gate, 1)
         rows = json.dumps([[running["id"], _c_limit().id, ""]])
@@ -330,6 +336,64 @@ async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(
                 await asyncio.wait_for(other_started.wait(), timeout=8)
             finally:
                 release.set()
+
+
+def _naming_steps(op: Op[Any], names: list[str]) -> Op[Any]:
+    """``op``, noting the name of each statement it runs in ``names``."""
+    step = next(op)
+    while True:
+        names.append(step.statement)
+        try:
+            step = op.send((yield step))
+        except StopIteration as done:
+            return done.value
+
+
+async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_statement(
+    db: Database,
+) -> None:
+    """On PostgreSQL the page counts, admits, claims and records in one statement, sent
+    with the lock (whose rows the claim does not read); on SQLite one statement admits,
+    then the kernel's claim and the keys' record."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 3)
+        await _submit(cq, "b", 3)
+        await _claim(cq, gate, 1)  # the turn that also prunes the recorded keys
+        names: list[str] = []
+        claim = gate.claim(["default"], None, 6, WORKER, 60_000, gate.limits)
+        rows = await cq.backend.arun(Pipelined(_naming_steps(claim, names)), write=True)
+        assert sum(_keys(rows).values()) == 3
+        expected = {
+            "postgres": ["limits_lock", "limits_claim_keyed"],
+            "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids", "limits_keys_put"],
+        }
+        assert names == expected[cq.backend.dialect]
+
+
+async def test_a_one_statement_page_claims_a_task_as_the_kernel_s_claim_does(
+    db: Database,
+) -> None:
+    """The page statement (PostgreSQL) updates the task row as ``claim_ids`` does; on
+    SQLite, which has no such statement, both claims take the general path."""
+    limit = Limit.concurrency(2, queue="default", key="payload.customer")
+    async with db.client(clock=_clock()) as cq:
+        await cq.limits.set(limit)
+        claimed = []
+        for gate in (ClaimGate([limit]), _gate(cq, [limit])):
+            task = await cq.submit("job", {"customer": "a"}, max_attempts=4)
+            (row,) = await _claim(cq, gate, 1)
+            assert row["id"] == task.id
+            got = await cq.get(task.id)
+            assert got is not None
+            claimed.append(
+                {k: getattr(got, k) for k in ("status", "attempt", "max_attempts", "queue")}
+                | {k: row[k] for k in ("lease_until_ms", "updated_at_ms", "run_at_ms")}
+                | {"worker": worker_of(row["worker_id"]), "nonce": len(row["worker_id"])}
+            )
+        assert claimed[0] == claimed[1]
+        assert claimed[0]["status"] == "running"
+        assert claimed[0]["attempt"] == 1
 
 
 # --- rate ----------------------------------------------------------------------------

@@ -242,13 +242,18 @@ def _answering(op: Any, statement: str, answer: Callable[[Any], Any]) -> Any:
 def _limit_per_process() -> None:
     """Limits counted per process: a limited claim sees only this worker's running tasks
     (what a process-local counter, like a worker's ``resources``, would know), so every
-    process admits up to the limit per key on its own."""
+    process admits up to the limit per key on its own. PostgreSQL's one-statement page
+    counts so by the statement substitution of the mutant; SQLite's admitting page
+    has no worker to count by, so there the claim takes the general path, whose count
+    this patch answers."""
     from cairnq.extensions.limits import _claim as _limits
     from cairnq.protocol.steps import Call
 
     real = _limits.ClaimGate.claim
 
     def claim(self: Any, queues: Any, names: Any, want: Any, worker_id: str, *rest: Any) -> Any:
+        if self.keyed == "admit":
+            self.keyed = None
         return (
             yield from _answering(
                 real(self, queues, names, want, worker_id, *rest),
@@ -471,7 +476,21 @@ MUTANTS: dict[str, Mutant] = {
     # Neither a slot's primary key nor the schedule's cursor keeps a slot decided once.
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
-    "limit_per_process": Mutant(patch=_limit_per_process),
+    "limit_per_process": Mutant(
+        patch=_limit_per_process,
+        sql={
+            "postgres": [
+                (
+                    "limits_claim_keyed",
+                    "      and t.status = 'running'\n    group by k.key_value",
+                    "      and t.status = 'running'\n"
+                    "      and split_part(t.worker_id, '#', 1)"
+                    " = split_part(:worker_id::text, '#', 1)\n"
+                    "    group by k.key_value",
+                )
+            ]
+        },
+    ),
     "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
     # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
     # a release no longer checks that the task is still parked.

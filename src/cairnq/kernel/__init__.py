@@ -39,6 +39,7 @@ from .claim import Draw as Draw
 from .claim import claim as claim
 from .claim import claim_draw as claim_draw
 from .claim import claim_ids as claim_ids
+from .claim import claimant as claimant
 from .claim import expired_leases_exist as expired_leases_exist
 from .claim import probe as probe
 from .claim import recover as recover

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..models import holder, new_nonce
-from ..protocol.steps import NOW, Call, Op, Row, SingleStatement
+from ..protocol.steps import NOW, Call, Op, Pipelined, Row, SingleStatement
 from ._shared import Draw as Draw
 from ._shared import _emit_for, _named
 from .points import NO_POINTS, BeforeRecover, DrawClaimer, Points, Recovered
@@ -95,6 +95,10 @@ def claim(
     )
     if alone and recover_limit <= 0 and not claimers and len(live) == 1:
         return SingleStatement(op)
+    if claimers:
+        # A draw claimer may send steps whose rows it does not read (a lock) ahead of
+        # the statement that follows them.
+        return Pipelined(op)
     return op
 
 
@@ -146,7 +150,7 @@ def claim_draw(
     params.update(
         {
             "now_ms": NOW,
-            "worker_id": _claimant(worker_id, bare),
+            "worker_id": claimant(worker_id, bare),
             "lease_ms": lease_ms,
             "limit": limit,
         }
@@ -166,14 +170,14 @@ def claim_ids(
         {
             "ids": list(ids),
             "now_ms": now_ms,
-            "worker_id": _claimant(worker_id, bare),
+            "worker_id": claimant(worker_id, bare),
             "lease_ms": lease_ms,
         },
     )
     return list(rows)
 
 
-def _claimant(worker_id: str, bare: bool) -> str:
+def claimant(worker_id: str, bare: bool) -> str:
     """The ``worker_id`` column value a claim statement writes: the worker id and a nonce
     fresh for this statement, so no two claims of a task write the same value."""
     return holder(worker_id, None if bare else new_nonce())

@@ -19,6 +19,7 @@ from ...kernel.periodic import ErrorHook, PeriodicJob
 from ...protocol.steps import Op, Row
 from . import _ops as _limits
 from ._claim import ClaimGate
+from ._keyed import FLAVOURS
 from ._model import Limit
 
 log = logging.getLogger("cairnq.worker")
@@ -145,7 +146,7 @@ class LimitBook:
         if not limits:
             self.gate = None
         elif self.gate is None:
-            self.gate = ClaimGate(limits)
+            self.gate = ClaimGate(limits, keyed=FLAVOURS.get(self.backend.dialect))
         else:
             self.gate.limits = limits
         return self.gate

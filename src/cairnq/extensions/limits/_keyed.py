@@ -1,0 +1,135 @@
+"""The keyed claim: a limited claim in one or two statements, for the common shape.
+
+When one concurrency limit keyed by a JSON path (or by nothing) governs every task a
+draw can take, from one queue, and no other limit governs any of them, a page of
+the claim is one statement that counts the running tasks per key, reads the page
+leaving out full keys and admits in claim order while each key has room:
+
+- PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks and records
+  their keys in that statement. The limit's row lock is taken by the statement
+  before it (``limits_lock``, sent with it), so the page's snapshot sees every
+  claim committed before it.
+- SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
+  ``claim_ids`` claims them and ``limits_keys_put`` records their keys, in the
+  claim's write transaction (which SQLite runs one at a time).
+
+Any other shape goes through the general claim (``_claim.ClaimGate.claim``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ... import kernel
+from ...protocol.steps import NOW, Call, Op, Row
+from ._model import Limit
+from ._ops import database_now
+
+Flavour = Literal["claim", "admit"]
+
+# How each dialect runs a keyed page.
+FLAVOURS: dict[str, Flavour] = {"postgres": "claim", "sqlite": "admit"}
+
+# The page figures the statements add to every row they return.
+_FIGURES = frozenset(
+    {
+        "page_rows",
+        "page_full_keys",
+        "page_now_ms",
+        "page_priority",
+        "page_run_at_ms",
+        "page_id",
+        "limit_key",
+    }
+)
+
+
+def keyed_limit(
+    active: Sequence[Limit], queues: Sequence[str], names: Sequence[str] | None
+) -> Limit | None:
+    """The one limit a keyed claim can enforce for this draw, else ``None``.
+
+    It must be the only limit in force for the draw, a concurrency limit keyed by a
+    path (or without a key), and govern every task the draw can take, from one queue
+    (so the claim index serves the page in order).
+    """
+    if len(active) != 1:
+        return None
+    limit = active[0]
+    if limit.kind != "concurrency" or limit.function_key or len(queues) != 1:
+        return None
+    if limit.scope == "queue":
+        return limit if list(queues) == [limit.target] else None
+    return limit if names is not None and list(names) == [limit.target] else None
+
+
+class KeyedPage:
+    """What one page of a keyed claim saw: its size, whether keys were full, its end."""
+
+    __slots__ = ("cursor", "full_keys", "rows")
+
+    def __init__(self, figures: Row) -> None:
+        self.rows = int(figures["page_rows"])
+        self.full_keys = int(figures["page_full_keys"] or 0)
+        self.cursor = (figures["page_priority"], figures["page_run_at_ms"], figures["page_id"])
+
+
+def keyed_page(
+    flavour: Flavour,
+    limit: Limit,
+    queues: Sequence[str],
+    names: Sequence[str] | None,
+    want: int,
+    page: int,
+    worker_id: str,
+    lease_ms: int,
+    now_ms: int | None,
+    cursor: tuple[Any, Any, Any],
+) -> Op[tuple[list[tuple[Row, str | None]], KeyedPage, int | None]]:
+    """Claim one page's admitted tasks: each claimed row with the key it counts under
+    (``None``: the statement could not compute it, so it counts against nothing), what
+    the page saw, and the now it claimed at (to pass to the next page)."""
+    params = {
+        "limit_name": limit.id,
+        "queue": queues[0],
+        "names": None if names is None else list(names),
+        "after_priority": cursor[0],
+        "after_run_at_ms": cursor[1],
+        "after_id": cursor[2],
+        "key_root": None if limit.key is None else limit.key.split(".")[0],
+        "key_path": limit.json_path,
+        "want": want,
+        "page": page,
+    }
+    if flavour == "claim":
+        result = yield Call(
+            "limits_claim_keyed",
+            {
+                **params,
+                "now_ms": NOW if now_ms is None else now_ms,
+                "worker_id": kernel.claimant(worker_id, False),
+                "lease_ms": lease_ms,
+            },
+        )
+        claimed: list[tuple[Row, str | None]] = [
+            ({k: v for k, v in dict(row).items() if k not in _FIGURES}, row["limit_key"])
+            for row in result
+            if row["id"] is not None
+        ]
+        return claimed, KeyedPage(result[0]), int(result[0]["page_now_ms"])
+    if now_ms is None:
+        now_ms = yield from database_now()
+    result = yield Call("limits_admit_keyed", {**params, "now_ms": now_ms})
+    seen = KeyedPage(result[0])
+    keys = {row["id"]: row["limit_key"] for row in result if row["id"] is not None}
+    if not keys:
+        return [], seen, now_ms
+    rows = yield from kernel.claim_ids(list(keys), now_ms, worker_id, lease_ms)
+    recorded = [
+        [row["id"], limit.id, keys[row["id"]]] for row in rows if keys[row["id"]] is not None
+    ]
+    if recorded:
+        yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
+    return [(row, keys[row["id"]]) for row in rows], seen, now_ms

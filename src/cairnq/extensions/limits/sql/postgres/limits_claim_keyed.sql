@@ -1,0 +1,117 @@
+-- Claims up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys and rows locked elsewhere, admits them in claim order while their key has room, claims the admitted and records their keys. It runs after limits_lock in the same transaction (which may send both at once): the lock makes the counts exact, and this statement's snapshot, taken once the lock is held, sees every claim committed before it and the limit's amount as stored.
+-- Returns one row per claimed task (its row, limit_key: its key, null when the key cannot be computed, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_now_ms, and page_priority, page_run_at_ms, page_id: the page's last row); a page that claimed nothing gives one row of figures with a null id.
+-- params: limit_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page, worker_id, lease_ms
+with clock as materialized (
+    select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
+),
+stored as materialized (
+    select coalesce(
+        (select amount from cairnq_limits where name = :limit_name::text),
+        9223372036854775807
+    ) as amount
+),
+running as materialized (
+    select k.key_value, count(*) as n
+    from cairnq_limit_keys k
+    join cairnq_tasks t on t.id = k.task_id
+    where k.limit_name = :limit_name::text
+      and t.status = 'running'
+    group by k.key_value
+),
+full_keys as materialized (
+    select array_agg(key_value) as keys, count(*) as n
+    from running
+    where n >= (select amount from stored)
+),
+due as materialized (
+    select t.id, t.priority, t.run_at_ms, key.value as key_value
+    from cairnq_tasks t
+    cross join lateral (
+        -- The key text as limits.key_text gives it: a non-empty string as it is, an
+        -- integer as its digits, anything else null. A jsonb number prints without an
+        -- exponent, so one without a point is an integer. The strict path reads object
+        -- members only, as Python does.
+        select case when :key_path::text is null then '' else (
+            select case jsonb_typeof(found.value)
+                when 'string' then nullif(found.value #>> '{}', '')
+                when 'number' then case
+                    when found.value::text ~ '^-?[0-9]+$' then found.value::text
+                end
+            end
+            from (
+                select jsonb_path_query_first(
+                    case when :key_root::text = 'metadata' then t.metadata else t.payload end,
+                    ('strict ' || :key_path::text)::jsonpath,
+                    '{}'::jsonb,
+                    true
+                ) as value
+            ) as found
+        ) end as value
+    ) as key
+    where t.queue = :queue::text
+      and t.status = 'queued'
+      and (:names::text[] is null or t.name = any(:names::text[]))
+      and t.run_at_ms <= (select now_ms from clock)
+      and (
+          :after_id::text is null
+          or t.priority < :after_priority::integer
+          or (t.priority = :after_priority::integer and (
+              t.run_at_ms > :after_run_at_ms::bigint
+              or (t.run_at_ms = :after_run_at_ms::bigint and t.id > :after_id::text)
+          ))
+      )
+      and (key.value = any(cast((select keys from full_keys) as text[]))) is not true
+    order by t.priority desc, t.run_at_ms asc, t.id asc
+    limit :page::bigint
+    for update of t skip locked
+),
+chosen as (
+    select ranked.id, ranked.key_value
+    from (
+        select d.*, row_number() over (
+            partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
+        ) as nth
+        from due d
+    ) as ranked
+    left join running r on r.key_value = ranked.key_value
+    where ranked.key_value is null or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
+    order by ranked.priority desc, ranked.run_at_ms asc, ranked.id asc
+    limit :want::bigint
+),
+claimed as (
+    update cairnq_tasks t
+    set status = 'running',
+        worker_id = :worker_id::text,
+        lease_until_ms = (select now_ms from clock) + :lease_ms::bigint,
+        attempt = t.attempt + 1,
+        updated_at_ms = (select now_ms from clock)
+    from chosen c
+    where t.id = c.id
+      and t.status = 'queued'
+    returning t.*, c.key_value as limit_key
+),
+recorded as (
+    insert into cairnq_limit_keys (task_id, limit_name, key_value)
+    select id, :limit_name::text, limit_key
+    from claimed
+    where limit_key is not null
+    on conflict (task_id, limit_name) do update set key_value = excluded.key_value
+),
+figures as (
+    select (select count(*) from due) as page_rows,
+        (select n from full_keys) as page_full_keys,
+        (select now_ms from clock) as page_now_ms,
+        last.priority as page_priority,
+        last.run_at_ms as page_run_at_ms,
+        last.id as page_id
+    from (select 1) as one
+    left join lateral (
+        select priority, run_at_ms, id
+        from due
+        order by priority asc, run_at_ms desc, id desc
+        limit 1
+    ) as last on true
+)
+select f.*, c.*
+from figures f
+left join claimed c on true;

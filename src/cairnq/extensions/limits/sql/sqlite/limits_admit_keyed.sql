@@ -1,0 +1,92 @@
+-- Chooses up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys, and admits them in claim order while their key has room. Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids) and records their keys.
+-- Returns one row per chosen task (id, limit_key: its key, null when the key cannot be computed, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
+-- params: limit_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page
+with stored as materialized (
+    select coalesce(
+        (select amount from cairnq_limits where name = :limit_name),
+        9223372036854775807
+    ) as amount
+),
+running as materialized (
+    select k.key_value, count(*) as n
+    from cairnq_limit_keys k
+    join cairnq_tasks t on t.id = k.task_id
+    where k.limit_name = :limit_name
+      and t.status = 'running'
+    group by k.key_value
+),
+full_keys as materialized (
+    select key_value from running where n >= (select amount from stored)
+),
+due as materialized (
+    select id, priority, run_at_ms, key_value
+    from (
+        select t.id, t.priority, t.run_at_ms,
+            case when :key_path is null then '' else (
+                -- The key text as limits.key_text gives it: a non-empty string as it
+                -- is, an integer as its digits, anything else null.
+                select case json_type(found.doc, :key_path)
+                    when 'text' then nullif(json_extract(found.doc, :key_path), '')
+                    -- Past 64 bits json_extract gives a float: the two-path form gives
+                    -- the JSON text [n,n], whose n is the integer as written.
+                    when 'integer' then (
+                        select case when digits = '-0' then '0' else digits end
+                        from (
+                            select substr(pair, 2, instr(pair, ',') - 2) as digits
+                            from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                        )
+                    )
+                end
+                from (
+                    select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+                ) as found
+            ) end as key_value
+        from cairnq_tasks t
+        where t.queue = :queue
+          and t.status = 'queued'
+          and (:names is null or t.name in (select value from json_each(:names)))
+          and t.run_at_ms <= :now_ms
+          and (
+              :after_id is null
+              or t.priority < :after_priority
+              or (t.priority = :after_priority and (
+                  t.run_at_ms > :after_run_at_ms
+                  or (t.run_at_ms = :after_run_at_ms and t.id > :after_id)
+              ))
+          )
+        order by t.priority desc, t.run_at_ms asc, t.id asc
+    )
+    where key_value is null or key_value not in (select key_value from full_keys)
+    limit :page
+),
+chosen as (
+    select ranked.id, ranked.key_value, ranked.priority, ranked.run_at_ms
+    from (
+        select d.*, row_number() over (
+            partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
+        ) as nth
+        from due d
+    ) as ranked
+    left join running r on r.key_value = ranked.key_value
+    where ranked.key_value is null
+       or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
+    order by ranked.priority desc, ranked.run_at_ms asc, ranked.id asc
+    limit :want
+),
+figures as (
+    select (select count(*) from due) as page_rows,
+        (select count(*) from full_keys) as page_full_keys,
+        last.priority as page_priority,
+        last.run_at_ms as page_run_at_ms,
+        last.id as page_id
+    from (select 1) as one
+    left join (
+        select priority, run_at_ms, id
+        from due
+        order by priority asc, run_at_ms desc, id desc
+        limit 1
+    ) as last on true
+)
+select f.*, c.id, c.key_value as limit_key
+from figures f
+left join chosen c on true;
