@@ -190,6 +190,33 @@ async def test_without_the_named_leases_migration_the_job_runs_here_and_says_so_
     )
 
 
+async def test_a_job_with_no_work_by_its_when_skips_the_turn_before_its_lease(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with db.client() as cq:
+        await cq.stats()
+    sql(db, "drop table cairnq_locks")
+    sql(db, "delete from cairnq_migrations where name = 'x0001_locks.sql'")
+    work: list[bool] = [False]
+    runs: list[int] = []
+
+    async def has_work() -> bool:
+        return work[0]
+
+    async def run() -> None:
+        runs.append(len(runs))
+
+    lease = NamedLease(db.backend(migrate=False), "holder-a", ttl_ms=TTL_MS)
+    job = PeriodicJob("test-job", run, interval_ms=10, lease=lease, when=has_work)
+    with caplog.at_level(logging.WARNING, logger="cairnq.periodic"):
+        idle = [await job.run_once() for _ in range(2)]
+        unwarned = [r.getMessage() for r in caplog.records if r.name == "cairnq.periodic"]
+        work[0] = True
+        busy = await job.run_once()
+    assert (idle, unwarned, busy, runs) == ([False, False], [], True, [0])
+    assert "without its named lease" in caplog.records[-1].getMessage()
+
+
 async def test_an_error_of_a_stop_on_type_is_reported_and_ends_the_job(db: Database) -> None:
     reports: list[str] = []
 

@@ -353,7 +353,17 @@ def test_now_ms_is_the_wall_clock_in_epoch_milliseconds() -> None:
 
 @pytest.mark.parametrize(
     ("current", "ceiling", "expected"),
-    [(100, 500, 150), (150, 500, 225), (400, 500, 500), (500, 500, 500), (1, 500, 2), (3, 9, 4)],
+    [
+        (100, 500, 150),
+        (150, 500, 225),
+        (2, 500, 3),
+        (400, 500, 500),
+        (8, 9, 9),
+        (500, 500, 500),
+        (1, 500, 2),
+        (0, 500, 1),
+        (3, 9, 4),
+    ],
 )
 def test_next_poll_ms_grows_by_half_at_least_one_at_most_the_ceiling(
     current: int, ceiling: int, expected: int

@@ -32,7 +32,6 @@ from cairnq.worker._worker import CLAIM_ERROR_BACKOFF_S
 
 from ._db import Database, admin_connect
 from ._waits import ClaimTurns, eventually, results_of
-from .test_without_extensions import protocol_only
 
 
 async def settled(cq: CairnQ, task_id: str, timeout_ms: int = 10_000) -> Any:
@@ -1238,26 +1237,6 @@ async def test_an_expired_but_unrecovered_lease_is_not_reported_as_held(db: Data
         clock.advance(1001)
         beat = kernel.heartbeat_batch([Lease.of(row)], "w", 1000)
         assert await cq.backend.arun(beat, write=True) == {}
-
-
-async def test_a_worker_serves_a_database_only_the_protocol_migrations_created(
-    db: Database,
-) -> None:
-    protocol_only(db)
-    client = CairnQ(db.backend(migrate=False))
-    client._owns_backend = True
-    worker = Worker(client, poll_interval_ms=20)
-
-    @worker.task
-    async def job(ctx: TaskContext, payload: Any) -> str:
-        return f"done {payload['n']}"
-
-    async with CairnQ(db.backend(migrate=False)) as cq:
-        tasks = [await cq.submit("job", {"n": n}) for n in range(3)]
-        async with worker.background():
-            done = [await cq.wait(t.id, timeout_ms=10_000, poll_ms=20) for t in tasks]
-    await worker.close()
-    assert [(t.status, t.result) for t in done] == [("succeeded", f"done {n}") for n in range(3)]
 
 
 async def test_a_worker_claim_writes_its_id_and_a_nonce_the_task_shows_its_id(

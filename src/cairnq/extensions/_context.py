@@ -145,6 +145,8 @@ class SyncHost(Protocol):
 Settle = Callable[[ContextHost, Callable[[], Awaitable[object]]], Awaitable[None]]
 """``settle(ctx, write)``: the executor writes a settlement, retrying transient errors."""
 
-Signal = Callable[[BaseException, Sequence[ContextHost], Settle], Awaitable[None]]
+Signal = Callable[[BaseException, Sequence[ContextHost], Settle], Awaitable[Exception | None]]
 """Settles a call whose handler raised the signal: ``signal(raised, contexts, settle)``.
-A context the handler settled itself, or whose lease is lost, is to be left alone."""
+A context the handler settled itself, or whose lease is lost, is to be left alone.
+Returns ``None``, or the error that made it fail the attempts instead (the snooze's
+``SchemaIncomplete``), which their log lines then name."""

@@ -10,7 +10,9 @@ named leases the retention sweep takes too) for ``ttl_ms``. Only the holder
 runs; the others skip their turn and take the row over once its holder stopped
 renewing it (crashed, or stopped and gave it up). A database without that
 migration (opened with ``migrate=False``) still gets its runs: the job runs in
-this process without the lease, and logs that once.
+this process without the lease, and logs that once. A job given ``when`` takes a
+turn only when ``when()`` says it has work: until then it neither takes its lease
+nor looks the lease's table up.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class PeriodicJob:
         phase: The ``phase`` reported with errors (the job's name by default).
         context: More fields for error reports (a ``worker_id``, say).
         stop_on: Error types after which the job reports and stops for good.
+        when: ``await when()`` before each turn; the turn is skipped (no lease taken
+            or looked up, ``fn`` not run) unless it returns True.
 
     Example::
 
@@ -105,6 +109,7 @@ class PeriodicJob:
         phase: str | None = None,
         context: Mapping[str, Any] | None = None,
         stop_on: tuple[type[BaseException], ...] = (),
+        when: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.name = check_text(name, "name") or ""
         self.fn = fn
@@ -132,6 +137,7 @@ class PeriodicJob:
         self._on_error = on_error or _default_on_error
         self._context = {"phase": phase or self.name, "job": self.name, **(context or {})}
         self._stop_on = stop_on
+        self.when = when
         self.runs = 0
         # The wait before the next run, before jitter: the interval, or a backoff after errors.
         self.next_delay_ms = self.first_delay_ms
@@ -198,8 +204,11 @@ class PeriodicJob:
         """Take the job's turn now: renew or take the lease, then run ``fn``.
 
         Returns:
-            Whether ``fn`` ran here (False: another process holds the lease).
+            Whether ``fn`` ran here (False: another process holds the lease, or
+            ``when`` said there is nothing to do).
         """
+        if self.when is not None and not await self.when():
+            return False
         if self.lease is not None and await self._leased_here():
             taken = await self.lease.backend.arun(
                 kernel.lock_acquire(self.name, self.lease.holder, self.lease_ttl_ms), write=True

@@ -17,6 +17,7 @@ from .._crashpoints import crashpoint
 from ..errors import (
     DatabaseError,
     LostLease,
+    SchemaIncomplete,
     SerializationError,
     TaskError,
     error_envelope,
@@ -65,8 +66,12 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
     WARNING (a retry follows) or ERROR (final), with its traceback unless ``traceback``
     is False. A final failure is an ERROR whether or not the handler raised. A
     permanent error that failed the task (``is_permanent``) is one line naming it,
-    without a traceback: the stored envelope keeps the traceback.
+    without a traceback: the stored envelope keeps the traceback. So is a
+    ``SchemaIncomplete`` (a cairnq feature the database lacks): its message names
+    the migration, and the traceback would only show cairnq's own frames.
     """
+    if isinstance(raised, SchemaIncomplete):
+        traceback = False
     duration_ms = (time.monotonic() - ctx.started) * 1000
     level = logging.INFO
     retry_in_ms = None
@@ -223,8 +228,8 @@ class Executor:
                 raise
             signal = self._signal(exc)
             if signal is not None:
-                await signal(exc, contexts, self._settle)
-                return None
+                # The error that failed the attempts instead, if any, for their lines.
+                return await signal(exc, contexts, self._settle)
             envelope, retryable = handler_failure(exc)
             await self._fail_all(contexts, envelope, retryable=retryable)
             return exc

@@ -116,7 +116,12 @@ class AsyncSchedules:
 
         Returns:
             How many tasks were submitted.
+
+        Raises:
+            SchemaIncomplete: the database lacks the schedules tables (``cairnq migrate``).
         """
+        # A worker's scheduler reads the ledger once, at start; a call reads it each time.
+        await self._client._run(_ops.require(), write=False)
         done = await self._client._follow(_ops.run_due(self._client.codec))
         return sum(len(d.enqueued) for d in done)
 

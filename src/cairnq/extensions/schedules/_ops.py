@@ -50,7 +50,12 @@ def schedules_ready() -> Op[bool]:
     return SCHEDULES_MIGRATION in applied
 
 
-def _require() -> Op[None]:
+def require() -> Op[None]:
+    """Nothing when the database has the schedules tables.
+
+    Raises:
+        SchemaIncomplete: it lacks them, naming ``x0005_schedules.sql``.
+    """
     ready = yield from schedules_ready()
     if not ready:
         raise SchemaIncomplete(
@@ -77,7 +82,7 @@ def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule,
         InvalidArgument: the name is taken and ``replace`` is false.
         SchemaIncomplete: the database lacks the schedules tables.
     """
-    yield from _require()
+    yield from require()
     now = yield from _now()
     params = spec.params()
     timing = spec.timing
@@ -115,7 +120,7 @@ def get(name: str) -> Op[Schedule | None]:
 
 
 def _get(name: str) -> Op[Schedule | None]:
-    yield from _require()
+    yield from require()
     rows = yield Call("schedule_get", {"name": name})
     return Schedule.from_row(rows[0]) if rows else None
 
@@ -127,7 +132,7 @@ def list_all(limit: int = MAX_SCHEDULES) -> Op[list[Schedule]]:
 
 
 def _list(limit: int) -> Op[list[Schedule]]:
-    yield from _require()
+    yield from require()
     rows = yield Call("schedule_list", {"limit": limit})
     return [Schedule.from_row(r) for r in rows]
 
@@ -181,7 +186,7 @@ def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
 
 
 def _history(name: str, limit: int) -> Op[list[ScheduleSlot]]:
-    yield from _require()
+    yield from require()
     rows = yield Call("schedule_slots", {"name": name, "limit": limit})
     return [ScheduleSlot.from_row(r) for r in rows]
 
@@ -197,7 +202,7 @@ def set_paused(name: str, paused: bool) -> Op[Schedule | None]:
 
 
 def _set_paused(name: str, paused: bool) -> Op[Schedule | None]:
-    yield from _require()
+    yield from require()
     rows = yield Call("schedule_lock", {"name": name})
     if not rows:
         return None
@@ -233,7 +238,7 @@ def remove(name: str) -> Op[bool]:
 
 
 def _remove(name: str) -> Op[bool]:
-    yield from _require()
+    yield from require()
     rows = yield Call("schedule_delete", {"name": name})
     yield Call("schedule_slots_delete", {"name": name})
     return bool(rows)

@@ -142,11 +142,13 @@ async def _snooze_for(ctx: ContextHost, ms: int) -> Task | None:
 
 async def settle_snooze(
     raised: BaseException, contexts: Sequence[ContextHost], settle: Settle
-) -> None:
+) -> SchemaIncomplete | None:
     """The ``Snooze`` signal: every task of the call still unsettled is snoozed; those a
-    handler settled stay."""
+    handler settled stay. Returns the ``SchemaIncomplete`` that failed their attempts
+    instead (no flow tables), which the attempts' log lines name."""
     assert isinstance(raised, Snooze)
-    write = functools.partial(_snooze_or_fail, delay_ms=raised.delay_ms)
+    unavailable: list[SchemaIncomplete] = []
+    write = functools.partial(_snooze_or_fail, delay_ms=raised.delay_ms, unavailable=unavailable)
     await asyncio.gather(
         *(
             settle(ctx, functools.partial(write, ctx))
@@ -154,17 +156,22 @@ async def settle_snooze(
             if not ctx.settled and not ctx.lost_lease
         )
     )
+    return unavailable[0] if unavailable else None
 
 
-async def _snooze_or_fail(ctx: ContextHost, *, delay_ms: int) -> None:
+async def _snooze_or_fail(
+    ctx: ContextHost, *, delay_ms: int, unavailable: list[SchemaIncomplete]
+) -> None:
     """Snooze for a raised ``Snooze``; without the flow tables, fail the attempt instead
-    (retryable), so the task is not left to its lease."""
+    (retryable), so the task is not left to its lease, and add the error to
+    ``unavailable``."""
     try:
         if not ctx.settled:
             await _snooze_for(ctx, delay_ms)
     except SchemaIncomplete as exc:
         envelope = error_envelope("SchemaIncomplete", "snooze_unavailable", str(exc))
         await ctx._record_failure(envelope, retryable=True)
+        unavailable.append(exc)
 
 
 def _seconds(ms: float) -> str:

@@ -99,6 +99,7 @@ class WorkflowSweeper:
             lease=NamedLease(backend, holder=runtime.worker_id, ttl_ms=lease_ttl_ms),
             phase="workflows",
             context={"worker_id": runtime.worker_id},
+            when=self.ready,
         )
         self.looks = PeriodicJob(
             "cairnq.workflows.look",
@@ -128,12 +129,19 @@ class WorkflowSweeper:
                 _ops.parked_exist(), write=False
             )
 
-    async def tick(self) -> int:
-        """Sweep once; returns how many parked tasks it changed."""
+    async def ready(self) -> bool:
+        """Whether the database has the workflow tables (read again while it has not).
+
+        The sweep's turns wait on it: where the workflows step aside, the sweep
+        neither takes its named lease nor says it runs without one.
+        """
         if not self.runtime.workflows:
             self.runtime.workflows = await self.backend.arun(_ops.workflows_ready(), write=False)
-            if not self.runtime.workflows:
-                return 0
+        return self.runtime.workflows
+
+    async def tick(self) -> int:
+        """Sweep once (the tables exist: ``ready``); returns how many parked tasks it
+        changed."""
         changed = await self.backend.arun(_ops.sweep(), write=True)
         if changed:
             log.debug(

@@ -187,7 +187,7 @@ def submit_nodes(nodes: Sequence[Node]) -> Op[list[Task]]:
         SchemaIncomplete: the database lacks the workflow tables.
         AlreadyExists: a key is taken under ``conflict="reject"``.
     """
-    yield from _require("depends_on")
+    yield from _require("depends_on (or a graph of tasks)")
     own = {node.spec.id for node in nodes}
     external = sorted({d for node in nodes for d in node.external if d not in own})
     if external:
