@@ -65,6 +65,14 @@ def child(target: str, schema: str, log_path: str, stop_path: str) -> None:
         log.write("".join(spans))
 
 
+def _drop_schema(url: str, schema: str) -> None:
+    """Drop the run's schema, so runs leave nothing behind in the database."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'drop schema if exists "{schema}" cascade')
+
+
 def main(backend: str) -> None:
     folder = tempfile.mkdtemp()
     target = os.path.join(folder, "bench.db") if backend == "sqlite" else backend
@@ -100,6 +108,8 @@ def main(backend: str) -> None:
         open(stop, "w").close()
         for proc in procs:
             proc.wait(60)
+    if target == backend:
+        _drop_schema(backend, schema)
     spans = [tuple(map(float, line.split())) for line in Path(log).read_text().splitlines()]
     first = min(s for s, _ in spans)
     last = max(e for _, e in spans)

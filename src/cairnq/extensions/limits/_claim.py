@@ -27,7 +27,7 @@ from ._ops import database_now
 
 PAGE = 256
 MIN_PAGE = 16
-PRUNE_EVERY = 2
+PRUNE_EVERY = 16
 MAX_SCAN = 4096
 
 
