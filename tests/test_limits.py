@@ -35,6 +35,7 @@ from cairnq.testing import FakeClock
 from cairnq.worker._settling import Settler
 
 from ._db import Database
+from .test_migrate_repair import outside
 from .test_without_extensions import migrate_only
 
 START = 1_800_000_000_000
@@ -121,7 +122,62 @@ async def test_a_limit_without_a_key_bounds_the_whole_queue(db: Database) -> Non
         gate = await _stored_gate(cq, Limit.concurrency(3, queue="default"))
         await _submit(cq, "a", 4)
         await _submit(cq, "b", 4)
-        assert len(await _claim(cq, gate, 8)) == 3
+        claimed = await _claim(cq, gate, 8)
+        assert len(claimed) == 3
+        assert [_refusal(row) for row in claimed] == [None] * 3
+
+
+def _refusal(row: Any) -> Any:
+    """The refusal a limited claim put on ``row`` (``None``: the task is the worker's to run)."""
+    return dict(row).get("refusal")
+
+
+async def test_a_worker_runs_the_tasks_of_a_limit_without_a_key(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, extensions=[Limits([Limit.concurrency(2, queue="default")])])
+    worker.register("job", lambda ctx, payload: payload["customer"])
+    async with db.client() as cq:
+        tasks = [await cq.submit("job", {"customer": c}) for c in "abc"]
+        await worker.run(until_idle=True)
+        await worker.close()
+        done = [await cq.get(task.id) for task in tasks]
+    assert [(t.status, t.result) for t in done if t is not None] == [
+        ("succeeded", "a"),
+        ("succeeded", "b"),
+        ("succeeded", "c"),
+    ]
+
+
+async def test_a_key_over_1000_bytes_is_refused_and_counts_against_nothing(
+    db: Database,
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, _c_limit())
+        long = [await cq.submit("job", {"c": "x" * 1001}) for _ in range(2)]
+        rows = await _claim(cq, gate, 2)
+        assert sorted(row["id"] for row in rows) == sorted(task.id for task in long)
+        assert [_refusal(row)["code"] for row in rows] == ["limit_key"] * 2
+        assert (await cq.limits.usage())[0].running == {}
+
+
+async def test_a_key_another_writer_left_as_a_lone_surrogate_is_refused_and_the_queue_flows(
+    sqlite_db: Database,
+) -> None:
+    """SQLite keeps the text a writer other than cairnq stored; PostgreSQL's jsonb
+    refuses a lone surrogate, so no such row exists there."""
+    async with sqlite_db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, _c_limit())
+        bad = await cq.submit("job", {"c": "placeholder"})
+        outside(
+            sqlite_db,
+            f"""update cairnq_tasks set payload = '{{"c":"\\ud800"}}'
+            where id = '{bad.id}'""",
+        )
+        good = await cq.submit("job", {"c": "fine"})
+        rows = {row["id"]: _refusal(row) for row in await _claim(cq, gate, 2)}
+        assert set(rows) == {bad.id, good.id}
+        assert rows[good.id] is None
+        assert rows[bad.id]["code"] == "limit_key"
+        assert "surrogate" in rows[bad.id]["message"]
 
 
 async def test_a_limit_on_a_task_name_leaves_other_names_unbounded(db: Database) -> None:

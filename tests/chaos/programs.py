@@ -247,6 +247,7 @@ def _limit_per_process() -> None:
     has no worker to count by, so there the claim takes the general path, whose count
     this patch answers."""
     from cairnq.extensions.limits import _claim as _limits
+    from cairnq.models import worker_of
     from cairnq.protocol.steps import Call
 
     real = _limits.ClaimGate.claim
@@ -267,7 +268,7 @@ def _limit_per_process() -> None:
         rows = yield Call("list", {**params, "status": "running", "limit": 10_000, "offset": 0})
         counts: dict[tuple[str, str], int] = {}
         for row in rows:
-            if row["worker_id"] != worker_id:
+            if worker_of(row["worker_id"]) != worker_id:
                 continue
             payload = (
                 json.loads(row["payload"]) if isinstance(row["payload"], str) else row["payload"]

@@ -250,7 +250,7 @@ class ClaimGate:
             cursor = seen.cursor
             scanned += seen.rows
             if seen.full_keys:
-                blocked = 1  # the full keys' tasks were left out unseen, not claimed
+                blocked += 1  # the full keys' tasks were left out unseen, not claimed
             if len(claimed) + len(rows) < want:
                 blocked += seen.rows - len(rows)
             for row, key in rows:
@@ -259,7 +259,7 @@ class ClaimGate:
                         # The statement found no key: Python's rule names the reason
                         # (or, should the two rules ever differ, the key to count it under).
                         late += [[row["id"], limit.id, k] for _, k in _keys(row, [limit]) or ()]
-                    else:
+                    elif limit.key is not None:
                         key_text(key, f"limit {limit.id!r}: {limit.key}")
                 except LimitKeyError as exc:
                     refused[row["id"]] = error_envelope("LimitKeyError", "limit_key", str(exc))

@@ -123,7 +123,7 @@ def keyed_page(
         now_ms = yield from database_now()
     result = yield Call("limits_admit_keyed", {**params, "now_ms": now_ms})
     seen = KeyedPage(result[0])
-    keys = {row["id"]: row["limit_key"] for row in result if row["id"] is not None}
+    keys = {row["id"]: _text(row["limit_key"]) for row in result if row["id"] is not None}
     if not keys:
         return [], seen, now_ms
     rows = yield from kernel.claim_ids(list(keys), now_ms, worker_id, lease_ms)
@@ -133,3 +133,14 @@ def keyed_page(
     if recorded:
         yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
     return [(row, keys[row["id"]]) for row in rows], seen, now_ms
+
+
+def _text(key: bytes | None) -> str | None:
+    """A key the admitting statement returned as bytes; ``None`` for none, or for bytes
+    that are not UTF-8 (text another writer left invalid: the caller refuses the task)."""
+    if key is None:
+        return None
+    try:
+        return bytes(key).decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -1,5 +1,5 @@
 -- Claims up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys and rows locked elsewhere, admits them in claim order while their key has room, claims the admitted and records their keys. It runs after limits_lock in the same transaction (which may send both at once): the lock makes the counts exact, and this statement's snapshot, taken once the lock is held, sees every claim committed before it and the limit's amount as stored.
--- Returns one row per claimed task (its row, limit_key: its key, null when the key cannot be computed, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_now_ms, and page_priority, page_run_at_ms, page_id: the page's last row); a page that claimed nothing gives one row of figures with a null id.
+-- Returns one row per claimed task (its row, limit_key: its key, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_now_ms, and page_priority, page_run_at_ms, page_id: the page's last row); a page that claimed nothing gives one row of figures with a null id.
 -- params: limit_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page, worker_id, lease_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
@@ -27,25 +27,28 @@ due as materialized (
     select t.id, t.priority, t.run_at_ms, key.value as key_value
     from cairnq_tasks t
     cross join lateral (
-        -- The key text as limits.key_text gives it: a non-empty string as it is, an
-        -- integer as its digits, anything else null. A jsonb number prints without an
-        -- exponent, so one without a point is an integer. The strict path reads object
-        -- members only, as Python does.
+        -- The key text as limits.key_text gives it: a non-empty string of at most
+        -- 1000 bytes as it is, an integer as its digits, anything else null. A jsonb
+        -- number prints without an exponent, so one without a point is an integer. The
+        -- strict path reads object members only, as Python does.
         select case when :key_path::text is null then '' else (
-            select case jsonb_typeof(found.value)
-                when 'string' then nullif(found.value #>> '{}', '')
-                when 'number' then case
-                    when found.value::text ~ '^-?[0-9]+$' then found.value::text
-                end
-            end
+            select case when octet_length(text.value) <= 1000 then text.value end
             from (
-                select jsonb_path_query_first(
-                    case when :key_root::text = 'metadata' then t.metadata else t.payload end,
-                    ('strict ' || :key_path::text)::jsonpath,
-                    '{}'::jsonb,
-                    true
-                ) as value
-            ) as found
+                select case jsonb_typeof(found.value)
+                    when 'string' then nullif(found.value #>> '{}', '')
+                    when 'number' then case
+                        when found.value::text ~ '^-?[0-9]+$' then found.value::text
+                    end
+                end as value
+                from (
+                    select jsonb_path_query_first(
+                        case when :key_root::text = 'metadata' then t.metadata else t.payload end,
+                        ('strict ' || :key_path::text)::jsonpath,
+                        '{}'::jsonb,
+                        true
+                    ) as value
+                ) as found
+            ) as text
         ) end as value
     ) as key
     where t.queue = :queue::text

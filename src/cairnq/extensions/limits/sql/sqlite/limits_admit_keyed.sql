@@ -1,5 +1,5 @@
 -- Chooses up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys, and admits them in claim order while their key has room. Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids) and records their keys.
--- Returns one row per chosen task (id, limit_key: its key, null when the key cannot be computed, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
+-- Returns one row per chosen task (id, limit_key: its key as UTF-8 bytes, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
 -- params: limit_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page
 with stored as materialized (
     select coalesce(
@@ -23,23 +23,29 @@ due as materialized (
     from (
         select t.id, t.priority, t.run_at_ms,
             case when :key_path is null then '' else (
-                -- The key text as limits.key_text gives it: a non-empty string as it
-                -- is, an integer as its digits, anything else null.
-                select case json_type(found.doc, :key_path)
-                    when 'text' then nullif(json_extract(found.doc, :key_path), '')
-                    -- Past 64 bits json_extract gives a float: the two-path form gives
-                    -- the JSON text [n,n], whose n is the integer as written.
-                    when 'integer' then (
-                        select case when digits = '-0' then '0' else digits end
-                        from (
-                            select substr(pair, 2, instr(pair, ',') - 2) as digits
-                            from (select json_extract(found.doc, :key_path, :key_path) as pair)
-                        )
-                    )
-                end
+                -- The key text as limits.key_text gives it: a non-empty string of at
+                -- most 1000 bytes as it is, an integer as its digits, anything else null.
+                select case when length(cast(text.value as blob)) <= 1000 then text.value end
                 from (
-                    select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-                ) as found
+                    select case json_type(found.doc, :key_path)
+                        when 'text' then nullif(json_extract(found.doc, :key_path), '')
+                        -- Past 64 bits json_extract gives a float: the two-path form
+                        -- gives the JSON text [n,n], whose n is the integer as written.
+                        when 'integer' then (
+                            select case when digits = '-0' then '0' else digits end
+                            from (
+                                select substr(pair, 2, instr(pair, ',') - 2) as digits
+                                from (
+                                    select json_extract(found.doc, :key_path, :key_path) as pair
+                                )
+                            )
+                        )
+                    end as value
+                    from (
+                        select case when :key_root = 'metadata' then t.metadata else t.payload end
+                            as doc
+                    ) as found
+                ) as text
             ) end as key_value
         from cairnq_tasks t
         where t.queue = :queue
@@ -57,6 +63,7 @@ due as materialized (
         order by t.priority desc, t.run_at_ms asc, t.id asc
     )
     where key_value is null or key_value not in (select key_value from full_keys)
+    order by priority desc, run_at_ms asc, id asc
     limit :page
 ),
 chosen as (
@@ -87,6 +94,8 @@ figures as (
         limit 1
     ) as last on true
 )
-select f.*, c.id, c.key_value as limit_key
+-- The key as bytes: text a writer other than cairnq left invalid (a lone surrogate)
+-- reaches the caller, who refuses the task, instead of failing the whole claim.
+select f.*, c.id, cast(c.key_value as blob) as limit_key
 from figures f
 left join chosen c on true;
