@@ -133,7 +133,9 @@ def _refusal(row: Any) -> Any:
 
 
 async def test_a_worker_runs_the_tasks_of_a_limit_without_a_key(db: Database) -> None:
-    worker = db.worker(poll_interval_ms=20, extensions=[Limits([Limit.concurrency(2, queue="default")])])
+    worker = db.worker(
+        poll_interval_ms=20, extensions=[Limits([Limit.concurrency(2, queue="default")])]
+    )
     worker.register("job", lambda ctx, payload: payload["customer"])
     async with db.client() as cq:
         tasks = [await cq.submit("job", {"customer": c}) for c in "abc"]
