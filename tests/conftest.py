@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from cairnq.protocol.statements import added_roots, drop_folder
+
 from ._connections import postgres_connections
 from ._db import (
     Database,
@@ -132,6 +134,18 @@ def _lane_connections(request: pytest.FixtureRequest) -> Iterator[None]:
     kind = "postgres" if lane and node.get_closest_marker("postgres") else ""
     with postgres_connections(kind):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _added_folders_forgotten() -> Iterator[None]:
+    """The folders of outside extensions a test added (a client or worker given one adds
+    its folder to the process) are forgotten after it, so no later test in the process
+    reads their statements, applies their migrations or sees their tables."""
+    before = {str(root) for root in added_roots()}
+    yield
+    for root in added_roots():
+        if str(root) not in before:
+            drop_folder(root)
 
 
 @pytest.fixture(autouse=True)
