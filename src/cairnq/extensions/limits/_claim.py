@@ -126,10 +126,12 @@ class ClaimGate:
         scanned = 0
         sieve = _sieve(active, queues, names, running)
         while len(admitted) + len(refused) < want and scanned < self._scan:
+            # One queue's page is read in the claim index's order; several queues' are
+            # gathered and sorted.
             page = yield Call(
-                "limits_candidates",
+                "limits_candidates_one_queue" if len(queues) == 1 else "limits_candidates",
                 {
-                    "queues": list(queues),
+                    **({"queue": queues[0]} if len(queues) == 1 else {"queues": list(queues)}),
                     "names": None if names is None else list(names),
                     "now_ms": now,
                     "after_priority": cursor[0],

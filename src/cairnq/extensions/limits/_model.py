@@ -94,9 +94,9 @@ def key_text(value: Any, source: str) -> str:
     digits, so ``7`` and ``"7"`` are one key while ``"007"``, ``"7.0"`` and ``"1e3"`` are
     keys of their own.
 
-    This is the one key rule: the candidate statement (``limits_candidates.sql``) derives
-    the same text from a task's JSON on either backend, and a value refused here matches
-    no key there.
+    This is the one key rule: the candidate and page statements
+    (``limits_candidates*.sql``, ``limits_*_keyed.sql``) derive the same text from a
+    task's JSON on either backend, and a value refused here matches no key there.
 
     Raises:
         LimitKeyError: a boolean, a float or any other type, the empty string, a string
