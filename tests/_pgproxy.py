@@ -55,6 +55,10 @@ class PgProxy:
     async def _shutdown(self) -> None:
         assert self._server is not None
         self._server.close()
+        # A connection accepted just now has a handler task that has not run yet: let
+        # each take its first step, which registers its writer to be closed below
+        # (cancelled before that, it would leave its socket to the garbage collector).
+        await asyncio.sleep(0)
         for writer in list(self._writers):
             writer.close()
             with contextlib.suppress(Exception):
