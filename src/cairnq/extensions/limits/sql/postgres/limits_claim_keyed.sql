@@ -19,36 +19,34 @@ running as materialized (
     group by k.key_value
 ),
 full_keys as materialized (
-    select array_agg(key_value) as keys, count(*) as n
-    from running
-    where n >= (select amount from stored)
+    select key_value from running where n >= (select amount from stored)
 ),
 due as materialized (
-    select t.id, t.priority, t.run_at_ms, key.value as key_value
+    -- A key over 1000 bytes is no key (the cap is applied to the page's rows only: such
+    -- a key is never recorded, so it is never among the full keys).
+    select t.id, t.priority, t.run_at_ms,
+        case when octet_length(key.value) <= 1000 then key.value end as key_value
     from cairnq_tasks t
     cross join lateral (
-        -- The key text as limits.key_text gives it: a non-empty string of at most
-        -- 1000 bytes as it is, an integer as its digits, anything else null. A jsonb
-        -- number prints without an exponent, so one without a point is an integer. The
-        -- strict path reads object members only, as Python does.
+        -- The key text as limits.key_text gives it: a non-empty string as it is, an
+        -- integer as its digits, anything else null. A jsonb number prints without an
+        -- exponent, so one without a point is an integer. The strict path reads object
+        -- members only, as Python does.
         select case when :key_path::text is null then '' else (
-            select case when octet_length(text.value) <= 1000 then text.value end
+            select case jsonb_typeof(found.value)
+                when 'string' then nullif(found.value #>> '{}', '')
+                when 'number' then case
+                    when found.value::text ~ '^-?[0-9]+$' then found.value::text
+                end
+            end
             from (
-                select case jsonb_typeof(found.value)
-                    when 'string' then nullif(found.value #>> '{}', '')
-                    when 'number' then case
-                        when found.value::text ~ '^-?[0-9]+$' then found.value::text
-                    end
-                end as value
-                from (
-                    select jsonb_path_query_first(
-                        case when :key_root::text = 'metadata' then t.metadata else t.payload end,
-                        ('strict ' || :key_path::text)::jsonpath,
-                        '{}'::jsonb,
-                        true
-                    ) as value
-                ) as found
-            ) as text
+                select jsonb_path_query_first(
+                    case when :key_root::text = 'metadata' then t.metadata else t.payload end,
+                    ('strict ' || :key_path::text)::jsonpath,
+                    '{}'::jsonb,
+                    true
+                ) as value
+            ) as found
         ) end as value
     ) as key
     where t.queue = :queue::text
@@ -63,7 +61,7 @@ due as materialized (
               or (t.run_at_ms = :after_run_at_ms::bigint and t.id > :after_id::text)
           ))
       )
-      and (key.value = any(cast((select keys from full_keys) as text[]))) is not true
+      and (key.value in (select key_value from full_keys)) is not true
     order by t.priority desc, t.run_at_ms asc, t.id asc
     limit :page::bigint
     for update of t skip locked
@@ -102,7 +100,7 @@ recorded as (
 ),
 figures as (
     select (select count(*) from due) as page_rows,
-        (select n from full_keys) as page_full_keys,
+        (select count(*) from full_keys) as page_full_keys,
         (select now_ms from clock) as page_now_ms,
         last.priority as page_priority,
         last.run_at_ms as page_run_at_ms,

@@ -19,33 +19,30 @@ full_keys as materialized (
     select key_value from running where n >= (select amount from stored)
 ),
 due as materialized (
-    select id, priority, run_at_ms, key_value
+    -- A key over 1000 bytes is no key (the cap is applied to the page's rows only: such
+    -- a key is never recorded, so it is never among the full keys).
+    select id, priority, run_at_ms,
+        case when length(cast(key_value as blob)) <= 1000 then key_value end as key_value
     from (
         select t.id, t.priority, t.run_at_ms,
             case when :key_path is null then '' else (
-                -- The key text as limits.key_text gives it: a non-empty string of at
-                -- most 1000 bytes as it is, an integer as its digits, anything else null.
-                select case when length(cast(text.value as blob)) <= 1000 then text.value end
-                from (
-                    select case json_type(found.doc, :key_path)
-                        when 'text' then nullif(json_extract(found.doc, :key_path), '')
-                        -- Past 64 bits json_extract gives a float: the two-path form
-                        -- gives the JSON text [n,n], whose n is the integer as written.
-                        when 'integer' then (
-                            select case when digits = '-0' then '0' else digits end
-                            from (
-                                select substr(pair, 2, instr(pair, ',') - 2) as digits
-                                from (
-                                    select json_extract(found.doc, :key_path, :key_path) as pair
-                                )
-                            )
+                -- The key text as limits.key_text gives it: a non-empty string as it
+                -- is, an integer as its digits, anything else null.
+                select case json_type(found.doc, :key_path)
+                    when 'text' then nullif(json_extract(found.doc, :key_path), '')
+                    -- Past 64 bits json_extract gives a float: the two-path form gives
+                    -- the JSON text [n,n], whose n is the integer as written.
+                    when 'integer' then (
+                        select case when digits = '-0' then '0' else digits end
+                        from (
+                            select substr(pair, 2, instr(pair, ',') - 2) as digits
+                            from (select json_extract(found.doc, :key_path, :key_path) as pair)
                         )
-                    end as value
-                    from (
-                        select case when :key_root = 'metadata' then t.metadata else t.payload end
-                            as doc
-                    ) as found
-                ) as text
+                    )
+                end
+                from (
+                    select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+                ) as found
             ) end as key_value
         from cairnq_tasks t
         where t.queue = :queue
