@@ -78,9 +78,18 @@ async def _stored_gate(cq: CairnQ, *limits: Limit) -> ClaimGate:
     return _gate(cq, limits)
 
 
-def _gate(cq: CairnQ, limits: Sequence[Limit], *, scan: int = MAX_SCAN) -> ClaimGate:
-    """The gate a worker on ``cq``'s backend claims through (one statement where it can)."""
-    return ClaimGate(list(limits), keyed=FLAVOURS.get(cq.backend.dialect), _scan=scan)
+def _gate(
+    cq: CairnQ, limits: Sequence[Limit], *, scan: int = MAX_SCAN, path: str = "keyed"
+) -> ClaimGate:
+    """The gate a worker on ``cq``'s backend claims through (the keyed page where it
+    can), or with ``path="general"`` the general path (statement by statement)."""
+    keyed = FLAVOURS.get(cq.backend.dialect) if path == "keyed" else None
+    return ClaimGate(list(limits), keyed=keyed, _scan=scan)
+
+
+# The key rule is written in the keyed page statements and in the general path's
+# candidate statements: the tests of the rule run through both.
+both_paths = pytest.mark.parametrize("path", ["keyed", "general"])
 
 
 # --- concurrency -----------------------------------------------------------------------
@@ -276,12 +285,13 @@ async def _held(cq: CairnQ, gate: ClaimGate, held: Any, then: Any, *, saturate: 
     ],
     ids=repr,
 )
+@both_paths
 async def test_a_limit_of_one_per_key_holds_each_value_and_lets_its_neighbour_pass(
-    db: Database, value: Any, neighbour: Any
+    db: Database, value: Any, neighbour: Any, path: str
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE, path=path)
         assert await _held(cq, gate, value, neighbour, saturate=value) == [neighbour]
 
 
@@ -299,12 +309,13 @@ async def test_a_limit_of_one_per_key_holds_each_value_and_lets_its_neighbour_pa
     ],
     ids=repr,
 )
+@both_paths
 async def test_an_integer_and_its_digits_as_a_string_are_one_key(
-    db: Database, running: Any, same: Any
+    db: Database, running: Any, same: Any, path: str
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE, path=path)
         assert await _held(cq, gate, same, "other", saturate=running) == ["other"]
 
 
@@ -318,12 +329,13 @@ LOOKALIKES = [
 @pytest.mark.parametrize(
     "value", [True, False, 7.0, 1000.0, 1.5, -0.5, None, [1], {"a": 1}, ""], ids=repr
 )
+@both_paths
 async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_at_claim(
-    db: Database, value: Any
+    db: Database, value: Any, path: str
 ) -> None:
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = _gate(cq, [_c_limit()])
+        gate = _gate(cq, [_c_limit()], path=path)
         await cq.submit_many([("job", {"c": text}) for text in LOOKALIKES])
         assert sorted(_c(await _claim(cq, gate, len(LOOKALIKES)))) == sorted(LOOKALIKES)
         refused = await cq.submit("job", {"c": value})
@@ -332,13 +344,14 @@ async def test_a_value_the_key_rule_refuses_matches_no_saturated_key_and_fails_a
         assert rows[0]["refusal"]["code"] == "limit_key"
 
 
+@both_paths
 async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim(
-    db: Database,
+    db: Database, path: str
 ) -> None:
     limit = Limit.concurrency(1, queue="default", key="payload.a.b")
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(limit)
-        gate = _gate(cq, [limit])
+        gate = _gate(cq, [limit], path=path)
         await cq.submit("job", {"a": {"b": "x"}})
         assert len(await _claim(cq, gate, 1)) == 1
         listed = await cq.submit("job", {"a": [{"b": "x"}]})
@@ -347,14 +360,15 @@ async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim
         assert rows[0]["refusal"]["code"] == "limit_key"
 
 
+@both_paths
 async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_value(
-    db: Database,
+    db: Database, path: str
 ) -> None:
     """An empty value is refused whatever was recorded before: the tasks that hold one
     fail at claim rather than wait behind an empty key."""
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
-        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE)
+        gate = _gate(cq, [_c_limit()], scan=ONE_PAGE, path=path)
         await cq.submit("job", {"c": "x"})
         (running,) = await _claim(cq, gate, 1)
         rows = json.dumps([[running["id"], _c_limit().id, ""]])
