@@ -87,10 +87,10 @@ class ClaimGate:
         whose key cannot be computed is claimed with ``refusal`` (an error
         envelope) for the worker to fail, counted against nothing.
         """
-        ids = sorted(limit.id for limit in limits)
         keyed = keyed_limit(limits, queues, names) if self.keyed is not None else None
         if keyed is not None:
             return (yield from self._claim_keyed(keyed, queues, names, want, worker_id, lease_ms))
+        ids = sorted(limit.id for limit in limits)
         locked = yield Call("limits_lock", {"names": ids})
         current = {row["name"]: row for row in locked}
         # The stored numbers win (an operator's change applies at the next claim); a limit
@@ -295,9 +295,7 @@ def _sieve(
     must reach ``_keys`` to fail with ``LimitKeyError``).
     """
     for limit in active:
-        whole = (limit.scope == "queue" and list(queues) == [limit.target]) or (
-            limit.scope == "name" and names is not None and list(names) == [limit.target]
-        )
+        whole = limit.governs_every_task_of(queues, names)
         if limit.kind != "concurrency" or limit.json_path is None or not whole:
             continue
         full = sorted(

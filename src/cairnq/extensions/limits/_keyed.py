@@ -60,9 +60,7 @@ def keyed_limit(
     limit = active[0]
     if limit.kind != "concurrency" or limit.function_key or len(queues) != 1:
         return None
-    if limit.scope == "queue":
-        return limit if list(queues) == [limit.target] else None
-    return limit if names is not None and list(names) == [limit.target] else None
+    return limit if limit.governs_every_task_of(queues, names) else None
 
 
 class KeyedPage:

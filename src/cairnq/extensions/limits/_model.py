@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -281,6 +281,13 @@ class Limit:
     def governs(self, queue: str, name: str) -> bool:
         """Whether a task of ``queue`` and ``name`` counts against this limit."""
         return (queue if self.scope == "queue" else name) == self.target
+
+    def governs_every_task_of(self, queues: Sequence[str], names: Sequence[str] | None) -> bool:
+        """Whether every task a draw of ``names`` (``None``: any) in ``queues`` can take
+        counts against this limit."""
+        if self.scope == "queue":
+            return list(queues) == [self.target]
+        return names is not None and list(names) == [self.target]
 
     def key_of(self, task: Task) -> str:
         """The partition key ``task`` counts under (``""`` for a limit without a key).
