@@ -27,7 +27,9 @@ from ..errors import (
 from ..extensions._context import Signal
 from ..kernel.periodic import ErrorHook
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
+from ._isolating import Processes
 from ._registry import Registration
+from ._stopping import HandlerStopped, Stop
 
 log = logging.getLogger("cairnq.worker")
 
@@ -163,6 +165,8 @@ class Executor:
         self.on_thread_freed: Callable[[], None] | None = None
         # Called when a handler has returned and only its settlement is left to write.
         self.on_handler_done: Callable[[], None] | None = None
+        # The child processes of isolated handlers (``isolate=True``), started on first use.
+        self.processes = Processes(threads._max_workers)
 
     async def run(
         self, registration: Registration, contexts: Sequence[TaskContext], *, scoped: bool = False
@@ -196,7 +200,11 @@ class Executor:
     ) -> Exception | None:
         """Call the handler and settle its tasks; returns the exception the handler raised."""
         try:
-            outcome = await self._invoke(registration, contexts)
+            outcome = await self._invoke_stoppable(registration, contexts)
+        except HandlerStopped as stopped:
+            # A fail with the cancel pending ends the attempt canceled (cancel wins).
+            await self._fail_all(contexts, stopped.envelope(), retryable=False)
+            return None
         except asyncio.CancelledError:
             raise
         except LostLease as lost:
@@ -254,13 +262,35 @@ class Executor:
         )
         return None
 
+    async def _invoke_stoppable(
+        self, registration: Registration, contexts: Sequence[TaskContext]
+    ) -> Any:
+        """``_invoke``, stopped ``cancel_grace`` after the cancel of its tasks was seen
+        (``_stopping``), for a handler a cancel stops.
+
+        Raises:
+            HandlerStopped: the handler was stopped (and has ended).
+        """
+        grace_ms = registration.cancel_grace_ms
+        if grace_ms is None or not registration.stoppable:
+            return await self._invoke(registration, contexts)
+        stop = Stop(contexts, grace_ms)
+        try:
+            return await self._invoke(registration, contexts)
+        except asyncio.CancelledError:
+            if stop.ours():
+                raise HandlerStopped(grace_ms) from None
+            raise
+        finally:
+            stop.disarm()
+
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
         if self._max_run_ms is None:
-            if registration.is_async:
+            if registration.is_async or registration.isolated:
                 return await self._call_async(registration, contexts)
             return await self._call_sync(registration, contexts)
         limit = self._max_run_ms / 1000
-        if registration.is_async:
+        if registration.is_async or registration.isolated:
             # wait_for returns only once the cancelled handler has finished.
             try:
                 return await asyncio.wait_for(self._call_async(registration, contexts), limit)
@@ -298,6 +328,10 @@ class Executor:
         return (ctx, ctx.payload) if registration.takes_payload else (ctx,)
 
     async def _call_async(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
+        if registration.isolated:
+            ctx = contexts[0]
+            fn, takes_payload = registration.fn, registration.takes_payload
+            return await self.processes.call(fn, takes_payload, ctx.task, ctx.worker_id)
         return await registration.fn(*self._arguments(registration, contexts))
 
     async def _call_sync(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:

@@ -37,6 +37,7 @@ class Run:
 
     def close(self) -> None:
         self.threads.shutdown(wait=False, cancel_futures=True)
+        self.executor.processes.close()
         self.wake.close()
 
 

@@ -82,6 +82,16 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             least 50 ms).
         retry_backoff_ms, retry_backoff_max_ms: Retry delay window (1 s doubling to 30 s).
         max_run_ms: Abandon an attempt after this long and fail it as ``handler_timeout``.
+        cancel_grace: How long an ``async def`` handler whose task was canceled may
+            run on once this worker saw the cancel (on its next heartbeat, or
+            when the handler asked ``ctx.canceled()``), a duration (10 s); then
+            the worker cancels its coroutine (the handler sees
+            ``CancelledError``, its ``finally`` runs) and the attempt ends
+            ``canceled``. ``None``: never stopped, only told (``ctx.canceled()``).
+            A plain ``def`` handler is never stopped (a thread cannot be),
+            unless it runs in a child process (``@worker.task(isolate=True)``).
+            Per handler: ``@worker.task(cancel_grace=...)``
+            (``docs/cancel-and-versions.md``).
         claim_batch: Most tasks taken per claim draw (default: free capacity).
         max_in_flight_bytes: Stop claiming while this many payload bytes are in flight.
         drain_timeout: On stop, how long in-flight calls may finish, a duration (30 s).
@@ -155,6 +165,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         retry_backoff_ms: int = DEFAULT_BASE_MS,
         retry_backoff_max_ms: int = DEFAULT_MAX_MS,
         max_run_ms: int | None = None,
+        cancel_grace: Duration | None = _options.DEFAULT_CANCEL_GRACE,
         claim_batch: int | None = None,
         max_in_flight_bytes: int | None = None,
         drain_timeout: Duration | None = None,
@@ -180,7 +191,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             self.lease_ms, heartbeat_interval, recovery_interval, drain_timeout, old
         )
         self.heartbeat_interval_ms, self.recovery_interval_ms, self.drain_timeout_ms = periods
-        self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
+        self.max_run_ms, self.cancel_grace_ms = _options.run_bounds(max_run_ms, cancel_grace)
         self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
         self.worker_id = check_worker_id(worker_id, optional=True) or _ids.worker_id()
