@@ -63,6 +63,9 @@ UNWRITABLE = {"SerializationError", "InvalidArgument"}
 # SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
 CLOCK_SLACK_MS = 2.0
 DEFAULT_MAX_CLAIM_ERRORS_PER_S = 20
+# How far past its grace period a stopped handler may still return on a loaded machine
+# (the worker's clock): the stop is a timer on the worker's event loop.
+STOP_SLACK_MS = 1000.0
 
 
 @dataclass
@@ -380,6 +383,7 @@ def check(history: History) -> Report:
         inv16_storage_integrity,
         inv17_every_ended_run_is_settled_by_its_worker,
         inv18_running_per_key_stays_within_its_limit,
+        inv19_a_canceled_async_handler_is_stopped_and_never_succeeds,
         inv_no_busy_errors_escaped,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
@@ -944,6 +948,59 @@ def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Itera
                     [event],
                 )
                 break
+
+
+def _cancel_requested_during(r: Replay, claim: Claim) -> bool:
+    """Whether a cancel was recorded on ``claim``'s task while the claim ran."""
+    end = claim.end
+    assert end is not None
+    return any(
+        claim.seq < row["seq"] <= end["seq"] and row.get("new_cancel") is not None
+        for row in r.rows_of.get(claim.task, [])
+        if row["tbl"] == "task"
+    )
+
+
+def inv19_a_canceled_async_handler_is_stopped_and_never_succeeds(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """INV-19 (stopping running work): a canceled ``async def`` handler's attempt never
+    succeeds, and the handler does not run on past its grace period.
+
+    For every claim of a handler a cancel stops (its ``handler_start`` names its
+    ``grace_ms``) during which a cancel was recorded, the attempt did not end
+    ``succeeded``; and no such handler returned by itself more than its grace period
+    (and ``STOP_SLACK_MS``) after its worker saw the cancel (``seen_for_ms``, the
+    worker's own clock): past its grace it is stopped, and ends ``cancelled``.
+    """
+    stoppable = {
+        event_ident(e)
+        for e in h.events
+        if e["event"] == "handler_start" and e.get("grace_ms") is not None
+    }
+    for claim in r.claims:
+        end = claim.end
+        if claim.ident not in stoppable or end is None or end["new_status"] != "succeeded":
+            continue
+        if _cancel_requested_during(r, claim):
+            yield Violation(
+                "INV-19",
+                claim.task,
+                f"claim {claim.ident[1:]} of a canceled async handler ended succeeded",
+                [end],
+            )
+    for event in h.events:
+        grace, seen = event.get("grace_ms"), event.get("seen_for_ms")
+        if event["event"] != "handler_end" or event.get("outcome") != "return":
+            continue
+        if grace is not None and seen is not None and seen > grace + STOP_SLACK_MS:
+            yield Violation(
+                "INV-19",
+                event.get("task"),
+                f"a canceled handler returned {seen:.0f} ms after its worker saw the cancel; "
+                f"its grace period was {grace} ms",
+                [event],
+            )
 
 
 def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:

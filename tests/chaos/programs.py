@@ -193,6 +193,33 @@ def _unwritable_errors() -> None:
     _json.storable_text = lambda text: text  # type: ignore[assignment]
 
 
+def _stop_succeeds() -> None:
+    """A handler stopped after its cancel is settled with ``succeed``, which ignores the
+    pending cancel."""
+    from cairnq import kernel
+    from cairnq.worker import _executor, _stopping
+
+    invoke = _executor.Executor._invoke_stoppable
+
+    async def succeeding(self: Any, registration: Any, contexts: Any) -> Any:
+        try:
+            return await invoke(self, registration, contexts)
+        except _stopping.HandlerStopped:
+            for ctx in contexts:
+                row = await ctx._owned(kernel.succeed(ctx.lease, ctx.worker_id, None))
+                ctx._settled_as(row)
+            return None
+
+    _executor.Executor._invoke_stoppable = succeeding  # type: ignore[method-assign]
+
+
+def _never_stopped() -> None:
+    """The grace period passes and nothing stops the handler: it runs to its end."""
+    from cairnq.worker import _stopping
+
+    _stopping.Stop._fire = lambda self: None  # type: ignore[method-assign]
+
+
 def _no_error_backoff() -> None:
     """A failed claim waits on the wake-up latch, which any change cuts short."""
     from cairnq.worker._claimer import Claimer
@@ -482,6 +509,8 @@ MUTANTS: dict[str, Mutant] = {
     "refuses_after_writing": Mutant(patch=_refuses_after_writing),
     "unwritable_errors": Mutant(patch=_unwritable_errors),
     "no_error_backoff": Mutant(patch=_no_error_backoff, dialects=("sqlite",)),
+    "stop_succeeds": Mutant(patch=_stop_succeeds),
+    "never_stopped": Mutant(patch=_never_stopped),
     # Neither a slot's primary key nor the schedule's cursor keeps a slot decided once.
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
@@ -600,7 +629,9 @@ def run_worker(config: dict[str, Any]) -> None:
         drain_timeout=_ms(config.get("drain_ms", 2000)),
         max_run_ms=config.get("max_run_ms"),
         extensions=[Limits(_limits_of(config))],
+        **_grace_of(config),
     )
+    grace_ms = config.get("cancel_grace_ms", worker.cancel_grace_ms)
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
     tokens: dict[tuple[str, int], Any] = {}
 
@@ -632,7 +663,7 @@ def run_worker(config: dict[str, Any]) -> None:
         queue = config.get("limit_queue", "default")
         if config.get("limit") and "customer" in payload and ctx.task.queue == queue:
             limited = {"limit_key": payload["customer"], "limit": config["limit"]}
-        record("handler_start", **claim_of(ctx), **limited)
+        record("handler_start", **claim_of(ctx), **limited, grace_ms=grace_ms)
         outcome = "cancelled"
         ended: dict[str, float] = {}
         try:
@@ -653,7 +684,11 @@ def run_worker(config: dict[str, Any]) -> None:
             outcome = "raise"
             raise
         finally:
-            record("handler_end", outcome=outcome, **claim_of(ctx), **ended)
+            seen = ctx.cancel_seen_at
+            if seen is not None:
+                # How long the worker had known of the cancel when the handler ended (INV-19).
+                ended["seen_for_ms"] = (time.monotonic() - seen) * 1000
+            record("handler_end", outcome=outcome, **claim_of(ctx), **ended, grace_ms=grace_ms)
 
     @worker.task("sync_job")
     def sync_job(ctx: Any, payload: dict[str, Any]) -> Any:
@@ -672,6 +707,14 @@ def run_worker(config: dict[str, Any]) -> None:
     record("worker_stopped")
 
 
+def _grace_of(config: dict[str, Any]) -> dict[str, Any]:
+    """``cancel_grace_ms: N`` in a worker's config: its ``cancel_grace`` (the default when
+    absent; ``None`` never stops a handler)."""
+    if "cancel_grace_ms" not in config:
+        return {}
+    return {"cancel_grace": _ms(config["cancel_grace_ms"])}
+
+
 def _limits_of(config: dict[str, Any]) -> list[Limit]:
     """``limit: N`` in a worker's config: at most N running at once per ``payload.customer``
     in queue ``limit_queue`` (``default``)."""
@@ -687,6 +730,9 @@ async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) ->
     low, high = payload.get("sleep_ms", [5, 50])
     if mode == "block":
         time.sleep(payload.get("block_s", 2.0))
+    elif mode == "ignore_cancel":
+        # Never checks for a cancel: only a stop (cancel_grace) ends it early.
+        await asyncio.sleep(payload.get("stuck_s", 3.0))
     else:
         await asyncio.sleep(rng.uniform(low, high) / 1000)
     if mode == "crash":

@@ -183,6 +183,63 @@ def test_a_cancel_requested_attempt_that_ends_succeeded_breaks_cancel_wins() -> 
     assert invariants(history) == {"INV-8"}
 
 
+def _canceled_while_running(seq: int) -> dict[str, Any]:
+    return row(
+        seq,
+        "update",
+        "running",
+        "running",
+        old_attempt=1,
+        new_attempt=1,
+        old_worker="w1",
+        new_worker="w1",
+        new_lease=10_000,
+        new_cancel=1000 + seq,
+    )
+
+
+def test_a_canceled_async_handlers_attempt_that_ends_succeeded_is_caught() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new_cancel=1003),
+    ]
+    start = {"event": "handler_start", "task": T, "attempt": 1, "worker": "w1", "t": 1.0}
+    start["grace_ms"] = 200
+    history.events.append(start)
+    assert invariants(history) == {"INV-8", "INV-19"}
+
+
+def test_a_canceled_handler_returning_long_past_its_grace_period_is_caught() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new="canceled", new_cancel=1003),
+    ]
+    end = {"task": T, "attempt": 1, "worker": "w1", "grace_ms": 200, "outcome": "return"}
+    history.events.append({"event": "handler_end", **end, "t": 6.0, "seen_for_ms": 5000.0})
+    history.final = [{"id": T, "status": "canceled"}]
+    assert invariants(history) == {"INV-19"}
+
+
+def test_a_canceled_handler_stopped_within_its_grace_period_is_valid() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new="canceled", new_cancel=1003),
+    ]
+    end = {"task": T, "attempt": 1, "worker": "w1", "grace_ms": 200, "outcome": "cancelled"}
+    history.events.append({"event": "handler_end", **end, "t": 1.3, "seen_for_ms": 230.0})
+    history.final = [{"id": T, "status": "canceled"}]
+    assert check(history).valid, check(history).summary()
+
+
 def test_two_live_tasks_for_one_key_are_caught() -> None:
     history = History(
         transitions=[

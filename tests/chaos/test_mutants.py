@@ -171,6 +171,28 @@ def _canceled_then_crashed_run(db: Database, folder: Path, mutant: str | None) -
     return _finish(run)
 
 
+def _stuck_handlers_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Async handlers that never check for a cancel (3 s runs) are canceled as they run,
+    on a worker whose grace period is 200 ms: each is stopped, and its attempt ends
+    canceled."""
+    config = Config(
+        workers=0, clients=0, lease_ms=1000, heartbeat_ms=100, mutant=mutant, quiescence_s=10
+    )
+    run = Run(db, folder, config)
+    try:
+        with db.sync_client() as client:
+            for n in range(4):
+                client.submit("job", {"n": n, "mode": "ignore_cancel", "stuck_s": 3.0})
+            run.start_worker(concurrency=4, cancel_grace_ms=200)
+            _until(lambda: len(_running_tasks(client)) == 4, "four tasks running")
+            for task in _running_tasks(client):
+                client.cancel(task.id)
+    except BaseException:
+        run.stop()
+        raise
+    return _finish(run)
+
+
 def _long_tasks_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Tasks that run for several heartbeats on two workers, their leases renewed."""
     config = Config(
@@ -422,6 +444,8 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "refuses_after_writing": (_mixed_run, {"INV-1b"}, ("postgres",)),
     "unwritable_errors": (_nasty_errors_run, {"INV-17"}, ("postgres",)),
     "no_error_backoff": (_full_disk_run, {"INV-14"}, ("sqlite",)),
+    "stop_succeeds": (_stuck_handlers_run, {"INV-19"}, ("sqlite", "postgres")),
+    "never_stopped": (_stuck_handlers_run, {"INV-19"}, ("postgres",)),
     "succeed_in_ignores_cancel": (_effects_run, {"INV-11"}, ("postgres",)),
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
@@ -438,6 +462,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _reset_retry_run: ("sqlite", "postgres"),
     _canceled_then_crashed_run: ("sqlite", "postgres"),
     _long_tasks_run: ("sqlite", "postgres"),
+    _stuck_handlers_run: ("sqlite", "postgres"),
     _retries_run: ("sqlite", "postgres"),
     _purge_run: ("sqlite", "postgres"),
     _sync_timeout_run: ("sqlite", "postgres"),
