@@ -144,9 +144,9 @@ def recorded_steps(task_id: str) -> Op[list[Row]]:
 
 def step_rows(task_id: str) -> Op[list[Row]]:
     """The raw rows of a task's recorded steps, read without the readiness check (for a
-    reader that made it already)."""
+    reader that made it already); cairnq's own rows beside them are left out."""
     rows = yield Call("steps_list", {"id": task_id})
-    return list(rows)
+    return [r for r in rows if not is_mark(str(r["name"]))]
 
 
 def record_step(lease: Lease, worker_id: str, name: str, seq: int, result: str) -> Op[Row]:
@@ -212,4 +212,4 @@ def _steps_if_ready(task_id: str) -> Op[list[StepRecord] | None]:
     if not ready:
         return None
     rows = yield from step_rows(task_id)
-    return [step_of(task_id, r) for r in rows if not is_mark(str(r["name"]))]
+    return [step_of(task_id, r) for r in rows]
