@@ -328,3 +328,24 @@ async def test_steps_started_together_keep_their_positions_on_a_retry(db: Databa
     await worker.close()
     assert (done.status, done.result) == ("succeeded", ["a result", "b result", "c result"])
     assert ran == {"a": 1, "b": 1, "c": 1}
+
+
+async def test_a_plain_def_handlers_patched_blocks_and_answers_as_the_async_one(
+    db: Database,
+) -> None:
+    worker = _worker(db)
+
+    @worker.task
+    def job(ctx: Any) -> list[Any]:
+        first = ctx.patched("new-way")
+        value = ctx.step("after", lambda: "after result")
+        if ctx.attempt == 1:
+            raise ConnectionError("crash after the step")
+        return [first, value]
+
+    async with db.client() as cq:
+        task = await cq.submit("job", max_attempts=3)
+        await worker.run(until_idle=True)
+        done = await cq.get(task.id)
+    await worker.close()
+    assert (done.status, done.result) == ("succeeded", [True, "after result"])

@@ -271,3 +271,30 @@ def test_isolate_is_refused_for_a_handler_it_cannot_run_and_nothing_is_registere
     with pytest.raises(InvalidArgument, match=message):
         worker.register("job", handler, **options)
     assert worker.registry.names() == []
+
+
+async def test_a_batch_call_is_stopped_once_every_task_it_holds_was_canceled(
+    db: Database,
+) -> None:
+    worker = quick(db, cancel_grace=0)
+    started, cleaned = asyncio.Event(), asyncio.Event()
+
+    @worker.task(batch=2)
+    async def stuck(contexts: list[TaskContext]) -> None:
+        if len(contexts) == 2:
+            started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.set()
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("stuck", {}) for _ in range(2)]
+        async with worker.background():
+            await asyncio.wait_for(started.wait(), 10)
+            for task in tasks:
+                await cq.cancel(task.id)
+            done = [await settled(cq, task.id) for task in tasks]
+    await worker.close()
+    assert cleaned.is_set()
+    assert [(d.status, d.error["type"]) for d in done] == [("canceled", "HandlerStopped")] * 2
