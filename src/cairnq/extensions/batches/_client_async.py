@@ -255,7 +255,8 @@ class AsyncBatchesClient:
 
     @property
     def batches(self: ClientView) -> AsyncBatches:
-        """Groups of tasks with callbacks: ``submit``, ``add``, ``close``, ``status``, ``members``."""
+        """Groups of tasks with callbacks: ``submit``, ``add``, ``close``, ``status``,
+        ``members``."""
         return AsyncBatches(self)
 
     async def batch(

@@ -249,7 +249,8 @@ class SyncBatchesClient:
 
     @property
     def batches(self: ClientView) -> SyncBatches:
-        """Groups of tasks with callbacks: ``submit``, ``add``, ``close``, ``status``, ``members``."""
+        """Groups of tasks with callbacks: ``submit``, ``add``, ``close``, ``status``,
+        ``members``."""
         return SyncBatches(self)
 
     def batch(
