@@ -228,6 +228,7 @@ class Run:
             allow_busy_errors=self.config.allow_busy_errors,
             effects=dbtools.effects(self.db) if self.db.kind == "postgres" else None,
             schedules=dbtools.schedules(self.db),
+            batches=dbtools.batches(self.db),
         )
         report = check(history)
         report.counters["faults"] = len(self.faults)
