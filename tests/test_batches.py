@@ -11,6 +11,7 @@ batch tables writes.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from cairnq.extensions.batches import _ops as _batches
 from cairnq.models import Lease
 
 from ._db import Database
+from .test_cli import run_on
 
 
 async def _claim_reference(cq: CairnQ, worker_id: str = "ref", n: int = 1000) -> list[Lease]:
@@ -225,3 +227,39 @@ async def test_a_bad_batch_id_is_refused(db: Database) -> None:
             await cq.batch_status("")
         with pytest.raises(InvalidArgument):
             await cq.batches.members("batch_x", limit=0)
+
+
+async def test_a_running_worker_s_sweep_submits_the_callbacks_a_reference_worker_left(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20, queues=["elsewhere"])
+    async with db.client() as cq:
+        batch = await cq.batch([("job", {"n": n}) for n in range(2)], on_complete="cb")
+        for lease in await _claim_reference(cq):
+            await cq.backend.arun(kernel.complete(lease, "ref", "1"), write=True)
+        async with worker.background():
+            for _ in range(400):
+                found = await cq.batch_status(batch.id)
+                if found is not None and found.state == "done":
+                    break
+                await asyncio.sleep(0.025)
+        assert await _callbacks(cq, batch) == {"cb": [batch.callbacks["on_complete"]]}
+
+
+def test_the_batch_command_prints_a_batch_s_counts_and_members(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with db.sync_client() as cq:
+        batch = cq.batch([("job", {"n": n}) for n in range(2)], on_complete="cb")
+    result = run_on(db, capsys, "batch", batch.id, "--members", "5")
+    assert result.code == 0
+    shown = json.loads(result.out)
+    assert (shown["id"], shown["total"], shown["pending"]) == (batch.id, 2, 2)
+    assert [m["task_id"] for m in shown["members"]] == sorted(t.id for t in batch.tasks)
+
+
+def test_the_batch_command_says_when_no_batch_has_the_id(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_on(db, capsys, "batch", "batch_nope")
+    assert result.code == 1 and "no batch has the id batch_nope" in result.out

@@ -35,6 +35,7 @@ class Batches(Extension):
     }
     words = ("batch_member", "on_complete")
     cli = "cairnq.extensions.batches._surfaces.cli"
+    pages = "cairnq.extensions.batches._surfaces.pages"
 
     def __init__(self) -> None:
         self._runs: WeakKeyDictionary[WorkerView, BatchesRun] = WeakKeyDictionary()
