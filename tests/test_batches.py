@@ -263,3 +263,26 @@ def test_the_batch_command_says_when_no_batch_has_the_id(
 ) -> None:
     result = run_on(db, capsys, "batch", "batch_nope")
     assert result.code == 1 and "no batch has the id batch_nope" in result.out
+
+
+async def test_a_callback_s_handler_reads_the_members_outcomes(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, concurrency=4, queues=["default"])
+    async with db.client() as cq:
+
+        @worker.task
+        async def job(ctx: Any, payload: Any) -> None:
+            if payload["n"] == 1:
+                raise RuntimeError("boom")
+
+        @worker.task("cb")
+        async def report(ctx: Any, payload: Any) -> dict[str, str | None]:
+            members = await cq.batches.members(payload["batch_id"])
+            return {m.task_id: m.outcome for m in members}
+
+        items = [{"task": "job", "payload": {"n": n}, "max_attempts": 1} for n in range(3)]
+        batch = await cq.batch(items, on_complete="cb")
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(batch.callbacks["on_complete"])
+        assert done is not None and done.status == "succeeded"
+        outcomes = {t.id: ("failed" if i == 1 else "succeeded") for i, t in enumerate(batch.tasks)}
+        assert done.result == outcomes
