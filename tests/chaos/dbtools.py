@@ -360,6 +360,13 @@ def schedules(db: Database) -> dict[str, list[dict[str, Any]]] | None:
     }
 
 
+def undone_batches(db: Database) -> int:
+    """How many batches are closed but not done (0 on a database without the tables)."""
+    if "cairnq_batches" not in _tables(db):
+        return 0
+    return len(_rows(db, "select id from cairnq_batches where state = 'closed'"))
+
+
 def batches(db: Database) -> dict[str, list[dict[str, Any]]] | None:
     """The batches (their state and the task id of each callback they have) and their
     members with the outcome recorded; ``None`` on a database without the batch tables."""

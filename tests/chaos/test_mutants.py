@@ -405,22 +405,6 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
     return _standard(db, folder, config, cycle=["graph"], gap_ms=100, graph_purge_every_ms=25)
 
 
-def _finish_batches(run: Run) -> Report:
-    """``_finish``, with quiescence extended until no batch is left closed (or 15 s pass):
-    a batch whose last member's end no settlement recorded (lease recovery's) is decided
-    by the batch sweep, whose named lease the killed worker may hold for 5 s more. A
-    batch still closed then is BAT-1's."""
-    run.quiesce()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and dbtools._rows(
-        run.db, "select id from cairnq_batches where state = 'closed'"
-    ):
-        time.sleep(0.2)
-    run.quiesce()
-    run.stop()
-    return run.check()
-
-
 def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run sixteen batches of three to six members (one in eight failing for
     good; half submitted open, given a last member and closed) with all three callbacks.
@@ -453,7 +437,7 @@ def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
     except BaseException:
         run.stop()
         raise
-    report = _finish_batches(run)
+    report = _finish(run)
     assert report.counters["batches_done"] >= 12, report.summary()
     assert report.counters["recoveries"] >= 1, report.summary()
     return report
