@@ -286,3 +286,21 @@ async def test_a_callback_s_handler_reads_the_members_outcomes(db: Database) -> 
         assert done is not None and done.status == "succeeded"
         outcomes = {t.id: ("failed" if i == 1 else "succeeded") for i, t in enumerate(batch.tasks)}
         assert done.result == outcomes
+
+
+async def test_members_added_that_are_not_a_list_are_refused_and_nothing_is_written(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        batch = await cq.batch([], on_complete="cb", close=False)
+        with pytest.raises(InvalidArgument):
+            await cq.batches.add(batch.id, "job")
+        status = await cq.batch_status(batch.id)
+        assert status is not None and status.total == 0
+
+
+async def test_a_members_page_after_that_is_not_a_task_id_is_refused(db: Database) -> None:
+    async with db.client() as cq:
+        batch = await cq.batch([("job", {})])
+        with pytest.raises(InvalidArgument):
+            await cq.batches.members(batch.id, after=5)  # type: ignore[arg-type]
