@@ -304,3 +304,14 @@ async def test_a_members_page_after_that_is_not_a_task_id_is_refused(db: Databas
         batch = await cq.batch([("job", {})])
         with pytest.raises(InvalidArgument):
             await cq.batches.members(batch.id, after=5)  # type: ignore[arg-type]
+
+
+async def test_a_client_cancel_of_the_last_member_submits_on_failure_in_its_transaction(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        batch = await cq.batch([("job", {"n": 1})], **CALLBACKS)
+        await cq.cancel(batch.tasks[0].id)
+        status = await cq.batch_status(batch.id)
+        assert status is not None and (status.state, status.canceled) == ("done", 1)
+        assert sorted(await _callbacks(cq, batch)) == ["cb.complete", "cb.failure"]
