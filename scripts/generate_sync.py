@@ -95,6 +95,7 @@ PAIRS = {
             f"The client's {title}, blocking: ``SyncCairnQ`` inherits its mixin.",
         )
         for name, title in (
+            ("batches", "batches"),
             ("history", "attempt history"),
             ("limits", "limits"),
             ("pauses", "pauses"),

@@ -126,6 +126,8 @@ class History:
     max_claim_errors_per_s: float = DEFAULT_MAX_CLAIM_ERRORS_PER_S
     # ``dbtools.schedules``: schedules, slot records, tasks by slot metadata (SCH-1, SCH-2).
     schedules: dict[str, list[dict[str, Any]]] | None = None
+    # ``dbtools.batches``: batches with their callbacks' task ids, members' outcomes (BAT-1).
+    batches: dict[str, list[dict[str, Any]]] | None = None
 
 
 # --- claims -----------------------------------------------------------------------------------
@@ -391,6 +393,7 @@ def check(history: History) -> Report:
         wf2_a_dependent_is_decided_once,
         wf3_a_gathered_parent_resumes_once_after_its_children,
         wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_succeed,
+        bat1_a_batch_callback_is_submitted_exactly_once_after_its_members_ended,
     ):
         violations.extend(invariant(history, replay))
     return Report(violations, _counters(history, replay))
@@ -1306,6 +1309,89 @@ def wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_suc
 # --- counters ---------------------------------------------------------------------------------
 
 
+def _first_end(r: Replay, task: str) -> tuple[int, str] | None:
+    """The seq and status of the task's first change to a terminal status, or of its
+    deletion (status ``purged``) if it was deleted before any; ``None`` if neither."""
+    for row in r.rows_of.get(task, []):
+        if row["tbl"] != "task":
+            continue
+        if row["op"] == "delete":
+            return row["seq"], "purged"
+        if row["new_status"] in TERMINAL:
+            return row["seq"], row["new_status"]
+    return None
+
+
+def bat1_a_batch_callback_is_submitted_exactly_once_after_its_members_ended(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """BAT-1: a batch's callbacks are submitted exactly once, after every member ended.
+
+    For each batch: each member's recorded outcome is the status of its first end in the
+    log (``purged`` for a member deleted before it ended); a callback's task is inserted
+    at most once, and only once the batch is done; a done batch has ``on_complete`` and
+    exactly one of ``on_success`` (every member succeeded) and ``on_failure`` inserted;
+    each callback's insert comes after every member's first end in the log's order; and,
+    after quiescence, no closed batch whose members all ended is left undone.
+    """
+    if h.batches is None:
+        return
+    inserts: dict[str, list[int]] = defaultdict(list)
+    for row in r.task_rows():
+        if row["op"] == "insert":
+            inserts[row["task_id"]].append(row["seq"])
+    members: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for member in h.batches["members"]:
+        members[member["batch_id"]].append(member)
+    for batch in h.batches["batches"]:
+        bid = batch["id"]
+        ends: dict[str, tuple[int, str] | None] = {
+            m["task_id"]: _first_end(r, m["task_id"]) for m in members[bid]
+        }
+        for m in members[bid]:
+            end = ends[m["task_id"]]
+            if end is not None and m["outcome"] is not None and m["outcome"] != end[1]:
+                yield Violation(
+                    "BAT-1",
+                    m["task_id"],
+                    f"batch {bid} recorded outcome {m['outcome']} for a member whose first "
+                    f"end was {end[1]}",
+                    [m, end],
+                )
+        good = all(m["outcome"] == "succeeded" for m in members[bid])
+        due = {"on_complete", "on_success" if good else "on_failure"}
+        for kind, task in sorted(batch["callbacks"].items()):
+            seqs = inserts.get(task, [])
+            expected = 1 if batch["state"] == "done" and kind in due else 0
+            if len(seqs) != expected:
+                yield Violation(
+                    "BAT-1",
+                    task,
+                    f"callback {kind} of batch {bid} ({batch['state']}) was submitted "
+                    f"{len(seqs)} time(s), not {expected}",
+                    [batch],
+                )
+            for seq in seqs:
+                early = sorted(t for t, end in ends.items() if end is None or end[0] > seq)
+                if early:
+                    yield Violation(
+                        "BAT-1",
+                        task,
+                        f"callback {kind} of batch {bid} was submitted before member(s) "
+                        f"{', '.join(early[:5])} ended",
+                        [batch, seq],
+                    )
+        if (
+            h.liveness
+            and batch["state"] == "closed"
+            and members[bid]
+            and all(end is not None for end in ends.values())
+        ):
+            yield Violation(
+                "BAT-1", None, f"batch {bid} is closed, every member ended, yet not done", [batch]
+            )
+
+
 def _counters(h: History, r: Replay) -> dict[str, Any]:
     starts: Counter[str] = Counter(e["task"] for e in h.events if e["event"] == "handler_start")
     indeterminate = [e for e in h.events if e["event"] == "submit_info"]
@@ -1327,6 +1413,7 @@ def _counters(h: History, r: Replay) -> dict[str, Any]:
         "ended": dict(Counter(_last_status(r).values())),
         "purged": sum(row["op"] == "delete" for row in r.task_rows()),
         "schedule_slots": sum(row["slots"] for row in (h.schedules or {}).get("slots", [])),
+        "batches_done": sum(b["state"] == "done" for b in (h.batches or {}).get("batches", [])),
         "dependents": len(
             {e.task for es in r.workflows.edges_of.values() for e in es if e.reason != "gather"}
         ),

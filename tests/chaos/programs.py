@@ -532,6 +532,11 @@ MUTANTS: dict[str, Mutant] = {
     "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
     # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
     # a release no longer checks that the task is still parked.
+    # A batch is decided as if every member had ended: the first member to end submits
+    # its callbacks.
+    "batch_fires_early": Mutant(
+        sql=_both(lambda d: [("batches_unfinished", "m.outcome is null", "m.outcome = 'never'")])
+    ),
     "sweep_decides_twice": Mutant(
         sql={
             "sqlite": [
@@ -814,6 +819,7 @@ MODES = [
     "gather",
     "steps",
     "limited",
+    "batch",
 ]
 # Errors that say the submit wrote nothing: the checker holds them to it (INV-1b).
 REFUSED = (errors.AlreadyExists, errors.DatabaseBusy, errors.InvalidArgument)
@@ -841,6 +847,10 @@ async def _client(config: dict[str, Any]) -> None:
             if mode == "graph":
                 await _graph(cq, record, rng, config, request, POLICIES[graphs % len(POLICIES)])
                 graphs += 1
+                await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+                continue
+            if mode == "batch":
+                await _batch(cq, record, rng, config, request)
                 await asyncio.sleep(config.get("gap_ms", 2) / 1000)
                 continue
             payload: dict[str, Any] = {
@@ -952,6 +962,56 @@ async def _graph(
             record("cancel_ok", task=tasks["a"].id)
         except errors.CairnQError as exc:
             record("cancel_info", task=tasks["a"].id, error=type(exc).__name__)
+
+
+async def _batch(
+    cq: CairnQ, record: Recorder, rng: random.Random, config: dict[str, Any], request: str
+) -> None:
+    """A batch of three to six members, one in eight failing for good, with all three
+    callbacks (each a ``job``); half the batches are submitted open, given one more
+    member and closed. A member sleeps ``batch_sleep_ms``, its last one longer, so
+    members of one batch end in different settlements, some on each worker."""
+    low, high = config.get("batch_sleep_ms", [5, 60])
+    count = rng.randint(3, 6)
+
+    def member(i: int) -> dict[str, Any]:
+        mode = "permanent" if rng.random() < 0.125 else "ok"
+        sleep = [low, high] if i < count - 1 else [high, high * 2]
+        return {"mode": mode, "sleep_ms": sleep, "req": f"{request}-m{i}"}
+
+    def callback(kind: str) -> dict[str, Any]:
+        payload = {"mode": "ok", "sleep_ms": [5, 10], "req": f"{request}-{kind}"}
+        return {"task": "job", "payload": payload}
+
+    names = [f"m{i}" for i in range(count)]
+    opened = rng.random() < 0.5
+    first = names[:-1] if opened else names
+
+    async def submit() -> dict[str, Any]:
+        batch = await cq.batch(
+            [("job", member(i)) for i in range(len(first))],
+            on_success=callback("on_success"),
+            on_failure=callback("on_failure"),
+            on_complete=callback("on_complete"),
+            close=not opened,
+        )
+        return dict(zip(first, batch.tasks, strict=True)) | {"batch": batch}
+
+    tasks = await _submit_recorded(record, request, first, submit())
+    if tasks is None or not opened:
+        return
+    batch_id = tasks["batch"].id
+    await asyncio.sleep(rng.uniform(0, high / 1000))
+    added = cq.batches.add(batch_id, [("job", member(count - 1))])
+    await _submit_recorded(record, request, names[-1:], _named(names[-1:], added))
+    try:
+        await cq.batches.close(batch_id)
+    except errors.CairnQError as exc:
+        record("batch_close_info", batch=batch_id, error=type(exc).__name__)
+
+
+async def _named(names: list[str], submit: Any) -> dict[str, Any]:
+    return dict(zip(names, await submit, strict=True))
 
 
 async def _one(name: str, submit: Any) -> dict[str, Any]:

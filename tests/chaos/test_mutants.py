@@ -19,6 +19,7 @@ import pytest
 from cairnq import SyncCairnQ
 
 from .._db import Database
+from . import dbtools
 from .checker import Report
 from .harness import Config, Run
 from .history import load
@@ -426,6 +427,44 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
     return _standard(db, folder, config, cycle=["graph"], gap_ms=100, graph_purge_every_ms=25)
 
 
+def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Two workers run sixteen batches of three to six members (one in eight failing for
+    good; half submitted open, given a last member and closed) with all three callbacks.
+    A second into the run one worker is killed with ``kill -9`` and a fresh one started:
+    the members it held end by lease recovery, which records no outcome, so the batch
+    sweep records them and decides their batches."""
+    config = Config(
+        workers=0,
+        concurrency=8,
+        clients=1,
+        tasks_per_client=16,
+        mutant=mutant,
+        quiescence_s=10,
+        seed=41,
+    )
+    run = Run(db, folder, config)
+    try:
+        for n in range(2):
+            run.start_worker(worker_id=f"batch-{n}")
+        run.start_clients(cycle=["batch"], gap_ms=60, batch_sleep_ms=[20, 150])
+        time.sleep(1.0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not dbtools._rows(
+            db, "select id from cairnq_tasks where status = 'running' and worker_id like 'batch-0%'"
+        ):
+            time.sleep(0.01)
+        run.kill_worker(0)
+        run.start_worker(worker_id="batch-2")
+        run.wait_clients()
+    except BaseException:
+        run.stop()
+        raise
+    report = _finish(run)
+    assert report.counters["batches_done"] >= 12, report.summary()
+    assert report.counters["recoveries"] >= 1, report.summary()
+    return report
+
+
 # mutant -> (scenario, invariants that must report it, the backend CI runs it on)
 MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "no_fence": (_stale_writer_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
@@ -454,6 +493,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "sweep_decides_twice": (_workflows_run, {"WF-2"}, ("postgres",)),
     "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
     "purged_success_forgotten": (_purged_dependencies_run, {"WF-4"}, ("postgres",)),
+    "batch_fires_early": (_batches_run, {"BAT-1"}, ("sqlite", "postgres")),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's). The storms' controls
 # are ``test_storms``' tests of the same storms on the real build, which check more.
@@ -474,6 +514,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _limited_run: ("sqlite", "postgres"),
     _workflows_run: ("sqlite", "postgres"),
     _purged_dependencies_run: ("sqlite", "postgres"),
+    _batches_run: ("sqlite", "postgres"),
 }
 
 

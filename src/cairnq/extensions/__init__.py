@@ -47,6 +47,7 @@ from ._registry import (
     signals,
     task_options,
 )
+from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -58,6 +59,7 @@ from .workflows import Workflows
 
 __all__ = [
     "NOW",
+    "Batches",
     "History",
     "Limits",
     "Pauses",

@@ -3,7 +3,7 @@ operations. Part of the registry of built-ins (``_registry.builtins``).
 
 Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespace
 (``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
-``cq.snooze``, ``cq.steps``, ``cq.attempts``) and the flat methods that came before
+``cq.snooze``, ``cq.steps``, ``cq.attempts``, ``cq.batches``) and the flat methods that came before
 it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
 extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and
 ``on_dependency_failure`` (workflows), ``warn_unserved`` (presence).
@@ -23,6 +23,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
 from ._submit_path import spec_for_submit
+from .batches._client_async import AsyncBatchesClient
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
@@ -49,6 +50,7 @@ class AsyncBuiltins(
     AsyncSnoozeClient,
     AsyncStepsClient,
     AsyncHistoryClient,
+    AsyncBatchesClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

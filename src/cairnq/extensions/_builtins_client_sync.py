@@ -13,6 +13,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_sync import ClientView
 from ._submit_path import spec_for_submit
+from .batches._client_sync import SyncBatchesClient
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
@@ -39,6 +40,7 @@ class SyncBuiltins(
     SyncSnoozeClient,
     SyncStepsClient,
     SyncHistoryClient,
+    SyncBatchesClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

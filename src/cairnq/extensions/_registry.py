@@ -15,6 +15,7 @@ from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points, Settling
 from ._base import Component, Extension, Option, Part, WorkerView
 from ._context import Signal
+from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -45,6 +46,7 @@ def builtins() -> list[Extension]:
         Snoozing(),
         Steps(),
         History(),
+        Batches(),
     ]
 
 
