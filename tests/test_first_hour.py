@@ -44,6 +44,28 @@ async def send(payload):
 """
 
 
+NO_LOGGING = """\
+import asyncio
+from cairnq import CairnQ, Worker
+
+worker = Worker.sqlite("quiet.db", retry_backoff_ms=0)
+
+
+@worker.task("email.send")
+async def send(ctx, payload):
+    raise ValueError(f"not an address: {payload['to']!r}")
+
+
+async def main():
+    async with CairnQ.sqlite("quiet.db") as cq, worker.background():
+        task = await cq.submit("email.send", {"to": "nobody"}, max_attempts=2)
+        print((await cq.wait(task.id)).status)
+
+
+asyncio.run(main())
+"""
+
+
 class Process:
     """A long-running ``cairnq`` command (a worker), its stdout and stderr followed live."""
 
@@ -210,12 +232,12 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         assert took < REPORTED_WITHIN_S
 
         # Mistake: a payload the handler refuses, on a queue the worker serves. The worker
-        # logs the traceback at warning (a retry follows), naming the task.
+        # logs one line at warning (a retry follows), naming the task and the error.
         failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--queue", "emails")
         assert failing.returncode == 0, failing.stderr
         failing_id = _id(failing.stdout)
-        assert "WARNING" in worker.err.until(failing_id, REPORTED_WITHIN_S)
-        worker.err.until("ValueError: not an address: 'nobody'", REPORTED_WITHIN_S)
+        retried = worker.err.until(failing_id, REPORTED_WITHIN_S)
+        assert "WARNING" in retried and "ValueError: not an address: 'nobody'" in retried
 
         listed = run(home, *next(commands))
         assert listed.returncode == 0, listed.stderr
@@ -251,6 +273,32 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         assert "unserved: email.send on emial" in top.stdout
     finally:
         assert worker.stop() == 0
+    # Retries are one line each; the final failure's traceback shows the handler's frames.
+    log = worker.err.rest(30)
+    assert [log[n - 1] for n, line in enumerate(log) if line.startswith("Traceback")] == [
+        worker.err.until("attempt 3/3 on queue emails: failed after", 0)
+    ], log
+    assert {line.split(",")[0] for line in log if line.lstrip().startswith("File ")} == {
+        f'  File "{home / "app" / "tasks.py"}"'
+    }, log
+
+    # Mistake: a handler that raises, in a program that configures no logging. Python
+    # prints the warnings and errors: a retry in one line, then the final failure with
+    # the handler's frames only.
+    (home / "noisy.py").write_text(NO_LOGGING)
+    started = time.monotonic()
+    noisy = subprocess.run(
+        [sys.executable, "noisy.py"], cwd=home, env=_env(), capture_output=True, text=True
+    )
+    assert time.monotonic() - started < REPORTED_WITHIN_S
+    assert noisy.stdout == "failed\n", noisy.stderr
+    retry, final, *trace = noisy.stderr.splitlines()
+    assert "attempt 1/2" in retry and "retrying in" in retry, noisy.stderr
+    assert retry.endswith("ValueError: not an address: 'nobody'")
+    assert "attempt 2/2" in final and "failed after" in final, noisy.stderr
+    assert trace[0] == "Traceback (most recent call last):", noisy.stderr
+    frames = [line for line in trace if line.lstrip().startswith("File ")]
+    assert frames == [f'  File "{home / "noisy.py"}", line 9, in send'], noisy.stderr
 
     # Mistake: a database name mistyped. Nothing is created, the full path is named.
     mistyped, took = timed(home, "--db", "taks.db", "submit", "email.send", "{}")
