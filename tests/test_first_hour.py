@@ -69,11 +69,11 @@ asyncio.run(main())
 class Process:
     """A long-running ``cairnq`` command (a worker), its stdout and stderr followed live."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [CAIRNQ, *args],
             cwd=cwd,
-            env=_env(),
+            env=env or _env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -338,6 +338,28 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         err.until("cairnq get task_", REPORTED_WITHIN_S)
     finally:
         assert other.stop() == 0
+
+    # $CAIRNQ_DATABASE_URL names the database for the worker too, as for every command:
+    # a worker whose code names cairnq.db serves shared.db, and says so at start.
+    shared = {**_env(), "CAIRNQ_DATABASE_URL": "shared.db"}
+    moved = Process(["worker", "app.tasks:worker", "--queues", "emails,default"], home, shared)
+    try:
+        moved.out.until(
+            f"database: {home / 'shared.db'} (from $CAIRNQ_DATABASE_URL)", REPORTED_WITHIN_S
+        )
+        started = time.monotonic()
+        served = subprocess.run(
+            [CAIRNQ, "submit", "email.send", '{"to": "eve@example.com"}', "--wait"],
+            cwd=home,
+            env=shared,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert served.returncode == 0 and "succeeded" in served.stdout, served.stderr
+        assert time.monotonic() - started < REPORTED_WITHIN_S
+    finally:
+        assert moved.stop() == 0
     assert list(commands) == []
 
 
