@@ -373,3 +373,107 @@ def _with_ids(command: list[str], *ids: str) -> list[str]:
     """``command`` with the README's placeholder ids (``task_01J...``) replaced, in order."""
     given = iter(ids)
     return [next(given) if word.startswith("task_01") else word for word in command]
+
+
+DJANGO_APPS = """
+import importlib.util
+
+INSTALLED_APPS += ["cairnq.contrib.django"]
+if importlib.util.find_spec("django.tasks") is None:  # before Django 6: the backport
+    INSTALLED_APPS.insert(0, "django_tasks")
+"""
+
+DASHBOARD_PROBE = """\
+import asyncio
+import os
+
+import httpx
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
+from mysite.asgi import application
+
+
+async def main():
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        first = await http.get("/cairnq/")
+        print(first.status_code, first.headers.get("location"), first.text)
+        if first.status_code == 302:
+            print((await http.get(first.headers["location"])).status_code)
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_fresh_django_project_reports_its_mistakes_at_start_up(tmp_path: Path) -> None:
+    pytest.importorskip("django")
+    pytest.importorskip("httpx")
+    made = subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "mysite", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    settings = tmp_path / "mysite" / "settings.py"
+    fresh = settings.read_text() + DJANGO_APPS
+
+    def check(tasks: str) -> tuple[str, float]:
+        """``manage.py check`` with ``TASKS = tasks``: its last line and how long it took."""
+        settings.write_text(f"{fresh}\nTASKS = {tasks}\n")
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0, done.stdout
+        return done.stderr.splitlines()[-1], time.monotonic() - started
+
+    backend = '"BACKEND": "cairnq.contrib.django.CairnQBackend"'
+    # Mistake: a key misspelt. Refused at start-up, naming the key meant.
+    said, took = check(f'{{"default": {{{backend}, "QUEUE": ["default", "emails"]}}}}')
+    assert said.endswith(
+        "ImproperlyConfigured: TASKS['default'] has unknown keys ['QUEUE'] "
+        "(did you mean 'QUEUES'?); a CairnQBackend entry takes BACKEND, QUEUES and OPTIONS"
+    ), said
+    assert took < REPORTED_WITHIN_S
+
+    # Mistake: a number written as a string. Refused at start-up, not at the first enqueue.
+    said, took = check(f'{{"default": {{{backend}, "OPTIONS": {{"MAX_ATTEMPTS": "3"}}}}}}')
+    assert "TASKS['default']['OPTIONS']['MAX_ATTEMPTS'] must be a whole number" in said, said
+    assert took < REPORTED_WITHIN_S
+
+    # The dashboard behind Django's sign-in: with no LOGIN_URL set, the admin's sign-in
+    # page (the fresh project has the admin) rather than /accounts/login/, which is a 404.
+    settings.write_text(f"{fresh}\nTASKS = {{'default': {{{backend}}}}}\n")
+    asgi = tmp_path / "mysite" / "asgi.py"
+    asgi.write_text(
+        asgi.read_text()
+        + "\nfrom cairnq.contrib.django import dashboard_application\n\n"
+        + "application = dashboard_application(application)\n"
+    )
+    (tmp_path / "probe.py").write_text(DASHBOARD_PROBE)
+
+    def probe() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "probe.py"],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert probe() == ["302 /admin/login/?next=%2Fcairnq%2F ", "200"]
+
+    # Without the admin and without LOGIN_URL, the page says what to set.
+    (tmp_path / "mysite" / "urls.py").write_text("urlpatterns = []\n")
+    [said] = probe()
+    assert said.startswith("401 None Sign in first: ") and "Set LOGIN_URL in settings.py" in said
