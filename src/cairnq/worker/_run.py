@@ -94,12 +94,7 @@ async def drain(
             else f"drain ended (drain_timeout={exact_duration(timeout_ms)})"
         )
         one = len(leftovers) == 1
-        fate = (
-            "nothing can be written any more, so they stay claimed until their leases expire"
-            if fatal()
-            else f"handing {'it' if one else 'them'} back to the queue, "
-            f"{'its attempt' if one else 'their attempts'} uncounted"
-        )
+        fate = _stranded(one) if fatal() else _handed_back(one)
         log.warning(
             "%s with %d %s unfinished; %s: %s",
             ended,
@@ -118,3 +113,15 @@ async def drain(
             timeout=SHUTDOWN_WRITE_TIMEOUT_S,
         )
     await settler.wait_rejects(SHUTDOWN_WRITE_TIMEOUT_S)
+
+
+def _handed_back(one: bool) -> str:
+    if one:
+        return "handing it back to the queue, its attempt uncounted"
+    return "handing them back to the queue, their attempts uncounted"
+
+
+def _stranded(one: bool) -> str:
+    if one:
+        return "nothing can be written any more, so it stays claimed until its lease expires"
+    return "nothing can be written any more, so they stay claimed until their leases expire"
