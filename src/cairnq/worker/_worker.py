@@ -391,6 +391,8 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             counted = count.note(signum)
             extra = {"worker_id": self.worker_id}
             if counted is None:
+                if count.counted > 1:
+                    return  # already stopping now
                 log.info(
                     "received %s again within %gs: taken as the same signal (sent to the "
                     "process and to its group); send it again to stop now",
