@@ -8,9 +8,11 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import os
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 from .._crashpoints import crashpoint
@@ -34,6 +36,13 @@ from ._stopping import HandlerStopped, Stop
 log = logging.getLogger("cairnq.worker")
 
 SETTLE_ATTEMPTS = 4
+
+# The frames that call a handler (this package's, and asyncio's or a thread pool's
+# between them and a sync handler): left out of the tracebacks a worker logs and stores.
+_CALLER_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (__file__, asyncio.__file__, concurrent.futures.__file__)
+)
 
 
 class HandlerTimeout(Exception):
@@ -65,11 +74,13 @@ def _seconds(ms: float) -> str:
 
 def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = True) -> None:
     """One line for how the attempt ended, at INFO; a handler's exception raises it to
-    WARNING (a retry follows) or ERROR (final), with its traceback unless ``traceback``
-    is False. A final failure is an ERROR whether or not the handler raised. A
-    permanent error that failed the task (``is_permanent``) is one line naming it,
-    without a traceback: the stored envelope keeps the traceback. So is a
-    ``SchemaIncomplete`` (a cairnq feature the database lacks): its message names
+    WARNING (a retry follows) or ERROR (final). A retry's line carries no traceback
+    unless the logger is enabled for DEBUG (the stored envelope keeps it); a final
+    failure's carries the traceback from the handler's own frames on (``handler_frames``),
+    unless ``traceback`` is False. A final failure is an ERROR whether or not the
+    handler raised. A permanent error that failed the task (``is_permanent``) is one
+    line naming it, without a traceback: the stored envelope keeps the traceback. So
+    is a ``SchemaIncomplete`` (a cairnq feature the database lacks): its message names
     the migration, and the traceback would only show cairnq's own frames.
     """
     if isinstance(raised, SchemaIncomplete):
@@ -87,6 +98,7 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         retry_in_ms = ctx.retry_delay_ms or 0
         words = f"retrying in {_seconds(retry_in_ms)}"
         level = logging.INFO if raised is None else logging.WARNING
+        traceback = traceback and log.isEnabledFor(logging.DEBUG)
     elif status == "failed":
         outcome, words, level = "failed", "failed", logging.ERROR
         if raised is not None and is_permanent(raised):
@@ -108,7 +120,9 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         words,
         _seconds(duration_ms),
         cause,
-        exc_info=raised if traceback and level >= logging.WARNING else None,
+        exc_info=handler_frames(raised)
+        if raised and traceback and level >= logging.WARNING
+        else None,
         extra={
             **_log_extra(ctx),
             "duration_ms": round(duration_ms, 3),
@@ -116,6 +130,26 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
             "retry_in_ms": retry_in_ms,
         },
     )
+
+
+def handler_frames(
+    exc: BaseException,
+) -> tuple[type[BaseException], BaseException, TracebackType | None]:
+    """``exc`` as ``exc_info`` whose traceback starts at the handler's own frame.
+
+    The frames that called the handler (the worker's, asyncio's, the thread
+    pool's) are left out; the frames below the handler are all kept, cairnq's
+    included (a ``ctx`` call that raised). Chained exceptions keep theirs.
+    Nothing is changed on ``exc`` itself.
+    """
+    tb = exc.__traceback__
+    while (
+        tb is not None
+        and tb.tb_next is not None
+        and tb.tb_frame.f_code.co_filename.startswith(_CALLER_DIRS)
+    ):
+        tb = tb.tb_next
+    return type(exc), exc, tb
 
 
 def handler_failure(exc: Exception) -> tuple[dict[str, Any], bool]:
@@ -433,7 +467,7 @@ def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None
 
 def _short_traceback(exc: BaseException, limit: int = 4000) -> str:
     try:
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        text = "".join(traceback.format_exception(*handler_frames(exc)))
     except Exception as failure:
         return f"<traceback unavailable: formatting it raised {type(failure).__name__}>"
     return text[-limit:]

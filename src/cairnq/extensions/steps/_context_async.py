@@ -108,7 +108,7 @@ async def run_step(
                 options.name,
                 tried,
                 options.retries,
-                exc_info=True,
+                exc_info=log.isEnabledFor(logging.DEBUG),
             )
             await asyncio.sleep(options.delay_s(tried))
 
