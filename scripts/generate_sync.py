@@ -102,6 +102,7 @@ PAIRS = {
             ("schedules", "schedules"),
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
+            ("uniqueness", "submits under uniqueness, debounce or throttle"),
             ("workflows", "workflows"),
         )
     },

@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -80,6 +80,8 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
 # What a submit_many dict may hold: the task, its payload and submit's options.
 _ITEM_FIELDS = frozenset({"task", "payload", *_SUBMIT_DEFAULTS})
 # The fields ``_named_item`` reads as they are, with no conversion.
+# Keywords of a single ``CairnQ.submit`` that a batch refuses by name.
+_SINGLE_ONLY = frozenset({"unique_for", "debounce", "throttle"})
 _PLAIN_FIELDS = _ITEM_FIELDS - {"delay", "run_at", "lineage"}
 WATCH_BUFFER = 1024
 
@@ -469,10 +471,12 @@ class _ClientCore:
     def _item(self, item: SubmitItem, task_id: str | None = None) -> kernel.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
         if isinstance(item, tuple) and len(item) == 2:
+            _no_options(item[0])
             return self._new_task(item[0], item[1], task_id=task_id, **_SUBMIT_DEFAULTS)
         if isinstance(item, dict):
             if "task" not in item:
                 raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
+            _no_options(item["task"], item)
             if not _ITEM_FIELDS.issuperset(item):
                 unknown = set(item) - _ITEM_FIELDS
                 raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
@@ -567,6 +571,18 @@ class _ClientCore:
 
 
 SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
+def _no_options(task: Any, item: Mapping[str, Any] | None = None) -> None:
+    """Refuse a batch item with keywords only a single ``submit`` takes: those of a
+    ``TaskDef``'s ``options``, or one of them given in the item."""
+    given = sorted(set(item or ()) & _SINGLE_ONLY)
+    if isinstance(task, TaskDef) and task.options:
+        given = sorted({*given, *task.options})
+    if given:
+        raise InvalidArgument(
+            f"a batch submit takes no {', '.join(given)}: submit such a task alone (submit())"
+        )
 
 
 def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.NewTask:

@@ -1,0 +1,6 @@
+-- Forgets up to 100 unique_for periods that ended before now_ms.
+-- params: now_ms
+delete from cairnq_uniqueness_periods
+where key in (
+    select key from cairnq_uniqueness_periods where until_ms <= :now_ms limit 100
+);
