@@ -111,6 +111,16 @@ async def test_a_submit_without_unique_for_follows_the_key_alone(db: Database) -
         assert (await cq.submit("report", key="r")).id != first.id
 
 
+async def test_a_unique_submit_reusing_the_keys_live_task_starts_its_period(
+    db: Database,
+) -> None:
+    async with db.client(clock=FakeClock(START_MS)) as cq:
+        plain = await cq.submit("report", key="r")
+        assert (await cq.submit("report", key="r", unique_for="1h")).id == plain.id
+        await cq.cancel(plain.id)
+        assert (await cq.submit("report", key="r", unique_for="1h")).id == plain.id
+
+
 def _from_threads(
     db: Database, threads: int, each: Callable[[SyncCairnQ, int], list[Any]]
 ) -> list[Any]:
@@ -188,6 +198,18 @@ async def test_debounce_leaves_a_pending_task_of_another_name_alone(db: Database
         first = await cq.submit("index", {"v": 1}, key="i", debounce="30s")
         other = await cq.submit("reindex", {"v": 2}, key="i", debounce="30s")
         assert other.id == first.id and other.payload == {"v": 1}
+
+
+async def test_debounce_leaves_a_task_waiting_for_its_dependencies_alone(db: Database) -> None:
+    async with db.client(clock=FakeClock(START_MS)) as cq:
+        before = await cq.submit("fetch")
+        parked = await cq.submit("index", {"v": 1}, key="i", depends_on=[before])
+        again = await cq.submit("index", {"v": 2}, key="i", debounce="30s")
+        assert (again.id, again.payload, again.run_at_ms) == (
+            parked.id,
+            {"v": 1},
+            parked.run_at_ms,
+        )
 
 
 # --- throttle ---------------------------------------------------------------------------

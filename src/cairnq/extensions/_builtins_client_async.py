@@ -165,9 +165,12 @@ class AsyncBuiltins(
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
+        unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
         policy = policy_of(
             spec,
-            *policy_options(task, name, unique_for, debounce, throttle),
+            unique_for,
+            debounce,
+            throttle,
             given_start=delay is not None or run_at is not None or delay_ms is not None,
         )
         if policy is not None:

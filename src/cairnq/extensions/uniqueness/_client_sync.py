@@ -18,7 +18,9 @@ from ._model import Policy
 KEYWORDS = ("unique_for", "debounce", "throttle")
 
 
-def policy_options(task: Any, name: Any, *given: Any) -> tuple[Any, ...]:
+def policy_options(
+    task: Any, name: Any, unique_for: Any, debounce: Any, throttle: Any
+) -> tuple[Any, Any, Any]:
     """``unique_for``, ``debounce`` and ``throttle`` as given, each one not given taken
     from the options of the ``TaskDef`` submitted (``task`` or ``name``), if any.
 
@@ -26,6 +28,7 @@ def policy_options(task: Any, name: Any, *given: Any) -> tuple[Any, ...]:
         InvalidArgument: the ``TaskDef``'s options hold a keyword ``submit`` does not
             take from there.
     """
+    given = (unique_for, debounce, throttle)
     definition = task if isinstance(task, TaskDef) else name
     options = definition.options if isinstance(definition, TaskDef) else None
     if not options:
@@ -35,10 +38,11 @@ def policy_options(task: Any, name: Any, *given: Any) -> tuple[Any, ...]:
         raise InvalidArgument(
             f"TaskDef options take {', '.join(KEYWORDS)}; got {', '.join(map(repr, unknown))}"
         )
-    return tuple(
+    unique_for, debounce, throttle = (
         options.get(word) if value is None else value
         for word, value in zip(KEYWORDS, given, strict=True)
     )
+    return unique_for, debounce, throttle
 
 
 class SyncUniquenessClient:

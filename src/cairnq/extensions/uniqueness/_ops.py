@@ -13,6 +13,7 @@ from ... import kernel
 from ...kernel import NewTask, Points
 from ...models import Task
 from ...protocol.steps import NOW, Call, Op
+from ..workflows._ops import PARKED_RUN_AT_MS
 from ._model import NotUnique, Policy, Throttled, debounced
 
 
@@ -20,10 +21,12 @@ def submit(spec: NewTask, policy: Policy, points: Points) -> Op[list[Task]]:
     """Store ``spec`` as ``policy`` says; the stored task, alone in a list.
 
     - ``throttle``: refused (``Throttled``) when the throttle key holds its limit
-      of tasks enqueued within their period; an inserted task counts from now.
+      of tasks enqueued within their period; a task this submit inserts counts
+      from now (one the key reuses does not).
     - ``unique_for``: within the key's period, the period's task is handed back
-      (``NotUnique`` under ``conflict="reject"`` or when it was purged); past it,
-      the kernel's keyed submit decides, and a task it inserts starts a period.
+      (``NotUnique`` under ``conflict="reject"`` or when it was purged); with no
+      period running, the kernel's keyed submit decides, and the task it gives
+      (inserted, or the key's live one it reuses) starts a period from now.
     - ``debounce``: the key's task, queued and never started (of the same name and
       queue), takes this submit's payload and metadata and is due ``debounce``
       from now; otherwise the kernel's keyed submit decides, due ``debounce`` from now.
@@ -50,8 +53,22 @@ def submit(spec: NewTask, policy: Policy, points: Points) -> Op[list[Task]]:
         if revised is not None:
             return [revised]
     task = yield from kernel.submit(spec, points=points)
-    if task.id == spec.id:
-        yield from _note_inserted(task, key, policy)
+    if key is not None and policy.unique_for_ms is not None:
+        # No period runs: the task this submit gets, inserted or the key's own, starts one.
+        yield Call(
+            "uniqueness_period_put",
+            {"key": key, "task_id": task.id, "period_ms": policy.unique_for_ms, "now_ms": NOW},
+            discard=True,
+        )
+        yield Call("uniqueness_sweep", {"now_ms": NOW}, discard=True)
+    if task.id == spec.id and policy.throttle_key is not None:
+        yield Call(
+            "uniqueness_throttle_put",
+            {"key": policy.throttle_key, "task_id": task.id, "per_ms": policy.throttle_per_ms,
+             "now_ms": NOW},
+            discard=True,
+        )  # fmt: skip
+        yield Call("uniqueness_throttle_sweep", {"now_ms": NOW}, discard=True)
     return [task]
 
 
@@ -67,8 +84,9 @@ def _check_throttle(policy: Policy) -> Op[None]:
 
 
 def _revise_pending(key: str, spec: NewTask) -> Op[Task | None]:
-    """The key's task revised to ``spec`` when it is queued, never started, and of
-    ``spec``'s name and queue; else ``None`` (nothing written)."""
+    """The key's task revised to ``spec`` when it is queued, never started, of
+    ``spec``'s name and queue, and not parked behind its dependencies; else ``None``
+    (nothing written)."""
     pointer = yield Call("get_key", {"key": key})
     if not pointer:
         return None
@@ -82,25 +100,7 @@ def _revise_pending(key: str, spec: NewTask) -> Op[Task | None]:
         or int(row["attempt"]) != 0
         or row["name"] != spec.name
         or row["queue"] != spec.queue
+        or int(row["run_at_ms"]) >= PARKED_RUN_AT_MS  # waiting for its dependencies
     ):
         return None
     return (yield from kernel.revise_queued(str(row["id"]), spec))
-
-
-def _note_inserted(task: Task, key: str | None, policy: Policy) -> Op[None]:
-    """Start the key's period and count the task against its throttle key."""
-    if key is not None and policy.unique_for_ms is not None:
-        yield Call(
-            "uniqueness_period_put",
-            {"key": key, "task_id": task.id, "period_ms": policy.unique_for_ms,
-             "now_ms": NOW},
-        )  # fmt: skip
-        yield Call("uniqueness_sweep", {"now_ms": NOW}, discard=True)
-    if policy.throttle_key is not None:
-        yield Call(
-            "uniqueness_throttle_put",
-            {"key": policy.throttle_key, "task_id": task.id, "per_ms": policy.throttle_per_ms,
-             "now_ms": NOW},
-            discard=True,
-        )  # fmt: skip
-        yield Call("uniqueness_throttle_sweep", {"now_ms": NOW}, discard=True)

@@ -1,4 +1,5 @@
--- Starts the key's unique_for period now, for the task just inserted; returns its end.
+-- Starts the key's unique_for period now, for the task just inserted, in place of the key's earlier one.
+-- Returns (until_ms), when the period ends.
 -- params: key, task_id, period_ms, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms

@@ -1,4 +1,5 @@
--- Forgets up to 100 unique_for periods that ended before now.
+-- Forgets up to 100 unique_for periods that have ended.
+-- Returns nothing.
 -- params: now_ms
 delete from cairnq_uniqueness_periods
 where key in (

@@ -1,5 +1,5 @@
--- How many tasks the throttle key holds in their period now, and when the first of them
--- leaves it (null when none).
+-- Counts the tasks the throttle key holds in their period now.
+-- Returns one row (held, first_until_ms: when the first of them leaves it, null when none; now_ms).
 -- params: key, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms

@@ -1,4 +1,5 @@
--- Counts the task just inserted against its throttle key for per_ms from now.
+-- Counts the task just inserted against its throttle key, for per_ms from now.
+-- Returns nothing.
 -- params: key, task_id, per_ms, now_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms

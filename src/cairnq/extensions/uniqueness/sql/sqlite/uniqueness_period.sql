@@ -1,4 +1,5 @@
--- The key's unique_for period still running at now_ms: its task and end; no row when none.
+-- Reads the key's unique_for period still running now (its task and when it ends).
+-- Returns (task_id, started_ms, until_ms), or zero rows when none runs.
 -- params: key, now_ms
 select task_id, started_ms, until_ms
 from cairnq_uniqueness_periods

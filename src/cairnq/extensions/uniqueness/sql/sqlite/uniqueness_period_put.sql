@@ -1,4 +1,5 @@
--- Starts the key's unique_for period at now_ms, for the task just inserted; returns its end.
+-- Starts the key's unique_for period now, for the task just inserted, in place of the key's earlier one.
+-- Returns (until_ms), when the period ends.
 -- params: key, task_id, period_ms, now_ms
 insert into cairnq_uniqueness_periods (key, task_id, started_ms, until_ms)
 values (:key, :task_id, :now_ms, :now_ms + :period_ms)

@@ -1,4 +1,5 @@
--- Forgets up to 100 throttle rows whose period ended before now_ms.
+-- Forgets up to 100 throttle rows whose period has ended.
+-- Returns nothing.
 -- params: now_ms
 delete from cairnq_uniqueness_throttle
 where rowid in (
