@@ -21,6 +21,7 @@ from cairnq.testing import FakeClock
 from cairnq.uniqueness import NotUnique, Throttle, Throttled
 
 from ._db import Database
+from ._statements import sent_statements
 
 START_MS = 1_800_000_000_000
 HOUR_MS = 3_600_000
@@ -287,23 +288,56 @@ async def test_a_bad_option_is_refused_and_nothing_is_written(
     db: Database, options: dict[str, Any], said: str
 ) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match=said):
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument, match=said):
             await cq.submit("job", **options)
-        assert await cq.stats() == {}
+        assert sent == []
 
 
 async def test_a_task_def_with_an_unknown_option_is_refused(db: Database) -> None:
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="TaskDef options"):
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument, match="TaskDef options"):
             await cq.submit(TaskDef[Any, Any]("job", options={"unique": "1h"}), key="k")
-        assert await cq.stats() == {}
+        assert sent == []
 
 
 @pytest.mark.parametrize("word", ["unique_for", "debounce", "throttle"])
 async def test_a_batch_refuses_the_option_and_writes_nothing(db: Database, word: str) -> None:
+    refused = pytest.raises(InvalidArgument, match=f"batch submit takes no {word}")
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match=f"batch submit takes no {word}"):
-            await cq.submit_many([{"task": "job"}, {"task": "job", "key": "k", word: "1h"}])
-        with pytest.raises(InvalidArgument, match=f"batch submit takes no {word}"):
-            await cq.submit_many_ids([(TaskDef[Any, Any]("job", options={word: "1h"}), None)])
-        assert await cq.stats() == {}
+        with sent_statements(db) as sent:
+            with refused:
+                await cq.submit_many([{"task": "job"}, {"task": "job", "key": "k", word: "1h"}])
+            with refused:
+                await cq.submit_many_ids([(TaskDef[Any, Any]("job", options={word: "1h"}), None)])
+        assert sent == []
+
+
+async def test_submits_without_the_options_never_reach_the_extensions_tables(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        with sent_statements(db) as sent:
+            await cq.submit("job")
+            await cq.submit("job", key="k", delay="1s")
+            await cq.submit(TaskDef[Any, Any]("job"), key="k2")
+            await cq.submit_many([{"task": "job", "key": "k3"}, ("job", None)])
+            await cq.submit_many_ids([{"task": "job", "key": "k4"}])
+        assert not [line for line in sent if "uniqueness" in line]
+        assert [line for line in sent if "insert into cairnq_tasks" in line]
+
+
+async def test_a_refused_throttle_or_purged_period_writes_nothing(db: Database) -> None:
+    clock = FakeClock(START_MS)
+    async with db.client(clock=clock) as cq:
+        await cq.submit("sms", throttle=Throttle(1, "1m", key="t"))
+        gone = await cq.submit("report", key="r", unique_for="1h")
+        await cq.cancel(gone.id)
+        clock.advance(1)
+        await cq.purge(older_than_ms=0)
+        before = await cq.stats()
+        with pytest.raises(Throttled):
+            await cq.submit("sms", key="fresh", throttle=Throttle(1, "1m", key="t"))
+        with pytest.raises(NotUnique):
+            await cq.submit("report", key="r", unique_for="1h")
+        assert await cq.stats() == before
+        assert await cq.get_by_key("fresh") is None
