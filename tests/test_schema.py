@@ -100,6 +100,7 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
+    "x0017_uniqueness.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -128,6 +129,8 @@ INDEXES = {
     "cairnq_schedules_next_idx": (["next_ms"], None),
     "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
     "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
+    "cairnq_uniqueness_periods_until": (["until_ms"], None),
+    "cairnq_uniqueness_throttle_until": (["until_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -343,6 +346,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
+        "cairnq_uniqueness_periods",
+        "cairnq_uniqueness_throttle",
         "cairnq_worker_names",
         "cairnq_workers",
     ]

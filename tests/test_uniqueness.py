@@ -341,3 +341,18 @@ async def test_a_refused_throttle_or_purged_period_writes_nothing(db: Database) 
             await cq.submit("report", key="r", unique_for="1h")
         assert await cq.stats() == before
         assert await cq.get_by_key("fresh") is None
+
+
+async def test_a_unique_submit_on_a_database_without_the_tables_says_what_is_missing(
+    db: Database,
+) -> None:
+    from cairnq import SchemaIncomplete
+
+    from .test_without_extensions import migrate_only
+
+    migrate_only(db, lambda name: name != "x0017_uniqueness.sql")
+    async with db.client(migrate=False) as cq:
+        with pytest.raises(SchemaIncomplete, match="cairnq_uniqueness"):
+            await cq.submit("report", key="r", unique_for="1h")
+        assert await cq.stats() == {}
+        assert (await cq.submit("report", key="r")).status == "queued"

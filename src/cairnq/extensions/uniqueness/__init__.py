@@ -39,4 +39,7 @@ class Uniqueness(Extension):
         "cairnq_uniqueness_periods": "swept",
         "cairnq_uniqueness_throttle": "swept",
     }
-    words = ("uniqueness", "unique_for", "debounce", "throttle")
+    words = ("uniqueness", "unique_for", "debounce")
+    # No worker part of it steps aside: a submit that uses it on a database without its
+    # tables is refused with SchemaIncomplete, which names them.
+    says_when_missing = True
