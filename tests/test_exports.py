@@ -26,7 +26,7 @@ FEATURE_NAMES = {
     "cairnq.flow": ("Snooze", "Snoozes", "Pause", "Snoozing"),
     "cairnq.history": ("Attempt", "StepRecord", "History"),
     "cairnq.schedules": ("Schedule", "ScheduleSlot"),
-    "cairnq.uniqueness": ("NotUnique", "Throttle", "Throttled", "Uniqueness"),
+    "cairnq.uniqueness": ("NotUnique", "Period", "Throttle", "Throttled", "Uniqueness"),
 }
 
 

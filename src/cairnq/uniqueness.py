@@ -5,6 +5,6 @@ The feature lives in ``cairnq.extensions.uniqueness``; this module re-exports it
 public names. ``docs/uniqueness.md`` describes it.
 """
 
-from .extensions.uniqueness import NotUnique, Throttle, Throttled, Uniqueness
+from .extensions.uniqueness import NotUnique, Period, Throttle, Throttled, Uniqueness
 
-__all__ = ["NotUnique", "Throttle", "Throttled", "Uniqueness"]
+__all__ = ["NotUnique", "Period", "Throttle", "Throttled", "Uniqueness"]

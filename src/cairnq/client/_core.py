@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -80,8 +80,6 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
 # What a submit_many dict may hold: the task, its payload and submit's options.
 _ITEM_FIELDS = frozenset({"task", "payload", *_SUBMIT_DEFAULTS})
 # The fields ``_named_item`` reads as they are, with no conversion.
-# Keywords of a single ``CairnQ.submit`` that a batch refuses by name.
-_SINGLE_ONLY = frozenset({"unique_for", "debounce", "throttle"})
 _PLAIN_FIELDS = _ITEM_FIELDS - {"delay", "run_at", "lineage"}
 WATCH_BUFFER = 1024
 
@@ -476,10 +474,13 @@ class _ClientCore:
         if isinstance(item, dict):
             if "task" not in item:
                 raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
-            _no_options(item["task"], item)
+            _no_options(item["task"])
             if not _ITEM_FIELDS.issuperset(item):
                 unknown = set(item) - _ITEM_FIELDS
-                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
+                raise InvalidArgument(
+                    f"unknown submit_many fields: {sorted(unknown)} (a batch takes the task, "
+                    f"its payload and the kernel's submit options; submit others alone)"
+                )
             options = {**_SUBMIT_DEFAULTS, **item}
             task = options.pop("task")
             payload = options.pop("payload", None)
@@ -573,15 +574,13 @@ class _ClientCore:
 SubmitItem = tuple[Any, Any] | dict[str, Any]
 
 
-def _no_options(task: Any, item: Mapping[str, Any] | None = None) -> None:
-    """Refuse a batch item with keywords only a single ``submit`` takes: those of a
-    ``TaskDef``'s ``options``, or one of them given in the item."""
-    given = sorted(set(item or ()) & _SINGLE_ONLY)
+def _no_options(task: Any) -> None:
+    """Refuse a batch item of a ``TaskDef`` with ``options``: they are keywords only a
+    single ``submit`` takes."""
     if isinstance(task, TaskDef) and task.options:
-        given = sorted({*given, *task.options})
-    if given:
         raise InvalidArgument(
-            f"a batch submit takes no {', '.join(given)}: submit such a task alone (submit())"
+            f"a batch submit takes no TaskDef options ({', '.join(sorted(task.options))}): "
+            f"submit such a task alone (submit())"
         )
 
 

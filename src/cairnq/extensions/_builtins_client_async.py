@@ -3,10 +3,11 @@ operations. Part of the registry of built-ins (``_registry.builtins``).
 
 Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespace
 (``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
-``cq.snooze``, ``cq.steps``, ``cq.attempts``) and the flat methods that came before
-it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
+``cq.snooze``, ``cq.steps``, ``cq.attempts``, ``cq.uniqueness``) and the flat methods
+that came before it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
 extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and
-``on_dependency_failure`` (workflows), ``warn_unserved`` (presence).
+``on_dependency_failure`` (workflows), ``warn_unserved`` (presence), ``unique_for``,
+``debounce`` and ``throttle`` (uniqueness).
 
 ``scripts/generate_sync.py`` turns this file into ``_builtins_client_sync.py``
 beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
@@ -52,6 +53,7 @@ class AsyncBuiltins(
     AsyncSnoozeClient,
     AsyncStepsClient,
     AsyncHistoryClient,
+    AsyncUniquenessClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

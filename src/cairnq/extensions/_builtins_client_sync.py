@@ -42,6 +42,7 @@ class SyncBuiltins(
     SyncSnoozeClient,
     SyncStepsClient,
     SyncHistoryClient,
+    SyncUniquenessClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

@@ -11,6 +11,7 @@ own transaction, under the key's lock.
   minute under the throttle key (``cairnq_uniqueness_throttle``); one more raises
   ``Throttled``.
 
+``cq.uniqueness`` reads a key's running period and a throttle key's count.
 Nothing of it runs in a worker: the extension has no hooks or parts, and a submit
 without these options never reads its tables. Migration ``x0017_uniqueness.sql``;
 statements ``sql/<dialect>/uniqueness_*.sql``; ``docs/uniqueness.md`` describes it.
@@ -22,10 +23,19 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from .._base import Extension, TaskRows
-from ._model import NotUnique, Policy, Throttle, Throttled, policy_of
+from ._model import NotUnique, Period, Policy, Throttle, Throttled, policy_of
 from ._ops import submit
 
-__all__ = ["NotUnique", "Policy", "Throttle", "Throttled", "Uniqueness", "policy_of", "submit"]
+__all__ = [
+    "NotUnique",
+    "Period",
+    "Policy",
+    "Throttle",
+    "Throttled",
+    "Uniqueness",
+    "policy_of",
+    "submit",
+]
 
 
 class Uniqueness(Extension):

@@ -12,7 +12,7 @@ from ...models import Task, TaskDef
 from ...protocol.steps import Op
 from .._client_sync import ClientView
 from . import _ops
-from ._model import Policy
+from ._model import Period, Policy
 
 # The keywords of ``submit`` this extension takes, which a ``TaskDef``'s options may give.
 KEYWORDS = ("unique_for", "debounce", "throttle")
@@ -45,8 +45,48 @@ def policy_options(
     return unique_for, debounce, throttle
 
 
+class SyncUniqueness:
+    """``cq.uniqueness``: the periods of ``unique_for`` submits and the counts of
+    throttle keys, as they stand now."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ClientView) -> None:
+        self._client = client
+
+    def period(self, key: str) -> Period | None:
+        """The key's running ``unique_for`` period: its task and when it ends; ``None``
+        when none runs (a ``unique_for`` submit of the key would start one).
+
+        Raises:
+            SchemaIncomplete: the database lacks the extension's tables.
+
+        Example::
+
+            period = cq.uniqueness.period("report:42")
+            if period:
+                print(period.task_id, period.until_ms)
+        """
+        return self._client._run(_ops.period(key), write=False)
+
+    def throttled(self, key: str) -> int:
+        """How many tasks the throttle key holds in their period now (a throttled submit
+        is refused once this reaches its limit).
+
+        Raises:
+            SchemaIncomplete: the database lacks the extension's tables.
+        """
+        return self._client._run(_ops.throttle_held(key), write=False)
+
+
 class SyncUniquenessClient:
-    """The submit ``SyncCairnQ.submit`` hands a task with a ``Policy``."""
+    """The client's ``uniqueness`` namespace, and the submit ``SyncCairnQ.submit`` hands a
+    task with a ``Policy``."""
+
+    @property
+    def uniqueness(self: ClientView) -> SyncUniqueness:
+        """The periods of ``unique_for`` submits and the throttle keys' counts."""
+        return SyncUniqueness(self)
 
     def _submit_policed(self: ClientView, spec: kernel.NewTask, policy: Policy, conn: Any) -> Task:
         """Store ``spec`` under ``policy`` in one transaction, through the client's submit

@@ -84,6 +84,24 @@ class Throttle:
 
 
 @dataclass(frozen=True)
+class Period:
+    """A key's running ``unique_for`` period (``cq.uniqueness.period``).
+
+    Attributes:
+        key: The key.
+        task_id: The period's task (perhaps purged since).
+        started_ms: When it started (epoch milliseconds).
+        until_ms: When it ends; a ``unique_for`` submit of the key from then on
+            starts a new one.
+    """
+
+    key: str
+    task_id: str
+    started_ms: int
+    until_ms: int
+
+
+@dataclass(frozen=True)
 class Policy:
     """A submit's checked options: each period in milliseconds, ``None`` when not given."""
 

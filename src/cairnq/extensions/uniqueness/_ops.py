@@ -14,7 +14,7 @@ from ...kernel import NewTask, Points
 from ...models import Task
 from ...protocol.steps import NOW, Call, Op
 from ..workflows._ops import PARKED_RUN_AT_MS
-from ._model import NotUnique, Policy, Throttled, debounced
+from ._model import NotUnique, Period, Policy, Throttled, debounced
 
 
 def submit(spec: NewTask, policy: Policy, points: Points) -> Op[list[Task]]:
@@ -104,3 +104,18 @@ def _revise_pending(key: str, spec: NewTask) -> Op[Task | None]:
     ):
         return None
     return (yield from kernel.revise_queued(str(row["id"]), spec))
+
+
+def period(key: str) -> Op[Period | None]:
+    """The key's running ``unique_for`` period, or ``None``."""
+    rows = yield Call("uniqueness_period", {"key": key, "now_ms": NOW})
+    if not rows:
+        return None
+    row = rows[0]
+    return Period(key, str(row["task_id"]), int(row["started_ms"]), int(row["until_ms"]))
+
+
+def throttle_held(key: str) -> Op[int]:
+    """How many tasks the throttle key holds in their period now."""
+    rows = yield Call("uniqueness_throttle_count", {"key": key, "now_ms": NOW})
+    return int(rows[0]["held"])
