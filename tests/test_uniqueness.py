@@ -97,6 +97,18 @@ async def test_reject_within_the_period_raises_not_unique(db: Database) -> None:
         assert (caught.value.task_id, caught.value.purged) == (first.id, False)
 
 
+async def test_reject_within_a_period_whose_task_was_purged_says_so(db: Database) -> None:
+    clock = FakeClock(START_MS)
+    async with db.client(clock=clock) as cq:
+        first = await cq.submit("report", key="r", unique_for="1h")
+        await cq.cancel(first.id)
+        clock.advance(1)
+        await cq.purge(older_than_ms=0)
+        with pytest.raises(NotUnique) as caught:
+            await cq.submit("report", key="r", unique_for="1h", conflict="reject")
+        assert caught.value.purged
+
+
 async def test_unique_for_on_a_task_def_applies_to_its_submits(db: Database) -> None:
     report = TaskDef[Any, Any]("report", options={"unique_for": datetime.timedelta(hours=1)})
     async with db.client(clock=FakeClock(START_MS)) as cq:

@@ -43,9 +43,9 @@ def submit(spec: NewTask, policy: Policy, points: Points) -> Op[list[Task]]:
         period = yield Call("uniqueness_period", {"key": key, "now_ms": NOW})
         if period:
             task_id, until_ms = str(period[0]["task_id"]), int(period[0]["until_ms"])
-            current = None if spec.conflict == "reject" else (yield from kernel.get(task_id))
-            if current is None:
-                raise NotUnique(key, task_id, until_ms, purged=spec.conflict != "reject")
+            current = yield from kernel.get(task_id)
+            if current is None or spec.conflict == "reject":
+                raise NotUnique(key, task_id, until_ms, purged=current is None)
             return [current]
     spec = debounced(spec, policy)
     if key is not None and policy.debounce_ms is not None:
