@@ -245,6 +245,20 @@ async def test_debounce_leaves_a_task_waiting_for_its_dependencies_alone(db: Dat
         )
 
 
+def test_concurrent_debounced_submits_leave_one_pending_task(db: Database) -> None:
+    def each(cq: SyncCairnQ, index: int) -> list[Any]:
+        return [
+            cq.submit("index", {"t": index, "n": n}, key="i", debounce="1h").id for n in range(5)
+        ]
+
+    ids = set(_from_threads(db, 4, each))
+    assert len(ids) == 1
+    with db.sync_client() as cq:
+        [task] = cq.list()
+        assert task.payload in [{"t": t, "n": 4} for t in range(4)]
+        assert _count(cq) == 1
+
+
 # --- throttle ---------------------------------------------------------------------------
 
 
