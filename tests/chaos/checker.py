@@ -381,8 +381,8 @@ def check(history: History) -> Report:
         inv16_storage_integrity,
         inv17_every_ended_run_is_settled_by_its_worker,
         inv18_running_per_key_stays_within_its_limit,
-        inv19_one_task_per_key_per_unique_period,
         inv_no_busy_errors_escaped,
+        inv20_one_task_per_key_per_unique_period,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
         wf1_a_dependent_runs_only_after_its_dependencies,
@@ -948,8 +948,17 @@ def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Itera
                 break
 
 
-def inv19_one_task_per_key_per_unique_period(h: History, r: Replay) -> Iterator[Violation]:
-    """INV-19 (uniqueness over time): the tasks ``submit(key=..., unique_for=...)`` calls
+def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
+    """E2: within the busy budget, lock contention never reaches callers as an error."""
+    if h.allow_busy_errors:
+        return
+    for event in h.events:
+        if event.get("error") == "DatabaseBusy":
+            yield Violation("E2", event.get("task"), "a busy error escaped to a caller", [event])
+
+
+def inv20_one_task_per_key_per_unique_period(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-20 (uniqueness over time): the tasks ``submit(key=..., unique_for=...)`` calls
     returned under one key were inserted at least the earlier one's period apart, in the
     database's clock.
 
@@ -971,21 +980,12 @@ def inv19_one_task_per_key_per_unique_period(h: History, r: Replay) -> Iterator[
             period = period_of[earlier["task_id"]]
             if gap < period - CLOCK_SLACK_MS:
                 yield Violation(
-                    "INV-19",
+                    "INV-20",
                     later["task_id"],
                     f"key {key!r} got a second task {gap:.0f} ms after {earlier['task_id']}, "
                     f"within its unique_for period of {period} ms",
                     [earlier, later],
                 )
-
-
-def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
-    """E2: within the busy budget, lock contention never reaches callers as an error."""
-    if h.allow_busy_errors:
-        return
-    for event in h.events:
-        if event.get("error") == "DatabaseBusy":
-            yield Violation("E2", event.get("task"), "a busy error escaped to a caller", [event])
 
 
 SLOT_KEY_PREFIX = "cairnq.schedule:"

@@ -1030,5 +1030,5 @@ def test_unique_tasks_of_a_key_a_period_apart_are_valid() -> None:
     assert invariants(unique_history(1000.0)) == set()
 
 
-def test_a_second_unique_task_of_a_key_within_the_period_is_inv19() -> None:
-    assert invariants(unique_history(400.0)) == {"INV-19"}
+def test_a_second_unique_task_of_a_key_within_the_period_is_inv20() -> None:
+    assert invariants(unique_history(400.0)) == {"INV-20"}

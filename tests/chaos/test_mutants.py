@@ -422,7 +422,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "purge_ignores_cutoff": (_purge_run, {"INV-15"}, ("postgres",)),
     "keys_unseen": (_keyed_storm_run, {"INV-9"}, ("postgres",)),
     "deferred": (_keyed_storm_run, {"E2"}, ("sqlite",)),
-    "periods_unseen": (_unique_storm_run, {"INV-19"}, ("sqlite", "postgres")),
+    "periods_unseen": (_unique_storm_run, {"INV-20"}, ("sqlite", "postgres")),
     "claim_without_fence": (_claim_storm_run, {"INV-6"}, ("postgres",)),
     "thread_outlives_timeout": (_sync_timeout_run, {"INV-7"}, ("sqlite",)),
     "leaves_one_running": (_mixed_run, {"INV-2"}, ("postgres",)),
