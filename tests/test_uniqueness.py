@@ -399,7 +399,7 @@ async def test_a_unique_submit_on_a_database_without_the_tables_says_what_is_mis
 
     from .test_without_extensions import migrate_only
 
-    migrate_only(db, lambda name: name != "x0017_uniqueness.sql")
+    migrate_only(db, lambda name: name != "x0018_uniqueness.sql")
     async with db.client(migrate=False) as cq:
         with pytest.raises(SchemaIncomplete, match="cairnq_uniqueness"):
             await cq.submit("report", key="r", unique_for="1h")

@@ -13,7 +13,7 @@ own transaction, under the key's lock.
 
 ``cq.uniqueness`` reads a key's running period and a throttle key's count.
 Nothing of it runs in a worker: the extension has no hooks or parts, and a submit
-without these options never reads its tables. Migration ``x0017_uniqueness.sql``;
+without these options never reads its tables. Migration ``x0018_uniqueness.sql``;
 statements ``sql/<dialect>/uniqueness_*.sql``; ``docs/uniqueness.md`` describes it.
 """
 
@@ -44,7 +44,7 @@ class Uniqueness(Extension):
     debounce=..., throttle=...)``)."""
 
     name = "uniqueness"
-    migrations = ("x0017_uniqueness.sql",)
+    migrations = ("x0018_uniqueness.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_uniqueness_periods": "swept",
         "cairnq_uniqueness_throttle": "swept",
