@@ -405,3 +405,23 @@ async def test_a_unique_submit_on_a_database_without_the_tables_says_what_is_mis
             await cq.submit("report", key="r", unique_for="1h")
         assert await cq.stats() == {}
         assert (await cq.submit("report", key="r")).status == "queued"
+
+
+def test_a_unique_submit_rolled_back_with_the_application_leaves_no_period(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_db.url, autocommit=True) as conn, pg_db.sync_client() as cq:
+        conn.execute(f'set search_path to "{pg_db.schema}"')
+        with pytest.raises(RuntimeError), conn.transaction():
+            gone = cq.submit("report", key="r", unique_for="1h", conn=conn)
+            raise RuntimeError("the application's transaction fails")
+        assert cq.get(gone.id) is None
+        assert cq.uniqueness.period("r") is None
+        with conn.transaction():
+            kept = cq.submit("report", key="r", unique_for="1h", conn=conn)
+        period = cq.uniqueness.period("r")
+        assert period is not None and period.task_id == kept.id
+        assert period.until_ms - period.started_ms == 3_600_000
+        assert cq.submit("report", key="r", unique_for="1h").id == kept.id
