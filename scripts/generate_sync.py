@@ -103,6 +103,7 @@ PAIRS = {
             ("schedules", "schedules"),
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
+            ("uniqueness", "submits under uniqueness, debounce or throttle"),
             ("workflows", "workflows"),
         )
     },

@@ -150,6 +150,7 @@ NAMESPACES = {
     "schedules": "schedules",
     "snooze": "snooze",
     "steps": "steps",
+    "uniqueness": "uniqueness",
     "workflows": "workflows",
 }
 

@@ -26,6 +26,7 @@ FEATURE_NAMES = {
     "cairnq.flow": ("Snooze", "Snoozes", "Pause", "Snoozing"),
     "cairnq.history": ("Attempt", "StepRecord", "History", "StepsChanged"),
     "cairnq.schedules": ("Schedule", "ScheduleSlot"),
+    "cairnq.uniqueness": ("NotUnique", "Period", "Throttle", "Throttled", "Uniqueness"),
 }
 
 

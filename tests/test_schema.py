@@ -101,6 +101,7 @@ EXTENSION_MIGRATIONS = [
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
     "x0017_batches.sql",
+    "x0018_uniqueness.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -132,6 +133,8 @@ INDEXES = {
     "cairnq_batches_undone": (["state"], "state <> 'done'"),
     "cairnq_batch_members_task": (["task_id"], "outcome is null"),
     "cairnq_batch_members_live": (["batch_id"], "outcome is null"),
+    "cairnq_uniqueness_periods_until": (["until_ms"], None),
+    "cairnq_uniqueness_throttle_until": (["until_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -349,6 +352,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
+        "cairnq_uniqueness_periods",
+        "cairnq_uniqueness_throttle",
         "cairnq_worker_names",
         "cairnq_workers",
     ]

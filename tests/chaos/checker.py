@@ -30,6 +30,7 @@ reference SDK's worker) is identified by (attempt, worker id) instead.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -387,6 +388,7 @@ def check(history: History) -> Report:
         inv18_running_per_key_stays_within_its_limit,
         inv19_a_canceled_async_handler_is_stopped_and_never_succeeds,
         inv_no_busy_errors_escaped,
+        inv20_one_task_per_key_per_unique_period,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
         wf1_a_dependent_runs_only_after_its_dependencies,
@@ -1013,6 +1015,37 @@ def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
     for event in h.events:
         if event.get("error") == "DatabaseBusy":
             yield Violation("E2", event.get("task"), "a busy error escaped to a caller", [event])
+
+
+def inv20_one_task_per_key_per_unique_period(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-20 (uniqueness over time): the tasks ``submit(key=..., unique_for=...)`` calls
+    returned under one key were inserted at least the earlier one's period apart, in the
+    database's clock.
+
+    A client records each such submit's key and period beside the task it got; the
+    insert times are the log's. A task a period started with without inserting it (the
+    key's live task) was inserted before its period began, so the bound holds for it too.
+    """
+    period_of: dict[str, int] = {}
+    tasks_of: dict[str, set[str]] = defaultdict(set)
+    for event in h.events:
+        if event["event"] == "submit_ok" and event.get("unique_for_ms") is not None:
+            period_of.setdefault(event["task"], int(event["unique_for_ms"]))
+            tasks_of[event["key"]].add(event["task"])
+    inserted = {row["task_id"]: row for row in r.task_rows() if row["op"] == "insert"}
+    for key, tasks in tasks_of.items():
+        rows = sorted((inserted[t] for t in tasks if t in inserted), key=lambda row: row["seq"])
+        for earlier, later in itertools.pairwise(rows):
+            gap = float(later["db_time"]) - float(earlier["db_time"])
+            period = period_of[earlier["task_id"]]
+            if gap < period - CLOCK_SLACK_MS:
+                yield Violation(
+                    "INV-20",
+                    later["task_id"],
+                    f"key {key!r} got a second task {gap:.0f} ms after {earlier['task_id']}, "
+                    f"within its unique_for period of {period} ms",
+                    [earlier, later],
+                )
 
 
 SLOT_KEY_PREFIX = "cairnq.schedule:"

@@ -478,6 +478,17 @@ MUTANTS: dict[str, Mutant] = {
             ],
         }
     ),
+    # A submit(unique_for=...) never sees its key's period.
+    "periods_unseen": Mutant(
+        sql={
+            "sqlite": [
+                ("uniqueness_period", "where key = :key and", "where key = :key and 1 = 0 and")
+            ],
+            "postgres": [
+                ("uniqueness_period", "where key = :key::text", "where key = :key::text and 1 = 0")
+            ],
+        }
+    ),
     # succeed_in runs the application's write although a cancel is pending.
     "succeed_in_ignores_cancel": Mutant(
         sql={
@@ -1157,18 +1168,32 @@ async def _keyed(config: dict[str, Any]) -> None:
         await cq.stats()
         await _start_together(config)
 
+        unique_for_ms = config.get("unique_for_ms")
+        unique = {} if unique_for_ms is None else {"unique_for": _ms(unique_for_ms)}
+
         async def one(key: str, i: int) -> None:
             request = f"{os.getpid()}-{key}-{i}"
             record("submit_invoke", req=request, key=key)
             try:
-                task = await cq.submit("job", {"i": i}, key=key, conflict=config["conflict"])
+                task = await cq.submit(
+                    "job", {"i": i}, key=key, conflict=config["conflict"], **unique
+                )
             except REFUSED as exc:
                 record("submit_fail", req=request, key=key, error=type(exc).__name__)
                 return
             except errors.CairnQError as exc:
                 record("submit_info", req=request, key=key, error=type(exc).__name__)
                 return
-            record("submit_ok", req=request, task=task.id, key=key)
+            record("submit_ok", req=request, task=task.id, key=key, unique_for_ms=unique_for_ms)
+            if unique_for_ms is not None:
+                # Ended, the task no longer holds its key: only the period keeps the next
+                # submits of the key from inserting.
+                record("cancel_invoke", task=task.id)
+                try:
+                    await cq.cancel(task.id)
+                    record("cancel_ok", task=task.id)
+                except errors.CairnQError as exc:
+                    record("cancel_info", task=task.id, error=type(exc).__name__)
 
         await asyncio.gather(
             *(one(f"key{k}", i) for k in range(config["keys"]) for i in range(config["per_key"]))

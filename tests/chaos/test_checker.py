@@ -1062,3 +1062,30 @@ def test_a_succeed_in_that_held_the_row_past_its_lease_is_its_holders_success() 
 
 def test_a_plain_completion_reported_after_its_lease_ran_out_is_still_caught() -> None:
     assert invariants(held_history("complete")) == {"INV-5"}
+
+
+def unique_history(gap_ms: float) -> History:
+    """Two tasks submit(key="k", unique_for=1 s) returned, inserted ``gap_ms`` apart."""
+    submits = [
+        {"event": "submit_ok", "task": task, "key": "k", "unique_for_ms": 1000}
+        for task in ("task_A", "task_B", "task_A")
+    ]
+    return History(
+        transitions=[
+            row(1, "insert", None, "queued", task_id="task_A", db_time=5000.0),
+            row(2, "update", "queued", "canceled", task_id="task_A", new_completed=5001),
+            row(3, "insert", None, "queued", task_id="task_B", db_time=5000.0 + gap_ms),
+            row(4, "update", "queued", "canceled", task_id="task_B", new_completed=5002),
+        ],
+        events=submits,
+        final=[],
+        liveness=False,
+    )
+
+
+def test_unique_tasks_of_a_key_a_period_apart_are_valid() -> None:
+    assert invariants(unique_history(1000.0)) == set()
+
+
+def test_a_second_unique_task_of_a_key_within_the_period_is_inv20() -> None:
+    assert invariants(unique_history(400.0)) == {"INV-20"}

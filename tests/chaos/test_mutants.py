@@ -343,6 +343,13 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return keyed_storm(db, folder, "reuse", mutant).check()
 
 
+def _unique_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Five processes submit the same 5 keys with ``unique_for``, ten times each, at one
+    instant, each canceling the task it got (``test_storms.keyed_storm``; its control is
+    ``test_storms``' unique submits test)."""
+    return keyed_storm(db, folder, "reuse", mutant, unique_for_ms=600_000).check()
+
+
 def _has_started(folder: Path, index: int) -> bool:
     """Whether worker ``index`` of a run in ``folder`` has recorded its start."""
     history = folder / f"worker-{index}.jsonl"
@@ -476,6 +483,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "purge_ignores_cutoff": (_purge_run, {"INV-15"}, ("postgres",)),
     "keys_unseen": (_keyed_storm_run, {"INV-9"}, ("postgres",)),
     "deferred": (_keyed_storm_run, {"E2"}, ("sqlite",)),
+    "periods_unseen": (_unique_storm_run, {"INV-20"}, ("sqlite", "postgres")),
     "claim_without_fence": (_claim_storm_run, {"INV-6"}, ("postgres",)),
     "thread_outlives_timeout": (_sync_timeout_run, {"INV-7"}, ("sqlite",)),
     "leaves_one_running": (_mixed_run, {"INV-2"}, ("postgres",)),

@@ -55,6 +55,7 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .uniqueness import Uniqueness
 from .workflows import Workflows
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Schedules",
     "Snoozing",
     "Steps",
+    "Uniqueness",
     "Workflows",
     "AttemptEnd",
     "Call",

@@ -23,6 +23,7 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .uniqueness import Uniqueness
 from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
@@ -47,6 +48,7 @@ def builtins() -> list[Extension]:
         Steps(),
         History(),
         Batches(),
+        Uniqueness(),
     ]
 
 
