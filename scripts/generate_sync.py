@@ -102,6 +102,7 @@ PAIRS = {
             ("schedules", "schedules"),
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
+            ("waits", "events"),
             ("workflows", "workflows"),
         )
     },
@@ -137,6 +138,7 @@ PAIRS = {
             ("snooze", "SnoozeContext", "snoozing adds"),
             ("steps", "StepsContext", "durable steps add"),
             ("workflows", "WorkflowsContext", "workflows add"),
+            ("waits", "WaitsContext", "durable waits add"),
         )
     },
 }

@@ -23,8 +23,8 @@ through one.
 
 cairnq's own are here too, each taking its worker options:
 ``Worker(cq, extensions=[Limits([...]), Snoozing(max_snoozes=5), History(record=False),
-Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows`` and ``Steps``
-take none).
+Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows``, ``Steps`` and
+``Waits`` take none).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .waits import Waits
 from .workflows import Workflows
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "Schedules",
     "Snoozing",
     "Steps",
+    "Waits",
     "Workflows",
     "AttemptEnd",
     "Call",

@@ -30,6 +30,7 @@ from .presence._client_async import AsyncPresenceClient
 from .schedules._client_async import AsyncSchedulesClient
 from .snooze._client_async import AsyncSnoozeClient
 from .steps._client_async import AsyncStepsClient
+from .waits._client_async import AsyncEventsClient
 from .workflows._client_async import AsyncWorkflowsClient
 
 
@@ -49,6 +50,7 @@ class AsyncBuiltins(
     AsyncSnoozeClient,
     AsyncStepsClient,
     AsyncHistoryClient,
+    AsyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

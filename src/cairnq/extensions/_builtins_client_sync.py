@@ -20,6 +20,7 @@ from .presence._client_sync import SyncPresenceClient
 from .schedules._client_sync import SyncSchedulesClient
 from .snooze._client_sync import SyncSnoozeClient
 from .steps._client_sync import SyncStepsClient
+from .waits._client_sync import SyncEventsClient
 from .workflows._client_sync import SyncWorkflowsClient
 
 
@@ -39,6 +40,7 @@ class SyncBuiltins(
     SyncSnoozeClient,
     SyncStepsClient,
     SyncHistoryClient,
+    SyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

@@ -22,6 +22,7 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .waits import Waits
 from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
@@ -45,6 +46,7 @@ def builtins() -> list[Extension]:
         Snoozing(),
         Steps(),
         History(),
+        Waits(),
     ]
 
 
