@@ -149,6 +149,7 @@ NAMESPACES = {
     "schedules": "schedules",
     "snooze": "snooze",
     "steps": "steps",
+    "waits": "events",
     "workflows": "workflows",
 }
 

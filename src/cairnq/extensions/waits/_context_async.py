@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from ...durations import delay_ms_of, point_ms
 from ...errors import CairnQError
@@ -126,7 +126,7 @@ class WaitsContext:
             return codec.decode(outcome.payload or "null", what="event payload")
         if outcome.state == "timed_out":
             raise WaitTimeout(checked, self.task.id)
-        _parked(self, outcome, f"waiting for an event on {checked!r}")
+        return _parked(self, outcome, f"waiting for an event on {checked!r}")
 
     async def sleep(self: ContextHost, duration: Any) -> None:
         """Sleep ``duration`` durably: the task is parked until then, holding no worker slot.
@@ -187,7 +187,7 @@ def _ending(ctx: ContextHost) -> Ending:
     return Ending(tuple(ctx._runtime.points.ending().attempt), ctx.claimed_at_ms)
 
 
-def _parked(ctx: ContextHost, outcome: Outcome, words: str) -> None:
+def _parked(ctx: ContextHost, outcome: Outcome, words: str) -> NoReturn:
     """Note the park that settled the attempt, and end the run (``Waiting``)."""
     assert outcome.row is not None, outcome  # a park returns the task's row
     ctx._settled_as(outcome.row, event="snoozed", ending=("waiting", f"parked, {words}"))

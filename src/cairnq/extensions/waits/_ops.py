@@ -192,7 +192,7 @@ def _write(
         "message_seq": message_seq,
         "payload": payload,
     }
-    rows = yield Call("waits_write", params)
+    rows: Sequence[Row] = yield Call("waits_write", params)
     if not rows:
         raise LostLease(lease.id)
     return rows[0]
@@ -353,9 +353,7 @@ def send(
     return _send(checked, payload, addressed, fanout, retention)
 
 
-def _send(
-    key: str, payload: str, task_id: str | None, fanout: bool, retention_ms: int
-) -> Op[Sent]:
+def _send(key: str, payload: str, task_id: str | None, fanout: bool, retention_ms: int) -> Op[Sent]:
     yield from require()
     yield Call("waits_lock", {"key": key})
     now_ms = yield from _now()
@@ -365,9 +363,7 @@ def _send(
     )
     chosen: list[Row] = []
     for row in waiting:
-        made_due = yield from kernel.undefer(
-            {str(row["task_id"]): 0}, int(row["parked_run_at_ms"])
-        )
+        made_due = yield from kernel.undefer({str(row["task_id"]): 0}, int(row["parked_run_at_ms"]))
         if made_due:
             chosen.append(row)
             if not fanout:
@@ -461,4 +457,3 @@ def _kept(key: str, limit: int) -> Op[list[Row]]:
     now_ms = yield from _now()
     rows = yield Call("waits_kept", {"key": key, "now_ms": now_ms, "limit": limit})
     return list(rows)
-
