@@ -72,7 +72,7 @@ def test_an_approval_survives_a_kill_9_while_waiting_and_finishes_with_the_cli_s
                 "send", "approval:o-7", '{"approved": true, "by": "ada"}', *db_args(db)
             )
             assert sent.code == 0, sent.err
-            assert task.id in sent.out
+            assert sent.out.endswith(": woke 1 waiting task\n")
 
             def ended() -> bool:
                 current = cq.get(task.id)

@@ -57,9 +57,10 @@ def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
             to="all" if args.all else "one",
             retention=retention,
         )
-    woke = ", ".join(sent.delivered_to) or "no waiting task"
-    kept = "; kept for later waits" if sent.kept else ""
-    out.write(f"sent event {sent.seq} on {args.key}: delivered to {woke}{kept}\n")
+    woke = len(sent.delivered_to)
+    told = f"woke {woke} waiting task{'' if woke == 1 else 's'}" if woke else "no task waits"
+    kept = "; kept for waits that begin later" if sent.kept else ""
+    out.write(f"sent event {sent.seq} on {args.key}: {told}{kept}\n")
     return 0
 
 
