@@ -47,6 +47,7 @@ class Waits(Extension):
     }
     words = ("sleep_until", "cairnq_waits", "waits_", "mailbox", "WaitTimeout")
     cli = "cairnq.extensions.waits._surfaces.cli"
+    pages = "cairnq.extensions.waits._surfaces.pages"
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
         return {Waiting: settle_waiting}

@@ -1,6 +1,8 @@
 """What durable waits show above the worker and the client: ``cairnq send`` and the
-task's waits in ``cairnq get`` (``cli``).
+task's waits in ``cairnq get`` (``cli``); the task page's Waits card and its send
+action (``pages``).
 
-This module builds on the command line, so nothing below it imports it: the command
-line imports it by the name the extension declares (``Waits.cli``).
+These modules build on the command line and the dashboard, so nothing below them
+imports them: those import them by the names the extension declares (``Waits.cli``,
+``Waits.pages``).
 """
