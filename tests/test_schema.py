@@ -100,6 +100,7 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
+    "x0017_waits.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -128,6 +129,9 @@ INDEXES = {
     "cairnq_schedules_next_idx": (["next_ms"], None),
     "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
     "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
+    "cairnq_waits_waiting": (["event_key", "created_at_ms"], "state = 'waiting'"),
+    "cairnq_waits_mailbox_key": (["event_key", "seq"], None),
+    "cairnq_waits_mailbox_expiry": (["expires_at_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -343,6 +347,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
+        "cairnq_waits",
+        "cairnq_waits_mailbox",
         "cairnq_worker_names",
         "cairnq_workers",
     ]
@@ -416,7 +422,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -443,6 +449,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_notify",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
+            "cairnq_waits_forget",
             "cairnq_workflows_forget",
         )
     ]
