@@ -332,3 +332,19 @@ async def test_many_sleeps_on_few_slots_all_wake_together(db: Database) -> None:
         clock.advance(2_000)
         for task in tasks:
             await _eventually(_status(cq, task.id, "succeeded"))
+
+
+async def test_an_uncaught_wait_timeout_fails_the_task_for_good(db: Database) -> None:
+    clock = FakeClock(START)
+    worker = db.worker(clock=clock, poll_interval_ms=20)
+
+    @worker.task
+    async def approve(ctx: Any) -> Any:
+        return await ctx.wait_for("never", timeout=60)
+
+    async with db.client(clock=clock) as cq, worker.background():
+        task = await cq.submit("approve", max_attempts=3)
+        await _eventually(_parked(cq, task.id))
+        clock.advance(60_000)
+        failed = await _eventually(_status(cq, task.id, "failed"))
+    assert failed.attempt == 1 and "WaitTimeout" in str(failed.error)

@@ -43,6 +43,8 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 MAX_RETENTION_MS = 366 * 24 * 3600 * 1000
 EXPIRE_BATCH = 100
 SEND_TARGETS = ("one", "all")
+ALL_WAITERS = 2**62
+"""The ``limit`` of a fanout send's read of the waiting waits: every one of them."""
 
 
 @dataclass(frozen=True)
@@ -359,7 +361,7 @@ def _send(key: str, payload: str, task_id: str | None, fanout: bool, retention_m
     now_ms = yield from _now()
     yield Call("waits_expire", {"now_ms": now_ms, "limit": EXPIRE_BATCH})
     waiting = yield Call(
-        "waits_waiting", {"key": key, "id": task_id, "limit": 1000 if fanout else 50}
+        "waits_waiting", {"key": key, "id": task_id, "limit": ALL_WAITERS if fanout else 50}
     )
     chosen: list[Row] = []
     for row in waiting:
