@@ -100,7 +100,7 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
-    "x0017_waits.sql",
+    "x0018_waits.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

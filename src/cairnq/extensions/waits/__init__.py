@@ -3,7 +3,7 @@
 spending no attempt; ``cq.events.send`` (and ``cairnq send``) sends the events.
 
 Each wait is a row of ``cairnq_waits`` and each event one of
-``cairnq_waits_mailbox`` (migration ``x0017_waits.sql``); a wait's row goes with its
+``cairnq_waits_mailbox`` (migration ``x0018_waits.sql``); a wait's row goes with its
 task (a trigger), an event with its retention (the sends sweep expired ones).
 
 No hook: a wait parks its task through the kernel's ``hand_back`` in the handler's
@@ -40,7 +40,7 @@ class Waits(Extension):
     """Durable waits: ``ctx.wait_for``, ``ctx.sleep``, ``ctx.sleep_until``, ``cq.events``."""
 
     name = "waits"
-    migrations = ("x0017_waits.sql",)
+    migrations = ("x0018_waits.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_waits": "trigger",
         "cairnq_waits_mailbox": "swept",

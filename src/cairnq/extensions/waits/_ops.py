@@ -1,5 +1,5 @@
 """Operations of durable waits (extension tables ``cairnq_waits`` and
-``cairnq_waits_mailbox``, migration ``x0017_waits.sql``).
+``cairnq_waits_mailbox``, migration ``x0018_waits.sql``).
 
 Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
@@ -35,7 +35,7 @@ from ...kernel.points import AttemptEnd, AttemptEndHook, settled_outcome
 from ...models import Lease
 from ...protocol.steps import NOW, Call, Op, Row
 
-WAITS_MIGRATION = "x0017_waits.sql"
+WAITS_MIGRATION = "x0018_waits.sql"
 PARKED_RUN_AT_MS = 253_402_214_400_000
 """The due time of a task parked by an event wait without a timeout (9999-12-31, as
 the workflows' parked tasks): no clock reaches it; a send makes the task due."""
@@ -126,13 +126,13 @@ def check_retention_ms(value: Any) -> int:
 
 
 def waits_ready() -> Op[bool]:
-    """Whether the database has the waits' tables (``x0017_waits.sql``)."""
+    """Whether the database has the waits' tables (``x0018_waits.sql``)."""
     applied = yield from kernel.applied_migrations()
     return WAITS_MIGRATION in applied
 
 
 def require() -> Op[None]:
-    """Nothing, on a database with ``x0017_waits.sql``.
+    """Nothing, on a database with ``x0018_waits.sql``.
 
     Raises:
         SchemaIncomplete: the database lacks it.
@@ -239,7 +239,7 @@ def event_wait(
 
     Raises:
         LostLease: the attempt is no longer owned; nothing is written.
-        SchemaIncomplete: the database lacks ``x0017_waits.sql``.
+        SchemaIncomplete: the database lacks ``x0018_waits.sql``.
     """
     yield from require()
     yield Call("waits_lock", {"key": key})
@@ -289,7 +289,7 @@ def sleep(
 
     Raises:
         LostLease: the attempt is no longer owned; nothing is written.
-        SchemaIncomplete: the database lacks ``x0017_waits.sql``.
+        SchemaIncomplete: the database lacks ``x0018_waits.sql``.
     """
     yield from require()
     found = yield Call("waits_get", {"id": lease.id, "name": name})
@@ -346,7 +346,7 @@ def send(
 
     Raises:
         InvalidArgument: a bad key, task id, ``to`` or retention; nothing is written.
-        SchemaIncomplete: the database lacks ``x0017_waits.sql``.
+        SchemaIncomplete: the database lacks ``x0018_waits.sql``.
     """
     checked = check_key(key)
     addressed = check_text(task_id, "task id", optional=True)
@@ -408,7 +408,7 @@ def waits_of(task_id: Any, decode: Any) -> Op[list[WaitRecord]]:
 
     Raises:
         InvalidArgument: a bad task id.
-        SchemaIncomplete: the database lacks ``x0017_waits.sql``.
+        SchemaIncomplete: the database lacks ``x0018_waits.sql``.
     """
     return _waits_of(check_text(task_id, "task id") or "", decode, True)
 
@@ -449,7 +449,7 @@ def kept(key: Any, limit: Any = 100) -> Op[list[Row]]:
 
     Raises:
         InvalidArgument: a bad key or limit.
-        SchemaIncomplete: the database lacks ``x0017_waits.sql``.
+        SchemaIncomplete: the database lacks ``x0018_waits.sql``.
     """
     return _kept(check_key(key), check_int(limit, "limit", low=1, high=10_000))
 
