@@ -104,6 +104,7 @@ PAIRS = {
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
             ("uniqueness", "submits under uniqueness, debounce or throttle"),
+            ("waits", "events"),
             ("workflows", "workflows"),
         )
     },
@@ -139,6 +140,7 @@ PAIRS = {
             ("snooze", "SnoozeContext", "snoozing adds"),
             ("steps", "StepsContext", "durable steps add"),
             ("workflows", "WorkflowsContext", "workflows add"),
+            ("waits", "WaitsContext", "durable waits add"),
         )
     },
 }

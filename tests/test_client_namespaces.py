@@ -151,6 +151,7 @@ NAMESPACES = {
     "snooze": "snooze",
     "steps": "steps",
     "uniqueness": "uniqueness",
+    "waits": "events",
     "workflows": "workflows",
 }
 

@@ -269,6 +269,7 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
         "snooze",
         "steps",
         "uniqueness",
+        "waits",
         "workflows",
     ]
     assert folder_faults(builtins(), shipped_folders()) == []

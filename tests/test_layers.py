@@ -81,6 +81,7 @@ SURFACES: tuple[str, ...] = (
     "cairnq.extensions.schedules._surfaces.*",
     "cairnq.extensions.snooze._surfaces.*",
     "cairnq.extensions.steps._surfaces.*",
+    "cairnq.extensions.waits._surfaces.*",
     "cairnq.extensions.workflows._surfaces.*",
 )
 

@@ -102,6 +102,7 @@ EXTENSION_MIGRATIONS = [
     "x0016_workflows_keep_success.sql",
     "x0017_batches.sql",
     "x0018_uniqueness.sql",
+    "x0019_waits.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -135,6 +136,9 @@ INDEXES = {
     "cairnq_batch_members_live": (["batch_id"], "outcome is null"),
     "cairnq_uniqueness_periods_until": (["until_ms"], None),
     "cairnq_uniqueness_throttle_until": (["until_ms"], None),
+    "cairnq_waits_waiting": (["event_key", "created_at_ms"], "state = 'waiting'"),
+    "cairnq_waits_mailbox_key": (["event_key", "seq"], None),
+    "cairnq_waits_mailbox_expiry": (["expires_at_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -354,6 +358,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_tasks",
         "cairnq_uniqueness_periods",
         "cairnq_uniqueness_throttle",
+        "cairnq_waits",
+        "cairnq_waits_mailbox",
         "cairnq_worker_names",
         "cairnq_workers",
     ]
@@ -427,7 +433,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -460,6 +466,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_notify",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
+            "cairnq_waits_forget",
             "cairnq_workflows_forget",
         )
     ]

@@ -1028,11 +1028,11 @@ def test_a_mutant_whose_text_is_not_found_refuses_to_run() -> None:
 
 
 def test_docs_guarantees_lists_every_mutant_and_every_invariant() -> None:
-    from . import checker, test_mutants
+    from . import checker, test_mutants, waits_program
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "guarantees.md").read_text()
     named = set(re.findall(r"`([a-z_]+)`: ", text))
-    assert named == set(test_mutants.MUTANTS) | {"synchronous_off"}
+    assert named == set(test_mutants.MUTANTS) | set(waits_program.MUTANTS) | {"synchronous_off"}
     checked = {
         re.match(r"(INV-\w+|E\d|SCH-\d|WF-\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
         for name, fn in vars(checker).items()

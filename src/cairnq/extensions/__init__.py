@@ -23,8 +23,8 @@ through one.
 
 cairnq's own are here too, each taking its worker options:
 ``Worker(cq, extensions=[Limits([...]), Snoozing(max_snoozes=5), History(record=False),
-Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows`` and ``Steps``
-take none).
+Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows``, ``Steps`` and
+``Waits`` take none).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
 from .uniqueness import Uniqueness
+from .waits import Waits
 from .workflows import Workflows
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "Snoozing",
     "Steps",
     "Uniqueness",
+    "Waits",
     "Workflows",
     "AttemptEnd",
     "Call",

@@ -3,11 +3,11 @@ operations. Part of the registry of built-ins (``_registry.builtins``).
 
 Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespace
 (``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
-``cq.snooze``, ``cq.steps``, ``cq.attempts``, ``cq.batches``, ``cq.uniqueness``) and the flat
-methods that came before it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
-extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and
-``on_dependency_failure`` (workflows), ``warn_unserved`` (presence), ``unique_for``,
-``debounce`` and ``throttle`` (uniqueness).
+``cq.snooze``, ``cq.steps``, ``cq.attempts``, ``cq.batches``, ``cq.uniqueness``,
+``cq.events``) and the flat methods that came before it, kept for one release (each
+warns once); ``AsyncBuiltins`` joins them, and extends ``submit`` with the keywords that
+belong to a built-in: ``depends_on`` and ``on_dependency_failure`` (workflows),
+``warn_unserved`` (presence), ``unique_for``, ``debounce`` and ``throttle`` (uniqueness).
 
 ``scripts/generate_sync.py`` turns this file into ``_builtins_client_sync.py``
 beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
@@ -35,6 +35,7 @@ from .snooze._client_async import AsyncSnoozeClient
 from .steps._client_async import AsyncStepsClient
 from .uniqueness import Throttle, policy_of
 from .uniqueness._client_async import AsyncUniquenessClient, policy_options
+from .waits._client_async import AsyncEventsClient
 from .workflows._client_async import AsyncWorkflowsClient
 
 
@@ -56,6 +57,7 @@ class AsyncBuiltins(
     AsyncHistoryClient,
     AsyncBatchesClient,
     AsyncUniquenessClient,
+    AsyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

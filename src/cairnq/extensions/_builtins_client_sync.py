@@ -24,6 +24,7 @@ from .snooze._client_sync import SyncSnoozeClient
 from .steps._client_sync import SyncStepsClient
 from .uniqueness import Throttle, policy_of
 from .uniqueness._client_sync import SyncUniquenessClient, policy_options
+from .waits._client_sync import SyncEventsClient
 from .workflows._client_sync import SyncWorkflowsClient
 
 
@@ -45,6 +46,7 @@ class SyncBuiltins(
     SyncHistoryClient,
     SyncBatchesClient,
     SyncUniquenessClient,
+    SyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 

@@ -24,6 +24,7 @@ from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
 from .uniqueness import Uniqueness
+from .waits import Waits
 from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
@@ -49,6 +50,7 @@ def builtins() -> list[Extension]:
         History(),
         Batches(),
         Uniqueness(),
+        Waits(),
     ]
 
 
