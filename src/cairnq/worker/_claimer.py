@@ -390,7 +390,15 @@ class Claimer:
         previous = self.contexts.get(task.id)
         if previous is not None:
             previous.mark_lost()
-        ctx = TaskContext(self.runtime, task, lease, size, options=registration.options)
+        ctx = TaskContext(
+            self.runtime,
+            task,
+            lease,
+            size,
+            options=registration.options,
+            retry=registration.retry,
+            handler_attempts=registration.max_attempts,
+        )
         self.contexts[task.id] = ctx
         self._bytes_in_flight += size
         self._typical_payload = 0.8 * self._typical_payload + 0.2 * size

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._crashpoints import crashpoint
+from ..durations import format_duration
 from ..errors import (
     DatabaseError,
     LostLease,
@@ -210,18 +211,19 @@ class Executor:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
             return None
-        except HandlerTimeout:
+        except HandlerTimeout as timeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
+            limit = _limit_words(registration, self._max_run_ms)
             log.warning(
-                "%s: handler ran past max_run_ms=%s; failing the attempt for retry",
+                "%s: handler ran past %s; failing the attempt for retry",
                 _describe(contexts[0]),
-                self._max_run_ms,
+                limit,
                 extra=_log_extra(contexts[0]),
             )
-            message = f"handler ran longer than max_run_ms={self._max_run_ms}"
+            message = f"handler ran longer than {limit}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
-            await self._fail_all(contexts, envelope, retryable=True, fenced=False)
+            await self._fail_all(contexts, envelope, retryable=True, fenced=False, error=timeout)
             return None
         except BaseException as exc:
             if not isinstance(exc, Exception):
@@ -231,7 +233,7 @@ class Executor:
                 # The error that failed the attempts instead, if any, for their lines.
                 return await signal(exc, contexts, self._settle)
             envelope, retryable = handler_failure(exc)
-            await self._fail_all(contexts, envelope, retryable=retryable)
+            await self._fail_all(contexts, envelope, retryable=retryable, error=exc)
             return exc
         if self.on_handler_done is not None:
             self.on_handler_done()
@@ -255,11 +257,12 @@ class Executor:
         return None
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
-        if self._max_run_ms is None:
+        limit_ms = registration.timeout_ms or self._max_run_ms
+        if limit_ms is None:
             if registration.is_async:
                 return await self._call_async(registration, contexts)
             return await self._call_sync(registration, contexts)
-        limit = self._max_run_ms / 1000
+        limit = limit_ms / 1000
         if registration.is_async:
             # wait_for returns only once the cancelled handler has finished.
             try:
@@ -277,10 +280,10 @@ class Executor:
             for ctx in contexts:
                 ctx.abandon()
             log.warning(
-                "%s: handler thread ran past max_run_ms=%s; its writes are refused, and the "
+                "%s: handler thread ran past %s; its writes are refused, and the "
                 "attempt keeps its lease until the thread returns",
                 _describe(contexts[0]),
-                self._max_run_ms,
+                _limit_words(registration, self._max_run_ms),
                 extra=_log_extra(contexts[0]),
             )
             with contextlib.suppress(Exception):
@@ -360,13 +363,16 @@ class Executor:
         *,
         retryable: bool,
         fenced: bool = True,
+        error: object = None,
     ) -> None:
         async def fail(ctx: TaskContext) -> None:
             if ctx.settled or (fenced and ctx.lost_lease):
                 return
             await self._settle(
                 ctx,
-                lambda: ctx._record_failure(envelope, retryable=retryable, force=not fenced),
+                lambda: ctx._record_failure(
+                    envelope, retryable=retryable, force=not fenced, error=error
+                ),
             )
 
         await asyncio.gather(*(fail(ctx) for ctx in contexts))
@@ -389,6 +395,13 @@ class Executor:
                 return
             else:
                 return
+
+
+def _limit_words(registration: Registration, max_run_ms: int | None) -> str:
+    """The run-time limit an attempt of ``registration`` ran past, as its log line says it."""
+    if registration.timeout_ms is not None:
+        return f"its timeout={format_duration(registration.timeout_ms)}"
+    return f"max_run_ms={max_run_ms}"
 
 
 def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:

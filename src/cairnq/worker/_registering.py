@@ -7,7 +7,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import extensions as _ext
+from ..backoff import Retry
+from ..client import CairnQ
 from ..client._core import task_or_name
+from ..durations import Duration
 from ..errors import InvalidArgument
 from ..extensions import Extension
 from ..models import TaskDef
@@ -28,6 +31,7 @@ class Registering:
     ``registry``, its ``runtime`` and its extensions."""
 
     registry: Registry
+    client: CairnQ
     _runtime: Runtime
     _extensions: Sequence[Extension]
 
@@ -44,6 +48,9 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Callable[[F], F]: ...
 
@@ -56,6 +63,9 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
@@ -71,6 +81,15 @@ class Registering:
             concurrency: At most this many calls of this name at once in this worker.
             resource: A resource declared in ``Worker(resources=...)``: calls of
                 this name count against its capacity, shared with other names.
+            max_attempts: Runs allowed for tasks of this name: written into the
+                tasks this worker's client submits under the name, and the most a
+                failure recorded by this worker retries (``docs/policies.md``).
+            retry: A ``cairnq.Retry``: this name's backoff, jitter, maximum delay
+                and errors not retried (the worker's settings where it leaves
+                them ``None``).
+            timeout: How long one run of this name may take, a duration (the
+                worker's ``max_run_ms`` otherwise); past it the attempt fails as a
+                retryable ``handler_timeout``.
             **options: The keywords its extensions take for a handler
                 (``Extension.task_options``): ``max_snoozes``, how many times each
                 task of this name may snooze (the worker's ``max_snoozes`` when
@@ -89,8 +108,9 @@ class Registering:
                 ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
                 positional parameter, more than two required ones, or required
                 keyword-only ones. The message shows both accepted forms.
-                Also: the name given both positionally and as ``name=``, or
-                ``resource`` not declared in the worker's ``resources``.
+                Also: the name given both positionally and as ``name=``,
+                ``resource`` not declared in the worker's ``resources``, or a bad
+                ``max_attempts``, ``retry`` or ``timeout``.
 
         Example::
 
@@ -110,6 +130,9 @@ class Registering:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
+                max_attempts=max_attempts,
+                retry=retry,
+                timeout=timeout,
                 **options,
             )
             return name_or_fn
@@ -121,6 +144,9 @@ class Registering:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
+                max_attempts=max_attempts,
+                retry=retry,
+                timeout=timeout,
                 **options,
             )
             return fn
@@ -135,6 +161,9 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
@@ -142,7 +171,8 @@ class Registering:
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource, options: As for ``task``.
+            batch, concurrency, resource, max_attempts, retry, timeout, options:
+                As for ``task``.
 
         Returns:
             The ``Registration``.
@@ -158,9 +188,21 @@ class Registering:
             worker.register("email.send", send_email)
         """
         checked = _ext.task_options(self._extensions, options, "register()")
-        return self.registry.add(
-            name, fn, batch=batch, concurrency=concurrency, resource=resource, options=checked
+        registration = self.registry.add(
+            name,
+            fn,
+            batch=batch,
+            concurrency=concurrency,
+            resource=resource,
+            options=checked,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
         )
+        if registration.max_attempts is not None:
+            # The client this worker is built on writes it into the name's submits.
+            self.client.handler_attempts[registration.name] = registration.max_attempts
+        return registration
 
     def _extension(self, kind: type[E]) -> E:
         """This worker's extension of class ``kind`` (a built-in's worker API keeps

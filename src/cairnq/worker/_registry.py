@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .._checks import check_int, check_text
+from ..backoff import Retry, attempts_of, check_retry
+from ..durations import Duration, duration_ms
 from ..errors import InvalidArgument
 from ..models import TaskDef
 from ._context import SyncTaskContext, TaskContext
@@ -26,6 +28,8 @@ class Registration:
     a ceiling on calls shared with every other name holding the same resource.
     ``options`` are the extension options it was registered with, checked
     (``Extension.task_options``); its contexts read them before the worker's.
+    ``retry``, ``max_attempts`` and ``timeout_ms`` are the handler's policies
+    (``docs/policies.md``), ``None`` where the worker's settings apply.
     """
 
     name: str
@@ -37,6 +41,9 @@ class Registration:
     listed: bool = False
     resource: str | None = None
     options: Mapping[str, object] = field(default_factory=dict)
+    retry: Retry | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
 
 def _is_async(fn: Handler) -> bool:
@@ -200,11 +207,26 @@ class Registry:
         concurrency: int | None = None,
         resource: str | None = None,
         options: Mapping[str, object] | None = None,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
     ) -> Registration:
         if not callable(fn):
             raise InvalidArgument(f"handler for {name!r} is not callable")
+        retry = check_retry(retry)
         if isinstance(name, TaskDef):
+            # The definition's policies, where the registration gives none of its own.
+            if retry is None:
+                retry = check_retry(name.retry, "TaskDef retry")
+            if max_attempts is None and (retry is None or retry.max_attempts is None):
+                max_attempts = name.max_attempts
+            if timeout is None:
+                timeout = name.timeout
             name = name.name
+        attempts = attempts_of(max_attempts, retry, "task()")
+        timeout_ms = (
+            None if timeout is None else duration_ms(timeout, "timeout", low_ms=1, high_ms=2**40)
+        )
         if name is None:
             name = getattr(fn, "__name__", "")
             if not str(name).isidentifier():
@@ -234,6 +256,9 @@ class Registry:
             listed=batch is not None,
             resource=resource,
             options=dict(options or {}),
+            retry=retry,
+            max_attempts=attempts,
+            timeout_ms=timeout_ms,
         )
         self._by_name[checked] = registration
         return registration
