@@ -126,7 +126,7 @@ def test_a_backoff_function_returning_no_duration_is_refused() -> None:
 async def test_a_registration_with_a_bad_policy_registers_nothing(db: Database) -> None:
     worker = db.worker()
     handler = _noop
-    with pytest.raises(InvalidArgument, match="retry must be a cairnq.Retry"):
+    with pytest.raises(InvalidArgument, match=r"retry must be a cairnq\.Retry"):
         worker.register("a", handler, retry={"max_attempts": 3})  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="max_attempts must be >= 1"):
         worker.register("b", handler, max_attempts=0)
@@ -144,7 +144,7 @@ async def test_a_task_definition_with_a_bad_policy_is_refused_at_submit_and_writ
 ) -> None:
     bad = TaskDef("job", retry="twice")
     async with db.client() as cq:
-        with pytest.raises(InvalidArgument, match="TaskDef retry must be a cairnq.Retry"):
+        with pytest.raises(InvalidArgument, match=r"TaskDef retry must be a cairnq\.Retry"):
             await cq.submit(bad)
         assert await cq.list() == []
 

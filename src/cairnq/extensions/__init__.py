@@ -50,6 +50,7 @@ from ._registry import (
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
+from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
@@ -61,6 +62,7 @@ __all__ = [
     "History",
     "Limits",
     "Pauses",
+    "Policies",
     "Presence",
     "Schedules",
     "Snoozing",

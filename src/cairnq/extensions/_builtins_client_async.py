@@ -18,7 +18,11 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .._clock import Clock
+from ..backoff import Retry, attempts_of
 from ..durations import Duration
+from ..errors import InvalidArgument
+from ..kernel.points import Points
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
@@ -26,6 +30,8 @@ from ._submit_path import spec_for_submit
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
+from .policies._client_async import AsyncPoliciesClient
+from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_async import AsyncPresenceClient
 from .schedules._client_async import AsyncSchedulesClient
 from .snooze._client_async import AsyncSnoozeClient
@@ -39,6 +45,10 @@ class _Client(ClientView, Protocol):
     _submitted_dependents: bool
     _told_no_presence: bool
 
+    def _clock(self) -> Clock: ...
+
+    async def _ends(self) -> Points: ...
+
 
 class AsyncBuiltins(
     AsyncLimitsClient,
@@ -49,6 +59,7 @@ class AsyncBuiltins(
     AsyncSnoozeClient,
     AsyncStepsClient,
     AsyncHistoryClient,
+    AsyncPoliciesClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -75,6 +86,10 @@ class AsyncBuiltins(
         warn_unserved: bool = False,
         depends_on: Iterable[Any] | None = None,
         on_dependency_failure: str = "cancel",
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        expires_in: Duration | None = None,
+        deadline: datetime.datetime | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -119,6 +134,17 @@ class AsyncBuiltins(
                 ``"cancel"`` this task (and, in turn, what depends on it),
                 ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
                 once every dependency ended (``ctx.dependencies()`` shows how).
+            retry: A ``cairnq.Retry`` for this task alone, in place of its handler's
+                (a named backoff: a function cannot be stored); its ``max_attempts``
+                is written into the task's row.
+            timeout: How long one run of this task may take, a duration (its
+                handler's ``timeout`` or the worker's ``max_run_ms`` otherwise).
+            expires_in: How long the task may wait to start, a duration: a cairnq
+                worker never starts it later, and it ends ``canceled`` with the
+                reason ``expired`` (``cq.policies.of``).
+            deadline: The same as an aware ``datetime``; give at most one of the two.
+                ``retry``, ``timeout``, ``expires_in`` and ``deadline`` need the
+                policies' table (``cairnq migrate``); see ``docs/policies.md``.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -132,7 +158,8 @@ class AsyncBuiltins(
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
-            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+            SchemaIncomplete: ``depends_on`` on a database without the workflow tables,
+                or a policy on one without the policies' table.
 
         Example::
 
@@ -140,12 +167,21 @@ class AsyncBuiltins(
             report = await cq.submit("report.build", depends_on=[task])
             later = await cq.submit("digest.send", delay="1h30m")
         """
+        policy = None
+        if not (retry is None and timeout is None and expires_in is None and deadline is None):
+            policy = policies_of(self, retry, timeout, expires_in, deadline, max_attempts)
+            if depends_on is not None:
+                raise InvalidArgument(
+                    "retry, timeout, expires_in and deadline are not taken with depends_on"
+                )
         spec = spec_for_submit(
             self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
-        if depends_on is not None:
+        if policy is not None:
+            stored = await AsyncPoliciesClient._submit_with_policies(self, spec, policy, conn)
+        elif depends_on is not None:
             stored = await AsyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
             )
@@ -154,3 +190,28 @@ class AsyncBuiltins(
         if warn_unserved and stored.is_queued:
             await AsyncPresenceClient._check_served(self, stored)
         return stored
+
+
+def policies_of(
+    client: _Client,
+    retry: Any,
+    timeout: Any,
+    expires_in: Any,
+    deadline: Any,
+    max_attempts: Any,
+) -> SubmitPolicy | None:
+    """``submit``'s policies, checked before anything is written.
+
+    Raises:
+        InvalidArgument: a bad policy, or ``max_attempts`` and a retry policy's differing.
+    """
+    policy = check_submit(
+        retry=retry,
+        timeout=timeout,
+        expires_in=expires_in,
+        deadline=deadline,
+        now_ms=client._clock().now_ms(),
+    )
+    if policy is not None and policy.max_attempts is not None and max_attempts is not None:
+        attempts_of(max_attempts, retry, "submit()")
+    return policy

@@ -8,7 +8,11 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .._clock import Clock
+from ..backoff import Retry, attempts_of
 from ..durations import Duration
+from ..errors import InvalidArgument
+from ..kernel.points import Points
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_sync import ClientView
@@ -16,6 +20,8 @@ from ._submit_path import spec_for_submit
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
+from .policies._client_sync import SyncPoliciesClient
+from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_sync import SyncPresenceClient
 from .schedules._client_sync import SyncSchedulesClient
 from .snooze._client_sync import SyncSnoozeClient
@@ -29,6 +35,10 @@ class _Client(ClientView, Protocol):
     _submitted_dependents: bool
     _told_no_presence: bool
 
+    def _clock(self) -> Clock: ...
+
+    def _ends(self) -> Points: ...
+
 
 class SyncBuiltins(
     SyncLimitsClient,
@@ -39,6 +49,7 @@ class SyncBuiltins(
     SyncSnoozeClient,
     SyncStepsClient,
     SyncHistoryClient,
+    SyncPoliciesClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -65,6 +76,10 @@ class SyncBuiltins(
         warn_unserved: bool = False,
         depends_on: Iterable[Any] | None = None,
         on_dependency_failure: str = "cancel",
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        expires_in: Duration | None = None,
+        deadline: datetime.datetime | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -109,6 +124,17 @@ class SyncBuiltins(
                 ``"cancel"`` this task (and, in turn, what depends on it),
                 ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
                 once every dependency ended (``ctx.dependencies()`` shows how).
+            retry: A ``cairnq.Retry`` for this task alone, in place of its handler's
+                (a named backoff: a function cannot be stored); its ``max_attempts``
+                is written into the task's row.
+            timeout: How long one run of this task may take, a duration (its
+                handler's ``timeout`` or the worker's ``max_run_ms`` otherwise).
+            expires_in: How long the task may wait to start, a duration: a cairnq
+                worker never starts it later, and it ends ``canceled`` with the
+                reason ``expired`` (``cq.policies.of``).
+            deadline: The same as an aware ``datetime``; give at most one of the two.
+                ``retry``, ``timeout``, ``expires_in`` and ``deadline`` need the
+                policies' table (``cairnq migrate``); see ``docs/policies.md``.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -122,7 +148,8 @@ class SyncBuiltins(
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
-            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+            SchemaIncomplete: ``depends_on`` on a database without the workflow tables,
+                or a policy on one without the policies' table.
 
         Example::
 
@@ -130,12 +157,21 @@ class SyncBuiltins(
             report = cq.submit("report.build", depends_on=[task])
             later = cq.submit("digest.send", delay="1h30m")
         """
+        policy = None
+        if not (retry is None and timeout is None and expires_in is None and deadline is None):
+            policy = policies_of(self, retry, timeout, expires_in, deadline, max_attempts)
+            if depends_on is not None:
+                raise InvalidArgument(
+                    "retry, timeout, expires_in and deadline are not taken with depends_on"
+                )
         spec = spec_for_submit(
             self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
-        if depends_on is not None:
+        if policy is not None:
+            stored = SyncPoliciesClient._submit_with_policies(self, spec, policy, conn)
+        elif depends_on is not None:
             stored = SyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
             )
@@ -144,3 +180,28 @@ class SyncBuiltins(
         if warn_unserved and stored.is_queued:
             SyncPresenceClient._check_served(self, stored)
         return stored
+
+
+def policies_of(
+    client: _Client,
+    retry: Any,
+    timeout: Any,
+    expires_in: Any,
+    deadline: Any,
+    max_attempts: Any,
+) -> SubmitPolicy | None:
+    """``submit``'s policies, checked before anything is written.
+
+    Raises:
+        InvalidArgument: a bad policy, or ``max_attempts`` and a retry policy's differing.
+    """
+    policy = check_submit(
+        retry=retry,
+        timeout=timeout,
+        expires_in=expires_in,
+        deadline=deadline,
+        now_ms=client._clock().now_ms(),
+    )
+    if policy is not None and policy.max_attempts is not None and max_attempts is not None:
+        attempts_of(max_attempts, retry, "submit()")
+    return policy

@@ -36,6 +36,7 @@ from ..errors import (
     safe_str,
 )
 from ..extensions._builtins_context_async import BuiltinContext
+from ..extensions.policies._ops import StoredRetry, read_retry
 from ..kernel.points import NO_POINTS, Points
 from ..lineage import Lineage
 from ..models import Lease, Task
@@ -157,9 +158,13 @@ class TaskContext(BuiltinContext):
     ) -> None:
         self._runtime = runtime
         self.task = task
-        # The handler's retry policy and max_attempts (``docs/policies.md``), if it has any.
+        # The handler's retry policy and max_attempts (``docs/policies.md``), if it has any;
+        # a submit's own retry policy replaces the first (``apply_policies``).
         self._retry = retry
+        self._stored_retry: StoredRetry | None = None
         self._handler_attempts = handler_attempts
+        # How long this run may take, when its submit said (``submit(timeout=...)``).
+        self.run_timeout_ms: int | None = None
         # The extension options its handler was registered with (``Extension.task_options``).
         self._task_options = options or {}
         self.lease = lease
@@ -350,6 +355,17 @@ class TaskContext(BuiltinContext):
         if found is None:
             found = states[kind] = kind()
         return cast(S, found)
+
+    def apply_policies(self, policies: Mapping[str, Any]) -> None:
+        """Apply what this task's submit asked (the policies extension's row): its run
+        timeout, and its retry policy in place of the handler's."""
+        timeout = policies.get("run_timeout_ms")
+        if timeout is not None:
+            self.run_timeout_ms = int(timeout)
+        stored = read_retry(policies.get("retry"))
+        if stored is not None:
+            self._stored_retry = stored
+            self._retry = stored.retry
 
     def mark_cancel_requested(self) -> None:
         self._cancel_seen = True
@@ -569,7 +585,10 @@ class TaskContext(BuiltinContext):
         if not retryable:
             return envelope, False, 0
         retry = self._retry
-        if retry is not None and not retry.retries(error):
+        stored = self._stored_retry
+        if (retry is not None and not retry.retries(error)) or (
+            stored is not None and not stored.retries(error)
+        ):
             return {**envelope, "retryable": False}, False, 0
         limit = self._handler_attempts
         if limit is not None and self.attempt >= limit:

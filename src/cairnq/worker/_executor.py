@@ -214,7 +214,7 @@ class Executor:
         except HandlerTimeout as timeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
-            limit = _limit_words(registration, self._max_run_ms)
+            limit = _limit_words(registration, contexts, self._max_run_ms)
             log.warning(
                 "%s: handler ran past %s; failing the attempt for retry",
                 _describe(contexts[0]),
@@ -257,7 +257,7 @@ class Executor:
         return None
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
-        limit_ms = registration.timeout_ms or self._max_run_ms
+        limit_ms = _limit_ms(registration, contexts, self._max_run_ms)
         if limit_ms is None:
             if registration.is_async:
                 return await self._call_async(registration, contexts)
@@ -283,7 +283,7 @@ class Executor:
                 "%s: handler thread ran past %s; its writes are refused, and the "
                 "attempt keeps its lease until the thread returns",
                 _describe(contexts[0]),
-                _limit_words(registration, self._max_run_ms),
+                _limit_words(registration, contexts, self._max_run_ms),
                 extra=_log_extra(contexts[0]),
             )
             with contextlib.suppress(Exception):
@@ -397,10 +397,24 @@ class Executor:
                 return
 
 
-def _limit_words(registration: Registration, max_run_ms: int | None) -> str:
-    """The run-time limit an attempt of ``registration`` ran past, as its log line says it."""
-    if registration.timeout_ms is not None:
-        return f"its timeout={format_duration(registration.timeout_ms)}"
+def _limit_ms(
+    registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
+) -> int | None:
+    """How long a call may run: the shortest timeout its tasks' submits gave, else its
+    handler's ``timeout``, else the worker's ``max_run_ms`` (``None``: unbounded)."""
+    own = [ctx.run_timeout_ms for ctx in contexts if ctx.run_timeout_ms is not None]
+    if own:
+        return min(own)
+    return registration.timeout_ms or max_run_ms
+
+
+def _limit_words(
+    registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
+) -> str:
+    """The run-time limit a call ran past, as its log line and error say it."""
+    limit = _limit_ms(registration, contexts, max_run_ms)
+    if limit is not None and limit != max_run_ms:
+        return f"its timeout={format_duration(limit)}"
     return f"max_run_ms={max_run_ms}"
 
 
