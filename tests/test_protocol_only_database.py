@@ -51,9 +51,9 @@ PROTOCOL["postgres"] = sorted([*PROTOCOL["sqlite"], "0003_notify.sql"])
 
 STEP_ASIDE = (
     "this database lacks cairnq's migrations x0006_limits.sql, x0007_flow.sql, "
-    "x0008_workflows.sql, x0009_steps.sql, x0010_dependencies_satisfied.sql: limits, "
-    "pauses, workflows, snooze, steps, history step aside until it has them "
-    "(run `cairnq migrate`)"
+    "x0008_workflows.sql, x0009_steps.sql, x0010_dependencies_satisfied.sql, "
+    "x0017_policies.sql: limits, pauses, workflows, snooze, steps, history, policies "
+    "step aside until it has them (run `cairnq migrate`)"
 )
 PRESENCE = (
     "this database lacks table cairnq_workers (migration x0002_workers.sql), so this "

@@ -100,6 +100,7 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
+    "x0017_policies.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -128,6 +129,10 @@ INDEXES = {
     "cairnq_schedules_next_idx": (["next_ms"], None),
     "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
     "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
+    "cairnq_policies_tasks_expiry": (
+        ["expires_at_ms"],
+        "expires_at_ms is not null and reason is null",
+    ),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -335,6 +340,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_migrations",
         "cairnq_parked",
         "cairnq_pauses",
+        "cairnq_policies_tasks",
+        "cairnq_policies_use",
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
@@ -416,7 +423,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "policies"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -441,6 +448,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
         for name in (
             "cairnq_leases_forget",
             "cairnq_notify",
+            "cairnq_policies_forget",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
             "cairnq_workflows_forget",
