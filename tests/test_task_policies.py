@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import re
 from typing import Any
 
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, Retry, TaskContext, kernel
+from cairnq.dashboard import create_app
 from cairnq.extensions.policies import _ops
 from cairnq.kernel.points import NO_POINTS
 from cairnq.protocol.steps import NOW, Call, Op
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from .test_cli import run_on
+from .test_dashboard import http
 
 
 async def settled(cq: CairnQ, task_id: str) -> Any:
@@ -212,3 +216,35 @@ async def test_a_bad_policy_is_refused_and_nothing_is_written(
             await cq.submit("job", **options)
         assert await cq.list() == []
         assert await cq.backend.arun(_ops.marked(), write=False) is False
+
+
+# --- what cairnq's reads show -----------------------------------------------------------------
+
+
+async def test_the_dashboard_task_page_shows_an_expired_tasks_reason(db: Database) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        task = await cq.submit("job", expires_in="1s", timeout="30s")
+        clock.advance(1000)
+        await cq.backend.arun(_ops.sweep(NO_POINTS), write=True)
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/task", params={"id": task.id})).text
+        after = await cq.get(task.id)
+    assert after is not None and after.status == "canceled"
+    assert re.search(r"<dt>ended by policy</dt><dd[^>]*>expired</dd>", page)
+    assert re.search(r"<dt>run timeout</dt><dd[^>]*>30s</dd>", page)
+
+
+async def test_cairnq_get_shows_a_tasks_policies_and_why_one_ended_it(
+    db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        task = await cq.submit("job", expires_in="1s")
+        clock.advance(1000)
+        await cq.backend.arun(_ops.sweep(NO_POINTS), write=True)
+    result = run_on(db, capsys, "get", task.id)
+    shown = json.loads(result.out)
+    assert (shown["status"], shown["policies"]["reason"]) == ("canceled", "expired")

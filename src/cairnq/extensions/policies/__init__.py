@@ -37,6 +37,7 @@ class Policies(Extension):
     }
     words = ("cairnq_policies_tasks", "cairnq_policies_use", "expires_in", "expires_at_ms")
     cli = "cairnq.extensions.policies._surfaces.cli"
+    pages = "cairnq.extensions.policies._surfaces.pages"
 
     def __init__(self) -> None:
         self._runs: WeakKeyDictionary[WorkerView, PolicyGate] = WeakKeyDictionary()
