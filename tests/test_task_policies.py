@@ -78,6 +78,18 @@ async def test_the_first_submit_with_a_policy_waits_for_every_worker_to_look(
     assert task.run_at_ms - task.created_at_ms >= _ops.ACTIVATION_MS - 5
 
 
+async def test_enabling_the_policies_ahead_lets_a_later_submits_tasks_start_at_once(
+    db: Database,
+) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        since = await cq.policies.enable()
+        clock.advance(since - clock.now_ms())
+        task = await cq.submit("job", timeout="1m")
+    assert since - task.created_at_ms <= 0
+    assert task.run_at_ms == task.created_at_ms
+
+
 # --- expiry -----------------------------------------------------------------------------------
 
 

@@ -38,6 +38,22 @@ class SyncPolicies:
         """
         return self._client._run(_ops.of(task_id), write=False)
 
+    def enable(self) -> int:
+        """Mark the task policies in use in this database ahead of the first submit that
+        stores one, so that submit's tasks need not wait (``docs/policies.md``): from
+        the returned time on (epoch ms, about 12 s from the first call; earlier if a
+        submit did it before), tasks with policies are due as submitted. Once per
+        database, at deploy time, is enough.
+
+        Raises:
+            SchemaIncomplete: the database lacks the policies' table.
+
+        Example::
+
+            cq.policies.enable()
+        """
+        return self._client._run(_ops.enable(), write=True)
+
 
 class SyncPoliciesClient:
     """The client's ``policies`` namespace, and the submit of a task with policies."""

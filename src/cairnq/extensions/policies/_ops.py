@@ -196,13 +196,7 @@ def submit(
         SchemaIncomplete: the database lacks the policies' tables.
         AlreadyExists: the key is taken and ``conflict="reject"``.
     """
-    ready = yield from policies_ready()
-    if not ready:
-        raise SchemaIncomplete(
-            f"this database lacks cairnq's task policies (migration {MIGRATION}); "
-            "run `cairnq migrate` to add them",
-            missing=(MIGRATION,),
-        )
+    yield from _require()
     marked = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
     wait_ms = max(0, int(marked[0]["since_ms"]) - int(marked[0]["now_ms"]))
     if wait_ms > spec.delay_ms:
@@ -220,6 +214,28 @@ def submit(
             },
         )
     return task
+
+
+def enable(activation_ms: int = ACTIVATION_MS) -> Op[int]:
+    """Mark the policies in use (as the first submit that stores one does); returns
+    the epoch ms from which tasks with policies start without waiting.
+
+    Raises:
+        SchemaIncomplete: the database lacks the policies' tables.
+    """
+    yield from _require()
+    rows = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
+    return int(rows[0]["since_ms"])
+
+
+def _require() -> Op[None]:
+    ready = yield from policies_ready()
+    if not ready:
+        raise SchemaIncomplete(
+            f"this database lacks cairnq's task policies (migration {MIGRATION}); "
+            "run `cairnq migrate` to add them",
+            missing=(MIGRATION,),
+        )
 
 
 def marked() -> Op[bool]:
