@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol
 
 from ... import kernel
@@ -70,7 +71,7 @@ class AsyncPoliciesClient:
     ) -> Task:
         """Store ``spec`` with its policies, in one transaction (``_ops.submit``)."""
         if policy.max_attempts is not None and spec.max_attempts != policy.max_attempts:
-            spec = kernel.NewTask(**{**spec.__dict__, "max_attempts": policy.max_attempts})
+            spec = dataclasses.replace(spec, max_attempts=policy.max_attempts)
         points = kernel.NO_POINTS
         if spec.key is not None and spec.conflict == "replace":
             points = await self._ends()

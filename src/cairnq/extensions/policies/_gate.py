@@ -78,9 +78,13 @@ class PolicyGate:
     async def tick(self) -> None:
         """One turn of the job: refresh, then cancel what expired while queued."""
         await self.refresh()
-        if self.seen:
-            while await self.backend.arun(_ops.sweep(self.points), write=True) >= _ops.SWEEP_LIMIT:
-                pass
+        while self.seen:
+            # A read first: a turn with nothing expired opens no write transaction.
+            found = await self.backend.arun(_ops.due(), write=False)
+            if found:
+                await self.backend.arun(_ops.expire_many(found, self.points), write=True)
+            if len(found) < _ops.SWEEP_LIMIT:
+                break
 
     def claimed(self, rows: Sequence[Row]) -> Op[list[Row]]:
         """The claim hook: ``_ops.claimed`` with this worker's id and ending hooks."""

@@ -4,6 +4,7 @@ and the sweep that cancels queued tasks past their expiry."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 from collections.abc import Sequence
@@ -200,7 +201,7 @@ def submit(
     marked = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
     wait_ms = max(0, int(marked[0]["since_ms"]) - int(marked[0]["now_ms"]))
     if wait_ms > spec.delay_ms:
-        spec = kernel.NewTask(**{**spec.__dict__, "delay_ms": wait_ms})
+        spec = dataclasses.replace(spec, delay_ms=wait_ms)
     task = yield from kernel.submit(spec, points=points)
     if task.id == spec.id:
         yield Call(
@@ -284,13 +285,25 @@ def expire(task_id: str, points: Points) -> Op[bool]:
     return True
 
 
+def due(limit: int = SWEEP_LIMIT) -> Op[list[str]]:
+    """Up to ``limit`` queued tasks past their expiry that no policy ended yet (a read)."""
+    rows = yield Call("policies_due", {"now_ms": NOW, "limit": limit})
+    return [str(row["task_id"]) for row in rows]
+
+
+def expire_many(task_ids: Sequence[str], points: Points) -> Op[int]:
+    """Cancel each of ``task_ids`` still queued, as expired; how many."""
+    ended = 0
+    for task_id in task_ids:
+        done = yield from expire(task_id, points)
+        ended += done
+    return ended
+
+
 def sweep(points: Points, limit: int = SWEEP_LIMIT) -> Op[int]:
     """Cancel up to ``limit`` queued tasks past their expiry; how many."""
-    due = yield Call("policies_due", {"now_ms": NOW, "limit": limit})
-    ended = 0
-    for row in due:
-        done = yield from expire(str(row["task_id"]), points)
-        ended += done
+    found = yield from due(limit)
+    ended = yield from expire_many(found, points)
     return ended
 
 
