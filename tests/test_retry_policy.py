@@ -149,6 +149,14 @@ async def test_a_task_definition_with_a_bad_policy_is_refused_at_submit_and_writ
         assert await cq.list() == []
 
 
+async def test_a_task_definition_with_a_bad_timeout_registers_nothing(db: Database) -> None:
+    worker = db.worker()
+    with pytest.raises(InvalidArgument, match="timeout must be a duration"):
+        worker.register(TaskDef("job", timeout=[5]), _noop)
+    assert len(worker.registry) == 0
+    await worker.close()
+
+
 async def _noop(ctx: TaskContext) -> None:
     return None
 
