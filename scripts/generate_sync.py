@@ -99,6 +99,7 @@ PAIRS = {
             ("history", "attempt history"),
             ("limits", "limits"),
             ("pauses", "pauses"),
+            ("policies", "task policies"),
             ("presence", "view of worker presence"),
             ("schedules", "schedules"),
             ("snooze", "snoozes"),

@@ -146,6 +146,7 @@ NAMESPACES = {
     "history": "attempts",
     "limits": "limits",
     "pauses": "pauses",
+    "policies": "policies",
     "presence": "presence",
     "schedules": "schedules",
     "snooze": "snooze",

@@ -264,6 +264,7 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
         "history",
         "limits",
         "pauses",
+        "policies",
         "presence",
         "schedules",
         "snooze",

@@ -77,6 +77,7 @@ SURFACES: tuple[str, ...] = (
     "cairnq.extensions.history._surfaces.*",
     "cairnq.extensions.limits._surfaces.*",
     "cairnq.extensions.pauses._surfaces.*",
+    "cairnq.extensions.policies._surfaces.*",
     "cairnq.extensions.presence._surfaces.*",
     "cairnq.extensions.schedules._surfaces.*",
     "cairnq.extensions.snooze._surfaces.*",

@@ -103,6 +103,7 @@ EXTENSION_MIGRATIONS = [
     "x0017_batches.sql",
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
+    "x0020_policies.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -139,6 +140,10 @@ INDEXES = {
     "cairnq_waits_waiting": (["event_key", "created_at_ms"], "state = 'waiting'"),
     "cairnq_waits_mailbox_key": (["event_key", "seq"], None),
     "cairnq_waits_mailbox_expiry": (["expires_at_ms"], None),
+    "cairnq_policies_tasks_expiry": (
+        ["expires_at_ms"],
+        "expires_at_ms is not null and reason is null",
+    ),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -348,6 +353,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_migrations",
         "cairnq_parked",
         "cairnq_pauses",
+        "cairnq_policies_tasks",
+        "cairnq_policies_use",
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
@@ -433,7 +440,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -464,6 +471,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_batches_keep_outcome",
             "cairnq_leases_forget",
             "cairnq_notify",
+            "cairnq_policies_forget",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
             "cairnq_waits_forget",

@@ -215,10 +215,10 @@ async def _measure(
         try:
             prepared = set()
             for part in worker._components(run):
-                if part.name in {"limits", "pauses", "workflows", "ledger"}:
+                if part.name in {"limits", "pauses", "workflows", "ledger", "policies"}:
                     await part.prepare()
                     prepared.add(part.name)
-            assert prepared == {"limits", "pauses", "workflows", "ledger"}
+            assert prepared == {"limits", "pauses", "workflows", "ledger", "policies"}
             backend = cq.backend
             arun = backend.arun
             taps: list[Any] = []

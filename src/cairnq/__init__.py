@@ -34,6 +34,7 @@ from .backends import (
     create_pool_executor,
     open_backend,
 )
+from .backoff import Retry
 from .client import CairnQ, SyncCairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
@@ -154,6 +155,7 @@ __all__ = [
     "create_pool_executor",
     # models
     "Lineage",
+    "Retry",
     "CairnQDeprecationWarning",
     "STATUSES",
     "Conflict",

@@ -295,6 +295,12 @@ class TaskDef(Generic[P, R]):
         async def do_resize(ctx, payload): ...
 
         result = await cq.call(resize, {"width": 640})
+
+    ``retry`` (a ``cairnq.Retry``) and ``timeout`` (a duration: how long one run
+    may take) are the handler's policies (``docs/policies.md``): the worker that
+    registers the definition applies them, and a client submitting it writes
+    ``max_attempts`` (this one's or the retry policy's) into the task. They are
+    checked where the definition is used: ``@worker.task(defn)`` and ``submit``.
     """
 
     name: str
@@ -305,6 +311,8 @@ class TaskDef(Generic[P, R]):
     """Further ``submit`` keywords, the defaults of every submit of this task that does
     not give its own (those of the built-in extensions' that ``submit`` lists as taken
     here); ``None``: none."""
+    retry: Any = None
+    timeout: Any = None
 
 
 # --- read models for dashboards and metrics -------------------------------------------------

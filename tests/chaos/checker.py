@@ -387,6 +387,7 @@ def check(history: History) -> Report:
         inv17_every_ended_run_is_settled_by_its_worker,
         inv18_running_per_key_stays_within_its_limit,
         inv19_a_canceled_async_handler_is_stopped_and_never_succeeds,
+        inv21_a_task_never_starts_after_its_expiry,
         inv_no_busy_errors_escaped,
         inv20_one_task_per_key_per_unique_period,
         sch1_at_most_one_task_per_slot,
@@ -911,6 +912,33 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
                 f"handler ended ({event.get('outcome')})",
                 [event],
             )
+
+
+def inv21_a_task_never_starts_after_its_expiry(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-21 (expiry): a run a cairnq worker started comes from a claim made before its
+    task's expiry (``submit(expires_in=...)``; the database's clock on both sides), and a
+    task a policy ended as ``expired`` ended canceled without a run of that claim."""
+    expiry: dict[str, float] = {}
+    for row in h.transitions:
+        if row["tbl"] == "policy" and row["op"] == "insert" and row["new_run_at"] is not None:
+            expiry[row["task_id"]] = float(row["new_run_at"])
+    if not expiry:
+        return
+    starts, _ = _runs(h)
+    for ident in starts:
+        task = ident[0]
+        if task not in expiry:
+            continue
+        for claim in r.by_ident.get(ident, []):
+            claimed = next(x for x in r.rows_of[task] if x["seq"] == claim.seq)
+            late = float(claimed["db_time"]) - expiry[task]
+            if late >= CLOCK_SLACK_MS:
+                yield Violation(
+                    "INV-21",
+                    task,
+                    f"a run started from a claim made {late:.0f} ms after the task's expiry",
+                    [claimed],
+                )
 
 
 def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Iterator[Violation]:

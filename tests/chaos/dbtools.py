@@ -219,6 +219,36 @@ create trigger cairnq_test_parked after insert or update or delete on cairnq_par
     for each row execute function cairnq_test_log_parked();
 """
 
+# Each task policy a submit stores (its expiry, database clock, in ``new_run_at``) and
+# each reason a policy ends a task with (``detail``).
+SQLITE_POLICY_LOG = """
+create trigger if not exists cairnq_test_policies_insert after insert on cairnq_policies_tasks
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, new_run_at, db_time)
+    values ('policy', 'insert', new.task_id, new.expires_at_ms,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+create trigger if not exists cairnq_test_policies_update after update on cairnq_policies_tasks
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, new_run_at, detail, db_time)
+    values ('policy', 'update', new.task_id, new.expires_at_ms, new.reason,
+        (julianday('now') - 2440587.5) * 86400000.0);
+end;
+"""
+
+POSTGRES_POLICY_LOG = """
+create or replace function cairnq_test_log_policy() returns trigger language plpgsql as $$
+begin
+    insert into cairnq_test_transitions (tbl, op, task_id, new_run_at, detail, db_time)
+    values ('policy', lower(tg_op), new.task_id, new.expires_at_ms, new.reason,
+        extract(epoch from clock_timestamp()) * 1000);
+    return null;
+end $$;
+drop trigger if exists cairnq_test_policies on cairnq_policies_tasks;
+create trigger cairnq_test_policies after insert or update on cairnq_policies_tasks
+    for each row execute function cairnq_test_log_policy();
+"""
+
 # The rows handlers write inside succeed_in, with the claim (its nonce) that wrote them.
 EFFECTS_TABLE = """
 create table if not exists cairnq_test_effects (task_id text not null, token bigint not null)
@@ -226,8 +256,8 @@ create table if not exists cairnq_test_effects (task_id text not null, token big
 
 
 def install_transition_log(db: Database) -> None:
-    """Migrate ``db`` and add the transition-log triggers (lease tokens and the workflow
-    tables' edges and parked rows too, when it has them)."""
+    """Migrate ``db`` and add the transition-log triggers (lease tokens, the workflow
+    tables' edges and parked rows, and the task policies too, when it has them)."""
     with db.sync_client() as client:
         client.stats()
     if db.kind == "sqlite":
@@ -238,6 +268,8 @@ def install_transition_log(db: Database) -> None:
             conn.executescript(SQLITE_LEASE_LOG)
         if tables >= WORKFLOW_TABLES:
             conn.executescript(SQLITE_WORKFLOW_LOG)
+        if "cairnq_policies_tasks" in tables:
+            conn.executescript(SQLITE_POLICY_LOG)
         conn.close()
         return
     with admin_connect(db.url) as conn:
@@ -254,6 +286,8 @@ def install_transition_log(db: Database) -> None:
             conn.execute(POSTGRES_LEASE_LOG)
         if found >= WORKFLOW_TABLES:
             conn.execute(POSTGRES_WORKFLOW_LOG)
+        if "cairnq_policies_tasks" in found:
+            conn.execute(POSTGRES_POLICY_LOG)
 
 
 WORKFLOW_TABLES = {"cairnq_dependencies", "cairnq_parked"}

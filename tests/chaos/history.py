@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from cairnq import errors
-from cairnq.models import parse_holder
+from cairnq.models import Lease, parse_holder
 from cairnq.protocol.steps import Op
 
 SETTLE_OPS = {"complete", "succeed", "fail", "release"}
 GROUP_SETTLE_OPS = {"complete_many"}
 # ``ctx.gather``'s write: it parks (settles) the attempt when a child is still running.
 GATHER_OP = "gather"
+# The task policies' claim hook: the claimed rows it leaves out it handed back unrun
+# (expired), a settlement of each of their claims.
+CLAIMED_OP = "claimed"
 
 
 class Recorder:
@@ -134,6 +137,8 @@ class RecordingBackend:
             return await self._observe_group(op, pending)
         if name == GATHER_OP:
             return await self._observe_gather(op, pending)
+        if name == CLAIMED_OP:
+            return await self._observe_claimed(op, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
         claim = _lease_of(op) if name in SETTLE_OPS else {}
@@ -160,6 +165,22 @@ class RecordingBackend:
         else:
             self._record("settle_ok", op=name, status=result["status"], **claim)
         return result
+
+    async def _observe_claimed(self, op: Op[Any], pending: Any) -> Any:
+        """The policies' claim hook: a release for each claimed row it did not keep."""
+        frame = getattr(op, "gi_frame", None)
+        local = frame.f_locals if frame is not None else {}
+        rows = list(local.get("rows", []))
+        worker = local.get("worker_id")
+        kept = await pending
+        left = {str(r["id"]) for r in kept}
+        for row in rows:
+            if str(row["id"]) in left:
+                continue
+            claim = _claim_of(Lease.of(row), worker)
+            self._record("settle_invoke", op="release", **claim)
+            self._record("settle_ok", op="release", status="queued", **claim)
+        return kept
 
     async def _observe_gather(self, op: Op[Any], pending: Any) -> Any:
         """``ctx.gather``: a settlement when it parks the attempt (``settle_ok`` with the

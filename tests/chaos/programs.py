@@ -31,6 +31,7 @@ from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors, kernel
 from cairnq.backends import Backend, SQLiteBackend
 from cairnq.extensions import Limits
 from cairnq.protocol import statements as _protocol
+from cairnq.protocol.steps import NOW, Call
 from cairnq.workflows import Gathering, Graph
 
 from .history import Recorder, RecordingBackend, nonce_of
@@ -393,7 +394,28 @@ def _decided_stay_parked() -> None:
     _workflows._decide_rounds = rounds
 
 
+def _expiry_ignored() -> None:
+    """Workers run what they claim whatever its expiry, and never cancel an expired task."""
+    from cairnq.extensions.policies import _ops as _policies
+
+    def claimed(rows: Any, worker_id: str, points: Any) -> Any:
+        found = yield Call("policies_for", {"ids": [str(r["id"]) for r in rows], "now_ms": NOW})
+        by_id = {str(p["task_id"]): {**p} for p in found}
+        return [
+            {**r, "policies": by_id[str(r["id"])]} if str(r["id"]) in by_id else r for r in rows
+        ]
+
+    def due(limit: int = 0) -> Any:
+        return []
+        yield  # a generator that answers without a statement
+
+    _policies.claimed = claimed
+    _policies.due = due
+
+
 MUTANTS: dict[str, Mutant] = {
+    # Workers start tasks past their expiry (and leave expired queued tasks alone).
+    "ignores_expiry": Mutant(patch=_expiry_ignored),
     # Claims without a nonce and owned writes not fenced on the attempt: the worker id
     # alone fences them.
     "no_fence": Mutant(sql=_both(_attempt_fence), patch=_bare_claims),
@@ -880,6 +902,9 @@ async def _client(config: dict[str, Any]) -> None:
             key = f"k{rng.randrange(config.get('keys', 0))}" if config.get("keys") else None
             conflict = rng.choice(["reuse", "replace", "reject"]) if key else "reuse"
             record("submit_invoke", req=request, key=key)
+            expiring = {}
+            if config.get("expires_in_ms"):
+                expiring["expires_in"] = f"{config['expires_in_ms']}ms"
             try:
                 task = await cq.submit(
                     "job",
@@ -888,6 +913,7 @@ async def _client(config: dict[str, Any]) -> None:
                     conflict=conflict,
                     queue=queue,
                     max_attempts=config.get("max_attempts", 3),
+                    **expiring,
                 )
             except REFUSED as exc:
                 record("submit_fail", req=request, error=type(exc).__name__)

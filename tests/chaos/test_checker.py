@@ -1089,3 +1089,29 @@ def test_unique_tasks_of_a_key_a_period_apart_are_valid() -> None:
 
 def test_a_second_unique_task_of_a_key_within_the_period_is_inv20() -> None:
     assert invariants(unique_history(400.0)) == {"INV-20"}
+
+
+def expiring_history(claimed_at: float) -> History:
+    """A task that may wait until 5,000 (database clock), claimed at ``claimed_at`` and run."""
+    return History(
+        transitions=[
+            row(1, "insert", None, "queued"),
+            row(2, "insert", None, None, tbl="policy", new_run_at=5_000, db_time=1_000.0),
+            claim(3, 1, "w", token=1, db_time=claimed_at),
+            settle(4, 1, "w", old_worker=holder("w", 1), new_worker=holder("w", 1)),
+        ],
+        events=[
+            event("handler_start", 1, "w", 1, t=1.0),
+            event("handler_end", 1, "w", 1, t=2.0),
+            event("settle_ok", 1, "w", 1, op="complete", status="succeeded"),
+        ],
+        final=[{"id": T, "status": "succeeded"}],
+    )
+
+
+def test_a_run_started_from_a_claim_after_the_tasks_expiry_is_caught() -> None:
+    assert invariants(expiring_history(5_010.0)) == {"INV-21"}
+
+
+def test_a_run_started_from_a_claim_before_the_tasks_expiry_is_valid() -> None:
+    assert invariants(expiring_history(4_990.0)) == set()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from cairnq import SyncCairnQ
+from cairnq.protocol.steps import NOW, Call
 
 from .._db import Database
 from . import dbtools
@@ -387,6 +388,28 @@ def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return _finish(run)
 
 
+def _expiry_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """One worker, one slot, a burst of tasks that may wait 300 ms to start: the later
+    ones expire in the queue (the policies marked in use before the worker starts)."""
+    with db.sync_client() as client:
+        client.backend.run(_policies_in_use(), write=True)
+    config = Config(
+        workers=1,
+        concurrency=1,
+        clients=1,
+        tasks_per_client=24,
+        mix=(1, 0, 0, 0),
+        sleep_ms=(40, 60),
+        mutant=mutant,
+        quiescence_s=6,
+    )
+    return _standard(db, folder, config, expires_in_ms=300, gap_ms=1)
+
+
+def _policies_in_use() -> Any:
+    yield Call("policies_mark", {"now_ms": NOW, "activation_ms": 0})
+
+
 def _workflows_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run eight graphs (a diamond whose branches take different times, its
     dependents under each policy in turn, then a task after it due 1.5 s after its
@@ -502,6 +525,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
     "purged_success_forgotten": (_purged_dependencies_run, {"WF-4"}, ("postgres",)),
     "batch_fires_early": (_batches_run, {"BAT-1"}, ("sqlite", "postgres")),
+    "ignores_expiry": (_expiry_run, {"INV-21"}, ("sqlite", "postgres")),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's). The storms' controls
 # are ``test_storms``' tests of the same storms on the real build, which check more.
@@ -523,6 +547,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _workflows_run: ("sqlite", "postgres"),
     _purged_dependencies_run: ("sqlite", "postgres"),
     _batches_run: ("sqlite", "postgres"),
+    _expiry_run: ("sqlite", "postgres"),
 }
 
 

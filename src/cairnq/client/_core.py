@@ -31,6 +31,7 @@ from ..backends import (
     description_of,
     open_backend,
 )
+from ..backoff import attempts_of, check_retry
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..durations import Duration, delay_ms_of, duration_or_ms, format_duration, point_ms
 from ..errors import (
@@ -219,6 +220,10 @@ class _ClientCore:
         self.submit_hooks: list[SubmitHook] = [] if store is None else store.submit_hooks
         # Task names a plain submit has checked already (``_plain_spec``).
         self._checked_names: set[str] = set()
+        # The max_attempts declared by handlers registered on workers built on this client
+        # (``@worker.task(max_attempts=5)``), by task name: a submit of the name that gives
+        # none writes it (``docs/policies.md``).
+        self.handler_attempts: dict[str, int] = {}
         self.codec = JsonCodec(
             max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
@@ -282,6 +287,8 @@ class _ClientCore:
         """``_spec`` of a task named by a string, every option at its default: the same
         task and the same errors, with no options to read; a name checked once is
         not checked again by this client."""
+        if self.handler_attempts and task in self.handler_attempts:
+            return self._new_task(task, payload, **_SUBMIT_DEFAULTS)
         names = self._checked_names
         if len(names) >= CHECKED_NAMES:
             names.clear()
@@ -454,7 +461,9 @@ class _ClientCore:
         codec = self.codec
         specs = []
         for item, task_id in zip(items, ids, strict=True):
-            if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
+            if self.handler_attempts:
+                specs.append(self._item(item, task_id))
+            elif type(item) is tuple and len(item) == 2 and type(item[0]) is str:
                 specs.append(kernel.new_plain_task(codec, item[0], item[1], task_id, names))
             elif (
                 type(item) is dict
@@ -512,10 +521,14 @@ class _ClientCore:
         if isinstance(task, TaskDef):
             name: Any = task.name
             queue = queue if queue is not None else task.queue
-            max_attempts = max_attempts if max_attempts is not None else task.max_attempts
+            if max_attempts is None:
+                policy = check_retry(task.retry, "TaskDef retry")
+                max_attempts = attempts_of(task.max_attempts, policy, "TaskDef")
             priority = priority if priority is not None else task.priority
         else:
             name = task
+        if max_attempts is None and self.handler_attempts and isinstance(name, str):
+            max_attempts = self.handler_attempts.get(name)
         start_ms = self._start_delay_ms(delay, run_at, delay_ms)
         if lineage is not None:
             # The three keywords alone need no Lineage: new_task checks them the same way.

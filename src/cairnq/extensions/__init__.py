@@ -51,6 +51,7 @@ from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
+from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
@@ -65,6 +66,7 @@ __all__ = [
     "History",
     "Limits",
     "Pauses",
+    "Policies",
     "Presence",
     "Schedules",
     "Snoozing",

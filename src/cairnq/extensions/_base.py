@@ -28,6 +28,7 @@ from ..kernel.periodic import ErrorHook
 from ..kernel.points import (
     AttemptEndHook,
     BeforeRecover,
+    Claimed,
     ClaimFilter,
     DrawClaimer,
     InUse,
@@ -113,6 +114,8 @@ class Hooks:
             releases, snoozes, recoveries).
         task_end: Inside the transaction that ended tasks, on their rows.
         in_use: Whether the extension has something to do now.
+        claimed: Right after a worker's claim, in a transaction of its own: the
+            claimed rows the worker runs (those it leaves out it settled, unrun).
         settling: ``attempt_end``'s write made by the settling statement itself: the
             extension's variant of each kernel settling statement it covers, by the
             kernel's name (``kernel.points.Settling``); a settlement it does not
@@ -126,6 +129,7 @@ class Hooks:
     task_end: TaskEnd | None = None
     in_use: InUse = always
     settling: Mapping[str, str] | None = None
+    claimed: Claimed | None = None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .._clock import Clock
+from ..backoff import Retry, attempts_of
 from ..durations import Duration
 from ..errors import InvalidArgument
+from ..kernel.points import Points
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
@@ -29,6 +32,8 @@ from .batches._client_async import AsyncBatchesClient
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
+from .policies._client_async import AsyncPoliciesClient
+from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_async import AsyncPresenceClient
 from .schedules._client_async import AsyncSchedulesClient
 from .snooze._client_async import AsyncSnoozeClient
@@ -45,6 +50,10 @@ class _Client(ClientView, Protocol):
     _submitted_dependents: bool
     _told_no_presence: bool
 
+    def _clock(self) -> Clock: ...
+
+    async def _ends(self) -> Points: ...
+
 
 class AsyncBuiltins(
     AsyncLimitsClient,
@@ -58,6 +67,7 @@ class AsyncBuiltins(
     AsyncBatchesClient,
     AsyncUniquenessClient,
     AsyncEventsClient,
+    AsyncPoliciesClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -87,6 +97,10 @@ class AsyncBuiltins(
         unique_for: Duration | None = None,
         debounce: Duration | None = None,
         throttle: Throttle | tuple[Any, ...] | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        expires_in: Duration | None = None,
+        deadline: datetime.datetime | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -143,6 +157,17 @@ class AsyncBuiltins(
                 under the throttle key (the submit's ``key`` by default); one more
                 raises ``Throttled``. ``unique_for``, ``debounce`` and ``throttle``
                 may be given on a ``TaskDef`` too (``options={...}``).
+            retry: A ``cairnq.Retry`` for this task alone, in place of its handler's
+                (a named backoff: a function cannot be stored); its ``max_attempts``
+                is written into the task's row.
+            timeout: How long one run of this task may take, a duration (its
+                handler's ``timeout`` or the worker's ``max_run_ms`` otherwise).
+            expires_in: How long the task may wait to start, a duration: a cairnq
+                worker never starts it later, and it ends ``canceled`` with the
+                reason ``expired`` (``cq.policies.of``).
+            deadline: The same as an aware ``datetime``; give at most one of the two.
+                ``retry``, ``timeout``, ``expires_in`` and ``deadline`` need the
+                policies' table (``cairnq migrate``); see ``docs/policies.md``.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -156,7 +181,8 @@ class AsyncBuiltins(
             AlreadyExists: the key is taken and ``conflict="reject"``.
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
-            SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+            SchemaIncomplete: ``depends_on`` on a database without the workflow tables,
+                or a policy on one without the policies' table.
             NotUnique: ``unique_for``'s period holds a purged task, or ``conflict="reject"``.
             Throttled: ``throttle``'s key is full; nothing is written.
 
@@ -166,23 +192,37 @@ class AsyncBuiltins(
             report = await cq.submit("report.build", depends_on=[task])
             later = await cq.submit("digest.send", delay="1h30m")
         """
+        policy = None
+        if not (retry is None and timeout is None and expires_in is None and deadline is None):
+            policy = policies_of(self, retry, timeout, expires_in, deadline, max_attempts)
+            if depends_on is not None:
+                raise InvalidArgument(
+                    "retry, timeout, expires_in and deadline are not taken with depends_on"
+                )
         spec = spec_for_submit(
             self,
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
         unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
-        policy = policy_of(
+        unique = policy_of(
             spec,
             unique_for,
             debounce,
             throttle,
             given_start=delay is not None or run_at is not None or delay_ms is not None,
         )
-        if policy is not None:
+        if unique is not None:
             if depends_on is not None:
                 raise InvalidArgument("depends_on takes no unique_for, debounce or throttle")
-            stored = await AsyncUniquenessClient._submit_policed(self, spec, policy, conn)
+            if policy is not None:
+                raise InvalidArgument(
+                    "unique_for, debounce and throttle are not taken with retry, timeout, "
+                    "expires_in or deadline"
+                )
+            stored = await AsyncUniquenessClient._submit_policed(self, spec, unique, conn)
+        elif policy is not None:
+            stored = await AsyncPoliciesClient._submit_with_policies(self, spec, policy, conn)
         elif depends_on is not None:
             stored = await AsyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
@@ -192,3 +232,28 @@ class AsyncBuiltins(
         if warn_unserved and stored.is_queued:
             await AsyncPresenceClient._check_served(self, stored)
         return stored
+
+
+def policies_of(
+    client: _Client,
+    retry: Any,
+    timeout: Any,
+    expires_in: Any,
+    deadline: Any,
+    max_attempts: Any,
+) -> SubmitPolicy | None:
+    """``submit``'s policies, checked before anything is written.
+
+    Raises:
+        InvalidArgument: a bad policy, or ``max_attempts`` and a retry policy's differing.
+    """
+    policy = check_submit(
+        retry=retry,
+        timeout=timeout,
+        expires_in=expires_in,
+        deadline=deadline,
+        now_ms=client._clock().now_ms(),
+    )
+    if policy is not None and policy.max_attempts is not None and max_attempts is not None:
+        attempts_of(max_attempts, retry, "submit()")
+    return policy

@@ -19,6 +19,7 @@ from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
+from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
@@ -51,6 +52,7 @@ def builtins() -> list[Extension]:
         Batches(),
         Uniqueness(),
         Waits(),
+        Policies(),
     ]
 
 
@@ -276,7 +278,7 @@ def points(
     its extension is ready; an extension with no hook adds nothing, so a worker whose
     extensions plug nothing in claims and settles as the kernel alone.
     """
-    claim_filters, draw_claimers, attempt_end, task_end = [], [], [], []
+    claim_filters, draw_claimers, attempt_end, task_end, claimed = [], [], [], [], []
     settling: list[Settling] = []
     for extension in extensions:
         hooks = extension.hooks(worker)
@@ -295,12 +297,15 @@ def points(
             )
         if hooks.task_end is not None:
             task_end.append((hooks.task_end, in_use))
+        if hooks.claimed is not None:
+            claimed.append((hooks.claimed, in_use))
     return Points(
         claim_filters=tuple(claim_filters),
         draw_claimers=tuple(draw_claimers),
         attempt_end=tuple(attempt_end),
         task_end=tuple(task_end),
         settling=tuple(settling),
+        claimed=tuple(claimed),
     )
 
 

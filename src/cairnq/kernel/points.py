@@ -36,6 +36,10 @@ def always() -> bool:
 ClaimFilter = Callable[[Sequence[str], Sequence[Draw]], tuple[list[str], list[Draw]]]
 """Before a claim (and its probe): the queues and draws left to claim from."""
 
+Claimed = Callable[[Sequence[Row]], Op[list[Row]]]
+"""Right after a claim, in a transaction of its own: given the claimed rows, the rows
+the worker runs (a row it leaves out it settled itself, unrun)."""
+
 BeforeRecover = Callable[[int], Op[object]]
 """Inside the transaction that recovers expired leases, before it does (given the
 recovery's limit); its value reaches the matching ``AttemptEndHook``."""
@@ -171,6 +175,7 @@ class Points:
     # Attempt hooks whose write a settling statement's variant can make (the first
     # of them in use is made so).
     settling: tuple[Settling, ...] = ()
+    claimed: tuple[tuple[Claimed, InUse], ...] = ()
 
     def ending(self) -> Ending:
         """The end hooks in use now; ``NOTHING`` (falsy) on a feature-free hot path."""
@@ -186,6 +191,12 @@ class Points:
     def recovering(self) -> tuple[tuple[AttemptEndHook, BeforeRecover | None], ...]:
         """The attempt hooks in use now, each with its ``BeforeRecover``."""
         return tuple((hook, before) for hook, before, in_use in self.attempt_end if in_use())
+
+    def claimed_hooks(self) -> tuple[Claimed, ...]:
+        """The hooks in use now that see a claim's rows before the worker runs them."""
+        if not self.claimed:
+            return ()
+        return tuple(hook for hook, in_use in self.claimed if in_use())
 
     def claimers(self) -> tuple[DrawClaimer, ...]:
         """The draw claimers in use now."""

@@ -299,6 +299,10 @@ class Claimer:
             # Held back until then (a rate limit's next token): waiting longer gains
             # nothing, and waiting less finds nothing.
             self._rate_wait_s = min(waits)
+        if rows and points.claimed:
+            # Before any of them runs: an extension may settle some unrun (an expired task).
+            for hook in points.claimed_hooks():
+                rows = await backend.arun(hook(rows), write=True)
         return rows
 
     async def _claim_through(
@@ -390,7 +394,18 @@ class Claimer:
         previous = self.contexts.get(task.id)
         if previous is not None:
             previous.mark_lost()
-        ctx = TaskContext(self.runtime, task, lease, size, options=registration.options)
+        ctx = TaskContext(
+            self.runtime,
+            task,
+            lease,
+            size,
+            options=registration.options,
+            retry=registration.retry,
+            handler_attempts=registration.max_attempts,
+        )
+        policies = row.get("policies") if isinstance(row, dict) else None
+        if policies is not None:  # what its submit asked (the policies extension's)
+            ctx.apply_policies(policies)
         self.contexts[task.id] = ctx
         self._bytes_in_flight += size
         self._typical_payload = 0.8 * self._typical_payload + 0.2 * size

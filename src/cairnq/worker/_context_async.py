@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .. import kernel
 from ..backends import InTransactionCompleter
-from ..backoff import retry_delay_ms
+from ..backoff import Retry, retry_delay_ms
 from ..backpressure import QueueGate
 from ..client._core import _ITEM_FIELDS, task_or_name
 from ..durations import Duration
@@ -36,6 +36,7 @@ from ..errors import (
     safe_str,
 )
 from ..extensions._builtins_context_async import BuiltinContext
+from ..extensions.policies._ops import StoredRetry, read_retry
 from ..kernel.points import NO_POINTS, Points
 from ..lineage import Lineage
 from ..models import Lease, Task
@@ -152,9 +153,18 @@ class TaskContext(BuiltinContext):
         payload_bytes: int,
         *,
         options: Mapping[str, object] | None = None,
+        retry: Retry | None = None,
+        handler_attempts: int | None = None,
     ) -> None:
         self._runtime = runtime
         self.task = task
+        # The handler's retry policy and max_attempts (``docs/policies.md``), if it has any;
+        # a submit's own retry policy replaces the first (``apply_policies``).
+        self._retry = retry
+        self._stored_retry: StoredRetry | None = None
+        self._handler_attempts = handler_attempts
+        # How long this run may take, when its submit said (``submit(timeout=...)``).
+        self.run_timeout_ms: int | None = None
         # The extension options its handler was registered with (``Extension.task_options``).
         self._task_options = options or {}
         self.lease = lease
@@ -350,6 +360,17 @@ class TaskContext(BuiltinContext):
         if found is None:
             found = states[kind] = kind()
         return cast(S, found)
+
+    def apply_policies(self, policies: Mapping[str, Any]) -> None:
+        """Apply what this task's submit asked (the policies extension's row): its run
+        timeout, and its retry policy in place of the handler's."""
+        timeout = policies.get("run_timeout_ms")
+        if timeout is not None:
+            self.run_timeout_ms = int(timeout)
+        stored = read_retry(policies.get("retry"))
+        if stored is not None:
+            self._stored_retry = stored
+            self._retry = stored.retry
 
     def mark_cancel_requested(self) -> None:
         """Note that a cancel of the task was requested (seen on a heartbeat or a write)."""
@@ -560,7 +581,47 @@ class TaskContext(BuiltinContext):
         if self._settled:
             return None
         envelope, retryable = envelope_for(error, retryable=retryable)
-        return await self._record_failure(envelope, retryable=retryable)
+        return await self._record_failure(envelope, retryable=retryable, error=error)
+
+    def _next_run(
+        self, envelope: dict[str, Any], retryable: bool, error: object
+    ) -> tuple[dict[str, Any], bool, int]:
+        """The envelope, whether the task is retried and after how long, by the
+        handler's policy over the worker's settings.
+
+        The row's ``max_attempts`` still decides in the ``fail`` statement: the
+        handler's ``max_attempts`` can only stop retries earlier, never add one.
+        """
+        if not retryable:
+            return envelope, False, 0
+        retry = self._retry
+        stored = self._stored_retry
+        if (retry is not None and not retry.retries(error)) or (
+            stored is not None and not stored.retries(error)
+        ):
+            return {**envelope, "retryable": False}, False, 0
+        limit = self._handler_attempts
+        if limit is not None and self.attempt >= limit:
+            return envelope, False, 0
+        runtime = self._runtime
+        if retry is None:
+            return envelope, True, runtime.delay_after(self.attempt)
+        try:
+            delay_ms = retry.delay_ms(
+                self.attempt,
+                error,
+                base_ms=runtime.retry_backoff_ms,
+                max_ms=runtime.retry_backoff_max_ms,
+            )
+        except Exception:
+            log.exception(
+                "task %s %s: its retry policy's backoff raised; the worker's backoff applies",
+                self.task.name,
+                self.task.id,
+                extra={"task_id": self.task.id},
+            )
+            delay_ms = runtime.delay_after(self.attempt)
+        return envelope, True, delay_ms
 
     async def _record_failure(
         self,
@@ -569,10 +630,15 @@ class TaskContext(BuiltinContext):
         retryable: bool,
         force: bool = False,
         delay_ms: int | None = None,
+        error: object = None,
     ) -> Task:
-        text = self._runtime.client.codec.encode_error(envelope, retryable=retryable)
+        """Fail this attempt with ``envelope``; ``error`` is what raised it (the
+        exception, or what the handler gave ``ctx.fail``), for its retry policy."""
         if delay_ms is None:
-            delay_ms = self._runtime.delay_after(self.attempt) if retryable else 0
+            envelope, retryable, delay_ms = self._next_run(
+                envelope, retryable, envelope if error is None else error
+            )
+        text = self._runtime.client.codec.encode_error(envelope, retryable=retryable)
         op = kernel.fail(
             self.lease,
             self.worker_id,

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from .._crashpoints import crashpoint
+from ..durations import format_duration
 from ..errors import (
     DatabaseError,
     LostLease,
@@ -252,18 +253,19 @@ class Executor:
                 envelope, _ = envelope_for(lost, retryable=True)
                 await self._fail_all(others, envelope, retryable=True)
             return None
-        except HandlerTimeout:
+        except HandlerTimeout as timeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
+            limit = _limit_words(registration, contexts, self._max_run_ms)
             log.warning(
-                "%s: handler ran past max_run_ms=%s; failing the attempt for retry",
+                "%s: handler ran past %s; failing the attempt for retry",
                 _describe(contexts[0]),
-                self._max_run_ms,
+                limit,
                 extra=_log_extra(contexts[0]),
             )
-            message = f"handler ran longer than max_run_ms={self._max_run_ms}"
+            message = f"handler ran longer than {limit}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
-            await self._fail_all(contexts, envelope, retryable=True, fenced=False)
+            await self._fail_all(contexts, envelope, retryable=True, fenced=False, error=timeout)
             return None
         except BaseException as exc:
             if not isinstance(exc, Exception):
@@ -273,7 +275,7 @@ class Executor:
                 # The error that failed the attempts instead, if any, for their lines.
                 return await signal(exc, contexts, self._settle)
             envelope, retryable = handler_failure(exc)
-            await self._fail_all(contexts, envelope, retryable=retryable)
+            await self._fail_all(contexts, envelope, retryable=retryable, error=exc)
             return exc
         if self.on_handler_done is not None:
             self.on_handler_done()
@@ -319,11 +321,12 @@ class Executor:
             stop.disarm()
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
-        if self._max_run_ms is None:
+        limit_ms = _limit_ms(registration, contexts, self._max_run_ms)
+        if limit_ms is None:
             if registration.is_async or registration.isolated:
                 return await self._call_async(registration, contexts)
             return await self._call_sync(registration, contexts)
-        limit = self._max_run_ms / 1000
+        limit = limit_ms / 1000
         if registration.is_async or registration.isolated:
             # wait_for returns only once the cancelled handler has finished.
             try:
@@ -341,10 +344,10 @@ class Executor:
             for ctx in contexts:
                 ctx.abandon()
             log.warning(
-                "%s: handler thread ran past max_run_ms=%s; its writes are refused, and the "
+                "%s: handler thread ran past %s; its writes are refused, and the "
                 "attempt keeps its lease until the thread returns",
                 _describe(contexts[0]),
-                self._max_run_ms,
+                _limit_words(registration, contexts, self._max_run_ms),
                 extra=_log_extra(contexts[0]),
             )
             with contextlib.suppress(Exception):
@@ -428,13 +431,16 @@ class Executor:
         *,
         retryable: bool,
         fenced: bool = True,
+        error: object = None,
     ) -> None:
         async def fail(ctx: TaskContext) -> None:
             if ctx.settled or (fenced and ctx.lost_lease):
                 return
             await self._settle(
                 ctx,
-                lambda: ctx._record_failure(envelope, retryable=retryable, force=not fenced),
+                lambda: ctx._record_failure(
+                    envelope, retryable=retryable, force=not fenced, error=error
+                ),
             )
 
         await asyncio.gather(*(fail(ctx) for ctx in contexts))
@@ -457,6 +463,27 @@ class Executor:
                 return
             else:
                 return
+
+
+def _limit_ms(
+    registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
+) -> int | None:
+    """How long a call may run: the shortest timeout its tasks' submits gave, else its
+    handler's ``timeout``, else the worker's ``max_run_ms`` (``None``: unbounded)."""
+    own = [ctx.run_timeout_ms for ctx in contexts if ctx.run_timeout_ms is not None]
+    if own:
+        return min(own)
+    return registration.timeout_ms or max_run_ms
+
+
+def _limit_words(
+    registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
+) -> str:
+    """The run-time limit a call ran past, as its log line and error say it."""
+    limit = _limit_ms(registration, contexts, max_run_ms)
+    if limit is not None and limit != max_run_ms:
+        return f"its timeout={format_duration(limit)}"
+    return f"max_run_ms={max_run_ms}"
 
 
 def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:

@@ -8,6 +8,8 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import extensions as _ext
+from ..backoff import Retry
+from ..client import CairnQ
 from ..client._core import task_or_name
 from ..durations import Duration
 from ..errors import InvalidArgument
@@ -32,6 +34,7 @@ class Registering:
 
     registry: Registry
     cancel_grace_ms: int | None
+    client: CairnQ
     _runtime: Runtime
     _extensions: Sequence[Extension]
 
@@ -50,6 +53,9 @@ class Registering:
         resource: str | None = None,
         cancel_grace: Duration | EllipsisType | None = ...,
         isolate: bool = False,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Callable[[F], F]: ...
 
@@ -64,6 +70,9 @@ class Registering:
         resource: str | None = None,
         cancel_grace: Duration | EllipsisType | None = ...,
         isolate: bool = False,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
@@ -88,6 +97,15 @@ class Registering:
                 worker can kill (on a cancel after ``cancel_grace``, past
                 ``max_run_ms``): it gets a read-only ``ChildContext``, and must
                 be a module-level function (the ``process`` extra, ``pebble``).
+            max_attempts: Runs allowed for tasks of this name: written into the
+                tasks this worker's client submits under the name, and the most a
+                failure recorded by this worker retries (``docs/policies.md``).
+            retry: A ``cairnq.Retry``: this name's backoff, jitter, maximum delay
+                and errors not retried (the worker's settings where it leaves
+                them ``None``).
+            timeout: How long one run of this name may take, a duration (the
+                worker's ``max_run_ms`` otherwise); past it the attempt fails as a
+                retryable ``handler_timeout``.
             **options: The keywords its extensions take for a handler
                 (``Extension.task_options``): ``max_snoozes``, how many times each
                 task of this name may snooze (the worker's ``max_snoozes`` when
@@ -108,8 +126,9 @@ class Registering:
                 keyword-only ones. The message shows both accepted forms.
                 Also: the name given both positionally and as ``name=``,
                 ``resource`` not declared in the worker's ``resources``, a bad
-                ``cancel_grace``, or ``isolate`` not a bool or given a handler it
-                cannot run (``async def``, a batch, a lambda).
+                ``cancel_grace``, ``max_attempts``, ``retry`` or ``timeout``, or
+                ``isolate`` not a bool or given a handler it cannot run (``async
+                def``, a batch, a lambda).
 
         Example::
 
@@ -131,6 +150,9 @@ class Registering:
                 resource=resource,
                 cancel_grace=cancel_grace,
                 isolate=isolate,
+                max_attempts=max_attempts,
+                retry=retry,
+                timeout=timeout,
                 **options,
             )
             return name_or_fn
@@ -144,6 +166,9 @@ class Registering:
                 resource=resource,
                 cancel_grace=cancel_grace,
                 isolate=isolate,
+                max_attempts=max_attempts,
+                retry=retry,
+                timeout=timeout,
                 **options,
             )
             return fn
@@ -160,6 +185,9 @@ class Registering:
         resource: str | None = None,
         cancel_grace: Duration | EllipsisType | None = ...,
         isolate: bool = False,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
         **options: Unpack[TaskOptions],
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
@@ -167,7 +195,8 @@ class Registering:
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource, cancel_grace, isolate, options: As for ``task``.
+            batch, concurrency, resource, cancel_grace, isolate, max_attempts, retry,
+                timeout, options: As for ``task``.
 
         Returns:
             The ``Registration``.
@@ -184,7 +213,7 @@ class Registering:
         """
         checked = _ext.task_options(self._extensions, options, "register()")
         grace = self.cancel_grace_ms if cancel_grace is ... else check_cancel_grace(cancel_grace)
-        return self.registry.add(
+        registration = self.registry.add(
             name,
             fn,
             batch=batch,
@@ -193,7 +222,14 @@ class Registering:
             options=checked,
             cancel_grace_ms=grace,
             isolate=isolate,
+            max_attempts=max_attempts,
+            retry=retry,
+            timeout=timeout,
         )
+        if registration.max_attempts is not None:
+            # The client this worker is built on writes it into the name's submits.
+            self.client.handler_attempts[registration.name] = registration.max_attempts
+        return registration
 
     def _extension(self, kind: type[E]) -> E:
         """This worker's extension of class ``kind`` (a built-in's worker API keeps

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .._checks import check_int, check_text
+from ..backoff import Retry, attempts_of, check_retry
+from ..durations import Duration, duration_ms
 from ..errors import InvalidArgument
 from ..models import TaskDef
 from ._context import SyncTaskContext, TaskContext
@@ -30,6 +32,8 @@ class Registration:
     ``cancel_grace_ms`` is how long a call whose tasks were canceled runs on before
     the worker stops it (``None``: never); ``isolated`` runs a plain ``def`` handler
     in a child process the worker can kill (``_isolating``).
+    ``retry``, ``max_attempts`` and ``timeout_ms`` are the handler's policies
+    (``docs/policies.md``), ``None`` where the worker's settings apply.
     """
 
     name: str
@@ -43,6 +47,9 @@ class Registration:
     options: Mapping[str, object] = field(default_factory=dict)
     cancel_grace_ms: int | None = None
     isolated: bool = False
+    retry: Retry | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
     @property
     def stoppable(self) -> bool:
@@ -214,11 +221,26 @@ class Registry:
         options: Mapping[str, object] | None = None,
         cancel_grace_ms: int | None = None,
         isolate: bool = False,
+        max_attempts: int | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
     ) -> Registration:
         if not callable(fn):
             raise InvalidArgument(f"handler for {name!r} is not callable")
+        retry = check_retry(retry)
         if isinstance(name, TaskDef):
+            # The definition's policies, where the registration gives none of its own.
+            if retry is None:
+                retry = check_retry(name.retry, "TaskDef retry")
+            if max_attempts is None and (retry is None or retry.max_attempts is None):
+                max_attempts = name.max_attempts
+            if timeout is None:
+                timeout = name.timeout
             name = name.name
+        attempts = attempts_of(max_attempts, retry, "task()")
+        timeout_ms = (
+            None if timeout is None else duration_ms(timeout, "timeout", low_ms=1, high_ms=2**40)
+        )
         if name is None:
             name = getattr(fn, "__name__", "")
             if not str(name).isidentifier():
@@ -253,6 +275,9 @@ class Registry:
             options=dict(options or {}),
             cancel_grace_ms=cancel_grace_ms,
             isolated=isolated,
+            retry=retry,
+            max_attempts=attempts,
+            timeout_ms=timeout_ms,
         )
         self._by_name[checked] = registration
         return registration

@@ -1,0 +1,1 @@
+"""The task policies' surfaces: their part of ``cairnq get``."""

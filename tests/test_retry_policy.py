@@ -1,0 +1,310 @@
+"""Retry policies per task name (``@worker.task(retry=..., max_attempts=...)``,
+``TaskDef(retry=...)``) and run timeouts per task name, on every backend; the
+delays a ``Retry`` computes; and the README's Durable steps example, run as written."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairnq import CairnQ, InvalidArgument, Retry, TaskContext, TaskDef, Worker
+
+from ._db import Database
+from ._waits import eventually
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+async def settled(cq: CairnQ, task_id: str) -> Any:
+    return await cq.wait(task_id, timeout_ms=20_000, poll_ms=20, max_poll_ms=50)
+
+
+def fixed(value: float) -> Any:
+    return lambda: value
+
+
+# --- the delays a policy computes -----------------------------------------------------------
+
+
+def test_an_exponential_policy_doubles_its_window_from_its_base() -> None:
+    retry = Retry(base="1s", jitter="none")
+    assert [retry.delay_ms(a, None) for a in (1, 2, 3)] == [1000, 2000, 4000]
+
+
+def test_a_linear_policy_grows_its_window_by_its_base() -> None:
+    retry = Retry(backoff="linear", base="10s", jitter=False)
+    assert [retry.delay_ms(a, None) for a in (1, 2, 3)] == [10_000, 20_000, 30_000]
+
+
+def test_a_constant_policy_waits_its_base_every_time() -> None:
+    retry = Retry(backoff="constant", base=timedelta(seconds=3), jitter="none")
+    assert [retry.delay_ms(a, None) for a in (1, 5, 9)] == [3000, 3000, 3000]
+
+
+def test_no_window_is_longer_than_the_maximum_delay() -> None:
+    retry = Retry(base="1s", max_delay="5s", jitter="none")
+    assert retry.delay_ms(10, None) == 5000
+
+
+def test_equal_jitter_keeps_the_delay_in_the_upper_half_of_the_window() -> None:
+    retry = Retry(backoff="constant", base="1s")
+    assert (
+        retry.delay_ms(1, None, rand=fixed(0.0)),
+        retry.delay_ms(1, None, rand=fixed(0.99)),
+    ) == (
+        500,
+        995,
+    )
+
+
+def test_full_jitter_spreads_the_delay_over_the_whole_window() -> None:
+    retry = Retry(backoff="constant", base="1s", jitter="full")
+    assert (retry.delay_ms(1, None, rand=fixed(0.0)), retry.delay_ms(1, None, rand=fixed(0.5))) == (
+        0,
+        500,
+    )
+
+
+def test_a_backoff_function_gets_the_attempt_and_the_error() -> None:
+    seen: list[tuple[int, object]] = []
+
+    def backoff(attempt: int, error: object) -> str:
+        seen.append((attempt, error))
+        return "30s" if isinstance(error, TimeoutError) else "1s"
+
+    error = TimeoutError("slow")
+    assert Retry(backoff=backoff).delay_ms(2, error) == 30_000
+    assert seen == [(2, error)]
+
+
+def test_the_workers_base_and_maximum_apply_where_the_policy_sets_none() -> None:
+    retry = Retry(jitter="none")
+    assert retry.delay_ms(3, None, base_ms=100, max_ms=250) == 250
+
+
+def test_a_policy_does_not_retry_the_errors_it_names_nor_their_subclasses() -> None:
+    retry = Retry(no_retry=(LookupError,))
+    assert (retry.retries(KeyError("k")), retry.retries(ValueError("v"))) == (False, True)
+
+
+# --- bad values refused -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be >= 1"),
+        ({"max_attempts": "5"}, "max_attempts must be an integer"),
+        ({"backoff": "quadratic"}, "backoff must be one of"),
+        ({"base": "10"}, "base"),
+        ({"base": -1}, "base"),
+        ({"max_delay": True}, "max_delay must be a duration"),
+        ({"max_delay": "400d"}, "max_delay"),
+        ({"jitter": "half"}, "jitter must be one of"),
+        ({"no_retry": ("KeyError",)}, "no_retry must be exception classes"),
+        ({"no_retry": (int,)}, "no_retry must be exception classes"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, dict) else "",
+)
+def test_a_retry_option_of_a_wrong_type_or_value_is_refused(
+    options: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        Retry(**options)
+
+
+def test_a_backoff_function_returning_no_duration_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="the backoff function's delay"):
+        Retry(backoff=lambda attempt, error: "soon").delay_ms(1, None)
+
+
+async def test_a_registration_with_a_bad_policy_registers_nothing(db: Database) -> None:
+    worker = db.worker()
+    handler = _noop
+    with pytest.raises(InvalidArgument, match=r"retry must be a cairnq\.Retry"):
+        worker.register("a", handler, retry={"max_attempts": 3})  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="max_attempts must be >= 1"):
+        worker.register("b", handler, max_attempts=0)
+    with pytest.raises(InvalidArgument, match="timeout"):
+        worker.register("c", handler, timeout="0s")
+    with pytest.raises(InvalidArgument, match="give it once"):
+        worker.register("d", handler, max_attempts=2, retry=Retry(max_attempts=4))
+    assert len(worker.registry) == 0
+    assert worker.client.handler_attempts == {}
+    await worker.close()
+
+
+async def test_a_task_definition_with_a_bad_policy_is_refused_at_submit_and_writes_nothing(
+    db: Database,
+) -> None:
+    bad = TaskDef("job", retry="twice")
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match=r"TaskDef retry must be a cairnq\.Retry"):
+            await cq.submit(bad)
+        assert await cq.list() == []
+
+
+async def test_a_task_definition_with_a_bad_timeout_registers_nothing(db: Database) -> None:
+    worker = db.worker()
+    with pytest.raises(InvalidArgument, match="timeout must be a duration"):
+        worker.register(TaskDef("job", timeout=[5]), _noop)
+    assert len(worker.registry) == 0
+    await worker.close()
+
+
+async def _noop(ctx: TaskContext) -> None:
+    return None
+
+
+# --- on a running worker ----------------------------------------------------------------------
+
+
+async def test_a_handlers_max_attempts_is_written_by_the_client_its_worker_is_built_on(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        worker = Worker(cq)
+        worker.register("job", _noop, max_attempts=7)
+        task = await cq.submit("job")
+        many = await cq.submit_many([("job", {}), ("other", {})])
+        explicit = await cq.submit("job", max_attempts=2)
+        await worker.close()
+    assert task.max_attempts == 7
+    assert [t.max_attempts for t in many] == [7, 3]
+    assert explicit.max_attempts == 2
+
+
+async def test_a_task_definitions_retry_policy_gives_the_submits_max_attempts(
+    db: Database,
+) -> None:
+    defn = TaskDef("job", retry=Retry(max_attempts=6))
+    async with db.client() as cq:
+        task = await cq.submit(defn)
+    assert task.max_attempts == 6
+
+
+async def test_a_handlers_lower_max_attempts_ends_the_task_before_the_rows(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+    runs: list[int] = []
+
+    @worker.task(retry=Retry(max_attempts=2))
+    async def flaky(ctx: TaskContext) -> None:
+        runs.append(ctx.attempt)
+        raise RuntimeError("again")
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("flaky", max_attempts=5)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.attempt, runs) == ("failed", 2, [1, 2])
+
+
+async def test_an_error_the_policy_names_fails_the_task_at_once(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+
+    @worker.task(retry=Retry(no_retry=(KeyError,)))
+    async def lookup(ctx: TaskContext) -> None:
+        raise KeyError("missing")
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("lookup", max_attempts=5)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.attempt) == ("failed", 1)
+    assert (done.error["type"], done.error["retryable"]) == ("KeyError", False)
+
+
+async def test_a_handlers_backoff_sets_the_next_run_of_a_failed_attempt(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+
+    @worker.task(retry=Retry(backoff=lambda attempt, error: "1h"))
+    async def slow_retry(ctx: TaskContext) -> None:
+        raise RuntimeError("later")
+
+    async def requeued() -> Any:
+        found = await cq.get(task.id)
+        return found if found is not None and found.attempt == 1 and found.is_queued else None
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("slow_retry")
+        after = await eventually(requeued, "the task queued again")
+    await worker.close()
+    assert after.run_at_ms - after.updated_at_ms >= 3_599_000
+
+
+async def test_a_handlers_timeout_fails_a_run_that_takes_longer(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+
+    @worker.task(timeout="50ms", max_attempts=1)
+    async def stuck(ctx: TaskContext) -> None:
+        await asyncio.Event().wait()
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("stuck", max_attempts=1)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert done.status == "failed"
+    assert done.error["code"] == "handler_timeout"
+    assert "timeout=50ms" in done.error["message"]
+
+
+async def test_a_task_definitions_timeout_applies_to_the_handler_registered_with_it(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    defn = TaskDef("stuck", timeout=timedelta(milliseconds=50), max_attempts=1)
+
+    @worker.task(defn)
+    async def stuck(ctx: TaskContext) -> None:
+        await asyncio.Event().wait()
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit(defn)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.error["code"]) == ("failed", "handler_timeout")
+
+
+# --- the README's example -----------------------------------------------------------------
+
+
+def _durable_steps_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("### Durable steps")
+    return re.findall(r"```python\n(.*?)```", text[start:], re.S)[0]
+
+
+async def test_the_readmes_durable_steps_example_runs_as_written(db: Database) -> None:
+    calls: list[str] = []
+
+    async def fetch_invoice(invoice_id: int) -> dict[str, Any]:
+        calls.append("fetch")
+        return {"id": invoice_id, "amount": 12}
+
+    async def charge_card(invoice: dict[str, Any]) -> dict[str, Any]:
+        calls.append("charge")
+        return {"id": f"ch_{invoice['id']}"}
+
+    def send_receipt(charge: dict[str, Any]) -> None:
+        calls.append("email")
+
+    async with db.client() as cq:
+        worker = Worker(cq, poll_interval_ms=20)
+        scope = {
+            "worker": worker,
+            "fetch_invoice": fetch_invoice,
+            "charge_card": charge_card,
+            "send_receipt": send_receipt,
+        }
+        exec(compile(_durable_steps_example(), "README.md", "exec"), scope)
+        async with worker.background():
+            task = await cq.submit("bill", {"id": 7})
+            done = await settled(cq, task.id)
+        await worker.close()
+    assert (done.status, done.result, done.max_attempts) == ("succeeded", "ch_7", 5)
+    assert calls == ["fetch", "charge", "email"]
