@@ -326,6 +326,8 @@ BAD = [
     ({"throttle": Throttle(1, "forever"), "key": "k"}, "throttle period"),
     ({"throttle": Throttle(1, "1m")}, "needs a key"),
     ({"throttle": Throttle(1, "1m", key="")}, "throttle key"),
+    ({"unique_for": "1h", "key": "k", "expires_in": "1m"}, "not taken with retry"),
+    ({"debounce": "1s", "key": "k", "timeout": "1m"}, "not taken with retry"),
 ]
 
 
