@@ -511,7 +511,9 @@ async def test_an_executor_that_decodes_jsonb_is_refused_with_what_to_change(
 
 
 def _postgres_page_executor_block() -> str:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "postgres.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "postgres.md").read_text(
+        encoding="utf-8"
+    )
     section = text.split("**Through asyncpg, or an executor of your own.**", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 

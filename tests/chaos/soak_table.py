@@ -1,4 +1,4 @@
-"""Renders the Guarantees page's soak table from the committed soak summaries (``docs/soak/*.json``).
+"""Renders the soak table of docs/guarantees.md from the committed summaries (``docs/soak/*.json``).
 
 Run from the repository root::
 
@@ -263,7 +263,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="rewrite the section in docs/guarantees.md")
+    mode.add_argument(
+        "--write", action="store_true", help="rewrite the section in docs/guarantees.md"
+    )
     mode.add_argument("--check", action="store_true", help="exit 1 when docs/guarantees.md differs")
     args = parser.parse_args()
     section = render(load())

@@ -1,4 +1,5 @@
-"""The Guarantees page's soak table is what the committed soak summaries render, and says what they are."""
+"""The Guarantees page's soak table is what the committed soak summaries render, and says
+what they are."""
 
 from __future__ import annotations
 
