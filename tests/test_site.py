@@ -99,3 +99,21 @@ def test_every_complete_program_runs_as_written(where: str, body: str, tmp_path:
         timeout=120,
     )
     assert ran.returncode == 0, f"{where}\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
+
+
+def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links no page of the site"
+    assert [t for t in local if not (ROOT / t).is_file()] == []
+
+
+def test_the_readme_links_every_feature_page_of_the_site() -> None:
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    [features] = [entry["Features"] for entry in nav if "Features" in entry]
+    pages = [page for entry in features for page in entry.values()]
+    assert [p for p in pages if f"(docs/{p})" not in text and p != "durations.md"] == []
