@@ -7,6 +7,8 @@ else, installed with ``pip install --no-index`` from wheels this test rebuilds
 out of the test environment (``tests/_wheelhouse.py``), so no network is used:
 
 - ```` ```python exec needs=... ````: the program runs as written;
+- ```` ```python snippet needs=... ````: the snippet runs as ``tests/_snippet.py``
+  runs it;
 - ```` ```sh needs=... ````: its ``cairnq`` commands run in order on a migrated
   database in a fresh directory;
 - ```` ```sh run needs=... ````: the page's whole example runs as
@@ -22,6 +24,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,8 +53,8 @@ def examples() -> list[tuple[str, str, list[str], str]]:
             if not needs:
                 continue
             if language == "python":
-                assert "exec" in words, f"{where}: only a complete program can name its needs"
-                kind = "program"
+                assert {"exec", "snippet"} & set(words), f"{where}: a block that runs names needs"
+                kind = "program" if "exec" in words else "snippet"
             else:
                 kind = "page" if "run" in words else "commands"
             found.append((where, kind, needs, body))
@@ -67,6 +70,23 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wanted = sorted({r for _, _, needs, _ in EXAMPLES for r in requirements(needs)})
     _wheelhouse.build(folder, wanted)
     return folder
+
+
+@pytest.fixture(scope="module")
+def environments(
+    wheels: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[list[str]], Path]:
+    """The python of a virtual environment holding only cairnq and ``needs``, one per
+    set of needs (examples that need the same share it)."""
+    made: dict[tuple[str, ...], Path] = {}
+
+    def environment(needs: list[str]) -> Path:
+        key = tuple(sorted(needs))
+        if key not in made:
+            made[key] = environment_with(needs, wheels, tmp_path_factory.mktemp("venv"))
+        return made[key]
+
+    return environment
 
 
 def environment_with(needs: list[str], wheels: Path, folder: Path) -> Path:
@@ -95,9 +115,14 @@ def test_the_examples_that_need_extras_say_so() -> None:
 
 @pytest.mark.parametrize(("where", "kind", "needs", "body"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_the_example_runs_with_only_what_it_names_installed(
-    where: str, kind: str, needs: list[str], body: str, wheels: Path, tmp_path: Path
+    where: str,
+    kind: str,
+    needs: list[str],
+    body: str,
+    environments: Callable[[list[str]], Path],
+    tmp_path: Path,
 ) -> None:
-    python = environment_with(needs, wheels, tmp_path)
+    python = environments(needs)
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
@@ -108,6 +133,9 @@ def test_the_example_runs_with_only_what_it_names_installed(
     if kind == "program":
         (work / "example.py").write_text(body)
         command = [str(python), "example.py"]
+    elif kind == "snippet":
+        (work / "snippet.py").write_text(body)
+        command = [str(python), str(test_site.SNIPPET_RUNNER), "snippet.py"]
     else:
         (work / "example.sh").write_text("set -e\ncairnq migrate\n" + body)
         command = ["bash", "example.sh"]

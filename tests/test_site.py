@@ -5,8 +5,12 @@
 ```` ```python ```` block of the README and of ``docs/`` compiles (top-level
 ``await`` allowed: the snippets that run inside an ``async def`` say so), and a
 block marked ```` ```python exec ```` is a complete program that runs, as
-written, in a fresh directory. Blocks marked ``foreign`` show another library's
-code (the "Coming from ..." pages); they compile, and are not run here.
+written, in a fresh directory. A block marked ```` ```python snippet ```` is part
+of a program: it runs as the body of an ``async def`` given an open client
+``cq`` and a ``worker`` (``tests/_snippet.py``). Blocks marked ``foreign`` show
+another library's code (the "Coming from ..." pages); they compile, and are not
+run. ``RUN_ELSEWHERE`` names the blocks other tests run, and
+``COMPILED_ONLY`` the few that only compile (each says why).
 """
 
 from __future__ import annotations
@@ -50,6 +54,64 @@ def blocks(language: str) -> list[tuple[str, list[str], str]]:
 
 PYTHON = blocks("python")
 PROGRAMS = [(where, body) for where, words, body in PYTHON if "exec" in words]
+SNIPPETS = [(where, body) for where, words, body in PYTHON if "snippet" in words]
+SNIPPET_RUNNER = ROOT / "tests" / "_snippet.py"
+
+# Blocks that another test runs, by page and first line.
+RUN_ELSEWHERE = {
+    ("README.md", "import asyncio"): "test_readme.py, test_first_hour.py (the Quick start)",
+    ("docs/cli.md", "from cairnq import Worker"): "test_first_hour.py (app/tasks.py)",
+    ("docs/store.md", "import asyncio"): "test_readme.py (the store layer example)",
+    ("docs/store.md", "store = cq.store"): "test_readme.py (a replaced store method)",
+    (
+        "docs/postgres.md",
+        'executor = create_pool_executor("postgresql://app@db/app", max_size=20, schema="jobs")',
+    ): "test_pg_executor.py",
+    ("docs/writing-an-extension.md", "# audit_ext/__init__.py"): "test_extension_guide.py",
+    (
+        "docs/writing-an-extension.md",
+        "cq = CairnQ(url, extensions=[Audit()])",
+    ): "test_extension_guide.py",
+    ("docs/writing-an-extension.md", "# audit_ext/_cli.py"): "test_extension_guide.py",
+    ("docs/writing-an-extension.md", "# audit_ext/_pages.py"): "test_extension_guide.py",
+}
+# Blocks that only compile: each shows a shape that needs what a test has not got.
+COMPILED_ONLY = {
+    (
+        "docs/tutorial.md",
+        "from cairnq import SyncCairnQ",
+    ): "waits 60 s for a worker it says is absent",
+    (
+        "docs/django.md",
+        "# settings.py",
+    ): "parts of the page's example (test_docs.py runs the whole)",
+    ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
+    ("docs/django.md", "# asgi.py"): "needs a configured Django project",
+    ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    ("docs/durations.md", "from cairnq import Lineage"): "runs inside a handler (ctx)",
+    ("docs/flow-control.md", "from cairnq import Snooze"): "calls an HTTP service",
+    ("docs/flow-control.md", "from cairnq import Worker"): "needs a store from another SDK",
+    (
+        "docs/metrics.md",
+        "from cairnq.telemetry import Metrics, Tracing",
+    ): "mounts into a web app (the complete program below it runs)",
+    (
+        "docs/postgres.md",
+        "async with pool.connection() as conn, conn.transaction():",
+    ): "needs your psycopg pool and tables",
+    (
+        "docs/retention.md",
+        "from cairnq import Retention, RetentionRule",
+    ): "needs a client made with retention=",
+    (
+        "docs/tasks.md",
+        "from cairnq import CairnQ, Lineage, TaskDef, TaskError, TaskFailed, TaskTimeout",
+    ): "waits for handlers of the next block",
+    (
+        "docs/tasks.md",
+        'worker = Worker.sqlite("cairnq.db", queues=["emails", "default"], concurrency=8,',
+    ): "handlers for the block before it",
+}
 
 
 @pytest.mark.slow
@@ -117,3 +179,43 @@ def test_the_readme_links_every_feature_page_of_the_site() -> None:
     [features] = [entry["Features"] for entry in nav if "Features" in entry]
     pages = [page for entry in features for page in entry.values()]
     assert [p for p in pages if f"(docs/{p})" not in text and p != "durations.md"] == []
+
+
+def first_line(where: str, body: str) -> tuple[str, str]:
+    return where.split(":")[0], body.splitlines()[0]
+
+
+def test_every_python_block_is_run_or_says_why_not() -> None:
+    unaccounted = [
+        where
+        for where, words, body in PYTHON
+        if not {"exec", "snippet", "foreign"} & set(words)
+        and not any(w.startswith("file=") for w in words)
+        and first_line(where, body) not in RUN_ELSEWHERE
+        and first_line(where, body) not in COMPILED_ONLY
+    ]
+    assert unaccounted == []
+
+
+def test_the_ledgers_name_blocks_that_exist() -> None:
+    blocks_now = {first_line(where, body) for where, _, body in PYTHON}
+    assert set(RUN_ELSEWHERE) - blocks_now == set()
+    assert set(COMPILED_ONLY) - blocks_now == set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "body"), SNIPPETS, ids=[s[0] for s in SNIPPETS])
+def test_every_snippet_runs_beside_a_client_and_a_worker(
+    where: str, body: str, tmp_path: Path
+) -> None:
+    (tmp_path / "snippet.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    ran = subprocess.run(
+        [sys.executable, str(SNIPPET_RUNNER), "snippet.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, f"{where}\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
