@@ -95,6 +95,7 @@ PAIRS = {
             f"The client's {title}, blocking: ``SyncCairnQ`` inherits its mixin.",
         )
         for name, title in (
+            ("batches", "batches"),
             ("history", "attempt history"),
             ("limits", "limits"),
             ("pauses", "pauses"),
@@ -102,6 +103,8 @@ PAIRS = {
             ("schedules", "schedules"),
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
+            ("uniqueness", "submits under uniqueness, debounce or throttle"),
+            ("waits", "events"),
             ("workflows", "workflows"),
         )
     },
@@ -137,6 +140,7 @@ PAIRS = {
             ("snooze", "SnoozeContext", "snoozing adds"),
             ("steps", "StepsContext", "durable steps add"),
             ("workflows", "WorkflowsContext", "workflows add"),
+            ("waits", "WaitsContext", "durable waits add"),
         )
     },
 }

@@ -50,3 +50,18 @@ class Lines:
             if text in line:
                 return line
         raise AssertionError(f"no line with {text!r} within {within_s} s: {self.seen}")
+
+    def rest(self, within_s: float) -> list[str]:
+        """Every line read so far and up to the end of the stream (the child closed it),
+        read within ``within_s``; fails otherwise."""
+        deadline = time.monotonic() + within_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                self._queue.put(None)
+                return self.seen
+            self.seen.append(line)
+        raise AssertionError(f"the stream did not end within {within_s} s: {self.seen}")

@@ -142,6 +142,7 @@ def test_the_blocking_namespaces_do_what_the_async_ones_do(db: Database) -> None
 
 # Each built-in extension's namespace on the client, by extension name.
 NAMESPACES = {
+    "batches": "batches",
     "history": "attempts",
     "limits": "limits",
     "pauses": "pauses",
@@ -149,6 +150,8 @@ NAMESPACES = {
     "schedules": "schedules",
     "snooze": "snooze",
     "steps": "steps",
+    "uniqueness": "uniqueness",
+    "waits": "events",
     "workflows": "workflows",
 }
 

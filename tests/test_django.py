@@ -155,6 +155,75 @@ def test_an_unknown_option_is_refused_when_the_backend_is_made() -> None:
         CairnQBackend("broken", {"OPTIONS": {"DATABSE": "default"}})
 
 
+def test_a_misspelt_key_of_the_entry_is_refused_naming_the_key_meant() -> None:
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"^TASKS\['broken'\] has unknown keys \['QUEUE'\] \(did you mean 'QUEUES'\?\); "
+        r"a CairnQBackend entry takes BACKEND, QUEUES and OPTIONS$",
+    ):
+        CairnQBackend("broken", {"BACKEND": "x", "QUEUE": ["emails"]})
+
+
+def test_a_misspelt_option_is_refused_naming_the_option_meant() -> None:
+    with pytest.raises(
+        ImproperlyConfigured, match=r"\['MAX_ATEMPTS'\] \(did you mean 'MAX_ATTEMPTS'\?\)"
+    ):
+        CairnQBackend("broken", {"OPTIONS": {"MAX_ATEMPTS": 3}})
+
+
+def test_max_attempts_given_as_a_string_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"^TASKS\['broken'\]\['OPTIONS'\]\['MAX_ATTEMPTS'\] must be a whole number "
+        r"of runs, like 3 \(no quotes\), not '3'",
+    ):
+        CairnQBackend("broken", {"OPTIONS": {"MAX_ATTEMPTS": "3"}})
+
+
+def test_max_attempts_below_one_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"MAX_ATTEMPTS must be >= 1"):
+        CairnQBackend("broken", {"OPTIONS": {"MAX_ATTEMPTS": 0}})
+
+
+def test_queues_given_as_one_string_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(
+        ImproperlyConfigured, match=r"\['QUEUES'\] must be a list of queue names, like"
+    ):
+        CairnQBackend("broken", {"QUEUES": "emails"})
+
+
+def test_options_that_are_not_a_dict_are_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"\['OPTIONS'\] must be a dict"):
+        CairnQBackend("broken", {"OPTIONS": [("DATABASE", "default")]})
+
+
+def test_a_database_that_is_not_a_name_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"\['DATABASE'\] must be the name of"):
+        CairnQBackend("broken", {"OPTIONS": {"DATABASE": ["default"]}})
+
+
+def test_a_schema_that_is_not_an_identifier_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"\['SCHEMA'\]: schema 'my-jobs' is not"):
+        CairnQBackend("broken", {"OPTIONS": {"SCHEMA": "my-jobs"}})
+
+
+def test_task_modules_given_as_one_string_is_refused_when_the_backend_is_made() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"\['TASK_MODULES'\] must be a list of"):
+        CairnQBackend("broken", {"OPTIONS": {"TASK_MODULES": "myapp.jobs"}})
+
+
+def test_the_app_checks_every_cairnq_entry_of_tasks_at_start_up() -> None:
+    from django.apps import apps
+    from django.test import override_settings
+
+    broken = {"BACKEND": "cairnq.contrib.django.CairnQBackend", "OPTIONS": {"MAX_ATTEMPTS": "3"}}
+    with (
+        override_settings(TASKS={"default": broken}),
+        pytest.raises(ImproperlyConfigured, match=r"\['MAX_ATTEMPTS'\] must be a whole number"),
+    ):
+        apps.get_app_config("cairnq").ready()
+
+
 def test_a_worker_without_any_task_refuses_to_start() -> None:
     backend = task_backends["default"]
     assert isinstance(backend, CairnQBackend)

@@ -138,3 +138,10 @@ def test_the_fastapi_page_example_streams_its_report_progress(tmp_path: Path) ->
 def test_the_testing_page_example_passes_under_pytest_with_the_plugin(tmp_path: Path) -> None:
     printed = run_example("testing.md", tmp_path)
     assert any("2 passed" in line for line in printed), printed
+
+
+def test_the_events_page_example_waits_for_a_decision_sent_from_the_command_line(
+    tmp_path: Path,
+) -> None:
+    printed = run_example("events-and-sleep.md", tmp_path)
+    assert printed[-1] == "refund 42: paid, approved by ada"

@@ -24,8 +24,9 @@ REFERENCE = {
 FEATURE_NAMES = {
     "cairnq.limits": ("Limit", "LimitUsage", "LimitKeyError", "Limits"),
     "cairnq.flow": ("Snooze", "Snoozes", "Pause", "Snoozing"),
-    "cairnq.history": ("Attempt", "StepRecord", "History"),
+    "cairnq.history": ("Attempt", "StepRecord", "History", "StepsChanged"),
     "cairnq.schedules": ("Schedule", "ScheduleSlot"),
+    "cairnq.uniqueness": ("NotUnique", "Period", "Throttle", "Throttled", "Uniqueness"),
 }
 
 

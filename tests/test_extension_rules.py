@@ -260,6 +260,7 @@ def test_the_builtin_declarations_keep_the_rules() -> None:
 
 def test_each_shipped_extension_folder_keeps_the_rules() -> None:
     assert [f.name for f in shipped_folders()] == [
+        "batches",
         "history",
         "limits",
         "pauses",
@@ -267,6 +268,8 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
         "schedules",
         "snooze",
         "steps",
+        "uniqueness",
+        "waits",
         "workflows",
     ]
     assert folder_faults(builtins(), shipped_folders()) == []

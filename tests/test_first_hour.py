@@ -44,14 +44,36 @@ async def send(payload):
 """
 
 
+NO_LOGGING = """\
+import asyncio
+from cairnq import CairnQ, Worker
+
+worker = Worker.sqlite("quiet.db", retry_backoff_ms=0)
+
+
+@worker.task("email.send")
+async def send(ctx, payload):
+    raise ValueError(f"not an address: {payload['to']!r}")
+
+
+async def main():
+    async with CairnQ.sqlite("quiet.db") as cq, worker.background():
+        task = await cq.submit("email.send", {"to": "nobody"}, max_attempts=2)
+        print((await cq.wait(task.id)).status)
+
+
+asyncio.run(main())
+"""
+
+
 class Process:
     """A long-running ``cairnq`` command (a worker), its stdout and stderr followed live."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [CAIRNQ, *args],
             cwd=cwd,
-            env=_env(),
+            env=env or _env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -216,12 +238,12 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         assert took < REPORTED_WITHIN_S
 
         # Mistake: a payload the handler refuses, on a queue the worker serves. The worker
-        # logs the traceback at warning (a retry follows), naming the task.
+        # logs one line at warning (a retry follows), naming the task and the error.
         failing = run(home, "submit", "email.send", '{"to": "nobody"}', "--queue", "emails")
         assert failing.returncode == 0, failing.stderr
         failing_id = _id(failing.stdout)
-        assert "WARNING" in worker.err.until(failing_id, REPORTED_WITHIN_S)
-        worker.err.until("ValueError: not an address: 'nobody'", REPORTED_WITHIN_S)
+        retried = worker.err.until(failing_id, REPORTED_WITHIN_S)
+        assert "WARNING" in retried and "ValueError: not an address: 'nobody'" in retried
 
         listed = run(home, *next(commands))
         assert listed.returncode == 0, listed.stderr
@@ -257,6 +279,32 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         assert "unserved: email.send on emial" in top.stdout
     finally:
         assert worker.stop() == 0
+    # Retries are one line each; the final failure's traceback shows the handler's frames.
+    log = worker.err.rest(30)
+    assert [log[n - 1] for n, line in enumerate(log) if line.startswith("Traceback")] == [
+        worker.err.until("attempt 3/3 on queue emails: failed after", 0)
+    ], log
+    assert {line.split(",")[0] for line in log if line.lstrip().startswith("File ")} == {
+        f'  File "{home / "app" / "tasks.py"}"'
+    }, log
+
+    # Mistake: a handler that raises, in a program that configures no logging. Python
+    # prints the warnings and errors: a retry in one line, then the final failure with
+    # the handler's frames only.
+    (home / "noisy.py").write_text(NO_LOGGING)
+    started = time.monotonic()
+    noisy = subprocess.run(
+        [sys.executable, "noisy.py"], cwd=home, env=_env(), capture_output=True, text=True
+    )
+    assert time.monotonic() - started < REPORTED_WITHIN_S
+    assert noisy.stdout == "failed\n", noisy.stderr
+    retry, final, *trace = noisy.stderr.splitlines()
+    assert "attempt 1/2" in retry and "retrying in" in retry, noisy.stderr
+    assert retry.endswith("ValueError: not an address: 'nobody'")
+    assert "attempt 2/2" in final and "failed after" in final, noisy.stderr
+    assert trace[0] == "Traceback (most recent call last):", noisy.stderr
+    frames = [line for line in trace if line.lstrip().startswith("File ")]
+    assert frames == [f'  File "{home / "noisy.py"}", line 9, in send'], noisy.stderr
 
     # Mistake: a database name mistyped. Nothing is created, the full path is named.
     mistyped, took = timed(home, "--db", "taks.db", "submit", "email.send", "{}")
@@ -296,6 +344,28 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         err.until("cairnq get task_", REPORTED_WITHIN_S)
     finally:
         assert other.stop() == 0
+
+    # $CAIRNQ_DATABASE_URL names the database for the worker too, as for every command:
+    # a worker whose code names cairnq.db serves shared.db, and says so at start.
+    shared = {**_env(), "CAIRNQ_DATABASE_URL": "shared.db"}
+    moved = Process(["worker", "app.tasks:worker", "--queues", "emails,default"], home, shared)
+    try:
+        moved.out.until(
+            f"database: {home / 'shared.db'} (from $CAIRNQ_DATABASE_URL)", REPORTED_WITHIN_S
+        )
+        started = time.monotonic()
+        served = subprocess.run(
+            [CAIRNQ, "submit", "email.send", '{"to": "eve@example.com"}', "--wait"],
+            cwd=home,
+            env=shared,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert served.returncode == 0 and "succeeded" in served.stdout, served.stderr
+        assert time.monotonic() - started < REPORTED_WITHIN_S
+    finally:
+        assert moved.stop() == 0
     assert list(commands) == []
 
 
@@ -309,3 +379,107 @@ def _with_ids(command: list[str], *ids: str) -> list[str]:
     """``command`` with the CLI page's placeholder ids (``task_01J...``) replaced, in order."""
     given = iter(ids)
     return [next(given) if word.startswith("task_01") else word for word in command]
+
+
+DJANGO_APPS = """
+import importlib.util
+
+INSTALLED_APPS += ["cairnq.contrib.django"]
+if importlib.util.find_spec("django.tasks") is None:  # before Django 6: the backport
+    INSTALLED_APPS.insert(0, "django_tasks")
+"""
+
+DASHBOARD_PROBE = """\
+import asyncio
+import os
+
+import httpx
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
+from mysite.asgi import application
+
+
+async def main():
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        first = await http.get("/cairnq/")
+        print(first.status_code, first.headers.get("location"), first.text)
+        if first.status_code == 302:
+            print((await http.get(first.headers["location"])).status_code)
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_fresh_django_project_reports_its_mistakes_at_start_up(tmp_path: Path) -> None:
+    pytest.importorskip("django")
+    pytest.importorskip("httpx")
+    made = subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "mysite", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    settings = tmp_path / "mysite" / "settings.py"
+    fresh = settings.read_text() + DJANGO_APPS
+
+    def check(tasks: str) -> tuple[str, float]:
+        """``manage.py check`` with ``TASKS = tasks``: its last line and how long it took."""
+        settings.write_text(f"{fresh}\nTASKS = {tasks}\n")
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0, done.stdout
+        return done.stderr.splitlines()[-1], time.monotonic() - started
+
+    backend = '"BACKEND": "cairnq.contrib.django.CairnQBackend"'
+    # Mistake: a key misspelt. Refused at start-up, naming the key meant.
+    said, took = check(f'{{"default": {{{backend}, "QUEUE": ["default", "emails"]}}}}')
+    assert said.endswith(
+        "ImproperlyConfigured: TASKS['default'] has unknown keys ['QUEUE'] "
+        "(did you mean 'QUEUES'?); a CairnQBackend entry takes BACKEND, QUEUES and OPTIONS"
+    ), said
+    assert took < REPORTED_WITHIN_S
+
+    # Mistake: a number written as a string. Refused at start-up, not at the first enqueue.
+    said, took = check(f'{{"default": {{{backend}, "OPTIONS": {{"MAX_ATTEMPTS": "3"}}}}}}')
+    assert "TASKS['default']['OPTIONS']['MAX_ATTEMPTS'] must be a whole number" in said, said
+    assert took < REPORTED_WITHIN_S
+
+    # The dashboard behind Django's sign-in: with no LOGIN_URL set, the admin's sign-in
+    # page (the fresh project has the admin) rather than /accounts/login/, which is a 404.
+    settings.write_text(f"{fresh}\nTASKS = {{'default': {{{backend}}}}}\n")
+    asgi = tmp_path / "mysite" / "asgi.py"
+    asgi.write_text(
+        asgi.read_text()
+        + "\nfrom cairnq.contrib.django import dashboard_application\n\n"
+        + "application = dashboard_application(application)\n"
+    )
+    (tmp_path / "probe.py").write_text(DASHBOARD_PROBE)
+
+    def probe() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "probe.py"],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert probe() == ["302 /admin/login/?next=%2Fcairnq%2F ", "200"]
+
+    # Without the admin and without LOGIN_URL, the page says what to set.
+    (tmp_path / "mysite" / "urls.py").write_text("urlpatterns = []\n")
+    [said] = probe()
+    assert said.startswith("401 None Sign in first: ") and "Set LOGIN_URL in settings.py" in said

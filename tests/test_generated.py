@@ -148,6 +148,7 @@ def test_the_context_sources_and_their_generated_blocking_twins() -> None:
             "extensions/snooze/_context",
             "extensions/steps/_context",
             "extensions/workflows/_context",
+            "extensions/waits/_context",
         )
     }
 

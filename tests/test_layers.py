@@ -73,6 +73,7 @@ TOP = "everything else"
 # CLI and the dashboard import them by the names the extensions declare, and no
 # module below imports them.
 SURFACES: tuple[str, ...] = (
+    "cairnq.extensions.batches._surfaces.*",
     "cairnq.extensions.history._surfaces.*",
     "cairnq.extensions.limits._surfaces.*",
     "cairnq.extensions.pauses._surfaces.*",
@@ -80,6 +81,7 @@ SURFACES: tuple[str, ...] = (
     "cairnq.extensions.schedules._surfaces.*",
     "cairnq.extensions.snooze._surfaces.*",
     "cairnq.extensions.steps._surfaces.*",
+    "cairnq.extensions.waits._surfaces.*",
     "cairnq.extensions.workflows._surfaces.*",
 )
 

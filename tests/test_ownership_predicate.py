@@ -39,7 +39,16 @@ BATCH_PREDICATE: dict[Dialect, str] = {
         " and t.attempt = p.attempt and t.lease_until_ms > (select now_ms from clock)"
     ),
 }
-OWNED = {"complete", "succeed", "fail", "progress", "heartbeat", "hand_back", "steps_record"}
+OWNED = {
+    "complete",
+    "succeed",
+    "fail",
+    "progress",
+    "heartbeat",
+    "hand_back",
+    "steps_record",
+    "waits_write",
+}
 # With the attempt history's settling statements, which settle as complete and fail do.
 OWNED_POSTGRES = {"hold", "history_complete", "history_fail"}
 BATCHES = {"heartbeat_batch", "complete_many"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from cairnq import SyncCairnQ
+from cairnq.worker._signals import SignalCount
+
+from ._streams import Lines
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -63,26 +67,78 @@ def test_serve_drains_in_flight_work_on_sigterm_and_exits_zero(tmp_path: Path) -
     assert untouched is not None and untouched.status == "queued"
 
 
+def serve(db: Path, marker: Path, *prefix: str) -> tuple[subprocess.Popen[str], Lines]:
+    """``serve_worker.py`` on ``db`` (after ``prefix``, a command that runs it), in a
+    process group of its own, and its stderr (the worker's log) followed live."""
+    proc = subprocess.Popen(
+        [*prefix, sys.executable, str(PROGRAMS / "serve_worker.py"), str(db), str(marker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stderr is not None
+    return proc, Lines(proc.stderr)
+
+
 def test_a_second_signal_stops_at_once_and_releases_the_task(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     marker = tmp_path / "started"
     with SyncCairnQ.sqlite(db) as cq:
         slow = cq.submit("slow", {"seconds": 30})
-        proc = subprocess.Popen(
-            [sys.executable, str(PROGRAMS / "serve_worker.py"), str(db), str(marker)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc, log = serve(db, marker)
         _wait_for(marker)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-        assert proc.returncode == 0, err
+        log.until("received SIGTERM: draining", 20)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
         released = cq.get(slow.id)
     assert released is not None
     assert (released.status, released.attempt, released.error) == ("queued", 0, None)
+    said = log.until(" unfinished", 5)
+    assert said.startswith("WARNING drain cut short (a second signal, SIGINT) with 1 task ")
+    assert "; handing it back to the queue, its attempt uncounted: " in said
+    assert not [line for line in log.rest(20) if "drain ended" in line]
+
+
+def test_a_signal_sent_to_the_worker_and_then_its_process_group_counts_once(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "q.db"
+    marker = tmp_path / "started"
+    with SyncCairnQ.sqlite(db) as cq:
+        slow = cq.submit("slow", {"seconds": 2.0})
+        proc, log = serve(db, marker)
+        _wait_for(marker)
+        # As GNU timeout does: the process, then its group (which holds the process).
+        os.kill(proc.pid, signal.SIGTERM)
+        log.until("received SIGTERM: draining", 20)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        finished = cq.get(slow.id)
+    assert finished is not None and finished.status == "succeeded"
+    log.until("received SIGTERM again within 1s: taken as the same signal", 5)
+    assert not [line for line in log.rest(20) if "stopping now" in line or "drain " in line]
+
+
+def test_a_worker_under_gnu_timeout_drains_when_timeout_passes_on_a_sigterm(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("timeout") is None:
+        pytest.skip("GNU timeout is not installed")
+    db = tmp_path / "q.db"
+    marker = tmp_path / "started"
+    with SyncCairnQ.sqlite(db) as cq:
+        slow = cq.submit("slow", {"seconds": 1.0})
+        # timeout's own SIGTERM goes on to the worker and to the worker's process group.
+        proc, log = serve(db, marker, "timeout", "600")
+        _wait_for(marker)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        finished = cq.get(slow.id)
+    assert finished is not None and finished.status == "succeeded"
+    lines = log.rest(20)
+    assert not [line for line in lines if "stopping now" in line or "drain " in line], lines
 
 
 def test_the_installed_console_script_runs_the_demo(tmp_path: Path) -> None:
@@ -92,6 +148,9 @@ def test_the_installed_console_script_runs_the_demo(tmp_path: Path) -> None:
     done = run([str(script), "demo", "--path", str(tmp_path / "demo.db")], tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "summary: 8/8 succeeded, 1 after a retry" in done.stdout
+    # The demo's deliberate failure is retried: one line, no traceback.
+    [retried] = done.stderr.splitlines()
+    assert "demo.flaky_upload" in retried and "retrying in" in retried
 
 
 def test_python_dash_m_cairnq_runs_the_demo_in_the_working_directory(tmp_path: Path) -> None:
@@ -107,3 +166,33 @@ def test_cli_errors_print_one_line_without_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().startswith("cairnq: error: no scenario file or directory")
     assert "Traceback" not in done.stderr
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_same_signal_again_within_the_window_is_not_counted() -> None:
+    clock = FakeClock()
+    count = SignalCount(window_s=1.0, clock=clock)
+    assert count.note(signal.SIGTERM) == 1
+    clock.now += 0.999
+    assert count.note(signal.SIGTERM) is None
+
+
+def test_the_same_signal_again_after_the_window_is_the_second() -> None:
+    clock = FakeClock()
+    count = SignalCount(window_s=1.0, clock=clock)
+    assert count.note(signal.SIGTERM) == 1
+    clock.now += 1.0
+    assert count.note(signal.SIGTERM) == 2
+
+
+def test_another_signal_within_the_window_is_the_second() -> None:
+    count = SignalCount(window_s=1.0, clock=FakeClock())
+    assert count.note(signal.SIGTERM) == 1
+    assert count.note(signal.SIGINT) == 2

@@ -100,6 +100,9 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
+    "x0017_batches.sql",
+    "x0018_uniqueness.sql",
+    "x0019_waits.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -128,6 +131,14 @@ INDEXES = {
     "cairnq_schedules_next_idx": (["next_ms"], None),
     "cairnq_limit_keys_limit_idx": (["limit_name", "key_value"], None),
     "cairnq_dependencies_depends_on_idx": (["depends_on_id"], None),
+    "cairnq_batches_undone": (["state"], "state <> 'done'"),
+    "cairnq_batch_members_task": (["task_id"], "outcome is null"),
+    "cairnq_batch_members_live": (["batch_id"], "outcome is null"),
+    "cairnq_uniqueness_periods_until": (["until_ms"], None),
+    "cairnq_uniqueness_throttle_until": (["until_ms"], None),
+    "cairnq_waits_waiting": (["event_key", "created_at_ms"], "state = 'waiting'"),
+    "cairnq_waits_mailbox_key": (["event_key", "seq"], None),
+    "cairnq_waits_mailbox_expiry": (["expires_at_ms"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -325,6 +336,8 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == [
+        "cairnq_batch_members",
+        "cairnq_batches",
         "cairnq_dependencies",
         "cairnq_dependencies_satisfied",
         "cairnq_leases",
@@ -343,6 +356,10 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
+        "cairnq_uniqueness_periods",
+        "cairnq_uniqueness_throttle",
+        "cairnq_waits",
+        "cairnq_waits_mailbox",
         "cairnq_worker_names",
         "cairnq_workers",
     ]
@@ -416,12 +433,17 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
         on_truncate = triggers.pop(f"cairnq_{owner}_forget_all")
         assert "AFTER TRUNCATE ON cairnq_tasks FOR EACH STATEMENT" in on_truncate
+    # The batches' triggers record a member's outcome as its row goes (its row stays).
+    on_delete = triggers.pop("cairnq_batches_keep_outcome")
+    assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
+    on_truncate = triggers.pop("cairnq_batches_keep_outcome_all")
+    assert "AFTER TRUNCATE ON cairnq_tasks FOR EACH STATEMENT" in on_truncate
     assert list(triggers) == ["cairnq_tasks_notify"]
 
 
@@ -439,10 +461,12 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
     assert rows == [
         (name, ["search_path=pg_catalog"])
         for name in (
+            "cairnq_batches_keep_outcome",
             "cairnq_leases_forget",
             "cairnq_notify",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
+            "cairnq_waits_forget",
             "cairnq_workflows_forget",
         )
     ]

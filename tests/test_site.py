@@ -111,6 +111,29 @@ COMPILED_ONLY = {
         "docs/tasks.md",
         'worker = Worker.sqlite("cairnq.db", queues=["emails", "default"], concurrency=8,',
     ): "handlers for the block before it",
+    (
+        "docs/batches.md",
+        'batch = await cq.batches.submit([], on_complete="crawl.report", close=False)',
+    ): ("adds pages crawled elsewhere"),
+    (
+        "docs/batches.md",
+        "status = await cq.batch_status(batch.id)   # or cq.batches.status(batch.id); None if unknown",  # noqa: E501
+    ): ("reads the batch of the block before it"),
+    (
+        "docs/cancel-and-versions.md",
+        '@worker.task(version=3)                        # or "2026-12-06", any text up to 200 characters',  # noqa: E501
+    ): ("a worker's declaration, not a program"),
+    (
+        "docs/events-and-sleep.md",
+        'answer = await ctx.wait_for("order-42:approval", timeout="3d")',
+    ): ("runs inside a handler (ctx); the page's complete example runs"),
+    ("docs/events-and-sleep.md", 'await ctx.step("welcome", send_welcome, user)'): (
+        "runs inside a handler (ctx); the page's complete example runs"
+    ),
+    (
+        "docs/uniqueness.md",
+        "from datetime import timedelta",
+    ): "submits of an application's own objects",
 }
 
 

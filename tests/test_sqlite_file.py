@@ -128,6 +128,35 @@ def test_serve_ends_with_database_unavailable_without_waiting_for_in_flight_call
     assert isinstance(outcome[0], DatabaseUnavailable)
 
 
+async def test_a_worker_whose_file_left_says_its_unfinished_tasks_stay_claimed(
+    sqlite_db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = sqlite_db.path
+    assert path is not None
+    worker = sqlite_db.worker(poll_interval_ms=50, drain_timeout="1m")
+    started = asyncio.Event()
+
+    @worker.task
+    async def hold(ctx: TaskContext, payload: Any) -> None:
+        started.set()
+        await asyncio.sleep(120)
+
+    async with sqlite_db.client() as cq:
+        await cq.submit("hold")
+    with caplog.at_level(logging.WARNING, logger="cairnq.worker"):
+        running = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 10)
+        move_away(path, "deleted")
+        with pytest.raises(DatabaseUnavailable):
+            await asyncio.wait_for(running, 30)
+        await worker.close()
+    [said] = [r.getMessage() for r in caplog.records if "unfinished" in r.getMessage()]
+    assert said.startswith(
+        "drain cut short (the worker is stopping for an error) with 1 task unfinished; "
+        "nothing can be written any more, so it stays claimed until its lease expires: "
+    )
+
+
 @pytest.mark.parametrize("how", HOW)
 def test_a_client_refuses_every_write_once_its_file_left_its_path(
     sqlite_db: Database, how: str

@@ -355,16 +355,19 @@ CANCEL_PATHS = ("cancel queued", "cancel running")
 # What a client's cancel costs with every feature installed but unused, over the kernel
 # alone: where the workflow tables exist, a cancel that ends a task decides its waiting
 # dependents in its transaction (one look when it has none), whether or not a graph
-# was ever submitted; a cancel that only asks a running task to stop ends nothing,
-# so runs nothing but the transaction the hook's presence opens. The attempt
-# history's hook never runs on a cancel: a cancel ends no attempt.
+# was ever submitted, and records a batch member's end (one statement when it is
+# none); a cancel that only asks a running task to stop ends nothing, so runs nothing
+# but the transaction the hook's presence opens. The attempt history's hook never
+# runs on a cancel: a cancel ends no attempt.
 CANCEL_COST: dict[tuple[str, str, str], int] = {
     ("sqlite", "cancel queued", "workflows_lock_parked"): 1,
+    ("sqlite", "cancel queued", "batches_record"): 1,
     ("sqlite", "cancel queued", "savepoint op"): 1,
     ("sqlite", "cancel queued", "release op"): 1,
     ("sqlite", "cancel running", "savepoint op"): 1,
     ("sqlite", "cancel running", "release op"): 1,
     ("postgres", "cancel queued", "workflows_lock_parked"): 1,
+    ("postgres", "cancel queued", "batches_record"): 1,
     ("postgres", "cancel queued", "begin"): 1,
     ("postgres", "cancel queued", "commit"): 1,
     ("postgres", "cancel running", "begin"): 1,

@@ -111,6 +111,63 @@ def test_worker_db_option_moves_a_worker_built_from_a_path(
     assert not (tmp_path / "own.db").exists()
 
 
+def environment_of(db: Database) -> dict[str, str]:
+    """The environment naming ``db`` in ``$CAIRNQ_DATABASE_URL`` (and ``$CAIRNQ_SCHEMA``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRNQ_")}
+    named = db_options(db)
+    env["CAIRNQ_DATABASE_URL"] = named[1]
+    if "--schema" in named:
+        env["CAIRNQ_SCHEMA"] = named[3]
+    return env
+
+
+def test_worker_serves_the_database_named_by_the_environment_over_its_code(
+    db: Database, cq: SyncCairnQ, tmp_path: Path
+) -> None:
+    write_app(tmp_path / "jobs_env.py", "Worker.sqlite('own.db')")
+    task = cq.submit("email.send", {"to": "ada"})
+    result = subprocess.run(
+        [str(SCRIPT), "worker", "jobs_env:worker", "--until-idle"],
+        cwd=tmp_path,
+        env=environment_of(db),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    [database] = [line for line in result.stdout.splitlines() if "database: " in line]
+    assert database.endswith(" (from $CAIRNQ_DATABASE_URL)")
+    done = cq.get(task.id)
+    assert done is not None and done.status == "succeeded"
+    assert not (tmp_path / "own.db").exists()
+
+
+def test_worker_given_an_open_client_says_in_one_line_that_the_environment_names_another(
+    tmp_path: Path,
+) -> None:
+    write_app(tmp_path / "jobs_env_client.py", "Worker(CairnQ('own.db'))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRNQ_")}
+    env["CAIRNQ_DATABASE_URL"] = "other.db"
+    result = subprocess.run(
+        [str(SCRIPT), "worker", "jobs_env_client:worker", "--until-idle"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    [said] = [line for line in result.stderr.splitlines() if "CAIRNQ_DATABASE_URL" in line]
+    assert said == (
+        f"cairnq worker: $CAIRNQ_DATABASE_URL names {tmp_path / 'other.db'}, but "
+        "jobs_env_client:worker was built with an open client and serves "
+        f"{tmp_path / 'own.db'}; unset the variable, or build the Worker from a URL or "
+        "path to follow it"
+    )
+    assert f"database: {tmp_path / 'own.db'}" in result.stdout
+    assert not (tmp_path / "other.db").exists()
+
+
 def test_worker_db_option_is_refused_for_a_worker_given_an_open_client(
     sqlite_db: Database, tmp_path: Path
 ) -> None:

@@ -70,7 +70,7 @@ async def test_a_task_end_is_logged_at_info_with_its_outcome_and_duration(
     assert ended.exc_info is None
 
 
-async def test_a_handler_exception_followed_by_a_retry_is_logged_at_warning_with_its_traceback(
+async def test_a_handler_exception_followed_by_a_retry_is_logged_at_warning_in_one_line(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
@@ -92,8 +92,28 @@ async def test_a_handler_exception_followed_by_a_retry_is_logged_at_warning_with
     assert "retrying in " in first.getMessage()
     assert first.getMessage().endswith("RuntimeError: kaboom")
     assert first.outcome == "retrying"  # type: ignore[attr-defined]
-    assert first.exc_info is not None and isinstance(first.exc_info[1], RuntimeError)
+    assert first.exc_info is None
     assert (second.levelno, second.outcome) == (logging.INFO, "succeeded")  # type: ignore[attr-defined]
+
+
+async def test_a_retry_carries_the_traceback_when_the_logger_is_at_debug(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+
+    @worker.task("flaky")
+    async def flaky(ctx: TaskContext, payload: Any) -> str:
+        if ctx.attempt == 1:
+            raise RuntimeError("kaboom")
+        return "ok"
+
+    with caplog.at_level(logging.DEBUG, logger="cairnq"):
+        async with db.client() as cq, worker.background():
+            task = await cq.submit("flaky", {})
+            await cq.wait(task.id, timeout_ms=10_000)
+        await worker.close()
+    [retried] = [r for r in about(caplog, task.id) if r.levelno == logging.WARNING]
+    assert retried.exc_info is not None and isinstance(retried.exc_info[1], RuntimeError)
 
 
 async def test_a_batch_handler_exception_is_logged_with_one_traceback_for_the_batch(
@@ -137,6 +157,48 @@ async def test_a_final_handler_exception_is_logged_at_error_with_its_traceback(
     assert f"task bad {task.id} attempt 1/3 on queue default: failed after " in ended.getMessage()
     assert ended.outcome == "failed"  # type: ignore[attr-defined]
     assert ended.exc_info is not None and isinstance(ended.exc_info[1], TaskError)
+
+
+def explode_deep(depth: int) -> None:
+    if depth:
+        explode_deep(depth - 1)
+    raise LookupError("no such row")
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_final_failure_traceback_starts_at_the_handler_frame(
+    db: Database, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    worker = db.worker(poll_interval_ms=20)
+
+    if kind == "async":
+
+        @worker.task("bad")
+        async def bad(ctx: TaskContext, payload: Any) -> None:
+            explode_deep(2)
+
+    else:
+
+        @worker.task("bad")
+        def bad_sync(ctx: Any, payload: Any) -> None:
+            explode_deep(2)
+
+    with caplog.at_level(logging.INFO, logger="cairnq"):
+        async with db.client() as cq, worker.background():
+            task = await cq.submit("bad", {}, max_attempts=1)
+            done = await cq.wait(task.id, timeout_ms=10_000)
+        await worker.close()
+    [ended] = about(caplog, task.id)
+    assert ended.exc_info is not None
+    text = logging.Formatter().formatException(ended.exc_info)
+    frames = [line.strip() for line in text.splitlines() if line.strip().startswith("File ")]
+    assert frames[0].endswith(", in bad" if kind == "async" else ", in bad_sync"), text
+    assert [f for f in frames if "explode_deep" in f] != []
+    assert "cairnq" not in text.replace(__file__, ""), text
+    assert done.error is not None
+    assert done.error["details"]["traceback"].startswith(
+        "Traceback (most recent call last):\n" + text.splitlines()[1]
+    )
 
 
 async def test_a_misuse_of_the_api_is_logged_once_at_error_without_a_traceback(

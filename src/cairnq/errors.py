@@ -269,6 +269,24 @@ class TaskError(CairnQError):
         )
 
 
+class StepsChanged(TaskError):
+    """A retry met durable steps its handler's code no longer matches; the task fails.
+
+    Raised by ``ctx.step`` (and ``ctx.patched``) when the steps an earlier attempt
+    recorded were recorded by another version of the handler
+    (``@worker.task(version=...)``), or stood in another order: a recorded step
+    whose name now comes at another position, or another step's name at this
+    one. A recorded result is never handed to a different step: the attempt
+    fails for good with the envelope ``steps_changed``, whose ``details`` say
+    what was recorded and what the code asked for (``docs/cancel-and-versions.md``).
+    """
+
+    def __init__(self, message: str, *, details: dict[str, Any]) -> None:
+        super().__init__(
+            message, code="steps_changed", retryable=False, type="StepsChanged", details=details
+        )
+
+
 class LostLease(CairnQError):
     """The worker no longer owns the task: the write changed nothing."""
 

@@ -6,7 +6,8 @@ read back; ``ctx.step`` writes the steps.
 
 from __future__ import annotations
 
+from .errors import StepsChanged
 from .extensions.history import OUTCOMES, Attempt, History
 from .extensions.steps import StepRecord
 
-__all__ = ["OUTCOMES", "Attempt", "History", "StepRecord"]
+__all__ = ["OUTCOMES", "Attempt", "History", "StepRecord", "StepsChanged"]

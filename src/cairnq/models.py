@@ -301,6 +301,10 @@ class TaskDef(Generic[P, R]):
     queue: str | None = None
     max_attempts: int | None = None
     priority: int | None = None
+    options: Mapping[str, Any] | None = field(default=None, hash=False)
+    """Further ``submit`` keywords, the defaults of every submit of this task that does
+    not give its own (those of the built-in extensions' that ``submit`` lists as taken
+    here); ``None``: none."""
 
 
 # --- read models for dashboards and metrics -------------------------------------------------

@@ -30,6 +30,7 @@ reference SDK's worker) is identified by (attempt, worker id) instead.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -63,6 +64,9 @@ UNWRITABLE = {"SerializationError", "InvalidArgument"}
 # SQLite's julianday-based log time and the SDK's integer clock may differ by this much.
 CLOCK_SLACK_MS = 2.0
 DEFAULT_MAX_CLAIM_ERRORS_PER_S = 20
+# How far past its grace period a stopped handler may still return on a loaded machine
+# (the worker's clock): the stop is a timer on the worker's event loop.
+STOP_SLACK_MS = 1000.0
 
 
 @dataclass
@@ -123,6 +127,8 @@ class History:
     max_claim_errors_per_s: float = DEFAULT_MAX_CLAIM_ERRORS_PER_S
     # ``dbtools.schedules``: schedules, slot records, tasks by slot metadata (SCH-1, SCH-2).
     schedules: dict[str, list[dict[str, Any]]] | None = None
+    # ``dbtools.batches``: batches with their callbacks' task ids, members' outcomes (BAT-1).
+    batches: dict[str, list[dict[str, Any]]] | None = None
 
 
 # --- claims -----------------------------------------------------------------------------------
@@ -380,13 +386,16 @@ def check(history: History) -> Report:
         inv16_storage_integrity,
         inv17_every_ended_run_is_settled_by_its_worker,
         inv18_running_per_key_stays_within_its_limit,
+        inv19_a_canceled_async_handler_is_stopped_and_never_succeeds,
         inv_no_busy_errors_escaped,
+        inv20_one_task_per_key_per_unique_period,
         sch1_at_most_one_task_per_slot,
         sch2_every_slot_is_accounted_for,
         wf1_a_dependent_runs_only_after_its_dependencies,
         wf2_a_dependent_is_decided_once,
         wf3_a_gathered_parent_resumes_once_after_its_children,
         wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_succeed,
+        bat1_a_batch_callback_is_submitted_exactly_once_after_its_members_ended,
     ):
         violations.extend(invariant(history, replay))
     return Report(violations, _counters(history, replay))
@@ -946,6 +955,59 @@ def inv18_running_per_key_stays_within_its_limit(h: History, r: Replay) -> Itera
                 break
 
 
+def _cancel_requested_during(r: Replay, claim: Claim) -> bool:
+    """Whether a cancel was recorded on ``claim``'s task while the claim ran."""
+    end = claim.end
+    assert end is not None
+    return any(
+        claim.seq < row["seq"] <= end["seq"] and row.get("new_cancel") is not None
+        for row in r.rows_of.get(claim.task, [])
+        if row["tbl"] == "task"
+    )
+
+
+def inv19_a_canceled_async_handler_is_stopped_and_never_succeeds(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """INV-19 (stopping running work): a canceled ``async def`` handler's attempt never
+    succeeds, and the handler does not run on past its grace period.
+
+    For every claim of a handler a cancel stops (its ``handler_start`` names its
+    ``grace_ms``) during which a cancel was recorded, the attempt did not end
+    ``succeeded``; and no such handler returned by itself more than its grace period
+    (and ``STOP_SLACK_MS``) after its worker saw the cancel (``seen_for_ms``, the
+    worker's own clock): past its grace it is stopped, and ends ``cancelled``.
+    """
+    stoppable = {
+        event_ident(e)
+        for e in h.events
+        if e["event"] == "handler_start" and e.get("grace_ms") is not None
+    }
+    for claim in r.claims:
+        end = claim.end
+        if claim.ident not in stoppable or end is None or end["new_status"] != "succeeded":
+            continue
+        if _cancel_requested_during(r, claim):
+            yield Violation(
+                "INV-19",
+                claim.task,
+                f"claim {claim.ident[1:]} of a canceled async handler ended succeeded",
+                [end],
+            )
+    for event in h.events:
+        grace, seen = event.get("grace_ms"), event.get("seen_for_ms")
+        if event["event"] != "handler_end" or event.get("outcome") != "return":
+            continue
+        if grace is not None and seen is not None and seen > grace + STOP_SLACK_MS:
+            yield Violation(
+                "INV-19",
+                event.get("task"),
+                f"a canceled handler returned {seen:.0f} ms after its worker saw the cancel; "
+                f"its grace period was {grace} ms",
+                [event],
+            )
+
+
 def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
     """E2: within the busy budget, lock contention never reaches callers as an error."""
     if h.allow_busy_errors:
@@ -953,6 +1015,37 @@ def inv_no_busy_errors_escaped(h: History, r: Replay) -> Iterator[Violation]:
     for event in h.events:
         if event.get("error") == "DatabaseBusy":
             yield Violation("E2", event.get("task"), "a busy error escaped to a caller", [event])
+
+
+def inv20_one_task_per_key_per_unique_period(h: History, r: Replay) -> Iterator[Violation]:
+    """INV-20 (uniqueness over time): the tasks ``submit(key=..., unique_for=...)`` calls
+    returned under one key were inserted at least the earlier one's period apart, in the
+    database's clock.
+
+    A client records each such submit's key and period beside the task it got; the
+    insert times are the log's. A task a period started with without inserting it (the
+    key's live task) was inserted before its period began, so the bound holds for it too.
+    """
+    period_of: dict[str, int] = {}
+    tasks_of: dict[str, set[str]] = defaultdict(set)
+    for event in h.events:
+        if event["event"] == "submit_ok" and event.get("unique_for_ms") is not None:
+            period_of.setdefault(event["task"], int(event["unique_for_ms"]))
+            tasks_of[event["key"]].add(event["task"])
+    inserted = {row["task_id"]: row for row in r.task_rows() if row["op"] == "insert"}
+    for key, tasks in tasks_of.items():
+        rows = sorted((inserted[t] for t in tasks if t in inserted), key=lambda row: row["seq"])
+        for earlier, later in itertools.pairwise(rows):
+            gap = float(later["db_time"]) - float(earlier["db_time"])
+            period = period_of[earlier["task_id"]]
+            if gap < period - CLOCK_SLACK_MS:
+                yield Violation(
+                    "INV-20",
+                    later["task_id"],
+                    f"key {key!r} got a second task {gap:.0f} ms after {earlier['task_id']}, "
+                    f"within its unique_for period of {period} ms",
+                    [earlier, later],
+                )
 
 
 SLOT_KEY_PREFIX = "cairnq.schedule:"
@@ -1249,6 +1342,89 @@ def wf4_a_dependent_is_canceled_or_failed_only_for_a_dependency_that_did_not_suc
 # --- counters ---------------------------------------------------------------------------------
 
 
+def _first_end(r: Replay, task: str) -> tuple[int, str] | None:
+    """The seq and status of the task's first change to a terminal status, or of its
+    deletion (status ``purged``) if it was deleted before any; ``None`` if neither."""
+    for row in r.rows_of.get(task, []):
+        if row["tbl"] != "task":
+            continue
+        if row["op"] == "delete":
+            return row["seq"], "purged"
+        if row["new_status"] in TERMINAL:
+            return row["seq"], row["new_status"]
+    return None
+
+
+def bat1_a_batch_callback_is_submitted_exactly_once_after_its_members_ended(
+    h: History, r: Replay
+) -> Iterator[Violation]:
+    """BAT-1: a batch's callbacks are submitted exactly once, after every member ended.
+
+    For each batch: each member's recorded outcome is the status of its first end in the
+    log (``purged`` for a member deleted before it ended); a callback's task is inserted
+    at most once, and only once the batch is done; a done batch has ``on_complete`` and
+    exactly one of ``on_success`` (every member succeeded) and ``on_failure`` inserted;
+    each callback's insert comes after every member's first end in the log's order; and,
+    after quiescence, no closed batch whose members all ended is left undone.
+    """
+    if h.batches is None:
+        return
+    inserts: dict[str, list[int]] = defaultdict(list)
+    for row in r.task_rows():
+        if row["op"] == "insert":
+            inserts[row["task_id"]].append(row["seq"])
+    members: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for member in h.batches["members"]:
+        members[member["batch_id"]].append(member)
+    for batch in h.batches["batches"]:
+        bid = batch["id"]
+        ends: dict[str, tuple[int, str] | None] = {
+            m["task_id"]: _first_end(r, m["task_id"]) for m in members[bid]
+        }
+        for m in members[bid]:
+            end = ends[m["task_id"]]
+            if end is not None and m["outcome"] is not None and m["outcome"] != end[1]:
+                yield Violation(
+                    "BAT-1",
+                    m["task_id"],
+                    f"batch {bid} recorded outcome {m['outcome']} for a member whose first "
+                    f"end was {end[1]}",
+                    [m, end],
+                )
+        good = all(m["outcome"] == "succeeded" for m in members[bid])
+        due = {"on_complete", "on_success" if good else "on_failure"}
+        for kind, task in sorted(batch["callbacks"].items()):
+            seqs = inserts.get(task, [])
+            expected = 1 if batch["state"] == "done" and kind in due else 0
+            if len(seqs) != expected:
+                yield Violation(
+                    "BAT-1",
+                    task,
+                    f"callback {kind} of batch {bid} ({batch['state']}) was submitted "
+                    f"{len(seqs)} time(s), not {expected}",
+                    [batch],
+                )
+            for seq in seqs:
+                early = sorted(t for t, end in ends.items() if end is None or end[0] > seq)
+                if early:
+                    yield Violation(
+                        "BAT-1",
+                        task,
+                        f"callback {kind} of batch {bid} was submitted before member(s) "
+                        f"{', '.join(early[:5])} ended",
+                        [batch, seq],
+                    )
+        if (
+            h.liveness
+            and batch["state"] == "closed"
+            and members[bid]
+            and all(end is not None for end in ends.values())
+        ):
+            yield Violation(
+                "BAT-1", None, f"batch {bid} is closed, every member ended, yet not done", [batch]
+            )
+
+
 def _counters(h: History, r: Replay) -> dict[str, Any]:
     starts: Counter[str] = Counter(e["task"] for e in h.events if e["event"] == "handler_start")
     indeterminate = [e for e in h.events if e["event"] == "submit_info"]
@@ -1270,6 +1446,7 @@ def _counters(h: History, r: Replay) -> dict[str, Any]:
         "ended": dict(Counter(_last_status(r).values())),
         "purged": sum(row["op"] == "delete" for row in r.task_rows()),
         "schedule_slots": sum(row["slots"] for row in (h.schedules or {}).get("slots", [])),
+        "batches_done": sum(b["state"] == "done" for b in (h.batches or {}).get("batches", [])),
         "dependents": len(
             {e.task for es in r.workflows.edges_of.values() for e in es if e.reason != "gather"}
         ),

@@ -319,21 +319,23 @@ def integrity(db: Database) -> str:
     return "ok"
 
 
+def _tables(db: Database) -> set[str]:
+    if db.kind == "sqlite":
+        return {r["name"] for r in _rows(db, "select name from sqlite_master")}
+    return {
+        r["table_name"]
+        for r in _rows(
+            db,
+            "select table_name from information_schema.tables "
+            "where table_schema = current_schema()",
+        )
+    }
+
+
 def schedules(db: Database) -> dict[str, list[dict[str, Any]]] | None:
     """The schedules, their slot records and the tasks their slots submitted (by metadata);
     ``None`` on a database without the schedules tables."""
-    if db.kind == "sqlite":
-        tables = {r["name"] for r in _rows(db, "select name from sqlite_master")}
-    else:
-        tables = {
-            r["table_name"]
-            for r in _rows(
-                db,
-                "select table_name from information_schema.tables "
-                "where table_schema = current_schema()",
-            )
-        }
-    if "cairnq_schedule_slots" not in tables:
+    if "cairnq_schedule_slots" not in _tables(db):
         return None
     tasks = _rows(db, "select id, metadata from cairnq_tasks")
     for task in tasks:
@@ -355,4 +357,26 @@ def schedules(db: Database) -> dict[str, list[dict[str, Any]]] | None:
             for t in tasks
             if isinstance(t["metadata"], dict) and "cairnq.schedule" in t["metadata"]
         ],
+    }
+
+
+def undone_batches(db: Database) -> int:
+    """How many batches are closed but not done (0 on a database without the tables)."""
+    if "cairnq_batches" not in _tables(db):
+        return 0
+    return len(_rows(db, "select id from cairnq_batches where state = 'closed'"))
+
+
+def batches(db: Database) -> dict[str, list[dict[str, Any]]] | None:
+    """The batches (their state and the task id of each callback they have) and their
+    members with the outcome recorded; ``None`` on a database without the batch tables."""
+    if "cairnq_batches" not in _tables(db):
+        return None
+    rows = _rows(db, "select id, state, callbacks from cairnq_batches")
+    for row in rows:
+        stored = json.loads(row.pop("callbacks"))
+        row["callbacks"] = {kind: spec["id"] for kind, spec in stored.items()}
+    return {
+        "batches": rows,
+        "members": _rows(db, "select batch_id, task_id, outcome from cairnq_batch_members"),
     }

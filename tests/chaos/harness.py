@@ -184,7 +184,9 @@ class Run:
     # --- ending ------------------------------------------------------------------------
 
     def quiesce(self, *, keep_workers: int = 1) -> bool:
-        """Faults over: keep ``keep_workers`` healthy workers until nothing is live.
+        """Faults over: keep ``keep_workers`` healthy workers until nothing is live and no
+        batch is closed (a batch whose last member lease recovery ended waits for the
+        batch sweep, whose named lease a killed worker may hold a while).
 
         From here on the run promises liveness: ``check`` fails on any task still
         live, whether or not it got there within ``quiescence_s``.
@@ -197,7 +199,7 @@ class Run:
             while time.monotonic() < deadline:
                 stats = client.stats()
                 live = sum(s["queued"] + s["running"] for s in stats.values())
-                if live == 0:
+                if live == 0 and not dbtools.undone_batches(self.db):
                     self.quiesced = True
                     break
                 time.sleep(0.2)
@@ -228,6 +230,7 @@ class Run:
             allow_busy_errors=self.config.allow_busy_errors,
             effects=dbtools.effects(self.db) if self.db.kind == "postgres" else None,
             schedules=dbtools.schedules(self.db),
+            batches=dbtools.batches(self.db),
         )
         report = check(history)
         report.counters["faults"] = len(self.faults)

@@ -193,6 +193,33 @@ def _unwritable_errors() -> None:
     _json.storable_text = lambda text: text  # type: ignore[assignment]
 
 
+def _stop_succeeds() -> None:
+    """A handler stopped after its cancel is settled with ``succeed``, which ignores the
+    pending cancel."""
+    from cairnq import kernel
+    from cairnq.worker import _executor, _stopping
+
+    invoke = _executor.Executor._invoke_stoppable
+
+    async def succeeding(self: Any, registration: Any, contexts: Any) -> Any:
+        try:
+            return await invoke(self, registration, contexts)
+        except _stopping.HandlerStopped:
+            for ctx in contexts:
+                row = await ctx._owned(kernel.succeed(ctx.lease, ctx.worker_id, None))
+                ctx._settled_as(row)
+            return None
+
+    _executor.Executor._invoke_stoppable = succeeding  # type: ignore[method-assign]
+
+
+def _never_stopped() -> None:
+    """The grace period passes and nothing stops the handler: it runs to its end."""
+    from cairnq.worker import _stopping
+
+    _stopping.Stop._fire = lambda self: None  # type: ignore[method-assign]
+
+
 def _no_error_backoff() -> None:
     """A failed claim waits on the wake-up latch, which any change cuts short."""
     from cairnq.worker._claimer import Claimer
@@ -451,6 +478,17 @@ MUTANTS: dict[str, Mutant] = {
             ],
         }
     ),
+    # A submit(unique_for=...) never sees its key's period.
+    "periods_unseen": Mutant(
+        sql={
+            "sqlite": [
+                ("uniqueness_period", "where key = :key and", "where key = :key and 1 = 0 and")
+            ],
+            "postgres": [
+                ("uniqueness_period", "where key = :key::text", "where key = :key::text and 1 = 0")
+            ],
+        }
+    ),
     # succeed_in runs the application's write although a cancel is pending.
     "succeed_in_ignores_cancel": Mutant(
         sql={
@@ -482,6 +520,8 @@ MUTANTS: dict[str, Mutant] = {
     "refuses_after_writing": Mutant(patch=_refuses_after_writing),
     "unwritable_errors": Mutant(patch=_unwritable_errors),
     "no_error_backoff": Mutant(patch=_no_error_backoff, dialects=("sqlite",)),
+    "stop_succeeds": Mutant(patch=_stop_succeeds),
+    "never_stopped": Mutant(patch=_never_stopped),
     # Neither a slot's primary key nor the schedule's cursor keeps a slot decided once.
     "slots_unguarded": Mutant(sql=_both(_slots_unguarded)),
     "catch_up_in_seconds": Mutant(patch=_catch_up_in_seconds),
@@ -503,6 +543,11 @@ MUTANTS: dict[str, Mutant] = {
     "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
     # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
     # a release no longer checks that the task is still parked.
+    # A batch is decided as if every member had ended: the first member to end submits
+    # its callbacks.
+    "batch_fires_early": Mutant(
+        sql=_both(lambda d: [("batches_unfinished", "m.outcome is null", "m.outcome = 'never'")])
+    ),
     "sweep_decides_twice": Mutant(
         sql={
             "sqlite": [
@@ -600,7 +645,9 @@ def run_worker(config: dict[str, Any]) -> None:
         drain_timeout=_ms(config.get("drain_ms", 2000)),
         max_run_ms=config.get("max_run_ms"),
         extensions=[Limits(_limits_of(config))],
+        **_grace_of(config),
     )
+    grace_ms = config.get("cancel_grace_ms", worker.cancel_grace_ms)
     rng = random.Random(config.get("seed", 0) * 1000 + os.getpid())
     tokens: dict[tuple[str, int], Any] = {}
 
@@ -632,7 +679,7 @@ def run_worker(config: dict[str, Any]) -> None:
         queue = config.get("limit_queue", "default")
         if config.get("limit") and "customer" in payload and ctx.task.queue == queue:
             limited = {"limit_key": payload["customer"], "limit": config["limit"]}
-        record("handler_start", **claim_of(ctx), **limited)
+        record("handler_start", **claim_of(ctx), **limited, grace_ms=grace_ms)
         outcome = "cancelled"
         ended: dict[str, float] = {}
         try:
@@ -653,7 +700,11 @@ def run_worker(config: dict[str, Any]) -> None:
             outcome = "raise"
             raise
         finally:
-            record("handler_end", outcome=outcome, **claim_of(ctx), **ended)
+            seen = ctx.cancel_seen_at
+            if seen is not None:
+                # How long the worker had known of the cancel when the handler ended (INV-19).
+                ended["seen_for_ms"] = (time.monotonic() - seen) * 1000
+            record("handler_end", outcome=outcome, **claim_of(ctx), **ended, grace_ms=grace_ms)
 
     @worker.task("sync_job")
     def sync_job(ctx: Any, payload: dict[str, Any]) -> Any:
@@ -672,6 +723,14 @@ def run_worker(config: dict[str, Any]) -> None:
     record("worker_stopped")
 
 
+def _grace_of(config: dict[str, Any]) -> dict[str, Any]:
+    """``cancel_grace_ms: N`` in a worker's config: its ``cancel_grace`` (the default when
+    absent; ``None`` never stops a handler)."""
+    if "cancel_grace_ms" not in config:
+        return {}
+    return {"cancel_grace": _ms(config["cancel_grace_ms"])}
+
+
 def _limits_of(config: dict[str, Any]) -> list[Limit]:
     """``limit: N`` in a worker's config: at most N running at once per ``payload.customer``
     in queue ``limit_queue`` (``default``)."""
@@ -687,6 +746,9 @@ async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) ->
     low, high = payload.get("sleep_ms", [5, 50])
     if mode == "block":
         time.sleep(payload.get("block_s", 2.0))
+    elif mode == "ignore_cancel":
+        # Never checks for a cancel: only a stop (cancel_grace) ends it early.
+        await asyncio.sleep(payload.get("stuck_s", 3.0))
     else:
         await asyncio.sleep(rng.uniform(low, high) / 1000)
     if mode == "crash":
@@ -768,6 +830,7 @@ MODES = [
     "gather",
     "steps",
     "limited",
+    "batch",
 ]
 # Errors that say the submit wrote nothing: the checker holds them to it (INV-1b).
 REFUSED = (errors.AlreadyExists, errors.DatabaseBusy, errors.InvalidArgument)
@@ -795,6 +858,10 @@ async def _client(config: dict[str, Any]) -> None:
             if mode == "graph":
                 await _graph(cq, record, rng, config, request, POLICIES[graphs % len(POLICIES)])
                 graphs += 1
+                await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+                continue
+            if mode == "batch":
+                await _batch(cq, record, rng, config, request)
                 await asyncio.sleep(config.get("gap_ms", 2) / 1000)
                 continue
             payload: dict[str, Any] = {
@@ -906,6 +973,56 @@ async def _graph(
             record("cancel_ok", task=tasks["a"].id)
         except errors.CairnQError as exc:
             record("cancel_info", task=tasks["a"].id, error=type(exc).__name__)
+
+
+async def _batch(
+    cq: CairnQ, record: Recorder, rng: random.Random, config: dict[str, Any], request: str
+) -> None:
+    """A batch of three to six members, one in eight failing for good, with all three
+    callbacks (each a ``job``); half the batches are submitted open, given one more
+    member and closed. A member sleeps ``batch_sleep_ms``, its last one longer, so
+    members of one batch end in different settlements, some on each worker."""
+    low, high = config.get("batch_sleep_ms", [5, 60])
+    count = rng.randint(3, 6)
+
+    def member(i: int) -> dict[str, Any]:
+        mode = "permanent" if rng.random() < 0.125 else "ok"
+        sleep = [low, high] if i < count - 1 else [high, high * 2]
+        return {"mode": mode, "sleep_ms": sleep, "req": f"{request}-m{i}"}
+
+    def callback(kind: str) -> dict[str, Any]:
+        payload = {"mode": "ok", "sleep_ms": [5, 10], "req": f"{request}-{kind}"}
+        return {"task": "job", "payload": payload}
+
+    names = [f"m{i}" for i in range(count)]
+    opened = rng.random() < 0.5
+    first = names[:-1] if opened else names
+
+    async def submit() -> dict[str, Any]:
+        batch = await cq.batch(
+            [("job", member(i)) for i in range(len(first))],
+            on_success=callback("on_success"),
+            on_failure=callback("on_failure"),
+            on_complete=callback("on_complete"),
+            close=not opened,
+        )
+        return dict(zip(first, batch.tasks, strict=True)) | {"batch": batch}
+
+    tasks = await _submit_recorded(record, request, first, submit())
+    if tasks is None or not opened:
+        return
+    batch_id = tasks["batch"].id
+    await asyncio.sleep(rng.uniform(0, high / 1000))
+    added = cq.batches.add(batch_id, [("job", member(count - 1))])
+    await _submit_recorded(record, request, names[-1:], _named(names[-1:], added))
+    try:
+        await cq.batches.close(batch_id)
+    except errors.CairnQError as exc:
+        record("batch_close_info", batch=batch_id, error=type(exc).__name__)
+
+
+async def _named(names: list[str], submit: Any) -> dict[str, Any]:
+    return dict(zip(names, await submit, strict=True))
 
 
 async def _one(name: str, submit: Any) -> dict[str, Any]:
@@ -1051,18 +1168,32 @@ async def _keyed(config: dict[str, Any]) -> None:
         await cq.stats()
         await _start_together(config)
 
+        unique_for_ms = config.get("unique_for_ms")
+        unique = {} if unique_for_ms is None else {"unique_for": _ms(unique_for_ms)}
+
         async def one(key: str, i: int) -> None:
             request = f"{os.getpid()}-{key}-{i}"
             record("submit_invoke", req=request, key=key)
             try:
-                task = await cq.submit("job", {"i": i}, key=key, conflict=config["conflict"])
+                task = await cq.submit(
+                    "job", {"i": i}, key=key, conflict=config["conflict"], **unique
+                )
             except REFUSED as exc:
                 record("submit_fail", req=request, key=key, error=type(exc).__name__)
                 return
             except errors.CairnQError as exc:
                 record("submit_info", req=request, key=key, error=type(exc).__name__)
                 return
-            record("submit_ok", req=request, task=task.id, key=key)
+            record("submit_ok", req=request, task=task.id, key=key, unique_for_ms=unique_for_ms)
+            if unique_for_ms is not None:
+                # Ended, the task no longer holds its key: only the period keeps the next
+                # submits of the key from inserting.
+                record("cancel_invoke", task=task.id)
+                try:
+                    await cq.cancel(task.id)
+                    record("cancel_ok", task=task.id)
+                except errors.CairnQError as exc:
+                    record("cancel_info", task=task.id, error=type(exc).__name__)
 
         await asyncio.gather(
             *(one(f"key{k}", i) for k in range(config["keys"]) for i in range(config["per_key"]))

@@ -11,7 +11,7 @@ diamond and a task after it, under random dependency policies, in their own queu
 whose finished tasks are purged at once every 100 ms), parents that
 spawn and gather children, durable steps replayed after a failure, tasks under
 a concurrency limit of 2 per customer (their own queue), and two every-second
-schedules, paused before quiescence.
+schedules, paused before quiescence, and batches with their three callbacks.
 
 SQLite faults: kill -9 and SIGSTOP/SIGCONT of workers, a foreign process holding
 the write lock past the busy budget. PostgreSQL (a private cluster started with
@@ -237,8 +237,9 @@ def soak(
         keys=50,
         # ok, retried once, permanent failure, canceled while running, retried until it
         # fails, an error the database cannot store as it is, succeed_in (PostgreSQL),
-        # a graph (five tasks), a gathering parent, durable steps, a limited task
-        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0, 2, 2, 2, 3),
+        # a graph (five tasks), a gathering parent, durable steps, a limited task, a
+        # batch (three to six members and their callbacks)
+        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0, 2, 2, 2, 3, 1),
         sleep_ms=(5, 200),
         seed=seed,
         busy_ms=1000,

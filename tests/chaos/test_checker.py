@@ -183,6 +183,63 @@ def test_a_cancel_requested_attempt_that_ends_succeeded_breaks_cancel_wins() -> 
     assert invariants(history) == {"INV-8"}
 
 
+def _canceled_while_running(seq: int) -> dict[str, Any]:
+    return row(
+        seq,
+        "update",
+        "running",
+        "running",
+        old_attempt=1,
+        new_attempt=1,
+        old_worker="w1",
+        new_worker="w1",
+        new_lease=10_000,
+        new_cancel=1000 + seq,
+    )
+
+
+def test_a_canceled_async_handlers_attempt_that_ends_succeeded_is_caught() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new_cancel=1003),
+    ]
+    start = {"event": "handler_start", "task": T, "attempt": 1, "worker": "w1", "t": 1.0}
+    start["grace_ms"] = 200
+    history.events.append(start)
+    assert invariants(history) == {"INV-8", "INV-19"}
+
+
+def test_a_canceled_handler_returning_long_past_its_grace_period_is_caught() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new="canceled", new_cancel=1003),
+    ]
+    end = {"task": T, "attempt": 1, "worker": "w1", "grace_ms": 200, "outcome": "return"}
+    history.events.append({"event": "handler_end", **end, "t": 6.0, "seen_for_ms": 5000.0})
+    history.final = [{"id": T, "status": "canceled"}]
+    assert invariants(history) == {"INV-19"}
+
+
+def test_a_canceled_handler_stopped_within_its_grace_period_is_valid() -> None:
+    history = clean()
+    history.transitions = [
+        row(1, "insert", None, "queued"),
+        claim(2, 1, "w1"),
+        _canceled_while_running(3),
+        settle(4, 1, "w1", new="canceled", new_cancel=1003),
+    ]
+    end = {"task": T, "attempt": 1, "worker": "w1", "grace_ms": 200, "outcome": "cancelled"}
+    history.events.append({"event": "handler_end", **end, "t": 1.3, "seen_for_ms": 230.0})
+    history.final = [{"id": T, "status": "canceled"}]
+    assert check(history).valid, check(history).summary()
+
+
 def test_two_live_tasks_for_one_key_are_caught() -> None:
     history = History(
         transitions=[
@@ -971,11 +1028,11 @@ def test_a_mutant_whose_text_is_not_found_refuses_to_run() -> None:
 
 
 def test_docs_guarantees_lists_every_mutant_and_every_invariant() -> None:
-    from . import checker, test_mutants
+    from . import checker, test_mutants, waits_program
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "guarantees.md").read_text()
     named = set(re.findall(r"`([a-z_]+)`: ", text))
-    assert named == set(test_mutants.MUTANTS) | {"synchronous_off"}
+    assert named == set(test_mutants.MUTANTS) | set(waits_program.MUTANTS) | {"synchronous_off"}
     checked = {
         re.match(r"(INV-\w+|E\d|SCH-\d|WF-\d)", (fn.__doc__ or "").strip()).group(1)  # type: ignore[union-attr]
         for name, fn in vars(checker).items()
@@ -1005,3 +1062,30 @@ def test_a_succeed_in_that_held_the_row_past_its_lease_is_its_holders_success() 
 
 def test_a_plain_completion_reported_after_its_lease_ran_out_is_still_caught() -> None:
     assert invariants(held_history("complete")) == {"INV-5"}
+
+
+def unique_history(gap_ms: float) -> History:
+    """Two tasks submit(key="k", unique_for=1 s) returned, inserted ``gap_ms`` apart."""
+    submits = [
+        {"event": "submit_ok", "task": task, "key": "k", "unique_for_ms": 1000}
+        for task in ("task_A", "task_B", "task_A")
+    ]
+    return History(
+        transitions=[
+            row(1, "insert", None, "queued", task_id="task_A", db_time=5000.0),
+            row(2, "update", "queued", "canceled", task_id="task_A", new_completed=5001),
+            row(3, "insert", None, "queued", task_id="task_B", db_time=5000.0 + gap_ms),
+            row(4, "update", "queued", "canceled", task_id="task_B", new_completed=5002),
+        ],
+        events=submits,
+        final=[],
+        liveness=False,
+    )
+
+
+def test_unique_tasks_of_a_key_a_period_apart_are_valid() -> None:
+    assert invariants(unique_history(1000.0)) == set()
+
+
+def test_a_second_unique_task_of_a_key_within_the_period_is_inv20() -> None:
+    assert invariants(unique_history(400.0)) == {"INV-20"}

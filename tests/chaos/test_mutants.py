@@ -19,6 +19,7 @@ import pytest
 from cairnq import SyncCairnQ
 
 from .._db import Database
+from . import dbtools
 from .checker import Report
 from .harness import Config, Run
 from .history import load
@@ -165,6 +166,28 @@ def _canceled_then_crashed_run(db: Database, folder: Path, mutant: str | None) -
                 client.cancel(task.id)
         run.kill_worker(doomed)
         run.start_worker(concurrency=5)
+    except BaseException:
+        run.stop()
+        raise
+    return _finish(run)
+
+
+def _stuck_handlers_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Async handlers that never check for a cancel (3 s runs) are canceled as they run,
+    on a worker whose grace period is 200 ms: each is stopped, and its attempt ends
+    canceled."""
+    config = Config(
+        workers=0, clients=0, lease_ms=1000, heartbeat_ms=100, mutant=mutant, quiescence_s=10
+    )
+    run = Run(db, folder, config)
+    try:
+        with db.sync_client() as client:
+            for n in range(4):
+                client.submit("job", {"n": n, "mode": "ignore_cancel", "stuck_s": 3.0})
+            run.start_worker(concurrency=4, cancel_grace_ms=200)
+            _until(lambda: len(_running_tasks(client)) == 4, "four tasks running")
+            for task in _running_tasks(client):
+                client.cancel(task.id)
     except BaseException:
         run.stop()
         raise
@@ -320,6 +343,13 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return keyed_storm(db, folder, "reuse", mutant).check()
 
 
+def _unique_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Five processes submit the same 5 keys with ``unique_for``, ten times each, at one
+    instant, each canceling the task it got (``test_storms.keyed_storm``; its control is
+    ``test_storms``' unique submits test)."""
+    return keyed_storm(db, folder, "reuse", mutant, unique_for_ms=600_000).check()
+
+
 def _has_started(folder: Path, index: int) -> bool:
     """Whether worker ``index`` of a run in ``folder`` has recorded its start."""
     history = folder / f"worker-{index}.jsonl"
@@ -404,6 +434,44 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
     return _standard(db, folder, config, cycle=["graph"], gap_ms=100, graph_purge_every_ms=25)
 
 
+def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Two workers run sixteen batches of three to six members (one in eight failing for
+    good; half submitted open, given a last member and closed) with all three callbacks.
+    A second into the run one worker is killed with ``kill -9`` and a fresh one started:
+    the members it held end by lease recovery, which records no outcome, so the batch
+    sweep records them and decides their batches."""
+    config = Config(
+        workers=0,
+        concurrency=8,
+        clients=1,
+        tasks_per_client=16,
+        mutant=mutant,
+        quiescence_s=10,
+        seed=41,
+    )
+    run = Run(db, folder, config)
+    try:
+        for n in range(2):
+            run.start_worker(worker_id=f"batch-{n}")
+        run.start_clients(cycle=["batch"], gap_ms=60, batch_sleep_ms=[20, 150])
+        time.sleep(1.0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not dbtools._rows(
+            db, "select id from cairnq_tasks where status = 'running' and worker_id like 'batch-0%'"
+        ):
+            time.sleep(0.01)
+        run.kill_worker(0)
+        run.start_worker(worker_id="batch-2")
+        run.wait_clients()
+    except BaseException:
+        run.stop()
+        raise
+    report = _finish(run)
+    assert report.counters["batches_done"] >= 12, report.summary()
+    assert report.counters["recoveries"] >= 1, report.summary()
+    return report
+
+
 # mutant -> (scenario, invariants that must report it, the backend CI runs it on)
 MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "no_fence": (_stale_writer_run, {"INV-4", "INV-5"}, ("sqlite", "postgres")),
@@ -415,6 +483,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "purge_ignores_cutoff": (_purge_run, {"INV-15"}, ("postgres",)),
     "keys_unseen": (_keyed_storm_run, {"INV-9"}, ("postgres",)),
     "deferred": (_keyed_storm_run, {"E2"}, ("sqlite",)),
+    "periods_unseen": (_unique_storm_run, {"INV-20"}, ("sqlite", "postgres")),
     "claim_without_fence": (_claim_storm_run, {"INV-6"}, ("postgres",)),
     "thread_outlives_timeout": (_sync_timeout_run, {"INV-7"}, ("sqlite",)),
     "leaves_one_running": (_mixed_run, {"INV-2"}, ("postgres",)),
@@ -422,6 +491,8 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "refuses_after_writing": (_mixed_run, {"INV-1b"}, ("postgres",)),
     "unwritable_errors": (_nasty_errors_run, {"INV-17"}, ("postgres",)),
     "no_error_backoff": (_full_disk_run, {"INV-14"}, ("sqlite",)),
+    "stop_succeeds": (_stuck_handlers_run, {"INV-19"}, ("sqlite", "postgres")),
+    "never_stopped": (_stuck_handlers_run, {"INV-19"}, ("postgres",)),
     "succeed_in_ignores_cancel": (_effects_run, {"INV-11"}, ("postgres",)),
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
@@ -430,6 +501,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "sweep_decides_twice": (_workflows_run, {"WF-2"}, ("postgres",)),
     "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
     "purged_success_forgotten": (_purged_dependencies_run, {"WF-4"}, ("postgres",)),
+    "batch_fires_early": (_batches_run, {"BAT-1"}, ("sqlite", "postgres")),
 }
 # scenario -> the backends it exists on (succeed_in is PostgreSQL's). The storms' controls
 # are ``test_storms``' tests of the same storms on the real build, which check more.
@@ -438,6 +510,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _reset_retry_run: ("sqlite", "postgres"),
     _canceled_then_crashed_run: ("sqlite", "postgres"),
     _long_tasks_run: ("sqlite", "postgres"),
+    _stuck_handlers_run: ("sqlite", "postgres"),
     _retries_run: ("sqlite", "postgres"),
     _purge_run: ("sqlite", "postgres"),
     _sync_timeout_run: ("sqlite", "postgres"),
@@ -449,6 +522,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _limited_run: ("sqlite", "postgres"),
     _workflows_run: ("sqlite", "postgres"),
     _purged_dependencies_run: ("sqlite", "postgres"),
+    _batches_run: ("sqlite", "postgres"),
 }
 
 

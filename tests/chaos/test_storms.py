@@ -89,11 +89,20 @@ def claim_storm(
     )
 
 
-def keyed_storm(db: Database, folder: Path, conflict: str, mutant: str | None = None) -> Run:
+def keyed_storm(
+    db: Database,
+    folder: Path,
+    conflict: str,
+    mutant: str | None = None,
+    unique_for_ms: int | None = None,
+) -> Run:
     """Five processes submit the same 5 keys, ten times each, all at one instant: 250
-    keyed submits. No busy error may reach a caller (E2): each waits its turn."""
+    keyed submits. No busy error may reach a caller (E2): each waits its turn. With
+    ``unique_for_ms``, each submit gives that ``unique_for`` and cancels the task it got."""
     run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant, allow_busy_errors=False))
-    return storm(run, "keyed", 5, keys=5, per_key=10, conflict=conflict)
+    return storm(
+        run, "keyed", 5, keys=5, per_key=10, conflict=conflict, unique_for_ms=unique_for_ms
+    )
 
 
 def _claims(folder: Path) -> list[dict[str, Any]]:
@@ -147,6 +156,22 @@ def test_fifty_concurrent_keyed_submits_keep_one_live_task_per_key(
         with db.sync_client() as client:
             live = [t for t in client.list(limit=500) if t.status == "queued"]
         assert len(live) == 5
+
+
+def test_fifty_concurrent_unique_submits_that_cancel_keep_one_task_per_key(
+    db: Database, tmp_path: Path
+) -> None:
+    run = keyed_storm(db, tmp_path, "reuse", unique_for_ms=600_000)
+    events = load(sorted(tmp_path.glob("*.jsonl")))
+    oks = [e for e in events if e["event"] == "submit_ok"]
+    report = run.check()
+    assert report.valid, report.summary()
+    assert len(oks) == 250
+    per_key = {key: {e["task"] for e in oks if e["key"] == key} for key in {e["key"] for e in oks}}
+    assert all(len(tasks) == 1 for tasks in per_key.values()), per_key
+    with db.sync_client() as client:
+        counts = client.stats()["default"]
+    assert (counts["canceled"], sum(counts.values())) == (5, 5)
 
 
 def test_purge_racing_retry_and_recovery_deletes_only_settled_rows(

@@ -237,10 +237,11 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
         "cairnq worker app.tasks:worker --queues emails,default --concurrency 8",
         "Import MODULE:ATTR or FILE.py:ATTR (a cairnq Worker; ATTR defaults to `worker`) "
         "from the current directory or sys.path, or the file's own directory, and serve "
-        "it. The first signal drains in-flight tasks; a second stops at once. The "
-        "database is the Worker's own unless --db or --schema is given: then a Worker "
-        "built from a URL or path serves that database instead (one given an open "
-        "client is refused).",
+        "it. The first signal drains in-flight tasks; a second stops at once (the same "
+        "signal again within 1 s counts once). The database is the Worker's own unless "
+        "--db or --schema is given, or else $CAIRNQ_DATABASE_URL: then a Worker built "
+        "from a URL or path serves that database instead (a Worker given an open client "
+        "refuses --db, and says so when only the variable names another database).",
     )
     worker.add_argument(
         "target", metavar="MODULE:ATTR", help="where the Worker is (or path/to/file.py:ATTR)"

@@ -118,6 +118,34 @@ def load_worker(spec: str) -> Worker:
     return value
 
 
+def _follow_environment(worker: Worker, spec: str, err: TextIO) -> str:
+    """Serve the database ``$CAIRNQ_DATABASE_URL`` names, as every other command does.
+
+    Nothing moves when the variable is unset or names the database the Worker
+    already serves (it keeps its own backend options then). A Worker built with an
+    open client cannot move: one line on ``err`` says which database it serves
+    instead. Returns what the banner adds after the database ("" or where it came from).
+    """
+    if not os.environ.get("CAIRNQ_DATABASE_URL"):
+        return ""
+    target = resolve_target(None, None)
+    own = description_of(worker.client.backend)
+    if target.describe() == own:
+        return ""
+    if not worker.owns_database:
+        err.write(
+            f"cairnq worker: $CAIRNQ_DATABASE_URL names {target.describe()}, but {spec} was "
+            f"built with an open client and serves {own}; unset the variable, or build the "
+            "Worker from a URL or path to follow it\n"
+        )
+        err.flush()
+        return ""
+    options = target.backend_options(migrate=True, tool="worker")
+    options = {k: v for k, v in options.items() if k in ("schema", "migrate")}
+    worker._move_to(open_backend(target.location, **options))
+    return " (from $CAIRNQ_DATABASE_URL)"
+
+
 def _move(worker: Worker, spec: str, args: argparse.Namespace) -> None:
     """Point ``worker`` at the database ``--db`` / ``--schema`` name.
 
@@ -158,12 +186,15 @@ def _configure_logging(level: str, log_format: str) -> None:
     logging.getLogger("cairnq").setLevel(level.upper())
 
 
-def banner(worker: Worker) -> str:
-    """What ``cairnq worker`` prints at start: id, queues, concurrency, database and tasks."""
+def banner(worker: Worker, source: str = "") -> str:
+    """What ``cairnq worker`` prints at start: id, queues, concurrency, database and tasks.
+
+    ``source`` follows the database: where it was named, when not in the code.
+    """
     return (
         f"cairnq worker {worker.worker_id}: queues {','.join(worker.queues)}, "
         f"concurrency {worker.concurrency}; Ctrl-C to stop\n"
-        f"  database: {description_of(worker.client.backend)}\n"
+        f"  database: {description_of(worker.client.backend)}{source}\n"
         f"  tasks: {', '.join(worker.registry.names()) or '(none registered)'}\n"
     )
 
@@ -171,8 +202,11 @@ def banner(worker: Worker) -> str:
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq worker``: serve a Worker from the application's code."""
     worker = load_worker(args.target)
+    source = ""
     if args.db is not None or args.schema is not None:
         _move(worker, args.target, args)
+    else:
+        source = _follow_environment(worker, args.target, sys.stderr)
     if args.queues is not None:
         names = [q.strip() for q in args.queues.split(",") if q.strip()]
         if not names:
@@ -181,7 +215,7 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     if args.concurrency is not None:
         worker.concurrency = check_int(args.concurrency, "concurrency", low=1, high=100_000)
     _configure_logging(args.log_level, args.log_format)
-    out.write(banner(worker))
+    out.write(banner(worker, source))
     out.flush()
     worker.serve(until_idle=args.until_idle)
     out.write(f"cairnq worker {worker.worker_id}: stopped\n")

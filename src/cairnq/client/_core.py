@@ -469,13 +469,18 @@ class _ClientCore:
     def _item(self, item: SubmitItem, task_id: str | None = None) -> kernel.NewTask:
         """A ``submit_many`` item: ``(task, payload)`` or a dict of ``submit``'s arguments."""
         if isinstance(item, tuple) and len(item) == 2:
+            _no_options(item[0])
             return self._new_task(item[0], item[1], task_id=task_id, **_SUBMIT_DEFAULTS)
         if isinstance(item, dict):
             if "task" not in item:
                 raise InvalidArgument("each submit_many dict needs a 'task' (the task name)")
+            _no_options(item["task"])
             if not _ITEM_FIELDS.issuperset(item):
                 unknown = set(item) - _ITEM_FIELDS
-                raise InvalidArgument(f"unknown submit_many fields: {sorted(unknown)}")
+                raise InvalidArgument(
+                    f"unknown submit_many fields: {sorted(unknown)} (a batch takes the task, "
+                    f"its payload and the kernel's submit options; submit others alone)"
+                )
             options = {**_SUBMIT_DEFAULTS, **item}
             task = options.pop("task")
             payload = options.pop("payload", None)
@@ -567,6 +572,16 @@ class _ClientCore:
 
 
 SubmitItem = tuple[Any, Any] | dict[str, Any]
+
+
+def _no_options(task: Any) -> None:
+    """Refuse a batch item of a ``TaskDef`` with ``options``: they are keywords only a
+    single ``submit`` takes."""
+    if isinstance(task, TaskDef) and task.options:
+        raise InvalidArgument(
+            f"a batch submit takes no TaskDef options ({', '.join(sorted(task.options))}): "
+            f"submit such a task alone (submit())"
+        )
 
 
 def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.NewTask:

@@ -23,8 +23,8 @@ through one.
 
 cairnq's own are here too, each taking its worker options:
 ``Worker(cq, extensions=[Limits([...]), Snoozing(max_snoozes=5), History(record=False),
-Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows`` and ``Steps``
-take none).
+Schedules(evaluate=False)])`` (``Pauses``, ``Presence``, ``Workflows``, ``Steps`` and
+``Waits`` take none).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from ._registry import (
     signals,
     task_options,
 )
+from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -54,10 +55,13 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .uniqueness import Uniqueness
+from .waits import Waits
 from .workflows import Workflows
 
 __all__ = [
     "NOW",
+    "Batches",
     "History",
     "Limits",
     "Pauses",
@@ -65,6 +69,8 @@ __all__ = [
     "Schedules",
     "Snoozing",
     "Steps",
+    "Uniqueness",
+    "Waits",
     "Workflows",
     "AttemptEnd",
     "Call",

@@ -3,10 +3,11 @@ operations. Part of the registry of built-ins (``_registry.builtins``).
 
 Each built-in's mixin (``<name>/_client_async.py``) gives the client its namespace
 (``cq.limits``, ``cq.pauses``, ``cq.presence``, ``cq.workflows``, ``cq.schedules``,
-``cq.snooze``, ``cq.steps``, ``cq.attempts``) and the flat methods that came before
-it, kept for one release (each warns once); ``AsyncBuiltins`` joins them, and
-extends ``submit`` with the keywords that belong to a built-in: ``depends_on`` and
-``on_dependency_failure`` (workflows), ``warn_unserved`` (presence).
+``cq.snooze``, ``cq.steps``, ``cq.attempts``, ``cq.batches``, ``cq.uniqueness``,
+``cq.events``) and the flat methods that came before it, kept for one release (each
+warns once); ``AsyncBuiltins`` joins them, and extends ``submit`` with the keywords that
+belong to a built-in: ``depends_on`` and ``on_dependency_failure`` (workflows),
+``warn_unserved`` (presence), ``unique_for``, ``debounce`` and ``throttle`` (uniqueness).
 
 ``scripts/generate_sync.py`` turns this file into ``_builtins_client_sync.py``
 beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
@@ -19,10 +20,12 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..durations import Duration
+from ..errors import InvalidArgument
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_async import ClientView
 from ._submit_path import spec_for_submit
+from .batches._client_async import AsyncBatchesClient
 from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
@@ -30,6 +33,9 @@ from .presence._client_async import AsyncPresenceClient
 from .schedules._client_async import AsyncSchedulesClient
 from .snooze._client_async import AsyncSnoozeClient
 from .steps._client_async import AsyncStepsClient
+from .uniqueness import Throttle, policy_of
+from .uniqueness._client_async import AsyncUniquenessClient, policy_options
+from .waits._client_async import AsyncEventsClient
 from .workflows._client_async import AsyncWorkflowsClient
 
 
@@ -49,6 +55,9 @@ class AsyncBuiltins(
     AsyncSnoozeClient,
     AsyncStepsClient,
     AsyncHistoryClient,
+    AsyncBatchesClient,
+    AsyncUniquenessClient,
+    AsyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -75,6 +84,9 @@ class AsyncBuiltins(
         warn_unserved: bool = False,
         depends_on: Iterable[Any] | None = None,
         on_dependency_failure: str = "cancel",
+        unique_for: Duration | None = None,
+        debounce: Duration | None = None,
+        throttle: Throttle | tuple[Any, ...] | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -119,6 +131,18 @@ class AsyncBuiltins(
                 ``"cancel"`` this task (and, in turn, what depends on it),
                 ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
                 once every dependency ended (``ctx.dependencies()`` shows how).
+            unique_for: With ``key``: at most one task per key per period (a
+                duration), whatever becomes of it, even once purged. Within the
+                period the period's task is returned (``NotUnique`` under
+                ``conflict="reject"`` or once it was purged). See ``docs/uniqueness.md``.
+            debounce: With ``key``: the last submit within this quiet period wins:
+                the key's task, while queued and never started, takes this payload
+                and is due ``debounce`` from now; else a new task is due then.
+            throttle: A ``cairnq.uniqueness.Throttle(limit, per, key=None)`` (or a
+                ``(limit, per)`` tuple): at most ``limit`` tasks enqueued per ``per``
+                under the throttle key (the submit's ``key`` by default); one more
+                raises ``Throttled``. ``unique_for``, ``debounce`` and ``throttle``
+                may be given on a ``TaskDef`` too (``options={...}``).
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -133,6 +157,8 @@ class AsyncBuiltins(
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
             SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+            NotUnique: ``unique_for``'s period holds a purged task, or ``conflict="reject"``.
+            Throttled: ``throttle``'s key is full; nothing is written.
 
         Example::
 
@@ -145,7 +171,19 @@ class AsyncBuiltins(
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
-        if depends_on is not None:
+        unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
+        policy = policy_of(
+            spec,
+            unique_for,
+            debounce,
+            throttle,
+            given_start=delay is not None or run_at is not None or delay_ms is not None,
+        )
+        if policy is not None:
+            if depends_on is not None:
+                raise InvalidArgument("depends_on takes no unique_for, debounce or throttle")
+            stored = await AsyncUniquenessClient._submit_policed(self, spec, policy, conn)
+        elif depends_on is not None:
             stored = await AsyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
             )

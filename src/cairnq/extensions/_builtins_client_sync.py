@@ -9,10 +9,12 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..durations import Duration
+from ..errors import InvalidArgument
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_sync import ClientView
 from ._submit_path import spec_for_submit
+from .batches._client_sync import SyncBatchesClient
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
@@ -20,6 +22,9 @@ from .presence._client_sync import SyncPresenceClient
 from .schedules._client_sync import SyncSchedulesClient
 from .snooze._client_sync import SyncSnoozeClient
 from .steps._client_sync import SyncStepsClient
+from .uniqueness import Throttle, policy_of
+from .uniqueness._client_sync import SyncUniquenessClient, policy_options
+from .waits._client_sync import SyncEventsClient
 from .workflows._client_sync import SyncWorkflowsClient
 
 
@@ -39,6 +44,9 @@ class SyncBuiltins(
     SyncSnoozeClient,
     SyncStepsClient,
     SyncHistoryClient,
+    SyncBatchesClient,
+    SyncUniquenessClient,
+    SyncEventsClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -65,6 +73,9 @@ class SyncBuiltins(
         warn_unserved: bool = False,
         depends_on: Iterable[Any] | None = None,
         on_dependency_failure: str = "cancel",
+        unique_for: Duration | None = None,
+        debounce: Duration | None = None,
+        throttle: Throttle | tuple[Any, ...] | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -109,6 +120,18 @@ class SyncBuiltins(
                 ``"cancel"`` this task (and, in turn, what depends on it),
                 ``"fail"`` it with a ``dependency_failed`` error, or ``"run"`` it
                 once every dependency ended (``ctx.dependencies()`` shows how).
+            unique_for: With ``key``: at most one task per key per period (a
+                duration), whatever becomes of it, even once purged. Within the
+                period the period's task is returned (``NotUnique`` under
+                ``conflict="reject"`` or once it was purged). See ``docs/uniqueness.md``.
+            debounce: With ``key``: the last submit within this quiet period wins:
+                the key's task, while queued and never started, takes this payload
+                and is due ``debounce`` from now; else a new task is due then.
+            throttle: A ``cairnq.uniqueness.Throttle(limit, per, key=None)`` (or a
+                ``(limit, per)`` tuple): at most ``limit`` tasks enqueued per ``per``
+                under the throttle key (the submit's ``key`` by default); one more
+                raises ``Throttled``. ``unique_for``, ``debounce`` and ``throttle``
+                may be given on a ``TaskDef`` too (``options={...}``).
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -123,6 +146,8 @@ class SyncBuiltins(
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
             SchemaIncomplete: ``depends_on`` on a database without the workflow tables.
+            NotUnique: ``unique_for``'s period holds a purged task, or ``conflict="reject"``.
+            Throttled: ``throttle``'s key is full; nothing is written.
 
         Example::
 
@@ -135,7 +160,19 @@ class SyncBuiltins(
             task, payload, name, key, queue, conflict, max_attempts, priority, metadata,
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
-        if depends_on is not None:
+        unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
+        policy = policy_of(
+            spec,
+            unique_for,
+            debounce,
+            throttle,
+            given_start=delay is not None or run_at is not None or delay_ms is not None,
+        )
+        if policy is not None:
+            if depends_on is not None:
+                raise InvalidArgument("depends_on takes no unique_for, debounce or throttle")
+            stored = SyncUniquenessClient._submit_policed(self, spec, policy, conn)
+        elif depends_on is not None:
             stored = SyncWorkflowsClient._submit_after(
                 self, spec, depends_on, on_dependency_failure, conn
             )

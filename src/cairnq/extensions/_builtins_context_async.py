@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from .snooze._context_async import SnoozeContext
 from .steps._context_async import StepsContext
+from .waits._context_async import WaitsContext
 from .workflows._context_async import WorkflowsContext
 
 
-class BuiltinContext(SnoozeContext, StepsContext, WorkflowsContext):
+class BuiltinContext(SnoozeContext, StepsContext, WorkflowsContext, WaitsContext):
     """The built-ins' methods of an async handler's context."""

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from .snooze._context_sync import SyncSnoozeContext
 from .steps._context_sync import SyncStepsContext
+from .waits._context_sync import SyncWaitsContext
 from .workflows._context_sync import SyncWorkflowsContext
 
 
-class SyncBuiltinContext(SyncSnoozeContext, SyncStepsContext, SyncWorkflowsContext):
+class SyncBuiltinContext(
+    SyncSnoozeContext, SyncStepsContext, SyncWorkflowsContext, SyncWaitsContext
+):
     """The built-ins' methods of a plain ``def`` handler's context."""

@@ -58,6 +58,8 @@ class ClientView(Protocol):
 
     async def _submit_one(self, spec: kernel.NewTask, conn: Any) -> Task: ...
 
+    async def _replaced_end(self, specs: list[kernel.NewTask]) -> kernel.Points: ...
+
     async def _submit_specs(
         self,
         specs: list[kernel.NewTask],

@@ -47,6 +47,8 @@ class ClientView(Protocol):
 
     def _submit_one(self, spec: kernel.NewTask, conn: Any) -> Task: ...
 
+    def _replaced_end(self, specs: list[kernel.NewTask]) -> kernel.Points: ...
+
     def _submit_specs(
         self,
         specs: list[kernel.NewTask],

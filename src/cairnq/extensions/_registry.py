@@ -15,6 +15,7 @@ from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points, Settling
 from ._base import Component, Extension, Option, Part, WorkerView
 from ._context import Signal
+from .batches import Batches
 from .history import History
 from .limits import Limits
 from .pauses import Pauses
@@ -22,6 +23,8 @@ from .presence import Presence
 from .schedules import Schedules
 from .snooze import Snoozing
 from .steps import Steps
+from .uniqueness import Uniqueness
+from .waits import Waits
 from .workflows import Workflows
 
 log = logging.getLogger("cairnq.worker")
@@ -45,6 +48,9 @@ def builtins() -> list[Extension]:
         Snoozing(),
         Steps(),
         History(),
+        Batches(),
+        Uniqueness(),
+        Waits(),
     ]
 
 

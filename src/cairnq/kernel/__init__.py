@@ -87,6 +87,7 @@ from .submit import decide_conflict as decide_conflict
 from .submit import insert as insert
 from .submit import new_plain_task as new_plain_task
 from .submit import new_task as new_task
+from .submit import revise_queued as revise_queued
 from .submit import submit as submit
 from .submit import submit_first as submit_first
 from .submit import submit_many as submit_many

@@ -207,6 +207,24 @@ def submit_first(spec: NewTask) -> Op[Task]:
     return task
 
 
+def revise_queued(task_id: str, spec: NewTask) -> Op[Task | None]:
+    """Give the queued task ``task_id``, if it never started (attempt 0), ``spec``'s
+    payload and metadata, due ``spec.delay_ms`` after now; its id, name, queue, key and
+    everything else stay. Returns the task as revised, or ``None`` when it is no longer
+    queued or has started."""
+    rows = yield Call(
+        "revise_queued",
+        {
+            "id": task_id,
+            "payload": spec.payload,
+            "metadata": spec.metadata,
+            "delay_ms": spec.delay_ms,
+            "now_ms": NOW,
+        },
+    )
+    return Task.from_row(rows[0]) if rows else None
+
+
 @dataclass
 class _Batch:
     """What a batch submit writes, decided under its key locks.

@@ -77,6 +77,7 @@ class TaskOptions(TypedDict, total=False):
     """The built-in extensions' keywords of ``@worker.task(...)`` and ``register(...)``."""
 
     max_snoozes: int | None
+    version: str | int | None
 
 
 def deprecated_options(options: Mapping[str, object], extensions: Sequence[Extension]) -> None:

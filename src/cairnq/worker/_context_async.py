@@ -173,7 +173,12 @@ class TaskContext(BuiltinContext):
         # How an extension that settled the attempt queued again describes it in the
         # attempt's log line: (outcome, words).
         self.ending: tuple[str, str] | None = None
-        self._cancel_seen = task.cancel_requested_at_ms is not None
+        # When this worker first saw a cancel of the task (``time.monotonic()``), or None.
+        self.cancel_seen_at: float | None = (
+            None if task.cancel_requested_at_ms is None else time.monotonic()
+        )
+        # Told when the cancel is first seen (the worker's ``Stop`` of the running call).
+        self._on_cancel: Callable[[], None] | None = None
         # The extensions' mixins' state in this attempt, by kind (``_state``).
         self._states: dict[object, object] | None = None
         self.started = time.monotonic()
@@ -347,7 +352,12 @@ class TaskContext(BuiltinContext):
         return cast(S, found)
 
     def mark_cancel_requested(self) -> None:
-        self._cancel_seen = True
+        """Note that a cancel of the task was requested (seen on a heartbeat or a write)."""
+        if self.cancel_seen_at is not None:
+            return
+        self.cancel_seen_at = time.monotonic()
+        if self._on_cancel is not None:
+            self._on_cancel()
 
     def _guard(self) -> None:
         if self._settled or self._lost or self._abandoned:
@@ -402,7 +412,7 @@ class TaskContext(BuiltinContext):
         )
         task = Task.from_row(row)
         if task.cancel_requested:
-            self._cancel_seen = True
+            self.mark_cancel_requested()
         return task
 
     async def heartbeat(self) -> Task:
@@ -414,18 +424,18 @@ class TaskContext(BuiltinContext):
         self.lease_deadline = sent + self._runtime.lease_ms / 1000
         task = Task.from_row(row)
         if task.cancel_requested:
-            self._cancel_seen = True
+            self.mark_cancel_requested()
         return task
 
     async def canceled(self) -> bool:
         """Whether a cancel was requested (a vanished task counts as canceled)."""
-        if self._cancel_seen:
+        if self.cancel_seen_at is not None:
             return True
         seen = await self._runtime.client.backend.arun(
             kernel.cancel_requested(self.task.id), write=False
         )
         if seen:
-            self._cancel_seen = True
+            self.mark_cancel_requested()
         return seen
 
     async def succeed(self, result: Any = None) -> Task | None:

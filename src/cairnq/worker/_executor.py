@@ -8,9 +8,11 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import os
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 from .._crashpoints import crashpoint
@@ -27,11 +29,20 @@ from ..errors import (
 from ..extensions._context import Signal
 from ..kernel.periodic import ErrorHook
 from ._context import CallScope, SyncTaskContext, TaskContext, envelope_for
+from ._isolating import Processes
 from ._registry import Registration
+from ._stopping import HandlerStopped, Stop
 
 log = logging.getLogger("cairnq.worker")
 
 SETTLE_ATTEMPTS = 4
+
+# The frames that call a handler (this package's, and asyncio's or a thread pool's
+# between them and a sync handler): left out of the tracebacks a worker logs and stores.
+_CALLER_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (__file__, asyncio.__file__, concurrent.futures.__file__)
+)
 
 
 class HandlerTimeout(Exception):
@@ -63,11 +74,13 @@ def _seconds(ms: float) -> str:
 
 def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = True) -> None:
     """One line for how the attempt ended, at INFO; a handler's exception raises it to
-    WARNING (a retry follows) or ERROR (final), with its traceback unless ``traceback``
-    is False. A final failure is an ERROR whether or not the handler raised. A
-    permanent error that failed the task (``is_permanent``) is one line naming it,
-    without a traceback: the stored envelope keeps the traceback. So is a
-    ``SchemaIncomplete`` (a cairnq feature the database lacks): its message names
+    WARNING (a retry follows) or ERROR (final). A retry's line carries no traceback
+    unless the logger is enabled for DEBUG (the stored envelope keeps it); a final
+    failure's carries the traceback from the handler's own frames on (``handler_frames``),
+    unless ``traceback`` is False. A final failure is an ERROR whether or not the
+    handler raised. A permanent error that failed the task (``is_permanent``) is one
+    line naming it, without a traceback: the stored envelope keeps the traceback. So
+    is a ``SchemaIncomplete`` (a cairnq feature the database lacks): its message names
     the migration, and the traceback would only show cairnq's own frames.
     """
     if isinstance(raised, SchemaIncomplete):
@@ -85,6 +98,7 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         retry_in_ms = ctx.retry_delay_ms or 0
         words = f"retrying in {_seconds(retry_in_ms)}"
         level = logging.INFO if raised is None else logging.WARNING
+        traceback = traceback and log.isEnabledFor(logging.DEBUG)
     elif status == "failed":
         outcome, words, level = "failed", "failed", logging.ERROR
         if raised is not None and is_permanent(raised):
@@ -106,7 +120,9 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
         words,
         _seconds(duration_ms),
         cause,
-        exc_info=raised if traceback and level >= logging.WARNING else None,
+        exc_info=handler_frames(raised)
+        if raised and traceback and level >= logging.WARNING
+        else None,
         extra={
             **_log_extra(ctx),
             "duration_ms": round(duration_ms, 3),
@@ -114,6 +130,26 @@ def _log_end(ctx: TaskContext, raised: Exception | None, *, traceback: bool = Tr
             "retry_in_ms": retry_in_ms,
         },
     )
+
+
+def handler_frames(
+    exc: BaseException,
+) -> tuple[type[BaseException], BaseException, TracebackType | None]:
+    """``exc`` as ``exc_info`` whose traceback starts at the handler's own frame.
+
+    The frames that called the handler (the worker's, asyncio's, the thread
+    pool's) are left out; the frames below the handler are all kept, cairnq's
+    included (a ``ctx`` call that raised). Chained exceptions keep theirs.
+    Nothing is changed on ``exc`` itself.
+    """
+    tb = exc.__traceback__
+    while (
+        tb is not None
+        and tb.tb_next is not None
+        and tb.tb_frame.f_code.co_filename.startswith(_CALLER_DIRS)
+    ):
+        tb = tb.tb_next
+    return type(exc), exc, tb
 
 
 def handler_failure(exc: Exception) -> tuple[dict[str, Any], bool]:
@@ -163,6 +199,8 @@ class Executor:
         self.on_thread_freed: Callable[[], None] | None = None
         # Called when a handler has returned and only its settlement is left to write.
         self.on_handler_done: Callable[[], None] | None = None
+        # The child processes of isolated handlers (``isolate=True``), started on first use.
+        self.processes = Processes(threads._max_workers)
 
     async def run(
         self, registration: Registration, contexts: Sequence[TaskContext], *, scoped: bool = False
@@ -196,7 +234,11 @@ class Executor:
     ) -> Exception | None:
         """Call the handler and settle its tasks; returns the exception the handler raised."""
         try:
-            outcome = await self._invoke(registration, contexts)
+            outcome = await self._invoke_stoppable(registration, contexts)
+        except HandlerStopped as stopped:
+            # A fail with the cancel pending ends the attempt canceled (cancel wins).
+            await self._fail_all(contexts, stopped.envelope(), retryable=False)
+            return None
         except asyncio.CancelledError:
             raise
         except LostLease as lost:
@@ -254,13 +296,35 @@ class Executor:
         )
         return None
 
+    async def _invoke_stoppable(
+        self, registration: Registration, contexts: Sequence[TaskContext]
+    ) -> Any:
+        """``_invoke``, stopped ``cancel_grace`` after the cancel of its tasks was seen
+        (``_stopping``), for a handler a cancel stops.
+
+        Raises:
+            HandlerStopped: the handler was stopped (and has ended).
+        """
+        grace_ms = registration.cancel_grace_ms
+        if grace_ms is None or not registration.stoppable:
+            return await self._invoke(registration, contexts)
+        stop = Stop(contexts, grace_ms)
+        try:
+            return await self._invoke(registration, contexts)
+        except asyncio.CancelledError:
+            if stop.ours():
+                raise HandlerStopped(grace_ms) from None
+            raise
+        finally:
+            stop.disarm()
+
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
         if self._max_run_ms is None:
-            if registration.is_async:
+            if registration.is_async or registration.isolated:
                 return await self._call_async(registration, contexts)
             return await self._call_sync(registration, contexts)
         limit = self._max_run_ms / 1000
-        if registration.is_async:
+        if registration.is_async or registration.isolated:
             # wait_for returns only once the cancelled handler has finished.
             try:
                 return await asyncio.wait_for(self._call_async(registration, contexts), limit)
@@ -298,6 +362,10 @@ class Executor:
         return (ctx, ctx.payload) if registration.takes_payload else (ctx,)
 
     async def _call_async(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
+        if registration.isolated:
+            ctx = contexts[0]
+            fn, takes_payload = registration.fn, registration.takes_payload
+            return await self.processes.call(fn, takes_payload, ctx.task, ctx.worker_id)
         return await registration.fn(*self._arguments(registration, contexts))
 
     async def _call_sync(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
@@ -399,7 +467,7 @@ def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None
 
 def _short_traceback(exc: BaseException, limit: int = 4000) -> str:
     try:
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        text = "".join(traceback.format_exception(*handler_frames(exc)))
     except Exception as failure:
         return f"<traceback unavailable: formatting it raised {type(failure).__name__}>"
     return text[-limit:]

@@ -8,10 +8,14 @@ from typing import Any
 from .._checks import MAX_INT4, check_int, check_names
 from ..backpressure import DepthLimit, QueueGate
 from ..client import CairnQ
-from ..durations import duration_or_ms
+from ..durations import Duration, duration_ms, duration_or_ms
 from ..errors import InvalidArgument
 
 MAX_CONCURRENCY = 100_000
+DEFAULT_CANCEL_GRACE: Duration = 10
+"""How long an ``async def`` handler whose task was canceled may run on once its worker
+saw the cancel, before the worker cancels its coroutine (seconds)."""
+MAX_CANCEL_GRACE_MS = 24 * 3_600_000
 
 
 def check_queues(queues: Iterable[str]) -> list[str]:
@@ -34,6 +38,25 @@ def check_ms(value: int, what: str) -> int:
 def check_optional(value: int | None, what: str, *, high: int = MAX_INT4) -> int | None:
     """``None`` (no bound), or a bound of at least 1."""
     return None if value is None else check_int(value, what, low=1, high=high)
+
+
+def check_cancel_grace(value: Duration | None, what: str = "cancel_grace") -> int | None:
+    """The grace period of a canceled running ``async def`` handler, in milliseconds, or
+    ``None``: never stopped (its handler stops when it checks ``ctx.canceled()``).
+
+    Raises:
+        InvalidArgument: not a duration (``docs/durations.md``), or longer than a day.
+    """
+    if value is None:
+        return None
+    return duration_ms(value, what, low_ms=0, high_ms=MAX_CANCEL_GRACE_MS)
+
+
+def run_bounds(
+    max_run_ms: int | None, cancel_grace: Duration | None
+) -> tuple[int | None, int | None]:
+    """``max_run_ms`` and ``cancel_grace`` (in milliseconds), checked."""
+    return check_optional(max_run_ms, "max_run_ms"), check_cancel_grace(cancel_grace)
 
 
 def check_in_flight_bytes(value: int | None) -> int | None:

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import extensions as _ext
 from ..client._core import task_or_name
+from ..durations import Duration
 from ..errors import InvalidArgument
 from ..extensions import Extension
 from ..models import TaskDef
 from ._context import CallScope, Listener, Runtime
+from ._options import check_cancel_grace
 from ._registry import Handler, Registration, Registry
 
 if TYPE_CHECKING:
@@ -28,6 +31,7 @@ class Registering:
     ``registry``, its ``runtime`` and its extensions."""
 
     registry: Registry
+    cancel_grace_ms: int | None
     _runtime: Runtime
     _extensions: Sequence[Extension]
 
@@ -44,6 +48,8 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        cancel_grace: Duration | EllipsisType | None = ...,
+        isolate: bool = False,
         **options: Unpack[TaskOptions],
     ) -> Callable[[F], F]: ...
 
@@ -56,6 +62,8 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        cancel_grace: Duration | EllipsisType | None = ...,
+        isolate: bool = False,
         **options: Unpack[TaskOptions],
     ) -> Any:
         """Register a handler: ``@worker.task``, ``@worker.task("name")``, ``@worker.task(defn)``.
@@ -71,6 +79,15 @@ class Registering:
             concurrency: At most this many calls of this name at once in this worker.
             resource: A resource declared in ``Worker(resources=...)``: calls of
                 this name count against its capacity, shared with other names.
+            cancel_grace: How long a call of this name whose task was canceled
+                may run on once the worker saw the cancel, before the worker stops
+                it (the worker's ``cancel_grace`` when not given), a duration;
+                ``None``: never stopped. An ``async def`` handler is stopped by
+                cancelling its coroutine; a plain ``def`` one only when isolated.
+            isolate: Run this plain ``def`` handler in a child process the
+                worker can kill (on a cancel after ``cancel_grace``, past
+                ``max_run_ms``): it gets a read-only ``ChildContext``, and must
+                be a module-level function (the ``process`` extra, ``pebble``).
             **options: The keywords its extensions take for a handler
                 (``Extension.task_options``): ``max_snoozes``, how many times each
                 task of this name may snooze (the worker's ``max_snoozes`` when
@@ -89,8 +106,10 @@ class Registering:
                 ``ctx``, annotate it ``TaskContext``, or add ``payload``), no
                 positional parameter, more than two required ones, or required
                 keyword-only ones. The message shows both accepted forms.
-                Also: the name given both positionally and as ``name=``, or
-                ``resource`` not declared in the worker's ``resources``.
+                Also: the name given both positionally and as ``name=``,
+                ``resource`` not declared in the worker's ``resources``, a bad
+                ``cancel_grace``, or ``isolate`` not a bool or given a handler it
+                cannot run (``async def``, a batch, a lambda).
 
         Example::
 
@@ -110,6 +129,8 @@ class Registering:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
+                cancel_grace=cancel_grace,
+                isolate=isolate,
                 **options,
             )
             return name_or_fn
@@ -121,6 +142,8 @@ class Registering:
                 batch=batch,
                 concurrency=concurrency,
                 resource=resource,
+                cancel_grace=cancel_grace,
+                isolate=isolate,
                 **options,
             )
             return fn
@@ -135,6 +158,8 @@ class Registering:
         batch: int | None = None,
         concurrency: int | None = None,
         resource: str | None = None,
+        cancel_grace: Duration | EllipsisType | None = ...,
+        isolate: bool = False,
         **options: Unpack[TaskOptions],
     ) -> Registration:
         """Register ``fn`` as the handler of ``name`` (the imperative ``task``).
@@ -142,7 +167,7 @@ class Registering:
         Args:
             name: The task name, or a ``TaskDef``.
             fn: ``fn(ctx, payload)`` or ``fn(ctx)``, async or plain.
-            batch, concurrency, resource, options: As for ``task``.
+            batch, concurrency, resource, cancel_grace, isolate, options: As for ``task``.
 
         Returns:
             The ``Registration``.
@@ -158,8 +183,16 @@ class Registering:
             worker.register("email.send", send_email)
         """
         checked = _ext.task_options(self._extensions, options, "register()")
+        grace = self.cancel_grace_ms if cancel_grace is ... else check_cancel_grace(cancel_grace)
         return self.registry.add(
-            name, fn, batch=batch, concurrency=concurrency, resource=resource, options=checked
+            name,
+            fn,
+            batch=batch,
+            concurrency=concurrency,
+            resource=resource,
+            options=checked,
+            cancel_grace_ms=grace,
+            isolate=isolate,
         )
 
     def _extension(self, kind: type[E]) -> E:

@@ -12,6 +12,7 @@ from .._checks import check_int, check_text
 from ..errors import InvalidArgument
 from ..models import TaskDef
 from ._context import SyncTaskContext, TaskContext
+from ._isolating import check_isolate
 
 Handler = Callable[..., Any]
 
@@ -26,6 +27,9 @@ class Registration:
     a ceiling on calls shared with every other name holding the same resource.
     ``options`` are the extension options it was registered with, checked
     (``Extension.task_options``); its contexts read them before the worker's.
+    ``cancel_grace_ms`` is how long a call whose tasks were canceled runs on before
+    the worker stops it (``None``: never); ``isolated`` runs a plain ``def`` handler
+    in a child process the worker can kill (``_isolating``).
     """
 
     name: str
@@ -37,6 +41,14 @@ class Registration:
     listed: bool = False
     resource: str | None = None
     options: Mapping[str, object] = field(default_factory=dict)
+    cancel_grace_ms: int | None = None
+    isolated: bool = False
+
+    @property
+    def stoppable(self) -> bool:
+        """Whether a cancel stops its calls: an ``async def`` or an isolated handler with
+        a grace period."""
+        return self.cancel_grace_ms is not None and (self.is_async or self.isolated)
 
 
 def _is_async(fn: Handler) -> bool:
@@ -200,6 +212,8 @@ class Registry:
         concurrency: int | None = None,
         resource: str | None = None,
         options: Mapping[str, object] | None = None,
+        cancel_grace_ms: int | None = None,
+        isolate: bool = False,
     ) -> Registration:
         if not callable(fn):
             raise InvalidArgument(f"handler for {name!r} is not callable")
@@ -222,6 +236,9 @@ class Registry:
                 f"worker's resources (declared: {declared}); pass "
                 f"Worker(..., resources={{{resource!r}: 1}})"
             )
+        isolated = check_isolate(
+            isolate, fn, checked, is_async=_is_async(fn), listed=batch is not None
+        )
         registration = Registration(
             name=checked,
             fn=fn,
@@ -234,6 +251,8 @@ class Registry:
             listed=batch is not None,
             resource=resource,
             options=dict(options or {}),
+            cancel_grace_ms=cancel_grace_ms,
+            isolated=isolated,
         )
         self._by_name[checked] = registration
         return registration

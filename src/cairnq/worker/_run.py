@@ -37,6 +37,7 @@ class Run:
 
     def close(self) -> None:
         self.threads.shutdown(wait=False, cancel_futures=True)
+        self.executor.processes.close()
         self.wake.close()
 
 
@@ -45,13 +46,15 @@ async def drain(
     *,
     timeout_ms: int,
     deadline: Callable[[], float | None],
+    cut_by: Callable[[], str | None],
     fatal: Callable[[], bool],
     worker_id: str,
 ) -> None:
     """Let ``run``'s in-flight calls finish within ``timeout_ms`` (or by ``deadline()``,
-    a ``time.monotonic()`` instant, when it gives one), then release the rest, unless
-    ``fatal()`` (nothing can be written any more); rejections still being written are
-    awaited, with or without calls in flight."""
+    a ``time.monotonic()`` instant, when it gives one; ``cut_by()`` says why, when it
+    cut the drain short), then release the rest, unless ``fatal()`` (nothing can be
+    written any more); rejections still being written are awaited, with or without
+    calls in flight."""
     claimer, executor, settler = run.claimer, run.executor, run.settler
     calls = claimer.calls
     ends = time.monotonic() + timeout_ms / 1000
@@ -85,11 +88,20 @@ async def drain(
     for ctx in leftovers:
         ctx.mark_lost(announce=False)
     if leftovers:
+        why = cut_by()
+        ended = (
+            f"drain cut short ({why})"
+            if why is not None
+            else f"drain ended (drain_timeout={exact_duration(timeout_ms)})"
+        )
+        one = len(leftovers) == 1
+        fate = _stranded(one) if fatal() else _handed_back(one)
         log.warning(
-            "drain ended (drain_timeout=%s) with %d tasks unfinished; handing them "
-            "back to the queue, their attempts uncounted: %s",
-            exact_duration(timeout_ms),
+            "%s with %d %s unfinished; %s: %s",
+            ended,
             len(leftovers),
+            "task" if one else "tasks",
+            fate,
             listing(leftovers),
             extra=listing_extra(worker_id, leftovers),
         )
@@ -102,3 +114,15 @@ async def drain(
             timeout=SHUTDOWN_WRITE_TIMEOUT_S,
         )
     await settler.wait_rejects(SHUTDOWN_WRITE_TIMEOUT_S)
+
+
+def _handed_back(one: bool) -> str:
+    if one:
+        return "handing it back to the queue, its attempt uncounted"
+    return "handing them back to the queue, their attempts uncounted"
+
+
+def _stranded(one: bool) -> str:
+    if one:
+        return "nothing can be written any more, so it stays claimed until its lease expires"
+    return "nothing can be written any more, so they stay claimed until their leases expire"

@@ -52,7 +52,7 @@ from ._registry import Registry
 from ._reporting import default_on_error, safe
 from ._run import Run, drain
 from ._settling import Settler
-from ._signals import handling_signals
+from ._signals import SignalCount, handling_signals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -82,6 +82,16 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             least 50 ms).
         retry_backoff_ms, retry_backoff_max_ms: Retry delay window (1 s doubling to 30 s).
         max_run_ms: Abandon an attempt after this long and fail it as ``handler_timeout``.
+        cancel_grace: How long an ``async def`` handler whose task was canceled may
+            run on once this worker saw the cancel (on its next heartbeat, or
+            when the handler asked ``ctx.canceled()``), a duration (10 s); then
+            the worker cancels its coroutine (the handler sees
+            ``CancelledError``, its ``finally`` runs) and the attempt ends
+            ``canceled``. ``None``: never stopped, only told (``ctx.canceled()``).
+            A plain ``def`` handler is never stopped (a thread cannot be),
+            unless it runs in a child process (``@worker.task(isolate=True)``).
+            Per handler: ``@worker.task(cancel_grace=...)``
+            (``docs/cancel-and-versions.md``).
         claim_batch: Most tasks taken per claim draw (default: free capacity).
         max_in_flight_bytes: Stop claiming while this many payload bytes are in flight.
         drain_timeout: On stop, how long in-flight calls may finish, a duration (30 s).
@@ -139,6 +149,8 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
     _running = False
     _started: asyncio.Event | None = None
     _drain_deadline: float | None = None
+    # Why the drain was cut short, when it was: said instead of the drain timeout.
+    _drain_cut: str | None = None
     # An error no retry can cure (tables gone, the SQLite file gone): the worker
     # stops and run() raises it.
     _fatal: DatabaseError | None = None
@@ -155,6 +167,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         retry_backoff_ms: int = DEFAULT_BASE_MS,
         retry_backoff_max_ms: int = DEFAULT_MAX_MS,
         max_run_ms: int | None = None,
+        cancel_grace: Duration | None = _options.DEFAULT_CANCEL_GRACE,
         claim_batch: int | None = None,
         max_in_flight_bytes: int | None = None,
         drain_timeout: Duration | None = None,
@@ -180,7 +193,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             self.lease_ms, heartbeat_interval, recovery_interval, drain_timeout, old
         )
         self.heartbeat_interval_ms, self.recovery_interval_ms, self.drain_timeout_ms = periods
-        self.max_run_ms = _options.check_optional(max_run_ms, "max_run_ms")
+        self.max_run_ms, self.cancel_grace_ms = _options.run_bounds(max_run_ms, cancel_grace)
         self.claim_batch = _options.check_optional(claim_batch, "claim_batch")
         self.max_in_flight_bytes = _options.check_in_flight_bytes(max_in_flight_bytes)
         self.worker_id = check_worker_id(worker_id, optional=True) or _ids.worker_id()
@@ -360,7 +373,9 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
     def serve(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run until SIGINT or SIGTERM, drain in-flight work, then return.
 
-        A second signal stops at once: in-flight tasks are released for retry.
+        A second signal stops at once: in-flight tasks are released for retry. The
+        same signal again within a second of the first is that one delivered twice
+        (GNU ``timeout`` signals the process and its process group) and counts once.
 
         Args:
             concurrency: Override the worker's handler calls at once (see ``run``).
@@ -380,24 +395,30 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
     async def _serve(self, until_idle: bool, concurrency: int | None = None) -> None:
         loop = asyncio.get_running_loop()
         main = asyncio.ensure_future(self.run(concurrency=concurrency, until_idle=until_idle))
-        signals = 0
+        count = SignalCount()
 
         def on_signal(signum: int) -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 1:
+            name = signal.Signals(signum).name
+            counted = count.note(signum)
+            extra = {"worker_id": self.worker_id}
+            if counted is None:
+                if count.counted > 1:
+                    return  # already stopping now
                 log.info(
-                    "received %s: draining (up to %d ms)",
-                    signal.Signals(signum).name,
-                    self.drain_timeout_ms,
-                    extra={"worker_id": self.worker_id},
+                    "received %s again within %gs: taken as the same signal (sent to the "
+                    "process and to its group); send it again to stop now",
+                    name,
+                    count.window_s,
+                    extra=extra,
+                )
+            elif counted == 1:
+                log.info(
+                    "received %s: draining (up to %d ms)", name, self.drain_timeout_ms, extra=extra
                 )
                 self.stop()
             else:
-                log.warning(
-                    "received a second signal: stopping now", extra={"worker_id": self.worker_id}
-                )
-                self._drain_deadline = 0.0
+                log.warning("received %s, a second signal: stopping now", name, extra=extra)
+                self._cut_drain(f"a second signal, {name}")
 
         try:
             with handling_signals(loop, on_signal):
@@ -469,6 +490,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._drain_deadline = None
+        self._drain_cut = None
         self._fatal = None
         self._running = True
         try:
@@ -688,8 +710,13 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
                 "worker stopping: %s", exc, extra={"worker_id": self.worker_id, "phase": "stop"}
             )
         if abandon:
-            self._drain_deadline = 0.0
+            self._cut_drain("the worker is stopping for an error")
         self.stop()
+
+    def _cut_drain(self, why: str) -> None:
+        """End the drain now, for ``why`` (which the drain's log line gives)."""
+        self._drain_deadline = 0.0
+        self._drain_cut = why
 
     def _give_up(self, exc: SchemaIncomplete) -> None:
         self._fail(exc, False)
@@ -713,6 +740,7 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             run,
             timeout_ms=self.drain_timeout_ms,
             deadline=lambda: self._drain_deadline,
+            cut_by=lambda: self._drain_cut,
             fatal=lambda: self._fatal is not None,
             worker_id=self.worker_id,
         )

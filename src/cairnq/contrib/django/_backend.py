@@ -31,6 +31,7 @@ from ._api import (
     task_finished,
     task_started,
 )
+from ._settings import check_entry
 
 __all__ = ["CairnQBackend"]
 
@@ -92,9 +93,11 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
             installed app's ``tasks`` module.
 
     Raises:
-        ImproperlyConfigured: (when the backend is made) the database alias is
-            not in ``DATABASES``, or its engine is neither SQLite nor PostgreSQL,
-            or an option is unknown or of the wrong type.
+        ImproperlyConfigured: (when the backend is made, at start-up with the
+            app installed) the database alias is not in ``DATABASES``, or its
+            engine is neither SQLite nor PostgreSQL, or a key of the entry or of
+            its ``OPTIONS`` is unknown (``"QUEUE"``: the message names
+            ``"QUEUES"``), or a value is of the wrong type (``MAX_ATTEMPTS: "3"``).
 
     Example::
 
@@ -113,23 +116,12 @@ class CairnQBackend(BaseTaskBackend):  # type: ignore[misc]
     supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        settings = check_entry(alias, params)
         super().__init__(alias, params)
-        options = dict(self.options)
-        unknown = sorted(set(options) - {"DATABASE", "SCHEMA", "MAX_ATTEMPTS", "TASK_MODULES"})
-        if unknown:
-            raise ImproperlyConfigured(
-                f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {unknown}; cairnq's are "
-                "DATABASE, SCHEMA, MAX_ATTEMPTS and TASK_MODULES"
-            )
-        self.database: str = options.get("DATABASE", "default")
-        self.schema: str | None = options.get("SCHEMA")
-        self.max_attempts: int | None = options.get("MAX_ATTEMPTS")
-        modules = options.get("TASK_MODULES", [])
-        if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
-            raise ImproperlyConfigured(
-                f"TASKS[{alias!r}]['OPTIONS']['TASK_MODULES'] must be a list of module names"
-            )
-        self.task_modules: list[str] = list(modules)
+        self.database: str = settings.database
+        self.schema: str | None = settings.schema
+        self.max_attempts: int | None = settings.max_attempts
+        self.task_modules: list[str] = settings.task_modules
         if self.database not in connections.settings:
             raise ImproperlyConfigured(
                 f"TASKS[{alias!r}] stores tasks in the database {self.database!r}, which "

@@ -37,7 +37,8 @@ def dashboard_application(
     """Django's ASGI application with cairnq's dashboard under ``prefix``, for allowed users.
 
     Requests under ``prefix`` are checked against Django's session: anonymous
-    visitors are redirected to ``settings.LOGIN_URL`` (with ``next``), signed-in
+    visitors are redirected to the project's sign-in page (see ``login_url``; with
+    ``next``), or told how to set one when the project has none, signed-in
     users for whom ``allow(user)`` is false get 403, the others the dashboard of
     the task backend ``backend``'s database. Everything else goes to Django.
 
@@ -87,10 +88,14 @@ def dashboard_application(
             return
         user = await sync_to_async(_user_of)(scope)
         if user is None or not user.is_authenticated:
+            login = await sync_to_async(login_url)()
+            if login is None:
+                await _respond(send, 401, NO_LOGIN_PAGE.encode(), [])
+                return
             here = str(scope.get("root_path") or "") + str(scope.get("path") or "")
             here = str(scope.get("path") or "/") if here.count(prefix) > 1 else here
             query = urllib.parse.urlencode({"next": here})
-            await _respond(send, 302, b"", [(b"location", f"{settings.LOGIN_URL}?{query}")])
+            await _respond(send, 302, b"", [(b"location", f"{login}?{query}")])
             return
         if not allow(user):
             await _respond(send, 403, b"Forbidden: the cairnq dashboard is for staff.", [])
@@ -98,6 +103,37 @@ def dashboard_application(
         await dashboard(scope, receive, send)
 
     return mount(prefix, guarded, django_app)
+
+
+NO_LOGIN_PAGE = (
+    "Sign in first: the cairnq dashboard is for signed-in staff, and this project has no "
+    "sign-in page it can find. Set LOGIN_URL in settings.py (the URL or URL name of your "
+    "sign-in view), or add the admin (path('admin/', admin.site.urls)) for its sign-in page."
+)
+
+
+def login_url() -> str | None:
+    """Where an anonymous visitor signs in: ``settings.LOGIN_URL`` when the project set
+    it; else Django's default (``/accounts/login/``) when a view answers there (as with
+    ``django.contrib.auth.urls`` under ``accounts/``); else the admin's sign-in page when
+    the admin is routed; else ``None``.
+    """
+    from django.shortcuts import resolve_url
+    from django.urls import NoReverseMatch, Resolver404, resolve, reverse
+
+    if settings.is_overridden("LOGIN_URL"):
+        return str(resolve_url(settings.LOGIN_URL))
+    default = str(resolve_url(settings.LOGIN_URL))
+    try:
+        resolve(default)
+    except Resolver404:
+        pass
+    else:
+        return default
+    try:
+        return str(reverse("admin:login"))
+    except NoReverseMatch:
+        return None
 
 
 def _user_of(scope: Scope) -> Any:

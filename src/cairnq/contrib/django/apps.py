@@ -9,9 +9,10 @@ class CairnQConfig(AppConfig):  # type: ignore[misc]
     """``cairnq.contrib.django`` in ``INSTALLED_APPS``.
 
     At start-up every ``TASKS`` entry using ``CairnQBackend`` is made once, so a
-    bad ``OPTIONS`` (a database alias ``DATABASES`` lacks, an engine other than
-    SQLite or PostgreSQL) stops the project with ``ImproperlyConfigured`` then,
-    not at the first enqueue.
+    bad entry (a misspelt key, a value of the wrong type such as
+    ``MAX_ATTEMPTS: "3"``, a database alias ``DATABASES`` lacks, an engine other
+    than SQLite or PostgreSQL) stops the project with ``ImproperlyConfigured``
+    then, not at the first enqueue.
     """
 
     name = "cairnq.contrib.django"

@@ -19,14 +19,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from .._base import Extension, TaskRows
-from ._ops import StepRecord
+from .._base import Extension, Option, TaskRows
+from ._ops import StepRecord, check_version
 
 __all__ = ["StepRecord", "Steps"]
 
 
 class Steps(Extension):
-    """Runs inside the handler's context; no hook, no worker part."""
+    """Runs inside the handler's context; no hook, no worker part.
+
+    Its option ``version`` is the version of the handlers' code that their steps are
+    recorded by: per handler, ``@worker.task(version=...)``; for every handler of a
+    worker, ``Worker(cq, extensions=[Steps(version=...)])`` (none by default). A retry
+    onto another version fails instead of replaying (``StepsChanged``).
+    """
 
     name = "steps"
     # x0009 and x0014 create and forget the attempts' table too; history needs x0009.
@@ -43,3 +49,8 @@ class Steps(Extension):
         "extensions.steps",
     )
     pages = "cairnq.extensions.steps._surfaces.pages"
+    options: ClassVar[Mapping[str, Option]] = {"version": Option(None, check_version)}
+    task_options: ClassVar[Mapping[str, Option]] = {"version": Option(None, check_version)}
+
+    def __init__(self, *, version: str | int | None = None) -> None:
+        super().__init__(version=version)

@@ -16,18 +16,25 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..._checks import check_int
 from ..._handoff import in_waiting_thread
 from ..._json import JsonCodec
 from ...backends import AroundRunner
 from ...durations import delay_ms_of
-from ...errors import InvalidArgument, LostLease, UnsupportedBackend, is_permanent
-from ...models import Lease
-from ...protocol.steps import Op
+from ...errors import InvalidArgument, LostLease, StepsChanged, UnsupportedBackend, is_permanent
+from ...protocol.steps import Op, Row
 from .._context import ContextHost
-from ._ops import check_step_name, record_step, recorded_steps
+from ._ops import (
+    PATCH_MARK,
+    VERSION_MARK,
+    check_step_name,
+    is_mark,
+    record_first,
+    record_step,
+    recorded_steps,
+)
 
 log = logging.getLogger("cairnq.worker")
 
@@ -101,7 +108,7 @@ async def run_step(
                 options.name,
                 tried,
                 options.retries,
-                exc_info=True,
+                exc_info=log.isEnabledFor(logging.DEBUG),
             )
             await asyncio.sleep(options.delay_s(tried))
 
@@ -109,19 +116,17 @@ async def run_step(
 async def run_transactional(
     backend: object,
     codec: JsonCodec,
-    lease: Lease,
-    worker_id: str,
+    write: Callable[[str], Op[Row]],
     options: StepOptions,
-    seq: int,
     fn: Callable[..., Any],
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     *,
     guard: Callable[[], None],
 ) -> Any:
-    """Run ``fn(conn, *args, **kwargs)`` and record its value as step ``seq`` in one
-    transaction of ``backend``'s (retried as ``run_step``); returns the value as read
-    back from JSON.
+    """Run ``fn(conn, *args, **kwargs)`` and record its value (``write(encoded)``, a fenced
+    write of the step's record) in one transaction of ``backend``'s (retried as
+    ``run_step``); returns the value as read back from JSON.
 
     Raises:
         UnsupportedBackend: ``backend`` runs no application write in its transactions.
@@ -136,7 +141,7 @@ async def run_transactional(
 
     def record(value: Any) -> Op[str]:
         encoded = codec.encode(value, what=f"result of step {name!r}")
-        yield from record_step(lease, worker_id, name, seq, encoded)
+        yield from write(encoded)
         return encoded
 
     tried = 0
@@ -157,11 +162,24 @@ async def run_transactional(
 
 @dataclass
 class RunSteps:
-    """One attempt's steps: the results earlier attempts recorded (read at the first
-    step) and the names this run used so far (their count is the next step's seq)."""
+    """One attempt's steps: what earlier attempts recorded (read at the first step, once
+    for the steps that start together) and the names this run used so far (their count
+    is the next step's seq).
+
+    ``recorded`` holds the recorded results by step name, ``positions`` each recorded
+    step's seq, ``marks`` the names of cairnq's own rows beside them (the version,
+    ``ctx.patched``'s), ``version`` the handler version they were recorded by (``None``:
+    none declared) and ``fresh`` whether nothing was recorded before this run, whose
+    first record then writes its handler's version too.
+    """
 
     recorded: dict[str, Any] | None = None
     names: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    marks: set[str] = field(default_factory=set)
+    version: str | None = None
+    fresh: bool = False
+    loading: asyncio.Future[None] | None = None
 
 
 class StepsContext:
@@ -247,28 +265,162 @@ class StepsContext:
         """The results every attempt of this task recorded so far, by step name."""
         return await read_steps(self)
 
+    async def patched(self: ContextHost, name: str) -> bool:
+        """Whether this run takes the new branch of a change made to the handler's steps
+        while tasks were in flight (as DBOS's ``patch``).
+
+        ``True`` for a task that had not run past this point before the change (a new
+        task, or a retry of one that never got here): that is recorded, so every later
+        attempt of the task gets ``True`` too. ``False`` for a task whose earlier
+        attempts recorded steps past this point on the old code: it keeps to the old
+        branch, whose steps were recorded. Remove the call with the old branch once
+        no such task is left; a task that recorded ``True`` goes on without it.
+
+        Args:
+            name: The change's name, unique within the handler (``"new-charge"``).
+
+        Returns:
+            Whether to run the new code.
+
+        Raises:
+            InvalidArgument: a bad name.
+            StepsChanged: the recorded steps no longer match the handler (``step``).
+            LostLease: this attempt no longer owns the task; nothing is recorded.
+
+        Example::
+
+            if await ctx.patched("charge-in-cents"):
+                charge = await ctx.step("charge-cents", charge_cents, invoice)
+            else:
+                charge = await ctx.step("charge", charge_card, invoice)
+        """
+        mark = PATCH_MARK + check_step_name(name)
+        run = await load_run(self)
+        if mark in run.marks:
+            return True
+        seq = len(run.names) + 1
+        if any(at >= seq for at in run.positions.values()):
+            return False
+        run.marks.add(mark)
+        await step_record(self, mark, seq, True)
+        return True
+
 
 async def read_steps(ctx: ContextHost) -> dict[str, Any]:
     """The results every attempt of ``ctx``'s task recorded so far, by step name."""
     ctx._guard()
     client = ctx._runtime.client
     rows = await client.backend.arun(recorded_steps(ctx.task.id), write=False)
-    return {str(r["name"]): client.codec.decode(r["result"], what="step result") for r in rows}
+    return {
+        str(r["name"]): client.codec.decode(r["result"], what="step result")
+        for r in rows
+        if not is_mark(str(r["name"]))
+    }
+
+
+async def load_run(ctx: ContextHost) -> RunSteps:
+    """This attempt's ``RunSteps``, with what earlier attempts recorded read once: the
+    steps that start together wait for one read and go on in the order they started.
+
+    Raises:
+        StepsChanged: the steps were recorded by another version of the handler.
+    """
+    ctx._guard()
+    run = ctx._state(RunSteps)
+    if run.recorded is None:
+        if run.loading is None:
+            run.loading = asyncio.ensure_future(_load(ctx, run))
+        await asyncio.shield(run.loading)
+    return run
+
+
+async def _load(ctx: ContextHost, run: RunSteps) -> None:
+    client = ctx._runtime.client
+    rows = await client.backend.arun(recorded_steps(ctx.task.id), write=False)
+    recorded: dict[str, Any] = {}
+    version = None
+    for row in rows:
+        name = str(row["name"])
+        if name == VERSION_MARK:
+            version = client.codec.decode(row["result"], what="handler version")
+        elif is_mark(name):
+            run.marks.add(name)
+        else:
+            recorded[name] = client.codec.decode(row["result"], what="step result")
+            run.positions[name] = int(row["seq"])
+    run.version, run.fresh = version, not rows
+    declared = handler_version(ctx)
+    if rows and version != declared:
+        raise StepsChanged(
+            f"task {ctx.task.id}'s steps were recorded by {_version_words(version)} of its "
+            f"handler, and this worker runs {_version_words(declared)}; its recorded results "
+            f"are not handed to another version's steps, so the task fails",
+            details={
+                "recorded_version": version,
+                "version": declared,
+                "recorded": _in_order(run.positions),
+            },
+        )
+    run.recorded = recorded
+
+
+def handler_version(ctx: ContextHost) -> str | None:
+    """The version of the handler's steps: its own (``@worker.task(version=...)``), else
+    its worker's (``Steps(version=...)``), else ``None``."""
+    return cast("str | None", ctx._option("version"))
+
+
+def _version_words(version: str | None) -> str:
+    return "no declared version" if version is None else f"version {version!r}"
+
+
+def _in_order(positions: Mapping[str, int]) -> list[str]:
+    return [name for name, _ in sorted(positions.items(), key=lambda item: (item[1], item[0]))]
+
+
+def _check_position(ctx: ContextHost, run: RunSteps, name: str, seq: int) -> None:
+    """Refuse a step whose recorded position is not ``seq``, or a ``seq`` another step
+    was recorded at.
+
+    Raises:
+        StepsChanged: the recorded steps stood in another order.
+    """
+    recorded_at = run.positions.get(name)
+    there = [n for n, at in run.positions.items() if at == seq]
+    if recorded_at is None and (not there or name in there):
+        return
+    if recorded_at == seq:
+        return
+    where = (
+        f"step {name!r} was recorded as step {recorded_at}"
+        if recorded_at is not None
+        else f"step {seq} was recorded as {there[0]!r}"
+    )
+    raise StepsChanged(
+        f"task {ctx.task.id}'s recorded steps do not match its handler: this run's step {seq} "
+        f"is {name!r}, but {where}; its recorded results are not handed to other steps, so "
+        f"the task fails (to change steps under tasks in flight, branch with ctx.patched)",
+        details={
+            "step": name,
+            "seq": seq,
+            "recorded": _in_order(run.positions),
+            "version": handler_version(ctx),
+        },
+    )
 
 
 async def step_begin(ctx: ContextHost, name: str) -> tuple[Any, int]:
     """Claim ``name`` for this run; returns its recorded result (or ``UNRECORDED``) and
     its seq."""
-    ctx._guard()
-    run = ctx._state(RunSteps)
+    run = await load_run(ctx)
     if name in run.names:
         raise InvalidArgument(
             f"step name {name!r} is used twice in one run of task {ctx.task.id}; "
             "give each step its own name (for a loop, put the index in the name)"
         )
-    if run.recorded is None:
-        run.recorded = await read_steps(ctx)
+    _check_position(ctx, run, name, len(run.names) + 1)
     run.names.append(name)
+    assert run.recorded is not None
     return run.recorded.get(name, UNRECORDED), len(run.names)
 
 
@@ -277,8 +429,25 @@ async def step_record(ctx: ContextHost, name: str, seq: int, value: Any) -> Any:
     back from JSON."""
     codec = ctx._runtime.client.codec
     encoded = codec.encode(value, what=f"result of step {name!r}")
-    await ctx._owned(record_step(ctx.lease, ctx.worker_id, name, seq, encoded))
+    await ctx._owned(recording(ctx, name, seq, encoded))
     return codec.decode(encoded, what="step result")
+
+
+def recording(ctx: ContextHost, name: str, seq: int, encoded: str) -> Op[Row]:
+    """The write of a step's record; the task's first record (of a handler that declares
+    a version) writes the version with it."""
+    run = ctx._state(RunSteps)
+    version = handler_version(ctx)
+    if not run.fresh or version is None:
+        row = yield from record_step(ctx.lease, ctx.worker_id, name, seq, encoded)
+        return row
+    run.fresh = False  # taken now: a step recording alongside must not write it again
+    try:
+        row = yield from record_first(ctx.lease, ctx.worker_id, version, name, seq, encoded)
+    except BaseException:
+        run.fresh = True  # nothing was written: the next record writes the version
+        raise
+    return row
 
 
 async def transaction_step(
@@ -296,10 +465,8 @@ async def transaction_step(
         return await run_transactional(
             client.backend,
             client.codec,
-            ctx.lease,
-            ctx.worker_id,
+            lambda encoded: recording(ctx, options.name, seq, encoded),
             options,
-            seq,
             fn,
             args,
             kwargs,

@@ -98,3 +98,34 @@ class SyncStepsContext:
     def steps(self: SyncHost) -> dict[str, Any]:
         """The results every attempt of this task recorded so far, by step name."""
         return self._call(StepsContext.steps(self._inner))
+
+    def patched(self: SyncHost, name: str) -> bool:
+        """Whether this run takes the new branch of a change made to the handler's steps
+        while tasks were in flight (as DBOS's ``patch``).
+
+        ``True`` for a task that had not run past this point before the change (a new
+        task, or a retry of one that never got here): that is recorded, so every later
+        attempt of the task gets ``True`` too. ``False`` for a task whose earlier
+        attempts recorded steps past this point on the old code: it keeps to the old
+        branch, whose steps were recorded. Remove the call with the old branch once
+        no such task is left; a task that recorded ``True`` goes on without it.
+
+        Args:
+            name: The change's name, unique within the handler (``"new-charge"``).
+
+        Returns:
+            Whether to run the new code.
+
+        Raises:
+            InvalidArgument: a bad name.
+            StepsChanged: the recorded steps no longer match the handler (``step``).
+            LostLease: this attempt no longer owns the task; nothing is recorded.
+
+        Example::
+
+            if ctx.patched("charge-in-cents"):
+                charge = ctx.step("charge-cents", charge_cents, invoice)
+            else:
+                charge = ctx.step("charge", charge_card, invoice)
+        """
+        return self._call(StepsContext.patched(self._inner, name))

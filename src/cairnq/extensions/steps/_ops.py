@@ -16,18 +16,26 @@ the history needs this migration, and reads its readiness here (``steps_ready``,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from ... import kernel
 from ..._checks import check_text
 from ..._json import JsonCodec
-from ...errors import SchemaIncomplete
+from ...errors import InvalidArgument, SchemaIncomplete
 from ...kernel import owned, owned_row
 from ...models import Lease
 from ...protocol.steps import Call, Op, Row
 
 STEPS_MIGRATION = "x0009_steps.sql"
+
+MARK = "cairnq:"
+"""The prefix of the rows cairnq records beside a task's steps (no step is named so)."""
+VERSION_MARK = MARK + "version"
+"""The row that holds the handler version the task's steps were recorded by."""
+PATCH_MARK = MARK + "patch:"
+"""The prefix of the row ``ctx.patched(name)`` records when it takes the new branch."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +97,38 @@ def require() -> Op[None]:
 
 
 def check_step_name(name: Any) -> str:
-    """A step name: text like a task name (non-empty, no NUL, at most 1000 bytes)."""
-    return check_text(name, "step name") or ""
+    """A step name: text like a task name (non-empty, no NUL, at most 1000 bytes), not
+    starting with ``cairnq:`` (the prefix of the rows cairnq records beside the steps)."""
+    checked = check_text(name, "step name") or ""
+    if checked.startswith(MARK):
+        raise InvalidArgument(
+            f"step name {checked!r} starts with {MARK!r}, which cairnq keeps for its own records"
+        )
+    return checked
+
+
+def check_version(value: Any) -> str | None:
+    """A handler's version (``@worker.task(version=...)``): ``None``, text (no NUL, at
+    most 200 characters) or a whole number, which is kept as its text.
+
+    Raises:
+        InvalidArgument: another type, empty text, or too long.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 200:
+        raise InvalidArgument(
+            f"version must be None, a whole number or text of 1 to 200 characters without "
+            f"NUL, like version=2 or version='2026-12'; got {value!r}"
+        )
+    return value
+
+
+def is_mark(name: str) -> bool:
+    """Whether a recorded row is one of cairnq's own beside the steps."""
+    return name.startswith(MARK)
 
 
 def recorded_steps(task_id: str) -> Op[list[Row]]:
@@ -106,9 +144,9 @@ def recorded_steps(task_id: str) -> Op[list[Row]]:
 
 def step_rows(task_id: str) -> Op[list[Row]]:
     """The raw rows of a task's recorded steps, read without the readiness check (for a
-    reader that made it already)."""
+    reader that made it already); cairnq's own rows beside them are left out."""
     rows = yield Call("steps_list", {"id": task_id})
-    return list(rows)
+    return [r for r in rows if not is_mark(str(r["name"]))]
 
 
 def record_step(lease: Lease, worker_id: str, name: str, seq: int, result: str) -> Op[Row]:
@@ -124,6 +162,19 @@ def record_step(lease: Lease, worker_id: str, name: str, seq: int, result: str) 
     return owned_row(lease, rows)
 
 
+def record_first(
+    lease: Lease, worker_id: str, version: str, name: str, seq: int, result: str
+) -> Op[Row]:
+    """``record_step`` of the first row a task records, with the handler version its steps
+    are recorded by, in one transaction.
+
+    Raises:
+        LostLease: the attempt is no longer owned; nothing is written.
+    """
+    yield from record_step(lease, worker_id, VERSION_MARK, 0, json.dumps(version))
+    return (yield from record_step(lease, worker_id, name, seq, result))
+
+
 def steps(task_id: Any) -> Op[list[StepRecord]]:
     """A task's recorded steps, ``seq`` order; validated eagerly.
 
@@ -136,7 +187,7 @@ def steps(task_id: Any) -> Op[list[StepRecord]]:
 
 def _steps(task_id: str) -> Op[list[StepRecord]]:
     rows = yield from recorded_steps(task_id)
-    return [step_of(task_id, r) for r in rows]
+    return [step_of(task_id, r) for r in rows if not is_mark(str(r["name"]))]
 
 
 def step_of(task_id: str, row: Row) -> StepRecord:

@@ -1,0 +1,7 @@
+-- Forgets up to 100 unique_for periods that have ended.
+-- Returns nothing.
+-- params: now_ms
+delete from cairnq_uniqueness_periods
+where key in (
+    select key from cairnq_uniqueness_periods where until_ms <= :now_ms limit 100
+);

@@ -1,0 +1,53 @@
+"""Durable waits: a handler waits for an event (``ctx.wait_for``) or sleeps
+(``ctx.sleep``, ``ctx.sleep_until``) with its task parked, holding no worker slot and
+spending no attempt; ``cq.events.send`` (and ``cairnq send``) sends the events.
+
+Each wait is a row of ``cairnq_waits`` and each event one of
+``cairnq_waits_mailbox`` (migration ``x0019_waits.sql``); a wait's row goes with its
+task (a trigger), an event with its retention (the sends sweep expired ones).
+
+No hook: a wait parks its task through the kernel's ``hand_back`` in the handler's
+own owned write, and a send makes a parked task due through ``undefer``, so a
+worker's claims and settlements run nothing of this extension. The operations
+(``_ops``), the context's methods and the ``Waiting`` signal (``_context_async``,
+its blocking twin generated), the client's ``cq.events`` (``_client_async``, twin
+generated), the statements (``sql/<dialect>/waits_*.sql``) and the migration are
+in this folder, its command and pages in ``_surfaces/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from .._base import Extension, TaskRows
+from .._context import Signal
+from ._context_async import Waiting, WaitTimeout, settle_waiting
+from ._ops import DEFAULT_RETENTION_MS, PARKED_RUN_AT_MS, Sent, WaitRecord
+
+__all__ = [
+    "DEFAULT_RETENTION_MS",
+    "PARKED_RUN_AT_MS",
+    "Sent",
+    "WaitRecord",
+    "WaitTimeout",
+    "Waiting",
+    "Waits",
+]
+
+
+class Waits(Extension):
+    """Durable waits: ``ctx.wait_for``, ``ctx.sleep``, ``ctx.sleep_until``, ``cq.events``."""
+
+    name = "waits"
+    migrations = ("x0019_waits.sql",)
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_waits": "trigger",
+        "cairnq_waits_mailbox": "swept",
+    }
+    words = ("sleep_until", "cairnq_waits", "waits_", "mailbox", "WaitTimeout")
+    cli = "cairnq.extensions.waits._surfaces.cli"
+    pages = "cairnq.extensions.waits._surfaces.pages"
+
+    def signals(self) -> Mapping[type[BaseException], Signal]:
+        return {Waiting: settle_waiting}
