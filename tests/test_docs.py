@@ -6,6 +6,9 @@ swapped for a free one), ```` ```sh run ```` lines run in order (``python`` is
 this interpreter), and a following ```` ```text output ```` block is their
 standard output. ``text output may-merge`` allows lines to be missing (progress
 read by polling may skip a step) but not reordered, and the last line must match.
+``sh run needs=A,B`` names what the example needs besides cairnq's core (an extra
+of cairnq, or another package): ``tests/test_example_extras.py`` runs it again
+with only those installed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Example:
     run: list[str] = field(default_factory=list)
     output: list[str] | None = None
     may_merge: bool = False
+    needs: list[str] = field(default_factory=list)
 
 
 def example_of(page: str) -> Example:
@@ -44,8 +48,9 @@ def example_of(page: str) -> Example:
             example.files[words[0].removeprefix("file=")] = body
         elif language == "sh" and words == ["serve"]:
             example.serve += body.splitlines()
-        elif language == "sh" and words == ["run"]:
+        elif language == "sh" and words[:1] == ["run"]:
             example.run += body.splitlines()
+            example.needs += needs_of(words)
         elif language == "text" and words[:1] == ["output"]:
             example.output = body.splitlines()
             example.may_merge = "may-merge" in words
@@ -53,10 +58,15 @@ def example_of(page: str) -> Example:
     return example
 
 
-def argv(line: str, port: int) -> list[str]:
+def needs_of(words: list[str]) -> list[str]:
+    """What a block's ``needs=A,B`` word names (nothing without one)."""
+    return [n for w in words if w.startswith("needs=") for n in w[6:].split(",") if n]
+
+
+def argv(line: str, port: int, python: str = sys.executable) -> list[str]:
     words = shlex.split(line)
     assert words[0] == "python", f"an example command runs python: {line!r}"
-    words = [sys.executable, *words[1:]]
+    words = [python, *words[1:]]
     if "--port" in words:
         words[words.index("--port") + 1] = str(port)
     return [w.replace(":8000", f":{port}") for w in words]
@@ -79,14 +89,15 @@ def wait_for_port(port: int, server: subprocess.Popen[str]) -> None:
     raise AssertionError(f"the example's server did not listen on {port}")
 
 
-def run_example(page: str, folder: Path) -> list[str]:
+def run_example(page: str, folder: Path, python: str = sys.executable) -> list[str]:
+    """Run ``docs/page``'s example in ``folder`` with ``python``; what it printed."""
     example = example_of(page)
     for name, text in example.files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     port = free_port()
     servers = [
-        subprocess.Popen(argv(line, port), cwd=folder, text=True, stderr=subprocess.DEVNULL)
+        subprocess.Popen(argv(line, port, python), cwd=folder, text=True, stderr=subprocess.DEVNULL)
         for line in example.serve
     ]
     try:
@@ -95,7 +106,7 @@ def run_example(page: str, folder: Path) -> list[str]:
         printed: list[str] = []
         for line in example.run:
             done = subprocess.run(
-                argv(line, port), cwd=folder, capture_output=True, text=True, timeout=120
+                argv(line, port, python), cwd=folder, capture_output=True, text=True, timeout=120
             )
             assert done.returncode == 0, f"{line}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
             printed += done.stdout.splitlines()
@@ -126,7 +137,7 @@ def test_the_fastapi_page_example_streams_its_report_progress(tmp_path: Path) ->
 
 def test_the_testing_page_example_passes_under_pytest_with_the_plugin(tmp_path: Path) -> None:
     printed = run_example("testing.md", tmp_path)
-    assert any("1 passed" in line for line in printed), printed
+    assert any("2 passed" in line for line in printed), printed
 
 
 def test_the_events_page_example_waits_for_a_decision_sent_from_the_command_line(

@@ -1,8 +1,8 @@
-"""The first hour of a new user, scripted: the README's Quick start, then its CLI section.
+"""The first hour of a new user, scripted: the README's Quick start, then the CLI page.
 
 Everything runs as a user would run it, in a fresh directory: the Quick start
 program saved to a file and run with ``python``, then the real ``cairnq``
-command in subprocesses, in the order the README gives. Along the way the
+command in subprocesses, in the order ``docs/cli.md`` gives. Along the way the
 script makes the mistakes new users make (a typo in a task name, a queue
 nobody serves, a worker on another database, a misspelt or mistyped database,
 a handler that cannot take the context, a handler that raises) and checks that
@@ -113,16 +113,22 @@ def timed(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], floa
     return result, time.monotonic() - started
 
 
-def readme_section(heading: str) -> str:
-    """The README's text under ``heading``, up to the next heading."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    return readme.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+# Where each text the first hour follows is written.
+QUICK_START = ("README.md", "## Quick start")
+COMMAND_LINE = ("docs/cli.md", "# The command line")
 
 
-def readme_commands(heading: str) -> list[list[str]]:
-    """The commands of the first ``sh`` block under ``heading``, comments dropped and
+def page_section(where: tuple[str, str]) -> str:
+    """The text of page ``where[0]`` under heading ``where[1]``, up to the next heading."""
+    page, heading = where
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return text.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+
+
+def page_commands(where: tuple[str, str]) -> list[list[str]]:
+    """The commands of the first ``sh`` block under ``where``'s heading, comments dropped and
     ``a  |  b`` alternatives split, each as its arguments after ``cairnq``."""
-    block = re.findall(r"```sh\n(.*?)```", readme_section(heading), re.S)[0]
+    block = re.findall(r"```sh\n(.*?)```", page_section(where), re.S)[0]
     commands = []
     for line in block.splitlines():
         for command in line.split("  #", 1)[0].split(" |  "):
@@ -132,23 +138,23 @@ def readme_commands(heading: str) -> list[list[str]]:
     return commands
 
 
-def readme_python(heading: str) -> str:
-    """The first Python block under ``heading`` in the README, as it shows it."""
-    return re.findall(r"```python\n(.*?)```", readme_section(heading), re.S)[0]
+def page_python(where: tuple[str, str]) -> str:
+    """The first Python block under ``where``'s heading, as the page shows it."""
+    return re.findall(r"```python\n(.*?)```", page_section(where), re.S)[0]
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """A fresh project directory holding the README's ``app/tasks.py``."""
+    """A fresh project directory holding the CLI page's ``app/tasks.py``."""
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
-    (tmp_path / "app" / "tasks.py").write_text(readme_python("### The command line"))
+    (tmp_path / "app" / "tasks.py").write_text(page_python(COMMAND_LINE))
     return tmp_path
 
 
-# The README's command-line block, in its order; the test below runs each where
+# The CLI page's command-line block, in its order; the test below runs each where
 # its comment says, with the ids the earlier commands printed.
-README_COMMANDS = [
+CLI_COMMANDS = [
     ["migrate"],
     ["worker", "app.tasks:worker", "--queues", "emails,default", "--concurrency", "8"],
     ["submit", "email.send", '{"to": "ada@example.com"}', "--key", "welcome:ada", "--wait"],
@@ -164,15 +170,15 @@ README_COMMANDS = [
 ]
 
 
-def test_the_readme_command_block_is_the_one_the_first_hour_runs() -> None:
-    assert readme_commands("### The command line") == README_COMMANDS
+def test_the_cli_page_command_block_is_the_one_the_first_hour_runs() -> None:
+    assert page_commands(COMMAND_LINE) == CLI_COMMANDS
 
 
 def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> None:
-    commands = iter(README_COMMANDS)
+    commands = iter(CLI_COMMANDS)
 
     # The Quick start: one program, worker inside; then the CLI sees the same database.
-    (home / "quickstart.py").write_text(readme_python("## Quick start"))
+    (home / "quickstart.py").write_text(page_python(QUICK_START))
     quick = subprocess.run(
         [sys.executable, "quickstart.py"],
         cwd=home,
@@ -370,7 +376,7 @@ def _id(output: str) -> str:
 
 
 def _with_ids(command: list[str], *ids: str) -> list[str]:
-    """``command`` with the README's placeholder ids (``task_01J...``) replaced, in order."""
+    """``command`` with the CLI page's placeholder ids (``task_01J...``) replaced, in order."""
     given = iter(ids)
     return [next(given) if word.startswith("task_01") else word for word in command]
 

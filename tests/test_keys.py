@@ -52,7 +52,7 @@ def test_the_tables_here_cover_every_strategy_and_status() -> None:
     assert covered == {(c, s) for c in CONFLICTS for s in STATUSES}
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TASKS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
 OUTCOMES = {
     "returns it": "returns",
     "returns it, with its result": "returns",
@@ -63,11 +63,11 @@ OUTCOMES = {
 }
 
 
-def readme_conflict_table() -> dict[tuple[str, str], str]:
-    """(strategy, status) -> outcome, as the README's conflict table states it."""
-    text = README.read_text()
+def docs_conflict_table() -> dict[tuple[str, str], str]:
+    """(strategy, status) -> outcome, as the docs' conflict table (docs/tasks.md) states it."""
+    text = TASKS_PAGE.read_text()
     block = re.search(r"<!-- conflict-table:.*?-->\n(.*?)<!-- /conflict-table -->", text, re.S)
-    assert block is not None, "README has no conflict table"
+    assert block is not None, "docs/tasks.md has no conflict table"
     rows = [line.strip("|").split("|") for line in block.group(1).strip().splitlines()]
     header, table = [c.strip() for c in rows[0]], rows[2:]
     assert header == [
@@ -87,12 +87,12 @@ def readme_conflict_table() -> dict[tuple[str, str], str]:
     return stated
 
 
-def test_the_readme_conflict_table_states_what_these_tests_check() -> None:
+def test_the_docs_conflict_table_states_what_these_tests_check() -> None:
     checked = dict.fromkeys(RETURNS, "returns")
     checked |= dict.fromkeys(INSERTS, "inserts")
     checked |= {("reject", status): "rejects" for status in STATUSES}
     checked |= {("replace", "queued"): "replaces", ("replace", "running"): "replaces"}
-    assert readme_conflict_table() == checked
+    assert docs_conflict_table() == checked
 
 
 def test_the_cli_help_for_conflict_says_what_each_strategy_does() -> None:

@@ -507,23 +507,25 @@ async def test_an_executor_that_decodes_jsonb_is_refused_with_what_to_change(
         await decoding.close()
 
 
-# --- the README ---------------------------------------------------------------------
+# --- the PostgreSQL page (docs/postgres.md) ----------------------------------------
 
 
-def _readme_executor_block() -> str:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def _postgres_page_executor_block() -> str:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "postgres.md").read_text(
+        encoding="utf-8"
+    )
     section = text.split("**Through asyncpg, or an executor of your own.**", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-async def test_the_readmes_executor_example_runs_as_written(
+async def test_the_postgres_pages_executor_example_runs_as_written(
     pg_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import textwrap
 
     import cairnq
 
-    code = _readme_executor_block()
+    code = _postgres_page_executor_block()
     code = code.replace('"postgresql://app@db/app"', repr(asyncpg_url(pg_dsn)))
     code = code.replace('"jobs"', repr(pg_schema))
     scope: dict[str, Any] = {name: getattr(cairnq, name) for name in cairnq.__all__}

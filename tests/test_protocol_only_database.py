@@ -3,8 +3,8 @@ SDK migrates it), opened by a cairnq client and worker with ``migrate=False``.
 
 Tasks are served; each feature with tables of its own steps aside, saying so in
 one line, and its calls that need the tables raise ``SchemaIncomplete`` naming the
-migration ``cairnq migrate`` would add (README, "A database only the protocol
-migrated"). Retention there: ``tests/test_without_extensions.py``.
+migration ``cairnq migrate`` would add (``docs/coming-from/reference-sdk.md``, "A database only the
+protocol migrated"). Retention there: ``tests/test_without_extensions.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The README's set-up command works as written, from a copy of the source tree."""
+"""The README's set-up command works as written, from a copy of the source tree; the
+Quick start, and the store layer and PostgreSQL pages' examples, run as written."""
 
 from __future__ import annotations
 
@@ -148,9 +149,15 @@ def test_the_demo_ends_by_suggesting_a_next_step_on_its_own_database(tmp_path: P
 
 
 def _python_blocks(section: str) -> list[str]:
+    """The Python blocks of the README's ``## section``."""
     text = (ROOT / "README.md").read_text()
     body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", body, re.S)
+
+
+def _page_python_blocks(page: str) -> list[str]:
+    """The Python blocks of ``docs/page``."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
 
 
 def test_the_quick_start_and_the_cli_use_one_database_in_the_working_directory(
@@ -177,7 +184,7 @@ def test_the_quick_start_and_the_cli_use_one_database_in_the_working_directory(
 
 
 def test_the_store_layer_example_claims_settles_and_purges_one_task(tmp_path: Path) -> None:
-    (tmp_path / "store_example.py").write_text(_python_blocks("The store layer")[0])
+    (tmp_path / "store_example.py").write_text(_page_python_blocks("store.md")[0])
     ran = subprocess.run(
         [sys.executable, "store_example.py"],
         cwd=tmp_path,
@@ -194,7 +201,7 @@ async def test_the_store_replacement_example_is_called_by_the_clients_purge(
 ) -> None:
     from cairnq import CairnQ
 
-    [example] = [b for b in _python_blocks("The store layer") if "audited_purge" in b]
+    [example] = [b for b in _page_python_blocks("store.md") if "audited_purge" in b]
     lines: list[str] = []
 
     class Audit:
@@ -210,9 +217,9 @@ async def test_the_store_replacement_example_is_called_by_the_clients_purge(
 
 
 def _stated_key_order() -> tuple[dict[str, Any], list[str]]:
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join((ROOT / "docs" / "postgres.md").read_text().split())
     found = re.search(r"written as `(\{[^`]*\})` comes back as `(\{[^`]*\})`", text)
-    assert found is not None, "the README does not show jsonb key order"
+    assert found is not None, "docs/postgres.md does not show jsonb key order"
     written, returned = json.loads(found.group(1)), json.loads(found.group(2))
     assert written == returned
     assert list(written) != list(returned)

@@ -4,7 +4,7 @@ Inputs: the database's transition log (``dbtools``: a row per change to a task, 
 key pointer, written by triggers in the changing transaction),
 the client and worker histories (JSONL, ``history``), the final rows, and, when
 the run wrote any, the effect rows handlers committed with ``succeed_in``. Each
-invariant is numbered as in ``docs/guarantees.md``, which says which README
+invariant is numbered as in ``docs/guarantees.md``, which says which
 guarantee it checks and which mutant (a deliberately broken build) it catches.
 
 Order and time. The log's ``seq`` is commit order per row (an update holds the

@@ -20,8 +20,8 @@ crashed (``pg_ctl stop -m immediate``) and restarted.
 
 Writes a summary (JSON) to ``--out`` (default ``docs/soak/<backend>.json``): the
 commit and machine it ran on, the faults that took effect, the outcomes and the
-checker's verdict; ``python -m tests.chaos.soak_table`` renders the README's
-table from the summaries. Prints one line of figures.
+checker's verdict; ``python -m tests.chaos.soak_table`` renders the
+Guarantees page's table (``docs/guarantees.md``) from the summaries. Prints one line of figures.
 """
 
 from __future__ import annotations

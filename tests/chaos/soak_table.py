@@ -1,13 +1,13 @@
-"""Renders the README's soak table from the committed soak summaries (``docs/soak/*.json``).
+"""Renders the soak table of docs/guarantees.md from the committed summaries (``docs/soak/*.json``).
 
 Run from the repository root::
 
-    python -m tests.chaos.soak_table           # print the README section
-    python -m tests.chaos.soak_table --write   # rewrite it in README.md
-    python -m tests.chaos.soak_table --check   # exit 1 when README.md differs
+    python -m tests.chaos.soak_table           # print the section
+    python -m tests.chaos.soak_table --write   # rewrite it in docs/guarantees.md
+    python -m tests.chaos.soak_table --check   # exit 1 when docs/guarantees.md differs
 
 The section sits between ``BEGIN`` and ``END`` below; everything in it comes
-from the summaries ``python -m tests.chaos.soak`` writes, so the README states
+from the summaries ``python -m tests.chaos.soak`` writes, so the page states
 the minutes, seed and commit of the runs it shows.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "guarantees.md"  # the page the table renders into
 SUMMARIES = ROOT / "docs" / "soak"
 BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 BEGIN = "<!-- soak-table: python -m tests.chaos.soak_table --write renders this from docs/soak -->"
@@ -29,11 +29,11 @@ END = "<!-- /soak-table -->"
 
 
 class SectionMissing(Exception):
-    """README.md has no soak-table markers (or they are out of order)."""
+    """docs/guarantees.md has no soak-table markers (or they are out of order)."""
 
 
 def load(folder: Path = SUMMARIES) -> dict[str, dict[str, Any]]:
-    """The summaries in ``folder``, by backend, in README column order."""
+    """The summaries in ``folder``, by backend, in the table's column order."""
     found = {}
     for backend in BACKENDS:
         path = folder / f"{backend}.json"
@@ -206,7 +206,7 @@ ROWS = [
 
 
 def render(summaries: dict[str, dict[str, Any]]) -> str:
-    """The README section (markers included) for ``summaries``."""
+    """The page's section (markers included) for ``summaries``."""
     if not summaries:
         raise ValueError(f"no soak summaries in {SUMMARIES}; run python -m tests.chaos.soak")
     names = [BACKENDS[backend] for backend in summaries]
@@ -242,18 +242,18 @@ def _wrap(prose: str) -> str:
 def _bounds(text: str) -> tuple[int, int]:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
-        raise SectionMissing(f"README.md has no soak-table section ({BEGIN} ... {END})")
+        raise SectionMissing(f"docs/guarantees.md has no soak-table section ({BEGIN} ... {END})")
     return start, end + len(END)
 
 
 def current(text: str) -> str:
-    """The soak section of README text ``text``, markers included."""
+    """The soak section of page text ``text``, markers included."""
     start, end = _bounds(text)
     return text[start:end]
 
 
 def replaced(text: str, section: str) -> str:
-    """README text ``text`` with its soak section replaced by ``section``."""
+    """Page text ``text`` with its soak section replaced by ``section``."""
     start, end = _bounds(text)
     return text[:start] + section + text[end:]
 
@@ -263,16 +263,18 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="rewrite the section in README.md")
-    mode.add_argument("--check", action="store_true", help="exit 1 when README.md differs")
+    mode.add_argument(
+        "--write", action="store_true", help="rewrite the section in docs/guarantees.md"
+    )
+    mode.add_argument("--check", action="store_true", help="exit 1 when docs/guarantees.md differs")
     args = parser.parse_args()
     section = render(load())
-    text = README.read_text()
+    text = PAGE.read_text()
     if args.write:
-        README.write_text(replaced(text, section))
+        PAGE.write_text(replaced(text, section))
     elif args.check:
         if current(text) != section:
-            print("README.md's soak table differs from docs/soak/*.json; run with --write")
+            print("docs/guarantees.md's soak table differs from docs/soak/*.json; run with --write")
             return 1
     else:
         print(section)

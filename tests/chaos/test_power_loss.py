@@ -1,4 +1,4 @@
-"""Durable acceptance on SQLite across a power loss (README "Guarantees").
+"""Durable acceptance on SQLite across a power loss (docs/guarantees.md).
 
 A shim (``powerloss_shim.c``, ``LD_PRELOAD``) models a disk with a volatile write
 cache under the database's directory; a cut SIGKILLs every process, then the files

@@ -1,4 +1,5 @@
-"""The README's soak table is what the committed soak summaries render, and says what they are."""
+"""The Guarantees page's soak table is what the committed soak summaries render, and says
+what they are."""
 
 from __future__ import annotations
 
@@ -64,14 +65,14 @@ def _rendered(summaries: dict[str, dict[str, Any]]) -> str:
     return " ".join(soak_table.render(summaries).split())
 
 
-def test_the_readme_soak_table_is_what_the_committed_summaries_render() -> None:
+def test_the_guarantees_page_soak_table_is_what_the_committed_summaries_render() -> None:
     summaries = soak_table.load()
     assert set(summaries) == {"sqlite", "postgres"}, (
         "commit docs/soak/sqlite.json and postgres.json"
     )
-    readme = soak_table.README.read_text()
-    assert soak_table.current(readme) == soak_table.render(summaries), (
-        "README.md's soak table is stale: python -m tests.chaos.soak_table --write"
+    page = soak_table.PAGE.read_text()
+    assert soak_table.current(page) == soak_table.render(summaries), (
+        "docs/guarantees.md's soak table is stale: python -m tests.chaos.soak_table --write"
     )
 
 
@@ -115,5 +116,5 @@ def test_the_table_counts_only_faults_that_took_effect_out_of_those_drawn() -> N
 
 def test_writing_the_section_replaces_only_the_section() -> None:
     section = soak_table.render({"sqlite": _summary("sqlite")})
-    readme = f"before\n{soak_table.BEGIN}\nold table\n{soak_table.END}\nafter\n"
-    assert soak_table.replaced(readme, section) == f"before\n{section}\nafter\n"
+    page = f"before\n{soak_table.BEGIN}\nold table\n{soak_table.END}\nafter\n"
+    assert soak_table.replaced(page, section) == f"before\n{section}\nafter\n"

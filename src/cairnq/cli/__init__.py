@@ -26,6 +26,7 @@ from ._errors import CommandError, one_line
 from ._parts import add_get_options, cli_modules
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
+from ._style import paint
 from ._target import (
     DEFAULT_DB,
     Target,
@@ -506,7 +507,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         extras = _extensions.loaded(argv)
     except (CommandError, CairnQError) as exc:
-        sys.stderr.write(f"cairnq: error: {one_line(exc)}\n")
+        sys.stderr.write(f"{paint('cairnq: error:', 'error', sys.stderr)} {one_line(exc)}\n")
         return exc.code if isinstance(exc, CommandError) else 1
     parser = _parser(extras)
     try:
@@ -522,7 +523,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except (CommandError, CairnQError, OSError, ImportError) as exc:
         if args.debug:
             raise
-        sys.stderr.write(f"cairnq: error: {one_line(exc)}\n")
+        sys.stderr.write(f"{paint('cairnq: error:', 'error', sys.stderr)} {one_line(exc)}\n")
         return exc.code if isinstance(exc, CommandError) else 1
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ from .._checks import check_int, check_names
 from ..backends import description_of, open_backend
 from ..logging import JsonFormatter
 from ._errors import CommandError, a_or_an
+from ._style import LevelColours
 from ._target import resolve_target
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def _configure_logging(level: str, log_format: str) -> None:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+        JsonFormatter() if log_format == "json" else LevelColours(TEXT_FORMAT, sys.stderr)
     )
     root = logging.getLogger()
     root.addHandler(handler)

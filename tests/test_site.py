@@ -1,0 +1,264 @@
+"""The documentation site builds in strict mode, and its examples and the README's run.
+
+``mkdocs build --strict`` fails on a broken link or anchor, a page left out of
+``mkdocs.yml``'s nav, or a docstring the API reference cannot read. Every
+```` ```python ```` block of the README and of ``docs/`` compiles (top-level
+``await`` allowed: the snippets that run inside an ``async def`` say so), and a
+block marked ```` ```python exec ```` is a complete program that runs, as
+written, in a fresh directory. A block marked ```` ```python snippet ```` is part
+of a program: it runs as the body of an ``async def`` given an open client
+``cq`` and a ``worker`` (``tests/_snippet.py``). Blocks marked ``foreign`` show
+another library's code (the "Coming from ..." pages); they compile, and are not
+run. ``RUN_ELSEWHERE`` names the blocks other tests run, and
+``COMPILED_ONLY`` the few that only compile (each says why).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.S | re.M)
+EXCLUDED = ("design", "soak")  # not pages of the site (mkdocs.yml's exclude_docs)
+
+
+def pages() -> list[Path]:
+    """The README and every page of the site."""
+    found = sorted(
+        p
+        for p in (ROOT / "docs").rglob("*.md")
+        if p.relative_to(ROOT / "docs").parts[0] not in EXCLUDED
+    )
+    return [ROOT / "README.md", *found]
+
+
+def blocks(language: str) -> list[tuple[str, list[str], str]]:
+    """(where, info words, body) of every ``language`` block of the README and the site."""
+    found = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for match in BLOCK.finditer(text):
+            if match.group(1) == language:
+                line = text.count("\n", 0, match.start()) + 1
+                where = f"{page.relative_to(ROOT)}:{line}"
+                found.append((where, match.group(2).split(), match.group(3)))
+    return found
+
+
+PYTHON = blocks("python")
+PROGRAMS = [(where, body) for where, words, body in PYTHON if "exec" in words]
+SNIPPETS = [(where, body) for where, words, body in PYTHON if "snippet" in words]
+SNIPPET_RUNNER = ROOT / "tests" / "_snippet.py"
+
+# Blocks that another test runs, by page and first line.
+RUN_ELSEWHERE = {
+    ("README.md", "import asyncio"): "test_readme.py, test_first_hour.py (the Quick start)",
+    ("docs/cli.md", "from cairnq import Worker"): "test_first_hour.py (app/tasks.py)",
+    ("docs/store.md", "import asyncio"): "test_readme.py (the store layer example)",
+    ("docs/store.md", "store = cq.store"): "test_readme.py (a replaced store method)",
+    (
+        "docs/postgres.md",
+        'executor = create_pool_executor("postgresql://app@db/app", max_size=20, schema="jobs")',
+    ): "test_pg_executor.py",
+    ("docs/writing-an-extension.md", "# audit_ext/__init__.py"): "test_extension_guide.py",
+    (
+        "docs/writing-an-extension.md",
+        "cq = CairnQ(url, extensions=[Audit()])",
+    ): "test_extension_guide.py",
+    ("docs/writing-an-extension.md", "# audit_ext/_cli.py"): "test_extension_guide.py",
+    ("docs/writing-an-extension.md", "# audit_ext/_pages.py"): "test_extension_guide.py",
+}
+# Blocks that only compile: each shows a shape that needs what a test has not got.
+COMPILED_ONLY = {
+    (
+        "docs/tutorial.md",
+        "from cairnq import SyncCairnQ",
+    ): "waits 60 s for a worker it says is absent",
+    (
+        "docs/django.md",
+        "# settings.py",
+    ): "parts of the page's example (test_docs.py runs the whole)",
+    ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
+    ("docs/django.md", "# asgi.py"): "needs a configured Django project",
+    ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    ("docs/durations.md", "from cairnq import Lineage"): "runs inside a handler (ctx)",
+    ("docs/flow-control.md", "from cairnq import Snooze"): "calls an HTTP service",
+    ("docs/flow-control.md", "from cairnq import Worker"): "needs a store from another SDK",
+    (
+        "docs/metrics.md",
+        "from cairnq.telemetry import Metrics, Tracing",
+    ): "mounts into a web app (the complete program below it runs)",
+    (
+        "docs/postgres.md",
+        "async with pool.connection() as conn, conn.transaction():",
+    ): "needs your psycopg pool and tables",
+    (
+        "docs/retention.md",
+        "from cairnq import Retention, RetentionRule",
+    ): "needs a client made with retention=",
+    (
+        "docs/tasks.md",
+        "from cairnq import CairnQ, Lineage, TaskDef, TaskError, TaskFailed, TaskTimeout",
+    ): "waits for handlers of the next block",
+    (
+        "docs/tasks.md",
+        'worker = Worker.sqlite("cairnq.db", queues=["emails", "default"], concurrency=8,',
+    ): "handlers for the block before it",
+    (
+        "docs/batches.md",
+        'batch = await cq.batches.submit([], on_complete="crawl.report", close=False)',
+    ): ("adds pages crawled elsewhere"),
+    (
+        "docs/batches.md",
+        "status = await cq.batch_status(batch.id)   # or cq.batches.status(batch.id); None if unknown",  # noqa: E501
+    ): ("reads the batch of the block before it"),
+    (
+        "docs/cancel-and-versions.md",
+        '@worker.task(version=3)                        # or "2026-12-06", any text up to 200 characters',  # noqa: E501
+    ): ("a worker's declaration, not a program"),
+    (
+        "docs/events-and-sleep.md",
+        'answer = await ctx.wait_for("order-42:approval", timeout="3d")',
+    ): ("runs inside a handler (ctx); the page's complete example runs"),
+    ("docs/events-and-sleep.md", 'await ctx.step("welcome", send_welcome, user)'): (
+        "runs inside a handler (ctx); the page's complete example runs"
+    ),
+    (
+        "docs/uniqueness.md",
+        "from datetime import timedelta",
+    ): "submits of an application's own objects",
+}
+
+
+@pytest.mark.slow
+def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    config, site = str(ROOT / "mkdocs.yml"), str(tmp_path / "site")
+    command = ["mkdocs", "build", "--strict", "--quiet", "-f", config, "-d", site]
+    built = subprocess.run(
+        [sys.executable, "-m", *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    assert (tmp_path / "site" / "api" / "index.html").is_file()
+    assert [page for page in pages()[1:] if not renders_whole(page, tmp_path / "site")] == []
+
+
+def renders_whole(page: Path, site: Path) -> bool:
+    """Whether the built ``page`` has every section heading and code block of its source
+    (a fence the site's Markdown cannot read swallows what follows it)."""
+    name = page.relative_to(ROOT / "docs").with_suffix("").as_posix()
+    if name == "api":
+        return True  # generated from the docstrings
+    html = (site / ("" if name == "index" else name) / "index.html").read_text()
+    text = page.read_text(encoding="utf-8")
+    fenced, headings, fences = False, 0, 0
+    for line in text.splitlines():
+        if re.match(r"^\s*```(?!`)", line):
+            fenced = not fenced
+            fences += fenced
+        elif not fenced and line.startswith("## "):
+            headings += 1
+    included = "--8<--" in text  # a page that includes a part of another adds its blocks
+    blocks_ok = html.count("<pre") >= fences if included else html.count("<pre") == fences
+    return html.count("<h2 id=") == headings and blocks_ok
+
+
+@pytest.mark.parametrize(("where", "words", "body"), PYTHON, ids=[b[0] for b in PYTHON])
+def test_every_python_block_compiles(where: str, words: list[str], body: str) -> None:
+    compile(body, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+
+
+def test_the_coming_from_pages_each_run_a_cairnq_program() -> None:
+    folder = ROOT / "docs" / "coming-from"
+    without = [
+        p.name
+        for p in sorted(folder.glob("*.md"))
+        if p.name != "reference-sdk.md" and "```python exec" not in p.read_text()
+    ]
+    assert without == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "body"), PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_every_complete_program_runs_as_written(where: str, body: str, tmp_path: Path) -> None:
+    (tmp_path / "example.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    ran = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, f"{where}\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
+
+
+def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links no page of the site"
+    assert [t for t in local if not (ROOT / t).is_file()] == []
+
+
+def test_the_readme_links_every_feature_page_of_the_site() -> None:
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    [features] = [entry["Features"] for entry in nav if "Features" in entry]
+    pages = [page for entry in features for page in entry.values()]
+    assert [p for p in pages if f"(docs/{p})" not in text and p != "durations.md"] == []
+
+
+def first_line(where: str, body: str) -> tuple[str, str]:
+    return where.split(":")[0], body.splitlines()[0]
+
+
+def test_every_python_block_is_run_or_says_why_not() -> None:
+    unaccounted = [
+        where
+        for where, words, body in PYTHON
+        if not {"exec", "snippet", "foreign"} & set(words)
+        and not any(w.startswith("file=") for w in words)
+        and first_line(where, body) not in RUN_ELSEWHERE
+        and first_line(where, body) not in COMPILED_ONLY
+    ]
+    assert unaccounted == []
+
+
+def test_the_ledgers_name_blocks_that_exist() -> None:
+    blocks_now = {first_line(where, body) for where, _, body in PYTHON}
+    assert set(RUN_ELSEWHERE) - blocks_now == set()
+    assert set(COMPILED_ONLY) - blocks_now == set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "body"), SNIPPETS, ids=[s[0] for s in SNIPPETS])
+def test_every_snippet_runs_beside_a_client_and_a_worker(
+    where: str, body: str, tmp_path: Path
+) -> None:
+    (tmp_path / "snippet.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if k != "CAIRNQ_DATABASE_URL"}
+    ran = subprocess.run(
+        [sys.executable, str(SNIPPET_RUNNER), "snippet.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, f"{where}\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
