@@ -100,6 +100,7 @@ EXTENSION_MIGRATIONS = [
     "x0014_steps_forget.sql",
     "x0015_limit_keys_unbound.sql",
     "x0016_workflows_keep_success.sql",
+    "x0017_pauses_until.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -334,6 +335,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_parked",
+        "cairnq_pause_ends",
         "cairnq_pauses",
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
