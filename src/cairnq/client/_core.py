@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -511,6 +511,7 @@ class _ClientCore:
             priority = priority if priority is not None else task.priority
         else:
             name = task
+        metadata = check_metadata(metadata)
         start_ms = self._start_delay_ms(delay, run_at, delay_ms)
         if lineage is not None:
             # The three keywords alone need no Lineage: new_task checks them the same way.
@@ -569,6 +570,25 @@ class _ClientCore:
 SubmitItem = tuple[Any, Any] | dict[str, Any]
 
 
+def check_metadata(metadata: Any) -> Any:
+    """``metadata`` when it is ``None`` or a mapping (a JSON object).
+
+    The protocol stores any JSON there and cairnq reads whatever another SDK left;
+    cairnq's clients write objects only, so hooks and tracing can add keys to it.
+
+    Raises:
+        InvalidArgument: anything else (a list, a string, a number, ...).
+    """
+    if metadata is None or isinstance(metadata, Mapping):
+        return metadata
+    shown = repr(metadata)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise InvalidArgument(
+        f"metadata must be a JSON object (a dict), got {type(metadata).__name__} {shown}; "
+        f"put it under a key, e.g. metadata={{'tags': ...}}"
+    )
+
+
 def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.NewTask:
     """A ``submit_many`` dict naming its task by a string: ``_item`` without its detours."""
     get = item.get
@@ -582,7 +602,7 @@ def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.
         conflict=get("conflict", "reuse"),
         max_attempts=3 if max_attempts is None else max_attempts,
         priority=0 if priority is None else priority,
-        metadata=get("metadata"),
+        metadata=check_metadata(get("metadata")),
         delay_ms=0 if get("delay_ms") is None else get("delay_ms"),
         parent_id=get("parent_id"),
         root_id=get("root_id"),
