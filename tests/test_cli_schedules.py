@@ -7,6 +7,7 @@ decided are decided through a client on a ``FakeClock`` set past them.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -73,6 +74,26 @@ def test_add_stores_a_cron_schedule_in_its_time_zone(
     stored = cq.schedules.get("nightly")
     assert result.code == 0 and stored is not None
     assert (stored.cron, stored.tz) == ("0 0 * * *", "Asia/Tokyo")
+
+
+def test_a_cron_schedule_shows_its_times_in_its_own_zone_in_add_ls_and_history(
+    db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
+) -> None:
+    added = schedules(
+        db, capsys, "add", "nightly", "report", "--cron", "0 2 * * *", "--tz", "Europe/Paris"
+    )
+    stored = cq.schedules.get("nightly")
+    assert stored is not None and stored.next_ms is not None
+    # 02:00 in Paris: +01:00 in winter, +02:00 in summer.
+    local = r"\d{4}-\d\d-\d\d 02:00:00\+0[12]:00 Europe/Paris"
+    assert re.fullmatch(
+        rf"added schedule nightly: report 0 2 \* \* \* \(Europe/Paris\), next run {local}",
+        added.lines[0],
+    )
+    assert re.search(local, schedules(db, capsys, "ls").out)
+    with db.sync_client(clock=FakeClock(stored.next_ms)) as worker_side:
+        worker_side.schedules.run_due()
+    assert re.search(rf"^{local} +enqueued", schedules(db, capsys, "history", "nightly").out, re.M)
 
 
 def test_add_of_a_taken_name_is_refused_and_names_replace(

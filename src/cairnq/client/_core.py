@@ -751,8 +751,8 @@ def delayed(task: Task, now_ms: int) -> str:
     """Why a task submitted with a delay is still waiting: it is not due yet."""
     return (
         f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
-        f"~{task.run_at_ms - now_ms}ms: it was submitted with a delay, and no worker "
-        "may claim it before then"
+        f"~{format_duration(task.run_at_ms - now_ms)}: it was submitted with a delay, and no "
+        "worker may claim it before then"
     )
 
 
@@ -772,7 +772,7 @@ def why_not_done(
         wait_ms = max(0, task.run_at_ms - now_ms)
         return (
             f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
-            f"~{wait_ms}ms: it waits for another attempt"
+            f"~{format_duration(wait_ms)}: it waits for another attempt"
         )
     if task.cancel_requested:
         return "cancel requested; waiting for the handler to stop"
