@@ -19,7 +19,7 @@ from .._json import parse_input
 from ..backends import clock_of, description_of
 from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
-from ..durations import UNIT_MS
+from ..durations import UNIT_MS, format_duration
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task
 from ..top import run_top
@@ -78,7 +78,10 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
         if not args.wait:
             _print_task(args, out, task, waited=False)
             return 0
-        limit = WAIT_TIMEOUT_MS if args.timeout_ms is None else args.timeout_ms
+        # A delayed task is waited for from when it is due: the default wait starts
+        # then, and "never claimed" is said only once it has been due for a while.
+        due_in = max(0, task.run_at_ms - _now_ms(client)) if task.is_queued else 0
+        limit = WAIT_TIMEOUT_MS + due_in if args.timeout_ms is None else args.timeout_ms
         # Ctrl-C at any point after the submit (even before the wait begins) gets the hint.
         try:
             if not args.json:
@@ -88,8 +91,15 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
                 f"waiting for {task.id} on {where}; Ctrl-C stops waiting, "
                 f"the task stays {task.status}\n"
             )
+            if due_in:
+                err.write(
+                    f"{task.id} is delayed: no worker may claim it before it is due, in "
+                    f"{format_duration(due_in)}\n"
+                )
             err.flush()
-            task = _wait(client, task, limit, where, err, default=args.timeout_ms is None)
+            task = _wait(
+                client, task, limit, where, err, default=args.timeout_ms is None, due_in=due_in
+            )
         except KeyboardInterrupt:
             current = client.get_status(task.id)
             status = current.status if current is not None else task.status
@@ -147,9 +157,17 @@ def _pass_on(caught: list[warnings.WarningMessage], err: TextIO) -> None:
 
 
 def _wait(
-    client: SyncCairnQ, task: Task, most_ms: int, where: str, err: TextIO, *, default: bool
+    client: SyncCairnQ,
+    task: Task,
+    most_ms: int,
+    where: str,
+    err: TextIO,
+    *,
+    default: bool,
+    due_in: int = 0,
 ) -> Task:
-    """Wait in short slices, telling stderr when the task sits unclaimed and how it goes."""
+    """Wait in short slices, telling stderr when the task sits unclaimed (``due_in`` ms
+    after the start at the earliest: a delayed task is not claimed before) and how it goes."""
     started = time.monotonic()
     told_unclaimed = False
     next_progress = PROGRESS_EVERY_MS
@@ -170,7 +188,7 @@ def _wait(
                     f"it carries on: {_follow_hint_plain(task.id)}"
                 ) from None
             if seen.is_queued and seen.attempt == 0:
-                if not told_unclaimed and waited >= DIAGNOSE_AFTER_MS:
+                if not told_unclaimed and waited >= due_in + DIAGNOSE_AFTER_MS:
                     told_unclaimed = True
                     err.write(f"{task.id} after {waited // 1000} s: {never_claimed(seen, where)}\n")
             elif seen.status != last_status:
