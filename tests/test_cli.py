@@ -1075,6 +1075,20 @@ def test_ls_filters_by_status_queue_name_and_limit(
     assert [json.loads(line)["name"] for line in result.lines] == expected
 
 
+def test_ls_stopped_by_its_limit_says_how_many_tasks_match_on_stderr(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit_many([("job", {"n": n}) for n in range(5)])
+    cq.submit("job", queue="emails")
+    stopped = run_on(db, capsys, "ls", "--limit", "3")
+    assert len(stopped.out.splitlines()) == 4  # the header and three rows
+    assert stopped.err.startswith("showing 3 of 6 tasks (--limit N shows more")
+    assert run_on(db, capsys, "ls", "--limit", "3", "--queue", "emails").err == ""
+    named = run_on(db, capsys, "ls", "--limit", "2", "--name", "job", "--queue", "default")
+    assert named.err.startswith("showing the first 2 tasks; more match")
+    assert run_on(db, capsys, "ls", "--limit", "6").err == ""
+
+
 def test_ls_json_prints_an_array_of_tasks(
     db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -250,6 +250,10 @@ def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq ls``."""
     with open_client(args) as client:
         tasks = client.list(status=args.status, queue=args.queue, name=args.name, limit=args.limit)
+        more = _more_than_shown(client, args, len(tasks))
+    if more:
+        sys.stderr.write(f"{more} (--limit N shows more, up to 10,000; filters narrow it)\n")
+        sys.stderr.flush()
     if args.json:
         out.write(json_text([t.to_dict() for t in tasks], indent=2) + "\n")
     elif args.jsonl:
@@ -259,6 +263,27 @@ def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     else:
         write_lines(out, task_table(tasks, time.time_ns() // 1_000_000))
     return 0
+
+
+def _more_than_shown(client: SyncCairnQ, args: argparse.Namespace, shown: int) -> str | None:
+    """``showing 100 of 110,000 tasks`` when the listing stopped at ``--limit`` with more
+    matching (counted from the per-queue counts; without them, with a name filter, only
+    that more match); ``None`` when every match is shown."""
+    if not shown or shown < args.limit:
+        return None
+    if args.name is None:
+        counts = client.stats(args.queue)
+        total = sum(
+            n
+            for by_status in counts.values()
+            for status, n in by_status.items()
+            if args.status is None or status == args.status
+        )
+        return f"showing {shown:,} of {total:,} tasks" if total > shown else None
+    beyond = client.list(
+        status=args.status, queue=args.queue, name=args.name, limit=1, offset=shown
+    )
+    return f"showing the first {shown:,} tasks; more match" if beyond else None
 
 
 def _targets(args: argparse.Namespace) -> list[tuple[str, str]]:
