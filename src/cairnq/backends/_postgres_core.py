@@ -52,7 +52,14 @@ from ..errors import (
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
 from ._pg_errors import translate as _translate
-from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, LoopDeadlines, timeouts
+from ._pg_timeouts import (
+    CONNECT_TIMEOUT,
+    LISTEN_HEALTH,
+    OP_TIMEOUT,
+    LoopDeadlines,
+    connect_timeout_s,
+    timeouts,
+)
 from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._registry import opening
 from .base import PLAIN_VALUES, LoopBinding, bind
@@ -154,8 +161,10 @@ def _has_columns(cur: Any) -> bool:
 
 ASYNC_POOL_NAME = "cairnq"
 SYNC_POOL_NAME = "cairnq-sync"
-# While a pool cannot connect, cairnq says so once per interval, and opening gives up
-# after OPEN_TIMEOUT_S (a worker then tries opening again).
+# While a pool cannot connect, cairnq looks at why every CONNECT_POLL_S (a refusal for
+# good ends the wait at once), says so once per CONNECT_RETRY_S, and opening gives up
+# after the backend's connect_timeout (a worker then tries opening again).
+CONNECT_POLL_S = 0.25
 CONNECT_RETRY_S = 5.0
 OPEN_TIMEOUT_S = 30.0
 _POOL_SERIAL = itertools.count(1)
@@ -376,6 +385,7 @@ class PostgresCore:
         role: str = "client",
         listen_health: Duration = LISTEN_HEALTH,
         op_timeout: Duration | None = OP_TIMEOUT,
+        connect_timeout: Duration = CONNECT_TIMEOUT,
         **old: float | None,
     ) -> None:
         self.schema = check_schema(schema)
@@ -387,6 +397,9 @@ class PostgresCore:
         self.application_name = _checks.check_text(application_name, "application_name") or ""
         self.role = _checks.check_text(role, "role") or ""
         self.listen_health_s, self.op_timeout_s = timeouts(listen_health, op_timeout, old)
+        self.connect_timeout_s = connect_timeout_s(connect_timeout)
+        # Per pool: how many CONNECT_RETRY_S windows of an open's wait were reported.
+        self._warned_windows: dict[str, int] = {}
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None
@@ -470,10 +483,11 @@ class PostgresCore:
         return f"cannot reach {where}: {reason}"
 
     def _still_unreachable(self, pool_name: str, started: float) -> None:
-        """After one ``CONNECT_RETRY_S`` without a connection: one line, or give up.
+        """After one ``CONNECT_POLL_S`` without a connection: give up, or say so once
+        per ``CONNECT_RETRY_S``.
 
         Raises:
-            DatabaseUnavailable: ``OPEN_TIMEOUT_S`` has passed, or the server refused
+            DatabaseUnavailable: ``connect_timeout`` has passed, or the server refused
                 the database, role or credentials (``retryable`` False: no wait helps).
         """
         waited = time.monotonic() - started
@@ -482,8 +496,15 @@ class PostgresCore:
             where = getattr(self, "description", "PostgreSQL")
             raise DatabaseUnavailable(f"{where} refused the connection: {reason}", retryable=False)
         message = self._unreachable(pool_name, waited)
-        if waited + CONNECT_RETRY_S > OPEN_TIMEOUT_S:
+        limit = getattr(self, "connect_timeout_s", OPEN_TIMEOUT_S)
+        if waited + CONNECT_POLL_S > limit:
             raise DatabaseUnavailable(f"{message} (no connection for {waited:.0f} s)")
+        windows = int(waited // CONNECT_RETRY_S)
+        if windows <= self._warned_windows.get(pool_name, 0):
+            if windows == 0:
+                self._warned_windows[pool_name] = 0  # a new wait
+            return
+        self._warned_windows[pool_name] = windows
         log.warning(
             "%s; retrying in %.0fs",
             message,

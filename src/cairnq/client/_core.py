@@ -342,6 +342,7 @@ class _ClientCore:
         clock: Clock | None = None,
         migrate: bool = True,
         listen: bool = True,
+        connect_timeout: Duration | None = None,
         **options: Any,
     ) -> C:
         """A client on PostgreSQL (needs the ``postgres`` extra, or ``asyncpg`` for an executor).
@@ -359,10 +360,16 @@ class _ClientCore:
             migrate: Apply pending migrations on first use (default).
             listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN, or an executor
                 with ``listen``, is needed).
+            connect_timeout: With a DSN, how long opening keeps trying to reach the
+                server (``None``: 30 s): nothing listening, or a server restarting, is tried
+                again until then; a refusal no wait can fix (no such database, role
+                or password) fails at the first attempt. A duration, 1 s to 1 h.
             **options: Client options (``max_payload_bytes``, ``max_json_depth``).
 
         Raises:
-            InvalidArgument: a bad schema name.
+            InvalidArgument: a bad schema name or ``connect_timeout``.
+            DatabaseUnavailable: (on first use) no connection within ``connect_timeout``,
+                or a refusal for good (``retryable`` false).
             UnsupportedBackend: a ``PgExecutor`` given to ``SyncCairnQ``.
             SchemaMismatch: (on first use) the connection sees another installation.
 
@@ -386,6 +393,9 @@ class _ClientCore:
             return client
         from ..backends import PostgresBackend
 
+        timeouts: dict[str, Any] = {}
+        if connect_timeout is not None:
+            timeouts["connect_timeout"] = connect_timeout
         backend = PostgresBackend(
             source,
             schema=schema,
@@ -394,6 +404,7 @@ class _ClientCore:
             clock=clock,
             migrate=migrate,
             listen=listen,
+            **timeouts,
         )
         client = cls(backend, **options)
         client._owns_backend = True
