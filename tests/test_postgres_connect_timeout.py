@@ -30,7 +30,7 @@ def test_a_bad_connect_timeout_is_refused_before_any_connection(value: Any) -> N
 def test_opening_on_a_port_nothing_listens_on_gives_up_after_connect_timeout() -> None:
     url = f"postgresql://cairnq@127.0.0.1:{free_port()}/app"
     with (
-        pytest.raises(DatabaseUnavailable, match="cannot reach .*Connection refused") as raised,
+        pytest.raises(DatabaseUnavailable, match=r"cannot reach .*Connection refused") as raised,
         SyncCairnQ.postgres(url, connect_timeout="1s") as cq,
     ):
         cq.stats()
