@@ -364,6 +364,22 @@ def test_malformed_duration_is_refused(text: str) -> None:
         parse_duration(text)
 
 
+def test_a_negative_duration_is_refused_saying_it_is_negative() -> None:
+    with pytest.raises(InvalidArgument, match=r"^duration '-1h30m' is negative: .* '1h30m'$"):
+        parse_duration("-1h30m")
+
+
+@pytest.mark.parametrize(
+    "argv", [["submit", "job", "--delay", "-5m"], ["purge", "--older-than", "-1d"]]
+)
+def test_a_negative_duration_after_an_option_reaches_its_check_in_one_line(
+    db: Database, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    result = run_on(db, capsys, *argv)
+    assert result.code == 2
+    assert "is negative: give a length of time" in one_error_line(result)
+
+
 @pytest.mark.parametrize(
     ("text", "ms"), [("0", 0), ("1500", 1500), ("5m", 300_000), ("1h30m", 5_400_000)]
 )

@@ -121,7 +121,8 @@ def test_add_with_replace_replaces_the_definition(
     [
         (["--cron", "61 * * * *"], "invalid cron expression '61 * * * *'"),
         (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
-        (["--every=-5s"], "every: invalid duration '-5s'"),
+        (["--every=-5s"], "every: duration '-5s' is negative: give a length of time, such as '5s'"),
+        (["--every", "-5m"], "every: duration '-5m' is negative: give a length of time"),
         (["--every", "10s", "--payload", "{nope"], "payload"),
         (["--every", "10s", "--jitter", "10s"], "jitter must be shorter than the interval"),
     ],

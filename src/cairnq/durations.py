@@ -148,6 +148,10 @@ def parse_duration(text: str) -> int:
         raise InvalidArgument(f"empty duration: give a number and a unit, {_EXAMPLES}")
     if _NUMBER.fullmatch(source):
         raise InvalidArgument(f"duration {text!r} has no unit: {_EXAMPLES}")
+    if source.startswith("-") and source != "-":
+        raise InvalidArgument(
+            f"duration {text!r} is negative: give a length of time, such as {source[1:]!r}"
+        )
     total = Fraction(0)
     position = 0
     previous_rank = -1
