@@ -41,6 +41,7 @@ from cairnq import SyncCairnQ, TaskError, Worker, kernel
 from cairnq._extras import missing_extra
 from cairnq.cli import CommandError, Target, _tasks, main, resolve_target
 from cairnq.cli import _parser as cli_parser
+from cairnq.cli._schema import gap_note
 from cairnq.durations import format_duration, parse_duration, parse_milliseconds
 from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Lease, Task
@@ -462,7 +463,8 @@ def test_migrate_creates_the_database_and_prints_each_migration_applied(
 ) -> None:
     result = run_on(db, capsys, "migrate")
     assert result.code == 0
-    assert result.lines == [f"applied  {name}" for name in migration_names(db)]
+    names = migration_names(db)
+    assert result.lines == [f"applied  {name}" for name in names] + gap_note(db.kind, names)
     assert {row[0] for row in sql(db, "select name from cairnq_migrations")} == set(
         migration_names(db)
     )
@@ -484,7 +486,8 @@ def test_migrate_dry_run_prints_what_would_be_applied_and_applies_nothing(
 ) -> None:
     result = run_on(db, capsys, "migrate", "--dry-run")
     assert result.code == 0
-    assert result.lines == [f"would apply  {name}" for name in migration_names(db)]
+    names = migration_names(db)
+    assert result.lines == [f"would apply  {name}" for name in names] + gap_note(db.kind, names)
     if db.kind == "sqlite":
         assert db.path is not None and not db.path.exists()
     else:
@@ -510,6 +513,7 @@ def test_migrate_status_lists_applied_and_pending_migrations_one_per_line(
     assert [line.split()[:2] for line in result.lines] == [
         *(["applied", name] for name in earlier),
         ["pending", last],
+        *(line.split()[:2] for line in gap_note(db.kind, earlier)),
     ]
 
 
@@ -519,8 +523,21 @@ def test_migrate_status_of_a_missing_file_lists_everything_pending_and_creates_n
     path = tmp_path / "new.db"
     result = run(capsys, "migrate", "--status", "--db", str(path))
     assert result.code == 0
-    assert {line.split()[0] for line in result.lines} == {"pending"}
+    assert {line.split()[0] for line in result.lines[:-1]} == {"pending"}
+    assert result.lines[-1] == gap_note("sqlite", ["0002_a.sql", "0004_b.sql"])[0]
     assert not path.exists()
+
+
+def test_migrate_on_sqlite_says_why_there_is_no_0003_in_one_line(
+    sqlite_db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = run_on(sqlite_db, capsys, "migrate", "--status").lines
+    listed = [line.split()[1] for line in lines[:-1]]
+    assert "0002_purge_index.sql" in listed and "0004_lease_index.sql" in listed
+    assert lines[-1] == (
+        "(no 0003 on SQLite: 0003_notify.sql adds PostgreSQL's LISTEN/NOTIFY trigger, "
+        "which SQLite has no counterpart of)"
+    )
 
 
 def test_migrate_dry_run_and_status_together_is_a_usage_error(

@@ -87,7 +87,6 @@ class _Parser(argparse.ArgumentParser):
     check, which says what is wrong with it. No option of cairnq looks like one.
     """
 
-
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
         self._negative_number_matcher = NEGATIVE_VALUE
