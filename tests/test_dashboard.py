@@ -355,6 +355,17 @@ async def test_the_task_page_links_parent_children_and_root(cq: CairnQ) -> None:
     assert f'href="/tasks?root_id={parent.id}"' in child_page
 
 
+async def test_a_guessed_tasks_slash_id_address_leads_to_the_tasks_page(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        moved = await client.get(f"/tasks/{task.id}")
+        page = await client.get(moved.headers["location"])
+        missing = await client.get((await client.get("/tasks/task_nope")).headers["location"])
+    assert (moved.status_code, moved.headers["location"]) == (303, f"/task?id={task.id}")
+    assert page.status_code == 200 and task.id in page.text
+    assert missing.status_code == 404
+
+
 async def test_an_unknown_task_is_a_404(cq: CairnQ) -> None:
     async with http(create_app(cq)) as client:
         response = await client.get("/task", params={"id": "task_nope"})
