@@ -12,6 +12,7 @@ import json
 import re
 import sys
 from collections.abc import AsyncIterator
+from importlib import resources
 from typing import Any
 
 import httpx
@@ -1150,3 +1151,9 @@ async def test_an_error_stored_by_another_writer_in_another_shape_still_renders(
             listing = await client.get("/tasks")
     assert detail.status_code == listing.status_code == 200
     assert "plain words" in detail.text and "plain words" in listing.text
+
+
+def test_timeline_notes_wrap_between_words_so_a_worker_id_stays_whole() -> None:
+    css = (resources.files("cairnq.dashboard") / "static" / "dashboard.css").read_text()
+    (rule,) = re.findall(r"ol\.timeline \.rel \{([^}]*)\}", css)
+    assert "overflow-wrap: break-word" in rule and "anywhere" not in rule
