@@ -17,6 +17,7 @@ import pytest
 
 from cairnq import (
     CairnQ,
+    InvalidArgument,
     TaskCanceled,
     TaskDef,
     TaskFailed,
@@ -1174,3 +1175,46 @@ def test_sync_retry_requeues_a_canceled_task(db: Database) -> None:
     assert retried is not None
     assert retried.id == task.id
     assert retried.status == "queued"
+
+
+async def test_submitting_a_registered_handler_submits_its_task(db: Database) -> None:
+    worker = db.worker()
+
+    @worker.task("images.resize")
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    async with db.client() as cq:
+        task = await cq.submit(resize, {"w": 100})
+        (listed,) = await cq.submit_many([(resize, {"w": 200})])
+    assert (task.name, listed.name) == ("images.resize", "images.resize")
+    await worker.close()
+
+
+async def test_submitting_a_function_no_worker_registered_says_how_and_writes_nothing(
+    db: Database,
+) -> None:
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument) as excinfo:
+            await cq.submit(resize, {"w": 100})
+        assert await cq.list() == []
+    message = str(excinfo.value)
+    assert message.startswith("task name must be a string or a TaskDef, not the function ")
+    assert "cq.submit('resize', ...)" in message
+
+
+async def test_submitting_a_handler_registered_under_two_names_asks_for_one(
+    db: Database,
+) -> None:
+    first, second = db.worker(), db.worker()
+
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    first.register("images.resize", resize)
+    second.register("thumbs.resize", resize)
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="handles several tasks"):
+            await cq.submit(resize)
+    await first.close()
+    await second.close()

@@ -114,7 +114,7 @@ class AsyncOperations(_ClientCore):
 
     async def submit(
         self,
-        task: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | Callable[..., Any] | None = None,
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,

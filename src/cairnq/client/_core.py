@@ -45,7 +45,7 @@ from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.store_calls import StoreCall
 from ..lineage import Lineage
-from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
+from ..models import HANDLER_TASKS, QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
 from ..store import TaskStore, replaced
 
@@ -497,7 +497,7 @@ class _ClientCore:
 
     def _new_task(
         self,
-        task: str | TaskDef[Any, Any],
+        task: str | TaskDef[Any, Any] | Callable[..., Any],
         payload: Any,
         *,
         key: str | None,
@@ -520,6 +520,8 @@ class _ClientCore:
             queue = queue if queue is not None else task.queue
             max_attempts = max_attempts if max_attempts is not None else task.max_attempts
             priority = priority if priority is not None else task.priority
+        elif callable(task) and not isinstance(task, str):
+            name = handler_task(task)
         else:
             name = task
         metadata = check_metadata(metadata)
@@ -727,6 +729,29 @@ def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:
     """
     ms = duration_or_ms(timeout, timeout_ms, "timeout", high_ms=2**62)
     return DEFAULT_WAIT_TIMEOUT_MS if ms is None else ms
+
+
+def handler_task(fn: Any) -> str:
+    """The task name a handler was registered under in this process (``@worker.task``).
+
+    Raises:
+        InvalidArgument: ``fn`` is registered under no name here, or under several.
+    """
+    names = tuple(getattr(fn, HANDLER_TASKS, ()))
+    label = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    if len(names) == 1:
+        return str(names[0])
+    if names:
+        listed = ", ".join(repr(n) for n in names)
+        raise InvalidArgument(
+            f"the function {label} handles several tasks ({listed}): submit one by its name"
+        )
+    short = getattr(fn, "__name__", "name")
+    raise InvalidArgument(
+        f"task name must be a string or a TaskDef, not the function {label}, which no worker "
+        f"in this process registered: submit its task by name (cq.submit({short!r}, ...)), "
+        f"or import the module whose @worker.task registers it first"
+    )
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:

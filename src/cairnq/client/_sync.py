@@ -110,7 +110,7 @@ class SyncOperations(_ClientCore):
 
     def submit(
         self,
-        task: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | Callable[..., Any] | None = None,
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,
