@@ -536,7 +536,7 @@ def test_migrate_on_sqlite_says_why_there_is_no_0003_in_one_line(
     assert "0002_purge_index.sql" in listed and "0004_lease_index.sql" in listed
     assert lines[-1] == (
         "(no 0003 on SQLite: 0003_notify.sql adds PostgreSQL's LISTEN/NOTIFY trigger, "
-        "which SQLite has no counterpart of)"
+        "which it has no counterpart of)"
     )
 
 

@@ -51,15 +51,9 @@ from ..errors import (
 )
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
+from . import _pg_timeouts
 from ._pg_errors import translate as _translate
-from ._pg_timeouts import (
-    CONNECT_TIMEOUT,
-    LISTEN_HEALTH,
-    OP_TIMEOUT,
-    LoopDeadlines,
-    connect_timeout_s,
-    timeouts,
-)
+from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, LoopDeadlines, timeouts
 from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
 from ._registry import opening
 from .base import PLAIN_VALUES, LoopBinding, bind
@@ -161,9 +155,8 @@ def _has_columns(cur: Any) -> bool:
 
 ASYNC_POOL_NAME = "cairnq"
 SYNC_POOL_NAME = "cairnq-sync"
-# While a pool cannot connect, cairnq looks at why every CONNECT_POLL_S (a refusal for
-# good ends the wait at once), says so once per CONNECT_RETRY_S, and opening gives up
-# after the backend's connect_timeout (a worker then tries opening again).
+# While a pool cannot connect, cairnq looks why every CONNECT_POLL_S (a refusal for good
+# ends the wait), warns once per CONNECT_RETRY_S, and gives up after connect_timeout.
 CONNECT_POLL_S = 0.25
 CONNECT_RETRY_S = 5.0
 OPEN_TIMEOUT_S = 30.0
@@ -385,7 +378,7 @@ class PostgresCore:
         role: str = "client",
         listen_health: Duration = LISTEN_HEALTH,
         op_timeout: Duration | None = OP_TIMEOUT,
-        connect_timeout: Duration = CONNECT_TIMEOUT,
+        connect_timeout: Duration = _pg_timeouts.CONNECT_TIMEOUT,
         **old: float | None,
     ) -> None:
         self.schema = check_schema(schema)
@@ -397,9 +390,8 @@ class PostgresCore:
         self.application_name = _checks.check_text(application_name, "application_name") or ""
         self.role = _checks.check_text(role, "role") or ""
         self.listen_health_s, self.op_timeout_s = timeouts(listen_health, op_timeout, old)
-        self.connect_timeout_s = connect_timeout_s(connect_timeout)
-        # Per pool: how many CONNECT_RETRY_S windows of an open's wait were reported.
-        self._warned_windows: dict[str, int] = {}
+        self.connect_timeout_s = _pg_timeouts.connect_timeout_s(connect_timeout)
+        self._warned_windows: dict[str, int] = {}  # per pool: CONNECT_RETRY_S windows told
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None
@@ -483,8 +475,7 @@ class PostgresCore:
         return f"cannot reach {where}: {reason}"
 
     def _still_unreachable(self, pool_name: str, started: float) -> None:
-        """After one ``CONNECT_POLL_S`` without a connection: give up, or say so once
-        per ``CONNECT_RETRY_S``.
+        """After a ``CONNECT_POLL_S`` without a connection: give up, or warn (once a window).
 
         Raises:
             DatabaseUnavailable: ``connect_timeout`` has passed, or the server refused
@@ -499,12 +490,10 @@ class PostgresCore:
         limit = getattr(self, "connect_timeout_s", OPEN_TIMEOUT_S)
         if waited + CONNECT_POLL_S > limit:
             raise DatabaseUnavailable(f"{message} (no connection for {waited:.0f} s)")
-        windows = int(waited // CONNECT_RETRY_S)
-        if windows <= self._warned_windows.get(pool_name, 0):
-            if windows == 0:
-                self._warned_windows[pool_name] = 0  # a new wait
+        windows, told = int(waited // CONNECT_RETRY_S), self._warned_windows.get(pool_name, 0)
+        self._warned_windows[pool_name] = windows  # 0 again when a new wait starts
+        if windows <= told:
             return
-        self._warned_windows[pool_name] = windows
         log.warning(
             "%s; retrying in %.0fs",
             message,

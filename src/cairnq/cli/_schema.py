@@ -7,7 +7,7 @@ from typing import TextIO
 
 from ..kernel.setup import damage_error, describe_missing, find_damage, newer_migrations
 from ..migrate import migrate
-from ..protocol.statements import migrations
+from ..protocol.statements import Dialect, migrations
 from ._render import iso, write_lines
 from ._target import Target, inspect_database, target_of
 
@@ -82,14 +82,17 @@ def migration_status(target: Target) -> list[str]:
 
 
 NOTIFY_MIGRATION = "0003_notify.sql"
+DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 
-def gap_note(dialect: str, names: list[str]) -> list[str]:
-    """The line that says why SQLite has no 0003 when a listing goes from 0002 to 0004."""
+def gap_note(dialect: Dialect, names: list[str]) -> list[str]:
+    """The line that says why a dialect without ``0003_notify.sql`` (SQLite) has no 0003,
+    when a listing goes from 0002 to 0004."""
     numbers = {name[:4] for name in names}
-    if dialect != "sqlite" or not {"0002", "0004"} <= numbers:
+    shipped = {m.name for m in migrations(dialect)}
+    if NOTIFY_MIGRATION in shipped or not {"0002", "0004"} <= numbers:
         return []
     return [
-        f"(no 0003 on SQLite: {NOTIFY_MIGRATION} adds PostgreSQL's LISTEN/NOTIFY trigger, "
-        "which SQLite has no counterpart of)"
+        f"(no 0003 on {DIALECT_NAMES.get(dialect, dialect)}: {NOTIFY_MIGRATION} adds "
+        f"PostgreSQL's LISTEN/NOTIFY trigger, which it has no counterpart of)"
     ]

@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
@@ -45,9 +45,10 @@ from ..hooks import SubmitHook
 from ..kernel.procedures import Nap, Procedure, Run
 from ..kernel.store_calls import StoreCall
 from ..lineage import Lineage
-from ..models import HANDLER_TASKS, QueueActivity, QueueSummary, Task, TaskDef, TaskRef
+from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
 from ..store import TaskStore, replaced
+from ._checks import check_metadata, handler_task
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -583,25 +584,6 @@ class _ClientCore:
 SubmitItem = tuple[Any, Any] | dict[str, Any]
 
 
-def check_metadata(metadata: Any) -> Any:
-    """``metadata`` when it is ``None`` or a mapping (a JSON object).
-
-    The protocol stores any JSON there and cairnq reads whatever another SDK left;
-    cairnq's clients write objects only, so hooks and tracing can add keys to it.
-
-    Raises:
-        InvalidArgument: anything else (a list, a string, a number, ...).
-    """
-    if metadata is None or isinstance(metadata, Mapping):
-        return metadata
-    shown = repr(metadata)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise InvalidArgument(
-        f"metadata must be a JSON object (a dict), got {type(metadata).__name__} {shown}; "
-        f"put it under a key, e.g. metadata={{'tags': ...}}"
-    )
-
-
 def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.NewTask:
     """A ``submit_many`` dict naming its task by a string: ``_item`` without its detours."""
     get = item.get
@@ -729,29 +711,6 @@ def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:
     """
     ms = duration_or_ms(timeout, timeout_ms, "timeout", high_ms=2**62)
     return DEFAULT_WAIT_TIMEOUT_MS if ms is None else ms
-
-
-def handler_task(fn: Any) -> str:
-    """The task name a handler was registered under in this process (``@worker.task``).
-
-    Raises:
-        InvalidArgument: ``fn`` is registered under no name here, or under several.
-    """
-    names = tuple(getattr(fn, HANDLER_TASKS, ()))
-    label = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    if len(names) == 1:
-        return str(names[0])
-    if names:
-        listed = ", ".join(repr(n) for n in names)
-        raise InvalidArgument(
-            f"the function {label} handles several tasks ({listed}): submit one by its name"
-        )
-    short = getattr(fn, "__name__", "name")
-    raise InvalidArgument(
-        f"task name must be a string or a TaskDef, not the function {label}, which no worker "
-        f"in this process registered: submit its task by name (cq.submit({short!r}, ...)), "
-        f"or import the module whose @worker.task registers it first"
-    )
 
 
 def task_or_name(task: Any, name: Any, where: str) -> Any:
