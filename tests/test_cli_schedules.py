@@ -13,6 +13,8 @@ import pytest
 
 from cairnq import SyncCairnQ
 from cairnq.cli._render import iso
+from cairnq.extensions.schedules import _ops as _schedules
+from cairnq.extensions.schedules._model import ScheduleSpec
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -94,6 +96,19 @@ def test_a_cron_schedule_shows_its_times_in_its_own_zone_in_add_ls_and_history(
     with db.sync_client(clock=FakeClock(stored.next_ms)) as worker_side:
         worker_side.schedules.run_due()
     assert re.search(rf"^{local} +enqueued", schedules(db, capsys, "history", "nightly").out, re.M)
+
+
+def test_replacing_a_schedule_declared_in_code_warns_that_the_next_worker_start_restores_it(
+    db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
+) -> None:
+    declared = ScheduleSpec.build(cq.codec, "tick", "job", every="10s")
+    cq.backend.run(_schedules.put(declared, source="code", replace=False), write=True)
+    result = schedules(db, capsys, "add", "tick", "job", "--every", "20s", "--replace")
+    assert result.code == 0
+    (line,) = result.err.splitlines()
+    assert line.startswith("cairnq: warning: schedule tick is declared in worker code")
+    quiet = schedules(db, capsys, "add", "tick", "job", "--every", "30s", "--replace")
+    assert quiet.err == ""  # the operator's own schedule now
 
 
 def test_add_of_a_taken_name_is_refused_and_names_replace(

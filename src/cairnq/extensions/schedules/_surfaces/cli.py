@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -121,9 +122,17 @@ def cmd_schedules_add(args: argparse.Namespace, out: TextIO) -> int:
     options = _options(args)
     with open_client(args) as client:
         spec = ScheduleSpec.build(client.codec, args.name, args.task, options, paused=args.paused)
+        before = client.schedules.get(args.name) if args.replace else None
         stored, created = client._run(
             _schedules.put(spec, source="api", replace=args.replace), write=True
         )
+    if before is not None and before.source == "code":
+        # Code owns the names it declares: the next worker start stores them as written.
+        sys.stderr.write(
+            f"cairnq: warning: schedule {stored.name} is declared in worker code: the next "
+            "worker start puts the code's definition back (change it in the code instead)\n"
+        )
+        sys.stderr.flush()
     if args.json:
         out.write(json_text(stored.to_dict(), indent=2) + "\n")
         return 0
