@@ -41,6 +41,7 @@ from cairnq import SyncCairnQ, TaskError, Worker, kernel
 from cairnq._extras import missing_extra
 from cairnq.cli import CommandError, Target, _tasks, main, resolve_target
 from cairnq.cli import _parser as cli_parser
+from cairnq.cli._schema import gap_note
 from cairnq.durations import format_duration, parse_duration, parse_milliseconds
 from cairnq.errors import InvalidArgument, SerializationError
 from cairnq.models import Lease, Task
@@ -364,6 +365,22 @@ def test_malformed_duration_is_refused(text: str) -> None:
         parse_duration(text)
 
 
+def test_a_negative_duration_is_refused_saying_it_is_negative() -> None:
+    with pytest.raises(InvalidArgument, match=r"^duration '-1h30m' is negative: .* '1h30m'$"):
+        parse_duration("-1h30m")
+
+
+@pytest.mark.parametrize(
+    "argv", [["submit", "job", "--delay", "-5m"], ["purge", "--older-than", "-1d"]]
+)
+def test_a_negative_duration_after_an_option_reaches_its_check_in_one_line(
+    db: Database, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    result = run_on(db, capsys, *argv)
+    assert result.code == 2
+    assert "is negative: give a length of time" in one_error_line(result)
+
+
 @pytest.mark.parametrize(
     ("text", "ms"), [("0", 0), ("1500", 1500), ("5m", 300_000), ("1h30m", 5_400_000)]
 )
@@ -446,7 +463,8 @@ def test_migrate_creates_the_database_and_prints_each_migration_applied(
 ) -> None:
     result = run_on(db, capsys, "migrate")
     assert result.code == 0
-    assert result.lines == [f"applied  {name}" for name in migration_names(db)]
+    names = migration_names(db)
+    assert result.lines == [f"applied  {name}" for name in names] + gap_note(db.kind, names)
     assert {row[0] for row in sql(db, "select name from cairnq_migrations")} == set(
         migration_names(db)
     )
@@ -468,7 +486,8 @@ def test_migrate_dry_run_prints_what_would_be_applied_and_applies_nothing(
 ) -> None:
     result = run_on(db, capsys, "migrate", "--dry-run")
     assert result.code == 0
-    assert result.lines == [f"would apply  {name}" for name in migration_names(db)]
+    names = migration_names(db)
+    assert result.lines == [f"would apply  {name}" for name in names] + gap_note(db.kind, names)
     if db.kind == "sqlite":
         assert db.path is not None and not db.path.exists()
     else:
@@ -494,6 +513,7 @@ def test_migrate_status_lists_applied_and_pending_migrations_one_per_line(
     assert [line.split()[:2] for line in result.lines] == [
         *(["applied", name] for name in earlier),
         ["pending", last],
+        *(line.split()[:2] for line in gap_note(db.kind, earlier)),
     ]
 
 
@@ -503,8 +523,21 @@ def test_migrate_status_of_a_missing_file_lists_everything_pending_and_creates_n
     path = tmp_path / "new.db"
     result = run(capsys, "migrate", "--status", "--db", str(path))
     assert result.code == 0
-    assert {line.split()[0] for line in result.lines} == {"pending"}
+    assert {line.split()[0] for line in result.lines[:-1]} == {"pending"}
+    assert result.lines[-1] == gap_note("sqlite", ["0002_a.sql", "0004_b.sql"])[0]
     assert not path.exists()
+
+
+def test_migrate_on_sqlite_says_why_there_is_no_0003_in_one_line(
+    sqlite_db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = run_on(sqlite_db, capsys, "migrate", "--status").lines
+    listed = [line.split()[1] for line in lines[:-1]]
+    assert "0002_purge_index.sql" in listed and "0004_lease_index.sql" in listed
+    assert lines[-1] == (
+        "(no 0003 on SQLite: 0003_notify.sql adds PostgreSQL's LISTEN/NOTIFY trigger, "
+        "which it has no counterpart of)"
+    )
 
 
 def test_migrate_dry_run_and_status_together_is_a_usage_error(
@@ -1073,6 +1106,20 @@ def test_ls_filters_by_status_queue_name_and_limit(
     cq.submit("c", queue="emails")
     result = run_on(db, capsys, "ls", "--jsonl", *flags)
     assert [json.loads(line)["name"] for line in result.lines] == expected
+
+
+def test_ls_stopped_by_its_limit_says_how_many_tasks_match_on_stderr(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cq.submit_many([("job", {"n": n}) for n in range(5)])
+    cq.submit("job", queue="emails")
+    stopped = run_on(db, capsys, "ls", "--limit", "3")
+    assert len(stopped.out.splitlines()) == 4  # the header and three rows
+    assert stopped.err.startswith("showing 3 of 6 tasks (--limit N shows more")
+    assert run_on(db, capsys, "ls", "--limit", "3", "--queue", "emails").err == ""
+    named = run_on(db, capsys, "ls", "--limit", "2", "--name", "job", "--queue", "default")
+    assert named.err.startswith("showing the first 2 tasks; more match")
+    assert run_on(db, capsys, "ls", "--limit", "6").err == ""
 
 
 def test_ls_json_prints_an_array_of_tasks(

@@ -7,11 +7,14 @@ decided are decided through a client on a ``FakeClock`` set past them.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from cairnq import SyncCairnQ
 from cairnq.cli._render import iso
+from cairnq.extensions.schedules import _ops as _schedules
+from cairnq.extensions.schedules._model import ScheduleSpec
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -75,6 +78,39 @@ def test_add_stores_a_cron_schedule_in_its_time_zone(
     assert (stored.cron, stored.tz) == ("0 0 * * *", "Asia/Tokyo")
 
 
+def test_a_cron_schedule_shows_its_times_in_its_own_zone_in_add_ls_and_history(
+    db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
+) -> None:
+    added = schedules(
+        db, capsys, "add", "nightly", "report", "--cron", "0 2 * * *", "--tz", "Europe/Paris"
+    )
+    stored = cq.schedules.get("nightly")
+    assert stored is not None and stored.next_ms is not None
+    # 02:00 in Paris: +01:00 in winter, +02:00 in summer.
+    local = r"\d{4}-\d\d-\d\d 02:00:00\+0[12]:00 Europe/Paris"
+    assert re.fullmatch(
+        rf"added schedule nightly: report 0 2 \* \* \* \(Europe/Paris\), next run {local}",
+        added.lines[0],
+    )
+    assert re.search(local, schedules(db, capsys, "ls").out)
+    with db.sync_client(clock=FakeClock(stored.next_ms)) as worker_side:
+        worker_side.schedules.run_due()
+    assert re.search(rf"^{local} +enqueued", schedules(db, capsys, "history", "nightly").out, re.M)
+
+
+def test_replacing_a_schedule_declared_in_code_warns_that_the_next_worker_start_restores_it(
+    db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
+) -> None:
+    declared = ScheduleSpec.build(cq.codec, "tick", "job", every="10s")
+    cq.backend.run(_schedules.put(declared, source="code", replace=False), write=True)
+    result = schedules(db, capsys, "add", "tick", "job", "--every", "20s", "--replace")
+    assert result.code == 0
+    (line,) = result.err.splitlines()
+    assert line.startswith("cairnq: warning: schedule tick is declared in worker code")
+    quiet = schedules(db, capsys, "add", "tick", "job", "--every", "30s", "--replace")
+    assert quiet.err == ""  # the operator's own schedule now
+
+
 def test_add_of_a_taken_name_is_refused_and_names_replace(
     db: Database, capsys: pytest.CaptureFixture[str], cq: SyncCairnQ
 ) -> None:
@@ -100,7 +136,8 @@ def test_add_with_replace_replaces_the_definition(
     [
         (["--cron", "61 * * * *"], "invalid cron expression '61 * * * *'"),
         (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
-        (["--every=-5s"], "every: invalid duration '-5s'"),
+        (["--every=-5s"], "every: duration '-5s' is negative: give a length of time, such as '5s'"),
+        (["--every", "-5m"], "every: duration '-5m' is negative: give a length of time"),
         (["--every", "10s", "--payload", "{nope"], "payload"),
         (["--every", "10s", "--jitter", "10s"], "jitter must be shorter than the interval"),
     ],

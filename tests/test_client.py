@@ -17,6 +17,7 @@ import pytest
 
 from cairnq import (
     CairnQ,
+    InvalidArgument,
     TaskCanceled,
     TaskDef,
     TaskFailed,
@@ -155,12 +156,11 @@ async def test_submit_without_payload_or_metadata_stores_empty_objects(db: Datab
 @pytest.mark.parametrize("payload", [0, False, "", [], "s3://x", 42.5], ids=repr)
 async def test_falsy_and_scalar_payloads_are_stored_as_given(db: Database, payload: Any) -> None:
     async with db.client() as cq:
-        task = await cq.submit("job", payload, metadata=payload)
+        task = await cq.submit("job", payload)
         stored = await cq.get(task.id)
     assert stored is not None
     assert stored.payload == payload
     assert type(stored.payload) is type(payload)
-    assert stored.metadata == payload
 
 
 async def test_submit_stores_payload_and_metadata(db: Database) -> None:
@@ -962,7 +962,9 @@ async def test_wait_timeout_on_a_task_queued_for_another_attempt_says_so(db: Dat
         task = await cq.submit("job")
         lease = await claim(cq, task)
         await fail(cq, lease, error_envelope("OSError", "io", "flaky"), retryable=True)
-        with pytest.raises(TaskTimeout, match=r"still queued \(attempt 1/3\), next run in ~\d+ms"):
+        with pytest.raises(
+            TaskTimeout, match=r"still queued \(attempt 1/3\), next run in ~(\d+ms|\d+s|\d+m\d\ds):"
+        ):
             await cq.wait(task.id, timeout_ms=20, poll_ms=10)
 
 
@@ -975,7 +977,7 @@ async def test_wait_timeout_estimates_the_next_run_on_the_backend_clock(db: Data
         await cq.backend.arun(op, write=True)
         with pytest.raises(TaskTimeout) as excinfo:
             await cq.wait(task.id, timeout_ms=20, poll_ms=10)
-    assert "next run in ~5000ms" in str(excinfo.value)
+    assert "next run in ~5s: it waits for another attempt" in str(excinfo.value)
 
 
 async def test_wait_on_an_unknown_id_times_out_saying_there_is_no_such_task(
@@ -1173,3 +1175,46 @@ def test_sync_retry_requeues_a_canceled_task(db: Database) -> None:
     assert retried is not None
     assert retried.id == task.id
     assert retried.status == "queued"
+
+
+async def test_submitting_a_registered_handler_submits_its_task(db: Database) -> None:
+    worker = db.worker()
+
+    @worker.task("images.resize")
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    async with db.client() as cq:
+        task = await cq.submit(resize, {"w": 100})
+        (listed,) = await cq.submit_many([(resize, {"w": 200})])
+    assert (task.name, listed.name) == ("images.resize", "images.resize")
+    await worker.close()
+
+
+async def test_submitting_a_function_no_worker_registered_says_how_and_writes_nothing(
+    db: Database,
+) -> None:
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument) as excinfo:
+            await cq.submit(resize, {"w": 100})
+        assert await cq.list() == []
+    message = str(excinfo.value)
+    assert message.startswith("task name must be a string or a TaskDef, not the function ")
+    assert "cq.submit('resize', ...)" in message
+
+
+async def test_submitting_a_handler_registered_under_two_names_asks_for_one(
+    db: Database,
+) -> None:
+    first, second = db.worker(), db.worker()
+
+    async def resize(ctx: Any, payload: Any) -> None: ...
+
+    first.register("images.resize", resize)
+    second.register("thumbs.resize", resize)
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="handles several tasks"):
+            await cq.submit(resize)
+    await first.close()
+    await second.close()

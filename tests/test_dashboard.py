@@ -12,6 +12,7 @@ import json
 import re
 import sys
 from collections.abc import AsyncIterator
+from importlib import resources
 from typing import Any
 
 import httpx
@@ -353,6 +354,17 @@ async def test_the_task_page_links_parent_children_and_root(cq: CairnQ) -> None:
     assert f'href="/task?id={child.id}"' in parent_page
     assert f'<dt>parent</dt><dd><a class="mono" href="/task?id={parent.id}"' in child_page
     assert f'href="/tasks?root_id={parent.id}"' in child_page
+
+
+async def test_a_guessed_tasks_slash_id_address_leads_to_the_tasks_page(cq: CairnQ) -> None:
+    task = await cq.submit("a")
+    async with http(create_app(cq)) as client:
+        moved = await client.get(f"/tasks/{task.id}")
+        page = await client.get(moved.headers["location"])
+        missing = await client.get((await client.get("/tasks/task_nope")).headers["location"])
+    assert (moved.status_code, moved.headers["location"]) == (303, f"/task?id={task.id}")
+    assert page.status_code == 200 and task.id in page.text
+    assert missing.status_code == 404
 
 
 async def test_an_unknown_task_is_a_404(cq: CairnQ) -> None:
@@ -1139,3 +1151,9 @@ async def test_an_error_stored_by_another_writer_in_another_shape_still_renders(
             listing = await client.get("/tasks")
     assert detail.status_code == listing.status_code == 200
     assert "plain words" in detail.text and "plain words" in listing.text
+
+
+def test_timeline_notes_wrap_between_words_so_a_worker_id_stays_whole() -> None:
+    css = (resources.files("cairnq.dashboard") / "static" / "dashboard.css").read_text()
+    (rule,) = re.findall(r"ol\.timeline \.rel \{([^}]*)\}", css)
+    assert "overflow-wrap: break-word" in rule and "anywhere" not in rule

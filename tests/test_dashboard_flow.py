@@ -71,6 +71,29 @@ async def test_a_read_only_dashboard_shows_a_paused_queue_but_no_buttons_and_ref
     assert [p.target for p in await cq.pauses.list()] == ["emails"]
 
 
+async def test_a_paused_queue_holding_no_task_is_listed_below_the_queues_with_a_resume_button(
+    cq: CairnQ,
+) -> None:
+    await cq.submit("a", queue="emails")
+    await cq.pauses.pause_queue("emials")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/")).text
+    match = re.search(r'<p class="muted small paused-empty">(.*?)</p>', page, re.S)
+    assert match is not None
+    assert '<span class="mono">emials</span>' in match.group(1)
+    assert 'action="/queue/resume"' in match.group(1) and "emails" not in match.group(1)
+
+
+async def test_a_timed_pause_shows_when_it_ends_on_the_queue_row(cq: CairnQ) -> None:
+    await cq.submit("a", queue="emails")
+    pause = await cq.pauses.pause_queue("emails", until="10m")
+    assert pause.resume_at_ms is not None
+    async with http(create_app(cq)) as client:
+        row = _row((await client.get("/")).text, "emails")
+    assert "paused</span>" in row
+    assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d[.0-9]*Z \(in (9m\d\ds|10m00s)\)", row)
+
+
 async def test_the_task_page_shows_how_often_a_task_snoozed(cq: CairnQ) -> None:
     task = await cq.submit("a")
     rows = await cq.backend.arun(

@@ -77,6 +77,13 @@ def test_the_same_graph_is_laid_out_the_same_way_every_time() -> None:
     assert all(layout(list(nodes), list(edges)) == first for _ in range(5))
 
 
+def test_a_parent_gathering_its_children_stays_above_them() -> None:
+    # gather records the parent as running after each child: each child is spawned by
+    # the parent (child edge) and runs before its re-run (after edge).
+    edges = [("p", "c1"), ("p", "c2"), ("c1", "p"), ("c2", "p")]
+    assert layers(["p", "c1", "c2"], edges) == {"p": 0, "c1": 1, "c2": 1}
+
+
 def test_a_cycle_does_not_stop_the_layout() -> None:
     found = layers(["a", "b", "c"], [("a", "b"), ("b", "c"), ("c", "b")])
     assert set(found) == {"a", "b", "c"} and found["a"] == 0
@@ -130,6 +137,25 @@ async def test_a_spawned_child_is_drawn_under_its_parent_with_a_dashed_edge(cq: 
     async with http(create_app(cq)) as client:
         svg = _svg((await client.get("/task", params={"id": child.id})).text)
     assert f'class="wf-edge wf-child" data-from="{parent.id}" data-to="{child.id}"' in svg
+
+
+async def test_a_fan_out_gathered_by_its_parent_draws_the_children_below_it(cq: CairnQ) -> None:
+    parent = await cq.submit("parent")
+    lease = await start(cq, "parent")
+    kids = [
+        await cq.submit("child", {"n": n}, parent_id=parent.id, root_id=parent.id) for n in range(3)
+    ]
+    gather = _workflows.gather(lease, WORKER, [k.id for k in kids])
+    await cq.backend.arun(gather, write=True)
+    async with http(create_app(cq)) as client:
+        svg = _svg((await client.get("/task", params={"id": parent.id})).text)
+    tops = {
+        task: int(y)
+        for task, y in re.findall(
+            r'data-task="([^"]+)"><title>[^<]*</title><rect x="\d+" y="(\d+)"', svg
+        )
+    }
+    assert all(tops[parent.id] < tops[k.id] for k in kids), tops
 
 
 async def test_a_task_outside_any_workflow_has_no_workflow_card(cq: CairnQ) -> None:

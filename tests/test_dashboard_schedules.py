@@ -14,10 +14,12 @@ import pytest
 
 from cairnq import CairnQ
 from cairnq.dashboard import create_app
+from cairnq.extensions.presence._component import Presence
 from cairnq.testing import FakeClock
 
 from ._db import Database
 from .test_dashboard import csrf_from, http
+from .test_presence import refused, settle
 from .test_without_extensions import protocol_only
 
 START = 1_800_000_000_000
@@ -201,3 +203,32 @@ async def test_read_only_hides_and_refuses_pause_and_resume(cq: CairnQ) -> None:
         assert "/schedule/pause" not in page and "/schedule/resume" not in page
     assert (pause.status_code, resume.status_code) == (403, 403)
     assert (await paused(cq, "tick"), await paused(cq, "halted")) == (False, True)
+
+
+async def test_a_cron_schedules_next_run_shows_in_its_own_zone(cq: CairnQ) -> None:
+    await cq.schedules.add("nightly", "report", cron="0 2 * * *", tz="Europe/Paris")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/schedules")).text
+    assert re.search(r"\d{4}-\d\d-\d\d 02:00:00\+0[12]:00 Europe/Paris", row(page, "nightly"))
+
+
+async def test_the_schedules_page_says_no_worker_is_running_when_none_is(cq: CairnQ) -> None:
+    await cq.schedules.add("tick", "job", every="10m")
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/schedules")).text
+    assert "No cairnq worker is running" in page
+    assert "no worker running" in row(page, "tick")
+
+
+async def test_the_schedules_page_says_nothing_of_workers_while_one_is_alive(
+    db: Database, cq: CairnQ, clock: FakeClock
+) -> None:
+    await cq.schedules.add("tick", "job", every="10m")
+    presence = Presence(db.backend(clock=clock), "w-alive", ["default"], 1, refused)
+    presence.start()
+    await settle(presence)
+    async with http(create_app(cq)) as client:
+        page = (await client.get("/schedules")).text
+    await presence.stop()
+    assert "No cairnq worker is running" not in page
+    assert "no worker running" not in row(page, "tick")

@@ -320,6 +320,23 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
     assert not (home / "sqlite:cairnq.db").exists()
     assert took < REPORTED_WITHIN_S
 
+    # Mistake: a queue misspelt in a pause. Paused all the same, with one warning line
+    # naming the queue meant.
+    paused, took = timed(home, "pause", "emials")
+    assert paused.returncode == 0, paused.stderr
+    (warning,) = paused.stderr.splitlines()
+    assert "queue emials holds no task and no worker serves it" in warning
+    assert "did you mean" in warning
+    assert took < REPORTED_WITHIN_S
+    assert run(home, "resume", "emials").returncode == 0
+
+    # Mistake: a negative duration. Refused as negative in one line, not taken for an option.
+    negative, took = timed(home, "submit", "email.send", "{}", "--delay", "-5m")
+    assert negative.returncode == 2
+    (refusal,) = negative.stderr.splitlines()
+    assert "duration '-5m' is negative" in refusal
+    assert took < REPORTED_WITHIN_S
+
     # Mistake: the worker on another database. Its banner names it, and a submit to the
     # default database says no live worker serves it there, without hanging.
     other = Process(["worker", "app.tasks:worker", "--db", "other.db"], home)
@@ -412,6 +429,8 @@ asyncio.run(main())
 """
 
 
+# Several Python processes importing Django: in the processes lane, one at a time.
+@pytest.mark.slow
 def test_a_fresh_django_project_reports_its_mistakes_at_start_up(tmp_path: Path) -> None:
     pytest.importorskip("django")
     pytest.importorskip("httpx")

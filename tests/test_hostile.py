@@ -463,12 +463,14 @@ async def test_hostile_text_is_stored_verbatim_and_matched_exactly_by_every_entr
         before = await snapshot(cq)
 
         fields = {"queue": value, "correlation_id": value, "parent_id": value, "root_id": value}
-        task = await cq.submit(value, {value: value}, key=value, metadata=[value], **fields)
+        task = await cq.submit(
+            value, {value: value}, key=value, metadata={value: [value]}, **fields
+        )
         stored = await cq.get(task.id)
         assert stored is not None
         assert (stored.name, stored.queue, stored.correlation_id) == (value, value, value)
         assert (stored.parent_id, stored.root_id) == (value, value)
-        assert (stored.payload, stored.metadata) == ({value: value}, [value])
+        assert (stored.payload, stored.metadata) == ({value: value}, {value: [value]})
 
         # Exact matching everywhere: no LIKE, no case folding, no trimming.
         for kw in ("name", "queue", "root_id", "correlation_id"):

@@ -201,7 +201,7 @@ async def _true(value: bool) -> bool:
 
 
 def _all_but_flow(db: Database) -> None:
-    """Every migration but x0007_flow.sql and the one reshaping its table, as a database an
+    """Every migration but x0007_flow.sql and the ones building on its tables, as a database an
     older cairnq migrated."""
     protocol_only(db)
 
@@ -211,6 +211,7 @@ def _all_but_flow(db: Database) -> None:
                 if migration.name.startswith("x") and migration.name not in (
                     "x0007_flow.sql",
                     "x0012_snoozes_forget.sql",
+                    "x0021_pauses_until.sql",
                 ):
                     await cq.backend.arun(
                         kernel.apply_migration(migration.name, migration.source), write=True

@@ -813,7 +813,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-18:] == [
+        assert applied[-22:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
@@ -832,6 +832,10 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0015_limit_keys_unbound.sql",
             "x0016_workflows_keep_success.sql",
             "x0017_batches.sql",
+            "x0018_uniqueness.sql",
+            "x0019_waits.sql",
+            "x0020_policies.sql",
+            "x0021_pauses_until.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

@@ -340,6 +340,24 @@ async def test_a_worker_replaces_the_definition_of_its_declared_schedule_keeping
         assert await _slots_of(cq, "tick") == [START + 10_000]
 
 
+async def test_a_worker_replacing_a_schedule_an_operator_added_says_so_in_one_warning(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cairnq.schedules")
+    clock = _clock()
+    async with db.client(clock=clock) as cq:
+        await cq.schedules.add("tick", "tick", every="10s")
+        for _ in range(2):  # the second start finds the schedule its code stored
+            worker = db.worker(clock=clock, extensions=[Schedules(evaluate=True)])
+            worker.schedule("tick", "tick", every="20s")
+            async with worker.background():
+                stored = await _eventually(lambda: _if_every(cq, 20_000))
+    assert stored.source == "code"
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert line.startswith("schedule tick (every 10s, task tick) was added by a client")
+    assert "replaced it (now every 20s, task tick)" in line and "\n" not in line
+
+
 async def test_a_worker_with_schedules_off_stores_and_evaluates_nothing(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

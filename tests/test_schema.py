@@ -104,6 +104,7 @@ EXTENSION_MIGRATIONS = [
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
     "x0020_policies.sql",
+    "x0021_pauses_until.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -352,6 +353,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_meta",
         "cairnq_migrations",
         "cairnq_parked",
+        "cairnq_pause_ends",
         "cairnq_pauses",
         "cairnq_policies_tasks",
         "cairnq_policies_use",

@@ -627,7 +627,9 @@ async def test_the_worker_logs_no_payload_or_result_contents(
     caplog.set_level(logging.DEBUG)
     async with db.client() as cq, worker.background():
         ids = [
-            (await cq.submit(name, {"token": SECRET}, metadata=[SECRET], max_attempts=1)).id
+            (
+                await cq.submit(name, {"token": SECRET}, metadata={"token": SECRET}, max_attempts=1)
+            ).id
             for name in ("ok", "boom", "unserializable", "unregistered-elsewhere")
         ]
         outcomes = [(await cq.wait(i, **WAIT)).status for i in ids[:3]]

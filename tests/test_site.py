@@ -88,6 +88,10 @@ COMPILED_ONLY = {
     ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
     ("docs/django.md", "# asgi.py"): "needs a configured Django project",
     ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    (
+        "docs/connecting.md",
+        'cq = CairnQ.postgres("postgresql://app@db/app", connect_timeout="5s")',
+    ): "names a database host that is not there",
     ("docs/durations.md", "from cairnq import Lineage"): "runs inside a handler (ctx)",
     ("docs/flow-control.md", "from cairnq import Snooze"): "calls an HTTP service",
     ("docs/flow-control.md", "from cairnq import Worker"): "needs a store from another SDK",

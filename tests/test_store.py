@@ -117,8 +117,14 @@ async def test_heartbeat_after_the_lease_expired_raises_lost_lease(
     await cq.store.submit(name="job")
     task = await _claim_one(cq.store, lease_ms=1000)
     clock.advance(1001)
-    with pytest.raises(LostLease):
+    with pytest.raises(LostLease, match=f"^lease on task {task.id} was lost$"):
         await cq.store.heartbeat(task_id=task.id, worker_id="w1")
+
+
+async def test_a_store_write_on_a_task_that_is_not_running_says_so(cq: CairnQ) -> None:
+    task = await cq.store.submit(name="job")
+    with pytest.raises(LostLease, match=f"task {task.id} is queued, not running: worker id 'w1'"):
+        await cq.store.progress(task_id=task.id, worker_id="w1", progress=0.5, message=None)
 
 
 async def test_heartbeat_batch_maps_held_tasks_to_their_cancel_flag(cq: CairnQ) -> None:
@@ -153,8 +159,12 @@ async def test_complete_by_another_worker_raises_lost_lease_and_changes_nothing(
 ) -> None:
     await cq.store.submit(name="job")
     task = await _claim_one(cq.store)
-    with pytest.raises(LostLease):
+    with pytest.raises(LostLease) as excinfo:
         await cq.store.complete(task_id=task.id, worker_id="intruder", result=1)
+    assert str(excinfo.value) == (
+        f"worker id 'intruder' does not own task {task.id}: it runs under worker id 'w1'; "
+        "pass the worker_id the task was claimed with"
+    )
     after = await cq.store.get(task.id)
     assert after is not None
     assert (after.status, after.worker_id, after.result) == ("running", "w1", None)

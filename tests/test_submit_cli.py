@@ -225,3 +225,35 @@ def test_a_wait_that_times_out_on_an_unclaimed_task_names_the_database(
     with pytest.raises(TaskTimeout) as caught:
         cq.wait(task.id, timeout_ms=0)
     assert f"with a handler for 'nobody.serves' on {cq._where()}?" in str(caught.value)
+
+
+def test_submit_wait_on_a_delayed_task_says_it_is_delayed_not_that_it_was_never_claimed(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(_tasks, "DIAGNOSE_AFTER_MS", 0)
+    result = run_on(
+        db, capsys, "submit", "nobody.serves", "--delay", "5m", "--wait", "--timeout", "1s",
+        "--no-warn-unserved",
+    )  # fmt: skip
+    assert result.code == 1
+    lines = result.err.splitlines()
+    assert any(" is delayed: no worker may claim it before it is due, in 4m5" in ln for ln in lines)
+    assert not any("never claimed" in line for line in lines)
+    assert "it was submitted with a delay" in lines[-1]
+
+
+def test_the_default_wait_of_a_delayed_task_starts_when_it_is_due(
+    db: Database, cq: SyncCairnQ, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    seen: list[int] = []
+
+    def wait(client: Any, task: Any, most_ms: int, *args: Any, **options: Any) -> Any:
+        seen.append(most_ms)
+        return task
+
+    monkeypatch.setattr(_tasks, "WAIT_TIMEOUT_MS", 0)
+    monkeypatch.setattr(_tasks, "_wait", wait)
+    run_on(db, capsys, "submit", "job", "--delay", "5m", "--wait", "--no-warn-unserved")
+    (limit,) = seen
+    # The wait starts at the delay's end: the default wait (0 here) is added to it.
+    assert 290_000 < limit <= 300_000

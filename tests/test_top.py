@@ -229,7 +229,7 @@ def test_the_header_names_the_earliest_next_slot_of_the_schedules_not_paused(
     cq.schedules.add("halted", "job", every="1s", paused=True)
     often = cq.schedules.get("often")
     assert often is not None and often.next_ms is not None
-    at = datetime.fromtimestamp(often.next_ms / 1000).strftime("%H:%M:%S")
+    at = datetime.fromtimestamp(often.next_ms / 1000).astimezone().strftime("%H:%M:%S %Z")
     lines = frame(cq, often.next_ms - 5_000).splitlines()
     assert lines[1] == f"next schedule: often at {at} (in 5s)"
 

@@ -290,7 +290,7 @@ async def test_submit_rejects_bad_payload_and_writes_nothing(
 
 
 @silent_refusal
-@pytest.mark.parametrize(("value", "why"), BAD_JSON)
+@pytest.mark.parametrize(("value", "why"), [p for p in BAD_JSON if isinstance(p.values[0], dict)])
 async def test_submit_rejects_bad_metadata_and_writes_nothing(
     db: Database, value: Any, why: str
 ) -> None:
@@ -309,11 +309,11 @@ async def test_payload_nested_64_levels_is_accepted_and_round_trips(
 ) -> None:
     payload = make(64)
     async with db.client() as cq:
-        task = await cq.submit("job", payload, metadata=payload)
+        task = await cq.submit("job", payload, metadata={"nested": make(63)})
         stored = await cq.get(task.id)
     assert stored is not None
     assert stored.payload == payload
-    assert stored.metadata == payload
+    assert stored.metadata == {"nested": make(63)}
 
 
 async def test_payload_of_exactly_max_payload_bytes_is_accepted(db: Database) -> None:
@@ -356,17 +356,17 @@ async def test_metadata_one_byte_over_max_payload_bytes_is_rejected(db: Database
             sent_statements(db) as sent,
             pytest.raises(SerializationError, match=r"^metadata is 1001 bytes"),
         ):
-            await cq.submit("job", {}, metadata="x" * 999)
+            await cq.submit("job", {}, metadata={"x": "x" * 993})  # {"x":"..."}: 8 + 993
         assert sent == []
         await assert_nothing_written(cq)
 
 
 async def test_metadata_of_exactly_max_payload_bytes_is_accepted(db: Database) -> None:
     async with db.client(max_payload_bytes=1000) as cq:
-        task = await cq.submit("job", {}, metadata="x" * 998)
+        task = await cq.submit("job", {}, metadata={"x": "x" * 992})
         stored = await cq.get(task.id)
     assert stored is not None
-    assert stored.metadata == "x" * 998
+    assert stored.metadata == {"x": "x" * 992}
 
 
 async def test_payload_with_literal_backslash_u0000_text_is_accepted(db: Database) -> None:
@@ -605,3 +605,22 @@ async def test_odd_text_works_as_a_purge_filter_and_the_table_survives(
     assert purged == [task.id]
     assert {t.id for t in remaining} == {decoy.id, after.id}
     assert by_key is None
+
+
+@silent_refusal
+@pytest.mark.parametrize(
+    "metadata",
+    [[1, 2], "tags", 0, 4.5, True, ("a",)],
+    ids=["list", "str", "int", "float", "bool", "tuple"],
+)
+async def test_metadata_other_than_an_object_is_refused_and_nothing_is_written(
+    db: Database, metadata: Any
+) -> None:
+    async with db.client() as cq:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument) as excinfo:
+            await cq.submit("job", {}, metadata=metadata)
+        with pytest.raises(InvalidArgument):
+            await cq.submit_many([{"task": "job", "metadata": metadata}])
+        assert sent == []
+        await assert_nothing_written(cq)
+    assert str(excinfo.value).startswith("metadata must be a JSON object (a dict), got ")

@@ -84,6 +84,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import zoneinfo
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, TypeAlias
@@ -98,6 +99,7 @@ __all__ = [
     "duration_or_ms",
     "exact_duration",
     "format_duration",
+    "format_instant",
     "parse_duration",
     "parse_milliseconds",
     "point_ms",
@@ -146,6 +148,10 @@ def parse_duration(text: str) -> int:
         raise InvalidArgument(f"empty duration: give a number and a unit, {_EXAMPLES}")
     if _NUMBER.fullmatch(source):
         raise InvalidArgument(f"duration {text!r} has no unit: {_EXAMPLES}")
+    if source.startswith("-") and source != "-":
+        raise InvalidArgument(
+            f"duration {text!r} is negative: give a length of time, such as {source[1:]!r}"
+        )
     total = Fraction(0)
     position = 0
     previous_rank = -1
@@ -211,6 +217,33 @@ def format_duration(ms: int) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
+
+
+def format_instant(ms: int, tz: str | None = "UTC") -> str:
+    """An instant for people, in a zone it names: ``2026-01-02 03:04:05Z`` in UTC,
+    ``2026-01-02 04:04:05+01:00 Europe/Paris`` in another IANA zone, and in the
+    local zone (``tz=None``) its offset and abbreviation (``... 04:04:05+01:00 CET``).
+
+    A zone that cannot be loaded reads as UTC.
+    """
+    utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    if tz is None:
+        local = utc.astimezone()
+        return local.strftime("%Y-%m-%d %H:%M:%S") + f"{_offset(local)} {local.tzname()}"
+    if tz != "UTC":
+        try:
+            zoned = utc.astimezone(zoneinfo.ZoneInfo(tz))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            zoned = None
+        if zoned is not None:
+            return zoned.strftime("%Y-%m-%d %H:%M:%S") + f"{_offset(zoned)} {tz}"
+    return utc.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _offset(moment: datetime.datetime) -> str:
+    """``+01:00``, ``-03:30``, ``+00:00``."""
+    text = moment.strftime("%z")
+    return f"{text[:3]}:{text[3:5]}"
 
 
 def duration_ms(

@@ -288,10 +288,15 @@ class StepsChanged(TaskError):
 
 
 class LostLease(CairnQError):
-    """The worker no longer owns the task: the write changed nothing."""
+    """The worker no longer owns the task (or never did): the write changed nothing.
 
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"lease on task {task_id} was lost")
+    The message says which: the lease was lost (it ran out, or the task was
+    recovered), or the worker id given does not own the task (another worker
+    holds it, or it is not running).
+    """
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"lease on task {task_id} was lost")
         self.task_id = task_id
 
 

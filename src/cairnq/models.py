@@ -45,6 +45,10 @@ def is_terminal_status(status: str) -> bool:
 
 
 HOLDER_SEPARATOR = "#"
+
+HANDLER_TASKS = "__cairnq_tasks__"
+"""The attribute a worker sets on a handler it registers: the task names it is
+registered under in this process, so ``cq.submit(handler, ...)`` can name its task."""
 """What separates a worker id from its claim's nonce in the ``worker_id`` column of a
 task a cairnq worker claimed (``worker_1#9f86d081884c7d65``). Worker ids never contain it."""
 

@@ -215,7 +215,7 @@ def render_frame(
     current = Frame(now_ms, client.stats(queue), later)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
-    clock = datetime.fromtimestamp(now_ms / 1000).strftime("%H:%M:%S")
+    clock = datetime.fromtimestamp(now_ms / 1000).astimezone().strftime("%H:%M:%S %Z")
     header = "  ".join(part for part in ("cairnq top", title, clock) if part)
     lines = [header]
     lines += [line for section in sections if section.head for line in section.lines]

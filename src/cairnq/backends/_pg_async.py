@@ -38,7 +38,7 @@ from ._postgres_core import (
     ASYNC_NO_CONNECTION,
     ASYNC_POOL_NAME,
     ASYNC_WRAPS_OTHER,
-    CONNECT_RETRY_S,
+    CONNECT_POLL_S,
     POOL_CONNECT_ERRORS,
     PostgresCore,
     _autocommits,
@@ -91,7 +91,7 @@ class AsyncPostgresPaths(PostgresCore):
                     started = time.monotonic()
                     while True:
                         try:
-                            async with pool.connection(timeout=CONNECT_RETRY_S):
+                            async with pool.connection(timeout=CONNECT_POLL_S):
                                 break
                         except psycopg_pool.PoolTimeout:
                             self._still_unreachable(ASYNC_POOL_NAME + self._pool_suffix, started)

@@ -30,7 +30,7 @@ from ..protocol.steps import (
 )
 from ._pg_errors import translate as _translate
 from ._postgres_core import (
-    CONNECT_RETRY_S,
+    CONNECT_POLL_S,
     POOL_CONNECT_ERRORS,
     SYNC_NO_CONNECTION,
     SYNC_POOL_NAME,
@@ -86,7 +86,7 @@ class SyncPostgresPaths(PostgresCore):
                     started = time.monotonic()
                     while True:
                         try:
-                            with pool.connection(timeout=CONNECT_RETRY_S):
+                            with pool.connection(timeout=CONNECT_POLL_S):
                                 break
                         except psycopg_pool.PoolTimeout:
                             self._still_unreachable(SYNC_POOL_NAME + self._pool_suffix, started)

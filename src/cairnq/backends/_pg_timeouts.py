@@ -14,11 +14,30 @@ from .._deprecated import renamed
 from ..durations import Duration, duration_ms
 from ..errors import DatabaseUnavailable, InvalidArgument
 
-__all__ = ["LISTEN_HEALTH", "LISTEN_HEALTH_S", "OP_TIMEOUT", "LoopDeadlines", "timeouts"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "LISTEN_HEALTH",
+    "LISTEN_HEALTH_S",
+    "OP_TIMEOUT",
+    "LoopDeadlines",
+    "connect_timeout_s",
+    "timeouts",
+]
 
 LISTEN_HEALTH_S = 10.0
 LISTEN_HEALTH = datetime.timedelta(seconds=LISTEN_HEALTH_S)
 OP_TIMEOUT = datetime.timedelta(seconds=60)
+CONNECT_TIMEOUT = datetime.timedelta(seconds=30)
+
+
+def connect_timeout_s(value: Duration) -> float:
+    """``connect_timeout`` in seconds, checked: a duration from 1 s to an hour.
+
+    Raises:
+        InvalidArgument: a bad value, named as given.
+    """
+    return duration_ms(value, "connect_timeout", low_ms=1_000, high_ms=3_600_000) / 1000
+
 
 T = TypeVar("T")
 

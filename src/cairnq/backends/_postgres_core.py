@@ -51,6 +51,7 @@ from ..errors import (
 )
 from ..protocol.statements import Dialect, statements
 from ..protocol.steps import NOW, Call, Emit, Op, Setup, is_single_statement
+from . import _pg_timeouts
 from ._pg_errors import translate as _translate
 from ._pg_timeouts import LISTEN_HEALTH, OP_TIMEOUT, LoopDeadlines, timeouts
 from ._pg_timeouts import LISTEN_HEALTH_S as LISTEN_HEALTH_S
@@ -154,8 +155,9 @@ def _has_columns(cur: Any) -> bool:
 
 ASYNC_POOL_NAME = "cairnq"
 SYNC_POOL_NAME = "cairnq-sync"
-# While a pool cannot connect, cairnq says so once per interval, and opening gives up
-# after OPEN_TIMEOUT_S (a worker then tries opening again).
+# While a pool cannot connect, cairnq looks why every CONNECT_POLL_S (a refusal for good
+# ends the wait), warns once per CONNECT_RETRY_S, and gives up after connect_timeout.
+CONNECT_POLL_S = 0.25
 CONNECT_RETRY_S = 5.0
 OPEN_TIMEOUT_S = 30.0
 _POOL_SERIAL = itertools.count(1)
@@ -376,6 +378,7 @@ class PostgresCore:
         role: str = "client",
         listen_health: Duration = LISTEN_HEALTH,
         op_timeout: Duration | None = OP_TIMEOUT,
+        connect_timeout: Duration = _pg_timeouts.CONNECT_TIMEOUT,
         **old: float | None,
     ) -> None:
         self.schema = check_schema(schema)
@@ -387,6 +390,8 @@ class PostgresCore:
         self.application_name = _checks.check_text(application_name, "application_name") or ""
         self.role = _checks.check_text(role, "role") or ""
         self.listen_health_s, self.op_timeout_s = timeouts(listen_health, op_timeout, old)
+        self.connect_timeout_s = _pg_timeouts.connect_timeout_s(connect_timeout)
+        self._warned_windows: dict[str, int] = {}  # per pool: CONNECT_RETRY_S windows told
         self._dsn: str | None = None
         self._async_source: AsyncSource | None = None
         self._sync_source: SyncSource | None = None
@@ -470,10 +475,10 @@ class PostgresCore:
         return f"cannot reach {where}: {reason}"
 
     def _still_unreachable(self, pool_name: str, started: float) -> None:
-        """After one ``CONNECT_RETRY_S`` without a connection: one line, or give up.
+        """After a ``CONNECT_POLL_S`` without a connection: give up, or warn (once a window).
 
         Raises:
-            DatabaseUnavailable: ``OPEN_TIMEOUT_S`` has passed, or the server refused
+            DatabaseUnavailable: ``connect_timeout`` has passed, or the server refused
                 the database, role or credentials (``retryable`` False: no wait helps).
         """
         waited = time.monotonic() - started
@@ -482,8 +487,13 @@ class PostgresCore:
             where = getattr(self, "description", "PostgreSQL")
             raise DatabaseUnavailable(f"{where} refused the connection: {reason}", retryable=False)
         message = self._unreachable(pool_name, waited)
-        if waited + CONNECT_RETRY_S > OPEN_TIMEOUT_S:
+        limit = getattr(self, "connect_timeout_s", OPEN_TIMEOUT_S)
+        if waited + CONNECT_POLL_S > limit:
             raise DatabaseUnavailable(f"{message} (no connection for {waited:.0f} s)")
+        windows, told = int(waited // CONNECT_RETRY_S), self._warned_windows.get(pool_name, 0)
+        self._warned_windows[pool_name] = windows  # 0 again when a new wait starts
+        if windows <= told:
+            return
         log.warning(
             "%s; retrying in %.0fs",
             message,

@@ -76,6 +76,11 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
             network that went silent); ``None`` waits forever. A blocking
             operation's connection is shut down under it when the time is up. A
             duration, at most a day (60 s).
+        connect_timeout: With a DSN, how long opening keeps trying to reach the
+            server before ``DatabaseUnavailable``: a duration, 1 s to an hour
+            (30 s). Nothing listening or a server starting is tried again until
+            then, with one warning per 5 s; a refusal no wait can fix (no such
+            database, role or password) fails at the first attempt.
         **old: ``listen_health_s``, ``op_timeout_s``: the old spellings (seconds),
             kept for one release; each warns once.
     """

@@ -10,6 +10,7 @@ the database exists and holds cairnq's tables.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -75,8 +76,21 @@ class _Help(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+NEGATIVE_VALUE = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([a-z]+(\d+(\.\d*)?[a-z]+)*)?$")
+"""A negative number or duration: ``-5``, ``-0.5``, ``-5m``, ``-1h30m``."""
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line: ``cairnq: error: ...`` and exit code 2."""
+    """Usage errors as one line: ``cairnq: error: ...`` and exit code 2.
+
+    A word that reads as a negative number or duration (``-5``, ``-5m``, ``-1h30m``,
+    ``-0.5s``) is a value, not an option: ``--every -5m`` reaches ``--every``'s
+    check, which says what is wrong with it. No option of cairnq looks like one.
+    """
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"cairnq: error: {message} (see `{self.prog} --help`)\n")

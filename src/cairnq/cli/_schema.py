@@ -7,7 +7,7 @@ from typing import TextIO
 
 from ..kernel.setup import damage_error, describe_missing, find_damage, newer_migrations
 from ..migrate import migrate
-from ..protocol.statements import migrations
+from ..protocol.statements import Dialect, migrations
 from ._render import iso, write_lines
 from ._target import Target, inspect_database, target_of
 
@@ -35,14 +35,15 @@ def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
                 lines.append(f"would apply again  {name}")
         if not lines:
             lines = [f"nothing to apply: {target.describe()} is up to date"]
-        write_lines(out, lines)
+        write_lines(out, lines + gap_note(target.dialect, [ln.split()[-1] for ln in lines]))
         return 0
     options = target.backend_options(migrate=True)
     applied = migrate(target.location, repair=args.repair, **options)
     if applied:
         write_lines(
             out,
-            [f"applied again  {n}" if n in found.applied else f"applied  {n}" for n in applied],
+            [f"applied again  {n}" if n in found.applied else f"applied  {n}" for n in applied]
+            + gap_note(target.dialect, applied),
         )
     else:
         out.write(f"nothing to apply: {target.describe()} is up to date\n")
@@ -64,6 +65,7 @@ def migration_status(target: Target) -> list[str]:
             lines.append(f"damaged  {name}  {iso(found.applied[name])}  missing {missing}")
         else:
             lines.append(f"applied  {name}  {iso(found.applied[name])}")
+    lines += gap_note(target.dialect, [line.split()[1] for line in lines])
     newer = newer_migrations(target.dialect, found.applied)
     if damage and newer:
         lines.append(
@@ -77,3 +79,20 @@ def migration_status(target: Target) -> list[str]:
             f"{first} and every migration after it again"
         )
     return lines
+
+
+NOTIFY_MIGRATION = "0003_notify.sql"
+DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def gap_note(dialect: Dialect, names: list[str]) -> list[str]:
+    """The line that says why a dialect without ``0003_notify.sql`` (SQLite) has no 0003,
+    when a listing goes from 0002 to 0004."""
+    numbers = {name[:4] for name in names}
+    shipped = {m.name for m in migrations(dialect)}
+    if NOTIFY_MIGRATION in shipped or not {"0002", "0004"} <= numbers:
+        return []
+    return [
+        f"(no 0003 on {DIALECT_NAMES.get(dialect, dialect)}: {NOTIFY_MIGRATION} adds "
+        f"PostgreSQL's LISTEN/NOTIFY trigger, which it has no counterpart of)"
+    ]

@@ -19,7 +19,7 @@ from .._json import parse_input
 from ..backends import clock_of, description_of
 from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
-from ..durations import UNIT_MS
+from ..durations import UNIT_MS, format_duration
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
 from ..models import Task
 from ..top import run_top
@@ -78,7 +78,10 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
         if not args.wait:
             _print_task(args, out, task, waited=False)
             return 0
-        limit = WAIT_TIMEOUT_MS if args.timeout_ms is None else args.timeout_ms
+        # A delayed task is waited for from when it is due: the default wait starts
+        # then, and "never claimed" is said only once it has been due for a while.
+        due_in = max(0, task.run_at_ms - _now_ms(client)) if task.is_queued else 0
+        limit = WAIT_TIMEOUT_MS + due_in if args.timeout_ms is None else args.timeout_ms
         # Ctrl-C at any point after the submit (even before the wait begins) gets the hint.
         try:
             if not args.json:
@@ -88,8 +91,15 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
                 f"waiting for {task.id} on {where}; Ctrl-C stops waiting, "
                 f"the task stays {task.status}\n"
             )
+            if due_in:
+                err.write(
+                    f"{task.id} is delayed: no worker may claim it before it is due, in "
+                    f"{format_duration(due_in)}\n"
+                )
             err.flush()
-            task = _wait(client, task, limit, where, err, default=args.timeout_ms is None)
+            task = _wait(
+                client, task, limit, where, err, default=args.timeout_ms is None, due_in=due_in
+            )
         except KeyboardInterrupt:
             current = client.get_status(task.id)
             status = current.status if current is not None else task.status
@@ -147,9 +157,17 @@ def _pass_on(caught: list[warnings.WarningMessage], err: TextIO) -> None:
 
 
 def _wait(
-    client: SyncCairnQ, task: Task, most_ms: int, where: str, err: TextIO, *, default: bool
+    client: SyncCairnQ,
+    task: Task,
+    most_ms: int,
+    where: str,
+    err: TextIO,
+    *,
+    default: bool,
+    due_in: int = 0,
 ) -> Task:
-    """Wait in short slices, telling stderr when the task sits unclaimed and how it goes."""
+    """Wait in short slices, telling stderr when the task sits unclaimed (``due_in`` ms
+    after the start at the earliest: a delayed task is not claimed before) and how it goes."""
     started = time.monotonic()
     told_unclaimed = False
     next_progress = PROGRESS_EVERY_MS
@@ -170,7 +188,7 @@ def _wait(
                     f"it carries on: {_follow_hint_plain(task.id)}"
                 ) from None
             if seen.is_queued and seen.attempt == 0:
-                if not told_unclaimed and waited >= DIAGNOSE_AFTER_MS:
+                if not told_unclaimed and waited >= due_in + DIAGNOSE_AFTER_MS:
                     told_unclaimed = True
                     err.write(f"{task.id} after {waited // 1000} s: {never_claimed(seen, where)}\n")
             elif seen.status != last_status:
@@ -232,6 +250,10 @@ def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq ls``."""
     with open_client(args) as client:
         tasks = client.list(status=args.status, queue=args.queue, name=args.name, limit=args.limit)
+        more = _more_than_shown(client, args, len(tasks))
+    if more:
+        sys.stderr.write(f"{more} (--limit N shows more, up to 10,000; filters narrow it)\n")
+        sys.stderr.flush()
     if args.json:
         out.write(json_text([t.to_dict() for t in tasks], indent=2) + "\n")
     elif args.jsonl:
@@ -241,6 +263,27 @@ def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     else:
         write_lines(out, task_table(tasks, time.time_ns() // 1_000_000))
     return 0
+
+
+def _more_than_shown(client: SyncCairnQ, args: argparse.Namespace, shown: int) -> str | None:
+    """``showing 100 of 110,000 tasks`` when the listing stopped at ``--limit`` with more
+    matching (counted from the per-queue counts; without them, with a name filter, only
+    that more match); ``None`` when every match is shown."""
+    if not shown or shown < args.limit:
+        return None
+    if args.name is None:
+        counts = client.stats(args.queue)
+        total = sum(
+            n
+            for by_status in counts.values()
+            for status, n in by_status.items()
+            if args.status is None or status == args.status
+        )
+        return f"showing {shown:,} of {total:,} tasks" if total > shown else None
+    beyond = client.list(
+        status=args.status, queue=args.queue, name=args.name, limit=1, offset=shown
+    )
+    return f"showing the first {shown:,} tasks; more match" if beyond else None
 
 
 def _targets(args: argparse.Namespace) -> list[tuple[str, str]]:

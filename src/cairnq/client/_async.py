@@ -32,6 +32,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
+from ._checks import task_or_name
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -48,7 +49,6 @@ from ._core import (
     _outcome,
     _waiting,
     activity_spans,
-    task_or_name,
     wait_timeout_ms,
 )
 
@@ -114,7 +114,7 @@ class AsyncOperations(_ClientCore):
 
     async def submit(
         self,
-        task: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | Callable[..., Any] | None = None,
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,

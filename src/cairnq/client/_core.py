@@ -49,6 +49,7 @@ from ..lineage import Lineage
 from ..models import QueueActivity, QueueSummary, Task, TaskDef, TaskRef
 from ..protocol.steps import Op
 from ..store import TaskStore, replaced
+from ._checks import check_metadata, handler_task, task_or_name
 
 T = TypeVar("T")
 C = TypeVar("C", bound="_ClientCore")
@@ -349,6 +350,7 @@ class _ClientCore:
         clock: Clock | None = None,
         migrate: bool = True,
         listen: bool = True,
+        connect_timeout: Duration | None = None,
         **options: Any,
     ) -> C:
         """A client on PostgreSQL (needs the ``postgres`` extra, or ``asyncpg`` for an executor).
@@ -366,10 +368,16 @@ class _ClientCore:
             migrate: Apply pending migrations on first use (default).
             listen: Use LISTEN/NOTIFY for wake-ups (default; a DSN, or an executor
                 with ``listen``, is needed).
+            connect_timeout: With a DSN, how long opening keeps trying to reach the
+                server (``None``: 30 s): nothing listening, or a server restarting, is tried
+                again until then; a refusal no wait can fix (no such database, role
+                or password) fails at the first attempt. A duration, 1 s to 1 h.
             **options: Client options (``max_payload_bytes``, ``max_json_depth``).
 
         Raises:
-            InvalidArgument: a bad schema name.
+            InvalidArgument: a bad schema name or ``connect_timeout``.
+            DatabaseUnavailable: (on first use) no connection within ``connect_timeout``,
+                or a refusal for good (``retryable`` false).
             UnsupportedBackend: a ``PgExecutor`` given to ``SyncCairnQ``.
             SchemaMismatch: (on first use) the connection sees another installation.
 
@@ -393,6 +401,9 @@ class _ClientCore:
             return client
         from ..backends import PostgresBackend
 
+        timeouts: dict[str, Any] = {}
+        if connect_timeout is not None:
+            timeouts["connect_timeout"] = connect_timeout
         backend = PostgresBackend(
             source,
             schema=schema,
@@ -401,6 +412,7 @@ class _ClientCore:
             clock=clock,
             migrate=migrate,
             listen=listen,
+            **timeouts,
         )
         client = cls(backend, **options)
         client._owns_backend = True
@@ -500,7 +512,7 @@ class _ClientCore:
 
     def _new_task(
         self,
-        task: str | TaskDef[Any, Any],
+        task: str | TaskDef[Any, Any] | Callable[..., Any],
         payload: Any,
         *,
         key: str | None,
@@ -525,10 +537,13 @@ class _ClientCore:
                 policy = check_retry(task.retry, "TaskDef retry")
                 max_attempts = attempts_of(task.max_attempts, policy, "TaskDef")
             priority = priority if priority is not None else task.priority
+        elif callable(task) and not isinstance(task, str):
+            name = handler_task(task)
         else:
             name = task
         if max_attempts is None and self.handler_attempts and isinstance(name, str):
             max_attempts = self.handler_attempts.get(name)
+        metadata = check_metadata(metadata)
         start_ms = self._start_delay_ms(delay, run_at, delay_ms)
         if lineage is not None:
             # The three keywords alone need no Lineage: new_task checks them the same way.
@@ -610,7 +625,7 @@ def _named_item(codec: JsonCodec, item: dict[str, Any], task_id: str) -> kernel.
         conflict=get("conflict", "reuse"),
         max_attempts=3 if max_attempts is None else max_attempts,
         priority=0 if priority is None else priority,
-        metadata=get("metadata"),
+        metadata=check_metadata(get("metadata")),
         delay_ms=0 if get("delay_ms") is None else get("delay_ms"),
         parent_id=get("parent_id"),
         root_id=get("root_id"),
@@ -726,27 +741,6 @@ def wait_timeout_ms(timeout: Duration | None, timeout_ms: int | None) -> int:
     return DEFAULT_WAIT_TIMEOUT_MS if ms is None else ms
 
 
-def task_or_name(task: Any, name: Any, where: str) -> Any:
-    """The task name given as ``task=`` (cairnq's spelling) or ``name=`` (the reference's).
-
-    Raises:
-        InvalidArgument: both spellings given, or neither.
-    """
-    if name is None:
-        if task is None:
-            raise InvalidArgument(
-                f"task name must be a string, got None: {where}() needs a task name, "
-                f"as in {where}('email.send', payload)"
-            )
-        return task
-    if task is not None:
-        raise InvalidArgument(
-            f"{where}() got the task twice, as task={task!r} and name={name!r}; pass one "
-            "(task= and name= are two spellings of the same argument)"
-        )
-    return name
-
-
 def never_claimed(task: Task, where: str) -> str:
     """Why a task that was never claimed is still waiting, naming the database."""
     return (
@@ -759,8 +753,8 @@ def delayed(task: Task, now_ms: int) -> str:
     """Why a task submitted with a delay is still waiting: it is not due yet."""
     return (
         f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
-        f"~{task.run_at_ms - now_ms}ms: it was submitted with a delay, and no worker "
-        "may claim it before then"
+        f"~{format_duration(task.run_at_ms - now_ms)}: it was submitted with a delay, and no "
+        "worker may claim it before then"
     )
 
 
@@ -780,7 +774,7 @@ def why_not_done(
         wait_ms = max(0, task.run_at_ms - now_ms)
         return (
             f"still queued (attempt {task.attempt}/{task.max_attempts}), next run in "
-            f"~{wait_ms}ms: it waits for another attempt"
+            f"~{format_duration(wait_ms)}: it waits for another attempt"
         )
     if task.cancel_requested:
         return "cancel requested; waiting for the handler to stop"

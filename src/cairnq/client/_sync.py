@@ -28,6 +28,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
+from ._checks import task_or_name
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -44,7 +45,6 @@ from ._core import (
     _outcome,
     _waiting,
     activity_spans,
-    task_or_name,
     wait_timeout_ms,
 )
 
@@ -110,7 +110,7 @@ class SyncOperations(_ClientCore):
 
     def submit(
         self,
-        task: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | Callable[..., Any] | None = None,
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,

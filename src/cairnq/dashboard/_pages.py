@@ -295,6 +295,8 @@ class Pages:
                 ("/tasks/cancel", self.bulk.confirm_bulk_cancel),
                 *(route for pages in self.extensions for route in pages.routes()),
                 ("/metrics", self.metrics),
+                # After every fixed /tasks/... path: a guessed /tasks/<id> is the task's page.
+                ("/tasks/{task_id}", self.task_by_path),
             )
         ]
 
@@ -469,6 +471,10 @@ class Pages:
         if task is None:
             return self._error(request, 404, "No such task", f"No task has the id {task_id!r}.")
         return task
+
+    async def task_by_path(self, request: Request) -> Response:
+        """``/tasks/<id>``: the task's page, ``/task?id=<id>`` (a redirect)."""
+        return redirect(request, "/task", {"id": request.path_params["task_id"]})
 
     async def task(self, request: Request) -> Response:
         # A refresh reads no payload: a running task is polled every refresh_ms.

@@ -19,7 +19,7 @@ from typing import Any
 from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from ..durations import format_duration
+from ..durations import format_duration, format_instant
 from ..models import Task
 from ._extensions import EXTENSION_TEMPLATES
 from ._host import Redact
@@ -262,6 +262,7 @@ TEMPLATES.globals.update(
     attempts=attempts,
     format_duration=format_duration,
     iso=iso,
+    zoned=format_instant,
     short_id=short_id,
     to_json=to_json,
 )

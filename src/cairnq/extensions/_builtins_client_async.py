@@ -16,7 +16,7 @@ beside it (``SyncBuiltins``, which ``SyncCairnQ`` inherits).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .._clock import Clock
@@ -73,7 +73,7 @@ class AsyncBuiltins(
 
     async def submit(
         self: _Client,
-        task: str | TaskDef[Any, Any] | None = None,
+        task: str | TaskDef[Any, Any] | Callable[..., Any] | None = None,
         payload: Any = None,
         *,
         name: str | TaskDef[Any, Any] | None = None,
@@ -106,7 +106,8 @@ class AsyncBuiltins(
 
         Args:
             task: The handler name, or a ``TaskDef`` (its queue, max_attempts and
-                priority become the defaults).
+                priority become the defaults), or a handler function a worker in this
+                process registered (``@worker.task``): its task name.
             payload: Any JSON value (``None`` stores ``{}``).
             name: Another spelling of ``task`` (the reference SDK's); give one of the two.
             key: Idempotency key; ``conflict`` says what happens when it is taken.

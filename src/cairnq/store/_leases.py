@@ -111,6 +111,28 @@ def current_lease(task_ids: Sequence[str], worker_id: str) -> Op[dict[str, Lease
     }
 
 
+def why_not_held(task_id: str, worker_id: str) -> Op[str | None]:
+    """Why ``worker_id`` holds no lease on ``task_id``, when it never did: the task
+    does not exist, is not running, or runs under another worker id. ``None`` when
+    the task runs under ``worker_id`` with its lease run out (a lost lease)."""
+    rows = yield Call("lease_states", {"ids": [task_id], "now_ms": NOW})
+    if not rows:
+        return f"no task {task_id}: worker id {worker_id!r} holds no lease on it"
+    row = rows[0]
+    owner = worker_of(row["worker_id"])
+    if row["status"] != "running":
+        return (
+            f"task {task_id} is {row['status']}, not running: worker id {worker_id!r} "
+            "holds no lease on it"
+        )
+    if owner != worker_id:
+        return (
+            f"worker id {worker_id!r} does not own task {task_id}: it runs under worker id "
+            f"{owner!r}; pass the worker_id the task was claimed with"
+        )
+    return None
+
+
 class LeaseMemory:
     """The claims one store made, by (task, worker id): held, or ended (lost or settled)."""
 
@@ -142,6 +164,10 @@ class LeaseMemory:
         self._ended.move_to_end(key)
         while len(self._ended) > REMEMBERED_LEASES:
             self._ended.popitem(last=False)
+
+    def ended(self, task_id: str, worker_id: str) -> bool:
+        """Whether this store's claim of ``task_id`` under ``worker_id`` was lost or settled."""
+        return (task_id, worker_id) in self._ended
 
     def claimed_at(self, task_id: str, worker_id: str) -> int | None:
         """When this store claimed the task for ``worker_id``, if it remembers the claim."""

@@ -32,7 +32,7 @@ from ..kernel.retention import Retention, RetentionSweeper
 from ..kernel.store_calls import StoreCall
 from ..models import Lease, Task, TaskRef
 from ..protocol.steps import Op, Row
-from ._leases import WORKER_CLAIM, WORKER_LEASE, LeaseMemory, current_lease
+from ._leases import WORKER_CLAIM, WORKER_LEASE, LeaseMemory, current_lease, why_not_held
 
 __all__ = ["ClaimDraw", "TaskStore", "replaced"]
 
@@ -717,7 +717,9 @@ class TaskStore:
         task = check_text(task_id, "task id") or ""
         lease = (await self._leases_for([task], worker_id)).get(task)
         if lease is None:
-            raise LostLease(task)
+            if self._memory.ended(task, worker_id):
+                raise LostLease(task)
+            raise LostLease(task, await self._read(why_not_held(task, worker_id)))
         handed = WORKER_LEASE.get()
         if handed is not None and handed.lease == lease and handed.worker_id == worker_id:
             return lease, handed.started

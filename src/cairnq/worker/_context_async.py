@@ -25,7 +25,8 @@ from .. import kernel
 from ..backends import InTransactionCompleter
 from ..backoff import Retry, retry_delay_ms
 from ..backpressure import QueueGate
-from ..client._core import _ITEM_FIELDS, task_or_name
+from ..client._checks import task_or_name
+from ..client._core import _ITEM_FIELDS
 from ..durations import Duration
 from ..errors import (
     InvalidArgument,

@@ -256,14 +256,14 @@ class Executor:
         except HandlerTimeout as timeout:
             for ctx in contexts:
                 ctx.mark_lost(announce=False)
-            limit = _limit_words(registration, contexts, self._max_run_ms)
+            bound = _run_bound_words(registration, contexts, self._max_run_ms)
             log.warning(
                 "%s: handler ran past %s; failing the attempt for retry",
                 _describe(contexts[0]),
-                limit,
+                bound,
                 extra=_log_extra(contexts[0]),
             )
-            message = f"handler ran longer than {limit}"
+            message = f"handler ran longer than {bound}"
             envelope = error_envelope("HandlerTimeout", "handler_timeout", message, retryable=True)
             await self._fail_all(contexts, envelope, retryable=True, fenced=False, error=timeout)
             return None
@@ -321,16 +321,16 @@ class Executor:
             stop.disarm()
 
     async def _invoke(self, registration: Registration, contexts: Sequence[TaskContext]) -> Any:
-        limit_ms = _limit_ms(registration, contexts, self._max_run_ms)
-        if limit_ms is None:
+        bound_ms = _run_bound_ms(registration, contexts, self._max_run_ms)
+        if bound_ms is None:
             if registration.is_async or registration.isolated:
                 return await self._call_async(registration, contexts)
             return await self._call_sync(registration, contexts)
-        limit = limit_ms / 1000
+        bound = bound_ms / 1000
         if registration.is_async or registration.isolated:
             # wait_for returns only once the cancelled handler has finished.
             try:
-                return await asyncio.wait_for(self._call_async(registration, contexts), limit)
+                return await asyncio.wait_for(self._call_async(registration, contexts), bound)
             except asyncio.TimeoutError:
                 raise HandlerTimeout from None
         # A thread cannot be stopped. Past max_run_ms its writes are refused and it is
@@ -338,7 +338,7 @@ class Executor:
         # thread returns: no other run of the task starts while this one still runs.
         call = asyncio.ensure_future(self._call_sync(registration, contexts))
         try:
-            done, _ = await asyncio.wait({call}, timeout=limit)
+            done, _ = await asyncio.wait({call}, timeout=bound)
             if call in done:
                 return call.result()
             for ctx in contexts:
@@ -347,7 +347,7 @@ class Executor:
                 "%s: handler thread ran past %s; its writes are refused, and the "
                 "attempt keeps its lease until the thread returns",
                 _describe(contexts[0]),
-                _limit_words(registration, contexts, self._max_run_ms),
+                _run_bound_words(registration, contexts, self._max_run_ms),
                 extra=_log_extra(contexts[0]),
             )
             with contextlib.suppress(Exception):
@@ -465,7 +465,7 @@ class Executor:
                 return
 
 
-def _limit_ms(
+def _run_bound_ms(
     registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
 ) -> int | None:
     """How long a call may run: the shortest timeout its tasks' submits gave, else its
@@ -476,13 +476,13 @@ def _limit_ms(
     return registration.timeout_ms or max_run_ms
 
 
-def _limit_words(
+def _run_bound_words(
     registration: Registration, contexts: Sequence[TaskContext], max_run_ms: int | None
 ) -> str:
     """The run-time limit a call ran past, as its log line and error say it."""
-    limit = _limit_ms(registration, contexts, max_run_ms)
-    if limit is not None and limit != max_run_ms:
-        return f"its timeout={format_duration(limit)}"
+    bound = _run_bound_ms(registration, contexts, max_run_ms)
+    if bound is not None and bound != max_run_ms:
+        return f"its timeout={format_duration(bound)}"
     return f"max_run_ms={max_run_ms}"
 
 
@@ -492,9 +492,9 @@ def _soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None
         loop.call_soon_threadsafe(callback)
 
 
-def _short_traceback(exc: BaseException, limit: int = 4000) -> str:
+def _short_traceback(exc: BaseException, most: int = 4000) -> str:
     try:
         text = "".join(traceback.format_exception(*handler_frames(exc)))
     except Exception as failure:
         return f"<traceback unavailable: formatting it raised {type(failure).__name__}>"
-    return text[-limit:]
+    return text[-most:]

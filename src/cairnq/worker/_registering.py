@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from .. import extensions as _ext
 from ..backoff import Retry
 from ..client import CairnQ
-from ..client._core import task_or_name
+from ..client._checks import task_or_name
 from ..durations import Duration
 from ..errors import InvalidArgument
 from ..extensions import Extension

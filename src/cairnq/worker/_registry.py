@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
@@ -12,7 +13,7 @@ from .._checks import check_int, check_text
 from ..backoff import Retry, attempts_of, check_retry
 from ..durations import Duration, duration_ms
 from ..errors import InvalidArgument
-from ..models import TaskDef
+from ..models import HANDLER_TASKS, TaskDef
 from ._context import SyncTaskContext, TaskContext
 from ._isolating import check_isolate
 
@@ -280,6 +281,7 @@ class Registry:
             timeout_ms=timeout_ms,
         )
         self._by_name[checked] = registration
+        _mark(fn, checked)
         return registration
 
     def get(self, name: str) -> Registration | None:
@@ -293,3 +295,13 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+
+def _mark(fn: Any, name: str) -> None:
+    """Record on ``fn`` that it handles ``name`` (``HANDLER_TASKS``): ``cq.submit(fn, ...)``
+    then submits that task. A callable that takes no attributes is left as it is."""
+    names = tuple(getattr(fn, HANDLER_TASKS, ()))
+    if name in names:
+        return
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(fn, HANDLER_TASKS, (*names, name))

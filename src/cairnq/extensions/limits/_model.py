@@ -211,6 +211,12 @@ class Limit:
 
             Limit.rate(20, per="1s", burst=5, queue="llm")
         """
+        if not isinstance(limit, bool) and isinstance(limit, int) and limit < 1:
+            raise InvalidArgument(
+                f"a rate limit's limit (tasks per period) must be >= 1, got {limit}: a rate "
+                "of 0 admits nothing; to stop claims, pause the queue or the task name"
+            )
+        _amount(limit, "limit")
         period = _period(per)
         size = _amount(limit if burst is None else burst, "burst")
         return cls._build("rate", limit, queue, name, key, id, period, size)

@@ -3,8 +3,10 @@ until it is resumed.
 
 A pause is a row of ``cairnq_pauses`` (migration ``x0007_flow.sql``, which this
 extension owns and ships; it creates the snoozes' table too, which the snooze
-extension needs). Each worker reads the pauses before its first claim and every
-500 ms (``_component``, ``_filter``), and its claims leave out what is paused
+extension needs); a timed pause has a row of ``cairnq_pause_ends`` too
+(``x0021_pauses_until.sql``), and every read leaves it out once its end has
+passed. Each worker reads the pauses before its first claim and every 500 ms
+(``_component``, ``_filter``), and its claims leave out what is paused
 (``PauseSet.unpaused``, the claim filter, in use while something is paused).
 
 Everything of the feature is in this folder: the operations (``_ops``), the claim
@@ -32,9 +34,20 @@ __all__ = ["Pause", "PauseSet", "Pauses", "PausesComponent"]
 class Pauses(Extension):
     name = "pauses"
     # x0007 creates the snoozes' table too; snooze needs it.
-    migrations = ("x0007_flow.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_pauses": "not_task_keyed"}
-    words = ("paused", "pause_list", "pause_queue", "pause_task", "cairnq_pauses", "pauses")
+    migrations = ("x0007_flow.sql", "x0021_pauses_until.sql")
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_pauses": "not_task_keyed",
+        "cairnq_pause_ends": "not_task_keyed",
+    }
+    words = (
+        "paused",
+        "pause_list",
+        "pause_queue",
+        "pause_task",
+        "cairnq_pauses",
+        "cairnq_pause_ends",
+        "pauses",
+    )
     cli = "cairnq.extensions.pauses._surfaces.cli"
     pages = "cairnq.extensions.pauses._surfaces.pages"
 

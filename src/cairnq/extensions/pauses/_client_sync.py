@@ -22,28 +22,34 @@ class SyncPauses:
     def __init__(self, client: ClientView) -> None:
         self._client = client
 
-    def pause_queue(self, queue: str, *, by: str | None = None) -> Pause:
-        """Pause a queue across the deployment: no cairnq worker claims from it until resumed.
+    def pause_queue(self, queue: str, *, by: str | None = None, until: Any = None) -> Pause:
+        """Pause a queue across the deployment: no cairnq worker claims from it until resumed,
+        or until ``until`` when given.
 
         Workers honour it within about a second; calls already running finish.
-        Tasks can still be submitted to it. Pausing a paused queue changes nothing.
+        Tasks can still be submitted to it. Pausing a paused queue keeps its first
+        pause (when, by whom); the latest call says when it ends.
 
         Args:
             queue: The queue.
             by: Who paused it, kept with the pause (shown by ``cairnq paused``).
+            until: When the pause ends by itself: an aware ``datetime``, or a duration
+                from now (``timedelta``, ``"10m"``, a number of seconds; at least 1 s),
+                by the database's clock. ``None`` (the default): until resumed.
 
         Returns:
-            The pause (the first one, when it was paused already).
+            The pause (the first one, when it was paused already), with ``resume_at_ms``.
 
         Raises:
-            InvalidArgument: a bad queue name.
+            InvalidArgument: a bad queue name or ``until`` (a naive ``datetime``, a
+                ``date``, a string without a unit, a duration under 1 s, ...).
             SchemaIncomplete: the database lacks the flow-control tables (``cairnq migrate``).
 
         Example::
 
-            cq.pauses.pause_queue("emails", by="ops: provider outage")
+            cq.pauses.pause_queue("emails", by="ops: provider outage", until="30m")
         """
-        pause, _ = self._client._run(_ops.pause("queue", queue, by), write=True)
+        pause, _ = self._client._run(_ops.pause("queue", queue, by, until), write=True)
         return pause
 
     def resume_queue(self, queue: str) -> Pause | None:
@@ -54,15 +60,18 @@ class SyncPauses:
         """
         return self._client._run(_ops.resume("queue", queue), write=True)
 
-    def pause_task(self, name: str | TaskDef[Any, Any], *, by: str | None = None) -> Pause:
-        """Pause a task name across the deployment, in every queue (see ``pause_queue``).
+    def pause_task(
+        self, name: str | TaskDef[Any, Any], *, by: str | None = None, until: Any = None
+    ) -> Pause:
+        """Pause a task name across the deployment, in every queue (``by`` and ``until``
+        as ``pause_queue``'s, which see).
 
         Example::
 
-            cq.pauses.pause_task("invoice.charge")
+            cq.pauses.pause_task("invoice.charge", until=timedelta(hours=1))
         """
         target = name.name if isinstance(name, TaskDef) else name
-        pause, _ = self._client._run(_ops.pause("name", target, by), write=True)
+        pause, _ = self._client._run(_ops.pause("name", target, by, until), write=True)
         return pause
 
     def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:

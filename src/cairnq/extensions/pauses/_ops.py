@@ -1,24 +1,30 @@
-"""Operations of pausing (extension table ``cairnq_pauses``, migration ``x0007_flow.sql``).
+"""Operations of pausing (extension tables ``cairnq_pauses``, migration ``x0007_flow.sql``,
+and ``cairnq_pause_ends``, ``x0021_pauses_until.sql``).
 
 Like the kernel's, each function validates eagerly and returns a statement-yielding
 generator.
 
 A pause is a row of ``cairnq_pauses``: cairnq workers leave the queue or task
-name it names unclaimed while it exists (``_filter``). ``x0007_flow.sql`` creates
+name it names unclaimed while it exists (``_filter``) and, for a timed pause, until
+its end (a row of ``cairnq_pause_ends``) has passed: from then on every read
+leaves it out, and the next pause or resume deletes it. ``x0007_flow.sql`` creates
 the snoozes' table too; the snooze extension needs it.
 """
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ... import kernel
-from ..._checks import check_text
+from ..._checks import MAX_DELAY_MS, check_text
+from ...durations import duration_ms, point_ms
 from ...errors import InvalidArgument, SchemaIncomplete
 from ...protocol.steps import NOW, Call, Op, Row
 
 FLOW_MIGRATION = "x0007_flow.sql"
+UNTIL_MIGRATION = "x0021_pauses_until.sql"
 
 Scope = Literal["queue", "name"]
 SCOPES: tuple[Scope, ...] = ("queue", "name")
@@ -33,12 +39,15 @@ class Pause:
         target: The queue or the task name.
         paused_at_ms: When it was paused (epoch ms).
         paused_by: Who paused it, as given (``None`` when not said).
+        resume_at_ms: When it ends by itself (epoch ms), ``None`` for a pause that
+            lasts until it is resumed.
     """
 
     scope: Scope
     target: str
     paused_at_ms: int
     paused_by: str | None
+    resume_at_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Pause:
@@ -48,6 +57,7 @@ class Pause:
             str(row["target"]),
             int(row["paused_at_ms"]),
             None if row["paused_by"] is None else str(row["paused_by"]),
+            None if row["resume_at_ms"] is None else int(row["resume_at_ms"]),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,6 +66,7 @@ class Pause:
             "target": self.target,
             "paused_at_ms": self.paused_at_ms,
             "paused_by": self.paused_by,
+            "resume_at_ms": self.resume_at_ms,
         }
 
 
@@ -73,32 +84,62 @@ def _scope(scope: Any) -> Scope:
 
 
 def pauses_ready() -> Op[bool]:
-    """Whether the database has the pauses' table (migration ``x0007_flow.sql``)."""
+    """Whether the database has the pauses' tables (migrations ``x0007_flow.sql`` and
+    ``x0021_pauses_until.sql``)."""
     applied = yield from kernel.applied_migrations()
-    return FLOW_MIGRATION in applied
+    return FLOW_MIGRATION in applied and UNTIL_MIGRATION in applied
 
 
 def _require() -> Op[None]:
-    ready = yield from pauses_ready()
-    if not ready:
+    applied = yield from kernel.applied_migrations()
+    missing = tuple(m for m in (FLOW_MIGRATION, UNTIL_MIGRATION) if m not in applied)
+    if missing:
         raise SchemaIncomplete(
-            f"this database lacks cairnq's flow control (migration {FLOW_MIGRATION}); "
+            f"this database lacks cairnq's flow control (migration {', '.join(missing)}); "
             "run `cairnq migrate` to add it",
-            missing=(FLOW_MIGRATION,),
+            missing=missing,
         )
+
+
+# --- when a pause ends -------------------------------------------------------------------
+
+
+def pause_end(until: Any) -> tuple[int | None, int | None]:
+    """``until`` as ``(at_ms, for_ms)``: an aware ``datetime`` is the instant the pause
+    ends; a duration (``timedelta``, ``"10m"``, a number of seconds) is a length from
+    now, by the database's clock; ``None`` is neither (the pause lasts until resumed).
+
+    Raises:
+        InvalidArgument: another type, a naive ``datetime``, a duration shorter than
+            1 s or longer than the longest delay, or a ``bool``.
+    """
+    if until is None:
+        return None, None
+    if isinstance(until, datetime.datetime):
+        return point_ms(until, "until"), None
+    if isinstance(until, datetime.date):
+        raise InvalidArgument(
+            f"until must be an aware datetime or a duration (timedelta, '10m', seconds); "
+            f"got the date {until!r}"
+        )
+    return None, duration_ms(until, "until", low_ms=1_000, high_ms=MAX_DELAY_MS)
 
 
 # --- pause and resume --------------------------------------------------------------------
 
 
-def pause(scope: Any, target: Any, paused_by: Any = None) -> Op[tuple[Pause, bool]]:
+def pause(
+    scope: Any, target: Any, paused_by: Any = None, until: Any = None
+) -> Op[tuple[Pause, bool]]:
     """Pause a queue or task name; returns the pause and whether this call created it.
 
-    Pausing what is paused already changes nothing (its first pause is returned).
+    Pausing what is paused already keeps its first pause (when and by whom); the
+    latest call says when it ends (``until``, ``None`` for until resumed). A timed
+    pause whose end has passed is gone: pausing again starts a new pause.
 
     Raises:
-        InvalidArgument: a bad scope, target or ``paused_by``.
-        SchemaIncomplete: the database lacks ``x0007_flow.sql``.
+        InvalidArgument: a bad scope, target, ``paused_by`` or ``until`` (see ``pause_end``).
+        SchemaIncomplete: the database lacks ``x0007_flow.sql`` or ``x0021_pauses_until.sql``.
     """
     checked = _scope(scope)
     what = "queue" if checked == "queue" else "task name"
@@ -106,19 +147,27 @@ def pause(scope: Any, target: Any, paused_by: Any = None) -> Op[tuple[Pause, boo
         checked,
         check_text(target, what) or "",
         check_text(paused_by, "paused_by", optional=True),
+        pause_end(until),
     )
 
 
-def _pause(scope: Scope, target: str, paused_by: str | None) -> Op[tuple[Pause, bool]]:
+def _pause(
+    scope: Scope, target: str, paused_by: str | None, end: tuple[int | None, int | None]
+) -> Op[tuple[Pause, bool]]:
     yield from _require()
+    yield Call("pauses_expire", {"now_ms": NOW})
     rows = yield Call(
         "pauses_put", {"scope": scope, "target": target, "now_ms": NOW, "paused_by": paused_by}
     )
-    if rows:
-        return Pause.from_row(rows[0]), True
-    listed = yield from _list()
-    existing = next(p for p in listed if p.scope == scope and p.target == target)
-    return existing, False
+    at_ms, for_ms = end
+    key = {"scope": scope, "target": target}
+    if at_ms is None and for_ms is None:
+        yield Call("pauses_end_clear", key)
+    else:
+        yield Call("pauses_end_put", {**key, "at_ms": at_ms, "for_ms": for_ms, "now_ms": NOW})
+    listed = yield from _list(include_ended=True)
+    found = next(p for p in listed if p.scope == scope and p.target == target)
+    return found, bool(rows)
 
 
 def resume(scope: Any, target: Any) -> Op[Pause | None]:
@@ -135,8 +184,13 @@ def resume(scope: Any, target: Any) -> Op[Pause | None]:
 
 def _resume(scope: Scope, target: str) -> Op[Pause | None]:
     yield from _require()
-    rows = yield Call("pauses_delete", {"scope": scope, "target": target})
-    return Pause.from_row(rows[0]) if rows else None
+    yield Call("pauses_expire", {"now_ms": NOW})
+    listed = yield from _list()
+    found = next((p for p in listed if p.scope == scope and p.target == target), None)
+    if found is None:
+        return None
+    yield Call("pauses_delete", {"scope": scope, "target": target})
+    return found
 
 
 def paused() -> Op[list[Pause]]:
@@ -149,8 +203,12 @@ def paused() -> Op[list[Pause]]:
     return (yield from _list())
 
 
-def _list() -> Op[list[Pause]]:
-    rows = yield Call("pauses_list", {})
+def _list(*, include_ended: bool = False) -> Op[list[Pause]]:
+    """The pauses in force now (every row, ended or not, with ``include_ended``: a
+    pause just made with an end already passed is still returned to its caller).
+
+    ``include_ended`` reads as of epoch ms -1, before any end a pause can have."""
+    rows = yield Call("pauses_list", {"now_ms": -1 if include_ended else NOW})
     return [Pause.from_row(r) for r in rows]
 
 

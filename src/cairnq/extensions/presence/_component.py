@@ -81,6 +81,8 @@ class Presence:
         self._pid = os.getpid()
         self._pending: asyncio.Task[None] | None = None
         self._failing = False
+        # Whether the first refresh has looked for another process writing this row.
+        self._shared_checked = False
         self.job = PeriodicJob(
             "cairnq.presence",
             self._refresh,
@@ -155,13 +157,33 @@ class Presence:
             op = _ops.worker_beat(
                 self.worker_id, self.queues, self._host, self._pid, self.concurrency
             )
-        self._start_write(op)
+        check, self._shared_checked = not self._shared_checked, True
+        self._start_write(op, check_shared=check)
 
-    def _start_write(self, op: Op[None]) -> None:
-        self._pending = asyncio.ensure_future(self._write(op))
+    def _start_write(self, op: Op[None], *, check_shared: bool = False) -> None:
+        self._pending = asyncio.ensure_future(self._write(op, check_shared=check_shared))
 
-    async def _write(self, op: Op[None]) -> None:
+    async def _shared(self) -> None:
+        """Warn once when another process wrote this worker's row since its first write:
+        two live workers share the id (a crashed run writes nothing, so a restart
+        under the same id is quiet)."""
+        found = await self.backend.arun(_ops.worker_row(self.worker_id), write=False)
+        if found is None or (found.host, found.pid) == (self._host, self._pid):
+            return
+        log.warning(
+            "another worker runs under worker id %s (host %s, pid %s): presence, the "
+            "dashboard and the logs cannot tell the two apart; give each worker its own "
+            "id (Worker(worker_id=...)) or leave it unset for a fresh one per run",
+            self.worker_id,
+            found.host or "unknown",
+            found.pid if found.pid is not None else "unknown",
+            extra={"worker_id": self.worker_id, "phase": "presence"},
+        )
+
+    async def _write(self, op: Op[None], *, check_shared: bool = False) -> None:
         try:
+            if check_shared:
+                await self._shared()
             await self.backend.arun(op, write=True)
         except Exception as exc:
             if not self._failing:

@@ -154,6 +154,24 @@ def worker_start(
     return named
 
 
+def worker_row(worker_id: str) -> Op[WorkerInfo | None]:
+    """The row under ``worker_id`` as it stands, seen at any time (``None``: no row)."""
+    rows = yield Call("presence_seen", {"since_ms": 0})
+    for row in rows:
+        if str(row["worker_id"]) == worker_id:
+            return WorkerInfo(
+                worker_id=worker_id,
+                running=(),
+                queues=_queues(row["queues"]),
+                host=row["host"],
+                pid=None if row["pid"] is None else int(row["pid"]),
+                concurrency=None if row["concurrency"] is None else int(row["concurrency"]),
+                started_at_ms=int(row["started_at_ms"]),
+                last_seen_ms=int(row["last_seen_ms"]),
+            )
+    return None
+
+
 def worker_beat_named(
     worker_id: str,
     queues: list[str],

@@ -168,12 +168,14 @@ def next_slot() -> Op[tuple[str, int] | None]:
 
 def next_slot_line(found: tuple[str, int] | None, now_ms: int) -> str | None:
     """``next_slot``'s answer as ``cairnq top`` shows it under its header:
-    ``next schedule: nightly at 02:00:00 (in 3h)``, local time; ``None`` without one."""
+    ``next schedule: nightly at 02:00:00 CET (in 3h)``, in the local zone, labelled;
+    ``None`` without one."""
     if found is None:
         return None
     name, slot_ms = found
-    slot, now = datetime.fromtimestamp(slot_ms / 1000), datetime.fromtimestamp(now_ms / 1000)
-    when = slot.strftime("%H:%M:%S" if slot.date() == now.date() else "%Y-%m-%d %H:%M:%S")
+    slot = datetime.fromtimestamp(slot_ms / 1000).astimezone()
+    now = datetime.fromtimestamp(now_ms / 1000).astimezone()
+    when = slot.strftime("%H:%M:%S %Z" if slot.date() == now.date() else "%Y-%m-%d %H:%M:%S %Z")
     wait = f"in {format_duration(slot_ms - now_ms)}" if slot_ms > now_ms else "due now"
     return f"next schedule: {name} at {when} ({wait})"
 

@@ -86,7 +86,21 @@ class Scheduler:
             )
             return
         for spec in self.declared:
+            before = await self.backend.arun(_schedules.get(spec.name), write=False)
             await self.backend.arun(_schedules.put(spec, source="code", replace=True), write=True)
+            if before is not None and before.source != "code":
+                # Code owns the names it declares: each deploy stores them as written.
+                log.warning(
+                    "schedule %s (%s, task %s) was added by a client or `cairnq schedules "
+                    "add`; this worker declares a schedule of that name in code, which "
+                    "replaced it (now %s, task %s): rename one of the two to keep both",
+                    spec.name,
+                    before.when,
+                    before.task,
+                    spec.timing.describe(),
+                    spec.task,
+                    extra={"worker_id": self.worker_id, "phase": "schedules"},
+                )
 
     async def tick(self) -> int:
         """Evaluate every due schedule now; returns how many tasks were submitted."""

@@ -90,7 +90,9 @@ def layers(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, 
             layer[node] = 1 + max((layer[s] for s in into[node]), default=-1)
             for target in out[node]:
                 waiting[target] -= 1
-                if waiting[target] == 0:
+                # A node placed to break a cycle keeps its layer (a parent gathering
+                # its children stays above them).
+                if waiting[target] == 0 and target not in layer:
                     ready.append(target)
         stuck = [n for n in nodes if n not in layer]
         if not stuck:

@@ -45,13 +45,15 @@ class PausePages:
         return redirect(request, "/")
 
     async def overview(self) -> Mapping[str, Any]:
-        """The overview template's ``paused_queues`` (``None`` on a database without the
-        pauses' table: no pause buttons then) and ``paused_names``."""
+        """The overview template's ``paused_queues`` (each paused queue's pause by its
+        name; ``None`` on a database without the pauses' tables: no pause buttons then)
+        and ``paused_names``. The template lists the paused queues that hold no task
+        below the queues' table, so a pause is never out of sight."""
         pauses = await self.dash.client._run(_pauses.paused_if_ready(), write=False)
         if pauses is None:
             return {"paused_queues": None, "paused_names": []}
         return {
-            "paused_queues": {p.target for p in pauses if p.scope == "queue"},
+            "paused_queues": {p.target: p for p in pauses if p.scope == "queue"},
             "paused_names": [p for p in pauses if p.scope == "name"],
         }
 

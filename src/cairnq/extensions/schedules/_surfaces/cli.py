@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from ....cli._errors import CommandError
-from ....cli._render import iso, json_text, write_lines
+from ....cli._render import json_text, write_lines
 from ....cli._target import open_client
 from ....cli._tasks import read_payload
 from ....client import SyncCairnQ
+from ....durations import format_instant
 from ....top import Section, format_table
 from .. import _ops as _schedules
 from .._model import (
@@ -27,11 +29,13 @@ from .._model import (
 HISTORY_LIMIT = 20
 
 
-def slot_time(slot: ScheduleSlot) -> str:
-    """A slot's time, or a range's first and last: ``2026-01-02 03:00:00Z .. 03:09:00Z``."""
+def slot_time(slot: ScheduleSlot, tz: str = "UTC") -> str:
+    """A slot's time in the schedule's zone, or a range's first and last:
+    ``2026-01-02 03:00:00+01:00 Europe/Paris .. 2026-01-02 03:09:00+01:00 Europe/Paris``
+    (UTC reads ``2026-01-02 03:00:00Z``)."""
     if slot.through_ms is None or slot.through_ms == slot.slot_ms:
-        return iso(slot.slot_ms)
-    return f"{iso(slot.slot_ms)} .. {iso(slot.through_ms)}"
+        return format_instant(slot.slot_ms, tz)
+    return f"{format_instant(slot.slot_ms, tz)} .. {format_instant(slot.through_ms, tz)}"
 
 
 def decision(slot: ScheduleSlot) -> str:
@@ -56,10 +60,11 @@ def outcome(slot: ScheduleSlot | None) -> str:
 
 
 def next_run(schedule: Schedule) -> str:
-    """When the next slot falls; ``-`` while paused or when no slot is left."""
+    """When the next slot falls, in the schedule's zone; ``-`` while paused or when no
+    slot is left."""
     if schedule.paused or schedule.next_ms is None:
         return "-"
-    return iso(schedule.next_ms)
+    return format_instant(schedule.next_ms, schedule.tz)
 
 
 def schedule_table(listed: Sequence[tuple[Schedule, ScheduleSlot | None]]) -> list[str]:
@@ -72,7 +77,7 @@ def schedule_table(listed: Sequence[tuple[Schedule, ScheduleSlot | None]]) -> li
             s.queue,
             s.task,
             next_run(s),
-            "-" if last is None else slot_time(last),
+            "-" if last is None else slot_time(last, s.tz),
             outcome(last),
             "paused" if s.paused else "active",
         ]
@@ -81,9 +86,9 @@ def schedule_table(listed: Sequence[tuple[Schedule, ScheduleSlot | None]]) -> li
     return format_table(headers, rows)
 
 
-def history_table(slots: Sequence[ScheduleSlot]) -> list[str]:
-    """``schedules history``: one row per slot decision, newest first."""
-    rows = [[slot_time(s), decision(s), s.task_id or "-", task_status(s)] for s in slots]
+def history_table(slots: Sequence[ScheduleSlot], tz: str = "UTC") -> list[str]:
+    """``schedules history``: one row per slot decision, newest first, in the zone ``tz``."""
+    rows = [[slot_time(s, tz), decision(s), s.task_id or "-", task_status(s)] for s in slots]
     return format_table(["SLOT", "DECISION", "TASK", "STATUS"], rows)
 
 
@@ -117,9 +122,17 @@ def cmd_schedules_add(args: argparse.Namespace, out: TextIO) -> int:
     options = _options(args)
     with open_client(args) as client:
         spec = ScheduleSpec.build(client.codec, args.name, args.task, options, paused=args.paused)
+        before = client.schedules.get(args.name) if args.replace else None
         stored, created = client._run(
             _schedules.put(spec, source="api", replace=args.replace), write=True
         )
+    if before is not None and before.source == "code":
+        # Code owns the names it declares: the next worker start stores them as written.
+        sys.stderr.write(
+            f"cairnq: warning: schedule {stored.name} is declared in worker code: the next "
+            "worker start puts the code's definition back (change it in the code instead)\n"
+        )
+        sys.stderr.flush()
     if args.json:
         out.write(json_text(stored.to_dict(), indent=2) + "\n")
         return 0
@@ -181,7 +194,8 @@ def cmd_schedules_rm(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_schedules_history(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq schedules history NAME``."""
     with open_client(args) as client:
-        if client.schedules.get(args.name) is None:
+        schedule = client.schedules.get(args.name)
+        if schedule is None:
             raise _unknown(args.name)
         slots = client.schedules.history(args.name, limit=args.limit)
     if args.json:
@@ -189,7 +203,7 @@ def cmd_schedules_history(args: argparse.Namespace, out: TextIO) -> int:
     elif not slots:
         out.write(f"no slot of {args.name} decided yet\n")
     else:
-        write_lines(out, history_table(slots))
+        write_lines(out, history_table(slots, schedule.tz))
     return 0
 
 

@@ -53,17 +53,26 @@ class SchedulePages:
         client = self.dash.client
 
         async def load() -> Any:
-            return await client._run(_schedules.with_last_slots(), write=False)
+            rows = await client._run(_schedules.with_last_slots(), write=False)
+            return rows, (await self._workers_alive() if rows else True)
 
         try:
-            rows = await self.dash.reads.get("schedules", load)
+            rows, alive = await self.dash.reads.get("schedules", load)
         except SchemaIncomplete as exc:
-            live = render("schedules.html", view, error=str(exc), rows=[])
+            live = render("schedules.html", view, error=str(exc), rows=[], alive=True)
         else:
-            live = render("schedules.html", view, error="", rows=rows)
+            live = render("schedules.html", view, error="", rows=rows, alive=alive)
         return self.pages._page(
             request, title="Schedules", active="schedules", body="", region=live
         )
+
+    async def _workers_alive(self) -> bool:
+        """Whether a cairnq worker is alive (presence), to evaluate the schedules: a
+        next run is only a due time while none is. ``True`` when presence cannot say."""
+        try:
+            return bool(await self.dash.client.presence.workers())
+        except Exception:
+            return True
 
     async def schedule(self, request: Request) -> Response:
         view = self.pages.view(request)

@@ -1,0 +1,17 @@
+-- cairnq extension (not part of the reference protocol): timed pauses.
+-- cairnq_pause_ends holds when a pause of cairnq_pauses (x0007) ends by itself; a
+-- pause without a row here lasts until it is resumed. Once resume_at_ms has passed,
+-- cairnq's reads leave the pause out, and the next pause or resume deletes it. A
+-- row goes with its pause (the trigger below).
+-- Reference SDKs ignore both tables: a pause does not exist for their workers.
+create table if not exists cairnq_pause_ends (
+    scope text not null,
+    target text not null,
+    resume_at_ms integer not null,
+    primary key (scope, target)
+);
+create trigger if not exists cairnq_pause_ends_forget
+    after delete on cairnq_pauses
+begin
+    delete from cairnq_pause_ends where scope = old.scope and target = old.target;
+end;
