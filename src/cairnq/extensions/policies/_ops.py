@@ -244,7 +244,8 @@ def _mark(activation_ms: int) -> Op[Row]:
     """The marker's row (``since_ms``, ``now_ms``), written first when missing."""
     found: Sequence[Row] = yield Call("policies_marked", {"now_ms": NOW})
     if not found:
-        yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
+        found = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
+    if not found:  # another submit wrote it meanwhile
         found = yield Call("policies_marked", {"now_ms": NOW})
     return found[0]
 
