@@ -219,5 +219,7 @@ def _when(ms: int | None) -> str:
 async def settle_waiting(
     raised: BaseException, contexts: Sequence[ContextHost], settle: Settle
 ) -> None:
-    """The ``Waiting`` signal: the wait parked the task, its attempt settled already."""
+    """The ``Waiting`` signal: the wait parked the task, its attempt settled already.
+    A batch handler's call never parks (its waits are refused), so the call's one task
+    is the one the park settled."""
     return
