@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidArgument, Retry, TaskContext, TaskDef, Worker
+from cairnq.extensions.policies import _ops as policies_ops
 
 from ._db import Database
 from ._waits import eventually
@@ -188,7 +189,9 @@ async def test_a_task_definitions_retry_policy_gives_the_submits_max_attempts(
     assert task.max_attempts == 6
 
 
-async def test_a_handlers_lower_max_attempts_ends_the_task_before_the_rows(db: Database) -> None:
+async def test_a_handlers_lower_max_attempts_ends_a_task_whose_submit_gave_none(
+    db: Database,
+) -> None:
     worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
     runs: list[int] = []
 
@@ -198,10 +201,49 @@ async def test_a_handlers_lower_max_attempts_ends_the_task_before_the_rows(db: D
         raise RuntimeError("again")
 
     async with db.client() as cq, worker.background():
-        task = await cq.submit("flaky", max_attempts=5)
+        task = await cq.submit("flaky")
         done = await settled(cq, task.id)
     await worker.close()
-    assert (done.status, done.attempt, runs) == ("failed", 2, [1, 2])
+    assert (task.max_attempts, done.status, done.attempt, runs) == (3, "failed", 2, [1, 2])
+
+
+async def test_a_submits_own_max_attempts_stands_over_its_handlers_lower_one(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+    runs: list[int] = []
+
+    @worker.task(max_attempts=2)
+    async def flaky(ctx: TaskContext) -> None:
+        runs.append(ctx.attempt)
+        raise RuntimeError("again")
+
+    async with db.client() as cq, worker.background():
+        task = await cq.submit("flaky", max_attempts=4)
+        done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.attempt, runs) == ("failed", 4, [1, 2, 3, 4])
+
+
+async def test_a_submits_retry_policy_max_attempts_stands_over_its_handlers_lower_one(
+    db: Database,
+) -> None:
+    worker = db.worker(poll_interval_ms=20, retry_backoff_ms=0)
+    runs: list[int] = []
+
+    @worker.task(max_attempts=2)
+    async def flaky(ctx: TaskContext) -> None:
+        runs.append(ctx.attempt)
+        raise RuntimeError("again")
+
+    async with db.client() as cq:
+        await cq.backend.arun(policies_ops.enable(0), write=True)
+        async with worker.background():
+            # 3 is also the protocol's default: the stored policy says the submit gave it.
+            task = await cq.submit("flaky", retry=Retry(max_attempts=3, base=0))
+            done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.attempt, runs) == ("failed", 3, [1, 2, 3])
 
 
 async def test_an_error_the_policy_names_fails_the_task_at_once(db: Database) -> None:

@@ -15,12 +15,15 @@ import pytest
 
 from cairnq import CairnQ, InvalidArgument, Retry, TaskContext, kernel
 from cairnq.dashboard import create_app
+from cairnq.errors import DatabaseError
 from cairnq.extensions.policies import _ops
-from cairnq.kernel.points import NO_POINTS
+from cairnq.kernel.points import NO_POINTS, ThenWrite
+from cairnq.models import Lease
 from cairnq.protocol.steps import NOW, Call, Op
 from cairnq.testing import FakeClock
 
 from ._db import Database
+from ._waits import eventually
 from .test_cli import run_on
 from .test_dashboard import http
 
@@ -260,3 +263,179 @@ async def test_cairnq_get_shows_a_tasks_policies_and_why_one_ended_it(
     result = run_on(db, capsys, "get", task.id)
     shown = json.loads(result.out)
     assert (shown["status"], shown["policies"]["reason"]) == ("canceled", "expired")
+
+
+# --- expiry applies to a task that never started ----------------------------------------------
+
+START = 1_800_000_000_000
+
+
+async def test_a_task_that_started_before_its_expiry_runs_on_after_sleeping_past_it(
+    db: Database,
+) -> None:
+    clock = FakeClock(START)
+    worker = db.worker(clock=clock, poll_interval_ms=20)
+    runs: list[str] = []
+
+    @worker.task
+    async def remind(ctx: TaskContext) -> str:
+        runs.append("run")
+        await ctx.sleep("1h")
+        return "woke"
+
+    async def parked() -> Any:
+        waits = await cq.events.waits(task.id)
+        return bool(waits) and waits[0].state == "waiting"
+
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        async with worker.background():
+            task = await cq.submit("remind", expires_in="1s")
+            await eventually(parked, "the task parked by its sleep")
+            clock.advance(3_600_000)
+            done = await settled(cq, task.id)
+        policy = await cq.policies.of(task.id)
+    await worker.close()
+    assert (done.status, done.result, runs) == ("succeeded", "woke", ["run", "run"])
+    assert policy is not None and policy.reason is None
+    assert policy.started_at_ms == START
+
+
+async def test_a_retry_after_the_expiry_of_a_task_that_started_still_runs(db: Database) -> None:
+    clock = FakeClock(START)
+    worker = db.worker(clock=clock, poll_interval_ms=20, retry_backoff_ms=60_000)
+    runs: list[int] = []
+
+    @worker.task
+    async def flaky(ctx: TaskContext) -> int:
+        runs.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("again")
+        return ctx.attempt
+
+    async def requeued() -> Any:
+        found = await cq.get(task.id)
+        return found is not None and found.attempt == 1 and found.is_queued
+
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        async with worker.background():
+            task = await cq.submit("flaky", expires_in="1s")
+            await eventually(requeued, "the first attempt failed and queued again")
+            clock.advance(120_000)
+            done = await settled(cq, task.id)
+    await worker.close()
+    assert (done.status, done.result, runs) == ("succeeded", 2, [1, 2])
+
+
+async def test_the_sweep_leaves_a_started_task_queued_past_its_expiry(db: Database) -> None:
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        task = await cq.submit("job", expires_in="1s")
+        claim = kernel.claim(["default"], "w", 30_000, [kernel.Draw(None, 1)], 0)
+        rows = await cq.backend.arun(claim, write=True)
+        kept = await cq.backend.arun(_ops.claimed(rows, "w", NO_POINTS), write=True)
+        await cq.backend.arun(kernel.hand_back(Lease.of(kept[0]), "w"), write=True)
+        clock.advance(5_000)
+        ended = await cq.backend.arun(_ops.sweep(NO_POINTS), write=True)
+        after = await cq.get(task.id)
+    assert ended == 0
+    assert after is not None and after.status == "queued"
+
+
+# --- the claim hook -----------------------------------------------------------------------------
+
+
+async def test_a_claim_hook_reads_only_when_no_claimed_task_has_an_unstarted_expiry(
+    db: Database,
+) -> None:
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
+        await in_use(cq)
+        timed = await cq.submit("job", timeout="5s")
+        expiring = await cq.submit("job", expires_in="1h")
+        claim = kernel.claim(["default"], "w", 30_000, [kernel.Draw(None, 2)], 0)
+        rows = await cq.backend.arun(claim, write=True)
+        by_id = {str(r["id"]): r for r in rows}
+        alone = await cq.backend.arun(
+            _ops.claimed_hook([by_id[timed.id]], "w", NO_POINTS), write=False
+        )
+        both = await cq.backend.arun(_ops.claimed_hook(rows, "w", NO_POINTS), write=False)
+        assert isinstance(both, ThenWrite)
+        await cq.backend.arun(both.op, write=True)
+        again = await cq.backend.arun(_ops.claimed_hook(rows, "w", NO_POINTS), write=False)
+    assert isinstance(alone, list) and alone[0]["policies"]["run_timeout_ms"] == 5000
+    assert isinstance(again, list) and {str(r["id"]) for r in again} == {timed.id, expiring.id}
+
+
+async def test_a_claim_whose_policy_lookup_fails_hands_its_tasks_back_unspent(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = db.worker(poll_interval_ms=20, lease_ms=600_000)
+    runs: list[int] = []
+    real = _ops.claimed_hook
+    failed: list[bool] = []
+
+    def flaky(rows: Any, worker_id: str, points: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise DatabaseError("the connection was reset")
+        return (yield from real(rows, worker_id, points))
+
+    monkeypatch.setattr(_ops, "claimed_hook", flaky)
+
+    @worker.task
+    async def job(ctx: TaskContext) -> None:
+        runs.append(ctx.attempt)
+
+    async with db.client() as cq:
+        await in_use(cq)
+        async with worker.background():
+            task = await cq.submit("job", timeout="10s")
+            done = await settled(cq, task.id)
+    await worker.close()
+    assert failed == [True]
+    assert (done.status, done.attempt, runs) == ("succeeded", 1, [1])
+
+
+# --- the marker, on PostgreSQL --------------------------------------------------------------------
+
+
+@pytest.fixture
+async def app_conn(pg_db: Database) -> Any:
+    """The application's own psycopg connection, pointed at the test schema."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(pg_db.url)
+    await conn.execute(f'set search_path to "{pg_db.schema}"')
+    await conn.commit()
+    yield conn
+    await conn.close()
+
+
+async def test_a_first_policy_submit_in_an_application_transaction_commits_the_marker_first(
+    pg_db: Database, app_conn: Any
+) -> None:
+    clock = FakeClock(START)
+    async with pg_db.client(clock=clock) as cq, pg_db.client() as other:
+        await other.stats()
+        async with app_conn.transaction():
+            task = await cq.submit("job", expires_in="1h", conn=app_conn)
+            # Visible before the application commits: every worker's look counts from here.
+            seen = await other.backend.arun(_ops.marked(), write=False)
+            since = await other.backend.arun(_ops.since(), write=False)
+    assert seen is True and since == START + _ops.ACTIVATION_MS
+    assert task.run_at_ms == since
+
+
+async def test_a_policy_submit_does_not_wait_for_another_open_transaction_that_made_one(
+    pg_db: Database, app_conn: Any
+) -> None:
+    async with pg_db.client() as cq, pg_db.client() as other:
+        await in_use(cq)
+        async with app_conn.transaction():
+            await cq.submit("job", timeout="5s", conn=app_conn)
+            # The application's transaction is still open; a lock on the marker would hold this.
+            task = await asyncio.wait_for(other.submit("other", timeout="5s"), 30)
+    assert task.status == "queued"

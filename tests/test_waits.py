@@ -348,3 +348,26 @@ async def test_an_uncaught_wait_timeout_fails_the_task_for_good(db: Database) ->
         clock.advance(60_000)
         failed = await _eventually(_status(cq, task.id, "failed"))
     assert failed.attempt == 1 and "WaitTimeout" in str(failed.error)
+
+
+async def test_a_wait_in_a_batch_handler_is_refused_before_anything_parks(db: Database) -> None:
+    worker = db.worker(poll_interval_ms=20)
+    refused: list[str] = []
+
+    @worker.task("batched", batch=4)
+    async def batched(contexts: list[Any]) -> Any:
+        for wait in (lambda: contexts[0].sleep("1h"), lambda: contexts[0].wait_for("k")):
+            try:
+                await wait()
+            except InvalidArgument as exc:
+                refused.append(str(exc))
+        return {ctx.task_id: "ok" for ctx in contexts}
+
+    async with db.client() as cq:
+        tasks = [await cq.submit("batched", {"i": i}) for i in range(3)]
+        async with worker.background():
+            done = [await _eventually(_status(cq, t.id, "succeeded")) for t in tasks]
+        waits = [await cq.events.waits(t.id) for t in tasks]
+    assert [(d.attempt, d.result) for d in done] == [(1, "ok")] * 3
+    assert refused and all("cannot park a task of a batch handler" in r for r in refused)
+    assert waits == [[], [], []]

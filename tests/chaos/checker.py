@@ -916,12 +916,19 @@ def inv17_every_ended_run_is_settled_by_its_worker(h: History, r: Replay) -> Ite
 
 def inv21_a_task_never_starts_after_its_expiry(h: History, r: Replay) -> Iterator[Violation]:
     """INV-21 (expiry): a run a cairnq worker started comes from a claim made before its
-    task's expiry (``submit(expires_in=...)``; the database's clock on both sides), and a
-    task a policy ended as ``expired`` ended canceled without a run of that claim."""
+    task's expiry (``submit(expires_in=...)``; the database's clock on both sides), or
+    after the task's first start was recorded (``detail = 'started'``), itself before the
+    expiry: the expiry bounds only the wait to start. A task a policy ended as
+    ``expired`` ended canceled without a run of that claim."""
     expiry: dict[str, float] = {}
+    started: dict[str, float] = {}
     for row in h.transitions:
-        if row["tbl"] == "policy" and row["op"] == "insert" and row["new_run_at"] is not None:
+        if row["tbl"] != "policy":
+            continue
+        if row["op"] == "insert" and row["new_run_at"] is not None:
             expiry[row["task_id"]] = float(row["new_run_at"])
+        elif row["op"] == "update" and row.get("detail") == "started":
+            started.setdefault(row["task_id"], float(row["db_time"]))
     if not expiry:
         return
     starts, _ = _runs(h)
@@ -932,6 +939,13 @@ def inv21_a_task_never_starts_after_its_expiry(h: History, r: Replay) -> Iterato
         for claim in r.by_ident.get(ident, []):
             claimed = next(x for x in r.rows_of[task] if x["seq"] == claim.seq)
             late = float(claimed["db_time"]) - expiry[task]
+            first = started.get(task)
+            if (
+                first is not None
+                and first - expiry[task] < CLOCK_SLACK_MS
+                and first <= float(claimed["db_time"]) + CLOCK_SLACK_MS
+            ):
+                continue  # a later run of a task that started in time
             if late >= CLOCK_SLACK_MS:
                 yield Violation(
                     "INV-21",

@@ -219,8 +219,8 @@ create trigger cairnq_test_parked after insert or update or delete on cairnq_par
     for each row execute function cairnq_test_log_parked();
 """
 
-# Each task policy a submit stores (its expiry, database clock, in ``new_run_at``) and
-# each reason a policy ends a task with (``detail``).
+# Each task policy a submit stores (its expiry, database clock, in ``new_run_at``),
+# each reason a policy ends a task with, and its first start (``detail = 'started'``).
 SQLITE_POLICY_LOG = """
 create trigger if not exists cairnq_test_policies_insert after insert on cairnq_policies_tasks
 begin
@@ -231,16 +231,25 @@ end;
 create trigger if not exists cairnq_test_policies_update after update on cairnq_policies_tasks
 begin
     insert into cairnq_test_transitions (tbl, op, task_id, new_run_at, detail, db_time)
-    values ('policy', 'update', new.task_id, new.expires_at_ms, new.reason,
+    values ('policy', 'update', new.task_id, new.expires_at_ms,
+        coalesce(new.reason, case when old.started_at_ms is null
+            and new.started_at_ms is not null then 'started' end),
         (julianday('now') - 2440587.5) * 86400000.0);
 end;
 """
 
 POSTGRES_POLICY_LOG = """
 create or replace function cairnq_test_log_policy() returns trigger language plpgsql as $$
+declare
+    detail text := new.reason;
 begin
+    if tg_op = 'UPDATE' and detail is null then
+        if old.started_at_ms is null and new.started_at_ms is not null then
+            detail := 'started';
+        end if;
+    end if;
     insert into cairnq_test_transitions (tbl, op, task_id, new_run_at, detail, db_time)
-    values ('policy', lower(tg_op), new.task_id, new.expires_at_ms, new.reason,
+    values ('policy', lower(tg_op), new.task_id, new.expires_at_ms, detail,
         extract(epoch from clock_timestamp()) * 1000);
     return null;
 end $$;

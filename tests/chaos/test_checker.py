@@ -1091,14 +1091,19 @@ def test_a_second_unique_task_of_a_key_within_the_period_is_inv20() -> None:
     assert invariants(unique_history(400.0)) == {"INV-20"}
 
 
-def expiring_history(claimed_at: float) -> History:
-    """A task that may wait until 5,000 (database clock), claimed at ``claimed_at`` and run."""
+def expiring_history(claimed_at: float, started_at: float | None = None) -> History:
+    """A task that may wait until 5,000 (database clock), claimed at ``claimed_at`` and run;
+    its first start recorded at ``started_at`` (by an earlier claim), if given."""
+    start = []
+    if started_at is not None:
+        start = [row(3, "update", None, None, tbl="policy", detail="started", db_time=started_at)]
     return History(
         transitions=[
             row(1, "insert", None, "queued"),
             row(2, "insert", None, None, tbl="policy", new_run_at=5_000, db_time=1_000.0),
-            claim(3, 1, "w", token=1, db_time=claimed_at),
-            settle(4, 1, "w", old_worker=holder("w", 1), new_worker=holder("w", 1)),
+            *start,
+            claim(4, 1, "w", token=1, db_time=claimed_at),
+            settle(5, 1, "w", old_worker=holder("w", 1), new_worker=holder("w", 1)),
         ],
         events=[
             event("handler_start", 1, "w", 1, t=1.0),
@@ -1115,3 +1120,11 @@ def test_a_run_started_from_a_claim_after_the_tasks_expiry_is_caught() -> None:
 
 def test_a_run_started_from_a_claim_before_the_tasks_expiry_is_valid() -> None:
     assert invariants(expiring_history(4_990.0)) == set()
+
+
+def test_a_run_after_the_expiry_of_a_task_whose_start_was_recorded_in_time_is_valid() -> None:
+    assert invariants(expiring_history(9_000.0, started_at=4_000.0)) == set()
+
+
+def test_a_start_recorded_after_the_expiry_excuses_no_later_run() -> None:
+    assert invariants(expiring_history(9_000.0, started_at=5_010.0)) == {"INV-21"}

@@ -114,8 +114,9 @@ class Hooks:
             releases, snoozes, recoveries).
         task_end: Inside the transaction that ended tasks, on their rows.
         in_use: Whether the extension has something to do now.
-        claimed: Right after a worker's claim, in a transaction of its own: the
-            claimed rows the worker runs (those it leaves out it settled, unrun).
+        claimed: Right after a worker's claim, in a read transaction of its own: the
+            claimed rows the worker runs (those it leaves out it settled, unrun), or a
+            ``kernel.points.ThenWrite`` of the write that decides them.
         settling: ``attempt_end``'s write made by the settling statement itself: the
             extension's variant of each kernel settling statement it covers, by the
             kernel's name (``kernel.points.Settling``); a settlement it does not

@@ -62,6 +62,8 @@ class ContextHost(Protocol):
 
     task: Task
     lease: Lease
+    # Whether its handler takes a list of contexts (``batch=``): one call, many tasks.
+    batched: bool
 
     @property
     def _runtime(self) -> RunHost: ...

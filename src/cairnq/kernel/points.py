@@ -36,9 +36,20 @@ def always() -> bool:
 ClaimFilter = Callable[[Sequence[str], Sequence[Draw]], tuple[list[str], list[Draw]]]
 """Before a claim (and its probe): the queues and draws left to claim from."""
 
-Claimed = Callable[[Sequence[Row]], Op[list[Row]]]
-"""Right after a claim, in a transaction of its own: given the claimed rows, the rows
-the worker runs (a row it leaves out it settled itself, unrun)."""
+
+@dataclass(frozen=True)
+class ThenWrite:
+    """A ``Claimed`` hook's answer from its read when it must write: ``op`` runs in a
+    write transaction of its own, and the rows it returns are those the worker runs."""
+
+    op: Op[list[Row]]
+
+
+Claimed = Callable[[Sequence[Row]], "Op[list[Row] | ThenWrite]"]
+"""Right after a claim, in a read transaction of its own: given the claimed rows, the
+rows the worker runs (a row it leaves out it settled itself, unrun), or a
+``ThenWrite`` whose op decides in a write transaction. Should either fail, the worker
+hands every claimed row back unrun (its attempt not counted)."""
 
 BeforeRecover = Callable[[int], Op[object]]
 """Inside the transaction that recovers expired leases, before it does (given the

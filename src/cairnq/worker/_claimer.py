@@ -23,14 +23,16 @@ from ..client import CairnQ
 from ..errors import (
     DatabaseError,
     DatabaseUnavailable,
+    LostLease,
     SchemaIncomplete,
     SerializationError,
     StoreClosed,
     error_envelope,
 )
 from ..kernel.periodic import ErrorHook
-from ..kernel.points import NO_POINTS, Points
+from ..kernel.points import NO_POINTS, Points, ThenWrite
 from ..models import Lease, Task
+from ..protocol.steps import Op
 from ..store import ClaimDraw
 from ..store._leases import WORKER_CLAIM, WorkerClaim
 from ._claiming import group_calls, plan_claim
@@ -302,8 +304,44 @@ class Claimer:
         if rows and points.claimed:
             # Before any of them runs: an extension may settle some unrun (an expired task).
             for hook in points.claimed_hooks():
-                rows = await backend.arun(hook(rows), write=True)
+                try:
+                    answer = await backend.arun(hook(rows), write=False)
+                    if isinstance(answer, ThenWrite):
+                        answer = await backend.arun(answer.op, write=True)
+                except Exception as exc:
+                    await self._hand_back_unrun(rows, exc)
+                    return []
+                rows = answer
         return rows
+
+    async def _hand_back_unrun(self, rows: list[Mapping[str, Any]], error: Exception) -> None:
+        """A claim hook failed: hand every claimed row back unrun, its attempt not counted,
+        rather than leave it to wait out its lease. Should that fail too, the leases
+        expire and the recovery requeues the tasks."""
+        log.warning(
+            "claim hook failed (%s: %s); handing %d claimed task(s) back unrun",
+            type(error).__name__,
+            error,
+            len(rows),
+            extra={"worker_id": self.worker_id},
+        )
+
+        def hand_back() -> Op[None]:
+            for row in rows:
+                try:
+                    yield from kernel.release(
+                        Lease.of(row),
+                        self.worker_id,
+                        points=self.points,
+                        started=int(row["updated_at_ms"]),
+                    )
+                except LostLease:
+                    continue
+
+        try:
+            await self.client.backend.arun(hand_back(), write=True)
+        except Exception as exc:
+            self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
 
     async def _claim_through(
         self,
@@ -402,6 +440,7 @@ class Claimer:
             options=registration.options,
             retry=registration.retry,
             handler_attempts=registration.max_attempts,
+            batched=registration.listed,
         )
         policies = row.get("policies") if isinstance(row, dict) else None
         if policies is not None:  # what its submit asked (the policies extension's)

@@ -47,6 +47,9 @@ from ._task_events import SETTLED_AS, EventKind, TaskEvent
 from ._task_events import Listener as Listener  # re-exported for the worker's on_event
 
 log = logging.getLogger("cairnq.worker")
+# The ``max_attempts`` a submit that gives none writes (the protocol's default): the
+# only row value a handler's lower ``max_attempts`` overrides.
+UNSAID_ATTEMPTS = 3
 
 if TYPE_CHECKING:
     from ..client import CairnQ
@@ -156,9 +159,12 @@ class TaskContext(BuiltinContext):
         options: Mapping[str, object] | None = None,
         retry: Retry | None = None,
         handler_attempts: int | None = None,
+        batched: bool = False,
     ) -> None:
         self._runtime = runtime
         self.task = task
+        # Whether its handler takes a list of contexts (``batch=``): one call, many tasks.
+        self.batched = batched
         # The handler's retry policy and max_attempts (``docs/policies.md``), if it has any;
         # a submit's own retry policy replaces the first (``apply_policies``).
         self._retry = retry
@@ -591,7 +597,11 @@ class TaskContext(BuiltinContext):
         handler's policy over the worker's settings.
 
         The row's ``max_attempts`` still decides in the ``fail`` statement: the
-        handler's ``max_attempts`` can only stop retries earlier, never add one.
+        handler's ``max_attempts`` can only stop retries earlier, never add one, and
+        only for a task whose submit gave none: the row holds the protocol's default
+        (``UNSAID_ATTEMPTS``) and no stored retry policy of the submit names a number.
+        A number the submit gave (``max_attempts=``, ``retry=Retry(max_attempts=...)``,
+        a ``TaskDef``'s) stands.
         """
         if not retryable:
             return envelope, False, 0
@@ -602,7 +612,12 @@ class TaskContext(BuiltinContext):
         ):
             return {**envelope, "retryable": False}, False, 0
         limit = self._handler_attempts
-        if limit is not None and self.attempt >= limit:
+        if (
+            limit is not None
+            and self.attempt >= limit
+            and self.task.max_attempts == UNSAID_ATTEMPTS
+            and (stored is None or stored.max_attempts is None)
+        ):
             return envelope, False, 0
         runtime = self._runtime
         if retry is None:

@@ -73,8 +73,18 @@ class SyncPoliciesClient:
         points = kernel.NO_POINTS
         if spec.key is not None and spec.conflict == "replace":
             points = self._ends()
+        since_ms = None
+        if conn is not None:
+            # The application's transaction may commit long after this submit: the
+            # marker is read (and written when missing) in a transaction of its own, and
+            # the task's wait is taken from that commit, not from the application's.
+            since_ms = self._run(_ops.since(), write=False)
+            if since_ms is None:
+                since_ms = self._run(_ops.enable(), write=True)
         stored = self._submit_specs(
-            [spec], lambda specs: _one(_ops.submit(specs[0], policy, points=points)), conn
+            [spec],
+            lambda specs: _one(_ops.submit(specs[0], policy, since_ms=since_ms, points=points)),
+            conn,
         )
         return stored[0]
 

@@ -17,7 +17,7 @@ from typing import Protocol, cast
 
 from ...backends import Backend
 from ...kernel.periodic import ErrorHook, PeriodicJob
-from ...kernel.points import NO_POINTS, Points
+from ...kernel.points import NO_POINTS, Points, ThenWrite
 from ...protocol.steps import Op, Row
 from .._base import Part, WorkerView
 from . import _ops
@@ -86,9 +86,9 @@ class PolicyGate:
             if len(found) < _ops.SWEEP_LIMIT:
                 break
 
-    def claimed(self, rows: Sequence[Row]) -> Op[list[Row]]:
-        """The claim hook: ``_ops.claimed`` with this worker's id and ending hooks."""
-        return _ops.claimed(rows, self.worker_id, self.points)
+    def claimed(self, rows: Sequence[Row]) -> Op[list[Row] | ThenWrite]:
+        """The claim hook: ``_ops.claimed_hook`` with this worker's id and ending hooks."""
+        return _ops.claimed_hook(rows, self.worker_id, self.points)
 
 
 class PoliciesComponent(Part):

@@ -16,7 +16,7 @@ from ..._checks import MAX_DELAY_MS, check_text
 from ...backoff import MAX_RETRY_DELAY_MS, Retry, check_retry
 from ...durations import duration_ms, point_ms
 from ...errors import InvalidArgument, SchemaIncomplete
-from ...kernel.points import NO_POINTS, Points
+from ...kernel.points import NO_POINTS, Points, ThenWrite
 from ...models import Lease, Task
 from ...protocol.steps import NOW, Call, Op, Row
 
@@ -57,6 +57,9 @@ class TaskPolicy:
     Attributes:
         task_id: The task.
         expires_at_ms: When it stops being startable (epoch ms), or ``None``.
+        started_at_ms: When a cairnq worker's claim first let it run (epoch ms): from
+            then on its expiry no longer applies. ``None`` while it never started (and
+            for a task without an expiry, which nothing marks).
         run_timeout_ms: How long one run may take, or ``None``.
         retry: The stored retry policy (a dict), or ``None``.
         reason: Why a policy ended the task (``"expired"``), or ``None``.
@@ -67,6 +70,7 @@ class TaskPolicy:
     run_timeout_ms: int | None
     retry: dict[str, Any] | None
     reason: str | None
+    started_at_ms: int | None = None
 
 
 def check_submit(
@@ -126,6 +130,7 @@ def stored_retry(retry: Retry) -> str:
     """A storable retry policy as the JSON text kept with its task."""
     return json.dumps(
         {
+            "max_attempts": retry.max_attempts,
             "backoff": retry.backoff,
             "base_ms": retry.base_ms,
             "max_delay_ms": retry.max_delay_ms,
@@ -144,10 +149,12 @@ def _class_name(kind: type[BaseException]) -> str:
 class StoredRetry:
     """A retry policy read back from a task's row: a ``Retry`` but for its
     ``no_retry``, which holds class names (``module.Qualname``), matched against the
-    classes an error is an instance of."""
+    classes an error is an instance of; ``max_attempts`` is the number the submit gave
+    (``None``: none), which the task's row holds."""
 
     retry: Retry
     no_retry: frozenset[str]
+    max_attempts: int | None = None
 
     def retries(self, error: object) -> bool:
         if not self.no_retry or not isinstance(error, BaseException):
@@ -168,7 +175,12 @@ def read_retry(text: str | None) -> StoredRetry | None:
             max_delay=None if most is None else datetime.timedelta(milliseconds=most),
             jitter=found.get("jitter"),
         )
-        return StoredRetry(retry, frozenset(str(n) for n in found.get("no_retry") or ()))
+        most_attempts = found.get("max_attempts")
+        return StoredRetry(
+            retry,
+            frozenset(str(n) for n in found.get("no_retry") or ()),
+            None if most_attempts is None else int(most_attempts),
+        )
     except (AttributeError, TypeError, ValueError, InvalidArgument):
         return None
 
@@ -184,22 +196,33 @@ def submit(
     policy: SubmitPolicy,
     *,
     activation_ms: int = ACTIVATION_MS,
+    since_ms: int | None = None,
     points: Points = NO_POINTS,
 ) -> Op[Task]:
     """Store ``spec`` and its policies in one transaction.
 
     The first submit that stores policies in a database marks them in use; its
     tasks (and those of any submit until then) wait ``activation_ms`` to start, so
-    every cairnq worker looks up the policies of its claims by then. A keyed submit
-    that returns an existing task stores nothing.
+    every cairnq worker looks up the policies of its claims by then. The marker is
+    read first and written only when missing, never updated: submits do not queue on
+    its row. ``since_ms`` is the marker's time when the caller wrote or read it in a
+    transaction of its own (a submit inside an application's transaction: its commit
+    may come much later, so the wait is taken from the marker's own commit); the
+    marker is then not looked at here. A keyed submit that returns an existing task
+    stores nothing.
 
     Raises:
         SchemaIncomplete: the database lacks the policies' tables.
         AlreadyExists: the key is taken and ``conflict="reject"``.
     """
     yield from _require()
-    marked = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
-    wait_ms = max(0, int(marked[0]["since_ms"]) - int(marked[0]["now_ms"]))
+    if since_ms is None:
+        marker = yield from _mark(activation_ms)
+        since, now = int(marker["since_ms"]), int(marker["now_ms"])
+    else:
+        clock = yield Call("clock_now", {"now_ms": NOW})
+        since, now = since_ms, int(clock[0]["now_ms"])
+    wait_ms = max(0, since - now)
     if wait_ms > spec.delay_ms:
         spec = dataclasses.replace(spec, delay_ms=wait_ms)
     task = yield from kernel.submit(spec, points=points)
@@ -217,6 +240,27 @@ def submit(
     return task
 
 
+def _mark(activation_ms: int) -> Op[Row]:
+    """The marker's row (``since_ms``, ``now_ms``), written first when missing."""
+    found: Sequence[Row] = yield Call("policies_marked", {"now_ms": NOW})
+    if not found:
+        found = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
+    if not found:  # another submit wrote it meanwhile
+        found = yield Call("policies_marked", {"now_ms": NOW})
+    return found[0]
+
+
+def since() -> Op[int | None]:
+    """When the marker says the policies are in use from (epoch ms); ``None`` unmarked.
+
+    Raises:
+        SchemaIncomplete: the database lacks the policies' tables.
+    """
+    yield from _require()
+    found = yield Call("policies_marked", {"now_ms": NOW})
+    return int(found[0]["since_ms"]) if found else None
+
+
 def enable(activation_ms: int = ACTIVATION_MS) -> Op[int]:
     """Mark the policies in use (as the first submit that stores one does); returns
     the epoch ms from which tasks with policies start without waiting.
@@ -225,8 +269,8 @@ def enable(activation_ms: int = ACTIVATION_MS) -> Op[int]:
         SchemaIncomplete: the database lacks the policies' tables.
     """
     yield from _require()
-    rows = yield Call("policies_mark", {"now_ms": NOW, "activation_ms": activation_ms})
-    return int(rows[0]["since_ms"])
+    marker = yield from _mark(activation_ms)
+    return int(marker["since_ms"])
 
 
 def _require() -> Op[None]:
@@ -244,35 +288,84 @@ def marked() -> Op[bool]:
     ready = yield from policies_ready()
     if not ready:
         return False
-    rows = yield Call("policies_marked", {})
+    rows = yield Call("policies_marked", {"now_ms": NOW})
     return bool(rows)
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What the read of claimed tasks' policies found: each task's policy, by id, and
+    whether a write must follow (a task with an expiry that never started: it is
+    either past it, to be canceled, or starts now, which is recorded)."""
+
+    by_id: dict[str, Row]
+    write: bool
+
+
+def _look(rows: Sequence[Row]) -> Op[_Look]:
+    found = yield Call("policies_for", {"ids": [str(r["id"]) for r in rows], "now_ms": NOW})
+    by_id = {str(p["task_id"]): p for p in found}
+    write = any(p["expires_at_ms"] is not None and p["started_at_ms"] is None for p in found)
+    return _Look(by_id, write)
+
+
+def _with_policies(rows: Sequence[Row], by_id: dict[str, Row]) -> list[Row]:
+    if not by_id:
+        return list(rows)
+    return [
+        {**row, "policies": {**by_id[str(row["id"])]}} if str(row["id"]) in by_id else row
+        for row in rows
+    ]
+
+
+def claimed_hook(rows: Sequence[Row], worker_id: str, points: Points) -> Op[list[Row] | ThenWrite]:
+    """The worker's claim hook, run in a read transaction: the claimed ``rows`` with
+    their policies, or, when a claimed task has an expiry and never started, a
+    ``ThenWrite`` of ``claimed`` (its write transaction decides again).
+
+    A claim whose tasks have no expiry, or only ones that started before, costs this
+    one read.
+    """
+    look = yield from _look(rows)
+    if look.write:
+        return ThenWrite(claimed(rows, worker_id, points))
+    return _with_policies(rows, look.by_id)
 
 
 def claimed(rows: Sequence[Row], worker_id: str, points: Points) -> Op[list[Row]]:
     """The claimed ``rows`` a worker may run, each with its policies (``policies``).
 
-    A task past its expiry is handed back unrun (its attempt not counted) and
-    canceled, with the reason ``expired``, in this transaction: it never starts.
+    A task past its expiry that never started is handed back unrun (its attempt not
+    counted) and canceled, with the reason ``expired``, in this transaction: it never
+    starts. A task with an expiry that it lets run is recorded as started
+    (``started_at_ms``): its expiry no longer applies, to a later run after a park
+    (``ctx.sleep``, ``ctx.wait_for``, a snooze) or a retry.
     """
-    found = yield Call("policies_for", {"ids": [str(r["id"]) for r in rows], "now_ms": NOW})
-    if not found:
+    look = yield from _look(rows)
+    if not look.by_id:
         return list(rows)
-    by_id = {str(p["task_id"]): p for p in found}
     kept: list[Row] = []
+    starting: list[str] = []
     for row in rows:
-        policy = by_id.get(str(row["id"]))
+        task_id = str(row["id"])
+        policy = look.by_id.get(task_id)
         if policy is None:
             kept.append(row)
             continue
         expires = policy["expires_at_ms"]
-        if expires is not None and int(expires) <= int(policy["now_ms"]):
-            lease = Lease.of(row)
-            yield from kernel.release(
-                lease, worker_id, points=points, started=int(row["updated_at_ms"])
-            )
-            yield from expire(str(row["id"]), points)
-            continue
+        if expires is not None and policy["started_at_ms"] is None:
+            if int(expires) <= int(policy["now_ms"]):
+                lease = Lease.of(row)
+                yield from kernel.release(
+                    lease, worker_id, points=points, started=int(row["updated_at_ms"])
+                )
+                yield from expire(task_id, points)
+                continue
+            starting.append(task_id)
         kept.append({**row, "policies": {**policy}})
+    if starting:
+        now_ms = int(look.by_id[starting[0]]["now_ms"])
+        yield Call("policies_started", {"ids": starting, "now_ms": now_ms})
     return kept
 
 
@@ -286,7 +379,8 @@ def expire(task_id: str, points: Points) -> Op[bool]:
 
 
 def due(limit: int = SWEEP_LIMIT) -> Op[list[str]]:
-    """Up to ``limit`` queued tasks past their expiry that no policy ended yet (a read)."""
+    """Up to ``limit`` queued tasks past their expiry that never started and no policy
+    ended yet (a read)."""
     rows = yield Call("policies_due", {"now_ms": NOW, "limit": limit})
     return [str(row["task_id"]) for row in rows]
 
@@ -328,4 +422,5 @@ def _of(task_id: str) -> Op[TaskPolicy | None]:
         run_timeout_ms=None if row["run_timeout_ms"] is None else int(row["run_timeout_ms"]),
         retry=json.loads(retry) if isinstance(retry, str) else retry,
         reason=row["reason"],
+        started_at_ms=None if row["started_at_ms"] is None else int(row["started_at_ms"]),
     )

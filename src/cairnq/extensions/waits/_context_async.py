@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn
 
 from ...durations import delay_ms_of, point_ms
-from ...errors import CairnQError
+from ...errors import CairnQError, InvalidArgument
 from .._context import ContextHost, Settle
 from . import _ops
 from ._ops import Ending, Outcome, check_key
@@ -99,7 +99,8 @@ class WaitsContext:
         Raises:
             Waiting: no event yet; the task is parked (the attempt is settled).
             WaitTimeout: the timeout passed first (catch it to go on without the event).
-            InvalidArgument: a bad key or timeout; nothing is written.
+            InvalidArgument: a bad key or timeout, or a batch handler's call (its other
+                tasks would be left unsettled); nothing is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 
@@ -115,6 +116,7 @@ class WaitsContext:
         """
         checked = check_key(key)
         timeout_ms = None if timeout is None else delay_ms_of(timeout, "timeout")
+        _refuse_in_batch(self, "ctx.wait_for")
         self._guard()
         name = self._state(RunWaits).name(f"event:{checked}")
         ending = _ending(self)
@@ -143,7 +145,7 @@ class WaitsContext:
 
         Raises:
             Waiting: the wake time is ahead; the task is parked (the attempt is settled).
-            InvalidArgument: a bad duration; nothing is written.
+            InvalidArgument: a bad duration, or a batch handler's call; nothing is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 
@@ -161,7 +163,8 @@ class WaitsContext:
 
         Raises:
             Waiting: ``when`` is ahead; the task is parked (the attempt is settled).
-            InvalidArgument: not an aware ``datetime``; nothing is written.
+            InvalidArgument: not an aware ``datetime``, or a batch handler's call; nothing
+                is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 
@@ -173,6 +176,7 @@ class WaitsContext:
 
 
 async def _sleep(ctx: ContextHost, wake_at_ms: int | None, delay_ms: int) -> None:
+    _refuse_in_batch(ctx, "ctx.sleep")
     ctx._guard()
     name = ctx._state(RunWaits).name("sleep")
     if wake_at_ms is None and delay_ms == 0:
@@ -181,6 +185,17 @@ async def _sleep(ctx: ContextHost, wake_at_ms: int | None, delay_ms: int) -> Non
     outcome = await ctx._owned(op)
     if outcome.state == "parked":
         _parked(ctx, outcome, f"sleeping until {_when(outcome.wake_at_ms)}")
+
+
+def _refuse_in_batch(ctx: ContextHost, what: str) -> None:
+    """Refuse a wait in a batch handler's call, before anything is written: parking one
+    task would leave the call's others unsettled until their leases expire."""
+    if ctx.batched:
+        raise InvalidArgument(
+            f"{what} cannot park a task of a batch handler (@worker.task(batch=...)): the "
+            f"call's other tasks would be left unsettled; register a handler without "
+            f"batch= for tasks that wait"
+        )
 
 
 def _ending(ctx: ContextHost) -> Ending:
@@ -204,5 +219,7 @@ def _when(ms: int | None) -> str:
 async def settle_waiting(
     raised: BaseException, contexts: Sequence[ContextHost], settle: Settle
 ) -> None:
-    """The ``Waiting`` signal: the wait parked the task, its attempt settled already."""
+    """The ``Waiting`` signal: the wait parked the task, its attempt settled already.
+    A batch handler's call never parks (its waits are refused), so the call's one task
+    is the one the park settled."""
     return

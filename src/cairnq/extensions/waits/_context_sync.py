@@ -41,7 +41,8 @@ class SyncWaitsContext:
         Raises:
             Waiting: no event yet; the task is parked (the attempt is settled).
             WaitTimeout: the timeout passed first (catch it to go on without the event).
-            InvalidArgument: a bad key or timeout; nothing is written.
+            InvalidArgument: a bad key or timeout, or a batch handler's call (its other
+                tasks would be left unsettled); nothing is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 
@@ -72,7 +73,7 @@ class SyncWaitsContext:
 
         Raises:
             Waiting: the wake time is ahead; the task is parked (the attempt is settled).
-            InvalidArgument: a bad duration; nothing is written.
+            InvalidArgument: a bad duration, or a batch handler's call; nothing is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 
@@ -90,7 +91,8 @@ class SyncWaitsContext:
 
         Raises:
             Waiting: ``when`` is ahead; the task is parked (the attempt is settled).
-            InvalidArgument: not an aware ``datetime``; nothing is written.
+            InvalidArgument: not an aware ``datetime``, or a batch handler's call; nothing
+                is written.
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
 

@@ -5,6 +5,7 @@
 create table if not exists cairnq_policies_tasks (
     task_id text primary key,
     expires_at_ms bigint,
+    started_at_ms bigint,
     run_timeout_ms bigint,
     retry jsonb,
     reason text,

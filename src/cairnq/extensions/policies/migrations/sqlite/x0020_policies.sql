@@ -4,6 +4,7 @@
 create table if not exists cairnq_policies_tasks (
     task_id text primary key,
     expires_at_ms integer,
+    started_at_ms integer,
     run_timeout_ms integer,
     retry text check (retry is null or json_valid(retry)),
     reason text,

@@ -1,7 +1,7 @@
--- Reads the policies of claimed tasks (cairnq_policies_tasks, x0017), with this statement's clock.
--- Returns one row per task with policies: task_id, expires_at_ms, run_timeout_ms, retry, now_ms.
+-- Reads the policies of claimed tasks (cairnq_policies_tasks, x0020), with this statement's clock.
+-- Returns one row per task with policies: task_id, expires_at_ms, started_at_ms, run_timeout_ms, retry, now_ms.
 -- params: ids, now_ms
-select task_id, expires_at_ms, run_timeout_ms, retry::text as retry,
+select task_id, expires_at_ms, started_at_ms, run_timeout_ms, retry::text as retry,
        coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 from cairnq_policies_tasks
 where task_id = any(:ids::text[]);

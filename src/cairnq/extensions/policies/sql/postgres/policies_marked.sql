@@ -1,4 +1,6 @@
--- Reads whether a submit marked the task policies in use (cairnq_policies_use, x0017).
--- Returns its row (since_ms), or none.
--- params: (none)
-select since_ms from cairnq_policies_use where name = 'policies';
+-- Reads whether a submit marked the task policies in use (cairnq_policies_use, x0020), with this statement's clock.
+-- Returns its row (since_ms, now_ms), or none.
+-- params: now_ms
+select since_ms,
+       coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
+from cairnq_policies_use where name = 'policies';

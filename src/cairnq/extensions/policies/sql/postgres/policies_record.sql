@@ -1,4 +1,4 @@
--- Records the policies one submit gave a task (cairnq_policies_tasks, x0017).
+-- Records the policies one submit gave a task (cairnq_policies_tasks, x0020).
 -- Returns nothing.
 -- params: id, expires_in_ms (null: no expiry), run_timeout_ms, retry (JSON text), now_ms
 with clock as materialized (
