@@ -32,6 +32,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
+from ._codec import opened_tasks
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -110,7 +111,8 @@ class AsyncOperations(_ClientCore):
         await self.close()
 
     async def _run(self, op: Op[T], *, write: bool) -> T:
-        return await self.backend.arun(op, write=write)
+        found = await self.backend.arun(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     async def submit(
         self,
@@ -634,7 +636,8 @@ class AsyncOperations(_ClientCore):
             if store is not None:
                 return await getattr(store, op.method)(*op.args, **op.kwargs)
             op = op.inner
-        return await self.backend.arun(op, write=write)
+        found = await self.backend.arun(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     async def call(
         self,

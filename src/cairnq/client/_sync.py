@@ -28,6 +28,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
+from ._codec import opened_tasks
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -106,7 +107,8 @@ class SyncOperations(_ClientCore):
         self.close()
 
     def _run(self, op: Op[T], *, write: bool) -> T:
-        return self.backend.run(op, write=write)
+        found = self.backend.run(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     def submit(
         self,
@@ -630,7 +632,8 @@ class SyncOperations(_ClientCore):
             if store is not None:
                 return getattr(store, op.method)(*op.args, **op.kwargs)
             op = op.inner
-        return self.backend.run(op, write=write)
+        found = self.backend.run(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     def call(
         self,
