@@ -144,6 +144,29 @@ async def test_payloads_results_event_payloads_and_step_results_are_stored_encry
     assert MARKER.encode() not in stored_text(db)
 
 
+async def test_a_parent_gathers_its_childrens_encrypted_results_decrypted(db: Database) -> None:
+    ring = Encrypting({"k1": KEY_1})
+    worker = db.worker(poll_interval_ms=20, codec=ring)
+
+    @worker.task
+    async def parent(ctx: Any) -> Any:
+        children = [await ctx.spawn("child", {"n": n}) for n in range(3)]
+        return await ctx.gather(children)
+
+    @worker.task
+    async def child(ctx: Any, payload: Any) -> Any:
+        return {"n": payload["n"], "who": MARKER}
+
+    async with db.client(codec=ring) as cq:
+        task = await cq.submit("parent")
+        await asyncio.wait_for(worker.run(until_idle=True), 120)
+        await worker.close()
+        done = await cq.get(task.id)
+    assert done is not None and done.status == "succeeded", done.error
+    assert done.result == [{"n": n, "who": MARKER} for n in range(3)]
+    assert MARKER.encode() not in stored_text(db)
+
+
 async def test_the_stored_payload_is_a_json_object_naming_the_format_and_key(
     db: Database,
 ) -> None:

@@ -17,6 +17,7 @@ back to a stripped envelope when the details cannot be stored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -101,6 +102,17 @@ class JsonCodec:
         if not is_sealed(value):
             return value
         return self.decode(unseal(self.sealer, value, what, task_id), what=what, task_id=task_id)
+
+    def opened_task(self, task: Any) -> Any:
+        """``task`` (a ``Task``) with its payload and result ``opened``; itself when
+        neither is encoded."""
+        if not (is_sealed(task.payload) or is_sealed(task.result)):
+            return task
+        return dataclasses.replace(
+            task,
+            payload=self.opened(task.payload, what="payload", task_id=task.id),
+            result=self.opened(task.result, what="result", task_id=task.id),
+        )
 
     def shown(self, value: Any, *, what: str, task_id: str | None = None) -> Any:
         """``opened`` for people (the CLI, the dashboard): a value this codec cannot
