@@ -134,6 +134,7 @@ async def test_payloads_results_event_payloads_and_step_results_are_stored_encry
         await _until(parked)
         await cq.events.send("approval", {"by": f"{MARKER}-event"})
         done = await _until(_finished(cq, task.id))
+        steps = await cq.steps.list(task.id)
     assert done.status == "succeeded", done.error
     assert done.payload == {"name": f"{MARKER}-payload"}
     assert done.result == {
@@ -141,6 +142,7 @@ async def test_payloads_results_event_payloads_and_step_results_are_stored_encry
         "event": {"by": f"{MARKER}-event"},
         "name": f"{MARKER}-payload",
     }
+    assert [(step.name, step.result) for step in steps] == [("look-up", f"step {MARKER}-payload")]
     assert MARKER.encode() not in stored_text(db)
 
 
