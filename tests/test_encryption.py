@@ -203,6 +203,26 @@ async def test_a_scheduled_payload_is_stored_encrypted_and_reaches_the_handler_d
     assert MARKER.encode() not in stored_text(db)
 
 
+@pytest.mark.postgres
+async def test_a_submit_in_the_applications_transaction_is_stored_encrypted_and_returned_plain(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    ring = Encrypting({"k1": KEY_1})
+    async with pg_db.client(codec=ring) as cq:
+        await cq.open()
+        conn = await psycopg.AsyncConnection.connect(pg_db.url)
+        try:
+            await conn.execute(f'set search_path to "{pg_db.schema}"')
+            async with conn.transaction():
+                task = await cq.submit("secret.echo", {"name": MARKER}, conn=conn)
+        finally:
+            await conn.close()
+    assert task.payload == {"name": MARKER}
+    assert MARKER.encode() not in stored_text(pg_db)
+
+
 # --- key rotation ---------------------------------------------------------------------------
 
 

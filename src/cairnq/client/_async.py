@@ -114,6 +114,12 @@ class AsyncOperations(_ClientCore):
         found = await self.backend.arun(op, write=write)
         return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
+    async def _on_conn(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's connection ``conn``; tasks it returns are read
+        through this client's codec, as ``_run``'s are."""
+        found: T = await self._transactional(conn)(conn, op)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
+
     async def submit(
         self,
         task: str | TaskDef[Any, Any] | None = None,
@@ -166,7 +172,7 @@ class AsyncOperations(_ClientCore):
         op = build(specs)
         try:
             if conn is not None:
-                stored: TaskList = await self._transactional(conn)(conn, op)
+                stored: TaskList = await self._on_conn(conn, op)
             else:
                 stored = await self._run(op, write=True)
         except BaseException as exc:
@@ -197,7 +203,7 @@ class AsyncOperations(_ClientCore):
         else:
             op = kernel.submit(spec, points=await self._replaced_end([spec]))
         if conn is not None:
-            stored: Task = await self._transactional(conn)(conn, op)
+            stored: Task = await self._on_conn(conn, op)
             return stored
         return await self._run(op, write=True)
 
@@ -288,7 +294,7 @@ class AsyncOperations(_ClientCore):
         await self._admit_many(specs)
         op = kernel.submit_many(specs, points=await self._replaced_end(specs))
         if conn is not None:
-            stored: TaskList = await self._transactional(conn)(conn, op)
+            stored: TaskList = await self._on_conn(conn, op)
             return stored
         return await self._run(op, write=True)
 

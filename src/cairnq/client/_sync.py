@@ -110,6 +110,12 @@ class SyncOperations(_ClientCore):
         found = self.backend.run(op, write=write)
         return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
+    def _on_conn(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's connection ``conn``; tasks it returns are read
+        through this client's codec, as ``_run``'s are."""
+        found: T = self._transactional(conn)(conn, op)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
+
     def submit(
         self,
         task: str | TaskDef[Any, Any] | None = None,
@@ -162,7 +168,7 @@ class SyncOperations(_ClientCore):
         op = build(specs)
         try:
             if conn is not None:
-                stored: TaskList = self._transactional(conn)(conn, op)
+                stored: TaskList = self._on_conn(conn, op)
             else:
                 stored = self._run(op, write=True)
         except BaseException as exc:
@@ -193,7 +199,7 @@ class SyncOperations(_ClientCore):
         else:
             op = kernel.submit(spec, points=self._replaced_end([spec]))
         if conn is not None:
-            stored: Task = self._transactional(conn)(conn, op)
+            stored: Task = self._on_conn(conn, op)
             return stored
         return self._run(op, write=True)
 
@@ -284,7 +290,7 @@ class SyncOperations(_ClientCore):
         self._admit_many(specs)
         op = kernel.submit_many(specs, points=self._replaced_end(specs))
         if conn is not None:
-            stored: TaskList = self._transactional(conn)(conn, op)
+            stored: TaskList = self._on_conn(conn, op)
             return stored
         return self._run(op, write=True)
 
