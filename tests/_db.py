@@ -342,6 +342,7 @@ class Database:
             "max_queue_depth",
             "max_queue_wait_ms",
             "extensions",
+            "codec",
         }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = CairnQ(self.backend(**options), **client_kw)
@@ -355,6 +356,7 @@ class Database:
             "max_queue_depth",
             "max_queue_wait_ms",
             "extensions",
+            "codec",
         }
         client_kw = {k: options.pop(k) for k in list(options) if k in client_keys}
         client = SyncCairnQ(self.backend(**options), **client_kw)

@@ -27,6 +27,7 @@ FEATURE_NAMES = {
     "cairnq.history": ("Attempt", "StepRecord", "History", "StepsChanged"),
     "cairnq.schedules": ("Schedule", "ScheduleSlot"),
     "cairnq.uniqueness": ("NotUnique", "Period", "Throttle", "Throttled", "Uniqueness"),
+    "cairnq.encryption": ("Codec", "DecryptionError", "Encrypting", "keys_from_env"),
 }
 
 

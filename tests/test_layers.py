@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq.errors",
             "cairnq.models",
             "cairnq._json",
+            "cairnq._sealing",
             "cairnq._ids",
             "cairnq._clock",
             "cairnq.durations",

@@ -17,6 +17,7 @@ back to a stripped envelope when the details cannot be stored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ._sealing import Codec, DecryptionError, described, is_sealed, seal, unseal
 from .errors import SerializationError, safe_str
 
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -65,10 +67,60 @@ ERROR_TEXT_LIMITS = {"type": 200, "code": 200, "message": 4000}
 
 @dataclass(frozen=True)
 class JsonCodec:
-    """Encodes and decodes stored JSON under size and depth limits."""
+    """Encodes and decodes stored JSON under size and depth limits.
+
+    ``sealer``: the payload codec (``codec=``) that ``seal`` and ``opened`` apply to
+    payloads, results and event payloads; ``None``, they are stored as plain JSON.
+    """
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    sealer: Codec | None = None
+
+    def seal(self, value: Any, *, what: str) -> str:
+        """``encode``, then, with a ``sealer``, the stored text of its object instead.
+
+        The limits apply to the value's own JSON; the stored object is larger.
+        """
+        return self.seal_text(self.encode(value, what=what), what=what)
+
+    def seal_text(self, text: str, *, what: str) -> str:
+        """The stored text of ``text`` (JSON ``encode`` made): itself without a ``sealer``."""
+        return text if self.sealer is None else seal(self.sealer, text, what)
+
+    def seal_optional(self, value: Any, *, what: str) -> str | None:
+        """Like ``seal``, but ``None`` stays SQL NULL."""
+        return None if value is None else self.seal(value, what=what)
+
+    def opened(self, value: Any, *, what: str, task_id: str | None = None) -> Any:
+        """A decoded stored value with its codec's encoding undone (any other value as is).
+
+        Raises:
+            DecryptionError: the value is encoded and this codec has no ``sealer``
+                that can decode it.
+        """
+        if not is_sealed(value):
+            return value
+        return self.decode(unseal(self.sealer, value, what, task_id), what=what, task_id=task_id)
+
+    def opened_task(self, task: Any) -> Any:
+        """``task`` (a ``Task``) with its payload and result ``opened``; itself when
+        neither is encoded."""
+        if not (is_sealed(task.payload) or is_sealed(task.result)):
+            return task
+        return dataclasses.replace(
+            task,
+            payload=self.opened(task.payload, what="payload", task_id=task.id),
+            result=self.opened(task.result, what="result", task_id=task.id),
+        )
+
+    def shown(self, value: Any, *, what: str, task_id: str | None = None) -> Any:
+        """``opened`` for people (the CLI, the dashboard): a value this codec cannot
+        decode reads as ``"<encrypted, v1, key '...'>"`` instead of raising."""
+        try:
+            return self.opened(value, what=what, task_id=task_id)
+        except DecryptionError:
+            return f"<{described(value)}>"
 
     def encode(self, value: Any, *, what: str = "value") -> str:
         """Encode ``value`` as compact JSON text, or raise ``SerializationError``."""

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from .._extras import missing_extra
 from ._errors import CommandError
-from ._target import require_cairnq, target_of
+from ._target import env_codec, require_cairnq, target_of
 
 DASHBOARD_PORT = 8181
 
@@ -78,7 +78,7 @@ def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     target = target_of(args)
     require_cairnq(target)
     check_port_free(args.host, args.port)
-    client = CairnQ(target.backend(migrate=False, tool="dashboard"))
+    client = CairnQ(target.backend(migrate=False, tool="dashboard"), codec=env_codec())
     client._owns_backend = True
     # Without a token, only loopback names may reach it: a site rebinding its own
     # name to 127.0.0.1 would otherwise be same-origin with the dashboard.

@@ -51,6 +51,8 @@ def get_output(
         if lines is not None:
             return list(lines)
     shown = task.to_dict()
+    for field in ("payload", "result"):  # without the key: "<encrypted, v1, key '...'>"
+        shown[field] = client.codec.shown(shown[field], what=field, task_id=task.id)
     for module in modules:
         adder = getattr(module, "add_to_get", None)
         if adder is not None:

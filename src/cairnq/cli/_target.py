@@ -116,10 +116,20 @@ def open_client(args: argparse.Namespace, *, create: bool = False) -> Iterator[S
     target = target_of(args)
     if not create:
         require_cairnq(target)
-    client = SyncCairnQ(target.backend(migrate=create))
+    client = SyncCairnQ(target.backend(migrate=create), codec=env_codec())
     client._owns_backend = True
     with client:
         yield client
+
+
+def env_codec() -> Any:
+    """The key ring ``CAIRNQ_ENCRYPTION_KEYS`` holds (``cairnq.encryption.keys_from_env``),
+    or ``None`` when it is unset: then encrypted values read as ``<encrypted, ...>``."""
+    if not os.environ.get("CAIRNQ_ENCRYPTION_KEYS"):
+        return None
+    from ..encryption import keys_from_env
+
+    return keys_from_env()
 
 
 def inspect_database(target: Target) -> Inspection:

@@ -33,6 +33,7 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._checks import task_or_name
+from ._codec import opened_tasks
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -110,7 +111,14 @@ class AsyncOperations(_ClientCore):
         await self.close()
 
     async def _run(self, op: Op[T], *, write: bool) -> T:
-        return await self.backend.arun(op, write=write)
+        found = await self.backend.arun(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
+
+    async def _on_conn(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's connection ``conn``; tasks it returns are read
+        through this client's codec, as ``_run``'s are."""
+        found: T = await self._transactional(conn)(conn, op)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     async def submit(
         self,
@@ -164,7 +172,7 @@ class AsyncOperations(_ClientCore):
         op = build(specs)
         try:
             if conn is not None:
-                stored: TaskList = await self._transactional(conn)(conn, op)
+                stored: TaskList = await self._on_conn(conn, op)
             else:
                 stored = await self._run(op, write=True)
         except BaseException as exc:
@@ -195,7 +203,7 @@ class AsyncOperations(_ClientCore):
         else:
             op = kernel.submit(spec, points=await self._replaced_end([spec]))
         if conn is not None:
-            stored: Task = await self._transactional(conn)(conn, op)
+            stored: Task = await self._on_conn(conn, op)
             return stored
         return await self._run(op, write=True)
 
@@ -286,7 +294,7 @@ class AsyncOperations(_ClientCore):
         await self._admit_many(specs)
         op = kernel.submit_many(specs, points=await self._replaced_end(specs))
         if conn is not None:
-            stored: TaskList = await self._transactional(conn)(conn, op)
+            stored: TaskList = await self._on_conn(conn, op)
             return stored
         return await self._run(op, write=True)
 
@@ -634,7 +642,8 @@ class AsyncOperations(_ClientCore):
             if store is not None:
                 return await getattr(store, op.method)(*op.args, **op.kwargs)
             op = op.inner
-        return await self.backend.arun(op, write=write)
+        found = await self.backend.arun(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     async def call(
         self,

@@ -20,6 +20,7 @@ from .._clock import SYSTEM_CLOCK, Clock
 from .._deprecated import renamed
 from .._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonCodec
 from .._readiness import Readiness
+from .._sealing import Codec, check_codec
 from .._wait import next_poll_ms
 from .._wakeups import Subscription
 from ..backends import (
@@ -180,6 +181,7 @@ class _ClientCore:
         max_queue_depth: DepthLimit = None,
         max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
         extensions: Sequence[Extension] = (),
+        codec: Codec | None = None,
         **backend_options: Any,
     ) -> None:
         # Extensions outside cairnq: checked, and their statements and migrations added
@@ -228,6 +230,7 @@ class _ClientCore:
         self.codec = JsonCodec(
             max_bytes=check_int(max_payload_bytes, "max_payload_bytes", low=1, high=2**31),
             max_depth=check_int(max_json_depth, "max_json_depth", low=1, high=10_000),
+            sealer=check_codec(codec, "CairnQ"),
         )
         self._store = store
 

@@ -29,6 +29,7 @@ from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
 from ._checks import task_or_name
+from ._codec import opened_tasks
 from ._core import (
     DEFAULT_MAX_POLL_MS,
     DEFAULT_POLL_MS,
@@ -106,7 +107,14 @@ class SyncOperations(_ClientCore):
         self.close()
 
     def _run(self, op: Op[T], *, write: bool) -> T:
-        return self.backend.run(op, write=write)
+        found = self.backend.run(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
+
+    def _on_conn(self, conn: Any, op: Op[T]) -> T:
+        """Run ``op`` on the application's connection ``conn``; tasks it returns are read
+        through this client's codec, as ``_run``'s are."""
+        found: T = self._transactional(conn)(conn, op)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     def submit(
         self,
@@ -160,7 +168,7 @@ class SyncOperations(_ClientCore):
         op = build(specs)
         try:
             if conn is not None:
-                stored: TaskList = self._transactional(conn)(conn, op)
+                stored: TaskList = self._on_conn(conn, op)
             else:
                 stored = self._run(op, write=True)
         except BaseException as exc:
@@ -191,7 +199,7 @@ class SyncOperations(_ClientCore):
         else:
             op = kernel.submit(spec, points=self._replaced_end([spec]))
         if conn is not None:
-            stored: Task = self._transactional(conn)(conn, op)
+            stored: Task = self._on_conn(conn, op)
             return stored
         return self._run(op, write=True)
 
@@ -282,7 +290,7 @@ class SyncOperations(_ClientCore):
         self._admit_many(specs)
         op = kernel.submit_many(specs, points=self._replaced_end(specs))
         if conn is not None:
-            stored: TaskList = self._transactional(conn)(conn, op)
+            stored: TaskList = self._on_conn(conn, op)
             return stored
         return self._run(op, write=True)
 
@@ -630,7 +638,8 @@ class SyncOperations(_ClientCore):
             if store is not None:
                 return getattr(store, op.method)(*op.args, **op.kwargs)
             op = op.inner
-        return self.backend.run(op, write=write)
+        found = self.backend.run(op, write=write)
+        return found if self.codec.sealer is None else opened_tasks(self.codec, found)
 
     def call(
         self,

@@ -137,7 +137,12 @@ class DashboardApp:
         return self.security.csrf_token()
 
     def safe_redact(self, field_name: str, value: Any, task: Task) -> Any:
-        """The ``redact`` hook's answer; the mask when the hook raises."""
+        """The ``redact`` hook's answer; the mask when the hook raises.
+
+        A value encrypted with a key the client lacks (or with no ``codec=``) reaches
+        the hook as ``"<encrypted, v1, key '...'>"``, never as its ciphertext.
+        """
+        value = self.client.codec.shown(value, what=field_name, task_id=task.id)
         try:
             return self.redact(field_name, value, task)
         except Exception:

@@ -86,7 +86,7 @@ def new_task(
         id=task_id,
         name=check_text(name, "task name") or "",
         queue=check_text(queue, "queue") or "",
-        payload="{}" if payload is None else codec.encode(payload, what="payload"),
+        payload="{}" if payload is None else codec.seal(payload, what="payload"),
         metadata="{}" if metadata is None else codec.encode(metadata, what="metadata"),
         payload_value={} if payload is None else payload,
         metadata_value={} if metadata is None else metadata,
@@ -116,7 +116,7 @@ def new_plain_task(
         payload = {}
         text = "{}"
     else:
-        text = codec.encode(payload, what="payload")
+        text = codec.seal(payload, what="payload")
     return NewTask(
         id=task_id,
         name=name,

@@ -485,7 +485,7 @@ class TaskStore:
             LostLease: ``worker_id`` no longer holds the task; nothing is written.
             SerializationError: ``result`` is not portable JSON.
         """
-        encoded = self.codec.encode_optional(result, what="result")
+        encoded = self.codec.seal_optional(result, what="result")
         points = await self._settling_points(task_id, worker_id)
         return await self._owned(
             task_id,
@@ -503,7 +503,7 @@ class TaskStore:
             LostLease: ``worker_id`` no longer holds the task.
             SerializationError: ``result`` is not portable JSON.
         """
-        encoded = self.codec.encode_optional(result, what="result")
+        encoded = self.codec.seal_optional(result, what="result")
         points = await self._settling_points(task_id, worker_id)
         return await self._owned(
             task_id,
@@ -591,7 +591,7 @@ class TaskStore:
                 lambda v: kernel.complete_held(
                     lease,
                     worker,
-                    self.codec.encode_optional(v, what="result"),
+                    self.codec.seal_optional(v, what="result"),
                     points=points,
                     started=started,
                 ),

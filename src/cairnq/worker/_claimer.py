@@ -7,6 +7,7 @@ heartbeater renews), their payload bytes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ from typing import Any
 from .. import kernel
 from .._aio import wait_set
 from .._crashpoints import crashpoint
+from .._sealing import DecryptionError, is_sealed
 from .._wakeups import Subscription
 from ..backends import FileBound, OneStatementClaims
 from ..client import CairnQ
@@ -423,6 +425,14 @@ class Claimer:
             return None
         try:
             task = Task.from_row(row)
+            if is_sealed(task.payload):
+                payload = self.client.codec.opened(task.payload, what="payload", task_id=task.id)
+                task = dataclasses.replace(task, payload=payload)
+        except DecryptionError as exc:
+            self._reject(
+                lease, error_envelope("DecryptionError", "encrypted_payload", str(exc)), row
+            )
+            return None
         except SerializationError as exc:
             self._reject(
                 lease, error_envelope("SerializationError", "invalid_payload", str(exc)), row

@@ -477,7 +477,7 @@ class TaskContext(BuiltinContext):
         """
         if self._settled:
             return None
-        encoded = self._runtime.client.codec.encode_optional(result, what="result")
+        encoded = self._runtime.client.codec.seal_optional(result, what="result")
         return await self.succeed_encoded(encoded)
 
     complete = succeed
@@ -561,7 +561,7 @@ class TaskContext(BuiltinContext):
         self._guard()
         self.in_transaction = True
         try:
-            encode = functools.partial(self._runtime.client.codec.encode_optional, what="result")
+            encode = functools.partial(self._runtime.client.codec.seal_optional, what="result")
             points, started = self._runtime.points, self.claimed_at_ms
             row = await backend.arun_around_write(
                 kernel.hold(self.lease, self.worker_id),

@@ -404,7 +404,7 @@ class Executor:
         if ctx.settled or ctx.lost_lease:
             return
         try:
-            encoded = ctx._runtime.client.codec.encode_optional(result, what="result")
+            encoded = ctx._runtime.client.codec.seal_optional(result, what="result")
         except SerializationError as exc:
             envelope = error_envelope(
                 "SerializationError", "unserializable_result", str(exc), retryable=False

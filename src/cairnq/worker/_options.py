@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._checks import MAX_INT4, check_int, check_names
+from .._sealing import check_codec
+from ..backends import Backend
 from ..backpressure import DepthLimit, QueueGate
 from ..client import CairnQ
 from ..durations import Duration, duration_ms, duration_or_ms
 from ..errors import InvalidArgument
+from ..store import TaskStore
 
 MAX_CONCURRENCY = 100_000
 DEFAULT_CANCEL_GRACE: Duration = 10
@@ -102,3 +106,29 @@ def periods(
 def queue_gate(client: CairnQ, max_depth: DepthLimit, max_wait_ms: int) -> QueueGate:
     """The backpressure ``ctx.submit`` honours: the client's, unless the worker sets its own."""
     return client.gate if max_depth is None else QueueGate(max_depth, max_wait_ms)
+
+
+def client_of(store: Any, codec: Any) -> tuple[CairnQ, bool]:
+    """The worker's client, and whether the worker owns it (made it from a URL): ``store``
+    itself when a ``CairnQ``, else one on it; given the payload codec ``codec`` unless
+    that is ``None``. The worker reads and writes through its client, so both use one codec.
+
+    Raises:
+        InvalidArgument: ``codec`` has no ``encode``/``decode``, or the client was built
+            with another codec.
+    """
+    checked = check_codec(codec, "Worker")
+    client = store if isinstance(store, CairnQ) else CairnQ(store)
+    owns = not isinstance(store, (CairnQ, TaskStore, Backend))
+    current = client.codec.sealer
+    if checked is None or current is checked:
+        return client, owns
+    if current is not None:
+        raise InvalidArgument(
+            "Worker(codec=...) is not the codec its client was built with; give the codec "
+            "to the client (CairnQ(..., codec=...)) or to the worker, not two"
+        )
+    client.codec = dataclasses.replace(client.codec, sealer=checked)
+    if client._store is not None:
+        client._store.codec = client.codec
+    return client, owns

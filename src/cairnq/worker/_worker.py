@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _ids, kernel
 from .. import extensions as _ext
 from .._checks import check_int, check_worker_id
+from .._sealing import Codec
 from .._wakeups import Subscription, wants_queued
 from ..backends import Backend, FileBound, SQLiteBackend, description_of
 from ..backoff import DEFAULT_BASE_MS, DEFAULT_MAX_MS
@@ -119,6 +120,10 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             records no attempts, ``Schedules(evaluate=False)`` leaves schedules to
             other workers (all in ``cairnq.extensions``). Each option is checked
             when the extension is built (a bad one is an ``InvalidArgument``).
+        codec: A payload codec (``cairnq.encryption.Encrypting``) for payloads,
+            results and event payloads, given to the worker's client when that has
+            none (``docs/encryption.md``); another codec than the client's is an
+            ``InvalidArgument``, and so is, when it runs, a limit keyed by a payload path.
         **options: Deprecated, kept for one release: an extension's option as a
             keyword of ``Worker`` (``schedules``, ``max_snoozes``, ``limits``,
             ``record_attempts``, or another extension's), which warns once
@@ -180,10 +185,10 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
         worker_id: str | None = None,
         resources: Mapping[str, int] | None = None,
         extensions: Sequence[Extension] = (),
+        codec: Codec | None = None,
         **options: Unpack[WorkerOptions],
     ) -> None:
-        self.client = store if isinstance(store, CairnQ) else CairnQ(store)
-        self._owns_client = not isinstance(store, (CairnQ, TaskStore, Backend))
+        self.client, self._owns_client = _options.client_of(store, codec)
         self.queues = _options.check_queues(queues)
         self.concurrency = _options.check_concurrency(concurrency)
         self.lease_ms = check_int(lease_ms, "lease_ms", low=100, high=2**40)

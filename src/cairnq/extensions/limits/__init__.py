@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, cast
 from weakref import WeakKeyDictionary
 
+from ..._sealing import refuse_payload_path
 from .._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
 from ._component import LimitBook, check_declared
 from ._model import Limit, LimitKeyError, LimitUsage
@@ -89,6 +90,9 @@ class Limits(Extension):
         found = self._runs.get(worker)
         if found is None:
             declared = cast("list[Limit]", worker.options["limits"])
+            if worker.codec.sealer is not None:
+                for limit in declared or ():
+                    refuse_payload_path(limit.key, f"limit {limit.id!r}")
             found = self._runs[worker] = LimitBook(
                 worker.backend, declared, worker.worker_id, report=worker.report
             )

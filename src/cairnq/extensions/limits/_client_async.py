@@ -7,6 +7,7 @@ release, each warning once), async.
 from __future__ import annotations
 
 from ..._deprecated import renamed
+from ..._sealing import refuse_payload_path
 from .._client_async import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
@@ -37,13 +38,16 @@ class AsyncLimits:
             The limit as stored (``source="operator"``).
 
         Raises:
-            InvalidArgument: ``limit`` is not a ``Limit``.
+            InvalidArgument: ``limit`` is not a ``Limit``, or is keyed by a payload path
+                on a client whose payloads are encrypted (``codec=``).
             SchemaIncomplete: the database lacks the limits tables (``cairnq migrate``).
 
         Example::
 
             await cq.limits.set(Limit.concurrency(2, queue="emails", key="payload.customer"))
         """
+        if self._client.codec.sealer is not None:
+            refuse_payload_path(getattr(limit, "key", None), f"limit {getattr(limit, 'id', '')!r}")
         return await self._client._run(_ops.put(limit, source="operator"), write=True)
 
     async def list(self) -> LimitList:

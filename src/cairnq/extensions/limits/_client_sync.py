@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ..._deprecated import renamed
+from ..._sealing import refuse_payload_path
 from .._client_sync import ClientView
 from . import _ops
 from ._model import Limit, LimitUsage
@@ -35,13 +36,16 @@ class SyncLimits:
             The limit as stored (``source="operator"``).
 
         Raises:
-            InvalidArgument: ``limit`` is not a ``Limit``.
+            InvalidArgument: ``limit`` is not a ``Limit``, or is keyed by a payload path
+                on a client whose payloads are encrypted (``codec=``).
             SchemaIncomplete: the database lacks the limits tables (``cairnq migrate``).
 
         Example::
 
             cq.limits.set(Limit.concurrency(2, queue="emails", key="payload.customer"))
         """
+        if self._client.codec.sealer is not None:
+            refuse_payload_path(getattr(limit, "key", None), f"limit {getattr(limit, 'id', '')!r}")
         return self._client._run(_ops.put(limit, source="operator"), write=True)
 
     def list(self) -> LimitList:

@@ -228,7 +228,7 @@ class ScheduleSpec:
         """Validate a definition: its name, task and options (queue ``"default"`` when ``None``).
 
         Args:
-            codec: Encodes the payload and metadata.
+            codec: Encodes the payload (with its ``codec=``, if any) and metadata.
             name: The schedule's name.
             task: The task name each slot submits.
             options: The options (``ScheduleOptions``); ``keywords`` replace its fields.
@@ -252,7 +252,7 @@ class ScheduleSpec:
             task=_checks.check_text(task, "task name") or "",
             timing=checked.timing,
             queue=checked.queue or "default",
-            payload=codec.encode({} if payload is None else payload, what="payload"),
+            payload="{}" if payload is None else codec.seal(payload, what="payload"),
             metadata=codec.encode({} if metadata is None else metadata, what="metadata"),
             priority=checked.priority,
             max_attempts=checked.max_attempts,

@@ -19,7 +19,8 @@ from typing import Any
 
 from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
-from ..._json import JsonCodec
+from ..._json import DEFAULT_CODEC, JsonCodec
+from ..._sealing import is_sealed
 from ...durations import format_duration
 from ...errors import InvalidArgument, SchemaIncomplete
 from ...kernel.procedures import Procedure, Run
@@ -354,16 +355,22 @@ def _slot_task(
     metadata = schedule.metadata
     if isinstance(metadata, dict):
         metadata = {**metadata, "cairnq.schedule": {"name": schedule.name, "slot_ms": slot_ms}}
+    # A payload the schedule stores encoded (codec=) is copied as it is: whoever
+    # evaluates the slot needs no key, and the handler's worker decodes it once.
+    sealed = is_sealed(schedule.payload)
     task = kernel.new_task(
         codec,
         schedule.task,
-        schedule.payload,
+        None if sealed else schedule.payload,
         key=slot_key(schedule.name, slot_ms),
         queue=schedule.queue,
         max_attempts=schedule.max_attempts,
         priority=schedule.priority,
         metadata=metadata,
     )
+    if sealed:
+        text = DEFAULT_CODEC.encode(schedule.payload, what="payload")
+        task = dataclasses.replace(task, payload=text, payload_value=schedule.payload)
     return dataclasses.replace(task, delay_ms=min(offset_ms, MAX_DELAY_MS))
 
 

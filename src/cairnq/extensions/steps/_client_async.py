@@ -44,7 +44,8 @@ class AsyncSteps:
 
             done = {step.name for step in await cq.steps.list(task.id)}
         """
-        return await self._client._run(_ops.steps(task_id), write=False)
+        records = await self._client._run(_ops.steps(task_id), write=False)
+        return _ops.opened(self._client.codec, records)
 
     async def __call__(self, task_id: str) -> StepList:
         """Deprecated: ``cq.steps.list(task_id)``, which see."""

@@ -40,7 +40,8 @@ class SyncSteps:
 
             done = {step.name for step in cq.steps.list(task.id)}
         """
-        return self._client._run(_ops.steps(task_id), write=False)
+        records = self._client._run(_ops.steps(task_id), write=False)
+        return _ops.opened(self._client.codec, records)
 
     def __call__(self, task_id: str) -> StepList:
         """Deprecated: ``cq.steps.list(task_id)``, which see."""

@@ -140,8 +140,9 @@ async def run_transactional(
     name = options.name
 
     def record(value: Any) -> Op[str]:
-        encoded = codec.encode(value, what=f"result of step {name!r}")
-        yield from write(encoded)
+        what = f"result of step {name!r}"
+        encoded = codec.encode(value, what=what)
+        yield from write(codec.seal_text(encoded, what=what))
         return encoded
 
     tried = 0
@@ -312,7 +313,7 @@ async def read_steps(ctx: ContextHost) -> dict[str, Any]:
     client = ctx._runtime.client
     rows = await client.backend.arun(recorded_steps(ctx.task.id), write=False)
     return {
-        str(r["name"]): client.codec.decode(r["result"], what="step result")
+        str(r["name"]): _result(client.codec, r["result"], ctx.task.id)
         for r in rows
         if not is_mark(str(r["name"]))
     }
@@ -346,7 +347,7 @@ async def _load(ctx: ContextHost, run: RunSteps) -> None:
         elif is_mark(name):
             run.marks.add(name)
         else:
-            recorded[name] = client.codec.decode(row["result"], what="step result")
+            recorded[name] = _result(client.codec, row["result"], ctx.task.id)
             run.positions[name] = int(row["seq"])
     run.version, run.fresh = version, not rows
     declared = handler_version(ctx)
@@ -428,9 +429,15 @@ async def step_record(ctx: ContextHost, name: str, seq: int, value: Any) -> Any:
     """Record ``value`` as step ``seq``, fenced on ``ctx``'s lease; returns it as read
     back from JSON."""
     codec = ctx._runtime.client.codec
-    encoded = codec.encode(value, what=f"result of step {name!r}")
-    await ctx._owned(recording(ctx, name, seq, encoded))
+    what = f"result of step {name!r}"
+    encoded = codec.encode(value, what=what)
+    await ctx._owned(recording(ctx, name, seq, codec.seal_text(encoded, what=what)))
     return codec.decode(encoded, what="step result")
+
+
+def _result(codec: JsonCodec, text: Any, task_id: str) -> Any:
+    """A recorded step result, decoded by the client's codec (``codec=``) if encoded."""
+    return codec.opened(codec.decode(text, what="step result"), what="step result", task_id=task_id)
 
 
 def recording(ctx: ContextHost, name: str, seq: int, encoded: str) -> Op[Row]:

@@ -16,6 +16,7 @@ the history needs this migration, and reads its readiness here (``steps_ready``,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -200,6 +201,16 @@ def step_of(task_id: str, row: Row) -> StepRecord:
         int(row["attempt"]),
         int(row["recorded_at_ms"]),
     )
+
+
+def opened(codec: JsonCodec, records: list[StepRecord], *, shown: bool = False) -> list[StepRecord]:
+    """``records`` with their results decoded by ``codec`` (``codec=``); ``shown``: for
+    people, a result it cannot decode reads ``"<encrypted, ...>"`` instead of raising."""
+    read = codec.shown if shown else codec.opened
+    return [
+        dataclasses.replace(r, result=read(r.result, what="step result", task_id=r.task_id))
+        for r in records
+    ]
 
 
 def steps_if_ready(task_id: Any) -> Op[list[StepRecord] | None]:

@@ -63,7 +63,7 @@ class AsyncEvents:
 
             await cq.events.send(f"refund-{order_id}", {"approved": True, "by": "ada"})
         """
-        encoded = self._client.codec.encode(payload, what="event payload")
+        encoded = self._client.codec.seal(payload, what="event payload")
         retention_ms = (
             DEFAULT_RETENTION_MS
             if retention is None
@@ -87,7 +87,7 @@ class AsyncEvents:
         codec = self._client.codec
 
         def decode(text: str) -> Any:
-            return codec.decode(text, what="event payload")
+            return codec.opened(codec.decode(text, what="event payload"), what="event payload")
 
         return await self._client._run(_ops.waits_of(task_id, decode), write=False)
 

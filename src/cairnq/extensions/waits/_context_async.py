@@ -125,7 +125,8 @@ class WaitsContext:
         )
         if outcome.state == "delivered":
             codec = self._runtime.client.codec
-            return codec.decode(outcome.payload or "null", what="event payload")
+            found = codec.decode(outcome.payload or "null", what="event payload")
+            return codec.opened(found, what="event payload", task_id=self.task.id)
         if outcome.state == "timed_out":
             raise WaitTimeout(checked, self.task.id)
         return _parked(self, outcome, f"waiting for an event on {checked!r}")

@@ -6,6 +6,7 @@ the ``Gathering`` signal.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -141,9 +142,11 @@ class WorkflowsContext:
         _client(self)._submitted_dependents = True
         gathered = await self._owned(_ops.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:
+            codec = self._runtime.client.codec
+            children = [codec.opened_task(child) for child in gathered.children]
             if return_tasks:
-                return list(gathered.children)
-            return [_outcome(child) for child in gathered.children]
+                return children
+            return [_outcome(child) for child in children]
         assert gathered.parked is not None
         self._state(Spawned).waiting_on = len(ids)
         words = f"parked until its {len(ids)} child task(s) end"
@@ -158,7 +161,12 @@ class WorkflowsContext:
         Raises:
             SchemaIncomplete: the database lacks the workflow tables.
         """
-        return await self._runtime.client.backend.arun(_ops.dependencies(self.task.id), write=False)
+        client = self._runtime.client
+        found = await client.backend.arun(_ops.dependencies(self.task.id), write=False)
+        return [
+            d if d.task is None else dataclasses.replace(d, task=client.codec.opened_task(d.task))
+            for d in found
+        ]
 
 
 async def settle_gathering(

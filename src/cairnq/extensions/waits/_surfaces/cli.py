@@ -71,7 +71,7 @@ def add_to_get(
     codec = client.codec
 
     def decode(text: str) -> Any:
-        return codec.decode(text, what="event payload")
+        return codec.shown(codec.decode(text, what="event payload"), what="event payload")
 
     found = client.backend.run(_ops.waits_if_ready(task.id, decode), write=False)
     if found:

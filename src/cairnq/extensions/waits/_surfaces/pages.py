@@ -45,7 +45,7 @@ class WaitPages:
         codec = client.codec
 
         def decode(text: str) -> Any:
-            return codec.decode(text, what="event payload")
+            return codec.shown(codec.decode(text, what="event payload"), what="event payload")
 
         found = await client._run(waits_if_ready(task.id, decode), write=False)
         if not found:
