@@ -35,11 +35,9 @@ async def _share(cq: CairnQ, share: FairShare, *limits: Limit) -> ClaimGate:
     await cq.backend.arun(put_share(share), write=True)
     for limit in limits:
         await cq.limits.set(limit)
-    dialect = cq.backend.dialect
+    flavour = FLAVOURS[cq.backend.dialect]
     shares = await cq.backend.arun(list_shares(), write=False)
-    return ClaimGate(
-        list(limits), keyed=FLAVOURS.get(dialect), shares=shares, fair=FairClaimer(dialect)
-    )
+    return ClaimGate(list(limits), keyed=flavour, shares=shares, fair=FairClaimer(flavour))
 
 
 async def _claim(cq: CairnQ, gate: ClaimGate | None, want: int) -> list[Any]:

@@ -165,7 +165,7 @@ class LimitBook:
                 limits,
                 keyed=FLAVOURS.get(self.backend.dialect),
                 shares=shares,
-                fair=FairClaimer(self.backend.dialect),
+                fair=FairClaimer(FLAVOURS.get(self.backend.dialect, "admit")),
             )
         else:
             self.gate.limits = limits

@@ -22,6 +22,7 @@ from typing import Any
 from ... import kernel
 from ...errors import InvalidArgument, SchemaIncomplete
 from ...protocol.steps import NOW, Call, Op, Row
+from ._keyed import Flavour
 from ._model import MAX_LIMIT, Limit, LimitKeyError, _key_path, key_text
 from ._ops import database_now
 
@@ -178,7 +179,7 @@ def put_share(share: FairShare) -> Op[None]:
         )
     before = [s for s in (yield from list_shares()) if s.queue == share.queue]
     yield Call(
-        "fair_put",
+        "limits_fair_put",
         {
             "queue": share.queue,
             "key_root": share.key_root,
@@ -190,20 +191,20 @@ def put_share(share: FairShare) -> Op[None]:
     if before and before[0].key == share.key:
         return
     params = {"queue": share.queue, "key_root": share.key_root, "key_path": share.json_path}
-    yield Call("fair_unindex", {"queue": share.queue})
-    yield Call("fair_index", params)
+    yield Call("limits_fair_unindex", {"queue": share.queue})
+    yield Call("limits_fair_index", params)
 
 
 def remove_share(queue: str) -> Op[bool]:
     """Stop sharing ``queue`` (its tasks' recorded keys go with it); whether it was shared."""
-    rows = yield Call("fair_delete", {"queue": queue})
-    yield Call("fair_unindex", {"queue": queue})
+    rows = yield Call("limits_fair_delete", {"queue": queue})
+    yield Call("limits_fair_unindex", {"queue": queue})
     return bool(rows)
 
 
 def list_shares() -> Op[list[FairShare]]:
     """Every stored fair share, by queue."""
-    rows = yield Call("fair_list", {})
+    rows = yield Call("limits_fair_list", {})
     return [FairShare.from_row(row) for row in rows]
 
 
@@ -229,7 +230,7 @@ def fair_cap(share: FairShare, limits: Sequence[Limit], queue: str) -> tuple[boo
 class FairClaimer:
     """The fair claims of one worker run (counts its claims, to prune now and then)."""
 
-    dialect: str
+    flavour: Flavour
     claims: int = 0
 
     def claim(
@@ -246,13 +247,13 @@ class FairClaimer:
         should claim what is left of ``want`` in queue order (the tasks without a
         recorded key), through ``cap`` if any."""
         count_name = share.id if cap is None else cap.id
-        if self.dialect == "postgres":
-            yield Call("fair_lock", {"queue": share.queue}, discard=True)
+        if self.flavour == "claim":
+            yield Call("limits_fair_lock", {"queue": share.queue}, discard=True)
             if cap is not None:
                 yield Call("limits_lock", {"names": [cap.id]}, discard=True)
         self.claims += 1
         if self.claims % PRUNE_EVERY == 1:
-            yield Call("fair_prune", {"queue": share.queue}, discard=True)
+            yield Call("limits_fair_prune", {"queue": share.queue}, discard=True)
             yield Call("limits_keys_prune", {"names": [count_name]}, discard=True)
         params = {
             "queue": share.queue,
@@ -261,12 +262,12 @@ class FairClaimer:
             "count_name": count_name,
             "cap_limit": None if cap is None else cap.id,
         }
-        if self.dialect == "postgres":
+        if self.flavour == "claim":
             rows: list[Row] = [
                 {k: v for k, v in dict(row).items() if k != "limit_key"}
                 for row in (
                     yield Call(
-                        "fair_claim",
+                        "limits_fair_claim",
                         {
                             **params,
                             "now_ms": NOW,
@@ -278,7 +279,7 @@ class FairClaimer:
             ]
         else:
             now = yield from database_now()
-            chosen = yield Call("fair_admit", {**params, "now_ms": now})
+            chosen = yield Call("limits_fair_admit", {**params, "now_ms": now})
             keys = {row["id"]: row["limit_key"] for row in chosen}
             rows = []
             if keys:
