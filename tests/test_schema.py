@@ -104,6 +104,7 @@ EXTENSION_MIGRATIONS = [
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
     "x0020_policies.sql",
+    "x0021_fair_share.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -143,6 +144,10 @@ INDEXES = {
     "cairnq_policies_tasks_expiry": (
         ["expires_at_ms"],
         "expires_at_ms is not null and reason is null",
+    ),
+    "cairnq_fair_tasks_walk": (
+        ["queue", "key_value", "priority DESC", "run_at_ms", "task_id"],
+        None,
     ),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
@@ -345,6 +350,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_batches",
         "cairnq_dependencies",
         "cairnq_dependencies_satisfied",
+        "cairnq_fair_shares",
+        "cairnq_fair_tasks",
         "cairnq_leases",
         "cairnq_limit_keys",
         "cairnq_limits",

@@ -44,7 +44,14 @@ candidates as materialized (
         from (
             select t.id, t.priority, t.run_at_ms, f.priority as fp, f.run_at_ms as fr
             from cairnq_fair_tasks f
-            join cairnq_tasks t on t.id = f.task_id
+            -- Each task by its primary key, in the walk's order (offset 0 keeps the
+            -- planner from joining the key's rows to a scan of every queued task).
+            cross join lateral (
+                select t.id, t.priority, t.run_at_ms, t.status, t.name
+                from cairnq_tasks t
+                where t.id = f.task_id
+                offset 0
+            ) as t
             where f.queue = :queue::text
               and f.key_value = k.key_value
               and t.status = 'queued'
