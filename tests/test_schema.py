@@ -447,7 +447,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies", "fair"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -458,6 +458,10 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
     assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
     on_truncate = triggers.pop("cairnq_batches_keep_outcome_all")
     assert "AFTER TRUNCATE ON cairnq_tasks FOR EACH STATEMENT" in on_truncate
+    # The fair share records each inserted task's key, once per insert statement.
+    on_insert = triggers.pop("cairnq_fair_index")
+    assert "AFTER INSERT ON cairnq_tasks REFERENCING NEW TABLE AS added" in on_insert
+    assert "FOR EACH STATEMENT" in on_insert
     assert list(triggers) == ["cairnq_tasks_notify"]
 
 
@@ -476,6 +480,8 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
         (name, ["search_path=pg_catalog"])
         for name in (
             "cairnq_batches_keep_outcome",
+            "cairnq_fair_forget",
+            "cairnq_fair_index",
             "cairnq_leases_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
