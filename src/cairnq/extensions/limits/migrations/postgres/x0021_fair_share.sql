@@ -26,7 +26,16 @@ create or replace function cairnq_fair_index() returns trigger
     language plpgsql
     set search_path = pg_catalog
 as $$
+declare
+    shared boolean;
 begin
+    -- Without a share on the database, a trivial read and nothing more: a submit
+    -- pays for fair share only once it is used.
+    execute format('select exists (select 1 from %I.cairnq_fair_shares)', tg_table_schema)
+        into shared;
+    if not shared then
+        return null;
+    end if;
     -- The key text as limits.key_text gives it (limits_claim_keyed.sql): a non-empty
     -- string as it is, an integer as its digits; a task without such a key, or with one
     -- over 1000 bytes, is not shared.
