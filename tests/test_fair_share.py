@@ -145,6 +145,22 @@ async def test_a_task_without_a_key_is_claimed_once_the_shared_tasks_leave_room(
         assert _tenants(rows) == {"a": 2, "None": 1}
 
 
+async def test_a_retried_task_is_shared_again_when_it_is_queued_again(db: Database) -> None:
+    async with db.client(clock=FakeClock(START)) as cq:
+        gate = await _share(cq, _fair())
+        await _submit(cq, "big", 30)
+        await _submit(cq, "small", 1)
+        first = await _claim(cq, gate, 2)
+        assert _tenants(first) == {"big": 1, "small": 1}
+        (small,) = [r for r in first if Task.from_row(r).payload["tenant"] == "small"]
+        failed = kernel.fail(
+            Lease.of(small), WORKER, '{"message": "no"}', retryable=True, delay_ms=0
+        )
+        await cq.backend.arun(failed, write=True)
+        # big runs one, small none: small's retry goes first.
+        assert _tenants(await _claim(cq, gate, 1)) == {"small": 1}
+
+
 async def test_tasks_queued_before_the_share_was_declared_are_shared(db: Database) -> None:
     async with db.client(clock=FakeClock(START)) as cq:
         await _submit(cq, "big", 40)
