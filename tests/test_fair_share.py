@@ -233,10 +233,10 @@ async def test_a_worker_declaring_a_fair_share_refuses_a_database_without_it(
 ) -> None:
     from cairnq import Worker
 
-    migrate_only(db, lambda name: name != "x0021_fair_share.sql")
+    migrate_only(db, lambda name: name != "x0022_fair_share.sql")
     client = CairnQ(db.backend(migrate=False))
     worker = Worker(client, poll_interval_ms=20, extensions=[Limits(fair=[_fair()])])
-    with pytest.raises(SchemaIncomplete, match=r"1 fair share\(s\).*x0021_fair_share\.sql"):
+    with pytest.raises(SchemaIncomplete, match=r"1 fair share\(s\).*x0022_fair_share\.sql"):
         await worker.run(until_idle=True)
     await client.close()
 

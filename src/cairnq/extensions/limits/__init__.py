@@ -72,7 +72,7 @@ class Limits(Extension):
         fair: ``FairShare`` values: queues whose workers are shared among the values
             of a key (tenants), stored when the worker starts and honoured by every
             cairnq worker claiming from the queue alone (see docs/fair-share.md).
-            Needs migration ``x0021_fair_share.sql`` (``SchemaIncomplete`` without it).
+            Needs migration ``x0022_fair_share.sql`` (``SchemaIncomplete`` without it).
 
     Example::
 
@@ -83,8 +83,8 @@ class Limits(Extension):
     """
 
     name = "limits"
-    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0021_fair_share.sql")
-    optional = ("x0015_limit_keys_unbound.sql", "x0021_fair_share.sql")
+    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
+    optional = ("x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",
         "cairnq_limit_keys": "swept",

@@ -1,6 +1,6 @@
 """Fair share: a queue's workers shared among the values of a key (tenants).
 
-A ``FairShare`` is stored in ``cairnq_fair_shares`` (migration ``x0021_fair_share.sql``).
+A ``FairShare`` is stored in ``cairnq_fair_shares`` (migration ``x0022_fair_share.sql``).
 Every task inserted into a shared queue gets its key recorded in ``cairnq_fair_tasks``
 by a trigger, whoever submits it; a fair claim walks the queue's distinct keys and
 takes the first tasks of each, admitting them by ``(running + nth) / weight``, fewest
@@ -28,7 +28,7 @@ from ._ops import database_now
 
 __all__ = ["FairShare"]
 
-FAIR_MIGRATION = "x0021_fair_share.sql"
+FAIR_MIGRATION = "x0022_fair_share.sql"
 PRUNE_EVERY = 16
 
 
@@ -159,7 +159,7 @@ def check_fair(shares: Sequence[FairShare] | None) -> list[FairShare]:
 
 
 def fair_ready() -> Op[bool]:
-    """Whether the database has the fair share's tables (``x0021_fair_share.sql``)."""
+    """Whether the database has the fair share's tables (``x0022_fair_share.sql``)."""
     applied = yield from kernel.applied_migrations()
     return FAIR_MIGRATION in applied
 
@@ -169,7 +169,7 @@ def put_share(share: FairShare) -> Op[None]:
     the queue was not shared, or was shared by another key.
 
     Raises:
-        SchemaIncomplete: the database lacks ``x0021_fair_share.sql``.
+        SchemaIncomplete: the database lacks ``x0022_fair_share.sql``.
     """
     if not (yield from fair_ready()):
         raise SchemaIncomplete(

@@ -1,4 +1,4 @@
--- Records the key of every queued or running task of queue, by the fair share's key path (key_root, key_path), for a share just declared or changed; tasks inserted later are recorded by the trigger of x0021.
+-- Records the key of every queued or running task of queue, by the fair share's key path (key_root, key_path), for a share just declared or changed; tasks inserted later are recorded by the trigger of x0022.
 -- Returns nothing.
 -- params: queue, key_root, key_path
 insert or ignore into cairnq_fair_tasks (task_id, queue, key_value, priority, run_at_ms)
