@@ -20,7 +20,7 @@ import pytest
 from cairnq import CairnQ, InvalidArgument, SerializationError, Worker
 from cairnq._json import JsonCodec
 from cairnq.encryption import KEYS_ENV, DecryptionError, Encrypting, keys_from_env
-from cairnq.limits import Limit, Limits
+from cairnq.limits import FairShare, Limit, Limits
 from cairnq.testing import FakeClock
 
 from ._db import Database, admin_connect
@@ -427,6 +427,18 @@ async def test_a_worker_declaring_a_payload_keyed_limit_with_a_codec_is_refused_
     await worker.close()
     async with db.client() as cq:
         assert await cq.limits.list() == []
+
+
+async def test_a_worker_sharing_a_queue_by_a_payload_path_with_a_codec_is_refused_at_run(
+    db: Database,
+) -> None:
+    worker = db.worker(
+        codec=Encrypting({"k1": KEY_1}),
+        extensions=[Limits(fair=[FairShare(queue="default", key="payload.tenant")])],
+    )
+    with pytest.raises(InvalidArgument, match="fair share of queue 'default'"):
+        await worker.run(until_idle=True)
+    await worker.close()
 
 
 def test_keys_from_env_reads_id_key_pairs_the_first_current(

@@ -188,7 +188,7 @@ def shipped_folders() -> list[Path]:
 # Statements run in place of a kernel settling statement: each may update cairnq_tasks.
 SETTLING_VARIANTS = frozenset(HISTORY_SETTLING.values())
 # Statements that claim the tasks a draw claimer admits as ``claim_ids`` claims them.
-CLAIMING_VARIANTS = frozenset({"limits_claim_keyed"})
+CLAIMING_VARIANTS = frozenset({"limits_claim_keyed", "limits_fair_claim"})
 
 
 def core_writes(folders: Sequence[Path]) -> list[str]:
@@ -341,6 +341,9 @@ def test_a_migration_or_table_no_extension_owns_is_caught() -> None:
     assert unowned(without_limits) == [
         "migration x0006_limits.sql",
         "migration x0015_limit_keys_unbound.sql",
+        "migration x0022_fair_share.sql",
+        "table cairnq_fair_shares",
+        "table cairnq_fair_tasks",
         "table cairnq_limit_keys",
         "table cairnq_limits",
         "table cairnq_rate_buckets",

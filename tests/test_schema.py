@@ -105,6 +105,7 @@ EXTENSION_MIGRATIONS = [
     "x0019_waits.sql",
     "x0020_policies.sql",
     "x0021_pauses_until.sql",
+    "x0022_fair_share.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -144,6 +145,10 @@ INDEXES = {
     "cairnq_policies_tasks_expiry": (
         ["expires_at_ms"],
         "expires_at_ms is not null and reason is null",
+    ),
+    "cairnq_fair_tasks_walk": (
+        ["queue", "key_value", "priority DESC", "run_at_ms", "task_id"],
+        None,
     ),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
@@ -346,6 +351,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_batches",
         "cairnq_dependencies",
         "cairnq_dependencies_satisfied",
+        "cairnq_fair_shares",
+        "cairnq_fair_tasks",
         "cairnq_leases",
         "cairnq_limit_keys",
         "cairnq_limits",
@@ -442,7 +449,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies", "fair"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -453,6 +460,10 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
     assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
     on_truncate = triggers.pop("cairnq_batches_keep_outcome_all")
     assert "AFTER TRUNCATE ON cairnq_tasks FOR EACH STATEMENT" in on_truncate
+    # The fair share records each inserted task's key, once per insert statement.
+    on_insert = triggers.pop("cairnq_fair_index")
+    assert "AFTER INSERT ON cairnq_tasks REFERENCING NEW TABLE AS added" in on_insert
+    assert "FOR EACH STATEMENT" in on_insert
     assert list(triggers) == ["cairnq_tasks_notify"]
 
 
@@ -471,6 +482,8 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
         (name, ["search_path=pg_catalog"])
         for name in (
             "cairnq_batches_keep_outcome",
+            "cairnq_fair_forget",
+            "cairnq_fair_index",
             "cairnq_leases_forget",
             "cairnq_notify",
             "cairnq_policies_forget",

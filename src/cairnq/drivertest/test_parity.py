@@ -29,15 +29,15 @@ REFERENCE: Dialect = "sqlite"
 """The dialect the canonical statement list is read from."""
 
 DIALECT_EXTRAS: dict[str, frozenset[str]] = {
-    # The limits' page that admits without claiming (no data-modifying CTEs).
-    "sqlite": frozenset({"limits_admit_keyed"}),
+    # The limits' pages that admit without claiming (no data-modifying CTEs).
+    "sqlite": frozenset({"limits_admit_keyed", "limits_fair_admit"}),
     # The attempt history's settling statements that record in the same statement, and
-    # the limits' page that claims and records in the same statement.
+    # the limits' pages that claim and record in the same statement.
     "postgres": frozenset(
         {
             *("installations", "hold", "complete_held"),
             *("history_complete", "history_complete_many", "history_fail"),
-            "limits_claim_keyed",
+            *("limits_claim_keyed", "limits_fair_claim"),
         }
     ),
 }

@@ -25,12 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, cast
 from weakref import WeakKeyDictionary
 
+from ... import kernel
 from ..._sealing import refuse_payload_path
 from .._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
 from ._component import LimitBook, check_declared
+from ._fair import FAIR_MIGRATION, FairShare, check_fair
 from ._model import Limit, LimitKeyError, LimitUsage
 
-__all__ = ["Limit", "LimitKeyError", "LimitUsage", "Limits", "LimitsComponent"]
+__all__ = ["FairShare", "Limit", "LimitKeyError", "LimitUsage", "Limits", "LimitsComponent"]
 
 
 class LimitsComponent(Part):
@@ -48,6 +50,13 @@ class LimitsComponent(Part):
         missing = await self.extension.amissing(self.book.backend)
         if missing and self.book.declared:
             raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
+        if self.book.fair_declared:
+            applied = await self.book.backend.arun(kernel.applied_migrations(), write=False)
+            if FAIR_MIGRATION not in applied:
+                lacking = (*missing, FAIR_MIGRATION)
+                raise self.extension.refusal(
+                    lacking, f"{len(self.book.fair_declared)} fair share(s)"
+                )
         await self.book.start(ready=not missing)
         self.job = self.book.job if self.book.enabled else None
 
@@ -61,27 +70,44 @@ class Limits(Extension):
             stores in the database when it starts, enforced by every cairnq worker on
             it with the limits operators set there. A worker declaring limits refuses
             to start on a database without them (``SchemaIncomplete``).
+        fair: ``FairShare`` values: queues whose workers are shared among the values
+            of a key (tenants), stored when the worker starts and honoured by every
+            cairnq worker claiming from the queue alone (see docs/fair-share.md).
+            Needs migration ``x0022_fair_share.sql`` (``SchemaIncomplete`` without it).
 
     Example::
 
         worker = Worker(cq, extensions=[Limits([Limit.concurrency(2, queue="emails")])])
+        worker = Worker(cq, queues=["reports"], extensions=[Limits(fair=[
+            FairShare(queue="reports", key="payload.tenant"),
+        ])])
     """
 
     name = "limits"
-    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql")
-    optional = ("x0015_limit_keys_unbound.sql",)
+    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
+    optional = ("x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",
         "cairnq_limit_keys": "swept",
         "cairnq_rate_buckets": "not_task_keyed",
+        "cairnq_fair_shares": "not_task_keyed",
+        "cairnq_fair_tasks": "trigger",
     }
-    words = ("limit_", "claimgate", "cairnq_limits", "limitbook")
+    words = ("limit_", "claimgate", "cairnq_limits", "limitbook", "fairshare", "cairnq_fair")
     cli = "cairnq.extensions.limits._surfaces.cli"
     pages = "cairnq.extensions.limits._surfaces.pages"
-    options: ClassVar[Mapping[str, Option]] = {"limits": Option(None, check_declared)}
+    options: ClassVar[Mapping[str, Option]] = {
+        "limits": Option(None, check_declared),
+        "fair": Option(None, check_fair),
+    }
 
-    def __init__(self, declared: Iterable[Limit] | None = None) -> None:
-        super().__init__(**({} if declared is None else {"limits": declared}))
+    def __init__(
+        self, declared: Iterable[Limit] | None = None, *, fair: Iterable[FairShare] | None = None
+    ) -> None:
+        given: dict[str, object] = {} if declared is None else {"limits": declared}
+        if fair is not None:
+            given["fair"] = fair
+        super().__init__(**given)
         self._runs: WeakKeyDictionary[WorkerView, LimitBook] = WeakKeyDictionary()
 
     def book(self, worker: WorkerView) -> LimitBook:
@@ -90,11 +116,14 @@ class Limits(Extension):
         found = self._runs.get(worker)
         if found is None:
             declared = cast("list[Limit]", worker.options["limits"])
+            fair = cast("list[FairShare]", worker.options["fair"])
             if worker.codec.sealer is not None:
                 for limit in declared or ():
                     refuse_payload_path(limit.key, f"limit {limit.id!r}")
+                for share in fair or ():
+                    refuse_payload_path(share.key, "fair share of queue " + repr(share.queue))
             found = self._runs[worker] = LimitBook(
-                worker.backend, declared, worker.worker_id, report=worker.report
+                worker.backend, declared, worker.worker_id, report=worker.report, fair=fair
             )
         return found
 

@@ -21,6 +21,7 @@ from ... import kernel
 from ...errors import SerializationError, error_envelope
 from ...models import Task
 from ...protocol.steps import Call, Op, Row
+from ._fair import FairClaimer, FairShare, fair_cap
 from ._keyed import Flavour, keyed_limit, keyed_page
 from ._model import Limit, LimitKeyError, key_text
 from ._ops import database_now
@@ -42,12 +43,15 @@ class ClaimGate:
     last reset it.
     ``keyed``: how the backend claims the common shape in one or two statements
     (``_keyed``), or ``None`` to claim every draw the general way.
+    ``shares``: the fair shares in force (``_fair``), claimed through ``fair``.
     """
 
     limits: Sequence[Limit]
     retry_after_ms: int | None = None
     blocked: int = 0
     keyed: Flavour | None = None
+    shares: Sequence[FairShare] = ()
+    fair: FairClaimer | None = None
     _scan: int = field(default=MAX_SCAN, repr=False)
     _claims: int = field(default=0, repr=False)
 
@@ -60,9 +64,13 @@ class ClaimGate:
         """After a claim: whether it passed over due tasks, and ``retry_after_ms``."""
         return self.blocked > 0, self.retry_after_ms
 
-    def governing(self, queues: Sequence[str], names: Sequence[str] | None) -> list[Limit]:
-        """The limits that can govern a draw of ``names`` (``None``: any) in ``queues``."""
-        return [
+    def governing(
+        self, queues: Sequence[str], names: Sequence[str] | None
+    ) -> list[Limit | FairShare]:
+        """The limits and fair shares that can govern a draw of ``names`` (``None``: any)
+        in ``queues``."""
+        shared: list[Limit | FairShare] = [s for s in self.shares if s.queue in queues]
+        return shared + [
             limit
             for limit in self.limits
             if (
@@ -79,14 +87,27 @@ class ClaimGate:
         want: int,
         worker_id: str,
         lease_ms: int,
-        limits: Sequence[Limit],
+        rules: Sequence[Limit | FairShare],
     ) -> Op[list[Row]]:
-        """Claim up to ``want`` due tasks that every governing limit has room for.
+        """Claim up to ``want`` due tasks that every governing limit has room for, shared
+        among the keys of a fair share that governs the draw (``_fair``).
 
         Returns the claimed rows (``worker_id`` holding the claim's nonce), in claim order. A task
         whose key cannot be computed is claimed with ``refusal`` (an error
         envelope) for the worker to fail, counted against nothing.
         """
+        limits = [rule for rule in rules if isinstance(rule, Limit)]
+        shares = [rule for rule in rules if isinstance(rule, FairShare)]
+        if shares and self.fair is not None and len(queues) == 1:
+            fits, cap = fair_cap(shares[0], limits, queues[0])
+            if fits:
+                return (
+                    yield from self._claim_fair(
+                        shares[0], cap, queues, names, want, worker_id, lease_ms
+                    )
+                )
+        if not limits:
+            return (yield from kernel.claim_draw(queues, names, want, worker_id, lease_ms))
         keyed = keyed_limit(limits, queues, names) if self.keyed is not None else None
         if keyed is not None:
             return (yield from self._claim_keyed(keyed, queues, names, want, worker_id, lease_ms))
@@ -206,6 +227,33 @@ class ClaimGate:
             else:
                 out.append(row)
         return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
+
+    def _claim_fair(
+        self,
+        share: FairShare,
+        cap: Limit | None,
+        queues: Sequence[str],
+        names: Sequence[str] | None,
+        want: int,
+        worker_id: str,
+        lease_ms: int,
+    ) -> Op[list[Row]]:
+        """``claim`` for a draw of one shared queue, capped per key by ``cap`` if any."""
+        assert self.fair is not None
+        rows, held, rest = yield from self.fair.claim(share, cap, names, want, worker_id, lease_ms)
+        if held:
+            self.blocked += 1
+        self.retry_after_ms = None
+        if rest:
+            left = want - len(rows)
+            if cap is None:
+                more = yield from kernel.claim_draw(queues, names, left, worker_id, lease_ms)
+            elif self.keyed is not None:
+                more = yield from self._claim_keyed(cap, queues, names, left, worker_id, lease_ms)
+            else:
+                more = yield from self.claim(queues, names, left, worker_id, lease_ms, [cap])
+            rows = rows + list(more)
+        return rows
 
     def _claim_keyed(
         self,

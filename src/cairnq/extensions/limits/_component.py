@@ -19,6 +19,7 @@ from ...kernel.periodic import ErrorHook, PeriodicJob
 from ...protocol.steps import Op, Row
 from . import _ops as _limits
 from ._claim import ClaimGate
+from ._fair import FairClaimer, FairShare, fair_ready, list_shares, put_share
 from ._keyed import FLAVOURS
 from ._model import Limit
 
@@ -59,10 +60,18 @@ class LimitBook:
     """
 
     def __init__(
-        self, backend: Backend, declared: Sequence[Limit], worker_id: str, *, report: ErrorHook
+        self,
+        backend: Backend,
+        declared: Sequence[Limit],
+        worker_id: str,
+        *,
+        report: ErrorHook,
+        fair: Sequence[FairShare] = (),
     ) -> None:
         self.backend = backend
         self.declared = {limit.id: limit for limit in declared}
+        self.fair_declared = list(fair)
+        self.fair_ready = False
         self.worker_id = worker_id
         self.enabled = False
         self.gate: ClaimGate | None = None
@@ -81,7 +90,9 @@ class LimitBook:
         """Whether a limit is in force: only then do claims go through the book."""
         return self.gate is not None
 
-    def governing(self, queues: Sequence[str], names: Sequence[str] | None, /) -> list[Limit]:
+    def governing(
+        self, queues: Sequence[str], names: Sequence[str] | None, /
+    ) -> list[Limit | FairShare]:
         gate = self.gate
         return [] if gate is None else gate.governing(queues, names)
 
@@ -92,7 +103,7 @@ class LimitBook:
         want: int,
         worker_id: str,
         lease_ms: int,
-        governing: Sequence[Limit],
+        governing: Sequence[Limit | FairShare],
         /,
     ) -> Op[list[Row]]:
         gate = self.gate
@@ -107,14 +118,17 @@ class LimitBook:
         return (False, None) if self.gate is None else self.gate.held_back()
 
     async def start(self, *, ready: bool) -> None:
-        """Store the declared limits on a database with the limits tables (``ready``);
-        without them, the book stays disabled (the limits extension refuses a worker
-        that declares limits there)."""
+        """Store the declared limits and fair shares on a database with the limits tables
+        (``ready``); without them, the book stays disabled (the limits extension refuses a
+        worker that declares limits or fair shares there)."""
         if not ready:
             return
         self.enabled = True
         for limit in self.declared.values():
             await self.backend.arun(_limits.put(limit, source="worker"), write=True)
+        self.fair_ready = await self.backend.arun(fair_ready(), write=False)
+        for share in self.fair_declared:
+            await self.backend.arun(put_share(share), write=True)
         await self.refresh(force=True)
 
     async def reload(self) -> None:
@@ -128,6 +142,7 @@ class LimitBook:
         if not force and time.monotonic() - self._loaded_at < REFRESH_S:
             return self.gate
         stored = await self.backend.arun(_limits.list_all(), write=False)
+        shares = await self.backend.arun(list_shares(), write=False) if self.fair_ready else []
         self._loaded_at = time.monotonic()
         limits = []
         for limit in stored:
@@ -143,12 +158,18 @@ class LimitBook:
                     extra={"worker_id": self.worker_id},
                 )
             limits.append(limit)
-        if not limits:
+        if not limits and not shares:
             self.gate = None
         elif self.gate is None:
-            self.gate = ClaimGate(limits, keyed=FLAVOURS.get(self.backend.dialect))
+            self.gate = ClaimGate(
+                limits,
+                keyed=FLAVOURS.get(self.backend.dialect),
+                shares=shares,
+                fair=FairClaimer(FLAVOURS.get(self.backend.dialect, "admit")),
+            )
         else:
             self.gate.limits = limits
+            self.gate.shares = shares
         return self.gate
 
 
