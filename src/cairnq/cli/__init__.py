@@ -371,6 +371,11 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     )
     _by_ids_or_keys(retry)
     retry.add_argument("--reset-attempt", action="store_true", help="start counting at 0 again")
+    retry.add_argument(
+        "--from-step",
+        metavar="NAME",
+        help="replay: run the task again from this recorded durable step (docs/replay.md)",
+    )
     retry.set_defaults(run=cmd_retry)
 
     purge = command(

@@ -303,9 +303,13 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_retry(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq retry``: each task given; one already queued is no error."""
     reset = args.reset_attempt
+    from_step = getattr(args, "from_step", None)
 
     def retry(client: SyncCairnQ, kind: str, value: str) -> str:
-        if kind == "id":
+        if from_step is not None:
+            target = value if kind == "id" else _current(client, kind, value).id
+            task = client.retry(target, reset_attempt=reset, from_step=from_step)
+        elif kind == "id":
             task = client.retry(value, reset_attempt=reset)
         else:
             task = client.retry_by_key(value, reset_attempt=reset)
