@@ -111,7 +111,7 @@ async def test_a_replay_from_a_step_the_task_never_recorded_is_refused(db: Datab
     effects: Counter[str] = Counter()
     async with db.client() as cq:
         task_id = await _failed_after_all_steps(db, cq, effects)
-        with pytest.raises(InvalidArgument, match="recorded no step 'refund'.*'fetch', 'charge'"):
+        with pytest.raises(InvalidArgument, match=r"recorded no step 'refund'.*'fetch', 'charge'"):
             await cq.retry(task_id, from_step="refund")
         still = await cq.get(task_id)
         steps = await cq.steps.list(task_id)
