@@ -14,9 +14,11 @@ import pytest
 
 from cairnq import CairnQ, InvalidArgument
 from cairnq.cli import main
+from cairnq.dashboard import create_app
 
 from ._db import Database
 from .test_cli import db_args
+from .test_dashboard import csrf_from, http
 
 
 def _billing(db: Database, effects: Counter[str]) -> Any:
@@ -225,3 +227,20 @@ def test_cli_retry_from_a_step_never_recorded_exits_1(
     assert code == 1
     assert "recorded no step 'nope'" in capsys.readouterr().err
     assert asyncio.run(_names(db, task_id)) == ("failed", ["fetch", "charge", "email"])
+
+
+async def test_the_dashboard_retry_form_replays_from_the_step_chosen(db: Database) -> None:
+    async with db.client() as cq:
+        task_id = await _failed_after_all_steps(db, cq, Counter())
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/task/retry", params={"id": task_id})).text
+            assert 'name="from_step"' in page and '<option value="charge">' in page
+            response = await client.post(
+                f"/task/retry?id={task_id}",
+                data={"csrf": csrf_from(page), "from_step": "charge"},
+            )
+        steps = await cq.steps.list(task_id)
+        task = await cq.get(task_id)
+    assert response.status_code == 303
+    assert task is not None and task.status == "queued"
+    assert [s.name for s in steps] == ["fetch"]

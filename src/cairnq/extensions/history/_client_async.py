@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from ..._deprecated import renamed
 from .._client_async import ClientView
+from ..logs._ops import AttemptLog, logs
 from . import _ops
 from ._ops import Attempt
 
 AttemptList = list[Attempt]
+LogList = list[AttemptLog]
 
 
 class AsyncAttempts:
@@ -52,6 +54,28 @@ class AsyncAttempts:
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
         return await self._client._run(_ops.attempts(task_id), write=False)
+
+    async def logs(self, task_id: str) -> LogList:
+        """What a task's handler logged in each attempt (``ctx.log``, and the records
+        ``capture_logging`` kept), in the order the attempts ended.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            One ``AttemptLog`` per attempt that logged (empty on a database without
+            the logs' table).
+
+        Raises:
+            InvalidArgument: a bad task id.
+
+        Example::
+
+            for entry in await cq.attempts.logs(task.id):
+                for line in entry.lines:
+                    print(entry.attempt, line.level, line.message)
+        """
+        return await self._client._run(logs(task_id), write=False)
 
     async def __call__(self, task_id: str) -> AttemptList:
         """Deprecated: ``cq.attempts.list(task_id)``, which see."""
