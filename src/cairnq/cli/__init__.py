@@ -409,8 +409,20 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     )
     purge.set_defaults(run=cmd_purge)
 
-    stats = command("stats", "count tasks by queue and status", "cairnq stats --queue emails")
+    stats = command(
+        "stats",
+        "count tasks by queue and status, or trends by task name or queue",
+        "cairnq stats --by name --since 7d",
+        "Without --by: the tasks of each queue by status. With --by name (or queue): per "
+        "task name (or queue), the attempts that ended over the last --since (7d by "
+        "default), succeeded, failed, failure rate, successes per hour and the run "
+        "time's p50 and p95, from the attempt history (docs/trends.md).",
+    )
     stats.add_argument("--queue")
+    stats.add_argument(
+        "--by", choices=("name", "queue"), help="trends per task name or queue (attempt history)"
+    )
+    stats.add_argument("--since", default="7d", help="the trends' window, ending now (7d)")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=cmd_stats)
 
