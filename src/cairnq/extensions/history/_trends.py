@@ -19,6 +19,7 @@ from ...protocol.steps import Call, Op
 from ..steps._ops import require
 
 BY = ("name", "queue")
+FAILED = ("failed", "retry", "lost")
 MAX_SINCE_MS = 366 * 24 * 3_600_000
 DAY_MS = 24 * 3_600_000
 
@@ -66,8 +67,9 @@ class Trend:
         failed: Failed, failed and queued again (``retry``) or lost.
         canceled: Canceled.
         p50_ms: The median run time of the succeeded and failed attempts whose start is
-            known (nearest rank), or ``None`` without any.
-        p95_ms: Their 95th percentile.
+            known (nearest rank, to two significant figures, rounded down), or
+            ``None`` without any.
+        p95_ms: Their 95th percentile, the same way.
     """
 
     key: str
@@ -105,10 +107,6 @@ class Trend:
         }
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend]]:
     """The trends of each task name (``by="name"``) or queue over the ``since`` ending at
     ``now_ms``, the busiest first; validated eagerly.
@@ -125,19 +123,44 @@ def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
     rows = yield Call(
         "history_trends", {"since_ms": now_ms - window, "until_ms": now_ms + 1, "by": by}
     )
-    return [
+    counts: dict[str, dict[str, int]] = {}
+    runs: dict[str, dict[int, int]] = {}
+    for r in rows:
+        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
+        mine = counts.setdefault(key, {})
+        mine[outcome] = mine.get(outcome, 0) + many
+        if r["run_ms"] is not None:
+            spread = runs.setdefault(key, {})
+            ms = max(0, int(r["run_ms"]))
+            spread[ms] = spread.get(ms, 0) + many
+    found = [
         Trend(
-            str(r["key"]),
+            key,
             window,
-            int(r["attempts"]),
-            int(r["succeeded"]),
-            int(r["failed"]),
-            int(r["canceled"]),
-            _int(r["p50_ms"]),
-            _int(r["p95_ms"]),
+            sum(mine.values()),
+            mine.get("succeeded", 0),
+            sum(mine.get(o, 0) for o in FAILED),
+            mine.get("canceled", 0),
+            nearest_rank(runs.get(key, {}), 50),
+            nearest_rank(runs.get(key, {}), 95),
         )
-        for r in rows
+        for key, mine in counts.items()
     ]
+    return sorted(found, key=lambda t: (-t.attempts, t.key))
+
+
+def nearest_rank(spread: dict[int, int], percent: int) -> int | None:
+    """The ``percent``-th percentile (nearest rank) of run times given as {ms: count}."""
+    total = sum(spread.values())
+    if not total:
+        return None
+    rank = -(-total * percent // 100)
+    seen = 0
+    for ms in sorted(spread):
+        seen += spread[ms]
+        if seen >= rank:
+            return ms
+    return max(spread)
 
 
 def series(

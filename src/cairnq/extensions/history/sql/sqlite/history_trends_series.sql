@@ -6,7 +6,7 @@ select case when :by = 'queue' then t.queue else t.name end as key,
        sum(case when a.outcome = 'succeeded' then 1 else 0 end) as succeeded,
        sum(case when a.outcome in ('failed', 'retry', 'lost') then 1 else 0 end) as failed
 from cairnq_task_attempts as a
-join cairnq_tasks as t on t.id = a.task_id
+cross join cairnq_tasks as t on t.id = a.task_id
 where a.ended_at_ms >= :since_ms and a.ended_at_ms < :until_ms
 group by 1, 2
 order by 1, 2;
