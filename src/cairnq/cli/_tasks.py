@@ -21,7 +21,7 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
-from ..extensions.history._surfaces.cli import cmd_trends
+from ..extensions.history._surfaces.cli import show_trends
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
@@ -410,7 +410,8 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq stats``; with ``--by``, the trends (``history._surfaces.cli``)."""
     if args.by is not None:
-        return cmd_trends(args, out)
+        with open_client(args) as client:
+            return show_trends(client, args, out)
     with open_client(args) as client:
         counts = client.stats(args.queue)
     if args.json:

@@ -8,7 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ....cli._target import open_client
 from ....client import SyncCairnQ
 from ....durations import format_duration
 from ....models import Task
@@ -48,10 +47,9 @@ def trends_table(trends: Sequence[Trend], by: str) -> list[str]:
     return format_table(headers, rows, right=range(1, len(headers)))
 
 
-def cmd_trends(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq stats --by name|queue [--since 7d] [--json]``."""
-    with open_client(args) as client:
-        found = client.attempts.trends(args.by, args.since)
+def show_trends(client: SyncCairnQ, args: argparse.Namespace, out: TextIO) -> int:
+    """``cairnq stats --by name|queue [--since 7d] [--json]``, on ``client``."""
+    found = client.attempts.trends(args.by, args.since)
     if args.json:
         out.write(json.dumps([t.to_dict() for t in found], indent=2) + "\n")
         return 0
