@@ -229,18 +229,44 @@ def test_cli_retry_from_a_step_never_recorded_exits_1(
     assert asyncio.run(_names(db, task_id)) == ("failed", ["fetch", "charge", "email"])
 
 
-async def test_the_dashboard_retry_form_replays_from_the_step_chosen(db: Database) -> None:
+async def test_the_dashboard_replays_a_failed_task_from_the_step_whose_button_was_used(
+    db: Database,
+) -> None:
     async with db.client() as cq:
         task_id = await _failed_after_all_steps(db, cq, Counter())
         async with http(create_app(cq)) as client:
-            page = (await client.get("/task/retry", params={"id": task_id})).text
-            assert 'name="from_step"' in page and '<option value="charge">' in page
+            page = (await client.get("/task", params={"id": task_id})).text
+            assert page.count("data-replay") == 3
             response = await client.post(
-                f"/task/retry?id={task_id}",
-                data={"csrf": csrf_from(page), "from_step": "charge"},
+                "/steps/replay",
+                data={"csrf": csrf_from(page), "id": task_id, "from_step": "charge"},
             )
+            after = (await client.get("/task", params={"id": task_id})).text
         steps = await cq.steps.list(task_id)
         task = await cq.get(task_id)
     assert response.status_code == 303
     assert task is not None and task.status == "queued"
     assert [s.name for s in steps] == ["fetch"]
+    assert "data-replay" not in after
+
+
+async def test_the_dashboard_refuses_a_replay_from_a_step_never_recorded(db: Database) -> None:
+    async with db.client() as cq:
+        task_id = await _failed_after_all_steps(db, cq, Counter())
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/task", params={"id": task_id})).text
+            response = await client.post(
+                "/steps/replay",
+                data={"csrf": csrf_from(page), "id": task_id, "from_step": "nope"},
+            )
+        task = await cq.get(task_id)
+    assert response.status_code == 400 and "recorded no step" in response.text
+    assert task is not None and task.status == "failed"
+
+
+async def test_a_read_only_dashboard_offers_no_replay(db: Database) -> None:
+    async with db.client() as cq:
+        task_id = await _failed_after_all_steps(db, cq, Counter())
+        async with http(create_app(cq, read_only=True)) as client:
+            page = (await client.get("/task", params={"id": task_id})).text
+    assert "Steps" in page and "data-replay" not in page

@@ -104,6 +104,7 @@ EXTENSION_MIGRATIONS = [
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
     "x0020_policies.sql",
+    "x0021_logs.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -208,6 +209,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
                 "cairnq_task_snoozes",
                 "cairnq_task_steps",
                 "cairnq_task_attempts",
+                "cairnq_task_logs",
                 "cairnq_dependencies",
                 "cairnq_parked",
                 "cairnq_dependencies_satisfied",
@@ -360,6 +362,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_schedules",
         "cairnq_task_attempts",
         "cairnq_task_keys",
+        "cairnq_task_logs",
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
@@ -440,7 +443,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies", "logs"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -470,6 +473,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
         for name in (
             "cairnq_batches_keep_outcome",
             "cairnq_leases_forget",
+            "cairnq_logs_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
             "cairnq_snoozes_forget",

@@ -23,7 +23,7 @@ from ..top import Section
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
-from ._parts import add_get_options, cli_modules
+from ._parts import add_get_options, add_stats_options, cli_modules
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._target import (
@@ -411,18 +411,13 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
 
     stats = command(
         "stats",
-        "count tasks by queue and status, or trends by task name or queue",
+        "count tasks by queue and status",
         "cairnq stats --by name --since 7d",
-        "Without --by: the tasks of each queue by status. With --by name (or queue): per "
-        "task name (or queue), the attempts that ended over the last --since (7d by "
-        "default), succeeded, failed, failure rate, successes per hour and the run "
-        "time's p50 and p95, from the attempt history (docs/trends.md).",
+        "The tasks of each queue by status; the extensions' options print something "
+        "else instead (--by: the trends per task name or queue, docs/trends.md).",
     )
     stats.add_argument("--queue")
-    stats.add_argument(
-        "--by", choices=("name", "queue"), help="trends per task name or queue (attempt history)"
-    )
-    stats.add_argument("--since", default="7d", help="the trends' window, ending now (7d)")
+    add_stats_options(stats, extras)
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=cmd_stats)
 

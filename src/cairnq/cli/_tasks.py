@@ -21,11 +21,10 @@ from ..client import SyncCairnQ
 from ..client._core import never_claimed, why_not_done
 from ..durations import UNIT_MS
 from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskWarning
-from ..extensions.history._surfaces.cli import show_trends
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
-from ._parts import get_output
+from ._parts import get_output, stats_instead
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -408,11 +407,11 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq stats``; with ``--by``, the trends (``history._surfaces.cli``)."""
-    if args.by is not None:
-        with open_client(args) as client:
-            return show_trends(client, args, out)
+    """``cairnq stats``, or what an extension prints instead (``_parts.stats_instead``)."""
     with open_client(args) as client:
+        instead = stats_instead(args, client, out)
+        if instead is not None:
+            return instead
         counts = client.stats(args.queue)
     if args.json:
         out.write(json_text(counts, indent=2) + "\n")

@@ -21,7 +21,6 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from ..errors import DatabaseError, InvalidArgument
 from ..extensions import Extension
-from ..extensions.steps._ops import steps_if_ready
 from ..kernel import views as _reads
 from ..models import STATUSES, QueueActivity, QueueSummary, Task, TaskPage
 from ._bulk import BULK_STATUSES, FILTER_LABELS, TASK_FILTERS, Bulk, bulk_notice
@@ -524,14 +523,7 @@ class Pages:
         found = await self._load_task(request)
         if isinstance(found, Response):
             return found
-        steps: list[str] = []
-        if action == "retry":
-            # A replay from one of the recorded steps is offered beside the plain retry.
-            recorded = await self.dash.client._run(steps_if_ready(found.id), write=False)
-            steps = [s.name for s in recorded or ()]
-        body = render(
-            "confirm_task.html", self.view(request), task=found, action=action, steps=steps
-        )
+        body = render("confirm_task.html", self.view(request), task=found, action=action)
         return self._page(request, title=f"{action} task", active="tasks", body=body)
 
     async def metrics(self, request: Request) -> Response:
@@ -602,10 +594,7 @@ class Pages:
                 done = "canceled" if task.is_canceled else "cancel_requested"
         else:
             reset = seen.form.get("reset_attempt") == "1"
-            from_step = seen.form.get("from_step") or None
-            task = await self._call(
-                request, dash.client.retry, task_id, reset_attempt=reset, from_step=from_step
-            )
+            task = await self._call(request, dash.client.retry, task_id, reset_attempt=reset)
             if isinstance(task, Response):
                 return task
             done = "retried" if task is not None else "not_retryable"

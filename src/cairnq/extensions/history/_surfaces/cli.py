@@ -47,8 +47,20 @@ def trends_table(trends: Sequence[Trend], by: str) -> list[str]:
     return format_table(headers, rows, right=range(1, len(headers)))
 
 
-def show_trends(client: SyncCairnQ, args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq stats --by name|queue [--since 7d] [--json]``, on ``client``."""
+def add_stats_options(stats: argparse.ArgumentParser) -> None:
+    """``cairnq stats --by name|queue [--since 7d]``: the trends instead of the counts."""
+    stats.add_argument(
+        "--by",
+        choices=("name", "queue"),
+        help="the trends per task name or queue, from the attempt history (docs/trends.md)",
+    )
+    stats.add_argument("--since", default="7d", help="the trends' window, ending now (7d)")
+
+
+def stats_instead(args: argparse.Namespace, client: SyncCairnQ, out: TextIO) -> int | None:
+    """With ``--by``: print the trends (``--json``: as JSON), instead of the counts."""
+    if args.by is None:
+        return None
     found = client.attempts.trends(args.by, args.since)
     if args.json:
         out.write(json.dumps([t.to_dict() for t in found], indent=2) + "\n")
