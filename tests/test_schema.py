@@ -104,7 +104,7 @@ EXTENSION_MIGRATIONS = [
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
     "x0020_policies.sql",
-    "x0021_logs.sql",
+    "x0022_logs.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

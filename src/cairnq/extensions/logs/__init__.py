@@ -1,6 +1,6 @@
 """Attempt logs: what a handler logs (``ctx.log``, and opt-in the standard ``logging``
 records it emits: ``capture_logging``) kept with its attempt in ``cairnq_task_logs``
-(``x0021_logs.sql``), capped per attempt, written by the attempt's settlement, read by
+(``x0022_logs.sql``), capped per attempt, written by the attempt's settlement, read by
 ``cq.attempts.logs``, ``cairnq get`` and the dashboard's task page, and gone with the
 task (a delete trigger).
 
@@ -35,7 +35,7 @@ class AttemptLogs(Extension):
     """
 
     name = "logs"
-    migrations = ("x0021_logs.sql",)
+    migrations = ("x0022_logs.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_logs": "trigger"}
     words = ("task_logs", "attempt_logs", "logs_record", "logs_list")
     cli = "cairnq.extensions.logs._surfaces.cli"

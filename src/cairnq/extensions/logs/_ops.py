@@ -1,5 +1,5 @@
 """What a handler logged, per attempt (extension table ``cairnq_task_logs``,
-``x0021_logs.sql``): the lines an attempt buffers (``LogBuffer``), the ``attempt_end``
+``x0022_logs.sql``): the lines an attempt buffers (``LogBuffer``), the ``attempt_end``
 hook that writes them in the settlement's transaction (``record``), and the reads.
 
 An attempt's lines are kept in the worker's memory, at most ``log_max_bytes`` of them
@@ -25,7 +25,7 @@ from ...errors import InvalidArgument
 from ...kernel.points import AttemptEnd, Recovered
 from ...protocol.steps import NOW, Call, Op, Row
 
-LOGS_MIGRATION = "x0021_logs.sql"
+LOGS_MIGRATION = "x0022_logs.sql"
 
 DEFAULT_MAX_BYTES = 65_536
 """How many bytes of log lines one attempt keeps by default."""
@@ -246,7 +246,7 @@ def log_of(task_id: str, row: Row) -> AttemptLog:
 
 
 def logs_ready() -> Op[bool]:
-    """Whether the database has the logs' table (``x0021_logs.sql``)."""
+    """Whether the database has the logs' table (``x0022_logs.sql``)."""
     applied = yield from kernel.applied_migrations()
     return LOGS_MIGRATION in applied
 

@@ -1,4 +1,4 @@
--- Records what handlers logged in the attempts a settlement ended (extension table cairnq_task_logs, x0021); rows is a JSON array of [task_id, claim, attempt, lines (a JSON array), dropped]. A claim recorded already is left as it is.
+-- Records what handlers logged in the attempts a settlement ended (extension table cairnq_task_logs, x0022); rows is a JSON array of [task_id, claim, attempt, lines (a JSON array), dropped]. A claim recorded already is left as it is.
 -- Returns nothing.
 -- params: rows, now_ms
 insert into cairnq_task_logs (task_id, claim, attempt, lines, dropped, recorded_at_ms)
