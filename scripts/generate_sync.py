@@ -142,6 +142,7 @@ PAIRS = {
             ("steps", "StepsContext", "durable steps add"),
             ("workflows", "WorkflowsContext", "workflows add"),
             ("waits", "WaitsContext", "durable waits add"),
+            ("logs", "LogsContext", "attempt logs add"),
         )
     },
 }

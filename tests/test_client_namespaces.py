@@ -145,6 +145,7 @@ NAMESPACES = {
     "batches": "batches",
     "history": "attempts",
     "limits": "limits",
+    "logs": "attempts",
     "pauses": "pauses",
     "policies": "policies",
     "presence": "presence",

@@ -263,6 +263,7 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
         "batches",
         "history",
         "limits",
+        "logs",
         "pauses",
         "policies",
         "presence",

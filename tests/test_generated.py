@@ -149,6 +149,7 @@ def test_the_context_sources_and_their_generated_blocking_twins() -> None:
             "extensions/steps/_context",
             "extensions/workflows/_context",
             "extensions/waits/_context",
+            "extensions/logs/_context",
         )
     }
 

@@ -77,6 +77,7 @@ SURFACES: tuple[str, ...] = (
     "cairnq.extensions.batches._surfaces.*",
     "cairnq.extensions.history._surfaces.*",
     "cairnq.extensions.limits._surfaces.*",
+    "cairnq.extensions.logs._surfaces.*",
     "cairnq.extensions.pauses._surfaces.*",
     "cairnq.extensions.policies._surfaces.*",
     "cairnq.extensions.presence._surfaces.*",

@@ -52,9 +52,9 @@ PROTOCOL["postgres"] = sorted([*PROTOCOL["sqlite"], "0003_notify.sql"])
 STEP_ASIDE = (
     "this database lacks cairnq's migrations x0006_limits.sql, x0007_flow.sql, "
     "x0008_workflows.sql, x0009_steps.sql, x0010_dependencies_satisfied.sql, "
-    "x0017_batches.sql, x0019_waits.sql, x0020_policies.sql, x0021_pauses_until.sql: "
-    "limits, pauses, workflows, "
-    "snooze, steps, history, batches, waits, policies step aside "
+    "x0017_batches.sql, x0019_waits.sql, x0020_policies.sql, x0021_pauses_until.sql, "
+    "x0023_logs.sql: limits, pauses, workflows, "
+    "snooze, steps, history, batches, waits, policies, logs step aside "
     "until it has them "
     "(run `cairnq migrate`)"
 )

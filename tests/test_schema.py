@@ -106,6 +106,7 @@ EXTENSION_MIGRATIONS = [
     "x0020_policies.sql",
     "x0021_pauses_until.sql",
     "x0022_fair_share.sql",
+    "x0023_logs.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -214,6 +215,7 @@ def sqlite_schema(path: Path) -> dict[str, Any]:
                 "cairnq_task_snoozes",
                 "cairnq_task_steps",
                 "cairnq_task_attempts",
+                "cairnq_task_logs",
                 "cairnq_dependencies",
                 "cairnq_parked",
                 "cairnq_dependencies_satisfied",
@@ -369,6 +371,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_schedules",
         "cairnq_task_attempts",
         "cairnq_task_keys",
+        "cairnq_task_logs",
         "cairnq_task_snoozes",
         "cairnq_task_steps",
         "cairnq_tasks",
@@ -449,7 +452,8 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies", "fair"):
+    owners = ("leases", "snoozes", "workflows", "steps", "waits", "policies", "fair", "logs")
+    for owner in owners:
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -485,6 +489,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_fair_forget",
             "cairnq_fair_index",
             "cairnq_leases_forget",
+            "cairnq_logs_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
             "cairnq_snoozes_forget",

@@ -88,6 +88,12 @@ COMPILED_ONLY = {
     ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
     ("docs/django.md", "# asgi.py"): "needs a configured Django project",
     ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    ("docs/attempt-logs.md", "@worker.task"): "calls the reader's payment gateway",
+    (
+        "docs/replay.md",
+        'await cq.retry(task.id, from_step="charge")'
+        "          # fetch-invoice replays; charge, email run",
+    ): "needs a failed task with recorded steps (tests/test_replay.py replays one)",
     (
         "docs/encryption.md",
         "import os",

@@ -24,7 +24,7 @@ from ..top import Section
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
-from ._parts import add_get_options, cli_modules
+from ._parts import add_get_options, add_stats_options, cli_modules
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._style import paint
@@ -386,6 +386,11 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     )
     _by_ids_or_keys(retry)
     retry.add_argument("--reset-attempt", action="store_true", help="start counting at 0 again")
+    retry.add_argument(
+        "--from-step",
+        metavar="NAME",
+        help="replay: run the task again from this recorded durable step (docs/replay.md)",
+    )
     retry.set_defaults(run=cmd_retry)
 
     purge = command(
@@ -419,8 +424,15 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     )
     purge.set_defaults(run=cmd_purge)
 
-    stats = command("stats", "count tasks by queue and status", "cairnq stats --queue emails")
+    stats = command(
+        "stats",
+        "count tasks by queue and status",
+        "cairnq stats --by name --since 7d",
+        "The tasks of each queue by status; the extensions' options print something "
+        "else instead (--by: the trends per task name or queue, docs/trends.md).",
+    )
     stats.add_argument("--queue")
+    add_stats_options(stats, extras)
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(run=cmd_stats)
 

@@ -7,6 +7,9 @@
   task's JSON (for an option of its own), or ``None``;
 - ``add_to_get(args, client, task, shown)``: adds its keys to the task's JSON object
   ``shown`` (or replaces some);
+- ``add_stats_options(stats)``: options of ``cairnq stats``, and
+  ``stats_instead(args, client, out)``: the exit code of printing something else
+  instead of the counts (for an option of its own), or ``None``;
 - ``top_section(client, queue=..., now_ms=...)``: its ``cairnq.top.Section`` of a
   frame of ``cairnq top``, or ``None`` (see ``cairnq.top``).
 
@@ -19,7 +22,7 @@ import argparse
 from collections.abc import Sequence
 from importlib import import_module
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from ..client import SyncCairnQ
 from ..extensions import Extension, builtins
@@ -58,3 +61,22 @@ def get_output(
         if adder is not None:
             adder(args, client, task, shown)
     return shown
+
+
+def add_stats_options(stats: argparse.ArgumentParser, extras: Sequence[Extension]) -> None:
+    """Each extension's options of ``cairnq stats``."""
+    for module in cli_modules(extras):
+        adder = getattr(module, "add_stats_options", None)
+        if adder is not None:
+            adder(stats)
+
+
+def stats_instead(args: argparse.Namespace, client: SyncCairnQ, out: TextIO) -> int | None:
+    """The exit code of the first extension that prints ``cairnq stats`` instead of the
+    counts (an option of its own was given), else ``None``."""
+    for module in cli_modules(getattr(args, "extensions", ())):
+        instead = getattr(module, "stats_instead", None)
+        code = None if instead is None else instead(args, client, out)
+        if code is not None:
+            return int(code)
+    return None

@@ -24,7 +24,7 @@ from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskW
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
-from ._parts import get_output
+from ._parts import get_output, stats_instead
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -346,9 +346,13 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_retry(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq retry``: each task given; one already queued is no error."""
     reset = args.reset_attempt
+    from_step = getattr(args, "from_step", None)
 
     def retry(client: SyncCairnQ, kind: str, value: str) -> str:
-        if kind == "id":
+        if from_step is not None:
+            target = value if kind == "id" else _current(client, kind, value).id
+            task = client.retry(target, reset_attempt=reset, from_step=from_step)
+        elif kind == "id":
             task = client.retry(value, reset_attempt=reset)
         else:
             task = client.retry_by_key(value, reset_attempt=reset)
@@ -446,8 +450,11 @@ def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    """``cairnq stats``."""
+    """``cairnq stats``, or what an extension prints instead (``_parts.stats_instead``)."""
     with open_client(args) as client:
+        instead = stats_instead(args, client, out)
+        if instead is not None:
+            return instead
         counts = client.stats(args.queue)
     if args.json:
         out.write(json_text(counts, indent=2) + "\n")

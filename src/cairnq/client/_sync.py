@@ -369,13 +369,40 @@ class SyncOperations(_ClientCore):
         op = kernel.cancel_by_key(key, points=self._ends())
         return self._run(op, write=True)
 
-    def retry(self, task_id: str, *, reset_attempt: bool = False) -> Task | None:
+    def retry(
+        self, task_id: str, *, reset_attempt: bool = False, from_step: str | None = None
+    ) -> Task | None:
         """Queue a failed or canceled task again (``reset_attempt`` zeroes its attempts).
 
+        With ``from_step``, a replay (docs/replay.md): the task's recorded durable steps
+        from that step on are forgotten and run again, those before it are kept and
+        replayed, in the same transaction as the requeue.
+
+        Args:
+            task_id: The task.
+            reset_attempt: Zero its attempt count.
+            from_step: The name of a step the task recorded (``ctx.step``), or ``None``.
+
         Returns:
-            The requeued task, or ``None`` if it is unknown or not failed/canceled.
+            The requeued task, or ``None`` if it is unknown or not failed/canceled
+            (without ``from_step``).
+
+        Raises:
+            InvalidArgument: with ``from_step``: a bad name, an unknown task, a task not
+                failed or canceled (a succeeded one is never queued again), or one that
+                recorded no such step; nothing is changed.
+
+        Example::
+
+            cq.retry(task.id, from_step="charge")
         """
+        if from_step is not None:
+            return self._replay_from(task_id, from_step, bool(reset_attempt))
         return self._run(kernel.retry(task_id, bool(reset_attempt)), write=True)
+
+    def _replay_from(self, task_id: str, from_step: str, reset_attempt: bool) -> Task | None:
+        """``retry`` from a recorded step: the steps extension's client part replaces it."""
+        raise InvalidArgument("retry(from_step=...) needs the durable steps' client part")
 
     def retry_by_key(self, key: str, *, reset_attempt: bool = False) -> Task | None:
         """``retry`` the task a key points at."""

@@ -50,6 +50,7 @@ from ._registry import (
 from .batches import Batches
 from .history import History
 from .limits import Limits
+from .logs import AttemptLogs
 from .pauses import Pauses
 from .policies import Policies
 from .presence import Presence
@@ -63,6 +64,7 @@ from .workflows import Workflows
 __all__ = [
     "NOW",
     "Batches",
+    "AttemptLogs",
     "History",
     "Limits",
     "Pauses",

@@ -8,11 +8,12 @@ Each mixin is in its extension's package (``<name>/_context_async.py``) and type
 
 from __future__ import annotations
 
+from .logs._context_async import LogsContext
 from .snooze._context_async import SnoozeContext
 from .steps._context_async import StepsContext
 from .waits._context_async import WaitsContext
 from .workflows._context_async import WorkflowsContext
 
 
-class BuiltinContext(SnoozeContext, StepsContext, WorkflowsContext, WaitsContext):
+class BuiltinContext(SnoozeContext, StepsContext, WorkflowsContext, WaitsContext, LogsContext):
     """The built-ins' methods of an async handler's context."""

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from .logs._context_sync import SyncLogsContext
 from .snooze._context_sync import SyncSnoozeContext
 from .steps._context_sync import SyncStepsContext
 from .waits._context_sync import SyncWaitsContext
@@ -11,6 +12,6 @@ from .workflows._context_sync import SyncWorkflowsContext
 
 
 class SyncBuiltinContext(
-    SyncSnoozeContext, SyncStepsContext, SyncWorkflowsContext, SyncWaitsContext
+    SyncSnoozeContext, SyncStepsContext, SyncWorkflowsContext, SyncWaitsContext, SyncLogsContext
 ):
     """The built-ins' methods of a plain ``def`` handler's context."""

@@ -18,6 +18,7 @@ from ._context import Signal
 from .batches import Batches
 from .history import History
 from .limits import Limits
+from .logs import AttemptLogs
 from .pauses import Pauses
 from .policies import Policies
 from .presence import Presence
@@ -53,6 +54,7 @@ def builtins() -> list[Extension]:
         Uniqueness(),
         Waits(),
         Policies(),
+        AttemptLogs(),
     ]
 
 

@@ -9,12 +9,18 @@ namespace's first name, are kept for one release (each warns once).
 
 from __future__ import annotations
 
+import time
+
 from ..._deprecated import renamed
+from ...durations import Duration
 from .._client_async import ClientView
-from . import _ops
+from ..logs._ops import AttemptLog, logs
+from . import _ops, _trends
 from ._ops import Attempt
 
 AttemptList = list[Attempt]
+LogList = list[AttemptLog]
+TrendList = list[_trends.Trend]
 
 
 class AsyncAttempts:
@@ -52,6 +58,54 @@ class AsyncAttempts:
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
         return await self._client._run(_ops.attempts(task_id), write=False)
+
+    async def logs(self, task_id: str) -> LogList:
+        """What a task's handler logged in each attempt (``ctx.log``, and the records
+        ``capture_logging`` kept), in the order the attempts ended.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            One ``AttemptLog`` per attempt that logged (empty on a database without
+            the logs' table).
+
+        Raises:
+            InvalidArgument: a bad task id.
+
+        Example::
+
+            for entry in await cq.attempts.logs(task.id):
+                for line in entry.lines:
+                    print(entry.attempt, line.level, line.message)
+        """
+        return await self._client._run(logs(task_id), write=False)
+
+    async def trends(self, by: str = "name", since: Duration = "7d") -> TrendList:
+        """How the attempts of each task name (or queue) went over the last ``since``:
+        attempts ended, succeeded, failed, canceled, throughput, failure rate and the run
+        time's p50 and p95, computed from the attempt history (docs/trends.md).
+
+        Args:
+            by: ``"name"`` (the default) or ``"queue"``.
+            since: The window, ending now: a duration from one minute to 366 days
+                (``"1d"``, ``"7d"``, a ``timedelta``, seconds).
+
+        Returns:
+            One ``Trend`` per name (or queue) with an attempt that ended in the window,
+            the busiest first.
+
+        Raises:
+            InvalidArgument: a bad ``by`` or ``since``.
+            SchemaIncomplete: the database lacks the history table (``cairnq migrate``).
+
+        Example::
+
+            for trend in await cq.attempts.trends(since="1d"):
+                print(trend.key, trend.failure_rate, trend.p95_ms)
+        """
+        now_ms = int(time.time() * 1000)
+        return await self._client._run(_trends.trends(by, since, now_ms=now_ms), write=False)
 
     async def __call__(self, task_id: str) -> AttemptList:
         """Deprecated: ``cq.attempts.list(task_id)``, which see."""

@@ -9,9 +9,11 @@ called: the same as ``cq.steps.list(task_id)``, kept for one release (it warns o
 from __future__ import annotations
 
 from ..._deprecated import renamed
+from ...models import Task
 from .._client_async import ClientView
 from . import _ops
 from ._ops import StepRecord
+from ._replay import replay
 
 StepList = list[StepRecord]
 
@@ -60,3 +62,9 @@ class AsyncStepsClient:
     def steps(self: ClientView) -> AsyncSteps:
         """The durable steps each task recorded: ``list``."""
         return AsyncSteps(self)
+
+    async def _replay_from(
+        self: ClientView, task_id: str, from_step: str, reset_attempt: bool
+    ) -> Task | None:
+        """``retry(task_id, from_step=...)``: the replay, in one transaction."""
+        return await self._run(replay(task_id, from_step, reset_attempt), write=True)

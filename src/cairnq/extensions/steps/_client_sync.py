@@ -5,9 +5,11 @@
 from __future__ import annotations
 
 from ..._deprecated import renamed
+from ...models import Task
 from .._client_sync import ClientView
 from . import _ops
 from ._ops import StepRecord
+from ._replay import replay
 
 StepList = list[StepRecord]
 
@@ -56,3 +58,9 @@ class SyncStepsClient:
     def steps(self: ClientView) -> SyncSteps:
         """The durable steps each task recorded: ``list``."""
         return SyncSteps(self)
+
+    def _replay_from(
+        self: ClientView, task_id: str, from_step: str, reset_attempt: bool
+    ) -> Task | None:
+        """``retry(task_id, from_step=...)``: the replay, in one transaction."""
+        return self._run(replay(task_id, from_step, reset_attempt), write=True)

@@ -1,15 +1,30 @@
 """The durable steps on the dashboard's task page: the task's recorded steps, in
-``seq`` order (``templates/steps_card.html``)."""
+``seq`` order (``templates/steps_card.html``), and on a failed or canceled task a
+"Replay from here" button per step, which queues the task again from that step
+(``cq.retry(id, from_step=...)``, docs/replay.md)."""
 
 from __future__ import annotations
 
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ....dashboard._http import incoming, redirect
 from ....dashboard._pages import Pages, PartsOnly, TaskParts, View, render
+from ....errors import InvalidArgument
 from ....models import Task
 from .._ops import opened, steps_if_ready
 
+log = logging.getLogger("cairnq.dashboard")
+
+REPLAY = "/steps/replay"
+
 
 class StepPages(PartsOnly):
-    """The steps' part of the task page."""
+    """The steps' part of the task page, and its replay action."""
+
+    actions = (REPLAY,)
 
     async def task_card(self, task: Task, view: View) -> TaskParts:
         client = self.host.dash.client
@@ -17,7 +32,22 @@ class StepPages(PartsOnly):
         if not found:
             return TaskParts()
         found = opened(client.codec, found, shown=True)
-        return TaskParts(cards=render("steps_card.html", view, steps=found))
+        replay = task.status in ("failed", "canceled") and not view.read_only
+        body = render("steps_card.html", view, steps=found, task=task, replay=replay)
+        return TaskParts(cards=body)
+
+    async def action(self, request: Request, path: str) -> Response:
+        """Queue the form's task again from the form's step, then back to its page."""
+        form = incoming(request).form
+        task_id, step = form.get("id", ""), form.get("from_step", "")
+        try:
+            await self.host.dash.client.retry(task_id, from_step=step)
+        except InvalidArgument as exc:
+            return self.host._error(request, 400, "Bad request", str(exc))
+        self.host.dash.lists.clear()
+        self.host.dash.reads.clear()
+        log.info("dashboard: replay %s from step %r", task_id, step)
+        return redirect(request, "/task", {"id": task_id, "done": "retried"})
 
 
 def pages(host: Pages) -> StepPages:

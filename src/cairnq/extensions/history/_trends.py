@@ -1,0 +1,195 @@
+"""Trends from the attempt history: per task name or queue, over a window ending now,
+how many attempts ended, how many succeeded and failed, the throughput and failure
+rate, and the run time's p50 and p95; and the same counts per time bucket for charts
+(``cairnq stats --by name --since 7d``, the dashboard's Trends page, ``cq.attempts.trends``).
+
+Computed by one statement each from ``cairnq_task_attempts`` joined to the tasks: no
+table of its own and nothing written at a settlement; a purged task takes its attempts
+out of the trends. Attempts of a reference SDK's workers are not recorded, so not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...durations import duration_ms
+from ...errors import InvalidArgument
+from ...protocol.steps import Call, Op
+from ..steps._ops import require
+
+BY = ("name", "queue")
+FAILED = ("failed", "retry", "lost")
+MAX_SINCE_MS = 366 * 24 * 3_600_000
+DAY_MS = 24 * 3_600_000
+
+
+def check_by(value: Any) -> str:
+    """What trends are grouped by: ``"name"`` or ``"queue"``.
+
+    Raises:
+        InvalidArgument: another value.
+    """
+    if isinstance(value, str) and value in BY:
+        return value
+    raise InvalidArgument(f"by must be 'name' or 'queue'; got {value!r}")
+
+
+def check_since(value: Any) -> int:
+    """The window of trends, ending now: a duration from one minute to 366 days.
+
+    Raises:
+        InvalidArgument: not a duration, or out of bounds.
+    """
+    return duration_ms(value, "since", low_ms=60_000, high_ms=MAX_SINCE_MS)
+
+
+def check_buckets(value: Any) -> int:
+    """How many buckets a chart's series has: a whole number from 1 to 400.
+
+    Raises:
+        InvalidArgument: another type or value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 400:
+        raise InvalidArgument(f"buckets must be a whole number from 1 to 400; got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How the attempts of one task name (or queue) went over a window.
+
+    Attributes:
+        key: The task name (or queue).
+        window_ms: The window's length, ending when it was read.
+        attempts: Attempts that ended in it (every outcome).
+        succeeded: Of them, succeeded.
+        failed: Failed, failed and queued again (``retry``) or lost.
+        canceled: Canceled.
+        p50_ms: The median run time of the succeeded and failed attempts whose start is
+            known (nearest rank, to two significant figures, rounded down), or
+            ``None`` without any.
+        p95_ms: Their 95th percentile, the same way.
+    """
+
+    key: str
+    window_ms: int
+    attempts: int
+    succeeded: int
+    failed: int
+    canceled: int
+    p50_ms: int | None
+    p95_ms: int | None
+
+    @property
+    def throughput_per_hour(self) -> float:
+        """Succeeded attempts per hour over the window."""
+        return self.succeeded * 3_600_000 / self.window_ms
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failed over succeeded and failed attempts (0 to 1), or ``None`` without any."""
+        ran = self.succeeded + self.failed
+        return None if ran == 0 else self.failed / ran
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "window_ms": self.window_ms,
+            "attempts": self.attempts,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "canceled": self.canceled,
+            "throughput_per_hour": round(self.throughput_per_hour, 3),
+            "failure_rate": None if self.failure_rate is None else round(self.failure_rate, 4),
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+        }
+
+
+def trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend]]:
+    """The trends of each task name (``by="name"``) or queue over the ``since`` ending at
+    ``now_ms``, the busiest first; validated eagerly.
+
+    Raises:
+        InvalidArgument: a bad ``by`` or ``since``.
+        SchemaIncomplete: the database lacks the attempt history (``cairnq migrate``).
+    """
+    return _trends(check_by(by), check_since(since), now_ms)
+
+
+def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
+    yield from require()
+    rows = yield Call(
+        "history_trends", {"since_ms": now_ms - window, "until_ms": now_ms + 1, "by": by}
+    )
+    counts: dict[str, dict[str, int]] = {}
+    runs: dict[str, dict[int, int]] = {}
+    for r in rows:
+        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
+        mine = counts.setdefault(key, {})
+        mine[outcome] = mine.get(outcome, 0) + many
+        if r["run_ms"] is not None:
+            spread = runs.setdefault(key, {})
+            ms = max(0, int(r["run_ms"]))
+            spread[ms] = spread.get(ms, 0) + many
+    found = [
+        Trend(
+            key,
+            window,
+            sum(mine.values()),
+            mine.get("succeeded", 0),
+            sum(mine.get(o, 0) for o in FAILED),
+            mine.get("canceled", 0),
+            nearest_rank(runs.get(key, {}), 50),
+            nearest_rank(runs.get(key, {}), 95),
+        )
+        for key, mine in counts.items()
+    ]
+    return sorted(found, key=lambda t: (-t.attempts, t.key))
+
+
+def nearest_rank(spread: dict[int, int], percent: int) -> int | None:
+    """The ``percent``-th percentile (nearest rank) of run times given as {ms: count}."""
+    total = sum(spread.values())
+    if not total:
+        return None
+    rank = -(-total * percent // 100)
+    seen = 0
+    for ms in sorted(spread):
+        seen += spread[ms]
+        if seen >= rank:
+            return ms
+    return max(spread)
+
+
+def series(
+    by: Any = "name", since: Any = "1d", buckets: Any = 24, *, now_ms: int
+) -> Op[dict[str, list[tuple[int, int]]]]:
+    """Per task name (or queue), ``buckets`` counts of (succeeded, failed) attempts over
+    the ``since`` ending at ``now_ms``, oldest first; validated eagerly.
+
+    Raises:
+        InvalidArgument: a bad ``by``, ``since`` or ``buckets``.
+        SchemaIncomplete: the database lacks the attempt history.
+    """
+    return _series(check_by(by), check_since(since), check_buckets(buckets), now_ms)
+
+
+def _series(
+    by: str, window: int, buckets: int, now_ms: int
+) -> Op[dict[str, list[tuple[int, int]]]]:
+    yield from require()
+    width = -(-window // buckets)
+    since = now_ms + 1 - width * buckets
+    rows = yield Call(
+        "history_trends_series",
+        {"since_ms": since, "until_ms": now_ms + 1, "by": by, "bucket_ms": width},
+    )
+    found: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        counts = found.setdefault(str(r["key"]), [(0, 0)] * buckets)
+        bucket = int(r["bucket"])
+        if 0 <= bucket < buckets:
+            counts[bucket] = (int(r["succeeded"]), int(r["failed"]))
+    return found

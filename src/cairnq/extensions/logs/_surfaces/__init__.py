@@ -1,0 +1,1 @@
+"""Attempt logs on the command line (``cairnq get``) and the dashboard's task page."""
