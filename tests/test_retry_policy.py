@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -312,41 +315,25 @@ async def test_a_task_definitions_timeout_applies_to_the_handler_registered_with
     assert (done.status, done.error["code"]) == ("failed", "handler_timeout")
 
 
-# --- the README's example -----------------------------------------------------------------
+# --- the Durable steps page's example ------------------------------------------------
 
 
 def _durable_steps_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### Durable steps")
-    return re.findall(r"```python\n(.*?)```", text[start:], re.S)[0]
+    text = (ROOT / "docs" / "steps.md").read_text()
+    return re.findall(r"```python exec\n(.*?)```", text, re.S)[0]
 
 
-async def test_the_readmes_durable_steps_example_runs_as_written(db: Database) -> None:
-    calls: list[str] = []
-
-    async def fetch_invoice(invoice_id: int) -> dict[str, Any]:
-        calls.append("fetch")
-        return {"id": invoice_id, "amount": 12}
-
-    async def charge_card(invoice: dict[str, Any]) -> dict[str, Any]:
-        calls.append("charge")
-        return {"id": f"ch_{invoice['id']}"}
-
-    def send_receipt(charge: dict[str, Any]) -> None:
-        calls.append("email")
-
-    async with db.client() as cq:
-        worker = Worker(cq, poll_interval_ms=20)
-        scope = {
-            "worker": worker,
-            "fetch_invoice": fetch_invoice,
-            "charge_card": charge_card,
-            "send_receipt": send_receipt,
-        }
-        exec(compile(_durable_steps_example(), "README.md", "exec"), scope)
-        async with worker.background():
-            task = await cq.submit("bill", {"id": 7})
-            done = await settled(cq, task.id)
-        await worker.close()
-    assert (done.status, done.result, done.max_attempts) == ("succeeded", "ch_7", 5)
-    assert calls == ["fetch", "charge", "email"]
+def test_the_durable_steps_example_runs_as_written_with_its_handlers_max_attempts(
+    tmp_path: Path,
+) -> None:
+    program = _durable_steps_example()
+    assert "@worker.task(max_attempts=5)" in program
+    (tmp_path / "bill.py").write_text(program)
+    done = subprocess.run(
+        [sys.executable, "bill.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "ch_7"
+    with sqlite3.connect(tmp_path / "cairnq.db") as conn:
+        rows = conn.execute("select status, max_attempts from cairnq_tasks").fetchall()
+    assert rows == [("succeeded", 5)]

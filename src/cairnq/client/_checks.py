@@ -4,30 +4,43 @@ was registered as."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidArgument
 from ..models import HANDLER_TASKS
 
+log = logging.getLogger("cairnq.client")
+
 
 def check_metadata(metadata: Any) -> Any:
-    """``metadata`` when it is ``None`` or a mapping (a JSON object).
+    """``metadata`` as given, with one warning line per process for each kind of value
+    that is not a JSON object.
 
-    The protocol stores any JSON there and cairnq reads whatever another SDK left;
-    cairnq's clients write objects only, so hooks and tracing can add keys to it.
-
-    Raises:
-        InvalidArgument: anything else (a list, a string, a number, ...).
+    The protocol stores any JSON there, and the reference SDKs write scalars too (the
+    ``json_scalar_roundtrip`` conformance scenario), so cairnq stores what it is
+    given; but hooks and tracing add their keys to an object only, so anything else
+    is most likely a mistake, and is said so once on the ``cairnq.client`` logger.
     """
     if metadata is None or isinstance(metadata, Mapping):
         return metadata
-    shown = repr(metadata)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise InvalidArgument(
-        f"metadata must be a JSON object (a dict), got {type(metadata).__name__} {shown}; "
-        f"put it under a key, e.g. metadata={{'tags': ...}}"
-    )
+    kind = type(metadata).__name__
+    if kind not in _WARNED_METADATA:
+        _WARNED_METADATA.add(kind)
+        shown = repr(metadata)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        log.warning(
+            "metadata is a %s (%s), not a JSON object: stored as given, but tracing and "
+            "hooks add no keys to it; put it under a key, e.g. metadata={'tags': ...}",
+            kind,
+            shown,
+        )
+    return metadata
+
+
+_WARNED_METADATA: set[str] = set()
+"""The kinds of non-object metadata already warned about in this process."""
 
 
 def handler_task(fn: Any) -> str:
