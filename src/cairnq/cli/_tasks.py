@@ -24,7 +24,7 @@ from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskW
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
-from ._parts import get_output
+from ._parts import get_output, ls_instead
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -231,7 +231,12 @@ def _unknown(args: argparse.Namespace) -> str:
 def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq ls``."""
     with open_client(args) as client:
-        tasks = client.list(status=args.status, queue=args.queue, name=args.name, limit=args.limit)
+        found = ls_instead(args, client)
+        tasks = (
+            client.list(status=args.status, queue=args.queue, name=args.name, limit=args.limit)
+            if found is None
+            else found
+        )
     if args.json:
         out.write(json_text([t.to_dict() for t in tasks], indent=2) + "\n")
     elif args.jsonl:

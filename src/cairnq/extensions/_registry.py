@@ -22,6 +22,7 @@ from .pauses import Pauses
 from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
+from .search import Search
 from .snooze import Snoozing
 from .steps import Steps
 from .uniqueness import Uniqueness
@@ -53,6 +54,7 @@ def builtins() -> list[Extension]:
         Uniqueness(),
         Waits(),
         Policies(),
+        Search(),
     ]
 
 

@@ -1,11 +1,60 @@
 """Which path a single ``submit`` takes: the plain one for a task named by a string
-with every option at its default, else the one that reads its options."""
+with every option at its default, else the one that reads its options; and what a
+submit writes besides its tasks, in their transaction, whatever path it takes
+(``also``)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
 
 from .. import kernel
+from ..models import Task
+from ..protocol.steps import Op
+
+T = TypeVar("T")
+
+Also = Callable[[Sequence[kernel.NewTask], Sequence[Task]], Op[object]]
+"""Work in a submit's transaction after its tasks are stored, given the submitted
+specs (as the submit hooks left them) and the stored tasks (a reused key's task
+among them, with its own id)."""
+
+# The ``Also`` of the submit running in this context (set by ``also`` around one
+# ``submit`` call, read where its operation is built: ``with_also``).
+_ALSO: ContextVar[Also | None] = ContextVar("cairnq_submit_also", default=None)
+
+
+@contextmanager
+def also(write: Also | None) -> Iterator[None]:
+    """Within the block, the operation of the submit the block runs also runs ``write``
+    (nothing changes for ``None``)."""
+    if write is None:
+        yield
+        return
+    token = _ALSO.set(write)
+    try:
+        yield
+    finally:
+        _ALSO.reset(token)
+
+
+def with_also(op: Op[T], specs: Sequence[kernel.NewTask]) -> Op[T]:
+    """``op`` (which stores ``specs``), followed in its transaction by the ``Also`` of
+    the submit running in this context; ``op`` itself when there is none."""
+    write = _ALSO.get()
+    if write is None:
+        return op
+    _ALSO.set(None)  # once: the submit's own tasks, not another submit it leads to
+    return _then(op, specs, write)
+
+
+def _then(op: Op[T], specs: Sequence[kernel.NewTask], write: Also) -> Op[T]:
+    stored = yield from op
+    tasks: list[Any] = stored if isinstance(stored, list) else [stored]
+    yield from write(specs, tasks)
+    return stored
 
 
 class SpecMaker(Protocol):

@@ -1,0 +1,128 @@
+"""The client's search: ``cq.search`` (``find``, ``of``), and the terms a submit with
+``tags`` (or on a client declaring search fields) records, async.
+
+``scripts/generate_sync.py`` turns this file into ``_client_sync.py`` beside it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from ..._clock import Clock
+from ...durations import Duration
+from ...models import Task
+from .._base import Extension
+from .._client_async import ClientView
+from . import Search
+from ._model import Field, check_query, check_tags
+from ._ops import TaskTerms, Terms, find, terms_of
+
+TaskList = list[Task]
+
+
+class _Searching(ClientView, Protocol):
+    extensions: list[Extension]
+
+    def _clock(self) -> Clock: ...
+
+
+def declared_fields(extensions: Sequence[Extension]) -> tuple[Field, ...]:
+    """The search fields declared by the ``Search`` among a client's ``extensions``."""
+    for extension in extensions:
+        if isinstance(extension, Search):
+            return extension.fields
+    return ()
+
+
+def submit_terms(client: Any, tags: Any) -> Terms | None:
+    """What a submit records besides its task: its ``tags`` (checked) and the fields
+    ``client`` declares; ``None`` when there is neither, so the submit writes nothing more.
+
+    Raises:
+        InvalidArgument: bad ``tags``; nothing is written.
+    """
+    checked = () if tags is None else check_tags(tags)
+    fields = declared_fields(getattr(client, "extensions", ()))
+    if not checked and not fields:
+        return None
+    return Terms(checked, fields)
+
+
+class AsyncSearch:
+    """``cq.search``: tasks by tag, declared field, error text and time."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: _Searching) -> None:
+        self._client = client
+
+    async def find(
+        self,
+        *,
+        tags: str | Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        since: datetime.datetime | Duration | None = None,
+        until: datetime.datetime | Duration | None = None,
+        status: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> TaskList:
+        """Tasks matching every filter given, newest first (by task id).
+
+        Args:
+            tags: A tag, or tags a task must all hold (``submit(tags=...)``).
+            where: Declared search fields and the value each must hold
+                (``{"customer": "acme"}``); a number or boolean matches the same
+                number or boolean the field found.
+            error: Text the task's error (its type or message) holds, in any case.
+            since, until: Created at or after ``since``, before ``until``: an aware
+                ``datetime``, or a duration meaning that long ago (``"1h"``).
+            status, queue, name: The task's status, queue and name.
+            before: Only tasks whose id sorts before this one: the last id of the
+                previous page, to page on.
+            limit: At most this many (1 to 1000; 100).
+
+        Returns:
+            The tasks, newest first.
+
+        Raises:
+            InvalidArgument: a filter of the wrong type or value.
+            SchemaIncomplete: ``tags`` or ``where`` on a database without the search
+                table (``cairnq migrate``).
+
+        Example::
+
+            failed = await cq.search.find(tags=["billing"], where={"customer": "acme"},
+                                          status="failed", since="1d")
+            page2 = await cq.search.find(tags="billing", before=failed[-1].id)
+        """
+        query = check_query(
+            tags=tags, where=where, error=error, since=since, until=until, status=status,
+            queue=queue, name=name, before=before, limit=limit,
+            now_ms=self._client._clock().now_ms(),
+        )  # fmt: skip
+        return await self._client._run(find(query), write=False)
+
+    async def of(self, task_id: str) -> TaskTerms:
+        """A task's tags and the declared fields its submit recorded (empty for none).
+
+        Example::
+
+            terms = await cq.search.of(task.id)
+            print(terms.tags, terms.fields)
+        """
+        return await self._client._run(terms_of(task_id), write=False)
+
+
+class AsyncSearchClient:
+    """The client's ``search`` namespace."""
+
+    @property
+    def search(self: _Searching) -> AsyncSearch:
+        """Tasks by tag, declared field, error text and time: ``find``, ``of``."""
+        return AsyncSearch(self)

@@ -1,0 +1,93 @@
+"""The search extension's operations: a submit's terms recorded in its transaction, a
+search, and a task's terms read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ... import kernel
+from ...errors import SchemaIncomplete
+from ...kernel import NewTask
+from ...models import Task
+from ...protocol.steps import Call, Op
+from ._model import TAG, Field, Query, terms_for
+
+MIGRATION = "x0021_search.sql"
+
+
+def search_ready() -> Op[bool]:
+    """Whether the database has the search table (migration ``x0021_search.sql``)."""
+    applied = yield from kernel.applied_migrations()
+    return MIGRATION in applied
+
+
+def _require() -> Op[None]:
+    ready = yield from search_ready()
+    if not ready:
+        raise SchemaIncomplete(
+            f"this database lacks cairnq's search table (migration {MIGRATION}); "
+            "run `cairnq migrate` to add it",
+            missing=(MIGRATION,),
+        )
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What one submit records for the tasks it inserts: its ``tags`` and the client's
+    declared ``fields``; called in the submit's transaction (``_submit_path.also``)."""
+
+    tags: tuple[str, ...]
+    fields: tuple[Field, ...]
+
+    def __call__(self, specs: Sequence[NewTask], stored: Sequence[Task]) -> Op[None]:
+        """Record the terms of each task of ``specs`` the submit inserted (a task it
+        reused under a key, or revised, keeps the terms it has)."""
+        inserted = {task.id for task in stored}
+        rows = terms_for([s for s in specs if s.id in inserted], self.tags, self.fields)
+        if not rows:
+            return
+        yield from _require()
+        yield Call("search_record", {"rows": json.dumps(rows, separators=(",", ":"))})
+
+
+def find(query: Query) -> Op[list[Task]]:
+    """The tasks matching ``query``, newest task id first.
+
+    Raises:
+        SchemaIncomplete: a tag or field searched on a database without the table.
+    """
+    params = query.params()
+    if not query.terms:
+        rows = yield Call("search_tasks", params)
+        return [Task.from_row(r) for r in rows]
+    yield from _require()
+    (field, value), *more = query.terms
+    params.update(field=field, value=value, more=json.dumps([list(t) for t in more]))
+    rows = yield Call("search_by_term", params)
+    return [Task.from_row(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class TaskTerms:
+    """A task's tags and declared search fields (``cq.search.of``).
+
+    Attributes:
+        tags: Its tags, sorted.
+        fields: Each declared field's value (text) the task's submit found.
+    """
+
+    tags: tuple[str, ...]
+    fields: dict[str, str]
+
+
+def terms_of(task_id: str) -> Op[TaskTerms]:
+    """A task's tags and fields; empty on a database without the table."""
+    ready = yield from search_ready()
+    if not ready:
+        return TaskTerms((), {})
+    rows = yield Call("search_terms_of", {"id": task_id})
+    tags = tuple(str(r["value"]) for r in rows if r["field"] == TAG)
+    fields = {str(r["field"]): str(r["value"]) for r in rows if r["field"] != TAG}
+    return TaskTerms(tags, fields)
