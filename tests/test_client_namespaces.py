@@ -149,6 +149,7 @@ NAMESPACES = {
     "policies": "policies",
     "presence": "presence",
     "schedules": "schedules",
+    "search": "search",
     "snooze": "snooze",
     "steps": "steps",
     "uniqueness": "uniqueness",

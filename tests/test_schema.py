@@ -104,6 +104,7 @@ EXTENSION_MIGRATIONS = [
     "x0018_uniqueness.sql",
     "x0019_waits.sql",
     "x0020_policies.sql",
+    "x0021_search.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -144,6 +145,7 @@ INDEXES = {
         ["expires_at_ms"],
         "expires_at_ms is not null and reason is null",
     ),
+    "cairnq_search_terms_task": (["task_id"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -358,6 +360,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
+        "cairnq_search_terms",
         "cairnq_task_attempts",
         "cairnq_task_keys",
         "cairnq_task_snoozes",
@@ -440,7 +443,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies"):
+    for owner in ("leases", "snoozes", "workflows", "steps", "waits", "policies", "search"):
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
         assert "FOR EACH STATEMENT" in on_delete
@@ -472,6 +475,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_leases_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
+            "cairnq_search_forget",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
             "cairnq_waits_forget",

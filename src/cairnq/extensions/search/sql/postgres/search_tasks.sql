@@ -1,9 +1,8 @@
--- Tasks matching every given filter, newest task id first, with no term to start
--- from: a walk down the task ids from high_id (a time range bounds it).
+-- Tasks matching every given filter, newest id first, with no term to start from.
 -- Returns task rows.
--- params: low_id, high_id (task id bounds: low_id <= id < high_id), from_ms, until_ms
---   (created_at_ms bounds, null: none), status, queue, name, error (text the error's
---   type or message holds, any case; null: none), limit
+-- params: low_id, high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms
+--   bounds; null: none), status, queue, name, error (text the error's type or message
+--   holds, any case; null: none), limit. It walks the task ids down from high_id.
 select t.*
 from cairnq_tasks as t
 where t.id >= :low_id::text

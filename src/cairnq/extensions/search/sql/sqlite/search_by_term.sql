@@ -1,10 +1,9 @@
--- Tasks holding one term (a tag, or a declared field's value) and every other given
--- filter, newest task id first: a walk down (field, value, task_id) from high_id.
+-- Tasks holding one term (a tag or a declared field's value) and every other filter, newest id first.
 -- Returns task rows.
--- params: field, value, more (a JSON array of [field, value] each task must hold too),
---   low_id, high_id (task id bounds: low_id <= id < high_id), from_ms, until_ms
---   (created_at_ms bounds, null: none), status, queue, name, error (text the error's
---   type or message holds, any case; null: none), limit
+-- params: field, value, more (a JSON array of [field, value] a task must hold too), low_id,
+--   high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms bounds; null:
+--   none), status, queue, name, error (text the error's type or message holds, any case;
+--   null: none), limit. It walks (field, value, task_id) down from high_id.
 select t.*
 from cairnq_search_terms as s
 join cairnq_tasks as t on t.id = s.task_id
