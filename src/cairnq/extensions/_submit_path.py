@@ -16,10 +16,14 @@ from ..protocol.steps import Op
 
 T = TypeVar("T")
 
-Also = Callable[[Sequence[kernel.NewTask], Sequence[Task]], Op[object]]
-"""Work in a submit's transaction after its tasks are stored, given the submitted
-specs (as the submit hooks left them) and the stored tasks (a reused key's task
-among them, with its own id)."""
+Stored = Callable[[Sequence[Task]], Op[object]]
+"""Work in a submit's transaction after its tasks are stored, given the stored tasks
+(a reused key's task among them, with its own id)."""
+
+Also = Callable[[Sequence[kernel.NewTask]], "Stored | None"]
+"""What a submit writes besides its tasks, given them (as the submit hooks left
+them): the ``Stored`` work to run after them, or ``None`` for nothing (the submit's
+operation is then left as it is)."""
 
 # The ``Also`` of the submit running in this context (set by ``also`` around one
 # ``submit`` call, read where its operation is built: ``with_also``).
@@ -43,17 +47,20 @@ def also(write: Also | None) -> Iterator[None]:
 def with_also(op: Op[T], specs: Sequence[kernel.NewTask]) -> Op[T]:
     """``op`` (which stores ``specs``), followed in its transaction by the ``Also`` of
     the submit running in this context; ``op`` itself when there is none."""
-    write = _ALSO.get()
-    if write is None:
+    also = _ALSO.get()
+    if also is None:
         return op
     _ALSO.set(None)  # once: the submit's own tasks, not another submit it leads to
-    return _then(op, specs, write)
+    write = also(specs)
+    if write is None:
+        return op
+    return _then(op, write)
 
 
-def _then(op: Op[T], specs: Sequence[kernel.NewTask], write: Also) -> Op[T]:
+def _then(op: Op[T], write: Stored) -> Op[T]:
     stored = yield from op
     tasks: list[Any] = stored if isinstance(stored, list) else [stored]
-    yield from write(specs, tasks)
+    yield from write(tasks)
     return stored
 
 

@@ -4,7 +4,7 @@ search, and a task's terms read back."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ... import kernel
@@ -41,15 +41,26 @@ class Terms:
     tags: tuple[str, ...]
     fields: tuple[Field, ...]
 
-    def __call__(self, specs: Sequence[NewTask], stored: Sequence[Task]) -> Op[None]:
-        """Record the terms of each task of ``specs`` the submit inserted (a task it
-        reused under a key, or revised, keeps the terms it has)."""
-        inserted = {task.id for task in stored}
-        rows = terms_for([s for s in specs if s.id in inserted], self.tags, self.fields)
+    def __call__(self, specs: Sequence[NewTask]) -> Callable[[Sequence[Task]], Op[None]] | None:
+        """What to record once ``specs`` are stored: ``None`` when they hold no term."""
+        rows = terms_for(specs, self.tags, self.fields)
         if not rows:
-            return
-        yield from _require()
-        yield Call("search_record", {"rows": json.dumps(rows, separators=(",", ":"))})
+            return None
+
+        def record(stored: Sequence[Task]) -> Op[None]:
+            return _record(rows, {task.id for task in stored})
+
+        return record
+
+
+def _record(rows: list[list[str]], inserted: set[str]) -> Op[None]:
+    """Record ``rows`` of the tasks ``inserted`` (a task a submit reused under a key, or
+    revised, keeps the terms it has)."""
+    kept = [row for row in rows if row[0] in inserted]
+    if not kept:
+        return
+    yield from _require()
+    yield Call("search_record", {"rows": json.dumps(kept, separators=(",", ":"))})
 
 
 def find(query: Query) -> Op[list[Task]]:
