@@ -6,9 +6,9 @@ BACKEND: ``sqlite`` or a PostgreSQL URL (a fresh schema, dropped afterwards).
 1. The data: N tasks through ``submit_many_ids`` in batches of 5,000, each with one of
    100 tags (``t0`` .. ``t99``) and ``metadata.customer`` one of 10,000 customers, whose
    terms are written by the search extension's own statement (``search_record``, the
-   one a tagged submit runs), batch by batch. One task in 100 (customers 4200 to 4299, and so on) is
-   then marked failed with an error message naming its customer (an ``update`` of the benchmark's own: no
-   worker runs for it).
+   one a tagged submit runs), batch by batch. One task in 100 (customers 4200 to 4299,
+   and so on) is then marked failed with an error message naming its customer (an
+   ``update`` of the benchmark's own: no worker runs for it).
 2. Searches, each the median of 7 runs after one warm-up (limit 100): a tag (1% of the
    tasks hold it), a declared field (0.01%), a tag and a field, a tag with
    ``status="failed"``, the last hour (no term), the error text ``customer 4242`` (no

@@ -14,7 +14,7 @@ from ...models import Task
 from .._base import Extension
 from .._client_sync import ClientView
 from . import Search
-from ._model import Field, check_query, check_tags
+from ._model import Field, check_query, check_tags, query_of
 from ._ops import TaskTerms, Terms, find, terms_of
 
 TaskList = list[Task]
@@ -105,6 +105,24 @@ class SyncSearch:
             now_ms=self._client._clock().now_ms(),
         )  # fmt: skip
         return self._client._run(find(query), write=False)
+
+    def query(self, text: str, *, before: str | None = None, limit: int = 100) -> TaskList:
+        """The tasks a search box's ``text`` finds, newest first: ``find`` with its
+        filters written as words (the dashboard's box and ``docs/search.md``):
+        ``tag:billing`` (or ``#billing``), ``customer=acme``, ``error:"card declined"``
+        (words alone are error text), ``status:failed``, ``queue:``, ``name:``,
+        ``since:1d``, ``until:2h``. Quotes keep spaces in a value.
+
+        Raises:
+            InvalidArgument: text that does not parse, or a bad filter.
+            SchemaIncomplete: a tag or field on a database without the search table.
+
+        Example::
+
+            tasks = cq.search.query('tag:billing customer=acme since:1d')
+        """
+        checked = query_of(text, before=before, limit=limit, now_ms=self._client._clock().now_ms())
+        return self._client._run(find(checked), write=False)
 
     def of(self, task_id: str) -> TaskTerms:
         """A task's tags and the declared fields its submit recorded (empty for none).

@@ -288,3 +288,75 @@ def id_floor(ms: int) -> str:
     stamp = max(0, min(ms, (1 << 48) - 1))
     head = "".join(_CROCKFORD[(stamp >> shift) & 31] for shift in range(45, -5, -5))
     return "task_" + head + "0" * 16
+
+
+SYNTAX = (
+    'tag:billing  customer=acme  error:"card declined"  status:failed  queue:emails  '
+    "name:email.send  since:1d  until:2h"
+)
+_WORDS = ("tag", "error", "status", "queue", "name", "since", "until")
+
+
+def parse(text: str) -> dict[str, Any]:
+    """A search box's text as ``find``'s keywords (``SYNTAX``): ``tag:X`` (or ``#X``,
+    repeatable: all), ``FIELD=VALUE`` (repeatable: all), ``error:TEXT``, ``status:``,
+    ``queue:``, ``name:``, ``since:`` and ``until:`` (a duration ago); words alone are
+    error text. Quotes keep spaces in a value.
+
+    Raises:
+        InvalidArgument: unbalanced quotes, a word given twice, or an empty value.
+    """
+    import shlex
+
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"the search {text!r} has an unbalanced quote") from exc
+    found: dict[str, Any] = {}
+    tags: list[str] = []
+    where: dict[str, str] = {}
+    loose: list[str] = []
+    for token in tokens:
+        word, colon, value = token.partition(":")
+        field, equals, wanted = token.partition("=")
+        if token.startswith("#") and len(token) > 1:
+            tags.append(token[1:])
+        elif colon and word in _WORDS and "=" not in word:
+            if not value:
+                raise InvalidArgument(f"{word}: needs a value ({SYNTAX})")
+            if word == "tag":
+                tags.append(value)
+            elif word in found:
+                raise InvalidArgument(f"{word}: is given twice")
+            else:
+                found[word] = value
+        elif equals and _FIELD.fullmatch(field):
+            where[field] = wanted
+        else:
+            loose.append(token)
+    if loose:
+        if "error" in found:
+            raise InvalidArgument(
+                f"words alone are error text, and error: is given too: {' '.join(loose)!r}"
+            )
+        found["error"] = " ".join(loose)
+    if tags:
+        found["tags"] = tags
+    if where:
+        found["where"] = where
+    return found
+
+
+def query_of(text: Any, *, before: Any, limit: Any, now_ms: int) -> Query:
+    """The search box's ``text`` (``parse``) as a checked ``Query``.
+
+    Raises:
+        InvalidArgument: text that is no string, does not parse, or a bad filter.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument(f"a search is a string ({SYNTAX}), got {type(text).__name__}")
+    given: dict[str, Any] = dict.fromkeys(
+        ("tags", "where", "error", "since", "until", "status", "queue", "name")
+    )
+    given.update(parse(text))
+    return check_query(**given, before=before, limit=limit, now_ms=now_ms)
