@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 
 from cairnq import AlreadyExists, CairnQ, InvalidArgument, SyncCairnQ, Worker
+from cairnq.dashboard import create_app
 from cairnq.extensions import Search
+from cairnq.extensions.search._model import parse
 from cairnq.testing import FakeClock
 
 from ._db import Database
 from ._statements import sent_statements
 from .test_cli import run_on
+from .test_dashboard import http
 
 FIELDS = {"customer": "metadata.customer", "order": "payload.order.id", "vip": "metadata.vip"}
 
@@ -294,3 +297,58 @@ def test_cairnq_ls_refuses_a_where_without_a_value(
 ) -> None:
     result = run_on(db, capsys, "ls", "--where", "customer")
     assert result.code != 0 and "--where takes FIELD=VALUE" in result.err
+
+
+# --- the search box ---------------------------------------------------------------------------
+
+
+def test_the_search_box_syntax_reads_as_finds_keywords() -> None:
+    text = 'tag:billing #eu customer=acme error:"card declined" status:failed since:1d'
+    assert parse(text) == {
+        "tags": ["billing", "eu"],
+        "where": {"customer": "acme"},
+        "error": "card declined",
+        "status": "failed",
+        "since": "1d",
+    }
+
+
+def test_words_alone_in_the_search_box_are_error_text() -> None:
+    assert parse("card declined queue:emails") == {"error": "card declined", "queue": "emails"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('error:"open', "unbalanced quote"),
+        ("status:failed status:queued", "given twice"),
+        ("tag:", "needs a value"),
+        ("error:x loose", "words alone are error text"),
+    ],
+)
+def test_a_bad_search_box_text_is_refused(text: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        parse(text)
+
+
+async def test_a_search_by_the_box_syntax_finds_what_find_does(db: Database) -> None:
+    async with searching(db) as cq:
+        task = await cq.submit("job", metadata={"customer": "acme"}, tags=["billing"])
+        await cq.submit("job", metadata={"customer": "other"}, tags=["billing"])
+        found = await cq.search.query("tag:billing customer=acme since:1h")
+    assert ids(found) == [task.id]
+
+
+async def test_the_dashboards_search_page_lists_what_its_box_finds(db: Database) -> None:
+    async with searching(db) as cq:
+        task = await cq.submit("job", metadata={"customer": "acme"}, tags=["billing"])
+        other = await cq.submit("job", metadata={"customer": "other"}, tags=["billing"])
+        async with http(create_app(cq)) as client:
+            page = await client.get("/search", params={"q": "#billing customer=acme"})
+            bad = await client.get("/search", params={"q": "status:done"})
+            shown = await client.get("/task", params={"id": task.id})
+    assert page.status_code == 200 and 'href="/search"' in page.text
+    assert f'data-task="{task.id}"' in page.text and other.id not in page.text
+    assert "tag:billing" in page.text  # the syntax is shown
+    assert bad.status_code == 400 and "status must be one of" in bad.text
+    assert 'class="search-tags"' in shown.text and "acme" in shown.text

@@ -225,11 +225,9 @@ def check_query(
     Raises:
         InvalidArgument: a filter of the wrong type or value.
     """
+    # A declared field's value first: the search walks the first term's tasks, and a
+    # value is most often held by fewer tasks than a tag.
     terms: list[tuple[str, str]] = []
-    if tags is not None:
-        if isinstance(tags, str):
-            tags = [tags]
-        terms.extend((TAG, tag) for tag in check_tags(tags))
     if where is not None:
         if not isinstance(where, Mapping):
             raise InvalidArgument(
@@ -244,6 +242,10 @@ def check_query(
                     f"of at most {MAX_VALUE_CHARS} characters, got {value!r}"
                 )
             terms.append((check_field_name(field), text))
+    if tags is not None:
+        if isinstance(tags, str):
+            tags = [tags]
+        terms.extend((TAG, tag) for tag in check_tags(tags))
     error_text = None
     if error is not None:
         if not isinstance(error, str) or not error.strip():
