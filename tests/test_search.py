@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import AlreadyExists, CairnQ, InvalidArgument, SyncCairnQ, Worker
+from cairnq import AlreadyExists, CairnQ, InvalidArgument, SyncCairnQ, TaskDef, Worker
 from cairnq.dashboard import create_app
 from cairnq.extensions import Search
 from cairnq.extensions.search._model import parse
@@ -352,3 +352,19 @@ async def test_the_dashboards_search_page_lists_what_its_box_finds(db: Database)
     assert "tag:billing" in page.text  # the syntax is shown
     assert bad.status_code == 400 and "status must be one of" in bad.text
     assert 'class="search-tags"' in shown.text and "acme" in shown.text
+
+
+async def test_a_taskdefs_tags_tag_its_submits_that_give_none(db: Database) -> None:
+    billing = TaskDef("charge", options={"tags": ["billing"]})
+    async with db.client() as cq:
+        default = await cq.submit(billing)
+        own = await cq.submit(billing, tags=["manual"])
+        assert (await cq.search.of(default.id)).tags == ("billing",)
+        assert (await cq.search.of(own.id)).tags == ("manual",)
+
+
+async def test_a_taskdef_with_bad_tags_is_refused_with_nothing_written(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="tags must be a list of strings"):
+            await cq.submit(TaskDef("charge", options={"tags": "billing"}))
+        assert await count_tasks(cq) == 0

@@ -165,7 +165,8 @@ class SyncBuiltins(
                 --tag`` and the dashboard's search find the task by; stored with it,
                 in its transaction, beside the declared search fields the client's
                 ``Search(fields=...)`` finds in it (``docs/search.md``). A reused
-                key's task keeps its own.
+                key's task keeps its own. A ``TaskDef``'s ``options={"tags": [...]}``
+                are the tags of its submits that give none.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -191,7 +192,7 @@ class SyncBuiltins(
             report = cq.submit("report.build", depends_on=[task])
             later = cq.submit("digest.send", delay="1h30m")
         """
-        terms = submit_terms(self, tags)
+        terms = submit_terms(self, tags, task, name)
         policy = None
         if not (retry is None and timeout is None and expires_in is None and deadline is None):
             policy = policies_of(self, retry, timeout, expires_in, deadline, max_attempts)

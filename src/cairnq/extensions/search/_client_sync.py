@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from ..._clock import Clock
 from ...durations import Duration
-from ...models import Task
+from ...models import Task, TaskDef
 from .._base import Extension
 from .._client_sync import ClientView
 from . import Search
@@ -34,13 +34,18 @@ def declared_fields(extensions: Sequence[Extension]) -> tuple[Field, ...]:
     return ()
 
 
-def submit_terms(client: Any, tags: Any) -> Terms | None:
-    """What a submit records besides its task: its ``tags`` (checked) and the fields
+def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> Terms | None:
+    """What a submit records besides its task: its ``tags`` (checked; when not given,
+    those of the ``TaskDef`` submitted, ``options={"tags": [...]}``) and the fields
     ``client`` declares; ``None`` when there is neither, so the submit writes nothing more.
 
     Raises:
         InvalidArgument: bad ``tags``; nothing is written.
     """
+    if tags is None:
+        definition = task if isinstance(task, TaskDef) else name
+        if isinstance(definition, TaskDef) and definition.options:
+            tags = definition.options.get("tags")
     checked = () if tags is None else check_tags(tags)
     fields = declared_fields(getattr(client, "extensions", ()))
     if not checked and not fields:
