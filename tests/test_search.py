@@ -12,10 +12,20 @@ from typing import Any
 
 import pytest
 
-from cairnq import AlreadyExists, CairnQ, InvalidArgument, SyncCairnQ, TaskDef, Worker
+from cairnq import (
+    AlreadyExists,
+    CairnQ,
+    InvalidArgument,
+    Retention,
+    SchemaIncomplete,
+    SyncCairnQ,
+    TaskDef,
+    Worker,
+)
 from cairnq.dashboard import create_app
 from cairnq.extensions import Search
 from cairnq.extensions.search._model import parse
+from cairnq.kernel.retention import RetentionSweeper
 from cairnq.testing import FakeClock
 
 from ._db import Database
@@ -368,3 +378,49 @@ async def test_a_taskdef_with_bad_tags_is_refused_with_nothing_written(db: Datab
         with pytest.raises(InvalidArgument, match="tags must be a list of strings"):
             await cq.submit(TaskDef("charge", options={"tags": "billing"}))
         assert await count_tasks(cq) == 0
+
+
+# --- transactions, retention and a database without the table --------------------------------
+
+
+def test_tags_rolled_back_with_the_applications_transaction_are_gone(pg_db: Database) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_db.url) as conn, pg_db.sync_client() as cq:
+        cq.stats()
+        conn.execute(f'set search_path to "{pg_db.schema}"')
+        conn.commit()
+        gone = cq.submit("job", tags=["t"], conn=conn)
+        conn.rollback()
+        kept = cq.submit("job", tags=["t"], conn=conn)
+        conn.commit()
+        assert cq.search.of(gone.id).tags == ()
+        assert ids(cq.search.find(tags="t")) == [kept.id]
+
+
+async def test_retention_removes_a_tasks_tags_with_it(db: Database) -> None:
+    clock = FakeClock()
+    async with db.client(clock=clock) as cq:
+        old = await cq.submit("job", tags=["t"])
+        await cq.cancel(old.id)
+        clock.advance(2 * 3_600_000)
+        new = await cq.submit("job", tags=["t"])
+        assert await RetentionSweeper(cq.backend, Retention(3_600_000)).sweep() == 1
+        assert (await cq.search.of(old.id)).tags == ()
+        assert ids(await cq.search.find(tags="t")) == [new.id]
+
+
+async def test_a_tagged_submit_on_a_database_without_the_table_says_what_is_missing(
+    db: Database,
+) -> None:
+    from .test_without_extensions import migrate_only
+
+    migrate_only(db, lambda name: name != "x0021_search.sql")
+    async with db.client(migrate=False) as cq:
+        with pytest.raises(SchemaIncomplete, match=r"x0021_search\.sql"):
+            await cq.submit("job", tags=["t"])
+        with pytest.raises(SchemaIncomplete, match=r"x0021_search\.sql"):
+            await cq.search.find(tags="t")
+        assert await cq.stats() == {}
+        assert (await cq.submit("job")).status == "queued"
+        assert len(await cq.search.find(since="1h")) == 1
