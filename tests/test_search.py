@@ -424,3 +424,30 @@ async def test_a_tagged_submit_on_a_database_without_the_table_says_what_is_miss
         assert await cq.stats() == {}
         assert (await cq.submit("job")).status == "queued"
         assert len(await cq.search.find(since="1h")) == 1
+
+
+# --- batches --------------------------------------------------------------------------------
+
+
+async def test_a_batchs_tags_and_declared_fields_go_to_each_member(db: Database) -> None:
+    async with searching(db) as cq:
+        batch = await cq.batches.submit(
+            [("job", {"order": {"id": 1}}), ("job", {"order": {"id": 2}})],
+            on_complete="report",
+            close=False,
+            tags=["import"],
+        )
+        added = await cq.batches.add(batch.id, [("job", {})], tags=["late"])
+        tagged = await cq.search.find(tags="import")
+        second = await cq.search.find(where={"order": 2})
+        late = await cq.search.find(tags="late")
+    assert sorted(ids(tagged)) == sorted(ids(batch.tasks))
+    assert ids(second) == [batch.tasks[1].id]
+    assert ids(late) == ids(added)
+
+
+async def test_a_batch_with_bad_tags_is_refused_with_nothing_written(db: Database) -> None:
+    async with db.client() as cq:
+        with pytest.raises(InvalidArgument, match="tags must be a list of strings"):
+            await cq.batches.submit([("job", {})], tags="import")
+        assert await count_tasks(cq) == 0
