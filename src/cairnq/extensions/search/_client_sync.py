@@ -50,7 +50,7 @@ def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> 
     fields = declared_fields(getattr(client, "extensions", ()))
     if not checked and not fields:
         return None
-    return Terms(checked, fields)
+    return Terms(checked, fields, client._readiness("search"))
 
 
 class SyncSearch:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ... import kernel
+from ..._readiness import Readiness
 from ...errors import SchemaIncomplete
 from ...kernel import NewTask
 from ...models import Task
@@ -36,10 +37,13 @@ def _require() -> Op[None]:
 @dataclass(frozen=True)
 class Terms:
     """What one submit records for the tasks it inserts: its ``tags`` and the client's
-    declared ``fields``; called in the submit's transaction (``_submit_path.also``)."""
+    declared ``fields``; called in the submit's transaction (``_submit_path.also``).
+    ``readiness`` is the client's note of the search table: once seen, the ledger is
+    not read again."""
 
     tags: tuple[str, ...]
     fields: tuple[Field, ...]
+    readiness: Readiness = field(default_factory=Readiness, compare=False)
 
     def __call__(self, specs: Sequence[NewTask]) -> Callable[[Sequence[Task]], Op[None]] | None:
         """What to record once ``specs`` are stored: ``None`` when they hold no term."""
@@ -48,18 +52,20 @@ class Terms:
             return None
 
         def record(stored: Sequence[Task]) -> Op[None]:
-            return _record(rows, {task.id for task in stored})
+            return _record(rows, {task.id for task in stored}, self.readiness)
 
         return record
 
 
-def _record(rows: list[list[str]], inserted: set[str]) -> Op[None]:
+def _record(rows: list[list[str]], inserted: set[str], readiness: Readiness) -> Op[None]:
     """Record ``rows`` of the tasks ``inserted`` (a task a submit reused under a key, or
     revised, keeps the terms it has)."""
     kept = [row for row in rows if row[0] in inserted]
     if not kept:
         return
-    yield from _require()
+    if not readiness.ready:
+        yield from _require()
+        readiness.note(True)
     yield Call("search_record", {"rows": json.dumps(kept, separators=(",", ":"))})
 
 
