@@ -47,11 +47,11 @@ def also(write: Also | None) -> Iterator[None]:
 def with_also(op: Op[T], specs: Sequence[kernel.NewTask]) -> Op[T]:
     """``op`` (which stores ``specs``), followed in its transaction by the ``Also`` of
     the submit running in this context; ``op`` itself when there is none."""
-    also = _ALSO.get()
-    if also is None:
+    pending = _ALSO.get()
+    if pending is None:
         return op
     _ALSO.set(None)  # once: the submit's own tasks, not another submit it leads to
-    write = also(specs)
+    write = pending(specs)
     if write is None:
         return op
     return _then(op, write)
