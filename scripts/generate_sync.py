@@ -102,6 +102,7 @@ PAIRS = {
             ("policies", "task policies"),
             ("presence", "view of worker presence"),
             ("schedules", "schedules"),
+            ("search", "search"),
             ("snooze", "snoozes"),
             ("steps", "durable steps"),
             ("uniqueness", "submits under uniqueness, debounce or throttle"),

@@ -150,6 +150,7 @@ NAMESPACES = {
     "policies": "policies",
     "presence": "presence",
     "schedules": "schedules",
+    "search": "search",
     "snooze": "snooze",
     "steps": "steps",
     "uniqueness": "uniqueness",

@@ -268,6 +268,7 @@ def test_each_shipped_extension_folder_keeps_the_rules() -> None:
         "policies",
         "presence",
         "schedules",
+        "search",
         "snooze",
         "steps",
         "uniqueness",

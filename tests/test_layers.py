@@ -82,6 +82,7 @@ SURFACES: tuple[str, ...] = (
     "cairnq.extensions.policies._surfaces.*",
     "cairnq.extensions.presence._surfaces.*",
     "cairnq.extensions.schedules._surfaces.*",
+    "cairnq.extensions.search._surfaces.*",
     "cairnq.extensions.snooze._surfaces.*",
     "cairnq.extensions.steps._surfaces.*",
     "cairnq.extensions.waits._surfaces.*",

@@ -107,6 +107,7 @@ EXTENSION_MIGRATIONS = [
     "x0021_pauses_until.sql",
     "x0022_fair_share.sql",
     "x0023_logs.sql",
+    "x0024_search.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -151,6 +152,7 @@ INDEXES = {
         ["queue", "key_value", "priority DESC", "run_at_ms", "task_id"],
         None,
     ),
+    "cairnq_search_terms_task": (["task_id"], None),
 }
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
@@ -369,6 +371,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_rate_buckets",
         "cairnq_schedule_slots",
         "cairnq_schedules",
+        "cairnq_search_terms",
         "cairnq_task_attempts",
         "cairnq_task_keys",
         "cairnq_task_logs",
@@ -452,7 +455,17 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
 ) -> None:
     schema = f"{pg_db.schema}."
     triggers = {name: d.replace(schema, "") for name, d in read_schema(pg_db)["triggers"]}
-    owners = ("leases", "snoozes", "workflows", "steps", "waits", "policies", "fair", "logs")
+    owners = (
+        "leases",
+        "snoozes",
+        "workflows",
+        "steps",
+        "waits",
+        "policies",
+        "fair",
+        "logs",
+        "search",
+    )
     for owner in owners:
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
         assert "AFTER DELETE ON cairnq_tasks REFERENCING OLD TABLE AS gone" in on_delete
@@ -492,6 +505,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_logs_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
+            "cairnq_search_forget",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",
             "cairnq_waits_forget",

@@ -88,6 +88,7 @@ COMPILED_ONLY = {
     ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
     ("docs/django.md", "# asgi.py"): "needs a configured Django project",
     ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    ("docs/search.md", "from cairnq import CairnQ"): "a client of the reader's database (url)",
     ("docs/attempt-logs.md", "@worker.task"): "calls the reader's payment gateway",
     (
         "docs/replay.md",

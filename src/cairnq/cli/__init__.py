@@ -24,7 +24,7 @@ from ..top import Section
 from . import _extensions
 from ._dashboard import DASHBOARD_PORT, cmd_dashboard, is_loopback
 from ._errors import CommandError, one_line
-from ._parts import add_get_options, add_stats_options, cli_modules
+from ._parts import add_get_options, add_ls_options, add_stats_options, cli_modules
 from ._samples import cmd_conformance, cmd_demo
 from ._schema import cmd_migrate
 from ._style import paint
@@ -360,6 +360,7 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     ls.add_argument("--queue")
     ls.add_argument("--name", help="task name")
     ls.add_argument("--limit", type=_count(0), default=100, help="most tasks listed (100)")
+    add_ls_options(ls, extras)
     form = ls.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print a JSON array")
     form.add_argument("--jsonl", action="store_true", help="print one JSON object per line")

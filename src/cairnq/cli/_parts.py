@@ -10,6 +10,9 @@
 - ``add_stats_options(stats)``: options of ``cairnq stats``, and
   ``stats_instead(args, client, out)``: the exit code of printing something else
   instead of the counts (for an option of its own), or ``None``;
+- ``add_ls_options(ls)``: options of ``cairnq ls``;
+- ``ls_instead(args, client)``: the tasks ``cairnq ls`` lists instead of its own list
+  (for an option of its own), or ``None``;
 - ``top_section(client, queue=..., now_ms=...)``: its ``cairnq.top.Section`` of a
   frame of ``cairnq top``, or ``None`` (see ``cairnq.top``).
 
@@ -40,6 +43,24 @@ def add_get_options(get: argparse.ArgumentParser, extras: Sequence[Extension]) -
         adder = getattr(module, "add_get_options", None)
         if adder is not None:
             adder(get)
+
+
+def add_ls_options(ls: argparse.ArgumentParser, extras: Sequence[Extension]) -> None:
+    """Each extension's options of ``cairnq ls``."""
+    for module in cli_modules(extras):
+        adder = getattr(module, "add_ls_options", None)
+        if adder is not None:
+            adder(ls)
+
+
+def ls_instead(args: argparse.Namespace, client: SyncCairnQ) -> list[Task] | None:
+    """The tasks the first extension lists instead of ``cairnq ls``'s own, or ``None``."""
+    for module in cli_modules(getattr(args, "extensions", ())):
+        instead = getattr(module, "ls_instead", None)
+        found = None if instead is None else instead(args, client)
+        if found is not None:
+            return list(found)
+    return None
 
 
 def get_output(

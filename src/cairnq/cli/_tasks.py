@@ -24,7 +24,7 @@ from ..errors import CairnQError, SerializationError, TaskTimeout, UnservedTaskW
 from ..models import Task
 from ..top import run_top
 from ._errors import CommandError, one_line
-from ._parts import get_output, stats_instead
+from ._parts import get_output, ls_instead, stats_instead
 from ._render import json_text, outcome_line, stats_table, summary, task_table, write_lines
 from ._target import open_client, target_of
 
@@ -249,8 +249,15 @@ def _unknown(args: argparse.Namespace) -> str:
 def cmd_ls(args: argparse.Namespace, out: TextIO) -> int:
     """``cairnq ls``."""
     with open_client(args) as client:
-        tasks = client.list(status=args.status, queue=args.queue, name=args.name, limit=args.limit)
-        more = _more_than_shown(client, args, len(tasks))
+        found = ls_instead(args, client)
+        more = None
+        if found is None:
+            tasks = client.list(
+                status=args.status, queue=args.queue, name=args.name, limit=args.limit
+            )
+            more = _more_than_shown(client, args, len(tasks))
+        else:
+            tasks = found
     if more:
         sys.stderr.write(f"{more} (--limit N shows more, up to 10,000; filters narrow it)\n")
         sys.stderr.flush()

@@ -22,7 +22,7 @@ from ..backends import Backend
 from ..backpressure import QueueGate
 from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument
-from ..extensions._submit_path import spec_for_submit
+from ..extensions._submit_path import spec_for_submit, with_also
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, afollow
@@ -169,7 +169,7 @@ class AsyncOperations(_ClientCore):
         if self.submit_hooks:
             specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
         await self._admit_many(specs)
-        op = build(specs)
+        op = with_also(build(specs), specs)
         try:
             if conn is not None:
                 stored: TaskList = await self._on_conn(conn, op)
@@ -202,6 +202,7 @@ class AsyncOperations(_ClientCore):
             op = kernel.insert(spec)
         else:
             op = kernel.submit(spec, points=await self._replaced_end([spec]))
+        op = with_also(op, [spec])
         if conn is not None:
             stored: Task = await self._on_conn(conn, op)
             return stored

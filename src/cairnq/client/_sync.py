@@ -18,7 +18,7 @@ from ..backends import Backend
 from ..backpressure import QueueGate
 from ..durations import Duration, duration_or_ms
 from ..errors import InvalidArgument
-from ..extensions._submit_path import spec_for_submit
+from ..extensions._submit_path import spec_for_submit, with_also
 from ..hooks import after_submit, before_submit
 from ..kernel import views as _reads
 from ..kernel.procedures import Procedure, follow
@@ -165,7 +165,7 @@ class SyncOperations(_ClientCore):
         if self.submit_hooks:
             specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
         self._admit_many(specs)
-        op = build(specs)
+        op = with_also(build(specs), specs)
         try:
             if conn is not None:
                 stored: TaskList = self._on_conn(conn, op)
@@ -198,6 +198,7 @@ class SyncOperations(_ClientCore):
             op = kernel.insert(spec)
         else:
             op = kernel.submit(spec, points=self._replaced_end([spec]))
+        op = with_also(op, [spec])
         if conn is not None:
             stored: Task = self._on_conn(conn, op)
             return stored

@@ -55,6 +55,7 @@ from .pauses import Pauses
 from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
+from .search import Search
 from .snooze import Snoozing
 from .steps import Steps
 from .uniqueness import Uniqueness
@@ -71,6 +72,7 @@ __all__ = [
     "Policies",
     "Presence",
     "Schedules",
+    "Search",
     "Snoozing",
     "Steps",
     "Uniqueness",

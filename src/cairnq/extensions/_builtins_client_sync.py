@@ -16,7 +16,7 @@ from ..kernel.points import Points
 from ..lineage import Lineage
 from ..models import Task, TaskDef
 from ._client_sync import ClientView
-from ._submit_path import spec_for_submit
+from ._submit_path import also, spec_for_submit
 from .batches._client_sync import SyncBatchesClient
 from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
@@ -25,6 +25,7 @@ from .policies._client_sync import SyncPoliciesClient
 from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_sync import SyncPresenceClient
 from .schedules._client_sync import SyncSchedulesClient
+from .search._client_sync import SyncSearchClient, submit_terms
 from .snooze._client_sync import SyncSnoozeClient
 from .steps._client_sync import SyncStepsClient
 from .uniqueness import Throttle, policy_of
@@ -57,6 +58,7 @@ class SyncBuiltins(
     SyncUniquenessClient,
     SyncEventsClient,
     SyncPoliciesClient,
+    SyncSearchClient,
 ):
     """The built-in extensions' namespaces and flat methods, and ``submit`` with their keywords."""
 
@@ -90,6 +92,7 @@ class SyncBuiltins(
         timeout: Duration | None = None,
         expires_in: Duration | None = None,
         deadline: datetime.datetime | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Task:
         """Enqueue a task.
 
@@ -158,6 +161,13 @@ class SyncBuiltins(
             deadline: The same as an aware ``datetime``; give at most one of the two.
                 ``retry``, ``timeout``, ``expires_in`` and ``deadline`` need the
                 policies' table (``cairnq migrate``); see ``docs/policies.md``.
+            tags: Tags (strings of 1 to 64 characters without whitespace, commas or
+                quotes; at most 32) that ``cq.search.find(tags=...)``, ``cairnq ls
+                --tag`` and the dashboard's search find the task by; stored with it,
+                in its transaction, beside the declared search fields the client's
+                ``Search(fields=...)`` finds in it (``docs/search.md``). A reused
+                key's task keeps its own. A ``TaskDef``'s ``options={"tags": [...]}``
+                are the tags of its submits that give none.
 
         Returns:
             The stored task (for a reused key, the existing one).
@@ -172,7 +182,8 @@ class SyncBuiltins(
             UnsupportedBackend: ``conn`` given on a backend without shared connections.
             InvalidGraph: a dependency does not exist (or was purged); nothing is written.
             SchemaIncomplete: ``depends_on`` on a database without the workflow tables,
-                or a policy on one without the policies' table.
+                a policy on one without the policies' table, or tags (or a declared
+                field found) on one without the search table.
             NotUnique: ``unique_for``'s period holds a purged task, or ``conflict="reject"``.
             Throttled: ``throttle``'s key is full; nothing is written.
 
@@ -182,6 +193,7 @@ class SyncBuiltins(
             report = cq.submit("report.build", depends_on=[task])
             later = cq.submit("digest.send", delay="1h30m")
         """
+        terms = submit_terms(self, tags, task, name)
         policy = None
         if not (retry is None and timeout is None and expires_in is None and deadline is None):
             policy = policies_of(self, retry, timeout, expires_in, deadline, max_attempts)
@@ -202,26 +214,48 @@ class SyncBuiltins(
             throttle,
             given_start=delay is not None or run_at is not None or delay_ms is not None,
         )
-        if unique is not None:
-            if depends_on is not None:
-                raise InvalidArgument("depends_on takes no unique_for, debounce or throttle")
-            if policy is not None:
-                raise InvalidArgument(
-                    "unique_for, debounce and throttle are not taken with retry, timeout, "
-                    "expires_in or deadline"
-                )
-            stored = SyncUniquenessClient._submit_policed(self, spec, unique, conn)
-        elif policy is not None:
-            stored = SyncPoliciesClient._submit_with_policies(self, spec, policy, conn)
-        elif depends_on is not None:
-            stored = SyncWorkflowsClient._submit_after(
-                self, spec, depends_on, on_dependency_failure, conn
+        with also(terms):
+            stored = _submit_on_path(
+                self, spec, unique, policy, depends_on, on_dependency_failure, conn
             )
-        else:
-            stored = self._submit_one(spec, conn)
         if warn_unserved and stored.is_queued:
             SyncPresenceClient._check_served(self, stored)
         return stored
+
+
+def _submit_on_path(
+    self: _Client,
+    spec: Any,
+    unique: Any,
+    policy: SubmitPolicy | None,
+    depends_on: Iterable[Any] | None,
+    on_dependency_failure: str,
+    conn: Any,
+) -> Task:
+    """Store ``spec`` on the path its options take: uniqueness, task policies,
+    dependencies, or the plain one.
+
+    Raises:
+        InvalidArgument: options that do not go together; nothing is written.
+    """
+    if unique is not None:
+        if depends_on is not None:
+            raise InvalidArgument("depends_on takes no unique_for, debounce or throttle")
+        if policy is not None:
+            raise InvalidArgument(
+                "unique_for, debounce and throttle are not taken with retry, timeout, "
+                "expires_in or deadline"
+            )
+        stored = SyncUniquenessClient._submit_policed(self, spec, unique, conn)
+    elif policy is not None:
+        stored = SyncPoliciesClient._submit_with_policies(self, spec, policy, conn)
+    elif depends_on is not None:
+        stored = SyncWorkflowsClient._submit_after(
+            self, spec, depends_on, on_dependency_failure, conn
+        )
+    else:
+        stored = self._submit_one(spec, conn)
+    return stored
 
 
 def policies_of(

@@ -23,6 +23,7 @@ from .pauses import Pauses
 from .policies import Policies
 from .presence import Presence
 from .schedules import Schedules
+from .search import Search
 from .snooze import Snoozing
 from .steps import Steps
 from .uniqueness import Uniqueness
@@ -55,6 +56,7 @@ def builtins() -> list[Extension]:
         Waits(),
         Policies(),
         AttemptLogs(),
+        Search(),
     ]
 
 

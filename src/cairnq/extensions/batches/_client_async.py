@@ -16,6 +16,8 @@ from ...errors import InvalidArgument
 from ...models import Task, TaskDef
 from ...protocol.steps import Op
 from .._client_async import ClientView
+from .._submit_path import also
+from ..search._client_async import submit_terms
 from . import _ops
 from ._component import BATCHING
 from ._ops import Batch, Member
@@ -108,6 +110,7 @@ class AsyncBatches:
         on_complete: Any = None,
         close: bool = True,
         conn: Any = None,
+        tags: Iterable[str] | None = None,
     ) -> Batch:
         """Submit a batch: its members and its callbacks, in one transaction.
 
@@ -127,12 +130,15 @@ class AsyncBatches:
             close: ``True`` (the default): no member can be added later. ``False``
                 leaves it open for ``add``; its callbacks wait for ``close``.
             conn: PostgreSQL only: the application's connection (see ``submit``).
+            tags: Tags of every member (``submit(tags=...)``, ``docs/search.md``);
+                the callbacks get none.
 
         Returns:
             The batch's ``Batch`` (its ``tasks`` the stored members, in order).
 
         Raises:
-            InvalidArgument: a bad member, callback or ``close``; nothing is written.
+            InvalidArgument: a bad member, callback, ``close`` or ``tags``; nothing is
+                written.
             SerializationError: a payload or metadata is not portable JSON.
             AlreadyExists: a member's key is taken under ``conflict="reject"``.
             SchemaIncomplete: the database lacks the batch tables (``cairnq migrate``).
@@ -146,6 +152,7 @@ class AsyncBatches:
         """
         items = _items(tasks, "tasks")
         flag = _check_flag(close, "close")
+        terms = submit_terms(self._client, tags)
         batch_id = "batch_" + ulid()
         given = {"on_success": on_success, "on_failure": on_failure, "on_complete": on_complete}
         callbacks = _callbacks(self._client, given, batch_id)
@@ -157,16 +164,25 @@ class AsyncBatches:
             return _members_of(_ops.submit(batch_id, hooked, callbacks, close=flag), made)
 
         BATCHING.add(self._client)
-        await self._client._submit_specs(specs, build, conn)
+        with also(terms):
+            await self._client._submit_specs(specs, build, conn)
         return made[-1]
 
-    async def add(self, batch_id: str, tasks: Iterable[Any], *, conn: Any = None) -> TaskList:
+    async def add(
+        self,
+        batch_id: str,
+        tasks: Iterable[Any],
+        *,
+        conn: Any = None,
+        tags: Iterable[str] | None = None,
+    ) -> TaskList:
         """Add members to an open batch, in one transaction.
 
         Args:
             batch_id: The batch (``Batch.id``).
             tasks: The members, as ``submit`` takes them.
             conn: PostgreSQL only: the application's connection (see ``submit``).
+            tags: Tags of every member added (``docs/search.md``).
 
         Returns:
             The stored members, in order.
@@ -185,8 +201,10 @@ class AsyncBatches:
         """
         bid = _ops.check_batch_id(batch_id)
         specs = [self._client._item(item) for item in _items(tasks, "tasks")]
+        terms = submit_terms(self._client, tags)
         BATCHING.add(self._client)
-        return await self._client._submit_specs(specs, lambda s: _ops.add(bid, s), conn)
+        with also(terms):
+            return await self._client._submit_specs(specs, lambda s: _ops.add(bid, s), conn)
 
     async def close(self, batch_id: str) -> Batch:
         """Close a batch: no member can be added from then on; its callbacks are submitted
@@ -268,6 +286,7 @@ class AsyncBatchesClient:
         on_complete: Any = None,
         close: bool = True,
         conn: Any = None,
+        tags: Iterable[str] | None = None,
     ) -> Batch:
         """Submit a batch of tasks with callbacks: ``cq.batches.submit``, which see.
 
@@ -283,6 +302,7 @@ class AsyncBatchesClient:
             on_complete=on_complete,
             close=close,
             conn=conn,
+            tags=tags,
         )
 
     async def batch_status(self: ClientView, batch_id: str) -> Batch | None:

@@ -14,6 +14,8 @@ from ...errors import InvalidArgument
 from ...models import Task, TaskDef
 from ...protocol.steps import Op
 from .._client_sync import ClientView
+from .._submit_path import also
+from ..search._client_sync import submit_terms
 from . import _ops
 from ._component import BATCHING
 from ._ops import Batch, Member
@@ -106,6 +108,7 @@ class SyncBatches:
         on_complete: Any = None,
         close: bool = True,
         conn: Any = None,
+        tags: Iterable[str] | None = None,
     ) -> Batch:
         """Submit a batch: its members and its callbacks, in one transaction.
 
@@ -125,12 +128,15 @@ class SyncBatches:
             close: ``True`` (the default): no member can be added later. ``False``
                 leaves it open for ``add``; its callbacks wait for ``close``.
             conn: PostgreSQL only: the application's connection (see ``submit``).
+            tags: Tags of every member (``submit(tags=...)``, ``docs/search.md``);
+                the callbacks get none.
 
         Returns:
             The batch's ``Batch`` (its ``tasks`` the stored members, in order).
 
         Raises:
-            InvalidArgument: a bad member, callback or ``close``; nothing is written.
+            InvalidArgument: a bad member, callback, ``close`` or ``tags``; nothing is
+                written.
             SerializationError: a payload or metadata is not portable JSON.
             AlreadyExists: a member's key is taken under ``conflict="reject"``.
             SchemaIncomplete: the database lacks the batch tables (``cairnq migrate``).
@@ -144,6 +150,7 @@ class SyncBatches:
         """
         items = _items(tasks, "tasks")
         flag = _check_flag(close, "close")
+        terms = submit_terms(self._client, tags)
         batch_id = "batch_" + ulid()
         given = {"on_success": on_success, "on_failure": on_failure, "on_complete": on_complete}
         callbacks = _callbacks(self._client, given, batch_id)
@@ -155,16 +162,25 @@ class SyncBatches:
             return _members_of(_ops.submit(batch_id, hooked, callbacks, close=flag), made)
 
         BATCHING.add(self._client)
-        self._client._submit_specs(specs, build, conn)
+        with also(terms):
+            self._client._submit_specs(specs, build, conn)
         return made[-1]
 
-    def add(self, batch_id: str, tasks: Iterable[Any], *, conn: Any = None) -> TaskList:
+    def add(
+        self,
+        batch_id: str,
+        tasks: Iterable[Any],
+        *,
+        conn: Any = None,
+        tags: Iterable[str] | None = None,
+    ) -> TaskList:
         """Add members to an open batch, in one transaction.
 
         Args:
             batch_id: The batch (``Batch.id``).
             tasks: The members, as ``submit`` takes them.
             conn: PostgreSQL only: the application's connection (see ``submit``).
+            tags: Tags of every member added (``docs/search.md``).
 
         Returns:
             The stored members, in order.
@@ -183,8 +199,10 @@ class SyncBatches:
         """
         bid = _ops.check_batch_id(batch_id)
         specs = [self._client._item(item) for item in _items(tasks, "tasks")]
+        terms = submit_terms(self._client, tags)
         BATCHING.add(self._client)
-        return self._client._submit_specs(specs, lambda s: _ops.add(bid, s), conn)
+        with also(terms):
+            return self._client._submit_specs(specs, lambda s: _ops.add(bid, s), conn)
 
     def close(self, batch_id: str) -> Batch:
         """Close a batch: no member can be added from then on; its callbacks are submitted
@@ -262,6 +280,7 @@ class SyncBatchesClient:
         on_complete: Any = None,
         close: bool = True,
         conn: Any = None,
+        tags: Iterable[str] | None = None,
     ) -> Batch:
         """Submit a batch of tasks with callbacks: ``cq.batches.submit``, which see.
 
@@ -277,6 +296,7 @@ class SyncBatchesClient:
             on_complete=on_complete,
             close=close,
             conn=conn,
+            tags=tags,
         )
 
     def batch_status(self: ClientView, batch_id: str) -> Batch | None:

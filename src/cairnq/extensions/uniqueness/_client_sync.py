@@ -16,6 +16,8 @@ from ._model import Period, Policy
 
 # The keywords of ``submit`` this extension takes, which a ``TaskDef``'s options may give.
 KEYWORDS = ("unique_for", "debounce", "throttle")
+# The other extensions' keywords a ``TaskDef``'s options may give (read by their owners).
+OTHER_KEYWORDS = ("tags",)
 
 
 def policy_options(
@@ -33,10 +35,11 @@ def policy_options(
     options = definition.options if isinstance(definition, TaskDef) else None
     if not options:
         return given
-    unknown = sorted(set(options) - set(KEYWORDS))
+    taken = (*KEYWORDS, *OTHER_KEYWORDS)
+    unknown = sorted(set(options) - set(taken))
     if unknown:
         raise InvalidArgument(
-            f"TaskDef options take {', '.join(KEYWORDS)}; got {', '.join(map(repr, unknown))}"
+            f"TaskDef options take {', '.join(taken)}; got {', '.join(map(repr, unknown))}"
         )
     unique_for, debounce, throttle = (
         options.get(word) if value is None else value
