@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from cairnq.limits import Limit
 from cairnq.dashboard import create_app
+from cairnq.limits import Limit
 
 from ._db import Database
 from .test_dashboard_browser import serve
