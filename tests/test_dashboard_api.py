@@ -77,6 +77,19 @@ async def test_queues_give_counts_the_due_backlog_and_the_oldest_due_age(db: Dat
     assert (queue["due"], queue["oldest_due_age_ms"]) == (2, 3_000)
 
 
+async def test_one_queue_is_read_by_name_with_zeros_when_it_holds_no_task(cq: CairnQ) -> None:
+    await cq.submit("a", queue="work")
+    work = (await api(cq, "GET", "/queues/work")).json()
+    empty = (await api(cq, "GET", "/queues/idle")).json()
+    assert (work["due"], work["counts"]["queued"]) == (1, 1)
+    assert empty == {
+        "queue": "idle",
+        "counts": dict.fromkeys(["queued", "running", "succeeded", "failed", "canceled"], 0),
+        "due": 0,
+        "oldest_due_age_ms": None,
+    }
+
+
 async def test_the_task_list_filters_and_pages_with_the_cursor(cq: CairnQ) -> None:
     ids = [(await cq.submit("a", {"i": i}, queue="q")).id for i in range(3)]
     await cq.submit("a", queue="other")

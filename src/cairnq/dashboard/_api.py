@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..durations import parse_duration
 from ..errors import DatabaseError, InvalidArgument, SchemaIncomplete
 from ..kernel import views as _reads
-from ..models import STATUSES, TERMINAL_STATUSES, Task
+from ..models import STATUSES, TERMINAL_STATUSES, QueueSummary, Task
 from ._host import PageHost
 from ._http import API_PREFIX, incoming
 
@@ -225,19 +225,26 @@ async def csrf(request: ApiRequest) -> Any:
     return {"csrf": request.dash.csrf_token(), "header": "X-CSRF-Token"}
 
 
+def _queue_json(summary: QueueSummary) -> dict[str, Any]:
+    return {
+        "queue": summary.queue,
+        "counts": summary.counts,
+        "due": summary.due,
+        "oldest_due_age_ms": summary.oldest_queued_age_ms,
+    }
+
+
 async def queues(request: ApiRequest) -> Any:
     summaries = await request.dash.client.overview()
-    return {
-        "queues": [
-            {
-                "queue": s.queue,
-                "counts": s.counts,
-                "due": s.due,
-                "oldest_due_age_ms": s.oldest_queued_age_ms,
-            }
-            for s in summaries
-        ]
-    }
+    return {"queues": [_queue_json(s) for s in summaries]}
+
+
+async def queue(request: ApiRequest) -> Any:
+    # A queue holding no task answers zeros, not 404: an autoscaler polling it reads 0.
+    name = request.path["queue"]
+    summaries = await request.dash.client.overview()
+    found = next((s for s in summaries if s.queue == name), None)
+    return _queue_json(found or QueueSummary(name, dict.fromkeys(STATUSES, 0), None))
 
 
 async def list_tasks(request: ApiRequest) -> Any:

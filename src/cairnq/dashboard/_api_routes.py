@@ -30,6 +30,7 @@ from ._api import (
     list_tasks,
     load_task,
     purge,
+    queue,
     queues,
     retry_task,
     to_json,
@@ -90,6 +91,14 @@ TASK = obj(
         "completed_at_ms": nullable("integer"),
     },
     required=["id", "name", "queue", "status", "attempt", "run_at_ms", "created_at_ms"],
+)
+QUEUE = obj(
+    {
+        "queue": STRING,
+        "counts": MAP_OF_INTEGERS,
+        "due": INTEGER,
+        "oldest_due_age_ms": nullable("integer"),
+    }
 )
 TASK_ACTION = obj(
     {
@@ -300,20 +309,16 @@ ROUTES: tuple[ApiRoute, ...] = (
         "listQueues",
         "Every queue: counts per status, the due backlog and the oldest due task's age",
         "queues",
-        response=obj(
-            {
-                "queues": array(
-                    obj(
-                        {
-                            "queue": STRING,
-                            "counts": MAP_OF_INTEGERS,
-                            "due": INTEGER,
-                            "oldest_due_age_ms": nullable("integer"),
-                        }
-                    )
-                )
-            }
-        ),
+        response=obj({"queues": array(QUEUE)}),
+    ),
+    ApiRoute(
+        "GET",
+        "/queues/{queue}",
+        queue,
+        "getQueue",
+        "One queue's counts, due backlog and oldest due age (zeros when it holds no task)",
+        "queues",
+        response=QUEUE,
     ),
     ApiRoute(
         "GET",
