@@ -14,9 +14,7 @@ import httpx
 import pytest
 
 from cairnq import CairnQ
-from cairnq.dashboard import create_app
-from cairnq.dashboard._api import ApiRequest, ApiRoute
-from cairnq.dashboard._pages import Pages, PartsOnly
+from cairnq.dashboard import ApiRequest, ApiRoute, Pages, PartsOnly, create_app
 from cairnq.extensions import Extension
 from cairnq.extensions.history import _hooks as _history
 from cairnq.extensions.steps._ops import record_step
