@@ -234,15 +234,23 @@ def _queue_json(summary: QueueSummary) -> dict[str, Any]:
     }
 
 
+async def _overview(request: ApiRequest) -> list[QueueSummary]:
+    """The queues' summaries, shared with equal reads within the refresh interval."""
+    found: list[QueueSummary] = await request.dash.reads.get(
+        "api-queues", request.dash.client.overview
+    )
+    return found
+
+
 async def queues(request: ApiRequest) -> Any:
-    summaries = await request.dash.client.overview()
+    summaries = await _overview(request)
     return {"queues": [_queue_json(s) for s in summaries]}
 
 
 async def queue(request: ApiRequest) -> Any:
     # A queue holding no task answers zeros, not 404: an autoscaler polling it reads 0.
     name = request.path["queue"]
-    summaries = await request.dash.client.overview()
+    summaries = await _overview(request)
     found = next((s for s in summaries if s.queue == name), None)
     return _queue_json(found or QueueSummary(name, dict.fromkeys(STATUSES, 0), None))
 
@@ -384,6 +392,10 @@ class Api:
             body=body,
         )
         answer = await route.handler(call)
+        if route.method == "POST":
+            # The pages' shared reads are stale after an action, as after their own.
+            self.dash.lists.clear()
+            self.dash.reads.clear()
         return JSONResponse(answer)
 
     def _check_action(self, request: Request) -> None:
