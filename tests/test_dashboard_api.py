@@ -114,6 +114,15 @@ async def test_a_task_is_shown_with_its_payload_redacted(cq: CairnQ) -> None:
     assert shown["payload"]["password"] != "hunter2"
 
 
+async def test_a_value_a_redact_hook_returns_that_json_cannot_hold_is_shown_as_text(
+    cq: CairnQ,
+) -> None:
+    task = await cq.submit("a", {"n": 1})
+    app = create_app(cq, token=TOKEN, redact=lambda field, value, task: {1, 2})
+    shown = (await api(cq, "GET", f"/tasks/{task.id}", app=app)).json()
+    assert shown["payload"] == "{1, 2}"
+
+
 async def test_an_unknown_task_is_a_404_json_error(cq: CairnQ) -> None:
     response = await api(cq, "GET", "/tasks/task_nope")
     assert error_of(response) == (404, "no task has this id")

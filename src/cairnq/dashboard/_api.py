@@ -396,7 +396,7 @@ class Api:
             # The pages' shared reads are stale after an action, as after their own.
             self.dash.lists.clear()
             self.dash.reads.clear()
-        return JSONResponse(answer)
+        return _Json(answer)
 
     def _check_action(self, request: Request) -> None:
         dash = self.dash
@@ -423,6 +423,14 @@ class Api:
             and auth[:7].lower() == "bearer "
             and hmac.compare_digest(auth[7:].strip().encode(), token.encode())
         )
+
+
+class _Json(JSONResponse):
+    """A JSON answer; a value JSON has no type for (a ``redact`` hook's object) is its
+    text, so no hook's return can fail the answer."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
 def _json_body(request: Request, raw: bytes, takes_body: bool) -> dict[str, Any]:
