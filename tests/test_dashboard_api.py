@@ -219,6 +219,29 @@ async def test_purge_deletes_finished_tasks_matching_the_filter(cq: CairnQ) -> N
     assert await cq.get(kept.id) is not None
 
 
+async def test_bulk_retry_requeues_the_failed_tasks_of_the_filtered_list(cq: CairnQ) -> None:
+    mail = [await fail(cq, "a", queue="mail") for _ in range(2)]
+    other = await fail(cq, "a", queue="other")
+    answer = (await api(cq, "POST", "/tasks/retry", json={"queue": "mail"})).json()
+    assert sorted(answer["done"]) == sorted(t.id for t in mail)
+    assert (answer["skipped"], answer["more"]) == (0, False)
+    assert (await cq.get(other.id)).status == "failed"  # type: ignore[union-attr]
+
+
+async def test_bulk_cancel_stops_at_the_limit_and_says_more_match(cq: CairnQ) -> None:
+    for _ in range(3):
+        await cq.submit("a", queue="mail")
+    answer = (await api(cq, "POST", "/tasks/cancel", json={"queue": "mail", "limit": 2})).json()
+    assert (len(answer["done"]), answer["more"]) == (2, True)
+    left = (await api(cq, "GET", "/tasks", params={"status": "queued"})).json()["tasks"]
+    assert len(left) == 1
+
+
+async def test_bulk_cancel_refuses_a_status_it_does_not_apply_to(cq: CairnQ) -> None:
+    response = await api(cq, "POST", "/tasks/cancel", json={"status": "failed"})
+    assert error_of(response) == (400, "status must be queued or running to cancel")
+
+
 async def test_a_queue_and_a_task_name_are_paused_and_resumed(cq: CairnQ) -> None:
     paused = (await api(cq, "POST", "/queues/mail/pause")).json()
     named = (await api(cq, "POST", "/task-names/report/pause")).json()

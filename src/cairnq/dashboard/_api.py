@@ -317,6 +317,68 @@ async def purge(request: ApiRequest) -> Any:
     return {"purged": len(ids), "ids": list(ids), "more": len(ids) == limit}
 
 
+# Bulk actions: the statuses each applies to.
+BULK_STATUSES = {"retry": ("failed", "canceled"), "cancel": ("queued", "running")}
+
+
+async def _bulk(request: ApiRequest, action: str) -> Any:
+    """Retry or cancel, one task at a time, up to ``limit`` tasks of the filtered list
+    the action applies to, newest first within each status."""
+    filters = {name: _body_text(request, name) for name in TASK_FILTERS if name != "key"}
+    wanted = filters.pop("status")
+    if wanted is not None and wanted not in BULK_STATUSES[action]:
+        raise ApiError(400, f"status must be {' or '.join(BULK_STATUSES[action])} to {action}")
+    limit = request.body.get("limit", PURGE_MAX)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PURGE_MAX:
+        raise ApiError(400, f"limit must be a whole number from 1 to {PURGE_MAX}")
+    reset = request.body.get("reset_attempt", False)
+    if not isinstance(reset, bool) or (reset and action == "cancel"):
+        raise ApiError(400, "reset_attempt must be true or false, and only to retry")
+    client = request.dash.client
+    found: list[Task] = []
+    for status in (s for s in BULK_STATUSES[action] if wanted in (None, s)):
+        cursor: str | None = None
+        while len(found) <= limit:
+            page = await client.list_page(
+                status=status, **filters, cursor=cursor, limit=min(_reads.MAX_PAGE, limit + 1)
+            )
+            found += page.tasks
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    chosen = found[:limit]
+    done: list[str] = []
+    requested: list[str] = []
+    skipped = 0
+    for task in chosen:
+        if action == "retry":
+            after = await client.retry(task.id, reset_attempt=reset)
+        else:
+            after = await client.cancel(task.id)
+        # None: the task left the status the action applies to since it was listed.
+        if after is None:
+            skipped += 1
+        elif after.is_running:
+            requested.append(after.id)
+        else:
+            done.append(after.id)
+    log.info("dashboard api: bulk %s: %d done, %d skipped", action, len(done), skipped)
+    return {
+        "done": done,
+        "cancel_requested": requested,
+        "skipped": skipped,
+        "more": len(found) > limit,
+    }
+
+
+async def bulk_retry(request: ApiRequest) -> Any:
+    return await _bulk(request, "retry")
+
+
+async def bulk_cancel(request: ApiRequest) -> Any:
+    return await _bulk(request, "cancel")
+
+
 # --- the router ------------------------------------------------------------------------------
 
 
@@ -329,9 +391,11 @@ class Api:
         by_path: dict[str, dict[str, ApiRoute]] = {}
         for route in self.routes:
             by_path.setdefault(route.path, {})[route.method] = route
+        # Literal paths first: ``/tasks/retry`` is not the task ``retry``.
+        ordered = sorted(by_path.items(), key=lambda item: "{" in item[0])
         table = [
             Route(path, self._endpoint(methods), methods=["GET", "HEAD", "POST"])
-            for path, methods in by_path.items()
+            for path, methods in ordered
         ]
         self.router = Router(table, redirect_slashes=False, default=self._not_found)
 

@@ -24,6 +24,8 @@ from ._api import (
     ApiRequest,
     ApiRoute,
     Param,
+    bulk_cancel,
+    bulk_retry,
     cancel_task,
     csrf,
     get_task,
@@ -280,6 +282,31 @@ _FILTER_PARAMS = (
     LIMIT_PARAM,
 )
 _BY_NAME = obj({"resumed": {"type": "boolean"}})
+_BULK = obj(
+    {
+        "done": array(STRING),
+        "cancel_requested": array(STRING),
+        "skipped": INTEGER,
+        "more": {"type": "boolean"},
+    }
+)
+
+
+def _bulk_body(statuses: tuple[str, ...], *, reset: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "status": {"type": "string", "enum": list(statuses)},
+        "queue": STRING,
+        "name": STRING,
+        "root_id": STRING,
+        "correlation_id": STRING,
+        "id_prefix": STRING,
+        "limit": {"type": "integer", "minimum": 1, "maximum": PURGE_MAX},
+    }
+    if reset:
+        properties["reset_attempt"] = {"type": "boolean"}
+    return obj(properties, required=[])
+
+
 _HISTORY = array(
     obj(
         {
@@ -399,6 +426,26 @@ ROUTES: tuple[ApiRoute, ...] = (
             required=["older_than"],
         ),
         response=obj({"purged": INTEGER, "ids": array(STRING), "more": {"type": "boolean"}}),
+    ),
+    ApiRoute(
+        "POST",
+        "/tasks/retry",
+        bulk_retry,
+        "retryTasks",
+        f"Retry up to {PURGE_MAX} failed or canceled tasks of the filtered list",
+        "tasks",
+        body=_bulk_body(("failed", "canceled"), reset=True),
+        response=_BULK,
+    ),
+    ApiRoute(
+        "POST",
+        "/tasks/cancel",
+        bulk_cancel,
+        "cancelTasks",
+        f"Cancel up to {PURGE_MAX} queued or running tasks of the filtered list",
+        "tasks",
+        body=_bulk_body(("queued", "running"), reset=False),
+        response=_BULK,
     ),
     ApiRoute(
         "GET",
