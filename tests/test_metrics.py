@@ -181,6 +181,20 @@ async def test_oldest_queued_age_is_the_wait_of_the_oldest_due_task(db: Database
     assert value(found, "cairnq_tasks", queue="backlog", status="queued") == 3.0
 
 
+async def test_the_due_backlog_gauge_counts_the_queued_tasks_whose_time_has_come(
+    db: Database,
+) -> None:
+    metrics = Metrics()
+    async with db.client() as cq:
+        await cq.submit("job", {}, queue="backlog")
+        await cq.submit("job", {}, queue="backlog")
+        await cq.submit("job", {}, queue="backlog", delay_ms=60_000)
+        await cq.submit("job", {}, queue="later", delay_ms=60_000)
+        found = samples((await scrape(metrics.asgi_app(cq))).text)
+    assert value(found, "cairnq_queue_due_tasks", queue="backlog") == 2.0
+    assert value(found, "cairnq_queue_due_tasks", queue="later") == 0.0
+
+
 async def test_lease_recoveries_are_counted_by_outcome(db: Database) -> None:
     clock = FakeClock()
     metrics = Metrics()

@@ -82,13 +82,23 @@ def test_overview_age_is_now_minus_run_at_of_the_oldest_due_queued_task(
     cq.submit("second")
     clock.advance(2_000)
     assert cq.overview() == [
-        QueueSummary("default", dict.fromkeys(STATUSES, 0) | {"queued": 2}, 7_000)
+        QueueSummary("default", dict.fromkeys(STATUSES, 0) | {"queued": 2}, 7_000, due=2)
     ]
+
+
+def test_overview_due_backlog_counts_due_queued_tasks_only(cq: SyncCairnQ) -> None:
+    for _ in range(3):
+        cq.submit("now")
+    cq.submit("later", delay_ms=60_000)
+    claim(cq, "now", "default")
+    (summary,) = cq.overview()
+    assert (summary.counts["queued"], summary.due) == (3, 2)
 
 
 def test_overview_age_ignores_tasks_delayed_into_the_future(cq: SyncCairnQ) -> None:
     cq.submit("later", delay_ms=60_000)
     assert cq.overview()[0].oldest_queued_age_ms is None
+    assert cq.overview()[0].due == 0
 
 
 def test_overview_of_an_empty_database_is_empty(cq: SyncCairnQ) -> None:

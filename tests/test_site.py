@@ -88,6 +88,10 @@ COMPILED_ONLY = {
     ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
     ("docs/django.md", "# asgi.py"): "needs a configured Django project",
     ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
+    (
+        "docs/http-api.md",
+        "from cairnq.dashboard import ApiRequest, ApiRoute, Param, PartsOnly",
+    ): "an extension's page set (tests/test_dashboard_api.py serves one)",
     ("docs/search.md", "from cairnq import CairnQ"): "a client of the reader's database (url)",
     ("docs/attempt-logs.md", "@worker.task"): "calls the reader's payment gateway",
     (

@@ -332,11 +332,14 @@ class QueueSummary:
         oldest_queued_age_ms: How long the oldest *due* queued task has been waiting
             (now minus its ``run_at_ms``); ``None`` when no queued task is due.
             Tasks delayed into the future do not count: they are not late.
+        due: The due backlog: queued tasks whose ``run_at_ms`` has come, those a
+            worker of the queue could claim now (the signal an autoscaler reads).
     """
 
     queue: str
     counts: dict[str, int]
     oldest_queued_age_ms: int | None
+    due: int = 0
 
     @property
     def total(self) -> int:

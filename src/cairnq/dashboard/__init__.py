@@ -18,7 +18,8 @@ Example::
 An extension's pages (``Extension.pages``) get the dashboard's ``Pages`` as their
 host: ``host.view(request)`` for what templates need, ``render`` for a template of
 the extension's ``templates/`` folder, ``host.page(...)`` for the whole page. A page
-set with a ``task_card(task, view)`` adds to the task page (``TaskParts``).
+set with a ``task_card(task, view)`` adds to the task page (``TaskParts``), and one
+with ``api_routes()`` (``ApiPart``) adds ``ApiRoute``s to the HTTP API under ``/api``.
 """
 
 from .._extras import missing_extra
@@ -29,12 +30,18 @@ try:
 except ImportError as exc:
     raise missing_extra("the cairnq dashboard", "dashboard", "starlette, jinja2, uvicorn") from exc
 
+from ._api import ApiError, ApiPart, ApiRequest, ApiRoute, Param
 from ._app import DashboardApp, create_app, default_redact, mount
 from ._pages import Pages, PartsOnly, TaskParts, render
 
 __all__ = [
+    "ApiError",
+    "ApiPart",
+    "ApiRequest",
+    "ApiRoute",
     "DashboardApp",
     "Pages",
+    "Param",
     "PartsOnly",
     "TaskParts",
     "create_app",

@@ -27,8 +27,11 @@ from ..errors import InvalidArgument
 from ..extensions import Extension, install
 from ..kernel import views as _reads
 from ..models import Task, TaskPage
+from ._api import ApiPart, build_api
+from ._api_routes import ROUTES
 from ._host import Redact
 from ._http import Proxies, Security, build_app, parse_forwarded_allow_ips, route_path
+from ._openapi import openapi_route
 from ._pages import Pages, bare_page
 from ._redact import MASK, default_redact
 from ._throttle import ListThrottle
@@ -110,6 +113,16 @@ class DashboardApp:
         # The overview's and workers' reads scan by queue and status: shared the same way.
         self.reads: ListThrottle[Any] = ListThrottle(refresh_ms)
         pages = Pages(self, extensions)
+        # The HTTP API: cairnq's routes, then those of the page sets that serve some.
+        api = [
+            *ROUTES,
+            *(
+                r
+                for part in pages.extensions
+                if isinstance(part, ApiPart)
+                for r in part.api_routes()
+            ),
+        ]
         self._asgi = build_app(
             pages.routes(),
             pages.endpoint(pages.not_found),
@@ -117,6 +130,7 @@ class DashboardApp:
             bare_page,
             self._lifespan,
             pages.statics,
+            build_api(self, [*api, openapi_route(api, title)]),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

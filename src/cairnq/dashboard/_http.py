@@ -15,6 +15,8 @@ Security model:
   too long, percent-escapes that are not UTF-8) is answered 400 (414 for a query
   over ``MAX_QUERY_BYTES``, 413 for a body over ``MAX_BODY``), after the token
   check, like any other request.
+- Below ``/api`` (the HTTP API, ``_api``) these refusals are JSON,
+  ``{"error": {"status": ..., "message": ...}}``, with the same statuses.
 - Every answer is sent with a Content-Security-Policy that allows only this app's
   own script and stylesheet, and forbids framing.
 """
@@ -34,7 +36,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 from starlette.datastructures import MutableHeaders
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
@@ -55,6 +57,8 @@ CSP = (
 )
 # Where the guard leaves what it read of a request for the pages.
 SCOPE_KEY = "cairnq.dashboard"
+# Where the HTTP API is mounted; its refusals are JSON.
+API_PREFIX = "/api"
 # Browsers compare the attribute case-insensitively; spelled as RFC 6265bis does.
 _STRICT = cast(Literal["strict"], "Strict")
 
@@ -97,6 +101,20 @@ def parse_fields(raw: bytes, what: str) -> dict[str, str]:
 def bad_request(message: str, status: int = 400) -> Response:
     """A plain answer to input the dashboard refuses to read; never an internal detail."""
     return PlainTextResponse(f"bad request: {message}\n", status)
+
+
+def is_api(scope: Scope) -> bool:
+    """Whether the request is for the HTTP API (below ``API_PREFIX``)."""
+    path = route_path(scope)
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+
+
+def json_refusal(response: Response) -> Response:
+    """A plain-text refusal (``bad_request``, the guard's) as the API's JSON error."""
+    text = bytes(response.body).decode("utf-8", "replace").strip()
+    headers = {k: v for k, v in response.headers.items() if k in ("allow", "www-authenticate")}
+    body = {"error": {"status": response.status_code, "message": text}}
+    return JSONResponse(body, response.status_code, headers=headers)
 
 
 @dataclass(frozen=True)
@@ -161,6 +179,8 @@ class Incoming:
     # Set only when a trusted proxy (``forwarded_allow_ips``) sent it.
     forwarded_host: str | None = None
     form: dict[str, str] = field(default_factory=dict)
+    # The body of a POST, as read (at most ``MAX_BODY`` bytes), for the API's JSON.
+    body: bytes = b""
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         """A link under the mount point; empty query values are left out."""
@@ -263,6 +283,8 @@ class Guard:
         scope = dict(scope)
         answer = await self._check(Request(scope, receive))
         if answer is not None:
+            if is_api(scope) and answer.status_code != 303:
+                answer = json_refusal(answer)
             await answer(scope, receive, send)
             return
         await self.app(_normalized(scope), receive, send)
@@ -315,7 +337,7 @@ class Guard:
         given = seen.query.get("token")
         if given is not None:
             if not hmac.compare_digest(given.encode(), token.encode()):
-                return self._refuse()
+                return self._refuse(request)
             query = {k: v for k, v in seen.query.items() if k != "token"}
             # The path came decoded from the client: keep it one local, encoded path.
             path = route_path(request.scope)
@@ -338,9 +360,15 @@ class Guard:
         cookie = request.cookies.get(COOKIE)
         if cookie and hmac.compare_digest(cookie.encode(), self.security.session_value().encode()):
             return None
-        return self._refuse()
+        return self._refuse(request)
 
-    def _refuse(self) -> Response:
+    def _refuse(self, request: Request) -> Response:
+        if is_api(request.scope):
+            return PlainTextResponse(
+                "this API needs the token: send Authorization: Bearer <token>",
+                401,
+                headers={"www-authenticate": "Bearer"},
+            )
         text = self.refused(
             "Token required",
             "This dashboard needs its access token: open it once with ?token=..., "
@@ -357,9 +385,10 @@ class Guard:
                 return PlainTextResponse("request body too large", 413)
             chunks.append(chunk)
         content_type = request.headers.get("content-type", "")
+        seen.body = b"".join(chunks)
         if content_type.startswith("application/x-www-form-urlencoded"):
             try:
-                seen.form = parse_fields(b"".join(chunks), "form")
+                seen.form = parse_fields(seen.body, "form")
             except InvalidArgument as exc:
                 return bad_request(str(exc))
         return None
@@ -384,10 +413,11 @@ def build_app(
     refused: Callable[[str, str], str],
     lifespan: Lifespan[Any],
     statics: Sequence[tuple[str, str]] = (),
+    api: ASGIApp | None = None,
 ) -> ASGIApp:
     """The dashboard as one ASGI app: the guard, then the pages and ``/static``, with
     each extension's ``static/`` folder of ``statics`` (``(name, package)``) under
-    ``/static/x/<name>``.
+    ``/static/x/<name>``, and the HTTP API ``api`` under ``/api``.
 
     Every page answers GET, HEAD and POST (its handler sends a POST to the actions);
     any other path gets ``not_found``. An ``HTTPException`` raised inside (``/static``
@@ -398,6 +428,8 @@ def build_app(
     table: list[BaseRoute] = [
         Route(path, handler, methods=["GET", "HEAD", "POST"]) for path, handler in routes
     ]
+    if api is not None:
+        table.insert(0, Mount(API_PREFIX, app=api))
     for name, package in statics:
         table.append(Mount(f"/static/x/{name}", app=_Static(packages=[(package, "static")])))
     table.append(Mount("/static", app=_Static(packages=[("cairnq.dashboard", "static")])))

@@ -40,7 +40,8 @@ def _now() -> Op[int]:
 
 
 def overview() -> Op[list[QueueSummary]]:
-    """Every queue that holds a task: counts per status and the oldest due queued age."""
+    """Every queue that holds a task: counts per status, the due backlog and the oldest
+    due queued age."""
     now = yield from _now()
     counted = yield Call("stats", {"queue": None})
     heads = yield Call("queue_heads", {"now_ms": now})
@@ -50,8 +51,14 @@ def overview() -> Op[list[QueueSummary]]:
             row["count"]
         )
     oldest = {row["queue"]: max(0, now - int(row["oldest_run_at_ms"])) for row in heads}
+    due = {row["queue"]: int(row["due"]) for row in heads}
     return [
-        QueueSummary(queue=queue, counts=counts[queue], oldest_queued_age_ms=oldest.get(queue))
+        QueueSummary(
+            queue=queue,
+            counts=counts[queue],
+            oldest_queued_age_ms=oldest.get(queue),
+            due=due.get(queue, 0),
+        )
         for queue in sorted(counts)
     ]
 

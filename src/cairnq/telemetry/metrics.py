@@ -9,6 +9,8 @@ What a scrape shows (``cairnq`` is the default namespace):
                                                          and status (read at scrape time)
 ``cairnq_queue_oldest_queued_age_seconds``    gauge      how long the oldest due queued
                                                          task has waited, by queue (0: none)
+``cairnq_queue_due_tasks``                     gauge      the due backlog: queued tasks whose
+                                                         run time has come, by queue
 ``cairnq_tasks_submitted_total``              counter    tasks this process inserted
 ``cairnq_tasks_succeeded_total``              counter    attempts this process settled,
 ``cairnq_tasks_failed_total``                            by outcome (``retried``: failed
@@ -139,12 +141,18 @@ class _QueueGauges(Collector):
             "How long the oldest due queued task of the queue has waited (0 when none waits).",
             labels=["queue"],
         )
+        due = GaugeMetricFamily(
+            f"{self._namespace}_queue_due_tasks",
+            "The due backlog: queued tasks of the queue whose run time has come.",
+            labels=["queue"],
+        )
         for summary in snapshot or ():
             for status, count in summary.counts.items():
                 tasks.add_metric([summary.queue, status], count)
             waited = summary.oldest_queued_age_ms
             age.add_metric([summary.queue], 0.0 if waited is None else waited / 1000)
-        return [tasks, age]
+            due.add_metric([summary.queue], summary.due)
+        return [tasks, age, due]
 
 
 class Metrics:
