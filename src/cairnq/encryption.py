@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._extras import missing_extra
@@ -84,27 +84,30 @@ class Encrypting(Codec):
             if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
                 raise InvalidArgument(
                     f"a key id must be 1 to 64 letters, digits and _.:- (starting with a "
-                    f"letter or digit), got {key_id!r}"
+                    f"letter or digit), got {_shown(key_id)} (a dict of id to key: were "
+                    "the id and the key swapped?)"
                 )
             if not isinstance(key, (str, bytes)):
                 raise InvalidArgument(
-                    f"the key {key_id!r} must be a str or bytes, got {type(key).__name__}"
+                    f"the key {_shown(key_id)} must be a str or bytes, got {type(key).__name__}"
                 )
             try:
                 ring[key_id] = fernet.Fernet(key)
             except (ValueError, TypeError):
                 raise InvalidArgument(
-                    f"the key {key_id!r} is not a Fernet key (32 url-safe base64-encoded bytes; "
-                    "make one with Encrypting.generate_key())"
+                    f"the key {_shown(key_id)} is not a Fernet key (32 url-safe base64-encoded "
+                    "bytes; make one with Encrypting.generate_key())"
                 ) from None
         if current is None:
             if len(ring) > 1:
                 raise InvalidArgument(
-                    f"current= must name the key to encrypt with among {sorted(ring)}"
+                    f"current= must name the key to encrypt with among {_shown_all(ring)}"
                 )
             current = next(iter(ring))
         elif not isinstance(current, str) or current not in ring:
-            raise InvalidArgument(f"current={current!r} is not one of the key ids {sorted(ring)}")
+            raise InvalidArgument(
+                f"current={_shown(current)} is not one of the key ids {_shown_all(ring)}"
+            )
         self._ring = ring
         self._invalid = fernet.InvalidToken
         self.current = current
@@ -181,3 +184,18 @@ def keys_from_env(name: str = KEYS_ENV) -> Encrypting | None:
             raise InvalidArgument(f"{name}: entry {number} is not id=key")
         keys[key_id] = key
     return Encrypting(keys, current=next(iter(keys)))
+
+
+def _shown(key_id: object) -> str:
+    """A key id as errors show it: a short one whole; anything long enough to be a key
+    given by mistake (or not text) by its first characters and length only, so that no
+    error repeats a key."""
+    if isinstance(key_id, str) and len(key_id) <= 16:
+        return repr(key_id)
+    if isinstance(key_id, str):
+        return f"{key_id[:4]!r}... ({len(key_id)} characters)"
+    return f"a {type(key_id).__name__}"
+
+
+def _shown_all(ids: Iterable[object]) -> str:
+    return "[" + ", ".join(_shown(i) for i in sorted(ids, key=str)) + "]"

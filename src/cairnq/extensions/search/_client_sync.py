@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..._clock import Clock
+from ..._sealing import refuse_payload_path
 from ...durations import Duration
 from ...models import Task, TaskDef
 from .._base import Extension
@@ -40,7 +41,9 @@ def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> 
     ``client`` declares; ``None`` when there is neither, so the submit writes nothing more.
 
     Raises:
-        InvalidArgument: bad ``tags``; nothing is written.
+        InvalidArgument: bad ``tags``, or a field read from a payload path on a client
+            that encrypts payloads (the value would be stored in the clear); nothing is
+            written.
     """
     if tags is None:
         definition = task if isinstance(task, TaskDef) else name
@@ -48,6 +51,12 @@ def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> 
             tags = definition.options.get("tags")
     checked = () if tags is None else check_tags(tags)
     fields = declared_fields(getattr(client, "extensions", ()))
+    codec = getattr(client, "codec", None)
+    if fields and codec is not None and codec.sealer is not None:
+        for field in fields:
+            refuse_payload_path(
+                ".".join((field.source, *field.path)), f"search field {field.name!r}"
+            )
     if not checked and not fields:
         return None
     return Terms(checked, fields, client._readiness("search"))
