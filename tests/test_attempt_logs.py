@@ -212,6 +212,35 @@ async def test_a_bad_handler_log_max_bytes_registers_nothing(db: Database, value
     await worker.close()
 
 
+async def test_two_workers_capturing_one_logger_keep_only_their_own_runs_records(
+    db: Database,
+) -> None:
+    mine = db.worker(queues=["mine"], extensions=[AttemptLogs()], poll_interval_ms=20)
+    other = db.worker(queues=["other"], extensions=[AttemptLogs()], poll_interval_ms=20)
+    app = logging.getLogger("tests.attempt_logs.two")
+    app.setLevel(logging.DEBUG)
+
+    @mine.task
+    async def job(ctx: Any) -> Any:
+        app.info("kept once")
+        app.debug("below this worker's level")
+
+    stops = [
+        capture_logging(mine, "tests.attempt_logs.two", level="INFO"),
+        capture_logging(other, "tests.attempt_logs.two", level="DEBUG"),
+    ]
+    try:
+        async with db.client() as cq:
+            task = await cq.submit("job", queue="mine")
+            await mine.run(until_idle=True)
+            logs = await cq.attempts.logs(task.id)
+    finally:
+        for stop in stops:
+            stop()
+        await other.close()
+    assert [(ln.level, ln.message) for ln in logs[0].lines] == [("info", "kept once")]
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "words"),
     [

@@ -20,14 +20,23 @@ from ...errors import InvalidArgument
 from .._context import ContextHost
 from ._context_async import log_line
 
-RUNNING: ContextVar[Sequence[ContextHost] | None] = ContextVar("cairnq_logs_running", default=None)
-
 
 class AttemptLogHandler(logging.Handler):
-    """Keeps each record emitted inside a handler's run in that attempt's log."""
+    """Keeps each record emitted inside a handler's run of its own worker in that
+    attempt's log.
+
+    Each handler has its own context variable, set by its own worker's call scope: two
+    workers of one process capturing the same logger each keep only their own runs'
+    records, at their own level."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.running: ContextVar[Sequence[ContextHost] | None] = ContextVar(
+            f"cairnq_logs_running_{id(self):x}", default=None
+        )
 
     def emit(self, record: logging.LogRecord) -> None:
-        contexts = RUNNING.get()
+        contexts = self.running.get()
         if not contexts or record.name == "cairnq" or record.name.startswith("cairnq."):
             return
         try:
@@ -98,11 +107,11 @@ def capture_logging(
 
     @contextmanager
     def running(contexts: Sequence[ContextHost]) -> Iterator[None]:
-        token = RUNNING.set(tuple(contexts))
+        token = handler.running.set(tuple(contexts))
         try:
             yield
         finally:
-            RUNNING.reset(token)
+            handler.running.reset(token)
 
     remove_scope = add_scope(running)
     target.addHandler(handler)
