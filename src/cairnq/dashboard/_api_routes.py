@@ -228,7 +228,10 @@ ROUTES: tuple[ApiRoute, ...] = (
         body=obj(
             {
                 "older_than": {"type": "string", "minLength": 1, "examples": ["7d"]},
-                "status": {"type": "string", "enum": list(TERMINAL_STATUSES)},
+                "status": {
+                    "type": "string",
+                    "enum": [s for s in STATUSES if s in TERMINAL_STATUSES],
+                },
                 "queue": STRING,
                 "name": STRING,
                 "limit": {"type": "integer", "minimum": 1, "maximum": PURGE_MAX},
