@@ -13,9 +13,9 @@ must send the ``X-CSRF-Token`` header with a token from ``GET /api/csrf`` (a hea
 a cross-site form cannot send, and a cross-site script cannot set without a CORS
 preflight this API never grants).
 
-Each route is an ``ApiRoute``: the dashboard's own (``routes``, and those of
-cairnq's extensions in ``_api_extensions``), then those of the page sets of
-extensions that serve some (``ApiPart``). The OpenAPI document is built from them
+Each route is an ``ApiRoute``: the dashboard's own (``_api_routes``), then those of
+the page sets of extensions that serve some (``ApiPart``), cairnq's own (each in its
+``_surfaces/api.py``) and any other's. The OpenAPI document is built from them
 (``_openapi``).
 """
 

@@ -5,16 +5,32 @@ callbacks and its first members with their recorded outcomes. Its template is
 The dashboard imports this module by the name the extension declares
 (``Batches.pages``) and asks ``pages`` for its page set; the page has no entry in
 the navigation bar (``cairnq batch`` prints a batch's id and state too).
+
+Its page set also serves the feature's routes of the dashboard's HTTP API
+(``api_routes``: ``API_ROUTES``, at the end of this module).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, to_json
+from ....dashboard._api_routes import (
+    INTEGER,
+    ROWS_PARAM,
+    STRING,
+    array,
+    nullable,
+    obj,
+)
 from ....dashboard._http import Handler, incoming
 from ....dashboard._pages import Pages, render
 from ....errors import InvalidArgument
+from ....kernel import views as _reads
 from .. import _ops
 
 SHOWN_MEMBERS = 500
@@ -33,6 +49,10 @@ class BatchPages:
     def routes(self) -> list[tuple[str, Handler]]:
         """Each page by path (the dashboard wraps each in its endpoint)."""
         return [("/batch", self.batch)]
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """A batch's read in the HTTP API (``API_ROUTES``)."""
+        return API_ROUTES
 
     async def batch(self, request: Request) -> Response:
         """A batch: its counts and callbacks, and its first members."""
@@ -62,3 +82,49 @@ class BatchPages:
 def pages(host: Pages) -> BatchPages:
     """The batches' page set for the dashboard's ``host``."""
     return BatchPages(host)
+
+
+# --- the HTTP API --------------------------------------------------------------------------
+
+BATCH = obj(
+    {
+        "id": STRING,
+        "state": STRING,
+        "total": INTEGER,
+        "succeeded": INTEGER,
+        "failed": INTEGER,
+        "canceled": INTEGER,
+        "purged": INTEGER,
+        "pending": INTEGER,
+        "callbacks": {"type": "object", "additionalProperties": STRING},
+        "submitted": array(STRING),
+        "created_at_ms": INTEGER,
+        "closed_at_ms": nullable("integer"),
+        "done_at_ms": nullable("integer"),
+    }
+)
+
+
+async def batch(request: ApiRequest) -> Any:
+    found = await request.dash.client.batches.status(request.path["batch_id"])
+    if found is None:
+        raise ApiError(404, "no batch has this id")
+    members = await request.dash.client.batches.members(
+        found.id, limit=request.integer("limit", 100, 1, _reads.MAX_PAGE)
+    )
+    return {"batch": to_json(found), "members": to_json(list(members))}
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "GET",
+        "/batches/{batch_id}",
+        batch,
+        "getBatch",
+        "A batch's state, counts and callbacks, and its first members",
+        "batches",
+        params=(ROWS_PARAM,),
+        response=obj({"batch": BATCH, "members": array({"type": "object"})}),
+        statuses=(404,),
+    ),
+)

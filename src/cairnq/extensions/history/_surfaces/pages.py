@@ -3,16 +3,24 @@ recorded attempts (``templates/history_timeline.html``) when they cover the task
 runs, else an Attempts card beside the timeline of the task's row
 (``templates/history_attempts.html``); and the Trends page (``templates/trends.html``):
 per task name or queue over the last day or week, the counts, failure rate, run time
-p50/p95 and a chart of successes and failures per bucket."""
+p50/p95 and a chart of successes and failures per bucket.
+
+Its page set also serves the feature's routes of the dashboard's HTTP API
+(``api_routes``: ``API_ROUTES``, at the end of this module).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, load_task, to_json
+from ....dashboard._api_routes import array, obj
 from ....dashboard._charts import sparkline
 from ....dashboard._http import Handler
 from ....dashboard._pages import Pages, PartsOnly, TaskParts, View, render
@@ -34,6 +42,10 @@ class HistoryPages(PartsOnly):
 
     def routes(self) -> list[tuple[str, Handler]]:
         return [("/trends", self.trends)]
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """The task's attempts in the HTTP API (``API_ROUTES``)."""
+        return API_ROUTES
 
     async def trends(self, request: Request) -> Response:
         view = self.host.view(request)
@@ -94,3 +106,35 @@ class HistoryPages(PartsOnly):
 def pages(host: Pages) -> HistoryPages:
     """The attempt history's page set on the dashboard ``host``."""
     return HistoryPages(host)
+
+
+# --- the HTTP API --------------------------------------------------------------------------
+
+
+async def attempts(request: ApiRequest) -> Any:
+    task = await load_task(request)
+    found = await request.dash.client._run(attempts_if_ready(task.id), write=False)
+    if found is None:
+        raise ApiError(503, "the attempt history's migration is not applied to this database")
+    shown = []
+    for attempt in found:
+        row = to_json(attempt)
+        row["error"] = (
+            None if attempt.error is None else request.redact("error", attempt.error, task)
+        )
+        shown.append(row)
+    return {"attempts": shown}
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "GET",
+        "/tasks/{task_id}/attempts",
+        attempts,
+        "listAttempts",
+        "The task's recorded attempts",
+        "tasks",
+        response=obj({"attempts": array({"type": "object"})}),
+        statuses=(404,),
+    ),
+)

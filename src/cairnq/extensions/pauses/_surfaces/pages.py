@@ -5,17 +5,22 @@ The dashboard imports this module by the name the extension declares
 (``Pauses.pages``) and asks ``pages`` for its page set, which has no page of its own
 (no entry in the navigation bar): a GET of an action's address goes back to the
 overview, where its buttons are.
+
+Its page set also serves the feature's routes of the dashboard's HTTP API
+(``api_routes``: ``API_ROUTES``, at the end of this module).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, to_json
+from ....dashboard._api_routes import INTEGER, STRING, array, nullable, obj
 from ....dashboard._http import Handler, incoming, redirect
 from ....dashboard._pages import Pages
 from ....errors import InvalidArgument
@@ -39,6 +44,10 @@ class PausePages:
     def routes(self) -> list[tuple[str, Handler]]:
         """A GET of either action's address: back to the overview."""
         return [(path, self.back_to_overview) for path in self.actions]
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """The pauses' reads and actions in the HTTP API (``API_ROUTES``)."""
+        return API_ROUTES
 
     async def back_to_overview(self, request: Request) -> Response:
         """GET on a pause or resume action: its buttons live on the overview."""
@@ -77,3 +86,92 @@ class PausePages:
 def pages(host: Pages) -> PausePages:
     """The pauses' page set for the dashboard's ``host``."""
     return PausePages(host)
+
+
+# --- the HTTP API --------------------------------------------------------------------------
+
+PAUSE = obj(
+    {
+        "scope": {"type": "string", "enum": ["queue", "name"]},
+        "target": STRING,
+        "paused_at_ms": INTEGER,
+        "paused_by": nullable("string"),
+    }
+)
+_RESUMED = obj({"resumed": {"type": "boolean"}})
+
+
+async def pauses(request: ApiRequest) -> Any:
+    found = await request.dash.client._run(_pauses.paused_if_ready(), write=False)
+    if found is None:
+        raise ApiError(503, "the pauses' migration is not applied to this database")
+    return {"pauses": to_json(list(found))}
+
+
+async def pause_queue(request: ApiRequest) -> Any:
+    found = await request.dash.client.pauses.pause_queue(request.path["queue"], by="api")
+    return to_json(found)
+
+
+async def resume_queue(request: ApiRequest) -> Any:
+    found = await request.dash.client.pauses.resume_queue(request.path["queue"])
+    return {"resumed": found is not None}
+
+
+async def pause_name(request: ApiRequest) -> Any:
+    found = await request.dash.client.pauses.pause_task(request.path["name"], by="api")
+    return to_json(found)
+
+
+async def resume_name(request: ApiRequest) -> Any:
+    found = await request.dash.client.pauses.resume_task(request.path["name"])
+    return {"resumed": found is not None}
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "GET",
+        "/pauses",
+        pauses,
+        "listPauses",
+        "The paused queues and task names",
+        "pauses",
+        response=obj({"pauses": array(PAUSE)}),
+    ),
+    ApiRoute(
+        "POST",
+        "/queues/{queue}/pause",
+        pause_queue,
+        "pauseQueue",
+        "Pause a queue: workers claim none of its tasks until resumed",
+        "pauses",
+        response=PAUSE,
+    ),
+    ApiRoute(
+        "POST",
+        "/queues/{queue}/resume",
+        resume_queue,
+        "resumeQueue",
+        "Resume a queue",
+        "pauses",
+        response=_RESUMED,
+    ),
+    ApiRoute(
+        "POST",
+        "/task-names/{name}/pause",
+        pause_name,
+        "pauseTaskName",
+        "Pause a task name on every queue",
+        "pauses",
+        response=PAUSE,
+    ),
+    ApiRoute(
+        "POST",
+        "/task-names/{name}/resume",
+        resume_name,
+        "resumeTaskName",
+        "Resume a task name",
+        "pauses",
+        response=_RESUMED,
+    ),
+)

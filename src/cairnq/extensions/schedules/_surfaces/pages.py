@@ -3,19 +3,33 @@ pause and resume actions. Their templates are in ``templates/`` beside this modu
 
 The dashboard imports this module by the name the extension declares
 (``Schedules.pages``) and asks ``pages`` for its page set.
+
+Its page set also serves the feature's routes of the dashboard's HTTP API
+(``api_routes``: ``API_ROUTES``, at the end of this module).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, to_json
+from ....dashboard._api_routes import (
+    INTEGER,
+    ROWS_PARAM,
+    STRING,
+    array,
+    nullable,
+    obj,
+)
 from ....dashboard._http import Handler, incoming, redirect
 from ....dashboard._pages import Pages, render
 from ....errors import InvalidArgument, SchemaIncomplete
+from ....kernel import views as _reads
 from .. import _ops as _schedules
 
 log = logging.getLogger("cairnq.dashboard")
@@ -47,6 +61,10 @@ class SchedulePages:
             ("/schedule/pause", self.action_page),
             ("/schedule/resume", self.action_page),
         ]
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """The schedules' reads and actions in the HTTP API (``API_ROUTES``)."""
+        return API_ROUTES
 
     async def schedules(self, request: Request) -> Response:
         view = self.pages.view(request)
@@ -137,3 +155,118 @@ class SchedulePages:
 def pages(host: Pages) -> SchedulePages:
     """The schedules' page set for the dashboard's ``host``."""
     return SchedulePages(host)
+
+
+# --- the HTTP API --------------------------------------------------------------------------
+
+SCHEDULE = obj(
+    {
+        "name": STRING,
+        "task": STRING,
+        "cron": nullable("string"),
+        "every_ms": nullable("integer"),
+        "tz": STRING,
+        "queue": STRING,
+        "paused": {"type": "boolean"},
+        "next_ms": nullable("integer"),
+        "last_task_id": nullable("string"),
+        "last_status": nullable("string"),
+    },
+    required=["name", "task", "queue", "paused"],
+)
+_HISTORY = array(
+    obj(
+        {
+            "schedule": STRING,
+            "slot_ms": INTEGER,
+            "outcome": STRING,
+            "task_id": nullable("string"),
+        },
+        required=["schedule", "slot_ms", "outcome"],
+    )
+)
+
+
+def _schedule(found: Any) -> dict[str, Any]:
+    # A schedule's payload and metadata are its tasks' to come: the task reads show
+    # them, redacted; the dashboard's schedule pages do not.
+    shown: dict[str, Any] = to_json(found)
+    shown.pop("payload", None)
+    shown.pop("metadata", None)
+    return shown
+
+
+async def schedules(request: ApiRequest) -> Any:
+    found = await request.dash.client.schedules.list()
+    return {"schedules": [_schedule(s) for s in found]}
+
+
+async def get_schedule(request: ApiRequest) -> Any:
+    found = await request.dash.client.schedules.get(request.path["name"])
+    if found is None:
+        raise ApiError(404, "no schedule has this name")
+    history = await request.dash.client.schedules.history(
+        found.name, limit=request.integer("limit", 50, 1, _reads.MAX_PAGE)
+    )
+    return {"schedule": _schedule(found), "history": to_json(list(history))}
+
+
+async def _schedule_switch(request: ApiRequest, paused: bool) -> Any:
+    namespace = request.dash.client.schedules
+    name = request.path["name"]
+    found = await (namespace.pause(name) if paused else namespace.resume(name))
+    if found is None:
+        raise ApiError(404, "no schedule has this name")
+    return _schedule(found)
+
+
+async def pause_schedule(request: ApiRequest) -> Any:
+    return await _schedule_switch(request, True)
+
+
+async def resume_schedule(request: ApiRequest) -> Any:
+    return await _schedule_switch(request, False)
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "GET",
+        "/schedules",
+        schedules,
+        "listSchedules",
+        "Every schedule",
+        "schedules",
+        response=obj({"schedules": array(SCHEDULE)}),
+    ),
+    ApiRoute(
+        "GET",
+        "/schedules/{name}",
+        get_schedule,
+        "getSchedule",
+        "A schedule and its latest slots",
+        "schedules",
+        params=(ROWS_PARAM,),
+        response=obj({"schedule": SCHEDULE, "history": _HISTORY}),
+        statuses=(404,),
+    ),
+    ApiRoute(
+        "POST",
+        "/schedules/{name}/pause",
+        pause_schedule,
+        "pauseSchedule",
+        "Pause a schedule: no slot submits a task until resumed",
+        "schedules",
+        response=SCHEDULE,
+        statuses=(404,),
+    ),
+    ApiRoute(
+        "POST",
+        "/schedules/{name}/resume",
+        resume_schedule,
+        "resumeSchedule",
+        "Resume a schedule",
+        "schedules",
+        response=SCHEDULE,
+        statuses=(404,),
+    ),
+)
