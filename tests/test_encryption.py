@@ -367,6 +367,20 @@ async def test_a_key_appears_in_no_repr_log_line_or_error(
         ({KEY_1.rstrip("="): "k1"}, None, "is not a Fernet key"),
         ({"k1": KEY_1}, KEY_1, "is not one of the key ids"),
     ],
+    ids=[
+        "list",
+        "empty",
+        "bad-id",
+        "empty-id",
+        "key-not-text",
+        "not-fernet",
+        "no-current",
+        "unknown-current",
+        "current-not-text",
+        "swapped",
+        "key-as-id",
+        "key-as-current",
+    ],
 )
 def test_a_bad_key_ring_is_refused_naming_ids_only(keys: Any, current: Any, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message) as refused:
