@@ -33,8 +33,8 @@ pytestmark = pytest.mark.slow
 
 TOKEN = "t0ken-for-fuzzing"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-# Per operation and generation mode; about 700 requests over the whole API.
-EXAMPLES = 25
+# Per operation and generation mode; about 390 requests over the whole API.
+EXAMPLES = 12
 
 
 def seed(db: Database) -> None:

@@ -113,7 +113,7 @@ def waits_run(db: Database, tmp: Path, mutant: str | None) -> tuple[list[Violati
             send("bcast", 1, to="all")
             ended = _until(
                 lambda: all((t := cq.get(task.id)) is not None and t.is_terminal for task in tasks),
-                25 if mutant else 60,
+                8 if mutant else 60,
             )
         finally:
             (tmp / "stop").touch()
