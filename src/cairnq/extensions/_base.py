@@ -16,7 +16,7 @@ stay out (``_registry.Ready``) and its parts step aside and look again later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from .. import kernel
 from ..backends import Backend
 from ..errors import SchemaIncomplete
-from ..kernel.periodic import ErrorHook
+from ..kernel.periodic import ErrorHook, NamedLease, PeriodicJob
 from ..kernel.points import (
     AttemptEndHook,
     BeforeRecover,
@@ -94,6 +94,68 @@ class Part:
 
     async def close(self) -> None:
         return None
+
+
+class Jobs:
+    """Several jobs started and stopped as one, in order (stopped in reverse)."""
+
+    def __init__(self, *jobs: Job) -> None:
+        self.jobs = jobs
+
+    def start(self) -> None:
+        for job in self.jobs:
+            job.start()
+
+    async def stop(self, *, wait: bool = True) -> None:
+        for job in reversed(self.jobs):
+            await job.stop(wait=wait)
+
+
+def sweep_and_look(
+    lease_name: str,
+    backend: Backend,
+    *,
+    holder: str,
+    sweep: Callable[[], Awaitable[object]],
+    look: Callable[[], Awaitable[object]],
+    ready: Callable[[], Awaitable[bool]],
+    report: ErrorHook,
+    phase: str,
+    interval_ms: int,
+    lease_ttl_ms: int,
+) -> tuple[PeriodicJob, PeriodicJob]:
+    """An extension's sweep and its look, both every ``interval_ms``.
+
+    The sweep runs in one process at a time (the named lease ``lease_name``), first
+    at once, and its turns wait on ``ready`` (so where the extension steps aside it
+    neither takes the lease nor says it runs without one). The look runs in every
+    process, without a lease, as ``<lease_name>.look``: it keeps the extension's
+    ``in_use`` gate current.
+
+    Returns:
+        ``(sweep_job, look_job)``; start the look first (``Jobs(look_job, sweep_job)``).
+    """
+    context = {"worker_id": holder}
+    sweep_job = PeriodicJob(
+        lease_name,
+        sweep,
+        interval_ms=interval_ms,
+        first_delay_ms=0,
+        on_error=report,
+        lease=NamedLease(backend, holder=holder, ttl_ms=lease_ttl_ms),
+        phase=phase,
+        context=context,
+        when=ready,
+    )
+    look_job = PeriodicJob(
+        f"{lease_name}.look",
+        look,
+        interval_ms=interval_ms,
+        on_error=report,
+        phase=phase,
+        context=context,
+    )
+    return sweep_job, look_job
 
 
 @dataclass(frozen=True)

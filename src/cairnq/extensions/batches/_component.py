@@ -24,8 +24,8 @@ from weakref import WeakSet
 
 from ... import kernel
 from ...backends import Backend
-from ...kernel.periodic import ErrorHook, NamedLease, PeriodicJob
-from .._base import Part
+from ...kernel.periodic import ErrorHook
+from .._base import Jobs, Part, sweep_and_look
 from . import _ops
 
 log = logging.getLogger("cairnq.worker")
@@ -72,24 +72,17 @@ class BatchSweeper:
     ) -> None:
         self.backend = backend
         self.run = run
-        self.job = PeriodicJob(
+        self.job, self.looks = sweep_and_look(
             LEASE_NAME,
-            self.tick,
-            interval_ms=interval_ms,
-            first_delay_ms=0,
-            on_error=report,
-            lease=NamedLease(backend, holder=run.worker_id, ttl_ms=lease_ttl_ms),
+            backend,
+            holder=run.worker_id,
+            sweep=self.tick,
+            look=self.look,
+            ready=self.ready,
+            report=report,
             phase="batches",
-            context={"worker_id": run.worker_id},
-            when=self.ready,
-        )
-        self.looks = PeriodicJob(
-            "cairnq.batches.look",
-            self.look,
             interval_ms=interval_ms,
-            on_error=report,
-            phase="batches",
-            context={"worker_id": run.worker_id},
+            lease_ttl_ms=lease_ttl_ms,
         )
 
     async def look(self) -> None:
@@ -121,21 +114,6 @@ class BatchSweeper:
         return len(done)
 
 
-class _Jobs:
-    """The look and the sweep, started and stopped as one (stopped in reverse)."""
-
-    def __init__(self, sweeper: BatchSweeper) -> None:
-        self.jobs = (sweeper.looks, sweeper.job)
-
-    def start(self) -> None:
-        for job in self.jobs:
-            job.start()
-
-    async def stop(self, *, wait: bool = True) -> None:
-        for job in reversed(self.jobs):
-            await job.stop(wait=wait)
-
-
 class BatchesComponent(Part):
     """Prepare reads whether the batch tables exist and a batch is not done; the jobs
     look again once a second and sweep under their named lease."""
@@ -144,7 +122,7 @@ class BatchesComponent(Part):
 
     def __init__(self, sweeper: BatchSweeper) -> None:
         self.sweeper = sweeper
-        self.job = _Jobs(sweeper)
+        self.job = Jobs(sweeper.looks, sweeper.job)
 
     async def prepare(self) -> None:
         await self.sweeper.look()

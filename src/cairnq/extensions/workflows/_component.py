@@ -31,8 +31,8 @@ from typing import Protocol, cast
 
 from ... import kernel
 from ...backends import Backend
-from ...kernel.periodic import ErrorHook, NamedLease, PeriodicJob
-from .._base import Job, Part
+from ...kernel.periodic import ErrorHook
+from .._base import Jobs, Part, sweep_and_look
 from . import _ops
 
 log = logging.getLogger("cairnq.worker")
@@ -90,24 +90,17 @@ class WorkflowSweeper:
         self.runtime = runtime
         # The database records a purged dependency's success (x0016 applied).
         self.keeps_success = False
-        self.job = PeriodicJob(
+        self.job, self.looks = sweep_and_look(
             LEASE_NAME,
-            self.tick,
-            interval_ms=interval_ms,
-            first_delay_ms=0,
-            on_error=report,
-            lease=NamedLease(backend, holder=runtime.worker_id, ttl_ms=lease_ttl_ms),
+            backend,
+            holder=runtime.worker_id,
+            sweep=self.tick,
+            look=self.look,
+            ready=self.ready,
+            report=report,
             phase="workflows",
-            context={"worker_id": runtime.worker_id},
-            when=self.ready,
-        )
-        self.looks = PeriodicJob(
-            "cairnq.workflows.look",
-            self.look,
             interval_ms=interval_ms,
-            on_error=report,
-            phase="workflows",
-            context={"worker_id": runtime.worker_id},
+            lease_ttl_ms=lease_ttl_ms,
         )
 
     async def prepare(self) -> None:
@@ -150,21 +143,6 @@ class WorkflowSweeper:
                 extra={"worker_id": self.runtime.worker_id, "phase": "workflows"},
             )
         return len(changed)
-
-
-class Jobs:
-    """Several jobs started and stopped as one, in order (stopped in reverse)."""
-
-    def __init__(self, *jobs: Job) -> None:
-        self.jobs = jobs
-
-    def start(self) -> None:
-        for job in self.jobs:
-            job.start()
-
-    async def stop(self, *, wait: bool = True) -> None:
-        for job in reversed(self.jobs):
-            await job.stop(wait=wait)
 
 
 class WorkflowsComponent(Part):
