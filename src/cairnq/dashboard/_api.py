@@ -15,7 +15,7 @@ preflight this API never grants).
 
 Each route is an ``ApiRoute``: the dashboard's own (``_api_routes``), then those of
 the page sets of extensions that serve some (``ApiPart``), cairnq's own (each in its
-``_surfaces/api.py``) and any other's. The OpenAPI document is built from them
+``_surfaces/pages.py``) and any other's. The OpenAPI document is built from them
 (``_openapi``).
 """
 
