@@ -15,7 +15,7 @@ preflight this API never grants).
 
 Each route is an ``ApiRoute``: the dashboard's own (``_api_routes``), then those of
 the page sets of extensions that serve some (``ApiPart``), cairnq's own (each in its
-``_surfaces/api.py``) and any other's. The OpenAPI document is built from them
+``_surfaces/pages.py``) and any other's. The OpenAPI document is built from them
 (``_openapi``).
 """
 
@@ -288,12 +288,26 @@ async def retry_task(request: ApiRequest) -> Any:
     reset = request.body.get("reset_attempt", False)
     if not isinstance(reset, bool):
         raise ApiError(400, "reset_attempt must be true or false")
-    await load_task(request)
-    task = await request.dash.client.retry(request.path["task_id"], reset_attempt=reset)
+    from_step = request.body.get("from_step")
+    if from_step is not None and not isinstance(from_step, str):
+        raise ApiError(400, "from_step must be the name of a step the task recorded")
+    found = await load_task(request)
+    if from_step is not None and found.status not in ("failed", "canceled"):
+        raise ApiError(409, "only a failed or canceled task can be retried")
+    task = await request.dash.client.retry(found.id, reset_attempt=reset, from_step=from_step)
     if task is None:
         raise ApiError(409, "only a failed or canceled task can be retried")
-    log.info("dashboard api: retry %s", task.id)
+    log.info("dashboard api: retry %s%s", task.id, "" if from_step is None else " from a step")
     return {"outcome": "retried", "task": task_json(task, request)}
+
+
+async def activity(request: ApiRequest) -> Any:
+    found = await request.dash.client.activity(
+        window=request.text("window") or "1h",
+        bucket=request.text("bucket") or "5m",
+        queue=request.text("queue"),
+    )
+    return {"queues": [to_json(a) for a in found]}
 
 
 async def purge(request: ApiRequest) -> Any:

@@ -13,6 +13,7 @@ from ._api import (
     PURGE_MAX,
     ApiRoute,
     Param,
+    activity,
     bulk_cancel,
     bulk_retry,
     cancel_task,
@@ -179,6 +180,35 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "GET",
+        "/activity",
+        activity,
+        "getActivity",
+        "Tasks finished per queue and time bucket over a window ending now (the overview's chart)",
+        "queues",
+        params=(
+            Param("window", {**STRING, "examples": ["1h"]}, "how far back (default 1h)"),
+            Param("bucket", {**STRING, "examples": ["5m"]}, "a bucket's width (default 5m)"),
+            Param("queue", STRING, "only this queue"),
+        ),
+        response=obj(
+            {
+                "queues": array(
+                    obj(
+                        {
+                            "queue": STRING,
+                            "start_ms": INTEGER,
+                            "bucket_ms": INTEGER,
+                            "succeeded": array(INTEGER),
+                            "failed": array(INTEGER),
+                            "canceled": array(INTEGER),
+                        }
+                    )
+                )
+            }
+        ),
+    ),
+    ApiRoute(
+        "GET",
         "/tasks",
         list_tasks,
         "listTasks",
@@ -212,9 +242,13 @@ ROUTES: tuple[ApiRoute, ...] = (
         "/tasks/{task_id}/retry",
         retry_task,
         "retryTask",
-        "Queue a failed or canceled task again",
+        "Queue a failed or canceled task again; with from_step, replay it from that "
+        "recorded durable step",
         "tasks",
-        body=obj({"reset_attempt": {"type": "boolean"}}, required=[]),
+        body=obj(
+            {"reset_attempt": {"type": "boolean"}, "from_step": {"type": "string"}},
+            required=[],
+        ),
         response=TASK_ACTION,
         statuses=(404, 409),
     ),

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ....dashboard._api import ApiError, ApiRequest, ApiRoute, load_task, to_json
-from ....dashboard._api_routes import array, obj
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, Param, load_task, to_json
+from ....dashboard._api_routes import INTEGER, STRING, array, nullable, obj
 from ....dashboard._charts import sparkline
 from ....dashboard._http import Handler
 from ....dashboard._pages import Pages, PartsOnly, TaskParts, View, render
@@ -29,7 +30,7 @@ from ....errors import InvalidArgument, SchemaIncomplete
 from ....models import QueueActivity, Task
 from .._ops import attempts_if_ready
 from .._panel import Event, attempt_timeline
-from .._trends import check_by, series, trends
+from .._trends import BY, check_buckets, check_by, check_since, series, trends
 
 # The windows the Trends page offers, with the buckets of their charts.
 WINDOWS = {"1d": 24, "7d": 28}
@@ -44,7 +45,7 @@ class HistoryPages(PartsOnly):
         return [("/trends", self.trends)]
 
     def api_routes(self) -> Sequence[ApiRoute]:
-        """The task's attempts in the HTTP API (``API_ROUTES``)."""
+        """The task's attempts and the trends in the HTTP API (``API_ROUTES``)."""
         return API_ROUTES
 
     async def trends(self, request: Request) -> Response:
@@ -126,7 +127,81 @@ async def attempts(request: ApiRequest) -> Any:
     return {"attempts": shown}
 
 
+TREND = obj(
+    {
+        "key": STRING,
+        "window_ms": INTEGER,
+        "attempts": INTEGER,
+        "succeeded": INTEGER,
+        "failed": INTEGER,
+        "canceled": INTEGER,
+        "throughput_per_hour": {"type": "number"},
+        "failure_rate": nullable("number"),
+        "p50_ms": nullable("integer"),
+        "p95_ms": nullable("integer"),
+        "series": obj({"succeeded": array(INTEGER), "failed": array(INTEGER)}),
+    }
+)
+
+
+async def trends_api(request: ApiRequest) -> Any:
+    by = check_by(request.text("by") or "name")
+    since = request.text("since") or "7d"
+    window = check_since(since)
+    buckets = check_buckets(request.integer("buckets", WINDOWS.get(since, 24), 1, 400))
+    client = request.dash.client
+    span = timedelta(milliseconds=window)
+    now_ms = client._clock().now_ms()
+    found = await client._run(trends(by, span, now_ms=now_ms), write=False)
+    counts = await client._run(series(by, span, buckets, now_ms=now_ms), write=False)
+    width = -(-window // buckets)
+    shown = []
+    for trend in found:
+        points = counts.get(trend.key, [(0, 0)] * buckets)
+        row = trend.to_dict()
+        row["series"] = {"succeeded": [s for s, _ in points], "failed": [f for _, f in points]}
+        shown.append(row)
+    return {
+        "by": by,
+        "window_ms": window,
+        "bucket_ms": width,
+        "start_ms": now_ms + 1 - width * buckets,
+        "trends": shown,
+    }
+
+
 API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "GET",
+        "/trends",
+        trends_api,
+        "listTrends",
+        "Per task name or queue over a window ending now: attempts, failure rate, "
+        "throughput, run time p50/p95 and a series of successes and failures per bucket",
+        "trends",
+        params=(
+            Param("by", {"type": "string", "enum": list(BY)}, "group by name (default) or queue"),
+            Param(
+                "since",
+                {**STRING, "examples": ["1d", "7d"]},
+                "the window, a duration from 1m to 366d (default 7d)",
+            ),
+            Param(
+                "buckets",
+                {"type": "integer", "minimum": 1, "maximum": 400},
+                "points in each series (24 for 1d, 28 for 7d, else 24)",
+            ),
+        ),
+        response=obj(
+            {
+                "by": STRING,
+                "window_ms": INTEGER,
+                "bucket_ms": INTEGER,
+                "start_ms": INTEGER,
+                "trends": array(TREND),
+            }
+        ),
+    ),
     ApiRoute(
         "GET",
         "/tasks/{task_id}/attempts",

@@ -3,17 +3,22 @@ and its action, which sends an event to a task's parked wait (``/events/send``: 
 form's key, task id and JSON payload).
 
 The dashboard imports this module by the name the extension declares (``Waits.pages``).
+Its page set also serves the action in the dashboard's HTTP API (``api_routes``:
+``API_ROUTES``, at the end of this module).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ...._json import parse_input
+from ....dashboard._api import ApiError, ApiRequest, ApiRoute, load_task
+from ....dashboard._api_routes import ANY, INTEGER, STRING, array, obj
 from ....dashboard._http import Handler, incoming, redirect
 from ....dashboard._pages import Pages, TaskParts, View, render
 from ....errors import InvalidArgument
@@ -36,6 +41,10 @@ class WaitPages:
     def routes(self) -> list[tuple[str, Handler]]:
         """A GET of the action's address: back to the overview."""
         return [("/events/send", self.back)]
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """The send action in the HTTP API (``API_ROUTES``)."""
+        return API_ROUTES
 
     async def back(self, request: Request) -> Response:
         return redirect(request, "/")
@@ -69,3 +78,31 @@ class WaitPages:
 def pages(host: Pages) -> WaitPages:
     """The waits' page set on the dashboard ``host``."""
     return WaitPages(host)
+
+
+# --- the HTTP API --------------------------------------------------------------------------
+
+
+async def send_event(request: ApiRequest) -> Any:
+    key = request.body.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise ApiError(400, "key is required: the event key the task waits on (a string)")
+    task = await load_task(request)
+    sent = await request.dash.client.events.send(key, request.body.get("payload"), task_id=task.id)
+    log.info("dashboard api: sent an event to task %s", task.id)
+    return {"seq": sent.seq, "delivered_to": list(sent.delivered_to), "kept": sent.kept}
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "POST",
+        "/tasks/{task_id}/events",
+        send_event,
+        "sendTaskEvent",
+        "Send an event to the task's waits on key (ctx.wait_for): the dashboard's Waits card",
+        "tasks",
+        body=obj({"key": {"type": "string", "minLength": 1}, "payload": ANY}, required=["key"]),
+        response=obj({"seq": INTEGER, "delivered_to": array(STRING), "kept": {"type": "boolean"}}),
+        statuses=(404,),
+    ),
+)
