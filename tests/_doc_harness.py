@@ -23,14 +23,17 @@ from dataclasses import dataclass
 class Harness:
     text: str
     postgres: bool = False
+    env: tuple[str, ...] = ()  # variables the harness sets (the test restores them)
 
 
 HARNESS: dict[tuple[str, str], Harness] = {}
 
 
-def add(page: str, first_line: str, text: str, *, postgres: bool = False) -> None:
+def add(
+    page: str, first_line: str, text: str, *, postgres: bool = False, env: tuple[str, ...] = ()
+) -> None:
     """Run the block of ``page`` that starts with ``first_line`` in harness ``text``."""
-    HARNESS[(page, first_line)] = Harness(text, postgres)
+    HARNESS[(page, first_line)] = Harness(text, postgres, env)
 
 
 add(
@@ -227,4 +230,202 @@ add(
     assert (thumbnail.correlation_id, thumbnail.parent_id) == ("batch-3", parent.id)
     assert extract.correlation_id == "etl-2026-12-06"
     """,
+)
+
+add(
+    "docs/replay.md",
+    'await cq.retry(task.id, from_step="charge")          # fetch-invoice replays; charge, email run',  # noqa: E501
+    """
+    from cairnq.testing import drain
+
+    ran, mail = [], {"down": True}
+
+    async def step(name):
+        ran.append(name)
+        if name == "email" and mail["down"]:
+            raise TaskError("mail server down")
+        return name
+
+    @worker.task("invoice.pay")
+    async def pay(ctx, payload):
+        for name in ("fetch-invoice", "charge", "email"):
+            await ctx.step(name, step, name)
+
+    task = await cq.submit("invoice.pay", {}, max_attempts=1)
+    await drain(worker)
+    assert (await cq.get(task.id)).status == "failed"
+    mail["down"] = False
+    #>> block
+    await drain(worker)
+    assert (await cq.get(task.id)).status == "succeeded"
+    assert ran == ["fetch-invoice", "charge", "email", "charge", "email"]
+    """,
+)
+
+add(
+    "docs/flow-control.md",
+    "from cairnq import Snooze",
+    """
+    from cairnq.testing import FakeClock, drain
+
+    clock = FakeClock()
+    cq = CairnQ.sqlite("flow.db", clock=clock)
+    worker = Worker(cq)
+    URL = "https://api.example.com/send"
+
+    class Response:
+        def __init__(self, status_code, headers, body):
+            self.status_code, self.headers, self.body = status_code, headers, body
+
+        def json(self):
+            return self.body
+
+    class Http:                       # busy once, then answers
+        calls = 0
+
+        async def post(self, url, json):
+            self.calls += 1
+            if self.calls == 1:
+                return Response(429, {"Retry-After": "12"}, None)
+            return Response(200, {}, {"sent": json})
+
+    http = Http()
+    try:
+        task = await cq.submit("call_api", {"n": 1})
+        #>> block
+        assert snoozes is None                  # asked before any worker ran it
+        await worker.run(until_idle=True)
+        snoozes = await cq.snooze.get(task.id)
+        assert (snoozes.count, snoozes.last_delay_ms) == (1, 12_000)
+        assert (await cq.get(task.id)).status == "queued"
+        await drain(worker, clock=clock)
+        done = await cq.get(task.id)
+        assert (done.status, done.result, done.attempt) == ("succeeded", {"sent": {"n": 1}}, 1)
+    finally:
+        await worker.close()
+        await cq.close()
+    """,
+)
+
+add(
+    "docs/flow-control.md",
+    "from cairnq import Worker",
+    """
+    store = cq.store
+    limit_id = "concurrency:queue=emails:payload.customer"
+    #>> block
+    assert limit_id not in [limit.id for limit in await cq.limits.list()]
+    assert [limit.id for limit in worker.limits] == [
+        "concurrency:queue=emails:payload.customer", "rate:name=llm.complete"]
+    await worker.close()
+    """,
+)
+
+add(
+    "docs/tutorial.md",
+    "from cairnq import SyncCairnQ",
+    """
+    import asyncio, contextlib, io
+
+    @worker.task("reports.monthly")
+    async def monthly(ctx, payload):
+        return {"month": payload["month"]}
+
+    def program():
+        #>> block
+        return task
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        async with worker.background():
+            task = await asyncio.to_thread(program)
+    assert printed.getvalue().splitlines() == [f"{task.id} queued", "succeeded"]
+    """,
+)
+
+add(
+    "docs/encryption.md",
+    "import os",
+    """
+    import sqlite3
+    from cairnq.testing import drain
+
+    import os as system
+    from cairnq.encryption import Encrypting as Ring
+
+    system.environ["TASKS_KEY"] = Ring.generate_key()
+    #>> block
+    await drain(worker)
+    [task] = await cq.list(name="email.send")
+    assert (task.status, task.payload) == ("succeeded", {"to": "ada@example.com"})
+    with sqlite3.connect("tasks.db") as raw:
+        [[stored]] = raw.execute("select payload from cairnq_tasks").fetchall()
+    assert '"$cairnq_enc"' in stored and "ada@example.com" not in stored
+    await cq.close()
+    """,
+    env=("TASKS_KEY",),
+)
+
+add(
+    "docs/encryption.md",
+    'ring = Encrypting({"2027-01": new_key, "2026-12": old_key}, current="2027-01")',
+    """
+    import json, sqlite3
+    from cairnq.encryption import Encrypting
+
+    old_key, new_key = Encrypting.generate_key(), Encrypting.generate_key()
+    async with CairnQ.sqlite("ring.db", codec=Encrypting({"2026-12": old_key})) as before:
+        old = await before.submit("email.send", {"to": "ada@example.com"})
+    #>> block
+    async with CairnQ.sqlite("ring.db", codec=ring) as after:
+        new = await after.submit("email.send", {"to": "grace@example.com"})
+        assert (await after.get(old.id)).payload == {"to": "ada@example.com"}
+        assert (await after.get(new.id)).payload == {"to": "grace@example.com"}
+    with sqlite3.connect("ring.db") as raw:
+        rows = dict(raw.execute("select id, payload from cairnq_tasks").fetchall())
+    assert (json.loads(rows[old.id])["k"], json.loads(rows[new.id])["k"]) == ("2026-12", "2027-01")
+    """,
+)
+
+add(
+    "docs/connecting.md",
+    'cq = CairnQ.postgres("postgresql://app@db/app", connect_timeout="5s")',
+    """
+    from cairnq.backends import PostgresBackend
+
+    #>> block
+    assert (cq.backend.connect_timeout_s, backend.connect_timeout_s) == (5.0, 120.0)
+    await cq.close()
+    """,
+)
+
+add(
+    "docs/postgres.md",
+    "async with pool.connection() as conn, conn.transaction():",
+    """
+    from psycopg_pool import AsyncConnectionPool
+    from cairnq.testing import drain
+
+    pool = AsyncConnectionPool(DSN, kwargs={"options": f"-c search_path={SCHEMA}"}, open=False)
+    await pool.open()
+    cq = CairnQ.postgres(pool, schema=SCHEMA)
+    worker = Worker(cq)
+    try:
+        async with pool.connection() as conn:
+            await conn.execute(f"create schema if not exists {SCHEMA}")
+            await conn.execute(
+                "create table orders (id int primary key, confirmed bool not null default false)"
+            )
+        #>> block
+        await drain(worker)
+        [task] = await cq.list(name="orders.confirm")
+        assert (task.status, task.result) == ("succeeded", {"confirmed": 42})
+        async with pool.connection() as conn:
+            rows = await (await conn.execute("select id, confirmed from orders")).fetchall()
+        assert rows == [(42, True)]
+    finally:
+        await worker.close()
+        await cq.close()
+        await pool.close()
+    """,
+    postgres=True,
 )

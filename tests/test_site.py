@@ -90,10 +90,6 @@ RUN_ELSEWHERE = {
 # Blocks that only compile: each shows a shape that needs what a test has not got.
 COMPILED_ONLY = {
     (
-        "docs/tutorial.md",
-        "from cairnq import SyncCairnQ",
-    ): "waits 60 s for a worker it says is absent",
-    (
         "docs/django.md",
         "# settings.py",
     ): "parts of the page's example (test_docs.py runs the whole)",
@@ -105,32 +101,9 @@ COMPILED_ONLY = {
         "from cairnq.dashboard import ApiRequest, ApiRoute, Param, PartsOnly",
     ): "an extension's page set (tests/test_dashboard_api.py serves one)",
     (
-        "docs/replay.md",
-        'await cq.retry(task.id, from_step="charge")'
-        "          # fetch-invoice replays; charge, email run",
-    ): "needs a failed task with recorded steps (tests/test_replay.py replays one)",
-    (
-        "docs/encryption.md",
-        "import os",
-    ): "its key comes from $TASKS_KEY (test_encryption.py runs it)",
-    (
-        "docs/encryption.md",
-        'ring = Encrypting({"2027-01": new_key, "2026-12": old_key}, current="2027-01")',
-    ): "one line, its keys the reader's (test_encryption.py rotates a ring)",
-    (
-        "docs/connecting.md",
-        'cq = CairnQ.postgres("postgresql://app@db/app", connect_timeout="5s")',
-    ): "names a database host that is not there",
-    ("docs/flow-control.md", "from cairnq import Snooze"): "calls an HTTP service",
-    ("docs/flow-control.md", "from cairnq import Worker"): "needs a store from another SDK",
-    (
         "docs/metrics.md",
         "from cairnq.telemetry import Metrics, Tracing",
     ): "mounts into a web app (the complete program below it runs)",
-    (
-        "docs/postgres.md",
-        "async with pool.connection() as conn, conn.transaction():",
-    ): "needs your psycopg pool and tables",
     (
         "docs/retention.md",
         "from cairnq import Retention, RetentionRule",
@@ -290,7 +263,8 @@ async def test_every_block_with_a_harness_runs_and_does_what_its_page_says(
 ) -> None:
     harness = _doc_harness.HARNESS[first_line(where, body)]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CAIRNQ_DATABASE_URL", raising=False)
+    for name in ("CAIRNQ_DATABASE_URL", *harness.env):
+        monkeypatch.delenv(name, raising=False)
     (tmp_path / "snippet.py").write_text(body)
     if not harness.postgres:
         await _snippet.run("snippet.py", harness.text, ROOT=ROOT)
