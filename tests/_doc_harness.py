@@ -429,3 +429,172 @@ add(
     """,
     postgres=True,
 )
+
+add(
+    "docs/durations.md",
+    "from datetime import timedelta",
+    """
+    from cairnq.backends import PostgresBackend
+    from cairnq.testing import FakeClock, drain
+
+    clock = FakeClock()
+    cq = CairnQ.sqlite("durations.db", clock=clock)
+    built = Worker(cq)
+
+    @built.task("report.build")
+    async def build(ctx, payload):
+        return "built"
+
+    old = await cq.submit("report.build", {})
+    await drain(built)
+    clock.advance(8 * 86_400_000)
+    task = await cq.submit("report.build", {})
+    await drain(built)
+    await built.close()
+    first, dsn = cq, "postgresql://app@db/app"
+    #>> block
+    try:
+        assert (worker.lease_ms, worker.heartbeat_interval_ms, worker.drain_timeout_ms) == (
+            60_000, 10_000, 120_000)
+        assert (task.status, task.result) == ("succeeded", "built")
+        assert await first.get(old.id) is None            # purged: succeeded 8 days ago
+        assert (await first.get(task.id)).status == "succeeded"
+        assert (backend.op_timeout_s, backend.listen_health_s) == (30.0, 20.0)
+    finally:
+        await worker.close()
+        await first.close()
+        await cq.close()
+    """,
+)
+
+add(
+    "docs/retention.md",
+    "from cairnq import Retention, RetentionRule",
+    """
+    from cairnq.testing import FakeClock, drain
+
+    clock = FakeClock()
+    from cairnq import Retention as Keep
+
+    cq = CairnQ.sqlite("kept.db", clock=clock, retention=Keep({"succeeded": 86_400_000}))
+    runner = Worker(cq)
+
+    @runner.task("thumbnail.make")
+    async def make(ctx, payload):
+        return None
+
+    old = await cq.submit("thumbnail.make", {})
+    await drain(runner)
+    clock.advance(2 * 86_400_000)
+    recent = await cq.submit("thumbnail.make", {})
+    await drain(runner)
+    await runner.close()
+    try:
+        #>> block
+        assert await cq.get(old.id) is None
+        assert (await cq.get(recent.id)).status == "succeeded"
+        assert [rule.older_than_ms for rule in policy.rules] == [3_600_000, 30 * 86_400_000]
+    finally:
+        await worker.close()
+        await cq.close()
+    """,
+)
+
+add(
+    "docs/tasks.md",
+    "from cairnq import CairnQ, Lineage, TaskDef, TaskError, TaskFailed, TaskTimeout",
+    """
+    import contextlib, io
+
+    addresses = ["grace@example.com", "alan@example.com"]
+    server = Worker.sqlite("cairnq.db", queues=["emails"])
+
+    @server.task("email.send")
+    async def send_email(ctx, payload):
+        return {"sent": payload["to"]}
+
+    client = cq
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        async with server.background():
+            #>> block
+    try:
+        assert printed.getvalue() == ""                    # no TaskTimeout
+        assert (done.id, done.status, done.attempt) == (task.id, "succeeded", 1)
+        assert result == {"sent": "grace@example.com"}
+        assert [t.payload for t in tasks] == [{"to": a} for a in addresses]
+        assert (await cq.get_by_key("welcome:alan@example.com")).id in ids
+        assert len(ids) == 2
+    finally:
+        await server.close()
+        await cq.close()
+    """,
+)
+
+add(
+    "docs/tasks.md",
+    'worker = Worker.sqlite("cairnq.db", queues=["emails", "default"], concurrency=8,',
+    """
+    from cairnq.testing import drain
+
+    send = TaskDef[dict, dict]("email.send", queue="emails", max_attempts=5)
+    first = worker
+    #>> block
+    try:
+        good = await cq.submit(send, {"to": "ada@example.com"})
+        bad = await cq.submit(send, {"to": "nobody"})
+        texts = [await cq.submit("embed", {"text": t}) for t in ("a", "bcd", "ef")]
+        render = await cq.submit("gpu.render", {})
+        train = await cq.submit("gpu.train", {})
+        await drain(worker)
+        good, bad = await cq.get(good.id), await cq.get(bad.id)
+        assert (good.status, good.result["sent"]) == ("succeeded", True)
+        audit = await cq.get(good.result["audit"])
+        assert (audit.name, audit.payload, audit.parent_id) == (
+            "email.audit", {"to": "ada@example.com"}, good.id)
+        assert (bad.status, bad.attempt, bad.error["code"]) == ("failed", 1, "bad_address")
+        assert [(await cq.get(t.id)).result for t in texts] == [1, 3, 2]
+        assert [(await cq.get(t.id)).status for t in (render, train)] == ["succeeded"] * 2
+    finally:
+        await worker.close()
+        await first.close()
+    """,
+)
+
+add(
+    "docs/cancel-and-versions.md",
+    '@worker.task(version=3)                        # or "2026-12-06", any text up to 200 characters',  # noqa: E501
+    """
+    from cairnq.extensions import Steps
+    from cairnq.testing import drain
+
+    first, runs = worker, {"n": 0}
+
+    async def post(ctx, payload):
+        await ctx.step("entry", lambda: "posted")
+        runs["n"] += 1
+        if runs["n"] == 1:
+            raise TaskError("ledger busy")
+
+    #>> block
+    assert first.registry.get("bill").options["version"] == "3"
+    newer = Worker(cq, extensions=[Steps(version="2027-01")])
+    same = Worker(cq, extensions=[Steps(version="2026-12")])
+    for each in (worker, newer, same):
+        each.task("ledger.post")(post)
+    try:
+        task = await cq.submit("ledger.post", {}, max_attempts=1)
+        await drain(worker)
+        await cq.retry(task.id)
+        await drain(newer)                     # another version: not replayed
+        changed = await cq.get(task.id)
+        assert (changed.status, changed.error["code"]) == ("failed", "steps_changed")
+        await cq.retry(task.id)
+        await drain(same)                      # the version that recorded them: replayed
+        assert (await cq.get(task.id)).status == "succeeded"
+    finally:
+        await same.close()
+        await newer.close()
+        await worker.close()
+        await first.close()
+    """,
+)

@@ -95,7 +95,6 @@ COMPILED_ONLY = {
     ): "parts of the page's example (test_docs.py runs the whole)",
     ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
     ("docs/django.md", "# asgi.py"): "needs a configured Django project",
-    ("docs/durations.md", "from datetime import timedelta"): "one line per option, not a program",
     (
         "docs/http-api.md",
         "from cairnq.dashboard import ApiRequest, ApiRoute, Param, PartsOnly",
@@ -104,22 +103,6 @@ COMPILED_ONLY = {
         "docs/metrics.md",
         "from cairnq.telemetry import Metrics, Tracing",
     ): "mounts into a web app (the complete program below it runs)",
-    (
-        "docs/retention.md",
-        "from cairnq import Retention, RetentionRule",
-    ): "needs a client made with retention=",
-    (
-        "docs/tasks.md",
-        "from cairnq import CairnQ, Lineage, TaskDef, TaskError, TaskFailed, TaskTimeout",
-    ): "waits for handlers of the next block",
-    (
-        "docs/tasks.md",
-        'worker = Worker.sqlite("cairnq.db", queues=["emails", "default"], concurrency=8,',
-    ): "handlers for the block before it",
-    (
-        "docs/cancel-and-versions.md",
-        '@worker.task(version=3)                        # or "2026-12-06", any text up to 200 characters',  # noqa: E501
-    ): ("a worker's declaration, not a program"),
 }
 
 
