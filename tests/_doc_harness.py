@@ -24,16 +24,23 @@ class Harness:
     text: str
     postgres: bool = False
     env: tuple[str, ...] = ()  # variables the harness sets (the test restores them)
+    imports: tuple[str, ...] = ()  # packages beyond the core's (skipped without them)
 
 
 HARNESS: dict[tuple[str, str], Harness] = {}
 
 
 def add(
-    page: str, first_line: str, text: str, *, postgres: bool = False, env: tuple[str, ...] = ()
+    page: str,
+    first_line: str,
+    text: str,
+    *,
+    postgres: bool = False,
+    env: tuple[str, ...] = (),
+    imports: tuple[str, ...] = (),
 ) -> None:
     """Run the block of ``page`` that starts with ``first_line`` in harness ``text``."""
-    HARNESS[(page, first_line)] = Harness(text, postgres, env)
+    HARNESS[(page, first_line)] = Harness(text, postgres, env, imports)
 
 
 add(
@@ -597,4 +604,134 @@ add(
         await worker.close()
         await first.close()
     """,
+)
+
+add(
+    "docs/metrics.md",
+    "from cairnq.telemetry import Metrics, Tracing",
+    """
+    import asyncio
+    import httpx
+    from cairnq.testing import drain
+
+    class App:                                  # a web app: what is mounted where
+        def __init__(self):
+            self.mounted = {}
+
+        def mount(self, path, asgi):
+            self.mounted[path] = asgi
+
+    @worker.task("resize")
+    async def resize(ctx, payload):
+        return {"width": payload["width"] // 2}
+
+    app, sync_cq = App(), SyncCairnQ.sqlite("cairnq.db")
+    await cq.submit("resize", {"width": 640})
+
+    def program():
+        #>> block
+        return metrics, body
+
+    try:
+        metrics, body = await asyncio.to_thread(program)
+        assert b'cairnq_tasks{queue="default",status="queued"} 1.0' in body
+        await drain(worker)
+        transport = httpx.ASGITransport(app=app.mounted["/metrics"])
+        async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as http:
+            scraped = (await http.get("/")).text
+        assert 'cairnq_tasks{queue="default",status="succeeded"} 1.0' in scraped
+        assert 'cairnq_tasks_succeeded_total{name="resize",queue="default"} 1.0' in scraped
+    finally:
+        await asyncio.to_thread(sync_cq.close)
+    """,
+)
+
+add(
+    "docs/http-api.md",
+    "from cairnq.dashboard import ApiRequest, ApiRoute, Param, PartsOnly",
+    """
+    import sys, types
+    import httpx
+    from cairnq.dashboard import create_app
+    from cairnq.testing import drain
+    from tests.audit_ext import Audit
+
+    #>> block
+    module = types.ModuleType("audit_ext_api_pages")  # the extension's pages module
+    module.pages = AuditPages
+    sys.modules[module.__name__] = module
+    audit = Audit()
+    audit.pages = module.__name__
+    cq = CairnQ.sqlite("audit.db", extensions=[audit])
+    worker = Worker(cq)
+
+    @worker.task("noop")
+    async def noop(ctx, payload):
+        return None
+
+    try:
+        for _ in range(3):
+            await cq.submit("noop", {})
+        await drain(worker)
+        app = create_app(cq, token="t0ken-for-docs", extensions=[audit])
+        transport = httpx.ASGITransport(app=app)
+        headers = {"authorization": "Bearer t0ken-for-docs"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as http:
+            two = await http.get("/api/audit", params={"limit": 2}, headers=headers)
+            wrong = await http.get("/api/audit", params={"limit": 0}, headers=headers)
+            document = (await http.get("/api/openapi.json", headers=headers)).json()
+        assert two.status_code == 200 and len(two.json()["rows"]) == 2
+        assert wrong.status_code == 400
+        assert document["paths"]["/audit"]["get"]["operationId"] == "listAudit"
+    finally:
+        del sys.modules[module.__name__]
+        await worker.close()
+        await cq.close()
+    """,
+)
+
+add(
+    "docs/django.md",
+    "# settings.py",
+    """
+    from cairnq.contrib.django._settings import Settings, check_entry
+
+    #>> block
+    assert INSTALLED_APPS[-1] == "cairnq.contrib.django"
+    assert check_entry("default", TASKS["default"]) == Settings(database="default", max_attempts=3)
+    """,
+    imports=("django",),
+)
+
+add(
+    "docs/django.md",
+    "# asgi.py",
+    """
+    import asyncio
+    import httpx
+    from tests import _django
+
+    await asyncio.to_thread(_django.setup)   # a configured project: LOGIN_URL = "/login/"
+    #>> block
+
+    def staff_cookie():
+        from django.contrib.auth.models import User
+        from django.test import Client
+
+        client = Client()
+        client.force_login(User.objects.create_user(f"staff-{id(client)}", is_staff=True))
+        return f"sessionid={client.cookies['sessionid'].value}"
+
+    cookie = await asyncio.to_thread(staff_cookie)
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as http:
+        visitor = await http.get("/cairnq/")
+        staff = await http.get("/cairnq/", headers={"cookie": cookie})
+        own = await http.get("/hello")
+    location = (visitor.status_code, visitor.headers["location"])
+    assert location == (302, "/login/?next=%2Fcairnq%2F")
+    assert staff.status_code == 200 and 'href="/cairnq/tasks' in staff.text
+    assert own.text == "hello from django"
+    """,
+    imports=("django",),
 )

@@ -59,14 +59,25 @@ def blocks(language: str) -> list[tuple[str, list[str], str]]:
     return found
 
 
+def first_line(where: str, body: str) -> tuple[str, str]:
+    return where.split(":")[0], body.splitlines()[0]
+
+
 PYTHON = blocks("python")
 PROGRAMS = [(where, body) for where, words, body in PYTHON if "exec" in words]
 SNIPPETS = [(where, body) for where, words, body in PYTHON if "snippet" in words]
 SNIPPET_RUNNER = ROOT / "tests" / "_snippet.py"
 HARNESSED = [
-    (where, body)
+    pytest.param(
+        where,
+        body,
+        id=where,
+        marks=[pytest.mark.postgres]
+        if _doc_harness.HARNESS[first_line(where, body)].postgres
+        else [],
+    )
     for where, _, body in PYTHON
-    if (where.split(":")[0], body.splitlines()[0]) in _doc_harness.HARNESS
+    if first_line(where, body) in _doc_harness.HARNESS
 ]
 
 # Blocks that another test runs, by page and first line.
@@ -89,20 +100,11 @@ RUN_ELSEWHERE = {
 }
 # Blocks that only compile: each shows a shape that needs what a test has not got.
 COMPILED_ONLY = {
-    (
-        "docs/django.md",
-        "# settings.py",
-    ): "parts of the page's example (test_docs.py runs the whole)",
-    ("docs/django.md", "# myapp/tasks.py"): "parts of the page's example",
-    ("docs/django.md", "# asgi.py"): "needs a configured Django project",
-    (
-        "docs/http-api.md",
-        "from cairnq.dashboard import ApiRequest, ApiRoute, Param, PartsOnly",
-    ): "an extension's page set (tests/test_dashboard_api.py serves one)",
-    (
-        "docs/metrics.md",
-        "from cairnq.telemetry import Metrics, Tracing",
-    ): "mounts into a web app (the complete program below it runs)",
+    ("docs/django.md", "# myapp/tasks.py"): (
+        "a sketch across three modules with elided parts (`User.objects.create(...)`, a "
+        "`result_id` from another request); the page's complete example (file=tasks.py, "
+        "signup.py) makes the same enqueue-in-atomic and get_result calls (test_docs.py)"
+    ),
 }
 
 
@@ -193,10 +195,6 @@ def test_the_readme_links_every_feature_page_of_the_site() -> None:
     assert [p for p in pages if f"(docs/{p})" not in text and p != "durations.md"] == []
 
 
-def first_line(where: str, body: str) -> tuple[str, str]:
-    return where.split(":")[0], body.splitlines()[0]
-
-
 def test_every_python_block_is_run_or_says_why_not() -> None:
     unaccounted = [
         where
@@ -236,7 +234,7 @@ def test_every_snippet_runs_beside_a_client_and_a_worker(
     assert ran.returncode == 0, f"{where}\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize(("where", "body"), HARNESSED, ids=[h[0] for h in HARNESSED])
+@pytest.mark.parametrize(("where", "body"), HARNESSED)
 async def test_every_block_with_a_harness_runs_and_does_what_its_page_says(
     where: str,
     body: str,
@@ -245,6 +243,8 @@ async def test_every_block_with_a_harness_runs_and_does_what_its_page_says(
     request: pytest.FixtureRequest,
 ) -> None:
     harness = _doc_harness.HARNESS[first_line(where, body)]
+    for package in harness.imports:
+        pytest.importorskip(package)
     monkeypatch.chdir(tmp_path)
     for name in ("CAIRNQ_DATABASE_URL", *harness.env):
         monkeypatch.delenv(name, raising=False)
