@@ -31,13 +31,13 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 
-# About 520 requests: a minute on an idle machine, several on a loaded one.
+# About 390 requests: under a minute on an idle machine, several on a loaded one.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
 TOKEN = "t0ken-for-fuzzing"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-# Per operation and generation mode; about 520 requests over the whole API.
-EXAMPLES = 12
+# Per operation and generation mode; about 390 requests over the whole API.
+EXAMPLES = 9
 
 
 async def _run_logged(db: Database) -> None:
