@@ -124,6 +124,23 @@ async def test_a_tasks_terms_are_its_tags_and_declared_fields(cq: CairnQ) -> Non
     assert error_of(await api(cq, "GET", "/tasks/task_nope/terms"))[0] == 404
 
 
+async def test_a_tasks_declared_fields_are_shown_as_the_redact_hook_shows_its_payload(
+    cq: CairnQ,
+) -> None:
+    def redact(field: str, value: Any, task: Any) -> Any:
+        return "[hidden]" if task.queue == "billing" and field == "payload" else value
+
+    app = create_app(cq, token=TOKEN, redact=redact)
+    hidden = await cq.submit("bill", {"order": "A-1"}, queue="billing", tags=["eu"])
+    shown = await cq.submit("bill", {"order": "B-2"}, queue="other")
+    terms = (await api(cq, "GET", f"/tasks/{hidden.id}/terms", app=app)).json()
+    other = (await api(cq, "GET", f"/tasks/{shown.id}/terms", app=app)).json()
+    assert (terms, other["fields"]) == (
+        {"tags": ["eu"], "fields": {"order": "[hidden]"}},
+        {"order": "B-2"},
+    )
+
+
 @silent_refusal
 @pytest.mark.parametrize(
     ("params", "words"),
@@ -140,6 +157,10 @@ async def test_a_tasks_terms_are_its_tags_and_declared_fields(cq: CairnQ) -> Non
         ({"q": 'error:"open'}, "unbalanced quote"),
         ({"status": "lost"}, "status must be one of"),
         ({"limit": "0"}, "limit must be a whole number from 1 to 1000"),
+        ({"where": "[" * 1000 + "]" * 1000}, "where must be a JSON object"),
+        ({"where": '{"customer": "a\\u0000"}'}, "without NUL"),
+        ({"error": "card\x00"}, "without NUL"),
+        ({"tags": "a\x00"}, "quotes or NUL"),
     ],
 )
 async def test_a_bad_search_is_a_400_saying_why_before_any_read(

@@ -247,7 +247,9 @@ async def test_every_block_with_a_harness_runs_and_does_what_its_page_says(
         pytest.importorskip(package)
     monkeypatch.chdir(tmp_path)
     for name in ("CAIRNQ_DATABASE_URL", *harness.env):
-        monkeypatch.delenv(name, raising=False)
+        # Set first, so the undo removes what the harness sets where nothing was before.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     (tmp_path / "snippet.py").write_text(body)
     if not harness.postgres:
         await _snippet.run("snippet.py", harness.text, ROOT=ROOT)

@@ -27,7 +27,7 @@ MAX_FIELDS = 32
 MAX_VALUE_CHARS = 256
 MAX_LIMIT = 1000
 # A tag: printable, no whitespace, comma or quote (the search box splits on them).
-_TAG = re.compile(r"[^\s,\"']{1,64}")
+_TAG = re.compile(r"[^\s,\"'\x00]{1,64}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _SEGMENT = re.compile(r"[^.\s]{1,128}")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -58,8 +58,8 @@ def check_tags(tags: Any) -> tuple[str, ...]:
             raise InvalidArgument(f"each tag must be a string, got {tag!r}")
         if _TAG.fullmatch(tag) is None:
             raise InvalidArgument(
-                f"a tag is 1 to {MAX_TAG_CHARS} characters without whitespace, commas or "
-                f"quotes; got {tag!r}"
+                f"a tag is 1 to {MAX_TAG_CHARS} characters without whitespace, commas, "
+                f"quotes or NUL; got {tag!r}"
             )
         seen[tag] = None
     if len(seen) > MAX_TAGS:
@@ -236,10 +236,10 @@ def check_query(
             )
         for field, value in where.items():
             text = index_value(value)
-            if text is None:
+            if text is None or "\x00" in text:
                 raise InvalidArgument(
                     f"where={{{field!r}: ...}}: a value is a string, a number or a boolean "
-                    f"of at most {MAX_VALUE_CHARS} characters, got {value!r}"
+                    f"of at most {MAX_VALUE_CHARS} characters without NUL, got {value!r}"
                 )
             terms.append((check_field_name(field), text))
     if tags is not None:
@@ -248,8 +248,10 @@ def check_query(
         terms.extend((TAG, tag) for tag in check_tags(tags))
     error_text = None
     if error is not None:
-        if not isinstance(error, str) or not error.strip():
-            raise InvalidArgument(f"error must be a non-empty string, got {error!r}")
+        if not isinstance(error, str) or not error.strip() or "\x00" in error:
+            raise InvalidArgument(
+                f"error must be a non-empty string without NUL characters, got {error!r}"
+            )
         error_text = error.strip()
     from_ms = _moment(since, "since", now_ms)
     until_ms = _moment(until, "until", now_ms)

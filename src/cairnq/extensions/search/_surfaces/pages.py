@@ -18,11 +18,12 @@ from starlette.responses import Response
 
 from ....dashboard._api import ApiRequest, ApiRoute, Param, load_task, task_json
 from ....dashboard._api_routes import STRING, TASK, array, nullable, obj
+from ....dashboard._host import PageHost
 from ....dashboard._pages import Pages, TaskParts, View, render
 from ....errors import InvalidArgument, SchemaIncomplete
 from ....models import STATUSES, Task
 from .._model import MAX_LIMIT, SYNTAX, Query, check_query, parse, query_of
-from .._ops import find, terms_of
+from .._ops import TaskTerms, find, terms_of
 
 
 class SearchPages:
@@ -72,10 +73,17 @@ class SearchPages:
         found = await self.host.dash.client._run(terms_of(task.id), write=False)
         if not found.tags and not found.fields:
             return TaskParts()
-        return TaskParts(facts=render("search_facts.html", view, terms=found))
+        shown = TaskTerms(found.tags, shown_fields(self.host.dash, found, task))
+        return TaskParts(facts=render("search_facts.html", view, terms=shown))
 
     async def action(self, request: Request, path: str) -> Response:
         return await self.host.not_found(request)
+
+
+def shown_fields(dash: PageHost, found: TaskTerms, task: Task) -> dict[str, Any]:
+    """The declared fields' values as the ``redact`` hook lets them be shown: a field
+    may be read from the payload, so each value goes through the hook as ``"payload"``."""
+    return {name: dash.safe_redact("payload", value, task) for name, value in found.fields.items()}
 
 
 def pages(host: Pages) -> SearchPages:
@@ -113,7 +121,7 @@ def _moment(text: str, what: str) -> Any:
 def _where(text: str) -> dict[str, Any]:
     try:
         found = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidArgument(
             'where must be a JSON object of search fields to values: {"customer": "acme"}'
         ) from None
@@ -174,7 +182,7 @@ async def search_api(request: ApiRequest) -> Any:
 async def terms_api(request: ApiRequest) -> Any:
     task = await load_task(request)
     found = await request.dash.client._run(terms_of(task.id), write=False)
-    return {"tags": list(found.tags), "fields": dict(found.fields)}
+    return {"tags": list(found.tags), "fields": shown_fields(request.dash, found, task)}
 
 
 API_ROUTES: tuple[ApiRoute, ...] = (
