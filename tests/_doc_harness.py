@@ -735,3 +735,64 @@ add(
     """,
     imports=("django",),
 )
+
+add(
+    "docs/django.md",
+    "# myapp/tasks.py",
+    """
+    import asyncio, contextlib, importlib, io, json, re, secrets, sys
+    from pathlib import Path
+    from tests import _django
+
+    await asyncio.to_thread(_django.setup)   # the tests' project, on a SQLite database
+    if False:  # the block is two modules of an app: it runs from the files written below
+        #>> block
+    parts = re.split("^# (myapp/[a-z]+[.]py)$", Path("snippet.py").read_text(), flags=re.M)
+    for name, text in [("myapp/__init__.py", parts[0]), *zip(parts[1::2], parts[2::2])]:
+        Path(name).parent.mkdir(exist_ok=True)
+        Path(name).write_text(text)
+    sys.path.insert(0, str(Path.cwd()))
+
+    def visit():
+        from django.contrib.auth.models import User
+        from django.core import mail
+        from django.core.management import call_command
+        from django.db import transaction
+        from django.test import RequestFactory, override_settings
+        from cairnq.contrib.django._api import task_backends
+
+        views, web = importlib.import_module("myapp.views"), RequestFactory()
+        tag = secrets.token_hex(3)
+        ada, mallory = f"ada{tag}", f"mallory{tag}"
+
+        def stored():
+            found = task_backends["default"].client().list(name="myapp.tasks.send_welcome")
+            return {task.id for task in found}
+        def signup(user):
+            form = {"username": user, "email": f"{user}@example.com"}
+            return json.loads(views.signup(web.post("/signup/", form)).content)
+        def status(result_id):
+            return json.loads(views.welcome_status(web.get("/"), result_id).content)
+        before = stored()
+        with override_settings(EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend"):
+            result_id = signup(ada)["result_id"]
+            with contextlib.suppress(LookupError), transaction.atomic():
+                signup(mallory)     # in a request whose transaction then rolls back
+                raise LookupError("refused after the sign-up")
+            assert stored() - before == {result_id}
+            assert not User.objects.filter(username=mallory).exists()
+            assert status(result_id) == {"status": "READY", "sent": None}
+            call_command("cairnq_worker", "--module", "myapp.tasks", "--until-idle",
+                         "--poll-interval-ms", "20", stdout=io.StringIO())
+            assert status(result_id) == {"status": "SUCCESSFUL", "sent": 1}
+            assert [m.to for m in mail.outbox if tag in m.to[0]] == [[f"{ada}@example.com"]]
+
+    try:
+        await asyncio.to_thread(visit)
+    finally:
+        sys.path.remove(str(Path.cwd()))
+        for module in [m for m in sys.modules if m.split(".")[0] == "myapp"]:
+            del sys.modules[module]
+    """,
+    imports=("django", "django_tasks"),
+)

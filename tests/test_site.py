@@ -10,7 +10,7 @@ of a program: it runs as the body of an ``async def`` given an open client
 ``cq`` and a ``worker`` (``tests/_snippet.py``). Blocks marked ``foreign`` show
 another library's code (the "Coming from ..." pages); they compile, and are not
 run. ``RUN_ELSEWHERE`` names the blocks other tests run, and
-``COMPILED_ONLY`` the few that only compile (each says why). A block that needs
+``COMPILED_ONLY`` any that only compile (each says why). A block that needs
 what its page does not show (a handler around it, a failed task, the reader's
 payment gateway) runs in a harness of ``tests/_doc_harness.py``: hidden setup
 before it, a check of its outcome after it.
@@ -98,14 +98,8 @@ RUN_ELSEWHERE = {
     ("docs/writing-an-extension.md", "# audit_ext/_cli.py"): "test_extension_guide.py",
     ("docs/writing-an-extension.md", "# audit_ext/_pages.py"): "test_extension_guide.py",
 }
-# Blocks that only compile: each shows a shape that needs what a test has not got.
-COMPILED_ONLY = {
-    ("docs/django.md", "# myapp/tasks.py"): (
-        "a sketch across three modules with elided parts (`User.objects.create(...)`, a "
-        "`result_id` from another request); the page's complete example (file=tasks.py, "
-        "signup.py) makes the same enqueue-in-atomic and get_result calls (test_docs.py)"
-    ),
-}
+# Blocks that only compile, each with the reason no test can run it (none is listed).
+COMPILED_ONLY: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.slow
