@@ -1,6 +1,7 @@
 """Durable waits on the dashboard: the task page's Waits card (``templates/waits_card.html``),
 and its action, which sends an event to a task's parked wait (``/events/send``: the
-form's key, task id and JSON payload).
+form's key, task id and JSON payload, and the send id drawn when the page was shown,
+so a form posted twice delivers its event once).
 
 The dashboard imports this module by the name the extension declares (``Waits.pages``).
 """
@@ -8,6 +9,7 @@ The dashboard imports this module by the name the extension declares (``Waits.pa
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 
 from starlette.requests import Request
@@ -50,15 +52,19 @@ class WaitPages:
         found = await client._run(waits_if_ready(task.id, decode), write=False)
         if not found:
             return TaskParts()
-        return TaskParts(cards=render("waits_card.html", view, waits=found, task_id=task.id))
+        send_id = f"dashboard-{secrets.token_hex(12)}"
+        return TaskParts(
+            cards=render("waits_card.html", view, waits=found, task_id=task.id, send_id=send_id)
+        )
 
     async def action(self, request: Request, path: str) -> Response:
         """Send the form's event to the form's task, then back to the task's page."""
         form = incoming(request).form
         key, task_id = form.get("key", ""), form.get("task_id", "")
+        send_id = form.get("send_id") or None
         try:
             payload = parse_input(form.get("payload", "null") or "null", what="payload")
-            await self.host.dash.client.events.send(key, payload, task_id=task_id)
+            await self.host.dash.client.events.send(key, payload, task_id=task_id, id=send_id)
         except InvalidArgument as exc:
             return self.host._error(request, 400, "Bad request", str(exc))
         self.host.dash.reads.clear()
