@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, QueueFull, TaskContext
-from cairnq.extensions import builtins, parked, parking
+from cairnq.extensions import builtins, waiting_counts, waiting_extensions
 from cairnq.extensions.policies import _ops as policies
 from cairnq.kernel.points import NO_POINTS
 from cairnq.testing import FakeClock
@@ -110,12 +110,14 @@ async def test_the_parked_count_names_each_queue_and_each_kind(db: Database) -> 
     async with db.client(clock=clock) as cq:
         first = await cq.submit("job", queue="other")
         await cq.submit("job", queue="other", depends_on=[first.id])
-        everywhere = await cq.backend.arun(parked(parking(()), None), write=False)
-        of_q = await cq.backend.arun(parked(parking(()), "q"), write=False)
+        everywhere = await cq.backend.arun(
+            waiting_counts(waiting_extensions(()), None), write=False
+        )
+        of_q = await cq.backend.arun(waiting_counts(waiting_extensions(()), "q"), write=False)
     assert everywhere == {"q": 3, "other": 1}
     assert of_q == {"q": 3}
-    assert {e.name for e in parking(())} == {"waits", "workflows"}
-    assert len(parking(())) < len(builtins())
+    assert {e.name for e in waiting_extensions(())} == {"waits", "workflows"}
+    assert len(waiting_extensions(())) < len(builtins())
 
 
 # --- expiry -----------------------------------------------------------------------------------

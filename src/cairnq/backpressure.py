@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from . import kernel
 from ._checks import check_int, check_text
 from .errors import QueueFull
-from .extensions import Extension, parked, parking
+from .extensions import Extension, waiting_counts, waiting_extensions
 from .kernel.procedures import Nap, Procedure, Run
 from .kernel.store_calls import StoreCall
 from .protocol.steps import Op
@@ -66,7 +66,7 @@ class QueueGate:
         self._grants: dict[str, int] = {}
         self._lock = threading.Lock()
         self._extensions = tuple(extensions)
-        self._parking: list[Extension] | None = None
+        self._waiting: list[Extension] | None = None
 
     @property
     def gates_any(self) -> bool:
@@ -121,9 +121,9 @@ class QueueGate:
     def _headroom(self, queue: str, limit: int) -> Op[int]:
         """The room left in ``queue`` under ``limit`` tasks queued and not parked: the
         protocol's headroom under ``limit`` plus the queue's parked tasks."""
-        if self._parking is None:
-            self._parking = parking(self._extensions)
-        counted = yield from parked(self._parking, queue)
+        if self._waiting is None:
+            self._waiting = waiting_extensions(self._extensions)
+        counted = yield from waiting_counts(self._waiting, queue)
         return (yield from kernel.queue_depth(queue, limit + counted.get(queue, 0)))
 
 

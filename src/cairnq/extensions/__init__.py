@@ -43,11 +43,11 @@ from ._registry import (
     components,
     for_worker,
     options,
-    parked,
-    parking,
     points,
     signals,
     task_options,
+    waiting_counts,
+    waiting_extensions,
 )
 from .batches import Batches
 from .history import History
@@ -103,8 +103,8 @@ __all__ = [
     "install",
     "for_worker",
     "options",
-    "parked",
-    "parking",
+    "waiting_counts",
+    "waiting_extensions",
     "points",
     "signals",
     "task_options",

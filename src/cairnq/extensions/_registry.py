@@ -125,15 +125,15 @@ def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[
     return check([*own, *joined, *extra])
 
 
-def parking(extensions: Sequence[Extension]) -> list[Extension]:
+def waiting_extensions(extensions: Sequence[Extension]) -> list[Extension]:
     """Those of cairnq's own extensions and ``extensions`` that park tasks
     (``Extension.parked``), checked as ``for_worker`` checks them."""
     return [e for e in for_worker(extensions, ()) if e.parked(None) is not None]
 
 
-def parked(extensions: Sequence[Extension], queue: str | None) -> Op[dict[str, int]]:
+def waiting_counts(extensions: Sequence[Extension], queue: str | None) -> Op[dict[str, int]]:
     """Per queue (``queue`` alone when given), the tasks ``extensions`` (those of
-    ``parking``) hold parked now, summed; an extension not ready on the database
+    ``waiting_extensions``) hold parked now, summed; an extension not ready on the database
     (its migrations missing) holds none. One read of the migration ledger, then one
     count per ready extension."""
     applied = yield from kernel.applied_migrations()
