@@ -328,6 +328,16 @@ async def test_an_event_is_sent_to_the_tasks_wait(cq: CairnQ) -> None:
     assert (wait.state, wait.payload) == ("delivered", {"approved": True})
 
 
+async def test_an_event_sent_twice_with_one_id_is_delivered_once(cq: CairnQ) -> None:
+    task_id = await _parked(cq, "refund:42")
+    body = {"key": "refund:42", "payload": {"n": 1}, "id": "refund-42-approval"}
+    first = (await api(cq, "POST", f"/tasks/{task_id}/events", json=body)).json()
+    again = (await api(cq, "POST", f"/tasks/{task_id}/events", json={**body, "payload": 2})).json()
+    [wait] = await cq.events.waits(task_id)
+    assert again == first and first["delivered_to"] == [task_id]
+    assert wait.payload == {"n": 1}
+
+
 @silent_refusal
 async def test_an_event_without_a_key_is_a_400_and_sends_nothing(db: Database, cq: CairnQ) -> None:
     task_id = await _parked(cq, "k")

@@ -108,6 +108,7 @@ EXTENSION_MIGRATIONS = [
     "x0022_fair_share.sql",
     "x0023_logs.sql",
     "x0024_search.sql",
+    "x0025_waits_send_ids.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -144,6 +145,7 @@ INDEXES = {
     "cairnq_waits_waiting": (["event_key", "created_at_ms"], "state = 'waiting'"),
     "cairnq_waits_mailbox_key": (["event_key", "seq"], None),
     "cairnq_waits_mailbox_expiry": (["expires_at_ms"], None),
+    "cairnq_waits_sends_expiry": (["expires_at_ms"], None),
     "cairnq_policies_tasks_expiry": (
         ["expires_at_ms"],
         "expires_at_ms is not null and reason is null",
@@ -382,6 +384,7 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
         "cairnq_uniqueness_throttle",
         "cairnq_waits",
         "cairnq_waits_mailbox",
+        "cairnq_waits_sends",
         "cairnq_worker_names",
         "cairnq_workers",
     ]

@@ -30,6 +30,7 @@ HEADERS = [
     "QUEUE",
     "QUEUED",
     "SCHEDULED",
+    "WAITING",
     "RUNNING",
     "SUCCEEDED",
     "FAILED",
@@ -156,8 +157,8 @@ def test_queue_table_counts_tasks_by_status_per_queue(db: Database, cq: SyncCair
     start(cq, "c", queue="emails")
     rows = queue_rows(frame(cq, 1_000))
     assert rows == {
-        "default": ["1", "0", "0", "0", "0", "1", "-"],
-        "emails": ["0", "0", "1", "0", "0", "0", "-"],
+        "default": ["1", "0", "0", "0", "0", "0", "1", "-"],
+        "emails": ["0", "0", "0", "1", "0", "0", "0", "-"],
     }
 
 
@@ -174,7 +175,7 @@ def test_throughput_is_tasks_finished_per_second_since_the_previous_frame(
     for lease in leases:
         finish(cq, lease)
     rows = queue_rows(frame(cq, 12_000, first))
-    assert rows["default"] == ["0", "0", "0", "3", "0", "0", "1.5"]
+    assert rows["default"] == ["0", "0", "0", "0", "3", "0", "0", "1.5"]
 
 
 def test_throughput_counts_failed_and_canceled_as_finished(db: Database, cq: SyncCairnQ) -> None:
@@ -425,6 +426,16 @@ def test_queued_tasks_not_yet_due_count_as_scheduled_not_queued(
     cq.submit("now")
     queued, scheduled = queue_rows(frame(cq, 1_000))["default"][:2]
     assert (queued, scheduled) == ("1", "1")
+
+
+def test_tasks_parked_on_a_dependency_count_as_waiting_not_scheduled(
+    db: Database, cq: SyncCairnQ
+) -> None:
+    first = cq.submit("first")
+    cq.submit("after", depends_on=[first.id])
+    cq.submit("later", delay_ms=3_600_000)
+    queued, scheduled, held = queue_rows(frame(cq, 1_000))["default"][:3]
+    assert (queued, scheduled, held) == ("1", "1", "1")
 
 
 def test_due_tasks_no_live_worker_serves_are_flagged_one_line_per_name_and_queue(

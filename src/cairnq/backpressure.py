@@ -1,5 +1,10 @@
 """Backpressure: while a queue holds ``max_queue_depth`` queued tasks, producers wait.
 
+A **parked** task (queued, waiting on a dependency, an event or a sleep that an
+extension holds: ``Extension.parked``) is not counted: the probe counts the queue's
+parked tasks and reads the protocol's headroom under the limit plus that many, so
+the protocol's ``queue_depth`` statement is unchanged (``docs/backpressure.md``).
+
 A submit to a full queue waits (250 ms, doubling to 5 s between looks) up to
 ``max_queue_wait_ms``, then raises ``QueueFull`` with nothing enqueued. Each
 process keeps a small grant per queue (up to 64 submits, from one headroom
@@ -11,13 +16,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from . import kernel
 from ._checks import check_int, check_text
 from .errors import QueueFull
+from .extensions import Extension, waiting_counts, waiting_extensions
 from .kernel.procedures import Nap, Procedure, Run
 from .kernel.store_calls import StoreCall
+from .protocol.steps import Op
 
 GRANT_MAX = 64
 FIRST_PAUSE_S = 0.25
@@ -34,10 +41,15 @@ class QueueGate:
         max_queue_depth: One limit for every queue, a ``{queue: limit}`` mapping
             (other queues are not gated), or ``None`` (no gate).
         max_queue_wait_ms: How long a submit waits for room before ``QueueFull``.
+        extensions: Extensions besides cairnq's own whose parked tasks the depth leaves
+            out too (the client's).
     """
 
     def __init__(
-        self, max_queue_depth: DepthLimit, max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS
+        self,
+        max_queue_depth: DepthLimit,
+        max_queue_wait_ms: int = DEFAULT_MAX_QUEUE_WAIT_MS,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         if isinstance(max_queue_depth, Mapping):
             self._limits: dict[str, int] | int | None = {
@@ -53,6 +65,8 @@ class QueueGate:
         )
         self._grants: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._extensions = tuple(extensions)
+        self._waiting: list[Extension] | None = None
 
     @property
     def gates_any(self) -> bool:
@@ -93,7 +107,7 @@ class QueueGate:
         pause = FIRST_PAUSE_S
         while True:
             # A store's replaced ``queue_depth`` answers this probe (``cairnq.store``).
-            probe = StoreCall(kernel.queue_depth(queue, limit), "queue_depth", (queue, limit))
+            probe = StoreCall(self._headroom(queue, limit), "queue_depth", (queue, limit))
             headroom = yield Run(probe)
             if self._grant(queue, int(headroom), count):
                 return
@@ -103,6 +117,14 @@ class QueueGate:
                 raise QueueFull(queue, limit, int(waited * 1000))
             yield Nap(min(pause, remaining))
             pause = min(pause * 2, LONGEST_PAUSE_S)
+
+    def _headroom(self, queue: str, limit: int) -> Op[int]:
+        """The room left in ``queue`` under ``limit`` tasks queued and not parked: the
+        protocol's headroom under ``limit`` plus the queue's parked tasks."""
+        if self._waiting is None:
+            self._waiting = waiting_extensions(self._extensions)
+        counted = yield from waiting_counts(self._waiting, queue)
+        return (yield from kernel.queue_depth(queue, limit + counted.get(queue, 0)))
 
 
 QueueDepthGate = QueueGate

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from .client import SyncCairnQ
 from .durations import format_duration
-from .extensions import Extension, builtins
+from .extensions import Extension, builtins, waiting_counts, waiting_extensions
 from .kernel import views as _reads
 from .models import STATUSES, TERMINAL_STATUSES, Task
 
@@ -55,6 +55,7 @@ class Frame:
     now_ms: int
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     scheduled: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, int] = field(default_factory=dict)
 
 
 def progress_bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
@@ -108,8 +109,9 @@ def _throughput(queue: str, current: Frame, previous: Frame | None) -> str:
     return f"{done * 1000 / (current.now_ms - previous.now_ms):.1f}"
 
 
-# The queue table's columns: queued tasks split into due now and scheduled for later.
-COLUMNS = ("queued", "scheduled", *STATUSES[1:])
+# The queue table's columns: queued tasks split into due now, scheduled for later (a delay,
+# a retry's backoff) and waiting on something an extension holds (``waiting_counts``).
+COLUMNS = ("queued", "scheduled", "waiting", *STATUSES[1:])
 
 
 def _queue_lines(current: Frame, previous: Frame | None) -> list[str]:
@@ -117,7 +119,13 @@ def _queue_lines(current: Frame, previous: Frame | None) -> list[str]:
     rows = []
     for queue, counts in sorted(current.stats.items()):
         later = current.scheduled.get(queue, 0)
-        shown = {**counts, "queued": max(0, counts.get("queued", 0) - later), "scheduled": later}
+        held = min(later, current.waiting.get(queue, 0))
+        shown = {
+            **counts,
+            "queued": max(0, counts.get("queued", 0) - later),
+            "scheduled": later - held,
+            "waiting": held,
+        }
         rows.append(
             [
                 queue,
@@ -202,17 +210,21 @@ def render_frame(
         extensions: Extensions whose sections are shown besides those of cairnq's own
             and of the client's (``Section``).
 
-    Queued tasks show as ``QUEUED`` when due and ``SCHEDULED`` when not yet due
-    (delayed, or retries in backoff). Each extension's ``Section`` goes under the
-    header or under the queues (presence's flags, on an ``unserved:`` line each, due
-    tasks of a name no live cairnq worker serves on their queue).
+    Queued tasks show as ``QUEUED`` when due, ``SCHEDULED`` when not yet due (delayed,
+    or retries in backoff) and ``WAITING`` when not yet due because they wait on
+    something an extension holds (an event, a sleep: ``docs/backpressure.md``). Each
+    extension's ``Section`` goes under the header or under the queues (presence's
+    flags, on an ``unserved:`` line each, due tasks of a name no live cairnq worker
+    serves on their queue).
 
     Returns:
         This frame, to pass as ``previous`` next time.
     """
     later = client.backend.run(_reads.not_due(), write=False)
+    counting = waiting_counts(waiting_extensions(client.extensions), queue)
+    held = client.backend.run(counting, write=False)
     sections = _sections(client, extensions, queue, now_ms)
-    current = Frame(now_ms, client.stats(queue), later)
+    current = Frame(now_ms, client.stats(queue), later, held)
     running = client.list(status="running", queue=queue, limit=max_running)
     total_running = sum(counts.get("running", 0) for counts in current.stats.values())
     clock = datetime.fromtimestamp(now_ms / 1000).astimezone().strftime("%H:%M:%S %Z")

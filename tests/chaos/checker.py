@@ -40,6 +40,8 @@ from typing import Any
 from cairnq.extensions.workflows._ops import PARKED_RUN_AT_MS
 from cairnq.models import parse_holder
 
+from .history import WAIT_OPS
+
 TERMINAL = {"succeeded", "failed", "canceled"}
 LIVE = {"queued", "running"}
 
@@ -310,6 +312,9 @@ class Replay:
     claims_of: dict[str, list[Claim]]
     by_ident: dict[tuple[Any, ...], list[Claim]]
     workflows: Workflows
+    # Tasks a durable wait may have parked (a run began a wait's write): a send or a wake
+    # time moves their due time while they are queued, which is no workflow decision.
+    waiting: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, transitions: Iterable[dict[str, Any]]) -> Replay:
@@ -361,6 +366,11 @@ def _pair_claimers(replay: Replay, events: list[dict[str, Any]]) -> None:
 def check(history: History) -> Report:
     """Run every invariant over ``history``."""
     replay = Replay.of(history.transitions)
+    replay.waiting = {
+        e["task"]
+        for e in history.events
+        if e["event"] == "settle_invoke" and e.get("op") in WAIT_OPS
+    }
     _pair_claimers(replay, history.events)
     for event in history.events:
         if event["event"] == "settle_ok" and event.get("op") == "complete_in":
@@ -496,6 +506,7 @@ def _settle_events(h: History) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
             "settle_info",
             "settle_lost",
             "gather_ready",
+            "wait_passed",
         ):
             found[event_ident(event)].append(event)
     return found
@@ -510,8 +521,11 @@ def _holder_settled(events: list[dict[str, Any]]) -> bool:
     kinds = [e["event"] for e in events]
     if "settle_ok" in kinds or "settle_info" in kinds:
         return True
-    # A gather that found every child ended wrote nothing, like a refused settlement.
-    unwritten = kinds.count("settle_lost") + kinds.count("gather_ready")
+    # A gather that found every child ended, or a wait the run went past, wrote nothing,
+    # like a refused settlement.
+    unwritten = (
+        kinds.count("settle_lost") + kinds.count("gather_ready") + kinds.count("wait_passed")
+    )
     return kinds.count("settle_invoke") > unwritten
 
 
@@ -1239,6 +1253,8 @@ def _leaving_parked(r: Replay) -> Iterator[tuple[str, dict[str, Any], str]]:
                 and row["new_error_code"] == DEPENDENCY_FAILED
             )
             reason = r.workflows.reason_at(task, row["seq"])
+            if task in r.waiting and task not in r.workflows.parkings:
+                continue  # a durable wait's park and wake, no workflow's
             if was and not stays:
                 yield "decided", row, reason
             elif released or failed_by_policy:

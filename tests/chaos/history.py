@@ -21,6 +21,11 @@ SETTLE_OPS = {"complete", "succeed", "fail", "release"}
 GROUP_SETTLE_OPS = {"complete_many"}
 # ``ctx.gather``'s write: it parks (settles) the attempt when a child is still running.
 GATHER_OP = "gather"
+# A durable wait's write (``ctx.wait_for``, ``ctx.sleep``): it parks (settles) the attempt
+# when the run must wait; ``wait_passed`` when the run went past the wait, writing no
+# settlement.
+WAIT_OPS = {"event_wait", "sleep"}
+WAITS_MODULE = "cairnq.extensions.waits._ops"
 # The task policies' claim hook: the claimed rows it leaves out it handed back unrun
 # (expired), a settlement of each of their claims.
 CLAIMED_OP = "claimed"
@@ -64,6 +69,11 @@ def _claim_of(lease: Any, worker: Any) -> dict[str, Any]:
 def _worker_of(op: Op[Any]) -> Any:
     frame = getattr(op, "gi_frame", None)
     return frame.f_locals.get("worker_id") if frame is not None else None
+
+
+def _module_of(op: Op[Any]) -> Any:
+    frame = getattr(op, "gi_frame", None)
+    return frame.f_globals.get("__name__") if frame is not None else None
 
 
 def _lease_of(op: Op[Any]) -> dict[str, Any]:
@@ -139,6 +149,8 @@ class RecordingBackend:
             return await self._observe_gather(op, pending)
         if name == CLAIMED_OP:
             return await self._observe_claimed(op, pending)
+        if name in WAIT_OPS and _module_of(op) == WAITS_MODULE:
+            return await self._observe_wait(op, name, pending)
         if name not in SETTLE_OPS and name != "claim":
             return await pending
         claim = _lease_of(op) if name in SETTLE_OPS else {}
@@ -201,6 +213,25 @@ class RecordingBackend:
         else:
             self._record("settle_ok", op=GATHER_OP, status=gathered.parked["status"], **claim)
         return gathered
+
+    async def _observe_wait(self, op: Op[Any], name: str, pending: Any) -> Any:
+        """A durable wait: a settlement when it parks the attempt (``settle_ok`` with the
+        parked row's status); ``wait_passed`` when the run went on past it."""
+        claim = _lease_of(op)
+        self._record("settle_invoke", op=name, **claim)
+        try:
+            outcome = await pending
+        except errors.LostLease:
+            self._record("settle_lost", op=name, **claim)
+            raise
+        except BaseException as exc:
+            self._record("settle_info", op=name, error=type(exc).__name__, **claim)
+            raise
+        if outcome.row is None:
+            self._record("wait_passed", state=outcome.state, **claim)
+        else:
+            self._record("settle_ok", op=name, status=outcome.row["status"], **claim)
+        return outcome
 
     async def _observe_group(self, op: Op[Any], pending: Any) -> Any:
         """A group settlement: one settle event per attempt in it."""

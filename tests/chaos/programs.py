@@ -30,6 +30,7 @@ from typing import Any
 from cairnq import CairnQ, Limit, TaskContext, TaskEvent, Worker, errors, kernel
 from cairnq.backends import Backend, SQLiteBackend
 from cairnq.extensions import Limits
+from cairnq.extensions.waits import Waiting, WaitTimeout
 from cairnq.protocol import statements as _protocol
 from cairnq.protocol.steps import NOW, Call
 from cairnq.workflows import Gathering, Graph
@@ -708,7 +709,7 @@ def run_worker(config: dict[str, Any]) -> None:
             # ``hold_ms``: every run of this worker lasts at least that long, so a scenario
             # can act while its calls are surely running.
             await asyncio.sleep(config.get("hold_ms", 0) / 1000)
-            result = await _run(ctx, payload, rng)
+            result = await _run(ctx, payload, rng, record)
             outcome = "return"
             return result
         except asyncio.CancelledError:
@@ -717,6 +718,10 @@ def run_worker(config: dict[str, Any]) -> None:
             # The run ended when gather parked its attempt (that was its settlement).
             outcome = "gathering"
             ended["t"] = getattr(parked, "called_at", time.monotonic())
+            raise
+        except Waiting:
+            # The run ended when a wait parked its attempt (that was its settlement).
+            outcome = "waiting"
             raise
         except BaseException:
             outcome = "raise"
@@ -762,7 +767,9 @@ def _limits_of(config: dict[str, Any]) -> list[Limit]:
     return [Limit.concurrency(config["limit"], queue=queue, key="payload.customer")]
 
 
-async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> Any:
+async def _run(
+    ctx: TaskContext, payload: dict[str, Any], rng: random.Random, record: Recorder | None = None
+) -> Any:
     """What a ``job`` does, by its payload's ``mode``."""
     mode = payload.get("mode", "ok")
     low, high = payload.get("sleep_ms", [5, 50])
@@ -808,7 +815,26 @@ async def _run(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) ->
         result["steps"] = await _steps(ctx, payload, rng)
     if mode == "gather":
         result["children"] = await _gather(ctx, payload)
+    if mode == "wait":
+        result["answer"] = await _wait(ctx, payload, record)
     return result
+
+
+async def _wait(ctx: TaskContext, payload: dict[str, Any], record: Recorder | None) -> Any:
+    """A durable sleep of ``nap_ms``, then a wait for the event on ``payload.event`` (up to
+    ``WAIT_TIMEOUT``: a client stopped before it sent lets the task end); each run past
+    either is recorded (``slept``, ``waited``) for the waits' invariants."""
+    await ctx.sleep(payload["nap_ms"] / 1000)
+    if record is not None:
+        record("slept", task=ctx.task_id, attempt=ctx.attempt)
+    key = payload["event"]
+    try:
+        answer = await ctx.wait_for(key, timeout=WAIT_TIMEOUT)
+    except WaitTimeout:
+        return None
+    if record is not None:
+        record("waited", task=ctx.task_id, attempt=ctx.attempt, name=f"event:{key}", payload=answer)
+    return answer
 
 
 async def _steps(ctx: TaskContext, payload: dict[str, Any], rng: random.Random) -> list[Any]:
@@ -853,7 +879,10 @@ MODES = [
     "steps",
     "limited",
     "batch",
+    "wait",
 ]
+# How long a ``wait`` task waits for its event (its client may be stopped before sending).
+WAIT_TIMEOUT = "30s"
 # Errors that say the submit wrote nothing: the checker holds them to it (INV-1b).
 REFUSED = (errors.AlreadyExists, errors.DatabaseBusy, errors.InvalidArgument)
 POLICIES = ("cancel", "cancel", "fail", "run")
@@ -894,6 +923,10 @@ async def _client(config: dict[str, Any]) -> None:
                 "wait_cancel_polls": config.get("wait_cancel_polls", 0),
             }
             queue = "default"
+            if mode == "wait":
+                await _wait_task(cq, record, rng, request, payload)
+                await asyncio.sleep(config.get("gap_ms", 2) / 1000)
+                continue
             if mode == "gather":
                 payload["children"] = _children(rng, config.get("gather_slow_ms", [105, 180]))
             elif mode == "limited":
@@ -939,6 +972,52 @@ async def _client(config: dict[str, Any]) -> None:
             purger.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await purger
+
+
+async def _wait_task(
+    cq: CairnQ, record: Recorder, rng: random.Random, request: str, payload: dict[str, Any]
+) -> None:
+    """A task that sleeps 100-600 ms, then waits for its own event; the event is sent
+    before the submit (kept, taken when the wait begins) or after it (often to a parked
+    wait), with an id, and sent again with that id after an error or, one time in four,
+    as a sender's retry would."""
+    key = f"ev-{request}"
+    payload |= {"mode": "wait", "event": key, "nap_ms": rng.randint(100, 600)}
+    first = rng.random() < 0.5
+    if first and not await _send(cq, record, key, request, rng):
+        return
+    record("submit_invoke", req=request, key=None)
+    try:
+        task = await cq.submit("job", payload, max_attempts=3)
+    except REFUSED as exc:
+        record("submit_fail", req=request, error=type(exc).__name__)
+        return
+    except errors.CairnQError as exc:
+        record("submit_info", req=request, error=type(exc).__name__)
+        return
+    record("submit_ok", req=request, task=task.id, key=None)
+    if not first:
+        await asyncio.sleep(rng.uniform(0, 0.8))
+        await _send(cq, record, key, request, rng)
+
+
+async def _send(cq: CairnQ, record: Recorder, key: str, request: str, rng: random.Random) -> bool:
+    """Send ``key``'s event (payload ``request``) with the id ``request``, again after an
+    error (the send may have committed) and one time in four after a success; whether a
+    send answered."""
+    answered = False
+    for _ in range(5):
+        try:
+            sent = await cq.events.send(key, request, id=f"send-{request}")
+        except errors.CairnQError as exc:
+            record("send_info", key=key, id=f"send-{request}", error=type(exc).__name__)
+            await asyncio.sleep(0.2)
+            continue
+        record("send", seq=sent.seq, key=key, to="one", payload=request, id=f"send-{request}")
+        answered = True
+        if rng.random() >= 0.25:
+            break
+    return answered
 
 
 def _children(rng: random.Random, slow_ms: list[int]) -> list[dict[str, Any]]:

@@ -11,7 +11,10 @@ diamond and a task after it, under random dependency policies, in their own queu
 whose finished tasks are purged at once every 100 ms), parents that
 spawn and gather children, durable steps replayed after a failure, tasks under
 a concurrency limit of 2 per customer (their own queue), and two every-second
-schedules, paused before quiescence, and batches with their three callbacks.
+schedules, paused before quiescence, batches with their three callbacks, and
+tasks that sleep durably and then wait for an event their client sends (before or
+after the wait begins, with an id, sometimes twice), checked by the waits'
+invariants too (EV-1, EV-2, EV-3, SL-1: ``waits_checker``).
 
 SQLite faults: kill -9 and SIGSTOP/SIGCONT of workers, a foreign process holding
 the write lock past the busy budget. PostgreSQL (a private cluster started with
@@ -46,12 +49,13 @@ from typing import Any
 
 from .._db import Database, admin_connect
 from . import dbtools
-from .checker import LIVE, event_ident
+from .checker import LIVE, Violation, event_ident
 from .harness import ROOT, Config, Run
-from .history import load
+from .history import WAIT_OPS, load
 from .pgcluster import Cluster, _bin
 from .programs import MODES
 from .test_sqlite_faults import HOLD_LOCK
+from .waits_checker import WaitsHistory, check_waits
 
 # Seconds: between faults, a worker stays stopped, a foreign lock is held, the server stays down.
 FAULT_GAP_S = (1.0, 3.0)
@@ -238,8 +242,8 @@ def soak(
         # ok, retried once, permanent failure, canceled while running, retried until it
         # fails, an error the database cannot store as it is, succeed_in (PostgreSQL),
         # a graph (five tasks), a gathering parent, durable steps, a limited task, a
-        # batch (three to six members and their callbacks)
-        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0, 2, 2, 2, 3, 1),
+        # batch (three to six members and their callbacks), a sleep and an event wait
+        mix=(12, 2, 1, 2, 1, 1, 2 if db.kind == "postgres" else 0, 2, 2, 2, 3, 1, 2),
         sleep_ms=(5, 200),
         seed=seed,
         busy_ms=1000,
@@ -310,6 +314,7 @@ def soak(
         run.stop()
     report = run.check()
     events = load(sorted(folder.glob("*.jsonl")))
+    waits = _check_waits(db, events, quiescent=run.quiesced)
     windows, overlaps = _redeliveries(events)
     stuck = [
         {k: v for k, v in row.items() if k != "payload"}
@@ -370,6 +375,13 @@ def soak(
             "parked_decisions": counters["parked_decisions"],
             "released_past_a_purge": counters["released_past_a_purge"],
         },
+        "waits": {
+            "sends": sum(e["event"] == "send" for e in events),
+            "sends_with_unknown_outcome": sum(e["event"] == "send_info" for e in events),
+            "slept": sum(e["event"] == "slept" for e in events),
+            "waited": sum(e["event"] == "waited" for e in events),
+            "parks": sum(e["event"] == "settle_ok" and e.get("op") in WAIT_OPS for e in events),
+        },
         "limited_runs": sum(
             e["event"] == "handler_start" and e.get("limit_key") is not None for e in events
         ),
@@ -397,12 +409,12 @@ def soak(
             "stuck_count": len(stuck),
         },
         "checker": {
-            "valid": report.valid,
+            "valid": report.valid and not waits,
             "counters": counters,
-            "violation_count": len(report.violations),
+            "violation_count": len(report.violations) + len(waits),
             "violations": [
                 {"invariant": v.invariant, "task": v.task, "message": v.message}
-                for v in report.violations[:VIOLATIONS_KEPT]
+                for v in [*report.violations, *waits][:VIOLATIONS_KEPT]
             ],
         },
     }
@@ -431,11 +443,27 @@ def shortfalls(summary: dict[str, Any]) -> list[str]:
         "gathers": summary["workflows"]["gathers"],
         "dependents": summary["workflows"]["dependents"],
         "limited runs": summary["limited_runs"],
+        "durable sleeps": summary["waits"]["slept"],
+        "event waits": summary["waits"]["waited"],
         "retries": summary["retried"],
         "purges": summary["purged"],
     }
     missing += [f"no {what}" for what, count in reached.items() if not count]
     return missing
+
+
+def _check_waits(db: Database, events: list[dict[str, Any]], quiescent: bool) -> list[Violation]:
+    """The waits' invariants (EV-1, EV-2, EV-3, SL-1) on the clients' sends, the runs past
+    each wait and the final rows of the waits' tables and of the tasks."""
+    history = WaitsHistory(
+        events=events,
+        waits=dbtools._rows(db, "select * from cairnq_waits"),
+        mailbox=dbtools._rows(db, "select * from cairnq_waits_mailbox"),
+        tasks=[{"id": r["id"], "status": r["status"]} for r in dbtools.snapshot(db)],
+        now_ms=int(time.time() * 1000),
+        quiescent=quiescent,
+    )
+    return check_waits(history)
 
 
 # --- where it ran ----------------------------------------------------------------------------

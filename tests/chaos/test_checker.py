@@ -845,6 +845,38 @@ def test_a_second_release_of_a_dependent_already_released_is_wf2() -> None:
     assert invariants(history) == {"WF-2"}
 
 
+WAITER = "task_waiter"
+
+
+def waiter_history(*, wait_recorded: bool) -> History:
+    """A task a durable wait parks (handed back, due at its deadline), then a send wakes
+    (its due time moved to now) and it runs to its end; with ``wait_recorded``, the
+    worker's history shows the wait's write."""
+    transitions = [
+        row(1, "insert", None, "queued", task_id=WAITER, new_run_at=1000),
+        claim(2, 1, "w", task_id=WAITER, token=1),
+        settle(4, 1, "w", new="queued", task_id=WAITER, new_attempt=0, new_run_at=90_000),
+        moved(5, WAITER, 90_000, 1005),
+        claim(6, 1, "w", task_id=WAITER, token=2),
+        settle(8, 1, "w", task_id=WAITER),
+    ]
+    op = "event_wait" if wait_recorded else "complete"
+    park = {"event": "settle_invoke", "task": WAITER, "attempt": 1, "worker": "w", "token": 1}
+    events = [park | {"op": op}, park | {"event": "settle_ok", "op": op}, *settled(WAITER, 2)]
+    return History(
+        transitions=transitions, events=events, final=[{"id": WAITER, "status": "succeeded"}]
+    )
+
+
+def test_a_durable_wait_s_wake_is_no_workflow_decision() -> None:
+    report = check(waiter_history(wait_recorded=True))
+    assert report.valid, report.summary()
+
+
+def test_a_due_time_moved_on_a_task_no_wait_parked_is_still_wf2() -> None:
+    assert "WF-2" in invariants(waiter_history(wait_recorded=False))
+
+
 def test_a_dependent_failed_by_policy_after_its_release_is_wf2() -> None:
     history = dependent_history()
     history.transitions[-3:] = [

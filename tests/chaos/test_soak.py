@@ -77,6 +77,7 @@ def _summary(**changes: Any) -> dict[str, Any]:
         "schedule_slots": 100,
         "workflows": {"gathers": 5, "dependents": 40},
         "limited_runs": 20,
+        "waits": {"slept": 30, "waited": 25},
         "retried": 9,
         "purged": 300,
     }

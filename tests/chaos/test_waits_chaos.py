@@ -1,9 +1,10 @@
-"""Durable waits under a ``kill -9``, checked by the waits' invariants (EV-1, EV-2, SL-1);
-and each waits mutant caught by the invariant of the guarantee it breaks.
+"""Durable waits under a ``kill -9``, checked by the waits' invariants (EV-1, EV-2, EV-3,
+SL-1); and each waits mutant caught by the invariant of the guarantee it breaks.
 
 The scenario: events sent before their waits begin, waits parked before their events
-come, a fanout event, sleeps of about a second, retries after a wait, and one of two
-worker processes killed with SIGKILL while tasks wait; a third worker takes over.
+come, sends with an id each sent twice (a sender's retry), a fanout event, sleeps of
+about a second, retries after a wait, and one of two worker processes killed with
+SIGKILL while tasks wait; a third worker takes over.
 """
 
 from __future__ import annotations
@@ -82,11 +83,11 @@ def waits_run(db: Database, tmp: Path, mutant: str | None) -> tuple[list[Violati
     sends: list[dict[str, Any]] = []
     with mutated_statements(mutant, db.kind), SyncCairnQ(db.backend()) as cq:
 
-        def send(key: str, n: int, to: str = "one") -> None:
+        def send(key: str, n: int, to: str = "one", send_id: str | None = None) -> None:
             payload = f"{key}-{n}"
-            sent = cq.events.send(key, payload, to=to)
+            sent = cq.events.send(key, payload, to=to, id=send_id)
             sends.append({"event": "send", "seq": sent.seq, "key": key, "to": to,
-                          "payload": payload})  # fmt: skip
+                          "payload": payload, "id": send_id})  # fmt: skip
 
         for key in KEPT_FIRST:
             send(key, 1)
@@ -109,7 +110,9 @@ def waits_run(db: Database, tmp: Path, mutant: str | None) -> tuple[list[Violati
             send("k1", 3)
             for key in ("k2", "k3"):
                 for n in (1, 2, 3):
-                    send(key, n)
+                    # A sender retrying with its send's id: delivered once.
+                    send(key, n, send_id=f"{key}-{n}")
+                    send(key, n, send_id=f"{key}-{n}")
             send("bcast", 1, to="all")
             ended = _until(
                 lambda: all((t := cq.get(task.id)) is not None and t.is_terminal for task in tasks),
@@ -152,6 +155,7 @@ def test_waits_keep_their_guarantees_through_a_kill_9(db: Database, tmp_path: Pa
         ("event_taken_twice", "EV-1"),
         ("send_misses_waiters", "EV-2"),
         ("sleep_wakes_early", "SL-1"),
+        ("send_id_forgotten", "EV-3"),
     ],
 )
 def test_each_waits_mutant_is_caught_by_its_invariant(

@@ -15,12 +15,16 @@ of ``cairnq_waits`` and ``cairnq_waits_mailbox`` and of the tasks.
   send committed is, at the end, received by a wait, or still kept and unexpired;
   and no one-receiver event is kept while a wait on its key is parked for ever
   (that wait would never be woken by it).
+- EV-3, **a send with an id is delivered at most once**: every send with one id got
+  back one event (``seq``), and the mailbox holds one event with that send's payload
+  (the scenario's payloads are unique per send, and its events are kept 7 days).
 - SL-1, **a durable sleep never wakes early**: every sleep the runs went past was
   passed at a database time at or after its stored wake time.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,8 +47,8 @@ class WaitsHistory:
 
 
 def check_waits(history: WaitsHistory) -> list[Violation]:
-    """Every violation of EV-1, EV-2 and SL-1 in ``history``."""
-    return [*ev1(history), *ev2(history), *sl1(history)]
+    """Every violation of EV-1, EV-2, EV-3 and SL-1 in ``history``."""
+    return [*ev1(history), *ev2(history), *ev3(history), *sl1(history)]
 
 
 def _of(events: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -130,6 +134,30 @@ def ev2(history: WaitsHistory) -> list[Violation]:
                     row["task_id"],
                     f"wait {row['name']} stays parked while events "
                     f"{untaken[row['event_key']]} are kept for its key",
+                )
+            )
+    return found
+
+
+def ev3(history: WaitsHistory) -> list[Violation]:
+    found: list[Violation] = []
+    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in _of(history.events, "send"):
+        if e.get("id") is not None:
+            by_id[e["id"]].append(e)
+    events_of: dict[str, list[int]] = defaultdict(list)
+    for m in history.mailbox:
+        events_of[repr(json.loads(m["payload"]))].append(int(m["seq"]))
+    for send_id, sends in sorted(by_id.items()):
+        seqs = sorted({int(e["seq"]) for e in sends})
+        stored = sorted(set(events_of.get(repr(sends[0]["payload"]), [])))
+        if len(seqs) > 1 or len(stored) > 1:
+            found.append(
+                Violation(
+                    "EV-3",
+                    None,
+                    f"send id {send_id!r} was delivered as {len(set(seqs) | set(stored))} events",
+                    [seqs, stored],
                 )
             )
     return found

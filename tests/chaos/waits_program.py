@@ -39,6 +39,22 @@ SQL_MUTANTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "sqlite": [("waits_waiting", "w.state = 'waiting'", "w.state = 'never'")],
         "postgres": [("waits_waiting", "w.state = 'waiting'", "w.state = 'never'")],
     },
+    # A send's id is never found, and the put replaces the remembered send: a send
+    # retried with its id delivers its event again.
+    "send_id_forgotten": {
+        "sqlite": [
+            ("waits_send_find", "send_id = :send_id and", "send_id = :send_id || '?' and"),
+            ("waits_send_put", "where cairnq_waits_sends.expires_at_ms <=", "where 0 <="),
+        ],
+        "postgres": [
+            (
+                "waits_send_find",
+                "send_id = :send_id::text and",
+                "send_id = :send_id::text || '?' and",
+            ),
+            ("waits_send_put", "where cairnq_waits_sends.expires_at_ms <=", "where 0 <="),
+        ],
+    },
 }
 EARLY_MS = 400
 

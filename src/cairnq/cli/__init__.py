@@ -442,7 +442,8 @@ def _parser(extras: Sequence[Extension] = ()) -> argparse.ArgumentParser:
         "live view of queues and running tasks",
         "cairnq top --interval 1 --queue emails",
         "Refresh until q (or Ctrl-C): per queue the task counts by status, queued "
-        "tasks split into due (QUEUED) and not yet due (SCHEDULED), and the tasks "
+        "tasks split into due (QUEUED), not yet due (SCHEDULED) and waiting on an event, a "
+        "sleep or other tasks (WAITING), and the tasks "
         "finished per second since the last refresh; due tasks no live cairnq worker "
         "serves, one line per name and queue; what the extensions add (a line under "
         "the header, a section under the queues); then the running tasks with id, "

@@ -207,7 +207,7 @@ class _ClientCore:
             raise InvalidArgument(
                 f"expected a Backend, a TaskStore or a database URL, got {backend!r}"
             )
-        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms, extensions=self.extensions)
         # Whether the database has each extension's tables, by extension name, as last read.
         self._ready: dict[str, Readiness] = {}
         # The hooks of the writes that end tasks here (cancels, replacing submits).

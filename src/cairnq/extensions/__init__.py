@@ -46,6 +46,8 @@ from ._registry import (
     points,
     signals,
     task_options,
+    waiting_counts,
+    waiting_extensions,
 )
 from .batches import Batches
 from .history import History
@@ -101,6 +103,8 @@ __all__ = [
     "install",
     "for_worker",
     "options",
+    "waiting_counts",
+    "waiting_extensions",
     "points",
     "signals",
     "task_options",

@@ -35,6 +35,7 @@ from ..kernel.points import (
     TaskEnd,
     always,
 )
+from ..protocol.steps import Op
 from ._context import Signal
 
 if TYPE_CHECKING:
@@ -352,6 +353,17 @@ class Extension:
     def components(self, worker: WorkerView) -> Sequence[Component]:
         """Its background parts in one run of ``worker``, in start order (none, by default)."""
         return ()
+
+    def parked(self, queue: str | None) -> Op[dict[str, int]] | None:
+        """What counts the tasks it holds **parked** now, per queue (of ``queue`` alone
+        when given), or ``None`` when it parks none (the default).
+
+        A parked task is ``queued`` and not yet due because it waits on something this
+        extension holds (a dependency, an event, a sleep), not on a delay its submit
+        asked for. Backpressure leaves parked tasks out of a queue's depth
+        (``docs/backpressure.md``). Run only on a database where the extension is ready.
+        """
+        return None
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
         """The handler signals it settles (none, by default): each exception class a

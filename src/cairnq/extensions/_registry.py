@@ -13,6 +13,7 @@ from ..backends import Backend
 from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points, Settling
+from ..protocol.steps import Op
 from ._base import Component, Extension, Option, Part, WorkerView
 from ._context import Signal
 from .batches import Batches
@@ -122,6 +123,29 @@ def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[
             if same:
                 own[i] = extra.pop(same[0])
     return check([*own, *joined, *extra])
+
+
+def waiting_extensions(extensions: Sequence[Extension]) -> list[Extension]:
+    """Those of cairnq's own extensions and ``extensions`` that park tasks
+    (``Extension.parked``), checked as ``for_worker`` checks them."""
+    return [e for e in for_worker(extensions, ()) if e.parked(None) is not None]
+
+
+def waiting_counts(extensions: Sequence[Extension], queue: str | None) -> Op[dict[str, int]]:
+    """Per queue (``queue`` alone when given), the tasks ``extensions`` (those of
+    ``waiting_extensions``) hold parked now, summed; an extension not ready on the database
+    (its migrations missing) holds none. One read of the migration ledger, then one
+    count per ready extension."""
+    applied = yield from kernel.applied_migrations()
+    total: dict[str, int] = {}
+    for extension in extensions:
+        counting = None if extension.missing(applied) else extension.parked(queue)
+        if counting is None:
+            continue
+        counted = yield from counting
+        for name, n in counted.items():
+            total[name] = total.get(name, 0) + n
+    return total
 
 
 def _same(one: object, other: object) -> bool:

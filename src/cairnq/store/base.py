@@ -121,6 +121,7 @@ class TaskStore:
         self._memory = LeaseMemory()
         # The hooks of the writes that end tasks or attempts, each once its extension is ready.
         self._endings = Endings(extensions)
+        self._extensions = tuple(extensions)
 
     async def __aenter__(self) -> TaskStore:
         await self.connect()
@@ -164,7 +165,7 @@ class TaskStore:
 
             store.use_backpressure({"emails": 10_000}, max_queue_wait_ms=5_000)
         """
-        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms)
+        self.gate = QueueGate(max_queue_depth, max_queue_wait_ms, extensions=self._extensions)
 
     def use_retention(self, retention: Retention | int | None) -> None:
         """Sweep finished tasks while the store is connected (``None`` turns it off).

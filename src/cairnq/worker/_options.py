@@ -105,7 +105,9 @@ def periods(
 
 def queue_gate(client: CairnQ, max_depth: DepthLimit, max_wait_ms: int) -> QueueGate:
     """The backpressure ``ctx.submit`` honours: the client's, unless the worker sets its own."""
-    return client.gate if max_depth is None else QueueGate(max_depth, max_wait_ms)
+    if max_depth is None:
+        return client.gate
+    return QueueGate(max_depth, max_wait_ms, extensions=client.extensions)
 
 
 def client_of(store: Any, codec: Any) -> tuple[CairnQ, bool]:

@@ -4,7 +4,9 @@ spending no attempt; ``cq.events.send`` (and ``cairnq send``) sends the events.
 
 Each wait is a row of ``cairnq_waits`` and each event one of
 ``cairnq_waits_mailbox`` (migration ``x0019_waits.sql``); a wait's row goes with its
-task (a trigger), an event with its retention (the sends sweep expired ones).
+task (a trigger), an event with its retention (the sends sweep expired ones). A send
+given an id is remembered in ``cairnq_waits_sends`` (``x0025_waits_send_ids.sql``)
+for its event's retention and at least a day, swept by the sends too.
 
 No hook: a wait parks its task through the kernel's ``hand_back`` in the handler's
 own owned write, and a send makes a parked task due through ``undefer``, so a
@@ -20,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from ...protocol.steps import Op
 from .._base import Extension, TaskRows
 from .._context import Signal
 from ._context_async import Waiting, WaitTimeout, settle_waiting
-from ._ops import DEFAULT_RETENTION_MS, PARKED_RUN_AT_MS, Sent, WaitRecord
+from ._ops import DEFAULT_RETENTION_MS, PARKED_RUN_AT_MS, Sent, WaitRecord, parked
 
 __all__ = [
     "DEFAULT_RETENTION_MS",
@@ -40,14 +43,20 @@ class Waits(Extension):
     """Durable waits: ``ctx.wait_for``, ``ctx.sleep``, ``ctx.sleep_until``, ``cq.events``."""
 
     name = "waits"
-    migrations = ("x0019_waits.sql",)
+    migrations = ("x0019_waits.sql", "x0025_waits_send_ids.sql")
+    # Without x0025 every wait and send works but a send with an id (``_ops.send``).
+    optional = ("x0025_waits_send_ids.sql",)
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_waits": "trigger",
         "cairnq_waits_mailbox": "swept",
+        "cairnq_waits_sends": "not_task_keyed",
     }
     words = ("sleep_until", "cairnq_waits", "waits_", "mailbox", "WaitTimeout")
     cli = "cairnq.extensions.waits._surfaces.cli"
     pages = "cairnq.extensions.waits._surfaces.pages"
+
+    def parked(self, queue: str | None) -> Op[dict[str, int]]:
+        return parked(queue)
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
         return {Waiting: settle_waiting}

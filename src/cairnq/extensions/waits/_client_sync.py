@@ -29,6 +29,7 @@ class SyncEvents:
         task_id: str | None = None,
         to: str = "one",
         retention: Any = None,
+        id: str | None = None,
     ) -> Sent:
         """Send an event on ``key``: the payload of a task's ``ctx.wait_for(key)``.
 
@@ -41,6 +42,11 @@ class SyncEvents:
         once). An event is kept ``retention`` (7 days by default); one no wait
         took by then is forgotten.
 
+        With ``id``, the send is idempotent: a later send with the same ``id`` (a
+        sender retrying after a crash or a timeout) writes nothing and returns what
+        the first did, so the event is delivered at most once. An id is remembered
+        for the event's retention, and at least a day.
+
         Args:
             key: The event key.
             payload: Any JSON value (``None`` sends ``null``).
@@ -49,14 +55,18 @@ class SyncEvents:
             retention: How long to keep it for waits that begin later: seconds, a
                 ``timedelta`` or ``"7d"`` (up to 366 days; 0 keeps it for no later
                 wait).
+            id: The send's own id (text, at most 1000 bytes), for a sender that may
+                send again: ``f"refund-{order_id}-decision"``.
 
         Returns:
             What the send did: the event's ``seq``, the tasks it woke, whether it is kept.
 
         Raises:
-            InvalidArgument: a bad key, task id, ``to`` or retention; nothing is written.
+            InvalidArgument: a bad key, task id, ``to``, retention or id, or an id a
+                remembered send used for another key; nothing is written.
             SerializationError: the payload is not portable JSON; nothing is written.
-            SchemaIncomplete: the database lacks the waits' tables (``cairnq migrate``).
+            SchemaIncomplete: the database lacks the waits' tables, or with ``id`` the
+                send ids' (``cairnq migrate``).
 
         Example::
 
@@ -68,7 +78,7 @@ class SyncEvents:
             if retention is None
             else duration_ms(retention, "retention", high_ms=MAX_RETENTION_MS)
         )
-        op = _ops.send(key, encoded, task_id=task_id, to=to, retention_ms=retention_ms)
+        op = _ops.send(key, encoded, task_id=task_id, to=to, retention_ms=retention_ms, send_id=id)
         return self._client._run(op, write=True)
 
     def waits(self, task_id: str) -> list[WaitRecord]:

@@ -23,6 +23,7 @@ key begins before it expires (each task receives it once).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,9 @@ from ...models import Lease
 from ...protocol.steps import NOW, Call, Op, Row
 
 WAITS_MIGRATION = "x0019_waits.sql"
+SEND_IDS_MIGRATION = "x0025_waits_send_ids.sql"
+SEND_ID_MIN_MS = 24 * 3600 * 1000
+"""How long a send's id is remembered at least (its event's retention, if longer)."""
 PARKED_RUN_AT_MS = 253_402_214_400_000
 """The due time of a task parked by an event wait without a timeout (9999-12-31, as
 the workflows' parked tasks): no clock reaches it; a send makes the task due."""
@@ -139,11 +143,15 @@ def require() -> Op[None]:
     """
     ready = yield from waits_ready()
     if not ready:
-        raise SchemaIncomplete(
-            f"this database lacks cairnq's durable waits (migration {WAITS_MIGRATION}); "
-            "run `cairnq migrate` to add it",
-            missing=(WAITS_MIGRATION,),
-        )
+        raise _lacking(WAITS_MIGRATION, "durable waits")
+
+
+def _lacking(migration: str, what: str) -> SchemaIncomplete:
+    return SchemaIncomplete(
+        f"this database lacks cairnq's {what} (migration {migration}); "
+        "run `cairnq migrate` to add it",
+        missing=(migration,),
+    )
 
 
 def _now() -> Op[int]:
@@ -328,6 +336,12 @@ def _int(value: Any) -> int | None:
 # --- sends -------------------------------------------------------------------------------
 
 
+def check_send_id(value: Any) -> str | None:
+    """A send's id (``None``: none): text like a task key (non-empty, no NUL, at most
+    1000 bytes)."""
+    return check_text(value, "send id", optional=True)
+
+
 def send(
     key: Any,
     payload: str,
@@ -335,6 +349,7 @@ def send(
     task_id: Any = None,
     to: Any = "one",
     retention_ms: Any = DEFAULT_RETENTION_MS,
+    send_id: Any = None,
 ) -> Op[Sent]:
     """Send an event on ``key`` (``payload`` encoded JSON); validated eagerly.
 
@@ -342,24 +357,47 @@ def send(
     now; with none waiting, it is kept until a wait takes it or ``retention_ms``
     passes. ``to="all"``: every wait waiting on the key receives it, and it is kept
     for every task whose wait on the key begins before it expires. ``task_id``
-    addresses it to that task's waits alone.
+    addresses it to that task's waits alone. With ``send_id``, a send with the same
+    id remembered (the event's retention, and at least ``SEND_ID_MIN_MS``) writes
+    nothing and returns what the first did.
 
     Raises:
-        InvalidArgument: a bad key, task id, ``to`` or retention; nothing is written.
-        SchemaIncomplete: the database lacks ``x0019_waits.sql``.
+        InvalidArgument: a bad key, task id, ``to``, retention or send id, or a send id
+            remembered for another key; nothing is written.
+        SchemaIncomplete: the database lacks ``x0019_waits.sql`` (or, for a send with an
+            id, ``x0025_waits_send_ids.sql``).
     """
     checked = check_key(key)
     addressed = check_text(task_id, "task id", optional=True)
     fanout = check_to(to)
     retention = check_retention_ms(retention_ms)
-    return _send(checked, payload, addressed, fanout, retention)
+    once = check_send_id(send_id)
+    return _send(checked, payload, addressed, fanout, retention, once)
 
 
-def _send(key: str, payload: str, task_id: str | None, fanout: bool, retention_ms: int) -> Op[Sent]:
-    yield from require()
+def _send(
+    key: str,
+    payload: str,
+    task_id: str | None,
+    fanout: bool,
+    retention_ms: int,
+    send_id: str | None,
+) -> Op[Sent]:
+    applied = yield from kernel.applied_migrations()
+    if WAITS_MIGRATION not in applied:
+        raise _lacking(WAITS_MIGRATION, "durable waits")
+    ids_ready = SEND_IDS_MIGRATION in applied
+    if send_id is not None and not ids_ready:
+        raise _lacking(SEND_IDS_MIGRATION, "idempotent sends")
     yield Call("waits_lock", {"key": key})
     now_ms = yield from _now()
+    if send_id is not None:
+        earlier = yield Call("waits_send_find", {"send_id": send_id, "now_ms": now_ms})
+        if earlier:
+            return _sent_before(send_id, key, earlier[0])
     yield Call("waits_expire", {"now_ms": now_ms, "limit": EXPIRE_BATCH})
+    if ids_ready:
+        yield Call("waits_sends_expire", {"now_ms": now_ms, "limit": EXPIRE_BATCH})
     waiting = yield Call(
         "waits_waiting", {"key": key, "id": task_id, "limit": ALL_WAITERS if fanout else 50}
     )
@@ -395,11 +433,46 @@ def _send(key: str, payload: str, task_id: str | None, fanout: bool, retention_m
                 "now_ms": now_ms,
             },
         )
-    delivered = tuple(str(r["task_id"]) for r in chosen)
-    return Sent(seq, delivered, fanout or not delivered)
+    result = Sent(seq, tuple(str(r["task_id"]) for r in chosen), fanout or not chosen)
+    if send_id is not None:
+        put = yield Call(
+            "waits_send_put",
+            {
+                "send_id": send_id,
+                "key": key,
+                "seq": seq,
+                "delivered_to": json.dumps(list(result.delivered_to)),
+                "kept": result.kept,
+                "now_ms": now_ms,
+                "expires_at_ms": now_ms + max(retention_ms, SEND_ID_MIN_MS),
+            },
+        )
+        if not put:
+            # Another key's send with this id committed meanwhile: undo this one whole.
+            raise InvalidArgument(f"send id {send_id!r} is taken by another send")
+    return result
+
+
+def _sent_before(send_id: str, key: str, row: Row) -> Sent:
+    """What the remembered send with ``send_id`` did; refused for another key."""
+    if str(row["event_key"]) != key:
+        raise InvalidArgument(
+            f"send id {send_id!r} was used for a send on key {row['event_key']!r}, not {key!r}"
+        )
+    delivered = tuple(str(t) for t in json.loads(str(row["delivered_to"])))
+    return Sent(int(row["seq"]), delivered, bool(row["kept"]))
 
 
 # --- reads -------------------------------------------------------------------------------
+
+
+def parked(queue: str | None) -> Op[dict[str, int]]:
+    """Per queue (``queue`` alone when given), the tasks a wait holds parked now: queued,
+    not yet due, due at the time a wait of theirs still waiting parked them for (a
+    sleep's wake time, a wait's deadline, or ``PARKED_RUN_AT_MS``). A task a send or
+    its wake time made due is no longer parked."""
+    rows = yield Call("waits_parked", {"queue": queue, "now_ms": NOW})
+    return {str(r["queue"]): int(r["parked"]) for r in rows}
 
 
 def waits_of(task_id: Any, decode: Any) -> Op[list[WaitRecord]]:

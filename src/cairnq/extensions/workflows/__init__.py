@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 from weakref import WeakKeyDictionary
 
+from ...protocol.steps import Op
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
 from .._context import Signal
 from ._component import WorkflowsComponent, WorkflowsRun, WorkflowSweeper, gate
@@ -41,7 +42,7 @@ from ._model import (
     Policy,
     Workflow,
 )
-from ._ops import after_ended
+from ._ops import after_ended, parked_count
 
 __all__ = [
     "PARKED_RUN_AT_MS",
@@ -97,6 +98,9 @@ class Workflows(Extension):
     def components(self, worker: WorkerView) -> Sequence[Component]:
         sweeper = WorkflowSweeper(worker.backend, self.run(worker), report=worker.report)
         return (WorkflowsComponent(sweeper),)
+
+    def parked(self, queue: str | None) -> Op[dict[str, int]]:
+        return parked_count(queue)
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
         return {Gathering: settle_gathering}

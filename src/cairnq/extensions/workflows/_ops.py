@@ -355,6 +355,13 @@ def parked_exist() -> Op[bool]:
     return bool(rows and rows[0]["in_use"])
 
 
+def parked_count(queue: str | None) -> Op[dict[str, int]]:
+    """Per queue (``queue`` alone when given), the tasks parked now on their dependencies
+    or on the children they gather (queued, not yet due)."""
+    rows = yield Call("workflows_parked_count", {"queue": queue, "now_ms": NOW})
+    return {str(r["queue"]): int(r["parked"]) for r in rows}
+
+
 def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
     """Decide parked tasks whose dependencies ended in a transaction that did not.
 

@@ -43,6 +43,11 @@ def add_commands(
         metavar="DURATION",
         help="how long it is kept for waits that begin later (7d)",
     )
+    send.add_argument(
+        "--id",
+        metavar="SEND_ID",
+        help="the send's own id: sending again with it delivers nothing more (retries)",
+    )
     send.set_defaults(run=cmd_send)
 
 
@@ -56,6 +61,7 @@ def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
             task_id=args.task,
             to="all" if args.all else "one",
             retention=retention,
+            id=args.id,
         )
     woke = len(sent.delivered_to)
     told = f"woke {woke} waiting task{'' if woke == 1 else 's'}" if woke else "no task waits"

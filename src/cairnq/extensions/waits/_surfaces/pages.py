@@ -1,6 +1,7 @@
 """Durable waits on the dashboard: the task page's Waits card (``templates/waits_card.html``),
 and its action, which sends an event to a task's parked wait (``/events/send``: the
-form's key, task id and JSON payload).
+form's key, task id and JSON payload, and the send id drawn when the page was shown,
+so a form posted twice delivers its event once).
 
 The dashboard imports this module by the name the extension declares (``Waits.pages``).
 Its page set also serves the action in the dashboard's HTTP API (``api_routes``:
@@ -10,6 +11,7 @@ Its page set also serves the action in the dashboard's HTTP API (``api_routes``:
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,15 +61,19 @@ class WaitPages:
         found = await client._run(waits_if_ready(task.id, decode), write=False)
         if not found:
             return TaskParts()
-        return TaskParts(cards=render("waits_card.html", view, waits=found, task_id=task.id))
+        send_id = f"dashboard-{secrets.token_hex(12)}"
+        return TaskParts(
+            cards=render("waits_card.html", view, waits=found, task_id=task.id, send_id=send_id)
+        )
 
     async def action(self, request: Request, path: str) -> Response:
         """Send the form's event to the form's task, then back to the task's page."""
         form = incoming(request).form
         key, task_id = form.get("key", ""), form.get("task_id", "")
+        send_id = form.get("send_id") or None
         try:
             payload = parse_input(form.get("payload", "null") or "null", what="payload")
-            await self.host.dash.client.events.send(key, payload, task_id=task_id)
+            await self.host.dash.client.events.send(key, payload, task_id=task_id, id=send_id)
         except InvalidArgument as exc:
             return self.host._error(request, 400, "Bad request", str(exc))
         self.host.dash.reads.clear()
@@ -88,7 +94,10 @@ async def send_event(request: ApiRequest) -> Any:
     if not isinstance(key, str) or not key.strip():
         raise ApiError(400, "key is required: the event key the task waits on (a string)")
     task = await load_task(request)
-    sent = await request.dash.client.events.send(key, request.body.get("payload"), task_id=task.id)
+    send_id = request.body.get("id")
+    sent = await request.dash.client.events.send(
+        key, request.body.get("payload"), task_id=task.id, id=send_id
+    )
     log.info("dashboard api: sent an event to task %s", task.id)
     return {"seq": sent.seq, "delivered_to": list(sent.delivered_to), "kept": sent.kept}
 
@@ -99,9 +108,17 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "/tasks/{task_id}/events",
         send_event,
         "sendTaskEvent",
-        "Send an event to the task's waits on key (ctx.wait_for): the dashboard's Waits card",
+        "Send an event to the task's waits on key (ctx.wait_for): the dashboard's Waits card. "
+        "A send with an id is delivered once: a repeat returns the first send's answer",
         "tasks",
-        body=obj({"key": {"type": "string", "minLength": 1}, "payload": ANY}, required=["key"]),
+        body=obj(
+            {
+                "key": {"type": "string", "minLength": 1},
+                "payload": ANY,
+                "id": {"type": "string", "minLength": 1, "maxLength": 1000},
+            },
+            required=["key"],
+        ),
         response=obj({"seq": INTEGER, "delivered_to": array(STRING), "kept": {"type": "boolean"}}),
         statuses=(404,),
     ),
