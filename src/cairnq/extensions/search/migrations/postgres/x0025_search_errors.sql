@@ -39,12 +39,6 @@ create trigger cairnq_search_errors_set
     for each row
     when (new.error is distinct from old.error)
     execute function cairnq_search_errors_set();
-drop trigger if exists cairnq_search_errors_insert on cairnq_tasks;
-create trigger cairnq_search_errors_insert
-    after insert on cairnq_tasks
-    for each row
-    when (new.error is not null)
-    execute function cairnq_search_errors_set();
 create or replace function cairnq_search_errors_forget() returns trigger
     language plpgsql
     set search_path = pg_catalog
