@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cairnq import CairnQ, Retry, Worker
+from cairnq import CairnQ, Worker
 from cairnq.extensions import Search
 from cairnq.extensions.search import check_query
 from cairnq.protocol.steps import Call, Op
@@ -174,11 +174,11 @@ async def drain_cost(target: str, schema: str, kind: str) -> tuple[float, float]
     async with _open(target, schema, extensions=[Search(fields=fields)]) as cq:
         queue = f"drain_{kind}"
         tags = ["a", "b"] if tagged else None
-        once = Retry(max_attempts=1)
         for i in range(2000):
             await cq.submit(
-                "noop", {"i": i}, queue=queue, metadata={"customer": "c"}, tags=tags, retry=once
-            )
+                "noop", {"i": i}, queue=queue, metadata={"customer": "c"}, tags=tags,
+                max_attempts=1,
+            )  # fmt: skip
         worker = Worker(cq, queues=[queue], concurrency=50)
         # The failures' log lines (one traceback each) are not what is measured.
         logging.getLogger("cairnq").setLevel(
@@ -200,7 +200,7 @@ async def drain_cost(target: str, schema: str, kind: str) -> tuple[float, float]
     return drained, purged
 
 
-async def main(backend: str, n: int) -> None:
+async def main(backend: str, n: int, keep: bool = False) -> None:
     folder = tempfile.mkdtemp()
     target = os.path.join(folder, "search.db") if backend == "sqlite" else backend
     schema = f"bench_{uuid.uuid4().hex[:8]}"
@@ -234,7 +234,9 @@ async def main(backend: str, n: int) -> None:
             drained, purged = await drain_cost(target, schema, kind)
             print(f"{label}: drain 2,000 tasks {what}: {drained:.2f} s; purge {purged:.2f} s")
     finally:
-        if backend != "sqlite":
+        if keep:
+            print(f"{label}: kept {target if backend == 'sqlite' else schema}")
+        elif backend != "sqlite":
             import psycopg
 
             with psycopg.connect(backend, autocommit=True) as conn:
@@ -245,5 +247,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("backend", help="sqlite, or a PostgreSQL URL")
     parser.add_argument("--tasks", type=int, default=1_000_000)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the database (its file or schema) to explain"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.backend, args.tasks))
+    asyncio.run(main(args.backend, args.tasks, args.keep))
