@@ -146,3 +146,18 @@ async def test_without_the_error_index_error_text_is_matched_as_a_substring(
         task = await fail_one(cq, "Card DECLINED by issuer")
         assert ids(await cq.search.find(error="card declin")) == [task.id]
         assert ids(await cq.search.find(error="declin", tags=None)) == [task.id]
+
+
+def test_a_sqlite_without_fts5_keeps_only_the_plain_table_of_the_error_index() -> None:
+    from importlib import resources
+
+    from cairnq.backends._sqlite_files import needs_fts5, split_script
+    from cairnq.kernel.setup import expected_objects
+
+    folder = resources.files("cairnq.extensions.search") / "migrations" / "sqlite"
+    source = (folder / "x0025_search_errors.sql").read_text(encoding="utf-8")
+    kept = [sql for sql in split_script(source) if not needs_fts5(sql)]
+    assert len(kept) == 1 and "create table if not exists cairnq_search_errors (" in kept[0]
+    assert "create virtual table" not in kept[0] and "create trigger" not in kept[0]
+    expected = expected_objects("sqlite", {"x0025_search_errors.sql"})
+    assert expected == {("table", "cairnq_search_errors"): "x0025_search_errors.sql"}
