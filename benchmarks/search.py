@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -236,7 +237,9 @@ async def main(backend: str, n: int, keep: bool = False) -> None:
     finally:
         if keep:
             print(f"{label}: kept {target if backend == 'sqlite' else schema}")
-        elif backend != "sqlite":
+        elif backend == "sqlite":
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
             import psycopg
 
             with psycopg.connect(backend, autocommit=True) as conn:
