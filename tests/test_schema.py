@@ -108,7 +108,7 @@ EXTENSION_MIGRATIONS = [
     "x0022_fair_share.sql",
     "x0023_logs.sql",
     "x0024_search.sql",
-    "x0025_search_errors.sql",
+    "x0026_search_errors.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

@@ -1,4 +1,4 @@
-"""The full-text index of error text on every backend (``x0025_search_errors.sql``: FTS5
+"""The full-text index of error text on every backend (``x0026_search_errors.sql``: FTS5
 on SQLite, a tsvector under GIN on PostgreSQL): the words a search gives, the rows
 written only for tasks whose error is set, and removed with the error or the task."""
 
@@ -141,7 +141,7 @@ async def test_without_the_error_index_error_text_is_matched_as_a_substring(
 ) -> None:
     from .test_without_extensions import migrate_only
 
-    migrate_only(db, lambda name: name != "x0025_search_errors.sql")
+    migrate_only(db, lambda name: name != "x0026_search_errors.sql")
     async with db.client(migrate=False) as cq:
         task = await fail_one(cq, "Card DECLINED by issuer")
         assert ids(await cq.search.find(error="card declin")) == [task.id]
@@ -155,9 +155,9 @@ def test_a_sqlite_without_fts5_keeps_only_the_plain_table_of_the_error_index() -
     from cairnq.kernel.setup import expected_objects
 
     folder = resources.files("cairnq.extensions.search") / "migrations" / "sqlite"
-    source = (folder / "x0025_search_errors.sql").read_text(encoding="utf-8")
+    source = (folder / "x0026_search_errors.sql").read_text(encoding="utf-8")
     kept = [sql for sql in split_script(source) if not needs_fts5(sql)]
     assert len(kept) == 1 and "create table if not exists cairnq_search_errors (" in kept[0]
     assert "create virtual table" not in kept[0] and "create trigger" not in kept[0]
-    expected = expected_objects("sqlite", {"x0025_search_errors.sql"})
-    assert expected == {("table", "cairnq_search_errors"): "x0025_search_errors.sql"}
+    expected = expected_objects("sqlite", {"x0026_search_errors.sql"})
+    assert expected == {("table", "cairnq_search_errors"): "x0026_search_errors.sql"}

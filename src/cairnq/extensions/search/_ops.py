@@ -71,7 +71,7 @@ def _record(rows: list[list[str]], inserted: set[str], readiness: Readiness) -> 
 
 def error_index_ready() -> Op[bool]:
     """Whether the database has the full-text index of error text (migration
-    ``x0025_search_errors.sql``; on SQLite, a library with FTS5 when it ran)."""
+    ``x0026_search_errors.sql``; on SQLite, a library with FTS5 when it ran)."""
     rows = yield Call("search_error_index", {})
     return bool(rows[0]["ready"])
 

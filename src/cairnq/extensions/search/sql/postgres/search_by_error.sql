@@ -1,4 +1,4 @@
--- Tasks whose error holds every word of words (the GIN index on cairnq_search_errors, x0025) and every other filter, newest id first.
+-- Tasks whose error holds every word of words (the GIN index on cairnq_search_errors, x0026) and every other filter, newest id first.
 -- Returns task rows.
 -- params: words (lowered words, space separated, a prefix one ending in *: made a tsquery
 --   of the 'simple' configuration), low_id, high_id (low_id <= task id < high_id), from_ms,

@@ -1,4 +1,4 @@
--- Tasks whose error holds every word of words (the FTS5 index cairnq_search_errors_fts, x0025) and every other filter, newest id first.
+-- Tasks whose error holds every word of words (the FTS5 index cairnq_search_errors_fts, x0026) and every other filter, newest id first.
 -- Returns task rows.
 -- params: words (lowered words, space separated, a prefix one ending in *: an FTS5 query),
 --   low_id, high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms bounds;

@@ -4,7 +4,7 @@
 --   high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms bounds; null:
 --   none), status, queue, name, error (text the error's type or message holds, any case;
 --   null: none), words (the words its error holds, as search_by_error takes them, from
---   the full-text index, x0025; null: none), limit. It walks (field, value, task_id)
+--   the full-text index, x0026; null: none), limit. It walks (field, value, task_id)
 --   down from high_id.
 select t.*
 from cairnq_search_terms as s

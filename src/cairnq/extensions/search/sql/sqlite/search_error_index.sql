@@ -1,4 +1,4 @@
--- Whether the full-text index of error text is there (cairnq_search_errors_fts, x0025; a SQLite without FTS5 skipped it).
+-- Whether the full-text index of error text is there (cairnq_search_errors_fts, x0026; a SQLite without FTS5 skipped it).
 -- Returns one row: ready (1 or 0).
 -- params: none
 select exists (
