@@ -109,6 +109,7 @@ EXTENSION_MIGRATIONS = [
     "x0023_logs.sql",
     "x0024_search.sql",
     "x0025_waits_send_ids.sql",
+    "x0026_search_errors.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -156,6 +157,15 @@ INDEXES = {
     ),
     "cairnq_search_terms_task": (["task_id"], None),
 }
+# PostgreSQL's alone: SQLite's error index is an FTS5 table (its own shadow tables).
+POSTGRES_INDEXES = {"cairnq_search_errors_words": (["words"], None)}
+SQLITE_FTS_TABLES = [
+    "cairnq_search_errors_fts",
+    "cairnq_search_errors_fts_config",
+    "cairnq_search_errors_fts_data",
+    "cairnq_search_errors_fts_docsize",
+    "cairnq_search_errors_fts_idx",
+]
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 MIGRATIONS = [
     "0001_init.sql",
@@ -352,42 +362,47 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 
 
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
-    assert sorted(read_schema(db)["tables"]) == [
-        "cairnq_batch_members",
-        "cairnq_batches",
-        "cairnq_dependencies",
-        "cairnq_dependencies_satisfied",
-        "cairnq_fair_shares",
-        "cairnq_fair_tasks",
-        "cairnq_leases",
-        "cairnq_limit_keys",
-        "cairnq_limits",
-        "cairnq_locks",
-        "cairnq_meta",
-        "cairnq_migrations",
-        "cairnq_parked",
-        "cairnq_pause_ends",
-        "cairnq_pauses",
-        "cairnq_policies_tasks",
-        "cairnq_policies_use",
-        "cairnq_rate_buckets",
-        "cairnq_schedule_slots",
-        "cairnq_schedules",
-        "cairnq_search_terms",
-        "cairnq_task_attempts",
-        "cairnq_task_keys",
-        "cairnq_task_logs",
-        "cairnq_task_snoozes",
-        "cairnq_task_steps",
-        "cairnq_tasks",
-        "cairnq_uniqueness_periods",
-        "cairnq_uniqueness_throttle",
-        "cairnq_waits",
-        "cairnq_waits_mailbox",
-        "cairnq_waits_sends",
-        "cairnq_worker_names",
-        "cairnq_workers",
-    ]
+    fts = SQLITE_FTS_TABLES if db.kind == "sqlite" else []
+    assert sorted(read_schema(db)["tables"]) == sorted(
+        [
+            *fts,
+            "cairnq_batch_members",
+            "cairnq_batches",
+            "cairnq_dependencies",
+            "cairnq_dependencies_satisfied",
+            "cairnq_fair_shares",
+            "cairnq_fair_tasks",
+            "cairnq_leases",
+            "cairnq_limit_keys",
+            "cairnq_limits",
+            "cairnq_locks",
+            "cairnq_meta",
+            "cairnq_migrations",
+            "cairnq_parked",
+            "cairnq_pause_ends",
+            "cairnq_pauses",
+            "cairnq_policies_tasks",
+            "cairnq_policies_use",
+            "cairnq_rate_buckets",
+            "cairnq_schedule_slots",
+            "cairnq_schedules",
+            "cairnq_search_errors",
+            "cairnq_search_terms",
+            "cairnq_task_attempts",
+            "cairnq_task_keys",
+            "cairnq_task_logs",
+            "cairnq_task_snoozes",
+            "cairnq_task_steps",
+            "cairnq_tasks",
+            "cairnq_uniqueness_periods",
+            "cairnq_uniqueness_throttle",
+            "cairnq_waits",
+            "cairnq_waits_mailbox",
+            "cairnq_waits_sends",
+            "cairnq_worker_names",
+            "cairnq_workers",
+        ]
+    )
 
 
 def test_the_extension_table_holds_named_leases(db: Database) -> None:
@@ -411,7 +426,8 @@ def test_the_worker_names_extension_table_holds_the_names_each_worker_serves(
 def test_indexes_match_the_protocol_with_column_order_and_predicates(db: Database) -> None:
     indexes = read_schema(db)["indexes"]
     found = {name: value for name, value in indexes.items() if not name.startswith("sqlite_")}
-    expected = {name: (cols, _norm(where)) for name, (cols, where) in INDEXES.items()}
+    every = {**INDEXES, **(POSTGRES_INDEXES if db.kind == "postgres" else {})}
+    expected = {name: (cols, _norm(where)) for name, (cols, where) in every.items()}
     assert found == expected
 
 
@@ -468,6 +484,7 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
         "fair",
         "logs",
         "search",
+        "search_errors",
     )
     for owner in owners:
         on_delete = triggers.pop(f"cairnq_{owner}_forget")
@@ -484,6 +501,10 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
     on_insert = triggers.pop("cairnq_fair_index")
     assert "AFTER INSERT ON cairnq_tasks REFERENCING NEW TABLE AS added" in on_insert
     assert "FOR EACH STATEMENT" in on_insert
+    # The error index writes a task's words as a statement sets its error (or clears it).
+    on_error = triggers.pop("cairnq_search_errors_set")
+    assert "AFTER UPDATE OF error ON cairnq_tasks FOR EACH ROW" in on_error
+    assert "WHEN ((new.error IS DISTINCT FROM old.error))" in on_error
     assert list(triggers) == ["cairnq_tasks_notify"]
 
 
@@ -508,6 +529,8 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_logs_forget",
             "cairnq_notify",
             "cairnq_policies_forget",
+            "cairnq_search_errors_forget",
+            "cairnq_search_errors_set",
             "cairnq_search_forget",
             "cairnq_snoozes_forget",
             "cairnq_steps_forget",

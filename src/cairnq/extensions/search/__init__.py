@@ -5,8 +5,11 @@
 A submit's tags, and the values its declared fields find in its metadata or payload,
 are kept in ``cairnq_search_terms`` (migration ``x0024_search.sql``, which this
 extension owns), written in the submit's own transaction; a delete (or truncate) of a
-task forgets its rows (trigger). Nothing of it runs in a worker, and a submit with no
-tags whose client declares no field (or whose task holds none) writes nothing more.
+task forgets its rows (trigger). The words of a task's error are kept in a full-text
+index (``cairnq_search_errors``, migration ``x0026_search_errors.sql``: FTS5 on SQLite,
+a tsvector under GIN on PostgreSQL), written by a trigger when a task's error is set.
+Nothing of it runs in a worker, and a submit with no tags whose client declares no field
+(or whose task holds none) writes nothing more.
 ``docs/search.md`` describes it.
 """
 
@@ -52,9 +55,12 @@ class Search(Extension):
     """
 
     name = "search"
-    migrations = ("x0024_search.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_search_terms": "trigger"}
-    words = ("cairnq_search_terms", "search_terms")
+    migrations = ("x0024_search.sql", "x0026_search_errors.sql")
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_search_terms": "trigger",
+        "cairnq_search_errors": "trigger",
+    }
+    words = ("cairnq_search_terms", "search_terms", "cairnq_search_errors", "search_errors")
     # No worker part steps aside: a search by tag or field, or a tagged submit, on a
     # database without the table is refused with SchemaIncomplete, which names it.
     says_when_missing = True

@@ -202,6 +202,25 @@ class Query:
             "limit": self.limit,
         }
 
+    @property
+    def words(self) -> str | None:
+        """The error text as the full-text index reads it: its words, lowered, space
+        separated, a prefix one ending in ``*`` (``error_words``)."""
+        return None if self.error is None else error_words(self.error)
+
+
+_WORD = re.compile(r"([^\W_]+)(\*?)")
+
+
+def error_words(text: str) -> str:
+    """``text``'s words for the full-text index: each run of letters and digits,
+    lowered, ``*`` kept right after one (a prefix); ``""`` when it has none.
+
+    ``"Card-declined: 42*"`` gives ``"card declined 42*"``, which is both an FTS5
+    query (implicit AND) and, with ``&`` and ``:*``, a PostgreSQL tsquery.
+    """
+    return " ".join(word.lower() + star for word, star in _WORD.findall(text))
+
 
 STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 
@@ -253,6 +272,8 @@ def check_query(
                 f"error must be a non-empty string without NUL characters, got {error!r}"
             )
         error_text = error.strip()
+        if not error_words(error_text):
+            raise InvalidArgument(f"error must hold a word (letters or digits), got {error!r}")
     from_ms = _moment(since, "since", now_ms)
     until_ms = _moment(until, "until", now_ms)
     if from_ms is not None and until_ms is not None and from_ms >= until_ms:

@@ -69,16 +69,35 @@ def _record(rows: list[list[str]], inserted: set[str], readiness: Readiness) -> 
     yield Call("search_record", {"rows": json.dumps(kept, separators=(",", ":"))})
 
 
+def error_index_ready() -> Op[bool]:
+    """Whether the database has the full-text index of error text (migration
+    ``x0026_search_errors.sql``; on SQLite, a library with FTS5 when it ran)."""
+    rows = yield Call("search_error_index", {})
+    return bool(rows[0]["ready"])
+
+
 def find(query: Query) -> Op[list[Task]]:
-    """The tasks matching ``query``, newest task id first.
+    """The tasks matching ``query``, newest task id first. Error text is matched by the
+    full-text index where the database has it (its words, ``Query.words``), else as a
+    substring by a walk down the tasks.
 
     Raises:
         SchemaIncomplete: a tag or field searched on a database without the table.
     """
     params = query.params()
+    words = None
+    if query.words is not None:
+        indexed = yield from error_index_ready()
+        if indexed:
+            words, params["error"] = query.words, None
     if not query.terms:
-        rows = yield Call("search_tasks", params)
+        if words is None:
+            rows = yield Call("search_tasks", params)
+        else:
+            del params["error"]
+            rows = yield Call("search_by_error", {**params, "words": words})
         return [Task.from_row(r) for r in rows]
+    params["words"] = words
     yield from _require()
     (field, value), *more = query.terms
     params.update(field=field, value=value, more=json.dumps([list(t) for t in more]))

@@ -36,7 +36,11 @@ def add_ls_options(ls: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="only tasks whose declared search field holds VALUE (repeatable: all)",
     )
-    ls.add_argument("--error", metavar="TEXT", help="only tasks whose error holds TEXT (any case)")
+    ls.add_argument(
+        "--error",
+        metavar="TEXT",
+        help="only tasks whose error holds every word of TEXT (word* a prefix)",
+    )
     ls.add_argument(
         "--since", metavar="DURATION", help="only tasks created within this long (7d, 1h30m)"
     )

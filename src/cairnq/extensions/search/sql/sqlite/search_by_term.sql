@@ -3,7 +3,9 @@
 -- params: field, value, more (a JSON array of [field, value] a task must hold too), low_id,
 --   high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms bounds; null:
 --   none), status, queue, name, error (text the error's type or message holds, any case;
---   null: none), limit. It walks (field, value, task_id) down from high_id.
+--   null: none), words (the words its error holds, as search_by_error takes them, from
+--   the full-text index, x0026; null: none), limit. It walks (field, value, task_id)
+--   down from high_id.
 select t.*
 from cairnq_search_terms as s
 join cairnq_tasks as t on t.id = s.task_id
@@ -23,6 +25,15 @@ where s.field = :field
                 || coalesce(json_extract(t.error, '$.message'), '')),
           lower(:error)
       ) > 0
+  )
+  and (
+      :words is null
+      or s.task_id in (
+          select e.task_id
+          from cairnq_search_errors_fts as f
+          join cairnq_search_errors as e on e.id = f.rowid
+          where cairnq_search_errors_fts match :words
+      )
   )
   and not exists (
       select 1
