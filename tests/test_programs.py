@@ -148,9 +148,11 @@ def test_the_installed_console_script_runs_the_demo(tmp_path: Path) -> None:
     done = run([str(script), "demo", "--path", str(tmp_path / "demo.db")], tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "summary: 8/8 succeeded, 1 after a retry" in done.stdout
-    # The demo's deliberate failure is retried: one line, no traceback.
-    [retried] = done.stderr.splitlines()
-    assert "demo.flaky_upload" in retried and "retrying in" in retried
+    # The demo's deliberate failure is retried: one line, no traceback. (A loaded machine
+    # may add a line of its own, such as a late heartbeat; that line is not the retry's.)
+    retried = [line for line in done.stderr.splitlines() if "demo.flaky_upload" in line]
+    assert len(retried) == 1 and "retrying in" in retried[0], done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 def test_python_dash_m_cairnq_runs_the_demo_in_the_working_directory(tmp_path: Path) -> None:
