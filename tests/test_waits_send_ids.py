@@ -84,6 +84,21 @@ async def test_an_id_used_for_another_key_is_refused_with_nothing_written(db: Da
     assert kept == []
 
 
+async def test_an_id_used_for_another_task_or_fanout_is_refused_with_nothing_written(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first = await _park(cq, "k", "w1")
+        second = await _park(cq, "k", "w2")
+        await cq.events.send("k", "a", task_id=first, id="shared")
+        with pytest.raises(InvalidArgument, match="used for a send on key 'k' to task"):
+            await cq.events.send("k", "b", task_id=second, id="shared")
+        with pytest.raises(InvalidArgument, match="used for a send on key 'k' to task"):
+            await cq.events.send("k", "b", to="all", id="shared")
+        [wait] = await cq.events.waits(second)
+    assert wait.state == "waiting"
+
+
 @pytest.mark.parametrize(
     "bad",
     ["", 7, "a\x00b", "x" * 1001],
@@ -163,6 +178,28 @@ async def test_the_dashboard_form_posted_twice_sends_its_event_once(db: Database
         kept = await cq.events.kept("refund:42")
     assert (wait.state, wait.payload) == ("delivered", {"approved": True})
     assert kept == []
+
+
+async def test_the_dashboard_form_sends_on_a_database_without_the_send_ids(
+    db: Database,
+) -> None:
+    migrate_only(db, lambda name: name != _ops.SEND_IDS_MIGRATION)
+    async with db.client(migrate=False) as cq:
+        task_id = await _park(cq, "refund:42")
+        async with http(create_app(cq)) as client:
+            page = (await client.get("/task", params={"id": task_id})).text
+            found = re.search(r'name="send_id" value="([^"]+)"', page)
+            assert found is not None
+            form = {
+                "csrf": csrf_from(page),
+                "key": "refund:42",
+                "task_id": task_id,
+                "payload": "1",
+                "send_id": found.group(1),
+            }
+            response = await client.post("/events/send", data=form)
+        [wait] = await cq.events.waits(task_id)
+    assert (response.status_code, wait.state, wait.payload) == (303, "delivered", 1)
 
 
 async def test_a_send_with_an_id_names_the_migration_a_database_lacks(db: Database) -> None:

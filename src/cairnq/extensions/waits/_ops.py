@@ -391,10 +391,11 @@ def _send(
         raise _lacking(SEND_IDS_MIGRATION, "idempotent sends")
     yield Call("waits_lock", {"key": key})
     now_ms = yield from _now()
+    address = json.dumps([task_id, fanout])
     if send_id is not None:
         earlier = yield Call("waits_send_find", {"send_id": send_id, "now_ms": now_ms})
         if earlier:
-            return _sent_before(send_id, key, earlier[0])
+            return _sent_before(send_id, key, address, earlier[0])
     yield Call("waits_expire", {"now_ms": now_ms, "limit": EXPIRE_BATCH})
     if ids_ready:
         yield Call("waits_sends_expire", {"now_ms": now_ms, "limit": EXPIRE_BATCH})
@@ -440,6 +441,7 @@ def _send(
             {
                 "send_id": send_id,
                 "key": key,
+                "address": address,
                 "seq": seq,
                 "delivered_to": json.dumps(list(result.delivered_to)),
                 "kept": result.kept,
@@ -453,11 +455,19 @@ def _send(
     return result
 
 
-def _sent_before(send_id: str, key: str, row: Row) -> Sent:
-    """What the remembered send with ``send_id`` did; refused for another key."""
+def _sent_before(send_id: str, key: str, address: str, row: Row) -> Sent:
+    """What the remembered send with ``send_id`` did; refused for another key, or for
+    another task or fan-out (``address``)."""
     if str(row["event_key"]) != key:
         raise InvalidArgument(
             f"send id {send_id!r} was used for a send on key {row['event_key']!r}, not {key!r}"
+        )
+    if str(row["address"]) != address:
+        was_task, was_all = json.loads(str(row["address"]))
+        raise InvalidArgument(
+            f"send id {send_id!r} was used for a send on key {key!r} to "
+            f"{'task ' + repr(was_task) if was_task else 'any task'} "
+            f"({'all waiters' if was_all else 'one waiter'}), not this one"
         )
     delivered = tuple(str(t) for t in json.loads(str(row["delivered_to"])))
     return Sent(int(row["seq"]), delivered, bool(row["kept"]))

@@ -23,7 +23,7 @@ from ....dashboard._api import ApiError, ApiRequest, ApiRoute, load_task
 from ....dashboard._api_routes import ANY, INTEGER, STRING, array, obj
 from ....dashboard._http import Handler, incoming, redirect
 from ....dashboard._pages import Pages, TaskParts, View, render
-from ....errors import InvalidArgument
+from ....errors import InvalidArgument, SchemaIncomplete
 from ....models import Task
 from .._ops import waits_if_ready
 
@@ -71,9 +71,15 @@ class WaitPages:
         form = incoming(request).form
         key, task_id = form.get("key", ""), form.get("task_id", "")
         send_id = form.get("send_id") or None
+        events = self.host.dash.client.events
         try:
             payload = parse_input(form.get("payload", "null") or "null", what="payload")
-            await self.host.dash.client.events.send(key, payload, task_id=task_id, id=send_id)
+            try:
+                await events.send(key, payload, task_id=task_id, id=send_id)
+            except SchemaIncomplete:
+                # The form's id only guards a double post; a database without the
+                # (optional) send ids takes the send without it.
+                await events.send(key, payload, task_id=task_id)
         except InvalidArgument as exc:
             return self.host._error(request, 400, "Bad request", str(exc))
         self.host.dash.reads.clear()

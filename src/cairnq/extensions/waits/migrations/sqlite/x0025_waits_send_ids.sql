@@ -2,11 +2,13 @@
 -- (cq.events.send(..., id=...)).
 -- cairnq_waits_sends: one row per send given an id, with what it did (the event's seq,
 -- the tasks it woke as a JSON array, whether the event was kept), so that a second send
--- with the id writes nothing and returns the first's result. Each row is kept until its
+-- with the id writes nothing and returns the first's result; address is the send's task
+-- id and fan-out as a JSON array, so an id reused for another send is refused. Each row is kept until its
 -- expires_at_ms (the event's retention, and at least a day), swept by the sends.
 create table if not exists cairnq_waits_sends (
     send_id text primary key,
     event_key text not null,
+    address text not null,
     seq integer not null,
     delivered_to text not null,
     kept integer not null,
