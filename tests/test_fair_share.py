@@ -194,7 +194,10 @@ def _insert_trigger(db: Database, *, drop: bool = False) -> bool:
         conn.execute(f'set search_path to "{db.schema}"')
         if drop:
             conn.execute("drop trigger cairnq_fair_index on cairnq_tasks")
-        found = "select count(*) from pg_trigger where tgname = 'cairnq_fair_index' and tgrelid = 'cairnq_tasks'::regclass"
+        found = (
+            "select count(*) from pg_trigger "
+            "where tgname = 'cairnq_fair_index' and tgrelid = 'cairnq_tasks'::regclass"
+        )
         return bool(conn.execute(found).fetchone()[0])
 
 

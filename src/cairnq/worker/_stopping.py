@@ -55,7 +55,7 @@ class Stop:
     set and cleared per task).
     """
 
-    __slots__ = ("_task", "_contexts", "grace_ms", "_timer", "fired", "_absorbed")
+    __slots__ = ("_absorbed", "_contexts", "_task", "_timer", "fired", "grace_ms")
 
     def __init__(self, contexts: Sequence[TaskContext], grace_ms: int) -> None:
         self._task = asyncio.current_task()
