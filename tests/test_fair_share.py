@@ -182,7 +182,7 @@ async def test_a_share_keyed_by_another_path_records_the_keys_again(db: Database
 
 def _insert_trigger(db: Database, *, drop: bool = False) -> bool:
     """Whether ``cairnq_fair_index`` exists on ``cairnq_tasks`` (dropped first with ``drop``:
-    a database migrated while no queue was shared, or upgraded past x0025 on SQLite)."""
+    a database migrated while no queue was shared, or upgraded past x0027 on SQLite)."""
     if db.kind == "sqlite":
         with contextlib.closing(sqlite3.connect(db.path)) as conn:  # type: ignore[arg-type]
             if drop:

@@ -839,7 +839,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0022_fair_share.sql",
             "x0023_logs.sql",
             "x0024_search.sql",
-            "x0025_fair_index.sql",
+            "x0027_fair_index.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

@@ -108,7 +108,7 @@ EXTENSION_MIGRATIONS = [
     "x0022_fair_share.sql",
     "x0023_logs.sql",
     "x0024_search.sql",
-    "x0025_fair_index.sql",
+    "x0027_fair_index.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

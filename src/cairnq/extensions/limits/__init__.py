@@ -88,12 +88,12 @@ class Limits(Extension):
         "x0006_limits.sql",
         "x0015_limit_keys_unbound.sql",
         "x0022_fair_share.sql",
-        "x0025_fair_index.sql",
+        "x0027_fair_index.sql",
     )
     optional = (
         "x0015_limit_keys_unbound.sql",
         "x0022_fair_share.sql",
-        "x0025_fair_index.sql",
+        "x0027_fair_index.sql",
     )
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",

@@ -1,4 +1,4 @@
--- Creates the fair share's insert trigger (none while the database has no share, see x0025_fair_index.sql), which records the key of each task inserted into a shared queue; nothing when it exists.
+-- Creates the fair share's insert trigger (none while the database has no share, see x0027_fair_index.sql), which records the key of each task inserted into a shared queue; nothing when it exists.
 -- Returns nothing.
 -- params: none
 create trigger if not exists cairnq_fair_index
