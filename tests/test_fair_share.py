@@ -7,6 +7,8 @@ shares), run on the backend the way a worker runs them, so each count is exact.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +24,7 @@ from cairnq.limits import FairShare
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
 
-from ._db import Database
+from ._db import Database, admin_connect
 from .test_without_extensions import migrate_only
 
 START = 1_800_000_000_000
@@ -175,6 +177,50 @@ async def test_a_share_keyed_by_another_path_records_the_keys_again(db: Database
         await _submit(cq, "big", 40)
         await _submit(cq, "small", 2)
         gate = await _share(cq, _fair())
+        assert _tenants(await _claim(cq, gate, 4)) == {"big": 2, "small": 2}
+
+
+def _insert_trigger(db: Database, *, drop: bool = False) -> bool:
+    """Whether ``cairnq_fair_index`` exists on ``cairnq_tasks`` (dropped first with ``drop``:
+    a database migrated while no queue was shared, or upgraded past x0027 on SQLite)."""
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:  # type: ignore[arg-type]
+            if drop:
+                conn.execute("drop trigger cairnq_fair_index")
+                conn.commit()
+            found = "select count(*) from sqlite_master where name = 'cairnq_fair_index'"
+            return bool(conn.execute(found).fetchone()[0])
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        if drop:
+            conn.execute("drop trigger cairnq_fair_index on cairnq_tasks")
+        found = (
+            "select count(*) from pg_trigger "
+            "where tgname = 'cairnq_fair_index' and tgrelid = 'cairnq_tasks'::regclass"
+        )
+        return bool(conn.execute(found).fetchone()[0])
+
+
+async def test_on_sqlite_the_insert_trigger_exists_only_once_a_queue_is_shared(
+    sqlite_db: Database,
+) -> None:
+    async with sqlite_db.client(clock=FakeClock(START)) as cq:
+        await _submit(cq, "big", 1)
+        assert not _insert_trigger(sqlite_db)
+        await _share(cq, _fair())
+        assert _insert_trigger(sqlite_db)
+
+
+async def test_a_share_stored_again_records_the_tasks_inserted_while_its_trigger_was_missing(
+    db: Database,
+) -> None:
+    async with db.client(clock=FakeClock(START)) as cq:
+        await _share(cq, _fair())
+        _insert_trigger(db, drop=True)
+        await _submit(cq, "big", 40)
+        await _submit(cq, "small", 2)
+        gate = await _share(cq, _fair())
+        assert _insert_trigger(db)
         assert _tenants(await _claim(cq, gate, 4)) == {"big": 2, "small": 2}
 
 

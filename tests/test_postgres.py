@@ -841,6 +841,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0024_search.sql",
             "x0025_waits_send_ids.sql",
             "x0026_search_errors.sql",
+            "x0027_fair_index.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

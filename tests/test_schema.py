@@ -110,6 +110,7 @@ EXTENSION_MIGRATIONS = [
     "x0024_search.sql",
     "x0025_waits_send_ids.sql",
     "x0026_search_errors.sql",
+    "x0027_fair_index.sql",
 ]
 
 # index -> (columns with direction, partial predicate)

@@ -50,8 +50,12 @@ class Stop:
     every one of ``contexts`` (at once when it already had).
 
     Made on the call's own task; ``disarm`` once the handler has returned or raised,
-    before anything is settled, so a stop never lands in a settlement.
+    before anything is settled, so a stop never lands in a settlement. Until a cancel
+    is seen it only hooks the contexts: no timer is armed (the common call costs a hook
+    set and cleared per task).
     """
+
+    __slots__ = ("_absorbed", "_contexts", "_task", "_timer", "fired", "grace_ms")
 
     def __init__(self, contexts: Sequence[TaskContext], grace_ms: int) -> None:
         self._task = asyncio.current_task()
@@ -60,9 +64,14 @@ class Stop:
         self._timer: asyncio.TimerHandle | None = None
         self.fired = False
         self._absorbed = False
+        seen = self._seen
+        pending = False
         for ctx in contexts:
-            ctx._on_cancel = self._seen
-        self._seen()
+            ctx._on_cancel = seen
+            if ctx.cancel_seen_at is None:
+                pending = True
+        if not pending:
+            self._seen()
 
     def _seen(self) -> None:
         if self._timer is not None or self._task is None or self.fired:
@@ -92,9 +101,9 @@ class Stop:
     def disarm(self) -> None:
         """The handler has ended: no stop from now on (one that came and was swallowed
         by the handler is taken back)."""
-        if self._timer is not None:
-            self._timer.cancel()
         for ctx in self._contexts:
             ctx._on_cancel = None
-        if self.fired and not self._absorbed:
-            self._absorb()
+        if self._timer is not None:
+            self._timer.cancel()
+            if self.fired and not self._absorbed:
+                self._absorb()

@@ -84,8 +84,17 @@ class Limits(Extension):
     """
 
     name = "limits"
-    migrations = ("x0006_limits.sql", "x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
-    optional = ("x0015_limit_keys_unbound.sql", "x0022_fair_share.sql")
+    migrations = (
+        "x0006_limits.sql",
+        "x0015_limit_keys_unbound.sql",
+        "x0022_fair_share.sql",
+        "x0027_fair_index.sql",
+    )
+    optional = (
+        "x0015_limit_keys_unbound.sql",
+        "x0022_fair_share.sql",
+        "x0027_fair_index.sql",
+    )
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",
         "cairnq_limit_keys": "swept",

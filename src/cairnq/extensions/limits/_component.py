@@ -141,7 +141,7 @@ class LimitBook:
             return None
         if not force and time.monotonic() - self._loaded_at < REFRESH_S:
             return self.gate
-        stored = await self.backend.arun(_limits.list_all(), write=False)
+        stored = await self.backend.arun(_limits.list_with_tables(), write=False)
         shares = await self.backend.arun(list_shares(), write=False) if self.fair_ready else []
         self._loaded_at = time.monotonic()
         limits = []

@@ -177,7 +177,16 @@ def put_share(share: FairShare) -> Op[None]:
             "run `cairnq migrate` to add it",
             missing=(FAIR_MIGRATION,),
         )
-    before = [s for s in (yield from list_shares()) if s.queue == share.queue]
+    stored = yield from list_shares()
+    before = [s for s in stored if s.queue == share.queue]
+    armed = yield Call("limits_fair_armed", {})
+    if not armed[0]["armed"]:
+        # The insert trigger exists only while a queue is shared (on SQLite): the tasks
+        # inserted without it into queues already shared are recorded now.
+        yield Call("limits_fair_arm", {})
+        for other in stored:
+            if other.queue != share.queue or other.key == share.key:
+                yield from _index(other)
     yield Call(
         "limits_fair_put",
         {
@@ -190,8 +199,13 @@ def put_share(share: FairShare) -> Op[None]:
     )
     if before and before[0].key == share.key:
         return
-    params = {"queue": share.queue, "key_root": share.key_root, "key_path": share.json_path}
     yield Call("limits_fair_unindex", {"queue": share.queue})
+    yield from _index(share)
+
+
+def _index(share: FairShare) -> Op[None]:
+    """Record the keys of ``share``'s queued and running tasks (those not recorded yet)."""
+    params = {"queue": share.queue, "key_root": share.key_root, "key_path": share.json_path}
     yield Call("limits_fair_index", params)
 
 

@@ -86,6 +86,11 @@ def _put(limit: Limit, source: str) -> Op[Limit]:
 def list_all() -> Op[list[Limit]]:
     """Every stored limit, by id."""
     yield from _require()
+    return (yield from list_with_tables())
+
+
+def list_with_tables() -> Op[list[Limit]]:
+    """``list_all`` on a database known to have the limits tables (no ledger read)."""
     rows = yield Call("limits_list", {})
     return [Limit.from_row(r) for r in rows]
 

@@ -44,6 +44,8 @@ class PauseSet:
         self.backend = backend
         self.queues: frozenset[str] = frozenset()
         self.names: frozenset[str] = frozenset()
+        # Whether the database has the flow tables: the ledger is read until it has.
+        self._ready = False
         self._on_change = on_change
         self.job = PeriodicJob(
             "cairnq.pauses",
@@ -56,7 +58,11 @@ class PauseSet:
 
     async def refresh(self) -> None:
         """Read the pauses now; wake the claimer when they changed."""
-        pauses = await self.backend.arun(_ops.paused_if_ready(), write=False)
+        if not self._ready:
+            self._ready = await self.backend.arun(_ops.pauses_ready(), write=False)
+        pauses = (
+            await self.backend.arun(_ops.paused_with_tables(), write=False) if self._ready else None
+        )
         queues = frozenset(p.target for p in pauses or () if p.scope == "queue")
         names = frozenset(p.target for p in pauses or () if p.scope == "name")
         if queues != self.queues or names != self.names:

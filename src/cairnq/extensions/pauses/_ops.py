@@ -212,6 +212,11 @@ def _list(*, include_ended: bool = False) -> Op[list[Pause]]:
     return [Pause.from_row(r) for r in rows]
 
 
+def paused_with_tables() -> Op[list[Pause]]:
+    """Every pause in force, on a database known to have the flow tables (no ledger read)."""
+    return (yield from _list())
+
+
 def paused_if_ready() -> Op[list[Pause] | None]:
     """Every pause, or ``None`` on a database without the flow tables (workers, displays)."""
     ready = yield from pauses_ready()

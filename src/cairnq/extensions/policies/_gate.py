@@ -44,6 +44,8 @@ class PolicyGate:
         self._client = client
         self.worker_id = worker_id
         self.seen = False
+        # Whether the database has the policies' tables: the ledger is read until it has.
+        self._ready = False
         self._read_at: float | None = None
         self._stale_s = stale_ms / 1000
         # The hooks of the writes that end tasks (a client's), for releases and cancels.
@@ -72,7 +74,9 @@ class PolicyGate:
         if self.seen:
             return
         sent = time.monotonic()
-        self.seen = await self.backend.arun(_ops.marked(), write=False)
+        if not self._ready:
+            self._ready = await self.backend.arun(_ops.policies_ready(), write=False)
+        self.seen = self._ready and await self.backend.arun(_ops.marked_with_tables(), write=False)
         self._read_at = sent
 
     async def tick(self) -> None:

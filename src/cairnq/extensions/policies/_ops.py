@@ -288,6 +288,11 @@ def marked() -> Op[bool]:
     ready = yield from policies_ready()
     if not ready:
         return False
+    return (yield from marked_with_tables())
+
+
+def marked_with_tables() -> Op[bool]:
+    """``marked`` on a database known to have the policies' tables (no ledger read)."""
     rows = yield Call("policies_marked", {"now_ms": NOW})
     return bool(rows)
 

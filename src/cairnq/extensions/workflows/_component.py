@@ -135,7 +135,7 @@ class WorkflowSweeper:
     async def tick(self) -> int:
         """Sweep once (the tables exist: ``ready``); returns how many parked tasks it
         changed."""
-        changed = await self.backend.arun(_ops.sweep(), write=True)
+        changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
         if changed:
             log.debug(
                 "workflow sweep decided %d parked task(s)",

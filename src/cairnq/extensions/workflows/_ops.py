@@ -372,6 +372,11 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
     ready = yield from workflows_ready()
     if not ready:
         return []
+    return (yield from sweep_with_tables(limit))
+
+
+def sweep_with_tables(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
+    """``sweep`` on a database known to have the workflow tables (no ledger read)."""
     rows = yield Call("workflows_stalled", {"limit": limit})
     ids = [str(r["task_id"]) for r in rows]
     if not ids:
