@@ -182,6 +182,20 @@ async def test_a_huge_error_a_reference_sdk_writes_is_recorded_and_its_first_wor
         assert await cq.search.find(error="w189999") == []
 
 
+@pytest.mark.parametrize(
+    ("text", "on_sqlite", "on_postgres"),
+    [("ve", True, False), ("école", False, True), ("naïve", True, True)],
+    ids=["a-letter-beyond-ascii-separates", "a-capital-beyond-ascii-is-lowered", "as-written"],
+)
+async def test_letters_beyond_ascii_are_read_as_each_backend_documents(
+    db: Database, text: str, on_sqlite: bool, on_postgres: bool
+) -> None:
+    async with db.client() as cq:
+        task = await fail_one(cq, "naïve ÉCOLE")
+        found = ids(await cq.search.find(error=text))
+    assert found == ([task.id] if (on_sqlite if db.kind == "sqlite" else on_postgres) else [])
+
+
 async def test_the_error_index_adds_no_virtual_table_to_a_sqlite_database(
     db: Database,
 ) -> None:

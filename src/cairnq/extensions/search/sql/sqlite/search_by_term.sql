@@ -6,6 +6,13 @@
 --   null: none), words (the words its error holds, as search_by_error takes and matches
 --   them, in cairnq_search_errors, x0026; null: none), limit. It walks (field, value, task_id)
 --   down from high_id.
+with w (word, pattern) as materialized (
+    select
+        rtrim(value, '*'),
+        '*[^0-9a-z]' || value
+            || case when substr(value, -1) = '*' then '' else '[^0-9a-z]*' end
+    from json_each('["' || replace(coalesce(:words, ''), ' ', '","') || '"]')
+)
 select t.*
 from cairnq_search_terms as s
 join cairnq_tasks as t on t.id = s.task_id
@@ -32,13 +39,9 @@ where s.field = :field
           select 1
           from cairnq_search_errors as e
           where e.task_id = s.task_id
+            and not exists (select 1 from w where instr(lower(e.text), w.word) = 0)
             and not exists (
-                select 1
-                from json_each('["' || replace(:words, ' ', '","') || '"]') as w
-                where (' ' || lower(e.text) || ' ') not glob (
-                    '*[^0-9a-z]' || w.value
-                    || case when substr(w.value, -1) = '*' then '' else '[^0-9a-z]*' end
-                )
+                select 1 from w where (' ' || lower(e.text) || ' ') not glob w.pattern
             )
       )
   )
