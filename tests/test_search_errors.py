@@ -1,9 +1,11 @@
-"""The full-text index of error text on every backend (``x0026_search_errors.sql``: FTS5
-on SQLite, a tsvector under GIN on PostgreSQL): the words a search gives, the rows
-written only for tasks whose error is set, and removed with the error or the task."""
+"""The index of error text on every backend (``x0026_search_errors.sql``: the text,
+scanned, on SQLite; a tsvector under GIN on PostgreSQL): the words a search gives, the
+rows written only for tasks whose error is set (and for those that held one before the
+migration), removed with the error or the task."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -148,16 +150,62 @@ async def test_without_the_error_index_error_text_is_matched_as_a_substring(
         assert ids(await cq.search.find(error="declin", tags=None)) == [task.id]
 
 
-def test_a_sqlite_without_fts5_keeps_only_the_plain_table_of_the_error_index() -> None:
-    from importlib import resources
+async def test_a_task_failed_before_the_error_index_is_found_once_it_is_applied(
+    db: Database,
+) -> None:
+    from .test_without_extensions import migrate_only
 
-    from cairnq.backends._sqlite_files import needs_fts5, split_script
-    from cairnq.kernel.setup import expected_objects
+    migrate_only(db, lambda name: name != "x0026_search_errors.sql")
+    async with db.client(migrate=False) as cq:
+        task = await fail_one(cq, "Card DECLINED by issuer")
+    async with db.client() as cq:
+        assert ids(await cq.search.find(error="declined card")) == [task.id]
+    assert indexed(db) == [task.id]
 
-    folder = resources.files("cairnq.extensions.search") / "migrations" / "sqlite"
-    source = (folder / "x0026_search_errors.sql").read_text(encoding="utf-8")
-    kept = [sql for sql in split_script(source) if not needs_fts5(sql)]
-    assert len(kept) == 1 and "create table if not exists cairnq_search_errors (" in kept[0]
-    assert "create virtual table" not in kept[0] and "create trigger" not in kept[0]
-    expected = expected_objects("sqlite", {"x0026_search_errors.sql"})
-    assert expected == {("table", "cairnq_search_errors"): "x0026_search_errors.sql"}
+
+async def test_a_huge_error_a_reference_sdk_writes_is_recorded_and_its_first_words_found(
+    db: Database,
+) -> None:
+    # 1.3 MB of distinct words (cairnq cuts a message it writes; another SDK may not):
+    # more than a PostgreSQL tsvector holds.
+    message = " ".join(f"w{i}" for i in range(190_000))
+    assert len(message) > 1_300_000
+    envelope = json.dumps({"type": "ValueError", "message": message})
+    cast = "?" if db.kind == "sqlite" else "cast(? as jsonb)"
+    async with db.client() as cq:
+        task = await fail_one(cq, "short")
+        raw(db, f"update cairnq_tasks set error = {cast} where id = ?", (envelope, task.id))
+        stored = await cq.get(task.id)
+        assert stored.error is not None and stored.error["message"] == message
+        assert ids(await cq.search.find(error="w0 w1 w9999")) == [task.id]
+        # Only the first 100,000 characters of `type: message` are indexed.
+        assert await cq.search.find(error="w189999") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "on_sqlite", "on_postgres"),
+    [("ve", True, False), ("école", False, True), ("naïve", True, True)],
+    ids=["a-letter-beyond-ascii-separates", "a-capital-beyond-ascii-is-lowered", "as-written"],
+)
+async def test_letters_beyond_ascii_are_read_as_each_backend_documents(
+    db: Database, text: str, on_sqlite: bool, on_postgres: bool
+) -> None:
+    async with db.client() as cq:
+        task = await fail_one(cq, "naïve ÉCOLE")
+        found = ids(await cq.search.find(error=text))
+    assert found == ([task.id] if (on_sqlite if db.kind == "sqlite" else on_postgres) else [])
+
+
+async def test_the_error_index_adds_no_virtual_table_to_a_sqlite_database(
+    db: Database,
+) -> None:
+    if db.kind != "sqlite":
+        pytest.skip("a SQLite database's schema")
+    async with db.client():
+        pass
+    virtual = raw(db, "select name from sqlite_master where sql like '%virtual table%'")
+    tasks_triggers = raw(
+        db, "select sql from sqlite_master where type = 'trigger' and tbl_name = 'cairnq_tasks'"
+    )
+    assert virtual == []
+    assert tasks_triggers and not any("fts" in str(sql).lower() for (sql,) in tasks_triggers)

@@ -1,8 +1,7 @@
 """Pay for what you use: a feature installed but not used adds nothing to a worker's
 claim and settlement, apart from the hidden costs pinned in ``KNOWN_EXTRA`` (none
-left); a failure writes its error to the search extension's full-text index
-(``ERROR_INDEX_COST``: heard on SQLite only, where FTS5 writes it, and checks its
-state in the claim's recovery, which may set errors); recording attempts, which the
+left; the search extension's error index is written by a trigger in the failing
+statement, so it is heard as nothing more); recording attempts, which the
 attempt history does wherever it is installed unless a worker turns it off, costs
 what ``HISTORY_COST`` pins. An extension outside cairnq (the guide's audit log,
 ``tests/audit_ext``) keeps the same rule: installed (its migration applied, given
@@ -87,19 +86,6 @@ HISTORY_COST: dict[tuple[str, str, str], int] = {
     ("postgres", "fail", "history_fail"): 1,
 }
 
-# What the search extension's error index costs where it is installed: a failure's
-# trigger writes the error's words. On SQLite the tap hears FTS5 write its tables, and
-# open its transaction (a ``data_version`` pragma read, nothing written) in any
-# statement that may set an error, so also in the claim's lease recovery; both are
-# named ``ERROR_INDEX_WRITE``. On PostgreSQL the trigger runs in the server, unheard. A
-# settlement that sets no error fires nothing.
-ERROR_INDEX_WRITE = "error index (FTS5)"
-ERROR_INDEX_COST: dict[tuple[str, str, str], int] = {
-    ("sqlite", "claim", ERROR_INDEX_WRITE): 1,
-    ("sqlite", "fail", ERROR_INDEX_WRITE): 1,
-}
-INSTALLED_COST = {**KNOWN_EXTRA, **ERROR_INDEX_COST}
-
 # What an extension outside cairnq costs in use: the audit log (``tests/audit_ext``)
 # writes its rows in each settlement's transaction (on PostgreSQL one the
 # one-statement settlement does not open, on SQLite a savepoint around the op); its
@@ -161,19 +147,11 @@ def hidden_costs(
     return problems
 
 
-def _error_index_write(text: str) -> bool:
-    """Whether SQLite heard FTS5 at the full-text index of error text (its shadow
-    tables, and the ``data_version`` pragma it reads as its transaction opens)."""
-    pragma = text.removeprefix("-- ").lower() == "pragma 'main'.data_version"
-    return "cairnq_search_errors_fts" in text or pragma
-
-
 def _names(heard: list[str]) -> list[str]:
     """Heard statements as names: every one must be a transaction command or a named Call.
 
-    SQLite hears a trigger's statements as the text of the statement that fired it
-    again (each is one statement, not a Call's), and FTS5's writes under them; the
-    error index's writes of one statement are named ``ERROR_INDEX_WRITE`` once.
+    SQLite hears a trigger's statements (the error index's, on a failure) as the text
+    of the statement that fired it again: each is one statement, not a Call's.
     A timer's operation is left out with all it ran."""
     names: list[str] = []
     unnamed = 0
@@ -182,10 +160,6 @@ def _names(heard: list[str]) -> list[str]:
     for text in heard:
         if text.startswith("-- arun "):
             timer = text.removeprefix("-- arun ") in TIMERS
-        if _error_index_write(text):
-            if not timer and (not names or names[-1] != ERROR_INDEX_WRITE):
-                names.append(ERROR_INDEX_WRITE)
-            continue
         if text == last_unnamed:
             continue  # a trigger's statement, heard as the one that fired it
         if text.startswith("-- call "):
@@ -305,7 +279,7 @@ async def test_installed_but_unused_features_add_only_the_known_hidden_costs(
 ) -> None:
     kernel, installed = await _both(db)
     assert "complete_many" in kernel["settle"] and "claimable_probe" in kernel["claim"]
-    assert hidden_costs(db.kind, kernel, installed, INSTALLED_COST) == []
+    assert hidden_costs(db.kind, kernel, installed) == []
 
 
 async def test_a_worker_over_a_store_with_nothing_replaced_claims_and_settles_as_over_its_client(
@@ -318,7 +292,7 @@ async def test_a_worker_over_a_store_with_nothing_replaced_claims_and_settles_as
 async def test_a_statement_an_unused_feature_adds_is_reported(db: Database) -> None:
     kernel, installed = await _both(db)
     installed["settle"].append("audit_insert")
-    problems = hidden_costs(db.kind, kernel, installed, INSTALLED_COST)
+    problems = hidden_costs(db.kind, kernel, installed)
     assert len(problems) == 1 and "settle: audit_insert" in problems[0], problems
     assert "new hidden cost" in problems[0]
 
@@ -329,12 +303,12 @@ async def test_recording_attempts_costs_one_read_per_recovering_claim_and_one_wr
     recording = await _measure(db, record_attempts=True)
     kernel, installed = await _both(db)
     assert hidden_costs(db.kind, installed, recording, HISTORY_COST) == []
-    assert hidden_costs(db.kind, kernel, recording, {**HISTORY_COST, **INSTALLED_COST}) == []
+    assert hidden_costs(db.kind, kernel, recording, HISTORY_COST) == []
 
 
 async def test_a_hidden_cost_no_longer_paid_must_leave_the_known_extras(db: Database) -> None:
     kernel, installed = await _both(db)
-    allowed = {**INSTALLED_COST, (db.kind, "settle", "history_record"): 1}
+    allowed = {(db.kind, "settle", "history_record"): 1}
     problems = hidden_costs(db.kind, kernel, installed, allowed)
     assert len(problems) == 1 and "settle: history_record" in problems[0], problems
     assert "remove it" in problems[0]

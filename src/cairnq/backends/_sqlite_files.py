@@ -34,20 +34,6 @@ def split_script(source: str) -> list[str]:
     return out
 
 
-NEEDS_FTS5 = "-- needs fts5"
-"""A line marking the migration statement under it as one a sqlite3 without FTS5 skips."""
-
-
-def needs_fts5(statement: str) -> bool:
-    """Whether a migration statement is marked ``-- needs fts5`` (a line of its own)."""
-    return any(line.strip() == NEEDS_FTS5 for line in statement.splitlines())
-
-
-def has_fts5(conn: sqlite3.Connection) -> bool:
-    """Whether ``conn``'s SQLite library has the FTS5 module."""
-    return bool(conn.execute("select sqlite_compileoption_used('ENABLE_FTS5')").fetchone()[0])
-
-
 def _file_path(path: str) -> str:
     """The file system path of a database named by a path or a ``file:`` URI."""
     if not path.startswith("file:"):

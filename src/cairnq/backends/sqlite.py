@@ -66,8 +66,6 @@ from ._sqlite_files import (
     _create_file,
     _file_path,
     _path,
-    has_fts5,
-    needs_fts5,
     split_script,
 )
 from ._sqlite_writer import _STOP, GroupWriter
@@ -562,10 +560,7 @@ class SQLiteBackend(GroupWriter):
             finally:
                 _wait_for_locks(conn, 0)
         if isinstance(step, Script):
-            parts = split_script(step.source)
-            if any(needs_fts5(sql) for sql in parts) and not has_fts5(conn):
-                parts = [sql for sql in parts if not needs_fts5(sql)]
-            for sql in parts:
+            for sql in split_script(step.source):
                 conn.execute(sql)
             return []
         statement = self._statements[step.statement]

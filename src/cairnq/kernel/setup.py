@@ -32,7 +32,6 @@ _DDL = re.compile(
     re.IGNORECASE,
 )
 _LINE_COMMENT = re.compile(r"--[^\n]*")
-_OPTIONAL_MARK = "-- needs fts5"
 _KIND_ORDER = ("table", "function", "trigger", "index")
 
 SchemaObject = tuple[str, str]
@@ -54,9 +53,7 @@ def expected_objects(dialect: Dialect, applied: Collection[str]) -> dict[SchemaO
     for migration in migrations(dialect):
         if migration.name not in applied:
             continue
-        # A statement a SQLite library may skip (``-- needs fts5``) is not expected.
-        source = _without_optional(migration.source)
-        for verb, kind, name in _DDL.findall(_LINE_COMMENT.sub("", source)):
+        for verb, kind, name in _DDL.findall(_LINE_COMMENT.sub("", migration.source)):
             key = (kind.lower(), name.lower())
             if verb.lower() == "create":
                 expected[key] = migration.name
@@ -85,24 +82,6 @@ def find_damage(
         for m in migrations(dialect)
         if m.name in missing
     ]
-
-
-def _without_optional(source: str) -> str:
-    """``source`` without its statements marked ``-- needs fts5`` (each runs from its
-    mark to the line ``end;`` for a trigger, else to the first line ending in ``;``)."""
-    kept: list[str] = []
-    skipping = trigger = False
-    for line in source.splitlines():
-        if line.strip() == _OPTIONAL_MARK:
-            skipping, trigger = True, False
-            continue
-        if skipping:
-            trigger = trigger or line.lower().lstrip().startswith("create trigger")
-            ended = line.strip().lower() == "end;" if trigger else line.rstrip().endswith(";")
-            skipping = not ended
-            continue
-        kept.append(line)
-    return "\n".join(kept)
 
 
 def newer_migrations(dialect: Dialect, applied: Collection[str]) -> list[str]:

@@ -5,9 +5,9 @@
 A submit's tags, and the values its declared fields find in its metadata or payload,
 are kept in ``cairnq_search_terms`` (migration ``x0024_search.sql``, which this
 extension owns), written in the submit's own transaction; a delete (or truncate) of a
-task forgets its rows (trigger). The words of a task's error are kept in a full-text
-index (``cairnq_search_errors``, migration ``x0026_search_errors.sql``: FTS5 on SQLite,
-a tsvector under GIN on PostgreSQL), written by a trigger when a task's error is set.
+task forgets its rows (trigger). A task's error is kept in ``cairnq_search_errors``
+(migration ``x0026_search_errors.sql``: its text on SQLite, scanned by a search; a
+tsvector under GIN on PostgreSQL), written by a trigger when a task's error is set.
 Nothing of it runs in a worker, and a submit with no tags whose client declares no field
 (or whose task holds none) writes nothing more.
 ``docs/search.md`` describes it.

@@ -216,8 +216,9 @@ def error_words(text: str) -> str:
     """``text``'s words for the full-text index: each run of letters and digits,
     lowered, ``*`` kept right after one (a prefix); ``""`` when it has none.
 
-    ``"Card-declined: 42*"`` gives ``"card declined 42*"``, which is both an FTS5
-    query (implicit AND) and, with ``&`` and ``:*``, a PostgreSQL tsquery.
+    ``"Card-declined: 42*"`` gives ``"card declined 42*"``: SQLite's error search
+    splits it at the spaces (the words hold no ``"`` or ``\\``, so it is a JSON array
+    once quoted), PostgreSQL's makes it a tsquery with ``&`` and ``:*``.
     """
     return " ".join(word.lower() + star for word, star in _WORD.findall(text))
 

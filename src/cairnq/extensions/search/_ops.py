@@ -70,16 +70,16 @@ def _record(rows: list[list[str]], inserted: set[str], readiness: Readiness) -> 
 
 
 def error_index_ready() -> Op[bool]:
-    """Whether the database has the full-text index of error text (migration
-    ``x0026_search_errors.sql``; on SQLite, a library with FTS5 when it ran)."""
+    """Whether the database has the index of error text (migration
+    ``x0026_search_errors.sql``)."""
     rows = yield Call("search_error_index", {})
     return bool(rows[0]["ready"])
 
 
 def find(query: Query) -> Op[list[Task]]:
     """The tasks matching ``query``, newest task id first. Error text is matched by the
-    full-text index where the database has it (its words, ``Query.words``), else as a
-    substring by a walk down the tasks.
+    index of error text where the database has it (its words, ``Query.words``), else
+    as a substring by a walk down the tasks.
 
     Raises:
         SchemaIncomplete: a tag or field searched on a database without the table.

@@ -1,11 +1,14 @@
 -- cairnq extension (not part of the reference protocol): a full-text index of error text.
--- One row per task holding an error: the words of the error envelope's type and message
--- (`type: message`, every run of characters other than letters and digits read as a
--- space), a tsvector of the 'simple' configuration (no stemming, no stop words) under a
--- GIN index. Written by a trigger on cairnq_tasks when a statement sets a task's error
+-- One row per task holding an error: the words of the first 100,000 characters of the
+-- error envelope's type and message (`type: message`, every run of characters other than
+-- letters and digits read as a space; the bound keeps a tsvector under its 1 MB limit),
+-- a tsvector of the 'simple' configuration (no stemming, no stop words) under a GIN
+-- index. Written by a trigger on cairnq_tasks when a statement sets a task's error
 -- (a failed attempt, whoever's settlement or lease recovery wrote it): a statement that
 -- sets no error writes nothing. A task's row goes when its error is cleared and when
--- the task is deleted or truncated. It needs no extension (pg_trgm is not used).
+-- the task is deleted or truncated. It needs no extension (pg_trgm is not used). A
+-- role that fails or deletes tasks needs the privileges on cairnq_search_errors too (the
+-- triggers run as it). Tasks that already hold an error are indexed here.
 create table if not exists cairnq_search_errors (
     task_id text primary key,
     words tsvector not null
@@ -26,7 +29,10 @@ begin
             'on conflict (task_id) do update set words = excluded.words',
             tg_table_schema
         ) using new.id, to_tsvector('simple'::regconfig, regexp_replace(
-            coalesce(new.error ->> 'type', '') || ': ' || coalesce(new.error ->> 'message', ''),
+            left(
+                coalesce(new.error ->> 'type', '') || ': ' || coalesce(new.error ->> 'message', ''),
+                100000
+            ),
             '[^[:alnum:]]+', ' ', 'g'
         ));
     end if;
@@ -67,3 +73,13 @@ create trigger cairnq_search_errors_forget_all
     after truncate on cairnq_tasks
     for each statement
     execute function cairnq_search_errors_forget();
+insert into cairnq_search_errors (task_id, words)
+select
+    id,
+    to_tsvector('simple'::regconfig, regexp_replace(
+        left(coalesce(error ->> 'type', '') || ': ' || coalesce(error ->> 'message', ''), 100000),
+        '[^[:alnum:]]+', ' ', 'g'
+    ))
+from cairnq_tasks
+where error is not null
+on conflict (task_id) do nothing;

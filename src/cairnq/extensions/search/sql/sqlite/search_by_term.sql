@@ -3,9 +3,16 @@
 -- params: field, value, more (a JSON array of [field, value] a task must hold too), low_id,
 --   high_id (low_id <= task id < high_id), from_ms, until_ms (created_at_ms bounds; null:
 --   none), status, queue, name, error (text the error's type or message holds, any case;
---   null: none), words (the words its error holds, as search_by_error takes them, from
---   the full-text index, x0026; null: none), limit. It walks (field, value, task_id)
+--   null: none), words (the words its error holds, as search_by_error takes and matches
+--   them, in cairnq_search_errors, x0026; null: none), limit. It walks (field, value, task_id)
 --   down from high_id.
+with w (word, pattern) as materialized (
+    select
+        rtrim(value, '*'),
+        '*[^0-9a-z]' || value
+            || case when substr(value, -1) = '*' then '' else '[^0-9a-z]*' end
+    from json_each('["' || replace(coalesce(:words, ''), ' ', '","') || '"]')
+)
 select t.*
 from cairnq_search_terms as s
 join cairnq_tasks as t on t.id = s.task_id
@@ -28,11 +35,14 @@ where s.field = :field
   )
   and (
       :words is null
-      or s.task_id in (
-          select e.task_id
-          from cairnq_search_errors_fts as f
-          join cairnq_search_errors as e on e.id = f.rowid
-          where cairnq_search_errors_fts match :words
+      or exists (
+          select 1
+          from cairnq_search_errors as e
+          where e.task_id = s.task_id
+            and not exists (select 1 from w where instr(lower(e.text), w.word) = 0)
+            and not exists (
+                select 1 from w where (' ' || lower(e.text) || ' ') not glob w.pattern
+            )
       )
   )
   and not exists (
