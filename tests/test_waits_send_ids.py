@@ -157,20 +157,25 @@ def test_cairnq_send_with_an_id_twice_sends_once(
     assert len(kept) == 1
 
 
+async def _send_form(client: Any, task_id: str, payload: str) -> dict[str, str]:
+    """The task page's Send form for a wait on ``refund:42``, filled, with the id it drew."""
+    page = (await client.get("/task", params={"id": task_id})).text
+    found = re.search(r'name="send_id" value="([^"]+)"', page)
+    assert found is not None
+    return {
+        "csrf": csrf_from(page),
+        "key": "refund:42",
+        "task_id": task_id,
+        "payload": payload,
+        "send_id": found.group(1),
+    }
+
+
 async def test_the_dashboard_form_posted_twice_sends_its_event_once(db: Database) -> None:
     async with db.client() as cq:
         task_id = await _park(cq, "refund:42")
         async with http(create_app(cq)) as client:
-            page = (await client.get("/task", params={"id": task_id})).text
-            found = re.search(r'name="send_id" value="([^"]+)"', page)
-            assert found is not None
-            form = {
-                "csrf": csrf_from(page),
-                "key": "refund:42",
-                "task_id": task_id,
-                "payload": '{"approved": true}',
-                "send_id": found.group(1),
-            }
+            form = await _send_form(client, task_id, '{"approved": true}')
             for _ in range(2):
                 response = await client.post("/events/send", data=form)
                 assert response.status_code == 303
@@ -187,16 +192,7 @@ async def test_the_dashboard_form_sends_on_a_database_without_the_send_ids(
     async with db.client(migrate=False) as cq:
         task_id = await _park(cq, "refund:42")
         async with http(create_app(cq)) as client:
-            page = (await client.get("/task", params={"id": task_id})).text
-            found = re.search(r'name="send_id" value="([^"]+)"', page)
-            assert found is not None
-            form = {
-                "csrf": csrf_from(page),
-                "key": "refund:42",
-                "task_id": task_id,
-                "payload": "1",
-                "send_id": found.group(1),
-            }
+            form = await _send_form(client, task_id, "1")
             response = await client.post("/events/send", data=form)
         [wait] = await cq.events.waits(task_id)
     assert (response.status_code, wait.state, wait.payload) == (303, "delivered", 1)
