@@ -9,6 +9,8 @@ involved); the worker's own components are checked through a real ``Worker``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 from typing import Any
 
 import pytest
@@ -370,6 +372,53 @@ async def test_a_cancelled_worker_run_still_deletes_its_presence_row(db: Databas
         runner.cancel()
         with pytest.raises(asyncio.CancelledError):
             await runner
+        after = await recorded_row(cq, worker.worker_id)
+    await worker.close()
+    assert not after
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() came in 3.11")
+async def test_a_worker_run_ends_on_a_cancel_a_database_call_swallowed(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # asyncio.wait_for before Python 3.12 (which the PostgreSQL pool waits for a
+    # connection with) returns a result that arrives as a cancel lands, and the cancel
+    # is lost (CPython gh-86296). Here one claim-loop call loses the run's cancel so.
+    worker = db.worker(poll_interval_ms=20)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        return None
+
+    backend = worker.client.backend
+    arun = backend.arun
+    inside = asyncio.Event()
+    armed = False
+    runner: asyncio.Future[None] | None = None
+
+    async def losing_a_cancel(op: Any, *, write: bool) -> Any:
+        nonlocal armed
+        value = await arun(op, write=write)
+        if armed and asyncio.current_task() is runner:
+            armed = False
+            inside.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        return value
+
+    monkeypatch.setattr(backend, "arun", losing_a_cancel)
+    async with db.client() as cq:
+        runner = asyncio.ensure_future(worker.run())
+        await eventually(lambda: recorded_row(cq, worker.worker_id), "the presence row")
+        armed = True
+        await inside.wait()
+        runner.cancel()
+        done, _ = await asyncio.wait({runner}, timeout=10)
+        if not done:
+            worker.stop()
+            await runner
+        assert done, "the run went on claiming after its cancel"
+        assert runner.cancelled()
         after = await recorded_row(cq, worker.worker_id)
     await worker.close()
     assert not after

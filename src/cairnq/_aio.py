@@ -25,3 +25,25 @@ async def wait_set(event: asyncio.Event, timeout_s: float) -> bool:
     finally:
         waiter.cancel()
     return event.is_set()
+
+
+def cancel_requested() -> bool:
+    """Whether the running task was cancelled and has not taken the cancel back.
+
+    A loop that runs until stopped checks it each turn, so a cancel that a wait below
+    it swallowed still ends it: ``asyncio.wait_for`` before Python 3.12 returns a
+    result that arrives as the cancel lands and drops the ``CancelledError``
+    (CPython gh-86296), and the PostgreSQL pool waits for a connection with it.
+    The task still counts the cancel (``Task.cancelling()``, Python 3.11 and later;
+    always ``False`` before).
+
+    Example::
+
+        while not stopping.is_set():
+            if cancel_requested():
+                raise asyncio.CancelledError
+            ...
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and int(cancelling()) > 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import kernel
-from .._aio import wait_set
+from .._aio import cancel_requested, wait_set
 from .._crashpoints import crashpoint
 from .._sealing import DecryptionError, is_sealed
 from .._wakeups import Subscription
@@ -128,6 +128,8 @@ class Claimer:
         check_file = backend.check_file if isinstance(backend, FileBound) else None
         next_check = 0.0
         while not stopping.is_set():
+            if cancel_requested():  # a cancel a database call swallowed still ends the loop
+                raise asyncio.CancelledError
             if check_file is not None and time.monotonic() >= next_check:
                 next_check = time.monotonic() + poll_s
                 if not self._store_still_there(check_file):
