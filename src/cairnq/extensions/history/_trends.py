@@ -17,6 +17,7 @@ from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ...protocol.steps import Call, Op
 from ..steps._ops import require
+from ._rollups import ceil_hour, floor_hour, rolled_until, rollups_ready, summed
 
 BY = ("name", "queue")
 FAILED = ("failed", "retry", "lost")
@@ -118,21 +119,37 @@ def trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend
     return _trends(check_by(by), check_since(since), now_ms)
 
 
-def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
+def raw_trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend]]:
+    """``trends`` read from the attempts alone, leaving the hourly rollups aside (what a
+    database without them reads); validated eagerly.
+
+    Raises:
+        InvalidArgument: a bad ``by`` or ``since``.
+        SchemaIncomplete: the database lacks the attempt history (``cairnq migrate``).
+    """
+    return _trends(check_by(by), check_since(since), now_ms, rolled=False)
+
+
+def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[list[Trend]]:
     yield from require()
-    rows = yield Call(
-        "history_trends", {"since_ms": now_ms - window, "until_ms": now_ms + 1, "by": by}
-    )
     counts: dict[str, dict[str, int]] = {}
     runs: dict[str, dict[int, int]] = {}
-    for r in rows:
-        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
-        mine = counts.setdefault(key, {})
-        mine[outcome] = mine.get(outcome, 0) + many
-        if r["run_ms"] is not None:
-            spread = runs.setdefault(key, {})
-            ms = max(0, int(r["run_ms"]))
-            spread[ms] = spread.get(ms, 0) + many
+    since, until = now_ms - window, now_ms + 1
+    mark = None
+    ready = rolled and (yield from rollups_ready())
+    if ready:
+        mark = yield from rolled_until()
+    first = ceil_hour(since)
+    last = None if mark is None else min(mark, floor_hour(until))
+    if last is None or first >= last:
+        yield from _raw(by, since, until, counts, runs)
+    else:
+        yield from _raw(by, since, first, counts, runs)
+        rows = yield Call("history_rollup_trends", {"since_ms": first, "until_ms": last, "by": by})
+        for key, (rolled, spread) in summed(rows).items():
+            _add(counts.setdefault(key, {}), rolled)
+            _add(runs.setdefault(key, {}), spread)
+        yield from _raw(by, last, until, counts, runs)
     found = [
         Trend(
             key,
@@ -145,8 +162,35 @@ def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
             nearest_rank(runs.get(key, {}), 95),
         )
         for key, mine in counts.items()
+        if sum(mine.values())
     ]
     return sorted(found, key=lambda t: (-t.attempts, t.key))
+
+
+def _add(into: dict[Any, int], more: dict[Any, int]) -> None:
+    for k, many in more.items():
+        into[k] = into.get(k, 0) + many
+
+
+def _raw(
+    by: str,
+    since: int,
+    until: int,
+    counts: dict[str, dict[str, int]],
+    runs: dict[str, dict[int, int]],
+) -> Op[None]:
+    """Add the attempts that ended in [``since``, ``until``), read from the history."""
+    if since >= until:
+        return
+    rows = yield Call("history_trends", {"since_ms": since, "until_ms": until, "by": by})
+    for r in rows:
+        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
+        mine = counts.setdefault(key, {})
+        mine[outcome] = mine.get(outcome, 0) + many
+        if r["run_ms"] is not None:
+            spread = runs.setdefault(key, {})
+            ms = max(0, int(r["run_ms"]))
+            spread[ms] = spread.get(ms, 0) + many
 
 
 def nearest_rank(spread: dict[int, int], percent: int) -> int | None:
