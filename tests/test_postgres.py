@@ -842,6 +842,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0025_waits_send_ids.sql",
             "x0026_search_errors.sql",
             "x0027_fair_index.sql",
+            "x0028_attempt_rollups.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

@@ -111,6 +111,7 @@ EXTENSION_MIGRATIONS = [
     "x0025_waits_send_ids.sql",
     "x0026_search_errors.sql",
     "x0027_fair_index.sql",
+    "x0028_attempt_rollups.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -367,6 +368,8 @@ def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -
     assert sorted(read_schema(db)["tables"]) == sorted(
         [
             *fts,
+            "cairnq_attempt_rollup_marks",
+            "cairnq_attempt_rollups",
             "cairnq_batch_members",
             "cairnq_batches",
             "cairnq_dependencies",

@@ -4,10 +4,10 @@ dashboard's task page.
 
 The table comes with the steps' migration (``x0009_steps.sql``), which the history
 needs; its hourly rollups for the trends come with ``x0028_attempt_rollups.sql``
-(``_rollups``: the tables, the worker's periodic job that fills them). Everything else of the feature is in this folder: the reads and the
-``Attempt`` model (``_ops``), the kernel hooks that record (``_hooks``) and its
-statements (``sql/<dialect>/history_*.sql``). ``cairnq.history`` re-exports the
-public names.
+(``_rollups``: the tables and the worker's periodic job that fills them). Everything
+else of the feature is in this folder: the reads and the ``Attempt`` model (``_ops``),
+the kernel hooks that record (``_hooks``) and its statements
+(``sql/<dialect>/history_*.sql``). ``cairnq.history`` re-exports the public names.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import ClassVar
 
 from .._base import Component, Extension, Hooks, Option, TaskRows, WorkerView
 from ._hooks import expired, record, settling_for
-from ._rollups import ROLLUPS_MIGRATION, RollupComponent
 from ._ops import OUTCOMES, Attempt
+from ._rollups import ROLLUPS_MIGRATION, RollupComponent
 
 __all__ = ["OUTCOMES", "Attempt", "History"]
 

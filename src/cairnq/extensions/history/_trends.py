@@ -146,8 +146,8 @@ def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[lis
     else:
         yield from _raw(by, since, first, counts, runs)
         rows = yield Call("history_rollup_trends", {"since_ms": first, "until_ms": last, "by": by})
-        for key, (rolled, spread) in summed(rows).items():
-            _add(counts.setdefault(key, {}), rolled)
+        for key, (hourly, spread) in summed(rows).items():
+            _add(counts.setdefault(key, {}), hourly)
             _add(runs.setdefault(key, {}), spread)
         yield from _raw(by, last, until, counts, runs)
     found = [
