@@ -158,6 +158,7 @@ INDEXES = {
         None,
     ),
     "cairnq_search_terms_task": (["task_id"], None),
+    "cairnq_task_attempts_ended_idx": (["ended_at_ms"], None),
 }
 # PostgreSQL's alone: SQLite's error index is an FTS5 table (its own shadow tables).
 POSTGRES_INDEXES = {"cairnq_search_errors_words": (["words"], None)}

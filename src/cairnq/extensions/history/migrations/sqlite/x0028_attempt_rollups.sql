@@ -6,7 +6,11 @@
 -- rounded down to two significant figures (ms) to count. The rows are aggregates: they
 -- are not task-keyed and outlive the tasks they count. cairnq_attempt_rollup_marks holds
 -- one row: every hour before rolled_until_ms has been rolled up. A periodic job of the
--- history's worker part writes both; reference SDKs ignore them.
+-- history's worker part writes both; reference SDKs ignore them. The index on the
+-- attempts' end lets the rollup and the trends read a recent hour without reading the
+-- whole history (one more index entry per recorded attempt).
+create index if not exists cairnq_task_attempts_ended_idx
+    on cairnq_task_attempts (ended_at_ms);
 create table if not exists cairnq_attempt_rollups (
     hour_ms integer not null,
     name text not null,
