@@ -9,7 +9,7 @@ from typing import Any
 
 from cairnq.extensions.history._hooks import record
 from cairnq.extensions.history._rollups import HOUR_MS, RollupComponent, roll_up, rolled_until
-from cairnq.extensions.history._trends import raw_trends, trends
+from cairnq.extensions.history._trends import raw_series, raw_trends, series, trends
 from cairnq.kernel.points import AttemptEnd
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
@@ -62,6 +62,27 @@ async def test_rolled_trends_count_what_the_attempts_count(db: Database) -> None
     assert rolled == raw
     assert sum(t.attempts for t in rolled[0]) == sum(9 + h for h in range(6)) + 4 + 5
     assert all(t.p50_ms is not None for t in rolled[0])
+
+
+async def test_rolled_series_count_what_the_attempts_count(db: Database) -> None:
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
+        for hour in range(30):
+            await _ended(cq, clock, 3, hour)
+            clock.advance(HOUR_MS)
+        await roll_up(cq.backend, clock.now_ms())
+        clock.set(clock.now_ms() - HOUR_MS)  # a late attempt, then the next turn
+        await _ended(cq, clock, 2, 40)
+        clock.advance(HOUR_MS + 17 * 60_000)
+        await _ended(cq, clock, 2, 41)
+        await roll_up(cq.backend, clock.now_ms())
+        now, found = clock.now_ms(), []
+        for since, buckets in (("1d", 24), ("1d", 5), ("7d", 28), ("2h", 7)):
+            for read in (series, raw_series):
+                op = read("queue", since, buckets, now_ms=now)
+                found.append(await cq.backend.arun(op, write=False))
+    assert found[0::2] == found[1::2]
+    assert sum(s + f for s, f in found[4]["q1"] + found[4]["q2"]) > 0
 
 
 async def test_a_window_starting_mid_hour_reads_that_hours_attempts(db: Database) -> None:

@@ -118,28 +118,38 @@ def roll(since_ms: int, until_ms: int) -> Op[int]:
     return len(rows)
 
 
-def _first_ended() -> Op[int | None]:
+def first_ended() -> Op[int | None]:
+    """The end of the first recorded attempt, or ``None``."""
     rows = yield Call("history_rollup_first", {})
     value = rows[0]["first_ended_ms"] if rows else None
     return None if value is None else int(value)
 
 
-async def roll_up(backend: Backend, now_ms: int) -> int:
-    """One turn: roll up every hour over by ``now_ms`` not rolled up yet, and the
-    ``REDO_HOURS`` before the mark again, a chunk of ``CHUNK_HOURS`` per transaction;
-    returns the rollup rows written."""
-    mark = await backend.arun(rolled_until(), write=False)
+def chunks(mark: int | None, first_ms: int | None, now_ms: int) -> list[tuple[int, int]]:
+    """The ranges of hours a turn at ``now_ms`` rolls up, a transaction each: from the
+    ``REDO_HOURS`` before ``mark`` (from the first attempt's hour, before the first
+    rollup) to the current hour, ``CHUNK_HOURS`` at most each."""
     if mark is None:
-        first = await backend.arun(_first_ended(), write=False)
-        start = floor_hour(now_ms if first is None else first)
+        start = floor_hour(now_ms if first_ms is None else first_ms)
     else:
         start = mark - REDO_HOURS * HOUR_MS
     end = floor_hour(now_ms)
-    written = 0
+    found = []
     while start < end:
         stop = min(end, start + CHUNK_HOURS * HOUR_MS)
-        written += await backend.arun(roll(start, stop), write=True)
+        found.append((start, stop))
         start = stop
+    return found
+
+
+async def roll_up(backend: Backend, now_ms: int) -> int:
+    """One turn: roll up every hour over by ``now_ms`` not rolled up yet, and the
+    ``REDO_HOURS`` before the mark again (``chunks``); returns the rollup rows written."""
+    mark = await backend.arun(rolled_until(), write=False)
+    first = None if mark is not None else await backend.arun(first_ended(), write=False)
+    written = 0
+    for start, stop in chunks(mark, first, now_ms):
+        written += await backend.arun(roll(start, stop), write=True)
     return written
 
 

@@ -17,7 +17,7 @@ from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ...protocol.steps import Call, Op
 from ..steps._ops import require
-from ._rollups import ceil_hour, floor_hour, rolled_until, rollups_ready, summed
+from ._rollups import HOUR_MS, ceil_hour, floor_hour, rolled_until, rollups_ready, summed
 
 BY = ("name", "queue")
 FAILED = ("failed", "retry", "lost")
@@ -220,20 +220,67 @@ def series(
     return _series(check_by(by), check_since(since), check_buckets(buckets), now_ms)
 
 
+def raw_series(
+    by: Any = "name", since: Any = "1d", buckets: Any = 24, *, now_ms: int
+) -> Op[dict[str, list[tuple[int, int]]]]:
+    """``series`` read from the attempts alone, leaving the hourly rollups aside (what a
+    database without them reads); validated eagerly."""
+    return _series(check_by(by), check_since(since), check_buckets(buckets), now_ms, rolled=False)
+
+
 def _series(
-    by: str, window: int, buckets: int, now_ms: int
+    by: str, window: int, buckets: int, now_ms: int, *, rolled: bool = True
 ) -> Op[dict[str, list[tuple[int, int]]]]:
     yield from require()
     width = -(-window // buckets)
-    since = now_ms + 1 - width * buckets
-    rows = yield Call(
-        "history_trends_series",
-        {"since_ms": since, "until_ms": now_ms + 1, "by": by, "bucket_ms": width},
-    )
+    since, until = now_ms + 1 - width * buckets, now_ms + 1
+    mark = None
+    ready = rolled and (yield from rollups_ready())
+    if ready:
+        mark = yield from rolled_until()
+    # The hours rolled up that lie in one bucket whole come from the rollups; the rest
+    # of the window (an hour across a bucket's edge, the hours not rolled up) from the
+    # attempts.
+    whole: set[int] = set()
+    if mark is not None:
+        last = min(mark, floor_hour(until))
+        for hour in range(ceil_hour(since), last, HOUR_MS):
+            if (hour - since) // width == (hour + HOUR_MS - 1 - since) // width:
+                whole.add(hour)
     found: dict[str, list[tuple[int, int]]] = {}
-    for r in rows:
-        counts = found.setdefault(str(r["key"]), [(0, 0)] * buckets)
-        bucket = int(r["bucket"])
+
+    def add(key: str, bucket: int, succeeded: int, failed: int) -> None:
+        counts = found.setdefault(key, [(0, 0)] * buckets)
         if 0 <= bucket < buckets:
-            counts[bucket] = (int(r["succeeded"]), int(r["failed"]))
+            was = counts[bucket]
+            counts[bucket] = (was[0] + succeeded, was[1] + failed)
+
+    if whole:
+        rows = yield Call(
+            "history_rollup_series",
+            {"since_ms": min(whole), "until_ms": max(whole) + HOUR_MS, "by": by},
+        )
+        for r in rows:
+            hour = int(r["hour_ms"])
+            if hour in whole:
+                add(str(r["key"]), (hour - since) // width, int(r["succeeded"]), int(r["failed"]))
+    for low, high in _gaps(since, until, sorted(whole)):
+        rows = yield Call(
+            "history_trends_series",
+            {"since_ms": low, "until_ms": high, "by": by, "origin_ms": since, "bucket_ms": width},
+        )
+        for r in rows:
+            add(str(r["key"]), int(r["bucket"]), int(r["succeeded"]), int(r["failed"]))
     return found
+
+
+def _gaps(since: int, until: int, hours: list[int]) -> list[tuple[int, int]]:
+    """The ranges of [``since``, ``until``) that the whole ``hours`` (sorted) leave."""
+    gaps, at = [], since
+    for hour in hours:
+        if hour > at:
+            gaps.append((at, hour))
+        at = hour + HOUR_MS
+    if at < until:
+        gaps.append((at, until))
+    return gaps
