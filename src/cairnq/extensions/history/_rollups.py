@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ... import kernel
@@ -206,18 +206,3 @@ class RollupComponent(Part):
                 extra={"worker_id": self.worker_id, "phase": "history"},
             )
         return written
-
-
-def summed(rows: Sequence[Row]) -> Mapping[str, tuple[dict[str, int], dict[int, int]]]:
-    """``history_rollup_trends`` rows summed per key: counts per outcome and the run
-    time histogram {ms: count}."""
-    found: dict[str, tuple[dict[str, int], dict[int, int]]] = {}
-    for r in rows:
-        counts, spread = found.setdefault(str(r["key"]), ({}, {}))
-        for outcome in COUNTED:
-            many = int(r[outcome])
-            if many:
-                counts[outcome] = counts.get(outcome, 0) + many
-        for ms, many in json.loads(str(r["histogram"])).items():
-            spread[int(ms)] = spread.get(int(ms), 0) + int(many)
-    return found

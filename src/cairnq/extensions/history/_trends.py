@@ -3,9 +3,12 @@ how many attempts ended, how many succeeded and failed, the throughput and failu
 rate, and the run time's p50 and p95; and the same counts per time bucket for charts
 (``cairnq stats --by name --since 7d``, the dashboard's Trends page, ``cq.attempts.trends``).
 
-Computed by one statement each from ``cairnq_task_attempts`` joined to the tasks: no
-table of its own and nothing written at a settlement; a purged task takes its attempts
-out of the trends. Attempts of a reference SDK's workers are not recorded, so not counted.
+Summed from the hourly rollups (``_rollups``, migration ``x0028``) for the whole hours
+rolled up, and read from ``cairnq_task_attempts`` joined to the tasks for the rest of the
+window; from the attempts alone on a database without the rollups (``raw_trends``,
+``raw_series``). Nothing is written at a settlement. A purged task's attempts stay counted
+in the hours rolled up before it went. Attempts of a reference SDK's workers are not
+recorded, so not counted.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ...protocol.steps import Call, Op
 from ..steps._ops import require
-from ._rollups import HOUR_MS, ceil_hour, floor_hour, rolled_until, rollups_ready, summed
+from ._rollups import COUNTED, HOUR_MS, ceil_hour, floor_hour, rolled_until, rollups_ready
 
 BY = ("name", "queue")
 FAILED = ("failed", "retry", "lost")
@@ -145,10 +148,17 @@ def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[lis
         yield from _raw(by, since, until, counts, runs)
     else:
         yield from _raw(by, since, first, counts, runs)
-        rows = yield Call("history_rollup_trends", {"since_ms": first, "until_ms": last, "by": by})
-        for key, (hourly, spread) in summed(rows).items():
-            _add(counts.setdefault(key, {}), hourly)
-            _add(runs.setdefault(key, {}), spread)
+        hours = {"since_ms": first, "until_ms": last, "by": by}
+        rows = yield Call("history_rollup_trends", hours)
+        for r in rows:
+            mine = counts.setdefault(str(r["key"]), {})
+            for outcome in COUNTED:
+                if int(r[outcome]):
+                    mine[outcome] = mine.get(outcome, 0) + int(r[outcome])
+        rows = yield Call("history_rollup_runs", hours)
+        for r in rows:
+            spread = runs.setdefault(str(r["key"]), {})
+            spread[int(r["run_ms"])] = spread.get(int(r["run_ms"]), 0) + int(r["attempts"])
         yield from _raw(by, last, until, counts, runs)
     found = [
         Trend(
@@ -162,14 +172,8 @@ def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[lis
             nearest_rank(runs.get(key, {}), 95),
         )
         for key, mine in counts.items()
-        if sum(mine.values())
     ]
     return sorted(found, key=lambda t: (-t.attempts, t.key))
-
-
-def _add(into: dict[Any, int], more: dict[Any, int]) -> None:
-    for k, many in more.items():
-        into[k] = into.get(k, 0) + many
 
 
 def _raw(
