@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from cairnq.extensions.history._hooks import record
-from cairnq.extensions.history._rollups import HOUR_MS, RollupComponent, roll_up, rolled_until
+from cairnq.extensions.history._rollups import (
+    HOUR_MS,
+    RollupComponent,
+    bucket_index,
+    bucket_ms,
+    roll_up,
+    rolled_until,
+)
 from cairnq.extensions.history._trends import raw_series, raw_trends, series, trends
 from cairnq.kernel.points import AttemptEnd
 from cairnq.models import Lease
@@ -138,3 +145,9 @@ async def test_the_history_part_rolls_up_the_hours_that_are_over(db: Database) -
         assert await part.tick() == 2
         mark = await cq.backend.arun(rolled_until(), write=False)
     assert mark == clock.now_ms() - clock.now_ms() % HOUR_MS and errors == []
+
+
+def test_each_histogram_bucket_starts_at_a_two_significant_figure_run_time() -> None:
+    starts = [0, 1, 99, 100, 110, 990, 1_000, 1_100, 9_900, 10_000, 120_000_000]
+    assert [bucket_ms(bucket_index(ms)) for ms in starts] == starts
+    assert [bucket_index(ms) for ms in (99, 100, 110, 990, 1_000)] == [99, 100, 101, 189, 190]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,30 @@ def rollups_ready() -> Op[bool]:
     return ROLLUPS_MIGRATION in applied
 
 
+def bucket_index(run_ms: int) -> int:
+    """The index of a run time's histogram bucket, from a run time rounded down to two
+    significant figures: 0 to 99 ms are their own buckets, then 90 buckets a decade."""
+    if run_ms < 100:
+        return max(0, run_ms)
+    digits = len(str(run_ms))
+    return 100 + (digits - 3) * 90 + run_ms // 10 ** (digits - 2) - 10
+
+
+def bucket_ms(index: int) -> int:
+    """The run time a histogram bucket starts at (``bucket_index``'s inverse)."""
+    if index < 100:
+        return index
+    decade, mantissa = divmod(index - 100, 90)
+    return (mantissa + 10) * 10 ** (decade + 1)
+
+
+def add_histogram(into: list[int], more: list[int]) -> list[int]:
+    """The bucket-wise sum of two histograms (lists of counts by bucket index)."""
+    if len(more) > len(into):
+        into, more = more, into
+    return [*map(operator.add, into, more), *into[len(more) :]]
+
+
 def rolled_until() -> Op[int | None]:
     """Where the rollups reach: every hour before it is rolled up (``None`` before the
     first rollup)."""
@@ -72,7 +97,7 @@ class _Group:
     counts: dict[str, int] = field(default_factory=dict)
     run_ms: int = 0
     runs: int = 0
-    histogram: dict[str, int] = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=list)
 
 
 def rollup_rows(source: Sequence[Row]) -> list[list[object]]:
@@ -84,8 +109,10 @@ def rollup_rows(source: Sequence[Row]) -> list[list[object]]:
         many, outcome = int(r["attempts"]), str(r["outcome"])
         group.counts[outcome] = group.counts.get(outcome, 0) + many
         if r["run_ms"] is not None:
-            bucket = str(max(0, int(r["run_ms"])))
-            group.histogram[bucket] = group.histogram.get(bucket, 0) + many
+            bucket = bucket_index(int(r["run_ms"]))
+            if bucket >= len(group.histogram):
+                group.histogram.extend([0] * (bucket + 1 - len(group.histogram)))
+            group.histogram[bucket] += many
             group.runs += many
             group.run_ms += int(r["total_ms"])
     return [

@@ -13,6 +13,7 @@ recorded, so not counted.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,16 @@ from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ...protocol.steps import Call, Op
 from ..steps._ops import require
-from ._rollups import COUNTED, HOUR_MS, ceil_hour, floor_hour, rolled_until, rollups_ready
+from ._rollups import (
+    COUNTED,
+    HOUR_MS,
+    add_histogram,
+    bucket_ms,
+    ceil_hour,
+    floor_hour,
+    rolled_until,
+    rollups_ready,
+)
 
 BY = ("name", "queue")
 FAILED = ("failed", "retry", "lost")
@@ -155,10 +165,17 @@ def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[lis
             for outcome in COUNTED:
                 if int(r[outcome]):
                     mine[outcome] = mine.get(outcome, 0) + int(r[outcome])
-        rows = yield Call("history_rollup_runs", hours)
+        rows = yield Call("history_rollup_histograms", hours)
+        histograms: dict[str, list[int]] = {}
         for r in rows:
-            spread = runs.setdefault(str(r["key"]), {})
-            spread[int(r["run_ms"])] = spread.get(int(r["run_ms"]), 0) + int(r["attempts"])
+            key = str(r["key"])
+            histograms[key] = add_histogram(histograms.get(key, []), json.loads(r["histogram"]))
+        for key, histogram in histograms.items():
+            spread = runs.setdefault(key, {})
+            for index, many in enumerate(histogram):
+                if many:
+                    ms = bucket_ms(index)
+                    spread[ms] = spread.get(ms, 0) + many
         yield from _raw(by, last, until, counts, runs)
     found = [
         Trend(

@@ -2,8 +2,9 @@
 -- history (cairnq_task_attempts, x0009) for the trends. cairnq_attempt_rollups holds one
 -- row per hour (by attempt end time), task name and queue: the attempts that ended in it
 -- per outcome, the total run time and count of the timed ones (succeeded, failed, retry
--- with a known start), and their run times as a histogram: a JSON object of run time
--- rounded down to two significant figures (ms) to count. The rows are aggregates: they
+-- with a known start), and their run times as a histogram: a JSON array of counts by
+-- bucket, a bucket per run time rounded down to two significant figures (0 to 99 ms, then
+-- 90 a decade: 100 ms, 110 ms ... 990 ms, 1,000 ms ...). The rows are aggregates: they
 -- are not task-keyed and outlive the tasks they count. cairnq_attempt_rollup_marks holds
 -- one row: every hour before rolled_until_ms has been rolled up. A periodic job of the
 -- history's worker part writes both; reference SDKs ignore them. The index on the
