@@ -67,7 +67,8 @@ def bucket_index(run_ms: int) -> int:
     if run_ms < 100:
         return max(0, run_ms)
     digits = len(str(run_ms))
-    return 100 + (digits - 3) * 90 + run_ms // 10 ** (digits - 2) - 10
+    scale: int = 10 ** (digits - 2)
+    return 100 + (digits - 3) * 90 + run_ms // scale - 10
 
 
 def bucket_ms(index: int) -> int:
@@ -75,7 +76,8 @@ def bucket_ms(index: int) -> int:
     if index < 100:
         return index
     decade, mantissa = divmod(index - 100, 90)
-    return (mantissa + 10) * 10 ** (decade + 1)
+    scale: int = 10 ** (decade + 1)
+    return (mantissa + 10) * scale
 
 
 def add_histogram(into: list[int], more: list[int]) -> list[int]:
