@@ -6,8 +6,10 @@ succeeded, 8 % failed and queued again, 2 % failed), their ends spread evenly ov
 last 7 days and run times of 5 ms to 5 s, through cairnq's own submit and the attempt
 history's recording hook (a fake clock moves the ends). Then times, median of 5, the
 reads behind ``cairnq stats --by name --since 1d`` and ``--since 7d`` and the Trends
-page's chart series. SQLite by default (a file in a temporary folder); PostgreSQL in a
-fresh schema with ``--postgres URL``.
+page's chart series, first from the attempts alone (as on a database without the hourly
+rollups; ``--raw`` stops there, ``--rolled`` skips it), then after rolling the hours up
+once as the worker's periodic job does (the rollup's own time is printed). SQLite by
+default (a file in a temporary folder); PostgreSQL in a fresh schema with ``--postgres URL``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any
 
 from cairnq import SyncCairnQ
 from cairnq.extensions.history._hooks import record
-from cairnq.extensions.history._trends import series, trends
+from cairnq.extensions.history._rollups import chunks, first_ended, roll, rolled_until
+from cairnq.extensions.history._trends import raw_series, raw_trends, series, trends
 from cairnq.kernel.points import AttemptEnd
 from cairnq.models import Lease
 from cairnq.testing import FakeClock
@@ -32,6 +35,7 @@ from cairnq.testing import FakeClock
 DAY_MS = 24 * 3_600_000
 BATCH = 1_000
 NAMES = [f"job_{i:02d}" for i in range(20)]
+REDO = 3
 QUEUES = ["default", "emails", "reports", "billing"]
 
 
@@ -71,6 +75,20 @@ def build(cq: SyncCairnQ, clock: FakeClock, rows: int) -> None:
         clock.advance(step)
 
 
+def roll_all(cq: SyncCairnQ, now_ms: int) -> int:
+    """One turn of the rollup job at ``now_ms`` (every hour over, from the first attempt's);
+    returns the rollup rows written."""
+    run = cq.backend.run
+    mark = run(rolled_until(), write=False)
+    first = None if mark is not None else run(first_ended(), write=False)
+    return sum(run(roll(a, b), write=True) for a, b in chunks(mark, first, now_ms))
+
+
+def read(cq: SyncCairnQ, op: Any) -> object:
+    """``op`` run again: a generator runs once, so each run builds it anew."""
+    return cq.backend.run(op(), write=False)
+
+
 def timed(fn: Callable[[], object], runs: int = 5) -> float:
     """The median wall time of ``fn()`` over ``runs``, in milliseconds."""
     spent = []
@@ -85,6 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--postgres", metavar="URL")
+    parser.add_argument("--raw", action="store_true", help="time the attempts alone")
+    parser.add_argument("--rolled", action="store_true", help="time the rolled reads alone")
     args = parser.parse_args()
     clock = FakeClock(1_800_000_000_000)
     with tempfile.TemporaryDirectory() as folder:
@@ -94,20 +114,29 @@ def main() -> None:
             build(cq, clock, args.rows)
             print(f"built {args.rows} attempts in {time.perf_counter() - began:.1f} s")
             now = clock.now_ms()
-            run = cq.backend.run
-            for label, op in (
-                ("trends by name, 1d", lambda: run(trends("name", "1d", now_ms=now), write=False)),
-                ("trends by name, 7d", lambda: run(trends("name", "7d", now_ms=now), write=False)),
-                (
-                    "trends by queue, 7d",
-                    lambda: run(trends("queue", "7d", now_ms=now), write=False),
-                ),
-                (
-                    "series by name, 7d x 28",
-                    lambda: run(series("name", "7d", 28, now_ms=now), write=False),
-                ),
-            ):
-                print(f"{label}: {timed(op):.0f} ms (median of 5)")
+            for kind, trend, chart in (("raw", raw_trends, raw_series), ("rolled", trends, series)):
+                if kind == "raw" and args.rolled:
+                    continue
+                if kind == "rolled":
+                    if args.raw:
+                        break
+                    began = time.perf_counter()
+                    written = roll_all(cq, now)
+                    spent = time.perf_counter() - began
+                    print(f"rollup of {args.rows} attempts: {spent:.1f} s, {written} rows")
+                    began = time.perf_counter()
+                    roll_all(cq, now)
+                    spent = (time.perf_counter() - began) * 1000
+                    print(f"next turn (the last {REDO} hours again): {spent:.0f} ms")
+                for label, make in (
+                    ("trends by name, 1d", lambda t=trend: t("name", "1d", now_ms=now)),
+                    ("trends by name, 7d", lambda t=trend: t("name", "7d", now_ms=now)),
+                    ("trends by queue, 7d", lambda t=trend: t("queue", "7d", now_ms=now)),
+                    ("series by name, 7d x 28", lambda c=chart: c("name", "7d", 28, now_ms=now)),
+                    ("series by name, 1d x 24", lambda c=chart: c("name", "1d", 24, now_ms=now)),
+                ):
+                    spent = timed(lambda make=make: read(cq, make))
+                    print(f"{kind} {label}: {spent:.0f} ms (median of 5)")
         finally:
             cq.close()
 

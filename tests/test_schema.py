@@ -111,6 +111,7 @@ EXTENSION_MIGRATIONS = [
     "x0025_waits_send_ids.sql",
     "x0026_search_errors.sql",
     "x0027_fair_index.sql",
+    "x0028_attempt_rollups.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -157,6 +158,7 @@ INDEXES = {
         None,
     ),
     "cairnq_search_terms_task": (["task_id"], None),
+    "cairnq_task_attempts_ended_idx": (["ended_at_ms"], None),
 }
 # PostgreSQL's alone: SQLite's error search scans its table, with no index beyond the key.
 POSTGRES_INDEXES = {"cairnq_search_errors_words": (["words"], None)}
@@ -358,6 +360,8 @@ def test_table_columns_match_the_protocol(db: Database, table: str, spec: list[A
 def test_only_the_protocol_tables_and_the_extension_tables_exist(db: Database) -> None:
     assert sorted(read_schema(db)["tables"]) == sorted(
         [
+            "cairnq_attempt_rollup_marks",
+            "cairnq_attempt_rollups",
             "cairnq_batch_members",
             "cairnq_batches",
             "cairnq_dependencies",

@@ -3,20 +3,22 @@ in the transaction that ends it, read back by ``cq.attempts.list()``, ``cairnq g
 dashboard's task page.
 
 The table comes with the steps' migration (``x0009_steps.sql``), which the history
-needs. Everything else of the feature is in this folder: the reads and the
-``Attempt`` model (``_ops``), the kernel hooks that record (``_hooks``) and its
-statements (``sql/<dialect>/history_*.sql``). ``cairnq.history`` re-exports the
-public names.
+needs; its hourly rollups for the trends come with ``x0028_attempt_rollups.sql``
+(``_rollups``: the tables and the worker's periodic job that fills them). Everything
+else of the feature is in this folder: the reads and the ``Attempt`` model (``_ops``),
+the kernel hooks that record (``_hooks``) and its statements
+(``sql/<dialect>/history_*.sql``). ``cairnq.history`` re-exports the public names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from .._base import Extension, Hooks, Option, TaskRows, WorkerView
+from .._base import Component, Extension, Hooks, Option, TaskRows, WorkerView
 from ._hooks import expired, record, settling_for
 from ._ops import OUTCOMES, Attempt
+from ._rollups import ROLLUPS_MIGRATION, RollupComponent
 
 __all__ = ["OUTCOMES", "Attempt", "History"]
 
@@ -37,9 +39,17 @@ class History(Extension):
     """
 
     name = "history"
+    migrations = (ROLLUPS_MIGRATION,)
+    # The rollups only make the trends faster: the history works without them.
+    optional = (ROLLUPS_MIGRATION,)
     needs = ("x0009_steps.sql",)
-    tables: ClassVar[Mapping[str, TaskRows]] = {"cairnq_task_attempts": "trigger"}
-    words = ("history", "task_attempts", "record_attempts")
+    tables: ClassVar[Mapping[str, TaskRows]] = {
+        "cairnq_task_attempts": "trigger",
+        # Aggregates of attempts, kept when their tasks go.
+        "cairnq_attempt_rollups": "not_task_keyed",
+        "cairnq_attempt_rollup_marks": "not_task_keyed",
+    }
+    words = ("history", "task_attempts", "record_attempts", "attempt_rollup")
     cli = "cairnq.extensions.history._surfaces.cli"
     pages = "cairnq.extensions.history._surfaces.pages"
     options: ClassVar[Mapping[str, Option]] = {"record_attempts": Option(True, bool)}
@@ -58,3 +68,6 @@ class History(Extension):
 
     def ending_hooks(self) -> Hooks:
         return Hooks(attempt_end=record)
+
+    def components(self, worker: WorkerView) -> Sequence[Component]:
+        return (RollupComponent(worker.backend, worker.worker_id, report=worker.report),)

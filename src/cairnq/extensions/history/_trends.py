@@ -3,13 +3,17 @@ how many attempts ended, how many succeeded and failed, the throughput and failu
 rate, and the run time's p50 and p95; and the same counts per time bucket for charts
 (``cairnq stats --by name --since 7d``, the dashboard's Trends page, ``cq.attempts.trends``).
 
-Computed by one statement each from ``cairnq_task_attempts`` joined to the tasks: no
-table of its own and nothing written at a settlement; a purged task takes its attempts
-out of the trends. Attempts of a reference SDK's workers are not recorded, so not counted.
+Summed from the hourly rollups (``_rollups``, migration ``x0028``) for the whole hours
+rolled up, and read from ``cairnq_task_attempts`` joined to the tasks for the rest of the
+window; from the attempts alone on a database without the rollups (``raw_trends``,
+``raw_series``). Nothing is written at a settlement. A purged task's attempts stay counted
+in the hours rolled up before it went. Attempts of a reference SDK's workers are not
+recorded, so not counted.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +21,16 @@ from ...durations import duration_ms
 from ...errors import InvalidArgument
 from ...protocol.steps import Call, Op
 from ..steps._ops import require
+from ._rollups import (
+    COUNTED,
+    HOUR_MS,
+    add_histogram,
+    bucket_ms,
+    ceil_hour,
+    floor_hour,
+    rolled_until,
+    rollups_ready,
+)
 
 BY = ("name", "queue")
 FAILED = ("failed", "retry", "lost")
@@ -118,21 +132,51 @@ def trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend
     return _trends(check_by(by), check_since(since), now_ms)
 
 
-def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
+def raw_trends(by: Any = "name", since: Any = "7d", *, now_ms: int) -> Op[list[Trend]]:
+    """``trends`` read from the attempts alone, leaving the hourly rollups aside (what a
+    database without them reads); validated eagerly.
+
+    Raises:
+        InvalidArgument: a bad ``by`` or ``since``.
+        SchemaIncomplete: the database lacks the attempt history (``cairnq migrate``).
+    """
+    return _trends(check_by(by), check_since(since), now_ms, rolled=False)
+
+
+def _trends(by: str, window: int, now_ms: int, *, rolled: bool = True) -> Op[list[Trend]]:
     yield from require()
-    rows = yield Call(
-        "history_trends", {"since_ms": now_ms - window, "until_ms": now_ms + 1, "by": by}
-    )
     counts: dict[str, dict[str, int]] = {}
     runs: dict[str, dict[int, int]] = {}
-    for r in rows:
-        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
-        mine = counts.setdefault(key, {})
-        mine[outcome] = mine.get(outcome, 0) + many
-        if r["run_ms"] is not None:
+    since, until = now_ms - window, now_ms + 1
+    mark = None
+    ready = rolled and (yield from rollups_ready())
+    if ready:
+        mark = yield from rolled_until()
+    first = ceil_hour(since)
+    last = None if mark is None else min(mark, floor_hour(until))
+    if last is None or first >= last:
+        yield from _raw(by, since, until, counts, runs)
+    else:
+        yield from _raw(by, since, first, counts, runs)
+        hours = {"since_ms": first, "until_ms": last, "by": by}
+        rows = yield Call("history_rollup_trends", hours)
+        for r in rows:
+            mine = counts.setdefault(str(r["key"]), {})
+            for outcome in COUNTED:
+                if int(r[outcome]):
+                    mine[outcome] = mine.get(outcome, 0) + int(r[outcome])
+        rows = yield Call("history_rollup_histograms", hours)
+        histograms: dict[str, list[int]] = {}
+        for r in rows:
+            key = str(r["key"])
+            histograms[key] = add_histogram(histograms.get(key, []), json.loads(r["histogram"]))
+        for key, histogram in histograms.items():
             spread = runs.setdefault(key, {})
-            ms = max(0, int(r["run_ms"]))
-            spread[ms] = spread.get(ms, 0) + many
+            for index, many in enumerate(histogram):
+                if many:
+                    ms = bucket_ms(index)
+                    spread[ms] = spread.get(ms, 0) + many
+        yield from _raw(by, last, until, counts, runs)
     found = [
         Trend(
             key,
@@ -147,6 +191,27 @@ def _trends(by: str, window: int, now_ms: int) -> Op[list[Trend]]:
         for key, mine in counts.items()
     ]
     return sorted(found, key=lambda t: (-t.attempts, t.key))
+
+
+def _raw(
+    by: str,
+    since: int,
+    until: int,
+    counts: dict[str, dict[str, int]],
+    runs: dict[str, dict[int, int]],
+) -> Op[None]:
+    """Add the attempts that ended in [``since``, ``until``), read from the history."""
+    if since >= until:
+        return
+    rows = yield Call("history_trends", {"since_ms": since, "until_ms": until, "by": by})
+    for r in rows:
+        key, outcome, many = str(r["key"]), str(r["outcome"]), int(r["attempts"])
+        mine = counts.setdefault(key, {})
+        mine[outcome] = mine.get(outcome, 0) + many
+        if r["run_ms"] is not None:
+            spread = runs.setdefault(key, {})
+            ms = max(0, int(r["run_ms"]))
+            spread[ms] = spread.get(ms, 0) + many
 
 
 def nearest_rank(spread: dict[int, int], percent: int) -> int | None:
@@ -176,20 +241,67 @@ def series(
     return _series(check_by(by), check_since(since), check_buckets(buckets), now_ms)
 
 
+def raw_series(
+    by: Any = "name", since: Any = "1d", buckets: Any = 24, *, now_ms: int
+) -> Op[dict[str, list[tuple[int, int]]]]:
+    """``series`` read from the attempts alone, leaving the hourly rollups aside (what a
+    database without them reads); validated eagerly."""
+    return _series(check_by(by), check_since(since), check_buckets(buckets), now_ms, rolled=False)
+
+
 def _series(
-    by: str, window: int, buckets: int, now_ms: int
+    by: str, window: int, buckets: int, now_ms: int, *, rolled: bool = True
 ) -> Op[dict[str, list[tuple[int, int]]]]:
     yield from require()
     width = -(-window // buckets)
-    since = now_ms + 1 - width * buckets
-    rows = yield Call(
-        "history_trends_series",
-        {"since_ms": since, "until_ms": now_ms + 1, "by": by, "bucket_ms": width},
-    )
+    since, until = now_ms + 1 - width * buckets, now_ms + 1
+    mark = None
+    ready = rolled and (yield from rollups_ready())
+    if ready:
+        mark = yield from rolled_until()
+    # The hours rolled up that lie in one bucket whole come from the rollups; the rest
+    # of the window (an hour across a bucket's edge, the hours not rolled up) from the
+    # attempts.
+    whole: set[int] = set()
+    if mark is not None:
+        last = min(mark, floor_hour(until))
+        for hour in range(ceil_hour(since), last, HOUR_MS):
+            if (hour - since) // width == (hour + HOUR_MS - 1 - since) // width:
+                whole.add(hour)
     found: dict[str, list[tuple[int, int]]] = {}
-    for r in rows:
-        counts = found.setdefault(str(r["key"]), [(0, 0)] * buckets)
-        bucket = int(r["bucket"])
+
+    def add(key: str, bucket: int, succeeded: int, failed: int) -> None:
+        counts = found.setdefault(key, [(0, 0)] * buckets)
         if 0 <= bucket < buckets:
-            counts[bucket] = (int(r["succeeded"]), int(r["failed"]))
+            was = counts[bucket]
+            counts[bucket] = (was[0] + succeeded, was[1] + failed)
+
+    if whole:
+        rows = yield Call(
+            "history_rollup_series",
+            {"since_ms": min(whole), "until_ms": max(whole) + HOUR_MS, "by": by},
+        )
+        for r in rows:
+            hour = int(r["hour_ms"])
+            if hour in whole:
+                add(str(r["key"]), (hour - since) // width, int(r["succeeded"]), int(r["failed"]))
+    for low, high in _gaps(since, until, sorted(whole)):
+        rows = yield Call(
+            "history_trends_series",
+            {"since_ms": low, "until_ms": high, "by": by, "origin_ms": since, "bucket_ms": width},
+        )
+        for r in rows:
+            add(str(r["key"]), int(r["bucket"]), int(r["succeeded"]), int(r["failed"]))
     return found
+
+
+def _gaps(since: int, until: int, hours: list[int]) -> list[tuple[int, int]]:
+    """The ranges of [``since``, ``until``) that the whole ``hours`` (sorted) leave."""
+    gaps, at = [], since
+    for hour in hours:
+        if hour > at:
+            gaps.append((at, hour))
+        at = hour + HOUR_MS
+    if at < until:
+        gaps.append((at, until))
+    return gaps
