@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, TaskContext, Worker
+from cairnq.backends import Backend, SQLiteBackend
 from cairnq.extensions import schedules as schedules_extension
 from cairnq.extensions.schedules._scheduler import Scheduler
 from cairnq.kernel.periodic import PeriodicJob
 from cairnq.testing import FakeClock
 from cairnq.worker._lifecycle import Lifecycle, Step
 
-from ._db import Database
+from ._db import Database, admin_connect
 from ._waits import eventually
 
 
@@ -375,6 +376,62 @@ async def test_a_cancelled_worker_run_still_deletes_its_presence_row(db: Databas
         after = await recorded_row(cq, worker.worker_id)
     await worker.close()
     assert not after
+
+
+def open_connections(db: Database, backend: Backend, application_name: str) -> int:
+    """The connections ``backend`` holds open: on PostgreSQL, this database's sessions
+    named after ``application_name``; on SQLite, its read connections and writer."""
+    if isinstance(backend, SQLiteBackend):
+        writer = backend._writer
+        return len(backend._read_conns) + int(writer is not None and writer.is_alive())
+    with admin_connect(db.url) as admin:
+        row = admin.execute(
+            "select count(*) from pg_stat_activity where datname = current_database() "
+            "and application_name like %s",
+            (f"{application_name}-%",),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_worker_run_cancelled_while_its_client_opens_leaves_no_connection_open(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "cairnq-open-cancelled"
+    options: dict[str, Any] = {} if db.kind == "sqlite" else {"application_name": name}
+    client = CairnQ(db.backend(**options))
+    client._owns_backend = True
+    worker = Worker(client, poll_interval_ms=20)
+    worker._owns_client = True
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> None:
+        return None
+
+    real_open = client.open
+    begun, ended = asyncio.Event(), asyncio.Event()
+
+    async def open_watched() -> CairnQ:
+        begun.set()
+        try:
+            return await real_open()
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(client, "open", open_watched)
+    runner = asyncio.ensure_future(worker.run())
+    # The open has begun and waits inside the backend (connecting) when the cancel lands.
+    await begun.wait()
+    assert not ended.is_set()
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    open_ended_with_the_run = ended.is_set()
+    await worker.close()
+    await asyncio.wait_for(ended.wait(), 30)
+    assert open_ended_with_the_run, "the open went on after the cancelled run ended"
+    await eventually(
+        lambda: open_connections(db, client.backend, name) == 0, "every connection closed"
+    )
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() came in 3.11")

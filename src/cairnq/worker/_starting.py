@@ -37,7 +37,7 @@ async def open_client(
     time, unless it is a file (SQLite) that is gone or refused this database,
     role or credentials: no wait brings those back. A stop abandons the attempt
     in progress, waiting up to ``abandon_ms`` for the backend to close what it had
-    opened.
+    opened; a cancel of the caller abandons it so too, then is raised.
     """
     while True:
         began = time.monotonic()
@@ -45,11 +45,15 @@ async def open_client(
         stopped = asyncio.ensure_future(stopping.wait())
         try:
             await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # The run itself is cancelled: the open ends before the run does, so that
+            # nothing it opens outlives the worker's close.
+            await _abandon(opening, abandon_ms)
+            raise
         finally:
             stopped.cancel()
         if not opening.done():
-            opening.cancel()
-            await asyncio.wait({opening}, timeout=max(0.1, abandon_ms / 1000))
+            await _abandon(opening, abandon_ms)
             return False
         try:
             opening.result()
@@ -67,6 +71,15 @@ async def open_client(
         pause = max(0.0, OPEN_RETRY_S - (time.monotonic() - began))
         if await wait_set(stopping, pause):
             return False
+
+
+async def _abandon(opening: asyncio.Future[CairnQ], abandon_ms: int) -> None:
+    """Cancel ``opening`` and wait up to ``abandon_ms`` for the backend to close what it
+    had opened; an open that failed as it was abandoned is not raised."""
+    opening.cancel()
+    await asyncio.wait({opening}, timeout=max(0.1, abandon_ms / 1000))
+    if opening.done() and not opening.cancelled():
+        opening.exception()
 
 
 async def start_step(
