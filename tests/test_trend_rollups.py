@@ -62,8 +62,10 @@ async def test_rolled_trends_count_what_the_attempts_count(db: Database) -> None
         clock.set(rolled_to - HOUR_MS + 5 * 60_000)
         await _ended(cq, clock, 4, 7)
         clock.set(rolled_to + 40 * 60_000)
+        assert await roll_up(cq.backend, clock.now_ms()) == 0  # the hour is not over
+        clock.set(rolled_to + HOUR_MS + 40 * 60_000)
         await _ended(cq, clock, 5, 8)  # the current, partial hour
-        await roll_up(cq.backend, clock.now_ms())  # the next turn
+        await roll_up(cq.backend, clock.now_ms())  # the turn once the next hour is over
         now = clock.now_ms()
         rolled, raw = await _both(cq, now)
     assert rolled == raw
@@ -78,9 +80,9 @@ async def test_rolled_series_count_what_the_attempts_count(db: Database) -> None
             await _ended(cq, clock, 3, hour)
             clock.advance(HOUR_MS)
         await roll_up(cq.backend, clock.now_ms())
-        clock.set(clock.now_ms() - HOUR_MS)  # a late attempt, then the next turn
+        clock.set(clock.now_ms() - HOUR_MS)  # a late attempt, then the next hour's turn
         await _ended(cq, clock, 2, 40)
-        clock.advance(HOUR_MS + 17 * 60_000)
+        clock.advance(2 * HOUR_MS + 17 * 60_000)
         await _ended(cq, clock, 2, 41)
         await roll_up(cq.backend, clock.now_ms())
         now, found = clock.now_ms(), []

@@ -7,9 +7,10 @@ rounded down to two significant figures, the very values the raw trends read ran
 percentile read from the rollups equals the one read from the attempts.
 
 A worker's part (``RollupComponent``) rolls up, once a minute under the named lease
-``cairnq.history.rollups``, every hour that is over: from the last mark
+``cairnq.history.rollups``, every hour that is over, once it is: from the last mark
 (``cairnq_attempt_rollup_marks``) back ``REDO_HOURS`` hours, so an attempt recorded late
-into an hour rolled already is counted at the next turn, up to the current hour. Rolling
+into an hour rolled already is counted when the next hour is rolled up, up to the
+current hour. Rolling
 an hour again replaces its rows (one transaction per chunk of hours). Nothing is written at
 a claim or a settlement. The rows are aggregates: they outlive the tasks they count.
 
@@ -134,10 +135,22 @@ def rollup_rows(source: Sequence[Row]) -> list[list[object]]:
 
 def roll(since_ms: int, until_ms: int) -> Op[int]:
     """Roll up the hours in [``since_ms``, ``until_ms``) (whole hours), replacing their
-    rows, and move the mark to ``until_ms`` (never back); returns the rows written."""
-    yield Call("history_rollup_clear", {"since_ms": since_ms, "until_ms": until_ms})
+    rows, and move the mark to ``until_ms`` (never back), in one transaction; returns the
+    rows written."""
+    rows = yield from rolled_rows(since_ms, until_ms)
+    return (yield from store(since_ms, until_ms, rows))
+
+
+def rolled_rows(since_ms: int, until_ms: int) -> Op[list[list[object]]]:
+    """The rollup rows of the hours in [``since_ms``, ``until_ms``): a read."""
     source = yield Call("history_rollup_source", {"since_ms": since_ms, "until_ms": until_ms})
-    rows = rollup_rows(source)
+    return rollup_rows(source)
+
+
+def store(since_ms: int, until_ms: int, rows: list[list[object]]) -> Op[int]:
+    """Replace the rollup rows of the hours in [``since_ms``, ``until_ms``) with ``rows``
+    and move the mark to ``until_ms`` (never back); returns the rows written."""
+    yield Call("history_rollup_clear", {"since_ms": since_ms, "until_ms": until_ms})
     if rows:
         yield Call(
             "history_rollup_write",
@@ -172,13 +185,21 @@ def chunks(mark: int | None, first_ms: int | None, now_ms: int) -> list[tuple[in
 
 
 async def roll_up(backend: Backend, now_ms: int) -> int:
-    """One turn: roll up every hour over by ``now_ms`` not rolled up yet, and the
-    ``REDO_HOURS`` before the mark again (``chunks``); returns the rollup rows written."""
+    """One turn: once an hour is over, roll it up with the ``REDO_HOURS`` before the mark
+    again (``chunks``); nothing while the mark is the current hour. Returns the rollup
+    rows written.
+
+    Each chunk's attempts are read outside any write transaction; only replacing its
+    rows and moving the mark write, so a turn holds SQLite's write lock briefly.
+    """
     mark = await backend.arun(rolled_until(), write=False)
+    if mark is not None and floor_hour(now_ms) <= mark:
+        return 0
     first = None if mark is not None else await backend.arun(first_ended(), write=False)
     written = 0
     for start, stop in chunks(mark, first, now_ms):
-        written += await backend.arun(roll(start, stop), write=True)
+        rows = await backend.arun(rolled_rows(start, stop), write=False)
+        written += await backend.arun(store(start, stop, rows), write=True)
     return written
 
 
