@@ -367,12 +367,15 @@ def terminal_keys() -> Iterator[Keys | None]:
         signals.exit_if_received()
         ready, _, _ = select.select([fd, signals.fd], [], [], max(0.0, timeout))
         signals.exit_if_received()
-        if not ready:
+        if signals.fd in ready:
+            signals.drain()
+        if fd not in ready:
             return None
         data = os.read(fd, 1)
         if not data:  # the terminal hung up: nothing more will come
             select.select([signals.fd], [], [], max(0.0, timeout))
             signals.exit_if_received()
+            signals.drain()
             return None
         return data.decode("utf-8", "replace")
 
@@ -397,9 +400,15 @@ class _SignalLatch:
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._previous: dict[signal.Signals, Any] = {}
+        os.set_blocking(self._read, False)
+        self._wakeup: int | None = None
         if threading.current_thread() is threading.main_thread():
             for sig in signals:
                 self._previous[sig] = signal.signal(sig, self._note)
+            # The kernel may hand a signal to another thread (the SQLite writer's);
+            # its handler then runs only once the main thread runs Python again, so
+            # the wakeup fd wakes the key wait at once, whichever thread took it.
+            self._wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
 
     @property
     def fd(self) -> int:
@@ -415,8 +424,16 @@ class _SignalLatch:
         if self.received is not None:
             raise SystemExit(128 + self.received)
 
+    def drain(self) -> None:
+        """Empty the pipe (a wakeup byte of another signal would wake every wait)."""
+        with contextlib.suppress(OSError):
+            while os.read(self._read, 512):
+                pass
+
     def close(self) -> None:
         """Put the previous handlers back and close the pipe."""
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._wakeup)
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         os.close(self._read)
