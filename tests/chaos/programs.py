@@ -1300,9 +1300,23 @@ async def _keyed(config: dict[str, Any]) -> None:
                 except errors.CairnQError as exc:
                     record("cancel_info", task=task.id, error=type(exc).__name__)
 
-        await asyncio.gather(
-            *(one(f"key{k}", i) for k in range(config["keys"]) for i in range(config["per_key"]))
-        )
+        async def in_turn(key: str) -> None:
+            # Each submit of a key after the cancel of the task the one before got: the
+            # key is free again at every submit but the first, so only the period holds
+            # (all at once, every submit could land before any cancel).
+            for i in range(config["per_key"]):
+                await one(key, i)
+
+        if unique_for_ms is None:
+            await asyncio.gather(
+                *(
+                    one(f"key{k}", i)
+                    for k in range(config["keys"])
+                    for i in range(config["per_key"])
+                )
+            )
+        else:
+            await asyncio.gather(*(in_turn(f"key{k}") for k in range(config["keys"])))
 
 
 def run_keyed(config: dict[str, Any]) -> None:
