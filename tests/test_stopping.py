@@ -5,13 +5,14 @@ process; every stopped attempt ends ``canceled``, on every backend."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, TaskContext, Worker
+from cairnq import CairnQ, InvalidArgument, TaskContext, TaskTimeout, Worker
 
 from . import _isolated_handlers
 from ._db import Database
@@ -30,14 +31,20 @@ def quick(db: Database, **options: Any) -> Worker:
 async def test_a_canceled_async_handler_that_never_checks_ends_canceled_with_its_cleanup_run(
     db: Database,
 ) -> None:
-    worker = quick(db, cancel_grace="200ms")
+    """It ends within its grace period of the cancel being seen: by the task row's own
+    times, the settlement comes at most ``cancel_grace`` plus a heartbeat (when the
+    worker sees the cancel) plus a generous slack after the cancel, where the handler
+    left alone would sleep for an hour."""
+    grace_ms, heartbeat_ms, slack_ms = 200, 50, 5_000
+    worker = quick(db, cancel_grace=f"{grace_ms}ms", drain_timeout="1s")
+    assert worker.heartbeat_interval_ms == heartbeat_ms
     started, cleaned = asyncio.Event(), asyncio.Event()
 
     @worker.task
     async def stuck(ctx: TaskContext, payload: Any) -> str:
         started.set()
         try:
-            await asyncio.Event().wait()  # never set: the handler never checks for cancel
+            await asyncio.sleep(3600)  # the handler never checks for cancel
         finally:
             cleaned.set()
         return "never"
@@ -46,8 +53,16 @@ async def test_a_canceled_async_handler_that_never_checks_ends_canceled_with_its
         task = await cq.submit("stuck", {})
         await asyncio.wait_for(started.wait(), 10)
         await cq.cancel(task.id)
-        done = await settled(cq, task.id)
+        # The wait (20 s) outlasts the bound: a late settlement fails the bound below,
+        # none at all the check that it settled.
+        with contextlib.suppress(TaskTimeout):
+            await settled(cq, task.id)
+        done = await cq.get(task.id)
     await worker.close()
+    assert done is not None and done.cancel_requested_at_ms is not None
+    assert done.completed_at_ms is not None, f"not settled: {done.status}"
+    took_ms = done.completed_at_ms - done.cancel_requested_at_ms
+    assert took_ms < grace_ms + heartbeat_ms + slack_ms, took_ms
     assert cleaned.is_set()
     assert (done.status, done.attempt, done.result) == ("canceled", 1, None)
     assert (done.error["type"], done.error["code"]) == ("HandlerStopped", "canceled")
