@@ -17,6 +17,7 @@ from cairnq import CairnQ, InvalidArgument, TaskContext, TaskTimeout, Worker
 from . import _isolated_handlers
 from ._db import Database
 from ._waits import eventually
+from .test_task_policies import in_use
 
 
 async def settled(cq: CairnQ, task_id: str) -> Any:
@@ -209,6 +210,35 @@ async def test_a_canceled_isolated_handler_has_its_child_process_killed(
         await eventually(lambda: not _alive(pid), "the child process is gone", timeout=20)
     await worker.close()
     assert (done.status, done.error["type"]) == ("canceled", "HandlerStopped")
+
+
+@pytest.mark.parametrize("bound", ["timeout", "max_run_ms"])
+async def test_an_isolated_handler_past_its_run_time_fails_as_handler_timeout_and_is_killed(
+    db: Database, tmp_path: Path, bound: str
+) -> None:
+    """Past its task's ``timeout`` (or the worker's ``max_run_ms``), an isolated plain
+    ``def`` handler's child process is killed and the attempt fails as ``handler_timeout``,
+    the handler otherwise sleeping ten minutes."""
+    worker = quick(db, max_run_ms=2000 if bound == "max_run_ms" else None)
+    worker.register("adder", _isolated_handlers.adder, isolate=True)
+    worker.register("sleeper", _isolated_handlers.sleeper, isolate=True)
+    pidfile = tmp_path / "pid"
+    async with db.client() as cq:
+        await in_use(cq)
+        async with worker.background():
+            # A first call starts the child process, so the bound counts the handler alone.
+            warm = await cq.submit("adder", {"a": 1, "b": 1}, timeout="2m")
+            assert (await settled(cq, warm.id)).status == "succeeded"
+            own = {"timeout": "2s"} if bound == "timeout" else {}
+            task = await cq.submit("sleeper", {"pidfile": str(pidfile)}, max_attempts=1, **own)
+            await eventually(pidfile.exists, "the child started the handler", timeout=60)
+            pid = int(pidfile.read_text())
+            done = await settled(cq, task.id)
+            await eventually(lambda: not _alive(pid), "the child process is gone", timeout=20)
+    await worker.close()
+    assert (done.status, done.attempt, done.error["code"]) == ("failed", 1, "handler_timeout")
+    said = "its timeout=2s" if bound == "timeout" else "max_run_ms=2000"
+    assert done.error["message"] == f"handler ran longer than {said}"
 
 
 async def test_an_isolated_handler_returns_its_result_from_a_child_process(
