@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Awaitable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from cairnq import CairnQ, InvalidArgument, Retry, TaskContext, TaskDef, Worker
 from cairnq.extensions.policies import _ops as policies_ops
 
 from ._db import Database
+from ._statements import sent_statements
 from ._waits import eventually
+from .test_hostile import raw
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,11 +156,67 @@ async def test_a_task_definition_with_a_bad_policy_is_refused_at_submit_and_writ
         assert await cq.list() == []
 
 
-async def test_a_task_definition_with_a_bad_timeout_registers_nothing(db: Database) -> None:
+BAD_TIMEOUTS: list[Any] = [[5], 0, -1, "-1s", "10", True, timedelta(0)]
+BAD_ATTEMPTS: list[Any] = [0, -1, "3", 1.5, True]
+
+
+def tasks_in_table(db: Database) -> int:
+    [(count,)] = raw(db, "select count(*) from cairnq_tasks")
+    return int(count)
+
+
+async def refused_unsent(db: Database, call: Awaitable[Any], said: str) -> None:
+    """``call`` (not yet begun, as a coroutine is) is refused with ``InvalidArgument``
+    saying ``said``, before any statement reached the database."""
+    with sent_statements(db) as sent, pytest.raises(InvalidArgument, match=said):
+        await call
+    assert sent == []
+
+
+async def test_a_task_definition_with_a_bad_timeout_is_refused_at_submit_and_writes_nothing(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        for timeout in BAD_TIMEOUTS:
+            defn = TaskDef("job", timeout=timeout)
+            said = "TaskDef timeout"
+            await refused_unsent(db, cq.submit(defn), said)
+            # The submit's own values do not let the definition's bad one through.
+            own = {"key": "k", "max_attempts": 2, "timeout": "5s"}
+            await refused_unsent(db, cq.submit(defn, **own), said)
+            await refused_unsent(db, cq.submit_many([(defn, None)]), said)
+    assert tasks_in_table(db) == 0
+
+
+async def test_a_task_definition_with_a_bad_max_attempts_is_refused_at_submit_and_writes_nothing(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        for attempts in BAD_ATTEMPTS:
+            defn = TaskDef("job", max_attempts=attempts)
+            said = "TaskDef max_attempts must be"
+            await refused_unsent(db, cq.submit(defn), said)
+            await refused_unsent(db, cq.submit(defn, key="k", max_attempts=2), said)
+            await refused_unsent(db, cq.submit_many([(defn, None)]), said)
+    assert tasks_in_table(db) == 0
+
+
+async def test_a_task_definition_with_a_bad_timeout_or_max_attempts_registers_nothing(
+    db: Database,
+) -> None:
     worker = db.worker()
-    with pytest.raises(InvalidArgument, match="timeout must be a duration"):
-        worker.register(TaskDef("job", timeout=[5]), _noop)
+    for timeout in BAD_TIMEOUTS:
+        with pytest.raises(InvalidArgument, match="TaskDef timeout"):
+            worker.register(TaskDef("job", timeout=timeout), _noop)
+        with pytest.raises(InvalidArgument, match="TaskDef timeout"):
+            worker.register(TaskDef("job", timeout=timeout), _noop, timeout="5s")
+    for attempts in BAD_ATTEMPTS:
+        with pytest.raises(InvalidArgument, match="TaskDef max_attempts must be"):
+            worker.register(TaskDef("job", max_attempts=attempts), _noop)
+        with pytest.raises(InvalidArgument, match="TaskDef max_attempts must be"):
+            worker.register(TaskDef("job", max_attempts=attempts), _noop, max_attempts=2)
     assert len(worker.registry) == 0
+    assert worker.client.handler_attempts == {}
     await worker.close()
 
 

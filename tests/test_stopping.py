@@ -5,17 +5,19 @@ process; every stopped attempt ends ``canceled``, on every backend."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, InvalidArgument, TaskContext, Worker
+from cairnq import CairnQ, InvalidArgument, TaskContext, TaskTimeout, Worker
 
 from . import _isolated_handlers
 from ._db import Database
 from ._waits import eventually
+from .test_task_policies import in_use
 
 
 async def settled(cq: CairnQ, task_id: str) -> Any:
@@ -30,14 +32,20 @@ def quick(db: Database, **options: Any) -> Worker:
 async def test_a_canceled_async_handler_that_never_checks_ends_canceled_with_its_cleanup_run(
     db: Database,
 ) -> None:
-    worker = quick(db, cancel_grace="200ms")
+    """It ends within its grace period of the cancel being seen: by the task row's own
+    times, the settlement comes at most ``cancel_grace`` plus a heartbeat (when the
+    worker sees the cancel) plus a generous slack after the cancel, where the handler
+    left alone would sleep for an hour."""
+    grace_ms, heartbeat_ms, slack_ms = 200, 50, 5_000
+    worker = quick(db, cancel_grace=f"{grace_ms}ms", drain_timeout="1s")
+    assert worker.heartbeat_interval_ms == heartbeat_ms
     started, cleaned = asyncio.Event(), asyncio.Event()
 
     @worker.task
     async def stuck(ctx: TaskContext, payload: Any) -> str:
         started.set()
         try:
-            await asyncio.Event().wait()  # never set: the handler never checks for cancel
+            await asyncio.sleep(3600)  # the handler never checks for cancel
         finally:
             cleaned.set()
         return "never"
@@ -46,8 +54,16 @@ async def test_a_canceled_async_handler_that_never_checks_ends_canceled_with_its
         task = await cq.submit("stuck", {})
         await asyncio.wait_for(started.wait(), 10)
         await cq.cancel(task.id)
-        done = await settled(cq, task.id)
+        # The wait (20 s) outlasts the bound: a late settlement fails the bound below,
+        # none at all the check that it settled.
+        with contextlib.suppress(TaskTimeout):
+            await settled(cq, task.id)
+        done = await cq.get(task.id)
     await worker.close()
+    assert done is not None and done.cancel_requested_at_ms is not None
+    assert done.completed_at_ms is not None, f"not settled: {done.status}"
+    took_ms = done.completed_at_ms - done.cancel_requested_at_ms
+    assert took_ms < grace_ms + heartbeat_ms + slack_ms, took_ms
     assert cleaned.is_set()
     assert (done.status, done.attempt, done.result) == ("canceled", 1, None)
     assert (done.error["type"], done.error["code"]) == ("HandlerStopped", "canceled")
@@ -194,6 +210,35 @@ async def test_a_canceled_isolated_handler_has_its_child_process_killed(
         await eventually(lambda: not _alive(pid), "the child process is gone", timeout=20)
     await worker.close()
     assert (done.status, done.error["type"]) == ("canceled", "HandlerStopped")
+
+
+@pytest.mark.parametrize("bound", ["timeout", "max_run_ms"])
+async def test_an_isolated_handler_past_its_run_time_fails_as_handler_timeout_and_is_killed(
+    db: Database, tmp_path: Path, bound: str
+) -> None:
+    """Past its task's ``timeout`` (or the worker's ``max_run_ms``), an isolated plain
+    ``def`` handler's child process is killed and the attempt fails as ``handler_timeout``,
+    the handler otherwise sleeping ten minutes."""
+    worker = quick(db, max_run_ms=2000 if bound == "max_run_ms" else None)
+    worker.register("adder", _isolated_handlers.adder, isolate=True)
+    worker.register("sleeper", _isolated_handlers.sleeper, isolate=True)
+    pidfile = tmp_path / "pid"
+    async with db.client() as cq:
+        await in_use(cq)
+        async with worker.background():
+            # A first call starts the child process, so the bound counts the handler alone.
+            warm = await cq.submit("adder", {"a": 1, "b": 1}, timeout="2m")
+            assert (await settled(cq, warm.id)).status == "succeeded"
+            own = {"timeout": "2s"} if bound == "timeout" else {}
+            task = await cq.submit("sleeper", {"pidfile": str(pidfile)}, max_attempts=1, **own)
+            await eventually(pidfile.exists, "the child started the handler", timeout=60)
+            pid = int(pidfile.read_text())
+            done = await settled(cq, task.id)
+            await eventually(lambda: not _alive(pid), "the child process is gone", timeout=20)
+    await worker.close()
+    assert (done.status, done.attempt, done.error["code"]) == ("failed", 1, "handler_timeout")
+    said = "its timeout=2s" if bound == "timeout" else "max_run_ms=2000"
+    assert done.error["message"] == f"handler ran longer than {said}"
 
 
 async def test_an_isolated_handler_returns_its_result_from_a_child_process(

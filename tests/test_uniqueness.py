@@ -22,6 +22,7 @@ from cairnq.uniqueness import NotUnique, Period, Throttle, Throttled
 
 from ._db import Database
 from ._statements import sent_statements
+from .test_hostile import raw
 
 START_MS = 1_800_000_000_000
 HOUR_MS = 3_600_000
@@ -346,6 +347,30 @@ async def test_a_task_def_with_an_unknown_option_is_refused(db: Database) -> Non
         with sent_statements(db) as sent, pytest.raises(InvalidArgument, match="TaskDef options"):
             await cq.submit(TaskDef[Any, Any]("job", options={"unique": "1h"}), key="k")
         assert sent == []
+
+
+BAD_UNIQUE_FOR: list[tuple[Any, str]] = [
+    ("soon", "unique_for: invalid duration"),
+    ("10", "unique_for: duration '10' has no unit"),
+    ([1], "unique_for must be a duration"),
+    (True, "unique_for must be a duration"),
+    (0, "unique_for must be 0.001 seconds or more"),
+    (-1, "unique_for must be 0.001 seconds or more"),
+    ("-1h", "unique_for: duration '-1h' is negative"),
+    (datetime.timedelta(seconds=-5), "unique_for"),
+]
+
+
+async def test_a_task_def_with_a_bad_unique_for_is_refused_and_nothing_is_written(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        for value, said in BAD_UNIQUE_FOR:
+            defn = TaskDef[Any, Any]("job", options={"unique_for": value})
+            with sent_statements(db) as sent, pytest.raises(InvalidArgument, match=said):
+                await cq.submit(defn, key="k")
+            assert sent == [], value
+    assert raw(db, "select count(*) from cairnq_tasks") == [(0,)]
 
 
 @pytest.mark.parametrize("word", ["unique_for", "debounce", "throttle"])

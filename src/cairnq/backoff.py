@@ -200,6 +200,39 @@ def check_retry(value: object, what: str = "retry") -> Retry | None:
     )
 
 
+# The longest run timeout a handler (or a ``TaskDef``) may give.
+MAX_HANDLER_TIMEOUT_MS = 2**40
+
+
+def handler_timeout_ms(value: object, what: str = "timeout") -> int | None:
+    """A handler's run ``timeout`` in milliseconds (``None``: none given).
+
+    Raises:
+        InvalidArgument: not a positive duration.
+    """
+    if value is None:
+        return None
+    return duration_ms(value, what, low_ms=1, high_ms=MAX_HANDLER_TIMEOUT_MS)
+
+
+def check_definition(
+    retry: object, max_attempts: object, timeout: object
+) -> tuple[Retry | None, int | None, int | None]:
+    """A ``TaskDef``'s ``retry``, ``max_attempts`` and ``timeout``, each checked and
+    checked together, wherever the definition is used (a submit or a registration that
+    gives its own values still refuses a bad definition): the retry policy, the
+    ``max_attempts`` they say together and the timeout in milliseconds.
+
+    Raises:
+        InvalidArgument: a bad value, or ``max_attempts`` and the retry policy's differing.
+    """
+    policy = check_retry(retry, "TaskDef retry")
+    if max_attempts is not None:
+        check_int(max_attempts, "TaskDef max_attempts", low=1, high=MAX_INT4)
+    attempts = attempts_of(max_attempts, policy, "TaskDef")
+    return policy, attempts, handler_timeout_ms(timeout, "TaskDef timeout")
+
+
 def attempts_of(max_attempts: object, retry: Retry | None, what: str) -> int | None:
     """The ``max_attempts`` a ``max_attempts=`` keyword and a retry policy say together.
 

@@ -1264,7 +1264,9 @@ def run_claimers(config: dict[str, Any]) -> None:
 
 
 async def _keyed(config: dict[str, Any]) -> None:
-    """Every process submits the same keys under one conflict strategy, all at once."""
+    """Every process submits the same keys under one conflict strategy, all at once; with
+    ``unique_for_ms``, each key's submits in turn (the keys side by side), each after
+    canceling the task the one before got."""
     spec = config["db"]
     apply_mutant(config.get("mutant"), spec["kind"])
     record = Recorder(config["history"])

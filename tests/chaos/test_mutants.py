@@ -345,9 +345,11 @@ def _keyed_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
 
 
 def _unique_storm_run(db: Database, folder: Path, mutant: str | None) -> Report:
-    """Five processes submit the same 5 keys with ``unique_for``, ten times each, at one
-    instant, each canceling the task it got (``test_storms.keyed_storm``; its control is
-    ``test_storms``' unique submits test)."""
+    """Five processes, started at one instant, each submit the same 5 keys with
+    ``unique_for``: the keys side by side, each key's ten submits in turn, each after
+    canceling the task the one before got, so only the period keeps a submit from
+    inserting (``test_storms.keyed_storm``; its control is ``test_storms``' unique
+    submits test)."""
     return keyed_storm(db, folder, "reuse", mutant, unique_for_ms=600_000).check()
 
 

@@ -32,7 +32,7 @@ from ..backends import (
     description_of,
     open_backend,
 )
-from ..backoff import attempts_of, check_retry
+from ..backoff import check_definition
 from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit, QueueGate
 from ..durations import Duration, delay_ms_of, duration_or_ms, format_duration, point_ms
 from ..errors import (
@@ -536,9 +536,10 @@ class _ClientCore:
         if isinstance(task, TaskDef):
             name: Any = task.name
             queue = queue if queue is not None else task.queue
+            # The whole definition is checked, even where this submit gives its own values.
+            _, attempts, _ = check_definition(task.retry, task.max_attempts, task.timeout)
             if max_attempts is None:
-                policy = check_retry(task.retry, "TaskDef retry")
-                max_attempts = attempts_of(task.max_attempts, policy, "TaskDef")
+                max_attempts = attempts
             priority = priority if priority is not None else task.priority
         elif callable(task) and not isinstance(task, str):
             name = handler_task(task)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from .._checks import check_int, check_text
-from ..backoff import Retry, attempts_of, check_retry
-from ..durations import Duration, duration_ms
+from ..backoff import Retry, attempts_of, check_definition, check_retry, handler_timeout_ms
+from ..durations import Duration
 from ..errors import InvalidArgument
 from ..models import HANDLER_TASKS, TaskDef
 from ._context import SyncTaskContext, TaskContext
@@ -230,18 +230,18 @@ class Registry:
             raise InvalidArgument(f"handler for {name!r} is not callable")
         retry = check_retry(retry)
         if isinstance(name, TaskDef):
-            # The definition's policies, where the registration gives none of its own.
+            # The definition's policies, where the registration gives none of its own;
+            # the whole definition is checked, even where the registration overrides it.
+            defined, _, _ = check_definition(name.retry, name.max_attempts, name.timeout)
             if retry is None:
-                retry = check_retry(name.retry, "TaskDef retry")
+                retry = defined
             if max_attempts is None and (retry is None or retry.max_attempts is None):
                 max_attempts = name.max_attempts
             if timeout is None:
                 timeout = name.timeout
             name = name.name
         attempts = attempts_of(max_attempts, retry, "task()")
-        timeout_ms = (
-            None if timeout is None else duration_ms(timeout, "timeout", low_ms=1, high_ms=2**40)
-        )
+        timeout_ms = handler_timeout_ms(timeout)
         if name is None:
             name = getattr(fn, "__name__", "")
             if not str(name).isidentifier():
