@@ -23,6 +23,12 @@ if ! { .venv/bin/python -m uv --version >/dev/null 2>&1 || .venv/bin/python -m p
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e ".[dev]"
 fi
+# Byte-code for the package, the tests and their dependencies, written once here: the
+# tests start hundreds of Python processes (workers, CLI runs, chaos programs), and where
+# PYTHONDONTWRITEBYTECODE is set (or uv installed without compiling) each would otherwise
+# compile every module it imports from source.
+site_packages=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+.venv/bin/python -m compileall -q -j 0 src tests "$site_packages" >/dev/null 2>&1 || true
 .venv/bin/ruff format --check src tests
 .venv/bin/ruff check src tests
 # mypy runs beside pytest (it needs no database); its report and verdict come at the end.
