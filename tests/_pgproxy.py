@@ -67,6 +67,13 @@ class PgProxy:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A handler whose upstream connection opened while the writers above were being
+        # closed registered that writer after the list was taken: it is closed here.
+        for writer in list(self._writers):
+            if not writer.is_closing():
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
         await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
