@@ -278,6 +278,10 @@ def test_the_first_hour_reports_every_mistake_on_the_terminal(home: Path) -> Non
         top = run(home, *next(commands), "-n", "1")
         assert top.returncode == 0, top.stderr
         assert "unserved: email.send on emial" in top.stdout
+
+        # The refused payload's last attempt ends it (after two backoffs, whatever the
+        # commands above took) before the worker stops.
+        worker.err.until("attempt 3/3 on queue emails: failed after", 30)
     finally:
         assert worker.stop() == 0
     # Retries are one line each; the final failure's traceback shows the handler's frames.
