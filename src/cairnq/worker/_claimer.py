@@ -115,6 +115,8 @@ class Claimer:
         self._backlog = False
         self._rate_wait_s: float | None = None
         self._held_back = False
+        # A claim with news of work left the recovery due meanwhile to run after it.
+        self._recover_after = False
         self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
         # A ``complete`` replaced on the client's store settles the handlers that return.
         settler.overriding = client._overriding
@@ -171,13 +173,19 @@ class Claimer:
             failures = 0
             if rows:
                 self._dispatch(rows)
-                if self._free_slots() > 0:
+                if self._free_slots() > 0 or self._recover_after:
                     # The next turn claims at once, and preparing it holds the event loop:
                     # let the new calls start first. With every slot taken the loop waits
                     # anyway, and their settlements (which free the keys a limited claim
                     # looks for) go ahead of its next claim.
                     await asyncio.sleep(0)
-            elif self.until_idle and idle_before and not self.calls and not self._held_back:
+            if self._recover_after:
+                self._recover_after = False
+                if await self.recoverer.recover_in_turn():
+                    continue  # tasks back in the queue: claim again before judging idleness
+            if rows:
+                continue
+            if self.until_idle and idle_before and not self.calls and not self._held_back:
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
                 )
@@ -270,11 +278,14 @@ class Claimer:
         for claimer in claimers:
             claimer.begin()
         recovered: list[Mapping[str, Any]] = []
-        # A claim with news of work (or a backlog) leaves recovery to the recoverer and
-        # the polling claims while one ran lately: it is then one statement, no transaction.
+        # A claim with news of work is one statement, no transaction, so the news is
+        # served first: a recovery due meanwhile runs just after it, once the tasks it
+        # claimed have started (``_recover_after``). A polling claim recovers itself.
         recover_limit = RECOVER_LIMIT
-        if not probe and time.monotonic() - self.recoverer.recovered_at < CLAIM_RECOVERY_EVERY_S:
+        if not probe:
             recover_limit = 0
+            if time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S:
+                self._recover_after = True
         if store is not None:
             rows = await self._claim_through(store, queues, draws, recover_limit, recovered)
         else:

@@ -88,6 +88,15 @@ class Recoverer:
             log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
         return recovered
 
+    async def recover_in_turn(self) -> int:
+        """``recover`` one batch for the claim loop, its error reported rather than raised
+        (the timer and the next claims recover again); returns how many."""
+        try:
+            return await self.recover(batches=1)
+        except Exception as exc:
+            self._on_error(exc, {"phase": "recovery", "worker_id": self.worker_id})
+            return 0
+
     def announce(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Emit a ``recovered`` event per row (when anyone listens)."""
         if not self.runtime.listeners:
