@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
+import shutil
 import tempfile
 from typing import Any
 
@@ -63,6 +64,7 @@ def setup() -> None:
     if settings.configured:
         return
     folder = tempfile.mkdtemp(prefix="cairnq-django-")
+    atexit.register(shutil.rmtree, folder, True)
     databases: dict[str, Any] = {
         "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": f"{folder}/app.db"}
     }
