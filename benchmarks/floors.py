@@ -7,7 +7,9 @@ The figures the README's speed notes explain gaps with, each measured here:
   database, awaited (``CairnQ``) and blocking (``SyncCairnQ``) (SQLite:
   ``sqlite3`` with WAL, ``synchronous=FULL`` and ``BEGIN IMMEDIATE``;
   PostgreSQL: an async psycopg connection in autocommit with the statement
-  prepared);
+  prepared); on SQLite also the same statement awaited through aiosqlite (the
+  ``bench`` extra), the usual async driver, which like cairnq's writer runs
+  each connection on a thread of its own;
 - SQLite only, what the protocol's table costs a durable insert: the same loop
   on a table shaped like huey's task queue (an integer key, a blob, one
   index), and the pages each commit of either adds to the WAL (every commit
@@ -129,6 +131,30 @@ def _sqlite_raw_submits(url: str) -> float:
     return _sqlite_loop(path, text, lambda: _insert_params(int(time.time() * 1000)))[0]
 
 
+async def _aiosqlite_submits(url: str) -> float | None:
+    """``insert_task`` through aiosqlite, the usual async SQLite driver (a thread per
+    connection, like cairnq's writer), one durable transaction per task; ``None``
+    without it installed (the ``bench`` extra)."""
+    try:
+        import aiosqlite
+    except ImportError:
+        return None
+    with SyncCairnQ.connect(url):
+        pass  # creates the schema
+    text = statements("sqlite")["insert_task"].text
+    path = url.removeprefix("sqlite:///")
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        await conn.execute("pragma journal_mode=wal")
+        await conn.execute("pragma synchronous=full")
+        started = time.perf_counter()
+        for _ in range(SUBMITS):
+            await conn.execute("begin immediate")
+            cursor = await conn.execute(text, _insert_params(int(time.time() * 1000)))
+            await cursor.fetchall()
+            await conn.execute("commit")
+        return SUBMITS / (time.perf_counter() - started)
+
+
 def _small_table(path: str) -> None:
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         for ddl in SMALL_TABLE:
@@ -199,10 +225,14 @@ def _drain_cpu(url: str) -> tuple[float, float]:
 def measure(backend: str, runs: int) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="cairnq-floors-"))
     raw, ours, blocking, small, cpu, wall = [], [], [], [], [], []
+    awaited_raw: list[float] = []
     for run in range(runs):
         if backend == "sqlite":
             raw.append(_sqlite_raw_submits(fresh_url(backend, folder, f"raw{run}")))
             small.append(_sqlite_small_inserts(folder, f"small{run}"))
+            rate = asyncio.run(_aiosqlite_submits(fresh_url(backend, folder, f"aio{run}")))
+            if rate is not None:
+                awaited_raw.append(rate)
         else:
             raw.append(asyncio.run(_postgres_raw_submits(fresh_url(backend, folder, f"raw{run}"))))
         ours.append(asyncio.run(_cairnq_submits(fresh_url(backend, folder, f"ours{run}"))))
@@ -217,6 +247,8 @@ def measure(backend: str, runs: int) -> dict[str, float]:
         "drain_worker_cpu_s": statistics.median(cpu),
         "drain_wall_s": statistics.median(wall),
     }
+    if awaited_raw:
+        figures["aiosqlite_insert_per_s"] = statistics.median(awaited_raw)
     if backend == "sqlite":
         figures["small_insert_per_s"] = statistics.median(small)
         figures["wal_pages_ours"], figures["wal_pages_small"] = _wal_pages(folder)
@@ -234,6 +266,7 @@ def main() -> int:
     figures = {backend: measure(backend, args.runs) for backend in backends}
     rows = [
         ("insert_task by the bare driver (tasks/s)", "raw_insert_per_s", "{:.0f}"),
+        ("insert_task by aiosqlite, awaited (tasks/s)", "aiosqlite_insert_per_s", "{:.0f}"),
         ("cairnq submit, one at a time, awaited (tasks/s)", "submit_per_s", "{:.0f}"),
         ("cairnq submit, one at a time, blocking client (tasks/s)", "sync_submit_per_s", "{:.0f}"),
         (
