@@ -1,0 +1,155 @@
+"""A lease recovery due when news of work arrives runs just after the news claim.
+
+A claim woken by a task queued in the worker's queues is one statement: the
+submitted task starts first, and the recovery due meanwhile runs in the same
+turn of the claim loop, once that task has started, not on the recoverer's timer.
+
+Every wake-up here is the in-process news of a submit: the SQLite file watcher,
+which reports commits of other processes without saying what they were, is left
+out, so no poke turns a claim into a polling one (which recovers inline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from cairnq import CairnQ, TaskContext, TaskEvent, kernel
+from cairnq.testing import FakeClock
+from cairnq.worker import _claimer
+from cairnq.worker._claimer import Claimer
+
+from ._db import Database
+from ._waits import eventually, results_of
+
+
+@pytest.fixture(autouse=True)
+def _recovery_due_and_news_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Any claim finds a recovery due, however recently the last one ran.
+    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 0.0)
+    monkeypatch.setattr("cairnq.backends.sqlite.watch_database", lambda *args: None)
+
+
+async def _lease_held_elsewhere(cq: CairnQ, payload: dict[str, Any]) -> str:
+    """A task claimed by a worker that will never settle it, with a 1 s lease."""
+    task = await cq.submit("job", payload)
+    claim = kernel.claim(["default"], "dead-worker", 1000, [kernel.Draw(None, 1)], 100)
+    [row] = await cq.backend.arun(claim, write=True)
+    assert str(row["id"]) == task.id
+    return task.id
+
+
+def _claim_probes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The ``probe`` flag of each claim the claim loop makes (False: woken by news)."""
+    probes: list[bool] = []
+    original = Claimer._claim
+
+    async def recorded(claimer: Claimer, draws: Any, *, probe: bool) -> Any:
+        probes.append(probe)
+        return await original(claimer, draws, probe=probe)
+
+    monkeypatch.setattr(Claimer, "_claim", recorded)
+    return probes
+
+
+async def test_a_claim_woken_by_a_submit_starts_the_task_before_recovering_a_lease_due_then(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    order: list[str] = []
+
+    def on_event(event: TaskEvent) -> None:
+        order.append(f"{event.kind} {event.task_id}")
+
+    # The recoverer's timer never fires in this test: its first run is an hour away.
+    worker = db.worker(
+        clock=clock,
+        poll_interval_ms=60_000,
+        recovery_interval="1h",
+        concurrency=2,
+        on_event=on_event,
+    )
+    backend = worker.client.backend
+    arun = backend.arun
+
+    async def recording(op: Any, *, write: bool) -> Any:
+        order.append(f"op {getattr(op, '__name__', '')}")
+        return await arun(op, write=write)
+
+    backend.arun = recording  # type: ignore[method-assign]
+    found = results_of(monkeypatch, "probe")
+    claims = _claim_probes(monkeypatch)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        order.append(f"handler {ctx.task_id}")
+        return ctx.attempt
+
+    async with db.client(clock=clock) as cq:
+        held = await _lease_held_elsewhere(cq, {"n": 0})
+        async with worker.background():
+            # The polling claim at start found nothing: the lease has not expired yet.
+            await eventually(lambda: found == [False], "the first polling claim")
+            clock.advance(1001)
+            news = await cq.submit("job", {"n": 1})
+            done = await cq.wait(news.id, timeout_ms=10_000, poll_ms=20)
+            recovered = await cq.wait(held, timeout_ms=10_000, poll_ms=20)
+        await worker.close()
+    assert claims[:2] == [True, False], claims
+    assert (done.status, done.result) == ("succeeded", 1)
+    assert (recovered.status, recovered.result, recovered.worker_id) == (
+        "succeeded",
+        2,
+        worker.worker_id,
+    )
+    news_claim = order.index("op claim")
+    started = order.index(f"handler {news.id}")
+    recovery = order.index(f"recovered {held}")
+    # The news claim is one statement; its task starts, and then the lease is recovered
+    # in the same turn, before the loop's next claim.
+    assert news_claim < started < recovery, order
+    assert "op recover" in order[started:recovery], order
+    assert recovery < order.index("op claim", news_claim + 1) < order.index(f"handler {held}")
+
+
+async def test_until_idle_runs_a_task_the_recovery_after_a_news_claim_put_back(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    events: list[tuple[str, str]] = []
+    worker = db.worker(
+        clock=clock,
+        poll_interval_ms=60_000,
+        recovery_interval="1h",
+        on_event=lambda event: events.append((event.kind, event.task_id)),
+    )
+    claims = _claim_probes(monkeypatch)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        return ctx.attempt
+
+    async with db.client(clock=clock) as cq:
+        held = await _lease_held_elsewhere(cq, {"n": 0})
+        clock.advance(1001)
+        other: list[str] = []
+        original_run = Claimer.run
+
+        async def run_after_news(claimer: Claimer) -> None:
+            # News as the claim loop begins: a task of a name this worker does not
+            # serve, queued in its queue. The news claim finds nothing to claim.
+            other.append((await cq.submit("not_served")).id)
+            await original_run(claimer)
+
+        monkeypatch.setattr(Claimer, "run", run_after_news)
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        await worker.close()
+        recovered = await cq.get(held)
+        unserved = await cq.get(other[0])
+    assert claims[0] is False, claims
+    assert ("recovered", held) in events
+    assert recovered is not None
+    assert (recovered.status, recovered.result) == ("succeeded", 2)
+    assert unserved is not None and unserved.status == "queued"
