@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, TaskContext, TaskEvent, kernel
+from cairnq.errors import DatabaseBusy, StoreClosed
 from cairnq.testing import FakeClock
 from cairnq.worker import _claimer
 from cairnq.worker._claimer import Claimer
@@ -153,3 +154,37 @@ async def test_until_idle_runs_a_task_the_recovery_after_a_news_claim_put_back(
     assert recovered is not None
     assert (recovered.status, recovered.result) == ("succeeded", 2)
     assert unserved is not None and unserved.status == "queued"
+
+
+async def test_a_failed_recovery_after_a_news_claim_is_reported_and_waits_its_turn(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reported: list[tuple[BaseException, dict[str, Any]]] = []
+    worker = db.worker(recovery_interval="1h", on_error=lambda e, c: reported.append((e, c)))
+    recoverer = worker._recoverer
+
+    async def failing(batches: int = 1) -> int:
+        raise DatabaseBusy("the write lock stayed taken")
+
+    monkeypatch.setattr(recoverer, "recover", failing)
+    before = recoverer.recovered_at
+    assert await recoverer.recover_in_turn() is None
+    # Reported once, and stamped as the last recovery: the next news claims do not
+    # retry it at once (the timer and the polling claims do, when it is due).
+    assert [(type(e), c["phase"]) for e, c in reported] == [(DatabaseBusy, "recovery")]
+    assert recoverer.recovered_at > before
+
+
+async def test_a_recovery_after_a_news_claim_on_a_closed_backend_is_left_to_the_claim_loop(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reported: list[BaseException] = []
+    worker = db.worker(recovery_interval="1h", on_error=lambda e, c: reported.append(e))
+    recoverer = worker._recoverer
+
+    async def closed(batches: int = 1) -> int:
+        raise StoreClosed("the backend is closed")
+
+    monkeypatch.setattr(recoverer, "recover", closed)
+    assert await recoverer.recover_in_turn() is None
+    assert reported == []

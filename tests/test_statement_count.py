@@ -25,7 +25,6 @@ A path's sequence names, in order, each operation handed to the backend
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from importlib import resources
@@ -243,7 +242,6 @@ async def _measure(
                     rows = await claimer._claim(claimer._plan(TASKS, TASKS), probe=True)
                     claim = _names(heard)
                     heard.clear()
-                    claimer.recoverer.recovered_at = math.inf  # as if one had just run
                     news = await claimer._claim(claimer._plan(TASKS, TASKS), probe=False)
                     on_news = _names(heard)
                     heard.clear()

@@ -179,10 +179,12 @@ class Claimer:
                     # anyway, and their settlements (which free the keys a limited claim
                     # looks for) go ahead of its next claim.
                     await asyncio.sleep(0)
-            if self._recover_after:
+            if self._recover_after and not stopping.is_set():
                 self._recover_after = False
-                if await self.recoverer.recover_in_turn():
-                    continue  # tasks back in the queue: claim again before judging idleness
+                if await self.recoverer.recover_in_turn() != 0:
+                    # Tasks back in the queue, or the recovery failed (the next polling
+                    # claim recovers again): claim again before judging idleness.
+                    continue
             if rows:
                 continue
             if self.until_idle and idle_before and not self.calls and not self._held_back:
@@ -281,11 +283,11 @@ class Claimer:
         # A claim with news of work is one statement, no transaction, so the news is
         # served first: a recovery due meanwhile runs just after it, once the tasks it
         # claimed have started (``_recover_after``). A polling claim recovers itself.
-        recover_limit = RECOVER_LIMIT
-        if not probe:
-            recover_limit = 0
-            if time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S:
-                self._recover_after = True
+        recover_limit = 0 if not probe else RECOVER_LIMIT
+        recover_after = (
+            not probe and time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
+        )
+        self._recover_after = False
         if store is not None:
             rows = await self._claim_through(store, queues, draws, recover_limit, recovered)
         else:
@@ -302,6 +304,7 @@ class Claimer:
             rows = await backend.arun(claim, write=True)
         if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
+        self._recover_after = recover_after
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)

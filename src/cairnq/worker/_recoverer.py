@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import kernel
 from ..backends import Backend
-from ..errors import SchemaIncomplete, SerializationError
+from ..errors import SchemaIncomplete, SerializationError, StoreClosed
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..models import Task
 from ._context import Runtime
@@ -88,14 +88,22 @@ class Recoverer:
             log.info("recovered %d expired leases", recovered, extra={"worker_id": self.worker_id})
         return recovered
 
-    async def recover_in_turn(self) -> int:
-        """``recover`` one batch for the claim loop, its error reported rather than raised
-        (the timer and the next claims recover again); returns how many."""
+    async def recover_in_turn(self) -> int | None:
+        """``recover`` one batch for the claim loop: how many, or ``None`` when it failed.
+
+        The error is reported rather than raised, and counts as a recovery for
+        when the next is due, so a failing one is retried by the timer and the
+        polling claims, not by every claim. A closed backend is left to the claim
+        loop's next claim, which stops it.
+        """
         try:
             return await self.recover(batches=1)
+        except StoreClosed:
+            return None
         except Exception as exc:
+            self.recovered_at = time.monotonic()
             self._on_error(exc, {"phase": "recovery", "worker_id": self.worker_id})
-            return 0
+            return None
 
     def announce(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Emit a ``recovered`` event per row (when anyone listens)."""
