@@ -95,15 +95,17 @@ def keyed_storm(
     conflict: str,
     mutant: str | None = None,
     unique_for_ms: int | None = None,
+    per_key: int = 10,
 ) -> Run:
-    """Five processes submit the same 5 keys, ten times each, all at one instant: 250
-    keyed submits. No busy error may reach a caller (E2): each waits its turn. With
+    """Five processes submit the same 5 keys, ``per_key`` (ten) times each, all at one
+    instant: 250 keyed submits. No busy error may reach a caller (E2): each waits its
+    turn. With
     ``unique_for_ms``, the processes still start at one instant, but each submits each
     key's ten times in turn, giving that ``unique_for`` and canceling the task it got
     before the next submit of the key (the keys side by side)."""
     run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant, allow_busy_errors=False))
     return storm(
-        run, "keyed", 5, keys=5, per_key=10, conflict=conflict, unique_for_ms=unique_for_ms
+        run, "keyed", 5, keys=5, per_key=per_key, conflict=conflict, unique_for_ms=unique_for_ms
     )
 
 
