@@ -219,8 +219,8 @@ def check_definition(
     retry: object, max_attempts: object, timeout: object
 ) -> tuple[Retry | None, int | None, int | None]:
     """A ``TaskDef``'s ``retry``, ``max_attempts`` and ``timeout``, each checked and
-    checked together, wherever the definition is used (a submit or a registration that
-    gives its own values still refuses a bad definition): the retry policy, the
+    checked together, at its registration and at every submit of it (one that gives
+    its own values still refuses a bad definition): the retry policy, the
     ``max_attempts`` they say together and the timeout in milliseconds.
 
     Raises:
