@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -356,3 +359,22 @@ async def test_a_refused_fair_option_writes_nothing(db: Database) -> None:
         with pytest.raises(InvalidArgument):
             Limits(fair=[_fair(), _fair()])
         assert await cq.backend.arun(list_shares(), write=False) == []
+
+
+def _trigger_text(path: Path) -> str:
+    """The ``cairnq_fair_index`` trigger's text in the SQL file at ``path``."""
+    found = re.search(
+        r"create trigger if not exists cairnq_fair_index\b.*?\nend;", path.read_text(), re.S
+    )
+    assert found is not None, path
+    return found.group(0)
+
+
+def test_the_sqlite_trigger_a_share_arms_is_the_one_its_migration_created() -> None:
+    # x0022 created the trigger and x0027 drops it while no queue is shared; storing a
+    # share creates it again from limits_fair_arm.sql. A migration is never edited, so
+    # the two copies are held together here.
+    root = Path(sys.modules[Limits.__module__].__file__ or "").parent
+    migrated = _trigger_text(root / "migrations" / "sqlite" / "x0022_fair_share.sql")
+    armed = _trigger_text(root / "sql" / "sqlite" / "limits_fair_arm.sql")
+    assert armed == migrated
