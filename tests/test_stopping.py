@@ -188,11 +188,12 @@ async def _running(cq: CairnQ, task_id: str) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    # The process may be reaped between the signal check and the read: gone is gone.
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 async def test_a_canceled_isolated_handler_has_its_child_process_killed(
