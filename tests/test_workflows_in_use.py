@@ -20,7 +20,7 @@ import pytest
 from cairnq import Worker
 from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
-from cairnq.extensions.workflows import PARKED_RUN_AT_MS
+from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited
 from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.extensions.workflows._component import WorkflowSweeper
 from cairnq.models import Lease
@@ -295,3 +295,44 @@ async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_swe
                 await asyncio.sleep(0.02)
     assert "then" in ran, "the dependent was never released"
     assert ran["then"] - ran["first"] < RELEASE_BOUND_S, ran
+
+
+async def test_the_look_reads_the_tasks_parked_tasks_wait_on_up_to_its_limit(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first, second = await cq.submit("a"), await cq.submit("a")
+        await cq.submit("b", depends_on=[first, second])
+        await cq.submit("b", depends_on=[first])
+        ended = await cq.submit("a")
+        await cq.submit("b", depends_on=[ended])
+        await cq.cancel(ended.id)  # its dependent is canceled with it: no longer parked
+        read = _workflows.awaited_by_parked
+        assert await cq.backend.arun(read(3), write=False) == {first.id, second.id}
+        # Three edges: past a limit of two, any task may have a parked dependent.
+        assert await cq.backend.arun(read(2), write=False) is None
+
+
+def test_a_client_that_noted_more_than_the_limit_lately_makes_every_settlement_decide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_awaited, "LIMIT", 2)
+    noted = _awaited.Awaited()
+    noted.note(["t1", "t2"])
+    assert not noted.everything()
+    noted.note(["t3"])
+    assert noted.everything() and "t3" in noted
+
+
+def test_a_client_forgets_what_it_noted_once_the_horizon_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(_awaited.time, "monotonic", lambda: now[0])
+    noted = _awaited.Awaited()
+    noted.note(["old"])
+    now[0] += _awaited.HORIZON_S / 2
+    noted.note(["new"])
+    now[0] += _awaited.HORIZON_S / 2 + 0.1
+    noted.note(["newest"])
+    assert "old" not in noted and "new" in noted and "newest" in noted
