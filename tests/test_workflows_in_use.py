@@ -307,7 +307,7 @@ async def test_the_look_reads_the_tasks_parked_tasks_wait_on_up_to_its_limit(
         ended = await cq.submit("a")
         await cq.submit("b", depends_on=[ended])
         await cq.cancel(ended.id)  # its dependent is canceled with it: no longer parked
-        read = _workflows.awaited_by_parked
+        read = _workflows.waited_on_by_parked
         assert await cq.backend.arun(read(3), write=False) == {first.id, second.id}
         # Three edges: past a limit of two, any task may have a parked dependent.
         assert await cq.backend.arun(read(2), write=False) is None

@@ -16,8 +16,8 @@ one of the tasks a settlement ends may. A task may when it is
 
 - a dependency of a task that was parked at the last look: every worker reads the
   tasks parked tasks wait on about once a second (``looks``, no lease; the
-  ``workflows_awaited`` statement, reading at most ``AWAITED_LIMIT`` edges: with more,
-  every settlement decides), or
+  ``workflows_waited_on`` statement, reading at most ``WAITED_ON_LIMIT`` edges: with
+  more, every settlement decides), or
 - a task this worker's client made others wait for lately (``submit(depends_on=...)``,
   ``submit_graph``, ``ctx.gather``; ``_awaited``), noted before the transaction that
   parks them, so a graph submitted in this process is decided at once.
@@ -77,7 +77,7 @@ class WorkflowsRun:
         self.workflows = False
         # The tasks parked tasks wait on, as the last look read them; ``None``: any task
         # (too many to hold, or a database where every settlement decides).
-        self.awaited: frozenset[str] | None = frozenset()
+        self.waited_on: frozenset[str] | None = frozenset()
 
 
 def gate(run: WorkflowsRun) -> tuple[InUse, TaskEndFor]:
@@ -86,17 +86,17 @@ def gate(run: WorkflowsRun) -> tuple[InUse, TaskEndFor]:
     client = run.client
 
     def in_use() -> bool:
-        awaited = run.awaited
-        return run.workflows and (awaited is None or bool(awaited) or bool(client._awaited))
+        waited_on = run.waited_on
+        return run.workflows and (waited_on is None or bool(waited_on) or bool(client._awaited))
 
     def task_end_for(ids: Sequence[str]) -> bool:
-        awaited = run.awaited
-        if awaited is None:
+        waited_on = run.waited_on
+        if waited_on is None:
             return True
         noted = client._awaited
         if noted is None:
-            return not awaited.isdisjoint(ids)
-        return noted.everything() or any(i in awaited or i in noted for i in ids)
+            return not waited_on.isdisjoint(ids)
+        return noted.everything() or any(i in waited_on or i in noted for i in ids)
 
     return in_use, task_end_for
 
@@ -105,7 +105,7 @@ LEASE_NAME = "cairnq.workflows"
 INTERVAL_MS = 1_000
 LEASE_TTL_MS = 5_000
 # The most dependency edges of parked tasks a look reads; beyond, every settlement decides.
-AWAITED_LIMIT = 10_000
+WAITED_ON_LIMIT = 10_000
 
 
 class WorkflowSweeper:
@@ -153,8 +153,8 @@ class WorkflowSweeper:
         if runtime.workflows:
             # Where a purge could forget a success no settlement recorded, every
             # settlement decides.
-            runtime.awaited = (
-                await self.backend.arun(_ops.awaited_by_parked(AWAITED_LIMIT), write=False)
+            runtime.waited_on = (
+                await self.backend.arun(_ops.waited_on_by_parked(WAITED_ON_LIMIT), write=False)
                 if self.keeps_success
                 else None
             )

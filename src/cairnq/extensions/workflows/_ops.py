@@ -349,11 +349,11 @@ def decide(
     return release, cancel, fail, gone
 
 
-def awaited_by_parked(limit: int) -> Op[frozenset[str] | None]:
+def waited_on_by_parked(limit: int) -> Op[frozenset[str] | None]:
     """The tasks some parked task waits on (ended ones included): a settlement of any
     other has no dependent to decide. ``None`` when parked tasks have more than
     ``limit`` dependency edges (any task may then have one)."""
-    rows = yield Call("workflows_awaited", {"limit": limit + 1})
+    rows = yield Call("workflows_waited_on", {"limit": limit + 1})
     if sum(int(r["edges"]) for r in rows) > limit:
         return None
     return frozenset(str(r["depends_on_id"]) for r in rows)
