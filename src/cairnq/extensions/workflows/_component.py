@@ -105,7 +105,8 @@ LEASE_NAME = "cairnq.workflows"
 INTERVAL_MS = 1_000
 LEASE_TTL_MS = 5_000
 # The most dependency edges of parked tasks a look reads; beyond, every settlement decides.
-WAITED_ON_LIMIT = 10_000
+# Every worker reads them each second, so the bound keeps that read small.
+WAITED_ON_LIMIT = 1_000
 
 
 class WorkflowSweeper:
