@@ -82,7 +82,7 @@ async def test_the_workflows_namespace_submits_a_graph_and_reads_it_back(db: Dat
         assert workflow is not None
         assert set(workflow.tasks) == {tasks["fetch"].id, report.id}
         assert await cq.workflows.get("task_unknown") is None
-        assert cq._submitted_dependents
+        assert cq._awaited is not None and tasks["fetch"].id in cq._awaited
 
 
 async def test_submit_graph_is_the_namespace_submit(db: Database) -> None:

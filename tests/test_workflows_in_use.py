@@ -1,25 +1,35 @@
-"""When a worker's settlements decide dependents: the workflows' ``in_use`` gate.
+"""When a worker's settlements decide dependents: the workflows' gate.
 
-A worker's settlements decide parked dependents in their own transaction only
-while a task is parked (its workflows component looks once a second) or the
-worker's client made a task wait for others; otherwise they are the kernel's one
-statement. A graph another process submits is seen at the next look, and a
-dependency this worker settles before that is left to the sweep, which releases
-its dependents within about a second more (``extensions/workflows/_component.py``).
+A worker's settlement decides parked dependents in its own transaction only for a
+task some parked task waits on (its workflows component reads them once a second)
+or one the worker's client made others wait for; any other settlement sends no
+workflows statement, whatever is parked elsewhere. A graph another process submits
+is seen at the next look, and a dependency this worker settles before that is left
+to the sweep, which releases its dependents within about a second more
+(``extensions/workflows/_component.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
+
+import pytest
 
 from cairnq import Worker
+from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
+from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited
 from cairnq.extensions.workflows import _ops as _workflows
+from cairnq.extensions.workflows._component import WorkflowSweeper
+from cairnq.models import Lease
+from cairnq.protocol.steps import Row
 from cairnq.worker._run import Run
 
 from ._db import Database
+from ._statements import sent_statements
+from .test_statement_count import _names, _naming
 from .test_without_extensions import migrate_only
 
 # One look (1 s), one sweep (1 s) and a claim, with room for a slow machine.
@@ -121,3 +131,208 @@ async def test_a_dependent_another_process_submitted_is_released_within_the_boun
     # Whether a's settlement decided b (a look came first) or the sweep did, b ran
     # within the bound of a's handler returning.
     assert ran["then"] - ran["first"] < RELEASE_BOUND_S, (ran, decided)
+
+
+# --- which settlements decide: the tasks parked tasks wait on ----------------------------
+
+
+async def _claim(cq: Any, queue: str, worker: Worker) -> Row:
+    """Claim the one task of ``queue`` for ``worker``."""
+    draws = [_kernel.Draw(None, 1)]
+    [row] = await cq.backend.arun(
+        _kernel.claim([queue], worker.worker_id, 60_000, draws, 0), write=True
+    )
+    return cast(Row, row)
+
+
+async def _settle(worker: Worker, run: Run, row: Row) -> list[str]:
+    """Settle the claimed ``row`` as the worker's settler does (a group of one); the
+    operations, statements and transaction commands its settlement sent, by name."""
+    backend = worker.client.backend
+    arun = backend.arun
+    taps: list[Any] = []
+
+    async def naming_arun(op: Any, *, write: bool) -> Any:
+        return await arun(_naming(op, taps[0]), write=write)
+
+    backend.arun = naming_arun  # type: ignore[method-assign]
+    try:
+        with sent_statements(backend) as heard:
+            taps.append(heard)
+            await run.settler.complete(Lease.of(row), None, row["updated_at_ms"])
+            return _names(heard)
+    finally:
+        del backend.arun
+
+
+def _workflows_statements(names: list[str]) -> list[str]:
+    return [name for name in names if name.startswith("workflows_")]
+
+
+async def _parked(cq: Any, task_id: str) -> bool:
+    task = await cq.get(task_id)
+    assert task is not None
+    return task.status == "queued" and task.run_at_ms == PARKED_RUN_AT_MS
+
+
+async def test_a_settlement_of_a_task_no_parked_task_waits_on_sends_no_workflows_statement(
+    db: Database,
+) -> None:
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, part = await _prepared(worker)
+        try:
+            # A task parked elsewhere, seen by the look.
+            waited = await other.submit("a", queue="elsewhere")
+            await other.submit("b", queue="elsewhere", depends_on=[waited])
+            await other.submit("c", queue="lone")
+            await part.sweeper.look()
+            names = await _settle(worker, run, await _claim(other, "lone", worker))
+            assert "op complete_many" in names
+            assert _workflows_statements(names) == []
+        finally:
+            run.close()
+
+
+async def test_a_settlement_of_a_task_a_parked_task_waits_on_releases_it_in_its_transaction(
+    db: Database,
+) -> None:
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, part = await _prepared(worker)
+        try:
+            waited = await other.submit("a", queue="first")
+            then = await other.submit("b", depends_on=[waited])
+            await part.sweeper.look()
+            names = await _settle(worker, run, await _claim(other, "first", worker))
+            assert "workflows_lock_parked" in names
+            # Released by the settlement itself: no sweep ran.
+            assert not await _parked(other, then.id)
+        finally:
+            run.close()
+
+
+async def test_a_graph_the_worker_s_own_client_submits_is_decided_without_a_look(
+    db: Database,
+) -> None:
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            tasks = await mine.submit_graph(
+                {"a": {"task": "a", "queue": "first"}, "b": {"task": "b", "after": ["a"]}}
+            )
+            names = await _settle(worker, run, await _claim(mine, "first", worker))
+            assert "workflows_lock_parked" in names
+            assert not await _parked(mine, tasks["b"].id)
+        finally:
+            run.close()
+
+
+@pytest.fixture
+def no_look_after_prepare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's workflows look runs once (its prepare) and never again."""
+    real = WorkflowSweeper.look
+
+    async def once(self: WorkflowSweeper) -> None:
+        if not getattr(self, "_looked", False):
+            self._looked = True  # type: ignore[attr-defined]
+            await real(self)
+
+    monkeypatch.setattr(WorkflowSweeper, "look", once)
+
+
+async def test_a_parent_s_gather_is_decided_by_its_children_s_settlements_without_look_or_sweep(
+    db: Database, no_look_after_prepare: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_sweep(self: WorkflowSweeper) -> int:
+        return 0
+
+    monkeypatch.setattr(WorkflowSweeper, "tick", no_sweep)
+    worker = db.worker(poll_interval_ms=20, concurrency=1, extensions=[Schedules(evaluate=False)])
+
+    @worker.task
+    async def parent(ctx: Any) -> int:
+        children = [await ctx.spawn("child", {"n": n}) for n in range(3)]
+        return sum(await ctx.gather(children))
+
+    @worker.task
+    async def child(ctx: Any, payload: Any) -> int:
+        return int(payload["n"])
+
+    async with db.client() as cq:
+        task = await cq.submit("parent")
+        # Idle once nothing is due: a parent left parked would stay so.
+        await asyncio.wait_for(worker.run(until_idle=True), 60)
+        done = await cq.get(task.id)
+    assert done is not None and done.status == "succeeded" and done.result == 3
+
+
+async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_sweep_within_the_bound(
+    db: Database, no_look_after_prepare: None
+) -> None:
+    worker = db.worker(poll_interval_ms=20, extensions=[Schedules(evaluate=False)])
+    ran: dict[str, float] = {}
+
+    @worker.task
+    async def first(ctx: Any) -> None:
+        ran["first"] = time.monotonic()
+
+    @worker.task
+    async def then(ctx: Any) -> None:
+        ran["then"] = time.monotonic()
+
+    async with db.client() as other:
+        # Parked elsewhere when the worker looks; the graph comes after its only look.
+        waited = await other.submit("a", queue="elsewhere")
+        await other.submit("b", queue="elsewhere", depends_on=[waited])
+        async with worker.background():
+            await other.submit_graph(
+                {"a": {"task": "first"}, "b": {"task": "then", "after": ["a"]}}
+            )
+            deadline = time.monotonic() + 30
+            while "then" not in ran and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+    assert "then" in ran, "the dependent was never released"
+    assert ran["then"] - ran["first"] < RELEASE_BOUND_S, ran
+
+
+async def test_the_look_reads_the_tasks_parked_tasks_wait_on_up_to_its_limit(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        first, second = await cq.submit("a"), await cq.submit("a")
+        await cq.submit("b", depends_on=[first, second])
+        await cq.submit("b", depends_on=[first])
+        ended = await cq.submit("a")
+        await cq.submit("b", depends_on=[ended])
+        await cq.cancel(ended.id)  # its dependent is canceled with it: no longer parked
+        read = _workflows.waited_on_by_parked
+        assert await cq.backend.arun(read(3), write=False) == {first.id, second.id}
+        # Three edges: past a limit of two, any task may have a parked dependent.
+        assert await cq.backend.arun(read(2), write=False) is None
+
+
+def test_a_client_that_noted_more_than_the_limit_lately_makes_every_settlement_decide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_awaited, "LIMIT", 2)
+    noted = _awaited.Awaited()
+    noted.note(["t1", "t2"])
+    assert not noted.everything()
+    noted.note(["t3"])
+    assert noted.everything() and "t3" in noted
+
+
+def test_a_client_forgets_what_it_noted_once_the_horizon_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(_awaited.time, "monotonic", lambda: now[0])
+    noted = _awaited.Awaited()
+    noted.note(["old"])
+    now[0] += _awaited.HORIZON_S / 2
+    noted.note(["new"])
+    now[0] += _awaited.HORIZON_S / 2 + 0.1
+    noted.note(["newest"])
+    assert "old" not in noted and "new" in noted and "newest" in noted

@@ -33,6 +33,7 @@ from ..kernel.points import (
     DrawClaimer,
     InUse,
     TaskEnd,
+    TaskEndFor,
     always,
 )
 from ..protocol.steps import Op
@@ -176,6 +177,10 @@ class Hooks:
         attempt_end: Inside the transaction that ended attempts (settlements,
             releases, snoozes, recoveries).
         task_end: Inside the transaction that ended tasks, on their rows.
+        task_end_for: Whether ``task_end`` may have something to do for the tasks of
+            these ids, given those an operation is about to end where it knows them
+            before it runs (a settlement's, a cancel's); read per operation as
+            ``in_use`` is, never a statement. ``None``: whenever ``in_use`` says so.
         in_use: Whether the extension has something to do now.
         claimed: Right after a worker's claim, in a read transaction of its own: the
             claimed rows the worker runs (those it leaves out it settled, unrun), or a
@@ -191,6 +196,7 @@ class Hooks:
     before_recover: BeforeRecover | None = None
     attempt_end: AttemptEndHook | None = None
     task_end: TaskEnd | None = None
+    task_end_for: TaskEndFor | None = None
     in_use: InUse = always
     settling: Mapping[str, str] | None = None
     claimed: Claimed | None = None

@@ -42,13 +42,14 @@ from .steps._client_async import AsyncStepsClient
 from .uniqueness import Throttle, policy_of
 from .uniqueness._client_async import AsyncUniquenessClient, policy_options
 from .waits._client_async import AsyncEventsClient
+from .workflows._awaited import Awaited
 from .workflows._client_async import AsyncWorkflowsClient
 
 
 class _Client(ClientView, Protocol):
     """The client with the state the built-ins' client parts keep on it."""
 
-    _submitted_dependents: bool
+    _awaited: Awaited | None
     _told_no_presence: bool
 
     def _clock(self) -> Clock: ...

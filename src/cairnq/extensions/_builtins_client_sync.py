@@ -31,13 +31,14 @@ from .steps._client_sync import SyncStepsClient
 from .uniqueness import Throttle, policy_of
 from .uniqueness._client_sync import SyncUniquenessClient, policy_options
 from .waits._client_sync import SyncEventsClient
+from .workflows._awaited import Awaited
 from .workflows._client_sync import SyncWorkflowsClient
 
 
 class _Client(ClientView, Protocol):
     """The client with the state the built-ins' client parts keep on it."""
 
-    _submitted_dependents: bool
+    _awaited: Awaited | None
     _told_no_presence: bool
 
     def _clock(self) -> Clock: ...

@@ -324,7 +324,7 @@ def points(
                 f"extension {extension.name}: before_recover without attempt_end reaches nothing"
             )
         if hooks.task_end is not None:
-            task_end.append((hooks.task_end, in_use))
+            task_end.append((hooks.task_end, in_use, hooks.task_end_for))
         if hooks.claimed is not None:
             claimed.append((hooks.claimed, in_use))
     return Points(
@@ -375,7 +375,7 @@ class Endings:
             if hooks.attempt_end is not None:
                 attempt_end.append((hooks.attempt_end, None, in_use))
             if hooks.task_end is not None:
-                task_end.append((hooks.task_end, in_use))
+                task_end.append((hooks.task_end, in_use, hooks.task_end_for))
         self._watched = tuple(watched)
         self.points = (
             Points(attempt_end=tuple(attempt_end), task_end=tuple(task_end))

@@ -23,8 +23,9 @@ def cancel(task_id: str, *, points: Points = NO_POINTS) -> Op[Task | None]:
     The task hooks of ``points`` in use run on the row of a task that ends
     canceled here, in the same transaction; without any the cancel is one statement.
     """
-    hooks = points.ending().task
-    op = _named(_cancel(_id(task_id), hooks), "cancel")
+    task_id = _id(task_id)
+    hooks = points.ending([task_id]).task
+    op = _named(_cancel(task_id, hooks), "cancel")
     return op if hooks else SingleStatement(op)
 
 

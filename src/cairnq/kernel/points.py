@@ -4,7 +4,10 @@ The operations in ``kernel`` take a ``Points`` (``points=``); they never import 
 feature behind a hook. Each hook comes with its ``in_use`` gate, a function read
 when an operation is built (an attribute read, never a statement): a hook whose
 gate says no is left out, and an operation left with none keeps its plain form (one
-statement where it has one), so a feature installed but not in use costs nothing.
+statement where it has one), so a feature installed but not in use costs nothing. A
+task-end hook may also be gated on the tasks an operation ends (``TaskEndFor``, given
+their ids where the operation knows them before it runs: a settlement's, a cancel's),
+so it costs nothing for the tasks it has nothing to do for.
 
 A worker compiles its extensions' hooks into one ``Points`` per run
 (``cairnq.extensions``); ``NO_POINTS`` has none.
@@ -26,6 +29,11 @@ TaskEnd = Callable[[Sequence[Row]], Op[object]]
 
 InUse = Callable[[], bool]
 """Whether a hook has something to do now; read per operation."""
+
+TaskEndFor = Callable[[Sequence[str]], bool]
+"""Whether a task-end hook in use may have something to do for the tasks of these ids
+(those an operation is about to end, known before it runs); read per operation, never a
+statement. The hook then runs on every row the operation ended."""
 
 
 def always() -> bool:
@@ -182,18 +190,28 @@ class Points:
     draw_claimers: tuple[tuple[DrawClaimer, InUse], ...] = ()
     # Each attempt hook with the ``BeforeRecover`` of the same extension, if any.
     attempt_end: tuple[tuple[AttemptEndHook, BeforeRecover | None, InUse], ...] = ()
-    task_end: tuple[tuple[TaskEnd, InUse], ...] = ()
+    # Each task hook with its gate and, if it has one, what it has to do for the ids.
+    task_end: tuple[tuple[TaskEnd, InUse, TaskEndFor | None], ...] = ()
     # Attempt hooks whose write a settling statement's variant can make (the first
     # of them in use is made so).
     settling: tuple[Settling, ...] = ()
     claimed: tuple[tuple[Claimed, InUse], ...] = ()
 
-    def ending(self) -> Ending:
-        """The end hooks in use now; ``NOTHING`` (falsy) on a feature-free hot path."""
+    def ending(self, ids: Sequence[str] | None = None) -> Ending:
+        """The end hooks in use now; ``NOTHING`` (falsy) on a feature-free hot path.
+
+        ``ids``: the tasks the operation is about to end, where it knows them before it
+        runs; a task hook with a ``TaskEndFor`` is then left out unless it says it may
+        have something to do for one of them (``None``: not known, no hook left out).
+        """
         if not self.attempt_end and not self.task_end:
             return NOTHING
         attempt = tuple(hook for hook, _, in_use in self.attempt_end if in_use())
-        task = tuple(hook for hook, in_use in self.task_end if in_use())
+        task = tuple(
+            hook
+            for hook, in_use, for_ids in self.task_end
+            if in_use() and (ids is None or for_ids is None or for_ids(ids))
+        )
         if not attempt and not task:
             return NOTHING
         settling = next((s for s in self.settling if s.hook in attempt), None)
@@ -247,7 +265,7 @@ NO_POINTS = Points()
 
 def ending_with(task_end: TaskEnd | None) -> Points:
     """Points with one task-end hook, always in use (``NO_POINTS`` for ``None``)."""
-    return NO_POINTS if task_end is None else Points(task_end=((task_end, always),))
+    return NO_POINTS if task_end is None else Points(task_end=((task_end, always, None),))
 
 
 def claiming_with(claimer: DrawClaimer | None) -> Points:

@@ -1,10 +1,11 @@
 """What the holder of a lease does: heartbeats, progress, and each settlement of an
 attempt (complete, succeed, fail, release; ``hold`` and ``complete_held`` for a
 settlement inside another transaction), and ``hand_back``, which returns an attempt
-unspent for later. Each ending runs the end hooks of its ``points`` in use in the
-same transaction; an attempt hook with a ``Settling`` variant of the settling
-statement (``complete``, ``complete_many``, ``fail``) has its write made by that
-statement, run in place of the kernel's.
+unspent for later. Each ending runs the end hooks of its ``points`` in use for the
+tasks it settles (``Points.ending`` is given their ids) in the same transaction; an
+attempt hook with a ``Settling`` variant of the settling statement (``complete``,
+``complete_many``, ``fail``) has its write made by that statement, run in place of
+the kernel's.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def complete(
     hooks told ``started`` (when it was claimed); without any the settlement is
     one statement.
     """
-    statement, ending, variant = points.ending().settled_by("complete")
+    statement, ending, variant = points.ending([lease.id]).settled_by("complete")
     params = owned(lease, worker_id) | {"result": result}
     if variant:
         params |= recorded(lease, worker_id, started)
@@ -149,7 +150,8 @@ def complete_many(
     Each row carries only ``id``, ``status`` and ``queue``. ``points`` and
     ``started`` (one per lease): as for ``complete``.
     """
-    statement, ending, variant = points.ending().settled_by("complete_many")
+    ids = [lease.id for lease in leases]
+    statement, ending, variant = points.ending(ids).settled_by("complete_many")
     starts = list(started) if started is not None else [None] * len(leases)
     params: dict[str, Any] = {
         **owned_many(leases, worker_id),
@@ -195,7 +197,7 @@ def succeed(
 
     ``points`` and ``started``: as for ``complete``.
     """
-    ending = points.ending()
+    ending = points.ending([lease.id])
     op = _named(_succeed(lease, worker_id, result, ending, started), "succeed")
     return op if ending else SingleStatement(op)
 
@@ -225,7 +227,7 @@ def fail(
     ``points`` and ``started``: as for ``complete`` (the task hooks see a requeued
     task's row too; the attempt hooks get ``error``).
     """
-    statement, ending, variant = points.ending().settled_by("fail")
+    statement, ending, variant = points.ending([lease.id]).settled_by("fail")
     params = owned(lease, worker_id) | {
         "error": error,
         "retryable": retryable,
@@ -301,7 +303,7 @@ def complete_held(
     """
     rows = yield Call("complete_held", owned(lease, worker_id) | {"result": result})
     yield from _emit_for(rows)
-    ending = points.ending()
+    ending = points.ending([lease.id])
     if ending:
         yield from _ended(ending, rows, [(lease, started)], worker_id)
     return owned_row(lease, rows)

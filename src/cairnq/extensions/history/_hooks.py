@@ -105,7 +105,7 @@ RECORDING = Points(attempt_end=((record, expired, always),))
 def _recording(task_end: TaskEnd | None) -> Points:
     if task_end is None:
         return RECORDING
-    return Points(attempt_end=RECORDING.attempt_end, task_end=((task_end, always),))
+    return Points(attempt_end=RECORDING.attempt_end, task_end=((task_end, always, None),))
 
 
 def complete(

@@ -3,15 +3,16 @@
 A task submitted with dependencies (``submit(depends_on=...)``, ``submit_graph``,
 ``ctx.gather``) waits **parked** (``cairnq_parked``, its edges in
 ``cairnq_dependencies``) until its dependencies end; the transaction that ends a
-task decides its parked dependents (the ``task_end`` hook, ``_ops.after_ended``)
-while the extension is in use, and the worker's sweep decides what no such
-transaction did (``_component``).
+task decides its parked dependents (the ``task_end`` hook, ``_ops.after_ended``;
+in a worker, for the tasks its gate knows may have one), and the worker's sweep
+decides what no such transaction did (``_component``).
 
 Everything of the feature is in this folder: the model (``_model``: ``Graph``,
 ``Gathering``, ``tree_lines``), the operations (``_ops``), the worker's part, its
-sweep and the ``in_use`` gate with the run's state it reads (``_component``), the
-context's ``spawn``, ``gather`` and ``dependencies`` and the ``Gathering`` signal
-(``_context_async``, its blocking twin generated), its statements
+sweep and the gate with the run's state it reads (``_component``), the tasks a
+client made others wait for lately (``_awaited``), the context's ``spawn``,
+``gather`` and ``dependencies`` and the ``Gathering`` signal (``_context_async``,
+its blocking twin generated), its statements
 (``sql/<dialect>/workflows_*.sql``) and migrations (``migrations/<dialect>/``:
 ``x0008_workflows.sql``, ``x0010_dependencies_satisfied.sql``,
 ``x0013_workflows_forget.sql``, ``x0016_workflows_keep_success.sql``), and the
@@ -89,7 +90,8 @@ class Workflows(Extension):
         return found
 
     def hooks(self, worker: WorkerView) -> Hooks:
-        return Hooks(task_end=after_ended, in_use=gate(self.run(worker)))
+        in_use, task_end_for = gate(self.run(worker))
+        return Hooks(task_end=after_ended, task_end_for=task_end_for, in_use=in_use)
 
     def ending_hooks(self) -> Hooks:
         # Outside a worker run no look keeps a gate current: decide wherever ready.

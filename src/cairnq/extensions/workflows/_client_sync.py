@@ -15,6 +15,7 @@ from ...models import Task
 from ...protocol.steps import Op
 from .._client_sync import ClientView
 from . import _ops
+from ._awaited import Awaited, note
 from ._model import Dependency, Graph, Workflow, check_graph
 
 TaskMap = dict[str, Task]
@@ -22,10 +23,10 @@ DependencyList = list[Dependency]
 
 
 class _Submitting(ClientView, Protocol):
-    """A client that notes when it first submits a task that waits for others: from
-    then on, a worker built on it decides dependents in its settlements."""
+    """A client that notes the tasks it makes others wait for (``_awaited``): a worker
+    built on it decides their dependents when it settles them."""
 
-    _submitted_dependents: bool
+    _awaited: Awaited | None
 
 
 def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
@@ -33,10 +34,21 @@ def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list
 
     def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
+        # Before the transaction: a settlement while it commits decides too.
+        note(client, [d for n in hooked for d in _dependencies(hooked, n)])
         return _ops.submit_nodes(hooked)
 
-    client._submitted_dependents = True
-    return client._submit_specs([n.spec for n in nodes], build, conn)
+    stored = client._submit_specs([n.spec for n in nodes], build, conn)
+    # A node whose key returned an existing task stands for that task.
+    reused = {i for i, (n, t) in enumerate(zip(nodes, stored, strict=True)) if t.id != n.spec.id}
+    if reused:
+        note(client, [stored[i].id for n in nodes for i in n.after if i in reused])
+    return stored
+
+
+def _dependencies(nodes: list[_ops.Node], node: _ops.Node) -> list[str]:
+    """The ids ``node`` is to wait for, as submitted."""
+    return [nodes[i].spec.id for i in node.after] + list(node.external)
 
 
 class SyncWorkflows:
@@ -150,9 +162,9 @@ class SyncWorkflowsClient:
     """The client's ``workflows`` namespace, ``submit_graph``, the deprecated flat reads
     (each the same as the namespace's method it names) and ``submit(depends_on=...)``'s store."""
 
-    # Set before this client first submits a task that waits for others: from then
-    # on, a worker built on it decides dependents in its settlements.
-    _submitted_dependents: bool = False
+    # The tasks this client made others wait for lately (``_awaited``): a worker built
+    # on it decides their dependents when it settles them, before its look sees them.
+    _awaited: Awaited | None = None
 
     @property
     def workflows(self: _Submitting) -> SyncWorkflows:

@@ -1,5 +1,5 @@
 """The workflows' worker part: a sweep under the named lease ``cairnq.workflows``, and a
-look for parked tasks that keeps the ``in_use`` gate current (``WorkflowsComponent``).
+look for the tasks parked tasks wait on that keeps the gate current (``WorkflowsComponent``).
 
 cairnq's own complete, fail and cancel decide a task's parked dependents in the
 transaction that ends it. A reference SDK's worker sharing the database does
@@ -9,69 +9,104 @@ for a task still waiting on others, so retention purging that dependency later
 does not undo it. One process at a time sweeps (the lease); deciding twice is
 harmless, as every decision is written only while the task is still parked.
 
-Whether this worker's settlements decide dependents at all is the workflows'
-``in_use`` gate (``gate``): the workflow tables exist, and either a task is
-parked or this worker's client made one wait (``submit(depends_on=...)``,
-``submit_graph``, ``ctx.gather``). Every worker looks for a parked task about
-once a second (``looks``, no lease), so a graph another process submits is seen
-within about a second; a dependency this worker settles before it looks again
-leaves its dependents to the sweep, which releases them within about a second
-more (``tests/test_workflows_in_use.py`` shows the bound). Skipping a decision is
-never wrong: the sweep decides it, and a purge of the dependency meanwhile keeps
-its success (``x0016_workflows_keep_success.sql``'s trigger records it). On a
-database without that migration a purge could forget the success, so there every
-settlement decides, as a worker did before the gate.
+Which of this worker's settlements decide dependents is the workflows' gate
+(``gate``), read per settlement, never a statement: ``in_use`` says the workflow
+tables exist and some task may have a parked dependent, ``task_end_for`` whether
+one of the tasks a settlement ends may. A task may when it is
+
+- a dependency of a task that was parked at the last look: every worker reads the
+  tasks parked tasks wait on about once a second (``looks``, no lease; the
+  ``workflows_waited_on`` statement, reading at most ``WAITED_ON_LIMIT`` edges: with
+  more, every settlement decides), or
+- a task this worker's client made others wait for lately (``submit(depends_on=...)``,
+  ``submit_graph``, ``ctx.gather``; ``_awaited``), noted before the transaction that
+  parks them, so a graph submitted in this process is decided at once.
+
+A settlement of any other task runs no workflows statement. Chains stay decided: a
+task's dependents stay parked until it ends, so once a look saw them (or this client
+noted them) it is in the set when it settles, however long ago a decision released
+it; the cancels and failures a decision cascades to are decided within that decision
+(``_ops._decide_rounds``), whatever the set holds.
+
+What the set misses (a graph another process submitted after this worker's last
+look, whose dependency this worker settles before the next) is left to the sweep,
+which releases it within about a second more (``tests/test_workflows_in_use.py``
+shows the bound). Skipping a decision is never wrong: the sweep decides it, and a
+purge of the dependency meanwhile keeps its success
+(``x0016_workflows_keep_success.sql``'s trigger records it). On a database without
+that migration a purge could forget the success, so there every settlement decides,
+as a worker did before the gate. A reference SDK's worker never decides: the sweep
+decides for it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Protocol, cast
 
 from ... import kernel
 from ...backends import Backend
 from ...kernel.periodic import ErrorHook
+from ...kernel.points import InUse, TaskEndFor
 from .._base import Jobs, Part, sweep_and_look
 from . import _ops
+from ._awaited import Awaited
 
 log = logging.getLogger("cairnq.worker")
 
 
-class DependentsClient(Protocol):
+class AwaitingClient(Protocol):
     """What the gate reads of the worker's client (a ``CairnQ``)."""
 
     @property
-    def _submitted_dependents(self) -> bool:
-        """Whether the client made a task wait for others (a ``ctx.gather`` included)."""
+    def _awaited(self) -> Awaited | None:
+        """The tasks the client made others wait for lately (``ctx.gather`` included)."""
         ...
 
 
 class WorkflowsRun:
     """One worker run's workflows state: whether the database has the workflow tables
-    and whether a task is parked (the sweeper notes both), and the worker's client,
-    whose settlements decide dependents once it made a task wait."""
+    and which tasks parked tasks wait on (the sweeper's look notes both), and the
+    worker's client, whose settlements decide the dependents of what it made others
+    wait for."""
 
     def __init__(self, worker_id: str, client: object) -> None:
         self.worker_id = worker_id
-        self.client = cast(DependentsClient, client)
+        self.client = cast(AwaitingClient, client)
         self.workflows = False
-        self.parked = False
+        # The tasks parked tasks wait on, as the last look read them; ``None``: any task
+        # (too many to hold, or a database where every settlement decides).
+        self.waited_on: frozenset[str] | None = frozenset()
 
 
-def gate(run: WorkflowsRun) -> Callable[[], bool]:
-    """The workflows' ``in_use``: whether a settlement may have dependents to decide."""
+def gate(run: WorkflowsRun) -> tuple[InUse, TaskEndFor]:
+    """The workflows' ``in_use`` (whether a settlement may have a dependent to decide)
+    and ``task_end_for`` (whether one of the tasks it settles may)."""
     client = run.client
 
     def in_use() -> bool:
-        return run.workflows and (run.parked or client._submitted_dependents)
+        waited_on = run.waited_on
+        return run.workflows and (waited_on is None or bool(waited_on) or bool(client._awaited))
 
-    return in_use
+    def task_end_for(ids: Sequence[str]) -> bool:
+        waited_on = run.waited_on
+        if waited_on is None:
+            return True
+        noted = client._awaited
+        if noted is None:
+            return not waited_on.isdisjoint(ids)
+        return noted.everything() or any(i in waited_on or i in noted for i in ids)
+
+    return in_use, task_end_for
 
 
 LEASE_NAME = "cairnq.workflows"
 INTERVAL_MS = 1_000
 LEASE_TTL_MS = 5_000
+# The most dependency edges of parked tasks a look reads; beyond, every settlement decides.
+# Every worker reads them each second, so the bound keeps that read small.
+WAITED_ON_LIMIT = 1_000
 
 
 class WorkflowSweeper:
@@ -104,12 +139,13 @@ class WorkflowSweeper:
         )
 
     async def prepare(self) -> None:
-        """Read whether the database has the workflow tables and a parked task (before
-        the jobs start)."""
+        """Read whether the database has the workflow tables and which tasks parked tasks
+        wait on (before the jobs start)."""
         await self.look()
 
     async def look(self) -> None:
-        """Note whether a task is parked now (and whether the tables appeared meanwhile)."""
+        """Note which tasks parked tasks wait on now (and whether the tables appeared
+        meanwhile)."""
         runtime = self.runtime
         if not runtime.workflows or not self.keeps_success:
             applied = await self.backend.arun(kernel.applied_migrations(), write=False)
@@ -118,8 +154,10 @@ class WorkflowSweeper:
         if runtime.workflows:
             # Where a purge could forget a success no settlement recorded, every
             # settlement decides.
-            runtime.parked = not self.keeps_success or await self.backend.arun(
-                _ops.parked_exist(), write=False
+            runtime.waited_on = (
+                await self.backend.arun(_ops.waited_on_by_parked(WAITED_ON_LIMIT), write=False)
+                if self.keeps_success
+                else None
             )
 
     async def ready(self) -> bool:
@@ -146,8 +184,8 @@ class WorkflowSweeper:
 
 
 class WorkflowsComponent(Part):
-    """Prepare reads whether the workflow tables exist and a task is parked; the
-    jobs look for a parked task once a second and sweep under their named lease."""
+    """Prepare reads whether the workflow tables exist and which tasks parked tasks wait
+    on; the jobs look again once a second and sweep under their named lease."""
 
     name = "workflows"
 

@@ -16,13 +16,14 @@ from ...errors import InvalidArgument, TaskCanceled, TaskFailed
 from ...models import Task
 from .._context import ContextHost, Settle
 from . import _ops
+from ._awaited import Awaited, note
 from ._model import Dependency, Gathering
 
 
 class WorkflowsClient(Protocol):
     """What the workflows' context methods use of the worker's client (a ``CairnQ``)."""
 
-    _submitted_dependents: bool
+    _awaited: Awaited | None
 
     async def _submit_after(
         self, spec: kernel.NewTask, depends_on: Iterable[Any], policy: Any, conn: Any
@@ -139,7 +140,7 @@ class WorkflowsContext:
         """
         ids = [_ops.dependency_id(c, "gather entry") for c in children]
         # The children's settlements in this worker decide this task once it is parked.
-        _client(self)._submitted_dependents = True
+        note(_client(self), ids)
         gathered = await self._owned(_ops.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:
             codec = self._runtime.client.codec

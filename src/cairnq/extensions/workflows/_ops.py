@@ -349,10 +349,14 @@ def decide(
     return release, cancel, fail, gone
 
 
-def parked_exist() -> Op[bool]:
-    """Whether any task is parked: while none is, no settlement has a dependent to decide."""
-    rows = yield Call("workflows_in_use", {})
-    return bool(rows and rows[0]["in_use"])
+def waited_on_by_parked(limit: int) -> Op[frozenset[str] | None]:
+    """The tasks some parked task waits on (ended ones included): a settlement of any
+    other has no dependent to decide. ``None`` when parked tasks have more than
+    ``limit`` dependency edges (any task may then have one)."""
+    rows = yield Call("workflows_waited_on", {"limit": limit + 1})
+    if sum(int(r["edges"]) for r in rows) > limit:
+        return None
+    return frozenset(str(r["depends_on_id"]) for r in rows)
 
 
 def parked_count(queue: str | None) -> Op[dict[str, int]]:
