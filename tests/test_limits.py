@@ -443,6 +443,45 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
         assert names == expected[cq.backend.dialect]
 
 
+def _paging_steps(op: Op[Any], pages: list[int]) -> Op[Any]:
+    """``op``, noting the size of each keyed page it reads in ``pages``."""
+    step = next(op)
+    while True:
+        if step.statement in ("limits_claim_keyed", "limits_admit_keyed"):
+            pages.append(step.params["page"])
+        try:
+            step = op.send((yield step))
+        except StopIteration as done:
+            return done.value
+
+
+async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tasks_it_claims(
+    db: Database,
+) -> None:
+    """The first page holds as many tasks as the claim wants (a page's tasks are locked
+    on PostgreSQL, claimed or not); a page that admits too few is followed by one twice
+    its size."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(100, queue="default", key="payload.c"))
+        await cq.submit_many([("job", {"c": i % 5}) for i in range(120)])
+        pages: list[int] = []
+        claim = gate.claim(["default"], None, 40, WORKER, 60_000, gate.limits)
+        rows = await cq.backend.arun(Pipelined(_paging_steps(claim, pages)), write=True)
+        assert (len(rows), pages) == (40, [40])
+
+        tight = await _stored_gate(cq, Limit.concurrency(1, queue="other", key="payload.c"))
+        await cq.submit_many(
+            [{"task": "job", "payload": {"c": "same"}, "queue": "other"} for _ in range(30)]
+        )
+        await cq.submit_many(
+            [{"task": "job", "payload": {"c": i}, "queue": "other"} for i in range(20)]
+        )
+        pages.clear()
+        claim = tight.claim(["other"], None, 20, WORKER, 60_000, tight.limits)
+        rows = await cq.backend.arun(Pipelined(_paging_steps(claim, pages)), write=True)
+        assert (len(rows), pages) == (20, [20, 40])
+
+
 async def test_a_one_statement_page_claims_a_task_as_the_kernel_s_claim_does(
     db: Database,
 ) -> None:

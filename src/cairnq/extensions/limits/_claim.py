@@ -282,7 +282,10 @@ class ClaimGate:
         late: list[list[str]] = []
         now: int | None = None
         cursor: tuple[Any, Any, Any] = (None, None, None)
-        size = min(PAGE, max(MIN_PAGE, 2 * want))
+        # The first page holds as many tasks as the claim wants: under a limit that does
+        # not bind it admits them all, and on PostgreSQL every task a page reads is
+        # locked until the claim commits, claimed or not. Each later page doubles.
+        size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
         while len(claimed) < want and scanned < self._scan:
             rows, seen, now = yield from keyed_page(
@@ -316,6 +319,7 @@ class ClaimGate:
                 claimed.append(row)
             if seen.rows < size:
                 break
+            size = min(PAGE, 2 * size)
         if late:
             yield Call("limits_keys_put", {"rows": json.dumps(late)})
         self.blocked += blocked
