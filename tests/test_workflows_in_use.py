@@ -12,6 +12,8 @@ to the sweep, which releases its dependents within about a second more
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
 from typing import Any, cast
 
@@ -22,12 +24,12 @@ from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
 from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited
 from cairnq.extensions.workflows import _ops as _workflows
-from cairnq.extensions.workflows._component import WorkflowSweeper
+from cairnq.extensions.workflows._component import WAITED_ON_LIMIT, WorkflowSweeper
 from cairnq.models import Lease
 from cairnq.protocol.steps import Row
 from cairnq.worker._run import Run
 
-from ._db import Database
+from ._db import Database, admin_connect, statement_work
 from ._statements import sent_statements
 from .test_statement_count import _names, _naming
 from .test_without_extensions import migrate_only
@@ -311,6 +313,59 @@ async def test_the_look_reads_the_tasks_parked_tasks_wait_on_up_to_its_limit(
         assert await cq.backend.arun(read(3), write=False) == {first.id, second.id}
         # Three edges: past a limit of two, any task may have a parked dependent.
         assert await cq.backend.arun(read(2), write=False) is None
+
+
+async def test_the_look_counts_more_parked_tasks_than_its_limit_as_too_many(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        waited = [await cq.submit("a") for _ in range(3)]
+        for task in waited:
+            await cq.submit("b", depends_on=[task])
+        read = _workflows.waited_on_by_parked
+        assert await cq.backend.arun(read(3), write=False) == {t.id for t in waited}
+        # Three parked tasks of one edge each: past a limit of two.
+        assert await cq.backend.arun(read(2), write=False) is None
+
+
+# Edges of tasks no longer parked: every edge stays until its task is purged.
+HISTORY_EDGES = 50_000
+
+
+def _add_history(db: Database, edges: int) -> None:
+    """Write ``edges`` edges of tasks that are not parked, as ended tasks leave them, their
+    ids sorting before any task cairnq makes now (they are older)."""
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(str(db.path))) as conn, conn:
+            conn.executemany(
+                "insert into cairnq_dependencies (task_id, depends_on_id, policy)"
+                " values (?, ?, 'cancel')",
+                ((f"task_0{n:09d}", f"task_0{n - 1:09d}") for n in range(1, edges + 1)),
+            )
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        conn.execute(
+            "insert into cairnq_dependencies (task_id, depends_on_id, policy)"
+            " select 'task_0' || lpad(n::text, 9, '0'), 'task_0' || lpad((n - 1)::text, 9, '0'),"
+            " 'cancel' from generate_series(1, %(edges)s) as n",
+            {"edges": edges},
+        )
+
+
+async def test_the_look_reads_no_edge_of_a_task_no_longer_parked(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("a")
+        await cq.submit("b", depends_on=[first])
+        await cq.submit("b", depends_on=[first])
+    look = {"limit": WAITED_ON_LIMIT + 1}
+    small, rows = statement_work(db, "workflows_waited_on", look)
+    _add_history(db, HISTORY_EDGES)
+    large, same = statement_work(db, "workflows_waited_on", look)
+    assert rows == same == 1
+    # About the same work (an index a level deeper at most), where reading the history
+    # is tens of thousands of steps or hundreds of pages.
+    assert large < 2 * small + 10, (small, large)
 
 
 def test_a_client_that_noted_more_than_the_limit_lately_makes_every_settlement_decide(
