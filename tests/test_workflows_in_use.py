@@ -22,7 +22,7 @@ import pytest
 from cairnq import Worker
 from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
-from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited
+from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited, _component
 from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.extensions.workflows._component import WAITED_ON_LIMIT, WorkflowSweeper
 from cairnq.models import Lease
@@ -38,9 +38,10 @@ from .test_without_extensions import migrate_only
 RELEASE_BOUND_S = 5.0
 
 
-def _decides(worker: Worker) -> bool:
-    """Whether a settlement of ``worker`` now runs a task-end hook (decides dependents)."""
-    return bool(worker._runtime.points.ending().task)
+def _decides(worker: Worker, task_id: str) -> bool:
+    """Whether a settlement of ``task_id`` that ``worker`` prepares now runs a task-end
+    hook (decides its dependents): the gate a settlement reads when it is prepared."""
+    return bool(worker._runtime.points.ending([task_id]).task)
 
 
 async def _prepared(worker: Worker) -> tuple[Run, Any]:
@@ -60,21 +61,20 @@ async def test_a_worker_decides_dependents_only_once_it_saw_a_parked_task_or_mad
         worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
-            assert not _decides(worker)
             first = await other.submit("a")
             waiting = await other.submit("b", depends_on=[first])
             # Another client's graph is seen at the component's next look.
-            assert not _decides(worker)
+            assert not _decides(worker, first.id)
             await part.sweeper.look()
-            assert _decides(worker)
+            assert _decides(worker, first.id)
             # Canceled, then unparked by a sweep: nothing is parked any more.
             await other.cancel(waiting.id)
             await other.backend.arun(_workflows.sweep(), write=True)
             await part.sweeper.look()
-            assert not _decides(worker)
+            assert not _decides(worker, first.id)
             # This worker's own client made a task wait: decided from then on, at once.
             await mine.submit("c", depends_on=[first])
-            assert _decides(worker)
+            assert _decides(worker, first.id)
         finally:
             run.close()
 
@@ -86,23 +86,11 @@ async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) 
         worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
+            await mine.submit("a", queue="lone")
             await part.sweeper.look()
-            assert not _decides(worker)
-        finally:
-            run.close()
-
-
-async def test_without_the_success_keeping_trigger_every_settlement_decides(
-    db: Database,
-) -> None:
-    migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
-    async with db.client(migrate=False) as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)
-        try:
-            # Nothing parked, nothing submitted: a purge could still forget a success
-            # no settlement recorded, so every settlement decides.
-            assert _decides(worker)
+            names = await _settle(worker, run, await _claim(mine, "lone", worker))
+            assert "op complete_many" in names
+            assert _workflows_statements(names) == []
         finally:
             run.close()
 
@@ -116,7 +104,7 @@ async def test_a_dependent_another_process_submitted_is_released_within_the_boun
 
     @worker.task
     async def first(ctx: Any) -> None:
-        decided.append(_decides(worker))
+        decided.append(_decides(worker, ctx.task.id))
         ran["first"] = time.monotonic()
 
     @worker.task
@@ -124,7 +112,6 @@ async def test_a_dependent_another_process_submitted_is_released_within_the_boun
         ran["then"] = time.monotonic()
 
     async with db.client() as other, worker.background():
-        assert not _decides(worker)  # nothing parked when the worker started
         await other.submit_graph({"a": {"task": "first"}, "b": {"task": "then", "after": ["a"]}})
         deadline = time.monotonic() + 30
         while "then" not in ran and time.monotonic() < deadline:
@@ -224,6 +211,104 @@ async def test_a_graph_the_worker_s_own_client_submits_is_decided_without_a_look
             tasks = await mine.submit_graph(
                 {"a": {"task": "a", "queue": "first"}, "b": {"task": "b", "after": ["a"]}}
             )
+            names = await _settle(worker, run, await _claim(mine, "first", worker))
+            assert "workflows_lock_parked" in names
+            assert not await _parked(mine, tasks["b"].id)
+        finally:
+            run.close()
+
+
+async def test_without_the_success_keeping_trigger_every_settlement_decides(
+    db: Database,
+) -> None:
+    migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
+    async with db.client(migrate=False) as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)
+        try:
+            # Nothing parked, nothing submitted: a purge could still forget a success
+            # no settlement recorded, so every settlement decides.
+            await mine.submit("c", queue="lone")
+            names = await _settle(worker, run, await _claim(mine, "lone", worker))
+            assert "workflows_lock_parked" in names
+        finally:
+            run.close()
+
+
+async def test_while_parked_tasks_wait_on_more_than_the_look_reads_every_settlement_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_component, "WAITED_ON_LIMIT", 1)
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, part = await _prepared(worker)
+        try:
+            waited = [await other.submit("a", queue="elsewhere") for _ in range(2)]
+            await other.submit("b", queue="elsewhere", depends_on=waited)
+            await other.submit("c", queue="lone")
+            await part.sweeper.look()
+            names = await _settle(worker, run, await _claim(other, "lone", worker))
+            assert "workflows_lock_parked" in names
+        finally:
+            run.close()
+
+
+async def test_while_the_client_noted_more_than_it_keeps_every_settlement_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_awaited, "LIMIT", 2)
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            waited = [await mine.submit("a", queue=f"q{n}") for n in range(3)]
+            # Three noted, two kept: the first is forgotten, not its dependent.
+            then = await mine.submit("b", depends_on=waited)
+            names = await _settle(worker, run, await _claim(mine, "q0", worker))
+            assert "workflows_lock_parked" in names
+            assert await _parked(mine, then.id)  # still waiting on the other two
+        finally:
+            run.close()
+
+
+async def test_a_settlement_prepared_while_the_client_s_submission_parks_its_dependent_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _workflows.submit_nodes
+    during: list[bool] = []
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            first = await mine.submit("a")
+
+            def watched(nodes: list[_workflows.Node]) -> Any:
+                # Inside the submission's transaction, before it writes anything.
+                during.append(_decides(worker, first.id))
+                return (yield from real(nodes))
+
+            monkeypatch.setattr(_workflows, "submit_nodes", watched)
+            await mine.submit("b", depends_on=[first])
+            assert during == [True]
+        finally:
+            run.close()
+
+
+async def test_a_graph_node_whose_key_returned_a_task_is_decided_when_that_task_settles(
+    db: Database,
+) -> None:
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            existing = await other.submit("a", key="k", queue="first")
+            tasks = await mine.submit_graph(
+                {
+                    "a": {"task": "a", "key": "k", "queue": "first"},
+                    "b": {"task": "b", "after": ["a"]},
+                }
+            )
+            assert tasks["a"].id == existing.id
             names = await _settle(worker, run, await _claim(mine, "first", worker))
             assert "workflows_lock_parked" in names
             assert not await _parked(mine, tasks["b"].id)
