@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 import time
 from typing import Any, cast
 
@@ -476,3 +477,41 @@ def test_a_client_forgets_what_it_noted_once_the_horizon_passed(
     now[0] += _awaited.HORIZON_S / 2 + 0.1
     noted.note(["newest"])
     assert "old" not in noted and "new" in noted and "newest" in noted
+
+
+def test_two_threads_noting_first_on_a_client_keep_both_notes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[_awaited.Awaited] = []
+    entered, second, go = threading.Event(), threading.Event(), threading.Event()
+
+    class Slow(_awaited.Awaited):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+            if len(made) == 1:
+                entered.set()
+                go.wait(10)
+            else:
+                second.set()
+
+    class Client:
+        _awaited: _awaited.Awaited | None = None
+
+    monkeypatch.setattr(_awaited, "Awaited", Slow)
+    client = Client()
+    first = threading.Thread(target=_awaited.note, args=(client, ["a"]))
+    first.start()
+    assert entered.wait(10)
+    other = threading.Thread(target=_awaited.note, args=(client, ["b"]))
+    other.start()
+    # Unguarded, the second thread makes a set of its own now, while the first is being
+    # made (set fires at once); guarded, it waits for the first: half a second shows it.
+    second.wait(0.5)
+    go.set()
+    first.join(10)
+    other.join(10)
+    assert not first.is_alive() and not other.is_alive()
+    assert client._awaited is not None
+    assert "a" in client._awaited and "b" in client._awaited
+    assert len(made) == 1

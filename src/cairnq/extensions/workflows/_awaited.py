@@ -67,9 +67,16 @@ class Noting(Protocol):
     _awaited: Awaited | None
 
 
+# Held while a client's first ``Awaited`` is made, so two threads noting at once share it.
+_MAKING = threading.Lock()
+
+
 def note(client: Noting, ids: Iterable[str]) -> None:
-    """Note on ``client`` that tasks are about to wait for ``ids``."""
+    """Note on ``client`` that tasks are about to wait for ``ids`` (from any thread)."""
     found = client._awaited
     if found is None:
-        found = client._awaited = Awaited()
+        with _MAKING:
+            found = client._awaited
+            if found is None:
+                found = client._awaited = Awaited()
     found.note(ids)
