@@ -2,11 +2,11 @@
 
 A worker's settlement decides parked dependents in its own transaction only for a
 task some parked task waits on (its workflows component reads them once a second)
-or one the worker's client made others wait for; any other settlement sends no
-workflows statement, whatever is parked elsewhere. A graph another process submits
-is seen at the next look, and a dependency this worker settles before that is left
-to the sweep, which releases its dependents within about a second more
-(``extensions/workflows/_component.py``).
+or one the worker's client made others wait for, as known when the settlement is
+prepared; any other settlement sends no workflows statement, whatever is parked
+elsewhere. A graph another process submits is seen at the next look, and a
+dependency this worker settles before that is left to the sweep, which releases its
+dependents within about a second more (``extensions/workflows/_component.py``).
 """
 
 from __future__ import annotations
@@ -356,6 +356,35 @@ async def test_a_parent_s_gather_is_decided_by_its_children_s_settlements_withou
     assert done is not None and done.status == "succeeded" and done.result == 3
 
 
+async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_released_by_the_sweep(
+    db: Database,
+) -> None:
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            parent = await mine.submit("p", queue="p")
+            child = await mine.submit("c", queue="c")
+            held, ended = await _claim(mine, "p", worker), await _claim(mine, "c", worker)
+            # The child's settlement is prepared (its gate read) before the parent
+            # gathers it, as ctx.gather does: noted, then parked.
+            settlement = _kernel.complete(
+                Lease.of(ended),
+                worker.worker_id,
+                None,
+                points=worker._runtime.points,
+                started=ended["updated_at_ms"],
+            )
+            _awaited.note(mine, [child.id])
+            gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
+            assert (await mine.backend.arun(gather, write=True)).parked is not None
+            await mine.backend.arun(settlement, write=True)
+            await mine.backend.arun(_workflows.sweep(), write=True)
+            assert not await _parked(mine, parent.id)
+        finally:
+            run.close()
+
+
 async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_sweep_within_the_bound(
     db: Database, no_look_after_prepare: None
 ) -> None:
@@ -506,7 +535,7 @@ def test_two_threads_noting_first_on_a_client_keep_both_notes(
     other = threading.Thread(target=_awaited.note, args=(client, ["b"]))
     other.start()
     # Unguarded, the second thread makes a set of its own now, while the first is being
-    # made (set fires at once); guarded, it waits for the first: half a second shows it.
+    # made (``second`` is set at once); guarded, it waits for the first.
     second.wait(0.5)
     go.set()
     first.join(10)
