@@ -2,16 +2,19 @@
 
 A worker's settlement decides parked dependents in its own transaction only for a
 task some parked task waits on (its workflows component reads them once a second)
-or one the worker's client made others wait for; any other settlement sends no
-workflows statement, whatever is parked elsewhere. A graph another process submits
-is seen at the next look, and a dependency this worker settles before that is left
-to the sweep, which releases its dependents within about a second more
-(``extensions/workflows/_component.py``).
+or one the worker's client made others wait for, as known when the settlement is
+prepared; any other settlement sends no workflows statement, whatever is parked
+elsewhere. A graph another process submits is seen at the next look, and a
+dependency this worker settles before that is left to the sweep, which releases its
+dependents within about a second more (``extensions/workflows/_component.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
+import threading
 import time
 from typing import Any, cast
 
@@ -20,14 +23,14 @@ import pytest
 from cairnq import Worker
 from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
-from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited
+from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited, _component
 from cairnq.extensions.workflows import _ops as _workflows
-from cairnq.extensions.workflows._component import WorkflowSweeper
+from cairnq.extensions.workflows._component import WAITED_ON_LIMIT, WorkflowSweeper
 from cairnq.models import Lease
 from cairnq.protocol.steps import Row
 from cairnq.worker._run import Run
 
-from ._db import Database
+from ._db import Database, admin_connect, statement_work
 from ._statements import sent_statements
 from .test_statement_count import _names, _naming
 from .test_without_extensions import migrate_only
@@ -36,9 +39,10 @@ from .test_without_extensions import migrate_only
 RELEASE_BOUND_S = 5.0
 
 
-def _decides(worker: Worker) -> bool:
-    """Whether a settlement of ``worker`` now runs a task-end hook (decides dependents)."""
-    return bool(worker._runtime.points.ending().task)
+def _decides(worker: Worker, task_id: str) -> bool:
+    """Whether a settlement of ``task_id`` that ``worker`` prepares now runs a task-end
+    hook (decides its dependents): the gate a settlement reads when it is prepared."""
+    return bool(worker._runtime.points.ending([task_id]).task)
 
 
 async def _prepared(worker: Worker) -> tuple[Run, Any]:
@@ -58,21 +62,20 @@ async def test_a_worker_decides_dependents_only_once_it_saw_a_parked_task_or_mad
         worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
-            assert not _decides(worker)
             first = await other.submit("a")
             waiting = await other.submit("b", depends_on=[first])
             # Another client's graph is seen at the component's next look.
-            assert not _decides(worker)
+            assert not _decides(worker, first.id)
             await part.sweeper.look()
-            assert _decides(worker)
+            assert _decides(worker, first.id)
             # Canceled, then unparked by a sweep: nothing is parked any more.
             await other.cancel(waiting.id)
             await other.backend.arun(_workflows.sweep(), write=True)
             await part.sweeper.look()
-            assert not _decides(worker)
+            assert not _decides(worker, first.id)
             # This worker's own client made a task wait: decided from then on, at once.
             await mine.submit("c", depends_on=[first])
-            assert _decides(worker)
+            assert _decides(worker, first.id)
         finally:
             run.close()
 
@@ -84,23 +87,11 @@ async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) 
         worker = Worker(mine, extensions=[Schedules(evaluate=False)])
         run, part = await _prepared(worker)
         try:
+            await mine.submit("a", queue="lone")
             await part.sweeper.look()
-            assert not _decides(worker)
-        finally:
-            run.close()
-
-
-async def test_without_the_success_keeping_trigger_every_settlement_decides(
-    db: Database,
-) -> None:
-    migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
-    async with db.client(migrate=False) as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)
-        try:
-            # Nothing parked, nothing submitted: a purge could still forget a success
-            # no settlement recorded, so every settlement decides.
-            assert _decides(worker)
+            names = await _settle(worker, run, await _claim(mine, "lone", worker))
+            assert "op complete_many" in names
+            assert _workflows_statements(names) == []
         finally:
             run.close()
 
@@ -114,7 +105,7 @@ async def test_a_dependent_another_process_submitted_is_released_within_the_boun
 
     @worker.task
     async def first(ctx: Any) -> None:
-        decided.append(_decides(worker))
+        decided.append(_decides(worker, ctx.task.id))
         ran["first"] = time.monotonic()
 
     @worker.task
@@ -122,7 +113,6 @@ async def test_a_dependent_another_process_submitted_is_released_within_the_boun
         ran["then"] = time.monotonic()
 
     async with db.client() as other, worker.background():
-        assert not _decides(worker)  # nothing parked when the worker started
         await other.submit_graph({"a": {"task": "first"}, "b": {"task": "then", "after": ["a"]}})
         deadline = time.monotonic() + 30
         while "then" not in ran and time.monotonic() < deadline:
@@ -229,6 +219,104 @@ async def test_a_graph_the_worker_s_own_client_submits_is_decided_without_a_look
             run.close()
 
 
+async def test_without_the_success_keeping_trigger_every_settlement_decides(
+    db: Database,
+) -> None:
+    migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
+    async with db.client(migrate=False) as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)
+        try:
+            # Nothing parked, nothing submitted: a purge could still forget a success
+            # no settlement recorded, so every settlement decides.
+            await mine.submit("c", queue="lone")
+            names = await _settle(worker, run, await _claim(mine, "lone", worker))
+            assert "workflows_lock_parked" in names
+        finally:
+            run.close()
+
+
+async def test_while_parked_tasks_wait_on_more_than_the_look_reads_every_settlement_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_component, "WAITED_ON_LIMIT", 1)
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, part = await _prepared(worker)
+        try:
+            waited = [await other.submit("a", queue="elsewhere") for _ in range(2)]
+            await other.submit("b", queue="elsewhere", depends_on=waited)
+            await other.submit("c", queue="lone")
+            await part.sweeper.look()
+            names = await _settle(worker, run, await _claim(other, "lone", worker))
+            assert "workflows_lock_parked" in names
+        finally:
+            run.close()
+
+
+async def test_while_the_client_noted_more_than_it_keeps_every_settlement_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_awaited, "LIMIT", 2)
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            waited = [await mine.submit("a", queue=f"q{n}") for n in range(3)]
+            # Three noted, two kept: the first is forgotten, not its dependent.
+            then = await mine.submit("b", depends_on=waited)
+            names = await _settle(worker, run, await _claim(mine, "q0", worker))
+            assert "workflows_lock_parked" in names
+            assert await _parked(mine, then.id)  # still waiting on the other two
+        finally:
+            run.close()
+
+
+async def test_a_settlement_prepared_while_the_client_s_submission_parks_its_dependent_decides(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _workflows.submit_nodes
+    during: list[bool] = []
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            first = await mine.submit("a")
+
+            def watched(nodes: list[_workflows.Node]) -> Any:
+                # Inside the submission's transaction, before it writes anything.
+                during.append(_decides(worker, first.id))
+                return (yield from real(nodes))
+
+            monkeypatch.setattr(_workflows, "submit_nodes", watched)
+            await mine.submit("b", depends_on=[first])
+            assert during == [True]
+        finally:
+            run.close()
+
+
+async def test_a_graph_node_whose_key_returned_a_task_is_decided_when_that_task_settles(
+    db: Database,
+) -> None:
+    async with db.client() as mine, db.client() as other:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            existing = await other.submit("a", key="k", queue="first")
+            tasks = await mine.submit_graph(
+                {
+                    "a": {"task": "a", "key": "k", "queue": "first"},
+                    "b": {"task": "b", "after": ["a"]},
+                }
+            )
+            assert tasks["a"].id == existing.id
+            names = await _settle(worker, run, await _claim(mine, "first", worker))
+            assert "workflows_lock_parked" in names
+            assert not await _parked(mine, tasks["b"].id)
+        finally:
+            run.close()
+
+
 @pytest.fixture
 def no_look_after_prepare(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker's workflows look runs once (its prepare) and never again."""
@@ -266,6 +354,35 @@ async def test_a_parent_s_gather_is_decided_by_its_children_s_settlements_withou
         await asyncio.wait_for(worker.run(until_idle=True), 60)
         done = await cq.get(task.id)
     assert done is not None and done.status == "succeeded" and done.result == 3
+
+
+async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_released_by_the_sweep(
+    db: Database,
+) -> None:
+    async with db.client() as mine:
+        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
+        run, _ = await _prepared(worker)  # its look found nothing parked
+        try:
+            parent = await mine.submit("p", queue="p")
+            child = await mine.submit("c", queue="c")
+            held, ended = await _claim(mine, "p", worker), await _claim(mine, "c", worker)
+            # The child's settlement is prepared (its gate read) before the parent
+            # gathers it, as ctx.gather does: noted, then parked.
+            settlement = _kernel.complete(
+                Lease.of(ended),
+                worker.worker_id,
+                None,
+                points=worker._runtime.points,
+                started=ended["updated_at_ms"],
+            )
+            _awaited.note(mine, [child.id])
+            gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
+            assert (await mine.backend.arun(gather, write=True)).parked is not None
+            await mine.backend.arun(settlement, write=True)
+            await mine.backend.arun(_workflows.sweep(), write=True)
+            assert not await _parked(mine, parent.id)
+        finally:
+            run.close()
 
 
 async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_sweep_within_the_bound(
@@ -313,6 +430,59 @@ async def test_the_look_reads_the_tasks_parked_tasks_wait_on_up_to_its_limit(
         assert await cq.backend.arun(read(2), write=False) is None
 
 
+async def test_the_look_counts_more_parked_tasks_than_its_limit_as_too_many(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        waited = [await cq.submit("a") for _ in range(3)]
+        for task in waited:
+            await cq.submit("b", depends_on=[task])
+        read = _workflows.waited_on_by_parked
+        assert await cq.backend.arun(read(3), write=False) == {t.id for t in waited}
+        # Three parked tasks of one edge each: past a limit of two.
+        assert await cq.backend.arun(read(2), write=False) is None
+
+
+# Edges of tasks no longer parked: every edge stays until its task is purged.
+HISTORY_EDGES = 50_000
+
+
+def _add_history(db: Database, edges: int) -> None:
+    """Write ``edges`` edges of tasks that are not parked, as ended tasks leave them, their
+    ids sorting before any task cairnq makes now (they are older)."""
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(str(db.path))) as conn, conn:
+            conn.executemany(
+                "insert into cairnq_dependencies (task_id, depends_on_id, policy)"
+                " values (?, ?, 'cancel')",
+                ((f"task_0{n:09d}", f"task_0{n - 1:09d}") for n in range(1, edges + 1)),
+            )
+        return
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        conn.execute(
+            "insert into cairnq_dependencies (task_id, depends_on_id, policy)"
+            " select 'task_0' || lpad(n::text, 9, '0'), 'task_0' || lpad((n - 1)::text, 9, '0'),"
+            " 'cancel' from generate_series(1, %(edges)s) as n",
+            {"edges": edges},
+        )
+
+
+async def test_the_look_reads_no_edge_of_a_task_no_longer_parked(db: Database) -> None:
+    async with db.client() as cq:
+        first = await cq.submit("a")
+        await cq.submit("b", depends_on=[first])
+        await cq.submit("b", depends_on=[first])
+    look = {"limit": WAITED_ON_LIMIT + 1}
+    small, rows = statement_work(db, "workflows_waited_on", look)
+    _add_history(db, HISTORY_EDGES)
+    large, same = statement_work(db, "workflows_waited_on", look)
+    assert rows == same == 1
+    # About the same work (an index a level deeper at most), where reading the history
+    # is tens of thousands of steps or hundreds of pages.
+    assert large < 2 * small + 10, (small, large)
+
+
 def test_a_client_that_noted_more_than_the_limit_lately_makes_every_settlement_decide(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -336,3 +506,41 @@ def test_a_client_forgets_what_it_noted_once_the_horizon_passed(
     now[0] += _awaited.HORIZON_S / 2 + 0.1
     noted.note(["newest"])
     assert "old" not in noted and "new" in noted and "newest" in noted
+
+
+def test_two_threads_noting_first_on_a_client_keep_both_notes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[_awaited.Awaited] = []
+    entered, second, go = threading.Event(), threading.Event(), threading.Event()
+
+    class Slow(_awaited.Awaited):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+            if len(made) == 1:
+                entered.set()
+                go.wait(10)
+            else:
+                second.set()
+
+    class Client:
+        _awaited: _awaited.Awaited | None = None
+
+    monkeypatch.setattr(_awaited, "Awaited", Slow)
+    client = Client()
+    first = threading.Thread(target=_awaited.note, args=(client, ["a"]))
+    first.start()
+    assert entered.wait(10)
+    other = threading.Thread(target=_awaited.note, args=(client, ["b"]))
+    other.start()
+    # Unguarded, the second thread makes a set of its own now, while the first is being
+    # made (``second`` is set at once); guarded, it waits for the first.
+    second.wait(0.5)
+    go.set()
+    first.join(10)
+    other.join(10)
+    assert not first.is_alive() and not other.is_alive()
+    assert client._awaited is not None
+    assert "a" in client._awaited and "b" in client._awaited
+    assert len(made) == 1

@@ -56,6 +56,7 @@ from .points import AttemptEnd as AttemptEnd
 from .points import DrawClaimer as DrawClaimer
 from .points import Points as Points
 from .points import TaskEnd as TaskEnd
+from .points import TaskEndFor as TaskEndFor
 from .points import claiming_with as claiming_with
 from .points import ending_with as ending_with
 from .reads import get as get

@@ -1,14 +1,25 @@
-"""The tasks a client made others wait for lately (``Awaited``), which a worker built on
-the client decides the dependents of at once, before its look reads them.
+"""The tasks a client made others wait for lately (``Awaited``): a worker built on
+that client decides their dependents in the transaction that settles them, before its
+look reads them.
 
 A client notes the ids before the transaction that parks the waiting tasks
-(``submit(depends_on=...)``, ``submit_graph``, ``ctx.gather``), so a settlement of one
-of them that runs while that transaction commits still decides. The workflows' look
-reads the same ids from the database once a second (every dependency of a parked
-task), so a note is needed only until a look after its commit: a note is forgotten
-``HORIZON_S`` after it was made. At most ``LIMIT`` ids are kept; when more were noted
-within the horizon, the worker decides every settlement until the horizon has passed
-(``everything``), as it does when the look finds too many.
+(``submit(depends_on=...)``, ``submit_graph``, ``ctx.gather``); a graph node whose key
+returned an existing task is noted once that transaction committed (only then is its
+id known). The worker reads the notes when it prepares a settlement (``Settler._flush``,
+``kernel.complete``: the gate is read as the operation is built), not when the
+settlement runs. A settlement prepared after the note decides, one that runs while the
+parking transaction commits included; one prepared before it (a child's completion
+already built when its parent gathers, a reused key's task settled before its note)
+leaves the dependents to the sweep, which releases them within about a second more.
+Only the worker's own client notes: what another ``CairnQ`` submits, in this process or
+another, is decided by the worker's settlements once its look has read it (before
+that, by the sweep).
+
+The workflows' look reads the same ids from the database once a second (every
+dependency of a parked task), so a note is needed only until a look after its commit:
+a note is forgotten ``HORIZON_S`` after it was made. At most ``LIMIT`` ids are kept;
+when more were noted within the horizon, the worker decides every settlement until
+the horizon has passed (``everything``), as it does when the look finds too many.
 """
 
 from __future__ import annotations
@@ -67,9 +78,16 @@ class Noting(Protocol):
     _awaited: Awaited | None
 
 
+# Held while a client's first ``Awaited`` is made, so two threads noting at once share it.
+_MAKING = threading.Lock()
+
+
 def note(client: Noting, ids: Iterable[str]) -> None:
-    """Note on ``client`` that tasks are about to wait for ``ids``."""
+    """Note on ``client`` that tasks are about to wait for ``ids`` (from any thread)."""
     found = client._awaited
     if found is None:
-        found = client._awaited = Awaited()
+        with _MAKING:
+            found = client._awaited
+            if found is None:
+                found = client._awaited = Awaited()
     found.note(ids)

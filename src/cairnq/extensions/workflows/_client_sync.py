@@ -24,7 +24,7 @@ DependencyList = list[Dependency]
 
 class _Submitting(ClientView, Protocol):
     """A client that notes the tasks it makes others wait for (``_awaited``): a worker
-    built on it decides their dependents when it settles them."""
+    built on it decides their dependents in the settlements it prepares after the note."""
 
     _awaited: Awaited | None
 
@@ -34,12 +34,16 @@ def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list
 
     def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
-        # Before the transaction: a settlement while it commits decides too.
+        # Before the transaction: a settlement of a dependency that this client's worker
+        # prepares from now on decides, one running while this transaction commits
+        # included. One prepared before now leaves its dependents to the sweep.
         note(client, [d for n in hooked for d in _dependencies(hooked, n)])
         return _ops.submit_nodes(hooked)
 
     stored = client._submit_specs([n.spec for n in nodes], build, conn)
-    # A node whose key returned an existing task stands for that task.
+    # A node whose key returned an existing task stands for that task, whose id is known
+    # only now: a settlement of it prepared before this note leaves its dependents to the
+    # sweep.
     reused = {i for i, (n, t) in enumerate(zip(nodes, stored, strict=True)) if t.id != n.spec.id}
     if reused:
         note(client, [stored[i].id for n in nodes for i in n.after if i in reused])
@@ -163,7 +167,8 @@ class SyncWorkflowsClient:
     (each the same as the namespace's method it names) and ``submit(depends_on=...)``'s store."""
 
     # The tasks this client made others wait for lately (``_awaited``): a worker built
-    # on it decides their dependents when it settles them, before its look sees them.
+    # on it decides their dependents in the settlements it prepares after the note,
+    # before its look sees them.
     _awaited: Awaited | None = None
 
     @property

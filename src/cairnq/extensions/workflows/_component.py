@@ -10,33 +10,37 @@ does not undo it. One process at a time sweeps (the lease); deciding twice is
 harmless, as every decision is written only while the task is still parked.
 
 Which of this worker's settlements decide dependents is the workflows' gate
-(``gate``), read per settlement, never a statement: ``in_use`` says the workflow
-tables exist and some task may have a parked dependent, ``task_end_for`` whether
-one of the tasks a settlement ends may. A task may when it is
+(``gate``), read per settlement when the settlement is prepared (``Settler._flush``,
+``kernel.complete`` build the operation), not when it runs, and never a statement:
+``in_use`` says the workflow tables exist and some task may have a parked dependent,
+``task_end_for`` whether one of the tasks a settlement ends may. A task may when it is
 
 - a dependency of a task that was parked at the last look: every worker reads the
   tasks parked tasks wait on about once a second (``looks``, no lease; the
-  ``workflows_waited_on`` statement, reading at most ``WAITED_ON_LIMIT`` edges: with
-  more, every settlement decides), or
+  ``workflows_waited_on`` statement, reading at most ``WAITED_ON_LIMIT`` edges of the
+  parked tasks alone: with more, every settlement decides), or
 - a task this worker's client made others wait for lately (``submit(depends_on=...)``,
   ``submit_graph``, ``ctx.gather``; ``_awaited``), noted before the transaction that
-  parks them, so a graph submitted in this process is decided at once.
+  parks them (a graph node whose key returned an existing task: once it committed).
 
-A settlement of any other task runs no workflows statement. Chains stay decided: a
-task's dependents stay parked until it ends, so once a look saw them (or this client
-noted them) it is in the set when it settles, however long ago a decision released
-it; the cancels and failures a decision cascades to are decided within that decision
-(``_ops._decide_rounds``), whatever the set holds.
+A settlement decides in its own transaction when the look or the note came before the
+settlement was prepared. A settlement of any other task runs no workflows statement.
+Chains stay decided: a task's dependents stay parked until it ends, so once a look
+saw them (or this client noted them) it is in the set when it settles, however long
+ago a decision released it; the cancels and failures a decision cascades to are
+decided within that decision (``_ops._decide_rounds``), whatever the set holds.
 
-What the set misses (a graph another process submitted after this worker's last
-look, whose dependency this worker settles before the next) is left to the sweep,
-which releases it within about a second more (``tests/test_workflows_in_use.py``
-shows the bound). Skipping a decision is never wrong: the sweep decides it, and a
-purge of the dependency meanwhile keeps its success
-(``x0016_workflows_keep_success.sql``'s trigger records it). On a database without
-that migration a purge could forget the success, so there every settlement decides,
-as a worker did before the gate. A reference SDK's worker never decides: the sweep
-decides for it.
+What the set misses is left to the sweep, which releases it within about a second
+more (``tests/test_workflows_in_use.py`` shows the bound): a graph another client
+submitted (in another process, or another ``CairnQ`` in this one) after this worker's
+last look, whose dependency this worker settles before the next; a settlement
+prepared before this client's note (a child's completion already built when its
+parent gathers); a reused key's task settled between the commit and its note.
+Skipping a decision is never wrong: the sweep decides it, and a purge of the
+dependency meanwhile keeps its success (``x0016_workflows_keep_success.sql``'s
+trigger records it). On a database without that migration a purge could forget the
+success, so there every settlement decides, as a worker did before the gate. A
+reference SDK's worker never decides: the sweep decides for it.
 """
 
 from __future__ import annotations

@@ -139,7 +139,8 @@ class WorkflowsContext:
             SchemaIncomplete: the database lacks the workflow tables.
         """
         ids = [_ops.dependency_id(c, "gather entry") for c in children]
-        # The children's settlements in this worker decide this task once it is parked.
+        # The children's settlements this worker prepares from now on decide this task
+        # once it is parked (one prepared before now leaves it to the sweep).
         note(_client(self), ids)
         gathered = await self._owned(_ops.gather(self.lease, self.worker_id, ids))
         if gathered.children is not None:

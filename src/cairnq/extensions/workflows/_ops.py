@@ -352,7 +352,8 @@ def decide(
 def waited_on_by_parked(limit: int) -> Op[frozenset[str] | None]:
     """The tasks some parked task waits on (ended ones included): a settlement of any
     other has no dependent to decide. ``None`` when parked tasks have more than
-    ``limit`` dependency edges (any task may then have one)."""
+    ``limit`` dependency edges (any task may then have one). Reads the parked tasks'
+    edges alone, never those of tasks no longer parked."""
     rows = yield Call("workflows_waited_on", {"limit": limit + 1})
     if sum(int(r["edges"]) for r in rows) > limit:
         return None
