@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..._deprecated import renamed
 from .._client_sync import ClientView
-from . import _ops
-from ._ops import Snoozes
+
+if TYPE_CHECKING:
+    from ._ops import Snoozes
 
 
 class SyncSnooze:
@@ -33,6 +36,8 @@ class SyncSnooze:
             if snoozes:
                 print(snoozes.count, snoozes.wake_at_ms)
         """
+        from . import _ops
+
         return self._client._run(_ops.snoozes(task_id), write=False)
 
 
