@@ -36,7 +36,7 @@ from .backends import (
     open_backend,
 )
 from .backoff import Retry
-from .client import CairnQ, SyncCairnQ, WatchSignal
+from .client import CairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
     CairnQError,
@@ -85,6 +85,7 @@ from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
 
 if TYPE_CHECKING:
+    from .client import SyncCairnQ
     from .flow import Pause as Pause
     from .flow import Snooze as Snooze
     from .flow import Snoozes as Snoozes
@@ -96,7 +97,8 @@ if TYPE_CHECKING:
     from .schedules import Schedule as Schedule
     from .schedules import ScheduleSlot as ScheduleSlot
 
-# The features' names (and their modules) are imported when first asked for.
+# The blocking client and the features' names (and their modules) are imported when
+# first asked for.
 _features = exports(
     __name__,
     {
@@ -110,6 +112,7 @@ _features = exports(
         "Snooze": ".flow",
         "Snoozes": ".flow",
         "StepRecord": ".history",
+        "SyncCairnQ": ".client",
         "flow": ".flow",
         "history": ".history",
         "limits": ".limits",
