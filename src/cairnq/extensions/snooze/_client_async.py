@@ -6,13 +6,10 @@ release, warning once), async.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..._deprecated import renamed
 from .._client_async import ClientView
-
-if TYPE_CHECKING:
-    from ._ops import Snoozes
+from . import _ops
+from ._ops import Snoozes
 
 
 class AsyncSnooze:
@@ -38,8 +35,6 @@ class AsyncSnooze:
             if snoozes:
                 print(snoozes.count, snoozes.wake_at_ms)
         """
-        from . import _ops
-
         return await self._client._run(_ops.snoozes(task_id), write=False)
 
 

@@ -4,13 +4,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..._deprecated import renamed
 from .._client_sync import ClientView
-
-if TYPE_CHECKING:
-    from ._ops import Snoozes
+from . import _ops
+from ._ops import Snoozes
 
 
 class SyncSnooze:
@@ -36,8 +33,6 @@ class SyncSnooze:
             if snoozes:
                 print(snoozes.count, snoozes.wake_at_ms)
         """
-        from . import _ops
-
         return self._client._run(_ops.snoozes(task_id), write=False)
 
 

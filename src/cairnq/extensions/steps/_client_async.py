@@ -8,16 +8,14 @@ called: the same as ``cq.steps.list(task_id)``, kept for one release (it warns o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..._deprecated import renamed
 from ...models import Task
 from .._client_async import ClientView
+from . import _ops
+from ._ops import StepRecord
+from ._replay import replay
 
-if TYPE_CHECKING:
-    from ._ops import StepRecord
-
-    StepList = list[StepRecord]
+StepList = list[StepRecord]
 
 
 class AsyncSteps:
@@ -48,8 +46,6 @@ class AsyncSteps:
 
             done = {step.name for step in await cq.steps.list(task.id)}
         """
-        from . import _ops
-
         records = await self._client._run(_ops.steps(task_id), write=False)
         return _ops.opened(self._client.codec, records)
 
@@ -71,6 +67,4 @@ class AsyncStepsClient:
         self: ClientView, task_id: str, from_step: str, reset_attempt: bool
     ) -> Task | None:
         """``retry(task_id, from_step=...)``: the replay, in one transaction."""
-        from ._replay import replay
-
         return await self._run(replay(task_id, from_step, reset_attempt), write=True)

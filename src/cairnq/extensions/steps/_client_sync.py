@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..._deprecated import renamed
 from ...models import Task
 from .._client_sync import ClientView
+from . import _ops
+from ._ops import StepRecord
+from ._replay import replay
 
-if TYPE_CHECKING:
-    from ._ops import StepRecord
-
-    StepList = list[StepRecord]
+StepList = list[StepRecord]
 
 
 class SyncSteps:
@@ -44,8 +42,6 @@ class SyncSteps:
 
             done = {step.name for step in cq.steps.list(task.id)}
         """
-        from . import _ops
-
         records = self._client._run(_ops.steps(task_id), write=False)
         return _ops.opened(self._client.codec, records)
 
@@ -67,6 +63,4 @@ class SyncStepsClient:
         self: ClientView, task_id: str, from_step: str, reset_attempt: bool
     ) -> Task | None:
         """``retry(task_id, from_step=...)``: the replay, in one transaction."""
-        from ._replay import replay
-
         return self._run(replay(task_id, from_step, reset_attempt), write=True)

@@ -37,7 +37,6 @@ class _Submitting(ClientView, Protocol):
 
 async def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
     """Store ``nodes`` in one transaction, through the client's submit hooks and gate."""
-
     from . import _ops
     from ._awaited import note
 
