@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -716,8 +717,6 @@ class _Listener:
         The probe is sent from a second connection because psycopg may discard
         notifications that arrive while this one runs a query.
         """
-        import secrets
-
         probe = f"cairnq_probe_{secrets.token_hex(6)}"
         await conn.execute(sql.SQL("listen {}").format(sql.Identifier(probe)))
         async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as other:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -232,8 +233,6 @@ class PostgresBackend(PostgresDescription, AsyncPostgresPaths, SyncPostgresPaths
 @contextlib.contextmanager
 def scratch_schema_backend(dsn: str, *, clock: Clock | None = None) -> Iterator[PostgresBackend]:
     """A backend in a new, empty schema of ``dsn``'s database, dropped afterwards (tests)."""
-    import secrets
-
     schema = f"cairnq_scratch_{secrets.token_hex(6)}"
     backend = PostgresBackend(dsn, schema=schema, clock=clock, listen=False, min_size=1, max_size=2)
     try:
