@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cairnq._readiness",
             "cairnq._wait",
             "cairnq._deprecated",
+            "cairnq._lazy",
         ),
     ),
     (

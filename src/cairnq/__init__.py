@@ -23,9 +23,10 @@ still importable from ``cairnq`` itself (``from cairnq import Limit``), outside
 ``__all__``.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._deprecated import CairnQDeprecationWarning
+from ._lazy import exports
 from .backends import (
     Backend,
     PgExecutor,
@@ -35,7 +36,7 @@ from .backends import (
     open_backend,
 )
 from .backoff import Retry
-from .client import CairnQ, SyncCairnQ, WatchSignal
+from .client import CairnQ, WatchSignal
 from .errors import (
     AlreadyExists,
     CairnQError,
@@ -63,31 +64,7 @@ from .errors import (
     UnsupportedBackend,
     error_envelope,
 )
-from .flow import (
-    Pause as Pause,
-)
-from .flow import (
-    Snooze as Snooze,
-)
-from .flow import (
-    Snoozes as Snoozes,
-)
-from .history import (
-    Attempt as Attempt,
-)
-from .history import (
-    StepRecord as StepRecord,
-)
 from .kernel.retention import Retention, RetentionRule
-from .limits import (
-    Limit as Limit,
-)
-from .limits import (
-    LimitKeyError as LimitKeyError,
-)
-from .limits import (
-    LimitUsage as LimitUsage,
-)
 from .lineage import Lineage
 from .migrate import migrate
 from .models import (
@@ -104,14 +81,45 @@ from .models import (
     WorkerInfo,
     is_terminal_status,
 )
-from .schedules import (
-    Schedule as Schedule,
-)
-from .schedules import (
-    ScheduleSlot as ScheduleSlot,
-)
 from .store import PostgresStore, SQLiteStore, TaskStore
 from .worker import SyncTaskContext, TaskContext, TaskEvent, Worker
+
+if TYPE_CHECKING:
+    from .client import SyncCairnQ
+    from .flow import Pause as Pause
+    from .flow import Snooze as Snooze
+    from .flow import Snoozes as Snoozes
+    from .history import Attempt as Attempt
+    from .history import StepRecord as StepRecord
+    from .limits import Limit as Limit
+    from .limits import LimitKeyError as LimitKeyError
+    from .limits import LimitUsage as LimitUsage
+    from .schedules import Schedule as Schedule
+    from .schedules import ScheduleSlot as ScheduleSlot
+
+# The blocking client and the features' names (and their modules) are imported when
+# first asked for.
+_features = exports(
+    __name__,
+    {
+        "Attempt": ".history",
+        "Limit": ".limits",
+        "LimitKeyError": ".limits",
+        "LimitUsage": ".limits",
+        "Pause": ".flow",
+        "Schedule": ".schedules",
+        "ScheduleSlot": ".schedules",
+        "Snooze": ".flow",
+        "Snoozes": ".flow",
+        "StepRecord": ".history",
+        "SyncCairnQ": ".client",
+        "flow": ".flow",
+        "history": ".history",
+        "limits": ".limits",
+        "schedules": ".schedules",
+    },
+)
+__dir__ = _features[1]
 
 
 def __getattr__(name: str) -> Any:
@@ -126,7 +134,7 @@ def __getattr__(name: str) -> Any:
             found = "0.0.0"
         globals()["__version__"] = found
         return found
-    raise AttributeError(f"module 'cairnq' has no attribute {name!r}")
+    return _features[0](name)
 
 
 __all__ = [

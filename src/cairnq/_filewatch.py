@@ -10,8 +10,6 @@ Elsewhere there is no watcher, and waiting falls back to polling.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import select
@@ -37,6 +35,9 @@ class FileWatcher:
     def __init__(self, folder: str, names: set[str], on_change: Callable[[], None]) -> None:
         self._names = {name.encode() for name in names}
         self._on_change = on_change
+        import ctypes
+        import ctypes.util
+
         self._stop_read, self._stop_write = os.pipe()
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         self._fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)

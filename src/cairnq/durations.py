@@ -84,7 +84,6 @@ from __future__ import annotations
 import datetime
 import math
 import re
-import zoneinfo
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, TypeAlias
@@ -231,6 +230,8 @@ def format_instant(ms: int, tz: str | None = "UTC") -> str:
         local = utc.astimezone()
         return local.strftime("%Y-%m-%d %H:%M:%S") + f"{_offset(local)} {local.tzname()}"
     if tz != "UTC":
+        import zoneinfo
+
         try:
             zoned = utc.astimezone(zoneinfo.ZoneInfo(tz))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):

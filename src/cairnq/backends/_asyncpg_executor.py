@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -150,6 +149,8 @@ class PoolExecutor:
                 (a transaction pooler).
         """
         conn = await self._asyncpg.connect(self.dsn, server_settings=self._server_settings())
+        import secrets
+
         probe = f"cairnq_probe_{secrets.token_hex(6)}"
         arrived = asyncio.Event()
 

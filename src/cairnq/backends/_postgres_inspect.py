@@ -8,7 +8,6 @@ of its own without creating, locking or migrating anything.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, UnsupportedBackend
 from ..protocol.statements import statements
@@ -62,6 +61,8 @@ class PostgresDescription:
         if self._dsn is None:
             where = "PostgreSQL (the application's pool or connection)"
         elif "://" in self._dsn:
+            from urllib.parse import urlsplit
+
             parts = urlsplit(self._dsn)
             host = parts.hostname or "localhost"
             port = f":{parts.port}" if parts.port else ""

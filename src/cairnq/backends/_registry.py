@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
@@ -117,7 +116,11 @@ def register_backend(
 
 def url_scheme(url: str) -> str:
     """The lower-case scheme of ``url``; ``""`` for a plain file path."""
-    return urlsplit(url).scheme.lower() if "://" in url else ""
+    if "://" not in url:
+        return ""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).scheme.lower()
 
 
 def registration(scheme: str) -> Registration | None:

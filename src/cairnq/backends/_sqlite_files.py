@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-import urllib.parse
 
 from ..errors import DatabaseUnavailable, InvalidArgument
 from ._registry import registration
@@ -38,6 +37,8 @@ def _file_path(path: str) -> str:
     """The file system path of a database named by a path or a ``file:`` URI."""
     if not path.startswith("file:"):
         return path
+    import urllib.parse
+
     return urllib.parse.unquote(urllib.parse.urlsplit(path).path)
 
 
@@ -174,6 +175,8 @@ def sqlite_path_from_url(url: str) -> str:
             f"malformed SQLite URL {url!r}: {hint}"
             "use sqlite:///relative/path.db or sqlite:////abs/path.db"
         )
+    import urllib.parse
+
     path = urllib.parse.unquote(rest[1:].split("?", 1)[0])
     if not path:
         raise InvalidArgument(f"SQLite URL {url!r} names no file")

@@ -36,10 +36,8 @@ import json
 import os
 import queue
 import sqlite3
-import tempfile
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -223,6 +221,8 @@ class SQLiteBackend(GroupWriter):
             return Inspection(exists=False)
         if os.path.isdir(path):
             raise DatabaseError(f"{path} is a directory, not a database file")
+        import urllib.parse
+
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         try:
             with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
@@ -657,6 +657,8 @@ def _open(url: str, **options: Any) -> SQLiteBackend:
 @contextlib.contextmanager
 def scratch_file_backend(url: str, clock: Clock | None = None) -> Iterator[SQLiteBackend]:
     """A backend on a new file in a temporary folder, removed afterwards (``url`` unused)."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="cairnq-scratch-") as folder:
         backend = SQLiteBackend(os.path.join(folder, "scratch.db"), clock=clock)
         try:

@@ -6,7 +6,8 @@ protocol decision live in ``kernel``; the two classes only run operations and wa
 
 The operations are written once, async, in ``_async.py``; the blocking ones in
 ``_sync.py`` are generated from them; ``_core.py`` holds what both share. What
-only one half has is here. Each class inherits the built-in extensions' client
+only one half has is here, or for ``SyncCairnQ`` in ``_blocking.py`` (imported
+when first asked for). Each class inherits the built-in extensions' client
 parts (``cairnq.extensions._builtins_client_async``): their namespaces
 (``cq.schedules``, ``cq.limits``, ...), the flat methods before them, and
 ``submit``'s keywords that belong to an extension; and ``extension(Kind)``, the
@@ -16,12 +17,11 @@ namespace of an extension outside cairnq.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._lazy import exports
 from ..extensions._builtins_client_async import AsyncBuiltins
-from ..extensions._builtins_client_sync import SyncBuiltins
 from ..extensions._client_async import AsyncNamespaces
-from ..extensions._client_sync import SyncNamespaces
 from ._async import AsyncOperations
 from ._core import DEFAULT_MAX_POLL_MS as DEFAULT_MAX_POLL_MS
 from ._core import DEFAULT_POLL_MS as DEFAULT_POLL_MS
@@ -30,7 +30,12 @@ from ._core import DEFAULT_WATCH_POLL_MS as DEFAULT_WATCH_POLL_MS
 from ._core import WATCH_BUFFER as WATCH_BUFFER
 from ._core import WatchSignal
 from ._core import _ClientCore as _ClientCore
-from ._sync import SyncOperations
+
+if TYPE_CHECKING:
+    from ._blocking import SyncCairnQ
+else:
+    # The blocking client (and its generated half) is imported when first asked for.
+    __getattr__, __dir__ = exports(__name__, {"SyncCairnQ": "._blocking"})
 
 __all__ = ["CairnQ", "SyncCairnQ", "WatchSignal"]
 
@@ -65,17 +70,3 @@ class CairnQ(AsyncBuiltins, AsyncNamespaces, AsyncOperations):
 
     def __await__(self) -> Generator[Any, None, CairnQ]:
         return self.open().__await__()
-
-
-class SyncCairnQ(SyncBuiltins, SyncNamespaces, SyncOperations):
-    """The blocking client: ``CairnQ``'s operations for code without an event loop.
-
-    It takes the same arguments as ``CairnQ``; a ``retention`` policy is swept
-    from a daemon thread while the client is open.
-
-    Example::
-
-        with SyncCairnQ.sqlite("tasks.db") as cq:
-            task = cq.submit("report.build", {"month": "2026-11"})
-            print(cq.wait(task.id).result)
-    """

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._clock import Clock
 from ..backoff import Retry, attempts_of
@@ -33,17 +33,19 @@ from .history._client_async import AsyncHistoryClient
 from .limits._client_async import AsyncLimitsClient
 from .pauses._client_async import AsyncPausesClient
 from .policies._client_async import AsyncPoliciesClient
-from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_async import AsyncPresenceClient
 from .schedules._client_async import AsyncSchedulesClient
 from .search._client_async import AsyncSearchClient, submit_terms
 from .snooze._client_async import AsyncSnoozeClient
 from .steps._client_async import AsyncStepsClient
-from .uniqueness import Throttle, policy_of
 from .uniqueness._client_async import AsyncUniquenessClient, policy_options
 from .waits._client_async import AsyncEventsClient
-from .workflows._awaited import Awaited
 from .workflows._client_async import AsyncWorkflowsClient
+
+if TYPE_CHECKING:
+    from .policies._ops import SubmitPolicy
+    from .uniqueness import Throttle
+    from .workflows._awaited import Awaited
 
 
 class _Client(ClientView, Protocol):
@@ -219,13 +221,17 @@ class AsyncBuiltins(
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
         unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
-        unique = policy_of(
-            spec,
-            unique_for,
-            debounce,
-            throttle,
-            given_start=delay is not None or run_at is not None or delay_ms is not None,
-        )
+        unique = None
+        if not (unique_for is None and debounce is None and throttle is None):
+            from .uniqueness import policy_of
+
+            unique = policy_of(
+                spec,
+                unique_for,
+                debounce,
+                throttle,
+                given_start=delay is not None or run_at is not None or delay_ms is not None,
+            )
         with also(terms):
             stored = await _submit_on_path(
                 self, spec, unique, policy, depends_on, on_dependency_failure, conn
@@ -283,6 +289,8 @@ def policies_of(
     Raises:
         InvalidArgument: a bad policy, or ``max_attempts`` and a retry policy's differing.
     """
+    from .policies._ops import check_submit
+
     policy = check_submit(
         retry=retry,
         timeout=timeout,

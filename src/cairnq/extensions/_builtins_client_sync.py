@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._clock import Clock
 from ..backoff import Retry, attempts_of
@@ -22,17 +22,19 @@ from .history._client_sync import SyncHistoryClient
 from .limits._client_sync import SyncLimitsClient
 from .pauses._client_sync import SyncPausesClient
 from .policies._client_sync import SyncPoliciesClient
-from .policies._ops import SubmitPolicy, check_submit
 from .presence._client_sync import SyncPresenceClient
 from .schedules._client_sync import SyncSchedulesClient
 from .search._client_sync import SyncSearchClient, submit_terms
 from .snooze._client_sync import SyncSnoozeClient
 from .steps._client_sync import SyncStepsClient
-from .uniqueness import Throttle, policy_of
 from .uniqueness._client_sync import SyncUniquenessClient, policy_options
 from .waits._client_sync import SyncEventsClient
-from .workflows._awaited import Awaited
 from .workflows._client_sync import SyncWorkflowsClient
+
+if TYPE_CHECKING:
+    from .policies._ops import SubmitPolicy
+    from .uniqueness import Throttle
+    from .workflows._awaited import Awaited
 
 
 class _Client(ClientView, Protocol):
@@ -208,13 +210,17 @@ class SyncBuiltins(
             delay_ms, delay, run_at, parent_id, root_id, correlation_id, lineage,
         )  # fmt: skip
         unique_for, debounce, throttle = policy_options(task, name, unique_for, debounce, throttle)
-        unique = policy_of(
-            spec,
-            unique_for,
-            debounce,
-            throttle,
-            given_start=delay is not None or run_at is not None or delay_ms is not None,
-        )
+        unique = None
+        if not (unique_for is None and debounce is None and throttle is None):
+            from .uniqueness import policy_of
+
+            unique = policy_of(
+                spec,
+                unique_for,
+                debounce,
+                throttle,
+                given_start=delay is not None or run_at is not None or delay_ms is not None,
+            )
         with also(terms):
             stored = _submit_on_path(
                 self, spec, unique, policy, depends_on, on_dependency_failure, conn
@@ -272,6 +278,8 @@ def policies_of(
     Raises:
         InvalidArgument: a bad policy, or ``max_attempts`` and a retry policy's differing.
     """
+    from .policies._ops import check_submit
+
     policy = check_submit(
         retry=retry,
         timeout=timeout,

@@ -18,16 +18,17 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Collection, Sequence
-from importlib import resources
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument, InvalidExtension
 from ..protocol.statements import DIALECTS, add_folder, core_tables, written_tables
 from ._base import Extension
 
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:
-    from importlib.abc import Traversable
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*\Z")
 _WHAT = r"[a-z0-9]+(?:_[a-z0-9]+)*\.sql\Z"
@@ -57,6 +58,8 @@ def folder_of(extension: Extension, taken: Collection[str]) -> Traversable:
         raise refuse("a name is lower-case letters and digits, words joined by _")
     if name in taken:
         raise refuse(f"{name} is the name of one of cairnq's own extensions")
+    from importlib import resources
+
     try:
         root = resources.files(str(extension.package))
     except (ImportError, TypeError) as exc:

@@ -28,15 +28,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import InvalidArgument
 
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:
-    from importlib.abc import Traversable
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 Dialect = Literal["sqlite", "postgres"]
 DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
@@ -140,6 +140,8 @@ def core_tables() -> frozenset[str]:
 def bundled_root() -> Traversable:
     """The protocol directory shipped in the package: the reference protocol's
     statements and migrations."""
+    from importlib import resources
+
     return resources.files("cairnq") / "protocol"
 
 
@@ -147,12 +149,16 @@ def kernel_root() -> Traversable:
     """The kernel's folder of statements and migrations beyond the reference
     protocol's (``cairnq/kernel/``: its ``sql/<dialect>/`` and
     ``migrations/<dialect>/``)."""
+    from importlib import resources
+
     return resources.files("cairnq") / "kernel"
 
 
 def extension_roots() -> tuple[Traversable, ...]:
     """The folder of each extension shipped in the package that holds statements or
     migrations (``cairnq/extensions/<name>/``), by name."""
+    from importlib import resources
+
     base = resources.files("cairnq") / "extensions"
     return tuple(
         sorted(

@@ -14,11 +14,13 @@ built-in's. The worker's old attributes for them are read here too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 from .._deprecated import renamed
 from ..extensions import Extension
-from ..extensions.limits._model import Limit
+
+if TYPE_CHECKING:
+    from ..extensions.limits._model import Limit
 
 # The built-ins' worker options as their extensions' constructors spell them.
 _SPELLED = {

@@ -37,7 +37,6 @@ from ..errors import (
     safe_str,
 )
 from ..extensions._builtins_context_async import BuiltinContext
-from ..extensions.policies._ops import StoredRetry, read_retry
 from ..kernel.points import NO_POINTS, Points
 from ..lineage import Lineage
 from ..models import Lease, Task
@@ -45,6 +44,9 @@ from ..protocol.steps import Op
 from ..store._leases import complete_attempt
 from ._task_events import SETTLED_AS, EventKind, TaskEvent
 from ._task_events import Listener as Listener  # re-exported for the worker's on_event
+
+if TYPE_CHECKING:
+    from ..extensions.policies._ops import StoredRetry
 
 log = logging.getLogger("cairnq.worker")
 # The ``max_attempts`` a submit that gives none writes (the protocol's default): the
@@ -371,6 +373,8 @@ class TaskContext(BuiltinContext):
     def apply_policies(self, policies: Mapping[str, Any]) -> None:
         """Apply what this task's submit asked (the policies extension's row): its run
         timeout, and its retry policy in place of the handler's."""
+        from ..extensions.policies._ops import read_retry
+
         timeout = policies.get("run_timeout_ms")
         if timeout is not None:
             self.run_timeout_ms = int(timeout)

@@ -16,8 +16,6 @@ and errors cross the process boundary pickled; the processes are started with th
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +88,8 @@ def check_isolate(
         )
     if listed:
         raise InvalidArgument(f"isolate=True does not take a batch handler (task {task!r})")
+    import pickle
+
     try:
         pickle.dumps(fn)
     except Exception as exc:
@@ -131,6 +131,8 @@ class Processes:
             Exception: the handler's, as pickled back from the child.
         """
         if self._pool is None:
+            import multiprocessing
+
             pebble = _pebble()
             self._pool = pebble.ProcessPool(
                 max_workers=self._size, context=multiprocessing.get_context("spawn")

@@ -14,12 +14,35 @@ user's guide.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from weakref import WeakKeyDictionary
 
+from ..._lazy import exports
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
-from ._component import BatchesComponent, BatchesRun, BatchSweeper, gate
-from ._ops import Batch, BatchClosed, BatchNotFound, Member, after_ended
+
+if TYPE_CHECKING:
+    from ._component import BatchesComponent as BatchesComponent
+    from ._component import BatchesRun
+    from ._component import BatchSweeper as BatchSweeper
+    from ._component import gate as gate
+    from ._ops import Batch, BatchClosed, BatchNotFound, Member
+    from ._ops import after_ended as after_ended
+else:
+    # The operations and the worker's parts are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "Batch": "._ops",
+            "BatchClosed": "._ops",
+            "BatchNotFound": "._ops",
+            "BatchSweeper": "._component",
+            "BatchesComponent": "._component",
+            "BatchesRun": "._component",
+            "Member": "._ops",
+            "after_ended": "._ops",
+            "gate": "._component",
+        },
+    )
 
 __all__ = ["Batch", "BatchClosed", "BatchNotFound", "Batches", "Member"]
 
@@ -44,16 +67,25 @@ class Batches(Extension):
         """The batches state of one run of ``worker``, which its gate and its sweeper share."""
         found = self._runs.get(worker)
         if found is None:
+            from ._component import BatchesRun
+
             found = self._runs[worker] = BatchesRun(worker.worker_id, worker.client)
         return found
 
     def hooks(self, worker: WorkerView) -> Hooks:
+        from ._component import gate
+        from ._ops import after_ended
+
         return Hooks(task_end=after_ended, in_use=gate(self.run(worker)))
 
     def ending_hooks(self) -> Hooks:
+        from ._ops import after_ended
+
         # Outside a worker run no look keeps a gate current: record wherever ready.
         return Hooks(task_end=after_ended)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
+        from ._component import BatchesComponent, BatchSweeper
+
         sweeper = BatchSweeper(worker.backend, self.run(worker), report=worker.report)
         return (BatchesComponent(sweeper),)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import kernel
 from ..._checks import check_text
@@ -18,12 +18,13 @@ from ...protocol.steps import Op
 from .._client_async import ClientView
 from .._submit_path import also
 from ..search._client_async import submit_terms
-from . import _ops
-from ._component import BATCHING
-from ._ops import Batch, Member
+
+if TYPE_CHECKING:
+    from ._ops import Batch, Member
+
+    MemberList = list[Member]
 
 TaskList = list[Task]
-MemberList = list[Member]
 # The fields of a callback given as a dict: ``submit``'s, but a key (its batch is its key).
 _CALLBACK_FIELDS = frozenset(
     {
@@ -85,6 +86,8 @@ def _callback(client: ClientView, kind: str, value: Any, batch_id: str) -> kerne
 def _callbacks(
     client: ClientView, given: Mapping[str, Any], batch_id: str
 ) -> dict[str, kernel.NewTask]:
+    from . import _ops
+
     out: dict[str, kernel.NewTask] = {}
     for kind in _ops.CALLBACKS:
         spec = _callback(client, kind, given[kind], batch_id)
@@ -150,6 +153,9 @@ class AsyncBatches:
                 on_complete={"task": "img.report", "payload": {"album": 7}},
             )
         """
+        from . import _ops
+        from ._component import BATCHING
+
         items = _items(tasks, "tasks")
         flag = _check_flag(close, "close")
         terms = submit_terms(self._client, tags)
@@ -199,6 +205,9 @@ class AsyncBatches:
             await cq.batches.add(batch.id, [("page.fetch", {"url": u}) for u in urls])
             await cq.batches.close(batch.id)
         """
+        from . import _ops
+        from ._component import BATCHING
+
         bid = _ops.check_batch_id(batch_id)
         specs = [self._client._item(item) for item in _items(tasks, "tasks")]
         terms = submit_terms(self._client, tags)
@@ -216,6 +225,9 @@ class AsyncBatches:
             BatchNotFound: no batch has this id.
             SchemaIncomplete: the database lacks the batch tables.
         """
+        from . import _ops
+        from ._component import BATCHING
+
         bid = _ops.check_batch_id(batch_id)
         BATCHING.add(self._client)
         return await self._client._run(_ops.close(bid), write=True)
@@ -233,6 +245,8 @@ class AsyncBatches:
             batch = await cq.batches.status(batch_id)
             print(f"{batch.ended}/{batch.total} ended, {batch.failed} failed")
         """
+        from . import _ops
+
         return await self._client._run(_ops.status(batch_id), write=False)
 
     async def members(
@@ -255,6 +269,8 @@ class AsyncBatches:
 
             failed = [m.task_id for m in await cq.batches.members(bid) if m.outcome == "failed"]
         """
+        from . import _ops
+
         return await self._client._run(
             _ops.members(batch_id, after=after, limit=limit), write=False
         )

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import kernel
 from ..._checks import check_text
@@ -16,12 +16,13 @@ from ...protocol.steps import Op
 from .._client_sync import ClientView
 from .._submit_path import also
 from ..search._client_sync import submit_terms
-from . import _ops
-from ._component import BATCHING
-from ._ops import Batch, Member
+
+if TYPE_CHECKING:
+    from ._ops import Batch, Member
+
+    MemberList = list[Member]
 
 TaskList = list[Task]
-MemberList = list[Member]
 # The fields of a callback given as a dict: ``submit``'s, but a key (its batch is its key).
 _CALLBACK_FIELDS = frozenset(
     {
@@ -83,6 +84,8 @@ def _callback(client: ClientView, kind: str, value: Any, batch_id: str) -> kerne
 def _callbacks(
     client: ClientView, given: Mapping[str, Any], batch_id: str
 ) -> dict[str, kernel.NewTask]:
+    from . import _ops
+
     out: dict[str, kernel.NewTask] = {}
     for kind in _ops.CALLBACKS:
         spec = _callback(client, kind, given[kind], batch_id)
@@ -148,6 +151,9 @@ class SyncBatches:
                 on_complete={"task": "img.report", "payload": {"album": 7}},
             )
         """
+        from . import _ops
+        from ._component import BATCHING
+
         items = _items(tasks, "tasks")
         flag = _check_flag(close, "close")
         terms = submit_terms(self._client, tags)
@@ -197,6 +203,9 @@ class SyncBatches:
             cq.batches.add(batch.id, [("page.fetch", {"url": u}) for u in urls])
             cq.batches.close(batch.id)
         """
+        from . import _ops
+        from ._component import BATCHING
+
         bid = _ops.check_batch_id(batch_id)
         specs = [self._client._item(item) for item in _items(tasks, "tasks")]
         terms = submit_terms(self._client, tags)
@@ -214,6 +223,9 @@ class SyncBatches:
             BatchNotFound: no batch has this id.
             SchemaIncomplete: the database lacks the batch tables.
         """
+        from . import _ops
+        from ._component import BATCHING
+
         bid = _ops.check_batch_id(batch_id)
         BATCHING.add(self._client)
         return self._client._run(_ops.close(bid), write=True)
@@ -231,6 +243,8 @@ class SyncBatches:
             batch = cq.batches.status(batch_id)
             print(f"{batch.ended}/{batch.total} ended, {batch.failed} failed")
         """
+        from . import _ops
+
         return self._client._run(_ops.status(batch_id), write=False)
 
     def members(self, batch_id: str, *, after: str | None = None, limit: int = 1000) -> MemberList:
@@ -251,6 +265,8 @@ class SyncBatches:
 
             failed = [m.task_id for m in cq.batches.members(bid) if m.outcome == "failed"]
         """
+        from . import _ops
+
         return self._client._run(_ops.members(batch_id, after=after, limit=limit), write=False)
 
 

@@ -13,12 +13,29 @@ the kernel hooks that record (``_hooks``) and its statements
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ..._lazy import exports
 from .._base import Component, Extension, Hooks, Option, TaskRows, WorkerView
-from ._hooks import expired, record, settling_for
-from ._ops import OUTCOMES, Attempt
 from ._rollups import ROLLUPS_MIGRATION, RollupComponent
+
+if TYPE_CHECKING:
+    from ._hooks import expired as expired
+    from ._hooks import record as record
+    from ._hooks import settling_for as settling_for
+    from ._ops import OUTCOMES, Attempt
+else:
+    # The operations and the hooks are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "OUTCOMES": "._ops",
+            "Attempt": "._ops",
+            "expired": "._hooks",
+            "record": "._hooks",
+            "settling_for": "._hooks",
+        },
+    )
 
 __all__ = ["OUTCOMES", "Attempt", "History"]
 
@@ -58,6 +75,8 @@ class History(Extension):
         super().__init__(record_attempts=record)
 
     def hooks(self, worker: WorkerView) -> Hooks:
+        from ._hooks import expired, record, settling_for
+
         recording = bool(worker.options["record_attempts"])
         return Hooks(
             before_recover=expired,
@@ -67,6 +86,8 @@ class History(Extension):
         )
 
     def ending_hooks(self) -> Hooks:
+        from ._hooks import record
+
         return Hooks(attempt_end=record)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:

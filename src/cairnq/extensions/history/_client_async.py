@@ -10,17 +10,20 @@ namespace's first name, are kept for one release (each warns once).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..._deprecated import renamed
 from ...durations import Duration
 from .._client_async import ClientView
-from ..logs._ops import AttemptLog, logs
-from . import _ops, _trends
-from ._ops import Attempt
 
-AttemptList = list[Attempt]
-LogList = list[AttemptLog]
-TrendList = list[_trends.Trend]
+if TYPE_CHECKING:
+    from ..logs._ops import AttemptLog
+    from . import _trends
+    from ._ops import Attempt
+
+    AttemptList = list[Attempt]
+    LogList = list[AttemptLog]
+    TrendList = list[_trends.Trend]
 
 
 class AsyncAttempts:
@@ -57,6 +60,8 @@ class AsyncAttempts:
             for attempt in await cq.attempts.list(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
+        from . import _ops
+
         return await self._client._run(_ops.attempts(task_id), write=False)
 
     async def logs(self, task_id: str) -> LogList:
@@ -79,6 +84,8 @@ class AsyncAttempts:
                 for line in entry.lines:
                     print(entry.attempt, line.level, line.message)
         """
+        from ..logs._ops import logs
+
         return await self._client._run(logs(task_id), write=False)
 
     async def trends(self, by: str = "name", since: Duration = "7d") -> TrendList:
@@ -104,6 +111,8 @@ class AsyncAttempts:
             for trend in await cq.attempts.trends(since="1d"):
                 print(trend.key, trend.failure_rate, trend.p95_ms)
         """
+        from . import _trends
+
         now_ms = int(time.time() * 1000)
         return await self._client._run(_trends.trends(by, since, now_ms=now_ms), write=False)
 

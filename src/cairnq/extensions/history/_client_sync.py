@@ -5,17 +5,20 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..._deprecated import renamed
 from ...durations import Duration
 from .._client_sync import ClientView
-from ..logs._ops import AttemptLog, logs
-from . import _ops, _trends
-from ._ops import Attempt
 
-AttemptList = list[Attempt]
-LogList = list[AttemptLog]
-TrendList = list[_trends.Trend]
+if TYPE_CHECKING:
+    from ..logs._ops import AttemptLog
+    from . import _trends
+    from ._ops import Attempt
+
+    AttemptList = list[Attempt]
+    LogList = list[AttemptLog]
+    TrendList = list[_trends.Trend]
 
 
 class SyncAttempts:
@@ -52,6 +55,8 @@ class SyncAttempts:
             for attempt in cq.attempts.list(task.id):
                 print(attempt.attempt, attempt.outcome, attempt.error)
         """
+        from . import _ops
+
         return self._client._run(_ops.attempts(task_id), write=False)
 
     def logs(self, task_id: str) -> LogList:
@@ -74,6 +79,8 @@ class SyncAttempts:
                 for line in entry.lines:
                     print(entry.attempt, line.level, line.message)
         """
+        from ..logs._ops import logs
+
         return self._client._run(logs(task_id), write=False)
 
     def trends(self, by: str = "name", since: Duration = "7d") -> TrendList:
@@ -99,6 +106,8 @@ class SyncAttempts:
             for trend in cq.attempts.trends(since="1d"):
                 print(trend.key, trend.failure_rate, trend.p95_ms)
         """
+        from . import _trends
+
         now_ms = int(time.time() * 1000)
         return self._client._run(_trends.trends(by, since, now_ms=now_ms), write=False)
 

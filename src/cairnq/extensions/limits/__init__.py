@@ -22,17 +22,50 @@ by the names the extension declares (``Extension.cli``, ``Extension.pages``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from weakref import WeakKeyDictionary
 
 from ... import kernel
+from ..._lazy import exports
 from ..._sealing import refuse_payload_path
 from .._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
-from ._component import LimitBook, check_declared
-from ._fair import FAIR_MIGRATION, FairShare, check_fair
-from ._model import Limit, LimitKeyError, LimitUsage
+
+if TYPE_CHECKING:
+    from ._component import LimitBook
+    from ._component import check_declared as check_declared
+    from ._fair import FAIR_MIGRATION as FAIR_MIGRATION
+    from ._fair import FairShare
+    from ._fair import check_fair as check_fair
+    from ._model import Limit, LimitKeyError, LimitUsage
+else:
+    # The model and the worker's book are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "FAIR_MIGRATION": "._fair",
+            "FairShare": "._fair",
+            "Limit": "._model",
+            "LimitBook": "._component",
+            "LimitKeyError": "._model",
+            "LimitUsage": "._model",
+            "check_declared": "._component",
+            "check_fair": "._fair",
+        },
+    )
 
 __all__ = ["FairShare", "Limit", "LimitKeyError", "LimitUsage", "Limits", "LimitsComponent"]
+
+
+def _check_declared(limits: Any) -> list[Limit]:
+    from ._component import check_declared
+
+    return check_declared(limits)
+
+
+def _check_fair(shares: Any) -> list[FairShare]:
+    from ._fair import check_fair
+
+    return check_fair(shares)
 
 
 class LimitsComponent(Part):
@@ -47,6 +80,8 @@ class LimitsComponent(Part):
         self.book = book
 
     async def prepare(self) -> None:
+        from ._fair import FAIR_MIGRATION
+
         missing = await self.extension.amissing(self.book.backend)
         if missing and self.book.declared:
             raise self.extension.refusal(missing, f"{len(self.book.declared)} limit(s)")
@@ -106,8 +141,8 @@ class Limits(Extension):
     cli = "cairnq.extensions.limits._surfaces.cli"
     pages = "cairnq.extensions.limits._surfaces.pages"
     options: ClassVar[Mapping[str, Option]] = {
-        "limits": Option(None, check_declared),
-        "fair": Option(None, check_fair),
+        "limits": Option(None, _check_declared),
+        "fair": Option(None, _check_fair),
     }
 
     def __init__(
@@ -124,6 +159,8 @@ class Limits(Extension):
         component share, holding the limits the worker declares."""
         found = self._runs.get(worker)
         if found is None:
+            from ._component import LimitBook
+
             declared = cast("list[Limit]", worker.options["limits"])
             fair = cast("list[FairShare]", worker.options["fair"])
             if worker.codec.sealer is not None:

@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..._deprecated import renamed
 from ..._sealing import refuse_payload_path
 from .._client_sync import ClientView
-from . import _ops
-from ._model import Limit, LimitUsage
 
-LimitList = list[Limit]
-LimitUsageList = list[LimitUsage]
+if TYPE_CHECKING:
+    from ._model import Limit, LimitUsage
+
+    LimitList = list[Limit]
+    LimitUsageList = list[LimitUsage]
 
 
 class SyncLimits:
@@ -44,12 +47,16 @@ class SyncLimits:
 
             cq.limits.set(Limit.concurrency(2, queue="emails", key="payload.customer"))
         """
+        from . import _ops
+
         if self._client.codec.sealer is not None:
             refuse_payload_path(getattr(limit, "key", None), f"limit {getattr(limit, 'id', '')!r}")
         return self._client._run(_ops.put(limit, source="operator"), write=True)
 
     def list(self) -> LimitList:
         """Every stored limit (declared by workers or set by operators), by id."""
+        from . import _ops
+
         return self._client._run(_ops.list_all(), write=False)
 
     def remove(self, limit_id: str) -> bool:
@@ -57,10 +64,14 @@ class SyncLimits:
 
         A worker that declares it stores it again when it next starts.
         """
+        from . import _ops
+
         return self._client._run(_ops.remove(limit_id), write=True)
 
     def usage(self) -> LimitUsageList:
         """Each stored limit's running tasks per key, waiting tasks and rate tokens, now."""
+        from . import _ops
+
         return self._client._run(_ops.usage(), write=False)
 
 

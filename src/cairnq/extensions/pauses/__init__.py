@@ -20,13 +20,22 @@ which the CLI and the dashboard import by the names the extension declares
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from weakref import WeakKeyDictionary
 
+from ..._lazy import exports
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
-from ._component import PausesComponent
-from ._filter import PauseSet
-from ._ops import Pause
+
+if TYPE_CHECKING:
+    from ._component import PausesComponent
+    from ._filter import PauseSet
+    from ._ops import Pause
+else:
+    # The operations and the worker's parts are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {"Pause": "._ops", "PauseSet": "._filter", "PausesComponent": "._component"},
+    )
 
 __all__ = ["Pause", "PauseSet", "Pauses", "PausesComponent"]
 
@@ -59,6 +68,8 @@ class Pauses(Extension):
         component share; a change wakes the run's claimer."""
         found = self._runs.get(worker)
         if found is None:
+            from ._filter import PauseSet
+
             found = self._runs[worker] = PauseSet(
                 worker.backend,
                 on_change=worker.wake,
@@ -74,4 +85,6 @@ class Pauses(Extension):
         )
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
+        from ._component import PausesComponent
+
         return (PausesComponent(self.pauses(worker), worker),)

@@ -6,13 +6,14 @@ release, each warning once), async.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_async import ClientView
-from . import _ops
-from ._ops import Pause, PauseList
+
+if TYPE_CHECKING:
+    from ._ops import Pause, PauseList
 
 
 class AsyncPauses:
@@ -51,6 +52,8 @@ class AsyncPauses:
 
             await cq.pauses.pause_queue("emails", by="ops: provider outage", until="30m")
         """
+        from . import _ops
+
         pause, _ = await self._client._run(_ops.pause("queue", queue, by, until), write=True)
         return pause
 
@@ -60,6 +63,8 @@ class AsyncPauses:
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
+        from . import _ops
+
         return await self._client._run(_ops.resume("queue", queue), write=True)
 
     async def pause_task(
@@ -72,12 +77,16 @@ class AsyncPauses:
 
             await cq.pauses.pause_task("invoice.charge", until=timedelta(hours=1))
         """
+        from . import _ops
+
         target = name.name if isinstance(name, TaskDef) else name
         pause, _ = await self._client._run(_ops.pause("name", target, by, until), write=True)
         return pause
 
     async def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
         """Resume a paused task name; ``None`` when it was not paused."""
+        from . import _ops
+
         target = name.name if isinstance(name, TaskDef) else name
         return await self._client._run(_ops.resume("name", target), write=True)
 
@@ -87,6 +96,8 @@ class AsyncPauses:
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
+        from . import _ops
+
         return await self._client._run(_ops.paused(), write=False)
 
 

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_sync import ClientView
-from . import _ops
-from ._ops import Pause, PauseList
+
+if TYPE_CHECKING:
+    from ._ops import Pause, PauseList
 
 
 class SyncPauses:
@@ -49,6 +50,8 @@ class SyncPauses:
 
             cq.pauses.pause_queue("emails", by="ops: provider outage", until="30m")
         """
+        from . import _ops
+
         pause, _ = self._client._run(_ops.pause("queue", queue, by, until), write=True)
         return pause
 
@@ -58,6 +61,8 @@ class SyncPauses:
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
+        from . import _ops
+
         return self._client._run(_ops.resume("queue", queue), write=True)
 
     def pause_task(
@@ -70,12 +75,16 @@ class SyncPauses:
 
             cq.pauses.pause_task("invoice.charge", until=timedelta(hours=1))
         """
+        from . import _ops
+
         target = name.name if isinstance(name, TaskDef) else name
         pause, _ = self._client._run(_ops.pause("name", target, by, until), write=True)
         return pause
 
     def resume_task(self, name: str | TaskDef[Any, Any]) -> Pause | None:
         """Resume a paused task name; ``None`` when it was not paused."""
+        from . import _ops
+
         target = name.name if isinstance(name, TaskDef) else name
         return self._client._run(_ops.resume("name", target), write=True)
 
@@ -85,6 +94,8 @@ class SyncPauses:
         Raises:
             SchemaIncomplete: the database lacks the flow-control tables.
         """
+        from . import _ops
+
         return self._client._run(_ops.paused(), write=False)
 
 

@@ -16,12 +16,27 @@ A handler's own policies (``@worker.task(retry=..., max_attempts=..., timeout=..
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from weakref import WeakKeyDictionary
 
+from ..._lazy import exports
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
-from ._gate import PoliciesComponent, PolicyGate
-from ._ops import EXPIRED, TaskPolicy
+
+if TYPE_CHECKING:
+    from ._gate import PoliciesComponent as PoliciesComponent
+    from ._gate import PolicyGate
+    from ._ops import EXPIRED, TaskPolicy
+else:
+    # The operations and the worker's gate are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "EXPIRED": "._ops",
+            "PoliciesComponent": "._gate",
+            "PolicyGate": "._gate",
+            "TaskPolicy": "._ops",
+        },
+    )
 
 __all__ = ["EXPIRED", "Policies", "PolicyGate", "TaskPolicy"]
 
@@ -46,6 +61,8 @@ class Policies(Extension):
         """The policies of one run of ``worker``, which its claim hook and its part share."""
         found = self._runs.get(worker)
         if found is None:
+            from ._gate import PolicyGate
+
             found = self._runs[worker] = PolicyGate(
                 worker.backend, worker.client, worker.worker_id, worker.report
             )
@@ -56,4 +73,6 @@ class Policies(Extension):
         return Hooks(claimed=gate.claimed, in_use=gate.in_use)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
+        from ._gate import PoliciesComponent
+
         return (PoliciesComponent(self.gate(worker), worker),)

@@ -7,13 +7,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import kernel
 from ...models import Task
 from .._client_async import ClientView
-from . import _ops
-from ._ops import SubmitPolicy, TaskPolicy
+
+if TYPE_CHECKING:
+    from ._ops import SubmitPolicy, TaskPolicy
 
 
 class _Submitting(ClientView, Protocol):
@@ -39,6 +40,8 @@ class AsyncPolicies:
             if policy and policy.reason == "expired":
                 print("never started: its deadline passed first")
         """
+        from . import _ops
+
         return await self._client._run(_ops.of(task_id), write=False)
 
     async def enable(self) -> int:
@@ -55,6 +58,8 @@ class AsyncPolicies:
 
             await cq.policies.enable()
         """
+        from . import _ops
+
         return await self._client._run(_ops.enable(), write=True)
 
 
@@ -70,6 +75,8 @@ class AsyncPoliciesClient:
         self: _Submitting, spec: kernel.NewTask, policy: SubmitPolicy, conn: Any
     ) -> Task:
         """Store ``spec`` with its policies, in one transaction (``_ops.submit``)."""
+        from . import _ops
+
         if policy.max_attempts is not None and spec.max_attempts != policy.max_attempts:
             spec = dataclasses.replace(spec, max_attempts=policy.max_attempts)
         points = kernel.NO_POINTS

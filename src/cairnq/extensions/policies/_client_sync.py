@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import kernel
 from ...models import Task
 from .._client_sync import ClientView
-from . import _ops
-from ._ops import SubmitPolicy, TaskPolicy
+
+if TYPE_CHECKING:
+    from ._ops import SubmitPolicy, TaskPolicy
 
 
 class _Submitting(ClientView, Protocol):
@@ -37,6 +38,8 @@ class SyncPolicies:
             if policy and policy.reason == "expired":
                 print("never started: its deadline passed first")
         """
+        from . import _ops
+
         return self._client._run(_ops.of(task_id), write=False)
 
     def enable(self) -> int:
@@ -53,6 +56,8 @@ class SyncPolicies:
 
             cq.policies.enable()
         """
+        from . import _ops
+
         return self._client._run(_ops.enable(), write=True)
 
 
@@ -68,6 +73,8 @@ class SyncPoliciesClient:
         self: _Submitting, spec: kernel.NewTask, policy: SubmitPolicy, conn: Any
     ) -> Task:
         """Store ``spec`` with its policies, in one transaction (``_ops.submit``)."""
+        from . import _ops
+
         if policy.max_attempts is not None and spec.max_attempts != policy.max_attempts:
             spec = dataclasses.replace(spec, max_attempts=policy.max_attempts)
         points = kernel.NO_POINTS

@@ -14,11 +14,16 @@ top's ``unserved:`` lines).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ..._lazy import exports
 from .._base import Component, Extension, TaskRows, WorkerView
-from ._component import Presence as Writer
-from ._component import PresenceComponent
+
+if TYPE_CHECKING:
+    from ._component import PresenceComponent as PresenceComponent
+else:
+    # The worker's parts are imported when first used.
+    __getattr__, __dir__ = exports(__name__, {"PresenceComponent": "._component"})
 
 
 class Presence(Extension):
@@ -36,6 +41,9 @@ class Presence(Extension):
     pages = "cairnq.extensions.presence._surfaces.pages"
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
+        from ._component import Presence as Writer
+        from ._component import PresenceComponent
+
         writer = Writer(
             worker.backend,
             worker.worker_id,

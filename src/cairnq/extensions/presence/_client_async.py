@@ -16,7 +16,6 @@ from ...models import Task, UnservedTasks, WorkerInfo
 from .._client_async import ClientView
 from . import _ops
 from ._ops import ALIVE_WINDOW_MS
-from ._served import cannot_tell, check_failed, warn_unserved
 
 WorkerList = list[WorkerInfo]
 UnservedList = list[UnservedTasks]
@@ -132,6 +131,8 @@ class AsyncPresenceClient:
 
     async def _check_served(self: _Checking, task: Task) -> None:
         """Warn when no live worker serves ``task`` (``submit(warn_unserved=True)``)."""
+        from ._served import cannot_tell, check_failed, warn_unserved
+
         try:
             workers = await self._run(_ops.serving(task.queue, task.name), write=False)
             served = None

@@ -24,21 +24,41 @@ the public names.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ..._lazy import exports
 from .._base import Component, Extension, Option, Part, TaskRows, WorkerView
-from ._model import (
-    CATCH_UP_POLICIES,
-    OUTCOMES,
-    OVERLAPS,
-    Schedule,
-    ScheduleKeywords,
-    ScheduleOptions,
-    ScheduleSlot,
-    ScheduleSpec,
-)
-from ._scheduler import Scheduler
-from ._timing import Timing
+
+if TYPE_CHECKING:
+    from ._model import (
+        CATCH_UP_POLICIES,
+        OUTCOMES,
+        OVERLAPS,
+        Schedule,
+        ScheduleKeywords,
+        ScheduleOptions,
+        ScheduleSlot,
+        ScheduleSpec,
+    )
+    from ._scheduler import Scheduler
+    from ._timing import Timing
+else:
+    # The model and the scheduler are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "CATCH_UP_POLICIES": "._model",
+            "OUTCOMES": "._model",
+            "OVERLAPS": "._model",
+            "Schedule": "._model",
+            "ScheduleKeywords": "._model",
+            "ScheduleOptions": "._model",
+            "ScheduleSlot": "._model",
+            "ScheduleSpec": "._model",
+            "Scheduler": "._scheduler",
+            "Timing": "._timing",
+        },
+    )
 
 __all__ = [
     "CATCH_UP_POLICIES",
@@ -103,6 +123,8 @@ class Schedules(Extension):
     def components(self, worker: WorkerView) -> Sequence[Component]:
         if not worker.options["schedules"]:
             return ()
+        from ._scheduler import Scheduler
+
         scheduler = Scheduler(
             worker.backend,
             worker.codec,

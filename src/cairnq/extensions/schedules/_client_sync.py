@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING, Any
 from ..._deprecated import renamed
 from ...models import TaskDef
 from .._client_sync import ClientView
-from . import _ops
-from ._model import Schedule, ScheduleOptions, ScheduleSlot, ScheduleSpec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._model import ScheduleKeywords
+    from ._model import Schedule, ScheduleKeywords, ScheduleOptions, ScheduleSlot
 
-ScheduleList = list[Schedule]
-SlotList = list[ScheduleSlot]
+    ScheduleList = list[Schedule]
+    SlotList = list[ScheduleSlot]
 
 
 class SyncSchedules:
@@ -70,6 +68,9 @@ class SyncSchedules:
             nightly = ScheduleOptions(cron="0 2 * * *", tz="Europe/Paris")
             cq.schedules.add("nightly-export", "export.run", nightly, queue="exports")
         """
+        from . import _ops
+        from ._model import ScheduleSpec
+
         spec = ScheduleSpec.build(
             self._client.codec,
             name,
@@ -84,28 +85,40 @@ class SyncSchedules:
 
     def get(self, name: str) -> Schedule | None:
         """One stored schedule with its next slot and last task, or ``None``."""
+        from . import _ops
+
         return self._client._run(_ops.get(name), write=False)
 
     def list(self) -> ScheduleList:
         """Every stored schedule, by name."""
+        from . import _ops
+
         return self._client._run(_ops.list_all(), write=False)
 
     def pause(self, name: str) -> Schedule | None:
         """Pause a schedule: no slot submits a task until resumed. ``None``: no such schedule."""
+        from . import _ops
+
         return self._client._run(_ops.set_paused(name, True), write=True)
 
     def resume(self, name: str) -> Schedule | None:
         """Resume a paused schedule from now: the slots passed while paused are recorded
         as ``paused``, not submitted. ``None``: no such schedule."""
+        from . import _ops
+
         return self._client._run(_ops.set_paused(name, False), write=True)
 
     def remove(self, name: str) -> bool:
         """Delete a schedule and its slot record; the tasks it submitted stay.
         ``False``: no such schedule."""
+        from . import _ops
+
         return self._client._run(_ops.remove(name), write=True)
 
     def history(self, name: str, *, limit: int = 50) -> SlotList:
         """A schedule's latest slot decisions, newest first (at most ``limit``, <= 500)."""
+        from . import _ops
+
         return self._client._run(_ops.history(name, limit), write=False)
 
     def run_due(self) -> int:
@@ -119,6 +132,8 @@ class SyncSchedules:
         Raises:
             SchemaIncomplete: the database lacks the schedules tables (``cairnq migrate``).
         """
+        from . import _ops
+
         # A worker's scheduler reads the ledger once, at start; a call reads it each time.
         self._client._run(_ops.require(), write=False)
         done = self._client._follow(_ops.run_due(self._client.codec))

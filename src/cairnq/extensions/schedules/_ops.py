@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import kernel
 from ..._checks import MAX_DELAY_MS, check_int, check_text
@@ -25,8 +25,10 @@ from ...durations import format_duration
 from ...errors import InvalidArgument, SchemaIncomplete
 from ...kernel.procedures import Procedure, Run
 from ...protocol.steps import NOW, Call, Op
-from ._model import Schedule, ScheduleSlot, ScheduleSpec
-from ._plan import Decision, plan, range_decision
+
+if TYPE_CHECKING:
+    from ._model import Schedule, ScheduleSlot, ScheduleSpec
+    from ._plan import Decision
 
 SCHEDULES_MIGRATION = "x0005_schedules.sql"
 EVALUATE_BATCH = 100
@@ -83,6 +85,8 @@ def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule,
         InvalidArgument: the name is taken and ``replace`` is false.
         SchemaIncomplete: the database lacks the schedules tables.
     """
+    from ._model import Schedule
+
     yield from require()
     now = yield from _now()
     params = spec.params()
@@ -121,6 +125,8 @@ def get(name: str) -> Op[Schedule | None]:
 
 
 def _get(name: str) -> Op[Schedule | None]:
+    from ._model import Schedule
+
     yield from require()
     rows = yield Call("schedule_get", {"name": name})
     return Schedule.from_row(rows[0]) if rows else None
@@ -133,6 +139,8 @@ def list_all(limit: int = MAX_SCHEDULES) -> Op[list[Schedule]]:
 
 
 def _list(limit: int) -> Op[list[Schedule]]:
+    from ._model import Schedule
+
     yield from require()
     rows = yield Call("schedule_list", {"limit": limit})
     return [Schedule.from_row(r) for r in rows]
@@ -148,6 +156,8 @@ def with_last_slots(limit: int = MAX_SCHEDULES) -> Op[list[tuple[Schedule, Sched
 
 
 def _with_last_slots(limit: int) -> Op[list[tuple[Schedule, ScheduleSlot | None]]]:
+    from ._model import ScheduleSlot
+
     schedules = yield from _list(limit)
     rows = yield Call("schedule_last_slots", {"limit": MAX_SCHEDULES})
     last = {str(r["schedule"]): ScheduleSlot.from_row(r) for r in rows}
@@ -189,6 +199,8 @@ def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
 
 
 def _history(name: str, limit: int) -> Op[list[ScheduleSlot]]:
+    from ._model import ScheduleSlot
+
     yield from require()
     rows = yield Call("schedule_slots", {"name": name, "limit": limit})
     return [ScheduleSlot.from_row(r) for r in rows]
@@ -205,6 +217,9 @@ def set_paused(name: str, paused: bool) -> Op[Schedule | None]:
 
 
 def _set_paused(name: str, paused: bool) -> Op[Schedule | None]:
+    from ._model import Schedule
+    from ._plan import range_decision
+
     yield from require()
     rows = yield Call("schedule_lock", {"name": name})
     if not rows:
@@ -287,6 +302,9 @@ def evaluate(name: str, codec: JsonCodec, *, batch: int = EVALUATE_BATCH) -> Op[
 
 
 def _evaluate(name: str, codec: JsonCodec, batch: int) -> Op[Evaluated | None]:
+    from ._model import Schedule
+    from ._plan import plan
+
     rows = yield Call("schedule_lock", {"name": name})
     if not rows:
         return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._json import JsonCodec
 from ...backends import Backend
@@ -26,7 +26,9 @@ from ...kernel.periodic import NamedLease, PeriodicJob
 from ...kernel.procedures import afollow
 from ...protocol.steps import Op
 from . import _ops as _schedules
-from ._model import ScheduleSpec
+
+if TYPE_CHECKING:
+    from ._model import ScheduleSpec
 
 log = logging.getLogger("cairnq.schedules")
 

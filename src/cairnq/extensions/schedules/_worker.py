@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ...errors import InvalidArgument
 from ...models import TaskDef
 from . import Schedules
-from ._model import ScheduleOptions, ScheduleSpec, schedule_options
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..._json import JsonCodec
     from .._base import Extension
-    from ._model import ScheduleKeywords
+    from ._model import ScheduleKeywords, ScheduleOptions, ScheduleSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 E = TypeVar("E", bound="Extension")
@@ -140,6 +139,8 @@ class ScheduleWorkerAPI:
 
             worker.schedule("hourly-sync", "crm.sync", every="1h", payload={"full": False})
         """
+        from ._model import schedule_options
+
         spec = _spec(
             self,
             schedule,
@@ -157,6 +158,8 @@ class ScheduleWorkerAPI:
 
 def _given(when: str | ScheduleOptions | None, keywords: ScheduleKeywords) -> ScheduleOptions:
     """``periodic``'s options: ``when``, a cron expression or options, and its keywords."""
+    from ._model import ScheduleOptions, schedule_options
+
     if when is None or isinstance(when, ScheduleOptions):
         return schedule_options(when, keywords)
     if "cron" in keywords:
@@ -166,6 +169,8 @@ def _given(when: str | ScheduleOptions | None, keywords: ScheduleKeywords) -> Sc
 
 def _spec(host: ScheduleHost, schedule: Any, task: Any, options: ScheduleOptions) -> ScheduleSpec:
     """Validate a declaration; its queue defaults to the worker's first."""
+    from ._model import ScheduleSpec
+
     if options.queue is None:
         options = dataclasses.replace(options, queue=host.queues[0])
     spec = ScheduleSpec.build(host.client.codec, schedule, task, options)

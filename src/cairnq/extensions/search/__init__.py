@@ -16,11 +16,31 @@ Nothing of it runs in a worker, and a submit with no tags whose client declares 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..._lazy import exports
 from .._base import Extension, TaskRows
-from ._model import Field, Query, check_fields, check_query, check_tags
-from ._ops import TaskTerms, Terms, find, terms_of
+
+if TYPE_CHECKING:
+    from ._model import Field, Query, check_query, check_tags
+    from ._model import check_fields as check_fields
+    from ._ops import TaskTerms, Terms, find, terms_of
+else:
+    # The model and the operations are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "Field": "._model",
+            "Query": "._model",
+            "TaskTerms": "._ops",
+            "Terms": "._ops",
+            "check_fields": "._model",
+            "check_query": "._model",
+            "check_tags": "._model",
+            "find": "._ops",
+            "terms_of": "._ops",
+        },
+    )
 
 __all__ = [
     "Field",
@@ -69,7 +89,11 @@ class Search(Extension):
 
     def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
         super().__init__()
-        self.fields: tuple[Field, ...] = check_fields(fields)
+        self.fields: tuple[Field, ...] = ()
+        if fields is not None:
+            from ._model import check_fields
+
+            self.fields = check_fields(fields)
 
     def __repr__(self) -> str:
         shown = {f.name: ".".join((f.source, *f.path)) for f in self.fields}

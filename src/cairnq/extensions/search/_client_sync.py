@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._clock import Clock
 from ..._sealing import refuse_payload_path
@@ -15,8 +15,10 @@ from ...models import Task, TaskDef
 from .._base import Extension
 from .._client_sync import ClientView
 from . import Search
-from ._model import Field, check_query, check_tags, query_of
-from ._ops import TaskTerms, Terms, find, terms_of
+
+if TYPE_CHECKING:
+    from ._model import Field
+    from ._ops import TaskTerms, Terms
 
 TaskList = list[Task]
 
@@ -49,7 +51,11 @@ def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> 
         definition = task if isinstance(task, TaskDef) else name
         if isinstance(definition, TaskDef) and definition.options:
             tags = definition.options.get("tags")
-    checked = () if tags is None else check_tags(tags)
+    checked: tuple[str, ...] = ()
+    if tags is not None:
+        from ._model import check_tags
+
+        checked = check_tags(tags)
     fields = declared_fields(getattr(client, "extensions", ()))
     codec = getattr(client, "codec", None)
     if fields and codec is not None and codec.sealer is not None:
@@ -59,6 +65,8 @@ def submit_terms(client: Any, tags: Any, task: Any = None, name: Any = None) -> 
             )
     if not checked and not fields:
         return None
+    from ._ops import Terms
+
     return Terms(checked, fields, client._readiness("search"))
 
 
@@ -113,6 +121,9 @@ class SyncSearch:
                                           status="failed", since="1d")
             page2 = cq.search.find(tags="billing", before=failed[-1].id)
         """
+        from ._model import check_query
+        from ._ops import find
+
         query = check_query(
             tags=tags, where=where, error=error, since=since, until=until, status=status,
             queue=queue, name=name, before=before, limit=limit,
@@ -135,6 +146,9 @@ class SyncSearch:
 
             tasks = cq.search.query('tag:billing customer=acme since:1d')
         """
+        from ._model import query_of
+        from ._ops import find
+
         checked = query_of(text, before=before, limit=limit, now_ms=self._client._clock().now_ms())
         return self._client._run(find(checked), write=False)
 
@@ -146,6 +160,8 @@ class SyncSearch:
             terms = cq.search.of(task.id)
             print(terms.tags, terms.fields)
         """
+        from ._ops import terms_of
+
         return self._client._run(terms_of(task_id), write=False)
 
 

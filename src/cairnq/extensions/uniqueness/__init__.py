@@ -20,11 +20,28 @@ statements ``sql/<dialect>/uniqueness_*.sql``; ``docs/uniqueness.md`` describes 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ..._lazy import exports
 from .._base import Extension, TaskRows
-from ._model import NotUnique, Period, Policy, Throttle, Throttled, policy_of
-from ._ops import submit
+
+if TYPE_CHECKING:
+    from ._model import NotUnique, Period, Policy, Throttle, Throttled, policy_of
+    from ._ops import submit
+else:
+    # The model and the operations are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "NotUnique": "._model",
+            "Period": "._model",
+            "Policy": "._model",
+            "Throttle": "._model",
+            "Throttled": "._model",
+            "policy_of": "._model",
+            "submit": "._ops",
+        },
+    )
 
 __all__ = [
     "NotUnique",

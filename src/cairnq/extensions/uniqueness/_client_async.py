@@ -5,15 +5,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import kernel
 from ...errors import InvalidArgument
 from ...models import Task, TaskDef
 from ...protocol.steps import Op
 from .._client_async import ClientView
-from . import _ops
-from ._model import Period, Policy
+
+if TYPE_CHECKING:
+    from ._model import Period, Policy
 
 # The keywords of ``submit`` this extension takes, which a ``TaskDef``'s options may give.
 KEYWORDS = ("unique_for", "debounce", "throttle")
@@ -71,6 +72,8 @@ class AsyncUniqueness:
             if period:
                 print(period.task_id, period.until_ms)
         """
+        from . import _ops
+
         return await self._client._run(_ops.period(key), write=False)
 
     async def throttled(self, key: str) -> int:
@@ -80,6 +83,8 @@ class AsyncUniqueness:
         Raises:
             SchemaIncomplete: the database lacks the extension's tables.
         """
+        from . import _ops
+
         return await self._client._run(_ops.throttle_held(key), write=False)
 
 
@@ -97,6 +102,8 @@ class AsyncUniquenessClient:
     ) -> Task:
         """Store ``spec`` under ``policy`` in one transaction, through the client's submit
         hooks and backpressure gate."""
+        from . import _ops
+
         points = await self._replaced_end([spec])
 
         def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:

@@ -4,15 +4,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import kernel
 from ...errors import InvalidArgument
 from ...models import Task, TaskDef
 from ...protocol.steps import Op
 from .._client_sync import ClientView
-from . import _ops
-from ._model import Period, Policy
+
+if TYPE_CHECKING:
+    from ._model import Period, Policy
 
 # The keywords of ``submit`` this extension takes, which a ``TaskDef``'s options may give.
 KEYWORDS = ("unique_for", "debounce", "throttle")
@@ -70,6 +71,8 @@ class SyncUniqueness:
             if period:
                 print(period.task_id, period.until_ms)
         """
+        from . import _ops
+
         return self._client._run(_ops.period(key), write=False)
 
     def throttled(self, key: str) -> int:
@@ -79,6 +82,8 @@ class SyncUniqueness:
         Raises:
             SchemaIncomplete: the database lacks the extension's tables.
         """
+        from . import _ops
+
         return self._client._run(_ops.throttle_held(key), write=False)
 
 
@@ -94,6 +99,8 @@ class SyncUniquenessClient:
     def _submit_policed(self: ClientView, spec: kernel.NewTask, policy: Policy, conn: Any) -> Task:
         """Store ``spec`` under ``policy`` in one transaction, through the client's submit
         hooks and backpressure gate."""
+        from . import _ops
+
         points = self._replaced_end([spec])
 
         def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:

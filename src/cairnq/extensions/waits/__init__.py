@@ -20,13 +20,33 @@ in this folder, its command and pages in ``_surfaces/``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ..._lazy import exports
 from ...protocol.steps import Op
 from .._base import Extension, TaskRows
 from .._context import Signal
-from ._context_async import Waiting, WaitTimeout, settle_waiting
-from ._ops import DEFAULT_RETENTION_MS, PARKED_RUN_AT_MS, Sent, WaitRecord, parked
+
+if TYPE_CHECKING:
+    from ._context_async import Waiting, WaitTimeout
+    from ._context_async import settle_waiting as settle_waiting
+    from ._ops import DEFAULT_RETENTION_MS, PARKED_RUN_AT_MS, Sent, WaitRecord
+    from ._ops import parked as parked
+else:
+    # The operations and the handler's signals are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "DEFAULT_RETENTION_MS": "._ops",
+            "PARKED_RUN_AT_MS": "._ops",
+            "Sent": "._ops",
+            "WaitRecord": "._ops",
+            "WaitTimeout": "._context_async",
+            "Waiting": "._context_async",
+            "parked": "._ops",
+            "settle_waiting": "._context_async",
+        },
+    )
 
 __all__ = [
     "DEFAULT_RETENTION_MS",
@@ -56,7 +76,11 @@ class Waits(Extension):
     pages = "cairnq.extensions.waits._surfaces.pages"
 
     def parked(self, queue: str | None) -> Op[dict[str, int]]:
+        from ._ops import parked
+
         return parked(queue)
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
+        from ._context_async import Waiting, settle_waiting
+
         return {Waiting: settle_waiting}

@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...durations import duration_ms
 from ...models import Row
 from .._client_async import ClientView
-from . import _ops
-from ._ops import DEFAULT_RETENTION_MS, MAX_RETENTION_MS, Sent, WaitRecord
+
+if TYPE_CHECKING:
+    from ._ops import Sent, WaitRecord
 
 
 class AsyncEvents:
@@ -73,6 +74,9 @@ class AsyncEvents:
 
             await cq.events.send(f"refund-{order_id}", {"approved": True, "by": "ada"})
         """
+        from . import _ops
+        from ._ops import DEFAULT_RETENTION_MS, MAX_RETENTION_MS
+
         encoded = self._client.codec.seal(payload, what="event payload")
         retention_ms = (
             DEFAULT_RETENTION_MS
@@ -94,6 +98,8 @@ class AsyncEvents:
             for wait in await cq.events.waits(task.id):
                 print(wait.name, wait.state)
         """
+        from . import _ops
+
         codec = self._client.codec
 
         def decode(text: str) -> Any:
@@ -110,6 +116,8 @@ class AsyncEvents:
             InvalidArgument: a bad key or limit.
             SchemaIncomplete: the database lacks the waits' tables.
         """
+        from . import _ops
+
         return await self._client._run(_ops.kept(key, limit), write=False)
 
 

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...durations import duration_ms
 from ...models import Row
 from .._client_sync import ClientView
-from . import _ops
-from ._ops import DEFAULT_RETENTION_MS, MAX_RETENTION_MS, Sent, WaitRecord
+
+if TYPE_CHECKING:
+    from ._ops import Sent, WaitRecord
 
 
 class SyncEvents:
@@ -72,6 +73,9 @@ class SyncEvents:
 
             cq.events.send(f"refund-{order_id}", {"approved": True, "by": "ada"})
         """
+        from . import _ops
+        from ._ops import DEFAULT_RETENTION_MS, MAX_RETENTION_MS
+
         encoded = self._client.codec.seal(payload, what="event payload")
         retention_ms = (
             DEFAULT_RETENTION_MS
@@ -93,6 +97,8 @@ class SyncEvents:
             for wait in cq.events.waits(task.id):
                 print(wait.name, wait.state)
         """
+        from . import _ops
+
         codec = self._client.codec
 
         def decode(text: str) -> Any:
@@ -109,6 +115,8 @@ class SyncEvents:
             InvalidArgument: a bad key or limit.
             SchemaIncomplete: the database lacks the waits' tables.
         """
+        from . import _ops
+
         return self._client._run(_ops.kept(key, limit), write=False)
 
 

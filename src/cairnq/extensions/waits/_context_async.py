@@ -13,13 +13,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from ...durations import delay_ms_of, point_ms
 from ...errors import CairnQError, InvalidArgument
 from .._context import ContextHost, Settle
-from . import _ops
-from ._ops import Ending, Outcome, check_key
+
+if TYPE_CHECKING:
+    from ._ops import Ending, Outcome
 
 
 class WaitTimeout(CairnQError):
@@ -114,6 +115,9 @@ class WaitsContext:
                     return "expired"
                 return "refunded" if answer["approved"] else "rejected"
         """
+        from . import _ops
+        from ._ops import check_key
+
         checked = check_key(key)
         timeout_ms = None if timeout is None else delay_ms_of(timeout, "timeout")
         _refuse_in_batch(self, "ctx.wait_for")
@@ -177,6 +181,8 @@ class WaitsContext:
 
 
 async def _sleep(ctx: ContextHost, wake_at_ms: int | None, delay_ms: int) -> None:
+    from . import _ops
+
     _refuse_in_batch(ctx, "ctx.sleep")
     ctx._guard()
     name = ctx._state(RunWaits).name("sleep")
@@ -200,6 +206,8 @@ def _refuse_in_batch(ctx: ContextHost, what: str) -> None:
 
 
 def _ending(ctx: ContextHost) -> Ending:
+    from ._ops import Ending
+
     return Ending(tuple(ctx._runtime.points.ending().attempt), ctx.claimed_at_ms)
 
 

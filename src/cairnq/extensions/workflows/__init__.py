@@ -24,26 +24,55 @@ with ``templates/``), which the dashboard imports by the name the extension decl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from weakref import WeakKeyDictionary
 
+from ..._lazy import exports
 from ...protocol.steps import Op
 from .._base import Component, Extension, Hooks, TaskRows, WorkerView
 from .._context import Signal
-from ._component import WorkflowsComponent, WorkflowsRun, WorkflowSweeper, gate
-from ._context_async import settle_gathering
-from ._model import (
-    PARKED_RUN_AT_MS,
-    POLICIES,
-    Dependency,
-    Edge,
-    Gathering,
-    Graph,
-    GraphNode,
-    Policy,
-    Workflow,
-)
-from ._ops import after_ended, parked_count
+
+if TYPE_CHECKING:
+    from ._component import WorkflowsComponent, WorkflowsRun
+    from ._component import WorkflowSweeper as WorkflowSweeper
+    from ._component import gate as gate
+    from ._context_async import settle_gathering as settle_gathering
+    from ._model import (
+        PARKED_RUN_AT_MS,
+        POLICIES,
+        Dependency,
+        Edge,
+        Gathering,
+        Graph,
+        GraphNode,
+        Policy,
+        Workflow,
+    )
+    from ._ops import after_ended as after_ended
+    from ._ops import parked_count as parked_count
+else:
+    # The model, the operations and the worker's parts are imported when first used.
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "PARKED_RUN_AT_MS": "._model",
+            "POLICIES": "._model",
+            "Dependency": "._model",
+            "Edge": "._model",
+            "Gathering": "._model",
+            "Graph": "._model",
+            "GraphNode": "._model",
+            "Policy": "._model",
+            "Workflow": "._model",
+            "WorkflowSweeper": "._component",
+            "WorkflowsComponent": "._component",
+            "WorkflowsRun": "._component",
+            "after_ended": "._ops",
+            "gate": "._component",
+            "parked_count": "._ops",
+            "settle_gathering": "._context_async",
+        },
+    )
 
 __all__ = [
     "PARKED_RUN_AT_MS",
@@ -86,23 +115,37 @@ class Workflows(Extension):
         """The workflows state of one run of ``worker``, which its gate and its sweeper share."""
         found = self._runs.get(worker)
         if found is None:
+            from ._component import WorkflowsRun
+
             found = self._runs[worker] = WorkflowsRun(worker.worker_id, worker.client)
         return found
 
     def hooks(self, worker: WorkerView) -> Hooks:
+        from ._component import gate
+        from ._ops import after_ended
+
         in_use, task_end_for = gate(self.run(worker))
         return Hooks(task_end=after_ended, task_end_for=task_end_for, in_use=in_use)
 
     def ending_hooks(self) -> Hooks:
+        from ._ops import after_ended
+
         # Outside a worker run no look keeps a gate current: decide wherever ready.
         return Hooks(task_end=after_ended)
 
     def components(self, worker: WorkerView) -> Sequence[Component]:
+        from ._component import WorkflowsComponent, WorkflowSweeper
+
         sweeper = WorkflowSweeper(worker.backend, self.run(worker), report=worker.report)
         return (WorkflowsComponent(sweeper),)
 
     def parked(self, queue: str | None) -> Op[dict[str, int]]:
+        from ._ops import parked_count
+
         return parked_count(queue)
 
     def signals(self) -> Mapping[type[BaseException], Signal]:
+        from ._context_async import settle_gathering
+        from ._model import Gathering
+
         return {Gathering: settle_gathering}

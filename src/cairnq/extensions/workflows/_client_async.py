@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import kernel
 from ..._deprecated import renamed
@@ -17,12 +17,15 @@ from ...lineage import Lineage
 from ...models import Task
 from ...protocol.steps import Op
 from .._client_async import ClientView
-from . import _ops
-from ._awaited import Awaited, note
-from ._model import Dependency, Graph, Workflow, check_graph
+
+if TYPE_CHECKING:
+    from . import _ops
+    from ._awaited import Awaited
+    from ._model import Dependency, Graph, Workflow
+
+    DependencyList = list[Dependency]
 
 TaskMap = dict[str, Task]
-DependencyList = list[Dependency]
 
 
 class _Submitting(ClientView, Protocol):
@@ -34,6 +37,8 @@ class _Submitting(ClientView, Protocol):
 
 async def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
     """Store ``nodes`` in one transaction, through the client's submit hooks and gate."""
+    from . import _ops
+    from ._awaited import note
 
     def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
@@ -112,6 +117,9 @@ class AsyncWorkflows:
                 "report": {"task": "etl.report", "after": ["clean", "stats"]},
             })
         """
+        from . import _ops
+        from ._model import Graph, check_graph
+
         built = Graph.of(graph)
         check_graph(built)
         order = _ops.topological_order(
@@ -151,6 +159,8 @@ class AsyncWorkflows:
         Raises:
             SchemaIncomplete: the database lacks the workflow tables.
         """
+        from . import _ops
+
         return await self._client._run(_ops.dependencies(task_id), write=False)
 
     async def get(self, task_id: str) -> Workflow | None:
@@ -159,6 +169,8 @@ class AsyncWorkflows:
         Returns:
             The ``Workflow`` (at most 1,000 tasks), or ``None`` when the task is unknown.
         """
+        from . import _ops
+
         task = await self._client.get(task_id)
         if task is None:
             return None
@@ -220,6 +232,8 @@ class AsyncWorkflowsClient:
         conn: Any,
     ) -> Task:
         """``submit(depends_on=...)``: store ``spec`` parked until its dependencies end."""
+        from . import _ops
+
         ids = _ops.dependency_ids(depends_on)
         checked = _ops.check_policy(policy)
         if not ids:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import kernel
 from ..._deprecated import renamed
@@ -14,12 +14,15 @@ from ...lineage import Lineage
 from ...models import Task
 from ...protocol.steps import Op
 from .._client_sync import ClientView
-from . import _ops
-from ._awaited import Awaited, note
-from ._model import Dependency, Graph, Workflow, check_graph
+
+if TYPE_CHECKING:
+    from . import _ops
+    from ._awaited import Awaited
+    from ._model import Dependency, Graph, Workflow
+
+    DependencyList = list[Dependency]
 
 TaskMap = dict[str, Task]
-DependencyList = list[Dependency]
 
 
 class _Submitting(ClientView, Protocol):
@@ -31,6 +34,8 @@ class _Submitting(ClientView, Protocol):
 
 def _store_nodes(client: _Submitting, nodes: list[_ops.Node], conn: Any) -> list[Task]:
     """Store ``nodes`` in one transaction, through the client's submit hooks and gate."""
+    from . import _ops
+    from ._awaited import note
 
     def build(specs: list[kernel.NewTask]) -> Op[list[Task]]:
         hooked = [dataclasses.replace(n, spec=s) for n, s in zip(nodes, specs, strict=True)]
@@ -109,6 +114,9 @@ class SyncWorkflows:
                 "report": {"task": "etl.report", "after": ["clean", "stats"]},
             })
         """
+        from . import _ops
+        from ._model import Graph, check_graph
+
         built = Graph.of(graph)
         check_graph(built)
         order = _ops.topological_order(
@@ -148,6 +156,8 @@ class SyncWorkflows:
         Raises:
             SchemaIncomplete: the database lacks the workflow tables.
         """
+        from . import _ops
+
         return self._client._run(_ops.dependencies(task_id), write=False)
 
     def get(self, task_id: str) -> Workflow | None:
@@ -156,6 +166,8 @@ class SyncWorkflows:
         Returns:
             The ``Workflow`` (at most 1,000 tasks), or ``None`` when the task is unknown.
         """
+        from . import _ops
+
         task = self._client.get(task_id)
         if task is None:
             return None
@@ -217,6 +229,8 @@ class SyncWorkflowsClient:
         conn: Any,
     ) -> Task:
         """``submit(depends_on=...)``: store ``spec`` parked until its dependencies end."""
+        from . import _ops
+
         ids = _ops.dependency_ids(depends_on)
         checked = _ops.check_policy(policy)
         if not ids:

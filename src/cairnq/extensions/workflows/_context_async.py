@@ -9,15 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ... import kernel
 from ...errors import InvalidArgument, TaskCanceled, TaskFailed
 from ...models import Task
 from .._context import ContextHost, Settle
-from . import _ops
-from ._awaited import Awaited, note
-from ._model import Dependency, Gathering
+
+if TYPE_CHECKING:
+    from ._awaited import Awaited
+    from ._model import Dependency
 
 
 class WorkflowsClient(Protocol):
@@ -103,6 +104,8 @@ class WorkflowsContext:
             parts = [await ctx.spawn("resize", {"part": i}) for i in range(10)]
             sizes = await ctx.gather(parts)
         """
+        from . import _ops
+
         if "key" in options or "depends_on" in options:
             raise InvalidArgument("spawn takes no key or depends_on: it keys the child itself")
         spawned = self._state(Spawned)
@@ -138,6 +141,10 @@ class WorkflowsContext:
             LostLease: this worker no longer owns the task.
             SchemaIncomplete: the database lacks the workflow tables.
         """
+        from . import _ops
+        from ._awaited import note
+        from ._model import Gathering
+
         ids = [_ops.dependency_id(c, "gather entry") for c in children]
         # The children's settlements this worker prepares from now on decide this task
         # once it is parked (one prepared before now leaves it to the sweep).
@@ -163,6 +170,8 @@ class WorkflowsContext:
         Raises:
             SchemaIncomplete: the database lacks the workflow tables.
         """
+        from . import _ops
+
         client = self._runtime.client
         found = await client.backend.arun(_ops.dependencies(self.task.id), write=False)
         return [

@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...models import Task
 from .._context import SyncHost
 from ._context_async import WorkflowsContext
-from ._model import Dependency
+
+if TYPE_CHECKING:
+    from ._model import Dependency
 
 
 class SyncWorkflowsContext:
