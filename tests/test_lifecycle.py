@@ -17,7 +17,7 @@ import pytest
 
 from cairnq import CairnQ, TaskContext, Worker
 from cairnq.backends import Backend, SQLiteBackend
-from cairnq.extensions import schedules as schedules_extension
+from cairnq.extensions.schedules import _scheduler as scheduler_module
 from cairnq.extensions.schedules._scheduler import Scheduler
 from cairnq.kernel.periodic import PeriodicJob
 from cairnq.testing import FakeClock
@@ -499,7 +499,7 @@ async def test_a_schedule_store_that_fails_refuses_the_start_and_closes_the_part
                 await eventually(lambda: recorded_row(cq, self.worker_id), "the presence row")
                 raise Refused("the schedules could not be stored")
 
-        monkeypatch.setattr(schedules_extension, "Scheduler", Failing)
+        monkeypatch.setattr(scheduler_module, "Scheduler", Failing)
         task = await cq.submit("job", {})
         with pytest.raises(Refused):
             await worker.run()

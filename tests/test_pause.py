@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cairnq import InvalidArgument, Pause, SchemaIncomplete, Snooze, Worker, kernel
-from cairnq.extensions import pauses
+from cairnq.extensions.pauses import _filter as pauses_filter
 from cairnq.extensions.pauses._filter import PauseSet
 from cairnq.protocol.statements import migrations
 from cairnq.testing import FakeClock
@@ -55,7 +55,7 @@ def pause_refreshes(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
             super().__init__(*args, **{"interval_ms": 20, **options})
 
     monkeypatch.setattr(PauseSet, "refresh", recorded)
-    monkeypatch.setattr(pauses, "PauseSet", Often)
+    monkeypatch.setattr(pauses_filter, "PauseSet", Often)
     return seen
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from cairnq import CairnQ, InvalidArgument, SchemaIncomplete, SerializationError, Worker
 from cairnq.extensions import Schedules
-from cairnq.extensions import schedules as schedules_extension
+from cairnq.extensions.schedules import _scheduler as scheduler_module
 from cairnq.extensions.schedules._ops import slot_key
 from cairnq.extensions.schedules._plan import jitter_for
 from cairnq.extensions.schedules._scheduler import Scheduler
@@ -307,7 +307,7 @@ async def test_a_worker_stores_its_periodic_schedule_and_runs_each_slot(
         def __init__(self, *args: Any, **options: Any) -> None:
             super().__init__(*args, **{"interval_ms": 20, **options})
 
-    monkeypatch.setattr(schedules_extension, "Scheduler", Often)
+    monkeypatch.setattr(scheduler_module, "Scheduler", Often)
     clock = _clock()
     worker = db.worker(clock=clock, poll_interval_ms=20)
     ran: list[int] = []

@@ -231,14 +231,14 @@ def _no_error_backoff() -> None:
 
 def _catch_up_in_seconds() -> None:
     """Schedule evaluation reads ``catch_up`` as seconds: a slot a few ms late is missed."""
-    from cairnq.extensions.schedules import _ops as schedules
+    from cairnq.extensions.schedules import _plan as plans
 
-    plan = schedules.plan
+    plan = plans.plan
 
     def in_seconds(**options: Any) -> Any:
         return plan(**{**options, "catch_up_ms": options["catch_up_ms"] // 1000})
 
-    schedules.plan = in_seconds
+    plans.plan = in_seconds
 
 
 def _slots_unguarded(dialect: str) -> list[Substitution]:
