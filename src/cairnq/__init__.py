@@ -26,7 +26,7 @@ still importable from ``cairnq`` itself (``from cairnq import Limit``), outside
 from typing import TYPE_CHECKING, Any
 
 from ._deprecated import CairnQDeprecationWarning
-from ._lazy import exports
+from ._lazy import exports as _exports
 from .backends import (
     Backend,
     PgExecutor,
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
 
 # The blocking client and the features' names (and their modules) are imported when
 # first asked for.
-_features = exports(
+_features = _exports(
     __name__,
     {
         "Attempt": ".history",

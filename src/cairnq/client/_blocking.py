@@ -22,6 +22,3 @@ class SyncCairnQ(SyncBuiltins, SyncNamespaces, SyncOperations):
             task = cq.submit("report.build", {"month": "2026-11"})
             print(cq.wait(task.id).result)
     """
-
-    # Where it is imported from (and pickled by): ``cairnq.client.SyncCairnQ``.
-    __module__ = "cairnq.client"

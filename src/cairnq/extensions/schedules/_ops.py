@@ -75,6 +75,13 @@ def _name(name: Any) -> str:
 # --- definitions -----------------------------------------------------------------------
 
 
+def _import_model_and_planner() -> None:
+    """Import the schedule model and planner on the calling thread, before the operation
+    runs: on SQLite an operation runs on the writer thread, where a first import would
+    hold up every write committed with it."""
+    from . import _model, _plan  # noqa: F401
+
+
 def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule, bool]]:
     """Store ``spec``; returns the schedule and whether it was created.
 
@@ -121,6 +128,7 @@ def put(spec: ScheduleSpec, *, source: str, replace: bool) -> Op[tuple[Schedule,
 def get(name: str) -> Op[Schedule | None]:
     """One schedule with its last task's status, or ``None``."""
     checked = _name(name)
+    _import_model_and_planner()
     return _get(checked)
 
 
@@ -135,6 +143,7 @@ def _get(name: str) -> Op[Schedule | None]:
 def list_all(limit: int = MAX_SCHEDULES) -> Op[list[Schedule]]:
     """Every schedule, by name (at most ``limit``)."""
     checked = check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    _import_model_and_planner()
     return _list(checked)
 
 
@@ -152,6 +161,7 @@ def with_last_slots(limit: int = MAX_SCHEDULES) -> Op[list[tuple[Schedule, Sched
     Both read in one transaction, so each decision belongs to the schedule beside it.
     """
     checked = check_int(limit, "limit", low=1, high=MAX_SCHEDULES)
+    _import_model_and_planner()
     return _with_last_slots(checked)
 
 
@@ -195,6 +205,7 @@ def history(name: str, limit: int = 50) -> Op[list[ScheduleSlot]]:
     """A schedule's latest slot decisions, newest first."""
     checked = _name(name)
     count = check_int(limit, "limit", low=1, high=KEEP_SLOTS)
+    _import_model_and_planner()
     return _history(checked, count)
 
 
@@ -213,6 +224,7 @@ def set_paused(name: str, paused: bool) -> Op[Schedule | None]:
     moves the cursor to now: a resumed schedule does not catch them up.
     """
     checked = _name(name)
+    _import_model_and_planner()
     return _set_paused(checked, bool(paused))
 
 
@@ -298,6 +310,7 @@ def evaluate(name: str, codec: JsonCodec, *, batch: int = EVALUATE_BATCH) -> Op[
     Returns ``None`` when the schedule is gone, paused or not due.
     """
     checked = _name(name)
+    _import_model_and_planner()
     return _evaluate(checked, codec, batch)
 
 
