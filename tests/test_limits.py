@@ -410,11 +410,11 @@ async def test_a_saturated_key_past_64_bits_does_not_block_another_keys_task(
                 release.set()
 
 
-def _naming_steps(op: Op[Any], names: list[str]) -> Op[Any]:
-    """``op``, noting the name of each statement it runs in ``names``."""
+def _noting_steps(op: Op[Any], steps: list[Any]) -> Op[Any]:
+    """``op``, noting each statement it runs (its ``Call``) in ``steps``."""
     step = next(op)
     while True:
-        names.append(step.statement)
+        steps.append(step)
         try:
             step = op.send((yield step))
         except StopIteration as done:
@@ -432,10 +432,11 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
         await _submit(cq, "a", 3)
         await _submit(cq, "b", 3)
         await _claim(cq, gate, 1)  # the turn that also prunes the recorded keys
-        names: list[str] = []
+        steps: list[Any] = []
         claim = gate.claim(["default"], None, 6, WORKER, 60_000, gate.limits)
-        rows = await cq.backend.arun(Pipelined(_naming_steps(claim, names)), write=True)
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
         assert sum(_keys(rows).values()) == 3
+        names = [step.statement for step in steps]
         expected = {
             "postgres": ["limits_lock", "limits_claim_keyed"],
             "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids", "limits_keys_put"],
@@ -443,16 +444,10 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
         assert names == expected[cq.backend.dialect]
 
 
-def _paging_steps(op: Op[Any], pages: list[int]) -> Op[Any]:
-    """``op``, noting the size of each keyed page it reads in ``pages``."""
-    step = next(op)
-    while True:
-        if step.statement in ("limits_claim_keyed", "limits_admit_keyed"):
-            pages.append(step.params["page"])
-        try:
-            step = op.send((yield step))
-        except StopIteration as done:
-            return done.value
+def _pages(steps: list[Any]) -> list[int]:
+    """The size of each keyed page among the noted ``steps``."""
+    keyed = ("limits_claim_keyed", "limits_admit_keyed")
+    return [step.params["page"] for step in steps if step.statement in keyed]
 
 
 async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tasks_it_claims(
@@ -464,10 +459,10 @@ async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tas
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(100, queue="default", key="payload.c"))
         await cq.submit_many([("job", {"c": i % 5}) for i in range(120)])
-        pages: list[int] = []
+        steps: list[Any] = []
         claim = gate.claim(["default"], None, 40, WORKER, 60_000, gate.limits)
-        rows = await cq.backend.arun(Pipelined(_paging_steps(claim, pages)), write=True)
-        assert (len(rows), pages) == (40, [40])
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert (len(rows), _pages(steps)) == (40, [40])
 
         tight = await _stored_gate(cq, Limit.concurrency(1, queue="other", key="payload.c"))
         await cq.submit_many(
@@ -476,10 +471,10 @@ async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tas
         await cq.submit_many(
             [{"task": "job", "payload": {"c": i}, "queue": "other"} for i in range(20)]
         )
-        pages.clear()
+        steps.clear()
         claim = tight.claim(["other"], None, 20, WORKER, 60_000, tight.limits)
-        rows = await cq.backend.arun(Pipelined(_paging_steps(claim, pages)), write=True)
-        assert (len(rows), pages) == (20, [20, 40])
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert (len(rows), _pages(steps)) == (20, [20, 40])
 
 
 async def test_a_one_statement_page_claims_a_task_as_the_kernel_s_claim_does(
