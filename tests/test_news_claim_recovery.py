@@ -1,8 +1,9 @@
 """A lease recovery due when news of work arrives runs just after the news claim.
 
-A claim woken by a task queued in the worker's queues is one statement: the
-submitted task starts first, and the recovery due meanwhile runs in the same
-turn of the claim loop, once that task has started, not on the recoverer's timer.
+A claim woken by a task queued in the worker's queues, or following a claim that
+took all it asked for, is one statement: the tasks it claims start first, and the
+recovery due meanwhile runs in the same turn of the claim loop, once they have
+started, not on the recoverer's timer.
 
 Every wake-up here is the in-process news of a submit: the SQLite file watcher,
 which reports commits of other processes without saying what they were, is left
@@ -188,3 +189,41 @@ async def test_a_recovery_after_a_news_claim_on_a_closed_backend_is_left_to_the_
     monkeypatch.setattr(recoverer, "recover", closed)
     assert await recoverer.recover_in_turn() is None
     assert reported == []
+
+
+async def test_a_claim_after_a_claim_that_took_all_it_asked_for_leaves_the_recovery_until_after_it(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    recover_limits: list[int] = []
+    original_claim = kernel.claim
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        recover_limits.append(args[4])
+        return original_claim(*args, **kwargs)
+
+    # Only claims recover here: the recoverer's timer is an hour away.
+    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        if payload["n"] == 0:
+            clock.advance(1001)  # the lease held elsewhere expires mid-backlog
+        return ctx.attempt
+
+    async with db.client(clock=clock) as cq:
+        held = await _lease_held_elsewhere(cq, {"n": -1})
+        ids = [(await cq.submit("job", {"n": n})).id for n in range(6)]
+        monkeypatch.setattr(kernel, "claim", recorded)
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        await worker.close()
+        recovered = await cq.get(held)
+        done = [await cq.get(task_id) for task_id in ids]
+    # The first claim polls and recovers in its transaction (nothing had expired yet);
+    # each claim after one that took its 2 tasks is a lone statement, the recovery
+    # running after it: the expired lease still comes back and runs here.
+    assert recover_limits[0] > 0, recover_limits
+    assert recover_limits[1:3] == [0, 0], recover_limits
+    assert recovered is not None
+    assert (recovered.status, recovered.result) == ("succeeded", 2)
+    assert [task.status for task in done if task is not None] == ["succeeded"] * 6

@@ -280,12 +280,14 @@ class Claimer:
         for claimer in claimers:
             claimer.begin()
         recovered: list[Mapping[str, Any]] = []
-        # A claim with news of work is one statement, no transaction, so the news is
-        # served first: a recovery due meanwhile runs just after it, once the tasks it
-        # claimed have started (``_recover_after``). A polling claim recovers itself.
-        recover_limit = 0 if not probe else RECOVER_LIMIT
+        # A claim with news of work (a task queued, or the last claim took all it asked
+        # for) is one statement, no transaction, so the news is served first: a recovery
+        # due meanwhile runs just after it, once the tasks it claimed have started
+        # (``_recover_after``). A polling claim recovers itself.
+        news = not probe or self._backlog
+        recover_limit = 0 if news else RECOVER_LIMIT
         recover_after = (
-            not probe and time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
+            news and time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
         )
         self._recover_after = False
         if store is not None:
