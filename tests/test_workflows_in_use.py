@@ -512,7 +512,7 @@ def test_two_threads_noting_first_on_a_client_keep_both_notes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made: list[_awaited.Awaited] = []
-    entered, second, go = threading.Event(), threading.Event(), threading.Event()
+    entered, moved, go = threading.Event(), threading.Event(), threading.Event()
 
     class Slow(_awaited.Awaited):
         def __init__(self) -> None:
@@ -522,12 +522,27 @@ def test_two_threads_noting_first_on_a_client_keep_both_notes(
                 entered.set()
                 go.wait(10)
             else:
-                second.set()
+                moved.set()
+
+    class Watched:
+        """The module's lock, telling when a thread finds it held and waits."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def __enter__(self) -> None:
+            if not self._lock.acquire(blocking=False):
+                moved.set()
+                self._lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self._lock.release()
 
     class Client:
         _awaited: _awaited.Awaited | None = None
 
     monkeypatch.setattr(_awaited, "Awaited", Slow)
+    monkeypatch.setattr(_awaited, "_MAKING", Watched())
     client = Client()
     first = threading.Thread(target=_awaited.note, args=(client, ["a"]))
     first.start()
@@ -535,8 +550,8 @@ def test_two_threads_noting_first_on_a_client_keep_both_notes(
     other = threading.Thread(target=_awaited.note, args=(client, ["b"]))
     other.start()
     # Unguarded, the second thread makes a set of its own now, while the first is being
-    # made (``second`` is set at once); guarded, it waits for the first.
-    second.wait(0.5)
+    # made; guarded, it waits for the first. Either way it moves at once.
+    assert moved.wait(10)
     go.set()
     first.join(10)
     other.join(10)
