@@ -112,9 +112,7 @@ def keyed_page(
             },
         )
         claimed: list[tuple[Row, str | None]] = [
-            ({k: v for k, v in dict(row).items() if k not in _FIGURES}, row["limit_key"])
-            for row in result
-            if row["id"] is not None
+            (_without_figures(row), row["limit_key"]) for row in result if row["id"] is not None
         ]
         return claimed, KeyedPage(result[0]), int(result[0]["page_now_ms"])
     if now_ms is None:
@@ -131,6 +129,14 @@ def keyed_page(
     if recorded:
         yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
     return [(row, keys[row["id"]]) for row in rows], seen, now_ms
+
+
+def _without_figures(row: Row) -> dict[str, Any]:
+    """A claimed row as the task's columns alone (the page's figures taken out)."""
+    task = dict(row)
+    for name in _FIGURES:
+        task.pop(name, None)
+    return task
 
 
 def _text(key: bytes | None) -> str | None:
