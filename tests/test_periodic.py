@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import InvalidArgument
+from cairnq import InvalidArgument, kernel
 from cairnq.kernel.periodic import NamedLease, PeriodicJob
 from cairnq.testing import FakeClock
 
@@ -235,6 +235,36 @@ async def test_an_error_of_a_stop_on_type_is_reported_and_ends_the_job(db: Datab
         await asyncio.sleep(0.005)
     await job.stop()
     assert reports == ["gone for good"]
+
+
+async def test_a_job_whose_backend_was_closed_ends_without_reporting_an_error(
+    db: Database,
+) -> None:
+    reports: list[BaseException] = []
+    backend = db.backend()
+    ran = asyncio.Event()
+
+    async def read() -> None:
+        ran.set()
+        await backend.arun(kernel.probe(["default"], None), write=False)
+
+    await backend.aclose()
+    job = PeriodicJob(
+        "test-job",
+        read,
+        interval_ms=10,
+        first_delay_ms=0,
+        on_error=lambda exc, context: reports.append(exc),
+    )
+    job.start()
+    await asyncio.wait_for(ran.wait(), 30)
+    for _ in range(2000):  # the loop ends on the first run's error, or backs off for ever
+        if not job.running:
+            break
+        await asyncio.sleep(0.005)
+    running = job.running
+    await job.stop()
+    assert (running, reports) == (False, [])
 
 
 def test_jitter_outside_zero_to_one_is_refused() -> None:

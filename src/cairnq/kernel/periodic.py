@@ -27,7 +27,7 @@ from typing import Any
 from .. import _ids, kernel
 from .._checks import check_int, check_text
 from ..backends import Backend
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreClosed
 
 log = logging.getLogger("cairnq.periodic")
 
@@ -187,6 +187,11 @@ class PeriodicJob:
                 await self.run_once()
             except asyncio.CancelledError:
                 raise
+            except StoreClosed:
+                # The backend was closed under the job (its event loop ending closes its
+                # pool): no later run can reach the database, and nothing failed here.
+                log.debug("periodic job %s ends: its backend is closed", self.name)
+                return
             except Exception as exc:
                 failures += 1
                 backoff = self.interval_ms * 2 ** min(failures, 40)
