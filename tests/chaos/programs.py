@@ -132,12 +132,19 @@ def _thread_outlives_timeout() -> None:
 
 
 def _leaves_one_running() -> None:
-    """The worker forgets to settle the first task it runs and keeps renewing its lease."""
-    from cairnq.worker import _claimer, _executor
+    """The worker forgets to settle the first task it runs and keeps renewing its lease;
+    stopping, it does not hand it back either (handed back, another worker still
+    draining could run it to its end before the final snapshot)."""
+    from cairnq.worker import _claimer, _executor, _settling
 
     forgotten: set[str] = set()
     succeed = _executor.Executor._succeed
     release = _claimer.Claimer._release
+    hand_back = _settling.Settler.release
+
+    async def keep_forgotten(self: Any, lease: Any, started: Any = None) -> None:
+        if lease.id not in forgotten:
+            await hand_back(self, lease, started)
 
     async def skip_first(self: Any, ctx: Any, result: Any) -> None:
         if not forgotten:
@@ -152,6 +159,7 @@ def _leaves_one_running() -> None:
 
     _executor.Executor._succeed = skip_first  # type: ignore[method-assign]
     _claimer.Claimer._release = keep_renewing  # type: ignore[method-assign]
+    _settling.Settler.release = keep_forgotten  # type: ignore[method-assign]
 
 
 def _acks_without_writing() -> None:
