@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, TaskContext, TaskEvent, kernel
+from cairnq import CairnQ, TaskContext, TaskEvent, Worker, kernel
 from cairnq.errors import DatabaseBusy, StoreClosed
 from cairnq.testing import FakeClock
 from cairnq.worker import _claimer
@@ -54,6 +54,33 @@ def _claim_probes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     monkeypatch.setattr(Claimer, "_claim", recorded)
     return probes
+
+
+def _recoveries_in_turn(monkeypatch: pytest.MonkeyPatch, worker: Worker) -> list[int | None]:
+    """What each recovery the claim loop runs after a claim returned."""
+    returned: list[int | None] = []
+    recoverer = worker._recoverer
+    original = recoverer.recover_in_turn
+
+    async def recorded() -> int | None:
+        returned.append(await original())
+        return returned[-1]
+
+    monkeypatch.setattr(recoverer, "recover_in_turn", recorded)
+    return returned
+
+
+def _recover_limits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``recover_limit`` of each ``kernel.claim`` built from here on."""
+    limits: list[int] = []
+    original_claim = kernel.claim
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        limits.append(args[4])
+        return original_claim(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "claim", recorded)
+    return limits
 
 
 async def test_a_claim_woken_by_a_submit_starts_the_task_before_recovering_a_lease_due_then(
@@ -204,6 +231,7 @@ async def test_a_claim_after_a_claim_that_took_all_it_asked_for_leaves_the_recov
 
     # Only claims recover here: the recoverer's timer is an hour away.
     worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
+    after_claims = _recoveries_in_turn(monkeypatch, worker)
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> int:
@@ -224,6 +252,92 @@ async def test_a_claim_after_a_claim_that_took_all_it_asked_for_leaves_the_recov
     # running after it: the expired lease still comes back and runs here.
     assert recover_limits[0] > 0, recover_limits
     assert recover_limits[1:3] == [0, 0], recover_limits
+    assert 1 in after_claims, (after_claims, recover_limits)
     assert recovered is not None
     assert (recovered.status, recovered.result) == ("succeeded", 2)
     assert [task.status for task in done if task is not None] == ["succeeded"] * 6
+
+
+async def test_a_claim_after_a_failed_claim_in_a_backlog_recovers_in_its_transaction(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 3600.0)
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
+    backend = worker.client.backend
+    arun = backend.arun
+    claims = 0
+
+    async def failing_once(op: Any, *, write: bool) -> Any:
+        nonlocal claims
+        if getattr(op, "__name__", "") == "claim":
+            claims += 1
+            if claims == 2:
+                raise DatabaseBusy("the write lock stayed taken")
+        return await arun(op, write=write)
+
+    backend.arun = failing_once  # type: ignore[method-assign]
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        if payload["n"] == 0:
+            clock.advance(1001)  # the lease held elsewhere expires mid-backlog
+        return ctx.attempt
+
+    async with db.client(clock=clock) as cq:
+        held = await _lease_held_elsewhere(cq, {"n": -1})
+        for n in range(2):
+            await cq.submit("job", {"n": n})
+        recover_limits = _recover_limits(monkeypatch)
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        await worker.close()
+        recovered = await cq.get(held)
+    # The first claim took both tasks; the second failed; the third took nothing new
+    # from the failed one and polls, recovering the expired lease in its transaction.
+    assert recover_limits[2] > 0, recover_limits
+    assert recovered is not None
+    assert (recovered.status, recovered.result) == ("succeeded", 2)
+
+
+async def test_until_idle_recovers_after_a_claim_in_a_backlog_that_found_nothing(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairnq.encryption import Encrypting
+
+    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 3600.0)
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
+    backend = worker.client.backend
+    arun = backend.arun
+
+    claimed: list[Any] = []
+
+    async def expiring_after_the_first_claim(op: Any, *, write: bool) -> Any:
+        result = await arun(op, write=write)
+        if getattr(op, "__name__", "") == "claim" and not claimed:
+            claimed.append(result)
+            clock.advance(1001)  # the lease held elsewhere expires now
+        return result
+
+    backend.arun = expiring_after_the_first_claim  # type: ignore[method-assign]
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        return ctx.attempt
+
+    async with db.client(clock=clock) as cq:
+        held = await _lease_held_elsewhere(cq, {"n": -1})
+        # Two tasks the worker cannot read: its first claim takes both (all it asked
+        # for) and fails them unrun, so its next claim, a lone statement that recovers
+        # nothing, finds the queue empty with no call running.
+        key = Encrypting.generate_key()
+        async with db.client(clock=clock, codec=Encrypting({"k1": key})) as sealed:
+            for n in range(2):
+                await sealed.submit("job", {"n": n})
+        recover_limits = _recover_limits(monkeypatch)
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        await worker.close()
+        recovered = await cq.get(held)
+    assert recover_limits[1:2] == [0], recover_limits
+    assert recovered is not None
+    assert (recovered.status, recovered.result) == ("succeeded", 2)

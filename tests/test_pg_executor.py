@@ -21,6 +21,7 @@ from cairnq import (
     PgSession,
     PostgresStore,
     SchemaMismatch,
+    StoreClosed,
     SyncCairnQ,
     TaskContext,
     UnsupportedBackend,
@@ -147,6 +148,16 @@ async def test_a_task_submitted_through_an_executor_is_run_by_a_worker_on_it(
         done = await cq.wait(task.id, timeout_ms=10_000)
     await worker.close()
     assert (done.status, done.result, done.worker_id) == ("succeeded", 5, worker.worker_id)
+
+
+async def test_an_executor_whose_asyncpg_pool_was_closed_raises_store_closed(
+    executor: PgExecutor, pg_schema: str
+) -> None:
+    async with CairnQ.postgres(executor, schema=pg_schema) as cq:
+        await cq.submit("job")
+        await (await executor.pool()).close()  # type: ignore[attr-defined]
+        with pytest.raises(StoreClosed, match="pool was closed"):
+            await cq.stats()
 
 
 async def test_an_executor_client_gets_cancels_retries_and_counts_tasks(

@@ -165,6 +165,8 @@ def _translate(exc: BaseException) -> BaseException:
         return exc
     state = getattr(exc, "sqlstate", None)
     if not isinstance(state, str):
+        if _is_pool_closed(exc):
+            return StoreClosed(f"the executor's connection pool was closed: {exc}")
         if isinstance(exc, (OSError, ConnectionError)) or _is_connection_error(exc):
             return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
         return exc
@@ -177,6 +179,14 @@ def _translate(exc: BaseException) -> BaseException:
     if state.startswith("08"):
         return DatabaseUnavailable(f"PostgreSQL connection failed: {exc}")
     return DatabaseError(f"PostgreSQL error: {exc}")
+
+
+def _is_pool_closed(exc: BaseException) -> bool:
+    """asyncpg's pool, closed or closing, says so in an ``InterfaceError``: for good."""
+    return type(exc).__name__ == "InterfaceError" and str(exc).lower() in {
+        "pool is closed",
+        "pool is closing",
+    }
 
 
 def _is_connection_error(exc: BaseException) -> bool:

@@ -83,6 +83,9 @@ class PeriodicJob:
         phase: The ``phase`` reported with errors (the job's name by default).
         context: More fields for error reports (a ``worker_id``, say).
         stop_on: Error types after which the job reports and stops for good.
+            ``StoreClosed`` (the backend was closed, or its pool with its event
+            loop) always ends the job, unreported: no later run could reach
+            the database.
         when: ``await when()`` before each turn; the turn is skipped (no lease taken
             or looked up, ``fn`` not run) unless it returns True.
 

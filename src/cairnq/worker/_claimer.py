@@ -47,7 +47,8 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
-# A claim recovers expired leases itself when none were recovered for this long.
+# A claim that recovers nothing itself (one with news of work) has a recovery run
+# after it when none ran for this long (and always when it claimed nothing).
 CLAIM_RECOVERY_EVERY_S = 1.0
 # The longest wait for held-back work's next admission (a rate limit's next token):
 # the limits are reloaded about this often.
@@ -163,6 +164,8 @@ class Claimer:
                 if check_file is not None and not self._store_still_there(check_file):
                     return
                 failures += 1
+                # The failed claim took nothing: the next one is no news of work.
+                self._backlog = False
                 self._report(exc, {"phase": "claim", "worker_id": self.worker_id})
                 if isinstance(exc, SchemaIncomplete):
                     self._fail(exc, False)
@@ -182,8 +185,9 @@ class Claimer:
             if self._recover_after and not stopping.is_set():
                 self._recover_after = False
                 if await self.recoverer.recover_in_turn() != 0:
-                    # Tasks back in the queue, or the recovery failed (the next polling
-                    # claim recovers again): claim again before judging idleness.
+                    # Tasks back in the queue, or the recovery failed (the timer, a
+                    # polling claim or a later turn recovers again): claim again before
+                    # judging idleness.
                     continue
             if rows:
                 continue
@@ -283,12 +287,13 @@ class Claimer:
         # A claim with news of work (a task queued, or the last claim took all it asked
         # for) is one statement, no transaction, so the news is served first: a recovery
         # due meanwhile runs just after it, once the tasks it claimed have started
-        # (``_recover_after``). A polling claim recovers itself.
+        # (``_recover_after``). A polling claim recovers itself. A news claim that finds
+        # nothing skipped the probe that would have seen an expired lease, so under
+        # ``until_idle`` a recovery runs after it whenever the last ran: idleness is
+        # never judged without one.
         news = not probe or self._backlog
         recover_limit = 0 if news else RECOVER_LIMIT
-        recover_after = (
-            news and time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
-        )
+        recover_due = time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
         self._recover_after = False
         if store is not None:
             rows = await self._claim_through(store, queues, draws, recover_limit, recovered)
@@ -306,7 +311,7 @@ class Claimer:
             rows = await backend.arun(claim, write=True)
         if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
-        self._recover_after = recover_after
+        self._recover_after = news and (recover_due or (not rows and self.until_idle))
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)

@@ -92,9 +92,9 @@ class Recoverer:
         """``recover`` one batch for the claim loop: how many, or ``None`` when it failed.
 
         The error is reported rather than raised, and counts as a recovery for
-        when the next is due, so a failing one is retried by the timer and the
-        polling claims, not by every claim. A closed backend is left to the claim
-        loop's next claim, which stops it.
+        when the next is due, so a failing one is retried by the timer, the polling
+        claims and the claim loop's later turns, not by the next claim at once. A
+        closed backend is left to the claim loop's next claim, which stops it.
         """
         try:
             return await self.recover(batches=1)
