@@ -289,8 +289,8 @@ class Claimer:
         # due meanwhile runs just after it, once the tasks it claimed have started
         # (``_recover_after``). A polling claim recovers itself. A news claim that finds
         # nothing skipped the probe that would have seen an expired lease, so under
-        # ``until_idle`` a recovery runs after it whenever the last ran: idleness is
-        # never judged without one.
+        # ``until_idle``, with no call running, a recovery runs after it whenever the
+        # last ran: idleness is never judged without one.
         news = not probe or self._backlog
         recover_limit = 0 if news else RECOVER_LIMIT
         recover_due = time.monotonic() - self.recoverer.recovered_at >= CLAIM_RECOVERY_EVERY_S
@@ -311,7 +311,9 @@ class Claimer:
             rows = await backend.arun(claim, write=True)
         if recover_limit:
             self.recoverer.recovered_at = time.monotonic()
-        self._recover_after = news and (recover_due or (not rows and self.until_idle))
+        self._recover_after = news and (
+            recover_due or (not rows and self.until_idle and not self.calls)
+        )
         if recovered:
             self.recoverer.announce(recovered)
         self._backlog = len(rows) >= sum(draw.limit for draw in draws)
