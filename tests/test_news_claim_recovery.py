@@ -13,6 +13,7 @@ out, so no poke turns a claim into a polling one (which recovers inline).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -68,6 +69,43 @@ def _recoveries_in_turn(monkeypatch: pytest.MonkeyPatch, worker: Worker) -> list
 
     monkeypatch.setattr(recoverer, "recover_in_turn", recorded)
     return returned
+
+
+def _recovering_in_claims_only(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Worker, FakeClock]:
+    """A worker of 2 slots on a fake clock that recovers only as claims make it: the
+    recoverer's timer is an hour away, and so is a recovery due after a claim."""
+    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 3600.0)
+    clock = FakeClock()
+    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
+    return worker, clock
+
+
+def _before_each_claim(worker: Worker, each: Callable[[int], None]) -> None:
+    """Call ``each(n)`` before the worker's ``n``-th claim reaches its backend."""
+    backend = worker.client.backend
+    arun = backend.arun
+    claims = 0
+
+    async def counted(op: Any, *, write: bool) -> Any:
+        nonlocal claims
+        if getattr(op, "__name__", "") == "claim":
+            claims += 1
+            each(claims)
+        return await arun(op, write=write)
+
+    backend.arun = counted  # type: ignore[method-assign]
+
+
+def _expiring_job(worker: Worker, clock: FakeClock) -> None:
+    """Registers ``job``, whose run with ``n`` 0 lets the lease held elsewhere expire."""
+
+    @worker.task
+    async def job(ctx: TaskContext, payload: Any) -> int:
+        if payload["n"] == 0:
+            clock.advance(1001)
+        return ctx.attempt
 
 
 def _recover_limits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -222,27 +260,15 @@ async def test_a_claim_after_a_claim_that_took_all_it_asked_for_leaves_the_recov
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    recover_limits: list[int] = []
-    original_claim = kernel.claim
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        recover_limits.append(args[4])
-        return original_claim(*args, **kwargs)
-
     # Only claims recover here: the recoverer's timer is an hour away.
     worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
     after_claims = _recoveries_in_turn(monkeypatch, worker)
-
-    @worker.task
-    async def job(ctx: TaskContext, payload: Any) -> int:
-        if payload["n"] == 0:
-            clock.advance(1001)  # the lease held elsewhere expires mid-backlog
-        return ctx.attempt
+    _expiring_job(worker, clock)
 
     async with db.client(clock=clock) as cq:
         held = await _lease_held_elsewhere(cq, {"n": -1})
         ids = [(await cq.submit("job", {"n": n})).id for n in range(6)]
-        monkeypatch.setattr(kernel, "claim", recorded)
+        recover_limits = _recover_limits(monkeypatch)
         await asyncio.wait_for(worker.run(until_idle=True), 30)
         await worker.close()
         recovered = await cq.get(held)
@@ -261,28 +287,14 @@ async def test_a_claim_after_a_claim_that_took_all_it_asked_for_leaves_the_recov
 async def test_a_claim_after_a_failed_claim_in_a_backlog_recovers_in_its_transaction(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 3600.0)
-    clock = FakeClock()
-    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
-    backend = worker.client.backend
-    arun = backend.arun
-    claims = 0
+    worker, clock = _recovering_in_claims_only(db, monkeypatch)
 
-    async def failing_once(op: Any, *, write: bool) -> Any:
-        nonlocal claims
-        if getattr(op, "__name__", "") == "claim":
-            claims += 1
-            if claims == 2:
-                raise DatabaseBusy("the write lock stayed taken")
-        return await arun(op, write=write)
+    def fail_the_second(n: int) -> None:
+        if n == 2:
+            raise DatabaseBusy("the write lock stayed taken")
 
-    backend.arun = failing_once  # type: ignore[method-assign]
-
-    @worker.task
-    async def job(ctx: TaskContext, payload: Any) -> int:
-        if payload["n"] == 0:
-            clock.advance(1001)  # the lease held elsewhere expires mid-backlog
-        return ctx.attempt
+    _before_each_claim(worker, fail_the_second)
+    _expiring_job(worker, clock)
 
     async with db.client(clock=clock) as cq:
         held = await _lease_held_elsewhere(cq, {"n": -1})
@@ -304,22 +316,13 @@ async def test_until_idle_recovers_after_a_claim_in_a_backlog_that_found_nothing
 ) -> None:
     from cairnq.encryption import Encrypting
 
-    monkeypatch.setattr(_claimer, "CLAIM_RECOVERY_EVERY_S", 3600.0)
-    clock = FakeClock()
-    worker = db.worker(clock=clock, poll_interval_ms=60_000, recovery_interval="1h", concurrency=2)
-    backend = worker.client.backend
-    arun = backend.arun
+    worker, clock = _recovering_in_claims_only(db, monkeypatch)
 
-    claimed: list[Any] = []
-
-    async def expiring_after_the_first_claim(op: Any, *, write: bool) -> Any:
-        result = await arun(op, write=write)
-        if getattr(op, "__name__", "") == "claim" and not claimed:
-            claimed.append(result)
+    def expire_before_the_second(n: int) -> None:
+        if n == 2:
             clock.advance(1001)  # the lease held elsewhere expires now
-        return result
 
-    backend.arun = expiring_after_the_first_claim  # type: ignore[method-assign]
+    _before_each_claim(worker, expire_before_the_second)
 
     @worker.task
     async def job(ctx: TaskContext, payload: Any) -> int:
