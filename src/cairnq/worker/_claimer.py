@@ -48,7 +48,8 @@ log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
 # A claim that recovers nothing itself (one with news of work) has a recovery run
-# after it when none ran for this long (and always when it claimed nothing).
+# after it when none ran for this long (under ``until_idle``, also when it claimed
+# nothing with no call running).
 CLAIM_RECOVERY_EVERY_S = 1.0
 # The longest wait for held-back work's next admission (a rate limit's next token):
 # the limits are reloaded about this often.
