@@ -469,9 +469,9 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
 def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run sixteen batches of three to six members (one in eight failing for
     good; half submitted open, given a last member and closed) with all three callbacks.
-    A second into the run one worker is killed with ``kill -9`` and a fresh one started:
-    the members it held end by lease recovery, which records no outcome, so the batch
-    sweep records them and decides their batches."""
+    A second into the run one worker is killed with ``kill -9`` while it holds a task,
+    and a fresh one started: the members it held end by lease recovery, which records
+    no outcome, so the batch sweep records them and decides their batches."""
     config = Config(
         workers=0,
         concurrency=8,
@@ -483,16 +483,26 @@ def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
     )
     run = Run(db, folder, config)
     try:
-        for n in range(2):
-            run.start_worker(worker_id=f"batch-{n}")
+        victim = run.start_worker(worker_id="batch-0")
+        run.start_worker(worker_id="batch-1")
         run.start_clients(cycle=["batch"], gap_ms=60, batch_sleep_ms=[20, 150])
         time.sleep(1.0)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not dbtools._rows(
-            db, "select id from cairnq_tasks where status = 'running' and worker_id like 'batch-0%'"
-        ):
-            time.sleep(0.01)
-        run.kill_worker(0)
+        # The kill must land while the victim holds a task (its members then end by
+        # lease recovery): a task seen running may have ended before the signal, so
+        # until one is still held after the kill, a fresh victim is started and killed.
+        for n in range(1, 6):
+            name = f"batch-{'0' * n}"
+            held = (
+                "select id from cairnq_tasks where status = 'running' "
+                f"and worker_id like '{name}#%'"
+            )
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not dbtools._rows(db, held):
+                time.sleep(0.01)
+            run.kill_worker(victim)
+            if dbtools._rows(db, held):
+                break
+            victim = run.start_worker(worker_id=f"batch-{'0' * (n + 1)}")
         run.start_worker(worker_id="batch-2")
         run.wait_clients()
     except BaseException:
