@@ -16,11 +16,12 @@ import contextlib
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
 
-from cairnq import Worker
+from cairnq import CairnQ, Worker
 from cairnq import kernel as _kernel
 from cairnq.extensions import Schedules
 from cairnq.extensions.workflows import PARKED_RUN_AT_MS, _awaited, _component
@@ -45,55 +46,55 @@ def _decides(worker: Worker, task_id: str) -> bool:
     return bool(worker._runtime.points.ending([task_id]).task)
 
 
-async def _prepared(worker: Worker) -> tuple[Run, Any]:
-    """``worker``'s run assembled and its workflows component prepared, no job started."""
+@contextlib.asynccontextmanager
+async def _prepared(client: CairnQ) -> AsyncIterator[tuple[Worker, Run, Any]]:
+    """A worker on ``client``, its run assembled and its workflows component prepared, no
+    job started; the run is closed on the way out."""
+    worker = Worker(client, extensions=[Schedules(evaluate=False)])
     worker._stopping = asyncio.Event()
     assert await worker._open_checked()
     run = worker._assemble(until_idle=True)
-    [part] = [p for p in worker._components(run) if p.name == "workflows"]
-    await part.prepare()
-    return run, part
+    try:
+        [part] = [p for p in worker._components(run) if p.name == "workflows"]
+        await part.prepare()
+        yield worker, run, part
+    finally:
+        run.close()
 
 
 async def test_a_worker_decides_dependents_only_once_it_saw_a_parked_task_or_made_one(
     db: Database,
 ) -> None:
-    async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, part = await _prepared(worker)
-        try:
-            first = await other.submit("a")
-            waiting = await other.submit("b", depends_on=[first])
-            # Another client's graph is seen at the component's next look.
-            assert not _decides(worker, first.id)
-            await part.sweeper.look()
-            assert _decides(worker, first.id)
-            # Canceled, then unparked by a sweep: nothing is parked any more.
-            await other.cancel(waiting.id)
-            await other.backend.arun(_workflows.sweep(), write=True)
-            await part.sweeper.look()
-            assert not _decides(worker, first.id)
-            # This worker's own client made a task wait: decided from then on, at once.
-            await mine.submit("c", depends_on=[first])
-            assert _decides(worker, first.id)
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        db.client() as other,
+        _prepared(mine) as (worker, _run, part),
+    ):
+        first = await other.submit("a")
+        waiting = await other.submit("b", depends_on=[first])
+        # Another client's graph is seen at the component's next look.
+        assert not _decides(worker, first.id)
+        await part.sweeper.look()
+        assert _decides(worker, first.id)
+        # Canceled, then unparked by a sweep: nothing is parked any more.
+        await other.cancel(waiting.id)
+        await other.backend.arun(_workflows.sweep(), write=True)
+        await part.sweeper.look()
+        assert not _decides(worker, first.id)
+        # This worker's own client made a task wait: decided from then on, at once.
+        await mine.submit("c", depends_on=[first])
+        assert _decides(worker, first.id)
 
 
 async def test_a_worker_without_the_workflow_tables_never_decides(db: Database) -> None:
     workflows = ("x0008", "x0010", "x0013", "x0016")
     migrate_only(db, lambda name: not name.startswith(workflows))
-    async with db.client(migrate=False) as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, part = await _prepared(worker)
-        try:
-            await mine.submit("a", queue="lone")
-            await part.sweeper.look()
-            names = await _settle(worker, run, await _claim(mine, "lone", worker))
-            assert "op complete_many" in names
-            assert _workflows_statements(names) == []
-        finally:
-            run.close()
+    async with db.client(migrate=False) as mine, _prepared(mine) as (worker, run, part):
+        await mine.submit("a", queue="lone")
+        await part.sweeper.look()
+        names = await _settle(worker, run, await _claim(mine, "lone", worker))
+        assert "op complete_many" in names
+        assert _workflows_statements(names) == []
 
 
 async def test_a_dependent_another_process_submitted_is_released_within_the_bound(
@@ -168,108 +169,96 @@ async def _parked(cq: Any, task_id: str) -> bool:
 async def test_a_settlement_of_a_task_no_parked_task_waits_on_sends_no_workflows_statement(
     db: Database,
 ) -> None:
-    async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, part = await _prepared(worker)
-        try:
-            # A task parked elsewhere, seen by the look.
-            waited = await other.submit("a", queue="elsewhere")
-            await other.submit("b", queue="elsewhere", depends_on=[waited])
-            await other.submit("c", queue="lone")
-            await part.sweeper.look()
-            names = await _settle(worker, run, await _claim(other, "lone", worker))
-            assert "op complete_many" in names
-            assert _workflows_statements(names) == []
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        db.client() as other,
+        _prepared(mine) as (worker, run, part),
+    ):
+        # A task parked elsewhere, seen by the look.
+        waited = await other.submit("a", queue="elsewhere")
+        await other.submit("b", queue="elsewhere", depends_on=[waited])
+        await other.submit("c", queue="lone")
+        await part.sweeper.look()
+        names = await _settle(worker, run, await _claim(other, "lone", worker))
+        assert "op complete_many" in names
+        assert _workflows_statements(names) == []
 
 
 async def test_a_settlement_of_a_task_a_parked_task_waits_on_releases_it_in_its_transaction(
     db: Database,
 ) -> None:
-    async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, part = await _prepared(worker)
-        try:
-            waited = await other.submit("a", queue="first")
-            then = await other.submit("b", depends_on=[waited])
-            await part.sweeper.look()
-            names = await _settle(worker, run, await _claim(other, "first", worker))
-            assert "workflows_lock_parked" in names
-            # Released by the settlement itself: no sweep ran.
-            assert not await _parked(other, then.id)
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        db.client() as other,
+        _prepared(mine) as (worker, run, part),
+    ):
+        waited = await other.submit("a", queue="first")
+        then = await other.submit("b", depends_on=[waited])
+        await part.sweeper.look()
+        names = await _settle(worker, run, await _claim(other, "first", worker))
+        assert "workflows_lock_parked" in names
+        # Released by the settlement itself: no sweep ran.
+        assert not await _parked(other, then.id)
 
 
 async def test_a_graph_the_worker_s_own_client_submits_is_decided_without_a_look(
     db: Database,
 ) -> None:
-    async with db.client() as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)  # its look found nothing parked
-        try:
-            tasks = await mine.submit_graph(
-                {"a": {"task": "a", "queue": "first"}, "b": {"task": "b", "after": ["a"]}}
-            )
-            names = await _settle(worker, run, await _claim(mine, "first", worker))
-            assert "workflows_lock_parked" in names
-            assert not await _parked(mine, tasks["b"].id)
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        _prepared(mine) as (worker, run, _),
+    ):  # its look found nothing parked
+        tasks = await mine.submit_graph(
+            {"a": {"task": "a", "queue": "first"}, "b": {"task": "b", "after": ["a"]}}
+        )
+        names = await _settle(worker, run, await _claim(mine, "first", worker))
+        assert "workflows_lock_parked" in names
+        assert not await _parked(mine, tasks["b"].id)
 
 
 async def test_without_the_success_keeping_trigger_every_settlement_decides(
     db: Database,
 ) -> None:
     migrate_only(db, lambda name: name != "x0016_workflows_keep_success.sql")
-    async with db.client(migrate=False) as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)
-        try:
-            # Nothing parked, nothing submitted: a purge could still forget a success
-            # no settlement recorded, so every settlement decides.
-            await mine.submit("c", queue="lone")
-            names = await _settle(worker, run, await _claim(mine, "lone", worker))
-            assert "workflows_lock_parked" in names
-        finally:
-            run.close()
+    async with db.client(migrate=False) as mine, _prepared(mine) as (worker, run, _):
+        # Nothing parked, nothing submitted: a purge could still forget a success
+        # no settlement recorded, so every settlement decides.
+        await mine.submit("c", queue="lone")
+        names = await _settle(worker, run, await _claim(mine, "lone", worker))
+        assert "workflows_lock_parked" in names
 
 
 async def test_while_parked_tasks_wait_on_more_than_the_look_reads_every_settlement_decides(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_component, "WAITED_ON_LIMIT", 1)
-    async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, part = await _prepared(worker)
-        try:
-            waited = [await other.submit("a", queue="elsewhere") for _ in range(2)]
-            await other.submit("b", queue="elsewhere", depends_on=waited)
-            await other.submit("c", queue="lone")
-            await part.sweeper.look()
-            names = await _settle(worker, run, await _claim(other, "lone", worker))
-            assert "workflows_lock_parked" in names
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        db.client() as other,
+        _prepared(mine) as (worker, run, part),
+    ):
+        waited = [await other.submit("a", queue="elsewhere") for _ in range(2)]
+        await other.submit("b", queue="elsewhere", depends_on=waited)
+        await other.submit("c", queue="lone")
+        await part.sweeper.look()
+        names = await _settle(worker, run, await _claim(other, "lone", worker))
+        assert "workflows_lock_parked" in names
 
 
 async def test_while_the_client_noted_more_than_it_keeps_every_settlement_decides(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_awaited, "LIMIT", 2)
-    async with db.client() as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)  # its look found nothing parked
-        try:
-            waited = [await mine.submit("a", queue=f"q{n}") for n in range(3)]
-            # Three noted, two kept: the first is forgotten, not its dependent.
-            then = await mine.submit("b", depends_on=waited)
-            names = await _settle(worker, run, await _claim(mine, "q0", worker))
-            assert "workflows_lock_parked" in names
-            assert await _parked(mine, then.id)  # still waiting on the other two
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        _prepared(mine) as (worker, run, _),
+    ):  # its look found nothing parked
+        waited = [await mine.submit("a", queue=f"q{n}") for n in range(3)]
+        # Three noted, two kept: the first is forgotten, not its dependent.
+        then = await mine.submit("b", depends_on=waited)
+        names = await _settle(worker, run, await _claim(mine, "q0", worker))
+        assert "workflows_lock_parked" in names
+        assert await _parked(mine, then.id)  # still waiting on the other two
 
 
 async def test_a_settlement_prepared_while_the_client_s_submission_parks_its_dependent_decides(
@@ -277,44 +266,41 @@ async def test_a_settlement_prepared_while_the_client_s_submission_parks_its_dep
 ) -> None:
     real = _workflows.submit_nodes
     during: list[bool] = []
-    async with db.client() as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)  # its look found nothing parked
-        try:
-            first = await mine.submit("a")
+    async with (
+        db.client() as mine,
+        _prepared(mine) as (worker, _run, _),
+    ):  # its look found nothing parked
+        first = await mine.submit("a")
 
-            def watched(nodes: list[_workflows.Node]) -> Any:
-                # Inside the submission's transaction, before it writes anything.
-                during.append(_decides(worker, first.id))
-                return (yield from real(nodes))
+        def watched(nodes: list[_workflows.Node]) -> Any:
+            # Inside the submission's transaction, before it writes anything.
+            during.append(_decides(worker, first.id))
+            return (yield from real(nodes))
 
-            monkeypatch.setattr(_workflows, "submit_nodes", watched)
-            await mine.submit("b", depends_on=[first])
-            assert during == [True]
-        finally:
-            run.close()
+        monkeypatch.setattr(_workflows, "submit_nodes", watched)
+        await mine.submit("b", depends_on=[first])
+        assert during == [True]
 
 
 async def test_a_graph_node_whose_key_returned_a_task_is_decided_when_that_task_settles(
     db: Database,
 ) -> None:
-    async with db.client() as mine, db.client() as other:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)  # its look found nothing parked
-        try:
-            existing = await other.submit("a", key="k", queue="first")
-            tasks = await mine.submit_graph(
-                {
-                    "a": {"task": "a", "key": "k", "queue": "first"},
-                    "b": {"task": "b", "after": ["a"]},
-                }
-            )
-            assert tasks["a"].id == existing.id
-            names = await _settle(worker, run, await _claim(mine, "first", worker))
-            assert "workflows_lock_parked" in names
-            assert not await _parked(mine, tasks["b"].id)
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        db.client() as other,
+        _prepared(mine) as (worker, run, _),
+    ):  # its look found nothing parked
+        existing = await other.submit("a", key="k", queue="first")
+        tasks = await mine.submit_graph(
+            {
+                "a": {"task": "a", "key": "k", "queue": "first"},
+                "b": {"task": "b", "after": ["a"]},
+            }
+        )
+        assert tasks["a"].id == existing.id
+        names = await _settle(worker, run, await _claim(mine, "first", worker))
+        assert "workflows_lock_parked" in names
+        assert not await _parked(mine, tasks["b"].id)
 
 
 @pytest.fixture
@@ -359,30 +345,28 @@ async def test_a_parent_s_gather_is_decided_by_its_children_s_settlements_withou
 async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_released_by_the_sweep(
     db: Database,
 ) -> None:
-    async with db.client() as mine:
-        worker = Worker(mine, extensions=[Schedules(evaluate=False)])
-        run, _ = await _prepared(worker)  # its look found nothing parked
-        try:
-            parent = await mine.submit("p", queue="p")
-            child = await mine.submit("c", queue="c")
-            held, ended = await _claim(mine, "p", worker), await _claim(mine, "c", worker)
-            # The child's settlement is prepared (its gate read) before the parent
-            # gathers it, as ctx.gather does: noted, then parked.
-            settlement = _kernel.complete(
-                Lease.of(ended),
-                worker.worker_id,
-                None,
-                points=worker._runtime.points,
-                started=ended["updated_at_ms"],
-            )
-            _awaited.note(mine, [child.id])
-            gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
-            assert (await mine.backend.arun(gather, write=True)).parked is not None
-            await mine.backend.arun(settlement, write=True)
-            await mine.backend.arun(_workflows.sweep(), write=True)
-            assert not await _parked(mine, parent.id)
-        finally:
-            run.close()
+    async with (
+        db.client() as mine,
+        _prepared(mine) as (worker, _run, _),
+    ):  # its look found nothing parked
+        parent = await mine.submit("p", queue="p")
+        child = await mine.submit("c", queue="c")
+        held, ended = await _claim(mine, "p", worker), await _claim(mine, "c", worker)
+        # The child's settlement is prepared (its gate read) before the parent
+        # gathers it, as ctx.gather does: noted, then parked.
+        settlement = _kernel.complete(
+            Lease.of(ended),
+            worker.worker_id,
+            None,
+            points=worker._runtime.points,
+            started=ended["updated_at_ms"],
+        )
+        _awaited.note(mine, [child.id])
+        gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
+        assert (await mine.backend.arun(gather, write=True)).parked is not None
+        await mine.backend.arun(settlement, write=True)
+        await mine.backend.arun(_workflows.sweep(), write=True)
+        assert not await _parked(mine, parent.id)
 
 
 async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_sweep_within_the_bound(
