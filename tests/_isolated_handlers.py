@@ -10,8 +10,14 @@ from typing import Any
 
 
 def sleeper(ctx: Any, payload: dict[str, Any]) -> str:
-    """Write the child's pid to ``payload["pidfile"]``, then sleep far past any test."""
-    Path(payload["pidfile"]).write_text(str(os.getpid()))
+    """Write the child's pid to ``payload["pidfile"]``, then sleep far past any test.
+
+    The pid goes to a temporary name first and is renamed into place, so a test that
+    sees the file sees the whole pid (a test polls for the file's existence)."""
+    pidfile = Path(payload["pidfile"])
+    partial = pidfile.with_name(pidfile.name + ".partial")
+    partial.write_text(str(os.getpid()))
+    partial.replace(pidfile)
     time.sleep(600)
     return "woke up"
 
