@@ -115,6 +115,30 @@ async def test_a_finished_task_frees_its_place_for_the_same_key(db: Database) ->
         assert _keys(again) == {"a": 1}
 
 
+async def test_a_claim_that_alone_fits_the_limit_still_counts_the_keys_running(
+    db: Database,
+) -> None:
+    """A claim wanting fewer tasks than the amount is refused a full key all the same:
+    the page skips its per-key count only when the keys recorded and the whole claim fit
+    within the amount together."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 5)
+        assert _keys(await _claim(cq, gate, 3)) == {"a": 3}
+        assert await _claim(cq, gate, 1) == []
+
+
+async def test_a_claim_that_fits_beside_the_keys_recorded_takes_up_to_the_amount(
+    db: Database,
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(4, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 6)
+        assert _keys(await _claim(cq, gate, 2)) == {"a": 2}
+        assert _keys(await _claim(cq, gate, 2)) == {"a": 2}
+        assert await _claim(cq, gate, 2) == []
+
+
 async def test_a_saturated_key_does_not_hold_back_other_keys_queued_after_it(
     db: Database,
 ) -> None:

@@ -7,12 +7,20 @@ with stored as materialized (
         9223372036854775807
     ) as amount
 ),
+-- The keys the limit has recorded, their tasks running or not (the rows of ended tasks
+-- wait for the prune): no key has more tasks running than there are rows. While the
+-- rows and the whole claim fit within the amount no key can fill, so the per-key count
+-- below, a join to the tasks for every row, is skipped: the claim admits the same tasks.
+recorded_keys as materialized (
+    select count(*) as n from cairnq_limit_keys where limit_name = :limit_name
+),
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k
     join cairnq_tasks t on t.id = k.task_id
     where k.limit_name = :limit_name
       and t.status = 'running'
+      and (select n from recorded_keys) + :want > (select amount from stored)
     group by k.key_value
 ),
 full_keys as materialized (
