@@ -562,11 +562,11 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 (
                     "limits_claim_keyed",
-                    "      and t.status = 'running'\n    group by k.key_value",
+                    "      and t.status = 'running'\n      and (select n from recorded_keys)",
                     "      and t.status = 'running'\n"
                     "      and split_part(t.worker_id, '#', 1)"
                     " = split_part(:worker_id::text, '#', 1)\n"
-                    "    group by k.key_value",
+                    "      and (select n from recorded_keys)",
                 )
             ]
         },
