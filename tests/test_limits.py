@@ -139,6 +139,16 @@ async def test_a_claim_that_fits_beside_the_keys_recorded_takes_up_to_the_amount
         assert await _claim(cq, gate, 2) == []
 
 
+async def test_a_claim_past_the_room_left_beside_the_keys_recorded_takes_only_that_room(
+    db: Database,
+) -> None:
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 6)
+        assert _keys(await _claim(cq, gate, 2)) == {"a": 2}
+        assert _keys(await _claim(cq, gate, 2)) == {"a": 1}
+
+
 async def test_a_saturated_key_does_not_hold_back_other_keys_queued_after_it(
     db: Database,
 ) -> None:

@@ -11,11 +11,19 @@ stored as materialized (
     ) as amount
 ),
 -- The keys the limit has recorded, their tasks running or not (the rows of ended tasks
--- wait for the prune): no key has more tasks running than there are rows. While the
--- rows and the whole claim fit within the amount no key can fill, so the per-key count
--- below, a join to the tasks for every row, is skipped: the claim admits the same tasks.
+-- wait for the prune), counted up to one past amount - want: no key counts more running
+-- tasks than there are rows. While those rows and the whole claim fit within the amount
+-- no key is full, and the claim takes the first want tasks of its page in claim order,
+-- each at most the want-th of its key, so every one has room whatever the counts: the
+-- per-key count below, a join to the tasks for every row, is skipped, and the claim
+-- admits the same tasks.
 recorded_keys as materialized (
-    select count(*) as n from cairnq_limit_keys where limit_name = :limit_name::text
+    select count(*) as n
+    from (
+        select 1 from cairnq_limit_keys
+        where limit_name = :limit_name::text
+        limit greatest((select amount from stored) - :want::bigint + 1, 0)
+    ) as upto
 ),
 running as materialized (
     select k.key_value, count(*) as n

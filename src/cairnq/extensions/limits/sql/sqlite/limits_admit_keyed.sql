@@ -8,19 +8,30 @@ with stored as materialized (
     ) as amount
 ),
 -- The keys the limit has recorded, their tasks running or not (the rows of ended tasks
--- wait for the prune): no key has more tasks running than there are rows. While the
--- rows and the whole claim fit within the amount no key can fill, so the per-key count
--- below, a join to the tasks for every row, is skipped: the claim admits the same tasks.
+-- wait for the prune), counted up to one past amount - want: no key counts more running
+-- tasks than there are rows. While those rows and the whole claim fit within the amount
+-- no key is full, and the claim takes the first want tasks of its page in claim order,
+-- each at most the want-th of its key, so every one has room whatever the counts: the
+-- per-key count below, a join to the tasks for every row, is skipped, and the claim
+-- admits the same tasks.
 recorded_keys as materialized (
-    select count(*) as n from cairnq_limit_keys where limit_name = :limit_name
+    select count(*) as n
+    from (
+        select 1 from cairnq_limit_keys
+        where limit_name = :limit_name
+        limit max((select amount from stored) - :want + 1, 0)
+    ) as upto
 ),
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k
     join cairnq_tasks t on t.id = k.task_id
-    where k.limit_name = :limit_name
+    -- The gate is in the key the index is searched by: a null name ends the loop
+    -- before its first row.
+    where k.limit_name = (
+        select :limit_name where (select n from recorded_keys) + :want > (select amount from stored)
+    )
       and t.status = 'running'
-      and (select n from recorded_keys) + :want > (select amount from stored)
     group by k.key_value
 ),
 full_keys as materialized (
