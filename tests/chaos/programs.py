@@ -571,6 +571,25 @@ MUTANTS: dict[str, Mutant] = {
             ]
         },
     ),
+    # Claims under one limit no longer take turns: the limit's row is read without its
+    # lock, so two claims can count the same running tasks and both take a key's last
+    # place. The page statement is slowed by 20 ms after its snapshot so that the
+    # scenario's claims overlap on any machine (the statement reads the counts as of its
+    # start, whatever it does after).
+    "limit_unlocked": Mutant(
+        sql={
+            "postgres": [
+                ("limits_lock", "order by name\nfor update;", "order by name;"),
+                (
+                    "limits_claim_keyed",
+                    " * 1000)::bigint) as now_ms\n),\nstored",
+                    " * 1000)::bigint) as now_ms\n"
+                    "    from (select pg_sleep(0.02)) as widened\n),\nstored",
+                ),
+            ]
+        },
+        dialects=("postgres",),
+    ),
     "release_ignores_a_dependency": Mutant(patch=_release_ignores_a_dependency),
     # The sweep decides a decided dependent again: decided tasks stay in cairnq_parked, and
     # a release no longer checks that the task is still parked.

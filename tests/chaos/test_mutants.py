@@ -539,6 +539,7 @@ MUTANTS: dict[str, tuple[Scenario, set[str], tuple[str, ...]]] = {
     "slots_unguarded": (schedules_run, {"SCH-1"}, ("postgres",)),
     "catch_up_in_seconds": (schedules_run, {"SCH-2"}, ("sqlite",)),
     "limit_per_process": (_limited_run, {"INV-18"}, ("sqlite", "postgres")),
+    "limit_unlocked": (_limited_run, {"INV-18"}, ("postgres",)),
     "release_ignores_a_dependency": (_workflows_run, {"WF-1"}, ("sqlite",)),
     "sweep_decides_twice": (_workflows_run, {"WF-2"}, ("postgres",)),
     "gather_resumes_early": (_workflows_run, {"WF-3"}, ("sqlite",)),
