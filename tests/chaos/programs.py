@@ -678,6 +678,9 @@ def _ms(value: int | None) -> datetime.timedelta | None:
 def run_worker(config: dict[str, Any]) -> None:
     spec = config["db"]
     apply_mutant(config.get("mutant"), spec["kind"])
+    if config.get("reference"):
+        # Claims as a reference SDK's worker makes them: the bare worker id, no nonce.
+        _bare_claims()
     record = Recorder(config["history"])
     options = {"listen": True} if spec["kind"] == "postgres" else {}
     backend = RecordingBackend(open_backend(spec, **options), record)

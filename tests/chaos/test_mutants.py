@@ -397,6 +397,57 @@ def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     return _finish(run)
 
 
+def _limited_beside_reference_run(db: Database, folder: Path, mutant: str | None) -> Report:
+    """Two worker processes with 4 slots each share a limit of 2 running per key over 3
+    keys, beside a worker claiming as a reference SDK's does (bare claims, no limits): it
+    takes limited tasks freely, and recovers and settles tasks the limited workers
+    claimed, one of which is killed with ``kill -9`` while it holds a task. The limited
+    workers' own runs stay within the limit (a task the reference worker holds counts
+    against its key only if a limited claim recorded it), and every task ends: nothing
+    the reference worker settles or recovers keeps a key's place taken."""
+    run = Run(db, folder, Config(workers=0, clients=0, mutant=mutant))
+    try:
+        with db.sync_client() as client:
+            victim = run.start_worker(concurrency=4, poll_ms=20, limit=2, worker_id="lim-0")
+            started = [
+                victim,
+                run.start_worker(concurrency=4, poll_ms=20, limit=2, worker_id="lim-1"),
+                run.start_worker(concurrency=2, poll_ms=20, reference=True, worker_id="ref"),
+            ]
+            _until(
+                lambda: all(_has_started(folder, index) for index in started),
+                "every worker process started",
+                timeout=60,
+            )
+            client.submit_many(
+                [
+                    {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
+                    for i in range(120)
+                ]
+            )
+            _kill_while_holding(
+                run,
+                db,
+                victim,
+                "lim-0",
+                lambda name: run.start_worker(concurrency=4, poll_ms=20, limit=2, worker_id=name),
+            )
+            _until(
+                lambda: client.stats().get("default", {}).get("succeeded", 0) == 120,
+                "every task succeeded",
+                timeout=60,
+            )
+    except BaseException:
+        run.stop()
+        raise
+    report = _finish(run)
+    assert report.counters["recoveries"] >= 1, report.summary()
+    # Its claims wrote the bare worker id, as a reference SDK worker's do.
+    settled_bare = dbtools._rows(db, "select id from cairnq_tasks where worker_id = 'ref'")
+    assert settled_bare, "the reference worker settled no task under its bare id"
+    return report
+
+
 def _expiry_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """One worker, one slot, a burst of tasks that may wait 300 ms to start: the later
     ones expire in the queue (the policies marked in use before the worker starts)."""
@@ -466,6 +517,27 @@ def _purged_dependencies_run(db: Database, folder: Path, mutant: str | None) -> 
     return _standard(db, folder, config, cycle=["graph"], gap_ms=100, graph_purge_every_ms=25)
 
 
+def _kill_while_holding(
+    run: Run, db: Database, victim: int, name: str, start: Callable[[str], int]
+) -> None:
+    """Kill worker ``victim`` (its id ``name``) with ``kill -9`` while it holds a task.
+
+    A task seen running may have ended before the signal, so until one is still held
+    after the kill, a fresh victim (``start(name + "0")``, then one more zero) is
+    started and killed, at most five in all.
+    """
+    for _ in range(5):
+        held = f"select id from cairnq_tasks where status = 'running' and worker_id like '{name}#%'"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not dbtools._rows(db, held):
+            time.sleep(0.01)
+        run.kill_worker(victim)
+        if dbtools._rows(db, held):
+            return
+        name += "0"
+        victim = start(name)
+
+
 def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Two workers run sixteen batches of three to six members (one in eight failing for
     good; half submitted open, given a last member and closed) with all three callbacks.
@@ -487,22 +559,10 @@ def _batches_run(db: Database, folder: Path, mutant: str | None) -> Report:
         run.start_worker(worker_id="batch-1")
         run.start_clients(cycle=["batch"], gap_ms=60, batch_sleep_ms=[20, 150])
         time.sleep(1.0)
-        # The kill must land while the victim holds a task (its members then end by
-        # lease recovery): a task seen running may have ended before the signal, so
-        # until one is still held after the kill, a fresh victim is started and killed.
-        for n in range(1, 6):
-            name = f"batch-{'0' * n}"
-            held = (
-                "select id from cairnq_tasks where status = 'running' "
-                f"and worker_id like '{name}#%'"
-            )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not dbtools._rows(db, held):
-                time.sleep(0.01)
-            run.kill_worker(victim)
-            if dbtools._rows(db, held):
-                break
-            victim = run.start_worker(worker_id=f"batch-{'0' * (n + 1)}")
+        # Its members then end by lease recovery.
+        _kill_while_holding(
+            run, db, victim, "batch-0", lambda name: run.start_worker(worker_id=name)
+        )
         run.start_worker(worker_id="batch-2")
         run.wait_clients()
     except BaseException:
@@ -564,6 +624,7 @@ CONTROLS: dict[Scenario, tuple[str, ...]] = {
     _full_disk_run: ("sqlite",),
     schedules_run: ("sqlite", "postgres"),
     _limited_run: ("sqlite", "postgres"),
+    _limited_beside_reference_run: ("sqlite", "postgres"),
     _workflows_run: ("sqlite", "postgres"),
     _purged_dependencies_run: ("sqlite", "postgres"),
     _batches_run: ("sqlite", "postgres"),
