@@ -112,7 +112,23 @@ class Mutant:
 
 
 def _deferred_writes() -> None:
+    """Write transactions begin deferred: a transaction that read before it writes
+    cannot take the write lock once another process committed after its read.
+
+    Each keyed submit also waits 3 ms between its read of the key and its writes, so
+    that the storm's transactions meet whatever the machine's scheduling (on a loaded
+    machine the processes could otherwise take turns and never meet).
+    """
     SQLiteBackend.begin_write = "begin deferred"
+    execute = SQLiteBackend._execute
+
+    def slowed(self: SQLiteBackend, conn: Any, step: Any) -> Any:
+        rows = execute(self, conn, step)
+        if isinstance(step, Call) and step.statement == "get_key":
+            time.sleep(0.003)
+        return rows
+
+    SQLiteBackend._execute = slowed  # type: ignore[method-assign]
 
 
 def _thread_outlives_timeout() -> None:
