@@ -366,6 +366,31 @@ def _has_started(folder: Path, index: int) -> bool:
     return history.exists() and '"worker_started"' in history.read_text()
 
 
+def _submit_limited(folder: Path, client: SyncCairnQ, started: list[int], count: int) -> None:
+    """Once every worker process in ``started`` runs, ``count`` tasks of 20-60 ms over the
+    limit keys ``c0`` to ``c2``. (A process that started late, on a loaded machine, would
+    otherwise find the first one had drained the queue alone.)"""
+    _until(
+        lambda: all(_has_started(folder, index) for index in started),
+        "every worker process started",
+        timeout=60,
+    )
+    client.submit_many(
+        [
+            {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
+            for i in range(count)
+        ]
+    )
+
+
+def _until_succeeded(client: SyncCairnQ, count: int) -> None:
+    _until(
+        lambda: client.stats().get("default", {}).get("succeeded", 0) == count,
+        f"all {count} tasks succeeded",
+        timeout=60,
+    )
+
+
 def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     """Three worker processes with 4 slots each share a limit of 2 running per key over
     3 keys: 6 may run at once in all, though the processes have room for 12."""
@@ -373,24 +398,8 @@ def _limited_run(db: Database, folder: Path, mutant: str | None) -> Report:
     try:
         with db.sync_client() as client:
             started = [run.start_worker(concurrency=4, poll_ms=20, limit=2) for _ in range(3)]
-            # The tasks go in once every process runs: a process that started late (a loaded
-            # machine) would otherwise find the first one had drained the queue alone.
-            _until(
-                lambda: all(_has_started(folder, index) for index in started),
-                "every worker process started",
-                timeout=60,
-            )
-            client.submit_many(
-                [
-                    {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
-                    for i in range(90)
-                ]
-            )
-            _until(
-                lambda: client.stats().get("default", {}).get("succeeded", 0) == 90,
-                "every limited task succeeded",
-                timeout=60,
-            )
+            _submit_limited(folder, client, started, 90)
+            _until_succeeded(client, 90)
     except BaseException:
         run.stop()
         raise
@@ -414,17 +423,7 @@ def _limited_beside_reference_run(db: Database, folder: Path, mutant: str | None
                 run.start_worker(concurrency=4, poll_ms=20, limit=2, worker_id="lim-1"),
                 run.start_worker(concurrency=2, poll_ms=20, reference=True, worker_id="ref"),
             ]
-            _until(
-                lambda: all(_has_started(folder, index) for index in started),
-                "every worker process started",
-                timeout=60,
-            )
-            client.submit_many(
-                [
-                    {"task": "job", "payload": {"customer": f"c{i % 3}", "sleep_ms": [20, 60]}}
-                    for i in range(120)
-                ]
-            )
+            _submit_limited(folder, client, started, 120)
             _kill_while_holding(
                 run,
                 db,
@@ -432,11 +431,7 @@ def _limited_beside_reference_run(db: Database, folder: Path, mutant: str | None
                 "lim-0",
                 lambda name: run.start_worker(concurrency=4, poll_ms=20, limit=2, worker_id=name),
             )
-            _until(
-                lambda: client.stats().get("default", {}).get("succeeded", 0) == 120,
-                "every task succeeded",
-                timeout=60,
-            )
+            _until_succeeded(client, 120)
     except BaseException:
         run.stop()
         raise
