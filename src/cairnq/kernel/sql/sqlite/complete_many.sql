@@ -9,11 +9,13 @@ set status = case when cancel_requested_at_ms is null then 'succeeded' else 'can
     completed_at_ms = :now_ms,
     updated_at_ms = :now_ms
 from (
-    select i.value as id, a.value as attempt, w.value as worker_id, r.value as new_result
+    -- The i-th of each list by its path: a join on json_each's keys reads every list
+    -- once per id (json_extract reuses its parse of a list within the statement).
+    select i.value as id,
+        json_extract(:attempts, '$[' || i.key || ']') as attempt,
+        json_extract(:worker_ids, '$[' || i.key || ']') as worker_id,
+        json_extract(:results, '$[' || i.key || ']') as new_result
     from json_each(:ids) as i
-    join json_each(:attempts) as a on a.key = i.key
-    join json_each(:worker_ids) as w on w.key = i.key
-    join json_each(:results) as r on r.key = i.key
 ) as p
 where cairnq_tasks.id = p.id
   -- Unary + keeps the status index out: each row is found by its id, not by walking

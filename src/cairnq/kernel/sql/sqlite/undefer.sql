@@ -2,9 +2,10 @@
 -- Returns the updated rows.
 -- params: ids, delays_ms, run_at_ms, now_ms
 with wanted as (
-    select i.value as id, d.value as delay_ms
+    -- The i-th delay by its path: a join on json_each's keys reads the list once per id
+    -- (json_extract reuses its parse of the list within the statement).
+    select i.value as id, json_extract(:delays_ms, '$[' || i.key || ']') as delay_ms
     from json_each(:ids) as i
-    join json_each(:delays_ms) as d on d.key = i.key
 )
 update cairnq_tasks
 set run_at_ms = :now_ms + (select delay_ms from wanted where wanted.id = cairnq_tasks.id),
