@@ -109,6 +109,33 @@ async def test_a_worker_runs_its_client_s_extensions_and_its_own(db: Database) -
     assert audit.seen == other.seen == [(task_id, "succeeded")]
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (None, "extensions takes a list of Extension instances, not None"),
+        (Schedules(), r"extensions takes a list: extensions=\[Schedules\(...\)\]"),
+        ("schedules", "extensions takes a list of Extension instances, not 'schedules'"),
+    ],
+    ids=["none", "one-alone", "a-string"],
+)
+def test_a_worker_given_no_list_of_extensions_is_refused_with_a_clear_message(
+    db: Database, given: Any, message: str
+) -> None:
+    cq = db.client()
+    with pytest.raises(InvalidArgument, match=message):
+        Worker(cq, extensions=given)
+
+
+@pytest.mark.parametrize(
+    "given", [None, Schedules(), "schedules"], ids=["none", "one-alone", "a-string"]
+)
+def test_a_client_given_no_list_of_extensions_is_refused_with_a_clear_message(
+    db: Database, given: Any
+) -> None:
+    with pytest.raises(InvalidArgument, match="extensions takes a list"):
+        db.client(extensions=given)
+
+
 def test_two_different_extensions_of_one_name_are_refused(db: Database) -> None:
     class Impostor(Other):
         name = "audit"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument, InvalidExtension
@@ -92,14 +92,39 @@ def folder_of(extension: Extension, taken: Collection[str]) -> Traversable:
     return root
 
 
+def listed(extensions: object) -> list[Extension]:
+    """``extensions`` as a client, a worker or ``migrate`` is given them, as a list.
+
+    Raises:
+        InvalidArgument: ``extensions`` is no list of them: ``None``, a string, or one
+            extension alone (each item is checked later, by ``check``).
+    """
+    if isinstance(extensions, Extension):
+        raise InvalidArgument(
+            f"extensions takes a list: extensions=[{type(extensions).__name__}(...)]"
+        )
+    if extensions is None or isinstance(extensions, (str, bytes)):
+        raise InvalidArgument(
+            f"extensions takes a list of Extension instances, not {extensions!r} "
+            "(leave it out for none)"
+        )
+    if not isinstance(extensions, Iterable):
+        raise InvalidArgument(
+            f"extensions takes a list of Extension instances, not {type(extensions).__name__}"
+        )
+    return list(extensions)
+
+
 def install(extensions: Sequence[Extension]) -> list[Extension]:
     """``extensions`` as a list, each one outside cairnq (with a ``package``) checked
     and its folder added to what this process reads (once; again is a no-op).
 
     Raises:
+        InvalidArgument: ``extensions`` is no list of them (``listed``).
         InvalidExtension: one breaks the rules (``folder_of``), or a statement or
             migration name of its folder is already defined; nothing of it is added.
     """
+    extensions = listed(extensions)
     outside = [e for e in extensions if isinstance(e, Extension) and e.package is not None]
     if outside:
         from ._registry import builtins  # the registry loads on first use (see __init__)

@@ -16,6 +16,7 @@ from ..kernel.points import InUse, Points, Settling
 from ..protocol.steps import Op
 from ._base import Component, Extension, Option, Part, WorkerView
 from ._context import Signal
+from ._folders import listed
 from .batches import Batches
 from .history import History
 from .limits import Limits
@@ -106,9 +107,9 @@ def for_worker(client: Sequence[Extension], given: Sequence[Extension]) -> list[
     Raises:
         InvalidExtension: two different extensions share a name, or own the same
             migration or table.
-        InvalidArgument: one is no ``Extension``.
+        InvalidArgument: ``given`` is no list of extensions, or one is no ``Extension``.
     """
-    extra = list(given)
+    extra = listed(given)
     joined: list[Extension] = []
     for extension in client:
         same = [i for i, e in enumerate(extra) if _same(e, extension)]
