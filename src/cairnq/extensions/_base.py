@@ -16,14 +16,14 @@ stay out (``_registry.Ready``) and its parts step aside and look again later.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from .. import kernel
 from ..backends import Backend
-from ..errors import SchemaIncomplete
+from ..errors import InvalidArgument, SchemaIncomplete
 from ..kernel.periodic import ErrorHook, NamedLease, PeriodicJob
 from ..kernel.points import (
     AttemptEndHook,
@@ -394,3 +394,26 @@ def settled(extension: Extension, given: Mapping[str, object]) -> Mapping[str, o
             )
         checked[name] = option.check(value)
     return MappingProxyType(checked)
+
+
+def listed(extensions: object) -> list[Extension]:
+    """``extensions`` as a client, a worker or ``migrate`` is given them, as a list.
+
+    Raises:
+        InvalidArgument: ``extensions`` is no list of them: ``None``, a string, or one
+            extension alone (each item is checked later, by ``check``).
+    """
+    if isinstance(extensions, Extension):
+        raise InvalidArgument(
+            f"extensions takes a list: extensions=[{type(extensions).__name__}(...)]"
+        )
+    if extensions is None or isinstance(extensions, (str, bytes)):
+        raise InvalidArgument(
+            f"extensions takes a list of Extension instances, not {extensions!r} "
+            "(leave it out for none)"
+        )
+    if not isinstance(extensions, Iterable):
+        raise InvalidArgument(
+            f"extensions takes a list of Extension instances, not {type(extensions).__name__}"
+        )
+    return list(extensions)

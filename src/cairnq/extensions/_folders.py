@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument, InvalidExtension
 from ..protocol.statements import DIALECTS, add_folder, core_tables, written_tables
-from ._base import Extension
+from ._base import Extension, listed
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -90,29 +90,6 @@ def folder_of(extension: Extension, taken: Collection[str]) -> Traversable:
         if not table.startswith(f"cairnq_{name}_"):
             raise refuse(f"table {table} is not named cairnq_{name}_*")
     return root
-
-
-def listed(extensions: object) -> list[Extension]:
-    """``extensions`` as a client, a worker or ``migrate`` is given them, as a list.
-
-    Raises:
-        InvalidArgument: ``extensions`` is no list of them: ``None``, a string, or one
-            extension alone (each item is checked later, by ``check``).
-    """
-    if isinstance(extensions, Extension):
-        raise InvalidArgument(
-            f"extensions takes a list: extensions=[{type(extensions).__name__}(...)]"
-        )
-    if extensions is None or isinstance(extensions, (str, bytes)):
-        raise InvalidArgument(
-            f"extensions takes a list of Extension instances, not {extensions!r} "
-            "(leave it out for none)"
-        )
-    if not isinstance(extensions, Iterable):
-        raise InvalidArgument(
-            f"extensions takes a list of Extension instances, not {type(extensions).__name__}"
-        )
-    return list(extensions)
 
 
 def install(extensions: Sequence[Extension]) -> list[Extension]:

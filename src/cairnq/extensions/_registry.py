@@ -14,9 +14,8 @@ from ..errors import InvalidArgument, InvalidExtension
 from ..kernel.periodic import ErrorHook, PeriodicJob
 from ..kernel.points import InUse, Points, Settling
 from ..protocol.steps import Op
-from ._base import Component, Extension, Option, Part, WorkerView
+from ._base import Component, Extension, Option, Part, WorkerView, listed
 from ._context import Signal
-from ._folders import listed
 from .batches import Batches
 from .history import History
 from .limits import Limits
