@@ -407,13 +407,9 @@ def listed(extensions: object) -> list[Extension]:
         raise InvalidArgument(
             f"extensions takes a list: extensions=[{type(extensions).__name__}(...)]"
         )
-    if extensions is None or isinstance(extensions, (str, bytes)):
+    if isinstance(extensions, (str, bytes)) or not isinstance(extensions, Iterable):
         raise InvalidArgument(
             f"extensions takes a list of Extension instances, not {extensions!r} "
             "(leave it out for none)"
-        )
-    if not isinstance(extensions, Iterable):
-        raise InvalidArgument(
-            f"extensions takes a list of Extension instances, not {type(extensions).__name__}"
         )
     return list(extensions)
