@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -422,6 +423,76 @@ async def test_the_file_watcher_runs_only_while_a_worker_claims_in_the_process(
         await worker.close()
     closed = _watch_threads()
     assert (only_submitting, claiming, closed) == (before, before + 1, before)
+
+
+class _WatchedBurst:
+    """A file watcher on ``q.db-wal`` in ``folder``, and a burst of writes to that file."""
+
+    def __init__(self, folder: Path) -> None:
+        from cairnq._filewatch import FileWatcher
+
+        self.calls: list[float] = []
+        self._called = threading.Condition()
+        self._path = folder / "q.db-wal"
+        self._path.touch()
+        self._watcher = FileWatcher(str(folder), {"q.db-wal"}, self._on_change)
+
+    def _on_change(self) -> None:
+        with self._called:
+            self.calls.append(time.monotonic())
+            self._called.notify_all()
+
+    def write(self, times: int) -> tuple[float, float]:
+        """Write ``times`` times, each write its own event; when the burst began and ended."""
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        try:
+            began = time.monotonic()
+            for _ in range(times):
+                os.write(fd, b"frame")
+            return began, time.monotonic()
+        finally:
+            os.close(fd)
+
+    def wait_for_call_after(self, moment: float) -> None:
+        with self._called:
+            assert self._called.wait_for(lambda: self.calls and self.calls[-1] >= moment, 10)
+
+    def close(self) -> None:
+        self._watcher.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the file watcher uses inotify")
+def test_a_burst_of_writes_wakes_waiters_about_once_per_trailing_gap_not_once_per_write(
+    tmp_path: Path,
+) -> None:
+    from cairnq._filewatch import TRAILING_MS
+
+    burst = _WatchedBurst(tmp_path)
+    try:
+        began, ended = burst.write(5_000)
+        burst.wait_for_call_after(ended + sum(TRAILING_MS) / 1000)
+    finally:
+        burst.close()
+    # One call at the burst's first write, then at most one per TRAILING_MS[0] while
+    # it lasts, then the trailing calls; a call per read of the events would be hundreds.
+    during = [call for call in burst.calls if began <= call]
+    assert len(during) <= (ended - began) * 1000 / TRAILING_MS[0] + 2 + len(TRAILING_MS) + 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the file watcher uses inotify")
+def test_waiters_are_woken_again_a_trailing_gap_after_a_bursts_last_write(
+    tmp_path: Path,
+) -> None:
+    from cairnq._filewatch import TRAILING_MS
+
+    burst = _WatchedBurst(tmp_path)
+    try:
+        _, ended = burst.write(200)
+        # The commit a write belongs to is visible only after its sync, which writes
+        # nothing more: a waiter has to look again once the file has been quiet.
+        burst.wait_for_call_after(ended + TRAILING_MS[0] / 1000)
+    finally:
+        burst.close()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

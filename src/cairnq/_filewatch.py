@@ -54,6 +54,8 @@ class FileWatcher:
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
         poller.register(self._stop_read, select.POLLIN)
+        stopper = select.poll()
+        stopper.register(self._stop_read, select.POLLIN)
         pending: list[int] = []
         while True:
             # A commit writes its WAL frames, syncs them, and only then becomes visible
@@ -66,8 +68,18 @@ class FileWatcher:
                 pending.pop(0)
                 self._on_change()
             elif self._fd in ready and self._drain():
-                pending = list(TRAILING_MS)
                 self._on_change()
+                # One commit is many writes, each its own event (this process's own
+                # commits too): while they keep coming, they are read together once
+                # per TRAILING_MS[0] instead of waking this thread once each.
+                while True:
+                    if stopper.poll(TRAILING_MS[0]):
+                        return
+                    more = self._drain()
+                    self._on_change()
+                    if not more:
+                        break
+                pending = list(TRAILING_MS[1:])
 
     def _drain(self) -> bool:
         """Read every pending event; whether any concerned a watched file."""
