@@ -54,6 +54,31 @@ def test_postgres_text_has_no_leftover_named_parameters() -> None:
         assert set(re.findall(r"%\((\w+)\)s", statement.text)) == statement.params
 
 
+def test_every_postgres_statement_is_short_enough_for_psycopgs_query_cache() -> None:
+    # Past these, psycopg converts a query's placeholders again at every execution.
+    from psycopg import _queries
+
+    longest = getattr(_queries, "MAX_CACHED_STATEMENT_LENGTH", 4096)
+    most = getattr(_queries, "MAX_CACHED_STATEMENT_PARAMS", 50)
+    too_big = [
+        name
+        for name, statement in statements("postgres").items()
+        if len(statement.text.encode()) > longest or len(statement.params) > most
+    ]
+    assert too_big == []
+
+
+def test_postgres_text_keeps_quoted_whitespace_and_drops_the_indentation() -> None:
+    from cairnq.protocol.statements import _load_statement
+
+    statement = _load_statement(
+        "postgres",
+        "spaced",
+        "select  'a  b\n  c',\n    \"odd  name\"\n  from t -- a comment\n  where x = :x;\n",
+    )
+    assert statement.text == "select 'a  b\n  c',\n\"odd  name\"\nfrom t\nwhere x = %(x)s"
+
+
 def test_sqlite_migrations_split_into_complete_statements() -> None:
     for migration in migrations("sqlite"):
         for part in split_script(migration.source):

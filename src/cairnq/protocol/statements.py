@@ -15,9 +15,11 @@ every extension's) and the folders of extensions outside the package that this
 process added (``add_folder``); ``cairnq._sql`` reads any protocol directory with
 the kernel's and the shipped extensions' folders and the added ones (``added_roots``).
 
-Statement text is used as written. The only transformation is the placeholder
-style, converted at load time: SQLite binds ``:name`` natively; psycopg wants
-``%(name)s`` (and a literal ``%`` doubled). Each statement records its
+Statement text is used as written, less its comments. The only other
+transformations, made at load time, are for psycopg: the placeholder style
+(SQLite binds ``:name`` natively; psycopg wants ``%(name)s``, and a literal ``%``
+doubled) and the indentation (each run of whitespace outside quotes becomes one
+space or one line break). Each statement records its
 parameter names, so a call that passes too few or too many fails loudly.
 """
 
@@ -43,6 +45,8 @@ DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _LINE_COMMENT = re.compile(r"--[^\n]*")
+# A quoted literal or identifier, kept as written, or a run of whitespace.
+_SPACING = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\s+""")
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,19 @@ def _strip_comments(source: str) -> str:
     return _LINE_COMMENT.sub("", source)
 
 
+def _compact(code: str) -> str:
+    """``code`` with each run of whitespace outside quotes one space, or one line break.
+
+    psycopg caches a query's conversion to the server's placeholders only up to
+    4,096 bytes: past that, every execution parses the text again.
+    """
+    return _SPACING.sub(lambda m: m[1] or ("\n" if "\n" in m[0] else " "), code)
+
+
 def _to_driver(dialect: Dialect, source: str) -> str:
     if dialect == "sqlite":
         return source
-    return _PARAM.sub(r"%(\1)s", source.replace("%", "%%"))
+    return _PARAM.sub(r"%(\1)s", _compact(source).replace("%", "%%"))
 
 
 def _load_statement(dialect: Dialect, name: str, source: str) -> Statement:
