@@ -42,26 +42,32 @@ def _compiled(db: Database) -> Points:
 
 
 async def _settled_pair(
-    db: Database, settle: Settle, *, cancel: bool = False, max_attempts: int = 3
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(task rows, attempt rows) of two identical tasks, settled each way in turn."""
-    rows: list[dict[str, Any]] = []
-    attempts: list[dict[str, Any]] = []
+    db: Database, settle: Settle, *, cancel: bool = False, max_attempts: int = 3, tasks: int = 1
+) -> tuple[list[Any], list[Any]]:
+    """(task rows, attempt rows) of ``tasks`` identical tasks settled each way in turn: a
+    pair of lists of one entry per task (of each task's attempts)."""
+    rows: list[Any] = []
+    attempts: list[Any] = []
     async with db.client(clock=FakeClock(START)) as cq:
         for points in (RECORDING, _compiled(db)):
-            task = await cq.submit("job", {"n": 1}, max_attempts=max_attempts)
+            submitted = [
+                await cq.submit("job", {"n": 1}, max_attempts=max_attempts) for _ in range(tasks)
+            ]
             claimed = await cq.backend.arun(
-                kernel.claim(["default"], WORKER, 60_000, [kernel.Draw(None, 1)], 0), write=True
+                kernel.claim(["default"], WORKER, 60_000, [kernel.Draw(None, tasks)], 0),
+                write=True,
             )
             leases = [Lease.of(row) for row in claimed]
-            assert [lease.id for lease in leases] == [task.id]
+            assert sorted(lease.id for lease in leases) == sorted(t.id for t in submitted)
             if cancel:
-                await cq.cancel(task.id)
+                for task in submitted:
+                    await cq.cancel(task.id)
             await cq.backend.arun(settle(leases, points), write=True)
-            got = await cq.get(task.id)
-            assert got is not None
-            rows.append({k: getattr(got, k, None) for k in KEPT})
-            attempts.extend(_plain(a) for a in await cq.attempts.list(task.id))
+            got = [await cq.get(task.id) for task in submitted]
+            rows.append([{k: getattr(task, k, None) for k in KEPT} for task in got])
+            attempts.append(
+                [[_plain(a) for a in await cq.attempts.list(task.id)] for task in submitted]
+            )
     return rows, attempts
 
 
@@ -78,7 +84,7 @@ def _complete(leases: list[Lease], points: Points) -> Op[Any]:
 
 def _complete_many(leases: list[Lease], points: Points) -> Op[Any]:
     return kernel.complete_many(
-        leases, ['"done"'] * len(leases), WORKER, points=points, started=[START - 5]
+        leases, ['"done"'] * len(leases), WORKER, points=points, started=[START - 5] * len(leases)
     )
 
 
@@ -89,32 +95,54 @@ def _fail(leases: list[Lease], points: Points) -> Op[Any]:
     )
 
 
-CASES = {"complete": _complete, "complete_many": _complete_many, "fail": _fail}
+# name: (settle, tasks settled at once); complete_many of one runs complete's statement.
+CASES: dict[str, tuple[Settle, int]] = {
+    "complete": (_complete, 1),
+    "complete_many": (_complete_many, 3),
+    "complete_many_of_one": (_complete_many, 1),
+    "fail": (_fail, 1),
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 async def test_a_settling_variant_writes_the_task_and_attempt_rows_the_kernel_and_hook_write(
     db: Database, name: str
 ) -> None:
-    rows, attempts = await _settled_pair(db, CASES[name])
-    assert rows[0] == rows[1] and len(attempts) == 2 and attempts[0] == attempts[1]
+    settle, tasks = CASES[name]
+    rows, attempts = await _settled_pair(db, settle, tasks=tasks)
+    assert rows[0] == rows[1] and attempts[0] == attempts[1]
+    assert [len(each) for each in attempts[0]] == [1] * tasks
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 async def test_a_settling_variant_records_a_canceled_attempt_as_the_hook_does(
     db: Database, name: str
 ) -> None:
-    rows, attempts = await _settled_pair(db, CASES[name], cancel=True)
-    assert rows[0]["status"] == "canceled" and rows[0] == rows[1]
-    assert [a["outcome"] for a in attempts] == ["canceled", "canceled"]
+    settle, tasks = CASES[name]
+    rows, attempts = await _settled_pair(db, settle, cancel=True, tasks=tasks)
+    assert [row["status"] for row in rows[0]] == ["canceled"] * tasks and rows[0] == rows[1]
+    assert [[a["outcome"] for a in each] for each in attempts[0]] == [["canceled"]] * tasks
     assert attempts[0] == attempts[1]
 
 
 async def test_a_settling_variant_records_a_final_failure_as_the_hook_does(db: Database) -> None:
     rows, attempts = await _settled_pair(db, _fail, max_attempts=1)
-    assert rows[0]["status"] == "failed" and rows[0] == rows[1]
-    assert [a["outcome"] for a in attempts] == ["failed", "failed"]
+    assert rows[0][0]["status"] == "failed" and rows[0] == rows[1]
+    assert [[a["outcome"] for a in each] for each in attempts[0]] == [["failed"]]
     assert attempts[0] == attempts[1]
+
+
+def test_complete_many_of_one_attempt_runs_completes_statement_and_of_more_the_batchs() -> None:
+    leases = [Lease(f"task_{n}", 1, 7) for n in range(2)]
+    variant = settling_for("postgres")
+    assert variant is not None
+    compiled = Points(attempt_end=RECORDING.attempt_end, settling=(Settling(record, variant),))
+    for points, prefix in ((RECORDING, ""), (compiled, "history_")):
+        for count, expected in ((1, "complete"), (2, "complete_many")):
+            op = kernel.complete_many(leases[:count], ['"x"'] * count, WORKER, points=points)
+            first = op.send(None)
+            assert getattr(first, "statement", None) == prefix + expected
+            assert getattr(op, "__name__", "") == "complete_many"
 
 
 async def test_a_settling_variant_settles_nothing_and_records_nothing_for_a_lost_lease(
