@@ -79,6 +79,14 @@ def test_postgres_text_keeps_quoted_whitespace_and_drops_the_indentation() -> No
     assert statement.text == "select 'a  b\n  c',\n\"odd  name\"\nfrom t\nwhere x = %(x)s"
 
 
+def test_postgres_text_keeps_escaped_and_dollar_quoted_strings_and_block_comments() -> None:
+    from cairnq.protocol.statements import _load_statement
+
+    source = "select  E'it\\'s  two',  $x$a   b$x$,  /* don't  */  'p  q'  from t"
+    statement = _load_statement("postgres", "quoted", source)
+    assert statement.text == "select E'it\\'s  two', $x$a   b$x$, /* don't  */ 'p  q' from t"
+
+
 def test_sqlite_migrations_split_into_complete_statements() -> None:
     for migration in migrations("sqlite"):
         for part in split_script(migration.source):

@@ -45,8 +45,17 @@ DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _LINE_COMMENT = re.compile(r"--[^\n]*")
-# A quoted literal or identifier, kept as written, or a run of whitespace.
-_SPACING = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|\s+""")
+# Kept as written: a string literal (with backslash escapes after E), a quoted
+# identifier, a dollar-quoted string, a block comment. Else a run of whitespace.
+_SPACING = re.compile(
+    r"((?<!\w)[Ee]'(?:[^'\\]|\\.|'')*'"
+    r"|'(?:[^']|'')*'"
+    r'|"(?:[^"]|"")*"'
+    r"|\$(\w*)\$.*?\$\2\$"
+    r"|/\*.*?\*/)"
+    r"|\s+",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
