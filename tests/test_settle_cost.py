@@ -125,3 +125,35 @@ def test_a_batch_reads_no_more_with_a_hundred_times_the_running_tasks(
         work.append(steps)
     # At most twice, plus one per row: the larger table's indexes are a level deeper.
     assert work[1] < 2 * work[0] + BATCH, f"{name} work with {SMALL} and {LARGE} tasks: {work}"
+
+
+@pytest.mark.parametrize("name", ["complete_many", "history_complete_many"])
+def test_a_prepared_settlement_of_one_task_reuses_one_generic_plan_on_postgres(
+    pg_db: Database, name: str
+) -> None:
+    # PostgreSQL makes five custom plans of a prepared statement, then keeps its generic
+    # plan unless that looks dearer than they did: a plan made for lists it can count
+    # (one element) would always look cheaper, and each settlement would be planned anew.
+    import psycopg
+    from psycopg import sql
+
+    cq = pg_db.sync_client().open()
+    cq.submit_many([{"task": "job"} for _ in range(20)])
+    statement = statements("postgres")[name]
+    names = sorted(statement.params)
+    text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", statement.text)
+    with admin_connect(pg_db.url) as conn:
+        conn.execute(sql.SQL("set search_path to {}").format(sql.Identifier(pg_db.schema or "")))
+        conn.execute(f"prepare settle as {text}")
+        slots = ", ".join(["%s"] * len(names))
+        cursor = psycopg.ClientCursor(conn)
+        for lease in _claim(cq, MINE, 10):
+            params = {**_params("complete_many", [lease]), "claims": [lease.token]}
+            params |= {"started": [None], "worker": MINE}
+            cursor.execute(f"execute settle({slots})", [params[n] for n in names])
+            assert len(cursor.fetchall()) == 1
+        generic, custom = conn.execute(
+            "select generic_plans, custom_plans from pg_prepared_statements where name = 'settle'"
+        ).fetchone()
+    cq.close()
+    assert (generic, custom) == (5, 5)

@@ -95,7 +95,7 @@ def _fail(leases: list[Lease], points: Points) -> Op[Any]:
     )
 
 
-# name: (settle, tasks settled at once); complete_many of one runs complete's statement.
+# name: (settle, tasks settled at once): an idle worker's batches are mostly of one.
 CASES: dict[str, tuple[Settle, int]] = {
     "complete": (_complete, 1),
     "complete_many": (_complete_many, 3),
@@ -130,19 +130,6 @@ async def test_a_settling_variant_records_a_final_failure_as_the_hook_does(db: D
     assert rows[0][0]["status"] == "failed" and rows[0] == rows[1]
     assert [[a["outcome"] for a in each] for each in attempts[0]] == [["failed"]]
     assert attempts[0] == attempts[1]
-
-
-def test_complete_many_of_one_attempt_runs_completes_statement_and_of_more_the_batchs() -> None:
-    leases = [Lease(f"task_{n}", 1, 7) for n in range(2)]
-    variant = settling_for("postgres")
-    assert variant is not None
-    compiled = Points(attempt_end=RECORDING.attempt_end, settling=(Settling(record, variant),))
-    for points, prefix in ((RECORDING, ""), (compiled, "history_")):
-        for count, expected in ((1, "complete"), (2, "complete_many")):
-            op = kernel.complete_many(leases[:count], ['"x"'] * count, WORKER, points=points)
-            first = op.send(None)
-            assert getattr(first, "statement", None) == prefix + expected
-            assert getattr(op, "__name__", "") == "complete_many"
 
 
 async def test_a_settling_variant_settles_nothing_and_records_nothing_for_a_lost_lease(

@@ -147,30 +147,23 @@ def complete_many(
     """``complete`` for many attempts in one statement; returns the settled rows by task id.
 
     An attempt missing from the result was no longer owned (its lease is lost).
-    Each row carries at least ``id``, ``status`` and ``queue`` (a batch of one is
-    written by ``complete``'s statement, which returns the whole row). ``points`` and
+    Each row carries only ``id``, ``status`` and ``queue``. ``points`` and
     ``started`` (one per lease): as for ``complete``.
     """
     ids = [lease.id for lease in leases]
+    statement, ending, variant = points.ending(ids).settled_by("complete_many")
     starts = list(started) if started is not None else [None] * len(leases)
-    params: dict[str, Any]
-    if len(leases) == 1:
-        # One attempt goes through the one-task statement: PostgreSQL plans a statement
-        # given arrays of one element anew at every run (its plan for arrays of any
-        # length looks dearer), and an idle worker settles one task at a time.
-        statement, ending, variant = points.ending(ids).settled_by("complete")
-        params = owned(leases[0], worker_id) | {"result": results[0]}
-        if variant:
-            params |= recorded(leases[0], worker_id, starts[0])
-    else:
-        statement, ending, variant = points.ending(ids).settled_by("complete_many")
-        params = {**owned_many(leases, worker_id), "results": list(results), "now_ms": NOW}
-        if variant:
-            params |= {
-                "started": starts,
-                "claims": [lease.token for lease in leases],
-                "worker": worker_id,
-            }
+    params: dict[str, Any] = {
+        **owned_many(leases, worker_id),
+        "results": list(results),
+        "now_ms": NOW,
+    }
+    if variant:
+        params |= {
+            "started": starts,
+            "claims": [lease.token for lease in leases],
+            "worker": worker_id,
+        }
     op = _named(
         _complete_many(leases, statement, params, worker_id, ending, starts), "complete_many"
     )

@@ -6,7 +6,11 @@ with clock as materialized (
 ),
 owned as materialized (
     select t.id, p.new_result
-    from unnest(:ids::text[], :attempts::integer[], :worker_ids::text[], :results::text[])
+    -- Each list behind a scalar subquery, so the planner cannot count its elements: a
+    -- plan for the actual count looks cheaper than the prepared statement's generic one
+    -- for small batches, and it would plan the statement anew at every run.
+    from unnest((select :ids::text[]), (select :attempts::integer[]),
+                (select :worker_ids::text[]), (select :results::text[]))
          as p (id, attempt, worker_id, new_result)
     -- Each row by its primary key (offset 0 keeps the planner from flattening the lookup):
     -- the status index holds an entry for every settled row not yet vacuumed, and a plan

@@ -6,8 +6,11 @@ with clock as materialized (
 ),
 owned as materialized (
     select t.id, p.new_result, p.claim, p.attempt, p.started_at_ms
-    from unnest(:ids::text[], :attempts::integer[], :worker_ids::text[], :results::text[],
-                :claims::bigint[], :started::bigint[])
+    -- Each list behind a scalar subquery, as complete_many has them (so the prepared
+    -- statement keeps one generic plan whatever the batch's size).
+    from unnest((select :ids::text[]), (select :attempts::integer[]),
+                (select :worker_ids::text[]), (select :results::text[]),
+                (select :claims::bigint[]), (select :started::bigint[]))
          as p (id, attempt, worker_id, new_result, claim, started_at_ms)
     -- Each row by its primary key (offset 0 keeps the planner from flattening the lookup),
     -- as complete_many finds it.
