@@ -426,7 +426,7 @@ async def test_the_file_watcher_runs_only_while_a_worker_claims_in_the_process(
 
 
 class _WatchedBurst:
-    """A file watcher on ``q.db-wal`` in ``folder``, and a burst of writes to that file."""
+    """A file watcher on ``q.db-wal`` in ``folder``; ``run`` writes a burst to that file."""
 
     def __init__(self, folder: Path) -> None:
         from cairnq._filewatch import FileWatcher
@@ -442,25 +442,27 @@ class _WatchedBurst:
             self.calls.append(time.monotonic())
             self._called.notify_all()
 
-    def write(self, times: int) -> tuple[float, float]:
-        """Write ``times`` times, each write its own event: when the burst began, and the
-        moment just before its last write (the watcher cannot have read that one sooner)."""
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+    def run(self, times: int) -> tuple[float, float]:
+        """Write ``times`` times, each write its own event, then wait for the watcher's
+        last trailing call and stop it. Returns when the burst began and the moment just
+        before its last write (the watcher cannot have read that one sooner)."""
+        from cairnq._filewatch import TRAILING_MS
+
         try:
-            began = last = time.monotonic()
-            for _ in range(times):
-                last = time.monotonic()
-                os.write(fd, b"frame")
-            return began, last
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+            try:
+                began = last = time.monotonic()
+                for _ in range(times):
+                    last = time.monotonic()
+                    os.write(fd, b"frame")
+            finally:
+                os.close(fd)
+            settled = last + sum(TRAILING_MS) / 1000
+            with self._called:
+                assert self._called.wait_for(lambda: self.calls[-1:] >= [settled], 10)
         finally:
-            os.close(fd)
-
-    def wait_for_call_after(self, moment: float) -> None:
-        with self._called:
-            assert self._called.wait_for(lambda: self.calls and self.calls[-1] >= moment, 10)
-
-    def close(self) -> None:
-        self._watcher.close()
+            self._watcher.close()
+        return began, last
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the file watcher uses inotify")
@@ -470,11 +472,7 @@ def test_a_burst_of_writes_wakes_waiters_about_once_per_trailing_gap_not_once_pe
     from cairnq._filewatch import TRAILING_MS
 
     burst = _WatchedBurst(tmp_path)
-    try:
-        began, last = burst.write(5_000)
-        burst.wait_for_call_after(last + sum(TRAILING_MS) / 1000)
-    finally:
-        burst.close()
+    began, last = burst.run(5_000)
     # One call at the burst's first write, then at most one per TRAILING_MS[0] while
     # it lasts, then the trailing calls; a call per read of the events would be hundreds.
     during = [call for call in burst.calls if began <= call]
@@ -488,14 +486,10 @@ def test_waiters_are_woken_once_per_trailing_gap_after_a_bursts_last_write(
     from cairnq._filewatch import TRAILING_MS
 
     burst = _WatchedBurst(tmp_path)
-    try:
-        _, last = burst.write(200)
-        # The commit a write belongs to is visible only after its sync, which writes
-        # nothing more: a waiter has to look again once the file has been quiet, the
-        # first time a trailing gap after the last write.
-        burst.wait_for_call_after(last + sum(TRAILING_MS) / 1000)
-    finally:
-        burst.close()
+    _, last = burst.run(200)
+    # The commit a write belongs to is visible only after its sync, which writes nothing
+    # more: a waiter has to look again once the file has been quiet, the first time a
+    # trailing gap after the last write.
     quiet = [call for call in burst.calls if call >= last + TRAILING_MS[0] / 1000]
     assert len(quiet) >= len(TRAILING_MS)
 
