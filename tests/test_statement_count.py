@@ -150,7 +150,9 @@ def _names(heard: list[str]) -> list[str]:
     """Heard statements as names: every one must be a transaction command or a named Call.
 
     SQLite hears a trigger's statements (the error index's, on a failure) as the text
-    of the statement that fired it again: each is one statement, not a Call's.
+    of the statement that fired it again: each is one statement, not a Call's. A
+    PostgreSQL pool's new connection sets its ``search_path`` (heard from any connection
+    of the process, at whatever moment the pool opens one): left out.
     A timer's operation is left out with all it ran."""
     names: list[str] = []
     unnamed = 0
@@ -161,6 +163,8 @@ def _names(heard: list[str]) -> list[str]:
             timer = text.removeprefix("-- arun ") in TIMERS
         if text == last_unnamed:
             continue  # a trigger's statement, heard as the one that fired it
+        if text.lower().startswith("set search_path"):
+            continue  # a pool's new connection setting itself up, whenever the pool opens one
         if text.startswith("-- call "):
             name = text.removeprefix("-- call ")
             unnamed -= 1
