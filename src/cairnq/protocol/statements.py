@@ -18,8 +18,8 @@ the kernel's and the shipped extensions' folders and the added ones (``added_roo
 Statement text is used as written, less its comments. The only other
 transformations, made at load time, are for psycopg: the placeholder style
 (SQLite binds ``:name`` natively; psycopg wants ``%(name)s``, and a literal ``%``
-doubled) and the indentation (each run of whitespace outside quotes becomes one
-space or one line break). Each statement records its
+doubled) and the indentation (each run of whitespace outside quoted text and block
+comments becomes one space or one line break). Each statement records its
 parameter names, so a call that passes too few or too many fails loudly.
 """
 
@@ -83,7 +83,7 @@ def _strip_comments(source: str) -> str:
 
 
 def _compact(code: str) -> str:
-    """``code`` with each run of whitespace outside quotes one space, or one line break.
+    """``code``, each whitespace run outside quoted text and comments made one space or newline.
 
     psycopg caches a query's conversion to the server's placeholders only up to
     4,096 bytes: past that, every execution parses the text again.
