@@ -82,9 +82,14 @@ def test_postgres_text_keeps_quoted_whitespace_and_drops_the_indentation() -> No
 def test_postgres_text_keeps_escaped_and_dollar_quoted_strings_and_block_comments() -> None:
     from cairnq.protocol.statements import _load_statement
 
-    source = "select  E'it\\'s  two',  $x$a   b$x$,  /* don't  */  'p  q'  from t"
+    source = (
+        "select  E'it\\'s  two',  $x$a   b$x$,  $$it's  here$$,  /* don't  */  'p  q',  a$x  from t"
+    )
     statement = _load_statement("postgres", "quoted", source)
-    assert statement.text == "select E'it\\'s  two', $x$a   b$x$, /* don't  */ 'p  q' from t"
+    assert (
+        statement.text
+        == "select E'it\\'s  two', $x$a   b$x$, $$it's  here$$, /* don't  */ 'p  q', a$x from t"
+    )
 
 
 def test_sqlite_migrations_split_into_complete_statements() -> None:

@@ -163,7 +163,7 @@ def _names(heard: list[str]) -> list[str]:
             timer = text.removeprefix("-- arun ") in TIMERS
         if text == last_unnamed:
             continue  # a trigger's statement, heard as the one that fired it
-        if text.lower().startswith("set search_path"):
+        if text.startswith('set search_path to "'):
             continue  # a pool's new connection setting itself up, whenever the pool opens one
         if text.startswith("-- call "):
             name = text.removeprefix("-- call ")

@@ -15,7 +15,7 @@ every extension's) and the folders of extensions outside the package that this
 process added (``add_folder``); ``cairnq._sql`` reads any protocol directory with
 the kernel's and the shipped extensions' folders and the added ones (``added_roots``).
 
-Statement text is used as written, less its comments. The only other
+Statement text is used as written, less its line comments. The only other
 transformations, made at load time, are for psycopg: the placeholder style
 (SQLite binds ``:name`` natively; psycopg wants ``%(name)s``, and a literal ``%``
 doubled) and the indentation (each run of whitespace outside quoted text and block
@@ -46,12 +46,13 @@ DIALECTS: tuple[Dialect, ...] = ("sqlite", "postgres")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _LINE_COMMENT = re.compile(r"--[^\n]*")
 # Kept as written: a string literal (with backslash escapes after E), a quoted
-# identifier, a dollar-quoted string, a block comment. Else a run of whitespace.
+# identifier, a dollar-quoted string, a block comment (not nested). Else a run of
+# whitespace.
 _SPACING = re.compile(
     r"((?<!\w)[Ee]'(?:[^'\\]|\\.|'')*'"
     r"|'(?:[^']|'')*'"
     r'|"(?:[^"]|"")*"'
-    r"|\$(\w*)\$.*?\$\2\$"
+    r"|(?<![\w$])\$((?:[A-Za-z_]\w*)?)\$.*?\$\2\$"
     r"|/\*.*?\*/)"
     r"|\s+",
     re.DOTALL,
