@@ -31,6 +31,7 @@ from cairnq import (
     Worker,
     kernel,
 )
+from cairnq._filewatch import TRAILING_MS
 from cairnq.backends import SQLiteBackend, open_backend, sqlite_path_from_url
 from cairnq.errors import AlreadyExists, InvalidArgument, StoreClosed
 from cairnq.testing import FakeClock
@@ -446,8 +447,6 @@ class _WatchedBurst:
         """Write ``times`` times, each write its own event, then wait for the watcher's
         last trailing call and stop it. Returns when the burst began and the moment just
         before its last write (the watcher cannot have read that one sooner)."""
-        from cairnq._filewatch import TRAILING_MS
-
         try:
             fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
             try:
@@ -469,8 +468,6 @@ class _WatchedBurst:
 def test_a_burst_of_writes_wakes_waiters_about_once_per_trailing_gap_not_once_per_write(
     tmp_path: Path,
 ) -> None:
-    from cairnq._filewatch import TRAILING_MS
-
     burst = _WatchedBurst(tmp_path)
     began, last = burst.run(5_000)
     # One call at the burst's first write, then at most one per TRAILING_MS[0] while
@@ -483,8 +480,6 @@ def test_a_burst_of_writes_wakes_waiters_about_once_per_trailing_gap_not_once_pe
 def test_waiters_are_woken_once_per_trailing_gap_after_a_bursts_last_write(
     tmp_path: Path,
 ) -> None:
-    from cairnq._filewatch import TRAILING_MS
-
     burst = _WatchedBurst(tmp_path)
     _, last = burst.run(200)
     # The commit a write belongs to is visible only after its sync, which writes nothing
