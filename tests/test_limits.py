@@ -395,11 +395,12 @@ async def test_a_path_through_a_list_matches_no_saturated_key_and_fails_at_claim
 
 
 @both_paths
-async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_value(
+async def test_a_path_keyed_limit_counts_a_running_tasks_own_key_not_a_record_left_for_it(
     db: Database, path: str
 ) -> None:
-    """An empty value is refused whatever was recorded before: the tasks that hold one
-    fail at claim rather than wait behind an empty key."""
+    """A key recorded for a running task (as an older worker recorded them) counts for
+    nothing: the task counts under the key its payload gives, and tasks with an empty
+    value are refused at claim rather than wait behind an empty key."""
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(_c_limit())
         gate = _gate(cq, [_c_limit()], scan=ONE_PAGE, path=path)
@@ -407,12 +408,56 @@ async def test_an_empty_key_recorded_for_a_running_task_holds_back_no_empty_valu
         (running,) = await _claim(cq, gate, 1)
         rows = json.dumps([[running["id"], _c_limit().id, ""]])
         await cq.backend.arun(_record_keys(rows), write=True)
-        assert (await cq.limits.usage())[0].running == {"": 1}
+        assert (await cq.limits.usage())[0].running == {"x": 1}
+        await cq.submit("job", {"c": "x"})
         await cq.submit_many([("job", {"c": ""}) for _ in range(ONE_PAGE + 4)])
         claimed = await _claim(cq, gate, 2)
         assert [(Task.from_row(r).payload, r["refusal"]["code"]) for r in claimed] == [
             ({"c": ""}, "limit_key"),
         ] * 2
+
+
+@both_paths
+async def test_a_path_keyed_limit_counts_the_running_tasks_a_claim_without_it_took(
+    db: Database, path: str
+) -> None:
+    """Tasks claimed without the limit (by a worker that does not know it, as a reference
+    SDK's worker claims) count against it while they run: the limited claim admits only
+    what is left of each key's amount, and the usage shows them."""
+    limit = Limit.concurrency(2, queue="default", key="payload.customer")
+    async with db.client(clock=_clock()) as cq:
+        await _submit(cq, "a", 2)
+        await _submit(cq, "b", 1)
+        assert _keys(await _claim(cq, None, 3)) == {"a": 2, "b": 1}
+        gate = _gate(cq, [await cq.limits.set(limit)], path=path)
+        await _submit(cq, "a", 3)
+        await _submit(cq, "b", 3)
+        assert _keys(await _claim(cq, gate, 6)) == {"b": 1}
+        assert (await cq.limits.usage())[0].running == {"a": 2, "b": 2}
+
+
+@both_paths
+async def test_a_task_name_limit_counts_that_names_running_tasks_in_every_queue(
+    db: Database, path: str
+) -> None:
+    """A limit on a task name counts the name's running tasks whichever queue they ran
+    from, not only the queue being claimed."""
+    limit = Limit.concurrency(1, name="job", key="payload.customer")
+    async with db.client(clock=_clock()) as cq:
+        gate = _gate(cq, [await cq.limits.set(limit)], path=path)
+        await cq.submit("job", {"customer": "a"}, queue="other")
+        assert len(await _claim(cq, gate, 1, queues=("other",))) == 1
+        await _submit(cq, "a", 2)
+        await _submit(cq, "b", 2)
+        op = kernel.claim(
+            ["default"],
+            WORKER,
+            60_000,
+            [kernel.Draw(["job"], 4)],
+            10,
+            points=kernel.claiming_with(gate),
+        )
+        assert _keys(await cq.backend.arun(op, write=True)) == {"b": 1}
 
 
 def _record_keys(rows: str) -> Op[None]:
@@ -458,9 +503,9 @@ def _noting_steps(op: Op[Any], steps: list[Any]) -> Op[Any]:
 async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_statement(
     db: Database,
 ) -> None:
-    """On PostgreSQL the page counts, admits, claims and records in one statement, sent
-    with the lock (whose rows the claim does not read); on SQLite one statement admits,
-    then the kernel's claim and the keys' record."""
+    """On PostgreSQL the page counts, admits and claims in one statement, sent with the
+    lock (whose rows the claim does not read); on SQLite one statement admits, then the
+    kernel's claim. Nothing is recorded: the count reads the running tasks' keys."""
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
         await _submit(cq, "a", 3)
@@ -473,7 +518,7 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
         names = [step.statement for step in steps]
         expected = {
             "postgres": ["limits_lock", "limits_claim_keyed"],
-            "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids", "limits_keys_put"],
+            "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids"],
         }
         assert names == expected[cq.backend.dialect]
 

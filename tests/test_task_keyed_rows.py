@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cairnq import CairnQ, Limit
+from cairnq import CairnQ, Limit, Task
 from cairnq.extensions import Limits
 from cairnq.kernel.setup import expected_objects
 from cairnq.protocol.statements import DIALECTS, Dialect, migrations
@@ -104,7 +104,7 @@ async def fill_every_task_keyed_table(
         clock=clock,
         migrate=migrate,
         poll_interval_ms=20,
-        extensions=[Limits([Limit.concurrency(5, queue="default", key="payload.customer")])],
+        extensions=[Limits([_LIMIT])],
     )
     snoozed: list[str] = []
 
@@ -130,6 +130,15 @@ async def fill_every_task_keyed_table(
     # The lease tokens an older cairnq's claims wrote (x0003), which this one no longer
     # writes: a database may still hold them, and they go with their tasks all the same.
     outside(db, "insert into cairnq_leases (task_id, token) select id, 1 from cairnq_tasks")
+
+
+def _customer(task: Task) -> str:
+    return str(task.payload["customer"])
+
+
+# A function key, whose keys a claim records (a path key's are read from the task); only
+# a worker that declares it can compute them.
+_LIMIT = Limit.concurrency(5, queue="default", key=_customer)
 
 
 @pytest.fixture
@@ -169,7 +178,7 @@ async def test_a_purge_leaves_no_rows_of_purged_tasks_and_a_full_drain_runs_afte
         [usage] = await cq.limits.usage()
         assert usage.running == {}
         again = [await cq.submit("stepped", {"customer": c}, key=f"stepped-{c}") for c in "ab"]
-        worker = db.worker(clock=clock, poll_interval_ms=20)
+        worker = db.worker(clock=clock, poll_interval_ms=20, extensions=[Limits([_LIMIT])])
         worker.register("stepped", lambda ctx, payload: payload["customer"])
         await worker.run(until_idle=True)
         await worker.close()

@@ -305,8 +305,8 @@ def _limit_per_process() -> None:
     (what a process-local counter, like a worker's ``resources``, would know), so every
     process admits up to the limit per key on its own. PostgreSQL's one-statement page
     counts so by the statement substitution of the mutant; SQLite's admitting page
-    has no worker to count by, so there the claim takes the general path, whose count
-    this patch answers."""
+    has no worker to count by, so there the claim takes the general path, whose counts
+    (``limits_running`` and ``limits_running_by_path``) this patch answers."""
     from cairnq.extensions.limits import _claim as _limits
     from cairnq.models import worker_of
     from cairnq.protocol.steps import Call
@@ -316,13 +316,28 @@ def _limit_per_process() -> None:
     def claim(self: Any, queues: Any, names: Any, want: Any, worker_id: str, *rest: Any) -> Any:
         if self.keyed == "admit":
             self.keyed = None
+        recorded = _answering(
+            real(self, queues, names, want, worker_id, *rest),
+            "limits_running",
+            lambda step: _own_running(self, step.params["names"], worker_id),
+        )
         return (
             yield from _answering(
-                real(self, queues, names, want, worker_id, *rest),
-                "limits_running",
-                lambda step: _own_running(self, step.params["names"], worker_id),
+                recorded,
+                "limits_running_by_path",
+                lambda step: _own_running_by_path(self, step.params, worker_id),
             )
         )
+
+    def _own_running_by_path(gate: Any, params: dict[str, Any], worker_id: str) -> Any:
+        (limit,) = [
+            limit
+            for limit in gate.limits
+            if (limit.scope, limit.target, limit.key_root, limit.json_path)
+            == (params["scope"], params["target"], params["key_root"], params["key_path"])
+        ]
+        rows = yield from _own_running(gate, [limit.id], worker_id)
+        return [{"key_value": row["key_value"], "running": row["running"]} for row in rows]
 
     def _own_running(gate: Any, names: list[str], worker_id: str) -> Any:
         params = dict.fromkeys(("status", "queue", "name", "root_id", "correlation_id"))
@@ -578,11 +593,12 @@ MUTANTS: dict[str, Mutant] = {
             "postgres": [
                 (
                     "limits_claim_keyed",
-                    "      and t.status = 'running'\n      and (select n from recorded_keys)",
-                    "      and t.status = 'running'\n"
+                    "    select t.payload, t.metadata from cairnq_tasks t\n"
+                    "    where t.queue = :queue::text and t.status = 'running'",
+                    "    select t.payload, t.metadata from cairnq_tasks t\n"
+                    "    where t.queue = :queue::text and t.status = 'running'\n"
                     "      and split_part(t.worker_id, '#', 1)"
-                    " = split_part(:worker_id::text, '#', 1)\n"
-                    "      and (select n from recorded_keys)",
+                    " = split_part(:worker_id::text, '#', 1)",
                 )
             ]
         },

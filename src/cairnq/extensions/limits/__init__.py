@@ -4,9 +4,10 @@ it claims.
 A limit is stored in the database (``cairnq_limits``, migration
 ``x0006_limits.sql``): declared by a worker (``Worker(extensions=[Limits([...])])``)
 or set by a client (``cq.limits.set``) or ``cairnq limits set``. A limited claim
-records the keys it claimed (``cairnq_limit_keys``) and the rate buckets it drew on
-(``cairnq_rate_buckets``) in the claim's own transaction, so every worker's next
-claim counts them.
+counts the running tasks per key (for a path key, or none, from each running task's
+own JSON) and writes, in the claim's own transaction, the rate buckets it drew on
+(``cairnq_rate_buckets``) and the function keys it claimed (``cairnq_limit_keys``),
+so every worker's next claim counts them.
 
 Everything of the feature is in this folder: the model (``_model``), the operations
 (``_ops``), the limited claim (``_claim``, the ``ClaimGate``), the worker's book of

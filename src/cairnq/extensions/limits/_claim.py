@@ -3,11 +3,11 @@
 A limited claim runs for the draws some limit governs. It locks the governing
 limits' rows (PostgreSQL ``FOR UPDATE``; SQLite's write transaction is exclusive
 already), so claims under one limit run one at a time; reads the running tasks per
-key from the keys recorded at claim; then walks the due tasks in claim order, a
+key (``_ops.running_counts``); then walks the due tasks in claim order, a
 page at a time, admitting each task whose every governing limit has room for its
 key and skipping the others, so a saturated key never holds back another. The
-admitted tasks are claimed, their keys recorded and the rate buckets they drew on
-written, all in that same transaction: the counts the next claim reads include them.
+admitted tasks are claimed, their function keys recorded and the rate buckets they
+drew on written, all in that same transaction: the counts the next claim reads include them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ...protocol.steps import Call, Op, Row
 from ._fair import FairClaimer, FairShare, fair_cap
 from ._keyed import Flavour, keyed_limit, keyed_page
 from ._model import Limit, LimitKeyError, key_text
-from ._ops import database_now
+from ._ops import database_now, running_counts
 
 PAGE = 256
 MIN_PAGE = 16
@@ -126,9 +126,7 @@ class ClaimGate:
             # status); pruning now and then only keeps the table small.
             yield Call("limits_keys_prune", {"names": names_active})
         now = yield from database_now()
-        running: dict[tuple[str, str], int] = {}
-        for row in (yield Call("limits_running", {"names": names_active})):
-            running[(row["limit_name"], row["key_value"])] = int(row["running"])
+        running = yield from running_counts(active)
         buckets: dict[tuple[str, str], float] = {}
         rates = [limit for limit in active if limit.kind == "rate"]
         if rates:
@@ -201,12 +199,13 @@ class ClaimGate:
             return []
         rows = yield from kernel.claim_ids(chosen, now, worker_id, lease_ms)
         claimed = {row["id"] for row in rows}
+        # Only a function key is recorded: a path key is read back from the task's JSON.
         key_rows = [
             [row["id"], limit.id, key]
             for row, keys in admitted
             if row["id"] in claimed
             for limit, key in keys
-            if limit.kind == "concurrency"
+            if limit.kind == "concurrency" and limit.function_key
         ]
         if key_rows:
             yield Call("limits_keys_put", {"rows": json.dumps(key_rows)})
@@ -279,7 +278,6 @@ class ClaimGate:
             yield Call("limits_keys_prune", {"names": [limit.id]}, discard=True)
         claimed: list[Row] = []
         refused: dict[str, dict[str, Any]] = {}
-        late: list[list[str]] = []
         now: int | None = None
         cursor: tuple[Any, Any, Any] = (None, None, None)
         # The first page holds as many tasks as the claim wants: under a limit that does
@@ -309,9 +307,13 @@ class ClaimGate:
             for row, key in rows:
                 try:
                     if key is None:
-                        # The statement found no key: Python's rule names the reason
-                        # (or, should the two rules ever differ, the key to count it under).
-                        late += [[row["id"], limit.id, k] for _, k in _keys(row, [limit]) or ()]
+                        # The statement found no key, so the task would count against
+                        # nothing: refused, Python's rule naming the reason (or, should
+                        # the two rules ever differ, this one).
+                        _keys(row, [limit])
+                        raise LimitKeyError(
+                            f"limit {limit.id!r}: {limit.key} gave no key the database reads"
+                        )
                     elif limit.key is not None:
                         key_text(key, f"limit {limit.id!r}: {limit.key}")
                 except LimitKeyError as exc:
@@ -320,8 +322,6 @@ class ClaimGate:
             if seen.rows < size:
                 break
             size = min(PAGE, 2 * size)
-        if late:
-            yield Call("limits_keys_put", {"rows": json.dumps(late)})
         self.blocked += blocked
         self.retry_after_ms = None
         out = [
@@ -354,8 +354,7 @@ def _sieve(
             key for (lid, key), n in running.items() if lid == limit.id and n >= limit.amount
         )
         if full:
-            root = (limit.key or "").split(".")[0]
-            return {"key_root": root, "key_path": limit.json_path, "skip_keys": full}
+            return {"key_root": limit.key_root, "key_path": limit.json_path, "skip_keys": full}
     return {"key_root": None, "key_path": None, "skip_keys": None}
 
 

@@ -275,6 +275,8 @@ class FairClaimer:
             "want": want,
             "count_name": count_name,
             "cap_limit": None if cap is None else cap.id,
+            "key_root": share.key_root,
+            "key_path": share.json_path,
         }
         if self.flavour == "claim":
             rows: list[Row] = [
@@ -298,8 +300,10 @@ class FairClaimer:
             rows = []
             if keys:
                 rows = list((yield from kernel.claim_ids(list(keys), now, worker_id, lease_ms)))
-                recorded = [[r["id"], count_name, keys[r["id"]]] for r in rows]
-                yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
+                if cap is None:
+                    # A cap counts the running tasks' own keys; the share alone, its records.
+                    recorded = [[r["id"], count_name, keys[r["id"]]] for r in rows]
+                    yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
         held = cap is not None and len(rows) < want
         if len(rows) < want and (cap is None or self.claims % PRUNE_EVERY == 1):
             # The tasks no key was recorded for (the key rule refused it), in queue

@@ -3,22 +3,24 @@
 When one concurrency limit keyed by a JSON path (or by nothing) governs every task a
 draw can take, from one queue, and no other limit governs any of them, a page of
 the claim is one statement that counts the running tasks per key, reads the page
-leaving out full keys and admits in claim order while each key has room:
+leaving out full keys and admits in claim order while each key has room. The
+running tasks are those the limit governs, each counted under the key its own JSON
+gives (``paths.running_by_path``'s rule), so nothing is recorded at claim: a task
+counts while it runs, whoever claimed it.
 
-- PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks and records
-  their keys in that statement. The limit's row lock is taken by the statement
-  before it (``limits_lock``, sent with it), so the page's snapshot sees every
-  claim committed before it.
+- PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks in that
+  statement. The limit's row lock is taken by the statement before it
+  (``limits_lock``, sent with it), so the page's snapshot sees every claim
+  committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
-  ``claim_ids`` claims them and ``limits_keys_put`` records their keys, in the
-  claim's write transaction (which SQLite runs one at a time).
+  ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
+  one at a time).
 
 Any other shape goes through the general claim (``_claim.ClaimGate.claim``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -91,12 +93,13 @@ def keyed_page(
     the page saw, and the now it claimed at (to pass to the next page)."""
     params = {
         "limit_name": limit.id,
+        "scope_name": limit.target if limit.scope == "name" else None,
         "queue": queues[0],
         "names": None if names is None else list(names),
         "after_priority": cursor[0],
         "after_run_at_ms": cursor[1],
         "after_id": cursor[2],
-        "key_root": None if limit.key is None else limit.key.split(".")[0],
+        "key_root": limit.key_root,
         "key_path": limit.json_path,
         "want": want,
         "page": page,
@@ -123,11 +126,6 @@ def keyed_page(
     if not keys:
         return [], seen, now_ms
     rows = yield from kernel.claim_ids(list(keys), now_ms, worker_id, lease_ms)
-    recorded = [
-        [row["id"], limit.id, keys[row["id"]]] for row in rows if keys[row["id"]] is not None
-    ]
-    if recorded:
-        yield Call("limits_keys_put", {"rows": json.dumps(recorded)}, discard=True)
     return [(row, keys[row["id"]]) for row in rows], seen, now_ms
 
 

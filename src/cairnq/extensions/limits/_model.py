@@ -272,6 +272,13 @@ class Limit:
         return "$" + "".join(f'."{part}"' for part in self.key.split(".")[1:])
 
     @property
+    def key_root(self) -> str | None:
+        """A path key's root column (``"payload"`` or ``"metadata"``), else ``None``."""
+        if self.key is None or self.function_key:
+            return None
+        return self.key.split(".")[0]
+
+    @property
     def function_key(self) -> bool:
         """Whether the key is a function (computed only where it is declared)."""
         return self.key is not None and self.key.startswith(FUNCTION_PREFIX)

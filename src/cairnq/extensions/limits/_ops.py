@@ -7,6 +7,8 @@ transaction, is ``_claim``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ... import kernel
 from ..._checks import check_text
 from ...errors import InvalidArgument, SchemaIncomplete
@@ -109,6 +111,35 @@ def _remove(limit_id: str) -> Op[bool]:
     return bool(rows)
 
 
+def running_counts(limits: Sequence[Limit]) -> Op[dict[tuple[str, str], int]]:
+    """Running tasks per (limit id, key) of the concurrency limits among ``limits``.
+
+    A limit keyed by a path, or by nothing, counts the running tasks it governs, each
+    under the key its own JSON gives, whoever claimed it (``limits_running_by_path``;
+    nothing is recorded for them). A limit keyed by a function, whose keys only a
+    worker can compute, counts the keys recorded when its tasks were claimed
+    (``limits_running``).
+    """
+    counts: dict[tuple[str, str], int] = {}
+    concurrency = [limit for limit in limits if limit.kind == "concurrency"]
+    recorded = [limit.id for limit in concurrency if limit.function_key]
+    if recorded:
+        for row in (yield Call("limits_running", {"names": recorded})):
+            counts[(row["limit_name"], row["key_value"])] = int(row["running"])
+    for limit in concurrency:
+        if limit.function_key:
+            continue
+        params = {
+            "scope": limit.scope,
+            "target": limit.target,
+            "key_root": limit.key_root,
+            "key_path": limit.json_path,
+        }
+        for row in (yield Call("limits_running_by_path", params)):
+            counts[(limit.id, row["key_value"])] = int(row["running"])
+    return counts
+
+
 def usage() -> Op[list[LimitUsage]]:
     """Every limit's running tasks per key, waiting tasks and rate tokens, now."""
     yield from _require()
@@ -119,8 +150,8 @@ def usage() -> Op[list[LimitUsage]]:
     now = yield from database_now()
     names = [limit.id for limit in limits]
     running: dict[str, dict[str, int]] = {}
-    for row in (yield Call("limits_running", {"names": names})):
-        running.setdefault(row["limit_name"], {})[row["key_value"]] = int(row["running"])
+    for (limit_id, key), count in (yield from running_counts(limits)).items():
+        running.setdefault(limit_id, {})[key] = count
     tokens: dict[str, dict[str, float]] = {}
     by_id = {limit.id: limit for limit in limits}
     for row in (yield Call("limits_buckets", {"names": names})):

@@ -1,6 +1,6 @@
--- Claims up to want due queued tasks of the shared queue (and names, unless null), sharing them among the keys recorded in cairnq_fair_tasks: it walks the distinct keys of the queue (a loose index scan), takes the first want due queued tasks of each in claim order, and admits them by (running + nth) / weight, fewest first (ties in claim order), where running counts the key's running tasks recorded under count_name and nth is the task's place among its key's candidates; no key gets more than cap_limit's stored amount running (no bound when cap_limit is null or gone). Claims the admitted tasks and records their keys under count_name (cap_limit's name when it is given). It runs after limits_fair_lock (and limits_lock for cap_limit) in the same transaction (which may send them at once): the locks make the counts exact.
+-- Claims up to want due queued tasks of the shared queue (and names, unless null), sharing them among the keys recorded in cairnq_fair_tasks: it walks the distinct keys of the queue (a loose index scan), takes the first want due queued tasks of each in claim order, and admits them by (running + nth) / weight, fewest first (ties in claim order), where running counts the key's running tasks (without cap_limit: those recorded under count_name; with it: every running task of the queue, under the key its JSON gives by key_root and key_path, the share's path) and nth is the task's place among its key's candidates; no key gets more than cap_limit's stored amount running (no bound when cap_limit is null or gone). Claims the admitted tasks and, without cap_limit, records their keys under count_name. It runs after limits_fair_lock (and limits_lock for cap_limit) in the same transaction (which may send them at once): the locks make the counts exact.
 -- Returns one row per claimed task (its row, limit_key: its key), in no particular order.
--- params: queue, names, now_ms, want, worker_id, lease_ms, count_name, cap_limit
+-- params: queue, names, now_ms, want, worker_id, lease_ms, count_name, cap_limit, key_root, key_path
 with recursive clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
 ),
@@ -10,13 +10,41 @@ cap as materialized (
         9223372036854775807
     ) as amount
 ),
+-- Without a cap, the running tasks the fair claims recorded under count_name; under one,
+-- every running task of the queue under the key its own JSON gives (key_root, key_path:
+-- the share's path, which the cap shares), whoever claimed it, as the cap counts them.
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k
     join cairnq_tasks t on t.id = k.task_id
     where k.limit_name = :count_name::text
       and t.status = 'running'
+      and :cap_limit::text is null
     group by k.key_value
+    union all
+    select key.value, count(*)
+    from cairnq_tasks t
+    cross join lateral (
+        select case jsonb_typeof(found.value)
+            when 'string' then nullif(found.value #>> '{}', '')
+            when 'number' then case
+                when found.value::text ~ '^-?[0-9]+$' then found.value::text
+            end
+        end as value
+        from (
+            select jsonb_path_query_first(
+                case when :key_root::text = 'metadata' then t.metadata else t.payload end,
+                ('strict ' || :key_path::text)::jsonpath,
+                '{}'::jsonb,
+                true
+            ) as value
+        ) as found
+    ) as key
+    where t.queue = :queue::text
+      and t.status = 'running'
+      and :cap_limit::text is not null
+      and octet_length(key.value) <= 1000
+    group by key.value
 ),
 weights as materialized (
     select w.key as key_value, greatest(w.value::bigint, 1) as weight
@@ -89,6 +117,7 @@ recorded as (
     insert into cairnq_limit_keys (task_id, limit_name, key_value)
     select id, :count_name::text, limit_key
     from claimed
+    where :cap_limit::text is null
     on conflict (task_id, limit_name) do update set key_value = excluded.key_value
 )
 select * from claimed;

@@ -1,45 +1,74 @@
--- Chooses up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys, and admits them in claim order while their key has room. Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids) and records their keys.
+-- Chooses up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null, and the running tasks those the limit governs: of the claim's queue when scope_name is null, else of the task name scope_name in every queue. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys, and admits them in claim order while their key has room. Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids).
 -- Returns one row per chosen task (id, limit_key: its key as UTF-8 bytes, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
--- params: limit_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page
+-- params: limit_name, scope_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page
 with stored as materialized (
     select coalesce(
         (select amount from cairnq_limits where name = :limit_name),
         9223372036854775807
     ) as amount
 ),
--- The keys the limit has recorded, their tasks running or not (the rows of ended tasks
--- wait for the prune), counted up to one past amount - want: no key counts more running
--- tasks than there are rows. While those rows and the whole claim fit within the amount
--- no key is full, and the claim takes the first want tasks of its page in claim order,
--- each at most the want-th of its key, so every one has room whatever the counts: the
--- per-key count below, a join to the tasks for every row, is skipped, and the claim
--- admits the same tasks.
-recorded_keys as materialized (
+-- The running tasks the limit governs, counted up to one past amount - want: no key
+-- counts more of them than that. While they and the whole claim fit within the amount no
+-- key is full, and the claim takes the first want tasks of its page in claim order, each
+-- at most the want-th of its key, so every one has room whatever the counts: the per-key
+-- count below is skipped, and the claim admits the same tasks. A queue's limit governs
+-- the claim's queue (scope_name null); a task name's limit, that name in every queue.
+governed as materialized (
     select count(*) as n
     from (
-        select 1 from cairnq_limit_keys
-        where limit_name = :limit_name
+        select 1 from cairnq_tasks t
+        where t.queue = :queue and t.status = 'running' and :scope_name is null
+        union all
+        select 1 from cairnq_tasks t
+        where t.name = :scope_name and t.status = 'running'
         limit max((select amount from stored) - :want + 1, 0)
     ) as upto
 ),
+-- Running tasks per key, each task's key read from its own JSON as the page's are below
+-- (whoever claimed it: a reference SDK's worker too), a key over 1000 bytes or none
+-- counting for nothing. The gate is in the keys the indexes are searched by: when the
+-- claim fits (see governed), a null key ends each search before its first row.
+gate as materialized (
+    select (select n from governed) + :want > (select amount from stored) as open
+),
 running as materialized (
-    select k.key_value, count(*) as n
-    from cairnq_limit_keys k
-    join cairnq_tasks t on t.id = k.task_id
-    -- The gate is in the key the index is searched by: a null name ends the loop
-    -- before its first row.
-    where k.limit_name = (
-        select :limit_name where (select n from recorded_keys) + :want > (select amount from stored)
+    select key_value, count(*) as n
+    from (
+        select case when :key_path is null then '' else (
+            -- A running task's text that is no JSON (another writer's) gives no key
+            -- rather than failing the claim.
+            select case (select json_type(found.doc, :key_path) where json_valid(found.doc))
+                when 'text' then nullif(json_extract(found.doc, :key_path), '')
+                when 'integer' then (
+                    select case when digits = '-0' then '0' else digits end
+                    from (
+                        select substr(pair, 2, instr(pair, ',') - 2) as digits
+                        from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                    )
+                )
+            end
+            from (
+                select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+            ) as found
+        ) end as key_value
+        from (
+            select payload, metadata from cairnq_tasks
+            where queue = (select :queue where (select open from gate))
+              and status = 'running' and :scope_name is null
+            union all
+            select payload, metadata from cairnq_tasks
+            where name = (select :scope_name where (select open from gate))
+              and status = 'running'
+        ) as t
     )
-      and t.status = 'running'
-    group by k.key_value
+    where length(cast(key_value as blob)) <= 1000
+    group by key_value
 ),
 full_keys as materialized (
     select key_value from running where n >= (select amount from stored)
 ),
 due as materialized (
-    -- A key over 1000 bytes is no key (the cap is applied to the page's rows only: such
-    -- a key is never recorded, so it is never among the full keys).
+    -- A key over 1000 bytes is no key (as in running: it is never among the full keys).
     select id, priority, run_at_ms,
         case when length(cast(key_value as blob)) <= 1000 then key_value end as key_value
     from (

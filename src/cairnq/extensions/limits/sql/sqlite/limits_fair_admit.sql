@@ -1,6 +1,6 @@
--- Chooses up to want due queued tasks of the shared queue (and names, unless null), sharing them among the keys recorded in cairnq_fair_tasks: it walks the distinct keys of the queue (a loose index scan), takes the first want due queued tasks of each in claim order (a walk of the index per key), and admits them by (running + nth) / weight, fewest first (ties in claim order), where running counts the key's running tasks recorded under count_name and nth is the task's place among its key's candidates; no key gets more than cap_limit's stored amount running (no bound when cap_limit is null or gone). Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids) and records their keys.
+-- Chooses up to want due queued tasks of the shared queue (and names, unless null), sharing them among the keys recorded in cairnq_fair_tasks: it walks the distinct keys of the queue (a loose index scan), takes the first want due queued tasks of each in claim order (a walk of the index per key), and admits them by (running + nth) / weight, fewest first (ties in claim order), where running counts the key's running tasks (without cap_limit: those recorded under count_name; with it: every running task of the queue, under the key its JSON gives by key_root and key_path, the share's path) and nth is the task's place among its key's candidates; no key gets more than cap_limit's stored amount running (no bound when cap_limit is null or gone). Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids) and, without cap_limit, records their keys.
 -- Returns one row per chosen task (id, limit_key: its key).
--- params: queue, names, now_ms, want, count_name, cap_limit
+-- params: queue, names, now_ms, want, count_name, cap_limit, key_root, key_path
 with recursive
 keys (key_value) as (
     select min(key_value) from cairnq_fair_tasks where queue = :queue
@@ -57,13 +57,41 @@ cap as materialized (
         9223372036854775807
     ) as amount
 ),
+-- Without a cap, the running tasks the fair claims recorded under count_name; under one,
+-- every running task of the queue under the key its own JSON gives (key_root, key_path:
+-- the share's path, which the cap shares), whoever claimed it, as the cap counts them.
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k
     join cairnq_tasks t on t.id = k.task_id
     where k.limit_name = :count_name
       and t.status = 'running'
+      and :cap_limit is null
     group by k.key_value
+    union all
+    select key_value, count(*)
+    from (
+        select (
+            select case (select json_type(found.doc, :key_path) where json_valid(found.doc))
+                when 'text' then nullif(json_extract(found.doc, :key_path), '')
+                when 'integer' then (
+                    select case when digits = '-0' then '0' else digits end
+                    from (
+                        select substr(pair, 2, instr(pair, ',') - 2) as digits
+                        from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                    )
+                )
+            end
+            from (
+                select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+            ) as found
+        ) as key_value
+        from cairnq_tasks t
+        where t.queue = (select :queue where :cap_limit is not null)
+          and t.status = 'running'
+    )
+    where length(cast(key_value as blob)) <= 1000
+    group by key_value
 ),
 weights as materialized (
     select w.key as key_value, max(cast(w.value as integer), 1) as weight
