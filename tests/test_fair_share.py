@@ -130,6 +130,20 @@ async def test_a_concurrency_limit_on_the_same_key_caps_each_key_on_top(db: Data
         assert await _claim(cq, gate, 10) == []
 
 
+async def test_a_cap_counts_the_running_tasks_a_claim_without_it_took(db: Database) -> None:
+    """Under a cap, a tenant's tasks running from a claim that knew neither the share nor
+    the limit (as a reference SDK's worker claims) fill its place: the fair claim gives
+    the others theirs and that tenant none."""
+    async with db.client(clock=FakeClock(START)) as cq:
+        cap = Limit.concurrency(2, queue="default", key="payload.tenant")
+        await _submit(cq, "big", 2)
+        assert _tenants(await _claim(cq, None, 2)) == {"big": 2}
+        gate = await _share(cq, _fair(), cap)
+        await _submit(cq, "big", 10)
+        await _submit(cq, "small", 10)
+        assert _tenants(await _claim(cq, gate, 10)) == {"small": 2}
+
+
 async def test_an_integer_key_and_its_digits_as_a_string_are_one_tenant(db: Database) -> None:
     async with db.client(clock=FakeClock(START)) as cq:
         gate = await _share(cq, _fair())

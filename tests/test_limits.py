@@ -119,8 +119,8 @@ async def test_a_claim_that_alone_fits_the_limit_still_counts_the_keys_running(
     db: Database,
 ) -> None:
     """A claim wanting fewer tasks than the amount is refused a full key all the same:
-    the page skips its per-key count only when the keys recorded and the whole claim fit
-    within the amount together."""
+    the page skips its per-key count only when the running tasks the limit governs and
+    the whole claim fit within the amount together."""
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
         await _submit(cq, "a", 5)
@@ -128,7 +128,7 @@ async def test_a_claim_that_alone_fits_the_limit_still_counts_the_keys_running(
         assert await _claim(cq, gate, 1) == []
 
 
-async def test_a_claim_that_fits_beside_the_keys_recorded_takes_up_to_the_amount(
+async def test_a_claim_that_fits_beside_the_running_tasks_takes_up_to_the_amount(
     db: Database,
 ) -> None:
     async with db.client(clock=_clock()) as cq:
@@ -139,7 +139,7 @@ async def test_a_claim_that_fits_beside_the_keys_recorded_takes_up_to_the_amount
         assert await _claim(cq, gate, 2) == []
 
 
-async def test_a_claim_past_the_room_left_beside_the_keys_recorded_takes_only_that_room(
+async def test_a_claim_past_the_room_left_beside_the_running_tasks_takes_only_that_room(
     db: Database,
 ) -> None:
     async with db.client(clock=_clock()) as cq:
@@ -263,7 +263,7 @@ async def test_a_queue_without_limits_is_claimed_as_without_a_gate(db: Database)
 # --- key values ----------------------------------------------------------------------
 #
 # A path key's value is compared twice: in SQL, where the candidate statement leaves out
-# the tasks of saturated keys, and in Python, which computes the key it records. Each
+# the tasks of saturated keys, and in Python, which computes the key it admits by. Each
 # test below lets the claim read one page only (``_scan``), so a key SQL fails to leave
 # out fills the page and holds back the task after it, and a key SQL wrongly leaves out
 # is never seen.
@@ -436,28 +436,65 @@ async def test_a_path_keyed_limit_counts_the_running_tasks_a_claim_without_it_to
         assert (await cq.limits.usage())[0].running == {"a": 2, "b": 2}
 
 
+async def _claim_names(cq: CairnQ, gate: ClaimGate | None, names: list[str], want: int) -> Any:
+    """Claim up to ``want`` tasks of ``names`` from the default queue through ``gate``."""
+    op = kernel.claim(
+        ["default"],
+        WORKER,
+        60_000,
+        [kernel.Draw(names, want)],
+        10,
+        points=kernel.claiming_with(gate),
+    )
+    return list(await cq.backend.arun(op, write=True))
+
+
 @both_paths
 async def test_a_task_name_limit_counts_that_names_running_tasks_in_every_queue(
     db: Database, path: str
 ) -> None:
     """A limit on a task name counts the name's running tasks whichever queue they ran
-    from, not only the queue being claimed."""
+    from (here claimed without the limit), not only the queue being claimed."""
     limit = Limit.concurrency(1, name="job", key="payload.customer")
     async with db.client(clock=_clock()) as cq:
         gate = _gate(cq, [await cq.limits.set(limit)], path=path)
         await cq.submit("job", {"customer": "a"}, queue="other")
-        assert len(await _claim(cq, gate, 1, queues=("other",))) == 1
+        assert len(await _claim(cq, None, 1, queues=("other",))) == 1
         await _submit(cq, "a", 2)
         await _submit(cq, "b", 2)
-        op = kernel.claim(
-            ["default"],
-            WORKER,
-            60_000,
-            [kernel.Draw(["job"], 4)],
-            10,
-            points=kernel.claiming_with(gate),
-        )
-        assert _keys(await cq.backend.arun(op, write=True)) == {"b": 1}
+        assert _keys(await _claim_names(cq, gate, ["job"], 4)) == {"b": 1}
+
+
+@both_paths
+async def test_a_task_name_limit_that_the_claim_alone_fits_counts_other_queues_running(
+    db: Database, path: str
+) -> None:
+    """The keyed page's skip of the per-key count sees the name's running tasks in other
+    queues: two of key a running elsewhere leave a limit of two no room for a third."""
+    limit = Limit.concurrency(2, name="job", key="payload.customer")
+    async with db.client(clock=_clock()) as cq:
+        gate = _gate(cq, [await cq.limits.set(limit)], path=path)
+        for _ in range(2):
+            await cq.submit("job", {"customer": "a"}, queue="other")
+        assert len(await _claim(cq, None, 2, queues=("other",))) == 2
+        await _submit(cq, "a", 1)
+        await _submit(cq, "b", 1)
+        assert _keys(await _claim_names(cq, gate, ["job"], 1)) == {"b": 1}
+
+
+@both_paths
+async def test_a_task_name_limit_does_not_count_another_names_tasks_in_its_queue(
+    db: Database, path: str
+) -> None:
+    """A running task of another name under the same key, in the claimed queue, leaves a
+    limit on the name all its room."""
+    limit = Limit.concurrency(1, name="job", key="payload.customer")
+    async with db.client(clock=_clock()) as cq:
+        gate = _gate(cq, [await cq.limits.set(limit)], path=path)
+        await cq.submit("chore", {"customer": "a"})
+        assert len(await _claim(cq, None, 1)) == 1
+        await _submit(cq, "a", 2)
+        assert _keys(await _claim_names(cq, gate, ["job"], 2)) == {"a": 1}
 
 
 def _record_keys(rows: str) -> Op[None]:

@@ -5,8 +5,8 @@ draw can take, from one queue, and no other limit governs any of them, a page of
 the claim is one statement that counts the running tasks per key, reads the page
 leaving out full keys and admits in claim order while each key has room. The
 running tasks are those the limit governs, each counted under the key its own JSON
-gives (``paths.running_by_path``'s rule), so nothing is recorded at claim: a task
-counts while it runs, whoever claimed it.
+gives (as ``limits_running_by_path`` counts them), so nothing is recorded at claim:
+a task counts while it runs, whoever claimed it.
 
 - PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks in that
   statement. The limit's row lock is taken by the statement before it

@@ -94,9 +94,10 @@ def key_text(value: Any, source: str) -> str:
     digits, so ``7`` and ``"7"`` are one key while ``"007"``, ``"7.0"`` and ``"1e3"`` are
     keys of their own.
 
-    This is the one key rule: the candidate and page statements
-    (``limits_candidates*.sql``, ``limits_*_keyed.sql``) derive the same text from a
-    task's JSON on either backend, and a value refused here matches no key there.
+    This is the one key rule: the candidate, page and running-count statements
+    (``limits_candidates*.sql``, ``limits_*_keyed.sql``, ``limits_running_by_path.sql``,
+    the fair share's under a cap) derive the same text from a task's JSON on either
+    backend, and a value refused here matches no key there.
 
     Raises:
         LimitKeyError: a boolean, a float or any other type, the empty string, a string

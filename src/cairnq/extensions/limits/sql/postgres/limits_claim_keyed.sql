@@ -11,13 +11,16 @@ stored as materialized (
     ) as amount
 ),
 -- The running tasks the limit governs: of the claim's queue (scope_name null), or of the
--- task name scope_name in every queue. Not materialized: each reader scans for itself.
+-- task name scope_name in every queue, found among the running tasks (the name as an
+-- expression: no plan walks every task ever kept under it). Not materialized: each
+-- reader scans for itself.
 scoped as not materialized (
     select t.payload, t.metadata from cairnq_tasks t
     where t.queue = :queue::text and t.status = 'running' and :scope_name::text is null
     union all
     select t.payload, t.metadata from cairnq_tasks t
-    where t.name = :scope_name::text and t.status = 'running'
+    where (t.name || '') = :scope_name::text and t.status = 'running'
+      and :scope_name::text is not null
 ),
 -- Those tasks counted up to one past amount - want: no key counts more of them than
 -- that. While they and the whole claim fit within the amount no key is full, and the

@@ -7,7 +7,9 @@ from (
     where :scope::text = 'queue' and t.queue = :target::text and t.status = 'running'
     union all
     select t.payload, t.metadata from cairnq_tasks t
-    where :scope::text = 'name' and t.name = :target::text and t.status = 'running'
+    -- The name as an expression: the running tasks are found by status, not among every
+    -- task ever kept under the name.
+    where :scope::text = 'name' and (t.name || '') = :target::text and t.status = 'running'
 ) as t
 cross join lateral (
     -- The key text as limits.key_text gives it: a non-empty string as it is, an integer

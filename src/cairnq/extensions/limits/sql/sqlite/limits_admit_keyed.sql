@@ -12,7 +12,8 @@ with stored as materialized (
 -- key is full, and the claim takes the first want tasks of its page in claim order, each
 -- at most the want-th of its key, so every one has room whatever the counts: the per-key
 -- count below is skipped, and the claim admits the same tasks. A queue's limit governs
--- the claim's queue (scope_name null); a task name's limit, that name in every queue.
+-- the claim's queue (scope_name null); a task name's limit, that name in every queue,
+-- found among the running tasks (+name: not among every task ever kept under the name).
 governed as materialized (
     select count(*) as n
     from (
@@ -20,14 +21,15 @@ governed as materialized (
         where t.queue = :queue and t.status = 'running' and :scope_name is null
         union all
         select 1 from cairnq_tasks t
-        where t.name = :scope_name and t.status = 'running'
+        where :scope_name is not null and +t.name = :scope_name and t.status = 'running'
         limit max((select amount from stored) - :want + 1, 0)
     ) as upto
 ),
 -- Running tasks per key, each task's key read from its own JSON as the page's are below
 -- (whoever claimed it: a reference SDK's worker too), a key over 1000 bytes or none
--- counting for nothing. The gate is in the keys the indexes are searched by: when the
--- claim fits (see governed), a null key ends each search before its first row.
+-- counting for nothing. When the claim fits (see governed) nothing is read: the gate is
+-- in the queue the index is searched by (a null queue ends the search before its first
+-- row), and a test before a task name's scan.
 gate as materialized (
     select (select n from governed) + :want > (select amount from stored) as open
 ),
@@ -57,7 +59,8 @@ running as materialized (
               and status = 'running' and :scope_name is null
             union all
             select payload, metadata from cairnq_tasks
-            where name = (select :scope_name where (select open from gate))
+            where :scope_name is not null and (select open from gate)
+              and +name = :scope_name
               and status = 'running'
         ) as t
     )

@@ -27,7 +27,9 @@ from (
         where :scope = 'queue' and queue = :target and status = 'running'
         union all
         select payload, metadata from cairnq_tasks
-        where :scope = 'name' and name = :target and status = 'running'
+        -- +name: the running tasks are found by status, not among every task ever kept
+        -- under the name.
+        where :scope = 'name' and +name = :target and status = 'running'
     ) as t
 )
 where length(cast(key_value as blob)) <= 1000
