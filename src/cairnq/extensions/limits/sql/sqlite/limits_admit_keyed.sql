@@ -20,8 +20,11 @@ governed as materialized (
         select 1 from cairnq_tasks t
         where t.queue = :queue and t.status = 'running' and :scope_name is null
         union all
-        select 1 from cairnq_tasks t
-        where :scope_name is not null and +t.name = :scope_name and t.status = 'running'
+        -- A task name's branch: the one-row gate on the left of the cross join (which
+        -- SQLite keeps outermost) holds no row for a queue's limit, so nothing is read.
+        select 1 from (select 1 where :scope_name is not null) as named
+        cross join cairnq_tasks t
+        where +t.name = :scope_name and t.status = 'running'
         limit max((select amount from stored) - :want + 1, 0)
     ) as upto
 ),
@@ -33,37 +36,42 @@ governed as materialized (
 gate as materialized (
     select (select n from governed) + :want > (select amount from stored) as open
 ),
+-- Each running task's key, computed once (materialized: a flattened subquery would
+-- compute it again for every use below).
+running_keys as materialized (
+    select case when :key_path is null then '' else (
+        -- The key text as limits.key_text gives it: a non-empty string as it is, an
+        -- integer as its digits, anything else null.
+        select case json_type(found.doc, :key_path)
+            when 'text' then nullif(json_extract(found.doc, :key_path), '')
+            -- Past 64 bits json_extract gives a float: the two-path form gives the JSON
+            -- text [n,n], whose n is the integer as written.
+            when 'integer' then (
+                select case when digits = '-0' then '0' else digits end
+                from (
+                    select substr(pair, 2, instr(pair, ',') - 2) as digits
+                    from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                )
+            )
+        end
+        from (
+            select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+        ) as found
+    ) end as key_value
+    from (
+        select payload, metadata from cairnq_tasks
+        where queue = (select :queue where (select open from gate))
+          and status = 'running' and :scope_name is null
+        union all
+        select t.payload, t.metadata
+        from (select 1 where :scope_name is not null and (select open from gate)) as named
+        cross join cairnq_tasks t
+        where +t.name = :scope_name and t.status = 'running'
+    ) as t
+),
 running as materialized (
     select key_value, count(*) as n
-    from (
-        select case when :key_path is null then '' else (
-            -- A running task's text that is no JSON (another writer's) gives no key
-            -- rather than failing the claim.
-            select case (select json_type(found.doc, :key_path) where json_valid(found.doc))
-                when 'text' then nullif(json_extract(found.doc, :key_path), '')
-                when 'integer' then (
-                    select case when digits = '-0' then '0' else digits end
-                    from (
-                        select substr(pair, 2, instr(pair, ',') - 2) as digits
-                        from (select json_extract(found.doc, :key_path, :key_path) as pair)
-                    )
-                )
-            end
-            from (
-                select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-            ) as found
-        ) end as key_value
-        from (
-            select payload, metadata from cairnq_tasks
-            where queue = (select :queue where (select open from gate))
-              and status = 'running' and :scope_name is null
-            union all
-            select payload, metadata from cairnq_tasks
-            where :scope_name is not null and (select open from gate)
-              and +name = :scope_name
-              and status = 'running'
-        ) as t
-    )
+    from running_keys
     where length(cast(key_value as blob)) <= 1000
     group by key_value
 ),

@@ -57,9 +57,32 @@ cap as materialized (
         9223372036854775807
     ) as amount
 ),
+-- Under a cap, each running task of the queue with the key its own JSON gives (key_root,
+-- key_path: the share's path, which the cap shares), whoever claimed it, as the cap counts
+-- them; computed once (materialized: a flattened subquery would compute it again for
+-- every use).
+cap_keys as materialized (
+    select (
+        select case json_type(found.doc, :key_path)
+            when 'text' then nullif(json_extract(found.doc, :key_path), '')
+            when 'integer' then (
+                select case when digits = '-0' then '0' else digits end
+                from (
+                    select substr(pair, 2, instr(pair, ',') - 2) as digits
+                    from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                )
+            )
+        end
+        from (
+            select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+        ) as found
+    ) as key_value
+    from cairnq_tasks t
+    where t.queue = (select :queue where :cap_limit is not null)
+      and t.status = 'running'
+),
 -- Without a cap, the running tasks the fair claims recorded under count_name; under one,
--- every running task of the queue under the key its own JSON gives (key_root, key_path:
--- the share's path, which the cap shares), whoever claimed it, as the cap counts them.
+-- the cap's keys.
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k
@@ -70,26 +93,7 @@ running as materialized (
     group by k.key_value
     union all
     select key_value, count(*)
-    from (
-        select (
-            select case (select json_type(found.doc, :key_path) where json_valid(found.doc))
-                when 'text' then nullif(json_extract(found.doc, :key_path), '')
-                when 'integer' then (
-                    select case when digits = '-0' then '0' else digits end
-                    from (
-                        select substr(pair, 2, instr(pair, ',') - 2) as digits
-                        from (select json_extract(found.doc, :key_path, :key_path) as pair)
-                    )
-                )
-            end
-            from (
-                select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-            ) as found
-        ) as key_value
-        from cairnq_tasks t
-        where t.queue = (select :queue where :cap_limit is not null)
-          and t.status = 'running'
-    )
+    from cap_keys
     where length(cast(key_value as blob)) <= 1000
     group by key_value
 ),
