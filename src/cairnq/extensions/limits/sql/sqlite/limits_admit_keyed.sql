@@ -30,15 +30,11 @@ governed as materialized (
 ),
 -- Running tasks per key, each task's key read from its own JSON as the page's are below
 -- (whoever claimed it: a reference SDK's worker too), a key over 1000 bytes or none
--- counting for nothing. When the claim fits (see governed) nothing is read: the gate is
--- in the queue the index is searched by (a null queue ends the search before its first
--- row), and a test before a task name's scan.
-gate as materialized (
-    select (select n from governed) + :want > (select amount from stored) as open
-),
--- Each running task's key, computed once (materialized: a flattened subquery would
--- compute it again for every use below).
-running_keys as materialized (
+-- counting for nothing; grouped by the key as computed, so it is computed once a task.
+-- When the claim fits (see governed) nothing is read: the gate is in the queue the index
+-- is searched by (a null queue ends the search before its first row), and a test before
+-- a task name's scan.
+running as materialized (
     select case when :key_path is null then '' else (
         -- The key text as limits.key_text gives it: a non-empty string as it is, an
         -- integer as its digits, anything else null.
@@ -57,23 +53,19 @@ running_keys as materialized (
         from (
             select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
         ) as found
-    ) end as key_value
+    ) end as key_value, count(*) as n
     from (
         select payload, metadata from cairnq_tasks
-        where queue = (select :queue where (select open from gate))
+        where queue = (select :queue where ((select n from governed) + :want > (select amount from stored)))
           and status = 'running' and :scope_name is null
         union all
         select t.payload, t.metadata
-        from (select 1 where :scope_name is not null and (select open from gate)) as named
+        from (select 1 where :scope_name is not null and ((select n from governed) + :want > (select amount from stored))) as named
         cross join cairnq_tasks t
         where +t.name = :scope_name and t.status = 'running'
     ) as t
-),
-running as materialized (
-    select key_value, count(*) as n
-    from running_keys
-    where length(cast(key_value as blob)) <= 1000
-    group by key_value
+    group by 1
+    having length(cast(key_value as blob)) <= 1000
 ),
 full_keys as materialized (
     select key_value from running where n >= (select amount from stored)

@@ -57,11 +57,19 @@ cap as materialized (
         9223372036854775807
     ) as amount
 ),
--- Under a cap, each running task of the queue with the key its own JSON gives (key_root,
--- key_path: the share's path, which the cap shares), whoever claimed it, as the cap counts
--- them; computed once (materialized: a flattened subquery would compute it again for
--- every use).
-cap_keys as materialized (
+-- Without a cap, the running tasks the fair claims recorded under count_name; under one,
+-- every running task of the queue under the key its own JSON gives (key_root, key_path:
+-- the share's path, which the cap shares), whoever claimed it, as the cap counts them
+-- (grouped by the key as computed, so it is computed once a task).
+running as materialized (
+    select k.key_value, count(*) as n
+    from cairnq_limit_keys k
+    join cairnq_tasks t on t.id = k.task_id
+    where k.limit_name = :count_name
+      and t.status = 'running'
+      and :cap_limit is null
+    group by k.key_value
+    union all
     select (
         select case json_type(found.doc, :key_path)
             when 'text' then nullif(json_extract(found.doc, :key_path), '')
@@ -76,26 +84,12 @@ cap_keys as materialized (
         from (
             select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
         ) as found
-    ) as key_value
+    ) as key_value, count(*)
     from cairnq_tasks t
     where t.queue = (select :queue where :cap_limit is not null)
       and t.status = 'running'
-),
--- Without a cap, the running tasks the fair claims recorded under count_name; under one,
--- the cap's keys.
-running as materialized (
-    select k.key_value, count(*) as n
-    from cairnq_limit_keys k
-    join cairnq_tasks t on t.id = k.task_id
-    where k.limit_name = :count_name
-      and t.status = 'running'
-      and :cap_limit is null
-    group by k.key_value
-    union all
-    select key_value, count(*)
-    from cap_keys
-    where length(cast(key_value as blob)) <= 1000
-    group by key_value
+    group by 1
+    having length(cast(key_value as blob)) <= 1000
 ),
 weights as materialized (
     select w.key as key_value, max(cast(w.value as integer), 1) as weight

@@ -1,42 +1,37 @@
 -- Running tasks per key of one concurrency limit keyed by a JSON path (or by nothing), each task counted under the key its own JSON gives, whoever claimed it: the running tasks of queue target (scope 'queue') or of task name target in every queue (scope 'name'), keyed by the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. A task whose key cannot be computed or is over 1000 bytes counts for nothing (the claim refuses such a task).
 -- Returns (key_value, running) for every key with a running task.
 -- params: scope, target, key_root, key_path
-with keyed as materialized (
-    -- Each task's key, computed once (materialized: a flattened subquery would compute it
-    -- again for every use below).
-    select case when :key_path is null then '' else (
-        -- The key text as limits.key_text gives it: a non-empty string as it is, an
-        -- integer as its digits, anything else null.
-        select case json_type(found.doc, :key_path)
-            when 'text' then nullif(json_extract(found.doc, :key_path), '')
-            -- Past 64 bits json_extract gives a float: the two-path form gives the JSON
-            -- text [n,n], whose n is the integer as written.
-            when 'integer' then (
-                select case when digits = '-0' then '0' else digits end
-                from (
-                    select substr(pair, 2, instr(pair, ',') - 2) as digits
-                    from (select json_extract(found.doc, :key_path, :key_path) as pair)
-                )
+-- Grouped by the key as computed, so it is computed once a task.
+select case when :key_path is null then '' else (
+    -- The key text as limits.key_text gives it: a non-empty string as it is, an integer
+    -- as its digits, anything else null.
+    select case json_type(found.doc, :key_path)
+        when 'text' then nullif(json_extract(found.doc, :key_path), '')
+        -- Past 64 bits json_extract gives a float: the two-path form gives the JSON text
+        -- [n,n], whose n is the integer as written.
+        when 'integer' then (
+            select case when digits = '-0' then '0' else digits end
+            from (
+                select substr(pair, 2, instr(pair, ',') - 2) as digits
+                from (select json_extract(found.doc, :key_path, :key_path) as pair)
             )
-        end
-        from (
-            select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-        ) as found
-    ) end as key_value
+        )
+    end
     from (
-        select payload, metadata from cairnq_tasks
-        where :scope = 'queue' and queue = :target and status = 'running'
-        union all
-        -- +name: the running tasks are found by status, not among every task ever kept
-        -- under the name; the one-row gate on the left of the cross join (which SQLite
-        -- keeps outermost) holds no row for a queue's limit, so nothing is read.
-        select t.payload, t.metadata
-        from (select 1 where :scope = 'name') as named
-        cross join cairnq_tasks t
-        where +t.name = :target and t.status = 'running'
-    ) as t
-)
-select key_value, count(*) as running
-from keyed
-where length(cast(key_value as blob)) <= 1000
-group by key_value;
+        select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
+    ) as found
+) end as key_value, count(*) as running
+from (
+    select payload, metadata from cairnq_tasks
+    where :scope = 'queue' and queue = :target and status = 'running'
+    union all
+    -- +name: the running tasks are found by status, not among every task ever kept under
+    -- the name; the one-row gate on the left of the cross join (which SQLite keeps
+    -- outermost) holds no row for a queue's limit, so nothing is read.
+    select t.payload, t.metadata
+    from (select 1 where :scope = 'name') as named
+    cross join cairnq_tasks t
+    where +t.name = :target and t.status = 'running'
+) as t
+group by 1
+having length(cast(key_value as blob)) <= 1000;
