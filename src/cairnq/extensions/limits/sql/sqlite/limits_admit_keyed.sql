@@ -30,7 +30,7 @@ governed as materialized (
 ),
 -- Running tasks per key, each task's key read from its own JSON as the page's are below
 -- (whoever claimed it: a reference SDK's worker too), a key over 1000 bytes or none
--- counting for nothing; grouped by the key as computed, so it is computed once a task.
+-- counting for nothing; grouped by the key itself (no temporary table of keys).
 -- When the claim fits (see governed) nothing is read: the gate is in the queue the index
 -- is searched by (a null queue ends the search before its first row), and a test before
 -- a task name's scan.

@@ -60,7 +60,7 @@ cap as materialized (
 -- Without a cap, the running tasks the fair claims recorded under count_name; under one,
 -- every running task of the queue under the key its own JSON gives (key_root, key_path:
 -- the share's path, which the cap shares), whoever claimed it, as the cap counts them
--- (grouped by the key as computed, so it is computed once a task).
+-- (grouped by the key itself, with no temporary table of keys).
 running as materialized (
     select k.key_value, count(*) as n
     from cairnq_limit_keys k

@@ -1,7 +1,6 @@
 -- Running tasks per key of one concurrency limit keyed by a JSON path (or by nothing), each task counted under the key its own JSON gives, whoever claimed it: the running tasks of queue target (scope 'queue') or of task name target in every queue (scope 'name'), keyed by the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null. A task whose key cannot be computed or is over 1000 bytes counts for nothing (the claim refuses such a task).
 -- Returns (key_value, running) for every key with a running task.
 -- params: scope, target, key_root, key_path
--- Grouped by the key as computed, so it is computed once a task.
 select case when :key_path is null then '' else (
     -- The key text as limits.key_text gives it: a non-empty string as it is, an integer
     -- as its digits, anything else null.
