@@ -38,21 +38,19 @@ running as materialized (
     select case when :key_path is null then '' else (
         -- The key text as limits.key_text gives it: a non-empty string as it is, an
         -- integer as its digits, anything else null.
-        select case json_type(found.doc, :key_path)
-            when 'text' then nullif(json_extract(found.doc, :key_path), '')
-            -- Past 64 bits json_extract gives a float: the two-path form gives the JSON
-            -- text [n,n], whose n is the integer as written.
-            when 'integer' then (
-                select case when digits = '-0' then '0' else digits end
-                from (
-                    select substr(pair, 2, instr(pair, ',') - 2) as digits
-                    from (select json_extract(found.doc, :key_path, :key_path) as pair)
+        case json_type(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path)
+            when 'text' then nullif(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path), '')
+            -- An integer as SQLite holds it prints as its digits; past 64 bits json_extract
+            -- gives a float, and the two-path form gives the JSON text [n,n], whose n is
+            -- the integer as written.
+            when 'integer' then case when typeof(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path)) = 'integer'
+                then cast(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path) as text)
+                else substr(
+                    json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path, :key_path), 2,
+                    instr(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path, :key_path), ',') - 2
                 )
-            )
+            end
         end
-        from (
-            select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-        ) as found
     ) end as key_value, count(*) as n
     from (
         select payload, metadata from cairnq_tasks
@@ -79,21 +77,19 @@ due as materialized (
             case when :key_path is null then '' else (
                 -- The key text as limits.key_text gives it: a non-empty string as it
                 -- is, an integer as its digits, anything else null.
-                select case json_type(found.doc, :key_path)
-                    when 'text' then nullif(json_extract(found.doc, :key_path), '')
-                    -- Past 64 bits json_extract gives a float: the two-path form gives
-                    -- the JSON text [n,n], whose n is the integer as written.
-                    when 'integer' then (
-                        select case when digits = '-0' then '0' else digits end
-                        from (
-                            select substr(pair, 2, instr(pair, ',') - 2) as digits
-                            from (select json_extract(found.doc, :key_path, :key_path) as pair)
+                case json_type(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path)
+                    when 'text' then nullif(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path), '')
+                    -- An integer as SQLite holds it prints as its digits; past 64 bits json_extract
+                    -- gives a float, and the two-path form gives the JSON text [n,n], whose n is
+                    -- the integer as written.
+                    when 'integer' then case when typeof(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path)) = 'integer'
+                        then cast(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path) as text)
+                        else substr(
+                            json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path, :key_path), 2,
+                            instr(json_extract(iif(:key_root = 'metadata', t.metadata, t.payload), :key_path, :key_path), ',') - 2
                         )
-                    )
+                    end
                 end
-                from (
-                    select case when :key_root = 'metadata' then t.metadata else t.payload end as doc
-                ) as found
             ) end as key_value
         from cairnq_tasks t
         where t.queue = :queue
@@ -115,17 +111,26 @@ due as materialized (
     limit :page
 ),
 chosen as (
-    select ranked.id, ranked.key_value, ranked.priority, ranked.run_at_ms
-    from (
-        select d.*, row_number() over (
-            partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
-        ) as nth
+    select id, key_value, priority, run_at_ms from (
+        -- While the claim fits (see governed), its first want tasks in claim order: no
+        -- ranking per key is needed, so none is made.
+        select d.id, d.key_value, d.priority, d.run_at_ms
         from due d
-    ) as ranked
-    left join running r on r.key_value = ranked.key_value
-    where ranked.key_value is null
-       or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
-    order by ranked.priority desc, ranked.run_at_ms asc, ranked.id asc
+        where (select n from governed) + :want <= (select amount from stored)
+        union all
+        select ranked.id, ranked.key_value, ranked.priority, ranked.run_at_ms
+        from (
+            select d.*, row_number() over (
+                partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
+            ) as nth
+            from due d
+            where not ((select n from governed) + :want <= (select amount from stored))
+        ) as ranked
+        left join running r on r.key_value = ranked.key_value
+        where ranked.key_value is null
+           or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
+    )
+    order by priority desc, run_at_ms asc, id asc
     limit :want
 ),
 figures as (

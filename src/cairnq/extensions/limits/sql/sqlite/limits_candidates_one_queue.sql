@@ -19,21 +19,19 @@ where queue = :queue
       -- The key text as limits.key_text gives it: a non-empty string as it is, an
       -- integer as its digits, anything else null (it matches no key).
       or ((
-          select case json_type(found.doc, :key_path)
-              when 'text' then nullif(json_extract(found.doc, :key_path), '')
-              -- Past 64 bits json_extract gives a float: the two-path form gives the
-              -- JSON text [n,n], whose n is the integer as written.
-              when 'integer' then (
-                  select case when digits = '-0' then '0' else digits end
-                  from (
-                      select substr(pair, 2, instr(pair, ',') - 2) as digits
-                      from (select json_extract(found.doc, :key_path, :key_path) as pair)
+          case json_type(iif(:key_root = 'metadata', metadata, payload), :key_path)
+              when 'text' then nullif(json_extract(iif(:key_root = 'metadata', metadata, payload), :key_path), '')
+              -- An integer as SQLite holds it prints as its digits; past 64 bits json_extract
+              -- gives a float, and the two-path form gives the JSON text [n,n], whose n is
+              -- the integer as written.
+              when 'integer' then case when typeof(json_extract(iif(:key_root = 'metadata', metadata, payload), :key_path)) = 'integer'
+                  then cast(json_extract(iif(:key_root = 'metadata', metadata, payload), :key_path) as text)
+                  else substr(
+                      json_extract(iif(:key_root = 'metadata', metadata, payload), :key_path, :key_path), 2,
+                      instr(json_extract(iif(:key_root = 'metadata', metadata, payload), :key_path, :key_path), ',') - 2
                   )
-              )
+              end
           end
-          from (
-              select case when :key_root = 'metadata' then metadata else payload end as doc
-          ) as found
       ) in (select value from json_each(:skip_keys))) is not true
   )
 order by priority desc, run_at_ms asc, id asc
