@@ -345,6 +345,7 @@ def test_a_migration_or_table_no_extension_owns_is_caught() -> None:
         "migration x0015_limit_keys_unbound.sql",
         "migration x0022_fair_share.sql",
         "migration x0027_fair_index.sql",
+        "migration x0029_fair_rekey.sql",
         "table cairnq_fair_shares",
         "table cairnq_fair_tasks",
         "table cairnq_limit_keys",

@@ -144,6 +144,58 @@ async def test_a_cap_counts_the_running_tasks_a_claim_without_it_took(db: Databa
         assert _tenants(await _claim(cq, gate, 10)) == {"small": 2}
 
 
+async def test_a_debounce_that_gives_a_queued_task_another_tenant_shares_it_under_that_one(
+    db: Database,
+) -> None:
+    """Under a cap, the revised task waits for its new tenant's room: it is shared, and
+    admitted, under the key its payload now gives, not the one it was submitted with."""
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
+        cap = Limit.concurrency(1, queue="default", key="payload.tenant")
+        gate = await _share(cq, _fair(), cap)
+        await _submit(cq, "a", 1)
+        assert _tenants(await _claim(cq, gate, 1)) == {"a": 1}
+        await cq.submit("job", {"tenant": "b"}, key="k", debounce="1s")
+        await cq.submit("job", {"tenant": "a"}, key="k", debounce="1s")
+        clock.advance(1_000)
+        assert await _claim(cq, gate, 5) == []
+        await cq.submit("job", {"tenant": "b"}, key="k", debounce="1s")
+        clock.advance(1_000)
+        assert _tenants(await _claim(cq, gate, 5)) == {"b": 1}
+
+
+def _fair_keys(db: Database) -> dict[str, str]:
+    """Each task in the fair share's index, with the key it is shared under."""
+    query = "select task_id, key_value from cairnq_fair_tasks"
+    if db.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(db.path)) as conn:  # type: ignore[arg-type]
+            return dict(conn.execute(query).fetchall())
+    with admin_connect(db.url) as conn:
+        conn.execute(f'set search_path to "{db.schema}"')
+        return dict(conn.execute(query).fetchall())
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["x", "7", "007", "", 7, -7, 0, 2**63, 2**70, -(2**70), 1.5, True, None, [1], {"a": 1}],
+    ids=repr,
+)
+async def test_a_revised_task_is_shared_under_the_key_a_submit_of_its_payload_gets(
+    db: Database, value: Any
+) -> None:
+    """The update trigger keys a revised task as the insert trigger keys a new one (or,
+    for a value the key rule refuses, leaves it out of the share)."""
+    clock = FakeClock(START)
+    async with db.client(clock=clock) as cq:
+        await _share(cq, _fair())
+        fresh = await cq.submit("job", {"tenant": value})
+        await cq.submit("job", {"tenant": "first"}, key="k", debounce="1s")
+        revised = await cq.submit("job", {"tenant": value}, key="k", debounce="1s")
+        keys = _fair_keys(db)
+        assert keys.get(revised.id) == keys.get(fresh.id)
+        assert (revised.id in keys) == (value not in ("", 1.5, True, None, [1], {"a": 1}))
+
+
 async def test_an_integer_key_and_its_digits_as_a_string_are_one_tenant(db: Database) -> None:
     async with db.client(clock=FakeClock(START)) as cq:
         gate = await _share(cq, _fair())

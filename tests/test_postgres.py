@@ -813,7 +813,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
         url += "?host=127.0.0.1&port=5432"
         applied = migrate(url, schema=schema, listen=False)
         assert applied[0] == "0001_init.sql"
-        assert applied[-29:] == [
+        assert applied[-30:] == [
             "0010_drop_status_index.sql",
             "x0001_locks.sql",
             "x0002_workers.sql",
@@ -843,6 +843,7 @@ def test_migrations_can_be_run_explicitly_in_a_window(pg_dsn: str) -> None:
             "x0026_search_errors.sql",
             "x0027_fair_index.sql",
             "x0028_attempt_rollups.sql",
+            "x0029_fair_rekey.sql",
         ]
         backend = PostgresBackend(pg_dsn, schema=schema, listen=False)
         assert migrate(backend) == []

@@ -112,6 +112,7 @@ EXTENSION_MIGRATIONS = [
     "x0026_search_errors.sql",
     "x0027_fair_index.sql",
     "x0028_attempt_rollups.sql",
+    "x0029_fair_rekey.sql",
 ]
 
 # index -> (columns with direction, partial predicate)
@@ -501,6 +502,10 @@ def test_postgres_extension_rows_go_with_their_task_through_statement_triggers(
     on_error = triggers.pop("cairnq_search_errors_set")
     assert "AFTER UPDATE OF error ON cairnq_tasks FOR EACH ROW" in on_error
     assert "WHEN ((new.error IS DISTINCT FROM old.error))" in on_error
+    # The fair share re-keys a queued task whose payload or metadata a statement sets.
+    on_revise = triggers.pop("cairnq_fair_rekey")
+    assert "AFTER UPDATE OF payload, metadata ON cairnq_tasks FOR EACH ROW" in on_revise
+    assert "WHEN ((new.status = 'queued'::text))" in on_revise
     assert list(triggers) == ["cairnq_tasks_notify"]
 
 
@@ -521,6 +526,7 @@ def test_postgres_forget_functions_resolve_nothing_through_the_search_path(
             "cairnq_batches_keep_outcome",
             "cairnq_fair_forget",
             "cairnq_fair_index",
+            "cairnq_fair_rekey",
             "cairnq_leases_forget",
             "cairnq_logs_forget",
             "cairnq_notify",

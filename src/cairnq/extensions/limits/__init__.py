@@ -125,11 +125,13 @@ class Limits(Extension):
         "x0015_limit_keys_unbound.sql",
         "x0022_fair_share.sql",
         "x0027_fair_index.sql",
+        "x0029_fair_rekey.sql",
     )
     optional = (
         "x0015_limit_keys_unbound.sql",
         "x0022_fair_share.sql",
         "x0027_fair_index.sql",
+        "x0029_fair_rekey.sql",
     )
     tables: ClassVar[Mapping[str, TaskRows]] = {
         "cairnq_limits": "not_task_keyed",
