@@ -623,6 +623,43 @@ async def test_every_connection_names_cairnq_and_its_role(pg_db: Database) -> No
     await worker.close()
 
 
+# --- the connection pool -----------------------------------------------------------------
+
+
+def test_the_blocking_pool_hands_out_the_connection_returned_last(pg_db: Database) -> None:
+    """The connection used last runs the next statement (its plans ready), not the
+    connection idle longest."""
+    from cairnq.backends.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_db.url, schema=pg_db.schema, listen=False, min_size=2)
+    try:
+        backend.open()
+        pool = backend._sync_source
+        with pool.connection() as first, pool.connection() as second:
+            used_last = first.info.backend_pid
+            assert second.info.backend_pid != used_last
+        with pool.connection() as conn:
+            assert conn.info.backend_pid == used_last
+    finally:
+        backend.close()
+
+
+async def test_the_async_pool_hands_out_the_connection_returned_last(pg_db: Database) -> None:
+    from cairnq.backends.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_db.url, schema=pg_db.schema, listen=False, min_size=2)
+    try:
+        await backend.aopen()
+        pool = backend._async_source
+        async with pool.connection() as first, pool.connection() as second:
+            used_last = first.info.backend_pid
+            assert second.info.backend_pid != used_last
+        async with pool.connection() as conn:
+            assert conn.info.backend_pid == used_last
+    finally:
+        await backend.aclose()
+
+
 # --- schemas and migrations ------------------------------------------------------------------
 
 

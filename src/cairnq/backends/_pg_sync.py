@@ -39,6 +39,7 @@ from ._postgres_core import (
     _autocommits,
     _configure_json,
     _cursor_json_as_text,
+    _hand_out_most_recent_first,
     _has_columns,
     _joins_callers_transaction,
     _op_name,
@@ -79,6 +80,7 @@ class SyncPostgresPaths(PostgresCore):
                     open=False,
                     name=SYNC_POOL_NAME + self._pool_suffix,
                 )
+                _hand_out_most_recent_first(pool)
                 try:
                     if self.schema is not None and self.migrate:
                         self._create_schema_sync()
