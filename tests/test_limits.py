@@ -541,7 +541,8 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
     db: Database,
 ) -> None:
     """On PostgreSQL the page counts, admits and claims in one statement, sent with the
-    lock (whose rows the claim does not read); on SQLite one statement admits, then the
+    lock (whose rows the claim does not read); on SQLite, where the claim may not fit
+    within the limit (so the fitting claim takes nothing), one statement admits, then the
     kernel's claim. Nothing is recorded: the count reads the running tasks' keys."""
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
@@ -555,9 +556,24 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
         names = [step.statement for step in steps]
         expected = {
             "postgres": ["limits_lock", "limits_claim_keyed"],
-            "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids"],
+            "sqlite": ["limits_claim_fitting", "clock_now", "limits_admit_keyed", "claim_ids"],
         }
         assert names == expected[cq.backend.dialect]
+
+
+async def test_a_sqlite_claim_a_limit_cannot_bind_is_one_statement(sqlite_db: Database) -> None:
+    """The running tasks and the whole claim fit within the amount: one statement claims
+    the first tasks in claim order, each with its key."""
+    async with sqlite_db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 3)
+        await _submit(cq, "b", 3)
+        await _claim(cq, gate, 1)  # the turn that also prunes the recorded keys
+        steps: list[Any] = []
+        claim = gate.claim(["default"], None, 2, WORKER, 60_000, gate.limits)
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert _keys(rows) == {"a": 2}
+        assert [step.statement for step in steps] == ["limits_claim_fitting"]
 
 
 def _pages(steps: list[Any]) -> list[int]:
@@ -578,7 +594,8 @@ async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tas
         steps: list[Any] = []
         claim = gate.claim(["default"], None, 40, WORKER, 60_000, gate.limits)
         rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
-        assert (len(rows), _pages(steps)) == (40, [40])
+        # SQLite claims them in one statement, no page: the limit cannot bind the claim.
+        assert (len(rows), _pages(steps)) == (40, [40] if cq.backend.dialect == "postgres" else [])
 
         tight = await _stored_gate(cq, Limit.concurrency(1, queue="other", key="payload.c"))
         await cq.submit_many(
@@ -596,8 +613,8 @@ async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tas
 async def test_a_one_statement_page_claims_a_task_as_the_kernel_s_claim_does(
     db: Database,
 ) -> None:
-    """The page statement (PostgreSQL) updates the task row as ``claim_ids`` does; on
-    SQLite, which has no such statement, both claims take the general path."""
+    """The page statement (PostgreSQL) and the claim of a limit that cannot bind it
+    (SQLite) update the task row as ``claim_ids`` does."""
     limit = Limit.concurrency(2, queue="default", key="payload.customer")
     async with db.client(clock=_clock()) as cq:
         await cq.limits.set(limit)

@@ -22,7 +22,7 @@ from ...errors import SerializationError, error_envelope
 from ...models import Task
 from ...protocol.steps import Call, Op, Row
 from ._fair import FairClaimer, FairShare, fair_cap
-from ._keyed import Flavour, keyed_limit, keyed_page
+from ._keyed import Flavour, keyed_fitting, keyed_limit, keyed_page
 from ._model import Limit, LimitKeyError, key_text
 from ._ops import database_now, running_counts
 
@@ -265,7 +265,8 @@ class ClaimGate:
     ) -> Op[list[Row]]:
         """``claim`` for a draw one path-keyed concurrency limit governs alone, a page at
         a time (``_keyed.keyed_page``), each claiming what it admits, until ``want`` are
-        claimed or the pages run out.
+        claimed or the pages run out; on SQLite, first in one statement when the limit
+        cannot bind the claim (``_keyed.keyed_fitting``).
 
         The lock's rows are not read (the page statement reads the stored amount), so a
         pipelining backend sends the lock with the first page.
@@ -278,6 +279,13 @@ class ClaimGate:
             yield Call("limits_keys_prune", {"names": [limit.id]}, discard=True)
         claimed: list[Row] = []
         refused: dict[str, dict[str, Any]] = {}
+        paging = True
+        if self.keyed == "admit":
+            fitting = yield from keyed_fitting(limit, queues, names, want, worker_id, lease_ms)
+            _take_keyed(fitting, limit, claimed, refused)
+            # It took every due task the pages would have admitted; nothing taken, the
+            # claim may not fit (or nothing is due): the pages decide.
+            paging = not fitting
         now: int | None = None
         cursor: tuple[Any, Any, Any] = (None, None, None)
         # The first page holds as many tasks as the claim wants: under a limit that does
@@ -285,7 +293,7 @@ class ClaimGate:
         # locked until the claim commits, claimed or not. Each later page doubles.
         size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
-        while len(claimed) < want and scanned < self._scan:
+        while paging and len(claimed) < want and scanned < self._scan:
             rows, seen, now = yield from keyed_page(
                 self.keyed,
                 limit,
@@ -304,21 +312,7 @@ class ClaimGate:
                 blocked += 1  # the full keys' tasks were left out unseen, not claimed
             if len(claimed) + len(rows) < want:
                 blocked += seen.rows - len(rows)
-            for row, key in rows:
-                try:
-                    if key is None:
-                        # The statement found no key, so the task would count against
-                        # nothing: refused, Python's rule naming the reason (or, should
-                        # the two rules ever differ, this one).
-                        _keys(row, [limit])
-                        raise LimitKeyError(
-                            f"limit {limit.id!r}: {limit.key} gave no key the database reads"
-                        )
-                    elif limit.key is not None:
-                        key_text(key, f"limit {limit.id!r}: {limit.key}")
-                except LimitKeyError as exc:
-                    refused[row["id"]] = error_envelope("LimitKeyError", "limit_key", str(exc))
-                claimed.append(row)
+            _take_keyed(rows, limit, claimed, refused)
             if seen.rows < size:
                 break
             size = min(PAGE, 2 * size)
@@ -329,6 +323,28 @@ class ClaimGate:
             for row in claimed
         ]
         return sorted(out, key=lambda r: (-r["priority"], r["run_at_ms"], r["id"]))
+
+
+def _take_keyed(
+    rows: Sequence[tuple[Row, str | None]],
+    limit: Limit,
+    claimed: list[Row],
+    refused: dict[str, dict[str, Any]],
+) -> None:
+    """Add a keyed claim's rows to ``claimed``, each whose key the statement could not
+    compute (it would count against nothing) to ``refused`` with the reason, Python's
+    rule naming it (or, should the two rules ever differ, this one)."""
+    source = f"limit {limit.id!r}: {limit.key}"
+    for row, key in rows:
+        try:
+            if key is None:
+                _keys(row, [limit])
+                raise LimitKeyError(f"{source} gave no key the database reads")
+            if limit.key is not None:
+                key_text(key, source)
+        except LimitKeyError as exc:
+            refused[row["id"]] = error_envelope("LimitKeyError", "limit_key", str(exc))
+        claimed.append(row)
 
 
 def _sieve(

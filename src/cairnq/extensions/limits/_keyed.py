@@ -14,7 +14,10 @@ a task counts while it runs, whoever claimed it.
   committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
   ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
-  one at a time).
+  one at a time). Before the first page, ``limits_claim_fitting`` claims the
+  first tasks in claim order, each with its key, when the running tasks the limit
+  governs and the whole claim fit within the amount (so no key can fill and the
+  pages would admit those tasks): one statement instead of a page and a claim.
 
 Any other shape goes through the general claim (``_claim.ClaimGate.claim``).
 """
@@ -127,6 +130,36 @@ def keyed_page(
         return [], seen, now_ms
     rows = yield from kernel.claim_ids(list(keys), now_ms, worker_id, lease_ms)
     return [(row, keys[row["id"]]) for row in rows], seen, now_ms
+
+
+def keyed_fitting(
+    limit: Limit,
+    queues: Sequence[str],
+    names: Sequence[str] | None,
+    want: int,
+    worker_id: str,
+    lease_ms: int,
+) -> Op[list[tuple[Row, str | None]]]:
+    """SQLite: claim the first ``want`` due tasks in claim order, each with the key it
+    counts under (``None``: none the statement could compute), when the claim fits
+    within ``limit`` whatever the keys; nothing when it does not fit or nothing is due
+    (``keyed_page`` then decides)."""
+    rows = yield Call(
+        "limits_claim_fitting",
+        {
+            "limit_name": limit.id,
+            "scope_name": limit.target if limit.scope == "name" else None,
+            "queue": queues[0],
+            "names": None if names is None else list(names),
+            "now_ms": NOW,
+            "key_root": limit.key_root,
+            "key_path": limit.json_path,
+            "want": want,
+            "worker_id": kernel.claimant(worker_id, False),
+            "lease_ms": lease_ms,
+        },
+    )
+    return [(_without_figures(row), _text(row["limit_key"])) for row in rows]
 
 
 def _without_figures(row: Row) -> dict[str, Any]:
