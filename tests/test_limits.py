@@ -541,30 +541,32 @@ async def test_a_claim_under_one_path_keyed_limit_is_the_lock_and_one_page_state
     db: Database,
 ) -> None:
     """On PostgreSQL the page counts, admits and claims in one statement, sent with the
-    lock (whose rows the claim does not read); on SQLite, where the claim may not fit
-    within the limit (so the fitting claim takes nothing), one statement admits, then the
-    kernel's claim. Nothing is recorded: the count reads the running tasks' keys."""
+    lock (whose rows the claim does not read); on SQLite one statement admits, then the
+    kernel's claim. Nothing is recorded: the count reads the running tasks' keys. (The
+    claim before did not fit within the limit, so no fitting claim is tried first.)"""
     async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
         await _submit(cq, "a", 3)
         await _submit(cq, "b", 3)
         await _claim(cq, gate, 1)  # the turn that also prunes the recorded keys
+        assert _keys(await _claim(cq, gate, 6)) == {"a": 1, "b": 2}
+        await _submit(cq, "c", 3)
         steps: list[Any] = []
         claim = gate.claim(["default"], None, 6, WORKER, 60_000, gate.limits)
         rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
-        assert sum(_keys(rows).values()) == 3
+        assert _keys(rows) == {"c": 2}
         names = [step.statement for step in steps]
         expected = {
             "postgres": ["limits_lock", "limits_claim_keyed"],
-            "sqlite": ["limits_claim_fitting", "clock_now", "limits_admit_keyed", "claim_ids"],
+            "sqlite": ["clock_now", "limits_admit_keyed", "claim_ids"],
         }
         assert names == expected[cq.backend.dialect]
 
 
-async def test_a_sqlite_claim_a_limit_cannot_bind_is_one_statement(sqlite_db: Database) -> None:
+async def test_a_keyed_claim_the_limit_cannot_bind_is_one_statement(db: Database) -> None:
     """The running tasks and the whole claim fit within the amount: one statement claims
-    the first tasks in claim order, each with its key."""
-    async with sqlite_db.client(clock=_clock()) as cq:
+    the first tasks in claim order, each with its key (on PostgreSQL after the lock)."""
+    async with db.client(clock=_clock()) as cq:
         gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
         await _submit(cq, "a", 3)
         await _submit(cq, "b", 3)
@@ -573,7 +575,36 @@ async def test_a_sqlite_claim_a_limit_cannot_bind_is_one_statement(sqlite_db: Da
         claim = gate.claim(["default"], None, 2, WORKER, 60_000, gate.limits)
         rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
         assert _keys(rows) == {"a": 2}
-        assert [step.statement for step in steps] == ["limits_claim_fitting"]
+        expected = {
+            "postgres": ["limits_lock", "limits_claim_fitting"],
+            "sqlite": ["limits_claim_fitting"],
+        }
+        assert [step.statement for step in steps] == expected[cq.backend.dialect]
+
+
+async def test_a_keyed_claim_tries_the_fitting_claim_again_once_a_page_fit(db: Database) -> None:
+    """After a claim that did not fit, claims go straight to the pages until a page
+    reports that its claim fit; the claim after that tries the fitting claim first."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(3, queue="default", key="payload.customer"))
+        for customer in ("a", "b", "c"):
+            await _submit(cq, customer, 3)
+        steps: list[Any] = []
+
+        async def claim(want: int) -> list[Any]:
+            steps.clear()
+            op = gate.claim(["default"], None, want, WORKER, 60_000, gate.limits)
+            return list(await cq.backend.arun(Pipelined(_noting_steps(op, steps)), write=True))
+
+        def tried_fitting() -> bool:
+            return "limits_claim_fitting" in [step.statement for step in steps]
+
+        first = await claim(4)  # 0 running + 4 > 3: it may not fit
+        assert (_keys(first), tried_fitting()) == ({"a": 3, "b": 1}, True)
+        for row in first:
+            await _finish(cq, row)
+        assert (_keys(await claim(2)), tried_fitting()) == ({"b": 2}, False)  # fits
+        assert (_keys(await claim(1)), tried_fitting()) == ({"c": 1}, True)
 
 
 def _pages(steps: list[Any]) -> list[int]:
@@ -589,13 +620,14 @@ async def test_a_keyed_claim_under_a_limit_that_does_not_bind_reads_only_the_tas
     on PostgreSQL, claimed or not); a page that admits too few is followed by one twice
     its size."""
     async with db.client(clock=_clock()) as cq:
-        gate = await _stored_gate(cq, Limit.concurrency(100, queue="default", key="payload.c"))
+        # 30 per key: the claim of 40 may not fit (so the pages decide), yet each of the
+        # five keys gets 8.
+        gate = await _stored_gate(cq, Limit.concurrency(30, queue="default", key="payload.c"))
         await cq.submit_many([("job", {"c": i % 5}) for i in range(120)])
         steps: list[Any] = []
         claim = gate.claim(["default"], None, 40, WORKER, 60_000, gate.limits)
         rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
-        # SQLite claims them in one statement, no page: the limit cannot bind the claim.
-        assert (len(rows), _pages(steps)) == (40, [40] if cq.backend.dialect == "postgres" else [])
+        assert (len(rows), _pages(steps)) == (40, [40])
 
         tight = await _stored_gate(cq, Limit.concurrency(1, queue="other", key="payload.c"))
         await cq.submit_many(

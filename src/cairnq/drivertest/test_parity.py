@@ -29,9 +29,8 @@ REFERENCE: Dialect = "sqlite"
 """The dialect the canonical statement list is read from."""
 
 DIALECT_EXTRAS: dict[str, frozenset[str]] = {
-    # The limits' pages that admit without claiming (no data-modifying CTEs), and the
-    # keyed claim of a limit that cannot bind it (PostgreSQL's page claims in any case).
-    "sqlite": frozenset({"limits_admit_keyed", "limits_fair_admit", "limits_claim_fitting"}),
+    # The limits' pages that admit without claiming (no data-modifying CTEs).
+    "sqlite": frozenset({"limits_admit_keyed", "limits_fair_admit"}),
     # The attempt history's settling statements that record in the same statement, and
     # the limits' pages that claim and record in the same statement.
     "postgres": frozenset(

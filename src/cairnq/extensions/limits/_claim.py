@@ -54,6 +54,8 @@ class ClaimGate:
     fair: FairClaimer | None = None
     _scan: int = field(default=MAX_SCAN, repr=False)
     _claims: int = field(default=0, repr=False)
+    # Per keyed limit, whether its last keyed claim fit within it (see _keyed).
+    _fit: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def begin(self) -> None:
         """A claim is about to run: forget what the last one passed over and waited for."""
@@ -265,8 +267,8 @@ class ClaimGate:
     ) -> Op[list[Row]]:
         """``claim`` for a draw one path-keyed concurrency limit governs alone, a page at
         a time (``_keyed.keyed_page``), each claiming what it admits, until ``want`` are
-        claimed or the pages run out; on SQLite, first in one statement when the limit
-        cannot bind the claim (``_keyed.keyed_fitting``).
+        claimed or the pages run out; first in one lighter statement while the limit's
+        last claim fit within it (``_keyed.keyed_fitting``).
 
         The lock's rows are not read (the page statement reads the stored amount), so a
         pipelining backend sends the lock with the first page.
@@ -280,7 +282,7 @@ class ClaimGate:
         claimed: list[Row] = []
         refused: dict[str, dict[str, Any]] = {}
         paging = True
-        if self.keyed == "admit":
+        if self._fit.get(limit.id, True):
             fitting = yield from keyed_fitting(limit, queues, names, want, worker_id, lease_ms)
             _take_keyed(fitting, limit, claimed, refused)
             # It took every due task the pages would have admitted; nothing taken, the
@@ -306,6 +308,8 @@ class ClaimGate:
                 now,
                 cursor,
             )
+            if not scanned:
+                self._fit[limit.id] = seen.fits
             cursor = seen.cursor
             scanned += seen.rows
             if seen.full_keys:

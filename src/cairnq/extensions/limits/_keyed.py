@@ -14,10 +14,13 @@ a task counts while it runs, whoever claimed it.
   committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
   ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
-  one at a time). Before the first page, ``limits_claim_fitting`` claims the
-  first tasks in claim order, each with its key, when the running tasks the limit
-  governs and the whole claim fit within the amount (so no key can fill and the
-  pages would admit those tasks): one statement instead of a page and a claim.
+  one at a time).
+
+When the running tasks the limit governs and the whole claim fit within the amount,
+no key can fill and the pages would admit the first due tasks in claim order:
+``limits_claim_fitting`` claims those in a lighter statement, each with its key, and
+claims nothing otherwise. A claim tries it first while the limit's last claim fit
+(every page says whether it did), so a limit that binds costs no extra statement.
 
 Any other shape goes through the general claim (``_claim.ClaimGate.claim``).
 """
@@ -42,6 +45,7 @@ _FIGURES = frozenset(
     {
         "page_rows",
         "page_full_keys",
+        "page_fits",
         "page_now_ms",
         "page_priority",
         "page_run_at_ms",
@@ -69,13 +73,15 @@ def keyed_limit(
 
 
 class KeyedPage:
-    """What one page of a keyed claim saw: its size, whether keys were full, its end."""
+    """What one page of a keyed claim saw: its size, whether keys were full, whether the
+    claim fit within the amount whatever the keys, its end."""
 
-    __slots__ = ("cursor", "full_keys", "rows")
+    __slots__ = ("cursor", "fits", "full_keys", "rows")
 
     def __init__(self, figures: Row) -> None:
         self.rows = int(figures["page_rows"])
         self.full_keys = int(figures["page_full_keys"] or 0)
+        self.fits = bool(figures["page_fits"])
         self.cursor = (figures["page_priority"], figures["page_run_at_ms"], figures["page_id"])
 
 
@@ -140,9 +146,9 @@ def keyed_fitting(
     worker_id: str,
     lease_ms: int,
 ) -> Op[list[tuple[Row, str | None]]]:
-    """SQLite: claim the first ``want`` due tasks in claim order, each with the key it
-    counts under (``None``: none the statement could compute), when the claim fits
-    within ``limit`` whatever the keys; nothing when it does not fit or nothing is due
+    """Claim the first ``want`` due tasks in claim order, each with the key it counts
+    under (``None``: none the statement could compute), when the claim fits within
+    ``limit`` whatever the keys; nothing when it does not fit or nothing is due
     (``keyed_page`` then decides)."""
     rows = yield Call(
         "limits_claim_fitting",
@@ -170,11 +176,12 @@ def _without_figures(row: Row) -> dict[str, Any]:
     return task
 
 
-def _text(key: bytes | None) -> str | None:
-    """A key the admitting statement returned as bytes; ``None`` for none, or for bytes
-    that are not UTF-8 (text another writer left invalid: the caller refuses the task)."""
-    if key is None:
-        return None
+def _text(key: bytes | str | None) -> str | None:
+    """A key a statement returned: SQLite's as bytes, ``None`` for bytes that are not
+    UTF-8 (text another writer left invalid: the caller refuses the task); PostgreSQL's
+    as text."""
+    if key is None or isinstance(key, str):
+        return key
     try:
         return bytes(key).decode("utf-8")
     except UnicodeDecodeError:

@@ -1,5 +1,5 @@
 -- Claims up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null, and the running tasks those the limit governs: of the claim's queue when scope_name is null, else of the task name scope_name in every queue. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys and rows locked elsewhere, admits them in claim order while their key has room and claims the admitted. It runs after limits_lock in the same transaction (which may send both at once): the lock makes the counts exact, and this statement's snapshot, taken once the lock is held, sees every claim committed before it and the limit's amount as stored.
--- Returns one row per claimed task (its row, limit_key: its key, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_now_ms, and page_priority, page_run_at_ms, page_id: the page's last row); a page that claimed nothing gives one row of figures with a null id.
+-- Returns one row per claimed task (its row, limit_key: its key, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_fits: whether the running tasks and the whole claim fit within the amount, page_now_ms, and page_priority, page_run_at_ms, page_id: the page's last row); a page that claimed nothing gives one row of figures with a null id.
 -- params: limit_name, scope_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page, worker_id, lease_ms
 with clock as materialized (
     select coalesce(:now_ms::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint) as now_ms
@@ -134,6 +134,7 @@ claimed as (
 figures as (
     select (select count(*) from due) as page_rows,
         (select count(*) from full_keys) as page_full_keys,
+        (select n from governed) + :want::bigint <= (select amount from stored) as page_fits,
         (select now_ms from clock) as page_now_ms,
         last.priority as page_priority,
         last.run_at_ms as page_run_at_ms,

@@ -1,5 +1,5 @@
 -- Chooses up to want due queued tasks of queue (and names, unless null) that the one concurrency limit limit_name, governing every such task, has room for: at most its stored amount running per key (no bound once the limit is gone), the key being the JSON path key_path into key_root (payload or metadata), or '' for every task when key_path is null, and the running tasks those the limit governs: of the claim's queue when scope_name is null, else of the task name scope_name in every queue. It reads one page of at most page due tasks after the keyset cursor (after_priority, after_run_at_ms, after_id; all null for the first), leaving out the tasks of full keys, and admits them in claim order while their key has room. Runs inside the claim's write transaction (which SQLite runs one at a time, so the counts are exact); the caller claims the chosen tasks (claim_ids).
--- Returns one row per chosen task (id, limit_key: its key as UTF-8 bytes, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
+-- Returns one row per chosen task (id, limit_key: its key as UTF-8 bytes, null when the key cannot be computed or is over 1000 bytes, so it counts against nothing and the worker fails it), each carrying the page's figures (page_rows, page_full_keys, page_fits: whether the running tasks and the whole claim fit within the amount, and page_priority, page_run_at_ms, page_id: the page's last row); a page that chose nothing gives one row of figures with a null id.
 -- params: limit_name, scope_name, queue, names, now_ms, after_priority, after_run_at_ms, after_id, key_root, key_path, want, page
 with stored as materialized (
     select coalesce(
@@ -136,6 +136,7 @@ chosen as (
 figures as (
     select (select count(*) from due) as page_rows,
         (select count(*) from full_keys) as page_full_keys,
+        (select n from governed) + :want <= (select amount from stored) as page_fits,
         last.priority as page_priority,
         last.run_at_ms as page_run_at_ms,
         last.id as page_id
