@@ -188,7 +188,7 @@ def shipped_folders() -> list[Path]:
 # Statements run in place of a kernel settling statement: each may update cairnq_tasks.
 SETTLING_VARIANTS = frozenset(HISTORY_SETTLING.values())
 # Statements that claim the tasks a draw claimer admits as ``claim_ids`` claims them.
-CLAIMING_VARIANTS = frozenset({"limits_claim_keyed", "limits_fair_claim"})
+CLAIMING_VARIANTS = frozenset({"limits_claim_keyed", "limits_claim_fitting", "limits_fair_claim"})
 
 
 def core_writes(folders: Sequence[Path]) -> list[str]:

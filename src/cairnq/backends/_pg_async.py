@@ -34,6 +34,7 @@ from ..protocol.steps import (
     is_single_statement,
 )
 from ._pg_errors import translate as _translate
+from ._pg_pool import hand_out_most_recent_first
 from ._postgres_core import (
     ASYNC_NO_CONNECTION,
     ASYNC_POOL_NAME,
@@ -44,7 +45,6 @@ from ._postgres_core import (
     _autocommits,
     _configure_json,
     _cursor_json_as_text,
-    _hand_out_most_recent_first,
     _has_columns,
     _joins_callers_transaction,
     _op_name,
@@ -85,7 +85,7 @@ class AsyncPostgresPaths(PostgresCore):
                     open=False,
                     name=ASYNC_POOL_NAME + self._pool_suffix,
                 )
-                _hand_out_most_recent_first(pool)
+                hand_out_most_recent_first(pool)
                 try:
                     if self.schema is not None and self.migrate:
                         await self._create_schema_async()

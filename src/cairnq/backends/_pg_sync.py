@@ -29,6 +29,7 @@ from ..protocol.steps import (
     run_setup,
 )
 from ._pg_errors import translate as _translate
+from ._pg_pool import hand_out_most_recent_first
 from ._postgres_core import (
     CONNECT_POLL_S,
     POOL_CONNECT_ERRORS,
@@ -39,7 +40,6 @@ from ._postgres_core import (
     _autocommits,
     _configure_json,
     _cursor_json_as_text,
-    _hand_out_most_recent_first,
     _has_columns,
     _joins_callers_transaction,
     _op_name,
@@ -80,7 +80,7 @@ class SyncPostgresPaths(PostgresCore):
                     open=False,
                     name=SYNC_POOL_NAME + self._pool_suffix,
                 )
-                _hand_out_most_recent_first(pool)
+                hand_out_most_recent_first(pool)
                 try:
                     if self.schema is not None and self.migrate:
                         self._create_schema_sync()

@@ -9,7 +9,6 @@ genuinely differ (locks, the event-loop check, the LISTEN task, the op timeout).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import heapq
 import itertools
@@ -135,32 +134,6 @@ def _json_as_text(adapters: Any) -> None:
 # Connections whose own adapters read json as text (cairnq's pools): their cursors
 # need no adapters of their own, which psycopg would copy from the connection's.
 _JSON_AS_TEXT: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-class _MostRecentFirst(collections.deque[Any]):
-    """A pool's idle connections, the one returned last first in line.
-
-    psycopg_pool hands out the idle connection at the left of this deque and puts a
-    returned one at the right: the connection idle longest goes first, so every
-    connection of the pool runs every statement in turn, and PostgreSQL plans each
-    statement anew on each connection until psycopg prepares it and the server settles
-    on a generic plan (about ten runs per statement and connection). Returned to the
-    left, the connection used last is handed out again: the few statements a worker
-    runs at once keep the same few connections, their plans ready, and the others stay
-    idle. (The pool's shrinking, which closes one connection at the left after a
-    ``max_idle`` with connections to spare, then closes the connection used last: one
-    connection and its plans made again per ``max_idle``.)
-    """
-
-    def append(self, conn: Any) -> None:
-        self.appendleft(conn)
-
-
-def _hand_out_most_recent_first(pool: Any) -> None:
-    """Make ``pool`` (a psycopg_pool pool, not yet open) hand out the connection returned
-    last (``_MostRecentFirst``); a pool built otherwise is left as it is."""
-    if type(getattr(pool, "_pool", None)) is collections.deque:
-        pool._pool = _MostRecentFirst(pool._pool)
 
 
 def _configure_json(conn: Any) -> None:

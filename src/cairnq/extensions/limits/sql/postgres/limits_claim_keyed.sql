@@ -102,21 +102,21 @@ due as materialized (
           ))
       )
       and (key.value in (select key_value from full_keys)) is not true
-    order by t.priority desc, t.run_at_ms asc, t.id asc
+    order by t.priority desc, t.run_at_ms, t.id
     limit :page::bigint
     for update of t skip locked
 ),
 chosen as (
-    select ranked.id, ranked.key_value
+    select ranks.id, ranks.key_value
     from (
         select d.*, row_number() over (
-            partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
+            partition by d.key_value order by d.priority desc, d.run_at_ms, d.id
         ) as nth
         from due d
-    ) as ranked
-    left join running r on r.key_value = ranked.key_value
-    where ranked.key_value is null or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
-    order by ranked.priority desc, ranked.run_at_ms asc, ranked.id asc
+    ) as ranks
+    left join running r on r.key_value = ranks.key_value
+    where ranks.key_value is null or ranks.nth + coalesce(r.n, 0) <= (select amount from stored)
+    order by ranks.priority desc, ranks.run_at_ms, ranks.id
     limit :want::bigint
 ),
 claimed as (
@@ -139,13 +139,13 @@ figures as (
         last.priority as page_priority,
         last.run_at_ms as page_run_at_ms,
         last.id as page_id
-    from (select 1) as one
+    from (select 1) one
     left join lateral (
         select priority, run_at_ms, id
         from due
-        order by priority asc, run_at_ms desc, id desc
+        order by priority, run_at_ms desc, id desc
         limit 1
-    ) as last on true
+    ) last on true
 )
 select f.*, c.*
 from figures f
