@@ -189,8 +189,9 @@ async def test_a_revised_task_is_shared_under_the_key_a_submit_of_its_payload_ge
     async with db.client(clock=clock) as cq:
         await _share(cq, _fair())
         fresh = await cq.submit("job", {"tenant": value})
-        await cq.submit("job", {"tenant": "first"}, key="k", debounce="1s")
+        first = await cq.submit("job", {"tenant": "first"}, key="k", debounce="1s")
         revised = await cq.submit("job", {"tenant": value}, key="k", debounce="1s")
+        assert revised.id == first.id
         keys = _fair_keys(db)
         assert keys.get(revised.id) == keys.get(fresh.id)
         assert (revised.id in keys) == (value not in ("", 1.5, True, None, [1], {"a": 1}))

@@ -582,6 +582,24 @@ async def test_a_keyed_claim_the_limit_cannot_bind_is_one_statement(db: Database
         assert [step.statement for step in steps] == expected[cq.backend.dialect]
 
 
+async def test_a_claim_the_limit_cannot_bind_fails_the_tasks_whose_key_the_rule_refuses(
+    db: Database,
+) -> None:
+    """The fitting claim refuses as the pages do: a task without the key, and one whose
+    key is over 1000 bytes, are claimed to be failed with ``LimitKeyError``."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(10, queue="default", key="payload.c"))
+        keyed = await cq.submit("job", {"c": "x"})
+        keyless = await cq.submit("job", {"other": 1})
+        too_long = await cq.submit("job", {"c": "k" * 1001})
+        steps: list[Any] = []
+        claim = gate.claim(["default"], None, 3, WORKER, 60_000, gate.limits)
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert "limits_claim_fitting" in [step.statement for step in steps]
+        refusals = {row["id"]: (row.get("refusal") or {}).get("code") for row in rows}
+        assert refusals == {keyed.id: None, keyless.id: "limit_key", too_long.id: "limit_key"}
+
+
 async def test_a_keyed_claim_tries_the_fitting_claim_again_once_a_page_fit(db: Database) -> None:
     """After a claim that did not fit, claims go straight to the pages until a page
     reports that its claim fit; the claim after that tries the fitting claim first."""

@@ -644,6 +644,26 @@ def test_the_blocking_pool_hands_out_the_connection_returned_last(pg_db: Databas
         backend.close()
 
 
+def test_the_pool_shrinks_by_the_connection_idle_longest(pg_db: Database) -> None:
+    """The connections the pool hands out last stay; the one idle longest is closed."""
+    from cairnq.backends.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_db.url, schema=pg_db.schema, listen=False, max_size=3)
+    try:
+        backend.open()
+        pool = backend._sync_source
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+            idle_longest = c.info.backend_pid  # given back first
+            kept = {a.info.backend_pid, b.info.backend_pid}
+        pool._shrink_pool()  # psycopg_pool's own turn: counts the unused connections
+        pool._shrink_pool()  # and closes one
+        with pool.connection() as x, pool.connection() as y:
+            assert {x.info.backend_pid, y.info.backend_pid} == kept
+        assert idle_longest not in kept
+    finally:
+        backend.close()
+
+
 async def test_the_async_pool_hands_out_the_connection_returned_last(pg_db: Database) -> None:
     from cairnq.backends.postgres import PostgresBackend
 

@@ -270,8 +270,8 @@ class ClaimGate:
         claimed or the pages run out; first in one lighter statement while the limit's
         last claim fit within it (``_keyed.keyed_fitting``).
 
-        The lock's rows are not read (the page statement reads the stored amount), so a
-        pipelining backend sends the lock with the first page.
+        The lock's rows are not read (the statements read the stored amount), so a
+        pipelining backend sends the lock with the first statement after it.
         """
         assert self.keyed is not None
         if self.keyed == "claim":
@@ -290,9 +290,9 @@ class ClaimGate:
             paging = not fitting
         now: int | None = None
         cursor: tuple[Any, Any, Any] = (None, None, None)
-        # The first page holds as many tasks as the claim wants: under a limit that does
-        # not bind it admits them all, and on PostgreSQL every task a page reads is
-        # locked until the claim commits, claimed or not. Each later page doubles.
+        # The first page holds as many tasks as the claim wants: where no key is full
+        # it admits them all, and on PostgreSQL every task a page reads is locked until
+        # the claim commits, claimed or not. Each later page doubles.
         size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
         while paging and len(claimed) < want and scanned < self._scan:
@@ -335,9 +335,11 @@ def _take_keyed(
     claimed: list[Row],
     refused: dict[str, dict[str, Any]],
 ) -> None:
-    """Add a keyed claim's rows to ``claimed``, each whose key the statement could not
-    compute (it would count against nothing) to ``refused`` with the reason, Python's
-    rule naming it (or, should the two rules ever differ, this one)."""
+    """Add a keyed claim's rows to ``claimed``, and to ``refused`` with the reason each
+    whose key is none: one the statement could not compute (it would count against
+    nothing; Python's rule names the reason, or, should the two rules ever differ, this
+    one) or one the key rule refuses (over 1000 bytes, which the page statements already
+    return as none and the fitting claim returns as it is)."""
     source = f"limit {limit.id!r}: {limit.key}"
     for row, key in rows:
         try:

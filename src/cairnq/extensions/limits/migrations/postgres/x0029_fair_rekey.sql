@@ -2,9 +2,9 @@
 -- queued task whose payload or metadata is rewritten (a debounce submit gives the key's
 -- pending task the new payload, kernel statement revise_queued), so the task is shared,
 -- and counted against a cap, under the key its payload gives now. A row trigger on those
--- two columns: PostgreSQL fires it only for an update that sets one of them, so claims
--- and settlements, which never do, pay nothing for it. Its statements name the tables
--- in the trigger's own schema.
+-- two columns: PostgreSQL fires it only for an update that sets one of them, which
+-- claims and settlements never do. Its statements name the tables in the trigger's own
+-- schema.
 create or replace function cairnq_fair_rekey() returns trigger
     language plpgsql
     set search_path = pg_catalog
