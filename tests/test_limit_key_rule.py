@@ -141,3 +141,21 @@ def test_the_insert_triggers_spelling_gives_every_key_the_statements_give(root: 
             assert any(key is not None for key in keys[0])
     finally:
         conn.close()
+
+
+# The gate the fitting claim and the keyed page both decide by: the stored amount and
+# the running tasks the limit governs, counted up to one past what the claim leaves.
+GATE = re.compile(r"stored as materialized \( .*?\) as upto \)")
+
+
+@pytest.mark.parametrize("dialect", sorted(RULE))
+def test_the_fitting_claim_counts_the_running_tasks_as_the_keyed_page_does(dialect: str) -> None:
+    """Each spelling of the gate is the same text, so the fitting claim takes tasks only
+    where the pages would admit them all."""
+    page = "limits_claim_keyed.sql" if dialect == "postgres" else "limits_admit_keyed.sql"
+    gates = [
+        GATE.findall(_text(STATEMENTS / dialect / name))
+        for name in (page, "limits_claim_fitting.sql")
+    ]
+    assert len(gates[0]) == 1
+    assert gates[0] == gates[1]

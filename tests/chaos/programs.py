@@ -303,9 +303,9 @@ def _answering(op: Any, statement: str, answer: Callable[[Any], Any]) -> Any:
 def _limit_per_process() -> None:
     """Limits counted per process: a limited claim sees only this worker's running tasks
     (what a process-local counter, like a worker's ``resources``, would know), so every
-    process admits up to the limit per key on its own. PostgreSQL's one-statement page
-    counts so by the statement substitution of the mutant; SQLite's admitting page
-    has no worker to count by, so there the claim takes the general path, whose counts
+    process admits up to the limit per key on its own. PostgreSQL's keyed statements (the
+    page and the fitting claim) count so by the statement substitution of the mutant;
+    SQLite's have no worker to count by, so there the claim takes the general path, whose counts
     (``limits_running`` and ``limits_running_by_path``) this patch answers."""
     from cairnq.extensions.limits import _claim as _limits
     from cairnq.models import worker_of
@@ -592,7 +592,7 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "postgres": [
                 (
-                    "limits_claim_keyed",
+                    statement,
                     "    select t.payload, t.metadata from cairnq_tasks t\n"
                     "    where t.queue = :queue::text and t.status = 'running'",
                     "    select t.payload, t.metadata from cairnq_tasks t\n"
@@ -600,6 +600,7 @@ MUTANTS: dict[str, Mutant] = {
                     "      and split_part(t.worker_id, '#', 1)"
                     " = split_part(:worker_id::text, '#', 1)",
                 )
+                for statement in ("limits_claim_keyed", "limits_claim_fitting")
             ]
         },
     ),
@@ -612,12 +613,15 @@ MUTANTS: dict[str, Mutant] = {
         sql={
             "postgres": [
                 ("limits_lock", "order by name\nfor update;", "order by name;"),
-                (
-                    "limits_claim_keyed",
-                    " * 1000)::bigint) as now_ms\n),\nstored",
-                    " * 1000)::bigint) as now_ms\n"
-                    "    from (select pg_sleep(0.02)) as widened\n),\nstored",
-                ),
+                *[
+                    (
+                        statement,
+                        " * 1000)::bigint) as now_ms\n),\nstored",
+                        " * 1000)::bigint) as now_ms\n"
+                        "    from (select pg_sleep(0.02)) as widened\n),\nstored",
+                    )
+                    for statement in ("limits_claim_keyed", "limits_claim_fitting")
+                ],
             ]
         },
         dialects=("postgres",),

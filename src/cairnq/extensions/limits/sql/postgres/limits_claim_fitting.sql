@@ -10,17 +10,22 @@ stored as materialized (
         9223372036854775807
     ) as amount
 ),
+-- The running tasks the limit governs: of the claim's queue (scope_name null), or of the
+-- task name scope_name in every queue, found among the running tasks (the name as an
+-- expression: no plan walks every task ever kept under it). Not materialized: each
+-- reader scans for itself.
+scoped as not materialized (
+    select t.payload, t.metadata from cairnq_tasks t
+    where t.queue = :queue::text and t.status = 'running' and :scope_name::text is null
+    union all
+    select t.payload, t.metadata from cairnq_tasks t
+    where (t.name || '') = :scope_name::text and t.status = 'running'
+      and :scope_name::text is not null
+),
+-- Those tasks counted up to one past amount - want, as limits_claim_keyed counts them.
 governed as materialized (
     select count(*) as n
-    from (
-        select 1 from cairnq_tasks t
-        where t.queue = :queue::text and t.status = 'running' and :scope_name::text is null
-        union all
-        select 1 from cairnq_tasks t
-        where (t.name || '') = :scope_name::text and t.status = 'running'
-          and :scope_name::text is not null
-        limit greatest((select amount from stored) - :want::bigint + 1, 0)
-    ) as upto
+    from (select 1 from scoped limit greatest((select amount from stored) - :want::bigint + 1, 0)) as upto
 ),
 picked as materialized (
     select t.id
