@@ -101,16 +101,10 @@ def keyed_page(
     (``None``: the statement could not compute it, so it counts against nothing), what
     the page saw, and the now it claimed at (to pass to the next page)."""
     params = {
-        "limit_name": limit.id,
-        "scope_name": limit.target if limit.scope == "name" else None,
-        "queue": queues[0],
-        "names": None if names is None else list(names),
+        **_draw(limit, queues, names, want),
         "after_priority": cursor[0],
         "after_run_at_ms": cursor[1],
         "after_id": cursor[2],
-        "key_root": limit.key_root,
-        "key_path": limit.json_path,
-        "want": want,
         "page": page,
     }
     if flavour == "claim":
@@ -153,19 +147,29 @@ def keyed_fitting(
     rows = yield Call(
         "limits_claim_fitting",
         {
-            "limit_name": limit.id,
-            "scope_name": limit.target if limit.scope == "name" else None,
-            "queue": queues[0],
-            "names": None if names is None else list(names),
+            **_draw(limit, queues, names, want),
             "now_ms": NOW,
-            "key_root": limit.key_root,
-            "key_path": limit.json_path,
-            "want": want,
             "worker_id": kernel.claimant(worker_id, False),
             "lease_ms": lease_ms,
         },
     )
     return [(_without_figures(row), _text(row["limit_key"])) for row in rows]
+
+
+def _draw(
+    limit: Limit, queues: Sequence[str], names: Sequence[str] | None, want: int
+) -> dict[str, Any]:
+    """The parameters every keyed statement takes: the limit, its scope and key, the
+    draw's queue and names, and how many tasks it wants."""
+    return {
+        "limit_name": limit.id,
+        "scope_name": limit.target if limit.scope == "name" else None,
+        "queue": queues[0],
+        "names": None if names is None else list(names),
+        "key_root": limit.key_root,
+        "key_path": limit.json_path,
+        "want": want,
+    }
 
 
 def _without_figures(row: Row) -> dict[str, Any]:
