@@ -111,26 +111,17 @@ due as materialized (
     limit :page
 ),
 chosen as (
-    select id, key_value, priority, run_at_ms from (
-        -- While the claim fits (see governed), its first want tasks in claim order: no
-        -- ranking per key is needed, so none is made.
-        select d.id, d.key_value, d.priority, d.run_at_ms
+    select ranked.id, ranked.key_value, ranked.priority, ranked.run_at_ms
+    from (
+        select d.*, row_number() over (
+            partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
+        ) as nth
         from due d
-        where (select n from governed) + :want <= (select amount from stored)
-        union all
-        select ranked.id, ranked.key_value, ranked.priority, ranked.run_at_ms
-        from (
-            select d.*, row_number() over (
-                partition by d.key_value order by d.priority desc, d.run_at_ms asc, d.id asc
-            ) as nth
-            from due d
-            where not ((select n from governed) + :want <= (select amount from stored))
-        ) as ranked
-        left join running r on r.key_value = ranked.key_value
-        where ranked.key_value is null
-           or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
-    )
-    order by priority desc, run_at_ms asc, id asc
+    ) as ranked
+    left join running r on r.key_value = ranked.key_value
+    where ranked.key_value is null
+       or ranked.nth + coalesce(r.n, 0) <= (select amount from stored)
+    order by ranked.priority desc, ranked.run_at_ms asc, ranked.id asc
     limit :want
 ),
 figures as (
