@@ -369,6 +369,41 @@ async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_relea
         assert not await _parked(mine, parent.id)
 
 
+async def test_a_run_until_idle_releases_a_parent_its_children_ended_undecided_before_it_stops(
+    db: Database,
+) -> None:
+    async with db.client() as mine:
+        async with _prepared(mine) as (other, _run, _):
+            parent = await mine.submit("p", queue="p")
+            child = await mine.submit("c", queue="c")
+            held, ended = await _claim(mine, "p", other), await _claim(mine, "c", other)
+            # Prepared before the parent gathers: the child's settlement decides nothing.
+            settlement = _kernel.complete(
+                Lease.of(ended),
+                other.worker_id,
+                None,
+                points=other._runtime.points,
+                started=ended["updated_at_ms"],
+            )
+            _awaited.note(mine, [child.id])
+            gather = _workflows.gather(Lease.of(held), other.worker_id, [child.id])
+            assert (await mine.backend.arun(gather, write=True)).parked is not None
+            await mine.backend.arun(settlement, write=True)
+            assert await _parked(mine, parent.id)
+        worker = db.worker(
+            queues=["p"], poll_interval_ms=20, extensions=[Schedules(evaluate=False)]
+        )
+        runs: list[int] = []
+
+        @worker.task
+        async def p(ctx: Any) -> None:
+            runs.append(ctx.attempt)
+
+        await asyncio.wait_for(worker.run(until_idle=True), 30)
+        done = await mine.get(parent.id)
+        assert runs == [1] and done is not None and done.status == "succeeded", (runs, done)
+
+
 async def test_a_graph_submitted_elsewhere_after_the_look_is_released_by_the_sweep_within_the_bound(
     db: Database, no_look_after_prepare: None
 ) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
-from ._base import Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
+from ._base import BeforeIdle, Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
 from ._folders import install
 from ._namespace import ClientView, SyncClientView
 from ._registry import (
@@ -81,6 +81,7 @@ __all__ = [
     "Waits",
     "Workflows",
     "AttemptEnd",
+    "BeforeIdle",
     "Call",
     "ClientView",
     "Component",

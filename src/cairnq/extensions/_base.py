@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from .. import kernel
 from ..backends import Backend
@@ -82,6 +82,19 @@ class Component(Protocol):
 
     async def close(self) -> None:
         """After its job stopped (also when the start was refused after its prepare)."""
+
+
+@runtime_checkable
+class BeforeIdle(Protocol):
+    """A component with work that becomes due without a claim seeing it first (the
+    workflows' sweep): a worker run ``until_idle`` asks it before it stops."""
+
+    async def before_idle(self) -> bool:
+        """Nothing is due and nothing runs: make due what would become due without
+        another claim (decide parked tasks whose dependencies ended). ``True`` when it
+        changed something, so the worker claims again before it judges idleness;
+        raising is reported, and the worker stops as if it returned ``False``."""
+        ...
 
 
 class Part:

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,8 @@ class Claimer:
         # A claim with news of work left the recovery due meanwhile to run after it.
         self._recover_after = False
         self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
+        # The components' ``before_idle`` (``BeforeIdle``), asked before ``until_idle`` stops.
+        self.before_idle: Sequence[Callable[[], Awaitable[bool]]] = ()
         # A ``complete`` replaced on the client's store settles the handlers that return.
         settler.overriding = client._overriding
 
@@ -193,6 +195,8 @@ class Claimer:
             if rows:
                 continue
             if self.until_idle and idle_before and not self.calls and not self._held_back:
+                if await self._made_due_before_idle():
+                    continue
                 log.info(
                     "nothing is due; stopping (until_idle)", extra={"worker_id": self.worker_id}
                 )
@@ -200,6 +204,17 @@ class Claimer:
             else:
                 wait_s, self._rate_wait_s = self._rate_wait_s, None
                 await wake.wait_async(poll_s if wait_s is None else min(RATE_WAIT_MAX_S, wait_s))
+
+    async def _made_due_before_idle(self) -> bool:
+        """Whether a component made work due that no claim would have seen (see
+        ``BeforeIdle``); a failed one is reported and counts as no."""
+        made = False
+        for check in self.before_idle:
+            try:
+                made = await check() or made
+            except Exception as exc:
+                self._report(exc, {"phase": "before_idle", "worker_id": self.worker_id})
+        return made
 
     def _free_slots(self) -> int:
         # A call whose handler returned holds its slot only until its settlement

@@ -14,7 +14,8 @@ client's and those given to ``Worker(extensions=...)``), then the kernel's own:
   ``close`` deletes it. Stops after the drain.
 - ``workflows``: prepare reads whether the workflow tables exist and a task is
   parked; the jobs look for a parked task once a second (the settlements'
-  ``in_use`` gate) and sweep under their named lease.
+  ``in_use`` gate) and sweep under their named lease; under ``until_idle`` it
+  sweeps once more before the worker stops (``before_idle``).
 - ``schedules`` (unless ``Schedules(evaluate=False)``): prepare stores the declared
   schedules (their tables missing: one line, no job); the job evaluates under
   its named lease.

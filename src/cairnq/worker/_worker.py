@@ -35,7 +35,7 @@ from ..backpressure import DEFAULT_MAX_QUEUE_WAIT_MS, DepthLimit
 from ..client import CairnQ
 from ..durations import Duration
 from ..errors import DatabaseError, DatabaseUnavailable, InvalidArgument, SchemaIncomplete
-from ..extensions import Component, Extension
+from ..extensions import BeforeIdle, Component, Extension
 from ..extensions._builtins_worker import BuiltinsWorkerAPI
 from ..kernel.periodic import ErrorHook
 from ..kernel.retention import Retention, RetentionSweeper
@@ -472,7 +472,9 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             until_idle: Also stop once no task of the worker's queues is due and
                 none is running: a batch run that empties the queues and returns.
                 Tasks delayed into the future (including retries in backoff)
-                are left queued.
+                are left queued. Before it stops, parked tasks whose
+                dependencies all ended are released (the workflows' sweep) and
+                run.
 
         A worker with no handlers registered claims nothing: it idles (logging
         one info line saying so) until ``stop()``, or returns at once with
@@ -519,8 +521,10 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
     async def _run_components(self, until_idle: bool) -> None:
         """Prepare the components, claim until stopped, drain, and stop them in reverse."""
         run = self._assemble(until_idle)
+        components = self._components(run)
+        run.claimer.before_idle = [c.before_idle for c in components if isinstance(c, BeforeIdle)]
         lifecycle = Lifecycle(
-            self._components(run),
+            components,
             attempt=self._start_step,
             report=self._report,
             context={"worker_id": self.worker_id},

@@ -31,7 +31,8 @@ ago a decision released it; the cancels and failures a decision cascades to are
 decided within that decision (``_ops._decide_rounds``), whatever the set holds.
 
 What the set misses is left to the sweep, which releases it within about a second
-more (``tests/test_workflows_in_use.py`` shows the bound): a graph another client
+more (``tests/test_workflows_in_use.py`` shows the bound; a run ``until_idle`` sweeps
+once more before it stops, ``WorkflowsComponent.before_idle``): a graph another client
 submitted (in another process, or another ``CairnQ`` in this one) after this worker's
 last look, whose dependency this worker settles before the next; a settlement
 prepared before this client's note (a child's completion already built when its
@@ -45,6 +46,7 @@ reference SDK's worker never decides: the sweep decides for it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Protocol, cast
@@ -127,6 +129,11 @@ class WorkflowSweeper:
     ) -> None:
         self.backend = backend
         self.runtime = runtime
+        # One sweep at a time in this run (the job's, ``before_idle``'s): a second one
+        # would wait on the first's locks and find nothing, though the first released work.
+        self._sweeping = asyncio.Lock()
+        # Parked tasks this run's sweeps changed, all told.
+        self.changed = 0
         # The database records a purged dependency's success (x0016 applied).
         self.keeps_success = False
         self.job, self.looks = sweep_and_look(
@@ -177,7 +184,9 @@ class WorkflowSweeper:
     async def tick(self) -> int:
         """Sweep once (the tables exist: ``ready``); returns how many parked tasks it
         changed."""
-        changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
+        async with self._sweeping:
+            changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
+            self.changed += len(changed)
         if changed:
             log.debug(
                 "workflow sweep decided %d parked task(s)",
@@ -195,7 +204,20 @@ class WorkflowsComponent(Part):
 
     def __init__(self, sweeper: WorkflowSweeper) -> None:
         self.sweeper = sweeper
+        self._seen = 0
         self.job = Jobs(sweeper.looks, sweeper.job)
 
     async def prepare(self) -> None:
         await self.sweeper.prepare()
+
+    async def before_idle(self) -> bool:
+        """Decide the parked tasks whose dependencies ended with no decision (what the
+        sweep would within a second): a run ``until_idle`` must not stop before they are
+        released. ``True`` when a sweep of this run changed one since the last ask
+        (the job's sweep, too: it may have released work after the claim looked)."""
+        sweeper = self.sweeper
+        if not sweeper.runtime.workflows:
+            return False
+        await sweeper.tick()
+        seen, self._seen = self._seen, sweeper.changed
+        return sweeper.changed != seen
