@@ -626,6 +626,15 @@ async def test_a_keyed_claim_tries_the_fitting_claim_again_once_a_page_fit(db: D
         assert (len(await claim(1)), tried_fitting()) == (1, True)
 
 
+async def test_a_fitting_claim_takes_no_more_than_the_pages_would_scan(db: Database) -> None:
+    async with db.client(clock=_clock()) as cq:
+        limit = Limit.concurrency(100, queue="default", key="payload.customer")
+        await cq.limits.set(limit)
+        gate = _gate(cq, [limit], scan=5)
+        await _submit(cq, "a", 8)
+        assert len(await _claim(cq, gate, 8)) == 5
+
+
 def _pages(steps: list[Any]) -> list[int]:
     """The size of each keyed page among the noted ``steps``."""
     keyed = ("limits_claim_keyed", "limits_admit_keyed")

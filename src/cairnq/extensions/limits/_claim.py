@@ -283,7 +283,10 @@ class ClaimGate:
         refused: dict[str, dict[str, Any]] = {}
         paging = True
         if self._fit.get(limit.id, True):
-            fitting = yield from keyed_fitting(limit, queues, names, want, worker_id, lease_ms)
+            # No more than the pages would scan: a claim takes the same many either way.
+            fitting = yield from keyed_fitting(
+                limit, queues, names, min(want, self._scan), worker_id, lease_ms
+            )
             _take_keyed(fitting, limit, claimed, refused)
             # It took every due task the pages would have admitted; nothing taken, the
             # claim may not fit (or nothing is due): the pages decide.
