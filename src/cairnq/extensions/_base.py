@@ -16,6 +16,7 @@ stay out (``_registry.Ready``) and its parts step aside and look again later.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -124,6 +125,35 @@ class Jobs:
     async def stop(self, *, wait: bool = True) -> None:
         for job in reversed(self.jobs):
             await job.stop(wait=wait)
+
+
+class SweepTurns:
+    """An extension's sweep, one turn at a time in this process (its job's turns and a
+    run's ``before_idle``), counting what the turns changed.
+
+    A second sweep beside a first would wait on the first's locks and find nothing,
+    though the first made work due: ``changed_since_asked`` waits for it and counts it.
+    """
+
+    def __init__(self, sweep: Callable[[], Awaitable[int]]) -> None:
+        self._sweep = sweep
+        self._turn = asyncio.Lock()
+        self.changed = 0
+        self._seen = 0
+
+    async def run(self) -> int:
+        """One turn of the sweep (after any turn in progress); what it changed."""
+        async with self._turn:
+            changed = await self._sweep()
+            self.changed += changed
+            return changed
+
+    async def changed_since_asked(self) -> bool:
+        """Run a turn; whether any turn changed something since the last ask (a job's
+        turn too: it may have made work due after a claim looked)."""
+        await self.run()
+        seen, self._seen = self._seen, self.changed
+        return self.changed != seen
 
 
 def sweep_and_look(

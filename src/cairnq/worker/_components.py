@@ -16,6 +16,9 @@ client's and those given to ``Worker(extensions=...)``), then the kernel's own:
   parked; the jobs look for a parked task once a second (the settlements'
   ``in_use`` gate) and sweep under their named lease; under ``until_idle`` it
   sweeps once more before the worker stops (``before_idle``).
+- ``batches``: prepare reads whether the batch tables exist and a batch is not
+  done; the jobs look again once a second and sweep under their named lease;
+  under ``until_idle`` it looks and sweeps once more before the worker stops.
 - ``schedules`` (unless ``Schedules(evaluate=False)``): prepare stores the declared
   schedules (their tables missing: one line, no job); the job evaluates under
   its named lease.

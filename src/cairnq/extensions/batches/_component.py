@@ -11,8 +11,9 @@ submits the callbacks of every batch that completes. One process at a time sweep
 The gate (``gate``) is open while the batch tables exist and either a batch is not
 done yet (the look reads it about once a second, no lease) or this worker's client
 made a batch. A member this worker settles while the gate is shut is left to the
-sweep, which records it within about a second more: its outcome is its task's
-status, which only its end can set, and a purge meanwhile records it too (the
+sweep, which records it within about a second more (a run ``until_idle`` sweeps
+once more before it stops, ``BatchesComponent.before_idle``): its outcome is its
+task's status, which only its end can set, and a purge meanwhile records it too (the
 delete trigger of ``x0017_batches.sql``).
 """
 
@@ -25,7 +26,7 @@ from weakref import WeakSet
 from ... import kernel
 from ...backends import Backend
 from ...kernel.periodic import ErrorHook
-from .._base import Jobs, Part, sweep_and_look
+from .._base import Jobs, Part, SweepTurns, sweep_and_look
 from . import _ops
 
 log = logging.getLogger("cairnq.worker")
@@ -72,6 +73,7 @@ class BatchSweeper:
     ) -> None:
         self.backend = backend
         self.run = run
+        self.turns = SweepTurns(self._sweep)
         self.job, self.looks = sweep_and_look(
             LEASE_NAME,
             backend,
@@ -102,6 +104,9 @@ class BatchSweeper:
 
     async def tick(self) -> int:
         """Sweep once; returns how many batches it made done."""
+        return await self.turns.run()
+
+    async def _sweep(self) -> int:
         if not self.run.active and self.run.client not in BATCHING:
             return 0
         done = await self.backend.arun(_ops.sweep(), write=True)
@@ -126,3 +131,14 @@ class BatchesComponent(Part):
 
     async def prepare(self) -> None:
         await self.sweeper.look()
+
+    async def before_idle(self) -> bool:
+        """Submit the callbacks of the batches whose members ended with no decision (what
+        the sweep would within a second), looking first for a batch made since the last
+        look: a run ``until_idle`` must not stop before they are submitted. ``True`` when
+        a sweep of this run made a batch done since the last ask."""
+        sweeper = self.sweeper
+        await sweeper.look()
+        if not sweeper.run.ready:
+            return False
+        return await sweeper.turns.changed_since_asked()

@@ -46,7 +46,6 @@ reference SDK's worker never decides: the sweep decides for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Protocol, cast
@@ -55,7 +54,7 @@ from ... import kernel
 from ...backends import Backend
 from ...kernel.periodic import ErrorHook
 from ...kernel.points import InUse, TaskEndFor
-from .._base import Jobs, Part, sweep_and_look
+from .._base import Jobs, Part, SweepTurns, sweep_and_look
 from . import _ops
 from ._awaited import Awaited
 
@@ -129,11 +128,7 @@ class WorkflowSweeper:
     ) -> None:
         self.backend = backend
         self.runtime = runtime
-        # One sweep at a time in this run (the job's, ``before_idle``'s): a second one
-        # would wait on the first's locks and find nothing, though the first released work.
-        self._sweeping = asyncio.Lock()
-        # Parked tasks this run's sweeps changed, all told.
-        self.changed = 0
+        self.turns = SweepTurns(self._sweep)
         # The database records a purged dependency's success (x0016 applied).
         self.keeps_success = False
         self.job, self.looks = sweep_and_look(
@@ -184,9 +179,10 @@ class WorkflowSweeper:
     async def tick(self) -> int:
         """Sweep once (the tables exist: ``ready``); returns how many parked tasks it
         changed."""
-        async with self._sweeping:
-            changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
-            self.changed += len(changed)
+        return await self.turns.run()
+
+    async def _sweep(self) -> int:
+        changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
         if changed:
             log.debug(
                 "workflow sweep decided %d parked task(s)",
@@ -204,7 +200,6 @@ class WorkflowsComponent(Part):
 
     def __init__(self, sweeper: WorkflowSweeper) -> None:
         self.sweeper = sweeper
-        self._seen = 0
         self.job = Jobs(sweeper.looks, sweeper.job)
 
     async def prepare(self) -> None:
@@ -215,9 +210,6 @@ class WorkflowsComponent(Part):
         sweep would within a second): a run ``until_idle`` must not stop before they are
         released. ``True`` when a sweep of this run changed one since the last ask
         (the job's sweep, too: it may have released work after the claim looked)."""
-        sweeper = self.sweeper
-        if not sweeper.runtime.workflows:
+        if not self.sweeper.runtime.workflows:
             return False
-        await sweeper.tick()
-        seen, self._seen = self._seen, sweeper.changed
-        return sweeper.changed != seen
+        return await self.sweeper.turns.changed_since_asked()
