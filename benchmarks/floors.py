@@ -4,7 +4,8 @@ The figures the README's speed notes explain gaps with, each measured here:
 
 - single submits: the protocol's own ``insert_task`` statement run by the bare
   driver, one durable transaction per task, against ``submit`` on the same
-  database, awaited (``CairnQ``) and blocking (``SyncCairnQ``) (SQLite:
+  database, awaited (``CairnQ``) and blocking (``SyncCairnQ``), and each one's
+  time per task over the bare driver's (the median of each run's ratio) (SQLite:
   ``sqlite3`` with WAL, ``synchronous=FULL`` and ``BEGIN IMMEDIATE``;
   PostgreSQL: an async psycopg connection in autocommit with the statement
   prepared); on SQLite also the same transaction awaited with one
@@ -250,6 +251,11 @@ def _drain_cpu(url: str) -> tuple[float, float]:
     return cpu, wall
 
 
+def _median_ratio(floor: list[float], ours: list[float]) -> float:
+    """The median over runs of ours' time per task over the floor's (rates given)."""
+    return statistics.median(f / o for f, o in zip(floor, ours, strict=True))
+
+
 def measure(backend: str, runs: int) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="cairnq-floors-"))
     raw, ours, blocking, small, cpu, wall = [], [], [], [], [], []
@@ -277,8 +283,13 @@ def measure(backend: str, runs: int) -> dict[str, float]:
         "drain_worker_cpu_s": statistics.median(cpu),
         "drain_wall_s": statistics.median(wall),
     }
+    # Each run's submits against that run's floor (time per task over the floor's), the
+    # median of those: a floor and the submits it is set against ran minutes apart at most.
+    figures["sync_submit_vs_raw"] = _median_ratio(raw, blocking)
+    figures["submit_vs_raw"] = _median_ratio(raw, ours)
     if one_hop:
         figures["one_hop_insert_per_s"] = statistics.median(one_hop)
+        figures["submit_vs_one_hop"] = _median_ratio(one_hop, ours)
     if awaited_raw:
         figures["aiosqlite_insert_per_s"] = statistics.median(awaited_raw)
     if backend == "sqlite":
@@ -306,6 +317,17 @@ def main() -> int:
         ),
         ("cairnq submit, one at a time, awaited (tasks/s)", "submit_per_s", "{:.0f}"),
         ("cairnq submit, one at a time, blocking client (tasks/s)", "sync_submit_per_s", "{:.0f}"),
+        (
+            "blocking submit's time over the bare driver's (goal: at most 1.30)",
+            "sync_submit_vs_raw",
+            "{:.2f}",
+        ),
+        ("awaited submit's time over the bare driver's", "submit_vs_raw", "{:.2f}"),
+        (
+            "awaited submit's time over one to_thread hop's (SQLite's awaited floor)",
+            "submit_vs_one_hop",
+            "{:.2f}",
+        ),
         (
             "a huey-shaped table's insert by the bare driver (rows/s)",
             "small_insert_per_s",
