@@ -342,6 +342,29 @@ async def test_a_parent_s_gather_is_decided_by_its_children_s_settlements_withou
     assert done is not None and done.status == "succeeded" and done.result == 3
 
 
+async def _parked_with_its_child_ended_undecided(cq: CairnQ, worker: Worker) -> str:
+    """A parent (queue ``p``) that gathered its child (queue ``c``), parked, the child
+    ended by a settlement prepared before the gather (its gate read then, as one
+    already built is when ``ctx.gather`` notes the child): nothing decided the parent.
+    Returns the parent's id."""
+    parent = await cq.submit("p", queue="p")
+    child = await cq.submit("c", queue="c")
+    held, ended = await _claim(cq, "p", worker), await _claim(cq, "c", worker)
+    settlement = _kernel.complete(
+        Lease.of(ended),
+        worker.worker_id,
+        None,
+        points=worker._runtime.points,
+        started=ended["updated_at_ms"],
+    )
+    _awaited.note(cq, [child.id])
+    gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
+    assert (await cq.backend.arun(gather, write=True)).parked is not None
+    await cq.backend.arun(settlement, write=True)
+    assert await _parked(cq, parent.id)
+    return parent.id
+
+
 async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_released_by_the_sweep(
     db: Database,
 ) -> None:
@@ -349,24 +372,9 @@ async def test_a_parent_gathering_a_child_whose_settlement_was_prepared_is_relea
         db.client() as mine,
         _prepared(mine) as (worker, _run, _),
     ):  # its look found nothing parked
-        parent = await mine.submit("p", queue="p")
-        child = await mine.submit("c", queue="c")
-        held, ended = await _claim(mine, "p", worker), await _claim(mine, "c", worker)
-        # The child's settlement is prepared (its gate read) before the parent
-        # gathers it, as ctx.gather does: noted, then parked.
-        settlement = _kernel.complete(
-            Lease.of(ended),
-            worker.worker_id,
-            None,
-            points=worker._runtime.points,
-            started=ended["updated_at_ms"],
-        )
-        _awaited.note(mine, [child.id])
-        gather = _workflows.gather(Lease.of(held), worker.worker_id, [child.id])
-        assert (await mine.backend.arun(gather, write=True)).parked is not None
-        await mine.backend.arun(settlement, write=True)
+        parent_id = await _parked_with_its_child_ended_undecided(mine, worker)
         await mine.backend.arun(_workflows.sweep(), write=True)
-        assert not await _parked(mine, parent.id)
+        assert not await _parked(mine, parent_id)
 
 
 async def test_a_run_until_idle_releases_a_parent_its_children_ended_undecided_before_it_stops(
@@ -374,22 +382,7 @@ async def test_a_run_until_idle_releases_a_parent_its_children_ended_undecided_b
 ) -> None:
     async with db.client() as mine:
         async with _prepared(mine) as (other, _run, _):
-            parent = await mine.submit("p", queue="p")
-            child = await mine.submit("c", queue="c")
-            held, ended = await _claim(mine, "p", other), await _claim(mine, "c", other)
-            # Prepared before the parent gathers: the child's settlement decides nothing.
-            settlement = _kernel.complete(
-                Lease.of(ended),
-                other.worker_id,
-                None,
-                points=other._runtime.points,
-                started=ended["updated_at_ms"],
-            )
-            _awaited.note(mine, [child.id])
-            gather = _workflows.gather(Lease.of(held), other.worker_id, [child.id])
-            assert (await mine.backend.arun(gather, write=True)).parked is not None
-            await mine.backend.arun(settlement, write=True)
-            assert await _parked(mine, parent.id)
+            parent_id = await _parked_with_its_child_ended_undecided(mine, other)
         worker = db.worker(
             queues=["p"], poll_interval_ms=20, extensions=[Schedules(evaluate=False)]
         )
@@ -400,7 +393,7 @@ async def test_a_run_until_idle_releases_a_parent_its_children_ended_undecided_b
             runs.append(ctx.attempt)
 
         await asyncio.wait_for(worker.run(until_idle=True), 30)
-        done = await mine.get(parent.id)
+        done = await mine.get(parent_id)
         assert runs == [1] and done is not None and done.status == "succeeded", (runs, done)
 
 
