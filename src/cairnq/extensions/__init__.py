@@ -31,7 +31,17 @@ from __future__ import annotations
 
 from ..kernel.points import AttemptEnd, Recovered
 from ..protocol.steps import NOW, Call, Op, Row
-from ._base import BeforeIdle, Component, Extension, Hooks, Option, Part, TaskRows, WorkerView
+from ._base import (
+    BeforeIdle,
+    Component,
+    Extension,
+    Hooks,
+    Option,
+    Part,
+    SweepTurns,
+    TaskRows,
+    WorkerView,
+)
 from ._folders import install
 from ._namespace import ClientView, SyncClientView
 from ._registry import (
@@ -95,6 +105,7 @@ __all__ = [
     "Ready",
     "Recovered",
     "Row",
+    "SweepTurns",
     "SyncClientView",
     "TaskRows",
     "WorkerView",

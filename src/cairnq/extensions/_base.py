@@ -92,9 +92,11 @@ class BeforeIdle(Protocol):
 
     async def before_idle(self) -> bool:
         """Nothing is due and nothing runs: make due what would become due without
-        another claim (decide parked tasks whose dependencies ended). ``True`` when it
-        changed something, so the worker claims again before it judges idleness;
-        raising is reported, and the worker stops as if it returned ``False``."""
+        another claim (the workflows release parked tasks whose dependencies ended, the
+        batches submit the callbacks of batches whose members ended). ``True`` when it
+        changed something, so the worker claims again before it judges idleness. A
+        ``DatabaseError`` that may pass (``retryable``) is reported and the worker claims
+        again, a few times at most; any other error is reported and counts as ``False``."""
         ...
 
 
@@ -127,15 +129,23 @@ class Jobs:
             await job.stop(wait=wait)
 
 
+# The most turns ``SweepTurns.changed_since_asked`` runs in a row while each finds more.
+IDLE_SWEEP_TURNS = 100
+
+
 class SweepTurns:
     """An extension's sweep, one turn at a time in this process (its job's turns and a
     run's ``before_idle``), counting what the turns changed.
 
-    A second sweep beside a first would wait on the first's locks and find nothing,
-    though the first made work due: ``changed_since_asked`` waits for it and counts it.
+    ``sweep`` runs one bounded turn: what it changed (tasks made due, batches made
+    done) and whether it read as many rows as its bound (more may wait). A second
+    sweep beside a first would wait on the first's locks and find nothing, though the
+    first made work due: ``changed_since_asked`` waits for it and counts it. Sweeps in
+    other processes are not counted: one that makes work due just as this process
+    judges itself idle leaves that work to the next run.
     """
 
-    def __init__(self, sweep: Callable[[], Awaitable[int]]) -> None:
+    def __init__(self, sweep: Callable[[], Awaitable[tuple[int, bool]]]) -> None:
         self._sweep = sweep
         self._turn = asyncio.Lock()
         self.changed = 0
@@ -144,14 +154,20 @@ class SweepTurns:
     async def run(self) -> int:
         """One turn of the sweep (after any turn in progress); what it changed."""
         async with self._turn:
-            changed = await self._sweep()
+            changed, _ = await self._sweep()
             self.changed += changed
             return changed
 
     async def changed_since_asked(self) -> bool:
-        """Run a turn; whether any turn changed something since the last ask (a job's
-        turn too: it may have made work due after a claim looked)."""
-        await self.run()
+        """Sweep until a turn finds no more (at most ``IDLE_SWEEP_TURNS`` turns); whether
+        any turn changed something since the last ask (a job's turn too: it may have made
+        work due after a claim looked; the first ask counts from the run's start)."""
+        async with self._turn:
+            for _ in range(IDLE_SWEEP_TURNS):
+                changed, more = await self._sweep()
+                self.changed += changed
+                if not more:
+                    break
         seen, self._seen = self._seen, self.changed
         return self.changed != seen
 

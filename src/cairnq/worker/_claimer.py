@@ -47,6 +47,9 @@ from ._settling import Settler
 log = logging.getLogger("cairnq.worker")
 
 CLAIM_ERROR_BACKOFF_S = (0.25, 5.0)
+# How many times in a row a run ``until_idle`` claims and asks its components again
+# after a ``before_idle`` failure that may pass, before it stops all the same.
+BEFORE_IDLE_RETRIES = 3
 # A claim that recovers nothing itself (one with news of work) has a recovery run
 # after it when none ran for this long (under ``until_idle``, also when it claimed
 # nothing with no call running).
@@ -122,6 +125,7 @@ class Claimer:
         self._one_statement_claims = isinstance(client.backend, OneStatementClaims)
         # The components' ``before_idle`` (``BeforeIdle``), asked before ``until_idle`` stops.
         self.before_idle: Sequence[Callable[[], Awaitable[bool]]] = ()
+        self._idle_failures = 0
         # A ``complete`` replaced on the client's store settles the handlers that return.
         settler.overriding = client._overriding
 
@@ -207,14 +211,27 @@ class Claimer:
 
     async def _made_due_before_idle(self) -> bool:
         """Whether a component made work due that no claim would have seen (see
-        ``BeforeIdle``); a failed one is reported and counts as no."""
-        made = False
+        ``BeforeIdle``). A failure that may pass (a ``retryable`` ``DatabaseError``: a
+        deadlock with another process's sweep, a busy file) is reported and counts as
+        yes, so the loop claims and asks again, ``BEFORE_IDLE_RETRIES`` times in a row at
+        most; any other is reported and counts as no."""
+        made = may_pass = False
         for check in self.before_idle:
             try:
                 made = await check() or made
+            except StoreClosed:
+                pass  # the claim that follows finds it and stops the loop
             except Exception as exc:
                 self._report(exc, {"phase": "before_idle", "worker_id": self.worker_id})
-        return made
+                may_pass = may_pass or (isinstance(exc, DatabaseError) and exc.retryable)
+        if not may_pass:
+            self._idle_failures = 0
+            return made
+        self._idle_failures += 1
+        if self._idle_failures > BEFORE_IDLE_RETRIES:
+            return made
+        await self._pause_after_error(CLAIM_ERROR_BACKOFF_S[0])
+        return True
 
     def _free_slots(self) -> int:
         # A call whose handler returned holds its slot only until its settlement

@@ -472,9 +472,10 @@ class Worker(Registering, BuiltinsWorkerAPI, _compat.WorkerAttributes):
             until_idle: Also stop once no task of the worker's queues is due and
                 none is running: a batch run that empties the queues and returns.
                 Tasks delayed into the future (including retries in backoff)
-                are left queued. Before it stops, parked tasks whose
-                dependencies all ended are released (the workflows' sweep) and
-                run.
+                are left queued. Before it stops, its components make due what
+                their sweeps would (``BeforeIdle``): parked tasks whose
+                dependencies all ended are released, the callbacks of batches
+                whose members all ended are submitted, and those run.
 
         A worker with no handlers registered claims nothing: it idles (logging
         one info line saying so) until ``stop()``, or returns at once with

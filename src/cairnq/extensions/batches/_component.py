@@ -106,17 +106,17 @@ class BatchSweeper:
         """Sweep once; returns how many batches it made done."""
         return await self.turns.run()
 
-    async def _sweep(self) -> int:
+    async def _sweep(self) -> tuple[int, bool]:
         if not self.run.active and self.run.client not in BATCHING:
-            return 0
-        done = await self.backend.arun(_ops.sweep(), write=True)
+            return 0, False
+        done, more = await self.backend.arun(_ops.sweep_turn(_ops.SWEEP_LIMIT), write=True)
         if done:
             log.debug(
                 "batch sweep submitted the callbacks of %d batch(es)",
                 len(done),
                 extra={"worker_id": self.run.worker_id, "phase": "batches"},
             )
-        return len(done)
+        return len(done), more
 
 
 class BatchesComponent(Part):

@@ -320,9 +320,16 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[str]]:
     """Record the ends no transaction recorded (a reference SDK's worker, lease recovery,
     a worker that had not seen the batch) and decide the batches they complete; returns
     the ids of the batches made done. Nothing on a database without the batch tables."""
+    done, _ = yield from sweep_turn(limit)
+    return done
+
+
+def sweep_turn(limit: int = SWEEP_LIMIT) -> Op[tuple[list[str], bool]]:
+    """``sweep``, and whether it read ``limit`` unrecorded ends or batches to decide (more
+    may wait: a turn that only recorded members made no batch done)."""
     ready = yield from batches_ready()
     if not ready:
-        return []
+        return [], False
     stalled = yield Call("batches_stalled", {"limit": limit})
     touched: set[str] = set()
     if stalled:
@@ -331,7 +338,8 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[str]]:
         touched.update(str(r["batch_id"]) for r in recorded)
     waiting = yield Call("batches_ready", {"limit": limit})
     touched.update(str(r["id"]) for r in waiting)
-    return (yield from decide(sorted(touched)))
+    done = yield from decide(sorted(touched))
+    return done, len(stalled) >= limit or len(waiting) >= limit
 
 
 # --- reads -------------------------------------------------------------------------------

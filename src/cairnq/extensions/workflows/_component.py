@@ -181,15 +181,15 @@ class WorkflowSweeper:
         changed."""
         return await self.turns.run()
 
-    async def _sweep(self) -> int:
-        changed = await self.backend.arun(_ops.sweep_with_tables(), write=True)
+    async def _sweep(self) -> tuple[int, bool]:
+        changed, more = await self.backend.arun(_ops.sweep_turn(_ops.SWEEP_LIMIT), write=True)
         if changed:
             log.debug(
                 "workflow sweep decided %d parked task(s)",
                 len(changed),
                 extra={"worker_id": self.runtime.worker_id, "phase": "workflows"},
             )
-        return len(changed)
+        return len(changed), more
 
 
 class WorkflowsComponent(Part):
