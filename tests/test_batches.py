@@ -254,9 +254,9 @@ async def test_a_running_worker_s_sweep_submits_the_callbacks_a_reference_worker
         assert await _callbacks(cq, batch) == {"cb": [batch.callbacks["on_complete"]]}
 
 
-async def test_a_run_until_idle_runs_the_callbacks_of_a_batch_a_reference_worker_ended(
-    db: Database,
-) -> None:
+async def _callbacks_run_until_idle(db: Database, members: int) -> tuple[list[str], Batch]:
+    """A batch of ``members`` whose every member a reference worker ended, then a worker
+    run ``until_idle``: the callback tasks it ran, and the batch."""
     worker = db.worker(poll_interval_ms=20)
     ran: list[str] = []
 
@@ -265,11 +265,18 @@ async def test_a_run_until_idle_runs_the_callbacks_of_a_batch_a_reference_worker
         ran.append(ctx.task.id)
 
     async with db.client() as cq:
-        batch = await cq.batch([("job", {"n": n}) for n in range(2)], on_complete="cb")
+        batch = await cq.batch([("job", {"n": n}) for n in range(members)], on_complete="cb")
         for lease in await _claim_reference(cq):
             await cq.backend.arun(kernel.complete(lease, "ref", "1"), write=True)
         await asyncio.wait_for(worker.run(until_idle=True), 30)
-        assert ran == [batch.callbacks["on_complete"]]
+    return ran, batch
+
+
+async def test_a_run_until_idle_runs_the_callbacks_of_a_batch_a_reference_worker_ended(
+    db: Database,
+) -> None:
+    ran, batch = await _callbacks_run_until_idle(db, 2)
+    assert ran == [batch.callbacks["on_complete"]]
 
 
 async def test_a_run_until_idle_sweeps_until_no_unrecorded_member_is_left(
@@ -278,19 +285,8 @@ async def test_a_run_until_idle_sweeps_until_no_unrecorded_member_is_left(
     """A sweep turn records at most ``SWEEP_LIMIT`` ends; a turn that recorded that many
     without finishing a batch is followed by another before the run stops."""
     monkeypatch.setattr(_batches, "SWEEP_LIMIT", 2)
-    worker = db.worker(poll_interval_ms=20)
-    ran: list[str] = []
-
-    @worker.task(name="cb")
-    async def callback(ctx: Any) -> None:
-        ran.append(ctx.task.id)
-
-    async with db.client() as cq:
-        batch = await cq.batch([("job", {"n": n}) for n in range(8)], on_complete="cb")
-        for lease in await _claim_reference(cq):
-            await cq.backend.arun(kernel.complete(lease, "ref", "1"), write=True)
-        await asyncio.wait_for(worker.run(until_idle=True), 30)
-        assert ran == [batch.callbacks["on_complete"]]
+    ran, batch = await _callbacks_run_until_idle(db, 8)
+    assert ran == [batch.callbacks["on_complete"]]
 
 
 def test_the_batch_command_prints_a_batch_s_counts_and_members(
