@@ -220,7 +220,7 @@ class Claimer:
             try:
                 made = await check() or made
             except StoreClosed:
-                pass  # the claim that follows finds it and stops the loop
+                pass  # closed under the run: it stops either way
             except Exception as exc:
                 self._report(exc, {"phase": "before_idle", "worker_id": self.worker_id})
                 may_pass = may_pass or (isinstance(exc, DatabaseError) and exc.retryable)
