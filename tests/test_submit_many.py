@@ -22,6 +22,7 @@ from cairnq import (
     error_envelope,
     kernel,
 )
+from cairnq.client._streaming import STREAM_PART
 from cairnq.models import Lease, Task
 from cairnq.testing import FakeClock
 
@@ -30,6 +31,7 @@ from ._statements import sent_statements, silent_refusal
 from .test_keys import INSERTS, RETURNS  # a keyed item follows a keyed submit's table
 
 WORKER = "w1"
+NAN = float("nan")
 START_MS = 1_700_000_000_000
 
 
@@ -306,3 +308,156 @@ async def test_concurrent_batches_over_the_same_keys_store_each_key_once(
     by_key += [dict(zip(reversed(keys), ids, strict=True)) for ids in answers[1]]
     assert all(mapping == by_key[0] for mapping in by_key)
     assert count == len(keys)
+
+
+# A batch of more than one part: ``submit_many_ids`` may build it part by part while it
+# writes it (``STREAM_PART`` items at a time, on a backend that streams).
+PARTS = 2 * STREAM_PART + 10
+
+
+class _Heeding:
+    """A payload codec that notes, at each payload it encodes, how many of the tapped
+    statements were inserts already."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.inserts_seen: list[int] = []
+
+    def encode(self, text: str) -> dict[str, Any]:
+        self.inserts_seen.append(sum("insert into cairnq_tasks" in s for s in self.sent))
+        return {"$cairnq_enc": "heeding", "text": text}
+
+    def decode(self, stored: dict[str, Any]) -> str:
+        return str(stored["text"])
+
+
+async def test_a_batch_of_many_parts_stores_every_task_in_order(db: Database) -> None:
+    async with db.client() as cq:
+        ids = await cq.submit_many_ids([("job", {"n": n}) for n in range(PARTS)])
+        stored = [await reread(cq, task_id) for task_id in ids]
+    assert [task.payload for task in stored] == [{"n": n} for n in range(PARTS)]
+    assert ids == sorted(ids)
+
+
+def test_sync_a_batch_of_many_parts_stores_every_task_in_order(db: Database) -> None:
+    with db.sync_client() as cq:
+        ids = cq.submit_many_ids([("job", {"n": n}) for n in range(PARTS)])
+        payloads = [task.payload for task in (cq.get(task_id) for task_id in ids) if task]
+    assert payloads == [{"n": n} for n in range(PARTS)]
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+async def test_a_streaming_backend_sends_a_part_before_it_builds_the_next(
+    db: Database, keyed: bool
+) -> None:
+    codec = _Heeding()
+    items: list[Any] = [
+        {"task": "job", "payload": {"n": n}, "key": f"k{n}"} if keyed else ("job", {"n": n})
+        for n in range(PARTS)
+    ]
+    async with db.client(codec=codec) as cq:
+        with sent_statements(db) as sent:
+            codec.sent = sent
+            await cq.submit_many_ids(items)
+    firsts = [codec.inserts_seen[at] for at in range(0, PARTS, STREAM_PART)]
+    # SQLite builds the batch whole before its write transaction begins.
+    assert firsts == ([0, 1, 2] if db.kind == "postgres" else [0, 0, 0])
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (("job", {"x": float("nan")}), SerializationError),
+        ({"task": "job", "priority": "high"}, InvalidArgument),
+    ],
+)
+async def test_a_bad_item_in_a_later_part_raises_its_typed_error_and_writes_nothing(
+    db: Database, bad: Any, error: type[Exception]
+) -> None:
+    async with db.client() as cq:
+        with pytest.raises(error):
+            await cq.submit_many_ids([*(("job", {"n": n}) for n in range(PARTS)), bad])
+        count = await total(cq)
+    assert count == 0
+
+
+def test_sync_a_bad_item_in_a_later_part_raises_its_typed_error_and_writes_nothing(
+    db: Database,
+) -> None:
+    with db.sync_client() as cq:
+        with pytest.raises(SerializationError):
+            cq.submit_many_ids([*(("job", {"n": n}) for n in range(PARTS)), ("job", {"x": NAN})])
+        count = sum(sum(by_status.values()) for by_status in cq.stats().values())
+    assert count == 0
+
+
+@pytest.mark.parametrize("key", ["", 7, "a\x00b"])
+async def test_a_bad_key_in_a_later_part_is_refused_before_anything_is_sent(
+    db: Database, key: Any
+) -> None:
+    async with db.client() as cq:
+        with sent_statements(db) as sent, pytest.raises(InvalidArgument, match="key"):
+            await cq.submit_many_ids(
+                [*(("job", {}) for _ in range(PARTS)), {"task": "job", "key": key}]
+            )
+        assert sent == []
+        count = await total(cq)
+    assert count == 0
+
+
+def _keyed_parts(tail: list[Any]) -> list[Any]:
+    """A batch whose first part holds a keyed item ("first"), then plain items, then ``tail``
+    in its last part."""
+    head: list[Any] = [{"task": "job", "key": "first"}]
+    return [*head, *(("job", {"n": n}) for n in range(PARTS)), *tail]
+
+
+async def test_a_key_in_a_later_part_is_decided_as_in_a_batch_built_whole(db: Database) -> None:
+    async with db.client() as cq:
+        live = await cq.submit("old", {}, key="live")
+        ids = await cq.submit_many_ids(
+            _keyed_parts([{"task": "job", "key": "first"}, {"task": "job", "key": "live"}])
+        )
+        count = await total(cq)
+    assert ids[-2:] == [ids[0], live.id]
+    assert count == PARTS + 2
+
+
+async def test_reject_in_a_later_part_raises_and_writes_nothing(db: Database) -> None:
+    async with db.client() as cq:
+        await cq.submit("old", {}, key="live")
+        with pytest.raises(AlreadyExists):
+            await cq.submit_many_ids(
+                _keyed_parts([{"task": "job", "key": "live", "conflict": "reject"}])
+            )
+        count = await total(cq)
+        pointee = await cq.get_by_key("first")
+    assert (count, pointee) == (1, None)
+
+
+async def test_replace_in_a_later_part_cancels_the_live_task_and_moves_its_key(
+    db: Database,
+) -> None:
+    async with db.client() as cq:
+        live = await cq.submit("old", {}, key="live")
+        ids = await cq.submit_many_ids(
+            _keyed_parts([{"task": "job", "key": "live", "conflict": "replace"}])
+        )
+        old = await reread(cq, live.id)
+        pointee = await cq.get_by_key("live")
+    assert old.status == "canceled"
+    assert pointee is not None and pointee.id == ids[-1]
+
+
+async def test_concurrent_streamed_batches_over_the_same_keys_store_each_key_once(
+    db: Database,
+) -> None:
+    keys = [f"k{i}" for i in range(PARTS)]
+    async with db.client() as first, db.client() as second:
+        batches = await asyncio.gather(
+            first.submit_many_ids([{"task": "job", "key": k} for k in keys]),
+            second.submit_many_ids([{"task": "job", "key": k} for k in reversed(keys)]),
+        )
+        count = await total(first)
+    assert batches[0] == batches[1][::-1]
+    assert count == PARTS

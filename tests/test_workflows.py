@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cairnq import CairnQ, InvalidGraph, SchemaIncomplete, TaskFailed, kernel
+from cairnq.client._streaming import STREAM_PART
 from cairnq.extensions.workflows import _ops as _workflows
 from cairnq.models import Lease
 from cairnq.protocol.statements import statements
@@ -182,7 +183,9 @@ async def test_cancel_by_key_cancels_the_dependent_in_its_transaction(db: Databa
         assert await _statuses(cq, {"a": first, "b": second}) == dict.fromkeys("ab", "canceled")
 
 
-@pytest.mark.parametrize("submit", ["submit", "submit_many", "submit_many_ids"])
+@pytest.mark.parametrize(
+    "submit", ["submit", "submit_many", "submit_many_ids", "submit_many_ids in parts"]
+)
 async def test_a_submit_replacing_a_queued_dependency_cancels_its_dependent_in_its_transaction(
     db: Database, submit: str
 ) -> None:
@@ -193,7 +196,9 @@ async def test_a_submit_replacing_a_queued_dependency_cancels_its_dependent_in_i
             await cq.submit("step", key="k1", conflict="replace")
         else:
             item = {"task": "step", "key": "k1", "conflict": "replace"}
-            await getattr(cq, submit)([item])
+            # In parts: the batch is long enough to be built part by part where it streams.
+            filler = [("filler", {})] * (2 * STREAM_PART) if submit.endswith("parts") else []
+            await getattr(cq, submit.split()[0])([*filler, item])
         assert await _statuses(cq, {"a": first, "b": second}) == dict.fromkeys("ab", "canceled")
 
 

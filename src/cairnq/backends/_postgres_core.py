@@ -360,8 +360,8 @@ class PostgresCore:
     """Settings and state of a ``PostgresBackend``; see that class for the arguments."""
 
     dialect: Dialect = "postgres"
-    # A lone claim statement runs autocommitted (OneStatementClaims).
-    runs_lone_claims = True
+    # A lone claim statement autocommits; pipelined statements run as they arrive.
+    runs_lone_claims = streams_batches = True  # OneStatementClaims, StreamedBatches
 
     def __init__(
         self,

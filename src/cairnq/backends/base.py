@@ -209,6 +209,19 @@ class OneStatementClaims(Protocol):
 
 
 @runtime_checkable
+class StreamedBatches(Protocol):
+    """A database whose server runs a pipelined write's statements as they arrive.
+
+    A batch built in parts while it is written (``kernel.submit_many_ids_streamed``) then
+    costs about the server's time alone: the client builds each part while the server
+    inserts the one before. Elsewhere (SQLite) a batch is built whole before its write
+    transaction, which building it part by part would only hold open longer.
+    """
+
+    streams_batches: bool
+
+
+@runtime_checkable
 class FileBound(Protocol):
     """A database that is one file, which can be deleted or replaced underneath.
 

@@ -32,6 +32,7 @@ from ..lineage import Lineage
 from ..models import Task, TaskDef, TaskPage, TaskRef
 from ..protocol.steps import Emit, Op
 from ..store import TaskStore
+from . import _streaming
 from ._checks import task_or_name
 from ._codec import opened_tasks
 from ._core import (
@@ -239,10 +240,14 @@ class AsyncOperations(_ClientCore):
     async def submit_many_ids(self, tasks: Iterable[SubmitItem], *, conn: Any = None) -> IdList:
         """Submit many tasks in one transaction, as ``submit_many``, returning only their ids.
 
-        The tasks written, the key conflicts and the errors are exactly
-        ``submit_many``'s; only the answer is lighter: no ``Task`` is built and
-        nothing is read back after the writes, which makes it the faster way to
-        enqueue in bulk when the caller keeps no more than the ids.
+        The tasks written, the key conflicts and the errors are ``submit_many``'s;
+        only the answer is lighter: no ``Task`` is built and nothing is read back
+        after the writes, which makes it the faster way to enqueue in bulk when the
+        caller keeps no more than the ids. On PostgreSQL a batch of more than 250
+        items is built 250 at a time while the server inserts the part before, in
+        the one transaction; there a taken key under ``conflict="reject"`` may raise
+        before a bad item in a later part is seen, and each part's tasks take their
+        own creation time.
 
         Args:
             tasks: Each a ``(task, payload)`` pair or a dict of ``submit``'s
@@ -265,7 +270,14 @@ class AsyncOperations(_ClientCore):
                 for to in addresses
             )
         """
-        specs = self._items(tasks)
+        items = list(tasks)  # a copy: the parts are read while the batch is written
+        plan = _streaming.stream_plan(self, items, conn)
+        if plan is not None:
+            points = await self._ends() if plan.replaces else kernel.NO_POINTS
+            parts = _streaming.parts(items, self._built)
+            op = kernel.submit_many_ids_streamed(parts, keys=plan.keys, points=points)
+            return await self._run(op, write=True)
+        specs = self._items(items)
         if self.submit_hooks:
             specs, finishers = before_submit(self.submit_hooks, specs, self.codec)
             if finishers:

@@ -471,8 +471,13 @@ class _ClientCore:
     def _items(self, tasks: Iterable[SubmitItem]) -> list[kernel.NewTask]:
         """``submit_many``'s items, validated and encoded, their ids made for the lot at once."""
         items = tasks if isinstance(tasks, list) else list(tasks)
-        ids = _ids.task_ids(len(items))
-        names: set[str] = set()
+        return self._built(items, _ids.task_ids(len(items)), set())
+
+    def _built(
+        self, items: list[SubmitItem], ids: list[str], names: set[str]
+    ) -> list[kernel.NewTask]:
+        """``items`` validated and encoded with the ids ``ids``; ``names``: the task names
+        already checked (added to)."""
         codec = self.codec
         specs = []
         for item, task_id in zip(items, ids, strict=True):

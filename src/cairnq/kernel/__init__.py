@@ -93,6 +93,7 @@ from .submit import submit as submit
 from .submit import submit_first as submit_first
 from .submit import submit_many as submit_many
 from .submit import submit_many_ids as submit_many_ids
+from .submit import submit_many_ids_streamed as submit_many_ids_streamed
 
 # Every backend opens a database with the kernel's setup and installation check.
 register_opening(Opening(setup=setup_steps, installation_check=check_installation))

@@ -5,7 +5,7 @@ key's conflict under the key's lock.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -245,27 +245,39 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
     A key used twice in one batch sees the first use. Raises ``AlreadyExists``
     before anything is written.
     """
-    pointers: dict[str, tuple[str, str]] = {}
     keys = sorted({spec.key for spec in specs if spec.key is not None})
-    if keys:
-        keys_json = json.dumps(keys)
-        yield Call("lock_keys", {"keys": keys_json}, discard=True)
-        rows = yield Call("key_pointers", {"keys": keys_json})
-        # The statuses the decisions use are read under the tasks' row locks, so a retry
-        # cannot make a finished task live again while this decides.
-        ids = sorted({r["task_id"] for r in rows if r["status"]})
-        locked_status: dict[str, str] = {}
-        if ids:
-            locked = yield Call("lock_tasks", {"ids": ids})
-            locked_status = {t["id"]: t["status"] for t in locked}
-        pointers = {
-            r["key"]: (r["task_id"], locked_status[r["task_id"]])
-            for r in rows
-            if r["task_id"] in locked_status
-        }
     if not keys:
         return _Batch(list(specs), {}, [], [])
+    pointers = yield from _locked_pointers(keys)
     batch = _Batch([], {}, [], [])
+    _decide(specs, pointers, batch)
+    return batch
+
+
+def _locked_pointers(keys: Sequence[str]) -> Op[dict[str, tuple[str, str]]]:
+    """Lock ``keys`` (sorted, so two batches never deadlock) and read where each points:
+    key -> (task id, status), for each key whose task is there."""
+    keys_json = json.dumps(keys)
+    yield Call("lock_keys", {"keys": keys_json}, discard=True)
+    rows = yield Call("key_pointers", {"keys": keys_json})
+    # The statuses the decisions use are read under the tasks' row locks, so a retry
+    # cannot make a finished task live again while this decides.
+    ids = sorted({r["task_id"] for r in rows if r["status"]})
+    locked_status: dict[str, str] = {}
+    if ids:
+        locked = yield Call("lock_tasks", {"ids": ids})
+        locked_status = {t["id"]: t["status"] for t in locked}
+    return {
+        r["key"]: (r["task_id"], locked_status[r["task_id"]])
+        for r in rows
+        if r["task_id"] in locked_status
+    }
+
+
+def _decide(specs: Sequence[NewTask], pointers: dict[str, tuple[str, str]], batch: _Batch) -> None:
+    """Decide each of ``specs`` as ``submit`` would, in order, into ``batch`` (``existing``
+    by index in ``specs``). ``pointers`` follows the keys as they are decided, so a key
+    used twice sees its first use. Raises ``AlreadyExists``."""
     for index, spec in enumerate(specs):
         if spec.key is not None and spec.key in pointers:
             current, status = pointers[spec.key]
@@ -281,7 +293,6 @@ def _plan_many(specs: Sequence[NewTask]) -> Op[_Batch]:
         if spec.key is not None:
             pointers[spec.key] = (spec.id, "queued")
             batch.key_rows.append((spec.key, spec.id))
-    return batch
 
 
 def submit_many(specs: Sequence[NewTask], *, points: Points = NO_POINTS) -> Op[list[Task]]:
@@ -350,6 +361,50 @@ def _insert_many_ids(specs: Sequence[NewTask]) -> Op[list[str]]:
         for queue in sorted({spec.queue for spec in specs}):
             yield Emit("queued", queue)
     return [spec.id for spec in specs]
+
+
+@pipelined
+def submit_many_ids_streamed(
+    parts: Iterable[Sequence[NewTask]], *, keys: Sequence[str] = (), points: Points = NO_POINTS
+) -> Op[list[str]]:
+    """``submit_many_ids`` of tasks that come in parts, each part's insert sent as soon
+    as the part is built and decided; the ids, in order.
+
+    ``keys``: every key the tasks carry, sorted. They are locked and read first, so each
+    part's key conflicts are decided as ``submit_many_ids`` decides them, in order. The
+    parts are drawn one at a time while the operation runs, so on a database that
+    receives pipelined statements as they come (PostgreSQL) the server inserts one part
+    while the caller builds the next. They share one transaction: all are stored or
+    none, and a part that raises while it is built rolls back the parts sent before it.
+    ``points``: as for ``submit``.
+
+    Raises:
+        AlreadyExists: a task's key is taken under ``conflict="reject"``.
+        ValueError: a task's key is not among ``keys``.
+    """
+    named = set(keys)
+    pointers = (yield from _locked_pointers(keys)) if keys else {}
+    ids: list[str] = []
+    queues: set[str] = set()
+    cancels: list[str] = []
+    key_rows: list[tuple[str, str]] = []
+    for specs in parts:
+        if any(spec.key is not None and spec.key not in named for spec in specs):
+            raise ValueError("a streamed batch names its tasks' keys beforehand (keys=)")
+        part = _Batch([], {}, cancels, key_rows)
+        _decide(specs, pointers, part)
+        if part.inserts:
+            rows_json = _rows_json(part.inserts)
+            yield Call("insert_many_quiet", {"rows": rows_json, "now_ms": NOW}, discard=True)
+            queues.update(spec.queue for spec in part.inserts)
+        existing = part.existing
+        ids.extend(existing.get(i, spec.id) for i, spec in enumerate(specs))
+    for queue in sorted(queues):
+        yield Emit("queued", queue)
+    yield from _cancel_replaced(cancels, points.task_end_hook())
+    if key_rows:
+        yield Call("upsert_keys", {"rows": json.dumps(key_rows), "now_ms": NOW}, discard=True)
+    return ids
 
 
 @pipelined
