@@ -349,8 +349,9 @@ def submit_many_ids(specs: Sequence[NewTask], *, points: Points = NO_POINTS) -> 
     gives the id of the task it points at. A batch without keys is one statement.
     ``points``: as for ``submit``.
     """
-    if any(spec.key is not None for spec in specs):
-        return _submit_many_ids(specs, points.task_end_hook())
+    keys = sorted({spec.key for spec in specs if spec.key is not None})
+    if keys:
+        return submit_many_ids_streamed([specs], keys=keys, points=points)
     return _insert_many_ids(specs)
 
 
@@ -368,7 +369,8 @@ def submit_many_ids_streamed(
     parts: Iterable[Sequence[NewTask]], *, keys: Sequence[str] = (), points: Points = NO_POINTS
 ) -> Op[list[str]]:
     """``submit_many_ids`` of tasks that come in parts, each part's insert sent as soon
-    as the part is built and decided; the ids, in order.
+    as the part is built and decided; the ids, in order. A keyed batch built whole is
+    one part.
 
     ``keys``: every key the tasks carry, sorted. They are locked and read first, so each
     part's key conflicts are decided as ``submit_many_ids`` decides them, in order. The
@@ -405,23 +407,6 @@ def submit_many_ids_streamed(
     if key_rows:
         yield Call("upsert_keys", {"rows": json.dumps(key_rows), "now_ms": NOW}, discard=True)
     return ids
-
-
-@pipelined
-def _submit_many_ids(specs: Sequence[NewTask], task_end: TaskEnd | None) -> Op[list[str]]:
-    batch = yield from _plan_many(specs)
-    if batch.inserts:
-        rows_json = _rows_json(batch.inserts)
-        yield Call("insert_many_quiet", {"rows": rows_json, "now_ms": NOW}, discard=True)
-        for queue in sorted({spec.queue for spec in batch.inserts}):
-            yield Emit("queued", queue)
-    yield from _cancel_replaced(batch.cancels, task_end)
-    if batch.key_rows:
-        yield Call("upsert_keys", {"rows": json.dumps(batch.key_rows), "now_ms": NOW}, discard=True)
-    existing = batch.existing
-    if not existing:
-        return [spec.id for spec in specs]
-    return [existing.get(i, spec.id) for i, spec in enumerate(specs)]
 
 
 def _cancel_replaced(task_ids: Sequence[str], task_end: TaskEnd | None) -> Op[list[Row]]:
