@@ -364,6 +364,46 @@ async def test_a_streaming_backend_sends_a_part_before_it_builds_the_next(
     assert firsts == ([0, 1, 2] if db.kind == "postgres" else [0, 0, 0])
 
 
+@pytest.mark.parametrize("whole_by", ["a submit hook", "a queue depth limit"])
+async def test_a_batch_something_must_see_whole_is_built_before_it_is_written(
+    db: Database, whole_by: str
+) -> None:
+    codec = _Heeding()
+    options: dict[str, Any] = {"max_queue_depth": 10 * PARTS} if "depth" in whole_by else {}
+    async with db.client(codec=codec, **options) as cq:
+        if "hook" in whole_by:
+            cq.add_submit_hook(lambda pending: None)
+        with sent_statements(db) as sent:
+            codec.sent = sent
+            await cq.submit_many_ids([("job", {"n": n}) for n in range(PARTS)])
+        count = await total(cq)
+    firsts = [codec.inserts_seen[at] for at in range(0, PARTS, STREAM_PART)]
+    assert (firsts, count) == ([0, 0, 0], PARTS)
+
+
+@pytest.mark.postgres
+async def test_a_batch_in_the_applications_transaction_is_built_before_it_is_written(
+    pg_db: Database,
+) -> None:
+    import psycopg
+
+    codec = _Heeding()
+    async with pg_db.client(codec=codec) as cq:
+        await cq.open()
+        conn = await psycopg.AsyncConnection.connect(pg_db.url, autocommit=True)
+        try:
+            await conn.execute(f'set search_path to "{pg_db.schema}"')
+            with sent_statements(pg_db) as sent:
+                codec.sent = sent
+                async with conn.transaction():
+                    await cq.submit_many_ids([("job", {}) for _ in range(PARTS)], conn=conn)
+        finally:
+            await conn.close()
+        count = await total(cq)
+    firsts = [codec.inserts_seen[at] for at in range(0, PARTS, STREAM_PART)]
+    assert (firsts, count) == ([0, 0, 0], PARTS)
+
+
 @pytest.mark.parametrize(
     ("bad", "error"),
     [
