@@ -216,14 +216,16 @@ async def test_a_submit_in_the_applications_transaction_is_stored_encrypted_and_
     ring = Encrypting({"k1": KEY_1})
     async with pg_db.client(codec=ring) as cq:
         await cq.open()
-        conn = await psycopg.AsyncConnection.connect(pg_db.url)
+        conn = await psycopg.AsyncConnection.connect(pg_db.url, autocommit=True)
         try:
             await conn.execute(f'set search_path to "{pg_db.schema}"')
             async with conn.transaction():
                 task = await cq.submit("secret.echo", {"name": MARKER}, conn=conn)
         finally:
             await conn.close()
+        stored = await cq.get(task.id)
     assert task.payload == {"name": MARKER}
+    assert stored is not None and stored.payload == {"name": MARKER}
     assert MARKER.encode() not in stored_text(pg_db)
 
 
