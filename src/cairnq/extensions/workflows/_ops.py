@@ -377,18 +377,14 @@ def sweep(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
     ready = yield from workflows_ready()
     if not ready:
         return []
-    return (yield from sweep_with_tables(limit))
-
-
-def sweep_with_tables(limit: int = SWEEP_LIMIT) -> Op[list[Row]]:
-    """``sweep`` on a database known to have the workflow tables (no ledger read)."""
     changed, _ = yield from sweep_turn(limit)
     return changed
 
 
 def sweep_turn(limit: int = SWEEP_LIMIT) -> Op[tuple[list[Row], bool]]:
-    """``sweep_with_tables``, and whether it read ``limit`` stalled tasks (more may wait:
-    a turn that only recorded successes changed no task)."""
+    """``sweep`` on a database known to have the workflow tables (no ledger read), and
+    whether it read ``limit`` stalled tasks (more may wait: a turn that only recorded
+    successes changed no task)."""
     rows = yield Call("workflows_stalled", {"limit": limit})
     ids = [str(r["task_id"]) for r in rows]
     if not ids:
