@@ -1053,3 +1053,47 @@ def test_the_command_line_sets_lists_and_removes_a_limit(tmp_path: Any) -> None:
     empty = io.StringIO()
     assert main([*where, "limits", "ls"], empty) == 0
     assert empty.getvalue() == "no limits\n"
+
+
+async def test_a_claim_waiting_for_the_limits_lock_counts_the_tasks_claimed_while_it_waited(
+    pg_db: Database,
+) -> None:
+    """On PostgreSQL the lock and the fitting claim go as one message that commits by
+    itself; the claim's snapshot is taken once the lock is held. Another session holds
+    the lock while it sets 3 tasks running under a limit of 4: the claim of 2 waits, then
+    counts those 3, does not fit, and the pages admit 1."""
+    import psycopg
+
+    from .test_postgres import _until_waiting_on_a_lock
+
+    async with pg_db.client(clock=_clock()) as cq:
+        limit = Limit.concurrency(4, queue="default")
+        gate = await _stored_gate(cq, limit)
+        await _submit(cq, "a", 10)
+        async with await psycopg.AsyncConnection.connect(pg_db.url) as other:
+            await other.execute(f'set search_path to "{pg_db.schema}"')
+            await other.execute(
+                "select 1 from cairnq_limits where name = %s for update", [limit.id]
+            )
+            await other.execute(
+                "update cairnq_tasks set status = 'running', worker_id = 'other', "
+                "attempt = attempt + 1, lease_until_ms = %s where id in "
+                "(select id from cairnq_tasks where status = 'queued' order by id limit 3)",
+                [START + 60_000],
+            )
+            op = kernel.claim(
+                ["default"],
+                WORKER,
+                60_000,
+                [kernel.Draw(None, 2)],
+                0,
+                points=kernel.claiming_with(gate),
+                alone=True,
+            )
+            claim = asyncio.ensure_future(cq.backend.arun(op, write=True))
+            await _until_waiting_on_a_lock(pg_db, or_done=claim)
+            assert not claim.done()
+            await other.commit()
+            rows = await claim
+        assert len(rows) == 1
+        assert len(await cq.list(status="running")) == 4

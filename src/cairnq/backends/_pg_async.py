@@ -32,6 +32,7 @@ from ..protocol.steps import (
     arun_setup,
     is_pipelined,
     is_single_statement,
+    read_ahead,
 )
 from ._pg_errors import translate as _translate
 from ._pg_pool import hand_out_most_recent_first
@@ -49,6 +50,7 @@ from ._postgres_core import (
     _joins_callers_transaction,
     _op_name,
     _require_psycopg_connection,
+    _runs_apart,
     dict_row,
     psycopg,
     psycopg_pool,
@@ -232,8 +234,16 @@ class AsyncPostgresPaths(PostgresCore):
 
         The begin, each ``discard`` step and the commit are queued on the
         connection; the client waits for the server only at a step whose rows
-        the operation reads, and at the end.
+        the operation reads, and at the end. Calls that may commit apart
+        (``Call.apart``) at the start of what is left of the operation are queued
+        outside a transaction block, as long as they come: the server runs each run
+        of them as an implicit transaction, committed at the sync after its last
+        statement, each statement with a snapshot taken as it starts. What follows
+        them, if anything, runs in a transaction as above.
         """
+        name = _op_name(op)
+        emits: list[Emit] = []
+        apart = _runs_apart(op, conn)
         async with conn.pipeline() as pipeline:
 
             async def execute(step: Call | Script) -> Rows:
@@ -249,13 +259,26 @@ class AsyncPostgresPaths(PostgresCore):
                 await pipeline.sync()
                 return await cur.fetchall() if _has_columns(cur) else []
 
+            while apart:
+                ahead = read_ahead(op)
+                if not ahead.apart:
+                    op = ahead.whole()
+                    break
+                for call in ahead.apart:
+                    rows = await execute(call)
+                emits += ahead.emits
+                op = ahead.rest(rows)
+                if ahead.ended:
+                    if ARMED is not None:
+                        around_commit("after_commit", name)
+                    return ahead.value, emits
             async with conn.transaction():
-                result = await adrive(op, execute)
+                value, later = await adrive(op, execute)
                 if ARMED is not None:
-                    around_commit("before_commit", _op_name(op))
+                    around_commit("before_commit", name)
         if ARMED is not None:
-            around_commit("after_commit", _op_name(op))
-        return result
+            around_commit("after_commit", name)
+        return value, emits + later
 
     @contextlib.asynccontextmanager
     async def _async_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:

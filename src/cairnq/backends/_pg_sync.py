@@ -26,6 +26,7 @@ from ..protocol.steps import (
     drive,
     is_pipelined,
     is_single_statement,
+    read_ahead,
     run_setup,
 )
 from ._pg_errors import translate as _translate
@@ -44,6 +45,7 @@ from ._postgres_core import (
     _joins_callers_transaction,
     _op_name,
     _require_psycopg_connection,
+    _runs_apart,
     dict_row,
     psycopg,
     psycopg_pool,
@@ -221,8 +223,16 @@ class SyncPostgresPaths(PostgresCore):
 
         The begin, each ``discard`` step and the commit are queued on the
         connection; the client waits for the server only at a step whose rows
-        the operation reads, and at the end.
+        the operation reads, and at the end. Calls that may commit apart
+        (``Call.apart``) at the start of what is left of the operation are queued
+        outside a transaction block, as long as they come: the server runs each run
+        of them as an implicit transaction, committed at the sync after its last
+        statement, each statement with a snapshot taken as it starts. What follows
+        them, if anything, runs in a transaction as above.
         """
+        name = _op_name(op)
+        emits: list[Emit] = []
+        apart = _runs_apart(op, conn)
         with conn.pipeline() as pipeline:
 
             def execute(step: Call | Script) -> Rows:
@@ -238,13 +248,26 @@ class SyncPostgresPaths(PostgresCore):
                 pipeline.sync()
                 return cur.fetchall() if _has_columns(cur) else []
 
+            while apart:
+                ahead = read_ahead(op)
+                if not ahead.apart:
+                    op = ahead.whole()
+                    break
+                for call in ahead.apart:
+                    rows = execute(call)
+                emits += ahead.emits
+                op = ahead.rest(rows)
+                if ahead.ended:
+                    if ARMED is not None:
+                        around_commit("after_commit", name)
+                    return ahead.value, emits
             with conn.transaction():
-                result = drive(op, execute)
+                value, later = drive(op, execute)
                 if ARMED is not None:
-                    around_commit("before_commit", _op_name(op))
+                    around_commit("before_commit", name)
         if ARMED is not None:
-            around_commit("after_commit", _op_name(op))
-        return result
+            around_commit("after_commit", name)
+        return value, emits + later
 
     @contextlib.contextmanager
     def _sync_connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -115,14 +115,14 @@ def _op_name(op: Op[Any]) -> str:
 
 
 def _autocommits(op: Op[Any], conn: Any) -> bool:
-    """Whether write ``op`` runs as one statement that commits as it runs (no transaction).
+    """Whether write ``op`` runs as one statement that commits as it runs (no transaction)."""
+    return is_single_statement(op) and _runs_apart(op, conn)
 
-    Not when its ``before_commit`` crash point is armed: that point needs a commit
-    still to come, so the armed operation runs in a transaction of its own.
-    """
-    if not (is_single_statement(op) and conn.autocommit):
-        return False
-    return ARMED is None or f"before_commit:{_op_name(op)}" != ARMED
+
+def _runs_apart(op: Op[Any], conn: Any) -> bool:
+    """Whether write ``op`` may commit statements as they run on ``conn`` (``Call.apart``):
+    on autocommit, unless its ``before_commit`` crash point (a commit to come) is armed."""
+    return bool(conn.autocommit) and (ARMED is None or f"before_commit:{_op_name(op)}" != ARMED)
 
 
 def _json_as_text(adapters: Any) -> None:

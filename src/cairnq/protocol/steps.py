@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from .._events import Emit as Emit
 
@@ -42,11 +42,18 @@ class Call:
     may send the statement without waiting for its answer (and send ``[]`` back).
     A failure then surfaces at a later step or at the commit, and the whole
     transaction rolls back as it would have.
+
+    ``apart``: a run of ``apart`` calls that ends with one whose rows are read (the
+    others ``discard``) is a whole transaction by itself: where such a run begins
+    what is left of a ``Pipelined`` operation, a backend may run it as a transaction
+    of its own, committed after its last statement, each statement with a snapshot
+    taken as it starts, and the steps after it in another (see ``read_ahead``).
     """
 
     statement: str
     params: Mapping[str, Any]
     discard: bool = False
+    apart: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,89 @@ def is_pipelined(op: Op[Any]) -> bool:
 def is_single_statement(op: Op[Any]) -> bool:
     """Whether ``op`` declared itself one statement (see ``SingleStatement``)."""
     return getattr(op, "single_statement", False) is True
+
+
+@dataclass
+class Ahead(Generic[T]):
+    """The first steps of an operation, read before any of them runs (``read_ahead``).
+
+    ``apart``: the calls that may run as one transaction by themselves (``Call.apart``),
+    the last one's rows to send to ``rest``; empty when the operation does not begin so.
+    ``emits``: the wake-ups sent among them.
+    """
+
+    apart: list[Call]
+    emits: list[Emit]
+    _op: Op[T]
+    _sent: list[Step]
+    ended: bool = False
+    value: Any = None
+
+    def whole(self) -> Op[T]:
+        """The operation from its first step, for a backend that runs it in one transaction
+        (the steps already read are sent again; their replies go nowhere but the last's)."""
+        return _continued(self._sent, self._op)
+
+    def rest(self, rows: Rows) -> Op[T]:
+        """Send ``rows`` (the apart calls' answer) to the operation; returns it from its
+        next step on. When it returned instead, ``ended`` is set and ``value`` holds what
+        it returned."""
+        try:
+            step = self._op.send(rows)
+        except StopIteration as stop:
+            self.ended, self.value = True, stop.value
+            return _replayed([], stop.value)
+        return _continued([step], self._op)
+
+
+def read_ahead(op: Op[T]) -> Ahead[T]:
+    """Read ``op``'s first steps, without running any, while they are ``apart`` calls
+    that ``discard`` their rows (each answered ``[]``) or ``Emit``s (noted), up to the
+    first other step: the head to run apart when that step is an ``apart`` call whose
+    rows are read. Any other step ends the reading unanswered, so an operation that
+    does not begin apart builds nothing ahead of what is sent (a streamed batch)."""
+    sent: list[Step] = []
+    reply: Any = None
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as stop:
+            return Ahead([], [], _replayed(sent, stop.value), [])
+        sent.append(step)
+        if isinstance(step, Emit):
+            reply = None
+        elif isinstance(step, Call) and step.apart and step.discard:
+            reply = []
+        else:
+            break
+    if not (isinstance(step, Call) and step.apart):
+        return Ahead([], [], op, sent)
+    calls = [s for s in sent if isinstance(s, Call)]
+    return Ahead(calls, [s for s in sent if isinstance(s, Emit)], op, [])
+
+
+def _continued(sent: list[Step], op: Op[T]) -> Op[T]:
+    """``op`` resumed where it waits for the reply to the last of ``sent``, the steps it
+    has already sent (all sent again); ``op`` itself when none were."""
+    if not sent:
+        return (yield from op)
+    for step in sent[:-1]:
+        yield step
+    reply = yield sent[-1]
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+        reply = yield step
+
+
+def _replayed(sent: list[Step], value: T) -> Op[T]:
+    """Send ``sent`` again, then return ``value`` (an operation that had ended)."""
+    for step in sent:  # noqa: UP028 (the driver sends replies, which a list cannot take)
+        yield step
+    return value
 
 
 def drive(op: Op[T], execute: Callable[[Call | Script], Rows]) -> tuple[T, list[Emit]]:

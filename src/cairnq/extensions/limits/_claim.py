@@ -271,26 +271,32 @@ class ClaimGate:
         last claim fit within it (``_keyed.keyed_fitting``).
 
         The lock's rows are not read (the statements read the stored amount), so a
-        pipelining backend sends the lock with the first statement after it.
+        pipelining backend sends the lock with the first statement after it. The lock
+        and each claiming statement after it are a whole transaction (``Call.apart``):
+        PostgreSQL commits them as one message, and the next statement takes the lock
+        again. Each commits exact counts, so a claim may end after any of them.
         """
         assert self.keyed is not None
-        if self.keyed == "claim":
-            yield Call("limits_lock", {"names": [limit.id]}, discard=True)
+        locks = held = self.keyed == "claim"
+        lock = Call("limits_lock", {"names": [limit.id]}, discard=True, apart=locks)
+        if locks:
+            yield lock
         self._claims += 1
         if self._claims % PRUNE_EVERY == 1:
-            yield Call("limits_keys_prune", {"names": [limit.id]}, discard=True)
+            yield Call("limits_keys_prune", {"names": [limit.id]}, discard=True, apart=locks)
         claimed: list[Row] = []
         refused: dict[str, dict[str, Any]] = {}
         paging = True
         if self._fit.get(limit.id, True):
             # No more than the pages would scan: a claim takes the same many either way.
             fitting = yield from keyed_fitting(
-                limit, queues, names, min(want, self._scan), worker_id, lease_ms
+                limit, queues, names, min(want, self._scan), worker_id, lease_ms, apart=locks
             )
             _take_keyed(fitting, limit, claimed, refused)
             # It took every due task the pages would have admitted; nothing taken, the
             # claim may not fit (or nothing is due): the pages decide.
             paging = not fitting
+            held = False
         now: int | None = None
         cursor: tuple[Any, Any, Any] = (None, None, None)
         # The first page holds as many tasks as the claim wants: where no key is full
@@ -299,6 +305,9 @@ class ClaimGate:
         size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
         while paging and len(claimed) < want and scanned < self._scan:
+            if locks and not held:
+                yield lock
+            held = False
             rows, seen, now = yield from keyed_page(
                 self.keyed,
                 limit,

@@ -10,8 +10,8 @@ a task counts while it runs, whoever claimed it.
 
 - PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks in that
   statement. The limit's row lock is taken by the statement before it
-  (``limits_lock``, sent with it), so the page's snapshot sees every claim
-  committed before it.
+  (``limits_lock``, sent with it as one message that commits after the page:
+  ``Call.apart``), so the page's snapshot sees every claim committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
   ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
   one at a time).
@@ -116,6 +116,7 @@ def keyed_page(
                 "worker_id": kernel.claimant(worker_id, False),
                 "lease_ms": lease_ms,
             },
+            apart=True,
         )
         claimed: list[tuple[Row, str | None]] = [
             (_without_figures(row), row["limit_key"]) for row in result if row["id"] is not None
@@ -139,11 +140,14 @@ def keyed_fitting(
     want: int,
     worker_id: str,
     lease_ms: int,
+    *,
+    apart: bool = False,
 ) -> Op[list[tuple[Row, str | None]]]:
     """Claim the first ``want`` due tasks in claim order, each with the key it counts
     under (``None``: none the statement could compute), when the claim fits within
     ``limit`` whatever the keys; nothing when it does not fit or nothing is due
-    (``keyed_page`` then decides)."""
+    (``keyed_page`` then decides). ``apart``: the statement and the lock sent just
+    before it may commit by themselves (``Call.apart``)."""
     rows = yield Call(
         "limits_claim_fitting",
         {
@@ -152,6 +156,7 @@ def keyed_fitting(
             "worker_id": kernel.claimant(worker_id, False),
             "lease_ms": lease_ms,
         },
+        apart=apart,
     )
     return [(_without_figures(row), _text(row["limit_key"])) for row in rows]
 
