@@ -13,7 +13,7 @@ import pytest
 from cairnq import CairnQ, Limit, kernel
 from cairnq.extensions.limits._keyed import keyed_fitting
 from cairnq.extensions.limits._ops import database_now
-from cairnq.protocol.steps import Call, Emit, Op, Pipelined, drive, read_ahead
+from cairnq.protocol.steps import Call, Emit, Op, Pipelined, drive, read_ahead, together
 
 from ._db import Database
 
@@ -102,6 +102,20 @@ def test_an_operation_that_ended_while_read_ahead_is_sent_again_with_its_value()
 
     value, _ = drive(ahead.whole(), execute)
     assert (ahead.apart, sent, value[0]) == ([], [LOCK, LOCK], 3)
+
+
+def test_together_takes_the_apart_marks_off_and_keeps_the_replies() -> None:
+    apart = Call("r", {}, apart=True)
+    sent: list[Call] = []
+
+    def execute(step: Call | Any) -> Any:
+        sent.append(step)
+        return _answers(step)
+
+    value, _ = drive(together(_op(LOCK, apart, READ)), execute)
+    assert [step.apart for step in sent] == [False, False, False]
+    assert [step.statement for step in sent] == ["limits_lock", "r", "r"]
+    assert value == ("done", [[{"from": "limits_lock"}], [{"from": "r"}], [{"from": "r"}]])
 
 
 async def _running(cq: CairnQ) -> int:

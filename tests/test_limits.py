@@ -35,6 +35,7 @@ from cairnq.testing import FakeClock
 from cairnq.worker._settling import Settler
 
 from ._db import Database
+from ._statements import sent_statements
 from .test_migrate_repair import outside
 from .test_without_extensions import migrate_only
 
@@ -1097,3 +1098,80 @@ async def test_a_claim_waiting_for_the_limits_lock_counts_the_tasks_claimed_whil
             rows = await claim
         assert len(rows) == 1
         assert len(await cq.list(status="running")) == 4
+
+
+def _kernel_claim(gate: ClaimGate, *draws: kernel.Draw) -> Op[list[Any]]:
+    """A worker's claim with news of work: no recovery first, so the claim begins with
+    the draws' statements."""
+    return kernel.claim(
+        ["default"], WORKER, 60_000, list(draws), 0, points=kernel.claiming_with(gate), alone=True
+    )
+
+
+async def test_a_claim_the_limit_cannot_bind_sends_no_transaction_block_on_postgresql(
+    db: Database,
+) -> None:
+    """The lock and the fitting claim commit at once, as one implicit transaction: no
+    begin and no commit reach PostgreSQL. SQLite runs them in its write transaction."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(
+            cq, Limit.concurrency(10, queue="default", key="payload.customer")
+        )
+        await _submit(cq, "a", 3)
+        with sent_statements(cq) as heard:
+            rows = await cq.backend.arun(_kernel_claim(gate, kernel.Draw(None, 2)), write=True)
+        assert len(rows) == 2
+        commands = [
+            t.split()[0].lower() for t in heard if t.split()[0].lower() in {"begin", "commit"}
+        ]
+        assert commands == {"postgres": [], "sqlite": ["begin", "commit"]}[cq.backend.dialect]
+
+
+async def test_only_the_last_draw_of_a_claim_may_commit_its_fitting_claim_apart(
+    db: Database,
+) -> None:
+    """A draw followed by another is claimed in the claim's transaction, so a failure in
+    the later draw cannot leave the earlier one's tasks claimed for nobody."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(
+            cq, Limit.concurrency(10, queue="default", key="payload.customer")
+        )
+        await _submit(cq, "a", 4)
+        steps: list[Any] = []
+        claim = _kernel_claim(gate, kernel.Draw(["job"], 1), kernel.Draw(["job"], 1))
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert len(rows) == 2
+        fitting = [step.apart for step in steps if step.statement == "limits_claim_fitting"]
+        assert fitting == {"postgres": [False, True], "sqlite": [False, False]}[cq.backend.dialect]
+
+
+async def test_the_pages_after_a_fitting_claim_that_took_nothing_are_one_transaction(
+    db: Database,
+) -> None:
+    """The fitting claim (apart, with its lock) does not fit; the pages take the lock
+    again and none of them commits apart, so a later page's failure undoes them all."""
+    async with db.client(clock=_clock()) as cq:
+        gate = await _stored_gate(cq, Limit.concurrency(2, queue="default", key="payload.customer"))
+        await _submit(cq, "a", 3)
+        steps: list[Any] = []
+        claim = _kernel_claim(gate, kernel.Draw(None, 3))
+        rows = await cq.backend.arun(Pipelined(_noting_steps(claim, steps)), write=True)
+        assert _keys(rows) == {"a": 2}
+        sent = [(step.statement, step.apart) for step in steps]
+        expected = {
+            "postgres": [
+                ("limits_lock", True),
+                ("limits_keys_prune", True),
+                ("limits_claim_fitting", True),
+                ("limits_lock", False),
+                ("limits_claim_keyed", False),
+            ],
+            "sqlite": [
+                ("limits_keys_prune", False),
+                ("limits_claim_fitting", False),
+                ("clock_now", False),
+                ("limits_admit_keyed", False),
+                ("claim_ids", False),
+            ],
+        }
+        assert sent == expected[cq.backend.dialect]

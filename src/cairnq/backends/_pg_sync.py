@@ -219,7 +219,7 @@ class SyncPostgresPaths(PostgresCore):
             return result
 
     def _drive_pipelined(self, conn: psycopg.Connection[Any], op: Op[T]) -> tuple[T, list[Emit]]:
-        """Run write ``op`` in a transaction in pipeline mode (see ``Pipelined``).
+        """Run write ``op`` in pipeline mode, in a transaction (see ``Pipelined``).
 
         The begin, each ``discard`` step and the commit are queued on the
         connection; the client waits for the server only at a step whose rows

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..models import holder, new_nonce
-from ..protocol.steps import NOW, Call, Op, Pipelined, Row, SingleStatement
+from ..protocol.steps import NOW, Call, Op, Pipelined, Row, SingleStatement, together
 from ._shared import Draw as Draw
 from ._shared import _emit_for, _named
 from .points import NO_POINTS, BeforeRecover, DrawClaimer, Points, Recovered
@@ -72,7 +72,8 @@ def claim(
     alone: bool = False,
     bare: bool = False,
 ) -> Op[list[Row]]:
-    """Recover expired leases, then claim each draw, all in one transaction.
+    """Recover expired leases, then claim each draw, all in one transaction (a lone
+    draw's claimer may commit its first statements apart: ``Call.apart``).
 
     Returns the claimed rows, undecoded (a row whose JSON cannot be read is the
     worker's to fail, not a reason to abort the whole claim), in claim order.
@@ -118,13 +119,16 @@ def _claim(
         if recovered is not None:
             recovered[:] = rows
     claimed: list[Row] = []
-    for draw in draws:
+    for n, draw in enumerate(draws, 1):
         for claimer in claimers:
             governing = claimer.governing(queues, draw.names)
             if governing:
-                rows = yield from claimer.claim(
+                drawn = claimer.claim(
                     queues, draw.names, draw.limit, worker_id, lease_ms, governing
                 )
+                # A draw's claim may commit apart (``Call.apart``) only when no step follows
+                # it whose failure would leave its tasks claimed for nobody.
+                rows = yield from (drawn if n == len(draws) else together(drawn))
                 break
         else:
             rows = yield from claim_draw(

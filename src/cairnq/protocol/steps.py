@@ -10,6 +10,7 @@ Opening a database is a generator of such operations too (``Setup``, one
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -209,6 +210,22 @@ def read_ahead(op: Op[T]) -> Ahead[T]:
         return Ahead([], [], op, sent)
     calls = [s for s in sent if isinstance(s, Call)]
     return Ahead(calls, [s for s in sent if isinstance(s, Emit)], op, [])
+
+
+def together(op: Op[T]) -> Op[T]:
+    """``op`` with its ``apart`` marks taken off: every statement runs in the transaction
+    of the operation it is part of. For a part that steps follow whose failure must
+    undo it (a claim's draw before another)."""
+    reply: Any = None
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+        if isinstance(step, Call) and step.apart:
+            step = dataclasses.replace(step, apart=False)
+        reply = yield step
 
 
 def _continued(sent: list[Step], op: Op[T]) -> Op[T]:

@@ -272,9 +272,11 @@ class ClaimGate:
 
         The lock's rows are not read (the statements read the stored amount), so a
         pipelining backend sends the lock with the first statement after it. The lock
-        and each claiming statement after it are a whole transaction (``Call.apart``):
-        PostgreSQL commits them as one message, and the next statement takes the lock
-        again. Each commits exact counts, so a claim may end after any of them.
+        and the fitting claim are a whole transaction (``Call.apart``): where they begin
+        the claim, PostgreSQL commits them at once, with no transaction block, and the
+        pages after them, if it claimed nothing, take the lock again in a transaction
+        of their own. The pages are one transaction: a page that claimed must not be
+        committed while a later one may still fail.
         """
         assert self.keyed is not None
         locks = held = self.keyed == "claim"
@@ -301,13 +303,13 @@ class ClaimGate:
         cursor: tuple[Any, Any, Any] = (None, None, None)
         # The first page holds as many tasks as the claim wants: where no key is full
         # it admits them all, and on PostgreSQL every task a page reads is locked until
-        # the claim commits, claimed or not. Each later page doubles.
+        # the pages commit, claimed or not. Each later page doubles.
         size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
         while paging and len(claimed) < want and scanned < self._scan:
             if locks and not held:
-                yield lock
-            held = False
+                yield Call("limits_lock", {"names": [limit.id]}, discard=True)
+                held = True
             rows, seen, now = yield from keyed_page(
                 self.keyed,
                 limit,

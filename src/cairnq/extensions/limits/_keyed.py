@@ -10,8 +10,8 @@ a task counts while it runs, whoever claimed it.
 
 - PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks in that
   statement. The limit's row lock is taken by the statement before it
-  (``limits_lock``, sent with it as one message that commits after the page:
-  ``Call.apart``), so the page's snapshot sees every claim committed before it.
+  (``limits_lock``, sent with it), so the page's snapshot sees every claim
+  committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
   ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
   one at a time).
@@ -116,7 +116,6 @@ def keyed_page(
                 "worker_id": kernel.claimant(worker_id, False),
                 "lease_ms": lease_ms,
             },
-            apart=True,
         )
         claimed: list[tuple[Row, str | None]] = [
             (_without_figures(row), row["limit_key"]) for row in result if row["id"] is not None
