@@ -271,14 +271,12 @@ class ClaimGate:
         last claim fit within it (``_keyed.keyed_fitting``).
 
         The lock's rows are not read (the statements read the stored amount), so a
-        pipelining backend sends the lock with the first statement after it. With a
-        lock to take (PostgreSQL), the lock and each claiming statement are a whole
-        transaction (``Call.apart``), committed at once where they begin what is left
-        of the claim; a page after a fitting claim that took nothing takes the lock
-        again. Such a claim reads one page: a page committed apart must be the claim's
-        last write, or a later page's failure would leave its tasks claimed for nobody.
-        The worker claims again at once when a claim took tasks, and that claim reads
-        anew what this page passed over (the keys it filled left out).
+        pipelining backend sends the lock with the first statement after it. The lock
+        and the fitting claim are a whole transaction (``Call.apart``): where they begin
+        the claim, PostgreSQL commits them at once, with no transaction block, and the
+        pages after them, if it claimed nothing, take the lock again in a transaction
+        of their own. The pages are one transaction: a page that claimed must not be
+        committed while a later one may still fail.
         """
         assert self.keyed is not None
         locks = held = self.keyed == "claim"
@@ -305,12 +303,13 @@ class ClaimGate:
         cursor: tuple[Any, Any, Any] = (None, None, None)
         # The first page holds as many tasks as the claim wants: where no key is full
         # it admits them all, and on PostgreSQL every task a page reads is locked until
-        # the page commits, claimed or not. Each later page (SQLite) doubles.
+        # the pages commit, claimed or not. Each later page doubles.
         size = min(PAGE, max(MIN_PAGE, want))
         scanned = blocked = 0
         while paging and len(claimed) < want and scanned < self._scan:
             if locks and not held:
-                yield lock
+                yield Call("limits_lock", {"names": [limit.id]}, discard=True)
+                held = True
             rows, seen, now = yield from keyed_page(
                 self.keyed,
                 limit,
@@ -322,7 +321,6 @@ class ClaimGate:
                 lease_ms,
                 now,
                 cursor,
-                apart=locks,
             )
             if not scanned:
                 self._fit[limit.id] = seen.fits
@@ -333,7 +331,7 @@ class ClaimGate:
             if len(claimed) + len(rows) < want:
                 blocked += seen.rows - len(rows)
             _take_keyed(rows, limit, claimed, refused)
-            if locks or seen.rows < size:
+            if seen.rows < size:
                 break
             size = min(PAGE, 2 * size)
         self.blocked += blocked

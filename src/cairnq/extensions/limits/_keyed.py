@@ -11,8 +11,7 @@ a task counts while it runs, whoever claimed it.
 - PostgreSQL (``limits_claim_keyed``) also claims the admitted tasks in that
   statement. The limit's row lock is taken by the statement before it
   (``limits_lock``, sent with it), so the page's snapshot sees every claim
-  committed before it; the two commit at once (``Call.apart``), so a claim reads
-  one page.
+  committed before it.
 - SQLite (``limits_admit_keyed``), without data-modifying CTEs, chooses the tasks;
   ``claim_ids`` claims them, in the claim's write transaction (which SQLite runs
   one at a time).
@@ -97,14 +96,10 @@ def keyed_page(
     lease_ms: int,
     now_ms: int | None,
     cursor: tuple[Any, Any, Any],
-    *,
-    apart: bool = False,
 ) -> Op[tuple[list[tuple[Row, str | None]], KeyedPage, int | None]]:
     """Claim one page's admitted tasks: each claimed row with the key it counts under
     (``None``: the statement could not compute it, so it counts against nothing), what
-    the page saw, and the now it claimed at (to pass to the next page). ``apart``: the
-    claiming statement and the lock sent just before it may commit by themselves
-    (``Call.apart``; PostgreSQL's flavour)."""
+    the page saw, and the now it claimed at (to pass to the next page)."""
     params = {
         **_draw(limit, queues, names, want),
         "after_priority": cursor[0],
@@ -121,7 +116,6 @@ def keyed_page(
                 "worker_id": kernel.claimant(worker_id, False),
                 "lease_ms": lease_ms,
             },
-            apart=apart,
         )
         claimed: list[tuple[Row, str | None]] = [
             (_without_figures(row), row["limit_key"]) for row in result if row["id"] is not None
