@@ -216,16 +216,13 @@ def together(op: Op[T]) -> Op[T]:
     """``op`` with its ``apart`` marks taken off: every statement runs in the transaction
     of the operation it is part of. For a part that steps follow whose failure must
     undo it (a claim's draw before another)."""
-    reply: Any = None
-    while True:
-        try:
-            step = op.send(reply)
-        except StopIteration as stop:
-            value: T = stop.value
-            return value
-        if isinstance(step, Call) and step.apart:
-            step = dataclasses.replace(step, apart=False)
-        reply = yield step
+    return _relayed(op, None, _unmarked)
+
+
+def _unmarked(step: Step) -> Step:
+    if isinstance(step, Call) and step.apart:
+        return dataclasses.replace(step, apart=False)
+    return step
 
 
 def _continued(sent: list[Step], op: Op[T]) -> Op[T]:
@@ -233,16 +230,22 @@ def _continued(sent: list[Step], op: Op[T]) -> Op[T]:
     has already sent (all sent again); ``op`` itself when none were."""
     if not sent:
         return (yield from op)
-    for step in sent[:-1]:
+    for step in sent[:-1]:  # noqa: UP028 (the driver sends replies, which a list cannot take)
         yield step
     reply = yield sent[-1]
+    return (yield from _relayed(op, reply, None))
+
+
+def _relayed(op: Op[T], reply: Any, change: Callable[[Step], Step] | None) -> Op[T]:
+    """``op`` driven from ``reply`` on (``None``: from its start), each step it sends
+    passed on (through ``change``, if given) and each reply passed back."""
     while True:
         try:
             step = op.send(reply)
         except StopIteration as stop:
             value: T = stop.value
             return value
-        reply = yield step
+        reply = yield step if change is None else change(step)
 
 
 def _replayed(sent: list[Step], value: T) -> Op[T]:
